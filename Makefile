@@ -1,0 +1,31 @@
+# Makefile for idxtable_fdw (PGXS)
+
+MODULE_big = idxtable_fdw
+OBJS = \
+	fdw/idxtable_fdw.o \
+	fdw/option.o \
+	fdw/connection.o \
+	fdw/convert.o \
+	fdw/deparse.o \
+	fdw/planner.o \
+	fdw/scan.o \
+	fdw/analyze.o \
+	fdw/import.o
+
+EXTENSION = idxtable_fdw
+DATA = idxtable_fdw--0.1.sql
+PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
+
+REGRESS = setup options types pushdown idlookup prepared import analyze errors auth
+REGRESS_OPTS = --inputdir=. --outputdir=test/results
+
+MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)
+MONGOC_LIBS := $(shell pkg-config --libs libmongoc-1.0)
+PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw
+SHLIB_LINK = $(MONGOC_LIBS)
+
+EXTRA_CLEAN = test/results
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,367 @@
+/*-------------------------------------------------------------------------
+ *
+ * analyze.c
+ *		  ANALYZE support for idxtable_fdw foreign tables.
+ *
+ * A MongoDB collection has no pages, so we report a page count derived
+ * from the document count, and we never read the whole collection: the
+ * sample is drawn on the server with a $sample aggregation stage that
+ * returns only the fields mapped by the foreign table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include <mongoc/mongoc.h>
+
+#include "access/htup_details.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "connection.h"
+#include "convert.h"
+#include "idxtable_fdw.h"
+#include "option.h"
+
+/* Number of documents assumed to make up one "page" of a collection */
+#define IDX_DOCS_PER_PAGE	100
+
+static int	idxAcquireSampleRows(Relation relation, int elevel,
+								 HeapTuple *rows, int targrows,
+								 double *totalrows,
+								 double *totaldeadrows);
+static double remote_document_count(mongoc_client_t *client,
+									ForeignServer *server,
+									const IdxTableInfo *info);
+static List *projection_fields(const IdxRowConv *rc);
+static bson_t *build_sample_pipeline(const IdxRowConv *rc, int targrows);
+static int	fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
+							  const IdxRowConv *rc, const char *servername,
+							  const char *collection,
+							  HeapTuple *rows, int targrows);
+
+
+/*
+ * idxAnalyzeForeignTable
+ *		Tell ANALYZE that we can sample this table, and how big it is.
+ *
+ * The page count only feeds relpages and the split of the sample among the
+ * members of an inheritance tree, so an estimate proportional to the
+ * document count (one page per IDX_DOCS_PER_PAGE documents, at least one)
+ * is all we need.  The count comes from the "count" command without a
+ * query, which MongoDB answers from collection metadata.
+ */
+bool
+idxAnalyzeForeignTable(Relation relation,
+					   AcquireSampleRowsFunc *func,
+					   BlockNumber *totalpages)
+{
+	IdxTableInfo *info;
+	ForeignServer *server;
+	mongoc_client_t *client;
+	double		ndocs;
+	double		pages;
+
+	info = idx_get_table_info(RelationGetRelid(relation));
+	client = idx_get_client_for_rel(RelationGetRelid(relation), &server);
+
+	ndocs = remote_document_count(client, server, info);
+
+	pages = ceil(ndocs / IDX_DOCS_PER_PAGE);
+	if (pages < 1)
+		pages = 1;
+	if (pages > (double) MaxBlockNumber)
+		pages = (double) MaxBlockNumber;
+
+	*totalpages = (BlockNumber) pages;
+	*func = idxAcquireSampleRows;
+
+	return true;
+}
+
+/*
+ * idxAcquireSampleRows
+ *		Fetch a random sample of at most targrows rows from the collection.
+ *
+ * The rows are chosen by MongoDB ($sample), so they are already a random
+ * sample and no reservoir sampling is needed here.  Each document is
+ * converted in a short-lived memory context; only the finished heap tuple
+ * is allocated in the caller's context.  Returns the number of rows
+ * stored in rows[], and the estimated live rows in *totalrows.  A
+ * collection has no dead rows we could know of.
+ *
+ * Note that $sample may return the same document twice when MongoDB uses
+ * its pseudo-random cursor; ANALYZE copes with that as slight noise.
+ */
+static int
+idxAcquireSampleRows(Relation relation, int elevel,
+					 HeapTuple *rows, int targrows,
+					 double *totalrows,
+					 double *totaldeadrows)
+{
+	IdxTableInfo *info;
+	ForeignServer *server;
+	mongoc_client_t *client;
+	IdxRowConv *rc;
+	MemoryContext callercxt = CurrentMemoryContext;
+	double		ndocs;
+	int			numrows = 0;
+	bson_t	   *pipeline;
+	bson_t	   *opts;
+	mongoc_collection_t *collection;
+	mongoc_cursor_t *cursor;
+
+	*totalrows = 0;
+	*totaldeadrows = 0;
+
+	if (targrows <= 0)
+		return 0;
+
+	info = idx_get_table_info(RelationGetRelid(relation));
+	client = idx_get_client_for_rel(RelationGetRelid(relation), &server);
+	rc = idx_row_conv_create(RelationGetDescr(relation), info, NULL);
+
+	ndocs = remote_document_count(client, server, info);
+
+	/*
+	 * Everything that can raise an error is done before the libmongoc
+	 * objects are created; from here on they are released in PG_FINALLY.
+	 */
+	pipeline = build_sample_pipeline(rc, targrows);
+	opts = bson_new();
+	if (info->fetch_size > 0)
+		BSON_APPEND_INT32(opts, "batchSize", info->fetch_size);
+
+	collection = mongoc_client_get_collection(client, info->database,
+											  info->collection);
+	cursor = mongoc_collection_aggregate(collection, MONGOC_QUERY_NONE,
+										 pipeline, opts, NULL);
+
+	PG_TRY();
+	{
+		numrows = fetch_sample_rows(cursor, relation, rc, server->servername,
+									info->collection, rows, targrows);
+	}
+	PG_FINALLY();
+	{
+		MemoryContextSwitchTo(callercxt);
+		mongoc_cursor_destroy(cursor);
+		mongoc_collection_destroy(collection);
+		bson_destroy(opts);
+		bson_destroy(pipeline);
+	}
+	PG_END_TRY();
+
+	/* The count may lag behind the collection; never report less than seen */
+	if (ndocs < numrows)
+		ndocs = numrows;
+	*totalrows = ndocs;
+
+	ereport(elevel,
+			(errmsg("\"%s\": collection \"%s\" contains about %.0f documents; %d rows in sample",
+					RelationGetRelationName(relation), info->collection,
+					ndocs, numrows)));
+
+	return numrows;
+}
+
+/*
+ * remote_document_count
+ *		Estimated number of documents in the table's collection.
+ *
+ * Runs {count: <collection>} without a query, which is answered from
+ * metadata rather than by scanning.  A reply without a usable "n" (which
+ * MongoDB does not send) counts as empty rather than failing ANALYZE.
+ */
+static double
+remote_document_count(mongoc_client_t *client, ForeignServer *server,
+					  const IdxTableInfo *info)
+{
+	bson_t	   *command;
+	bson_t		reply;
+	bson_iter_t iter;
+	double		ndocs = 0;
+	char	   *what;
+
+	what = psprintf("count on collection \"%s\"", info->collection);
+
+	command = bson_new();
+	BSON_APPEND_UTF8(command, "count", info->collection);
+
+	PG_TRY();
+	{
+		idx_run_command(client, server->servername, info->database,
+						command, &reply, what);
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(command);
+	}
+	PG_END_TRY();
+
+	if (bson_iter_init_find(&iter, &reply, "n") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		ndocs = (double) bson_iter_as_int64(&iter);
+	bson_destroy(&reply);
+
+	pfree(what);
+
+	return (ndocs > 0) ? ndocs : 0;
+}
+
+/*
+ * Comparator for sorting field paths bytewise.
+ */
+static int
+field_path_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp((const char *) lfirst(a), (const char *) lfirst(b));
+}
+
+/*
+ * projection_fields
+ *		The field paths to keep in the sampled documents.
+ *
+ * MongoDB rejects a projection that names both a path and one of its
+ * prefixes ("a" and "a.b": path collision), and a key twice, so only the
+ * shortest covering paths are kept.  "_id" is always kept: the
+ * conversion code quotes it in error messages.
+ */
+static List *
+projection_fields(const IdxRowConv *rc)
+{
+	List	   *paths = NIL;
+	List	   *result = NIL;
+	ListCell   *lc;
+	int			i;
+
+	paths = lappend(paths, (char *) IDX_ID_FIELD);
+	for (i = 0; i < rc->natts; i++)
+	{
+		if (rc->fields[i] != NULL)
+			paths = lappend(paths, (char *) rc->fields[i]);
+	}
+	list_sort(paths, field_path_cmp);
+
+	foreach(lc, paths)
+	{
+		const char *path = (const char *) lfirst(lc);
+		bool		covered = false;
+		ListCell   *lc2;
+
+		foreach(lc2, result)
+		{
+			const char *kept = (const char *) lfirst(lc2);
+			size_t		len = strlen(kept);
+
+			if (strncmp(path, kept, len) == 0 &&
+				(path[len] == '\0' || path[len] == '.'))
+			{
+				covered = true;
+				break;
+			}
+		}
+		if (!covered)
+			result = lappend(result, (char *) path);
+	}
+
+	list_free(paths);
+	return result;
+}
+
+/*
+ * build_sample_pipeline
+ *		Build {pipeline: [{$sample: {size: targrows}}, {$project: {...}}]}.
+ *
+ * The caller destroys the result with bson_destroy().  The field list is
+ * computed first, so that nothing can raise an error while the bson_t is
+ * alive.
+ */
+static bson_t *
+build_sample_pipeline(const IdxRowConv *rc, int targrows)
+{
+	List	   *fields = projection_fields(rc);
+	bson_t	   *pipeline;
+	bson_t		stages;
+	bson_t		stage;
+	bson_t		spec;
+	ListCell   *lc;
+
+	pipeline = bson_new();
+	bson_append_array_begin(pipeline, "pipeline", -1, &stages);
+
+	bson_append_document_begin(&stages, "0", -1, &stage);
+	bson_append_document_begin(&stage, "$sample", -1, &spec);
+	BSON_APPEND_INT32(&spec, "size", targrows);
+	bson_append_document_end(&stage, &spec);
+	bson_append_document_end(&stages, &stage);
+
+	bson_append_document_begin(&stages, "1", -1, &stage);
+	bson_append_document_begin(&stage, "$project", -1, &spec);
+	foreach(lc, fields)
+		BSON_APPEND_INT32(&spec, (const char *) lfirst(lc), 1);
+	bson_append_document_end(&stage, &spec);
+	bson_append_document_end(&stages, &stage);
+
+	bson_append_array_end(pipeline, &stages);
+
+	list_free(fields);
+	return pipeline;
+}
+
+/*
+ * fetch_sample_rows
+ *		Read the sample cursor into rows[], at most targrows of them.
+ *
+ * Runs inside the caller's PG_TRY, which owns the cursor.  Each document
+ * is converted in a per-row memory context that is reset for the next
+ * one; heap_form_tuple() copies the values into the caller's context.
+ */
+static int
+fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
+				  const IdxRowConv *rc, const char *servername,
+				  const char *collection,
+				  HeapTuple *rows, int targrows)
+{
+	TupleDesc	tupdesc = RelationGetDescr(relation);
+	MemoryContext callercxt = CurrentMemoryContext;
+	MemoryContext rowcxt;
+	Datum	   *values;
+	bool	   *nulls;
+	const bson_t *doc;
+	bson_error_t error;
+	int			numrows = 0;
+
+	values = (Datum *) palloc0(tupdesc->natts * sizeof(Datum));
+	nulls = (bool *) palloc(tupdesc->natts * sizeof(bool));
+
+	rowcxt = AllocSetContextCreate(callercxt,
+								   "idxtable_fdw analyze row",
+								   ALLOCSET_DEFAULT_SIZES);
+
+	while (numrows < targrows && mongoc_cursor_next(cursor, &doc))
+	{
+		CHECK_FOR_INTERRUPTS();
+
+		MemoryContextReset(rowcxt);
+		MemoryContextSwitchTo(rowcxt);
+		idx_document_to_row(rc, doc, values, nulls);
+
+		MemoryContextSwitchTo(callercxt);
+		rows[numrows++] = heap_form_tuple(tupdesc, values, nulls);
+	}
+
+	if (numrows < targrows && mongoc_cursor_error(cursor, &error))
+		idx_report_error(&error, servername,
+						 psprintf("aggregate on collection \"%s\"",
+								  collection));
+
+	MemoryContextDelete(rowcxt);
+	pfree(values);
+	pfree(nulls);
+
+	return numrows;
+}

@@ -1,0 +1,519 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection.c
+ *		  Cache of MongoDB clients and translation of libmongoc errors.
+ *
+ * Each backend keeps one mongoc_client_t per user mapping, created on first
+ * use and kept for the life of the backend, so that a query costs no extra
+ * round trip.  ALTER SERVER / ALTER USER MAPPING invalidate the entry; the
+ * stale client is destroyed when no scan is using it (at the next lookup
+ * outside a scan, or at transaction end).
+ *
+ * libmongoc's messages are never passed through as they are: the primary
+ * message is ours and names the foreign server; the server's own message
+ * goes into the detail with anything that looks like a connection string
+ * removed, so credentials cannot leak.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/xact.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "connection.h"
+#include "option.h"
+
+/*
+ * One cached client.  The hash key is the user mapping OID.
+ */
+typedef struct IdxConnEntry
+{
+	Oid			umid;			/* hash key */
+	mongoc_client_t *client;	/* NULL if not connected */
+	bool		invalidated;	/* options changed: reconnect when idle */
+	uint32		server_hashvalue;	/* syscache hash of the server row */
+	uint32		mapping_hashvalue;	/* syscache hash of the user mapping */
+	int			active_scans;	/* scans currently using the client */
+} IdxConnEntry;
+
+static HTAB *ConnectionHash = NULL;
+
+/* Where to count commands sent (EXPLAIN ANALYZE round trips), or NULL */
+static uint64 *round_trip_counter = NULL;
+
+static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
+static void idx_xact_callback(XactEvent event, void *arg);
+
+/*
+ * APM hook: count every command libmongoc sends (find, getMore, ...) for
+ * whoever asked.
+ */
+static void
+command_started(const mongoc_apm_command_started_t *event)
+{
+	if (round_trip_counter)
+		(*round_trip_counter)++;
+}
+
+/*
+ * Count the commands sent from now on into *counter (NULL: stop counting).
+ * Returns the previous target, so calls can nest.
+ */
+uint64 *
+idx_count_round_trips(uint64 *counter)
+{
+	uint64	   *previous = round_trip_counter;
+
+	round_trip_counter = counter;
+	return previous;
+}
+
+/*
+ * Set up the hash table and the invalidation callbacks on first use.
+ */
+static void
+init_connection_cache(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(IdxConnEntry);
+	ConnectionHash = hash_create("idxtable_fdw connections", 8, &ctl,
+								 HASH_ELEM | HASH_BLOBS);
+
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, idx_inval_callback,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, idx_inval_callback,
+								  (Datum) 0);
+	RegisterXactCallback(idx_xact_callback, NULL);
+}
+
+/*
+ * Look up a generic option in a DefElem list.
+ */
+static const char *
+lookup_option(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, name) == 0)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/*
+ * Copy an integer server option into the URI as a libmongoc option.
+ */
+static void
+apply_int_option(mongoc_uri_t *uri, List *options, const char *optname,
+				 const char *urioption)
+{
+	const char *val = lookup_option(options, optname);
+
+	if (val)
+		mongoc_uri_set_option_as_int32(uri, urioption, atoi(val));
+}
+
+/*
+ * Build the URI for a server and user mapping: the server's "uri" plus the
+ * timeouts and the credentials of the user mapping.
+ */
+static mongoc_uri_t *
+build_uri(ForeignServer *server, UserMapping *user)
+{
+	const char *uristr = lookup_option(server->options, "uri");
+	const char *username = lookup_option(user->options, "username");
+	const char *password = lookup_option(user->options, "password");
+	const char *auth_source = lookup_option(user->options, "auth_source");
+	bson_error_t error;
+	mongoc_uri_t *uri;
+
+	if (uristr == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("server \"%s\" has no \"uri\" option",
+						server->servername)));
+
+	uri = mongoc_uri_new_with_error(uristr, &error);
+	if (uri == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid \"uri\" option for server \"%s\"",
+						server->servername)));
+
+	apply_int_option(uri, server->options, "connect_timeout_ms",
+					 MONGOC_URI_CONNECTTIMEOUTMS);
+	apply_int_option(uri, server->options, "socket_timeout_ms",
+					 MONGOC_URI_SOCKETTIMEOUTMS);
+	apply_int_option(uri, server->options, "server_selection_timeout_ms",
+					 MONGOC_URI_SERVERSELECTIONTIMEOUTMS);
+
+	if (username)
+	{
+		mongoc_uri_set_username(uri, username);
+		if (password)
+			mongoc_uri_set_password(uri, password);
+		mongoc_uri_set_auth_source(uri, auth_source ? auth_source : "admin");
+	}
+	mongoc_uri_set_appname(uri, "idxtable_fdw");
+	return uri;
+}
+
+/*
+ * Create a client for (server, user) and check it with a "ping", so that
+ * connection and authentication problems surface here, as class-08 errors
+ * naming the server, rather than in the middle of a scan.
+ */
+static mongoc_client_t *
+connect_client(ForeignServer *server, UserMapping *user)
+{
+	mongoc_uri_t *uri = build_uri(server, user);
+	mongoc_client_t *client;
+	mongoc_apm_callbacks_t *callbacks;
+	bson_t		ping = BSON_INITIALIZER;
+	bson_error_t error;
+	bool		ok;
+
+	client = mongoc_client_new_from_uri_with_error(uri, &error);
+	mongoc_uri_destroy(uri);
+	if (client == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to server \"%s\"",
+						server->servername),
+				 errdetail("The connection string could not be used.")));
+
+	mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
+	callbacks = mongoc_apm_callbacks_new();
+	mongoc_apm_set_command_started_cb(callbacks, command_started);
+	mongoc_client_set_apm_callbacks(client, callbacks, NULL);
+	mongoc_apm_callbacks_destroy(callbacks);
+
+	BSON_APPEND_INT32(&ping, "ping", 1);
+	ok = mongoc_client_command_simple(client, "admin", &ping, NULL, NULL,
+									  &error);
+	bson_destroy(&ping);
+	if (!ok)
+	{
+		mongoc_client_destroy(client);
+		idx_report_error(&error, server->servername,
+						 "connecting to the server");
+	}
+	return client;
+}
+
+/*
+ * Destroy the client of a cache entry.
+ */
+static void
+disconnect_entry(IdxConnEntry *entry)
+{
+	if (entry->client)
+		mongoc_client_destroy(entry->client);
+	entry->client = NULL;
+	entry->invalidated = false;
+}
+
+/*
+ * Return the cached client for (server, user mapping), connecting on first
+ * use or after the options changed.
+ */
+mongoc_client_t *
+idx_get_client(ForeignServer *server, UserMapping *user)
+{
+	IdxConnEntry *entry;
+	bool		found;
+
+	if (ConnectionHash == NULL)
+		init_connection_cache();
+
+	entry = hash_search(ConnectionHash, &user->umid, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->client = NULL;
+		entry->invalidated = false;
+		entry->active_scans = 0;
+	}
+
+	if (entry->client && entry->invalidated && entry->active_scans == 0)
+		disconnect_entry(entry);
+
+	if (entry->client == NULL)
+	{
+		entry->server_hashvalue =
+			GetSysCacheHashValue1(FOREIGNSERVEROID,
+								  ObjectIdGetDatum(server->serverid));
+		entry->mapping_hashvalue =
+			GetSysCacheHashValue1(USERMAPPINGOID,
+								  ObjectIdGetDatum(user->umid));
+		entry->client = connect_client(server, user);
+	}
+	return entry->client;
+}
+
+/*
+ * Return the client for a foreign table, for the current user.
+ */
+mongoc_client_t *
+idx_get_client_for_rel(Oid relid, ForeignServer **server_out)
+{
+	ForeignTable *table = GetForeignTable(relid);
+	ForeignServer *server = GetForeignServer(table->serverid);
+	UserMapping *user = GetUserMapping(GetUserId(), server->serverid);
+
+	if (server_out)
+		*server_out = server;
+	return idx_get_client(server, user);
+}
+
+/*
+ * Track scans that hold a cursor on a cached client, so that an
+ * invalidation never destroys a client under an open cursor.
+ */
+void
+idx_client_pin(mongoc_client_t *client, int delta)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (ConnectionHash == NULL)
+		return;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client == client)
+		{
+			entry->active_scans = Max(entry->active_scans + delta, 0);
+			hash_seq_term(&scan);
+			break;
+		}
+	}
+}
+
+/*
+ * Syscache invalidation: mark the clients of a changed server or user
+ * mapping (hashvalue 0 means "everything").
+ */
+static void
+idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client == NULL)
+			continue;
+		if (hashvalue == 0 ||
+			(cacheid == FOREIGNSERVEROID &&
+			 entry->server_hashvalue == hashvalue) ||
+			(cacheid == USERMAPPINGOID &&
+			 entry->mapping_hashvalue == hashvalue))
+			entry->invalidated = true;
+	}
+}
+
+/*
+ * At transaction end no scan is open: drop invalidated clients, and forget
+ * scan pins left by an aborted query.
+ */
+static void
+idx_xact_callback(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PARALLEL_COMMIT &&
+		event != XACT_EVENT_PARALLEL_ABORT)
+		return;
+
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		entry->active_scans = 0;
+		if (entry->invalidated)
+			disconnect_entry(entry);
+	}
+}
+
+/*
+ * Destroy every cached client (idxtable_fdw_disconnect_all()).
+ */
+bool
+idx_disconnect_all(void)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+	bool		any = false;
+
+	if (ConnectionHash == NULL)
+		return false;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client && entry->active_scans == 0)
+		{
+			disconnect_entry(entry);
+			any = true;
+		}
+	}
+	return any;
+}
+
+/*
+ * Remove anything that looks like a connection string from a libmongoc
+ * message, in place, so that it can be shown in a detail line.
+ */
+static char *
+scrub_message(const char *msg)
+{
+	char	   *copy = pstrdup(msg);
+	char	   *p;
+
+	while ((p = strstr(copy, "mongodb://")) != NULL ||
+		   (p = strstr(copy, "mongodb+srv://")) != NULL)
+	{
+		char	   *end = p;
+
+		while (*end && *end != ' ' && *end != '\'' && *end != '"')
+			end++;
+		memmove(p + 5, end, strlen(end) + 1);
+		memcpy(p, "(uri)", 5);
+	}
+	return copy;
+}
+
+/*
+ * Is this libmongoc error a failure to reach or keep a connection?
+ */
+static bool
+is_connection_error(const bson_error_t *error)
+{
+	return error->domain == MONGOC_ERROR_STREAM ||
+		error->domain == MONGOC_ERROR_SERVER_SELECTION ||
+		(error->domain == MONGOC_ERROR_CLIENT &&
+		 error->code == MONGOC_ERROR_CLIENT_AUTHENTICATE) ||
+		(error->domain == MONGOC_ERROR_SERVER && error->code == 18);
+}
+
+/*
+ * Map a libmongoc / server error to a SQLSTATE.
+ */
+static int
+error_sqlstate(const bson_error_t *error, bool connecting)
+{
+	if (is_connection_error(error))
+		return connecting ? ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
+			: ERRCODE_CONNECTION_FAILURE;
+	if (error->domain == MONGOC_ERROR_SERVER ||
+		error->domain == MONGOC_ERROR_WRITE_CONCERN)
+	{
+		switch (error->code)
+		{
+			case 11000:
+			case 11001:
+				return ERRCODE_UNIQUE_VIOLATION;
+			case 50:			/* MaxTimeMSExpired */
+			case 11601:			/* Interrupted */
+				return ERRCODE_QUERY_CANCELED;
+			case 13:			/* Unauthorized */
+				return ERRCODE_INSUFFICIENT_PRIVILEGE;
+			case 112:			/* WriteConflict */
+				return ERRCODE_T_R_SERIALIZATION_FAILURE;
+		}
+	}
+	return ERRCODE_FDW_ERROR;
+}
+
+/*
+ * Raise an ERROR for a failed operation on the server named "server".
+ */
+void
+idx_report_error(const bson_error_t *error, const char *server,
+				 const char *what)
+{
+	bool		connecting = strcmp(what, "connecting to the server") == 0;
+	char	   *detail = scrub_message(error->message);
+
+	if (is_connection_error(error))
+		ereport(ERROR,
+				(errcode(error_sqlstate(error, connecting)),
+				 connecting
+				 ? errmsg("could not connect to server \"%s\"", server)
+				 : errmsg("lost connection to server \"%s\" while %s",
+						  server, what),
+				 errdetail("MongoDB: %s", detail)));
+
+	ereport(ERROR,
+			(errcode(error_sqlstate(error, false)),
+			 errmsg("MongoDB error on server \"%s\" while %s", server, what),
+			 errdetail("MongoDB error %u: %s", error->code, detail)));
+}
+
+/*
+ * Raise an ERROR for a failed command, preferring the reply's code and
+ * errmsg (the server's words) over libmongoc's rewording.
+ */
+void
+idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
+					   const char *server, const char *what)
+{
+	bson_error_t copy = *error;
+	bson_iter_t iter;
+
+	if (reply && bson_iter_init_find(&iter, reply, "code") &&
+		BSON_ITER_HOLDS_NUMBER(&iter) && copy.domain != MONGOC_ERROR_STREAM)
+	{
+		copy.domain = MONGOC_ERROR_SERVER;
+		copy.code = (uint32) bson_iter_as_int64(&iter);
+		if (bson_iter_init_find(&iter, reply, "errmsg") &&
+			BSON_ITER_HOLDS_UTF8(&iter))
+			strlcpy(copy.message, bson_iter_utf8(&iter, NULL),
+					sizeof(copy.message));
+	}
+	idx_report_error(&copy, server, what);
+}
+
+/*
+ * Run "command" on "database"; on failure report it, destroying the reply.
+ */
+void
+idx_run_command(mongoc_client_t *client, const char *server,
+				const char *database, const bson_t *command, bson_t *reply,
+				const char *what)
+{
+	bson_error_t error;
+
+	if (!mongoc_client_command_simple(client, database, command, NULL, reply,
+									  &error))
+	{
+		bson_t		copy;
+
+		bson_copy_to(reply, &copy);
+		bson_destroy(reply);
+		PG_TRY();
+		{
+			idx_report_reply_error(&copy, &error, server, what);
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&copy);
+		}
+		PG_END_TRY();
+	}
+}

@@ -1,0 +1,1875 @@
+/*-------------------------------------------------------------------------
+ *
+ * convert.c
+ *		  Conversion between BSON values and PostgreSQL datums.
+ *
+ * The reading direction (BSON -> datum) is strict: a value is accepted
+ * only if it converts without loss, otherwise the scan fails with an error
+ * naming the column, the collection and the document's _id.  Values that
+ * come out as text (strings, numbers for numeric, JSON) go through the
+ * column type's input function with the column typmod, so varchar(n),
+ * bpchar(n) and numeric(p,s) checks apply exactly as for a local table.
+ * Errors raised inside those input functions carry the same information
+ * as an error context line.
+ *
+ * The writing direction (datum -> BSON) serves pushed-down constants and
+ * is the inverse of the reading rules; idx_datum_is_exact_in_bson() tells
+ * the pushdown code which values survive the trip unchanged.
+ *
+ * Decisions worth knowing (see also convert.h):
+ *	- BSON dates render in JSON as ISO 8601 UTC strings with milliseconds;
+ *	  years outside 0000-9999 use the expanded form "+012345-...".
+ *	- BSON binary renders in JSON as a base64 string (any subtype).
+ *	- BSON types without a JSON counterpart (regex, timestamp, code,
+ *	  minKey, ...) render as their relaxed extended JSON form.
+ *	- timestamp(p) with p < 3 rejects BSON dates with finer digits rather
+ *	  than rounding them, so that what is read equals what is stored.
+ *	- JSON numbers written to BSON: integers that fit int32 -> int32, then
+ *	  int64, anything else -> double.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "access/sysattr.h"
+#include "catalog/pg_type.h"
+#include "common/base64.h"
+#include "common/int.h"
+#include "common/jsonapi.h"
+#include "common/shortest_dec.h"
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/json.h"
+#include "utils/jsonfuncs.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "convert.h"
+#include "option.h"
+
+/* Milliseconds per day, and from the Unix epoch to the PostgreSQL epoch */
+#define MS_PER_DAY			INT64CONST(86400000)
+#define EPOCH_DIFF_DAYS		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)
+#define EPOCH_DIFF_MS		(EPOCH_DIFF_DAYS * MS_PER_DAY)
+
+/* Limits of BSON decimal128 (IEEE 754-2008, BID encoding) */
+#define DEC128_MAX_DIGITS	34
+#define DEC128_MIN_EXPONENT (-6176)
+#define DEC128_MAX_EXPONENT 6111
+
+/* How much of a document's _id goes into an error message */
+#define ID_STRING_MAX		100
+
+/* Buffer for an ISO 8601 rendering of any BSON date */
+#define DATE_STRING_LEN		48
+
+/* Argument of the error context callback */
+typedef struct ConvErrorState
+{
+	const IdxColumnConv *conv;
+	const IdxConvSource *src;
+} ConvErrorState;
+
+static void report_wrong_type(const IdxColumnConv *conv,
+							  const IdxConvSource *src,
+							  const char *bsontype) pg_attribute_noreturn();
+static void report_out_of_range(const IdxColumnConv *conv,
+								const IdxConvSource *src,
+								const char *value) pg_attribute_noreturn();
+static void report_inexact(const IdxColumnConv *conv,
+						   const IdxConvSource *src,
+						   const char *value) pg_attribute_noreturn();
+static void report_corrupt(const IdxColumnConv *conv,
+						   const IdxConvSource *src) pg_attribute_noreturn();
+static void json_append_value(StringInfo buf, const bson_iter_t *iter,
+							  const IdxColumnConv *conv,
+							  const IdxConvSource *src);
+static void append_json_value(bson_t *doc, const char *key, int keylen,
+							  JsonLexContext *lex);
+
+
+/* ----------------------------------------------------------------
+ *		Error reporting
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Collection name of a conversion source, for messages.
+ */
+static const char *
+source_collection(const IdxConvSource *src)
+{
+	return (src && src->collection) ? src->collection : "(unknown)";
+}
+
+/*
+ * _id of the document a value comes from, for messages.
+ */
+static char *
+source_id(const IdxConvSource *src)
+{
+	return idx_document_id_string(src ? src->document : NULL);
+}
+
+/*
+ * The BSON value does not have a type the column accepts.
+ */
+static void
+report_wrong_type(const IdxColumnConv *conv, const IdxConvSource *src,
+				  const char *bsontype)
+{
+	char	   *id = source_id(src);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("cannot convert BSON %s to %s for column \"%s\"",
+					bsontype, format_type_be(conv->typid), conv->colname),
+			 errdetail("Collection \"%s\", document _id %s.",
+					   source_collection(src), id)));
+}
+
+/*
+ * The BSON value has an acceptable type but does not fit the column's range.
+ */
+static void
+report_out_of_range(const IdxColumnConv *conv, const IdxConvSource *src,
+					const char *value)
+{
+	char	   *id = source_id(src);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("value %s in column \"%s\" is out of range for type %s",
+					value, conv->colname, format_type_be(conv->typid)),
+			 errdetail("Collection \"%s\", document _id %s.",
+					   source_collection(src), id)));
+}
+
+/*
+ * The BSON value is in range but would lose precision in the column type.
+ */
+static void
+report_inexact(const IdxColumnConv *conv, const IdxConvSource *src,
+			   const char *value)
+{
+	char	   *id = source_id(src);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("value %s in column \"%s\" cannot be represented exactly in type %s",
+					value, conv->colname, format_type_be(conv->typid)),
+			 errdetail("Collection \"%s\", document _id %s.",
+					   source_collection(src), id)));
+}
+
+/*
+ * An embedded document or array could not be iterated.
+ */
+static void
+report_corrupt(const IdxColumnConv *conv, const IdxConvSource *src)
+{
+	char	   *id = source_id(src);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("corrupt BSON value for column \"%s\"", conv->colname),
+			 errdetail("Collection \"%s\", document _id %s.",
+					   source_collection(src), id)));
+}
+
+/*
+ * Error context for errors raised by PostgreSQL functions we call during a
+ * conversion (type input functions, encoding conversion): their messages
+ * know nothing about the column or the document.
+ */
+static void
+conv_error_callback(void *arg)
+{
+	ConvErrorState *state = (ConvErrorState *) arg;
+
+	errcontext("column \"%s\" of collection \"%s\", document _id %s",
+			   state->conv->colname, source_collection(state->src),
+			   source_id(state->src));
+}
+
+/*
+ * Call the input function of conv's type with conv's typmod, under the
+ * error context above.
+ */
+static Datum
+call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
+					char *str)
+{
+	ErrorContextCallback errcb;
+	ConvErrorState state;
+	Datum		result;
+
+	state.conv = conv;
+	state.src = src;
+	errcb.callback = conv_error_callback;
+	errcb.arg = &state;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	result = InputFunctionCall(unconstify(FmgrInfo *, &conv->typinput), str,
+							   conv->typioparam, conv->typmod);
+
+	error_context_stack = errcb.previous;
+	return result;
+}
+
+/*
+ * Turn a BSON string (UTF-8, "len" bytes, NUL-terminated by the BSON
+ * format) into a NUL-terminated string in the server encoding.  Invalid
+ * UTF-8 and embedded zero bytes are rejected.  The result may point into
+ * the BSON buffer; it must not be modified.
+ */
+static char *
+utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	ErrorContextCallback errcb;
+	ConvErrorState state;
+	char	   *result;
+
+	if (len > (uint32) PG_INT32_MAX ||
+		!pg_verify_mbstr(PG_UTF8, str, (int) len, true))
+		report_wrong_type(conv, src, "string with invalid UTF-8 or a zero byte");
+
+	if (GetDatabaseEncoding() == PG_UTF8)
+		return unconstify(char *, str);
+
+	state.conv = conv;
+	state.src = src;
+	errcb.callback = conv_error_callback;
+	errcb.arg = &state;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	result = pg_any_to_server(str, (int) len, PG_UTF8);
+
+	error_context_stack = errcb.previous;
+	return result;
+}
+
+
+/* ----------------------------------------------------------------
+ *		Rendering values as text
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Shortest decimal text that reads back as the same double (what float8out
+ * prints with extra_float_digits > 0); "NaN", "Infinity", "-Infinity" for
+ * the special values.  "buf" has DOUBLE_SHORTEST_DECIMAL_LEN bytes.
+ */
+static char *
+format_double(double value, char *buf)
+{
+	double_to_shortest_decimal_buf(value, buf);
+	return buf;
+}
+
+/*
+ * Decimal text of an int64, palloc'd.
+ */
+static char *
+format_int64(int64 value)
+{
+	return psprintf(INT64_FORMAT, value);
+}
+
+/*
+ * Proleptic Gregorian calendar date of a day count since 1970-01-01
+ * (year 0 is 1 BC, as in ISO 8601).  Works for the whole int64 millisecond
+ * range of BSON dates, unlike PostgreSQL's j2date().
+ */
+static void
+civil_from_days(int64 days, int64 *year, int *month, int *day)
+{
+	int64		z = days + 719468;	/* days since 0000-03-01 */
+	int64		era = (z >= 0 ? z : z - 146096) / 146097;
+	int64		doe = z - era * 146097; /* day of 400-year era */
+	int64		yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64		doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	int64		mp = (5 * doy + 2) / 153;	/* month, March = 0 */
+
+	*day = (int) (doy - (153 * mp + 2) / 5 + 1);
+	*month = (int) (mp < 10 ? mp + 3 : mp - 9);
+	*year = yoe + era * 400 + (*month <= 2 ? 1 : 0);
+}
+
+/*
+ * ISO 8601 UTC rendering of a BSON date: "2020-01-02T03:04:05.006Z", with
+ * a signed six-digit year outside 0000-9999.  "buf" has DATE_STRING_LEN
+ * bytes.
+ */
+static char *
+format_bson_date(int64 ms, char *buf)
+{
+	int64		days = ms / MS_PER_DAY;
+	int64		rem = ms % MS_PER_DAY;
+	int64		year;
+	int			month,
+				day;
+
+	if (rem < 0)
+	{
+		rem += MS_PER_DAY;
+		days--;
+	}
+	civil_from_days(days, &year, &month, &day);
+
+	if (year >= 0 && year <= 9999)
+		snprintf(buf, DATE_STRING_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+				 (int) year, month, day,
+				 (int) (rem / 3600000), (int) (rem / 60000 % 60),
+				 (int) (rem / 1000 % 60), (int) (rem % 1000));
+	else
+		snprintf(buf, DATE_STRING_LEN,
+				 "%+07" INT64_MODIFIER "d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+				 year, month, day,
+				 (int) (rem / 3600000), (int) (rem / 60000 % 60),
+				 (int) (rem / 1000 % 60), (int) (rem % 1000));
+	return buf;
+}
+
+/*
+ * Relaxed extended JSON of the single value under "iter" (UTF-8, palloc'd),
+ * or NULL if libbson cannot render it (invalid UTF-8).  libbson only
+ * renders whole documents, so render {"v": value} and cut the value out.
+ */
+static char *
+value_as_relaxed_json(const bson_iter_t *iter)
+{
+	static const char prefix[] = "{ \"v\" : ";
+	static const char suffix[] = " }";
+	const size_t prefixlen = sizeof(prefix) - 1;
+	const size_t suffixlen = sizeof(suffix) - 1;
+	bson_t		tmp;
+	char	   *json = NULL;
+	char	   *result = NULL;
+	size_t		len = 0;
+
+	bson_init(&tmp);
+	if (bson_append_iter(&tmp, "v", 1, iter))
+		json = bson_as_relaxed_extended_json(&tmp, &len);
+	bson_destroy(&tmp);
+
+	if (json == NULL)
+		return NULL;
+	if (len >= prefixlen + suffixlen &&
+		strncmp(json, prefix, prefixlen) == 0 &&
+		strcmp(json + len - suffixlen, suffix) == 0)
+		result = pnstrdup(json + prefixlen, len - prefixlen - suffixlen);
+	bson_free(json);
+	return result;
+}
+
+
+/* ----------------------------------------------------------------
+ *		BSON -> datum, per type
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * text, varchar, bpchar: a string, a symbol, or an ObjectId (as 24
+ * lowercase hex digits), through the type's input function so that the
+ * typmod's length check (and bpchar padding) applies.
+ */
+static Datum
+text_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	char		oidbuf[25];
+	const char *str;
+	uint32		len;
+
+	switch (bson_iter_type(iter))
+	{
+		case BSON_TYPE_UTF8:
+			str = bson_iter_utf8(iter, &len);
+			break;
+		case BSON_TYPE_SYMBOL:
+			str = bson_iter_symbol(iter, &len);
+			break;
+		case BSON_TYPE_OID:
+			bson_oid_to_string(bson_iter_oid(iter), oidbuf);
+			str = oidbuf;
+			len = 24;
+			break;
+		default:
+			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	}
+	return call_input_function(conv, src, utf8_to_server(str, len, conv, src));
+}
+
+/*
+ * Integral value of a decimal128, for integer columns.  NaN, infinities
+ * and values beyond int64 are out of range; fractions are inexact.
+ */
+static int64
+int64_from_decimal128(const bson_iter_t *iter, const IdxColumnConv *conv,
+					  const IdxConvSource *src)
+{
+	bson_decimal128_t dec;
+	char		str[BSON_DECIMAL128_STRING];
+	Numeric		num,
+				trunc;
+
+	if (!bson_iter_decimal128(iter, &dec))
+		report_corrupt(conv, src);
+	bson_decimal128_to_string(&dec, str);
+
+	num = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(str),
+											  ObjectIdGetDatum(InvalidOid),
+											  Int32GetDatum(-1)));
+	if (numeric_is_nan(num) || numeric_is_inf(num))
+		report_out_of_range(conv, src, str);
+
+	trunc = DatumGetNumeric(DirectFunctionCall2(numeric_trunc,
+												NumericGetDatum(num),
+												Int32GetDatum(0)));
+	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(num),
+										  NumericGetDatum(trunc))) != 0)
+		report_inexact(conv, src, str);
+
+	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(trunc),
+										  NumericGetDatum(int64_to_numeric(PG_INT64_MIN)))) < 0 ||
+		DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(trunc),
+										  NumericGetDatum(int64_to_numeric(PG_INT64_MAX)))) > 0)
+		report_out_of_range(conv, src, str);
+
+	return DatumGetInt64(DirectFunctionCall1(numeric_int8,
+											 NumericGetDatum(trunc)));
+}
+
+/*
+ * int2, int4, int8: int32, int64, or a double or decimal128 holding an
+ * integral value, then checked against the column type's range.
+ */
+static Datum
+int_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+			  const IdxConvSource *src)
+{
+	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+	int64		value;
+
+	switch (bson_iter_type(iter))
+	{
+		case BSON_TYPE_INT32:
+			value = bson_iter_int32(iter);
+			break;
+		case BSON_TYPE_INT64:
+			value = bson_iter_int64(iter);
+			break;
+		case BSON_TYPE_DOUBLE:
+			{
+				double		d = bson_iter_double(iter);
+
+				/* 2^63 is exact in double; the check also rejects NaN */
+				if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+					report_out_of_range(conv, src, format_double(d, buf));
+				if (d != floor(d))
+					report_inexact(conv, src, format_double(d, buf));
+				value = (int64) d;
+			}
+			break;
+		case BSON_TYPE_DECIMAL128:
+			value = int64_from_decimal128(iter, conv, src);
+			break;
+		default:
+			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	}
+
+	switch (conv->typid)
+	{
+		case INT2OID:
+			if (value < PG_INT16_MIN || value > PG_INT16_MAX)
+				report_out_of_range(conv, src, format_int64(value));
+			return Int16GetDatum((int16) value);
+		case INT4OID:
+			if (value < PG_INT32_MIN || value > PG_INT32_MAX)
+				report_out_of_range(conv, src, format_int64(value));
+			return Int32GetDatum((int32) value);
+		default:
+			return Int64GetDatum(value);
+	}
+}
+
+/*
+ * Is an int64 exactly representable as a double (float8 = true) or a
+ * float?  2^63 is the first value that rounds out of int64's range.
+ */
+static bool
+int64_fits_float(int64 value, bool float8)
+{
+	double		d = float8 ? (double) value : (double) (float) value;
+
+	return d < 9223372036854775808.0 && (int64) d == value;
+}
+
+/*
+ * float4, float8: a double, int32 or int64 that the column type holds
+ * exactly.  NaN and the infinities are accepted.
+ */
+static Datum
+float_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+				const IdxConvSource *src)
+{
+	bool		float8 = (conv->typid == FLOAT8OID);
+	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+	double		d;
+
+	switch (bson_iter_type(iter))
+	{
+		case BSON_TYPE_DOUBLE:
+			d = bson_iter_double(iter);
+			if (!float8 && !isnan(d) && !isinf(d) &&
+				(fabs(d) > FLT_MAX || (double) (float) d != d))
+				report_inexact(conv, src, format_double(d, buf));
+			break;
+		case BSON_TYPE_INT32:
+		case BSON_TYPE_INT64:
+			{
+				int64		value = (bson_iter_type(iter) == BSON_TYPE_INT32)
+					? bson_iter_int32(iter) : bson_iter_int64(iter);
+
+				if (!int64_fits_float(value, float8))
+					report_inexact(conv, src, format_int64(value));
+				d = (double) value;
+			}
+			break;
+		default:
+			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	}
+	return float8 ? Float8GetDatum(d) : Float4GetDatum((float4) d);
+}
+
+/*
+ * numeric: int32, int64, double (via its shortest exact decimal text) or
+ * decimal128 (via its decimal string, never through double), through
+ * numeric's input function so that the typmod applies.
+ */
+static Datum
+numeric_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+				  const IdxConvSource *src)
+{
+	char		buf[Max(BSON_DECIMAL128_STRING, DOUBLE_SHORTEST_DECIMAL_LEN)];
+	bson_decimal128_t dec;
+
+	switch (bson_iter_type(iter))
+	{
+		case BSON_TYPE_INT32:
+			snprintf(buf, sizeof(buf), "%d", (int) bson_iter_int32(iter));
+			break;
+		case BSON_TYPE_INT64:
+			snprintf(buf, sizeof(buf), INT64_FORMAT, bson_iter_int64(iter));
+			break;
+		case BSON_TYPE_DOUBLE:
+			format_double(bson_iter_double(iter), buf);
+			break;
+		case BSON_TYPE_DECIMAL128:
+			if (!bson_iter_decimal128(iter, &dec))
+				report_corrupt(conv, src);
+			bson_decimal128_to_string(&dec, buf);
+			break;
+		default:
+			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	}
+	return call_input_function(conv, src, buf);
+}
+
+/*
+ * BSON date (milliseconds since the Unix epoch) to a PostgreSQL timestamp
+ * (microseconds since 2000-01-01).  False if out of PostgreSQL's range.
+ */
+static bool
+bson_date_to_timestamp(int64 ms, Timestamp *result)
+{
+	int64		us;
+
+	if (pg_sub_s64_overflow(ms, EPOCH_DIFF_MS, &ms) ||
+		pg_mul_s64_overflow(ms, 1000, &us) ||
+		!IS_VALID_TIMESTAMP(us))
+		return false;
+	*result = us;
+	return true;
+}
+
+/*
+ * timestamp, timestamptz: a BSON date.  A timestamp without time zone
+ * takes the UTC wall clock.  timestamp(0..2) columns reject values with
+ * more fractional digits than they keep.
+ */
+static Datum
+timestamp_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+					const IdxConvSource *src)
+{
+	static const int64 unit_ms[] = {1000, 100, 10};
+	char		buf[DATE_STRING_LEN];
+	int64		ms;
+	Timestamp	ts;
+
+	if (bson_iter_type(iter) != BSON_TYPE_DATE_TIME)
+		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+
+	ms = bson_iter_date_time(iter);
+	if (!bson_date_to_timestamp(ms, &ts))
+		report_out_of_range(conv, src, format_bson_date(ms, buf));
+	if (conv->typmod >= 0 && conv->typmod < (int32) lengthof(unit_ms) &&
+		ms % unit_ms[conv->typmod] != 0)
+		report_inexact(conv, src, format_bson_date(ms, buf));
+	return TimestampGetDatum(ts);
+}
+
+/*
+ * date: a BSON date at exactly midnight UTC.
+ */
+static Datum
+date_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	char		buf[DATE_STRING_LEN];
+	int64		ms;
+	int64		days;
+
+	if (bson_iter_type(iter) != BSON_TYPE_DATE_TIME)
+		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+
+	ms = bson_iter_date_time(iter);
+	if (ms % MS_PER_DAY != 0)
+		report_inexact(conv, src, format_bson_date(ms, buf));
+	days = ms / MS_PER_DAY - EPOCH_DIFF_DAYS;
+	if (!IS_VALID_DATE(days))
+		report_out_of_range(conv, src, format_bson_date(ms, buf));
+	return DateADTGetDatum((DateADT) days);
+}
+
+/*
+ * Describe a binary value for messages: "binary (subtype 0, 12 bytes)".
+ */
+static char *
+describe_binary(bson_subtype_t subtype, uint32 len)
+{
+	return psprintf("binary (subtype %d, %u bytes)", (int) subtype, len);
+}
+
+/*
+ * uuid: binary subtype 4 (or the legacy subtype 3) of 16 bytes.
+ */
+static Datum
+uuid_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	bson_subtype_t subtype;
+	uint32		len;
+	const uint8_t *data;
+	pg_uuid_t  *uuid;
+
+	if (bson_iter_type(iter) != BSON_TYPE_BINARY)
+		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+
+	bson_iter_binary(iter, &subtype, &len, &data);
+	if ((subtype != BSON_SUBTYPE_UUID &&
+		 subtype != BSON_SUBTYPE_UUID_DEPRECATED) || len != UUID_LEN)
+		report_wrong_type(conv, src, describe_binary(subtype, len));
+
+	uuid = (pg_uuid_t *) palloc(sizeof(pg_uuid_t));
+	memcpy(uuid->data, data, UUID_LEN);
+	return UUIDPGetDatum(uuid);
+}
+
+/*
+ * bytea: the bytes of a binary value of any subtype.
+ */
+static Datum
+bytea_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+				const IdxConvSource *src)
+{
+	bson_subtype_t subtype;
+	uint32		len;
+	const uint8_t *data;
+	bytea	   *result;
+
+	if (bson_iter_type(iter) != BSON_TYPE_BINARY)
+		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+
+	bson_iter_binary(iter, &subtype, &len, &data);
+	if (len > MaxAllocSize - VARHDRSZ)
+		report_out_of_range(conv, src, describe_binary(subtype, len));
+	result = (bytea *) palloc(VARHDRSZ + len);
+	SET_VARSIZE(result, VARHDRSZ + len);
+	memcpy(VARDATA(result), data, len);
+	return PointerGetDatum(result);
+}
+
+
+/* ----------------------------------------------------------------
+ *		BSON -> JSON text (json, jsonb columns)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Append a BSON string (or key) as a quoted JSON string in the server
+ * encoding.
+ */
+static void
+json_append_string(StringInfo buf, const char *str, uint32 len,
+				   const IdxColumnConv *conv, const IdxConvSource *src)
+{
+	escape_json(buf, utf8_to_server(str, len, conv, src));
+}
+
+/*
+ * Append the members of an embedded document ({...}) or array ([...]).
+ */
+static void
+json_append_container(StringInfo buf, const bson_iter_t *iter, bool is_array,
+					  const IdxColumnConv *conv, const IdxConvSource *src)
+{
+	bson_iter_t child;
+	bool		first = true;
+
+	if (!bson_iter_recurse(iter, &child))
+		report_corrupt(conv, src);
+
+	appendStringInfoChar(buf, is_array ? '[' : '{');
+	while (bson_iter_next(&child))
+	{
+		if (!first)
+			appendStringInfoChar(buf, ',');
+		first = false;
+		if (!is_array)
+		{
+			json_append_string(buf, bson_iter_key(&child),
+							   bson_iter_key_len(&child), conv, src);
+			appendStringInfoChar(buf, ':');
+		}
+		json_append_value(buf, &child, conv, src);
+	}
+	appendStringInfoChar(buf, is_array ? ']' : '}');
+}
+
+/*
+ * Append one BSON value as JSON.  JSON has no NaN or infinity, so those
+ * are errors; dates become ISO 8601 strings, ObjectIds hex strings,
+ * binaries base64 strings, and the remaining BSON-only types their
+ * relaxed extended JSON form.
+ */
+static void
+json_append_value(StringInfo buf, const bson_iter_t *iter,
+				  const IdxColumnConv *conv, const IdxConvSource *src)
+{
+	char		tmp[Max(BSON_DECIMAL128_STRING, DATE_STRING_LEN)];
+	const char *str;
+	uint32		len;
+
+	check_stack_depth();
+
+	switch (bson_iter_type(iter))
+	{
+		case BSON_TYPE_DOCUMENT:
+		case BSON_TYPE_ARRAY:
+			json_append_container(buf, iter,
+								  bson_iter_type(iter) == BSON_TYPE_ARRAY,
+								  conv, src);
+			break;
+		case BSON_TYPE_UTF8:
+			str = bson_iter_utf8(iter, &len);
+			json_append_string(buf, str, len, conv, src);
+			break;
+		case BSON_TYPE_SYMBOL:
+			str = bson_iter_symbol(iter, &len);
+			json_append_string(buf, str, len, conv, src);
+			break;
+		case BSON_TYPE_INT32:
+			appendStringInfo(buf, "%d", (int) bson_iter_int32(iter));
+			break;
+		case BSON_TYPE_INT64:
+			appendStringInfo(buf, INT64_FORMAT, bson_iter_int64(iter));
+			break;
+		case BSON_TYPE_DOUBLE:
+			{
+				double		d = bson_iter_double(iter);
+
+				format_double(d, tmp);
+				if (isnan(d) || isinf(d))
+					report_wrong_type(conv, src, psprintf("double %s", tmp));
+				appendStringInfoString(buf, tmp);
+			}
+			break;
+		case BSON_TYPE_DECIMAL128:
+			{
+				bson_decimal128_t dec;
+
+				if (!bson_iter_decimal128(iter, &dec))
+					report_corrupt(conv, src);
+				bson_decimal128_to_string(&dec, tmp);
+				if (!IsValidJsonNumber(tmp, strlen(tmp)))
+					report_wrong_type(conv, src, psprintf("decimal128 %s", tmp));
+				appendStringInfoString(buf, tmp);
+			}
+			break;
+		case BSON_TYPE_BOOL:
+			appendStringInfoString(buf, bson_iter_bool(iter) ? "true" : "false");
+			break;
+		case BSON_TYPE_NULL:
+		case BSON_TYPE_UNDEFINED:
+			appendStringInfoString(buf, "null");
+			break;
+		case BSON_TYPE_DATE_TIME:
+			appendStringInfo(buf, "\"%s\"",
+							 format_bson_date(bson_iter_date_time(iter), tmp));
+			break;
+		case BSON_TYPE_OID:
+			bson_oid_to_string(bson_iter_oid(iter), tmp);
+			appendStringInfo(buf, "\"%s\"", tmp);
+			break;
+		case BSON_TYPE_BINARY:
+			{
+				bson_subtype_t subtype;
+				const uint8_t *data;
+				char	   *b64;
+				int			b64len;
+
+				bson_iter_binary(iter, &subtype, &len, &data);
+				if (len > (MaxAllocSize / 4) * 3 - 3)
+					report_out_of_range(conv, src, describe_binary(subtype, len));
+				b64 = palloc(pg_b64_enc_len((int) len) + 1);
+				b64len = pg_b64_encode((const char *) data, (int) len, b64,
+									   pg_b64_enc_len((int) len));
+				if (b64len < 0)
+					elog(ERROR, "could not encode binary value as base64");
+				appendStringInfoChar(buf, '"');
+				appendBinaryStringInfo(buf, b64, b64len);
+				appendStringInfoChar(buf, '"');
+				pfree(b64);
+			}
+			break;
+		default:
+			{
+				char	   *json = value_as_relaxed_json(iter);
+
+				if (json == NULL)
+					report_wrong_type(conv, src,
+									  idx_bson_type_name(bson_iter_type(iter)));
+				appendStringInfoString(buf,
+									   utf8_to_server(json, strlen(json),
+													  conv, src));
+			}
+			break;
+	}
+}
+
+/*
+ * json, jsonb: any BSON value, rendered as JSON text and read by the type's
+ * input function.  Key order and duplicate keys are kept for json.
+ */
+static Datum
+json_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	json_append_value(&buf, iter, conv, src);
+	return call_input_function(conv, src, buf.data);
+}
+
+/*
+ * One-dimensional arrays: a BSON array whose elements convert by the
+ * element type's rules; null and undefined elements are NULL elements.
+ */
+static Datum
+array_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
+				const IdxConvSource *src)
+{
+	IdxColumnConv elemconv;
+	bson_iter_t child;
+	Datum	   *values;
+	bool	   *nulls;
+	int			nelems = 0;
+	int			i = 0;
+	int			dims[1];
+	int			lbs[1];
+
+	if (bson_iter_type(iter) != BSON_TYPE_ARRAY)
+		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	if (!bson_iter_recurse(iter, &child))
+		report_corrupt(conv, src);
+	while (bson_iter_next(&child))
+		nelems++;
+	if (nelems == 0)
+		return PointerGetDatum(construct_empty_array(conv->elemtype));
+
+	/* the element typmod is the column's (as for varchar(10)[]) */
+	elemconv = *conv;
+	elemconv.typid = conv->elemtype;
+	elemconv.elemtype = InvalidOid;
+	elemconv.typinput = conv->eleminput;
+	elemconv.typioparam = conv->elemioparam;
+
+	values = (Datum *) palloc(nelems * sizeof(Datum));
+	nulls = (bool *) palloc(nelems * sizeof(bool));
+	if (!bson_iter_recurse(iter, &child))
+		report_corrupt(conv, src);
+	while (i < nelems && bson_iter_next(&child))
+	{
+		values[i] = idx_bson_to_datum(&child, &elemconv, src, &nulls[i]);
+		i++;
+	}
+
+	dims[0] = i;
+	lbs[0] = 1;
+	return PointerGetDatum(construct_md_array(values, nulls, 1, dims, lbs,
+											  conv->elemtype, conv->elemlen,
+											  conv->elembyval,
+											  conv->elemalign));
+}
+
+/*
+ * Convert the BSON value under "iter" to a datum of conv->typid.  BSON
+ * null and undefined are SQL NULL for every type.
+ */
+Datum
+idx_bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
+				  const IdxConvSource *src, bool *isnull)
+{
+	bson_type_t type = bson_iter_type(iter);
+
+	*isnull = false;
+	if (type == BSON_TYPE_NULL || type == BSON_TYPE_UNDEFINED)
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+
+	if (OidIsValid(conv->elemtype))
+		return array_from_bson(iter, conv, src);
+
+	switch (conv->typid)
+	{
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			return text_from_bson(iter, conv, src);
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			return int_from_bson(iter, conv, src);
+		case FLOAT4OID:
+		case FLOAT8OID:
+			return float_from_bson(iter, conv, src);
+		case NUMERICOID:
+			return numeric_from_bson(iter, conv, src);
+		case BOOLOID:
+			if (type != BSON_TYPE_BOOL)
+				report_wrong_type(conv, src, idx_bson_type_name(type));
+			return BoolGetDatum(bson_iter_bool(iter));
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return timestamp_from_bson(iter, conv, src);
+		case DATEOID:
+			return date_from_bson(iter, conv, src);
+		case UUIDOID:
+			return uuid_from_bson(iter, conv, src);
+		case BYTEAOID:
+			return bytea_from_bson(iter, conv, src);
+		case JSONOID:
+		case JSONBOID:
+			return json_from_bson(iter, conv, src);
+		default:
+			elog(ERROR, "unsupported type %u for column \"%s\"",
+				 conv->typid, conv->colname);
+	}
+	return (Datum) 0;			/* keep compiler quiet */
+}
+
+
+/* ----------------------------------------------------------------
+ *		Datum -> BSON
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Raise an error if appending to a BSON document failed (libbson refuses
+ * only when the document would exceed its maximum size).
+ */
+static void
+check_append(bool ok)
+{
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("BSON document exceeds the maximum size")));
+}
+
+/*
+ * Convert a numeric to decimal128 if that is exact.  Decimal128 holds a
+ * coefficient of up to 34 digits with an exponent in [-6176, 6111];
+ * numeric holds far more.  Trailing zeros are moved into the exponent
+ * (or padded onto the coefficient) when that makes the value fit, which
+ * keeps the value although not necessarily its display scale.
+ */
+static bool
+numeric_to_decimal128(Numeric num, bson_decimal128_t *dec)
+{
+	char	   *str;
+	char	   *digits;
+	const char *p;
+	int			ndigits = 0;
+	int			exponent = 0;
+	bool		negative = false;
+	bool		fraction = false;
+	char	   *text;
+
+	if (numeric_is_nan(num))
+		return bson_decimal128_from_string("NaN", dec);
+
+	str = DatumGetCString(DirectFunctionCall1(numeric_out,
+											  NumericGetDatum(num)));
+	if (numeric_is_inf(num))
+		return bson_decimal128_from_string(str, dec);
+
+	/* numeric_out prints [-]digits[.digits]; collect the significant digits */
+	digits = palloc(strlen(str) + DEC128_MAX_DIGITS + 1);
+	p = str;
+	if (*p == '-')
+	{
+		negative = true;
+		p++;
+	}
+	for (; *p; p++)
+	{
+		if (*p == '.')
+		{
+			fraction = true;
+			continue;
+		}
+		if (fraction)
+			exponent--;
+		if (ndigits == 0 && *p == '0')
+			continue;			/* leading zero */
+		digits[ndigits++] = *p;
+	}
+
+	if (ndigits == 0)
+	{
+		/* zero: any exponent will do, keep the scale where possible */
+		digits[ndigits++] = '0';
+		exponent = Max(exponent, DEC128_MIN_EXPONENT);
+	}
+
+	while ((ndigits > DEC128_MAX_DIGITS || exponent < DEC128_MIN_EXPONENT) &&
+		   ndigits > 1 && digits[ndigits - 1] == '0')
+	{
+		ndigits--;
+		exponent++;
+	}
+	while (exponent > DEC128_MAX_EXPONENT && ndigits < DEC128_MAX_DIGITS)
+	{
+		digits[ndigits++] = '0';
+		exponent--;
+	}
+	if (ndigits > DEC128_MAX_DIGITS || exponent < DEC128_MIN_EXPONENT ||
+		exponent > DEC128_MAX_EXPONENT)
+		return false;
+
+	text = psprintf("%s%.*sE%d", negative ? "-" : "", ndigits, digits,
+					exponent);
+	return bson_decimal128_from_string(text, dec);
+}
+
+/*
+ * Shorten a (numeric, ASCII) value for an error message.
+ */
+static char *
+abbreviate(char *str)
+{
+	if (strlen(str) > 40)
+		strcpy(str + 37, "...");
+	return str;
+}
+
+/*
+ * Milliseconds since the Unix epoch of a finite timestamp, rounded toward
+ * minus infinity.  Every finite timestamp fits.
+ */
+static int64
+timestamp_to_bson_date(Timestamp ts)
+{
+	int64		ms = ts / 1000;
+
+	if (ts % 1000 < 0)
+		ms--;
+	return ms + EPOCH_DIFF_MS;
+}
+
+/*
+ * Append a text datum as a UTF-8 string.  bpchar values go as stored,
+ * with their trailing blanks (what bpcharout prints).
+ */
+static bool
+append_text(bson_t *doc, const char *key, int keylen, Datum value)
+{
+	text	   *t = DatumGetTextPP(value);
+	char	   *str = VARDATA_ANY(t);
+	int			len = VARSIZE_ANY_EXHDR(t);
+	char	   *utf8;
+
+	if (GetDatabaseEncoding() == PG_SQL_ASCII &&
+		!pg_verify_mbstr(PG_UTF8, str, len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("string is not valid UTF-8 and cannot be stored in BSON")));
+
+	utf8 = pg_server_to_any(str, len, PG_UTF8);
+	if (utf8 != str)
+		len = strlen(utf8);
+	return bson_append_utf8(doc, key, keylen, utf8, len);
+}
+
+/* Advance the JSON lexer, raising the usual error on bad input */
+static void
+json_next(JsonLexContext *lex)
+{
+	JsonParseErrorType result = json_lex(lex);
+
+	if (result != JSON_SUCCESS)
+		json_ereport_error(result, lex);
+}
+
+/* Complain about a token the JSON grammar does not allow here */
+static void
+json_expect(JsonLexContext *lex, JsonTokenType token)
+{
+	if (lex->token_type != token)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid input syntax for type json")));
+}
+
+/*
+ * Append a JSON number: int32 if it is an integer that fits, then int64,
+ * otherwise double.  Numbers beyond double's range are errors.
+ */
+static bool
+append_json_number(bson_t *doc, const char *key, int keylen,
+				   const char *token)
+{
+	char	   *end;
+	double		d;
+
+	if (strpbrk(token, ".eE") == NULL)
+	{
+		int64		value;
+
+		errno = 0;
+		value = strtoi64(token, &end, 10);
+		if (errno == 0 && *end == '\0')
+		{
+			if (value >= PG_INT32_MIN && value <= PG_INT32_MAX)
+				return bson_append_int32(doc, key, keylen, (int32) value);
+			return bson_append_int64(doc, key, keylen, value);
+		}
+	}
+
+	errno = 0;
+	d = strtod(token, &end);
+	if (*end != '\0' ||
+		(errno == ERANGE && (d == 0.0 || isinf(d))))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("JSON number %s is out of range for BSON double",
+						token)));
+	return bson_append_double(doc, key, keylen, d);
+}
+
+/*
+ * Append the JSON value starting at the lexer's current token under "key"
+ * and leave the lexer on the token after it.  Objects keep their member
+ * order.  Strings come de-escaped in the server encoding.
+ */
+static void
+append_json_value(bson_t *doc, const char *key, int keylen,
+				  JsonLexContext *lex)
+{
+	bson_t		child;
+	char	   *str;
+	bool		ok = true;
+
+	check_stack_depth();
+
+	switch (lex->token_type)
+	{
+		case JSON_TOKEN_OBJECT_START:
+			check_append(bson_append_document_begin(doc, key, keylen, &child));
+			json_next(lex);
+			while (lex->token_type != JSON_TOKEN_OBJECT_END)
+			{
+				char	   *fname;
+
+				json_expect(lex, JSON_TOKEN_STRING);
+				fname = pg_server_to_any(lex->strval->data, lex->strval->len,
+										 PG_UTF8);
+				if (fname == lex->strval->data)
+					fname = pstrdup(fname);
+				json_next(lex);
+				json_expect(lex, JSON_TOKEN_COLON);
+				json_next(lex);
+				append_json_value(&child, fname, -1, lex);
+				if (lex->token_type == JSON_TOKEN_COMMA)
+					json_next(lex);
+				else
+					json_expect(lex, JSON_TOKEN_OBJECT_END);
+			}
+			ok = bson_append_document_end(doc, &child);
+			break;
+		case JSON_TOKEN_ARRAY_START:
+			{
+				uint32		index = 0;
+
+				check_append(bson_append_array_begin(doc, key, keylen, &child));
+				json_next(lex);
+				while (lex->token_type != JSON_TOKEN_ARRAY_END)
+				{
+					char		keybuf[16];
+					const char *ikey;
+					size_t		ikeylen;
+
+					ikeylen = bson_uint32_to_string(index++, &ikey, keybuf,
+													sizeof(keybuf));
+					append_json_value(&child, ikey, (int) ikeylen, lex);
+					if (lex->token_type == JSON_TOKEN_COMMA)
+						json_next(lex);
+					else
+						json_expect(lex, JSON_TOKEN_ARRAY_END);
+				}
+				ok = bson_append_array_end(doc, &child);
+			}
+			break;
+		case JSON_TOKEN_STRING:
+			str = pg_server_to_any(lex->strval->data, lex->strval->len,
+								   PG_UTF8);
+			ok = bson_append_utf8(doc, key, keylen, str, strlen(str));
+			break;
+		case JSON_TOKEN_NUMBER:
+			str = pnstrdup(lex->token_start,
+						   lex->token_terminator - lex->token_start);
+			ok = append_json_number(doc, key, keylen, str);
+			break;
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			ok = bson_append_bool(doc, key, keylen,
+								  lex->token_type == JSON_TOKEN_TRUE);
+			break;
+		case JSON_TOKEN_NULL:
+			ok = bson_append_null(doc, key, keylen);
+			break;
+		default:
+			json_expect(lex, JSON_TOKEN_NULL);	/* raises the error */
+			break;
+	}
+	check_append(ok);
+	json_next(lex);
+}
+
+/*
+ * Append a json or jsonb datum as the BSON equivalent of its JSON text.
+ */
+static void
+append_json(bson_t *doc, const char *key, int keylen, Datum value, Oid typid)
+{
+	char	   *json;
+	JsonLexContext *lex;
+
+	if (typid == JSONBOID)
+		json = DatumGetCString(DirectFunctionCall1(jsonb_out, value));
+	else
+		json = TextDatumGetCString(value);
+
+	lex = makeJsonLexContextCstringLen(json, strlen(json),
+									   GetDatabaseEncoding(), true);
+	json_next(lex);
+	append_json_value(doc, key, keylen, lex);
+	json_expect(lex, JSON_TOKEN_END);
+}
+
+/*
+ * Append a one-dimensional array as a BSON array with keys "0", "1", ...
+ */
+static void
+append_array(bson_t *doc, const char *key, int keylen, Datum value)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(value);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		elemlen;
+	bool		elembyval;
+	char		elemalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int			i;
+	bson_t		child;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("multidimensional arrays cannot be converted to BSON")));
+	if (elemtype == JSONOID || elemtype == JSONBOID ||
+		!idx_type_is_supported(elemtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("cannot convert values of type %s to BSON",
+						format_type_be(get_array_type(elemtype)))));
+
+	get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
+	deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign,
+					  &elems, &nulls, &nelems);
+
+	check_append(bson_append_array_begin(doc, key, keylen, &child));
+	for (i = 0; i < nelems; i++)
+	{
+		char		keybuf[16];
+		const char *ikey;
+		size_t		ikeylen;
+
+		ikeylen = bson_uint32_to_string((uint32) i, &ikey, keybuf,
+										sizeof(keybuf));
+		idx_append_datum(&child, ikey, (int) ikeylen, elems[i], nulls[i],
+						 elemtype);
+	}
+	check_append(bson_append_array_end(doc, &child));
+}
+
+/*
+ * Append "value" of type "typid" under "key" (keylen -1: NUL-terminated),
+ * following the reading rules in reverse.  Values BSON cannot hold at all
+ * (infinite dates, numerics beyond decimal128) are errors; sub-millisecond
+ * timestamp digits are dropped (see idx_datum_is_exact_in_bson).
+ */
+void
+idx_append_datum(bson_t *doc, const char *key, int keylen,
+				 Datum value, bool isnull, Oid typid)
+{
+	bool		ok;
+
+	if (isnull)
+	{
+		check_append(bson_append_null(doc, key, keylen));
+		return;
+	}
+
+	switch (typid)
+	{
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			ok = append_text(doc, key, keylen, value);
+			break;
+		case INT2OID:
+			ok = bson_append_int32(doc, key, keylen, DatumGetInt16(value));
+			break;
+		case INT4OID:
+			ok = bson_append_int32(doc, key, keylen, DatumGetInt32(value));
+			break;
+		case INT8OID:
+			ok = bson_append_int64(doc, key, keylen, DatumGetInt64(value));
+			break;
+		case FLOAT4OID:
+			ok = bson_append_double(doc, key, keylen,
+									(double) DatumGetFloat4(value));
+			break;
+		case FLOAT8OID:
+			ok = bson_append_double(doc, key, keylen, DatumGetFloat8(value));
+			break;
+		case NUMERICOID:
+			{
+				bson_decimal128_t dec;
+
+				if (!numeric_to_decimal128(DatumGetNumeric(value), &dec))
+					ereport(ERROR,
+							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+							 errmsg("numeric value %s cannot be represented exactly as BSON decimal128",
+									abbreviate(DatumGetCString(DirectFunctionCall1(numeric_out, value)))),
+							 errdetail("Decimal128 holds at most 34 significant digits with exponents from -6176 to 6111.")));
+				ok = bson_append_decimal128(doc, key, keylen, &dec);
+			}
+			break;
+		case BOOLOID:
+			ok = bson_append_bool(doc, key, keylen, DatumGetBool(value));
+			break;
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			if (TIMESTAMP_NOT_FINITE(DatumGetTimestamp(value)))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+						 errmsg("infinite timestamp cannot be converted to a BSON date")));
+			ok = bson_append_date_time(doc, key, keylen,
+									   timestamp_to_bson_date(DatumGetTimestamp(value)));
+			break;
+		case DATEOID:
+			if (DATE_NOT_FINITE(DatumGetDateADT(value)))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+						 errmsg("infinite date cannot be converted to a BSON date")));
+			ok = bson_append_date_time(doc, key, keylen,
+									   ((int64) DatumGetDateADT(value) + EPOCH_DIFF_DAYS) * MS_PER_DAY);
+			break;
+		case UUIDOID:
+			ok = bson_append_binary(doc, key, keylen, BSON_SUBTYPE_UUID,
+									DatumGetUUIDP(value)->data, UUID_LEN);
+			break;
+		case BYTEAOID:
+			{
+				bytea	   *b = DatumGetByteaPP(value);
+
+				ok = bson_append_binary(doc, key, keylen, BSON_SUBTYPE_BINARY,
+										(const uint8_t *) VARDATA_ANY(b),
+										VARSIZE_ANY_EXHDR(b));
+			}
+			break;
+		case JSONOID:
+		case JSONBOID:
+			append_json(doc, key, keylen, value, typid);
+			return;
+		default:
+			if (!OidIsValid(get_element_type(typid)))
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+						 errmsg("cannot convert values of type %s to BSON",
+								format_type_be(typid))));
+			append_array(doc, key, keylen, value);
+			return;
+	}
+	check_append(ok);
+}
+
+/*
+ * Does "value" survive the trip to BSON so that MongoDB compares it as
+ * PostgreSQL would?  Not for NaN (MongoDB orders it below all numbers),
+ * sub-millisecond or infinite timestamps, infinite dates, numerics that
+ * decimal128 cannot hold, json/jsonb (numbers may become doubles, and the
+ * containers compare differently) and arrays (MongoDB matches elements).
+ */
+bool
+idx_datum_is_exact_in_bson(Datum value, Oid typid)
+{
+	switch (typid)
+	{
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			if (GetDatabaseEncoding() == PG_SQL_ASCII)
+			{
+				text	   *t = DatumGetTextPP(value);
+
+				return pg_verify_mbstr(PG_UTF8, VARDATA_ANY(t),
+									   VARSIZE_ANY_EXHDR(t), true);
+			}
+			return true;
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case BOOLOID:
+		case UUIDOID:
+		case BYTEAOID:
+			return true;
+		case FLOAT4OID:
+			return !isnan(DatumGetFloat4(value));
+		case FLOAT8OID:
+			return !isnan(DatumGetFloat8(value));
+		case NUMERICOID:
+			{
+				Numeric		num = DatumGetNumeric(value);
+				bson_decimal128_t dec;
+
+				return !numeric_is_nan(num) && numeric_to_decimal128(num, &dec);
+			}
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			{
+				Timestamp	ts = DatumGetTimestamp(value);
+
+				return !TIMESTAMP_NOT_FINITE(ts) && ts % 1000 == 0;
+			}
+		case DATEOID:
+			return !DATE_NOT_FINITE(DatumGetDateADT(value));
+		default:
+			return false;
+	}
+}
+
+
+/* ----------------------------------------------------------------
+ *		Column and row converters
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Scalar types we convert (arrays of these, except json/jsonb, too).
+ */
+static bool
+scalar_type_supported(Oid typid)
+{
+	switch (typid)
+	{
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case NUMERICOID:
+		case BOOLOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case DATEOID:
+		case UUIDOID:
+		case BYTEAOID:
+		case JSONOID:
+		case JSONBOID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Is "typid" a supported scalar, or a one-dimensional array type whose
+ * element is a supported scalar other than json/jsonb?  (Domains are not
+ * supported.)
+ */
+bool
+idx_type_is_supported(Oid typid)
+{
+	Oid			elemtype;
+
+	if (scalar_type_supported(typid))
+		return true;
+	elemtype = get_element_type(typid);
+	return OidIsValid(elemtype) && elemtype != JSONOID &&
+		elemtype != JSONBOID && scalar_type_supported(elemtype);
+}
+
+/*
+ * Look up what converting values of a column needs: the input function
+ * (with typmod) of its type and, for arrays, the element type's storage
+ * and input function.  Errors for unsupported types.
+ */
+void
+idx_conv_init(IdxColumnConv *conv, const char *colname, Oid typid,
+			  int32 typmod)
+{
+	Oid			infunc;
+
+	if (!idx_type_is_supported(typid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("column \"%s\" has unsupported type %s",
+						colname, format_type_be(typid)),
+				 errhint("Supported types are text, varchar, bpchar, smallint, integer, bigint, real, double precision, numeric, boolean, timestamp, timestamptz, date, uuid, bytea, json, jsonb, and one-dimensional arrays of those except json and jsonb.")));
+
+	memset(conv, 0, sizeof(IdxColumnConv));
+	conv->colname = colname;
+	conv->typid = typid;
+	conv->typmod = typmod;
+	getTypeInputInfo(typid, &infunc, &conv->typioparam);
+	fmgr_info(infunc, &conv->typinput);
+
+	if (!scalar_type_supported(typid))
+	{
+		conv->elemtype = get_element_type(typid);
+		get_typlenbyvalalign(conv->elemtype, &conv->elemlen,
+							 &conv->elembyval, &conv->elemalign);
+		getTypeInputInfo(conv->elemtype, &infunc, &conv->elemioparam);
+		fmgr_info(infunc, &conv->eleminput);
+	}
+	else
+		conv->elemtype = InvalidOid;
+}
+
+/*
+ * Build the row converters of a scan.  Only the attributes the query uses
+ * (all of them for a whole-row reference or a NULL attrs_used) get a field
+ * path; the others, and dropped columns, always come back NULL.
+ */
+IdxRowConv *
+idx_row_conv_create(TupleDesc tupdesc, const struct IdxTableInfo *info,
+					Bitmapset *attrs_used)
+{
+	IdxRowConv *rc = (IdxRowConv *) palloc0(sizeof(IdxRowConv));
+	bool		all_columns;
+	int			i;
+
+	rc->natts = tupdesc->natts;
+	rc->cols = (IdxColumnConv *) palloc0(sizeof(IdxColumnConv) * Max(rc->natts, 1));
+	rc->fields = (const char **) palloc0(sizeof(char *) * Max(rc->natts, 1));
+	rc->collection = info->collection ? pstrdup(info->collection) : NULL;
+
+	all_columns = (attrs_used == NULL ||
+				   bms_is_member(0 - FirstLowInvalidHeapAttributeNumber,
+								 attrs_used));
+
+	for (i = 0; i < rc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (attr->attisdropped)
+			continue;
+		if (!all_columns &&
+			!bms_is_member(attr->attnum - FirstLowInvalidHeapAttributeNumber,
+						   attrs_used))
+			continue;
+		if (i >= info->natts || info->fields[i] == NULL)
+			continue;
+
+		idx_conv_init(&rc->cols[i], pstrdup(NameStr(attr->attname)),
+					  attr->atttypid, attr->atttypmod);
+		rc->fields[i] = pstrdup(info->fields[i]);
+	}
+	return rc;
+}
+
+/*
+ * Position "iter" on the value at "path" in "doc": a plain (case-sensitive)
+ * key, or a dotted path through embedded documents and arrays.
+ */
+static bool
+find_field(const bson_t *doc, const char *path, bson_iter_t *iter)
+{
+	if (strchr(path, '.') != NULL)
+	{
+		bson_iter_t top;
+
+		return bson_iter_init(&top, doc) &&
+			bson_iter_find_descendant(&top, path, iter);
+	}
+	return bson_iter_init(iter, doc) && bson_iter_find(iter, path);
+}
+
+/*
+ * Fill values/nulls from a document; missing fields are NULL.
+ */
+void
+idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
+					Datum *values, bool *nulls)
+{
+	IdxConvSource src;
+	int			i;
+
+	src.collection = rc->collection;
+	src.document = doc;
+
+	for (i = 0; i < rc->natts; i++)
+	{
+		bson_iter_t iter;
+
+		values[i] = (Datum) 0;
+		nulls[i] = true;
+		if (rc->fields[i] == NULL || !find_field(doc, rc->fields[i], &iter))
+			continue;
+		values[i] = idx_bson_to_datum(&iter, &rc->cols[i], &src, &nulls[i]);
+	}
+}
+
+
+/* ----------------------------------------------------------------
+ *		Descriptions of BSON values
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Render a document as relaxed extended JSON in the server encoding
+ * (for EXPLAIN and debugging).
+ */
+char *
+idx_bson_as_json(const bson_t *doc)
+{
+	size_t		len;
+	char	   *json = bson_as_relaxed_extended_json(doc, &len);
+	char	   *copy;
+	char	   *result;
+
+	if (json == NULL)
+		elog(ERROR, "could not render BSON document as JSON");
+	copy = pnstrdup(json, len);
+	bson_free(json);
+
+	result = pg_any_to_server(copy, (int) strlen(copy), PG_UTF8);
+	if (result != copy)
+		pfree(copy);
+	return result;
+}
+
+/*
+ * Render the _id of a document for error messages: its relaxed extended
+ * JSON, cut after ID_STRING_MAX bytes.  Never raises an error (it is also
+ * used from an error context callback); outside UTF-8 databases non-ASCII
+ * characters are shown as "?".
+ */
+char *
+idx_document_id_string(const bson_t *document)
+{
+	bson_iter_t iter;
+	char	   *json;
+	StringInfoData buf;
+	bool		ascii_only;
+	const char *p;
+	int			len;
+	int			clen;
+
+	if (document == NULL)
+		return pstrdup("(unknown)");
+	if (!bson_iter_init_find(&iter, document, IDX_ID_FIELD))
+		return pstrdup("(none)");
+	json = value_as_relaxed_json(&iter);
+	if (json == NULL)
+		return pstrdup("(unprintable)");
+
+	ascii_only = (GetDatabaseEncoding() != PG_UTF8 &&
+				  GetDatabaseEncoding() != PG_SQL_ASCII);
+	initStringInfo(&buf);
+	len = strlen(json);
+	for (p = json; p < json + len; p += clen)
+	{
+		clen = Min(pg_utf_mblen((const unsigned char *) p),
+				   (int) (json + len - p));
+		if (buf.len + clen > ID_STRING_MAX)
+		{
+			appendStringInfoString(&buf, "...");
+			break;
+		}
+		if (ascii_only && IS_HIGHBIT_SET(*p))
+			appendStringInfoChar(&buf, '?');
+		else
+			appendBinaryStringInfo(&buf, p, clen);
+	}
+	pfree(json);
+	return buf.data;
+}
+
+/*
+ * Name of a BSON type for messages, as MongoDB's $type spells most of them.
+ */
+const char *
+idx_bson_type_name(bson_type_t type)
+{
+	static const char *const names[] = {
+		[BSON_TYPE_EOD] = "end of document",
+		[BSON_TYPE_DOUBLE] = "double",
+		[BSON_TYPE_UTF8] = "string",
+		[BSON_TYPE_DOCUMENT] = "document",
+		[BSON_TYPE_ARRAY] = "array",
+		[BSON_TYPE_BINARY] = "binary",
+		[BSON_TYPE_UNDEFINED] = "undefined",
+		[BSON_TYPE_OID] = "objectId",
+		[BSON_TYPE_BOOL] = "bool",
+		[BSON_TYPE_DATE_TIME] = "date",
+		[BSON_TYPE_NULL] = "null",
+		[BSON_TYPE_REGEX] = "regex",
+		[BSON_TYPE_DBPOINTER] = "dbPointer",
+		[BSON_TYPE_CODE] = "javascript",
+		[BSON_TYPE_SYMBOL] = "symbol",
+		[BSON_TYPE_CODEWSCOPE] = "javascriptWithScope",
+		[BSON_TYPE_INT32] = "int32",
+		[BSON_TYPE_TIMESTAMP] = "timestamp",
+		[BSON_TYPE_INT64] = "int64",
+		[BSON_TYPE_DECIMAL128] = "decimal128",
+	};
+
+	if (type == BSON_TYPE_MAXKEY)
+		return "maxKey";
+	if (type == BSON_TYPE_MINKEY)
+		return "minKey";
+	if ((unsigned int) type < lengthof(names) && names[type] != NULL)
+		return names[type];
+	return "unknown";
+}
+
+/*
+ * PostgreSQL type a scalar BSON value reads as; NULL for values that only
+ * jsonb can hold.
+ */
+static const char *
+scalar_pgtype(const bson_iter_t *iter)
+{
+	bson_subtype_t subtype;
+	uint32		len;
+	const uint8_t *data;
+
+	switch (bson_iter_type(iter))
+	{
+		case BSON_TYPE_UTF8:
+		case BSON_TYPE_SYMBOL:
+		case BSON_TYPE_OID:
+			return "text";
+		case BSON_TYPE_INT32:
+			return "integer";
+		case BSON_TYPE_INT64:
+			return "bigint";
+		case BSON_TYPE_DOUBLE:
+			return "double precision";
+		case BSON_TYPE_DECIMAL128:
+			return "numeric";
+		case BSON_TYPE_BOOL:
+			return "boolean";
+		case BSON_TYPE_DATE_TIME:
+			return "timestamp with time zone";
+		case BSON_TYPE_BINARY:
+			bson_iter_binary(iter, &subtype, &len, &data);
+			return (subtype == BSON_SUBTYPE_UUID && len == UUID_LEN)
+				? "uuid" : "bytea";
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * Infer a column type for IMPORT FOREIGN SCHEMA from one value.  An array
+ * whose non-null elements all read as the same scalar type becomes an
+ * array of it (palloc'd name); everything else that is not a scalar,
+ * including empty and all-null arrays, becomes jsonb.
+ */
+const char *
+idx_bson_type_to_pgtype(const bson_iter_t *iter)
+{
+	const char *type = NULL;
+	bson_iter_t child;
+
+	if (bson_iter_type(iter) != BSON_TYPE_ARRAY)
+	{
+		type = scalar_pgtype(iter);
+		return type ? type : "jsonb";
+	}
+
+	if (!bson_iter_recurse(iter, &child))
+		return "jsonb";
+	while (bson_iter_next(&child))
+	{
+		bson_type_t elemtype = bson_iter_type(&child);
+		const char *elem;
+
+		if (elemtype == BSON_TYPE_NULL || elemtype == BSON_TYPE_UNDEFINED)
+			continue;
+		elem = scalar_pgtype(&child);
+		if (elem == NULL || (type != NULL && strcmp(type, elem) != 0))
+			return "jsonb";
+		type = elem;
+	}
+	return type ? psprintf("%s[]", type) : "jsonb";
+}

@@ -1,0 +1,149 @@
+/*-------------------------------------------------------------------------
+ *
+ * convert.h
+ *		  Conversion between BSON values and PostgreSQL datums.
+ *
+ * The rules, shared by scans (BSON -> datum) and by pushed-down filter
+ * constants (datum -> BSON), are:
+ *
+ *	text/varchar/bpchar		UTF-8 string; an ObjectId reads as 24 lowercase hex
+ *	int2/int4/int8			int32, int64, or a double/decimal128 holding an
+ *							integral value that fits
+ *	float4/float8			double, int32, int64 (exactly representable)
+ *	numeric					int32, int64, double, decimal128 (decimal128 goes
+ *							through its decimal string, never through double)
+ *	boolean					bool
+ *	timestamp/timestamptz	BSON date (milliseconds since the epoch, UTC);
+ *	date					a timestamp without tz is taken as UTC
+ *	uuid					binary subtype 4 (16 bytes)
+ *	bytea					binary (any subtype on read; subtype 0 on write)
+ *	json/jsonb				any value; documents and arrays as JSON
+ *	one-dim arrays			BSON array of elements convertible to the element
+ *							type (json[]/jsonb[] not supported)
+ *
+ * A missing field or BSON null is SQL NULL.  Everything else that does not
+ * fit the column raises ERRCODE_FDW_INVALID_DATA_TYPE (wrong type) or
+ * ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE (overflow, precision loss) naming the
+ * column, the collection and the document's _id.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_CONVERT_H
+#define IDXTABLE_CONVERT_H
+
+#include "postgres.h"
+
+#include <bson/bson.h>
+
+#include "access/tupdesc.h"
+#include "fmgr.h"
+#include "nodes/bitmapset.h"
+
+/*
+ * How to convert one column.  Filled once per scan by idx_conv_init()
+ * and reused for every row; lives in the caller's memory context.
+ */
+typedef struct IdxColumnConv
+{
+	const char *colname;		/* column name, for messages */
+	Oid			typid;			/* column type */
+	int32		typmod;			/* column typmod */
+	Oid			elemtype;		/* element type for arrays, else InvalidOid */
+	int16		elemlen;		/* element type storage info (arrays) */
+	bool		elembyval;
+	char		elemalign;
+	FmgrInfo	typinput;		/* input function of typid (typmod coercion,
+								 * numeric from decimal string, ...) */
+	Oid			typioparam;
+	FmgrInfo	eleminput;		/* input function of elemtype, if an array */
+	Oid			elemioparam;
+} IdxColumnConv;
+
+/*
+ * Where the value being converted comes from; used only to build error
+ * messages ("column \"x\" of collection \"c\", document _id ...").
+ */
+typedef struct IdxConvSource
+{
+	const char *collection;		/* collection name */
+	const bson_t *document;		/* whole document (for its _id), or NULL */
+} IdxConvSource;
+
+/*
+ * Converters for a whole row: one IdxColumnConv and one field path per
+ * attribute of the foreign table.  fields[i] is NULL for dropped columns
+ * and for columns the query does not need (they come back NULL).
+ */
+typedef struct IdxRowConv
+{
+	int			natts;
+	IdxColumnConv *cols;		/* per attribute (attnum - 1) */
+	const char **fields;		/* per attribute: dotted path, or NULL */
+	const char *collection;		/* for messages */
+} IdxRowConv;
+
+/*
+ * Build row converters for "tupdesc".  "fields" are the per-attribute field
+ * paths of the table (IdxTableInfo.fields); only attributes in "attrs_used"
+ * (attnum - FirstLowInvalidHeapAttributeNumber, as in pull_varattnos) get
+ * a path, or all of them if attrs_used is NULL.
+ */
+struct IdxTableInfo;
+extern IdxRowConv *idx_row_conv_create(TupleDesc tupdesc,
+									   const struct IdxTableInfo *info,
+									   Bitmapset *attrs_used);
+
+/*
+ * Fill values/nulls (natts entries) from a document.  Dotted paths descend
+ * into embedded documents; a missing path is NULL.  Allocates in the
+ * current memory context (the caller uses a per-row context).
+ */
+extern void idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
+								Datum *values, bool *nulls);
+
+/* Is this type (or, for arrays, its element type) supported at all? */
+extern bool idx_type_is_supported(Oid typid);
+
+/* Prepare conversion state for a column; errors if the type is unsupported */
+extern void idx_conv_init(IdxColumnConv *conv, const char *colname,
+						  Oid typid, int32 typmod);
+
+/*
+ * Convert the BSON value under "iter" to a datum of conv->typid.  Sets
+ * *isnull for BSON null / undefined.  Raises an error naming the column,
+ * collection and _id when the value does not fit.
+ */
+extern Datum idx_bson_to_datum(const bson_iter_t *iter,
+							   const IdxColumnConv *conv,
+							   const IdxConvSource *src,
+							   bool *isnull);
+
+/*
+ * Append "value" (of type typid) to "doc" under key "key".  NULL appends
+ * BSON null.  Arrays of supported scalars become BSON arrays.  Raises an
+ * error for unsupported types.
+ */
+extern void idx_append_datum(bson_t *doc, const char *key, int keylen,
+							 Datum value, bool isnull, Oid typid);
+
+/*
+ * Can "value" of type "typid" be represented in BSON so that MongoDB's
+ * comparison of it against stored values equals PostgreSQL's comparison
+ * against the converted values?  (Timestamps with sub-millisecond digits,
+ * NaN floats, ... cannot.)  Used by the pushdown code for constants.
+ */
+extern bool idx_datum_is_exact_in_bson(Datum value, Oid typid);
+
+/* Render the _id of a document for error messages (palloc'd, truncated) */
+extern char *idx_document_id_string(const bson_t *document);
+
+/* Render a BSON document as relaxed extended JSON (palloc'd) */
+extern char *idx_bson_as_json(const bson_t *doc);
+
+/* Name of a BSON type, for messages ("string", "int32", "document", ...) */
+extern const char *idx_bson_type_name(bson_type_t type);
+
+/* Infer a PostgreSQL type name for a BSON value (IMPORT FOREIGN SCHEMA) */
+extern const char *idx_bson_type_to_pgtype(const bson_iter_t *iter);
+
+#endif							/* IDXTABLE_CONVERT_H */

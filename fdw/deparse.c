@@ -1,0 +1,1032 @@
+/*-------------------------------------------------------------------------
+ *
+ * deparse.c
+ *		  Translate WHERE clauses into MongoDB find filters.
+ *
+ * PostgreSQL evaluates a WHERE clause in three-valued logic, MongoDB's
+ * match is two-valued and has its own rules for null, missing fields and
+ * values of other types.  To push NOT and OR down without changing results,
+ * every clause is translated twice: T(e) selects the documents on which e
+ * is TRUE and F(e) those on which e is FALSE (neither selects the rows on
+ * which e is NULL).  Then T(NOT e) = F(e), T(a AND b) = T(a) AND T(b),
+ * F(a AND b) = F(a) OR F(b), and so on.
+ *
+ * A clause is pushed only if its comparison means the same in MongoDB:
+ *	- integers (int2/int4/int8, also across those types): all comparisons;
+ *	  MongoDB compares int32, int64 and double by value;
+ *	- float4/float8: = and <> only (NaN orders differently);
+ *	- text/varchar: = and <> under a deterministic collation, ranges only
+ *	  under the C collation (MongoDB compares UTF-8 bytes), in a UTF-8
+ *	  database;
+ *	- boolean, uuid, timestamp, timestamptz, date: all comparisons of
+ *	  values of the column's own type; bytea: = and <>;
+ *	- IS [NOT] NULL on any scalar column (MongoDB's {f: null} matches null
+ *	  and missing, which both read as SQL NULL);
+ *	- IN / = ANY(array) and <> ALL(array) of the above.
+ * numeric, bpchar, json, jsonb and array columns are compared locally.
+ *
+ * Text columns may hold ObjectIds (read as 24 hex digits), so an equality
+ * with such a string also matches the ObjectId, and text ranges also let
+ * every ObjectId through (LOSSY: rechecked locally).  Constants that BSON
+ * cannot hold exactly (sub-millisecond timestamps, NaN) are not pushed;
+ * parameters are only known at execution, so clauses with parameters are
+ * always rechecked locally and an inexact parameter value matches all.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/stratnum.h"
+#include "access/sysattr.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
+
+#include "convert.h"
+#include "deparse.h"
+
+/* Comparison strategies we translate */
+typedef enum IdxCmp
+{
+	CMP_EQ,
+	CMP_NE,
+	CMP_LT,
+	CMP_LE,
+	CMP_GT,
+	CMP_GE
+} IdxCmp;
+
+/* What a column's type allows */
+typedef enum IdxColKind
+{
+	KIND_NONE,					/* nothing pushed */
+	KIND_NULLTEST_ONLY,			/* scalar, but comparisons stay local */
+	KIND_EQUALITY,				/* = and <> */
+	KIND_ORDERED,				/* all comparisons */
+	KIND_TEXT					/* depends on the collation */
+} IdxColKind;
+
+/*
+ * A "column op value" comparison taken apart.
+ */
+typedef struct IdxComparison
+{
+	Var		   *var;
+	Expr	   *value;			/* Const or Param (relabels stripped) */
+	IdxCmp		cmp;
+	bool		is_text;
+} IdxComparison;
+
+/* Execution-time state of the filter builder */
+typedef struct BuildContext
+{
+	Index		relid;			/* range table index the Vars use */
+	const IdxTableInfo *info;
+	const IdxParamValues *params;
+} BuildContext;
+
+static void build_clause(Expr *expr, bool truth, bson_t *out,
+						 BuildContext *ctx);
+
+/*
+ * Strip RelabelType (binary-compatible casts such as varchar -> text).
+ */
+static Expr *
+strip_relabel(Expr *expr)
+{
+	while (expr && IsA(expr, RelabelType))
+		expr = ((RelabelType *) expr)->arg;
+	return expr;
+}
+
+/*
+ * Is "expr" a plain user column of the scanned relation?
+ */
+static Var *
+column_var(Expr *expr, Index relid)
+{
+	expr = strip_relabel(expr);
+	if (expr && IsA(expr, Var))
+	{
+		Var		   *var = (Var *) expr;
+
+		if (var->varno == relid && var->varlevelsup == 0 && var->varattno > 0)
+			return var;
+	}
+	return NULL;
+}
+
+/*
+ * Is "expr" a value known before the scan starts: a Const or a Param?
+ */
+static Expr *
+value_expr(Expr *expr)
+{
+	expr = strip_relabel(expr);
+	if (expr && (IsA(expr, Const) || IsA(expr, Param)))
+		return expr;
+	return NULL;
+}
+
+/*
+ * The type of a column as stored (before any relabel in the expression).
+ */
+static Oid
+var_type(Var *var)
+{
+	return var->vartype;
+}
+
+/*
+ * What comparisons does the column's type allow to push down?
+ */
+static IdxColKind
+column_kind(Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case BOOLOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case DATEOID:
+		case UUIDOID:
+			return KIND_ORDERED;
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case BYTEAOID:
+			return KIND_EQUALITY;
+		case TEXTOID:
+		case VARCHAROID:
+			return KIND_TEXT;
+		case NUMERICOID:
+		case BPCHAROID:
+			return KIND_NULLTEST_ONLY;
+		default:
+			return KIND_NONE;
+	}
+}
+
+/*
+ * Are a column type and a value type compatible for pushing a comparison?
+ * Integers mix freely, floats mix freely, text takes text, everything else
+ * only its own type.
+ */
+static bool
+compatible_types(Oid coltype, Oid valtype)
+{
+	switch (coltype)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			return valtype == INT2OID || valtype == INT4OID ||
+				valtype == INT8OID;
+		case FLOAT4OID:
+		case FLOAT8OID:
+			return valtype == FLOAT4OID || valtype == FLOAT8OID;
+		case TEXTOID:
+		case VARCHAROID:
+			return valtype == TEXTOID || valtype == VARCHAROID;
+		default:
+			return coltype == valtype;
+	}
+}
+
+/*
+ * The btree strategy of an operator, as one of our comparisons.
+ */
+static bool
+operator_comparison(Oid opno, IdxCmp *cmp)
+{
+	List	   *interps = get_op_btree_interpretation(opno);
+	OpBtreeInterpretation *interp;
+
+	if (interps == NIL)
+		return false;
+	interp = (OpBtreeInterpretation *) linitial(interps);
+	switch (interp->strategy)
+	{
+		case BTEqualStrategyNumber:
+			*cmp = CMP_EQ;
+			break;
+		case ROWCOMPARE_NE:
+			*cmp = CMP_NE;
+			break;
+		case BTLessStrategyNumber:
+			*cmp = CMP_LT;
+			break;
+		case BTLessEqualStrategyNumber:
+			*cmp = CMP_LE;
+			break;
+		case BTGreaterStrategyNumber:
+			*cmp = CMP_GT;
+			break;
+		case BTGreaterEqualStrategyNumber:
+			*cmp = CMP_GE;
+			break;
+		default:
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Does the column kind allow comparison "cmp" under collation "collid"?
+ * Returns NONE, LOSSY (text ranges, which let ObjectIds through) or EXACT.
+ */
+static IdxPushKind
+comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
+{
+	bool		is_equality = (cmp == CMP_EQ || cmp == CMP_NE);
+
+	switch (kind)
+	{
+		case KIND_ORDERED:
+			return IDX_PUSH_EXACT;
+		case KIND_EQUALITY:
+			return is_equality ? IDX_PUSH_EXACT : IDX_PUSH_NONE;
+		case KIND_TEXT:
+			if (GetDatabaseEncoding() != PG_UTF8 || !OidIsValid(collid))
+				return IDX_PUSH_NONE;
+			if (is_equality)
+				return get_collation_isdeterministic(collid)
+					? IDX_PUSH_EXACT : IDX_PUSH_NONE;
+			return lc_collate_is_c(collid) ? IDX_PUSH_LOSSY : IDX_PUSH_NONE;
+		default:
+			return IDX_PUSH_NONE;
+	}
+}
+
+/*
+ * Take apart "column op value" (in either order).  Returns false if the
+ * expression has another shape.
+ */
+static bool
+parse_comparison(OpExpr *op, Index relid, IdxComparison *out)
+{
+	Expr	   *left,
+			   *right;
+	Oid			opno = op->opno;
+
+	if (list_length(op->args) != 2)
+		return false;
+	left = linitial(op->args);
+	right = lsecond(op->args);
+
+	out->var = column_var(left, relid);
+	out->value = value_expr(right);
+	if (out->var == NULL || out->value == NULL)
+	{
+		out->var = column_var(right, relid);
+		out->value = value_expr(left);
+		if (out->var == NULL || out->value == NULL)
+			return false;
+		opno = get_commutator(opno);
+		if (!OidIsValid(opno))
+			return false;
+	}
+	if (!operator_comparison(opno, &out->cmp))
+		return false;
+	out->is_text = column_kind(var_type(out->var)) == KIND_TEXT;
+	return compatible_types(var_type(out->var), exprType((Node *) out->value));
+}
+
+/*
+ * Is a Const value representable exactly in BSON?  Params are checked at
+ * execution time; the clause is then LOSSY.
+ */
+static IdxPushKind
+value_pushability(Expr *value)
+{
+	if (IsA(value, Param))
+		return IDX_PUSH_LOSSY;
+	if (((Const *) value)->constisnull)
+		return IDX_PUSH_EXACT;
+	return idx_datum_is_exact_in_bson(((Const *) value)->constvalue,
+									  ((Const *) value)->consttype)
+		? IDX_PUSH_EXACT : IDX_PUSH_NONE;
+}
+
+/*
+ * Classify an array constant for = ANY / <> ALL: every element must be
+ * exactly representable.
+ */
+static IdxPushKind
+array_pushability(Expr *value)
+{
+	Const	   *c;
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	int			i;
+
+	if (IsA(value, Param))
+		return IDX_PUSH_LOSSY;
+	c = (Const *) value;
+	if (c->constisnull)
+		return IDX_PUSH_EXACT;
+	arr = DatumGetArrayTypeP(c->constvalue);
+	get_typlenbyvalalign(ARR_ELEMTYPE(arr), &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), elmlen, elmbyval, elmalign,
+					  &elems, &nulls, &nelems);
+	for (i = 0; i < nelems; i++)
+	{
+		if (!nulls[i] && !idx_datum_is_exact_in_bson(elems[i], ARR_ELEMTYPE(arr)))
+			return IDX_PUSH_NONE;
+	}
+	return IDX_PUSH_EXACT;
+}
+
+/*
+ * Take apart "column = ANY(array)" or "column <> ALL(array)".
+ */
+static bool
+parse_array_comparison(ScalarArrayOpExpr *saop, Index relid,
+					   IdxComparison *out)
+{
+	Oid			elemtype;
+
+	if (list_length(saop->args) != 2)
+		return false;
+	out->var = column_var(linitial(saop->args), relid);
+	out->value = value_expr(lsecond(saop->args));
+	if (out->var == NULL || out->value == NULL)
+		return false;
+	if (!operator_comparison(saop->opno, &out->cmp))
+		return false;
+	if (!((saop->useOr && out->cmp == CMP_EQ) ||
+		  (!saop->useOr && out->cmp == CMP_NE)))
+		return false;
+	elemtype = get_element_type(exprType((Node *) out->value));
+	out->is_text = column_kind(var_type(out->var)) == KIND_TEXT;
+	return OidIsValid(elemtype) && compatible_types(var_type(out->var), elemtype);
+}
+
+/*
+ * The weaker of two pushabilities.
+ */
+static IdxPushKind
+weaker(IdxPushKind a, IdxPushKind b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * Plan time: can "clause" be pushed down, and exactly?
+ */
+IdxPushKind
+idx_classify_clause(Expr *clause, Index relid, const IdxTableInfo *info)
+{
+	IdxComparison c;
+
+	if (clause == NULL)
+		return IDX_PUSH_NONE;
+
+	switch (nodeTag(clause))
+	{
+		case T_Var:
+			{
+				Var		   *var = column_var(clause, relid);
+
+				return var && var_type(var) == BOOLOID
+					? IDX_PUSH_EXACT : IDX_PUSH_NONE;
+			}
+		case T_BoolExpr:
+			{
+				BoolExpr   *b = (BoolExpr *) clause;
+				IdxPushKind result = IDX_PUSH_EXACT;
+				ListCell   *lc;
+
+				foreach(lc, b->args)
+					result = weaker(result,
+									idx_classify_clause(lfirst(lc), relid, info));
+				return result;
+			}
+		case T_NullTest:
+			{
+				NullTest   *nt = (NullTest *) clause;
+				Var		   *var = column_var(nt->arg, relid);
+
+				if (var == NULL || nt->argisrow ||
+					column_kind(var_type(var)) == KIND_NONE)
+					return IDX_PUSH_NONE;
+				return IDX_PUSH_EXACT;
+			}
+		case T_OpExpr:
+			{
+				OpExpr	   *op = (OpExpr *) clause;
+
+				if (!parse_comparison(op, relid, &c))
+					return IDX_PUSH_NONE;
+				return weaker(comparison_pushability(column_kind(var_type(c.var)),
+													 c.cmp, op->inputcollid),
+							  value_pushability(c.value));
+			}
+		case T_ScalarArrayOpExpr:
+			{
+				ScalarArrayOpExpr *saop = (ScalarArrayOpExpr *) clause;
+
+				if (!parse_array_comparison(saop, relid, &c))
+					return IDX_PUSH_NONE;
+				return weaker(comparison_pushability(column_kind(var_type(c.var)),
+													 c.cmp, saop->inputcollid),
+							  array_pushability(c.value));
+			}
+		default:
+			return IDX_PUSH_NONE;
+	}
+}
+
+/*
+ * If "clause" is "_id = const" or "_id = ANY(const array)", the number of
+ * values it names, else -1.  Used for row estimates and EXPLAIN.
+ */
+int
+idx_id_lookup_count(Expr *clause, Index relid, const IdxTableInfo *info)
+{
+	IdxComparison c;
+
+	if (info->id_attnum == InvalidAttrNumber)
+		return -1;
+	if (IsA(clause, OpExpr))
+	{
+		if (parse_comparison((OpExpr *) clause, relid, &c) &&
+			c.cmp == CMP_EQ && c.var->varattno == info->id_attnum)
+			return 1;
+	}
+	else if (IsA(clause, ScalarArrayOpExpr))
+	{
+		ScalarArrayOpExpr *saop = (ScalarArrayOpExpr *) clause;
+
+		if (parse_array_comparison(saop, relid, &c) && c.cmp == CMP_EQ &&
+			c.var->varattno == info->id_attnum)
+		{
+			if (IsA(c.value, Const) && !((Const *) c.value)->constisnull)
+				return ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(((Const *) c.value)->constvalue)),
+									  ARR_DIMS(DatumGetArrayTypeP(((Const *) c.value)->constvalue)));
+			return 10;
+		}
+	}
+	return -1;
+}
+
+/*
+ * Walker for idx_collect_params.
+ */
+static bool
+collect_params_walker(Node *node, List **params)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Param))
+	{
+		ListCell   *lc;
+
+		foreach(lc, *params)
+		{
+			Param	   *p = lfirst(lc);
+
+			if (p->paramkind == ((Param *) node)->paramkind &&
+				p->paramid == ((Param *) node)->paramid)
+				return false;
+		}
+		*params = lappend(*params, node);
+		return false;
+	}
+	return expression_tree_walker(node, collect_params_walker, params);
+}
+
+/*
+ * The distinct Params in "conds", in order of appearance.
+ */
+List *
+idx_collect_params(List *conds)
+{
+	List	   *params = NIL;
+
+	collect_params_walker((Node *) conds, &params);
+	return params;
+}
+
+/*
+ * The field path of a column.
+ */
+static const char *
+var_field(Var *var, BuildContext *ctx)
+{
+	return ctx->info->fields[var->varattno - 1];
+}
+
+/*
+ * Append a filter that matches no document.
+ */
+static void
+append_match_nothing(bson_t *out)
+{
+	bson_t		child,
+				array;
+
+	BSON_APPEND_DOCUMENT_BEGIN(out, IDX_ID_FIELD, &child);
+	BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array);
+	bson_append_array_end(&child, &array);
+	bson_append_document_end(out, &child);
+}
+
+/*
+ * Find the value of a Param for this execution; returns false with
+ * placeholders.
+ */
+static bool
+param_value(Param *param, BuildContext *ctx, Datum *value, bool *isnull)
+{
+	const IdxParamValues *pv = ctx->params;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (pv == NULL || pv->placeholders)
+		return false;
+	foreach(lc, pv->params)
+	{
+		Param	   *p = lfirst(lc);
+
+		if (p->paramkind == param->paramkind && p->paramid == param->paramid)
+		{
+			*value = pv->values[i];
+			*isnull = pv->nulls[i];
+			return true;
+		}
+		i++;
+	}
+	elog(ERROR, "parameter $%d not found for pushed-down filter",
+		 param->paramid);
+	return false;				/* keep compiler quiet */
+}
+
+/*
+ * The placeholder shown in EXPLAIN for a parameter.
+ */
+static char *
+param_placeholder(Param *param)
+{
+	if (param->paramkind == PARAM_EXTERN)
+		return psprintf("$%d", param->paramid);
+	return psprintf("$exec%d", param->paramid);
+}
+
+/*
+ * Is "s" exactly what an ObjectId reads as (24 lowercase hex digits)?
+ */
+static bool
+looks_like_objectid(const char *s)
+{
+	int			i;
+
+	for (i = 0; i < 24; i++)
+	{
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return s[24] == '\0';
+}
+
+/*
+ * Append a value to a BSON array under key "key".  For text compared with a
+ * text column, a string that reads like an ObjectId is followed by the
+ * ObjectId itself (both read as the same text).  Returns the next index.
+ */
+static uint32
+append_value_to_array(bson_t *array, uint32 index, Datum value, Oid type,
+					  bool is_text)
+{
+	char		key[16];
+
+	snprintf(key, sizeof(key), "%u", index++);
+	idx_append_datum(array, key, -1, value, false, type);
+	if (is_text)
+	{
+		char	   *s = TextDatumGetCString(value);
+
+		if (looks_like_objectid(s))
+		{
+			bson_oid_t	oid;
+
+			bson_oid_init_from_string(&oid, s);
+			snprintf(key, sizeof(key), "%u", index++);
+			BSON_APPEND_OID(array, key, &oid);
+		}
+	}
+	return index;
+}
+
+/*
+ * Append {field: {op: [values..., (null)]}} for $in / $nin.
+ */
+static void
+append_in_list(bson_t *out, const char *field, const char *op,
+			   Datum *values, int nvalues, Oid type, bool is_text,
+			   bool add_null)
+{
+	bson_t		child,
+				array;
+	uint32		index = 0;
+	int			i;
+
+	BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
+	BSON_APPEND_ARRAY_BEGIN(&child, op, &array);
+	for (i = 0; i < nvalues; i++)
+		index = append_value_to_array(&array, index, values[i], type, is_text);
+	if (add_null)
+	{
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%u", index);
+		BSON_APPEND_NULL(&array, key);
+	}
+	bson_append_array_end(&child, &array);
+	bson_append_document_end(out, &child);
+}
+
+/*
+ * Append {field: {op: value}}; text ranges become
+ * {$or: [{field: {op: value}}, {field: {$type: "objectId"}}]}.
+ */
+static void
+append_range(bson_t *out, const char *field, const char *op, Datum value,
+			 Oid type, bool is_text)
+{
+	bson_t		child;
+
+	if (is_text)
+	{
+		bson_t		array,
+					branch;
+
+		BSON_APPEND_ARRAY_BEGIN(out, "$or", &array);
+		BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch);
+		append_range(&branch, field, op, value, type, false);
+		bson_append_document_end(&array, &branch);
+		BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch);
+		BSON_APPEND_DOCUMENT_BEGIN(&branch, field, &child);
+		BSON_APPEND_UTF8(&child, "$type", "objectId");
+		bson_append_document_end(&branch, &child);
+		bson_append_document_end(&array, &branch);
+		bson_append_array_end(out, &array);
+		return;
+	}
+	BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
+	idx_append_datum(&child, op, -1, value, false, type);
+	bson_append_document_end(out, &child);
+}
+
+/*
+ * Translate a comparison with one known, non-null, exact value.  "truth"
+ * selects T or F.  Equality and inequality go through $in / $nin so that
+ * the ObjectId alternative and the exclusion of null are uniform.
+ */
+static void
+build_comparison(const char *field, IdxCmp cmp, bool truth, Datum value,
+				 Oid type, bool is_text, bson_t *out)
+{
+	static const char *const true_ops[] = {NULL, NULL, "$lt", "$lte", "$gt", "$gte"};
+	static const char *const false_ops[] = {NULL, NULL, "$gte", "$gt", "$lte", "$lt"};
+
+	if (cmp == CMP_EQ || cmp == CMP_NE)
+	{
+		bool		positive = (cmp == CMP_EQ) == truth;
+
+		if (positive &&
+			!(is_text && looks_like_objectid(TextDatumGetCString(value))))
+		{
+			bson_t		child;
+
+			/* plain {field: {$eq: v}}, the form every MongoDB index serves */
+			BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
+			idx_append_datum(&child, "$eq", -1, value, false, type);
+			bson_append_document_end(out, &child);
+		}
+		else
+			append_in_list(out, field, positive ? "$in" : "$nin", &value, 1,
+						   type, is_text, !positive);
+		return;
+	}
+	append_range(out, field, truth ? true_ops[cmp] : false_ops[cmp], value,
+				 type, is_text);
+}
+
+/*
+ * Resolve a Const or Param to a value.  Returns false if it is a
+ * placeholder (EXPLAIN without execution).
+ */
+static bool
+resolve_value(Expr *value, BuildContext *ctx, Datum *datum, bool *isnull)
+{
+	if (IsA(value, Const))
+	{
+		*datum = ((Const *) value)->constvalue;
+		*isnull = ((Const *) value)->constisnull;
+		return true;
+	}
+	return param_value((Param *) value, ctx, datum, isnull);
+}
+
+/*
+ * Append {field: "$n"}, {field: {op: "$n"}}: how EXPLAIN shows a comparison
+ * with a parameter whose value is not known yet.
+ */
+static void
+build_placeholder(const char *field, IdxCmp cmp, bool truth, Param *param,
+				  bson_t *out)
+{
+	static const char *const ops[] = {"$eq", "$ne", "$lt", "$lte", "$gt", "$gte"};
+	bson_t		child;
+
+	BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
+	BSON_APPEND_UTF8(&child, truth ? ops[cmp] : "$not", param_placeholder(param));
+	bson_append_document_end(out, &child);
+}
+
+/*
+ * Translate "column op value".  A NULL value makes the comparison NULL
+ * (neither T nor F); a parameter value BSON cannot hold exactly matches
+ * everything (the clause is rechecked locally).
+ */
+static void
+build_opexpr(OpExpr *op, bool truth, bson_t *out, BuildContext *ctx)
+{
+	IdxComparison c;
+	Datum		value;
+	bool		isnull;
+	Oid			type;
+
+	if (!parse_comparison(op, ctx->relid, &c))
+		elog(ERROR, "unexpected clause in pushed-down filter");
+
+	if (!resolve_value(c.value, ctx, &value, &isnull))
+	{
+		build_placeholder(var_field(c.var, ctx), c.cmp, truth,
+						  (Param *) c.value, out);
+		return;
+	}
+	if (isnull)
+	{
+		append_match_nothing(out);
+		return;
+	}
+	type = exprType((Node *) c.value);
+	if (!idx_datum_is_exact_in_bson(value, type))
+		return;					/* {}: everything; rechecked locally */
+	build_comparison(var_field(c.var, ctx), c.cmp, truth, value, type,
+					 c.is_text, out);
+}
+
+/*
+ * Translate "column = ANY(array)" (T: $in, F: $nin plus null, unless the
+ * array holds a NULL, which makes the result never FALSE) and its mirror
+ * "column <> ALL(array)".
+ */
+static void
+build_array_comparison(ScalarArrayOpExpr *saop, bool truth, bson_t *out,
+					   BuildContext *ctx)
+{
+	IdxComparison c;
+	Datum		arraydatum;
+	bool		isnull;
+	ArrayType  *arr;
+	Oid			elemtype;
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems,
+				nvalues = 0,
+				i;
+	bool		has_null = false;
+	bool		positive;
+
+	if (!parse_array_comparison(saop, ctx->relid, &c))
+		elog(ERROR, "unexpected clause in pushed-down filter");
+
+	if (!resolve_value(c.value, ctx, &arraydatum, &isnull))
+	{
+		build_placeholder(var_field(c.var, ctx), c.cmp == CMP_EQ ? CMP_EQ : CMP_NE,
+						  truth, (Param *) c.value, out);
+		return;
+	}
+	if (isnull)
+	{
+		append_match_nothing(out);
+		return;
+	}
+
+	arr = DatumGetArrayTypeP(arraydatum);
+	elemtype = ARR_ELEMTYPE(arr);
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
+					  &elems, &nulls, &nelems);
+	for (i = 0; i < nelems; i++)
+	{
+		if (nulls[i])
+			has_null = true;
+		else if (!idx_datum_is_exact_in_bson(elems[i], elemtype))
+			return;				/* {}: everything; rechecked locally */
+		else
+			elems[nvalues++] = elems[i];
+	}
+
+	/* "positive" = the rows whose value is in the list */
+	positive = (c.cmp == CMP_EQ) == truth;
+	if (positive)
+	{
+		if (nvalues == 0)
+			append_match_nothing(out);
+		else
+			append_in_list(out, var_field(c.var, ctx), "$in", elems, nvalues,
+						   elemtype, c.is_text, false);
+	}
+	else if (has_null)
+		append_match_nothing(out);
+	else
+		append_in_list(out, var_field(c.var, ctx), "$nin", elems, nvalues,
+					   elemtype, c.is_text, true);
+}
+
+/*
+ * Append {"$and"|"$or": [T/F of each argument]}.
+ */
+static void
+build_junction(const char *op, List *args, bool truth, bson_t *out,
+			   BuildContext *ctx)
+{
+	bson_t		array;
+	ListCell   *lc;
+	uint32		i = 0;
+
+	BSON_APPEND_ARRAY_BEGIN(out, op, &array);
+	foreach(lc, args)
+	{
+		bson_t		child;
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%u", i++);
+		BSON_APPEND_DOCUMENT_BEGIN(&array, key, &child);
+		build_clause(lfirst(lc), truth, &child, ctx);
+		bson_append_document_end(&array, &child);
+	}
+	bson_append_array_end(out, &array);
+}
+
+/*
+ * Translate one clause, for truth value "truth" (T or F), into "out",
+ * which receives the fields of one query document.
+ */
+static void
+build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
+{
+	check_stack_depth();
+
+	switch (nodeTag(expr))
+	{
+		case T_Var:
+			BSON_APPEND_BOOL(out, var_field(column_var(expr, ctx->relid), ctx),
+							 truth);
+			break;
+		case T_BoolExpr:
+			{
+				BoolExpr   *b = (BoolExpr *) expr;
+
+				if (b->boolop == NOT_EXPR)
+					build_clause(linitial(b->args), !truth, out, ctx);
+				else if ((b->boolop == AND_EXPR) == truth)
+					build_junction("$and", b->args, truth, out, ctx);
+				else
+					build_junction("$or", b->args, truth, out, ctx);
+				break;
+			}
+		case T_NullTest:
+			{
+				NullTest   *nt = (NullTest *) expr;
+				const char *field = var_field(column_var(nt->arg, ctx->relid),
+											  ctx);
+				bson_t		child;
+
+				if ((nt->nulltesttype == IS_NULL) == truth)
+					BSON_APPEND_NULL(out, field);
+				else
+				{
+					BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
+					BSON_APPEND_NULL(&child, "$ne");
+					bson_append_document_end(out, &child);
+				}
+				break;
+			}
+		case T_OpExpr:
+			build_opexpr((OpExpr *) expr, truth, out, ctx);
+			break;
+		case T_ScalarArrayOpExpr:
+			build_array_comparison((ScalarArrayOpExpr *) expr, truth, out, ctx);
+			break;
+		default:
+			elog(ERROR, "unexpected node type %d in pushed-down filter",
+				 (int) nodeTag(expr));
+	}
+}
+
+/*
+ * Build the find filter for the pushed-down "conds" (implicitly ANDed).
+ * One clause becomes the filter itself; several become {$and: [...]}.
+ */
+void
+idx_build_filter(bson_t *filter, List *conds, Index relid,
+				 const IdxTableInfo *info, const IdxParamValues *params)
+{
+	BuildContext ctx;
+
+	ctx.relid = relid;
+	ctx.info = info;
+	ctx.params = params;
+
+	if (list_length(conds) == 1)
+		build_clause(linitial(conds), true, filter, &ctx);
+	else if (conds != NIL)
+		build_junction("$and", conds, true, filter, &ctx);
+}
+
+/*
+ * Is "prefix" a path prefix of "path" ("a" of "a.b")?
+ */
+static bool
+is_path_prefix(const char *prefix, const char *path)
+{
+	size_t		len = strlen(prefix);
+
+	return strncmp(prefix, path, len) == 0 && path[len] == '.';
+}
+
+/*
+ * Build the projection {field: 1, ...} for the needed attributes.  A path
+ * whose prefix is also requested is left out (MongoDB rejects the
+ * collision, and the prefix brings it anyway).  _id is excluded unless a
+ * needed column reads it; with no column needed at all, only _id comes.
+ */
+void
+idx_build_projection(bson_t *projection, const IdxTableInfo *info,
+					 Bitmapset *attrs_used)
+{
+	bool		whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber,
+										  attrs_used);
+	bool		need_id = false;
+	bool		any = false;
+	int			i,
+				j;
+
+	for (i = 0; i < info->natts; i++)
+	{
+		const char *field = info->fields[i];
+		bool		covered = false;
+
+		if (field == NULL ||
+			(!whole_row &&
+			 !bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber,
+							attrs_used)))
+			continue;
+		for (j = 0; j < info->natts && !covered; j++)
+		{
+			const char *other = info->fields[j];
+
+			if (j == i || other == NULL)
+				continue;
+			if ((whole_row ||
+				 bms_is_member(j + 1 - FirstLowInvalidHeapAttributeNumber,
+							   attrs_used)) &&
+				(is_path_prefix(other, field) ||
+				 (strcmp(other, field) == 0 && j < i)))
+				covered = true;
+		}
+		if (strcmp(field, IDX_ID_FIELD) == 0 ||
+			strncmp(field, IDX_ID_FIELD ".", 4) == 0)
+			need_id = true;
+		if (covered)
+			continue;
+		BSON_APPEND_INT32(projection, field, 1);
+		any = true;
+	}
+	if (!any && !need_id)
+		BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1);
+	else if (!need_id)
+		BSON_APPEND_INT32(projection, IDX_ID_FIELD, 0);
+}

@@ -1,0 +1,72 @@
+/*-------------------------------------------------------------------------
+ *
+ * deparse.h
+ *		  Translation of WHERE clauses into MongoDB find filters, and of
+ *		  the needed columns into a projection.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_DEPARSE_H
+#define IDXTABLE_DEPARSE_H
+
+#include "postgres.h"
+
+#include <bson/bson.h>
+
+#include "nodes/bitmapset.h"
+#include "nodes/primnodes.h"
+
+#include "option.h"
+
+/*
+ * How a clause can be sent to MongoDB.
+ *
+ * EXACT: MongoDB's filter selects exactly the rows for which PostgreSQL
+ * would find the clause true; the clause is not evaluated locally.
+ * LOSSY: the filter selects a superset; the clause is also rechecked
+ * locally.  NONE: evaluated locally only.
+ */
+typedef enum IdxPushKind
+{
+	IDX_PUSH_NONE,
+	IDX_PUSH_LOSSY,
+	IDX_PUSH_EXACT
+} IdxPushKind;
+
+/* Plan time: can "clause" (over relation "relid") be pushed down? */
+extern IdxPushKind idx_classify_clause(Expr *clause, Index relid,
+									   const IdxTableInfo *info);
+
+/* Number of distinct _id values the clause selects, or -1 if it is no _id lookup */
+extern int	idx_id_lookup_count(Expr *clause, Index relid,
+								const IdxTableInfo *info);
+
+/*
+ * Values of the Params that pushed-down clauses refer to, known only at
+ * execution time.  With "placeholders" (EXPLAIN without execution) the
+ * filter shows "$n" in place of each parameter.
+ */
+typedef struct IdxParamValues
+{
+	List	   *params;			/* Param nodes */
+	Datum	   *values;
+	bool	   *nulls;
+	bool		placeholders;
+} IdxParamValues;
+
+/* The distinct Param nodes that appear in "conds" */
+extern List *idx_collect_params(List *conds);
+
+/* Build the find filter for the implicitly-ANDed pushed-down "conds" */
+extern void idx_build_filter(bson_t *filter, List *conds, Index relid,
+							 const IdxTableInfo *info,
+							 const IdxParamValues *params);
+
+/*
+ * Build the projection for the attributes in "attrs_used" (pull_varattnos
+ * convention); _id is excluded unless a column needs it.
+ */
+extern void idx_build_projection(bson_t *projection, const IdxTableInfo *info,
+								 Bitmapset *attrs_used);
+
+#endif							/* IDXTABLE_DEPARSE_H */

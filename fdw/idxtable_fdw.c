@@ -1,0 +1,92 @@
+/*-------------------------------------------------------------------------
+ *
+ * idxtable_fdw.c
+ *		  Entry points of idxtable_fdw: the handler, module initialisation
+ *		  and small SQL-callable utilities.
+ *
+ * The callbacks themselves live in one module per responsibility:
+ * planner.c (paths and plans), scan.c (execution and EXPLAIN), deparse.c
+ * (WHERE clauses to MongoDB filters), convert.c (BSON <-> datums),
+ * connection.c (client cache and errors), option.c (options), analyze.c
+ * and import.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "fmgr.h"
+#include "storage/ipc.h"
+
+#include "connection.h"
+#include "idxtable_fdw.h"
+
+PG_MODULE_MAGIC;
+
+PG_FUNCTION_INFO_V1(idxtable_fdw_handler);
+PG_FUNCTION_INFO_V1(idxtable_fdw_disconnect_all);
+
+void		_PG_init(void);
+
+/*
+ * Route libmongoc's own log lines to the server log at DEBUG level, so they
+ * never reach a client unasked.  The handler must not throw.
+ */
+static void
+log_handler(mongoc_log_level_t level, const char *domain, const char *message,
+			void *user_data)
+{
+	elog(DEBUG2, "libmongoc %s: %s", domain, message);
+}
+
+/*
+ * Release libmongoc's global state when the backend exits.
+ */
+static void
+cleanup_mongoc(int code, Datum arg)
+{
+	mongoc_cleanup();
+}
+
+/*
+ * Module load: initialise libmongoc once per backend.
+ */
+void
+_PG_init(void)
+{
+	mongoc_init();
+	mongoc_log_set_handler(log_handler, NULL);
+	on_proc_exit(cleanup_mongoc, (Datum) 0);
+}
+
+/*
+ * The FDW handler: return the callback table.
+ */
+Datum
+idxtable_fdw_handler(PG_FUNCTION_ARGS)
+{
+	FdwRoutine *routine = makeNode(FdwRoutine);
+
+	routine->GetForeignRelSize = idxGetForeignRelSize;
+	routine->GetForeignPaths = idxGetForeignPaths;
+	routine->GetForeignPlan = idxGetForeignPlan;
+	routine->BeginForeignScan = idxBeginForeignScan;
+	routine->IterateForeignScan = idxIterateForeignScan;
+	routine->ReScanForeignScan = idxReScanForeignScan;
+	routine->EndForeignScan = idxEndForeignScan;
+	routine->ExplainForeignScan = idxExplainForeignScan;
+	routine->AnalyzeForeignTable = idxAnalyzeForeignTable;
+	routine->ImportForeignSchema = idxImportForeignSchema;
+
+	PG_RETURN_POINTER(routine);
+}
+
+/*
+ * idxtable_fdw_disconnect_all(): close every idle cached client.
+ */
+Datum
+idxtable_fdw_disconnect_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(idx_disconnect_all());
+}

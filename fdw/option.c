@@ -1,0 +1,377 @@
+/*-------------------------------------------------------------------------
+ *
+ * option.c
+ *		  Validation and lookup of idxtable_fdw options.
+ *
+ * Options are accepted on the server (uri, database, timeouts, fetch_size),
+ * on user mappings (username, password, auth_source), on foreign tables
+ * (database, collection, fetch_size) and on columns (field).  Credentials
+ * belong in the user mapping only: a server URI that carries them is
+ * refused, so that they never show up in pg_foreign_server or in messages.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/reloptions.h"
+#include "access/table.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "catalog/pg_attribute.h"
+#include "commands/defrem.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "option.h"
+
+/* Default number of documents per cursor batch */
+#define IDX_DEFAULT_FETCH_SIZE 1000
+
+/*
+ * Describes a valid option: its name and the catalog it may appear in.
+ */
+typedef struct IdxOption
+{
+	const char *name;
+	Oid			context;		/* catalog OID the option may appear in */
+} IdxOption;
+
+static const IdxOption valid_options[] = {
+	{"uri", ForeignServerRelationId},
+	{"database", ForeignServerRelationId},
+	{"fetch_size", ForeignServerRelationId},
+	{"connect_timeout_ms", ForeignServerRelationId},
+	{"socket_timeout_ms", ForeignServerRelationId},
+	{"server_selection_timeout_ms", ForeignServerRelationId},
+	{"username", UserMappingRelationId},
+	{"password", UserMappingRelationId},
+	{"auth_source", UserMappingRelationId},
+	{"database", ForeignTableRelationId},
+	{"collection", ForeignTableRelationId},
+	{"fetch_size", ForeignTableRelationId},
+	{"field", AttributeRelationId},
+	{NULL, InvalidOid}
+};
+
+PG_FUNCTION_INFO_V1(idxtable_fdw_validator);
+
+/*
+ * Is "name" a valid option for the catalog "context"?
+ */
+static bool
+is_valid_option(const char *name, Oid context)
+{
+	const IdxOption *opt;
+
+	for (opt = valid_options; opt->name; opt++)
+	{
+		if (opt->context == context && strcmp(opt->name, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Raise the "invalid option" error with a hint listing the options valid
+ * in this context, as postgres_fdw does.
+ */
+static void
+report_invalid_option(const char *name, Oid context)
+{
+	const IdxOption *opt;
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (opt = valid_options; opt->name; opt++)
+	{
+		if (opt->context == context)
+			appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", opt->name);
+	}
+
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+			 errmsg("invalid option \"%s\"", name),
+			 buf.len > 0
+			 ? errhint("Valid options in this context are: %s", buf.data)
+			 : errhint("There are no valid options in this context.")));
+}
+
+/*
+ * Parse a strictly positive integer option, erroring with the option name.
+ */
+static int
+parse_positive_int(const char *name, const char *value, int maxval)
+{
+	char	   *end;
+	long		val;
+
+	errno = 0;
+	val = strtol(value, &end, 10);
+	if (errno != 0 || end == value || *end != '\0' || val <= 0 || val > maxval)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", name, value),
+				 errhint("The value must be an integer between 1 and %d.",
+						 maxval)));
+	return (int) val;
+}
+
+/*
+ * Check a server "uri": it must parse as a MongoDB URI and must not carry
+ * credentials.  The URI itself is never repeated in a message, since a
+ * rejected one may well contain a password.
+ */
+static void
+validate_uri(const char *value)
+{
+	bson_error_t error;
+	mongoc_uri_t *uri;
+	bool		has_credentials;
+
+	uri = mongoc_uri_new_with_error(value, &error);
+	if (uri == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"uri\""),
+				 errdetail("The value is not a valid MongoDB connection string.")));
+
+	has_credentials = mongoc_uri_get_username(uri) != NULL ||
+		mongoc_uri_get_password(uri) != NULL;
+	mongoc_uri_destroy(uri);
+
+	if (has_credentials)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"uri\" must not contain credentials"),
+				 errhint("Put \"username\" and \"password\" in a user mapping.")));
+}
+
+/*
+ * Check a dotted field path: non-empty components, no "$" at the start of
+ * a component (MongoDB operators), no NUL.
+ */
+static void
+validate_field(const char *value)
+{
+	const char *p = value;
+	bool		at_start = true;
+
+	if (*p == '\0')
+		goto bad;
+	for (; *p; p++)
+	{
+		if (*p == '.')
+		{
+			if (at_start)
+				goto bad;
+			at_start = true;
+			continue;
+		}
+		if (at_start && *p == '$')
+			goto bad;
+		at_start = false;
+	}
+	if (!at_start)
+		return;
+bad:
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+			 errmsg("invalid value for option \"field\": \"%s\"", value),
+			 errhint("A field is a dot-separated path of non-empty names that do not start with \"$\".")));
+}
+
+/*
+ * Check a collection or database name as MongoDB restricts them.
+ */
+static void
+validate_namespace_part(const char *name, const char *value)
+{
+	if (*value == '\0' || strchr(value, '$') != NULL ||
+		(strcmp(name, "database") == 0 && strpbrk(value, "/\\. \"") != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", name, value)));
+}
+
+/*
+ * Validate the generic options given to a FOREIGN DATA WRAPPER, SERVER,
+ * USER MAPPING or FOREIGN TABLE (and its columns) that uses idxtable_fdw.
+ */
+Datum
+idxtable_fdw_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *cell;
+	bool		have_uri = false;
+
+	foreach(cell, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(cell);
+		char	   *value = defGetString(def);
+
+		if (!is_valid_option(def->defname, catalog))
+			report_invalid_option(def->defname, catalog);
+
+		if (strcmp(def->defname, "uri") == 0)
+		{
+			validate_uri(value);
+			have_uri = true;
+		}
+		else if (strcmp(def->defname, "fetch_size") == 0)
+			(void) parse_positive_int(def->defname, value, 100000);
+		else if (strcmp(def->defname, "connect_timeout_ms") == 0 ||
+				 strcmp(def->defname, "socket_timeout_ms") == 0 ||
+				 strcmp(def->defname, "server_selection_timeout_ms") == 0)
+			(void) parse_positive_int(def->defname, value, INT_MAX);
+		else if (strcmp(def->defname, "field") == 0)
+			validate_field(value);
+		else if (strcmp(def->defname, "database") == 0 ||
+				 strcmp(def->defname, "collection") == 0)
+			validate_namespace_part(def->defname, value);
+		else if ((strcmp(def->defname, "username") == 0 ||
+				  strcmp(def->defname, "auth_source") == 0) && *value == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"%s\" must not be empty", def->defname)));
+	}
+
+	/*
+	 * A server needs a URI.  The validator also sees ALTER SERVER's partial
+	 * lists, but those go through with the full resulting option list, so
+	 * the check is sound.
+	 */
+	if (catalog == ForeignServerRelationId && !have_uri)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("option \"uri\" is required for an idxtable_fdw server")));
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * Find the value of option "name" in a DefElem list, or NULL.
+ */
+static char *
+find_option(List *options, const char *name)
+{
+	ListCell   *cell;
+
+	foreach(cell, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(cell);
+
+		if (strcmp(def->defname, name) == 0)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/*
+ * The server's default database: its "database" option, else the database
+ * named in its URI, else "test" (MongoDB's own default).
+ */
+char *
+idx_server_database(ForeignServer *server)
+{
+	char	   *db = find_option(server->options, "database");
+	char	   *uristr;
+
+	if (db)
+		return db;
+
+	uristr = find_option(server->options, "uri");
+	if (uristr)
+	{
+		mongoc_uri_t *uri = mongoc_uri_new_with_error(uristr, NULL);
+
+		if (uri)
+		{
+			const char *uridb = mongoc_uri_get_database(uri);
+
+			if (uridb && *uridb)
+				db = pstrdup(uridb);
+			mongoc_uri_destroy(uri);
+		}
+	}
+	return db ? db : pstrdup("test");
+}
+
+/*
+ * The server's cursor batch size.
+ */
+int
+idx_server_fetch_size(ForeignServer *server)
+{
+	char	   *val = find_option(server->options, "fetch_size");
+
+	return val ? parse_positive_int("fetch_size", val, 100000)
+		: IDX_DEFAULT_FETCH_SIZE;
+}
+
+/*
+ * The field path of a column: its "field" option, else its name.
+ */
+char *
+idx_column_field(Oid relid, AttrNumber attnum)
+{
+	List	   *options = GetForeignColumnOptions(relid, attnum);
+	char	   *field = find_option(options, "field");
+
+	return field ? field : get_attname(relid, attnum, false);
+}
+
+/*
+ * Build the IdxTableInfo of a foreign table: namespace, per-column field
+ * paths and the _id column.  Two columns mapping to the same field, or a
+ * column mapped into _id's subfields while _id is also mapped, are allowed
+ * (reads only); only the column that maps exactly to "_id" is the key.
+ */
+IdxTableInfo *
+idx_get_table_info(Oid relid)
+{
+	ForeignTable *table = GetForeignTable(relid);
+	ForeignServer *server = GetForeignServer(table->serverid);
+	IdxTableInfo *info = palloc0(sizeof(IdxTableInfo));
+	Relation	rel;
+	TupleDesc	tupdesc;
+	char	   *val;
+	int			i;
+
+	info->relid = relid;
+	info->relname = get_rel_name(relid);
+	info->serverid = server->serverid;
+
+	val = find_option(table->options, "database");
+	info->database = val ? val : idx_server_database(server);
+	val = find_option(table->options, "collection");
+	info->collection = val ? val : info->relname;
+	val = find_option(table->options, "fetch_size");
+	info->fetch_size = val ? parse_positive_int("fetch_size", val, 100000)
+		: idx_server_fetch_size(server);
+
+	rel = table_open(relid, AccessShareLock);
+	tupdesc = RelationGetDescr(rel);
+	info->natts = tupdesc->natts;
+	info->fields = palloc0(sizeof(char *) * Max(info->natts, 1));
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (attr->attisdropped)
+			continue;
+		info->fields[i] = idx_column_field(relid, attr->attnum);
+		if (info->id_attnum == InvalidAttrNumber &&
+			strcmp(info->fields[i], IDX_ID_FIELD) == 0)
+			info->id_attnum = attr->attnum;
+	}
+	table_close(rel, AccessShareLock);
+
+	return info;
+}

@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * option.h
+ *		  Options of the idxtable_fdw server, user mapping, foreign table
+ *		  and columns, and the resolved description of a foreign table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_OPTION_H
+#define IDXTABLE_OPTION_H
+
+#include "postgres.h"
+
+#include "foreign/foreign.h"
+#include "nodes/pg_list.h"
+#include "utils/relcache.h"
+
+/* Name of the BSON field that holds the document key */
+#define IDX_ID_FIELD "_id"
+
+/*
+ * A foreign table as MongoDB sees it: where its documents live and which
+ * field each column maps to.  Built by idx_get_table_info() from the
+ * catalogs; everything is palloc'd in the current memory context.
+ */
+typedef struct IdxTableInfo
+{
+	Oid			relid;
+	char	   *relname;		/* for messages */
+	Oid			serverid;
+	char	   *database;		/* MongoDB database */
+	char	   *collection;		/* MongoDB collection */
+	int			natts;			/* number of attributes (incl. dropped) */
+	char	  **fields;			/* per attribute (attnum - 1): dotted field
+								 * path, NULL for dropped columns */
+	AttrNumber	id_attnum;		/* column mapped to _id, or InvalidAttrNumber */
+	int			fetch_size;		/* cursor batch size */
+} IdxTableInfo;
+
+/* Resolve the options of a foreign table (server options as fallback) */
+extern IdxTableInfo *idx_get_table_info(Oid relid);
+
+/* Option lookups shared by several modules */
+extern char *idx_server_database(ForeignServer *server);
+extern int	idx_server_fetch_size(ForeignServer *server);
+
+/* Field path of a column, from its "field" option or its name */
+extern char *idx_column_field(Oid relid, AttrNumber attnum);
+
+#endif							/* IDXTABLE_OPTION_H */

@@ -1,0 +1,205 @@
+/*-------------------------------------------------------------------------
+ *
+ * planner.c
+ *		  Planning of scans of idxtable_fdw foreign tables.
+ *
+ * Each restriction clause is classified once (deparse.c): pushed down
+ * exactly, pushed down and rechecked, or evaluated locally.  Row counts
+ * come from ANALYZE (pg_class.reltuples and column statistics); without
+ * them a collection is assumed to hold DEFAULT_COLLECTION_SIZE documents.
+ *
+ * Costs model what MongoDB does: a lookup by _id touches only the matching
+ * documents, anything else examines every document of the collection; each
+ * returned document costs its transfer and conversion, and every batch a
+ * round trip.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/sysattr.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/restrictinfo.h"
+
+#include "deparse.h"
+#include "idxtable_fdw.h"
+#include "option.h"
+#include "planner.h"
+
+/* Assumed collection size when ANALYZE has never run */
+#define DEFAULT_COLLECTION_SIZE 1000.0
+
+/* Cost of one round trip to MongoDB */
+#define ROUND_TRIP_COST 100.0
+/* Server-side cost of examining one document */
+#define DOCUMENT_EXAMINE_COST 0.01
+/* Cost of transferring and converting one returned document */
+#define DOCUMENT_TRANSFER_COST 0.02
+
+/*
+ * Planner state of one foreign relation, kept in baserel->fdw_private.
+ */
+typedef struct IdxRelInfo
+{
+	IdxTableInfo *table;
+	List	   *remote_exact;	/* RestrictInfos pushed down exactly */
+	List	   *remote_lossy;	/* pushed down and rechecked locally */
+	List	   *local_conds;	/* evaluated locally only */
+	Bitmapset  *attrs_used;		/* columns to fetch */
+	int			id_lookup;		/* _id values looked up, or -1 */
+	int			fetch_size;
+} IdxRelInfo;
+
+/*
+ * Estimate the relation's size and classify its restriction clauses.
+ */
+void
+idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
+					 Oid foreigntableid)
+{
+	IdxRelInfo *fpinfo = palloc0(sizeof(IdxRelInfo));
+	ListCell   *lc;
+	Selectivity sel;
+
+	baserel->fdw_private = fpinfo;
+	fpinfo->table = idx_get_table_info(foreigntableid);
+	fpinfo->fetch_size = fpinfo->table->fetch_size;
+	fpinfo->id_lookup = -1;
+
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		int			ids;
+
+		switch (idx_classify_clause(ri->clause, baserel->relid, fpinfo->table))
+		{
+			case IDX_PUSH_EXACT:
+				fpinfo->remote_exact = lappend(fpinfo->remote_exact, ri);
+				break;
+			case IDX_PUSH_LOSSY:
+				fpinfo->remote_lossy = lappend(fpinfo->remote_lossy, ri);
+				break;
+			case IDX_PUSH_NONE:
+				fpinfo->local_conds = lappend(fpinfo->local_conds, ri);
+				break;
+		}
+		ids = idx_id_lookup_count(ri->clause, baserel->relid, fpinfo->table);
+		if (ids >= 0 && (fpinfo->id_lookup < 0 || ids < fpinfo->id_lookup))
+			fpinfo->id_lookup = ids;
+	}
+
+	/* columns needed: the target list plus everything evaluated locally */
+	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid,
+				   &fpinfo->attrs_used);
+	foreach(lc, list_concat_copy(fpinfo->local_conds, fpinfo->remote_lossy))
+		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause,
+					   baserel->relid, &fpinfo->attrs_used);
+
+	if (baserel->tuples < 0)
+		baserel->tuples = DEFAULT_COLLECTION_SIZE;
+	sel = clauselist_selectivity(root, baserel->baserestrictinfo, 0,
+								 JOIN_INNER, NULL);
+	baserel->rows = clamp_row_est(baserel->tuples * sel);
+	if (fpinfo->id_lookup >= 0)
+		baserel->rows = Min(baserel->rows, Max(fpinfo->id_lookup, 1));
+}
+
+/*
+ * Add the one access path: a find with the pushed-down filter.
+ */
+void
+idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
+				   Oid foreigntableid)
+{
+	IdxRelInfo *fpinfo = baserel->fdw_private;
+	double		examined;
+	double		batches;
+	Cost		startup_cost;
+	Cost		total_cost;
+	QualCost	local_cost;
+
+	examined = fpinfo->id_lookup >= 0 ? baserel->rows : baserel->tuples;
+	batches = ceil(baserel->rows / fpinfo->fetch_size);
+
+	cost_qual_eval(&local_cost,
+				   list_concat_copy(fpinfo->local_conds, fpinfo->remote_lossy),
+				   root);
+
+	startup_cost = ROUND_TRIP_COST + local_cost.startup;
+	total_cost = startup_cost +
+		examined * DOCUMENT_EXAMINE_COST +
+		Max(batches - 1, 0) * ROUND_TRIP_COST +
+		baserel->rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost) +
+		baserel->rows * local_cost.per_tuple;
+
+	add_path(baserel, (Path *)
+			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
+									 startup_cost, total_cost, NIL,
+									 NULL, NULL, NIL));
+}
+
+/*
+ * Turn an attribute bitmap into an integer list (Bitmapset is no Node in
+ * PostgreSQL 15, and fdw_private must be copyable).
+ */
+static List *
+bitmap_to_list(Bitmapset *bms)
+{
+	List	   *result = NIL;
+	int			x = -1;
+
+	while ((x = bms_next_member(bms, x)) >= 0)
+		result = lappend_int(result, x);
+	return result;
+}
+
+/*
+ * Build the ForeignScan: pushed-down clauses go to fdw_private, local and
+ * lossy ones stay in the plan's qual.
+ */
+ForeignScan *
+idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
+				  ForeignPath *best_path, List *tlist, List *scan_clauses,
+				  Plan *outer_plan)
+{
+	IdxRelInfo *fpinfo = baserel->fdw_private;
+	List	   *remote_conds = NIL;
+	List	   *local_exprs = NIL;
+	List	   *fdw_private;
+	ListCell   *lc;
+
+	foreach(lc, scan_clauses)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+
+		if (ri->pseudoconstant)
+			continue;
+		if (list_member_ptr(fpinfo->remote_exact, ri))
+			remote_conds = lappend(remote_conds, ri->clause);
+		else if (list_member_ptr(fpinfo->remote_lossy, ri))
+		{
+			remote_conds = lappend(remote_conds, ri->clause);
+			local_exprs = lappend(local_exprs, ri->clause);
+		}
+		else
+			local_exprs = lappend(local_exprs, ri->clause);
+	}
+
+	fdw_private = list_make4(remote_conds,
+							 makeInteger(baserel->relid),
+							 bitmap_to_list(fpinfo->attrs_used),
+							 makeInteger(fpinfo->id_lookup));
+
+	/*
+	 * The parameters of the pushed-down clauses go to fdw_exprs, so that the
+	 * executor evaluates them and knows to rescan when they change.
+	 */
+	return make_foreignscan(tlist, local_exprs, baserel->relid,
+							idx_collect_params(remote_conds),
+							fdw_private, NIL, NIL, outer_plan);
+}

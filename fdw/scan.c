@@ -1,0 +1,382 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan.c
+ *		  Execution of idxtable_fdw scans, and their EXPLAIN output.
+ *
+ * A scan runs one MongoDB find: the filter built from the pushed-down
+ * clauses (with this execution's parameter values), the projection of the
+ * needed columns, and batchSize = fetch_size.  Documents are converted to
+ * rows one at a time in the per-tuple memory context.
+ *
+ * libmongoc objects (collection, cursor, bson buffers) are not palloc'd;
+ * they are released by EndForeignScan or, if the query fails or is
+ * cancelled first, by a reset callback on the scan's memory context, so
+ * nothing leaks across aborted queries.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/sysattr.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "connection.h"
+#include "convert.h"
+#include "deparse.h"
+#include "idxtable_fdw.h"
+#include "option.h"
+#include "planner.h"
+
+/*
+ * Execution state of one scan.
+ */
+typedef struct IdxScanState
+{
+	IdxTableInfo *info;
+	ForeignServer *server;
+	mongoc_client_t *client;
+
+	/* from the plan */
+	List	   *remote_conds;
+	Index		relid;			/* range table index in remote_conds' Vars */
+	Bitmapset  *attrs_used;
+	int			id_lookup;
+
+	IdxRowConv *rowconv;
+	List	   *param_states;	/* ExprStates of the plan's fdw_exprs */
+	IdxParamValues params;
+
+	/* libmongoc objects, released by release_cursor() */
+	mongoc_collection_t *collection;
+	mongoc_cursor_t *cursor;
+	bool		pinned;			/* holds a pin on the client */
+	MemoryContext scan_cxt;		/* owns this state; its reset releases */
+	MemoryContextCallback release_cb;
+
+	/* for EXPLAIN ANALYZE */
+	char	   *last_filter;	/* the filter of the latest find, as JSON */
+	uint64		docs_fetched;
+	uint64		round_trips;
+} IdxScanState;
+
+/*
+ * Release the cursor and collection handle, and unpin the client.  Safe to
+ * call more than once; also runs as a memory context reset callback when
+ * the query ends in an error.
+ */
+static void
+release_cursor(void *arg)
+{
+	IdxScanState *state = (IdxScanState *) arg;
+	uint64	   *previous = idx_count_round_trips(&state->round_trips);
+
+	if (state->cursor)
+		mongoc_cursor_destroy(state->cursor);
+	state->cursor = NULL;
+	idx_count_round_trips(previous);
+	if (state->collection)
+		mongoc_collection_destroy(state->collection);
+	state->collection = NULL;
+	if (state->pinned)
+		idx_client_pin(state->client, -1);
+	state->pinned = false;
+}
+
+/*
+ * Integer list back to an attribute bitmap.
+ */
+static Bitmapset *
+list_to_bitmap(List *list)
+{
+	Bitmapset  *result = NULL;
+	ListCell   *lc;
+
+	foreach(lc, list)
+		result = bms_add_member(result, lfirst_int(lc));
+	return result;
+}
+
+/*
+ * Set up the scan: table description, row converters, client, parameter
+ * expressions.  No round trip happens here (the client is cached).
+ */
+void
+idxBeginForeignScan(ForeignScanState *node, int eflags)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	EState	   *estate = node->ss.ps.state;
+	Relation	rel = node->ss.ss_currentRelation;
+	MemoryContext scan_cxt;
+	MemoryContext oldcxt;
+	IdxScanState *state;
+	int			nparams;
+
+	scan_cxt = AllocSetContextCreate(estate->es_query_cxt,
+									 "idxtable_fdw scan",
+									 ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(scan_cxt);
+
+	state = palloc0(sizeof(IdxScanState));
+	state->scan_cxt = scan_cxt;
+	state->release_cb.func = release_cursor;
+	state->release_cb.arg = state;
+	MemoryContextRegisterResetCallback(scan_cxt, &state->release_cb);
+	node->fdw_state = state;
+
+	state->info = idx_get_table_info(RelationGetRelid(rel));
+	state->remote_conds = (List *) list_nth(plan->fdw_private,
+											IdxPrivRemoteConds);
+	state->relid = intVal(list_nth(plan->fdw_private, IdxPrivRelid));
+	state->attrs_used = list_to_bitmap(list_nth(plan->fdw_private,
+												IdxPrivAttrsUsed));
+	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
+
+	nparams = list_length(plan->fdw_exprs);
+	state->params.params = plan->fdw_exprs;
+	state->params.values = palloc0(sizeof(Datum) * Max(nparams, 1));
+	state->params.nulls = palloc0(sizeof(bool) * Max(nparams, 1));
+	state->param_states = ExecInitExprList(plan->fdw_exprs,
+										   (PlanState *) node);
+
+	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+	{
+		state->rowconv = idx_row_conv_create(RelationGetDescr(rel),
+											 state->info, state->attrs_used);
+		state->client = idx_get_client_for_rel(RelationGetRelid(rel),
+											   &state->server);
+	}
+	else
+		state->server = GetForeignServer(state->info->serverid);
+
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Evaluate the parameters of the pushed-down clauses for this execution.
+ */
+static void
+evaluate_params(ForeignScanState *node, IdxScanState *state)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	ListCell   *lc;
+	int			i = 0;
+	MemoryContext oldcxt;
+
+	oldcxt = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+	foreach(lc, state->param_states)
+	{
+		ExprState  *expr_state = (ExprState *) lfirst(lc);
+
+		state->params.values[i] = ExecEvalExpr(expr_state, econtext,
+											   &state->params.nulls[i]);
+		i++;
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Build the find options: projection and batch size.
+ */
+static void
+build_find_options(IdxScanState *state, bson_t *opts)
+{
+	bson_t		projection;
+
+	BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &projection);
+	idx_build_projection(&projection, state->info, state->attrs_used);
+	bson_append_document_end(opts, &projection);
+	BSON_APPEND_INT32(opts, "batchSize", state->info->fetch_size);
+}
+
+/*
+ * Start the find.  The filter uses the parameter values of this execution;
+ * the filter's JSON is kept for EXPLAIN ANALYZE.
+ */
+static void
+open_cursor(ForeignScanState *node, IdxScanState *state)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	MemoryContext oldcxt;
+
+	evaluate_params(node, state);
+
+	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	PG_TRY();
+	{
+		idx_build_filter(&filter, state->remote_conds, state->relid,
+						 state->info, &state->params);
+		build_find_options(state, &opts);
+		if (state->last_filter)
+			pfree(state->last_filter);
+		state->last_filter = idx_bson_as_json(&filter);
+
+		state->collection = mongoc_client_get_collection(state->client,
+														 state->info->database,
+														 state->info->collection);
+		idx_client_pin(state->client, 1);
+		state->pinned = true;
+		state->cursor = mongoc_collection_find_with_opts(state->collection,
+														 &filter, &opts, NULL);
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(&filter);
+		bson_destroy(&opts);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Report a cursor failure, naming the collection.
+ */
+static void
+report_cursor_error(IdxScanState *state)
+{
+	const bson_t *reply = NULL;
+	bson_error_t error;
+	bson_t		copy;
+	char	   *what;
+
+	mongoc_cursor_error_document(state->cursor, &error, &reply);
+	what = psprintf("reading collection \"%s\" of database \"%s\"",
+					state->info->collection, state->info->database);
+	if (reply)
+		bson_copy_to(reply, &copy);
+	else
+		bson_init(&copy);
+	release_cursor(state);
+	PG_TRY();
+	{
+		idx_report_reply_error(&copy, &error, state->server->servername, what);
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(&copy);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Return the next row, or an empty slot at the end.
+ */
+TupleTableSlot *
+idxIterateForeignScan(ForeignScanState *node)
+{
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	const bson_t *doc;
+	uint64	   *previous;
+	bool		found;
+	MemoryContext oldcxt;
+
+	CHECK_FOR_INTERRUPTS();
+	ExecClearTuple(slot);
+
+	if (state->cursor == NULL)
+	{
+		if (state->collection != NULL)
+			return slot;		/* already exhausted, no rescan yet */
+		open_cursor(node, state);
+	}
+
+	previous = idx_count_round_trips(&state->round_trips);
+	found = mongoc_cursor_next(state->cursor, &doc);
+	idx_count_round_trips(previous);
+
+	if (!found)
+	{
+		if (mongoc_cursor_error(state->cursor, NULL))
+			report_cursor_error(state);
+		/* keep the collection handle as the "exhausted" marker */
+		mongoc_cursor_destroy(state->cursor);
+		state->cursor = NULL;
+		return slot;
+	}
+
+	state->docs_fetched++;
+	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
+	idx_document_to_row(state->rowconv, doc, slot->tts_values,
+						slot->tts_isnull);
+	MemoryContextSwitchTo(oldcxt);
+	ExecStoreVirtualTuple(slot);
+	return slot;
+}
+
+/*
+ * Restart the scan: the next Iterate runs a new find (parameters may have
+ * changed).
+ */
+void
+idxReScanForeignScan(ForeignScanState *node)
+{
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
+
+	release_cursor(state);
+}
+
+/*
+ * End the scan and release everything.
+ */
+void
+idxEndForeignScan(ForeignScanState *node)
+{
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
+
+	if (state == NULL)
+		return;
+	release_cursor(state);
+}
+
+/*
+ * EXPLAIN: the collection; with VERBOSE the filter and projection as
+ * MongoDB JSON; with ANALYZE documents fetched and round trips.
+ */
+void
+idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
+{
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
+	char	   *ns = psprintf("%s.%s", state->info->database,
+							  state->info->collection);
+
+	ExplainPropertyText("Collection", ns, es);
+	if (state->id_lookup >= 0)
+		ExplainPropertyText("Access", "_id lookup", es);
+
+	if (es->verbose)
+	{
+		bson_t		doc = BSON_INITIALIZER;
+		char	   *json;
+
+		if (state->last_filter)
+			json = state->last_filter;
+		else
+		{
+			IdxParamValues placeholders = state->params;
+
+			placeholders.placeholders = true;
+			idx_build_filter(&doc, state->remote_conds, state->relid,
+							 state->info, &placeholders);
+			json = idx_bson_as_json(&doc);
+			bson_reinit(&doc);
+		}
+		ExplainPropertyText("MongoDB Filter", json, es);
+
+		idx_build_projection(&doc, state->info, state->attrs_used);
+		ExplainPropertyText("MongoDB Projection", idx_bson_as_json(&doc), es);
+		bson_destroy(&doc);
+	}
+
+	if (es->analyze)
+	{
+		ExplainPropertyUInteger("Documents Fetched", NULL,
+								state->docs_fetched, es);
+		ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
+	}
+}

@@ -1,0 +1,44 @@
+--
+-- errors: values that do not fit their column, unreachable servers,
+-- failing commands
+--
+CREATE FOREIGN TABLE bad_int (id text OPTIONS (field '_id'), v int) SERVER mongo OPTIONS (collection 'bad');
+CREATE FOREIGN TABLE bad_text (id text OPTIONS (field '_id'), v text) SERVER mongo OPTIONS (collection 'bad');
+CREATE FOREIGN TABLE bad_date (id text OPTIONS (field '_id'), d date) SERVER mongo OPTIONS (collection 'bad');
+CREATE FOREIGN TABLE bad_f4 (id text OPTIONS (field '_id'), f4 real) SERVER mongo OPTIONS (collection 'bad');
+CREATE FOREIGN TABLE bad_vc (id text OPTIONS (field '_id'), s varchar(5)) SERVER mongo OPTIONS (collection 'bad');
+SELECT show_error(format('SELECT * FROM %s WHERE id = %L', t, id))
+  FROM (VALUES ('bad_int', 'int_overflow'), ('bad_int', 'fraction'),
+               ('bad_int', 'string_in_int'), ('bad_int', 'bool_in_int'),
+               ('bad_text', 'doc_in_text'), ('bad_date', 'date_not_midnight'),
+               ('bad_f4', 'f4_precision'), ('bad_vc', 'long_varchar')) AS v(t, id);
+-- a server nobody listens on: class 08, naming the server
+CREATE SERVER nowhere FOREIGN DATA WRAPPER idxtable_fdw
+  OPTIONS (uri 'mongodb://127.0.0.1:1/', server_selection_timeout_ms '300', connect_timeout_ms '300');
+CREATE USER MAPPING FOR CURRENT_USER SERVER nowhere;
+CREATE FOREIGN TABLE nowhere_t (id int OPTIONS (field '_id')) SERVER nowhere;
+SELECT show_error('SELECT * FROM nowhere_t');
+-- no user mapping
+CREATE SERVER nomapping FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri 'mongodb://127.0.0.1:1/');
+CREATE FOREIGN TABLE nomapping_t (id int OPTIONS (field '_id')) SERVER nomapping;
+SELECT * FROM nomapping_t;
+-- a failing command (MongoDB's failCommand failpoint), then recovery
+\! /usr/bin/python3 test/fixtures/failpoint.py find 2 --times 1
+SELECT count(*) FROM numbers;
+SELECT count(*) FROM numbers;
+\! /usr/bin/python3 test/fixtures/failpoint.py getMore 91 --times 1
+SELECT count(*) FROM numbers;
+-- a dropped connection: libmongoc retries a read once, so drop two
+\! /usr/bin/python3 test/fixtures/failpoint.py find 0 --times 1 --close
+SELECT count(*) FROM numbers;
+\! /usr/bin/python3 test/fixtures/failpoint.py find 0 --times 2 --close
+SELECT show_error('SELECT count(*) FROM numbers');
+SELECT count(*) FROM numbers;
+-- an error mid-scan releases the cursor; the next query works
+SELECT sum(v) FROM bad_int;
+SELECT count(*) FROM numbers WHERE v = 1;
+-- unsupported column types are refused when scanned
+CREATE FOREIGN TABLE bad_type (id int OPTIONS (field '_id'), p point) SERVER mongo OPTIONS (collection 'numbers');
+SELECT * FROM bad_type LIMIT 1;
+DROP SERVER nowhere CASCADE;
+DROP SERVER nomapping CASCADE;
