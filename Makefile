@@ -6,6 +6,7 @@ OBJS = \
 	fdw/option.o \
 	fdw/connection.o \
 	fdw/convert.o \
+	fdw/convert_json.o \
 	fdw/deparse.o \
 	fdw/planner.o \
 	fdw/scan.o \

@@ -16,16 +16,13 @@
  * is the inverse of the reading rules; idx_datum_is_exact_in_bson() tells
  * the pushdown code which values survive the trip unchanged.
  *
- * Decisions worth knowing (see also convert.h):
- *	- BSON dates render in JSON as ISO 8601 UTC strings with milliseconds;
- *	  years outside 0000-9999 use the expanded form "+012345-...".
- *	- BSON binary renders in JSON as a base64 string (any subtype).
- *	- BSON types without a JSON counterpart (regex, timestamp, code,
- *	  minKey, ...) render as their relaxed extended JSON form.
+ * The json/jsonb conversions (both directions) live in convert_json.c,
+ * together with the ISO 8601 rendering of BSON dates that the messages
+ * here use as well.
+ *
+ * Decisions worth knowing (see also convert.h and convert_json.c):
  *	- timestamp(p) with p < 3 rejects BSON dates with finer digits rather
  *	  than rounding them, so that what is read equals what is stored.
- *	- JSON numbers written to BSON: integers that fit int32 -> int32, then
- *	  int64, anything else -> double.
  *
  *-------------------------------------------------------------------------
  */
@@ -36,19 +33,14 @@
 
 #include "access/sysattr.h"
 #include "catalog/pg_type.h"
-#include "common/base64.h"
 #include "common/int.h"
-#include "common/jsonapi.h"
 #include "common/shortest_dec.h"
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
-#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
-#include "utils/json.h"
-#include "utils/jsonfuncs.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -56,10 +48,10 @@
 #include "utils/uuid.h"
 
 #include "convert.h"
+#include "convert_json.h"
 #include "option.h"
 
-/* Milliseconds per day, and from the Unix epoch to the PostgreSQL epoch */
-#define MS_PER_DAY			INT64CONST(86400000)
+/* Days and milliseconds from the Unix epoch to the PostgreSQL epoch */
 #define EPOCH_DIFF_DAYS		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)
 #define EPOCH_DIFF_MS		(EPOCH_DIFF_DAYS * MS_PER_DAY)
 
@@ -71,9 +63,6 @@
 /* How much of a document's _id goes into an error message */
 #define ID_STRING_MAX		100
 
-/* Buffer for an ISO 8601 rendering of any BSON date */
-#define DATE_STRING_LEN		48
-
 /* Argument of the error context callback */
 typedef struct ConvErrorState
 {
@@ -81,22 +70,9 @@ typedef struct ConvErrorState
 	const IdxConvSource *src;
 } ConvErrorState;
 
-static void report_wrong_type(const IdxColumnConv *conv,
-							  const IdxConvSource *src,
-							  const char *bsontype) pg_attribute_noreturn();
-static void report_out_of_range(const IdxColumnConv *conv,
-								const IdxConvSource *src,
-								const char *value) pg_attribute_noreturn();
 static void report_inexact(const IdxColumnConv *conv,
 						   const IdxConvSource *src,
 						   const char *value) pg_attribute_noreturn();
-static void report_corrupt(const IdxColumnConv *conv,
-						   const IdxConvSource *src) pg_attribute_noreturn();
-static void json_append_value(StringInfo buf, const bson_iter_t *iter,
-							  const IdxColumnConv *conv,
-							  const IdxConvSource *src);
-static void append_json_value(bson_t *doc, const char *key, int keylen,
-							  JsonLexContext *lex);
 
 
 /* ----------------------------------------------------------------
@@ -125,8 +101,8 @@ source_id(const IdxConvSource *src)
 /*
  * The BSON value does not have a type the column accepts.
  */
-static void
-report_wrong_type(const IdxColumnConv *conv, const IdxConvSource *src,
+void
+idx_report_wrong_type(const IdxColumnConv *conv, const IdxConvSource *src,
 				  const char *bsontype)
 {
 	char	   *id = source_id(src);
@@ -142,8 +118,8 @@ report_wrong_type(const IdxColumnConv *conv, const IdxConvSource *src,
 /*
  * The BSON value has an acceptable type but does not fit the column's range.
  */
-static void
-report_out_of_range(const IdxColumnConv *conv, const IdxConvSource *src,
+void
+idx_report_out_of_range(const IdxColumnConv *conv, const IdxConvSource *src,
 					const char *value)
 {
 	char	   *id = source_id(src);
@@ -176,8 +152,8 @@ report_inexact(const IdxColumnConv *conv, const IdxConvSource *src,
 /*
  * An embedded document or array could not be iterated.
  */
-static void
-report_corrupt(const IdxColumnConv *conv, const IdxConvSource *src)
+void
+idx_report_corrupt(const IdxColumnConv *conv, const IdxConvSource *src)
 {
 	char	   *id = source_id(src);
 
@@ -207,8 +183,8 @@ conv_error_callback(void *arg)
  * Call the input function of conv's type with conv's typmod, under the
  * error context above.
  */
-static Datum
-call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
+Datum
+idx_call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
 					char *str)
 {
 	ErrorContextCallback errcb;
@@ -235,8 +211,8 @@ call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
  * UTF-8 and embedded zero bytes are rejected.  The result may point into
  * the BSON buffer; it must not be modified.
  */
-static char *
-utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
+char *
+idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
 			   const IdxConvSource *src)
 {
 	ErrorContextCallback errcb;
@@ -245,7 +221,7 @@ utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
 
 	if (len > (uint32) PG_INT32_MAX ||
 		!pg_verify_mbstr(PG_UTF8, str, (int) len, true))
-		report_wrong_type(conv, src, "string with invalid UTF-8 or a zero byte");
+		idx_report_wrong_type(conv, src, "string with invalid UTF-8 or a zero byte");
 
 	if (GetDatabaseEncoding() == PG_UTF8)
 		return unconstify(char *, str);
@@ -274,8 +250,8 @@ utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
  * prints with extra_float_digits > 0); "NaN", "Infinity", "-Infinity" for
  * the special values.  "buf" has DOUBLE_SHORTEST_DECIMAL_LEN bytes.
  */
-static char *
-format_double(double value, char *buf)
+char *
+idx_format_double(double value, char *buf)
 {
 	double_to_shortest_decimal_buf(value, buf);
 	return buf;
@@ -291,67 +267,12 @@ format_int64(int64 value)
 }
 
 /*
- * Proleptic Gregorian calendar date of a day count since 1970-01-01
- * (year 0 is 1 BC, as in ISO 8601).  Works for the whole int64 millisecond
- * range of BSON dates, unlike PostgreSQL's j2date().
- */
-static void
-civil_from_days(int64 days, int64 *year, int *month, int *day)
-{
-	int64		z = days + 719468;	/* days since 0000-03-01 */
-	int64		era = (z >= 0 ? z : z - 146096) / 146097;
-	int64		doe = z - era * 146097; /* day of 400-year era */
-	int64		yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	int64		doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	int64		mp = (5 * doy + 2) / 153;	/* month, March = 0 */
-
-	*day = (int) (doy - (153 * mp + 2) / 5 + 1);
-	*month = (int) (mp < 10 ? mp + 3 : mp - 9);
-	*year = yoe + era * 400 + (*month <= 2 ? 1 : 0);
-}
-
-/*
- * ISO 8601 UTC rendering of a BSON date: "2020-01-02T03:04:05.006Z", with
- * a signed six-digit year outside 0000-9999.  "buf" has DATE_STRING_LEN
- * bytes.
- */
-static char *
-format_bson_date(int64 ms, char *buf)
-{
-	int64		days = ms / MS_PER_DAY;
-	int64		rem = ms % MS_PER_DAY;
-	int64		year;
-	int			month,
-				day;
-
-	if (rem < 0)
-	{
-		rem += MS_PER_DAY;
-		days--;
-	}
-	civil_from_days(days, &year, &month, &day);
-
-	if (year >= 0 && year <= 9999)
-		snprintf(buf, DATE_STRING_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-				 (int) year, month, day,
-				 (int) (rem / 3600000), (int) (rem / 60000 % 60),
-				 (int) (rem / 1000 % 60), (int) (rem % 1000));
-	else
-		snprintf(buf, DATE_STRING_LEN,
-				 "%+07" INT64_MODIFIER "d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-				 year, month, day,
-				 (int) (rem / 3600000), (int) (rem / 60000 % 60),
-				 (int) (rem / 1000 % 60), (int) (rem % 1000));
-	return buf;
-}
-
-/*
  * Relaxed extended JSON of the single value under "iter" (UTF-8, palloc'd),
  * or NULL if libbson cannot render it (invalid UTF-8).  libbson only
  * renders whole documents, so render {"v": value} and cut the value out.
  */
-static char *
-value_as_relaxed_json(const bson_iter_t *iter)
+char *
+idx_value_as_relaxed_json(const bson_iter_t *iter)
 {
 	static const char prefix[] = "{ \"v\" : ";
 	static const char suffix[] = " }";
@@ -410,9 +331,9 @@ text_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 			len = 24;
 			break;
 		default:
-			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+			idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	}
-	return call_input_function(conv, src, utf8_to_server(str, len, conv, src));
+	return idx_call_input_function(conv, src, idx_utf8_to_server(str, len, conv, src));
 }
 
 /*
@@ -429,14 +350,14 @@ int64_from_decimal128(const bson_iter_t *iter, const IdxColumnConv *conv,
 				trunc;
 
 	if (!bson_iter_decimal128(iter, &dec))
-		report_corrupt(conv, src);
+		idx_report_corrupt(conv, src);
 	bson_decimal128_to_string(&dec, str);
 
 	num = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(str),
 											  ObjectIdGetDatum(InvalidOid),
 											  Int32GetDatum(-1)));
 	if (numeric_is_nan(num) || numeric_is_inf(num))
-		report_out_of_range(conv, src, str);
+		idx_report_out_of_range(conv, src, str);
 
 	trunc = DatumGetNumeric(DirectFunctionCall2(numeric_trunc,
 												NumericGetDatum(num),
@@ -449,7 +370,7 @@ int64_from_decimal128(const bson_iter_t *iter, const IdxColumnConv *conv,
 										  NumericGetDatum(int64_to_numeric(PG_INT64_MIN)))) < 0 ||
 		DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(trunc),
 										  NumericGetDatum(int64_to_numeric(PG_INT64_MAX)))) > 0)
-		report_out_of_range(conv, src, str);
+		idx_report_out_of_range(conv, src, str);
 
 	return DatumGetInt64(DirectFunctionCall1(numeric_int8,
 											 NumericGetDatum(trunc)));
@@ -480,9 +401,9 @@ int_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 
 				/* 2^63 is exact in double; the check also rejects NaN */
 				if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
-					report_out_of_range(conv, src, format_double(d, buf));
+					idx_report_out_of_range(conv, src, idx_format_double(d, buf));
 				if (d != floor(d))
-					report_inexact(conv, src, format_double(d, buf));
+					report_inexact(conv, src, idx_format_double(d, buf));
 				value = (int64) d;
 			}
 			break;
@@ -490,18 +411,18 @@ int_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 			value = int64_from_decimal128(iter, conv, src);
 			break;
 		default:
-			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+			idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	}
 
 	switch (conv->typid)
 	{
 		case INT2OID:
 			if (value < PG_INT16_MIN || value > PG_INT16_MAX)
-				report_out_of_range(conv, src, format_int64(value));
+				idx_report_out_of_range(conv, src, format_int64(value));
 			return Int16GetDatum((int16) value);
 		case INT4OID:
 			if (value < PG_INT32_MIN || value > PG_INT32_MAX)
-				report_out_of_range(conv, src, format_int64(value));
+				idx_report_out_of_range(conv, src, format_int64(value));
 			return Int32GetDatum((int32) value);
 		default:
 			return Int64GetDatum(value);
@@ -538,7 +459,7 @@ float_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 			d = bson_iter_double(iter);
 			if (!float8 && !isnan(d) && !isinf(d) &&
 				(fabs(d) > FLT_MAX || (double) (float) d != d))
-				report_inexact(conv, src, format_double(d, buf));
+				report_inexact(conv, src, idx_format_double(d, buf));
 			break;
 		case BSON_TYPE_INT32:
 		case BSON_TYPE_INT64:
@@ -552,7 +473,7 @@ float_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 			}
 			break;
 		default:
-			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+			idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	}
 	return float8 ? Float8GetDatum(d) : Float4GetDatum((float4) d);
 }
@@ -578,17 +499,17 @@ numeric_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 			snprintf(buf, sizeof(buf), INT64_FORMAT, bson_iter_int64(iter));
 			break;
 		case BSON_TYPE_DOUBLE:
-			format_double(bson_iter_double(iter), buf);
+			idx_format_double(bson_iter_double(iter), buf);
 			break;
 		case BSON_TYPE_DECIMAL128:
 			if (!bson_iter_decimal128(iter, &dec))
-				report_corrupt(conv, src);
+				idx_report_corrupt(conv, src);
 			bson_decimal128_to_string(&dec, buf);
 			break;
 		default:
-			report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+			idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	}
-	return call_input_function(conv, src, buf);
+	return idx_call_input_function(conv, src, buf);
 }
 
 /*
@@ -623,14 +544,14 @@ timestamp_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	Timestamp	ts;
 
 	if (bson_iter_type(iter) != BSON_TYPE_DATE_TIME)
-		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 
 	ms = bson_iter_date_time(iter);
 	if (!bson_date_to_timestamp(ms, &ts))
-		report_out_of_range(conv, src, format_bson_date(ms, buf));
+		idx_report_out_of_range(conv, src, idx_format_bson_date(ms, buf));
 	if (conv->typmod >= 0 && conv->typmod < (int32) lengthof(unit_ms) &&
 		ms % unit_ms[conv->typmod] != 0)
-		report_inexact(conv, src, format_bson_date(ms, buf));
+		report_inexact(conv, src, idx_format_bson_date(ms, buf));
 	return TimestampGetDatum(ts);
 }
 
@@ -646,22 +567,22 @@ date_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	int64		days;
 
 	if (bson_iter_type(iter) != BSON_TYPE_DATE_TIME)
-		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 
 	ms = bson_iter_date_time(iter);
 	if (ms % MS_PER_DAY != 0)
-		report_inexact(conv, src, format_bson_date(ms, buf));
+		report_inexact(conv, src, idx_format_bson_date(ms, buf));
 	days = ms / MS_PER_DAY - EPOCH_DIFF_DAYS;
 	if (!IS_VALID_DATE(days))
-		report_out_of_range(conv, src, format_bson_date(ms, buf));
+		idx_report_out_of_range(conv, src, idx_format_bson_date(ms, buf));
 	return DateADTGetDatum((DateADT) days);
 }
 
 /*
  * Describe a binary value for messages: "binary (subtype 0, 12 bytes)".
  */
-static char *
-describe_binary(bson_subtype_t subtype, uint32 len)
+char *
+idx_describe_binary(bson_subtype_t subtype, uint32 len)
 {
 	return psprintf("binary (subtype %d, %u bytes)", (int) subtype, len);
 }
@@ -679,12 +600,12 @@ uuid_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	pg_uuid_t  *uuid;
 
 	if (bson_iter_type(iter) != BSON_TYPE_BINARY)
-		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 
 	bson_iter_binary(iter, &subtype, &len, &data);
 	if ((subtype != BSON_SUBTYPE_UUID &&
 		 subtype != BSON_SUBTYPE_UUID_DEPRECATED) || len != UUID_LEN)
-		report_wrong_type(conv, src, describe_binary(subtype, len));
+		idx_report_wrong_type(conv, src, idx_describe_binary(subtype, len));
 
 	uuid = (pg_uuid_t *) palloc(sizeof(pg_uuid_t));
 	memcpy(uuid->data, data, UUID_LEN);
@@ -704,188 +625,15 @@ bytea_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	bytea	   *result;
 
 	if (bson_iter_type(iter) != BSON_TYPE_BINARY)
-		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 
 	bson_iter_binary(iter, &subtype, &len, &data);
 	if (len > MaxAllocSize - VARHDRSZ)
-		report_out_of_range(conv, src, describe_binary(subtype, len));
+		idx_report_out_of_range(conv, src, idx_describe_binary(subtype, len));
 	result = (bytea *) palloc(VARHDRSZ + len);
 	SET_VARSIZE(result, VARHDRSZ + len);
 	memcpy(VARDATA(result), data, len);
 	return PointerGetDatum(result);
-}
-
-
-/* ----------------------------------------------------------------
- *		BSON -> JSON text (json, jsonb columns)
- * ----------------------------------------------------------------
- */
-
-/*
- * Append a BSON string (or key) as a quoted JSON string in the server
- * encoding.
- */
-static void
-json_append_string(StringInfo buf, const char *str, uint32 len,
-				   const IdxColumnConv *conv, const IdxConvSource *src)
-{
-	escape_json(buf, utf8_to_server(str, len, conv, src));
-}
-
-/*
- * Append the members of an embedded document ({...}) or array ([...]).
- */
-static void
-json_append_container(StringInfo buf, const bson_iter_t *iter, bool is_array,
-					  const IdxColumnConv *conv, const IdxConvSource *src)
-{
-	bson_iter_t child;
-	bool		first = true;
-
-	if (!bson_iter_recurse(iter, &child))
-		report_corrupt(conv, src);
-
-	appendStringInfoChar(buf, is_array ? '[' : '{');
-	while (bson_iter_next(&child))
-	{
-		if (!first)
-			appendStringInfoChar(buf, ',');
-		first = false;
-		if (!is_array)
-		{
-			json_append_string(buf, bson_iter_key(&child),
-							   bson_iter_key_len(&child), conv, src);
-			appendStringInfoChar(buf, ':');
-		}
-		json_append_value(buf, &child, conv, src);
-	}
-	appendStringInfoChar(buf, is_array ? ']' : '}');
-}
-
-/*
- * Append one BSON value as JSON.  JSON has no NaN or infinity, so those
- * are errors; dates become ISO 8601 strings, ObjectIds hex strings,
- * binaries base64 strings, and the remaining BSON-only types their
- * relaxed extended JSON form.
- */
-static void
-json_append_value(StringInfo buf, const bson_iter_t *iter,
-				  const IdxColumnConv *conv, const IdxConvSource *src)
-{
-	char		tmp[Max(BSON_DECIMAL128_STRING, DATE_STRING_LEN)];
-	const char *str;
-	uint32		len;
-
-	check_stack_depth();
-
-	switch (bson_iter_type(iter))
-	{
-		case BSON_TYPE_DOCUMENT:
-		case BSON_TYPE_ARRAY:
-			json_append_container(buf, iter,
-								  bson_iter_type(iter) == BSON_TYPE_ARRAY,
-								  conv, src);
-			break;
-		case BSON_TYPE_UTF8:
-			str = bson_iter_utf8(iter, &len);
-			json_append_string(buf, str, len, conv, src);
-			break;
-		case BSON_TYPE_SYMBOL:
-			str = bson_iter_symbol(iter, &len);
-			json_append_string(buf, str, len, conv, src);
-			break;
-		case BSON_TYPE_INT32:
-			appendStringInfo(buf, "%d", (int) bson_iter_int32(iter));
-			break;
-		case BSON_TYPE_INT64:
-			appendStringInfo(buf, INT64_FORMAT, bson_iter_int64(iter));
-			break;
-		case BSON_TYPE_DOUBLE:
-			{
-				double		d = bson_iter_double(iter);
-
-				format_double(d, tmp);
-				if (isnan(d) || isinf(d))
-					report_wrong_type(conv, src, psprintf("double %s", tmp));
-				appendStringInfoString(buf, tmp);
-			}
-			break;
-		case BSON_TYPE_DECIMAL128:
-			{
-				bson_decimal128_t dec;
-
-				if (!bson_iter_decimal128(iter, &dec))
-					report_corrupt(conv, src);
-				bson_decimal128_to_string(&dec, tmp);
-				if (!IsValidJsonNumber(tmp, strlen(tmp)))
-					report_wrong_type(conv, src, psprintf("decimal128 %s", tmp));
-				appendStringInfoString(buf, tmp);
-			}
-			break;
-		case BSON_TYPE_BOOL:
-			appendStringInfoString(buf, bson_iter_bool(iter) ? "true" : "false");
-			break;
-		case BSON_TYPE_NULL:
-		case BSON_TYPE_UNDEFINED:
-			appendStringInfoString(buf, "null");
-			break;
-		case BSON_TYPE_DATE_TIME:
-			appendStringInfo(buf, "\"%s\"",
-							 format_bson_date(bson_iter_date_time(iter), tmp));
-			break;
-		case BSON_TYPE_OID:
-			bson_oid_to_string(bson_iter_oid(iter), tmp);
-			appendStringInfo(buf, "\"%s\"", tmp);
-			break;
-		case BSON_TYPE_BINARY:
-			{
-				bson_subtype_t subtype;
-				const uint8_t *data;
-				char	   *b64;
-				int			b64len;
-
-				bson_iter_binary(iter, &subtype, &len, &data);
-				if (len > (MaxAllocSize / 4) * 3 - 3)
-					report_out_of_range(conv, src, describe_binary(subtype, len));
-				b64 = palloc(pg_b64_enc_len((int) len) + 1);
-				b64len = pg_b64_encode((const char *) data, (int) len, b64,
-									   pg_b64_enc_len((int) len));
-				if (b64len < 0)
-					elog(ERROR, "could not encode binary value as base64");
-				appendStringInfoChar(buf, '"');
-				appendBinaryStringInfo(buf, b64, b64len);
-				appendStringInfoChar(buf, '"');
-				pfree(b64);
-			}
-			break;
-		default:
-			{
-				char	   *json = value_as_relaxed_json(iter);
-
-				if (json == NULL)
-					report_wrong_type(conv, src,
-									  idx_bson_type_name(bson_iter_type(iter)));
-				appendStringInfoString(buf,
-									   utf8_to_server(json, strlen(json),
-													  conv, src));
-			}
-			break;
-	}
-}
-
-/*
- * json, jsonb: any BSON value, rendered as JSON text and read by the type's
- * input function.  Key order and duplicate keys are kept for json.
- */
-static Datum
-json_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
-			   const IdxConvSource *src)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	json_append_value(&buf, iter, conv, src);
-	return call_input_function(conv, src, buf.data);
 }
 
 /*
@@ -906,9 +654,9 @@ array_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	int			lbs[1];
 
 	if (bson_iter_type(iter) != BSON_TYPE_ARRAY)
-		report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	if (!bson_iter_recurse(iter, &child))
-		report_corrupt(conv, src);
+		idx_report_corrupt(conv, src);
 	while (bson_iter_next(&child))
 		nelems++;
 	if (nelems == 0)
@@ -924,7 +672,7 @@ array_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	values = (Datum *) palloc(nelems * sizeof(Datum));
 	nulls = (bool *) palloc(nelems * sizeof(bool));
 	if (!bson_iter_recurse(iter, &child))
-		report_corrupt(conv, src);
+		idx_report_corrupt(conv, src);
 	while (i < nelems && bson_iter_next(&child))
 	{
 		values[i] = idx_bson_to_datum(&child, &elemconv, src, &nulls[i]);
@@ -976,7 +724,7 @@ idx_bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 			return numeric_from_bson(iter, conv, src);
 		case BOOLOID:
 			if (type != BSON_TYPE_BOOL)
-				report_wrong_type(conv, src, idx_bson_type_name(type));
+				idx_report_wrong_type(conv, src, idx_bson_type_name(type));
 			return BoolGetDatum(bson_iter_bool(iter));
 		case TIMESTAMPOID:
 		case TIMESTAMPTZOID:
@@ -989,7 +737,7 @@ idx_bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 			return bytea_from_bson(iter, conv, src);
 		case JSONOID:
 		case JSONBOID:
-			return json_from_bson(iter, conv, src);
+			return idx_json_from_bson(iter, conv, src);
 		default:
 			elog(ERROR, "unsupported type %u for column \"%s\"",
 				 conv->typid, conv->colname);
@@ -1007,8 +755,8 @@ idx_bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
  * Raise an error if appending to a BSON document failed (libbson refuses
  * only when the document would exceed its maximum size).
  */
-static void
-check_append(bool ok)
+void
+idx_check_append(bool ok)
 {
 	if (!ok)
 		ereport(ERROR,
@@ -1141,172 +889,6 @@ append_text(bson_t *doc, const char *key, int keylen, Datum value)
 	return bson_append_utf8(doc, key, keylen, utf8, len);
 }
 
-/* Advance the JSON lexer, raising the usual error on bad input */
-static void
-json_next(JsonLexContext *lex)
-{
-	JsonParseErrorType result = json_lex(lex);
-
-	if (result != JSON_SUCCESS)
-		json_ereport_error(result, lex);
-}
-
-/* Complain about a token the JSON grammar does not allow here */
-static void
-json_expect(JsonLexContext *lex, JsonTokenType token)
-{
-	if (lex->token_type != token)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("invalid input syntax for type json")));
-}
-
-/*
- * Append a JSON number: int32 if it is an integer that fits, then int64,
- * otherwise double.  Numbers beyond double's range are errors.
- */
-static bool
-append_json_number(bson_t *doc, const char *key, int keylen,
-				   const char *token)
-{
-	char	   *end;
-	double		d;
-
-	if (strpbrk(token, ".eE") == NULL)
-	{
-		int64		value;
-
-		errno = 0;
-		value = strtoi64(token, &end, 10);
-		if (errno == 0 && *end == '\0')
-		{
-			if (value >= PG_INT32_MIN && value <= PG_INT32_MAX)
-				return bson_append_int32(doc, key, keylen, (int32) value);
-			return bson_append_int64(doc, key, keylen, value);
-		}
-	}
-
-	errno = 0;
-	d = strtod(token, &end);
-	if (*end != '\0' ||
-		(errno == ERANGE && (d == 0.0 || isinf(d))))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("JSON number %s is out of range for BSON double",
-						token)));
-	return bson_append_double(doc, key, keylen, d);
-}
-
-/*
- * Append the JSON value starting at the lexer's current token under "key"
- * and leave the lexer on the token after it.  Objects keep their member
- * order.  Strings come de-escaped in the server encoding.
- */
-static void
-append_json_value(bson_t *doc, const char *key, int keylen,
-				  JsonLexContext *lex)
-{
-	bson_t		child;
-	char	   *str;
-	bool		ok = true;
-
-	check_stack_depth();
-
-	switch (lex->token_type)
-	{
-		case JSON_TOKEN_OBJECT_START:
-			check_append(bson_append_document_begin(doc, key, keylen, &child));
-			json_next(lex);
-			while (lex->token_type != JSON_TOKEN_OBJECT_END)
-			{
-				char	   *fname;
-
-				json_expect(lex, JSON_TOKEN_STRING);
-				fname = pg_server_to_any(lex->strval->data, lex->strval->len,
-										 PG_UTF8);
-				if (fname == lex->strval->data)
-					fname = pstrdup(fname);
-				json_next(lex);
-				json_expect(lex, JSON_TOKEN_COLON);
-				json_next(lex);
-				append_json_value(&child, fname, -1, lex);
-				if (lex->token_type == JSON_TOKEN_COMMA)
-					json_next(lex);
-				else
-					json_expect(lex, JSON_TOKEN_OBJECT_END);
-			}
-			ok = bson_append_document_end(doc, &child);
-			break;
-		case JSON_TOKEN_ARRAY_START:
-			{
-				uint32		index = 0;
-
-				check_append(bson_append_array_begin(doc, key, keylen, &child));
-				json_next(lex);
-				while (lex->token_type != JSON_TOKEN_ARRAY_END)
-				{
-					char		keybuf[16];
-					const char *ikey;
-					size_t		ikeylen;
-
-					ikeylen = bson_uint32_to_string(index++, &ikey, keybuf,
-													sizeof(keybuf));
-					append_json_value(&child, ikey, (int) ikeylen, lex);
-					if (lex->token_type == JSON_TOKEN_COMMA)
-						json_next(lex);
-					else
-						json_expect(lex, JSON_TOKEN_ARRAY_END);
-				}
-				ok = bson_append_array_end(doc, &child);
-			}
-			break;
-		case JSON_TOKEN_STRING:
-			str = pg_server_to_any(lex->strval->data, lex->strval->len,
-								   PG_UTF8);
-			ok = bson_append_utf8(doc, key, keylen, str, strlen(str));
-			break;
-		case JSON_TOKEN_NUMBER:
-			str = pnstrdup(lex->token_start,
-						   lex->token_terminator - lex->token_start);
-			ok = append_json_number(doc, key, keylen, str);
-			break;
-		case JSON_TOKEN_TRUE:
-		case JSON_TOKEN_FALSE:
-			ok = bson_append_bool(doc, key, keylen,
-								  lex->token_type == JSON_TOKEN_TRUE);
-			break;
-		case JSON_TOKEN_NULL:
-			ok = bson_append_null(doc, key, keylen);
-			break;
-		default:
-			json_expect(lex, JSON_TOKEN_NULL);	/* raises the error */
-			break;
-	}
-	check_append(ok);
-	json_next(lex);
-}
-
-/*
- * Append a json or jsonb datum as the BSON equivalent of its JSON text.
- */
-static void
-append_json(bson_t *doc, const char *key, int keylen, Datum value, Oid typid)
-{
-	char	   *json;
-	JsonLexContext *lex;
-
-	if (typid == JSONBOID)
-		json = DatumGetCString(DirectFunctionCall1(jsonb_out, value));
-	else
-		json = TextDatumGetCString(value);
-
-	lex = makeJsonLexContextCstringLen(json, strlen(json),
-									   GetDatabaseEncoding(), true);
-	json_next(lex);
-	append_json_value(doc, key, keylen, lex);
-	json_expect(lex, JSON_TOKEN_END);
-}
-
 /*
  * Append a one-dimensional array as a BSON array with keys "0", "1", ...
  */
@@ -1339,7 +921,7 @@ append_array(bson_t *doc, const char *key, int keylen, Datum value)
 	deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign,
 					  &elems, &nulls, &nelems);
 
-	check_append(bson_append_array_begin(doc, key, keylen, &child));
+	idx_check_append(bson_append_array_begin(doc, key, keylen, &child));
 	for (i = 0; i < nelems; i++)
 	{
 		char		keybuf[16];
@@ -1351,7 +933,7 @@ append_array(bson_t *doc, const char *key, int keylen, Datum value)
 		idx_append_datum(&child, ikey, (int) ikeylen, elems[i], nulls[i],
 						 elemtype);
 	}
-	check_append(bson_append_array_end(doc, &child));
+	idx_check_append(bson_append_array_end(doc, &child));
 }
 
 /*
@@ -1368,7 +950,7 @@ idx_append_datum(bson_t *doc, const char *key, int keylen,
 
 	if (isnull)
 	{
-		check_append(bson_append_null(doc, key, keylen));
+		idx_check_append(bson_append_null(doc, key, keylen));
 		return;
 	}
 
@@ -1443,7 +1025,7 @@ idx_append_datum(bson_t *doc, const char *key, int keylen,
 			break;
 		case JSONOID:
 		case JSONBOID:
-			append_json(doc, key, keylen, value, typid);
+			idx_append_json(doc, key, keylen, value, typid);
 			return;
 		default:
 			if (!OidIsValid(get_element_type(typid)))
@@ -1454,7 +1036,7 @@ idx_append_datum(bson_t *doc, const char *key, int keylen,
 			append_array(doc, key, keylen, value);
 			return;
 	}
-	check_append(ok);
+	idx_check_append(ok);
 }
 
 /*
@@ -1737,7 +1319,7 @@ idx_document_id_string(const bson_t *document)
 		return pstrdup("(unknown)");
 	if (!bson_iter_init_find(&iter, document, IDX_ID_FIELD))
 		return pstrdup("(none)");
-	json = value_as_relaxed_json(&iter);
+	json = idx_value_as_relaxed_json(&iter);
 	if (json == NULL)
 		return pstrdup("(unprintable)");
 
