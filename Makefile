@@ -18,14 +18,14 @@ DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
 REGRESS = setup options types pushdown idlookup prepared import analyze errors auth
-REGRESS_OPTS = --inputdir=. --outputdir=test/results
+REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)
 MONGOC_LIBS := $(shell pkg-config --libs libmongoc-1.0)
 PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw
 SHLIB_LINK = $(MONGOC_LIBS)
 
-EXTRA_CLEAN = test/results
+EXTRA_CLEAN = results regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

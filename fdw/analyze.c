@@ -17,12 +17,14 @@
 #include <mongoc/mongoc.h>
 
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "connection.h"
 #include "convert.h"
+#include "deparse.h"
 #include "idxtable_fdw.h"
 #include "option.h"
 
@@ -36,8 +38,7 @@ static int	idxAcquireSampleRows(Relation relation, int elevel,
 static double remote_document_count(mongoc_client_t *client,
 									ForeignServer *server,
 									const IdxTableInfo *info);
-static List *projection_fields(const IdxRowConv *rc);
-static bson_t *build_sample_pipeline(const IdxRowConv *rc, int targrows);
+static bson_t *build_sample_pipeline(const IdxTableInfo *info, int targrows);
 static int	fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
 							  const IdxRowConv *rc, const char *servername,
 							  const char *collection,
@@ -130,7 +131,7 @@ idxAcquireSampleRows(Relation relation, int elevel,
 	 * Everything that can raise an error is done before the libmongoc
 	 * objects are created; from here on they are released in PG_FINALLY.
 	 */
-	pipeline = build_sample_pipeline(rc, targrows);
+	pipeline = build_sample_pipeline(info, targrows);
 	opts = bson_new();
 	if (info->fetch_size > 0)
 		BSON_APPEND_INT32(opts, "batchSize", info->fetch_size);
@@ -213,82 +214,19 @@ remote_document_count(mongoc_client_t *client, ForeignServer *server,
 }
 
 /*
- * Comparator for sorting field paths bytewise.
- */
-static int
-field_path_cmp(const ListCell *a, const ListCell *b)
-{
-	return strcmp((const char *) lfirst(a), (const char *) lfirst(b));
-}
-
-/*
- * projection_fields
- *		The field paths to keep in the sampled documents.
- *
- * MongoDB rejects a projection that names both a path and one of its
- * prefixes ("a" and "a.b": path collision), and a key twice, so only the
- * shortest covering paths are kept.  "_id" is always kept: the
- * conversion code quotes it in error messages.
- */
-static List *
-projection_fields(const IdxRowConv *rc)
-{
-	List	   *paths = NIL;
-	List	   *result = NIL;
-	ListCell   *lc;
-	int			i;
-
-	paths = lappend(paths, (char *) IDX_ID_FIELD);
-	for (i = 0; i < rc->natts; i++)
-	{
-		if (rc->fields[i] != NULL)
-			paths = lappend(paths, (char *) rc->fields[i]);
-	}
-	list_sort(paths, field_path_cmp);
-
-	foreach(lc, paths)
-	{
-		const char *path = (const char *) lfirst(lc);
-		bool		covered = false;
-		ListCell   *lc2;
-
-		foreach(lc2, result)
-		{
-			const char *kept = (const char *) lfirst(lc2);
-			size_t		len = strlen(kept);
-
-			if (strncmp(path, kept, len) == 0 &&
-				(path[len] == '\0' || path[len] == '.'))
-			{
-				covered = true;
-				break;
-			}
-		}
-		if (!covered)
-			result = lappend(result, (char *) path);
-	}
-
-	list_free(paths);
-	return result;
-}
-
-/*
  * build_sample_pipeline
- *		Build {pipeline: [{$sample: {size: targrows}}, {$project: {...}}]}.
+ *		Build {pipeline: [{$sample: {size: targrows}}, {$project: {...}}]}
+ *		with the projection of every mapped column.
  *
- * The caller destroys the result with bson_destroy().  The field list is
- * computed first, so that nothing can raise an error while the bson_t is
- * alive.
+ * The caller destroys the result with bson_destroy().
  */
 static bson_t *
-build_sample_pipeline(const IdxRowConv *rc, int targrows)
+build_sample_pipeline(const IdxTableInfo *info, int targrows)
 {
-	List	   *fields = projection_fields(rc);
 	bson_t	   *pipeline;
 	bson_t		stages;
 	bson_t		stage;
 	bson_t		spec;
-	ListCell   *lc;
 
 	pipeline = bson_new();
 	bson_append_array_begin(pipeline, "pipeline", -1, &stages);
@@ -301,14 +239,12 @@ build_sample_pipeline(const IdxRowConv *rc, int targrows)
 
 	bson_append_document_begin(&stages, "1", -1, &stage);
 	bson_append_document_begin(&stage, "$project", -1, &spec);
-	foreach(lc, fields)
-		BSON_APPEND_INT32(&spec, (const char *) lfirst(lc), 1);
+	idx_build_projection(&spec, info,
+						 bms_make_singleton(0 - FirstLowInvalidHeapAttributeNumber));
 	bson_append_document_end(&stage, &spec);
 	bson_append_document_end(&stages, &stage);
 
 	bson_append_array_end(pipeline, &stages);
-
-	list_free(fields);
 	return pipeline;
 }
 

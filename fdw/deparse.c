@@ -452,8 +452,9 @@ idx_classify_clause(Expr *clause, Index relid, const IdxTableInfo *info)
 }
 
 /*
- * If "clause" is "_id = const" or "_id = ANY(const array)", the number of
- * values it names, else -1.  Used for row estimates and EXPLAIN.
+ * If "clause" (already known to be pushed down) is "_id = value" or
+ * "_id = ANY(array)", the number of values it names, else -1.  Used for row
+ * estimates and EXPLAIN.
  */
 int
 idx_id_lookup_count(Expr *clause, Index relid, const IdxTableInfo *info)
@@ -475,9 +476,15 @@ idx_id_lookup_count(Expr *clause, Index relid, const IdxTableInfo *info)
 		if (parse_array_comparison(saop, relid, &c) && c.cmp == CMP_EQ &&
 			c.var->varattno == info->id_attnum)
 		{
-			if (IsA(c.value, Const) && !((Const *) c.value)->constisnull)
-				return ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(((Const *) c.value)->constvalue)),
-									  ARR_DIMS(DatumGetArrayTypeP(((Const *) c.value)->constvalue)));
+			Const	   *array = (Const *) c.value;
+
+			if (IsA(array, Const) && !array->constisnull)
+			{
+				ArrayType  *arr = DatumGetArrayTypeP(array->constvalue);
+
+				return ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+			}
+			/* a parameter: assume a short list */
 			return 10;
 		}
 	}
@@ -967,66 +974,66 @@ idx_build_filter(bson_t *filter, List *conds, Index relid,
 }
 
 /*
- * Is "prefix" a path prefix of "path" ("a" of "a.b")?
+ * Comparator for sorting field paths bytewise.
  */
-static bool
-is_path_prefix(const char *prefix, const char *path)
+static int
+field_path_cmp(const ListCell *a, const ListCell *b)
 {
-	size_t		len = strlen(prefix);
-
-	return strncmp(prefix, path, len) == 0 && path[len] == '.';
+	return strcmp((const char *) lfirst(a), (const char *) lfirst(b));
 }
 
 /*
- * Build the projection {field: 1, ...} for the needed attributes.  A path
- * whose prefix is also requested is left out (MongoDB rejects the
- * collision, and the prefix brings it anyway).  _id is excluded unless a
- * needed column reads it; with no column needed at all, only _id comes.
+ * Build the projection {field: 1, ...} for the attributes in "attrs_used"
+ * (pull_varattnos convention; a whole-row reference means every column).  MongoDB rejects a
+ * projection naming both a path and one of its prefixes ("a" and "a.b"),
+ * or a key twice, so only the shortest covering paths are kept: sorted
+ * bytewise, a path is dropped when an already kept one covers it.  _id
+ * always comes, so that conversion errors can name the document.
  */
 void
 idx_build_projection(bson_t *projection, const IdxTableInfo *info,
 					 Bitmapset *attrs_used)
 {
-	bool		whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber,
-										  attrs_used);
-	bool		need_id = false;
-	bool		any = false;
-	int			i,
-				j;
+	bool		all = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber,
+									attrs_used);
+	List	   *paths = list_make1((char *) IDX_ID_FIELD);
+	List	   *kept = NIL;
+	ListCell   *lc;
+	int			i;
 
 	for (i = 0; i < info->natts; i++)
 	{
-		const char *field = info->fields[i];
+		if (info->fields[i] != NULL &&
+			(all || bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber,
+								  attrs_used)))
+			paths = lappend(paths, info->fields[i]);
+	}
+	list_sort(paths, field_path_cmp);
+
+	foreach(lc, paths)
+	{
+		const char *path = lfirst(lc);
+		ListCell   *lc2;
 		bool		covered = false;
 
-		if (field == NULL ||
-			(!whole_row &&
-			 !bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber,
-							attrs_used)))
-			continue;
-		for (j = 0; j < info->natts && !covered; j++)
+		foreach(lc2, kept)
 		{
-			const char *other = info->fields[j];
+			const char *prefix = lfirst(lc2);
+			size_t		len = strlen(prefix);
 
-			if (j == i || other == NULL)
-				continue;
-			if ((whole_row ||
-				 bms_is_member(j + 1 - FirstLowInvalidHeapAttributeNumber,
-							   attrs_used)) &&
-				(is_path_prefix(other, field) ||
-				 (strcmp(other, field) == 0 && j < i)))
+			if (strncmp(path, prefix, len) == 0 &&
+				(path[len] == '\0' || path[len] == '.'))
+			{
 				covered = true;
+				break;
+			}
 		}
-		if (strcmp(field, IDX_ID_FIELD) == 0 ||
-			strncmp(field, IDX_ID_FIELD ".", 4) == 0)
-			need_id = true;
-		if (covered)
-			continue;
-		BSON_APPEND_INT32(projection, field, 1);
-		any = true;
+		if (!covered)
+		{
+			kept = lappend(kept, (char *) path);
+			BSON_APPEND_INT32(projection, path, 1);
+		}
 	}
-	if (!any && !need_id)
-		BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1);
-	else if (!need_id)
-		BSON_APPEND_INT32(projection, IDX_ID_FIELD, 0);
+	list_free(paths);
+	list_free(kept);
 }

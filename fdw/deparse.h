@@ -64,7 +64,7 @@ extern void idx_build_filter(bson_t *filter, List *conds, Index relid,
 
 /*
  * Build the projection for the attributes in "attrs_used" (pull_varattnos
- * convention); _id is excluded unless a column needs it.
+ * convention, whole-row = all columns); _id is always included.
  */
 extern void idx_build_projection(bson_t *projection, const IdxTableInfo *info,
 								 Bitmapset *attrs_used);

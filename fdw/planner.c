@@ -88,6 +88,8 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 				fpinfo->local_conds = lappend(fpinfo->local_conds, ri);
 				break;
 		}
+		if (list_member_ptr(fpinfo->local_conds, ri))
+			continue;
 		ids = idx_id_lookup_count(ri->clause, baserel->relid, fpinfo->table);
 		if (ids >= 0 && (fpinfo->id_lookup < 0 || ids < fpinfo->id_lookup))
 			fpinfo->id_lookup = ids;

@@ -24,7 +24,11 @@ CREATE USER MAPPING FOR public SERVER okserver OPTIONS (user 'x');
 CREATE USER MAPPING FOR public SERVER okserver OPTIONS (username '');
 CREATE USER MAPPING FOR public SERVER okserver OPTIONS (username 'x', password 'y', auth_source 'admin');
 -- the password is not shown to users who may not see it
+CREATE ROLE regress_idx_nobody;
+SET ROLE regress_idx_nobody;
 SELECT umoptions FROM pg_user_mappings WHERE srvname = 'okserver';
+RESET ROLE;
+DROP ROLE regress_idx_nobody;
 -- table and column options
 CREATE FOREIGN TABLE badtab (a int) SERVER okserver OPTIONS (collectio 'x');
 CREATE FOREIGN TABLE badtab (a int) SERVER okserver OPTIONS (collection '');

@@ -1,0 +1,155 @@
+/*
+ * c_smoke.c - libmongoc smoke test against the test server.
+ *
+ * Connects with the URI given as argv[1] (e.g.
+ * mongodb://user:pw@127.0.0.1:PORT/?replicaSet=rs0&authSource=admin), pings,
+ * inserts documents, reads them back through a cursor over several batches,
+ * commits one transaction and aborts another.  Prints "c_smoke: ok" and exits 0
+ * when every step behaves as with a real mongod; otherwise prints the failing
+ * step and exits 1.
+ *
+ * Build: gcc c_smoke.c $(pkg-config --cflags --libs libmongoc-1.0)
+ */
+#include <mongoc/mongoc.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define NDOCS 250
+
+static void
+fail(const char *step, const bson_error_t *error)
+{
+	fprintf(stderr, "c_smoke: %s failed: %s (domain %u, code %u)\n", step,
+			error ? error->message : "unexpected result",
+			error ? error->domain : 0, error ? error->code : 0);
+	exit(1);
+}
+
+/* Number of documents matching {tag: tag}, read in _id order through a cursor of small batches. */
+static int64_t
+count_by_cursor(mongoc_collection_t *coll, const char *tag)
+{
+	bson_t	   *filter = BCON_NEW("tag", BCON_UTF8(tag));
+	bson_t	   *opts = BCON_NEW("batchSize", BCON_INT32(40), "sort", "{", "_id", BCON_INT32(1), "}");
+	mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+	const bson_t *doc;
+	bson_error_t error;
+	int64_t		n = 0;
+	int32_t		previous = -1;
+	bson_iter_t iter;
+
+	while (mongoc_cursor_next(cursor, &doc))
+	{
+		if (!bson_iter_init_find(&iter, doc, "_id") || bson_iter_int32(&iter) <= previous)
+			fail("cursor order", NULL);
+		previous = bson_iter_int32(&iter);
+		n++;
+	}
+	if (mongoc_cursor_error(cursor, &error))
+		fail("cursor", &error);
+	mongoc_cursor_destroy(cursor);
+	bson_destroy(opts);
+	bson_destroy(filter);
+	return n;
+}
+
+static void
+ping(mongoc_client_t *client)
+{
+	bson_t	   *cmd = BCON_NEW("ping", BCON_INT32(1));
+	bson_error_t error;
+
+	if (!mongoc_client_command_simple(client, "admin", cmd, NULL, NULL, &error))
+		fail("ping", &error);
+	bson_destroy(cmd);
+}
+
+static void
+insert_docs(mongoc_collection_t *coll)
+{
+	bson_t	   *docs[NDOCS];
+	bson_error_t error;
+	bson_t		reply;
+
+	for (int i = 0; i < NDOCS; i++)
+		docs[i] = BCON_NEW("_id", BCON_INT32(i), "tag", BCON_UTF8("bulk"), "v", BCON_DOUBLE(i * 0.5));
+	if (!mongoc_collection_insert_many(coll, (const bson_t **) docs, NDOCS, NULL, &reply, &error))
+		fail("insert_many", &error);
+	bson_destroy(&reply);
+	for (int i = 0; i < NDOCS; i++)
+		bson_destroy(docs[i]);
+
+	/* a duplicate _id must fail with code 11000 */
+	{
+		bson_t	   *dup = BCON_NEW("_id", BCON_INT32(0));
+
+		if (mongoc_collection_insert_one(coll, dup, NULL, NULL, &error) || error.code != 11000)
+			fail("duplicate key detection", &error);
+		bson_destroy(dup);
+	}
+}
+
+/* Insert one document tagged `tag` inside a transaction, then commit or abort it. */
+static void
+transaction(mongoc_client_t *client, mongoc_collection_t *coll, const char *tag, bool commit)
+{
+	bson_error_t error;
+	mongoc_client_session_t *session = mongoc_client_start_session(client, NULL, &error);
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t	   *doc = BCON_NEW("_id", BCON_INT32(commit ? 1000 : 1001), "tag", BCON_UTF8(tag));
+
+	if (!session)
+		fail("start_session", &error);
+	if (!mongoc_client_session_start_transaction(session, NULL, &error))
+		fail("start_transaction", &error);
+	if (!mongoc_client_session_append(session, &opts, &error))
+		fail("session_append", &error);
+	if (!mongoc_collection_insert_one(coll, doc, &opts, NULL, &error))
+		fail("insert in transaction", &error);
+	if (commit)
+	{
+		if (!mongoc_client_session_commit_transaction(session, NULL, &error))
+			fail("commit_transaction", &error);
+	}
+	else if (!mongoc_client_session_abort_transaction(session, &error))
+		fail("abort_transaction", &error);
+	bson_destroy(doc);
+	bson_destroy(&opts);
+	mongoc_client_session_destroy(session);
+}
+
+int
+main(int argc, char **argv)
+{
+	mongoc_client_t *client;
+	mongoc_collection_t *coll;
+	bson_error_t error;
+
+	if (argc != 2)
+	{
+		fprintf(stderr, "usage: %s MONGODB_URI\n", argv[0]);
+		return 2;
+	}
+	mongoc_init();
+	client = mongoc_client_new(argv[1]);
+	if (!client)
+		fail("parse URI", NULL);
+	ping(client);
+	coll = mongoc_client_get_collection(client, "c_smoke", "items");
+	if (!mongoc_collection_drop(coll, &error) && error.code != 26)
+		fail("drop", &error);
+	insert_docs(coll);
+	if (count_by_cursor(coll, "bulk") != NDOCS)
+		fail("read back over several batches", NULL);
+	transaction(client, coll, "committed", true);
+	if (count_by_cursor(coll, "committed") != 1)
+		fail("committed transaction visible", NULL);
+	transaction(client, coll, "aborted", false);
+	if (count_by_cursor(coll, "aborted") != 0)
+		fail("aborted transaction invisible", NULL);
+	mongoc_collection_destroy(coll);
+	mongoc_client_destroy(client);
+	mongoc_cleanup();
+	printf("c_smoke: ok\n");
+	return 0;
+}

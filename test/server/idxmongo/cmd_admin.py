@@ -1,0 +1,399 @@
+"""Handshake, server information, namespace and index management, sessions, transactions, auth and
+failpoint commands."""
+
+import datetime
+import os
+import time
+
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+from mongomock.filtering import filter_applies
+
+from .cmd_crud import collection_stats
+from .errors import MongoError, bad_value, write_conflict
+from .mockops import plain
+from .txn import no_such_transaction
+
+VERSION = "6.0.0"
+ELECTION_ID = ObjectId("7fffffff0000000000000001")
+GENERIC_FIELDS = {"lsid", "txnNumber", "autocommit", "startTransaction", "writeConcern", "readConcern", "comment",
+                  "maxTimeMS", "apiVersion", "apiStrict", "apiDeprecationErrors"}
+INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds", "collation", "hidden")
+
+
+def cmd_hello(ctx):
+    """hello / isMaster: a replica-set primary of a one-member set `rs0` (no topologyVersion, so clients
+    do not start awaitable hellos)."""
+    server = ctx.server
+    cmd = ctx.cmd
+    client = cmd.get("client")
+    if isinstance(client, dict):
+        ctx.conn.app_name = (client.get("application") or {}).get("name")
+    host = "%s:%d" % (server.host, server.port)
+    reply = {
+        "helloOk": True, "ismaster": True, "isWritablePrimary": True, "secondary": False,
+        "setName": "rs0", "setVersion": 1, "hosts": [host], "primary": host, "me": host,
+        "electionId": ELECTION_ID,
+        "maxBsonObjectSize": 16777216, "maxMessageSizeBytes": 48000000, "maxWriteBatchSize": 100000,
+        "localTime": datetime.datetime.utcnow(), "logicalSessionTimeoutMinutes": 30,
+        "connectionId": ctx.conn.id, "minWireVersion": 0, "maxWireVersion": 17, "readOnly": False,
+    }
+    mech_user = cmd.get("saslSupportedMechs")
+    if server.auth is not None and isinstance(mech_user, str):
+        mechs = server.auth.mechanisms_for(mech_user)
+        if mechs:
+            reply["saslSupportedMechs"] = mechs
+    reply["ok"] = 1.0
+    return reply
+
+
+def cmd_ping(ctx):
+    """ping."""
+    return {"ok": 1.0}
+
+
+def cmd_build_info(ctx):
+    """buildInfo: a MongoDB 6.0.0 server."""
+    return {"version": VERSION, "gitVersion": "idxmongo-test-server", "versionArray": [6, 0, 0, 0],
+            "bits": 64, "debug": False, "maxBsonObjectSize": 16777216, "storageEngines": ["wiredTiger"],
+            "javascriptEngine": "none", "ok": 1.0}
+
+
+def cmd_server_status(ctx):
+    """serverStatus: connections, opcounters and the query executor's examined counters."""
+    server = ctx.server
+    counters = server.counters
+    uptime = time.time() - server.started
+    return {
+        "host": "%s:%d" % (server.host, server.port), "version": VERSION, "process": "mongod",
+        "pid": Int64(os.getpid()), "uptime": float(int(uptime)), "uptimeMillis": Int64(int(uptime * 1000)),
+        "localTime": datetime.datetime.utcnow(),
+        "connections": {"current": server.connections_current(), "available": 1000,
+                        "totalCreated": server.connections_total(), "active": 1},
+        "opcounters": {k: Int64(counters[k]) for k in ("insert", "query", "update", "delete", "getmore", "command")},
+        "metrics": {
+            "queryExecutor": {k: Int64(counters[k]) for k in ("scanned", "scannedObjects")},
+            "document": {k: Int64(counters[k]) for k in ("returned", "inserted", "updated", "deleted")},
+            "cursor": {"open": {"total": Int64(server.cursors.count())}},
+        },
+        "transactions": {k: Int64(counters[k]) for k in ("totalStarted", "totalCommitted", "totalAborted")},
+        "ok": 1.0,
+    }
+
+
+def _guard_ddl(ctx, colls):
+    """DDL is refused inside a transaction and on collections an open transaction of another session wrote."""
+    if ctx.txn is not None:
+        raise MongoError(263, "Cannot run '%s' in a multi-document transaction." % ctx.name)
+    for coll in colls:
+        if ctx.overlay(coll):
+            raise write_conflict(False)
+
+
+def cmd_list_databases(ctx):
+    """listDatabases."""
+    store = ctx.store
+    databases = []
+    for name in sorted(store.dbs):
+        colls = store.dbs[name]
+        empty = not any(c.docs for c in colls.values())
+        databases.append({"name": name, "sizeOnDisk": Int64(sum(len(c.docs) for c in colls.values()) * 100 + 4096),
+                          "empty": empty})
+    if ctx.cmd.get("nameOnly"):
+        databases = [{"name": d["name"]} for d in databases]
+    return {"databases": databases, "totalSize": Int64(sum(d.get("sizeOnDisk", 0) for d in databases)),
+            "ok": 1.0}
+
+
+def cmd_create(ctx):
+    """create: an explicit collection (NamespaceExists if it is there)."""
+    name = ctx.cmd["create"]
+    if ctx.coll(name) is not None:
+        raise MongoError(48, "Collection %s.%s already exists." % (ctx.db, name))
+    coll = ctx.ensure_coll(name)
+    coll.options = {k: v for k, v in ctx.cmd.items()
+                    if k != "create" and not k.startswith("$") and k not in GENERIC_FIELDS}
+    return {"ok": 1.0}
+
+
+def cmd_drop(ctx):
+    """drop: a collection and its indexes (NamespaceNotFound if missing, as mongod 6.0)."""
+    name = ctx.cmd["drop"]
+    coll = ctx.coll(name)
+    if coll is None:
+        raise MongoError(26, "ns not found")
+    _guard_ddl(ctx, [coll])
+    ctx.store.drop(ctx.db, name)
+    return {"nIndexesWas": len(coll.indexes), "ns": coll.ns, "ok": 1.0}
+
+
+def cmd_drop_database(ctx):
+    """dropDatabase."""
+    _guard_ddl(ctx, list(ctx.store.collections(ctx.db).values()))
+    ctx.store.drop_db(ctx.db)
+    return {"dropped": ctx.db, "ok": 1.0}
+
+
+def cmd_list_collections(ctx):
+    """listCollections: a cursor of collection descriptions, optionally filtered."""
+    infos = []
+    for name, coll in sorted(ctx.store.collections(ctx.db).items()):
+        info = {"name": name, "type": "collection", "options": dict(coll.options),
+                "info": {"readOnly": False, "uuid": coll.uuid}, "idIndex": dict(coll.indexes["_id_"].spec)}
+        if filter_applies(ctx.cmd.get("filter") or {}, info):
+            infos.append({"name": name, "type": "collection"} if ctx.cmd.get("nameOnly") else info)
+    batch = (ctx.cmd.get("cursor") or {}).get("batchSize")
+    return {"cursor": ctx.server.cursors.first_batch("%s.$cmd.listCollections" % ctx.db, infos, batch),
+            "ok": 1.0}
+
+
+def _index_spec(raw):
+    """Validate and normalise one createIndexes entry into the document listIndexes will show."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("key"), dict) or not raw["key"]:
+        raise MongoError(9, "Index specification must have a non-empty 'key' object")
+    for path, direction in raw["key"].items():
+        if isinstance(direction, str):
+            raise MongoError(67, "'%s' indexes are not supported by the test server" % direction)
+        if isinstance(direction, bool) or not isinstance(direction, (int, float)) or direction == 0:
+            raise MongoError(67, "Values in the index key pattern can't be 0 or non-numbers: %s" % path)
+    name = raw.get("name") or "_".join("%s_%s" % (p, d) for p, d in raw["key"].items())
+    spec = {"v": 2, "key": dict(raw["key"]), "name": name}
+    for option in INDEX_OPTIONS:
+        if option in raw and raw[option] not in (False, None):
+            spec[option] = raw[option]
+    return spec
+
+
+def _options_of(spec):
+    """The parts of an index spec that must match for two specs to be "the same index"."""
+    key = tuple((p, 1 if d > 0 else -1) for p, d in spec["key"].items())
+    return key, tuple((o, repr(spec.get(o))) for o in INDEX_OPTIONS)
+
+
+def _existing_equivalent(coll, spec):
+    """True if `spec` already exists; raises 85/86 if it conflicts with an existing index."""
+    key, options = _options_of(spec)
+    for index in coll.indexes.values():
+        other_key, other_options = _options_of(index.spec)
+        if index.name == spec["name"]:
+            if other_key != key:
+                raise MongoError(86, "An existing index has the same name as the requested index. Requested "
+                                     "index: %s, existing index: %s" % (spec, index.spec))
+            if other_options != options:
+                raise MongoError(85, "An existing index has the same name as the requested index but different "
+                                     "options. Requested index: %s, existing index: %s" % (spec, index.spec))
+            return True
+        if other_key == key and (other_options == options or index.is_id):
+            raise MongoError(85, "Index already exists with a different name: %s" % index.name)
+    return False
+
+
+def cmd_create_indexes(ctx):
+    """createIndexes: build each new index (same spec twice is a no-op; conflicts give 85/86)."""
+    name = ctx.cmd["createIndexes"]
+    raw_specs = ctx.cmd.get("indexes")
+    if not isinstance(raw_specs, list) or not raw_specs:
+        raise bad_value("Must specify at least one index to create")
+    if ctx.txn is None:
+        existing = ctx.coll(name)
+        _guard_ddl(ctx, [existing] if existing is not None else [])
+    created = ctx.coll(name) is None
+    coll = ctx.ensure_coll(name)
+    before = len(coll.indexes)
+    specs = [_index_spec(raw) for raw in raw_specs]
+    for spec in specs:
+        if not _existing_equivalent(coll, spec):
+            coll.add_index(spec)
+    reply = {"numIndexesBefore": before, "numIndexesAfter": len(coll.indexes),
+             "createdCollectionAutomatically": created}
+    if before == len(coll.indexes):
+        reply["note"] = "all indexes already exist"
+    reply["ok"] = 1.0
+    return reply
+
+
+def cmd_list_indexes(ctx):
+    """listIndexes: a cursor of index specs, `_id_` first."""
+    name = ctx.cmd["listIndexes"]
+    coll = ctx.coll(name)
+    if coll is None:
+        raise MongoError(26, "ns does not exist: %s.%s" % (ctx.db, name))
+    specs = [plain(index.spec) for index in coll.indexes.values()]
+    batch = (ctx.cmd.get("cursor") or {}).get("batchSize")
+    return {"cursor": ctx.server.cursors.first_batch(coll.ns, specs, batch), "ok": 1.0}
+
+
+def _indexes_to_drop(coll, target):
+    """Names of the indexes a dropIndexes `index` argument designates."""
+    if target == "*":
+        return [n for n in coll.indexes if n != "_id_"]
+    if isinstance(target, dict):
+        names = [i.name for i in coll.indexes.values() if i.spec["key"] == target]
+        if not names:
+            raise MongoError(27, "can't find index with key: %s" % (target,))
+        return names[:1]
+    names = target if isinstance(target, list) else [target]
+    for name in names:
+        if name == "_id_":
+            raise MongoError(72, "cannot drop _id index")
+        if name not in coll.indexes:
+            raise MongoError(27, "index not found with name [%s]" % name)
+    return names
+
+
+def cmd_drop_indexes(ctx):
+    """dropIndexes (by name, names, key pattern or "*")."""
+    name = ctx.cmd.get(ctx.name)
+    coll = ctx.coll(name)
+    if coll is None:
+        raise MongoError(26, "ns not found %s.%s" % (ctx.db, name))
+    _guard_ddl(ctx, [coll])
+    was = len(coll.indexes)
+    for index_name in _indexes_to_drop(coll, ctx.cmd.get("index")):
+        if index_name == "_id_":
+            raise MongoError(72, "cannot drop _id index")
+        del coll.indexes[index_name]
+    return {"nIndexesWas": was, "ok": 1.0}
+
+
+def cmd_coll_stats(ctx):
+    """collStats: document count and sizes."""
+    name = ctx.cmd["collStats"]
+    coll = ctx.coll(name)
+    if coll is None:
+        raise MongoError(26, "Collection [%s.%s] not found." % (ctx.db, name))
+    reply = collection_stats(coll)
+    reply["ok"] = 1.0
+    return reply
+
+
+def cmd_db_stats(ctx):
+    """dbStats."""
+    colls = list(ctx.store.collections(ctx.db).values())
+    stats = [collection_stats(c) for c in colls]
+    objects = sum(s["count"] for s in stats)
+    size = sum(s["size"] for s in stats)
+    return {"db": ctx.db, "collections": len(colls), "views": 0, "objects": objects,
+            "avgObjSize": size / objects if objects else 0, "dataSize": size, "storageSize": size,
+            "indexes": sum(s["nindexes"] for s in stats), "indexSize": sum(s["totalIndexSize"] for s in stats),
+            "ok": 1.0}
+
+
+def _session_key(ctx):
+    """The session id bytes of the command's lsid (required for transaction commands)."""
+    lsid = ctx.cmd.get("lsid")
+    if not isinstance(lsid, dict) or "id" not in lsid:
+        raise MongoError(50768, "Transaction commands need a session (lsid)")
+    return bytes(lsid["id"])
+
+
+def cmd_commit_transaction(ctx):
+    """commitTransaction: commit; repeating it after success is fine, after abort it is NoSuchTransaction."""
+    number = ctx.cmd.get("txnNumber")
+    txn = ctx.server.txns.find(_session_key(ctx), number)
+    if txn is None or txn.state == "aborted":
+        raise no_such_transaction(number)
+    if txn.state == "active":
+        ctx.server.txns.commit(txn)
+        ctx.server.counters["totalCommitted"] += 1
+    return {"ok": 1.0}
+
+
+def cmd_abort_transaction(ctx):
+    """abortTransaction: undo the transaction."""
+    number = ctx.cmd.get("txnNumber")
+    txn = ctx.server.txns.find(_session_key(ctx), number)
+    if txn is None or txn.state == "aborted":
+        raise no_such_transaction(number)
+    if txn.state == "committed":
+        raise MongoError(256, "Transaction %s has been committed." % number)
+    ctx.server.txns.abort(txn)
+    ctx.server.counters["totalAborted"] += 1
+    return {"ok": 1.0}
+
+
+def cmd_end_sessions(ctx):
+    """endSessions: abort the sessions' open transactions."""
+    ids = ctx.cmd.get(ctx.name) or []
+    ctx.server.txns.end_sessions([bytes(s["id"]) for s in ids if isinstance(s, dict) and "id" in s])
+    return {"ok": 1.0}
+
+
+def cmd_kill_all_sessions(ctx):
+    """killAllSessions: abort every open transaction."""
+    ctx.server.txns.abort_all()
+    return {"ok": 1.0}
+
+
+def cmd_sasl_start(ctx):
+    """saslStart (SCRAM first step)."""
+    if ctx.server.auth is None:
+        raise MongoError(2, "Authentication is not enabled on this server")
+    return ctx.server.auth.start(ctx.conn, ctx.db, ctx.cmd)
+
+
+def cmd_sasl_continue(ctx):
+    """saslContinue (SCRAM proof, then the optional empty exchange)."""
+    if ctx.server.auth is None:
+        raise MongoError(2, "Authentication is not enabled on this server")
+    return ctx.server.auth.proceed(ctx.conn, ctx.cmd)
+
+
+def cmd_logout(ctx):
+    """logout: forget the connection's authentication."""
+    ctx.conn.user = None
+    return {"ok": 1.0}
+
+
+def cmd_configure_fail_point(ctx):
+    """configureFailPoint (failCommand only)."""
+    if ctx.db != "admin":
+        raise MongoError(13, "configureFailPoint may only be run against the admin database.")
+    return ctx.server.failpoints.configure(ctx.cmd)
+
+
+def cmd_get_last_error(ctx):
+    """getLastError: nothing to report (every write reports its own errors)."""
+    return {"err": None, "n": 0, "connectionId": ctx.conn.id, "ok": 1.0}
+
+
+def cmd_whats_my_uri(ctx):
+    """whatsmyuri."""
+    return {"you": "%s:%d" % ctx.conn.peer[:2], "ok": 1.0}
+
+
+COMMANDS = {
+    "hello": cmd_hello,
+    "isMaster": cmd_hello,
+    "ismaster": cmd_hello,
+    "ping": cmd_ping,
+    "buildInfo": cmd_build_info,
+    "buildinfo": cmd_build_info,
+    "serverStatus": cmd_server_status,
+    "listDatabases": cmd_list_databases,
+    "create": cmd_create,
+    "drop": cmd_drop,
+    "dropDatabase": cmd_drop_database,
+    "listCollections": cmd_list_collections,
+    "createIndexes": cmd_create_indexes,
+    "listIndexes": cmd_list_indexes,
+    "dropIndexes": cmd_drop_indexes,
+    "deleteIndexes": cmd_drop_indexes,
+    "collStats": cmd_coll_stats,
+    "dbStats": cmd_db_stats,
+    "commitTransaction": cmd_commit_transaction,
+    "abortTransaction": cmd_abort_transaction,
+    "endSessions": cmd_end_sessions,
+    "killAllSessions": cmd_kill_all_sessions,
+    "saslStart": cmd_sasl_start,
+    "saslContinue": cmd_sasl_continue,
+    "logout": cmd_logout,
+    "configureFailPoint": cmd_configure_fail_point,
+    "getLastError": cmd_get_last_error,
+    "getlasterror": cmd_get_last_error,
+    "whatsmyuri": cmd_whats_my_uri,
+}
+
+NO_AUTH_COMMANDS = {"hello", "isMaster", "ismaster", "saslStart", "saslContinue", "ping", "buildInfo",
+                    "buildinfo", "endSessions", "logout"}
+TXN_CONTROL_COMMANDS = {"commitTransaction", "abortTransaction"}

@@ -1,0 +1,404 @@
+"""Read and write commands: find, getMore, killCursors, insert, update, delete, findAndModify, count,
+distinct, aggregate, explain."""
+
+import copy
+
+from .bsonkeys import leaf_values, MISSING, sort_key
+from .codec import encode
+from .context import prepare_insert
+from .errors import MongoError, bad_value
+from .mockops import LookupDatabase, apply_update, is_operator_update, project, run_stages, upsert_document
+from .query import choose_plan
+
+
+def _name_arg(ctx):
+    """The collection named by the command's first field."""
+    name = ctx.cmd[ctx.name]
+    if not isinstance(name, str):
+        raise MongoError(73, "collection name has invalid type %s" % type(name).__name__)
+    return name
+
+
+def _int_arg(cmd, field, default=0):
+    """An integer option (int, Int64 or integral double)."""
+    value = cmd.get(field, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise MongoError(14, "'%s' must be a number" % field)
+    return int(value)
+
+
+def sort_spec(spec):
+    """A sort document as a list of (path, direction) with direction 1 or -1."""
+    if not spec:
+        return []
+    if not isinstance(spec, dict):
+        raise bad_value("sort must be an object")
+    out = []
+    for path, direction in spec.items():
+        if isinstance(direction, dict):
+            raise MongoError(115, "$meta sorts are not supported by the test server")
+        if isinstance(direction, bool) or direction not in (1, -1):
+            raise bad_value("$sort key ordering must be 1 (for ascending) or -1 (for descending)")
+        out.append((path, int(direction)))
+    return out
+
+
+def _projection(spec):
+    """A projection, or None for none (an empty projection means the whole document)."""
+    if spec is not None and not isinstance(spec, dict):
+        raise bad_value("projection must be an object")
+    return spec or None
+
+
+def _batch_size(value):
+    """A cursor batchSize (None if not given)."""
+    if value is None:
+        return None
+    if value < 0:
+        raise bad_value("BatchSize value must be non-negative, but received: %d" % value)
+    return int(value)
+
+
+def cmd_find(ctx):
+    """find: query through the planner, reply with the first batch of a server-side cursor."""
+    cmd = ctx.cmd
+    name = _name_arg(ctx)
+    filt = cmd.get("filter") or {}
+    projection = _projection(cmd.get("projection"))
+    skip = _int_arg(cmd, "skip")
+    limit = _int_arg(cmd, "limit")
+    if skip < 0:
+        raise bad_value("skip value must be non-negative")
+    single = bool(cmd.get("singleBatch"))
+    if limit < 0:
+        limit, single = -limit, True
+    docs = ctx.query(ctx.coll(name), filt, sort_spec(cmd.get("sort")), skip, limit, hint=cmd.get("hint"))
+    if projection and docs:
+        project(docs[0], projection)  # reject a bad projection now rather than mid-cursor
+    ctx.server.counters["query"] += 1
+    transform = (lambda d: project(d, projection)) if projection else None
+    cursor = ctx.server.cursors.first_batch("%s.%s" % (ctx.db, name), docs, _batch_size(cmd.get("batchSize")),
+                                            single, transform)
+    ctx.server.counters["returned"] += len(cursor["firstBatch"])
+    return {"cursor": cursor, "ok": 1.0}
+
+
+def cmd_get_more(ctx):
+    """getMore: the next batch of a cursor (any connection may ask)."""
+    cmd = ctx.cmd
+    cursor_id = cmd["getMore"]
+    if not isinstance(cursor_id, int):
+        raise MongoError(14, "getMore id must be a long")
+    ns = "%s.%s" % (ctx.db, cmd.get("collection"))
+    ctx.server.counters["getmore"] += 1
+    cursor = ctx.server.cursors.get_more(int(cursor_id), ns, _batch_size(cmd.get("batchSize")))
+    ctx.server.counters["returned"] += len(cursor["nextBatch"])
+    return {"cursor": cursor, "ok": 1.0}
+
+
+def cmd_kill_cursors(ctx):
+    """killCursors."""
+    killed, missing = ctx.server.cursors.kill(ctx.cmd.get("cursors") or [])
+    return {"cursorsKilled": killed, "cursorsNotFound": missing, "cursorsAlive": [], "cursorsUnknown": [],
+            "ok": 1.0}
+
+
+def _write_reply(n, errors, **extra):
+    """Reply of a write command."""
+    reply = {"n": n}
+    reply.update(extra)
+    if errors:
+        reply["writeErrors"] = errors
+    reply["ok"] = 1.0
+    return reply
+
+
+def cmd_insert(ctx):
+    """insert: ordered writes stop at the first error, unordered ones go on."""
+    cmd = ctx.cmd
+    docs = cmd.get("documents") or []
+    ordered = cmd.get("ordered", True)
+    coll = ctx.ensure_coll(_name_arg(ctx))
+    n = 0
+    errors = []
+    for i, doc in enumerate(docs):
+        ctx.server.counters["insert"] += 1
+        try:
+            ctx.insert_doc(coll, prepare_insert(doc))
+            n += 1
+        except MongoError as exc:
+            errors.append(exc.to_write_error(i))
+            if ordered:
+                break
+    return _write_reply(n, errors)
+
+
+def _same_document(a, b):
+    """Byte-for-byte equality (types and field order matter, unlike Python's ==)."""
+    return encode(a) == encode(b)
+
+
+def _updated(doc, spec, update):
+    """Apply an update to one document, enforcing `_id` immutability."""
+    new = apply_update(doc, spec, update)
+    if sort_key(new.get("_id")) != sort_key(doc["_id"]):
+        raise MongoError(66, "Performing an update on the path '_id' would modify the immutable field '_id'")
+    return new
+
+
+def _check_update_statement(stmt):
+    """Validate one update statement's form."""
+    update = stmt.get("u")
+    if isinstance(update, list):
+        raise MongoError(115, "pipeline-style updates are not supported by the test server")
+    if not isinstance(update, dict):
+        raise MongoError(9, "Update argument must be either an object or an array")
+    if stmt.get("arrayFilters"):
+        raise MongoError(115, "arrayFilters are not supported by the test server")
+    if stmt.get("multi") and not is_operator_update(update):
+        raise MongoError(9, "multi update is not supported for replacement-style update")
+
+
+def _apply_statement(ctx, name, index, stmt, upserted):
+    """Run one update statement; returns (matched, modified)."""
+    _check_update_statement(stmt)
+    spec = stmt.get("q") or {}
+    update = stmt["u"]
+    coll = ctx.coll(name)
+    docs = ctx.query(coll, spec, limit=0 if stmt.get("multi") else 1)
+    modified = 0
+    for doc in docs:
+        new = _updated(doc, spec, update)
+        if not _same_document(doc, new):
+            ctx.replace_doc(coll, doc, new)
+            modified += 1
+    if docs or not stmt.get("upsert"):
+        return len(docs), modified
+    new = prepare_insert(upsert_document(spec, update))
+    ctx.insert_doc(ctx.ensure_coll(name), new)
+    upserted.append({"index": index, "_id": new["_id"]})
+    return 1, 0
+
+
+def cmd_update(ctx):
+    """update: operator or replacement updates, multi, upsert."""
+    cmd = ctx.cmd
+    name = _name_arg(ctx)
+    ordered = cmd.get("ordered", True)
+    n = modified = 0
+    errors = []
+    upserted = []
+    for i, stmt in enumerate(cmd.get("updates") or []):
+        ctx.server.counters["update"] += 1
+        try:
+            matched, changed = _apply_statement(ctx, name, i, stmt, upserted)
+            n += matched
+            modified += changed
+        except MongoError as exc:
+            errors.append(exc.to_write_error(i))
+            if ordered:
+                break
+    extra = {"nModified": modified}
+    if upserted:
+        extra["upserted"] = upserted
+    return _write_reply(n, errors, **extra)
+
+
+def cmd_delete(ctx):
+    """delete: each statement removes all matches (limit 0) or one (limit 1)."""
+    cmd = ctx.cmd
+    coll = ctx.coll(_name_arg(ctx))
+    ordered = cmd.get("ordered", True)
+    n = 0
+    errors = []
+    for i, stmt in enumerate(cmd.get("deletes") or []):
+        ctx.server.counters["delete"] += 1
+        try:
+            for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0):
+                ctx.delete_doc(coll, doc)
+                n += 1
+        except MongoError as exc:
+            errors.append(exc.to_write_error(i))
+            if ordered:
+                break
+    return _write_reply(n, errors)
+
+
+def cmd_find_and_modify(ctx):
+    """findAndModify: update or remove the first match in sort order, returning the old or new document."""
+    cmd = ctx.cmd
+    name = _name_arg(ctx)
+    spec = cmd.get("query") or {}
+    update = cmd.get("update")
+    remove = bool(cmd.get("remove"))
+    fields = _projection(cmd.get("fields"))
+    if remove and update is not None:
+        raise MongoError(9, "Cannot specify both an update and remove=true")
+    if not remove and update is None:
+        raise MongoError(9, "Either an update or remove=true must be specified")
+    coll = ctx.coll(name)
+    docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1)
+    if remove:
+        ctx.server.counters["delete"] += 1
+        if docs:
+            ctx.delete_doc(coll, docs[0])
+        value = project(docs[0], fields) if docs else None
+        return {"lastErrorObject": {"n": len(docs)}, "value": value, "ok": 1.0}
+    _check_update_statement({"u": update, "arrayFilters": cmd.get("arrayFilters")})
+    ctx.server.counters["update"] += 1
+    if docs:
+        new = _updated(docs[0], spec, update)
+        if not _same_document(docs[0], new):
+            ctx.replace_doc(coll, docs[0], new)
+        value = new if cmd.get("new") else docs[0]
+        leo = {"n": 1, "updatedExisting": True}
+    elif cmd.get("upsert"):
+        new = prepare_insert(upsert_document(spec, update))
+        ctx.insert_doc(ctx.ensure_coll(name), new)
+        value = new if cmd.get("new") else None
+        leo = {"n": 1, "updatedExisting": False, "upserted": new["_id"]}
+    else:
+        value = None
+        leo = {"n": 0, "updatedExisting": False}
+    return {"lastErrorObject": leo, "value": project(value, fields) if value is not None else None, "ok": 1.0}
+
+
+def cmd_count(ctx):
+    """count: number of matches with optional skip/limit."""
+    cmd = ctx.cmd
+    coll = ctx.coll(_name_arg(ctx))
+    skip = _int_arg(cmd, "skip")
+    limit = abs(_int_arg(cmd, "limit"))
+    if coll is None:
+        return {"n": 0, "ok": 1.0}
+    filt = cmd.get("query") or {}
+    if not filt and not ctx.overlay(coll) and not cmd.get("hint"):
+        n = max(0, len(coll.docs) - skip)
+        return {"n": min(n, limit) if limit else n, "ok": 1.0}
+    return {"n": len(ctx.query(coll, filt, skip=skip, limit=limit, hint=cmd.get("hint"))), "ok": 1.0}
+
+
+def cmd_distinct(ctx):
+    """distinct: the distinct values of a path (array elements count separately), in BSON order."""
+    cmd = ctx.cmd
+    key = cmd.get("key")
+    if not isinstance(key, str):
+        raise MongoError(14, "'key' must be a string")
+    values = {}
+    for doc in ctx.query(ctx.coll(_name_arg(ctx)), cmd.get("query") or {}):
+        found, _ = leaf_values(doc, key)
+        for value in found:
+            if value is not MISSING:
+                values.setdefault(sort_key(value), value)
+    return {"values": [values[k] for k in sorted(values)], "ok": 1.0}
+
+
+# Stages that never modify their input documents, so they may run on the stored documents themselves.
+READ_ONLY_STAGES = {"$group", "$count", "$sort", "$skip", "$limit", "$sample", "$match", "$sortByCount"}
+
+
+def _pushdown(pipeline):
+    """Split leading $match/$sort/$skip/$limit stages (run by the planner) from the rest of a pipeline."""
+    parts = {"$match": {}, "$sort": [], "$skip": 0, "$limit": 0}
+    i = 0
+    for op in ("$match", "$sort", "$skip", "$limit"):
+        if i < len(pipeline) and isinstance(pipeline[i], dict) and list(pipeline[i]) == [op]:
+            value = pipeline[i][op]
+            parts[op] = sort_spec(value) if op == "$sort" else value
+            i += 1
+    if not isinstance(parts["$match"], dict):
+        raise bad_value("the match filter must be an expression in an object")
+    return parts, pipeline[i:]
+
+
+def _coll_stats_stage(ctx, coll, options):
+    """The documents of a leading $collStats stage (count and storage statistics)."""
+    out = {"ns": "%s.%s" % (ctx.db, coll.name if coll else ctx.cmd["aggregate"])}
+    n = len(coll.docs) if coll else 0
+    if "count" in options:
+        out["count"] = n
+    if "storageStats" in options:
+        out["storageStats"] = collection_stats(coll) if coll else {"count": 0, "size": 0}
+    return [out]
+
+
+def collection_stats(coll):
+    """Size statistics of a collection computed from the encoded documents."""
+    size = sum(len(encode(d)) for d in coll.docs.values())
+    n = len(coll.docs)
+    return {"ns": coll.ns, "count": n, "size": size, "avgObjSize": size // n if n else 0, "storageSize": size,
+            "nindexes": len(coll.indexes), "totalIndexSize": sum(len(i.entries) * 16 for i in coll.indexes.values()),
+            "indexSizes": {name: len(i.entries) * 16 for name, i in coll.indexes.items()}}
+
+
+def cmd_aggregate(ctx):
+    """aggregate: leading $match/$sort/$skip/$limit through the planner, other stages through mongomock."""
+    cmd = ctx.cmd
+    name = cmd.get("aggregate")
+    if not isinstance(name, str):
+        raise MongoError(115, "collection-less aggregations are not supported by the test server")
+    pipeline = cmd.get("pipeline")
+    if not isinstance(pipeline, list):
+        raise MongoError(14, "'pipeline' option must be specified as an array")
+    if "cursor" not in cmd and not cmd.get("explain"):
+        raise MongoError(9, "The 'cursor' option is required, except for aggregate with the explain argument")
+    if cmd.get("explain"):
+        raise MongoError(115, "aggregate explain is not supported by the test server")
+    coll = ctx.coll(name)
+    if pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
+        docs, rest = _coll_stats_stage(ctx, coll, pipeline[0]["$collStats"] or {}), pipeline[1:]
+    else:
+        parts, rest = _pushdown(pipeline)
+        docs = ctx.query(coll, parts["$match"], parts["$sort"], parts["$skip"], parts["$limit"],
+                         hint=cmd.get("hint"))
+    if rest:
+        lookup_db = LookupDatabase(lambda other, filt: ctx.query(ctx.coll(other), filt))
+        if not all(next(iter(stage), None) in READ_ONLY_STAGES for stage in rest if isinstance(stage, dict)):
+            docs = copy.deepcopy(docs)  # mongomock stages may modify their input documents in place
+        docs = run_stages(docs, rest, lookup_db)
+    batch_size = _batch_size((cmd.get("cursor") or {}).get("batchSize"))
+    return {"cursor": ctx.server.cursors.first_batch("%s.%s" % (ctx.db, name), docs, batch_size), "ok": 1.0}
+
+
+def cmd_explain(ctx):
+    """explain of find or count: the plan the planner picks and what executing it examined."""
+    inner = ctx.cmd.get("explain")
+    if not isinstance(inner, dict) or not inner:
+        raise bad_value("explain command requires a nested object")
+    kind = next(iter(inner))
+    if kind not in ("find", "count"):
+        raise MongoError(115, "explain of %s is not supported by the test server" % kind)
+    coll = ctx.coll(inner[kind])
+    filt = inner.get("filter" if kind == "find" else "query") or {}
+    sort = sort_spec(inner.get("sort")) if kind == "find" else []
+    keys_before, docs_before = ctx.stats.keys, ctx.stats.docs
+    docs = []
+    plan_doc = {"stage": "EOF"}
+    if coll is not None:
+        plan = choose_plan(coll, filt, sort, inner.get("hint"))
+        plan_doc = plan.describe()
+        docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan)
+    ns = "%s.%s" % (ctx.db, inner[kind])
+    return {"queryPlanner": {"namespace": ns, "parsedQuery": filt, "winningPlan": plan_doc, "rejectedPlans": []},
+            "executionStats": {"executionSuccess": True, "nReturned": len(docs),
+                               "totalKeysExamined": ctx.stats.keys - keys_before,
+                               "totalDocsExamined": ctx.stats.docs - docs_before},
+            "ok": 1.0}
+
+
+COMMANDS = {
+    "find": cmd_find,
+    "getMore": cmd_get_more,
+    "killCursors": cmd_kill_cursors,
+    "insert": cmd_insert,
+    "update": cmd_update,
+    "delete": cmd_delete,
+    "findAndModify": cmd_find_and_modify,
+    "findandmodify": cmd_find_and_modify,
+    "count": cmd_count,
+    "distinct": cmd_distinct,
+    "aggregate": cmd_aggregate,
+    "explain": cmd_explain,
+}

@@ -1,0 +1,114 @@
+"""Per-command context: who runs the command (session, transaction) and the visibility-aware read/write
+helpers that every command uses, so transaction isolation and counters are applied in one place."""
+
+from bson.objectid import ObjectId
+
+from .bsonkeys import REGEX, sort_key
+from .errors import MongoError, write_conflict
+from .query import ScanStats, execute
+from .storage import DuplicateKey
+
+
+class Context:
+    """One command being executed."""
+
+    def __init__(self, server, conn, db, name, cmd, txn=None):
+        self.server = server
+        self.conn = conn
+        self.db = db
+        self.name = name
+        self.cmd = cmd
+        self.txn = txn
+        self.stats = ScanStats()
+
+    @property
+    def store(self):
+        """The server's document store."""
+        return self.server.store
+
+    def coll(self, name):
+        """The collection `name` of the command's database, or None."""
+        return self.server.store.get(self.db, name)
+
+    def ensure_coll(self, name):
+        """The collection, created implicitly (and remembered by a transaction, to drop it on abort)."""
+        if "$" in name or not name:
+            raise MongoError(73, "Invalid collection name: %s" % name)
+        coll, created = self.server.store.ensure(self.db, name)
+        if created and self.txn is not None:
+            self.txn.created.add((self.db, name))
+        return coll
+
+    def overlay(self, coll):
+        """Before-images this command must read instead of another transaction's uncommitted writes."""
+        return self.server.txns.overlay(self.txn, coll)
+
+    def query(self, coll, filt, sort=None, skip=0, limit=0, plan=None, hint=None):
+        """Matching documents as this command may see them (empty for a missing collection)."""
+        if coll is None:
+            return []
+        if not isinstance(filt or {}, dict):
+            raise MongoError(2, "filter must be an object")
+        return execute(coll, filt, sort, skip, limit, self.overlay(coll), self.stats, plan, hint)
+
+    def insert_doc(self, coll, doc):
+        """Insert with transaction bookkeeping; WriteConflict instead of E11000 when the key belongs to
+        another open transaction."""
+        idk = sort_key(doc["_id"])
+        txns = self.server.txns
+        txns.check_write(self.txn, coll, idk, doc)
+        try:
+            coll.insert(doc)
+        except DuplicateKey as exc:
+            if txns.holder_conflict(self.txn, coll, exc.holder_idk):
+                raise write_conflict(self.txn is not None) from exc
+            raise
+        if self.txn is not None:
+            self.txn.record(coll, idk, None)
+        self.server.counters["inserted"] += 1
+
+    def replace_doc(self, coll, old, new):
+        """Replace a document with transaction bookkeeping and conflict checks."""
+        idk = sort_key(old["_id"])
+        txns = self.server.txns
+        txns.check_write(self.txn, coll, idk, new)
+        try:
+            coll.replace(idk, new)
+        except DuplicateKey as exc:
+            if txns.holder_conflict(self.txn, coll, exc.holder_idk):
+                raise write_conflict(self.txn is not None) from exc
+            raise
+        if self.txn is not None:
+            self.txn.record(coll, idk, old)
+        self.server.counters["updated"] += 1
+
+    def delete_doc(self, coll, old):
+        """Delete a document with transaction bookkeeping and conflict checks."""
+        idk = sort_key(old["_id"])
+        self.server.txns.check_write(self.txn, coll, idk, None)
+        record_id = coll.record_ids[idk]
+        coll.delete(idk)
+        if self.txn is not None:
+            self.txn.record(coll, idk, old)
+            self.txn.record_delete(coll, idk, record_id)
+        self.server.counters["deleted"] += 1
+
+
+def prepare_insert(doc):
+    """A document ready to store: `_id` first (a new ObjectId if absent), `_id` type checked."""
+    if not isinstance(doc, dict):
+        raise MongoError(2, "document to insert must be an object")
+    if "_id" not in doc:
+        out = {"_id": ObjectId()}
+        out.update(doc)
+        return out
+    value = doc["_id"]
+    if isinstance(value, list):
+        raise MongoError(53, "The '_id' value cannot be of type array")
+    if sort_key(value)[0] == REGEX:
+        raise MongoError(53, "can't use a regex for _id")
+    if next(iter(doc)) != "_id":
+        out = {"_id": value}
+        out.update((k, v) for k, v in doc.items() if k != "_id")
+        return out
+    return doc

@@ -1,0 +1,112 @@
+"""Server-side cursors over materialised results, and batch building.
+
+A query materialises its result list once; a cursor keeps that list and a position, and every batch is
+sliced from it. Cursors belong to the server (libmongoc may send getMore on another pooled connection).
+Batches are encoded to BSON once, as RawBSONDocuments, and capped at 16 MB like mongod's.
+"""
+
+import random
+import threading
+import time
+
+from bson.int64 import Int64
+from bson.raw_bson import RawBSONDocument
+
+from .codec import encode
+from .errors import MongoError
+
+DEFAULT_FIRST_BATCH = 101
+MAX_BATCH_BYTES = 16 * 1024 * 1024
+IDLE_TIMEOUT_SECONDS = 600
+
+
+class Cursor:
+    """Results of one query still to be returned."""
+
+    def __init__(self, cursor_id, ns, docs, transform):
+        self.id = cursor_id
+        self.ns = ns
+        self.docs = docs
+        self.pos = 0
+        self.transform = transform
+        self.last_used = time.monotonic()
+
+
+class CursorRegistry:
+    """All open cursors of the server, by id."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.cursors = {}
+
+    def _encode_batch(self, cursor, max_docs):
+        """Take up to `max_docs` (None: no count limit) documents from the cursor, within the byte cap."""
+        batch = []
+        size = 0
+        docs = cursor.docs
+        while cursor.pos < len(docs) and (max_docs is None or len(batch) < max_docs):
+            doc = docs[cursor.pos]
+            if cursor.transform is not None:
+                doc = cursor.transform(doc)
+            raw = encode(doc)
+            if batch and size + len(raw) > MAX_BATCH_BYTES:
+                break
+            batch.append(RawBSONDocument(raw))
+            size += len(raw)
+            cursor.pos += 1
+        return batch
+
+    def first_batch(self, ns, docs, batch_size=None, single_batch=False, transform=None):
+        """The `cursor` sub-document of a find/aggregate/list reply; registers a cursor if results remain.
+
+        `transform` (e.g. a projection) is applied to each document as it is sent.
+        """
+        cursor = Cursor(0, ns, docs, transform)
+        max_docs = DEFAULT_FIRST_BATCH if batch_size is None else batch_size
+        batch = self._encode_batch(cursor, max_docs)
+        if cursor.pos < len(docs) and not single_batch:
+            with self.lock:
+                cursor.id = self._new_id()
+                self.cursors[cursor.id] = cursor
+        return {"id": Int64(cursor.id), "ns": ns, "firstBatch": batch}
+
+    def _new_id(self):
+        """A fresh positive 63-bit cursor id."""
+        while True:
+            cursor_id = random.randint(1, 2 ** 63 - 1)
+            if cursor_id not in self.cursors:
+                return cursor_id
+
+    def get_more(self, cursor_id, ns, batch_size=None):
+        """The `cursor` sub-document of a getMore reply; the cursor is closed once exhausted."""
+        with self.lock:
+            cursor = self.cursors.get(cursor_id)
+        if cursor is None or cursor.ns != ns:
+            raise MongoError(43, "cursor id %d not found" % cursor_id)
+        batch = self._encode_batch(cursor, batch_size or None)
+        cursor.last_used = time.monotonic()
+        if cursor.pos >= len(cursor.docs):
+            with self.lock:
+                self.cursors.pop(cursor_id, None)
+            cursor_id = 0
+        return {"id": Int64(cursor_id), "ns": ns, "nextBatch": batch}
+
+    def kill(self, cursor_ids):
+        """Close cursors; returns (killed, not found) id lists."""
+        killed, missing = [], []
+        with self.lock:
+            for cursor_id in cursor_ids:
+                (killed if self.cursors.pop(int(cursor_id), None) else missing).append(Int64(cursor_id))
+        return killed, missing
+
+    def reap(self):
+        """Close cursors idle for longer than mongod's default cursor timeout."""
+        limit = time.monotonic() - IDLE_TIMEOUT_SECONDS
+        with self.lock:
+            for cursor_id in [i for i, c in self.cursors.items() if c.last_used < limit]:
+                del self.cursors[cursor_id]
+
+    def count(self):
+        """Number of open cursors."""
+        with self.lock:
+            return len(self.cursors)

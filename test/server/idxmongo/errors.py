@@ -1,0 +1,102 @@
+"""MongoDB error codes and the exception the command layer turns into `ok: 0` replies."""
+
+CODE_NAMES = {
+    1: "InternalError",
+    2: "BadValue",
+    9: "FailedToParse",
+    11: "UserNotFound",
+    13: "Unauthorized",
+    14: "TypeMismatch",
+    18: "AuthenticationFailed",
+    20: "IllegalOperation",
+    26: "NamespaceNotFound",
+    27: "IndexNotFound",
+    40: "ConflictingUpdateOperators",
+    43: "CursorNotFound",
+    48: "NamespaceExists",
+    53: "InvalidIdField",
+    59: "CommandNotFound",
+    66: "ImmutableField",
+    67: "CannotCreateIndex",
+    72: "InvalidOptions",
+    73: "InvalidNamespace",
+    85: "IndexOptionsConflict",
+    86: "IndexKeySpecsConflict",
+    112: "WriteConflict",
+    115: "CommandNotSupported",
+    171: "CannotIndexParallelArrays",
+    225: "TransactionTooOld",
+    251: "NoSuchTransaction",
+    256: "TransactionCommitted",
+    263: "OperationNotSupportedInTransaction",
+    11000: "DuplicateKey",
+}
+
+TRANSIENT = "TransientTransactionError"
+
+
+def code_name(code):
+    """Return MongoDB's codeName for `code` (generic name for codes we do not list)."""
+    return CODE_NAMES.get(code, "Location%d" % code)
+
+
+class MongoError(Exception):
+    """A command failure carrying MongoDB's code, message, error labels and extra reply fields."""
+
+    def __init__(self, code, errmsg, labels=None, extra=None):
+        super().__init__(errmsg)
+        self.code = code
+        self.errmsg = errmsg
+        self.labels = list(labels or [])
+        self.extra = dict(extra or {})
+
+    def to_reply(self):
+        """The `ok: 0` reply document for this error."""
+        reply = {"ok": 0.0, "errmsg": self.errmsg, "code": self.code, "codeName": code_name(self.code)}
+        reply.update(self.extra)
+        if self.labels:
+            reply["errorLabels"] = self.labels
+        return reply
+
+    def to_write_error(self, index):
+        """The `writeErrors` entry for this error at statement `index`."""
+        entry = {"index": index, "code": self.code, "errmsg": self.errmsg}
+        entry.update(self.extra)
+        return entry
+
+
+class CloseConnection(Exception):
+    """Raised to drop the client connection without replying (failCommand closeConnection)."""
+
+
+def bad_value(msg):
+    """Shortcut for a BadValue (2) error."""
+    return MongoError(2, msg)
+
+
+def write_conflict(in_txn):
+    """WriteConflict (112); inside a transaction it carries TransientTransactionError as MongoDB does."""
+    return MongoError(
+        112,
+        "WriteConflict error: this operation conflicted with another operation. Please retry your operation "
+        "or multi-document transaction.",
+        labels=[TRANSIENT] if in_txn else None,
+    )
+
+
+def from_mongomock(exc):
+    """Translate an exception raised inside mongomock into a MongoError.
+
+    mongomock raises pymongo's OperationFailure/WriteError (sometimes without a code), ValueError for malformed
+    specifications and NotImplementedError for features it lacks; all become ok:0 replies instead of crashing
+    the connection.
+    """
+    if isinstance(exc, MongoError):
+        return exc
+    msg = str(exc)
+    if isinstance(exc, NotImplementedError):
+        return MongoError(115, "not supported by the test server: " + msg)
+    code = getattr(exc, "code", None)
+    if "_id" in msg and ("immutable" in msg or "cannot be changed" in msg):
+        code = 66
+    return MongoError(code if isinstance(code, int) and code else 2, msg)

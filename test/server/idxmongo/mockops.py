@@ -1,0 +1,211 @@
+"""Adapters around mongomock for update operators, projections and aggregation stages.
+
+mongomock's update and projection code lives in methods of its Collection. We keep one private scratch
+collection and, for each document to update, load a copy of that single document into it and let
+mongomock run its update on it. The real store never reaches mongomock, so its whole-collection copies
+and scans never happen; the results are then written back through our own indexed storage.
+"""
+
+import copy
+from collections import OrderedDict
+
+import mongomock
+from mongomock import aggregate as mm_aggregate
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+
+from .bsonkeys import sort_documents
+from .errors import MongoError, bad_value, from_mongomock
+
+_SCRATCH = mongomock.MongoClient()["scratch"]["scratch"]
+
+
+def plain(value):
+    """Deep-convert OrderedDicts (which mongomock produces) into plain dicts, keeping field order."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def id_first(doc):
+    """The document with `_id` as its first field, as MongoDB stores it."""
+    if next(iter(doc), None) == "_id":
+        return doc
+    out = {"_id": doc["_id"]}
+    out.update((k, v) for k, v in doc.items() if k != "_id")
+    return out
+
+
+UPDATE_OPERATORS = {"$set", "$unset", "$inc", "$min", "$max", "$rename", "$setOnInsert", "$currentDate", "$push",
+                    "$pull", "$pullAll", "$addToSet", "$pop"}
+MISSING_UPDATE_OPERATORS = {"$mul", "$bit"}  # valid in MongoDB, absent from mongomock
+
+
+def is_operator_update(update):
+    """True for `{$set: ...}`-style updates, False for replacement documents; mixed forms and unknown
+    operators are rejected (FailedToParse, as mongod)."""
+    keys = list(update)
+    dollar = [k.startswith("$") for k in keys]
+    if not any(dollar):
+        return False
+    for key in keys:
+        if key in MISSING_UPDATE_OPERATORS:
+            raise MongoError(115, "update operator %s is not supported by the test server" % key)
+        if key not in UPDATE_OPERATORS:
+            raise MongoError(9, "Unknown modifier: %s. Expected a valid update modifier or pipeline-style update "
+                                "specified as an array" % key)
+    return True
+
+
+def _run_update(existing, spec, update, upsert):
+    """Run mongomock's update on a scratch collection holding only `existing` (or nothing, for upserts)."""
+    _SCRATCH._store._documents.clear()
+    if existing is not None:
+        _SCRATCH._store["doc"] = copy.deepcopy(existing)
+    try:
+        _SCRATCH._update(spec, update, upsert=upsert, multi=False)
+        docs = list(_SCRATCH._store.documents)
+    except Exception as exc:  # mongomock reports bad updates with assorted exception types
+        raise from_mongomock(exc) from exc
+    finally:
+        _SCRATCH._store._documents.clear()
+    return id_first(plain(docs[0]))
+
+
+def _container_of(doc, path):
+    """The dict or list holding the last component of a dotted path, and that component; (None, None)
+    when the path does not lead to a container."""
+    parts = path.split(".")
+    node = doc
+    for part in parts[:-1]:
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None, None
+    last = parts[-1]
+    if isinstance(node, list):
+        return (node, int(last)) if last.isdigit() and int(last) < len(node) else (None, None)
+    return (node, last) if isinstance(node, dict) and last in node else (None, None)
+
+
+def _keep_int64(old, new, increments):
+    """Give `$inc` results MongoDB's type: an Int64 operand keeps the sum an Int64 (Python's int
+    arithmetic would turn it into a plain int, which BSON stores as int32 when it fits)."""
+    for path, step in increments.items():
+        container, key = _container_of(new, path)
+        if container is None or type(container[key]) is not int:
+            continue
+        before, before_key = _container_of(old, path)
+        was_int64 = before is not None and isinstance(before[before_key], Int64)
+        if was_int64 or isinstance(step, Int64):
+            container[key] = Int64(container[key])
+
+
+def apply_update(doc, spec, update):
+    """The updated copy of `doc` under update `update` (operators or replacement); `spec` is the query,
+    which positional `$` operators need."""
+    if not is_operator_update(update):
+        if "_id" in update and update["_id"] != doc["_id"]:
+            raise MongoError(66, "After applying the update, the (immutable) field '_id' was found to have "
+                                 "been altered to _id: %r" % (update["_id"],))
+        new = {"_id": doc["_id"]}
+        new.update((k, v) for k, v in update.items() if k != "_id")
+        return new
+    new = _run_update(doc, spec, update, upsert=False)
+    if isinstance(update.get("$inc"), dict):
+        _keep_int64(doc, new, update["$inc"])
+    return new
+
+
+def upsert_document(spec, update):
+    """The document an upsert inserts when nothing matched `spec` (with `_id` first, an ObjectId if none)."""
+    if not is_operator_update(update):
+        new = {"_id": update["_id"] if "_id" in update else _spec_id(spec)}
+        new.update((k, v) for k, v in update.items() if k != "_id")
+        return new
+    doc = _run_update(None, spec, update, upsert=True)
+    if isinstance(doc.get("_id"), dict) and any(k.startswith("$") for k in doc["_id"]):
+        doc["_id"] = _spec_id(spec)
+    return doc
+
+
+def _spec_id(spec):
+    """The `_id` an upsert takes from an equality (plain or `$eq`) on `_id` in its query, else an ObjectId."""
+    value = spec.get("_id")
+    if isinstance(value, dict) and any(k.startswith("$") for k in value):
+        value = value.get("$eq")
+    return ObjectId() if value is None else value
+
+
+def project(doc, projection):
+    """Apply a find projection (inclusion or exclusion, dotted paths, $slice/$elemMatch) with `_id` first."""
+    if not projection:
+        return doc
+    try:
+        out = _SCRATCH._copy_only_fields(doc, dict(projection), dict)
+    except Exception as exc:  # malformed projections
+        raise from_mongomock(exc) from exc
+    return id_first(out) if "_id" in out else out
+
+
+class LookupDatabase:
+    """What mongomock's $lookup/$graphLookup need from a database: `get_collection(name).find(filter)`,
+    answered by our own indexed query path through `find_fn(name, filter)`."""
+
+    def __init__(self, find_fn):
+        self._find_fn = find_fn
+
+    def get_collection(self, name):
+        """A minimal collection object whose find goes through the server's query engine."""
+        return _LookupCollection(self._find_fn, name)
+
+
+class _LookupCollection:
+    """Collection facade for $lookup."""
+
+    def __init__(self, find_fn, name):
+        self._find_fn = find_fn
+        self._name = name
+
+    def find(self, filt):
+        """Deep copies of the matching documents (later stages may modify them)."""
+        return copy.deepcopy(self._find_fn(self._name, filt))
+
+
+def _rewrite_stage(op, options):
+    """Express stages mongomock lacks with ones it has: $unset, $replaceWith, $sortByCount."""
+    if op == "$unset":
+        fields = [options] if isinstance(options, str) else list(options)
+        return [{"$project": {f: 0 for f in fields}}]
+    if op == "$replaceWith":
+        return [{"$replaceRoot": {"newRoot": options}}]
+    if op == "$sortByCount":
+        return [{"$group": {"_id": options, "count": {"$sum": 1}}}, {"$sort": {"count": -1}}]
+    return [{op: options}]
+
+
+def run_stages(docs, stages, database):
+    """Run aggregation stages over `docs` (private copies, unless every stage is read-only): $sort with
+    MongoDB ordering, everything else with mongomock; $group results get `_id` first, as in MongoDB."""
+    for stage in stages:
+        if not isinstance(stage, dict) or len(stage) != 1:
+            raise bad_value("A pipeline stage specification object must contain exactly one field.")
+        (op, options), = stage.items()
+        if op == "$out" or op == "$merge":
+            raise MongoError(115, "%s is not supported by the test server" % op)
+        for sub_op, sub_options in (next(iter(s.items())) for s in _rewrite_stage(op, options)):
+            if sub_op == "$sort":
+                docs = list(docs)
+                sort_documents(docs, list(sub_options.items()))
+                continue
+            try:
+                docs = list(mm_aggregate.process_pipeline(docs, database, [{sub_op: sub_options}], None))
+            except Exception as exc:  # mongomock reports bad stages with assorted exception types
+                raise from_mongomock(exc) from exc
+            if sub_op == "$group":
+                docs = [id_first(d) for d in docs]
+    return [plain(d) if isinstance(d, OrderedDict) else d for d in docs]

@@ -1,0 +1,329 @@
+"""Query planning and execution over the indexed store, with MongoDB's examined-keys/documents counters.
+
+The planner only narrows the candidate set: it reads equality, `$in` and range conditions of the filter's
+top-level conjunction (including `$and`) on the leading fields of an index, scans those index intervals,
+then applies the whole filter to every fetched document with mongomock's matcher. Any subset of a
+conjunction selects a superset of the matches, so results never depend on the plan, only the counters do.
+"""
+
+import itertools
+import re
+
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+from bson.regex import Regex
+from mongomock.filtering import filter_applies
+
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, sort_documents, sort_key
+from .errors import MongoError
+
+MAX_POINT_COMBINATIONS = 10000
+_NOT_RANGE_VALUES = (type(None), MinKey, MaxKey, list, Regex, re.Pattern, type(MISSING))
+
+
+class ScanStats:
+    """Keys and documents examined by one query (MongoDB's keysExamined / docsExamined)."""
+
+    def __init__(self):
+        self.keys = 0
+        self.docs = 0
+
+
+class Plan:
+    """A chosen access path: an index with key intervals, a union of such ($or), or a collection scan."""
+
+    def __init__(self, kind, index=None, intervals=(), ordered=False, reverse=False, branches=()):
+        self.kind = kind  # "IXSCAN", "OR" or "COLLSCAN"
+        self.index = index
+        self.intervals = list(intervals)
+        self.ordered = ordered
+        self.reverse = reverse
+        self.branches = list(branches)
+
+    def describe(self):
+        """A small explain-style description of the plan."""
+        if self.kind == "IXSCAN":
+            return {"stage": "FETCH", "inputStage": {"stage": "IXSCAN", "indexName": self.index.name,
+                                                     "keyPattern": dict(self.index.spec["key"]),
+                                                     "isMultiKey": self.index.multikey,
+                                                     "direction": "backward" if self.reverse else "forward"}}
+        if self.kind == "OR":
+            return {"stage": "OR", "inputStages": [b.describe() for b in self.branches]}
+        return {"stage": "COLLSCAN", "direction": "backward" if self.reverse else "forward"}
+
+
+def _is_operator_doc(value):
+    """True for `{$gt: ...}`-style condition documents (as opposed to a literal embedded document)."""
+    return isinstance(value, dict) and bool(value) and next(iter(value)).startswith("$")
+
+
+def _conditions(filt, out=None):
+    """Collect the per-path conditions of the filter's top-level conjunction (descending into `$and`)."""
+    out = {} if out is None else out
+    for key, value in filt.items():
+        if key == "$and" and isinstance(value, list):
+            for sub in value:
+                if isinstance(sub, dict):
+                    _conditions(sub, out)
+        elif not key.startswith("$"):
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def _point_key(value):
+    """Sort key of an equality value usable for an index lookup, or None (regexes, arrays)."""
+    if isinstance(value, (list, Regex, re.Pattern)):
+        return None
+    return sort_key(value)
+
+
+def _range_interval(ops, multikey):
+    """Interval (lo, lo_incl, hi, hi_incl) from $gt/$gte/$lt/$lte, each bound limited to its type bracket.
+
+    On a multikey index MongoDB cannot intersect a lower and an upper bound (different array elements may
+    satisfy each), so only the lower one is used there.
+    """
+    lower = upper = None
+    for op, incl in (("$gt", False), ("$gte", True)):
+        if op in ops and not isinstance(ops[op], _NOT_RANGE_VALUES):
+            lower = (sort_key(ops[op]), incl)
+    for op, incl in (("$lt", False), ("$lte", True)):
+        if op in ops and not isinstance(ops[op], _NOT_RANGE_VALUES):
+            upper = (sort_key(ops[op]), incl)
+    if lower and upper and (multikey or lower[0][0] != upper[0][0]):
+        upper = None
+    if lower is None and upper is None:
+        return None
+    if lower is None:
+        lower = ((upper[0][0],), True)
+    if upper is None:
+        upper = ((lower[0][0] + 1,), False)
+    return (lower[0], lower[1], upper[0], upper[1])
+
+
+def _condition_bounds(cond, multikey):
+    """Bounds for one condition: ("points", [keys]) or ("range", interval) or None if not indexable."""
+    if not _is_operator_doc(cond):
+        key = _point_key(cond)
+        return None if key is None else ("points", [key])
+    if "$eq" in cond:
+        key = _point_key(cond["$eq"])
+        if key is not None:
+            return ("points", [key])
+    if "$in" in cond and isinstance(cond["$in"], list):
+        keys = [_point_key(v) for v in cond["$in"]]
+        if all(k is not None for k in keys):
+            return ("points", sorted(set(keys)))
+    interval = _range_interval(cond, multikey)
+    return None if interval is None else ("range", interval)
+
+
+def _path_bounds(conds, multikey):
+    """Best bounds among all conditions on one path: the fewest points, else the first range."""
+    found = [b for b in (_condition_bounds(c, multikey) for c in conds) if b is not None]
+    points = [b for b in found if b[0] == "points"]
+    if points:
+        return min(points, key=lambda b: len(b[1]))
+    return found[0] if found else None
+
+
+def _index_intervals(index, conds):
+    """(key intervals, per-field point lists, has range) for `index` from the conditions, or None if it
+    cannot help.
+
+    An empty `$in` gives no interval at all: nothing can match."""
+    point_lists = []
+    rng = None
+    for path in index.paths:
+        bounds = _path_bounds(conds.get(path, ()), index.multikey)
+        if bounds is None:
+            break
+        if bounds[0] == "range":
+            rng = bounds[1]
+            break
+        combos = 1
+        for keys in point_lists:
+            combos *= len(keys)
+        if combos * len(bounds[1]) > MAX_POINT_COMBINATIONS:
+            break
+        point_lists.append(bounds[1])
+    if not point_lists and rng is None:
+        return None
+    intervals = []
+    for prefix in itertools.product(*point_lists):
+        if rng is None:
+            intervals.append((prefix, True, prefix, True))
+        else:
+            intervals.append((prefix + (rng[0],), rng[1], prefix + (rng[2],), rng[3]))
+    return intervals, point_lists, rng is not None
+
+
+def _provides_order(index, point_lists, sort):
+    """Whether scanning `index` forward (False), backward (True) yields `sort`'s order; None if not."""
+    if index.multikey:
+        return None
+    constant = {p for p, keys in zip(index.paths, point_lists) if len(keys) == 1}
+    rest = [(p, d) for p, d in sort if p not in constant]
+    if not rest:
+        return False
+    start = 0
+    while start < len(index.paths) and index.paths[start] in constant:
+        start += 1
+    if [p for p, _ in rest] != index.paths[start:start + len(rest)]:
+        return None
+    directions = {d < 0 for _, d in rest}
+    return directions.pop() if len(directions) == 1 else None
+
+
+def _plan_for_conjunction(coll, filt, sort):
+    """Best single-index plan for a conjunction, or None when no index applies to it."""
+    conds = _conditions(filt)
+    best = None
+    for index in coll.indexes.values():
+        if not index.serves_queries:
+            continue
+        found = _index_intervals(index, conds)
+        if found is None:
+            continue
+        intervals, point_lists, has_range = found
+        full_unique = index.unique and len(point_lists) == len(index.paths)
+        reverse = _provides_order(index, point_lists, sort) if sort else False
+        score = (full_unique, len(point_lists), has_range, reverse is not None, -len(index.paths))
+        if best is None or score > best[0]:
+            best = (score, Plan("IXSCAN", index, intervals, ordered=reverse is not None, reverse=bool(reverse)))
+    return best[1] if best else None
+
+
+def _plan_for_sort(coll, sort):
+    """A full scan of an index whose order gives `sort`, or None."""
+    whole = [((BELOW_ALL,), True, (ABOVE_ALL,), False)]
+    for index in coll.indexes.values():
+        if index.serves_queries:
+            reverse = _provides_order(index, [], sort)
+            if reverse is not None:
+                return Plan("IXSCAN", index, whole, ordered=True, reverse=reverse)
+    return None
+
+
+def _hinted_plan(coll, filt, sort, hint):
+    """The plan a `hint` (index name, key pattern or {$natural: 1}) forces; BadValue for unknown indexes."""
+    if isinstance(hint, dict) and list(hint) == ["$natural"]:
+        return Plan("COLLSCAN", ordered=not sort, reverse=hint["$natural"] < 0)
+    if isinstance(hint, str):
+        index = coll.indexes.get(hint)
+    else:
+        wanted = [(p, 1 if d > 0 else -1) for p, d in dict(hint).items()]
+        index = next((i for i in coll.indexes.values() if list(zip(i.paths, i.directions)) == wanted), None)
+    if index is None:
+        raise MongoError(2, "hint provided does not correspond to an existing index")
+    found = _index_intervals(index, _conditions(filt))
+    intervals, point_lists, _ = found if found else ([((BELOW_ALL,), True, (ABOVE_ALL,), False)], [], False)
+    reverse = _provides_order(index, point_lists, sort) if sort else False
+    return Plan("IXSCAN", index, intervals, ordered=reverse is not None, reverse=bool(reverse))
+
+
+def choose_plan(coll, filt, sort, hint=None):
+    """Pick the access path for a query: the hinted one, else an index on the filter, a union for an
+    indexable `$or`, an index giving the sort order, or a collection scan (`$natural` sorts always scan
+    the collection)."""
+    if hint:
+        return _hinted_plan(coll, filt, sort, hint)
+    if sort and sort[0][0] == "$natural":
+        return Plan("COLLSCAN", ordered=True, reverse=sort[0][1] < 0)
+    plan = _plan_for_conjunction(coll, filt, sort)
+    if plan is not None:
+        return plan
+    branches = filt.get("$or")
+    if isinstance(branches, list) and branches:
+        plans = [_plan_for_conjunction(coll, b, None) if isinstance(b, dict) else None for b in branches]
+        if all(p is not None for p in plans):
+            return Plan("OR", branches=plans)
+    if sort:
+        plan = _plan_for_sort(coll, sort)
+        if plan is not None:
+            return plan
+    return Plan("COLLSCAN", ordered=not sort)
+
+
+def _interval_positions(entries, interval):
+    """Start and end positions in an index's SortedList for one key interval."""
+    lo, lo_incl, hi, hi_incl = interval
+    start = entries.bisect_left((lo,) if lo_incl else (lo + (ABOVE_ALL,),))
+    end = entries.bisect_left((hi + (ABOVE_ALL,),) if hi_incl else (hi,))
+    return start, max(start, end)
+
+
+def _index_ids(plan, stats):
+    """Yield the id keys an index plan reaches, counting every index entry examined."""
+    index = plan.index
+    seen = set()
+    intervals = reversed(plan.intervals) if plan.reverse else plan.intervals
+    for interval in intervals:
+        start, end = _interval_positions(index.entries, interval)
+        for _, idk in index.entries.islice(start, end, reverse=plan.reverse):
+            stats.keys += 1
+            if index.multikey:
+                if idk in seen:
+                    continue
+                seen.add(idk)
+            yield idk
+
+
+def _candidate_ids(coll, plan, stats):
+    """Id keys to fetch for a plan (collection scans yield every document in natural order)."""
+    if plan.kind == "IXSCAN":
+        return _index_ids(plan, stats)
+    if plan.kind == "OR":
+        return _union_ids(plan, stats)
+    keys = list(coll.docs) if plan.reverse else coll.docs
+    return reversed(keys) if plan.reverse else iter(keys)
+
+
+def _union_ids(plan, stats):
+    """Yield the id keys of every `$or` branch once."""
+    seen = set()
+    for branch in plan.branches:
+        for idk in _index_ids(branch, stats):
+            if idk not in seen:
+                seen.add(idk)
+                yield idk
+
+
+def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, plan=None, hint=None):
+    """Documents of `coll` matching `filt`, sorted, skipped and limited, as seen by the caller.
+
+    `overlay` ({id key: before-image or None}) hides another session's uncommitted writes: those documents
+    are read in their before-image instead, and documents deleted by that transaction are still found.
+    Counters go to `stats`; `hint` forces an index. Stops early at skip+limit when the access path already
+    gives the order.
+    """
+    stats = stats if stats is not None else ScanStats()
+    filt = filt or {}
+    sort = sort or []
+    plan = plan or choose_plan(coll, filt, sort, hint)
+    ordered = plan.ordered and not overlay
+    need = skip + limit if limit and ordered else None
+    matches = []
+    visited = set() if overlay else None
+    docs = coll.docs
+    for idk in _candidate_ids(coll, plan, stats):
+        stats.docs += 1
+        if overlay and idk in overlay:
+            doc = overlay[idk]
+            visited.add(idk)
+        else:
+            doc = docs.get(idk)
+        if doc is not None and (not filt or filter_applies(filt, doc)):
+            matches.append(doc)
+            if need is not None and len(matches) >= need:
+                break
+    if overlay:
+        for idk, before in overlay.items():
+            if idk not in visited and before is not None:
+                stats.docs += 1
+                if not filt or filter_applies(filt, before):
+                    matches.append(before)
+    if sort and not ordered and sort[0][0] != "$natural":
+        sort_documents(matches, sort)
+    return matches[skip:skip + limit] if limit else matches[skip:]
+

@@ -1,0 +1,258 @@
+"""The TCP server: connections, command dispatch (auth, failpoints, transactions, locking), logging."""
+
+import collections
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+
+from . import cmd_admin, cmd_crud
+from .auth import Authenticator
+from .context import Context
+from .cursors import CursorRegistry
+from .errors import TRANSIENT, CloseConnection, MongoError, from_mongomock
+from .failpoints import FailPoints
+from .storage import Store
+from .txn import TransactionManager
+from .wire import ProtocolError, encode_reply, read_request
+
+LOG = logging.getLogger("idxmongo")
+
+# Commands that never touch the document store run without the store lock.
+UNLOCKED_COMMANDS = {"getMore", "killCursors", "hello", "isMaster", "ismaster", "ping", "buildInfo", "buildinfo",
+                     "saslStart", "saslContinue", "configureFailPoint", "logout", "getLastError", "getlasterror",
+                     "whatsmyuri"}
+# Commands with their own opcounter; all others count under opcounters.command.
+OPCOUNTED_COMMANDS = {"find", "getMore", "insert", "update", "delete"}
+REAP_INTERVAL_SECONDS = 1.0
+
+
+class Connection:
+    """One client connection and its per-connection state (authentication, SASL, appName)."""
+
+    def __init__(self, sock, conn_id, peer):
+        self.sock = sock
+        self.id = conn_id
+        self.peer = peer
+        self.user = None
+        self.sasl = None
+        self.app_name = None
+
+
+class Server:
+    """A MongoDB-wire-compatible server over an in-memory indexed store."""
+
+    def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0):
+        self.host = host
+        self.port = port
+        self.lock = threading.RLock()
+        self.store = Store()
+        self.txns = TransactionManager(self.store, self.lock, txn_lifetime)
+        self.cursors = CursorRegistry()
+        self.failpoints = FailPoints()
+        self.auth = Authenticator(user, password) if user else None
+        self.counters = collections.Counter()
+        self.commands = dict(cmd_crud.COMMANDS)
+        self.commands.update(cmd_admin.COMMANDS)
+        self.started = time.time()
+        self.stop_event = threading.Event()
+        self.conns_lock = threading.Lock()
+        self.conns = {}
+        self.total_conns = 0
+        self.listener = None
+
+    def listen(self):
+        """Bind and listen; with port 0 the OS picks the port, which `self.port` then holds."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        sock.listen(128)
+        sock.settimeout(0.2)
+        self.port = sock.getsockname()[1]
+        self.listener = sock
+
+    def serve_forever(self):
+        """Accept connections (one thread each) until `stop_event` is set, then close everything."""
+        reaper = threading.Thread(target=self._reap_loop, name="reaper", daemon=True)
+        reaper.start()
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    sock, peer = self.listener.accept()
+                except socket.timeout:
+                    continue
+                sock.settimeout(None)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with self.conns_lock:
+                    self.total_conns += 1
+                    conn = Connection(sock, self.total_conns, peer)
+                    self.conns[conn.id] = conn
+                threading.Thread(target=self._serve_connection, args=(conn,), daemon=True).start()
+        finally:
+            self.listener.close()
+            with self.conns_lock:
+                for conn in list(self.conns.values()):
+                    with contextlib.suppress(OSError):
+                        conn.sock.shutdown(socket.SHUT_RDWR)
+
+    def connections_current(self):
+        """Number of open client connections."""
+        with self.conns_lock:
+            return len(self.conns)
+
+    def connections_total(self):
+        """Number of connections accepted since start."""
+        with self.conns_lock:
+            return self.total_conns
+
+    def _reap_loop(self):
+        """Abort transactions idle past their lifetime and close idle cursors, once a second."""
+        while not self.stop_event.wait(REAP_INTERVAL_SECONDS):
+            with self.lock:
+                self.txns.reap()
+            self.cursors.reap()
+
+    def _serve_connection(self, conn):
+        """Read requests and answer them until the client leaves (or a failpoint closes the socket)."""
+        try:
+            while True:
+                request = read_request(conn.sock)
+                if request is None:
+                    break
+                reply = self.dispatch(conn, request)
+                if not request.more_to_come:
+                    conn.sock.sendall(self._encode(request, reply))
+        except CloseConnection:
+            pass
+        except (OSError, ProtocolError) as exc:
+            LOG.debug("connection %d closed: %s", conn.id, exc)
+        except Exception:  # an undecodable message: drop this connection, keep serving the others
+            LOG.debug("connection %d failed: %s", conn.id, traceback.format_exc())
+        finally:
+            with contextlib.suppress(OSError):
+                conn.sock.close()
+            with self.conns_lock:
+                self.conns.pop(conn.id, None)
+
+    @staticmethod
+    def _encode(request, reply):
+        """Encode a reply; a reply that cannot be encoded becomes an error reply."""
+        try:
+            return encode_reply(request, reply)
+        except Exception as exc:  # e.g. a document bson cannot encode
+            LOG.debug("cannot encode reply: %s", exc)
+            return encode_reply(request, MongoError(1, "cannot encode reply: %s" % exc).to_reply())
+
+    def dispatch(self, conn, request):
+        """Run one command and return its reply document (raises CloseConnection for failpoints)."""
+        cmd = request.command
+        name = next(iter(cmd), "")
+        started = time.monotonic()
+        error = None
+        try:
+            reply = self._dispatch(conn, request.db, name, cmd)
+        except MongoError as exc:
+            reply = exc.to_reply()
+        if reply.get("ok") != 1.0:
+            error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
+        elif reply.get("writeErrors"):
+            error = "writeErrors %s" % [e["code"] for e in reply["writeErrors"]]
+        LOG.debug("cmd=%s db=%s conn=%d ms=%.2f%s", name, request.db, conn.id,
+                  (time.monotonic() - started) * 1000, " error=%s" % error if error else "")
+        return reply
+
+    def _dispatch(self, conn, db, name, cmd):
+        """Command lookup, authorization, failpoint, transaction binding, execution."""
+        handler = self.commands.get(name)
+        if handler is None:
+            raise MongoError(59, "no such command: '%s'" % name)
+        if self.auth is not None and conn.user is None and name not in cmd_admin.NO_AUTH_COMMANDS:
+            raise MongoError(13, "command %s requires authentication" % name)
+        failure = self.failpoints.check(name, conn.app_name)
+        if failure is not None:
+            if failure.block_seconds:
+                time.sleep(failure.block_seconds)
+            if failure.close_connection:
+                raise CloseConnection()
+            error = failure.error()
+            if error is not None:
+                raise error
+        if name not in OPCOUNTED_COMMANDS:
+            self.counters["command"] += 1
+        ctx = Context(self, conn, db, name, cmd, self._transaction_for(name, cmd))
+        lock = contextlib.nullcontext() if name in UNLOCKED_COMMANDS else self.lock
+        with lock:
+            return self._execute(ctx, handler)
+
+    def _transaction_for(self, name, cmd):
+        """The transaction a command belongs to (starting it if asked), or None for ordinary commands.
+
+        Retryable writes carry txnNumber without `autocommit`: those are not transactions.
+        """
+        if cmd.get("autocommit", True) is not False or name in cmd_admin.TXN_CONTROL_COMMANDS:
+            return None
+        lsid = cmd.get("lsid")
+        number = cmd.get("txnNumber")
+        if not isinstance(lsid, dict) or "id" not in lsid or number is None:
+            raise MongoError(72, "transactions need lsid and txnNumber")
+        session_key = bytes(lsid["id"])
+        if cmd.get("startTransaction"):
+            txn = self.txns.start(session_key, number)
+            self.counters["totalStarted"] += 1
+            return txn
+        return self.txns.lookup(session_key, number)
+
+    def _execute(self, ctx, handler):
+        """Run the handler. Inside a transaction any error aborts it, and a write error is returned as a
+        command error, as mongod does."""
+        try:
+            reply = handler(ctx)
+        except MongoError:
+            self._abort_on_error(ctx)
+            raise
+        except Exception as exc:  # mongomock failures and anything unexpected become ok:0 replies
+            LOG.debug("command %s failed: %s", ctx.name, traceback.format_exc())
+            self._abort_on_error(ctx)
+            raise from_mongomock(exc) from exc
+        finally:
+            self.counters["scanned"] += ctx.stats.keys
+            self.counters["scannedObjects"] += ctx.stats.docs
+        if reply.get("writeErrors") and ctx.txn is not None:
+            self._abort_on_error(ctx)
+            first = dict(reply["writeErrors"][0])
+            first.pop("index", None)
+            code, errmsg = first.pop("code"), first.pop("errmsg")
+            raise MongoError(code, errmsg, labels=[TRANSIENT] if code == 112 else None, extra=first)
+        return reply
+
+    def _abort_on_error(self, ctx):
+        """Abort the command's transaction after a failure."""
+        if ctx.txn is not None and ctx.txn.state == "active":
+            with self.lock:
+                self.txns.abort(ctx.txn)
+            self.counters["totalAborted"] += 1
+
+    def stop(self):
+        """Ask serve_forever to return."""
+        self.stop_event.set()
+
+
+def configure_logging(path):
+    """Debug-level command log to `path` (nothing is logged without it)."""
+    LOG.setLevel(logging.DEBUG if path else logging.CRITICAL)
+    if path:
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(message)s"))
+        LOG.addHandler(handler)
+    LOG.propagate = False
+
+
+def write_port_file(path, port):
+    """Write the port atomically, so a reader never sees a partial file."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write("%d\n" % port)
+    os.replace(tmp, path)

@@ -1,0 +1,181 @@
+"""Multi-document transactions: one at a time, applied in place with an undo log.
+
+The first command of a transaction takes the server-wide transaction slot (waiting up to
+TXN_WAIT_SECONDS, else WriteConflict with TransientTransactionError). Its writes go straight to the
+shared store; the first time it touches a document the before-image (None for an insert) is recorded.
+Other sessions read before-images for touched documents (the "overlay"), so they never see uncommitted
+data, and their writes to touched documents or to unique keys the before-images hold fail with
+WriteConflict. Commit forgets the images; abort restores them. A transaction idle longer than its
+lifetime (MongoDB's transactionLifetimeLimitSeconds, 60 by default) is aborted by the reaper.
+"""
+
+import threading
+import time
+
+from .errors import TRANSIENT, MongoError, write_conflict
+
+TXN_WAIT_SECONDS = 5.0
+
+
+def no_such_transaction(number):
+    """NoSuchTransaction (251) with the TransientTransactionError label, as mongod sends it."""
+    return MongoError(251, "Transaction with { txnNumber: %s } has been aborted." % number, labels=[TRANSIENT])
+
+
+class Transaction:
+    """One session's transaction: its number, state and before-images per namespace."""
+
+    def __init__(self, session_key, number):
+        self.session_key = session_key
+        self.number = number
+        self.state = "active"
+        self.images = {}  # (db, coll) -> {id key: before-image or None}
+        self.record_ids = {}  # (db, coll) -> {id key: record id of a document the transaction deleted}
+        self.created = set()  # namespaces the transaction created implicitly
+        self.last_used = time.monotonic()
+
+    def record(self, coll, idk, before):
+        """Remember the before-image of a document the first time the transaction writes it."""
+        self.images.setdefault((coll.db, coll.name), {}).setdefault(idk, before)
+
+    def record_delete(self, coll, idk, record_id):
+        """Remember where a deleted document stood in natural order, to put it back there on abort."""
+        self.record_ids.setdefault((coll.db, coll.name), {}).setdefault(idk, record_id)
+
+
+class TransactionManager:
+    """The transaction slot, each session's latest transaction, and visibility rules for the others."""
+
+    def __init__(self, store, store_lock, lifetime):
+        self.store = store
+        self.store_lock = store_lock
+        self.lifetime = lifetime
+        self.cond = threading.Condition()
+        self.active = None
+        self.sessions = {}
+
+    def start(self, session_key, number):
+        """Begin a transaction (call without the store lock): wait for the slot, aborting an expired holder
+        or this session's own older transaction."""
+        current = self.sessions.get(session_key)
+        if current is not None and current.number > number:
+            raise MongoError(225, "txnNumber %s is less than last txnNumber %s seen in session"
+                             % (number, current.number))
+        if current is not None and current.number == number:
+            raise MongoError(251, "Transaction %s has already been started" % number, labels=[TRANSIENT])
+        deadline = time.monotonic() + TXN_WAIT_SECONDS
+        txn = Transaction(session_key, number)
+        while True:
+            with self.cond:
+                holder = self.active
+                if holder is None:
+                    self.active = txn
+                    self.sessions[session_key] = txn
+                    return txn
+                stale = holder.session_key == session_key or self._expired(holder)
+                if not stale:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise write_conflict(in_txn=True)
+                    self.cond.wait(min(remaining, 0.5))
+                    continue
+            with self.store_lock:
+                if holder.state == "active":
+                    self.abort(holder)
+
+    def _expired(self, txn):
+        """Idle for longer than the transaction lifetime."""
+        return time.monotonic() - txn.last_used > self.lifetime
+
+    def lookup(self, session_key, number):
+        """The session's transaction with this number, still active; NoSuchTransaction/TransactionCommitted
+        otherwise."""
+        txn = self.sessions.get(session_key)
+        if txn is None or txn.number != number or txn.state == "aborted":
+            raise no_such_transaction(number)
+        if txn.state == "committed":
+            raise MongoError(256, "Transaction %s has been committed." % number)
+        txn.last_used = time.monotonic()
+        return txn
+
+    def find(self, session_key, number):
+        """The session's transaction with this number in any state, or None."""
+        txn = self.sessions.get(session_key)
+        return txn if txn is not None and txn.number == number else None
+
+    def _release(self, txn):
+        """Free the slot held by `txn`."""
+        with self.cond:
+            if self.active is txn:
+                self.active = None
+            self.cond.notify_all()
+
+    def commit(self, txn):
+        """Make the transaction's writes permanent (store lock held)."""
+        txn.state = "committed"
+        txn.images = {}
+        txn.record_ids = {}
+        self._release(txn)
+
+    def abort(self, txn):
+        """Undo the transaction's writes from its before-images (store lock held)."""
+        for (db, name), images in txn.images.items():
+            coll = self.store.get(db, name)
+            if coll is not None:
+                coll.restore(images, txn.record_ids.get((db, name), {}))
+        for db, name in txn.created:
+            coll = self.store.get(db, name)
+            if coll is not None and not coll.docs and len(coll.indexes) == 1:
+                self.store.drop(db, name)
+        txn.state = "aborted"
+        txn.images = {}
+        txn.record_ids = {}
+        self._release(txn)
+
+    def end_sessions(self, session_keys):
+        """Abort the open transactions of ended sessions and forget those sessions (store lock held)."""
+        for key in session_keys:
+            txn = self.sessions.pop(key, None)
+            if txn is not None and txn.state == "active":
+                self.abort(txn)
+
+    def abort_all(self):
+        """Abort every open transaction (killAllSessions; store lock held)."""
+        self.end_sessions(list(self.sessions))
+
+    def reap(self):
+        """Abort the active transaction if it has been idle past its lifetime (store lock held)."""
+        holder = self.active
+        if holder is not None and holder.state == "active" and self._expired(holder):
+            self.abort(holder)
+
+    def overlay(self, reader_txn, coll):
+        """Before-images a reader outside the open transaction must see instead of the stored documents."""
+        holder = self.active
+        if holder is None or holder is reader_txn:
+            return None
+        return holder.images.get((coll.db, coll.name)) or None
+
+    def check_write(self, writer_txn, coll, idk, new_doc):
+        """Refuse (WriteConflict) a write by someone other than the open transaction to a document it
+        touched, or one that would take a unique key held by one of its before-images."""
+        images = self.overlay(writer_txn, coll)
+        if not images:
+            return
+        if idk in images:
+            raise write_conflict(in_txn=writer_txn is not None)
+        if new_doc is None:
+            return
+        for index in coll.indexes.values():
+            if not index.unique:
+                continue
+            new_keys = set(index.keys_of(new_doc))
+            for other_idk, before in images.items():
+                if before is not None and other_idk != idk and new_keys & set(index.keys_of(before)):
+                    raise write_conflict(in_txn=writer_txn is not None)
+
+    def holder_conflict(self, writer_txn, coll, holder_idk):
+        """True when a duplicate key is held by a document of another open transaction (so the error is
+        WriteConflict, as in MongoDB, rather than DuplicateKey)."""
+        images = self.overlay(writer_txn, coll)
+        return bool(images) and holder_idk in images

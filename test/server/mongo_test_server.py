@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""MongoDB-wire-compatible test server for the idxtable_fdw tests (stands in for mongod).
+
+Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--user NAME --password PW]
+                            [--log FILE] [--txn-lifetime SECONDS]
+With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
+The implementation lives in the idxmongo package next to this script.
+"""
+
+import argparse
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    from idxmongo.server import Server, configure_logging, write_port_file
+except ImportError as exc:  # say which Debian package is missing instead of a bare traceback
+    sys.exit("mongo_test_server: %s; it needs the Debian packages python3-pymongo, python3-mongomock and "
+             "python3-sortedcontainers, run with /usr/bin/python3" % exc)
+
+
+def parse_args(argv):
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description="MongoDB-wire-compatible test server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=27017)
+    parser.add_argument("--port-file", help="write the listening port here (useful with --port 0)")
+    parser.add_argument("--user", help="require SCRAM authentication as this user (defined on admin)")
+    parser.add_argument("--password")
+    parser.add_argument("--log", help="debug log of every command")
+    parser.add_argument("--txn-lifetime", type=float, default=60.0,
+                        help="abort transactions idle this long (mongod's transactionLifetimeLimitSeconds)")
+    args = parser.parse_args(argv)
+    if bool(args.user) != bool(args.password):
+        parser.error("--user and --password go together")
+    return args
+
+
+def main(argv=None):
+    """Start the server and serve until a termination signal."""
+    args = parse_args(argv)
+    configure_logging(args.log)
+    server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime)
+    server.listen()
+    if args.port_file:
+        write_port_file(args.port_file, server.port)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: server.stop())
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

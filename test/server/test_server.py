@@ -1,0 +1,977 @@
+#!/usr/bin/python3
+"""Tests of the MongoDB test server, driven by pymongo (and libmongoc through c_smoke.c when gcc is there).
+
+Run: /usr/bin/python3 test/server/test_server.py [NAME_SUBSTRING...]
+Starts its own server instances on free ports; exits non-zero on any failure and ends with a line
+`server: N passed, M failed`. With MONGO_URI set, the tests that need no fresh instance of this server
+run against that server instead.
+"""
+
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+import bson
+import pymongo
+from bson.binary import Binary, UuidRepresentation
+from bson.codec_options import CodecOptions
+from bson.decimal128 import Decimal128
+from bson.int64 import Int64
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+from bson.objectid import ObjectId
+from bson.regex import Regex
+from pymongo.errors import AutoReconnect, BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER_SCRIPT = os.path.join(HERE, "mongo_test_server.py")
+PYTHON = "/usr/bin/python3"
+USER, PASSWORD = "tester", "s3cret"
+BIG = 100000
+CODEC = CodecOptions(document_class=dict, tz_aware=False, uuid_representation=UuidRepresentation.UNSPECIFIED)
+
+TESTS = []
+
+
+def test(own=False):
+    """Register a test; `own` tests need a fresh instance of this server (skipped with MONGO_URI)."""
+    def register(fn):
+        TESTS.append((fn, own))
+        return fn
+    return register
+
+
+def check(condition, message="check failed"):
+    """Assert that keeps working under python -O."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def expect_error(code, fn, *args, **kwargs):
+    """Run fn and require a pymongo error carrying `code`; returns the exception."""
+    try:
+        fn(*args, **kwargs)
+    except (OperationFailure, WriteError, DuplicateKeyError) as exc:
+        check(exc.code == code, "expected code %s, got %s: %s" % (code, exc.code, exc))
+        return exc
+    raise AssertionError("expected error code %s, got success" % code)
+
+
+class ServerProcess:
+    """A server subprocess on a free port (--port 0 + --port-file)."""
+
+    def __init__(self, tmpdir, name, user=None, password=None):
+        self.port_file = os.path.join(tmpdir, name + ".port")
+        self.log = os.path.join(tmpdir, name + ".log")
+        args = [PYTHON, SERVER_SCRIPT, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
+                "--log", self.log]
+        if user:
+            args += ["--user", user, "--password", password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 15
+        while not os.path.exists(self.port_file):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("server did not start: %s" % self.proc.stderr.read().decode())
+            time.sleep(0.05)
+        with open(self.port_file) as f:
+            self.port = int(f.read())
+
+    def uri(self, credentials="", options=""):
+        """A replica-set URI for this server."""
+        return "mongodb://%s127.0.0.1:%d/?replicaSet=rs0%s" % (credentials, self.port, options)
+
+    def stop(self):
+        """SIGTERM; returns the exit code (0 = clean shutdown)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return -9
+
+
+class Env:
+    """Shared fixtures: the main server and client, an authenticated server, a 100k-document collection."""
+
+    def __init__(self, tmpdir):
+        self.tmpdir = tmpdir
+        self.external = os.environ.get("MONGO_URI")
+        self.servers = []
+        self.main = None
+        if not self.external:
+            self.main = self.start("main")
+        self.uri = self.external or self.main.uri()
+        self.client = self.new_client()
+        self.client2 = self.new_client()
+        self._auth = None
+        self._big = None
+
+    def start(self, name, user=None, password=None):
+        """Start another server instance."""
+        server = ServerProcess(self.tmpdir, name, user, password)
+        self.servers.append(server)
+        return server
+
+    def new_client(self, uri=None, **kwargs):
+        """A pymongo client with the test codec options."""
+        return pymongo.MongoClient(uri or self.uri, serverSelectionTimeoutMS=5000,
+                                   uuidRepresentation="unspecified", **kwargs)
+
+    @property
+    def auth(self):
+        """The server started with --user/--password (started on first use)."""
+        if self._auth is None:
+            self._auth = self.start("auth", USER, PASSWORD)
+        return self._auth
+
+    def big(self):
+        """Collection perf.big with BIG documents {_id, k (indexed), u (unindexed), g: _id % 100}."""
+        if self._big is None:
+            coll = self.client.perf.big
+            coll.drop()
+            started = time.time()
+            coll.insert_many([{"_id": i, "k": i, "u": i, "g": i % 100, "s": "item%06d" % i} for i in range(BIG)])
+            self.insert_seconds = time.time() - started
+            coll.create_index("k")
+            coll.create_index("g")
+            self._big = coll
+        return self._big
+
+    def counters(self):
+        """(keys examined, documents examined) so far on the main server."""
+        metrics = self.client.admin.command("serverStatus")["metrics"]["queryExecutor"]
+        return metrics["scanned"], metrics["scannedObjects"]
+
+    def examined(self, fn):
+        """Keys and documents examined while running fn()."""
+        keys, docs = self.counters()
+        fn()
+        keys2, docs2 = self.counters()
+        return keys2 - keys, docs2 - docs
+
+    def close(self):
+        """Stop every server; returns the exit codes."""
+        return [s.stop() for s in self.servers]
+
+
+def fresh(env, name):
+    """An empty collection of database `t`."""
+    coll = env.client.t[name]
+    coll.drop()
+    return coll
+
+
+def raw_roundtrip(port, message):
+    """Send raw bytes and read one reply message (header, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(message)
+        header = _recv(sock, 16)
+        length = struct.unpack("<i", header[:4])[0]
+        return struct.unpack("<iiii", header), _recv(sock, length - 16)
+
+
+def _recv(sock, n):
+    """Read exactly n bytes."""
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def op_msg(doc, request_id=1, flags=0, sequences=(), checksum=False):
+    """Build an OP_MSG message (sequence documents may be given already encoded, as bytes)."""
+    body = struct.pack("<I", flags | (1 if checksum else 0)) + b"\x00" + bson.encode(doc)
+    for ident, docs in sequences:
+        payload = ident.encode() + b"\x00" + b"".join(d if isinstance(d, bytes) else bson.encode(d) for d in docs)
+        body += b"\x01" + struct.pack("<i", len(payload) + 4) + payload
+    if checksum:
+        body += b"\x00\x00\x00\x00"  # the server skips the CRC
+    return struct.pack("<iiii", 16 + len(body), request_id, 0, 2013) + body
+
+
+# ---------------------------------------------------------------------------------------------- handshake
+
+@test()
+def test_hello_reply(env):
+    reply = env.client.admin.command("hello")
+    check(reply["setName"] == "rs0" and reply["isWritablePrimary"] is True and reply["secondary"] is False)
+    check(reply["maxWireVersion"] >= 7 and reply["logicalSessionTimeoutMinutes"] == 30)
+    check("topologyVersion" not in reply, "no topologyVersion expected")
+    if env.main:
+        host = "127.0.0.1:%d" % env.main.port
+        check(reply["hosts"] == [host] and reply["primary"] == host and reply["me"] == host)
+
+
+@test(own=True)
+def test_legacy_op_query_is_master(env):
+    query = bson.encode({"isMaster": 1, "helloOk": True})
+    body = struct.pack("<i", 0) + b"admin.$cmd\x00" + struct.pack("<ii", 0, -1) + query
+    header, reply = raw_roundtrip(env.main.port, struct.pack("<iiii", 16 + len(body), 7, 0, 2004) + body)
+    check(header[2] == 7 and header[3] == 1, "OP_REPLY answering request 7 expected")
+    flags, cursor_id, start, count = struct.unpack("<iqii", reply[:20])
+    doc = bson.decode(reply[20:])
+    check(count == 1 and doc["ismaster"] is True and doc["setName"] == "rs0")
+
+
+@test(own=True)
+def test_op_msg_sequences_checksum_and_more_to_come(env):
+    fresh(env, "wire")
+    msg = op_msg({"insert": "wire", "$db": "t", "writeConcern": {"w": 0}}, flags=2,
+                 sequences=[("documents", [{"_id": 1}, {"_id": 2}])])
+    with socket.create_connection(("127.0.0.1", env.main.port), timeout=5) as sock:
+        sock.sendall(msg)  # moreToCome: no reply
+        sock.sendall(op_msg({"count": "wire", "$db": "t"}, request_id=9, checksum=True))
+        header = _recv(sock, 16)
+        length, _, response_to, opcode = struct.unpack("<iiii", header)
+        body = _recv(sock, length - 16)
+    check(response_to == 9 and opcode == 2013)
+    check(bson.decode(body[5:])["n"] == 2)
+
+
+@test()
+def test_unknown_command(env):
+    exc = expect_error(59, env.client.t.command, "noSuchCommandAtAll")
+    check(exc.details["codeName"] == "CommandNotFound")
+
+
+@test()
+def test_build_info_and_server_status(env):
+    check(env.client.admin.command("buildInfo")["version"].startswith(("6.", "7.", "8.")))
+    status = env.client.admin.command("serverStatus")
+    check(isinstance(status["metrics"]["queryExecutor"]["scanned"], Int64))
+    check(isinstance(status["metrics"]["queryExecutor"]["scannedObjects"], Int64))
+    check("opcounters" in status and status["connections"]["current"] >= 1)
+
+
+# ---------------------------------------------------------------------------------------------- CRUD
+
+@test()
+def test_bson_types_round_trip(env):
+    coll = fresh(env, "types").with_options(codec_options=CODEC)
+    doc = {"_id": 1, "i32": 7, "i64": Int64(7), "dbl": 7.5, "dec": Decimal128("1.10"),
+           "uuid": Binary(b"0123456789abcdef", 4), "bin": Binary(b"\x01\x02", 0x80), "oid": ObjectId(),
+           "date": __import__("datetime").datetime(2024, 2, 29, 12, 30, 15, 123000), "min": MinKey(), "max": MaxKey(),
+           "re": Regex("^ab", "i"), "nested": {"z": 1, "a": 2}, "arr": [1, "x", None]}
+    coll.insert_one(doc)
+    raw = coll.with_options(codec_options=CodecOptions(document_class=bson.raw_bson.RawBSONDocument)).find_one()
+    back = bson.decode(raw.raw, codec_options=CODEC)
+    check(list(back) == list(doc), "field order kept")
+    check(type(back["i32"]) is int and type(back["i64"]) is Int64, "int32 and Int64 stay distinct")
+    check(back["uuid"].subtype == 4 and back["bin"].subtype == 0x80 and back["dec"] == Decimal128("1.10"))
+    check(back["date"] == doc["date"] and back["re"].pattern == "^ab" and list(back["nested"]) == ["z", "a"])
+    check(isinstance(back["min"], MinKey) and isinstance(back["max"], MaxKey))
+
+
+@test(own=True)
+def test_dates_beyond_year_9999(env):
+    fresh(env, "far_dates")
+    element = b"\x09when\x00" + struct.pack("<q", 9000000000000000)  # year ~287000: no Python datetime
+    doc = b"\x10_id\x00" + struct.pack("<i", 1) + element
+    doc = struct.pack("<i", len(doc) + 5) + doc + b"\x00"
+    insert = op_msg({"insert": "far_dates", "$db": "t"}, sequences=[("documents", [doc])])
+    _, reply = raw_roundtrip(env.main.port, insert)
+    check(bson.decode(reply[5:])["n"] == 1)
+    _, reply = raw_roundtrip(env.main.port, op_msg({"find": "far_dates", "$db": "t", "filter": {"_id": 1}}))
+    check(element in reply, "the date comes back as the same BSON date")
+
+
+@test()
+def test_insert_assigns_object_id_first(env):
+    coll = fresh(env, "ids")
+    coll.insert_one({"a": 1})
+    coll.insert_one({"b": 2, "_id": "second"})
+    docs = list(coll.find())
+    check(isinstance(docs[0]["_id"], ObjectId) and list(docs[0]) == ["_id", "a"])
+    check(list(docs[1]) == ["_id", "b"])
+
+
+@test()
+def test_cursor_get_more_across_batches(env):
+    coll = fresh(env, "batches")
+    coll.insert_many([{"_id": i, "pad": "x" * 100} for i in range(250)])
+    reply = env.client.t.command("find", "batches", batchSize=7, sort={"_id": 1})
+    check(len(reply["cursor"]["firstBatch"]) == 7 and reply["cursor"]["id"] != 0)
+    seen = [d["_id"] for d in coll.find().sort("_id", 1).batch_size(13)]
+    check(seen == list(range(250)))
+    default = env.client.t.command("find", "batches")
+    check(len(default["cursor"]["firstBatch"]) == 101, "default first batch is 101 documents")
+
+
+@test()
+def test_get_more_from_another_connection(env):
+    coll = fresh(env, "shared_cursor")
+    coll.insert_many([{"_id": i} for i in range(10)])
+    first = env.client.t.command("find", "shared_cursor", batchSize=3)
+    cursor_id = first["cursor"]["id"]
+    more = env.client2.t.command("getMore", cursor_id, collection="shared_cursor")
+    check([d["_id"] for d in more["cursor"]["nextBatch"]] == list(range(3, 10)) and more["cursor"]["id"] == 0)
+
+
+@test()
+def test_kill_cursors(env):
+    coll = fresh(env, "killed")
+    coll.insert_many([{"_id": i} for i in range(10)])
+    cursor_id = env.client.t.command("find", "killed", batchSize=2)["cursor"]["id"]
+    reply = env.client.t.command("killCursors", "killed", cursors=[cursor_id])
+    check(reply["cursorsKilled"] == [cursor_id])
+    expect_error(43, env.client.t.command, "getMore", cursor_id, collection="killed")
+
+
+@test()
+def test_sort_skip_limit(env):
+    coll = fresh(env, "ssl")
+    coll.insert_many([{"_id": i, "g": i % 3, "v": -i} for i in range(20)])
+    got = [d["_id"] for d in coll.find({"g": 1}).sort([("v", 1)]).skip(2).limit(3)]
+    check(got == [13, 10, 7], got)
+    got = [d["_id"] for d in coll.find().sort([("g", -1), ("_id", 1)]).limit(4)]
+    check(got == [2, 5, 8, 11], got)
+    reply = env.client.t.command("find", "ssl", limit=5, batchSize=2)
+    check(len(reply["cursor"]["firstBatch"]) == 2)
+    check(len(list(coll.find().limit(-4))) == 4)
+
+
+@test()
+def test_projection(env):
+    coll = fresh(env, "proj")
+    coll.insert_one({"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 1, "g": 2}, {"f": 3, "g": 4}]})
+    check(coll.find_one({}, {"a": 1}) == {"_id": 1, "a": 1})
+    check(coll.find_one({}, {"b.c": 1, "_id": 0}) == {"b": {"c": 2}})
+    check(coll.find_one({}, {"b": 0, "e": 0}) == {"_id": 1, "a": 1})
+    check(coll.find_one({}, {"e.f": 1}) == {"_id": 1, "e": [{"f": 1}, {"f": 3}]})
+    check(list(coll.find_one({}, {"a": 1, "_id": 1})) == ["_id", "a"], "_id first")
+
+
+@test()
+def test_dotted_paths_and_arrays(env):
+    coll = fresh(env, "dotted")
+    coll.insert_many([{"_id": 1, "a": {"b": 5}}, {"_id": 2, "a": [{"b": 6}, {"b": 7}]}, {"_id": 3, "t": [1, 2, 3]},
+                      {"_id": 4}])
+    check([d["_id"] for d in coll.find({"a.b": 7})] == [2])
+    check([d["_id"] for d in coll.find({"t": 2})] == [3])
+    check([d["_id"] for d in coll.find({"a.b": {"$gte": 5}}).sort("_id", 1)] == [1, 2])
+    check([d["_id"] for d in coll.find({"a": None})] == [3, 4])
+
+
+@test()
+def test_sort_follows_bson_type_order(env):
+    coll = fresh(env, "order")
+    values = [MaxKey(), True, "b", {"x": 1}, 2.5, None, MinKey(), ObjectId(), [0], Int64(1), "a", Binary(b"z", 0)]
+    coll.insert_many([{"_id": i, "v": v} for i, v in enumerate(values)])
+    order = [d["_id"] for d in coll.find().sort("v", 1)]
+    check(order == [6, 5, 8, 9, 4, 10, 2, 3, 11, 7, 1, 0], order)
+
+
+@test()
+def test_update_operators(env):
+    coll = fresh(env, "upd")
+    coll.insert_many([{"_id": 1, "n": 1, "tags": ["a"], "x": 1}, {"_id": 2, "n": 2, "tags": [], "x": 1}])
+    res = coll.update_one({"_id": 1}, {"$set": {"s": "v"}, "$unset": {"x": ""}, "$inc": {"n": 5},
+                                       "$push": {"tags": "b"}, "$addToSet": {"set": 1}})
+    check(res.matched_count == 1 and res.modified_count == 1)
+    check(coll.find_one({"_id": 1}) == {"_id": 1, "n": 6, "tags": ["a", "b"], "s": "v", "set": [1]})
+    coll.update_one({"_id": 1}, {"$pull": {"tags": "a"}})
+    check(coll.find_one({"_id": 1})["tags"] == ["b"])
+    res = coll.update_many({}, {"$set": {"x": 9}})
+    check(res.matched_count == 2 and res.modified_count == 2)
+    res = coll.update_many({}, {"$set": {"x": 9}})
+    check(res.matched_count == 2 and res.modified_count == 0, "unchanged documents are not modified")
+    coll.insert_one({"_id": 3, "big": Int64(5), "small": 5})
+    coll.update_one({"_id": 3}, {"$inc": {"big": 1, "small": 1}})
+    doc = coll.find_one({"_id": 3})
+    check(type(doc["big"]) is Int64 and type(doc["small"]) is int, "$inc keeps int64 and int32 apart")
+
+
+@test()
+def test_upserts_and_replacement(env):
+    coll = fresh(env, "ups")
+    res = coll.update_one({"k": "a"}, {"$set": {"v": 1}, "$setOnInsert": {"created": True}}, upsert=True)
+    check(res.upserted_id is not None and res.matched_count == 0)
+    doc = coll.find_one({"k": "a"})
+    check(doc["created"] is True and list(doc)[0] == "_id")
+    res = coll.update_one({"_id": {"$eq": 7}}, {"$set": {"v": 7}}, upsert=True)
+    check(res.upserted_id == 7, res.upserted_id)
+    res = coll.update_one({"k": "a"}, {"$set": {"v": 2}, "$setOnInsert": {"created": False}}, upsert=True)
+    check(res.upserted_id is None and coll.find_one({"k": "a"})["created"] is True)
+    coll.replace_one({"_id": 10}, {"whole": "doc"}, upsert=True)
+    check(coll.find_one({"_id": 10}) == {"_id": 10, "whole": "doc"})
+    coll.replace_one({"_id": 10}, {"other": 1})
+    check(coll.find_one({"_id": 10}) == {"_id": 10, "other": 1})
+
+
+@test()
+def test_id_is_immutable(env):
+    coll = fresh(env, "immut")
+    coll.insert_one({"_id": 1})
+    expect_error(66, coll.update_one, {"_id": 1}, {"$set": {"_id": 2}})
+    expect_error(66, coll.replace_one, {"_id": 1}, {"_id": 3, "a": 1})
+
+
+@test()
+def test_delete(env):
+    coll = fresh(env, "del")
+    coll.insert_many([{"_id": i, "g": i % 2} for i in range(10)])
+    check(coll.delete_one({"g": 1}).deleted_count == 1)
+    check(coll.delete_many({"g": 1}).deleted_count == 4)
+    check(coll.count_documents({}) == 5)
+
+
+@test()
+def test_find_and_modify(env):
+    coll = fresh(env, "fam")
+    coll.insert_many([{"_id": i, "q": i} for i in range(5)])
+    before = coll.find_one_and_update({"q": {"$gte": 2}}, {"$inc": {"q": 10}}, sort=[("q", -1)])
+    check(before == {"_id": 4, "q": 4})
+    after = coll.find_one_and_update({"_id": 3}, {"$inc": {"q": 10}}, return_document=True, projection={"_id": 0})
+    check(after == {"q": 13})
+    check(coll.find_one_and_delete({"_id": 0}) == {"_id": 0, "q": 0} and coll.count_documents({}) == 4)
+    up = coll.find_one_and_update({"_id": 99}, {"$set": {"q": 1}}, upsert=True, return_document=True)
+    check(up == {"_id": 99, "q": 1})
+    raw = env.client.t.command("findAndModify", "fam", query={"_id": 98}, update={"$set": {"q": 2}}, upsert=True)
+    check(raw["lastErrorObject"]["upserted"] == 98 and raw["lastErrorObject"]["updatedExisting"] is False)
+    check(raw["value"] is None)
+
+
+@test()
+def test_count_and_distinct(env):
+    coll = fresh(env, "cnt")
+    coll.insert_many([{"_id": i, "g": i % 4, "t": [i % 2, 7]} for i in range(40)])
+    check(env.client.t.command("count", "cnt", query={"g": 1})["n"] == 10)
+    check(env.client.t.command("count", "cnt", query={"g": 1}, skip=3, limit=5)["n"] == 5)
+    check(env.client.t.command("count", "missing_coll")["n"] == 0)
+    check(coll.distinct("g") == [0, 1, 2, 3] and coll.distinct("t") == [0, 1, 7])
+    check(coll.distinct("g", {"g": {"$gt": 1}}) == [2, 3])
+
+
+@test()
+def test_duplicate_key_write_error(env):
+    coll = fresh(env, "dup")
+    coll.create_index([("k", 1)], unique=True, name="k_unique")
+    coll.insert_one({"_id": 1, "k": "v"})
+    exc = expect_error(11000, coll.insert_one, {"_id": 2, "k": "v"})
+    check(exc.details["errmsg"] == 'E11000 duplicate key error collection: t.dup index: k_unique dup key: { k: "v" }',
+          exc.details["errmsg"])
+    check(exc.details["keyPattern"] == {"k": 1} and exc.details["keyValue"] == {"k": "v"})
+    coll.insert_one({"_id": 3, "k": "w"})
+    expect_error(11000, coll.update_one, {"_id": 3}, {"$set": {"k": "v"}})
+    check(coll.find_one({"_id": 3})["k"] == "w", "failed update leaves the document alone")
+
+
+@test()
+def test_ordered_and_unordered_inserts(env):
+    coll = fresh(env, "ordered")
+    try:
+        coll.insert_many([{"_id": 1}, {"_id": 1}, {"_id": 2}], ordered=True)
+        raise AssertionError("expected BulkWriteError")
+    except BulkWriteError as exc:
+        check(exc.details["nInserted"] == 1 and exc.details["writeErrors"][0]["index"] == 1)
+    check(coll.count_documents({}) == 1)
+    coll = fresh(env, "unordered")
+    try:
+        coll.insert_many([{"_id": 1}, {"_id": 1}, {"_id": 2}, {"_id": 2}, {"_id": 3}], ordered=False)
+        raise AssertionError("expected BulkWriteError")
+    except BulkWriteError as exc:
+        check(exc.details["nInserted"] == 3 and [e["index"] for e in exc.details["writeErrors"]] == [1, 3])
+    check(coll.count_documents({}) == 3)
+
+
+@test()
+def test_unique_compound_index_treats_missing_as_null(env):
+    coll = fresh(env, "ucomp")
+    coll.create_index([("a", 1), ("b", 1)], unique=True)
+    coll.insert_one({"_id": 1, "a": 1})
+    exc = expect_error(11000, coll.insert_one, {"_id": 2, "a": 1, "b": None})
+    check(exc.details["keyValue"] == {"a": 1, "b": None})
+    coll.insert_one({"_id": 3, "a": 1, "b": 2})
+    expect_error(11000, env.client.t.ucomp.create_index, [("x", 1)], unique=True)  # x missing everywhere
+
+
+@test()
+def test_index_management(env):
+    coll = fresh(env, "idx")
+    coll.insert_one({"_id": 1, "a": 1, "b": 1})
+    check(coll.create_index([("a", 1), ("b", -1)], name="ab") == "ab")
+    reply = env.client.t.command("createIndexes", "idx", indexes=[{"key": {"a": 1, "b": -1}, "name": "ab"}])
+    check(reply["numIndexesBefore"] == reply["numIndexesAfter"] == 2, "same spec twice is fine")
+    expect_error(85, env.client.t.command, "createIndexes", "idx", indexes=[{"key": {"a": 1, "b": -1}, "name": "x"}])
+    expect_error(86, env.client.t.command, "createIndexes", "idx", indexes=[{"key": {"b": 1}, "name": "ab"}])
+    expect_error(85, env.client.t.command, "createIndexes", "idx",
+                 indexes=[{"key": {"a": 1, "b": -1}, "name": "ab", "unique": True}])
+    names = [i["name"] for i in coll.list_indexes()]
+    check(names == ["_id_", "ab"], names)
+    expect_error(27, env.client.t.command, "dropIndexes", "idx", index="nope")
+    expect_error(72, env.client.t.command, "dropIndexes", "idx", index="_id_")
+    coll.drop_index("ab")
+    coll.create_index("a")
+    coll.create_index("b")
+    env.client.t.command("dropIndexes", "idx", index="*")
+    check([i["name"] for i in coll.list_indexes()] == ["_id_"])
+    expect_error(26, env.client.t.command, "listIndexes", "no_such_collection")
+
+
+@test()
+def test_namespaces(env):
+    db = env.client.ns_test
+    env.client.drop_database("ns_test")
+    db.create_collection("alpha")
+    expect_error(48, db.command, "create", "alpha")
+    db.beta.insert_one({"x": 1})  # implicit creation
+    check(sorted(db.list_collection_names()) == ["alpha", "beta"])
+    infos = list(db.list_collections(filter={"name": "beta"}))
+    check(len(infos) == 1 and infos[0]["name"] == "beta")
+    check("ns_test" in env.client.list_database_names())
+    expect_error(26, db.command, "drop", "gamma")
+    db.drop_collection("alpha")
+    check(db.list_collection_names() == ["beta"])
+    env.client.drop_database("ns_test")
+    check("ns_test" not in env.client.list_database_names())
+
+
+@test()
+def test_aggregate_basic_stages(env):
+    coll = fresh(env, "agg")
+    coll.insert_many([{"_id": i, "g": i % 3, "v": i} for i in range(12)])
+    out = list(coll.aggregate([{"$match": {"v": {"$gte": 3}}}, {"$sort": {"v": -1}}, {"$skip": 1}, {"$limit": 3},
+                               {"$project": {"v": 1, "_id": 0}}, {"$addFields": {"w": {"$multiply": ["$v", 2]}}},
+                               {"$set": {"z": 1}}]))
+    check(out == [{"v": 10, "w": 20, "z": 1}, {"v": 9, "w": 18, "z": 1}, {"v": 8, "w": 16, "z": 1}], out)
+    check(list(coll.aggregate([{"$match": {"g": 0}}, {"$count": "n"}])) == [{"n": 4}])
+
+
+@test()
+def test_aggregate_group_unwind_lookup(env):
+    orders, items = fresh(env, "orders"), fresh(env, "items")
+    items.insert_many([{"_id": "a", "price": 2}, {"_id": "b", "price": 5}])
+    orders.insert_many([{"_id": 1, "item": "a", "tags": ["x", "y"]}, {"_id": 2, "item": "b", "tags": ["x"]},
+                        {"_id": 3, "item": "a", "tags": []}])
+    groups = list(orders.aggregate([{"$group": {"_id": "$item", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}]))
+    check(groups == [{"_id": "a", "n": 2}, {"_id": "b", "n": 1}], groups)
+    tags = list(orders.aggregate([{"$unwind": "$tags"}, {"$group": {"_id": "$tags", "n": {"$sum": 1}}},
+                                  {"$sort": {"_id": 1}}]))
+    check(tags == [{"_id": "x", "n": 2}, {"_id": "y", "n": 1}], tags)
+    joined = list(orders.aggregate([{"$match": {"_id": 2}}, {"$lookup": {"from": "items", "localField": "item",
+                                                                      "foreignField": "_id", "as": "it"}},
+                                    {"$replaceRoot": {"newRoot": {"$arrayElemAt": ["$it", 0]}}}]))
+    check(joined == [{"_id": "b", "price": 5}], joined)
+    check(len(list(orders.aggregate([{"$sample": {"size": 2}}]))) == 2)
+    reply = env.client.t.command("aggregate", "orders", pipeline=[], cursor={"batchSize": 1})
+    check(len(reply["cursor"]["firstBatch"]) == 1 and reply["cursor"]["id"] != 0)
+
+
+@test()
+def test_planner_never_changes_results(env):
+    rng = random.Random(7)
+    pool = [None, 0, 1, 2, 2.0, Int64(3), 3.5, -1, "a", "b", "ab", {"x": 1}, [1, 2], [], [2, "a"], [[1]]]
+    scalars = [v for v in pool if not isinstance(v, list)]
+    coll = fresh(env, "plan_fuzz")
+    docs = []
+    for i in range(400):
+        doc = {"_id": i}
+        if rng.random() < 0.8:
+            doc["a"] = rng.choice(pool)
+        if rng.random() < 0.8:
+            doc["b"] = rng.choice(scalars)  # a compound index cannot hold two arrays (CannotIndexParallelArrays)
+        if rng.random() < 0.6:
+            doc["s"] = rng.choice([{"t": rng.choice(pool)}, [{"t": rng.choice(pool)}, {"t": 5}], rng.choice(pool)])
+        docs.append(doc)
+    coll.insert_many(docs)
+    coll.create_index("a")
+    coll.create_index([("a", 1), ("b", -1)])
+    coll.create_index("s.t")
+
+    def condition():
+        value = rng.choice(scalars)
+        kind = rng.choice(["eq", "$in", "$gt", "$gte", "$lt", "$lte", "range", "$ne"])
+        if kind == "eq":
+            return value
+        if kind == "$in":
+            return {"$in": rng.sample(scalars, 3)}
+        if kind == "range":
+            return {"$gt": rng.choice([0, 1, "a"]), "$lt": rng.choice([3, "b", 10])}
+        return {kind: value}
+
+    for _ in range(250):
+        filt = {f: condition() for f in rng.sample(["a", "b", "s.t", "_id"], rng.randint(1, 3))}
+        if rng.random() < 0.2:
+            filt = {"$or": [filt, {"a": condition()}]}
+        indexed = sorted(d["_id"] for d in coll.find(filt))
+        scanned = sorted(d["_id"] for d in coll.find(filt).hint([("$natural", 1)]))
+        check(indexed == scanned, "filter %s: %s via indexes, %s via a collection scan" % (filt, indexed, scanned))
+
+
+# ---------------------------------------------------------------------------------------------- transactions
+
+@test()
+def test_transaction_commit(env):
+    coll = fresh(env, "txc")
+    coll.insert_one({"_id": 0})
+    with env.client.start_session() as session:
+        session.start_transaction()
+        coll.insert_one({"_id": 1}, session=session)
+        coll.update_one({"_id": 0}, {"$set": {"x": 1}}, session=session)
+        session.commit_transaction()
+    check(sorted(d["_id"] for d in env.client2.t.txc.find()) == [0, 1])
+    check(env.client2.t.txc.find_one({"_id": 0}) == {"_id": 0, "x": 1})
+
+
+@test()
+def test_transaction_abort_leaves_nothing(env):
+    coll = fresh(env, "txa")
+    coll.create_index("u", unique=True)
+    coll.insert_many([{"_id": i, "u": i} for i in range(5)])
+    before = list(coll.find())
+    with env.client.start_session() as session:
+        session.start_transaction()
+        coll.insert_one({"_id": 10, "u": 10}, session=session)
+        coll.update_one({"_id": 1}, {"$set": {"u": 100}}, session=session)
+        coll.update_one({"_id": 3}, {"$set": {"u": 1}}, session=session)  # takes the key _id 1 gave up
+        coll.delete_one({"_id": 2}, session=session)
+        session.abort_transaction()
+    check(list(coll.find()) == before, "documents, values and natural order restored")
+    check([d["_id"] for d in coll.find({"u": {"$gte": 0}}).sort("u", 1)] == [0, 1, 2, 3, 4], "index restored")
+    check("txa_new" not in env.client.t.list_collection_names())
+
+
+@test()
+def test_transaction_isolation(env):
+    coll = fresh(env, "txi")
+    coll.insert_many([{"_id": 1, "v": 1}, {"_id": 2, "v": 2}])
+    other = env.client2.t.txi
+    with env.client.start_session() as session:
+        session.start_transaction()
+        coll.insert_one({"_id": 3, "v": 3}, session=session)
+        coll.update_one({"_id": 1}, {"$set": {"v": 10}}, session=session)
+        coll.delete_one({"_id": 2}, session=session)
+        mine = {d["_id"]: d["v"] for d in coll.find({}, session=session)}
+        check(mine == {1: 10, 3: 3}, mine)
+        theirs = {d["_id"]: d["v"] for d in other.find()}
+        check(theirs == {1: 1, 2: 2}, theirs)
+        check(other.find_one({"v": 1}) == {"_id": 1, "v": 1} and other.count_documents({"v": 10}) == 0)
+        exc = expect_error(112, other.update_one, {"_id": 1}, {"$set": {"v": 5}})
+        check(exc.code == 112)
+        session.commit_transaction()
+    check({d["_id"]: d["v"] for d in other.find()} == {1: 10, 3: 3})
+
+
+@test()
+def test_transaction_commit_after_abort_and_repeated_commit(env):
+    coll = fresh(env, "txs")
+    with env.client.start_session() as session:
+        session.start_transaction()
+        coll.insert_one({"_id": 1}, session=session)
+        session.commit_transaction()
+        session.commit_transaction()  # retrying a successful commit is fine
+        session.start_transaction()
+        coll.insert_one({"_id": 2}, session=session)
+        session.abort_transaction()
+        lsid, number = session.session_id, session._server_session.transaction_id
+    exc = expect_error(251, env.client.admin.command, "commitTransaction", lsid=lsid, txnNumber=number,
+                       autocommit=False)
+    check("TransientTransactionError" in exc.details.get("errorLabels", []))
+    check(sorted(d["_id"] for d in coll.find()) == [1])
+
+
+@test()
+def test_error_in_transaction_aborts_it(env):
+    coll = fresh(env, "txe")
+    coll.insert_one({"_id": 1})
+    with env.client.start_session() as session:
+        session.start_transaction()
+        coll.insert_one({"_id": 2}, session=session)
+        expect_error(11000, coll.insert_one, {"_id": 1}, session=session)
+        exc = expect_error(251, session.commit_transaction)
+        check(exc.code == 251)
+    check(sorted(d["_id"] for d in coll.find()) == [1])
+
+
+@test()
+def test_second_transaction_waits_then_write_conflict(env):
+    coll = fresh(env, "txw")
+    first = env.client.start_session()
+    first.start_transaction()
+    coll.insert_one({"_id": 1}, session=first)
+    second = env.client2.start_session()
+    second.start_transaction()
+    started = time.time()
+    exc = expect_error(112, env.client2.t.txw.insert_one, {"_id": 2}, session=second)
+    check(4 <= time.time() - started < 10 and "TransientTransactionError" in exc.details.get("errorLabels", []))
+    first.commit_transaction()
+    second.end_session()
+    first.end_session()
+    check([d["_id"] for d in coll.find()] == [1])
+
+
+@test()
+def test_retryable_writes_are_not_transactions(env):
+    coll = env.new_client(retryWrites=True).t.retry
+    coll.drop()
+    coll.insert_one({"_id": 1})
+    coll.update_one({"_id": 1}, {"$set": {"a": 1}})
+    check(env.client2.t.retry.find_one() == {"_id": 1, "a": 1})
+
+
+# ---------------------------------------------------------------------------------------------- failpoints
+
+def fail_point(env, mode, **data):
+    """configureFailPoint failCommand."""
+    env.client.admin.command("configureFailPoint", "failCommand", mode=mode, data=data)
+
+
+@test()
+def test_fail_command_error_code_times(env):
+    coll = fresh(env, "fp")
+    fail_point(env, {"times": 2}, failCommands=["insert"], errorCode=72, errorLabels=["SomeLabel"])
+    client = env.new_client(retryWrites=False)
+    for _ in range(2):
+        exc = expect_error(72, client.t.fp.insert_one, {"x": 1})
+        check(exc.details["errmsg"] == "Failing command via 'failCommand' failpoint")
+        check(exc.details["errorLabels"] == ["SomeLabel"])
+    client.t.fp.insert_one({"x": 1})
+    check(coll.count_documents({}) == 1, "failed inserts applied nothing")
+
+
+@test()
+def test_fail_command_close_connection(env):
+    coll = fresh(env, "fpc")
+    fail_point(env, {"times": 1}, failCommands=["insert"], closeConnection=True)
+    client = env.new_client(retryWrites=False)
+    try:
+        client.t.fpc.insert_one({"_id": 1})
+        raise AssertionError("expected a network error")
+    except AutoReconnect:
+        pass
+    check(coll.count_documents({}) == 0)
+    client.t.fpc.insert_one({"_id": 1})
+    check(coll.count_documents({}) == 1)
+
+
+@test()
+def test_fail_command_skip_and_off(env):
+    fresh(env, "fps")
+    fail_point(env, {"skip": 2}, failCommands=["find"], errorCode=2)
+    env.client.t.fps.find_one()
+    env.client.t.fps.find_one()
+    expect_error(2, env.client.t.fps.find_one)
+    expect_error(2, env.client.t.fps.find_one)
+    fail_point(env, "off")
+    env.client.t.fps.find_one()
+
+
+@test()
+def test_fail_command_block_connection(env):
+    fresh(env, "fpb")
+    fail_point(env, {"times": 1}, failCommands=["find"], blockConnection=True, blockTimeMS=300)
+    started = time.time()
+    check(env.client.t.fpb.find_one() is None)
+    check(time.time() - started >= 0.3, "the find waited for blockTimeMS, then ran")
+
+
+@test()
+def test_fail_command_app_name(env):
+    fresh(env, "fpa")
+    fail_point(env, "alwaysOn", failCommands=["count"], errorCode=8, appName="victim")
+    victim = env.new_client(appname="victim")
+    try:
+        expect_error(8, victim.t.command, "count", "fpa")
+        check(env.client.t.command("count", "fpa")["n"] == 0, "other applications unaffected")
+    finally:
+        fail_point(env, "off")
+
+
+# ---------------------------------------------------------------------------------------------- auth
+
+@test(own=True)
+def test_scram_sha_256(env):
+    client = env.new_client(env.auth.uri("%s:%s@" % (USER, PASSWORD), "&authSource=admin&authMechanism=SCRAM-SHA-256"))
+    client.t.a.insert_one({"x": 1})
+    check(client.t.a.count_documents({}) == 1)
+
+
+@test(own=True)
+def test_scram_sha_1(env):
+    client = env.new_client(env.auth.uri("%s:%s@" % (USER, PASSWORD), "&authSource=admin&authMechanism=SCRAM-SHA-1"))
+    check(client.t.command("ping")["ok"] == 1)
+    check(client.t.a.estimated_document_count() >= 0)
+
+
+@test(own=True)
+def test_wrong_password(env):
+    client = env.new_client(env.auth.uri("%s:nope@" % USER, "&authSource=admin&authMechanism=SCRAM-SHA-256"))
+    exc = expect_error(18, client.t.command, "ping")
+    check(exc.details["codeName"] == "AuthenticationFailed")
+
+
+@test(own=True)
+def test_unauthenticated_commands(env):
+    client = env.new_client(env.auth.uri())
+    check(client.admin.command("ping")["ok"] == 1, "ping needs no authentication")
+    check(client.admin.command("hello")["setName"] == "rs0")
+    exc = expect_error(13, client.t.a.find_one)
+    check(exc.details["codeName"] == "Unauthorized")
+    reply = client.admin.command("hello", saslSupportedMechs="admin.%s" % USER)
+    check(reply["saslSupportedMechs"] == ["SCRAM-SHA-256", "SCRAM-SHA-1"])
+
+
+@test(own=True)
+def test_libmongoc_smoke(env):
+    if not shutil.which("gcc") or subprocess.call(["pkg-config", "--exists", "libmongoc-1.0"]) != 0:
+        print("    (gcc or libmongoc missing: C smoke test not built)")
+        return
+    binary = os.path.join(env.tmpdir, "c_smoke")
+    flags = subprocess.check_output(["pkg-config", "--cflags", "--libs", "libmongoc-1.0"]).decode().split()
+    subprocess.check_call(["gcc", "-Wall", "-Werror", "-o", binary, os.path.join(HERE, "c_smoke.c")] + flags)
+    uri = env.auth.uri("%s:%s@" % (USER, PASSWORD), "&authSource=admin")
+    out = subprocess.run([binary, uri], capture_output=True, text=True, timeout=60)
+    check(out.returncode == 0 and "c_smoke: ok" in out.stdout, out.stdout + out.stderr)
+
+
+# ---------------------------------------------------------------------------------------------- counters
+
+@test(own=True)
+def test_counters_id_lookup_examines_one(env):
+    coll = env.big()
+    keys, docs = env.examined(lambda: coll.find_one({"_id": 4242}))
+    check((keys, docs) == (1, 1), (keys, docs))
+    keys, docs = env.examined(lambda: coll.find_one({"_id": -1}))
+    check((keys, docs) == (0, 0), (keys, docs))
+
+
+@test(own=True)
+def test_counters_indexed_field(env):
+    coll = env.big()
+    keys, docs = env.examined(lambda: list(coll.find({"g": 7})))
+    check((keys, docs) == (BIG // 100, BIG // 100), (keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"k": {"$in": [5, 6, 7000]}})))
+    check((keys, docs) == (3, 3), (keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"k": {"$gte": 10, "$lt": 20}, "u": {"$ne": 12}})))
+    check((keys, docs) == (10, 10), (keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"$and": [{"g": 3}, {"k": 1003}]})))
+    check((keys, docs) == (1, 1), (keys, docs))
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"$or": [{"_id": 3}, {"k": {"$in": [4, 5]}}]})))
+    check(len(found) == 3 and (keys, docs) == (3, 3), (keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"u": 5, "k": None})))
+    check((keys, docs) == (0, 0), "null equality served by the index: %s" % ((keys, docs),))
+
+
+@test(own=True)
+def test_counters_unindexed_field_scans_everything(env):
+    coll = env.big()
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"u": 77})))
+    check(len(found) == 1 and (keys, docs) == (0, BIG), (keys, docs))
+
+
+@test(own=True)
+def test_counters_sort_by_index_with_limit(env):
+    coll = env.big()
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find().sort("k", -1).limit(5)))
+    check([d["k"] for d in found] == [BIG - 1 - i for i in range(5)] and (keys, docs) == (5, 5), (keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"u": 5}).hint("g_1")))
+    check((keys, docs) == (BIG, BIG), "a hinted index with no usable bounds is scanned whole")
+    expect_error(2, lambda: list(coll.find({"u": 5}).hint("no_such_index")))
+    plan = env.client.perf.command("explain", {"find": "big", "filter": {"k": 5}})
+    check(plan["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "k_1")
+    check(plan["executionStats"]["totalKeysExamined"] == 1)
+
+
+@test(own=True)
+def test_performance_100k(env):
+    coll = env.big()
+    started = time.time()
+    for i in range(200):
+        coll.find_one({"_id": i * 431})
+    lookup_ms = (time.time() - started) / 200 * 1000
+    started = time.time()
+    n = sum(1 for _ in coll.find())
+    scan_rate = n / (time.time() - started)
+    print("    insert %d docs: %.2f s; _id lookup: %.2f ms; full scan: %.0f docs/s"
+          % (BIG, env.insert_seconds, lookup_ms, scan_rate))
+    check(n == BIG and env.insert_seconds < 20 and lookup_ms < 20 and scan_rate > 10000)
+
+
+@test()
+def test_concurrent_clients(env):
+    coll = fresh(env, "conc")
+    errors = []
+
+    def worker(base):
+        try:
+            client = env.new_client()
+            for i in range(50):
+                client.t.conc.insert_one({"_id": base + i})
+                client.t.conc.find_one({"_id": base + i})
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n * 1000,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not errors, errors)
+    check(coll.count_documents({}) == 400)
+
+
+@test(own=True)
+def test_sigterm_exits_cleanly(env):
+    server = env.start("shortlived")
+    client = env.new_client(server.uri())
+    client.t.x.insert_one({"_id": 1})
+    env.servers.remove(server)
+    check(server.stop() == 0, "exit code 0 after SIGTERM")
+
+
+def main():
+    """Run the selected tests and print the summary line."""
+    selected = sys.argv[1:]
+    tmpdir = tempfile.mkdtemp(prefix="mongo_test_server.")
+    started = time.time()
+    passed = failed = skipped = 0
+    try:
+        env = Env(tmpdir)
+    except Exception:  # no server, no tests: still end with the summary line
+        print("FAIL starting the server\n%s" % traceback.format_exc())
+        print("server: 0 passed, 1 failed")
+        return 1
+    try:
+        for fn, own in TESTS:
+            if selected and not any(s in fn.__name__ for s in selected):
+                continue
+            if own and env.external:
+                skipped += 1
+                continue
+            t0 = time.time()
+            try:
+                fn(env)
+                passed += 1
+                print("ok   %-55s %6.2fs" % (fn.__name__, time.time() - t0))
+            except Exception:
+                failed += 1
+                print("FAIL %s\n%s" % (fn.__name__, traceback.format_exc()))
+            sys.stdout.flush()
+    finally:
+        codes = env.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    if any(code != 0 for code in codes):
+        failed += 1
+        print("FAIL server shutdown exit codes %s" % codes)
+    print("total time %.1f s" % (time.time() - started))
+    print("server: %d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
