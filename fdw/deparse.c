@@ -845,6 +845,17 @@ build_array_comparison(ScalarArrayOpExpr *saop, bool truth, bson_t *out,
 	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
 	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
 					  &elems, &nulls, &nelems);
+
+	/*
+	 * With no elements the result does not depend on the column, not even
+	 * on its being NULL: "= ANY('{}')" is FALSE and "<> ALL('{}')" is TRUE.
+	 */
+	if (nelems == 0)
+	{
+		if (saop->useOr == truth)
+			append_match_nothing(out);
+		return;					/* else {}: everything */
+	}
 	for (i = 0; i < nelems; i++)
 	{
 		if (nulls[i])

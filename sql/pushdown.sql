@@ -53,5 +53,8 @@ SELECT check_same(c) FROM (VALUES
   ('joined > ''2020-05-01'''), ('joined <= ''2020-05-01'''), ('uid = ''00000000-0000-0000-0000-000000000003'''),
   ('uid > ''00000000-0000-0000-0000-000000000010'''), ('score = 3'), ('score <> 3'),
   ('zip = ''98001'''), ('zip IS NULL'), ('age = NULL'), ('age IN (21, 24, NULL)'),
-  ('age > 2147483647::bigint'), ('age < 30::int2'), ('age = 24.0::float8')
+  ('age > 2147483647::bigint'), ('age < 30::int2'), ('age = 24.0::float8'),
+  ('town = ANY (''{}''::text[])'), ('town <> ALL (''{}''::text[])'),
+  ('NOT (town = ANY (''{}''::text[]))'), ('town = ANY (''{NULL}''::text[])'),
+  ('NOT (town <> ALL (''{NULL}''::text[]))')
 ) AS v(c);

@@ -1,0 +1,1116 @@
+#!/usr/bin/python3
+"""Differential test of idxtable_fdw: a foreign table against a local heap table.
+
+The same ~2000 random rows are stored twice: as BSON documents in MongoDB
+(read through the foreign table ``ft``) and as the values the FDW should
+read from them in a local table ``lt``.  Hundreds of random WHERE clauses,
+and prepared statements run with changing parameters, are then executed on
+both; every result must be identical, row for row and bit for bit.  The FDW
+pushes what it can to MongoDB and evaluates the rest locally, so any
+difference is a bug in the pushdown (or in the conversion of values).
+
+The documents mix BSON types on purpose (an int column holds int32, int64
+and integral doubles; a text column sometimes holds an ObjectId), fields are
+sometimes missing and sometimes null, and the literals come mostly from the
+values actually stored, so that equalities and boundaries hit.
+
+Environment (as exported by ``eval "$(test/env start)"``): PGHOST, PGPORT,
+PGDATABASE, PGUSER for a superuser connection; MONGO_URI, MONGO_USER,
+MONGO_PASSWORD for MongoDB (see fixtures/mongo_client.py).  DIFF_SEED fixes
+the random seed; it is printed first so that a failing run can be repeated.
+
+The script creates (after dropping) the PostgreSQL database and the MongoDB
+database ``idxtable_differential`` and leaves both in place afterwards.  Its
+last line is ``differential: N passed, M failed``; the exit status is
+non-zero if anything failed.  ``--dry-run`` only generates: it prints a few
+documents, clauses and prepared cases, and touches no server.
+"""
+import argparse
+import datetime
+import decimal
+import math
+import os
+import random
+import re
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import psycopg2
+import psycopg2.extras
+from bson.decimal128 import Decimal128
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+import mongo_client  # noqa: E402  (test/fixtures)
+
+DATABASE = "idxtable_differential"
+COLLECTION = "facts"
+UTC = datetime.timezone.utc
+MAX_DETAILED_FAILURES = 20
+MIN_PUSHDOWN_RATIO = 0.30
+EXECUTIONS_PER_PREPARED = 7
+
+INT2_RANGE = (-2 ** 15, 2 ** 15 - 1)
+INT4_RANGE = (-2 ** 31, 2 ** 31 - 1)
+INT8_RANGE = (-2 ** 63, 2 ** 63 - 1)
+INT_TYPE_RANGE = {"smallint": INT2_RANGE, "integer": INT4_RANGE, "bigint": INT8_RANGE}
+
+
+# --------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Column:
+    """One column of both tables: SQL name and type, BSON field, value kind.
+
+    ``kind`` groups the columns by how values are generated, stored and
+    written as literals: int, float, text, bool, ts, date, uuid, numeric.
+    ``int_range`` is the column type's range for integer columns.
+    """
+    name: str
+    sqltype: str
+    field: str
+    kind: str
+    int_range: tuple = None
+
+
+COLUMNS = [
+    Column("id", "integer", "_id", "int", INT4_RANGE),
+    Column("i4", "integer", "i4", "int", INT4_RANGE),
+    Column("i8", "bigint", "i8", "int", INT8_RANGE),
+    Column("f8", "double precision", "f8", "float"),
+    Column("t", "text", "t", "text"),
+    # a dotted path, so that pushdown into embedded documents is exercised too
+    Column("vc", "varchar(20)", "meta.vc", "text"),
+    Column("b", "boolean", "b", "bool"),
+    Column("ts", "timestamptz", "ts", "ts"),
+    Column("d", "date", "d", "date"),
+    Column("u", "uuid", "u", "uuid"),
+    Column("n", "numeric", "n", "numeric"),
+]
+COLUMN = {c.name: c for c in COLUMNS}
+SELECT_LIST = ", ".join(c.name for c in COLUMNS)
+
+# The SQL type of a literal of each kind, when written with a cast.
+KIND_TYPE = {"int": "integer", "float": "float8", "text": "text", "bool": "boolean",
+             "ts": "timestamptz", "date": "date", "uuid": "uuid", "numeric": "numeric"}
+
+
+# --------------------------------------------------------------------------
+# Value pools: the stored values are drawn from these (plus random ones),
+# and so are most literals, so that comparisons hit stored values.
+# --------------------------------------------------------------------------
+
+INT4_POOL = [0, 1, -1, 2, 7, 42, -42, 100, 1000, -1000, 32767, -32768, 65536,
+             123456, 2147483647, -2147483648, 2147483646]
+INT8_POOL = [0, 1, -1, 5, 42, 3000000000, -3000000000, 2 ** 31, -2 ** 31 - 1,
+             2 ** 53, 2 ** 53 + 1, -2 ** 53 - 1, 2 ** 60, 2 ** 62 + 2 ** 10,
+             1234567890123, 9223372036854775807, -9223372036854775808]
+F8_POOL = [0.0, -0.0, 1.0, -1.0, 1.5, -2.25, 0.1, 0.30000000000000004, 3.0,
+           123456.789, 1e300, -1e300, 5e-324, 2.5e-308, 1e16,
+           9007199254740994.0, math.inf, -math.inf]
+TEXT_POOL = ["", "a", "A", "ab", "aB", "abc", "b", "B", "z", "zzz", "é", "e", "E",
+             "ß", "ss", "SS", "日本", "日本語", "Ω", " a", "a ", "a%b", "a_c", "o'neil",
+             "5f43a1b2c3d4e5f607182930", "5F43A1B2C3D4E5F607182930", "~"]
+VC_POOL = ["", "x", "X", "xy", "abc", "ABC", "é", "naïve", "日本", "zz top",
+           "abcdefghijklmnopqrst", "日本日本日本日本日本日本日本日本日本日本"]
+OBJECT_IDS = [ObjectId("5f43a1b2c3d4e5f607182930"), ObjectId("000000000000000000000000"),
+              ObjectId("ffffffffffffffffffffffff"), ObjectId("65a0b1c2d3e4f50617283940")]
+TS_POOL = [datetime.datetime(1970, 1, 1), datetime.datetime(1969, 12, 31, 23, 59, 59, 999000),
+           datetime.datetime(2000, 1, 1), datetime.datetime(2021, 1, 1),
+           datetime.datetime(2021, 1, 1, 0, 0, 0, 1000), datetime.datetime(1900, 1, 1),
+           datetime.datetime(2038, 1, 19, 3, 14, 7, 999000),
+           datetime.datetime(2100, 12, 31, 23, 59, 59, 999000), datetime.datetime(1, 1, 1)]
+DATE_POOL = [datetime.date(1970, 1, 1), datetime.date(1969, 12, 31), datetime.date(2000, 2, 29),
+             datetime.date(2021, 1, 1), datetime.date(1, 1, 1), datetime.date(9999, 12, 31)]
+UUID_POOL = [uuid.UUID(s) for s in (
+    "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+    "7fffffff-ffff-ffff-ffff-ffffffffffff", "80000000-0000-0000-0000-000000000000",
+    "6f1b7c9a-3e0f-4b8e-9a57-1c2d3e4f5a6b", "6f1b7c9a-3e0f-4b8e-9a57-1c2d3e4f5a6c",
+    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")]
+# Doubles in the numeric column read as their shortest round-trip decimal
+# (Python's repr), e.g. 0.30000000000000004, not 0.3.
+NUMERIC_DOUBLES = [2.5, -0.75, 1234.5625, 1e6, 0.5, -3.0, 0.0, 0.1, 0.30000000000000004, 1e-07, 1e22]
+NUMERIC_DECIMALS = ["1.10", "-0.000001", "12345678901234567890.123456789", "1.5E+3", "0",
+                    "-0", "9999999999999999999999999999999999", "2.5", "1234.5625", "1E-20",
+                    "Infinity", "-Infinity"]
+
+
+def fits(value, bounds):
+    """Is the integer ``value`` within the inclusive ``bounds`` (lo, hi)?"""
+    return bounds[0] <= value <= bounds[1]
+
+
+def exactly_double(value):
+    """Can the integer ``value`` be stored as a BSON double without change?"""
+    return fits(value, INT8_RANGE) and float(value) == value
+
+
+# --------------------------------------------------------------------------
+# Documents
+# --------------------------------------------------------------------------
+
+class DocumentGenerator:
+    """Random BSON documents whose field types vary the way real data does."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def documents(self, count):
+        """``count`` documents with unique integer ``_id`` values."""
+        ids = self.rng.sample(range(-1000, 10 * count), count)
+        return [self.document(i) for i in ids]
+
+    def document(self, key):
+        """One document; every field but _id may be missing or null."""
+        rng = self.rng
+        doc = {"_id": self.integer_bson(key)}
+        for column in COLUMNS[1:]:
+            roll = rng.random()
+            if roll < 0.08:
+                continue                                  # missing
+            value = None if roll < 0.15 else self.bson_value(column)
+            if column.field == "meta.vc":
+                self.put_meta(doc, value)
+            else:
+                doc[column.field] = value
+        return doc
+
+    def put_meta(self, doc, value):
+        """Store vc under meta.vc; a null vc is sometimes a null, empty or
+        scalar ``meta`` instead (MongoDB, like the FDW, finds no meta.vc there)."""
+        roll = self.rng.random()
+        if value is None and roll < 0.25:
+            doc["meta"] = None
+        elif value is None and roll < 0.5:
+            doc["meta"] = {}
+        elif value is None and roll < 0.65:
+            doc["meta"] = self.rng.choice([7, "scalar"])
+        else:
+            doc["meta"] = {"vc": value, "other": self.rng.randint(0, 9)}
+
+    def bson_value(self, column):
+        """A random non-null BSON value for ``column``."""
+        rng = self.rng
+        kind = column.kind
+        if kind == "int":
+            if column.name == "i4":
+                value = rng.choice(INT4_POOL) if rng.random() < 0.3 else rng.randint(-1000, 1000)
+            else:
+                value = rng.choice(INT8_POOL) if rng.random() < 0.5 else rng.randint(-10 ** 12, 10 ** 12)
+            return self.integer_bson(value)
+        if kind == "float":
+            value = rng.choice(F8_POOL) if rng.random() < 0.5 else round(rng.uniform(-1e4, 1e4), 3)
+            return self.float_bson(value)
+        if kind == "text":
+            if column.name == "t" and rng.random() < 0.06:
+                return rng.choice(OBJECT_IDS)
+            return rng.choice(TEXT_POOL if column.name == "t" else VC_POOL)
+        if kind == "bool":
+            return rng.random() < 0.5
+        if kind == "ts":
+            return rng.choice(TS_POOL) if rng.random() < 0.3 else random_timestamp(rng)
+        if kind == "date":
+            day = rng.choice(DATE_POOL) if rng.random() < 0.3 else random_date(rng)
+            return datetime.datetime(day.year, day.month, day.day)
+        if kind == "uuid":
+            return rng.choice(UUID_POOL)
+        return self.numeric_bson()
+
+    def integer_bson(self, value):
+        """An integer as int32, int64 or an integral double, chosen at random."""
+        roll = self.rng.random()
+        if roll < 0.2 and exactly_double(value):
+            return float(value)
+        if roll < 0.5 or not fits(value, INT4_RANGE):
+            return Int64(value)
+        return value
+
+    def float_bson(self, value):
+        """A double, or (when integral and exact) sometimes an int32 or int64."""
+        integral = math.isfinite(value) and value == int(value)
+        roll = self.rng.random()
+        if integral and roll < 0.1 and fits(int(value), INT4_RANGE):
+            return int(value)
+        if integral and roll < 0.2 and fits(int(value), INT8_RANGE):
+            return Int64(int(value))
+        return value
+
+    def numeric_bson(self):
+        """A value for the numeric column: int32, int64, double or decimal128."""
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.2:
+            return rng.randint(-1000, 1000)
+        if roll < 0.35:
+            return Int64(rng.choice([2 ** 40, -2 ** 50, 9223372036854775807, 7]))
+        if roll < 0.55:
+            return rng.choice(NUMERIC_DOUBLES)
+        if roll < 0.8:
+            return Decimal128(rng.choice(NUMERIC_DECIMALS))
+        return Decimal128("%d.%02d" % (rng.randint(-500, 500), rng.randint(0, 99)))
+
+
+def random_timestamp(rng):
+    """A naive UTC datetime between 1950 and 2050 with millisecond precision."""
+    start = datetime.datetime(1950, 1, 1)
+    return start + datetime.timedelta(milliseconds=rng.randrange(100 * 365 * 86400 * 1000))
+
+
+def random_date(rng):
+    """A date between 1990 and 2030."""
+    return datetime.date(1990, 1, 1) + datetime.timedelta(days=rng.randrange(40 * 365))
+
+
+def field_value(doc, path):
+    """The value at a dotted ``path`` of ``doc``; None if missing or null."""
+    value = doc
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def sql_value(column, value):
+    """What the FDW must read for the BSON ``value`` in ``column``.
+
+    This is the type mapping of the FDW's documentation: ObjectIds read as
+    lowercase hex, integers and integral doubles as Python ints, dates as
+    UTC, decimal128 through its decimal string, doubles in the numeric
+    column through their shortest round-trip decimal.
+    """
+    if value is None:
+        return None
+    kind = column.kind
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value)
+    if kind == "text":
+        return str(value)
+    if kind == "ts":
+        return value.replace(tzinfo=UTC)
+    if kind == "date":
+        return value.date()
+    if kind == "numeric":
+        if isinstance(value, Decimal128):
+            return value.to_decimal()
+        return decimal.Decimal(repr(value) if isinstance(value, float) else int(value))
+    return value
+
+
+def expected_row(doc):
+    """The row the foreign table must return for ``doc``, column by column."""
+    return tuple(sql_value(c, field_value(doc, c.field)) for c in COLUMNS)
+
+
+# --------------------------------------------------------------------------
+# SQL literals
+# --------------------------------------------------------------------------
+
+def text_form(value):
+    """The PostgreSQL input text of a Python value (floats exactly)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+def quote(text):
+    """A standard SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def typed(value, sqltype):
+    """``value`` as a literal of ``sqltype``; None becomes a typed NULL."""
+    if value is None:
+        return "NULL::" + sqltype
+    return quote(text_form(value)) + "::" + sqltype
+
+
+def array_literal(values, sqltype, rng):
+    """An array of ``sqltype`` holding ``values``, as ARRAY[...] or '{...}'."""
+    if rng.random() < 0.5:
+        elements = ", ".join("NULL" if v is None else quote(text_form(v)) for v in values)
+        return "ARRAY[%s]::%s[]" % (elements, sqltype)
+    elements = ",".join("NULL" if v is None else
+                        '"' + text_form(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+                        for v in values)
+    return quote("{" + elements + "}") + "::" + sqltype + "[]"
+
+
+def bare_number(value):
+    """An unadorned numeric literal, parenthesized when negative."""
+    text = text_form(value)
+    return "(%s)" % text if text.startswith("-") else text
+
+
+# --------------------------------------------------------------------------
+# Literal values
+# --------------------------------------------------------------------------
+
+class LiteralValues:
+    """Values for literals and parameters, mostly ones that are stored.
+
+    Half the time a value actually stored in the column is taken, else a
+    pool value, sometimes moved by a minimal step of its type (one, a
+    millisecond, a microsecond, the next double), so that boundaries and
+    sub-millisecond timestamps are covered.
+    """
+
+    def __init__(self, rng, rows):
+        self.rng = rng
+        self.stored = {c.name: [r[i] for r in rows if r[i] is not None]
+                       for i, c in enumerate(COLUMNS)}
+
+    def value(self, column):
+        """A non-null value suitable for comparing with ``column``."""
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.5 and self.stored[column.name]:
+            return rng.choice(self.stored[column.name])
+        base = self.pool_value(column)
+        return base if roll < 0.8 else self.nudge(column.kind, base)
+
+    def pool_value(self, column):
+        """A value from the generation pool of ``column``'s kind."""
+        rng = self.rng
+        kind = column.kind
+        if kind == "int":
+            return rng.choice(INT4_POOL if column.name != "i8" else INT8_POOL)
+        if kind == "float":
+            return rng.choice(F8_POOL)
+        if kind == "text":
+            if column.name == "t" and rng.random() < 0.1:
+                return str(rng.choice(OBJECT_IDS))
+            return rng.choice(TEXT_POOL if column.name == "t" else VC_POOL)
+        if kind == "bool":
+            return rng.random() < 0.5
+        if kind == "ts":
+            return rng.choice(TS_POOL).replace(tzinfo=UTC)
+        if kind == "date":
+            return rng.choice(DATE_POOL)
+        if kind == "uuid":
+            return rng.choice(UUID_POOL)
+        return sql_value(column, rng.choice(NUMERIC_DOUBLES + [Decimal128(s) for s in NUMERIC_DECIMALS]))
+
+    def nudge(self, kind, value):
+        """``value`` moved by a minimal step of its kind."""
+        rng = self.rng
+        if kind == "int":
+            return value + rng.choice([-1, 1])
+        if kind == "float":
+            return math.nextafter(value, rng.choice([-math.inf, math.inf]))
+        if kind == "text":
+            return value + rng.choice(["a", "\u00e9", "\x7f", " "])
+        if kind == "ts":
+            try:
+                return value + rng.choice([datetime.timedelta(milliseconds=1), datetime.timedelta(microseconds=1),
+                                           datetime.timedelta(microseconds=-500), datetime.timedelta(microseconds=500)])
+            except OverflowError:
+                return value
+        if kind == "date":
+            try:
+                return value + datetime.timedelta(days=rng.choice([-1, 1]))
+            except OverflowError:
+                return value
+        if kind == "numeric" and value.is_finite():
+            return value + decimal.Decimal("0.001")
+        return value
+
+
+# --------------------------------------------------------------------------
+# WHERE clauses
+# --------------------------------------------------------------------------
+
+COMPARISONS = ["=", "<>", "<", "<=", ">", ">="]
+COMMUTED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+TEXT_COLLATIONS = ['"C"', '"C"', '"POSIX"', None, None, None]
+
+
+class ClauseGenerator:
+    """Random WHERE clauses over the table's columns, up to depth 3.
+
+    Leaves are chosen so that most of them can be pushed down (comparisons
+    with constants of the column's type, IN lists, = ANY / <> ALL, IS NULL,
+    boolean columns) and some cannot (functions, LIKE, cross-column
+    comparisons, float and text ranges, sub-millisecond timestamps, ...),
+    so that both the remote filter and the local recheck are exercised and
+    mixed inside AND / OR / NOT.
+    """
+
+    def __init__(self, rng, values):
+        self.rng = rng
+        self.values = values
+        self.leaves = [(30, self.comparison), (8, self.in_list), (7, self.array_op),
+                       (8, self.null_test), (7, self.boolean), (5, self.text_function),
+                       (3, self.cross_column), (4, self.local_expression), (5, self.id_lookup)]
+
+    def clause(self, depth=None):
+        """A random clause; ``depth`` bounds the nesting of AND / OR / NOT."""
+        rng = self.rng
+        if depth is None:
+            depth = rng.randint(0, 3)
+        if depth == 0 or rng.random() < 0.35:
+            return self.leaf()
+        roll = rng.random()
+        if roll < 0.2:
+            return "NOT (%s)" % self.clause(depth - 1)
+        operator = " AND " if roll < 0.6 else " OR "
+        return operator.join("(%s)" % self.clause(depth - 1) for _ in range(rng.choice([2, 2, 3])))
+
+    def leaf(self):
+        """One leaf condition, of a weighted random shape."""
+        make = self.rng.choices([m for _, m in self.leaves], weights=[w for w, _ in self.leaves])[0]
+        return make()
+
+    def column(self, kinds=None):
+        """A random column, optionally restricted to some kinds."""
+        return self.rng.choice([c for c in COLUMNS if kinds is None or c.kind in kinds])
+
+    def literal(self, column, value=None):
+        """A literal for comparing with ``column``, in a random spelling.
+
+        Spellings include typed casts, untyped strings (which take the
+        column's type), bare numbers, and other types on purpose: integer
+        literals of other widths (still pushable), ``::timestamp`` or
+        ``::date`` against a timestamptz (evaluated locally).
+        """
+        rng = self.rng
+        if value is None:
+            value = self.values.value(column)
+        kind = column.kind
+        if kind == "int":
+            return self.int_literal(column, value)
+        if kind == "float":
+            return self.float_literal(value)
+        if kind == "text":
+            return rng.choice([quote(value), quote(value), typed(value, "text"), typed(value, "varchar")])
+        if kind == "bool":
+            return text_form(value)
+        if kind == "ts":
+            return rng.choice([typed(value, "timestamptz"), quote(text_form(value)),
+                               typed(value.astimezone(UTC).replace(tzinfo=None), "timestamp"),
+                               typed(value.date(), "date")] + [typed(value, "timestamptz")] * 2)
+        if kind == "date":
+            return rng.choice([typed(value, "date"), typed(value, "date"), quote(text_form(value)),
+                               typed(datetime.datetime(value.year, value.month, value.day), "timestamp")])
+        if kind == "uuid":
+            return rng.choice([typed(value, "uuid"), quote(text_form(value))])
+        return rng.choice([typed(value, "numeric"), typed(value, "numeric"),
+                           bare_number(value) if value.is_finite() else typed(value, "numeric")])
+
+    def int_literal(self, column, value):
+        """An integer literal: bare, or cast to any integer type it fits."""
+        choices = [bare_number(value)]
+        if fits(value, INT8_RANGE):
+            choices.append("%s::bigint" % bare_number(value))
+        if fits(value, INT4_RANGE):
+            choices.append("%s::integer" % bare_number(value))
+        if fits(value, INT2_RANGE):
+            choices.append("%s::smallint" % bare_number(value))
+        if fits(value, column.int_range):
+            choices.append(quote(str(value)))
+        return self.rng.choice(choices)
+
+    def float_literal(self, value):
+        """A float literal: float8 cast, untyped string, bare number or real."""
+        choices = [typed(value, "float8"), typed(value, "float8"), quote(text_form(value))]
+        if math.isfinite(value) and not (value == 0 and math.copysign(1, value) < 0):
+            choices.append(bare_number(value))
+        if value == 0 or math.isinf(value) or 1e-30 < abs(value) < 1e30:
+            choices.append(typed(value, "real"))
+        return self.rng.choice(choices)
+
+    def collate(self, column, text):
+        """``text`` (a text column or literal), sometimes with a COLLATE clause."""
+        collation = self.rng.choice(TEXT_COLLATIONS) if column.kind == "text" else None
+        return "%s COLLATE %s" % (text, collation) if collation else text
+
+    def comparison(self):
+        """column op literal, or literal op column (the commuted form)."""
+        rng = self.rng
+        column = self.column()
+        op = rng.choice(COMPARISONS)
+        literal = self.literal(column)
+        if column.kind == "text" and rng.random() < 0.5:
+            left, right = self.collate(column, column.name), literal
+        else:
+            left, right = column.name, self.collate(column, literal)
+        if rng.random() < 0.2:
+            return "%s %s %s" % (right, COMMUTED[op], left)
+        return "%s %s %s" % (left, op, right)
+
+    def list_values(self, column):
+        """1 to 4 values for an IN list or array, sometimes with a NULL."""
+        values = [self.values.value(column) for _ in range(self.rng.randint(1, 4))]
+        if self.rng.random() < 0.2:
+            values.insert(self.rng.randrange(len(values) + 1), None)
+        return values
+
+    def in_list(self):
+        """column [NOT] IN (literals...), literals spelled one way."""
+        rng = self.rng
+        column = self.column()
+        cast = self.list_type(column)
+        values = [v for v in self.list_values(column) if v is None or cast not in INT_TYPE_RANGE
+                  or fits(v, INT_TYPE_RANGE[cast])] or [0]
+        items = ", ".join("NULL" if v is None else typed(v, cast) if cast else self.literal(column, v)
+                          for v in values)
+        return "%s %sIN (%s)" % (self.collate(column, column.name), "NOT " if rng.random() < 0.35 else "", items)
+
+    def list_type(self, column):
+        """The element type for a list over ``column`` (None: spell freely).
+
+        Integers may use a wider type; other kinds use their own type so
+        that the list's common type is the column's.
+        """
+        if column.kind == "int":
+            return self.rng.choice(["bigint", None] + (["integer"] if column.int_range == INT4_RANGE else []))
+        if column.kind == "text":
+            return None
+        return KIND_TYPE[column.kind] if column.kind != "float" else "float8"
+
+    def array_op(self):
+        """column = ANY(array) or column <> ALL(array), arrays possibly empty."""
+        rng = self.rng
+        column = self.column()
+        values = self.list_values(column) if rng.random() < 0.9 else []
+        if column.kind == "int":
+            sqltype = "bigint" if column.name == "i8" or rng.random() < 0.3 else "integer"
+            values = [v for v in values if v is None or fits(v, INT_TYPE_RANGE[sqltype])]
+        else:
+            sqltype = "float8" if column.kind == "float" else KIND_TYPE[column.kind]
+        op = "= ANY" if rng.random() < 0.6 else "<> ALL"
+        return "%s %s(%s)" % (self.collate(column, column.name), op, array_literal(values, sqltype, rng))
+
+    def null_test(self):
+        """column IS [NOT] NULL, occasionally on a row of two columns."""
+        rng = self.rng
+        test = rng.choice(["IS NULL", "IS NOT NULL"])
+        if rng.random() < 0.1:
+            return "(%s, %s) %s" % (self.column().name, self.column().name, test)
+        return "%s %s" % (self.column().name, test)
+
+    def boolean(self):
+        """The boolean column in its many spellings."""
+        return self.rng.choice(["b", "NOT b", "b = true", "b = false", "b <> true", "b IS TRUE",
+                                "b IS NOT TRUE", "b IS FALSE", "b IS UNKNOWN", "b < true", "b >= false",
+                                "b > false", "b IN (true, NULL)", "b = NULL", "b IS NOT DISTINCT FROM false"])
+
+    def text_function(self):
+        """Text conditions that are evaluated locally (functions, LIKE, regex)."""
+        rng = self.rng
+        column = self.column(["text"])
+        value = self.values.value(column)
+        prefix = value[:1]
+        return rng.choice([
+            "lower(%s) = %s" % (column.name, quote(value.lower())),
+            "upper(%s) = %s" % (column.name, quote(value.upper())),
+            "%s LIKE %s" % (column.name, quote(prefix.replace("%", "\\%").replace("_", "\\_") + "%")),
+            "%s ILIKE %s" % (column.name, quote("%" + prefix.replace("%", "\\%").replace("_", "\\_"))),
+            "%s NOT LIKE %s" % (column.name, quote("%b")),
+            "length(%s) > %d" % (column.name, rng.randint(0, 3)),
+            "%s ~ %s" % (column.name, quote("^[a-f0-9]+$")),
+            "%s COLLATE \"C\" BETWEEN %s AND %s" % (column.name, quote(value), quote(value + "~")),
+        ])
+
+    def cross_column(self):
+        """Comparisons between two columns (never pushed)."""
+        return self.rng.choice(["i4 < i8", "i4 = id", "id > i8", "t = vc", "t COLLATE \"C\" > vc",
+                                "f8 > i4", "ts::date = d", "n = i4", "n < f8", "d > ts"])
+
+    def local_expression(self):
+        """Other shapes: IS DISTINCT FROM, coalesce, modulo, BETWEEN."""
+        rng = self.rng
+        column = self.column(["int", "float", "ts", "date", "uuid", "text"])
+        low, high = sorted([self.values.value(column), self.values.value(column)],
+                           key=lambda v: (str(type(v)), v))
+        return rng.choice([
+            "%s IS DISTINCT FROM %s" % (column.name, self.literal(column)),
+            "%s IS NOT DISTINCT FROM %s" % (column.name, self.literal(column)),
+            "%s BETWEEN %s AND %s" % (column.name, self.literal(column, low), self.literal(column, high)),
+            "%s NOT BETWEEN %s AND %s" % (column.name, self.literal(column, low), self.literal(column, high)),
+            "coalesce(i4, 0) = 0",
+            "i4 %% 7 = %d" % rng.randint(-6, 6),
+            "i8 / 2 > %d" % rng.randint(-10, 10),
+        ])
+
+    def id_lookup(self):
+        """Conditions on the _id column, which the FDW serves by key lookup."""
+        rng = self.rng
+        column = COLUMN["id"]
+        values = [v for v in (self.values.value(column) for _ in range(5)) if fits(v, INT4_RANGE)]
+        values = values[:rng.randint(1, len(values))] or [0]
+        return rng.choice([
+            "id = %s" % self.int_literal(column, values[0]),
+            "id IN (%s)" % ", ".join(str(v) for v in values),
+            "id = ANY(%s)" % array_literal(values, "integer", rng),
+            "id >= %d AND id < %d" % (values[0], values[0] + rng.randint(1, 50)),
+            "id <> %d" % values[0],
+        ])
+
+
+# --------------------------------------------------------------------------
+# Prepared statements
+# --------------------------------------------------------------------------
+
+@dataclass
+class Parameter:
+    """A parameter of a prepared statement: its SQL type and how to fill it."""
+    sqltype: str
+    column: Column
+    is_array: bool = False
+
+
+@dataclass
+class PreparedCase:
+    """A parameterized WHERE clause and the argument lists to execute it with."""
+    clause: str
+    params: list
+    executions: list = field(default_factory=list)
+
+    def declaration(self):
+        """The parenthesized type list of PREPARE."""
+        return "(%s)" % ", ".join(p.sqltype + ("[]" if p.is_array else "") for p in self.params)
+
+
+class PreparedGenerator:
+    """Random parameterized clauses, and random arguments (NULL included)."""
+
+    def __init__(self, rng, values):
+        self.rng = rng
+        self.values = values
+        self.clauses = ClauseGenerator(rng, values)
+
+    def case(self):
+        """A prepared case with EXECUTIONS_PER_PREPARED argument lists."""
+        params = []
+        clause = self.clause(params, self.rng.randint(0, 2))
+        if not params:
+            clause = "(%s) AND %s" % (clause, self.parameter_leaf(params))
+        case = PreparedCase(clause, params)
+        for run in range(EXECUTIONS_PER_PREPARED):
+            null_chance = 0.5 if run == EXECUTIONS_PER_PREPARED - 1 else 0.1
+            case.executions.append([self.argument(p, null_chance) for p in params])
+        return case
+
+    def clause(self, params, depth):
+        """A clause tree whose leaves mostly compare columns with parameters."""
+        rng = self.rng
+        if depth == 0 or rng.random() < 0.3:
+            return self.parameter_leaf(params) if rng.random() < 0.85 else self.clauses.leaf()
+        if rng.random() < 0.2:
+            return "NOT (%s)" % self.clause(params, depth - 1)
+        operator = " AND " if rng.random() < 0.5 else " OR "
+        return operator.join("(%s)" % self.clause(params, depth - 1) for _ in range(2))
+
+    def parameter(self, params, column, sqltype, is_array=False):
+        """Declare a new parameter and return its placeholder."""
+        params.append(Parameter(sqltype, column, is_array))
+        return "$%d" % len(params)
+
+    def parameter_type(self, column):
+        """The declared type of a parameter compared with ``column``."""
+        if column.kind == "int":
+            return self.rng.choice(["integer", "bigint", "smallint"] if column.name != "i8" else ["bigint", "integer"])
+        return KIND_TYPE[column.kind]
+
+    def parameter_leaf(self, params):
+        """column op $n, column = ANY($n), or the optional-filter idiom."""
+        rng = self.rng
+        column = rng.choice(COLUMNS)
+        sqltype = self.parameter_type(column)
+        roll = rng.random()
+        if roll < 0.2:
+            placeholder = self.parameter(params, column, sqltype, is_array=True)
+            op = "= ANY" if rng.random() < 0.6 else "<> ALL"
+            return "%s %s(%s)" % (column.name, op, placeholder)
+        placeholder = self.parameter(params, column, sqltype)
+        op = rng.choice(COMPARISONS)
+        if roll < 0.3:
+            return "(%s IS NULL OR %s %s %s)" % (placeholder, column.name, op, placeholder)
+        if column.kind == "text" and rng.random() < 0.4:
+            return '%s %s %s COLLATE "C"' % (column.name, op, placeholder)
+        return "%s %s %s" % (column.name, op, placeholder)
+
+    def argument(self, param, null_chance):
+        """An argument of EXECUTE for ``param``: a typed literal or NULL."""
+        rng = self.rng
+        if rng.random() < null_chance:
+            return "NULL::%s%s" % (param.sqltype, "[]" if param.is_array else "")
+        if param.is_array:
+            values = [self.fitting_value(param) if rng.random() < 0.9 else None for _ in range(rng.randint(0, 4))]
+            return array_literal(values, param.sqltype, rng) if values else "'{}'::%s[]" % param.sqltype
+        return typed(self.fitting_value(param), param.sqltype)
+
+    def fitting_value(self, param):
+        """A value for the parameter's column that fits the parameter's type."""
+        bounds = INT_TYPE_RANGE.get(param.sqltype)
+        while True:
+            value = self.values.value(param.column)
+            if bounds is None or fits(value, bounds):
+                return value
+
+
+# --------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------
+
+def load_mongo(docs):
+    """Recreate the MongoDB database and insert the documents in one batch.
+
+    A few secondary indexes are created too, so that a server which plans
+    queries with indexes is exercised on the same filters.
+    """
+    client = mongo_client.connect()
+    client.drop_database(DATABASE)
+    collection = mongo_client.database(client, DATABASE)[COLLECTION]
+    collection.insert_many(docs)
+    for key in ("i4", "t", "ts", "meta.vc"):
+        collection.create_index(key)
+    stored = collection.count_documents({})
+    client.close()
+    if stored != len(docs):
+        raise RuntimeError("MongoDB holds %d documents, expected %d" % (stored, len(docs)))
+
+
+def connect_postgres(dbname):
+    """A psycopg2 connection in autocommit mode, session time zone UTC."""
+    psycopg2.extras.register_uuid()
+    conn = psycopg2.connect(dbname=dbname, options="-c TimeZone=UTC -c statement_timeout=30s")
+    conn.autocommit = True
+    conn.set_client_encoding("UTF8")
+    return conn
+
+
+def create_database():
+    """Recreate the PostgreSQL test database with the C.UTF-8 collation."""
+    conn = connect_postgres(os.environ.get("PGDATABASE", "postgres"))
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
+        cur.execute("CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
+    conn.close()
+
+
+def create_tables(conn, rows):
+    """Create the extension, server, user mapping, foreign and local tables.
+
+    The local table gets the expected rows (inserted as their exact text
+    input forms, so that -0.0 and large integers survive) and a few btree
+    indexes; both tables are analyzed.
+    """
+    user = os.environ.get("MONGO_USER", "")
+    definitions = ",\n  ".join(
+        "%s %s%s" % (c.name, c.sqltype, "" if c.field == c.name else " OPTIONS (field %s)" % quote(c.field))
+        for c in COLUMNS)
+    with conn.cursor() as cur:
+        cur.execute("CREATE EXTENSION idxtable_fdw")
+        # a fetch size below the row count keeps multi-batch cursors in play
+        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
+                    "OPTIONS (uri %s, database %s, fetch_size '500')",
+                    (os.environ["MONGO_URI"], DATABASE))
+        if user:
+            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
+                        (user, os.environ.get("MONGO_PASSWORD", "")))
+        else:
+            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
+        cur.execute("CREATE FOREIGN TABLE ft (\n  %s\n) SERVER mongo OPTIONS (collection %s)"
+                    % (definitions, quote(COLLECTION)))
+        cur.execute("CREATE TABLE lt (\n  %s\n)" % ",\n  ".join(
+            "%s %s%s" % (c.name, c.sqltype, " PRIMARY KEY" if c.name == "id" else "") for c in COLUMNS))
+        template = "(%s)" % ", ".join("%%s::%s" % c.sqltype for c in COLUMNS)
+        psycopg2.extras.execute_values(cur, "INSERT INTO lt VALUES %s",
+                       [[None if v is None else text_form(v) for v in row] for row in rows],
+                       template=template, page_size=500)
+        for name in ("i4", "t", "ts"):
+            cur.execute("CREATE INDEX ON lt (%s)" % name)
+        cur.execute("ANALYZE lt")
+        cur.execute("ANALYZE ft")
+
+
+# --------------------------------------------------------------------------
+# Running and comparing
+# --------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """The result of one query: rows, or the error it raised."""
+    rows: list = None
+    error: str = None
+    sqlstate: str = None
+
+
+class Session:
+    """The connection the cases run on, reopened if it is lost.
+
+    A backend that crashes in the FDW fails the case that crashed it; the
+    cases after it run on a new connection.
+    """
+
+    def __init__(self, dbname):
+        self.dbname = dbname
+        self.conn = connect_postgres(dbname)
+
+    def run(self, sql):
+        """Run ``sql`` and return its rows, or the error (never raising)."""
+        try:
+            if self.conn.closed:
+                self.conn = connect_postgres(self.dbname)
+            with self.conn.cursor() as cur:
+                cur.execute(sql)
+                return Outcome(rows=cur.fetchall() if cur.description else [])
+        except psycopg2.Error as exc:
+            return Outcome(error=(exc.pgerror or str(exc)).strip(), sqlstate=exc.pgcode)
+
+    def close(self):
+        """Close the connection."""
+        self.conn.close()
+
+
+def comparable(value):
+    """A form of a column value in which equality is exact identity.
+
+    Floats compare by their repr, which tells -0.0 from 0.0; numerics by
+    value (1.10 and 1.1 are equal in any WHERE clause); the rest as is.
+    """
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return value
+
+
+def comparable_rows(rows):
+    """``rows`` with every value made comparable."""
+    return [tuple(comparable(v) for v in row) for row in rows]
+
+
+def show_row(row):
+    """A row as ``(name=value, ...)`` for failure reports."""
+    return "(" + ", ".join("%s=%r" % (c.name, v) for c, v in zip(COLUMNS, row)) + ")"
+
+
+def row_differences(foreign_rows, local_rows, limit=5):
+    """Lines describing how two row lists (sorted by id) differ."""
+    foreign = {row[0]: row for row in foreign_rows}
+    local = {row[0]: row for row in local_rows}
+    lines = ["foreign: %d rows, local: %d rows" % (len(foreign_rows), len(local_rows))]
+    for key in sorted(set(foreign) | set(local)):
+        f, l = foreign.get(key), local.get(key)
+        if f is not None and l is not None and comparable_rows([f]) == comparable_rows([l]):
+            continue
+        if len(lines) > limit:
+            lines.append("...")
+            break
+        if f is None:
+            lines.append("only local:   " + show_row(l))
+        elif l is None:
+            lines.append("only foreign: " + show_row(f))
+        else:
+            lines.append("differs: foreign " + show_row(f))
+            lines.append("         local   " + show_row(l))
+    if len(lines) == 1 and len(foreign_rows) == len(local_rows):
+        lines.append("same rows in a different order")
+    return lines
+
+
+def compare(foreign, local):
+    """None if two outcomes agree, else lines describing the difference.
+
+    Both failing with the same SQLSTATE counts as agreement, unless the
+    error is a syntax or semantic one (class 42): that is a bug of this
+    test's SQL generation and must not pass unnoticed.
+    """
+    if foreign.error or local.error:
+        if foreign.sqlstate == local.sqlstate and not (local.sqlstate or "").startswith("42"):
+            return None
+        return ["foreign: " + (foreign.error or "%d rows" % len(foreign.rows)),
+                "local:   " + (local.error or "%d rows" % len(local.rows))]
+    if comparable_rows(foreign.rows) == comparable_rows(local.rows):
+        return None
+    return row_differences(foreign.rows, local.rows)
+
+
+def remote_filter(session, sql):
+    """The 'MongoDB Filter' EXPLAIN VERBOSE shows for ``sql`` (None if none)."""
+    outcome = session.run("EXPLAIN (VERBOSE, COSTS OFF) " + sql)
+    if outcome.error:
+        return None
+    for (line,) in outcome.rows:
+        match = re.search(r"MongoDB Filter: (.*)$", line)
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def is_pushed(filter_json):
+    """Did the scan send a non-empty filter to MongoDB?"""
+    return filter_json is not None and re.sub(r"\s", "", filter_json) != "{}"
+
+
+class Report:
+    """Counts cases and prints failures (in detail for the first ones)."""
+
+    def __init__(self, seed):
+        self.seed = seed
+        self.passed = 0
+        self.failed = 0
+
+    def result(self, name, problem):
+        """Record a case: ``problem`` is None or a list of lines."""
+        if problem is None:
+            self.passed += 1
+            return
+        self.failed += 1
+        if self.failed <= MAX_DETAILED_FAILURES:
+            print("FAIL %s (DIFF_SEED=%d)" % (name, self.seed))
+            for line in problem:
+                print("    " + line)
+        else:
+            outcome = next((line for line in problem if line.startswith("foreign")), "")
+            print("FAIL %s (DIFF_SEED=%d): %s -- %s" % (name, self.seed, problem[0], outcome.splitlines()[0]))
+
+
+def select_sql(table, clause):
+    """The query every case runs: all columns of ``table`` under ``clause``."""
+    return "SELECT %s FROM %s WHERE %s ORDER BY id" % (SELECT_LIST, table, clause)
+
+
+def run_clause_case(session, number, clause, report):
+    """Compare one WHERE clause on both tables; return whether it pushed."""
+    filter_json = remote_filter(session, select_sql("ft", clause))
+    problem = compare(session.run(select_sql("ft", clause)), session.run(select_sql("lt", clause)))
+    if problem:
+        problem = ["WHERE " + clause, "MongoDB Filter: %s" % filter_json] + problem
+    report.result("clause %d" % number, problem)
+    return is_pushed(filter_json)
+
+
+def run_prepared_case(session, number, case, report, plan_counts):
+    """Prepare one parameterized query on both tables and execute it repeatedly.
+
+    Even-numbered cases run with plan_cache_mode auto (PostgreSQL moves to a
+    generic plan after five custom ones, if it finds it no costlier), odd
+    ones with force_generic_plan, so the parameters of a generic plan are
+    certainly resolved at execution time.  Generic and custom plan counts
+    are added to ``plan_counts``.
+    """
+    mode = "auto" if number % 2 == 0 else "force_generic_plan"
+    problem = None
+    session.run("SET plan_cache_mode = " + mode)
+    for name, table in (("qf", "ft"), ("ql", "lt")):
+        outcome = session.run("PREPARE %s%s AS %s" % (name, case.declaration(), select_sql(table, case.clause)))
+        if outcome.error:
+            problem = (problem or []) + ["PREPARE on %s failed: %s" % (table, outcome.error)]
+    for args in case.executions if problem is None else []:
+        arglist = "(%s)" % ", ".join(args)
+        difference = compare(session.run("EXECUTE qf" + arglist), session.run("EXECUTE ql" + arglist))
+        if difference:
+            problem = ["EXECUTE" + arglist] + difference
+            break
+    plans = session.run("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'qf'")
+    for generic, custom in plans.rows or []:
+        plan_counts[0] += generic
+        plan_counts[1] += custom
+    session.run("DEALLOCATE ALL")
+    session.run("RESET plan_cache_mode")
+    if problem:
+        problem = ["PREPARE q%s AS ... WHERE %s" % (case.declaration(), case.clause),
+                   "plan_cache_mode = " + mode] + problem
+    report.result("prepared %d" % number, problem)
+
+
+# --------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------
+
+def parse_args():
+    """Command line: sizes of the run, and --dry-run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=2000, help="number of documents (default 2000)")
+    parser.add_argument("--clauses", type=int, default=400, help="number of WHERE clauses (default 400)")
+    parser.add_argument("--prepared", type=int, default=50, help="number of prepared statements (default 50)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print sample documents, clauses and prepared cases; touch no server")
+    return parser.parse_args()
+
+
+def generate(seed, args):
+    """Everything random, derived from ``seed`` alone: docs, rows, cases."""
+    rng = random.Random(seed)
+    docs = DocumentGenerator(rng).documents(args.docs)
+    rows = sorted((expected_row(d) for d in docs), key=lambda r: r[0])
+    values = LiteralValues(rng, rows)
+    clauses = ClauseGenerator(rng, values)
+    where = [clauses.clause() for _ in range(args.clauses)]
+    prepared_generator = PreparedGenerator(rng, values)
+    prepared = [prepared_generator.case() for _ in range(args.prepared)]
+    return docs, rows, where, prepared
+
+
+def dry_run(docs, rows, where, prepared):
+    """Show what would be run, without any server."""
+    for doc, row in list(zip(docs, (expected_row(d) for d in docs)))[:3]:
+        print("document %r\n  reads as %s" % (doc, show_row(row)))
+    for clause in where[:10]:
+        print("WHERE " + clause)
+    for case in prepared[:3]:
+        print("PREPARE q%s AS ... WHERE %s" % (case.declaration(), case.clause))
+        for args in case.executions[:2]:
+            print("  EXECUTE q(%s)" % ", ".join(args))
+
+
+def main():
+    """Generate, load, run every case, and print the summary line."""
+    args = parse_args()
+    seed = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(2 ** 32))
+    print("differential: seed %d (repeat with DIFF_SEED=%d)" % (seed, seed), flush=True)
+    docs, rows, where, prepared = generate(seed, args)
+    if args.dry_run:
+        dry_run(docs, rows, where, prepared)
+        return 0
+
+    report = Report(seed)
+    started = time.monotonic()
+    try:
+        load_mongo(docs)
+        create_database()
+        session = Session(DATABASE)
+        create_tables(session.conn, rows)
+    except Exception as exc:  # any setup failure is one failed case
+        report.result("setup", ["%s: %s" % (type(exc).__name__, exc)])
+        print("differential: %d passed, %d failed" % (report.passed, report.failed))
+        return 1
+    print("loaded %d documents in %.1fs" % (len(docs), time.monotonic() - started), flush=True)
+
+    pushed = 0
+    for number, clause in enumerate(["true"] + where):
+        pushed += run_clause_case(session, number, clause, report)
+    ratio = pushed / max(len(where), 1)
+    print("pushdown: %d of %d clauses sent a filter to MongoDB (%.0f%%)"
+          % (pushed, len(where), 100 * ratio))
+    report.result("pushdown coverage", None if ratio >= MIN_PUSHDOWN_RATIO else
+                  ["only %.0f%% of the clauses were pushed down, need %.0f%%"
+                   % (100 * ratio, 100 * MIN_PUSHDOWN_RATIO)])
+
+    plan_counts = [0, 0]
+    for number, case in enumerate(prepared):
+        run_prepared_case(session, number, case, report, plan_counts)
+    print("prepared: %d generic and %d custom plan executions" % tuple(plan_counts))
+    session.close()
+    print("elapsed %.1fs" % (time.monotonic() - started))
+    print("differential: %d passed, %d failed" % (report.passed, report.failed))
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
