@@ -180,17 +180,22 @@ evaluate_params(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
- * Build the find options: projection and batch size.
+ * Build the find options: projection, batch size, and the "simple"
+ * (binary) collation, which the pushdown rules for text assume even where
+ * the collection has a default collation of its own.
  */
 static void
 build_find_options(IdxScanState *state, bson_t *opts)
 {
-	bson_t		projection;
+	bson_t		child;
 
-	BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &projection);
-	idx_build_projection(&projection, state->info, state->attrs_used);
-	bson_append_document_end(opts, &projection);
+	BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &child);
+	idx_build_projection(&child, state->info, state->attrs_used);
+	bson_append_document_end(opts, &child);
 	BSON_APPEND_INT32(opts, "batchSize", state->info->fetch_size);
+	BSON_APPEND_DOCUMENT_BEGIN(opts, "collation", &child);
+	BSON_APPEND_UTF8(&child, "locale", "simple");
+	bson_append_document_end(opts, &child);
 }
 
 /*
