@@ -530,6 +530,17 @@ bson_date_to_timestamp(int64 ms, Timestamp *result)
 }
 
 /*
+ * Raise the wrong-type error unless the value under "iter" is of "type".
+ */
+static void
+require_type(const bson_iter_t *iter, bson_type_t type,
+			 const IdxColumnConv *conv, const IdxConvSource *src)
+{
+	if (bson_iter_type(iter) != type)
+		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+}
+
+/*
  * timestamp, timestamptz: a BSON date.  A timestamp without time zone
  * takes the UTC wall clock.  timestamp(0..2) columns reject values with
  * more fractional digits than they keep.
@@ -543,8 +554,7 @@ timestamp_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	int64		ms;
 	Timestamp	ts;
 
-	if (bson_iter_type(iter) != BSON_TYPE_DATE_TIME)
-		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	require_type(iter, BSON_TYPE_DATE_TIME, conv, src);
 
 	ms = bson_iter_date_time(iter);
 	if (!bson_date_to_timestamp(ms, &ts))
@@ -566,8 +576,7 @@ date_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	int64		ms;
 	int64		days;
 
-	if (bson_iter_type(iter) != BSON_TYPE_DATE_TIME)
-		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	require_type(iter, BSON_TYPE_DATE_TIME, conv, src);
 
 	ms = bson_iter_date_time(iter);
 	if (ms % MS_PER_DAY != 0)
@@ -599,8 +608,7 @@ uuid_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	const uint8_t *data;
 	pg_uuid_t  *uuid;
 
-	if (bson_iter_type(iter) != BSON_TYPE_BINARY)
-		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	require_type(iter, BSON_TYPE_BINARY, conv, src);
 
 	bson_iter_binary(iter, &subtype, &len, &data);
 	if ((subtype != BSON_SUBTYPE_UUID &&
@@ -624,8 +632,7 @@ bytea_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	const uint8_t *data;
 	bytea	   *result;
 
-	if (bson_iter_type(iter) != BSON_TYPE_BINARY)
-		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	require_type(iter, BSON_TYPE_BINARY, conv, src);
 
 	bson_iter_binary(iter, &subtype, &len, &data);
 	if (len > MaxAllocSize - VARHDRSZ)
@@ -653,8 +660,7 @@ array_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	int			dims[1];
 	int			lbs[1];
 
-	if (bson_iter_type(iter) != BSON_TYPE_ARRAY)
-		idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
+	require_type(iter, BSON_TYPE_ARRAY, conv, src);
 	if (!bson_iter_recurse(iter, &child))
 		idx_report_corrupt(conv, src);
 	while (bson_iter_next(&child))
