@@ -328,17 +328,20 @@ idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /*
- * At transaction end no scan is open: drop invalidated clients, and forget
- * scan pins left by an aborted query.
+ * At commit no scan is open any more: drop invalidated clients.  At abort
+ * the scans' cursors are released only later, when the portal's memory is
+ * cleaned up, so clients are left alone (the next lookup drops them) and
+ * only the pins are forgotten.
  */
 static void
 idx_xact_callback(XactEvent event, void *arg)
 {
 	HASH_SEQ_STATUS scan;
 	IdxConnEntry *entry;
+	bool		commit = (event == XACT_EVENT_COMMIT ||
+						  event == XACT_EVENT_PARALLEL_COMMIT);
 
-	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
-		event != XACT_EVENT_PARALLEL_COMMIT &&
+	if (!commit && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PARALLEL_ABORT)
 		return;
 
@@ -346,7 +349,7 @@ idx_xact_callback(XactEvent event, void *arg)
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
 		entry->active_scans = 0;
-		if (entry->invalidated)
+		if (commit && entry->invalidated)
 			disconnect_entry(entry);
 	}
 }

@@ -610,6 +610,80 @@ def test_planner_never_changes_results(env):
         check(indexed == scanned, "filter %s: %s via indexes, %s via a collection scan" % (filt, indexed, scanned))
 
 
+NULL_PATH_DOCS = [{"_id": 1}, {"_id": 2, "a": None}, {"_id": 3, "a": 7}, {"_id": 4, "a": "x"}, {"_id": 5, "a": {}},
+                  {"_id": 6, "a": {"b": None}}, {"_id": 7, "a": {"b": 1}}, {"_id": 8, "a": {"b": 2}},
+                  {"_id": 9, "a": [{"b": 1}, 5]}, {"_id": 10, "a": [{}]}]
+NULL_PATH_HITS = [1, 2, 3, 4, 5, 6, 10]  # a.b resolves to no value or to null
+NULL_PATH_CASES = [
+    ({"a.b": None}, NULL_PATH_HITS),
+    ({"a.b": {"$eq": None}}, NULL_PATH_HITS),
+    ({"a.b": {"$in": [None]}}, NULL_PATH_HITS),
+    ({"a.b": {"$in": [None, 1]}}, sorted(NULL_PATH_HITS + [7, 9])),
+    ({"a.b": {"$ne": None}}, [7, 8, 9]),
+    ({"a.b": {"$nin": [None]}}, [7, 8, 9]),
+    ({"a.b": {"$nin": [None, 1]}}, [8]),
+    ({"a.b": {"$not": {"$eq": None}}}, [7, 8, 9]),
+    ({"a.b": {"$ne": None, "$gt": 1}}, [8]),
+    ({"$or": [{"a.b": None}, {"_id": 8}]}, sorted(NULL_PATH_HITS + [8])),
+    ({"$and": [{"a.b": {"$in": [None, 2]}}, {"_id": {"$gte": 3}}]}, [3, 4, 5, 6, 8, 10]),
+    ({"$nor": [{"a.b": None}]}, [7, 8, 9]),
+]
+
+
+def _null_path_results(coll, filt, hint=None):
+    """_ids matched by find (optionally hinted), count and a $match after an unrelated stage."""
+    cursor = coll.find(filt).sort("_id", 1)
+    found = [d["_id"] for d in (cursor.hint(hint) if hint else cursor)]
+    check(coll.count_documents(filt) == len(found), "count of %s" % filt)
+    late = [d["_id"] for d in coll.aggregate([{"$addFields": {"z": 1}}, {"$match": filt}, {"$sort": {"_id": 1}}])]
+    check(late == found, "filter %s: $match after $addFields %s, find %s" % (filt, late, found))
+    return found
+
+
+@test()
+def test_null_on_dotted_paths(env):
+    coll = fresh(env, "null_paths")
+    coll.insert_many(NULL_PATH_DOCS)
+    for filt, expected in NULL_PATH_CASES:
+        got = _null_path_results(coll, filt)
+        check(got == expected, "no index, filter %s: %s, expected %s" % (filt, got, expected))
+    coll.create_index("a.b", name="ab")
+    plan = env.client.t.command("explain", {"find": "null_paths", "filter": {"a.b": None}})
+    check(plan["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "ab", plan["queryPlanner"])
+    for filt, expected in NULL_PATH_CASES:
+        for hint in (None, "ab", [("$natural", 1)]):
+            if hint == "ab" and "a.b" not in filt:
+                continue
+            got = _null_path_results(coll, filt, hint)
+            check(got == expected, "index, hint %s, filter %s: %s, expected %s" % (hint, filt, got, expected))
+    res = coll.update_many({"a.b": None}, {"$set": {"hit": True}})
+    check(res.matched_count == res.modified_count == len(NULL_PATH_HITS), res.raw_result)
+    check(sorted(d["_id"] for d in coll.find({"hit": True})) == NULL_PATH_HITS)
+    check(coll.delete_many({"a.b": {"$ne": None}}).deleted_count == 3)
+    check(coll.count_documents({}) == len(NULL_PATH_HITS))
+
+
+@test()
+def test_collation_simple_is_accepted(env):
+    coll = fresh(env, "coll_simple")
+    coll.insert_many([{"_id": 1, "s": "B"}, {"_id": 2, "s": "a"}])
+    simple = {"locale": "simple"}
+    check([d["_id"] for d in coll.find({"s": {"$gt": "A"}}, collation=simple).sort("s", 1)] == [1, 2])
+    out = list(coll.aggregate([{"$sort": {"s": 1}}], collation=simple))
+    check([d["_id"] for d in out] == [1, 2], out)
+
+
+@test(own=True)
+def test_collation_other_locales_are_refused(env):
+    coll = fresh(env, "coll_locale")
+    coll.insert_one({"_id": 1, "s": "a"})
+    exc = expect_error(2, lambda: list(coll.find({}, collation={"locale": "en", "strength": 2})))
+    check('collation locale "en" not supported by the test server' in str(exc), str(exc))
+    exc = expect_error(2, lambda: list(coll.aggregate([{"$match": {}}], collation={"locale": "fr"})))
+    check('collation locale "fr" not supported by the test server' in str(exc), str(exc))
+    expect_error(2, env.client.t.command, "find", "coll_locale", collation={})
+
+
 # ---------------------------------------------------------------------------------------------- transactions
 
 @test()

@@ -7,10 +7,10 @@ import time
 
 from bson.int64 import Int64
 from bson.objectid import ObjectId
-from mongomock.filtering import filter_applies
 
 from .cmd_crud import collection_stats
 from .errors import MongoError, bad_value, write_conflict
+from .matcher import compile_filter
 from .mockops import plain
 from .txn import no_such_transaction
 
@@ -137,10 +137,11 @@ def cmd_drop_database(ctx):
 def cmd_list_collections(ctx):
     """listCollections: a cursor of collection descriptions, optionally filtered."""
     infos = []
+    match = compile_filter(ctx.cmd.get("filter") or {})
     for name, coll in sorted(ctx.store.collections(ctx.db).items()):
         info = {"name": name, "type": "collection", "options": dict(coll.options),
                 "info": {"readOnly": False, "uuid": coll.uuid}, "idIndex": dict(coll.indexes["_id_"].spec)}
-        if filter_applies(ctx.cmd.get("filter") or {}, info):
+        if match(info):
             infos.append({"name": name, "type": "collection"} if ctx.cmd.get("nameOnly") else info)
     batch = (ctx.cmd.get("cursor") or {}).get("batchSize")
     return {"cursor": ctx.server.cursors.first_batch("%s.$cmd.listCollections" % ctx.db, infos, batch),

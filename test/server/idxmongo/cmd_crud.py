@@ -45,6 +45,20 @@ def sort_spec(spec):
     return out
 
 
+def _check_collation(cmd):
+    """Accept the `simple` collation (MongoDB's binary comparison, which is what this server does); refuse
+    every other locale rather than silently comparing strings by their bytes."""
+    collation = cmd.get("collation")
+    if collation is None:
+        return
+    if not isinstance(collation, dict):
+        raise MongoError(14, "collation must be an object")
+    locale = collation.get("locale")
+    if locale != "simple":
+        raise bad_value("collation locale %s not supported by the test server (only \"simple\")"
+                        % ('"%s"' % locale if isinstance(locale, str) else "(missing)"))
+
+
 def _projection(spec):
     """A projection, or None for none (an empty projection means the whole document)."""
     if spec is not None and not isinstance(spec, dict):
@@ -66,6 +80,7 @@ def cmd_find(ctx):
     cmd = ctx.cmd
     name = _name_arg(ctx)
     filt = cmd.get("filter") or {}
+    _check_collation(cmd)
     projection = _projection(cmd.get("projection"))
     skip = _int_arg(cmd, "skip")
     limit = _int_arg(cmd, "limit")
@@ -346,6 +361,7 @@ def cmd_aggregate(ctx):
         raise MongoError(9, "The 'cursor' option is required, except for aggregate with the explain argument")
     if cmd.get("explain"):
         raise MongoError(115, "aggregate explain is not supported by the test server")
+    _check_collation(cmd)
     coll = ctx.coll(name)
     if pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
         docs, rest = _coll_stats_stage(ctx, coll, pipeline[0]["$collStats"] or {}), pipeline[1:]

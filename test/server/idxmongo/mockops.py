@@ -11,11 +11,13 @@ from collections import OrderedDict
 
 import mongomock
 from mongomock import aggregate as mm_aggregate
+from mongomock.filtering import filter_applies
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 
 from .bsonkeys import sort_documents
 from .errors import MongoError, bad_value, from_mongomock
+from .matcher import compile_filter
 
 _SCRATCH = mongomock.MongoClient()["scratch"]["scratch"]
 
@@ -60,11 +62,17 @@ def is_operator_update(update):
 
 
 def _run_update(existing, spec, update, upsert):
-    """Run mongomock's update on a scratch collection holding only `existing` (or nothing, for upserts)."""
+    """Run mongomock's update on a scratch collection holding only `existing` (or nothing, for upserts).
+
+    mongomock selects the document with `spec` again (it needs the query for positional `$` operators). Where
+    the server's matcher and mongomock's disagree (null on a dotted path, see matcher.py), the document is
+    selected by `_id` instead, so the update is not silently skipped."""
     _SCRATCH._store._documents.clear()
     if existing is not None:
         _SCRATCH._store["doc"] = copy.deepcopy(existing)
     try:
+        if existing is not None and not filter_applies(spec, existing):
+            spec = {"_id": existing["_id"]}
         _SCRATCH._update(spec, update, upsert=upsert, multi=False)
         docs = list(_SCRATCH._store.documents)
     except Exception as exc:  # mongomock reports bad updates with assorted exception types
@@ -188,9 +196,21 @@ def _rewrite_stage(op, options):
     return [{op: options}]
 
 
+def _match_stage(docs, filt):
+    """A $match stage with the server's matcher (the one find uses)."""
+    if not isinstance(filt, dict):
+        raise bad_value("the match filter must be an expression in an object")
+    try:
+        match = compile_filter(filt)
+        return [d for d in docs if match(d)]
+    except Exception as exc:  # malformed filters, reported by mongomock with assorted exception types
+        raise from_mongomock(exc) from exc
+
+
 def run_stages(docs, stages, database):
     """Run aggregation stages over `docs` (private copies, unless every stage is read-only): $sort with
-    MongoDB ordering, everything else with mongomock; $group results get `_id` first, as in MongoDB."""
+    MongoDB ordering, $match with the server's matcher, everything else with mongomock; $group results get `_id`
+    first, as in MongoDB."""
     for stage in stages:
         if not isinstance(stage, dict) or len(stage) != 1:
             raise bad_value("A pipeline stage specification object must contain exactly one field.")
@@ -201,6 +221,9 @@ def run_stages(docs, stages, database):
             if sub_op == "$sort":
                 docs = list(docs)
                 sort_documents(docs, list(sub_options.items()))
+                continue
+            if sub_op == "$match":
+                docs = _match_stage(docs, sub_options)
                 continue
             try:
                 docs = list(mm_aggregate.process_pipeline(docs, database, [{sub_op: sub_options}], None))

@@ -2,8 +2,9 @@
 
 The planner only narrows the candidate set: it reads equality, `$in` and range conditions of the filter's
 top-level conjunction (including `$and`) on the leading fields of an index, scans those index intervals,
-then applies the whole filter to every fetched document with mongomock's matcher. Any subset of a
-conjunction selects a superset of the matches, so results never depend on the plan, only the counters do.
+then applies the whole filter to every fetched document with the matcher (matcher.py: mongomock's, with
+MongoDB's null semantics on dotted paths). Any subset of a conjunction selects a superset of the matches,
+so results never depend on the plan, only the counters do.
 """
 
 import itertools
@@ -12,10 +13,10 @@ import re
 from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
-from mongomock.filtering import filter_applies
 
 from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, sort_documents, sort_key
 from .errors import MongoError
+from .matcher import compile_filter
 
 MAX_POINT_COMBINATIONS = 10000
 _NOT_RANGE_VALUES = (type(None), MinKey, MaxKey, list, Regex, re.Pattern, type(MISSING))
@@ -301,6 +302,7 @@ def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, pl
     filt = filt or {}
     sort = sort or []
     plan = plan or choose_plan(coll, filt, sort, hint)
+    match = compile_filter(filt)
     ordered = plan.ordered and not overlay
     need = skip + limit if limit and ordered else None
     matches = []
@@ -313,7 +315,7 @@ def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, pl
             visited.add(idk)
         else:
             doc = docs.get(idk)
-        if doc is not None and (not filt or filter_applies(filt, doc)):
+        if doc is not None and match(doc):
             matches.append(doc)
             if need is not None and len(matches) >= need:
                 break
@@ -321,7 +323,7 @@ def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, pl
         for idk, before in overlay.items():
             if idk not in visited and before is not None:
                 stats.docs += 1
-                if not filt or filter_applies(filt, before):
+                if match(before):
                     matches.append(before)
     if sort and not ordered and sort[0][0] != "$natural":
         sort_documents(matches, sort)

@@ -10,11 +10,11 @@ in place: every write replaces the dict, so cursors and before-images can keep r
 import uuid
 
 from bson.binary import Binary
-from mongomock.filtering import filter_applies
 from sortedcontainers import SortedList
 
 from .bsonkeys import ABOVE_ALL, MISSING, format_document, leaf_values, sort_key
 from .errors import MongoError
+from .matcher import compile_filter
 
 ID_INDEX_SPEC = {"v": 2, "key": {"_id": 1}, "name": "_id_"}
 
@@ -42,6 +42,7 @@ class Index:
         self.unique = self.is_id or bool(spec.get("unique"))
         self.sparse = bool(spec.get("sparse"))
         self.partial = spec.get("partialFilterExpression")
+        self.partial_match = compile_filter(self.partial) if self.partial is not None else None
         self.entries = SortedList()
         self.multikey = False
 
@@ -57,7 +58,7 @@ class Index:
         """
         if self.is_id:
             return {(sort_key(doc["_id"]),): (doc["_id"],)}
-        if self.partial is not None and not filter_applies(self.partial, doc):
+        if self.partial_match is not None and not self.partial_match(doc):
             return {}
         per_field = []
         array_fields = []

@@ -1,0 +1,185 @@
+"""Query filter matching: mongomock's matcher, with MongoDB's null semantics on dotted paths.
+
+MongoDB treats a dotted path that does not resolve to a value as missing, and missing equals null: `{"a.b":
+null}` matches documents whose `a` is missing, null, a scalar or a document without `b`, and `{"a.b": {$ne:
+null}}` matches none of them. mongomock resolves `a.b` under a null or scalar `a` to no value at all, so it
+gets both wrong there. `compile_filter` evaluates those comparisons itself (equality to null, `$in`/`$nin`
+lists holding null, `$ne: null`, and `$not` over any of them, on dotted paths, also inside `$and`/`$or`/`$nor`)
+and hands every other condition to mongomock's `filter_applies` unchanged.
+
+Through arrays the rule is MongoDB's: an array met in the middle of the path is searched element by element,
+documents only (other elements are skipped), and an array at the end of the path equals null if one of its
+elements is null. A numeric path component meeting an array is left to mongomock.
+"""
+
+from mongomock.filtering import filter_applies
+
+_LOGICAL = ("$and", "$or", "$nor")
+
+
+def _is_operator_doc(cond):
+    """True for `{$op: ...}` condition documents (mongomock's rule: every key is an operator)."""
+    return isinstance(cond, dict) and bool(cond) and all(k.startswith("$") for k in cond)
+
+
+def _is_null_op(op, arg):
+    """Whether one operator of a condition document compares with null in a way this module evaluates."""
+    if op in ("$eq", "$ne"):
+        return arg is None
+    if op in ("$in", "$nin"):
+        return isinstance(arg, list) and any(v is None for v in arg)
+    if op == "$not":
+        return _is_operator_doc(arg) and _is_null_condition(arg)
+    return False
+
+
+def _is_null_condition(cond):
+    """Whether a condition on a path (literal or operator document) involves a null comparison."""
+    if cond is None:
+        return True
+    return _is_operator_doc(cond) and any(_is_null_op(op, arg) for op, arg in cond.items())
+
+
+def _is_filter_list(value):
+    """A well-formed `$and`/`$or`/`$nor` operand (anything else is left to mongomock and its errors)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(sub, dict) for sub in value)
+
+
+def has_null_path_conditions(filt):
+    """Whether a filter holds a null comparison on a dotted path that mongomock would get wrong."""
+    for key, value in filt.items():
+        if key in _LOGICAL:
+            if _is_filter_list(value) and any(has_null_path_conditions(sub) for sub in value):
+                return True
+        elif not key.startswith("$") and "." in key and _is_null_condition(value):
+            return True
+    return False
+
+
+class _Undecided(Exception):
+    """The path takes a turn (a numeric component on an array) that is left to mongomock."""
+
+
+def _document_path_is_null(doc, parts):
+    """MongoDB's `{path: null}` on a document: the path is missing somewhere it leads, or reaches null."""
+    head, rest = parts[0], parts[1:]
+    if head not in doc:
+        return True
+    value = doc[head]
+    if not rest:
+        return value is None or (isinstance(value, list) and any(e is None for e in value))
+    if isinstance(value, dict):
+        return _document_path_is_null(value, rest)
+    if isinstance(value, list):
+        if rest[0].isdigit():
+            raise _Undecided()
+        return any(_document_path_is_null(e, rest) for e in value if isinstance(e, dict))
+    return True  # null or a scalar in the middle of the path: the rest of the path is missing
+
+
+def _equals_null(path):
+    """Predicate for `{path: null}`."""
+    parts = path.split(".")
+    fallback = {path: None}
+
+    def test(doc):
+        if not isinstance(doc, dict):
+            return filter_applies(fallback, doc)
+        try:
+            return _document_path_is_null(doc, parts)
+        except _Undecided:
+            return filter_applies(fallback, doc)
+    return test
+
+
+def _mongomock(filt):
+    """Predicate running mongomock's matcher."""
+    return lambda doc: filter_applies(filt, doc)
+
+
+def _negate(test):
+    return lambda doc: not test(doc)
+
+
+def _all(tests):
+    if len(tests) == 1:
+        return tests[0]
+    return lambda doc: all(t(doc) for t in tests)
+
+
+def _any(tests):
+    return lambda doc: any(t(doc) for t in tests)
+
+
+def _in_with_null(path, values):
+    """Predicate for `{path: {$in: values}}` where values hold null: equal to null, or to one of the others."""
+    others = [v for v in values if v is not None]
+    tests = [_equals_null(path)]
+    if others:
+        tests.append(_mongomock({path: {"$in": others}}))
+    return _any(tests)
+
+
+def _condition_tests(path, cond):
+    """Predicates whose conjunction is `{path: cond}` for a condition involving null on a dotted path.
+
+    Each operator of a condition document is a predicate of its own in MongoDB, so the null comparisons are
+    split off and the remaining operators stay together for mongomock ($regex with $options, for one)."""
+    if cond is None:
+        return [_equals_null(path)]
+    tests = []
+    rest = {}
+    for op, arg in cond.items():
+        if not _is_null_op(op, arg):
+            rest[op] = arg
+        elif op == "$eq":
+            tests.append(_equals_null(path))
+        elif op == "$ne":
+            tests.append(_negate(_equals_null(path)))
+        elif op == "$in":
+            tests.append(_in_with_null(path, arg))
+        elif op == "$nin":
+            tests.append(_negate(_in_with_null(path, arg)))
+        else:  # $not over a condition document with a null comparison
+            tests.append(_negate(_all(_condition_tests(path, arg))))
+    if rest:
+        tests.insert(0, _mongomock({path: rest}))
+    return tests
+
+
+def _compile(filt):
+    """Predicate for a filter that holds null comparisons on dotted paths."""
+    tests = []
+    rest = {}
+    for key, value in filt.items():
+        if key in _LOGICAL and _is_filter_list(value) and any(has_null_path_conditions(s) for s in value):
+            subs = [compile_filter(sub) for sub in value]
+            if key == "$and":
+                tests.append(_all(subs))
+            elif key == "$or":
+                tests.append(_any(subs))
+            else:
+                tests.append(_negate(_any(subs)))
+        elif not key.startswith("$") and "." in key and _is_null_condition(value):
+            tests.extend(_condition_tests(key, value))
+        else:
+            rest[key] = value
+    if rest:
+        tests.insert(0, _mongomock(rest))  # first, so that mongomock still reports malformed filters
+    return _all(tests)
+
+
+def compile_filter(filt):
+    """A predicate `doc -> bool` for a query filter, with MongoDB's null semantics on dotted paths.
+
+    Filters without such comparisons go to mongomock's `filter_applies` as they are."""
+    if not filt:
+        return lambda doc: True
+    if isinstance(filt, dict) and has_null_path_conditions(filt):
+        return _compile(filt)
+    return _mongomock(filt)
+
+
+def matches(filt, doc):
+    """Whether `doc` matches `filt` (see compile_filter; compile once to test many documents)."""
+    return compile_filter(filt)(doc)
