@@ -1,6 +1,6 @@
 \set ECHO queries
 \pset footer off
--- idxtable_fdw demo: MongoDB collections as PostgreSQL foreign tables
+\echo '\n>>> idxtable_fdw demo: MongoDB collections as PostgreSQL foreign tables'
 CREATE EXTENSION IF NOT EXISTS idxtable_fdw;
 -- (the server and user mapping come from test/env's MONGO_* variables;
 -- not echoed, since the user mapping holds a password)
@@ -24,29 +24,29 @@ CREATE FOREIGN TABLE customers (
 ) SERVER demo_mongo OPTIONS (collection 'customers');
 ANALYZE customers;
 
--- a lookup by the document key: MongoDB's _id index, one round trip
+\echo '\n>>> a lookup by the document key: MongoDB''s _id index, one round trip'
 EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM customers WHERE customer_id = 4242;
 SELECT * FROM customers WHERE customer_id IN (1, 2, 3) ORDER BY customer_id;
 
--- a secondary-key predicate is pushed down as a MongoDB filter
+\echo '\n>>> a secondary-key predicate is pushed down as a MongoDB filter'
 EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT customer_id, first_name FROM customers
   WHERE town = 'Walla Walla' AND last_name = 'Smith';
 SELECT customer_id, first_name, last_name FROM customers
   WHERE town = 'Walla Walla' AND last_name = 'Smith' ORDER BY customer_id;
 
--- NULL and missing fields follow SQL semantics
+\echo '\n>>> NULL and missing fields follow SQL semantics'
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM customers WHERE email IS NULL;
 SELECT count(*) FROM customers WHERE email IS NULL;
 SELECT count(*) FROM customers WHERE NOT (town <> 'Pullman');
 
--- what MongoDB would compare differently stays in PostgreSQL (Filter:)
+\echo '\n>>> what MongoDB would compare differently stays in PostgreSQL (Filter:)'
 EXPLAIN (VERBOSE, COSTS OFF)
   SELECT customer_id FROM customers WHERE lower(email) LIKE 'ada.kim%';
 SELECT town, count(*) FROM customers GROUP BY town ORDER BY count(*) DESC LIMIT 5;
 
--- IMPORT FOREIGN SCHEMA infers the columns from sampled documents
+\echo '\n>>> IMPORT FOREIGN SCHEMA infers the columns from sampled documents'
 CREATE SCHEMA imported;
 IMPORT FOREIGN SCHEMA idxtable_demo FROM SERVER demo_mongo INTO imported;
 \d imported.customers
