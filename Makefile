@@ -10,14 +10,20 @@ OBJS = \
 	fdw/deparse.o \
 	fdw/planner.o \
 	fdw/scan.o \
+	fdw/index_path.o \
+	fdw/index_scan.o \
 	fdw/analyze.o \
-	fdw/import.o
+	fdw/import.o \
+	fdw/index_catalog.o \
+	fdw/index_entry.o \
+	fdw/index_ddl.o \
+	fdw/index_build.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors auth
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes routing auth
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -24,3 +24,64 @@ CREATE FUNCTION idxtable_fdw_disconnect_all()
 RETURNS bool
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT PARALLEL RESTRICTED;
+
+-- Index tables: definitions, their view, and the functions that create and
+-- drop them.  The definitions are dumped by pg_dump (the index collections
+-- stay in MongoDB), so a restored database finds its indexes again.
+CREATE SCHEMA idxtable;
+
+CREATE TABLE idxtable.index_defs (
+  name text PRIMARY KEY,
+  tbl regclass NOT NULL,
+  keys text[] NOT NULL,
+  include text[] NOT NULL DEFAULT '{}',
+  is_unique boolean NOT NULL,
+  collection text NOT NULL,
+  state text NOT NULL CHECK (state IN ('building', 'valid', 'failed')),
+  entries bigint,
+  distinct_keys bigint
+);
+
+COMMENT ON TABLE idxtable.index_defs IS
+  'Index tables of idxtable_fdw foreign tables (one MongoDB collection each)';
+
+SELECT pg_catalog.pg_extension_config_dump('idxtable.index_defs', '');
+
+CREATE VIEW idxtable.indexes AS
+  SELECT name, tbl AS "table", keys, include, is_unique AS "unique",
+         collection, state, entries
+    FROM idxtable.index_defs;
+
+GRANT USAGE ON SCHEMA idxtable TO PUBLIC;
+GRANT SELECT ON idxtable.index_defs, idxtable.indexes TO PUBLIC;
+
+CREATE FUNCTION idxtable.create_index(tbl regclass, keys text[],
+                                      include text[] DEFAULT '{}',
+                                      is_unique boolean DEFAULT false,
+                                      name text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idxtable_create_index'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION idxtable.drop_index(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idxtable_drop_index'
+LANGUAGE C STRICT VOLATILE;
+
+-- Dropping a foreign table drops its index definitions (RENAME needs
+-- nothing: tbl is a regclass).  The index collections stay in MongoDB, as
+-- the table's own collection does.
+CREATE FUNCTION idxtable.drop_table_indexes()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  DELETE FROM idxtable.index_defs
+   WHERE tbl::oid IN (SELECT objid FROM pg_event_trigger_dropped_objects()
+                       WHERE classid = 'pg_class'::regclass AND objsubid = 0);
+END
+$$;
+
+CREATE EVENT TRIGGER idxtable_drop_table_indexes ON sql_drop
+  EXECUTE FUNCTION idxtable.drop_table_indexes();

@@ -469,27 +469,53 @@ idx_report_error(const bson_error_t *error, const char *server,
 }
 
 /*
- * Raise an ERROR for a failed command, preferring the reply's code and
- * errmsg (the server's words) over libmongoc's rewording.
+ * Prefer the reply's code and errmsg (the server's words) over libmongoc's
+ * rewording, unless the connection itself failed.
+ */
+static void
+merge_reply_error(bson_error_t *error, const bson_t *reply)
+{
+	bson_iter_t iter;
+
+	if (reply && bson_iter_init_find(&iter, reply, "code") &&
+		BSON_ITER_HOLDS_NUMBER(&iter) && error->domain != MONGOC_ERROR_STREAM)
+	{
+		error->domain = MONGOC_ERROR_SERVER;
+		error->code = (uint32) bson_iter_as_int64(&iter);
+		if (bson_iter_init_find(&iter, reply, "errmsg") &&
+			BSON_ITER_HOLDS_UTF8(&iter))
+			strlcpy(error->message, bson_iter_utf8(&iter, NULL),
+					sizeof(error->message));
+	}
+}
+
+/*
+ * Raise an ERROR for a failed command with reply "reply".
  */
 void
 idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
 					   const char *server, const char *what)
 {
 	bson_error_t copy = *error;
-	bson_iter_t iter;
 
-	if (reply && bson_iter_init_find(&iter, reply, "code") &&
-		BSON_ITER_HOLDS_NUMBER(&iter) && copy.domain != MONGOC_ERROR_STREAM)
-	{
-		copy.domain = MONGOC_ERROR_SERVER;
-		copy.code = (uint32) bson_iter_as_int64(&iter);
-		if (bson_iter_init_find(&iter, reply, "errmsg") &&
-			BSON_ITER_HOLDS_UTF8(&iter))
-			strlcpy(copy.message, bson_iter_utf8(&iter, NULL),
-					sizeof(copy.message));
-	}
+	merge_reply_error(&copy, reply);
 	idx_report_error(&copy, server, what);
+}
+
+/*
+ * Raise an ERROR for a cursor that failed.  Everything needed is copied to
+ * the stack first, so the cursor can be released by the caller's cleanup.
+ */
+void
+idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
+						const char *what)
+{
+	const bson_t *reply = NULL;
+	bson_error_t error;
+
+	mongoc_cursor_error_document(cursor, &error, &reply);
+	merge_reply_error(&error, reply);
+	idx_report_error(&error, server, what);
 }
 
 /*
@@ -505,18 +531,8 @@ idx_run_command(mongoc_client_t *client, const char *server,
 	if (!mongoc_client_command_simple(client, database, command, NULL, reply,
 									  &error))
 	{
-		bson_t		copy;
-
-		bson_copy_to(reply, &copy);
+		merge_reply_error(&error, reply);
 		bson_destroy(reply);
-		PG_TRY();
-		{
-			idx_report_reply_error(&copy, &error, server, what);
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&copy);
-		}
-		PG_END_TRY();
+		idx_report_error(&error, server, what);
 	}
 }

@@ -41,6 +41,10 @@ extern void idx_report_reply_error(const bson_t *reply,
 								   const char *server,
 								   const char *what) pg_attribute_noreturn();
 
+/* A cursor that failed: same, using its error document */
+extern void idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
+									const char *what) pg_attribute_noreturn();
+
 /*
  * Run a command on a database and return the reply (caller destroys it).
  * Errors are reported with idx_report_reply_error().

@@ -18,6 +18,7 @@
 
 #include "fmgr.h"
 #include "storage/ipc.h"
+#include "utils/guc.h"
 
 #include "connection.h"
 #include "idxtable_fdw.h"
@@ -28,6 +29,9 @@ PG_FUNCTION_INFO_V1(idxtable_fdw_handler);
 PG_FUNCTION_INFO_V1(idxtable_fdw_disconnect_all);
 
 void		_PG_init(void);
+
+/* idxtable.enable_index_routing: may the planner use index tables? */
+bool		idxtable_enable_index_routing = true;
 
 /*
  * Route libmongoc's own log lines to the server log at DEBUG level, so they
@@ -55,6 +59,17 @@ cleanup_mongoc(int code, Datum arg)
 void
 _PG_init(void)
 {
+	DefineCustomBoolVariable("idxtable.enable_index_routing",
+							 "Lets the planner route queries through index tables.",
+							 "Like enable_indexscan: off leaves only plain "
+							 "scans of the collections, for comparisons.",
+							 &idxtable_enable_index_routing,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	MarkGUCPrefixReserved("idxtable");
+
 	mongoc_init();
 	mongoc_log_set_handler(log_handler, NULL);
 	on_proc_exit(cleanup_mongoc, (Datum) 0);

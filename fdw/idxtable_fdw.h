@@ -17,6 +17,9 @@
 #include "nodes/pathnodes.h"
 #include "utils/relcache.h"
 
+/* idxtable_fdw.c: the GUC idxtable.enable_index_routing */
+extern bool idxtable_enable_index_routing;
+
 /* planner.c */
 extern void idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 								 Oid foreigntableid);

@@ -185,8 +185,9 @@ list_remote_collections(mongoc_client_t *client, const char *servername,
 				continue;
 			if (!bson_iter_init_find(&iter, doc, "name") ||
 				!BSON_ITER_HOLDS_UTF8(&iter) ||
-				strncmp(bson_iter_utf8(&iter, NULL), "system.", 7) == 0)
-				continue;
+				strncmp(bson_iter_utf8(&iter, NULL), "system.", 7) == 0 ||
+				strncmp(bson_iter_utf8(&iter, NULL), "idxtable.", 9) == 0)
+				continue;		/* system and index-table collections */
 
 			coll = (ImportCollection *) palloc(sizeof(ImportCollection));
 			coll->remote = pstrdup(bson_iter_utf8(&iter, NULL));

@@ -3,11 +3,12 @@
  * option.c
  *		  Validation and lookup of idxtable_fdw options.
  *
- * Options are accepted on the server (uri, database, timeouts, fetch_size),
- * on user mappings (username, password, auth_source), on foreign tables
- * (database, collection, fetch_size) and on columns (field).  Credentials
- * belong in the user mapping only: a server URI that carries them is
- * refused, so that they never show up in pg_foreign_server or in messages.
+ * Options are accepted on the server (uri, database, timeouts, fetch_size,
+ * fetch_batch_size), on user mappings (username, password, auth_source),
+ * on foreign tables (database, collection, fetch_size, fetch_batch_size)
+ * and on columns (field).  Credentials belong in the user mapping only: a
+ * server URI that carries them is refused, so that they never show up in
+ * pg_foreign_server or in messages.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +33,8 @@
 
 /* Default number of documents per cursor batch */
 #define IDX_DEFAULT_FETCH_SIZE 1000
+/* Default number of facts fetched by _id per round trip after an index lookup */
+#define IDX_DEFAULT_FETCH_BATCH_SIZE 500
 
 /*
  * Describes a valid option: its name and the catalog it may appear in.
@@ -46,6 +49,7 @@ static const IdxOption valid_options[] = {
 	{"uri", ForeignServerRelationId},
 	{"database", ForeignServerRelationId},
 	{"fetch_size", ForeignServerRelationId},
+	{"fetch_batch_size", ForeignServerRelationId},
 	{"connect_timeout_ms", ForeignServerRelationId},
 	{"socket_timeout_ms", ForeignServerRelationId},
 	{"server_selection_timeout_ms", ForeignServerRelationId},
@@ -55,6 +59,7 @@ static const IdxOption valid_options[] = {
 	{"database", ForeignTableRelationId},
 	{"collection", ForeignTableRelationId},
 	{"fetch_size", ForeignTableRelationId},
+	{"fetch_batch_size", ForeignTableRelationId},
 	{"field", AttributeRelationId},
 	{NULL, InvalidOid}
 };
@@ -224,7 +229,8 @@ idxtable_fdw_validator(PG_FUNCTION_ARGS)
 			validate_uri(value);
 			have_uri = true;
 		}
-		else if (strcmp(def->defname, "fetch_size") == 0)
+		else if (strcmp(def->defname, "fetch_size") == 0 ||
+				 strcmp(def->defname, "fetch_batch_size") == 0)
 			(void) parse_positive_int(def->defname, value, 100000);
 		else if (strcmp(def->defname, "connect_timeout_ms") == 0 ||
 				 strcmp(def->defname, "socket_timeout_ms") == 0 ||
@@ -355,6 +361,12 @@ idx_get_table_info(Oid relid)
 	val = find_option(table->options, "fetch_size");
 	info->fetch_size = val ? parse_positive_int("fetch_size", val, 100000)
 		: idx_server_fetch_size(server);
+	val = find_option(table->options, "fetch_batch_size");
+	if (val == NULL)
+		val = find_option(server->options, "fetch_batch_size");
+	info->fetch_batch_size = val
+		? parse_positive_int("fetch_batch_size", val, 100000)
+		: IDX_DEFAULT_FETCH_BATCH_SIZE;
 
 	rel = table_open(relid, AccessShareLock);
 	tupdesc = RelationGetDescr(rel);

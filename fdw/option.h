@@ -35,6 +35,8 @@ typedef struct IdxTableInfo
 								 * path, NULL for dropped columns */
 	AttrNumber	id_attnum;		/* column mapped to _id, or InvalidAttrNumber */
 	int			fetch_size;		/* cursor batch size */
+	int			fetch_batch_size;	/* facts fetched by _id per round trip
+									 * after an index lookup */
 } IdxTableInfo;
 
 /* Resolve the options of a foreign table (server options as fallback) */

@@ -28,32 +28,12 @@
 
 #include "deparse.h"
 #include "idxtable_fdw.h"
+#include "index_path.h"
 #include "option.h"
 #include "planner.h"
 
 /* Assumed collection size when ANALYZE has never run */
 #define DEFAULT_COLLECTION_SIZE 1000.0
-
-/* Cost of one round trip to MongoDB */
-#define ROUND_TRIP_COST 100.0
-/* Server-side cost of examining one document */
-#define DOCUMENT_EXAMINE_COST 0.01
-/* Cost of transferring and converting one returned document */
-#define DOCUMENT_TRANSFER_COST 0.02
-
-/*
- * Planner state of one foreign relation, kept in baserel->fdw_private.
- */
-typedef struct IdxRelInfo
-{
-	IdxTableInfo *table;
-	List	   *remote_exact;	/* RestrictInfos pushed down exactly */
-	List	   *remote_lossy;	/* pushed down and rechecked locally */
-	List	   *local_conds;	/* evaluated locally only */
-	Bitmapset  *attrs_used;		/* columns to fetch */
-	int			id_lookup;		/* _id values looked up, or -1 */
-	int			fetch_size;
-} IdxRelInfo;
 
 /*
  * Estimate the relation's size and classify its restriction clauses.
@@ -68,8 +48,9 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 
 	baserel->fdw_private = fpinfo;
 	fpinfo->table = idx_get_table_info(foreigntableid);
-	fpinfo->fetch_size = fpinfo->table->fetch_size;
 	fpinfo->id_lookup = -1;
+	if (idxtable_enable_index_routing)
+		fpinfo->indexes = idx_valid_indexes(foreigntableid);
 
 	foreach(lc, baserel->baserestrictinfo)
 	{
@@ -126,7 +107,7 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 	QualCost	local_cost;
 
 	examined = fpinfo->id_lookup >= 0 ? baserel->rows : baserel->tuples;
-	batches = ceil(baserel->rows / fpinfo->fetch_size);
+	batches = ceil(baserel->rows / fpinfo->table->fetch_size);
 
 	cost_qual_eval(&local_cost,
 				   list_concat_copy(fpinfo->local_conds, fpinfo->remote_lossy),
@@ -143,14 +124,17 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
 									 startup_cost, total_cost, NIL,
 									 NULL, NULL, NIL));
+
+	if (fpinfo->indexes != NIL)
+		idx_add_index_paths(root, baserel, fpinfo);
 }
 
 /*
  * Turn an attribute bitmap into an integer list (Bitmapset is no Node in
  * PostgreSQL 15, and fdw_private must be copyable).
  */
-static List *
-bitmap_to_list(Bitmapset *bms)
+List *
+idx_bitmap_to_list(Bitmapset *bms)
 {
 	List	   *result = NIL;
 	int			x = -1;
@@ -173,6 +157,7 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *remote_conds = NIL;
 	List	   *local_exprs = NIL;
 	List	   *fdw_private;
+	List	   *fdw_exprs;
 	ListCell   *lc;
 
 	foreach(lc, scan_clauses)
@@ -192,16 +177,24 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 			local_exprs = lappend(local_exprs, ri->clause);
 	}
 
-	fdw_private = list_make4(remote_conds,
+	fdw_private = list_make5(makeInteger(IDX_SCAN_PLAIN),
+							 remote_conds,
 							 makeInteger(baserel->relid),
-							 bitmap_to_list(fpinfo->attrs_used),
+							 idx_bitmap_to_list(fpinfo->attrs_used),
 							 makeInteger(fpinfo->id_lookup));
+	fdw_exprs = idx_collect_params(remote_conds);
+	fdw_private = lappend(fdw_private,
+						  makeInteger(list_length(fdw_exprs)));
+
+	/* an index path adds its lookup to fdw_private and fdw_exprs */
+	if (best_path->fdw_private != NIL)
+		idx_finish_index_plan(root, baserel, best_path, &fdw_private,
+							  &fdw_exprs, &local_exprs);
 
 	/*
 	 * The parameters of the pushed-down clauses go to fdw_exprs, so that the
 	 * executor evaluates them and knows to rescan when they change.
 	 */
-	return make_foreignscan(tlist, local_exprs, baserel->relid,
-							idx_collect_params(remote_conds),
+	return make_foreignscan(tlist, local_exprs, baserel->relid, fdw_exprs,
 							fdw_private, NIL, NIL, outer_plan);
 }

@@ -1,18 +1,46 @@
 /*-------------------------------------------------------------------------
  *
  * planner.h
- *		  What the planner hands to the executor in ForeignScan.fdw_private.
+ *		  Planner state of an idxtable_fdw relation, and what the planner
+ *		  hands to the executor in ForeignScan.fdw_private.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_PLANNER_H
 #define IDXTABLE_PLANNER_H
 
+#include "postgres.h"
+
+#include "nodes/pathnodes.h"
+
+#include "option.h"
+
 /*
- * Indexes into the fdw_private list of an idxtable_fdw ForeignScan.
+ * Planner state of one foreign relation, kept in baserel->fdw_private.
+ */
+typedef struct IdxRelInfo
+{
+	IdxTableInfo *table;
+	List	   *remote_exact;	/* RestrictInfos pushed down exactly */
+	List	   *remote_lossy;	/* pushed down and rechecked locally */
+	List	   *local_conds;	/* evaluated locally only */
+	Bitmapset  *attrs_used;		/* columns to fetch */
+	int			id_lookup;		/* _id values looked up, or -1 */
+	List	   *indexes;		/* valid IdxIndexDefs of the table */
+} IdxRelInfo;
+
+/* Kinds of scans (first element of fdw_private) */
+#define IDX_SCAN_PLAIN	0		/* one find on the collection */
+#define IDX_SCAN_INDEX	1		/* index lookup, then facts by _id */
+
+/*
+ * fdw_private of every scan starts with these; fdw_exprs starts with the
+ * Params of the pushed-down clauses (IdxPrivNumFilterParams of them).
  */
 enum IdxScanPrivateIndex
 {
+	/* IDX_SCAN_PLAIN or IDX_SCAN_INDEX (Integer) */
+	IdxPrivScanKind,
 	/* pushed-down clauses (List of Expr), implicitly ANDed */
 	IdxPrivRemoteConds,
 	/* range table index their Vars use (Integer) */
@@ -20,7 +48,21 @@ enum IdxScanPrivateIndex
 	/* attribute numbers to fetch (List of Integer, pull_varattnos offsets) */
 	IdxPrivAttrsUsed,
 	/* number of _id values looked up, or -1 (Integer) */
-	IdxPrivIdLookup
+	IdxPrivIdLookup,
+	/* how many leading fdw_exprs are Params of the pushed-down clauses */
+	IdxPrivNumFilterParams,
+	/* index scans only: see index_path.h */
+	IdxPrivIndexFirst
 };
+
+/* Cost of one round trip to MongoDB */
+#define ROUND_TRIP_COST 100.0
+/* Server-side cost of examining one document or index entry */
+#define DOCUMENT_EXAMINE_COST 0.05
+/* Cost of transferring and converting one returned document */
+#define DOCUMENT_TRANSFER_COST 0.02
+
+/* Turn an attribute bitmap into an integer list for fdw_private */
+extern List *idx_bitmap_to_list(Bitmapset *bms);
 
 #endif							/* IDXTABLE_PLANNER_H */

@@ -31,38 +31,7 @@
 #include "idxtable_fdw.h"
 #include "option.h"
 #include "planner.h"
-
-/*
- * Execution state of one scan.
- */
-typedef struct IdxScanState
-{
-	IdxTableInfo *info;
-	ForeignServer *server;
-	mongoc_client_t *client;
-
-	/* from the plan */
-	List	   *remote_conds;
-	Index		relid;			/* range table index in remote_conds' Vars */
-	Bitmapset  *attrs_used;
-	int			id_lookup;
-
-	IdxRowConv *rowconv;
-	List	   *param_states;	/* ExprStates of the plan's fdw_exprs */
-	IdxParamValues params;
-
-	/* libmongoc objects, released by release_cursor() */
-	mongoc_collection_t *collection;
-	mongoc_cursor_t *cursor;
-	bool		pinned;			/* holds a pin on the client */
-	MemoryContext scan_cxt;		/* owns this state; its reset releases */
-	MemoryContextCallback release_cb;
-
-	/* for EXPLAIN ANALYZE */
-	char	   *last_filter;	/* the filter of the latest find, as JSON */
-	uint64		docs_fetched;
-	uint64		round_trips;
-} IdxScanState;
+#include "scan.h"
 
 /*
  * Release the cursor and collection handle, and unpin the client.  Safe to
@@ -82,6 +51,8 @@ release_cursor(void *arg)
 	if (state->collection)
 		mongoc_collection_destroy(state->collection);
 	state->collection = NULL;
+	if (state->index)
+		idx_index_scan_release(state);
 	if (state->pinned)
 		idx_client_pin(state->client, -1);
 	state->pinned = false;
@@ -90,8 +61,8 @@ release_cursor(void *arg)
 /*
  * Integer list back to an attribute bitmap.
  */
-static Bitmapset *
-list_to_bitmap(List *list)
+Bitmapset *
+idx_list_to_bitmap(List *list)
 {
 	Bitmapset  *result = NULL;
 	ListCell   *lc;
@@ -132,15 +103,16 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	state->remote_conds = (List *) list_nth(plan->fdw_private,
 											IdxPrivRemoteConds);
 	state->relid = intVal(list_nth(plan->fdw_private, IdxPrivRelid));
-	state->attrs_used = list_to_bitmap(list_nth(plan->fdw_private,
+	state->attrs_used = idx_list_to_bitmap(list_nth(plan->fdw_private,
 												IdxPrivAttrsUsed));
 	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
 
-	nparams = list_length(plan->fdw_exprs);
-	state->params.params = plan->fdw_exprs;
+	/* the leading fdw_exprs are the Params of the pushed-down clauses */
+	nparams = intVal(list_nth(plan->fdw_private, IdxPrivNumFilterParams));
+	state->params.params = list_copy_head(plan->fdw_exprs, nparams);
 	state->params.values = palloc0(sizeof(Datum) * Max(nparams, 1));
 	state->params.nulls = palloc0(sizeof(bool) * Max(nparams, 1));
-	state->param_states = ExecInitExprList(plan->fdw_exprs,
+	state->param_states = ExecInitExprList(state->params.params,
 										   (PlanState *) node);
 
 	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
@@ -153,14 +125,19 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	else
 		state->server = GetForeignServer(state->info->serverid);
 
+	if (intVal(list_nth(plan->fdw_private, IdxPrivScanKind)) == IDX_SCAN_INDEX)
+		idx_index_scan_begin(node, state, eflags);
+
 	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
- * Evaluate the parameters of the pushed-down clauses for this execution.
+ * Evaluate expressions (parameters, lookup values) for this execution, in
+ * the per-tuple memory context.
  */
-static void
-evaluate_params(ForeignScanState *node, IdxScanState *state)
+void
+idx_eval_exprs(ForeignScanState *node, List *states, Datum *values,
+			   bool *nulls)
 {
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
 	ListCell   *lc;
@@ -168,34 +145,43 @@ evaluate_params(ForeignScanState *node, IdxScanState *state)
 	MemoryContext oldcxt;
 
 	oldcxt = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
-	foreach(lc, state->param_states)
+	foreach(lc, states)
 	{
-		ExprState  *expr_state = (ExprState *) lfirst(lc);
-
-		state->params.values[i] = ExecEvalExpr(expr_state, econtext,
-											   &state->params.nulls[i]);
+		values[i] = ExecEvalExpr((ExprState *) lfirst(lc), econtext,
+								 &nulls[i]);
 		i++;
 	}
 	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
- * Build the find options: projection, batch size, and the "simple"
+ * Append the find options: projection, batch size, and the "simple"
  * (binary) collation, which the pushdown rules for text assume even where
  * the collection has a default collation of its own.
  */
-static void
-build_find_options(IdxScanState *state, bson_t *opts)
+void
+idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
+						Bitmapset *attrs_used, int batch_size)
 {
 	bson_t		child;
 
 	BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &child);
-	idx_build_projection(&child, state->info, state->attrs_used);
+	idx_build_projection(&child, info, attrs_used);
 	bson_append_document_end(opts, &child);
-	BSON_APPEND_INT32(opts, "batchSize", state->info->fetch_size);
+	BSON_APPEND_INT32(opts, "batchSize", batch_size);
 	BSON_APPEND_DOCUMENT_BEGIN(opts, "collation", &child);
 	BSON_APPEND_UTF8(&child, "locale", "simple");
 	bson_append_document_end(opts, &child);
+}
+
+/*
+ * What a failed read was doing, for messages.
+ */
+char *
+idx_reading_what(const char *collection, const char *database)
+{
+	return psprintf("reading collection \"%s\" of database \"%s\"",
+					collection, database);
 }
 
 /*
@@ -209,14 +195,16 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 	bson_t		opts = BSON_INITIALIZER;
 	MemoryContext oldcxt;
 
-	evaluate_params(node, state);
+	idx_eval_exprs(node, state->param_states, state->params.values,
+				   state->params.nulls);
 
 	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
 	PG_TRY();
 	{
 		idx_build_filter(&filter, state->remote_conds, state->relid,
 						 state->info, &state->params);
-		build_find_options(state, &opts);
+		idx_append_find_options(&opts, state->info, state->attrs_used,
+								state->info->fetch_size);
 		if (state->last_filter)
 			pfree(state->last_filter);
 		state->last_filter = idx_bson_as_json(&filter);
@@ -239,36 +227,6 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
- * Report a cursor failure, naming the collection.
- */
-static void
-report_cursor_error(IdxScanState *state)
-{
-	const bson_t *reply = NULL;
-	bson_error_t error;
-	bson_t		copy;
-	char	   *what;
-
-	mongoc_cursor_error_document(state->cursor, &error, &reply);
-	what = psprintf("reading collection \"%s\" of database \"%s\"",
-					state->info->collection, state->info->database);
-	if (reply)
-		bson_copy_to(reply, &copy);
-	else
-		bson_init(&copy);
-	release_cursor(state);
-	PG_TRY();
-	{
-		idx_report_reply_error(&copy, &error, state->server->servername, what);
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(&copy);
-	}
-	PG_END_TRY();
-}
-
-/*
  * Return the next row, or an empty slot at the end.
  */
 TupleTableSlot *
@@ -282,6 +240,8 @@ idxIterateForeignScan(ForeignScanState *node)
 	MemoryContext oldcxt;
 
 	CHECK_FOR_INTERRUPTS();
+	if (state->index)
+		return idx_index_scan_next(node, state);
 	ExecClearTuple(slot);
 
 	if (state->cursor == NULL)
@@ -298,7 +258,9 @@ idxIterateForeignScan(ForeignScanState *node)
 	if (!found)
 	{
 		if (mongoc_cursor_error(state->cursor, NULL))
-			report_cursor_error(state);
+			idx_report_cursor_error(state->cursor, state->server->servername,
+									idx_reading_what(state->info->collection,
+													 state->info->database));
 		/* keep the collection handle as the "exhausted" marker */
 		mongoc_cursor_destroy(state->cursor);
 		state->cursor = NULL;
@@ -350,6 +312,11 @@ idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	char	   *ns = psprintf("%s.%s", state->info->database,
 							  state->info->collection);
 
+	if (state->index)
+	{
+		idx_index_scan_explain(state, es);
+		return;
+	}
 	ExplainPropertyText("Collection", ns, es);
 	if (state->id_lookup >= 0)
 		ExplainPropertyText("Access", "_id lookup", es);

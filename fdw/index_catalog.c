@@ -1,0 +1,700 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_catalog.c
+ *		  Reading index-table definitions from idxtable.index_defs.
+ *
+ * idx_get_indexes() runs at planning time for every foreign table, so it
+ * reads the small definitions table directly (a heap scan with a key on
+ * "tbl", no SPI) and does nothing more when the table has no definitions.
+ * It reads with a fresh MVCC snapshot rather than the statement's: a
+ * query that waited for drop_index() (which locks the foreign table) must
+ * see the definition gone, as it would see a dropped PostgreSQL index
+ * (during a parallel operation, which cannot take one, the query's).
+ *
+ * Definitions name their key columns by name ("town", "lower(name)"),
+ * as written and normalized by create_index().  They are resolved against
+ * the table's current columns on every read; a definition that no longer
+ * resolves (a column was dropped, renamed or changed to a type that cannot
+ * be a key) is returned with state IDX_STATE_FAILED, with one WARNING per
+ * backend, and can only be dropped.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "lib/stringinfo.h"
+#include "parser/scansup.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "convert.h"
+#include "index_catalog.h"
+#include "index_ddl.h"
+#include "index_entry.h"
+
+/* Entry field names "k0".."k31" and "i0".."i31", built on first use */
+static char key_field_names[INDEX_MAX_KEYS][8];
+static char include_field_names[INDEX_MAX_KEYS][8];
+static bool field_names_ready = false;
+
+/* Definitions already warned about in this backend ("relid/name") */
+static List *warned_definitions = NIL;
+
+/*
+ * Fill the static field-name tables.
+ */
+static void
+init_field_names(void)
+{
+	int			i;
+
+	for (i = 0; i < INDEX_MAX_KEYS; i++)
+	{
+		snprintf(key_field_names[i], sizeof(key_field_names[i]), "k%d", i);
+		snprintf(include_field_names[i], sizeof(include_field_names[i]),
+				 "i%d", i);
+	}
+	field_names_ready = true;
+}
+
+/*
+ * Name of key component i inside an entry's _id.
+ */
+const char *
+idx_key_field(int i)
+{
+	if (i < 0 || i >= INDEX_MAX_KEYS)
+		elog(ERROR, "index key number %d out of range", i);
+	if (!field_names_ready)
+		init_field_names();
+	return key_field_names[i];
+}
+
+/*
+ * Name of included column i inside an entry's "v".
+ */
+const char *
+idx_include_field(int i)
+{
+	if (i < 0 || i >= INDEX_MAX_KEYS)
+		elog(ERROR, "included column number %d out of range", i);
+	if (!field_names_ready)
+		init_field_names();
+	return include_field_names[i];
+}
+
+/*
+ * OID of idxtable.index_defs (two syscache lookups), or InvalidOid.
+ */
+Oid
+idx_index_defs_relid(void)
+{
+	Oid			nspid = get_namespace_oid(IDX_CATALOG_SCHEMA, true);
+
+	if (!OidIsValid(nspid))
+		return InvalidOid;
+	return get_relname_relid(IDX_CATALOG_TABLE, nspid);
+}
+
+/*
+ * Where a foreign table's documents are: its "database" option, else the
+ * server's, and its "collection" option, else the table's name (as
+ * idx_get_table_info() says, without looking at the columns).
+ */
+static void
+table_location(Oid relid, char **database, char **collection)
+{
+	ForeignTable *table = GetForeignTable(relid);
+	ListCell   *lc;
+
+	*database = NULL;
+	if (collection)
+		*collection = NULL;
+	foreach(lc, table->options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, "database") == 0)
+			*database = defGetString(def);
+		else if (collection && strcmp(def->defname, "collection") == 0)
+			*collection = defGetString(def);
+	}
+	if (*database == NULL)
+		*database = idx_server_database(GetForeignServer(table->serverid));
+	if (collection && *collection == NULL)
+		*collection = get_rel_name(relid);
+}
+
+/*
+ * The MongoDB database of a foreign table.
+ */
+char *
+idx_table_database(Oid relid)
+{
+	char	   *database;
+
+	table_location(relid, &database, NULL);
+	return database;
+}
+
+
+/* ----------------------------------------------------------------
+ *		Key specifications
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Parse an SQL identifier at *p: "quoted" (with "" for a quote) or
+ * unquoted (downcased), truncated to NAMEDATALEN - 1 bytes as the parser
+ * would.  Returns NULL if there is none; advances *p past it.
+ */
+static char *
+parse_identifier(const char **p)
+{
+	const char *s = *p;
+	char	   *result;
+
+	if (*s == '"')
+	{
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		for (s++;; s++)
+		{
+			if (*s == '\0')
+				return NULL;
+			if (*s == '"')
+			{
+				if (s[1] != '"')
+					break;
+				s++;
+			}
+			appendStringInfoChar(&buf, *s);
+		}
+		if (buf.len == 0)
+			return NULL;
+		truncate_identifier(buf.data, buf.len, false);
+		*p = s + 1;
+		return buf.data;
+	}
+
+	if (!(isalpha((unsigned char) *s) || *s == '_' || IS_HIGHBIT_SET(*s)))
+		return NULL;
+	while (isalnum((unsigned char) *s) || *s == '_' || *s == '$' ||
+		   IS_HIGHBIT_SET(*s))
+		s++;
+	result = downcase_identifier(*p, s - *p, false, true);
+	*p = s;
+	return result;
+}
+
+/* Skip blanks */
+static const char *
+skip_space(const char *s)
+{
+	while (scanner_isspace(*s))
+		s++;
+	return s;
+}
+
+/*
+ * Parse a key specification: "col", "lower(col)" or "upper(col)", with
+ * SQL identifier rules and optional blanks.  Returns false on bad syntax.
+ */
+static bool
+parse_key_spec(const char *spec, IdxKeyKind *kind, char **column)
+{
+	const char *p = skip_space(spec);
+	char	   *first = parse_identifier(&p);
+
+	if (first == NULL)
+		return false;
+	p = skip_space(p);
+	if (*p == '\0')
+	{
+		*kind = IDX_KEY_COLUMN;
+		*column = first;
+		return true;
+	}
+	if (*p != '(')
+		return false;
+	if (strcmp(first, "lower") == 0)
+		*kind = IDX_KEY_LOWER;
+	else if (strcmp(first, "upper") == 0)
+		*kind = IDX_KEY_UPPER;
+	else
+		return false;
+	p = skip_space(p + 1);
+	*column = parse_identifier(&p);
+	if (*column == NULL)
+		return false;
+	p = skip_space(p);
+	if (*p != ')')
+		return false;
+	p = skip_space(p + 1);
+	return *p == '\0';
+}
+
+/*
+ * The normalized text of a key specification.
+ */
+static char *
+normalize_key_spec(IdxKeyKind kind, const char *column)
+{
+	const char *quoted = quote_identifier(column);
+
+	switch (kind)
+	{
+		case IDX_KEY_LOWER:
+			return psprintf("lower(%s)", quoted);
+		case IDX_KEY_UPPER:
+			return psprintf("upper(%s)", quoted);
+		case IDX_KEY_COLUMN:
+			break;
+	}
+	return pstrdup(quoted);
+}
+
+/*
+ * Fill *err and return false (for the resolve functions).
+ */
+static bool
+def_error(IdxDefError *err, int sqlstate, char *message, char *hint)
+{
+	err->sqlstate = sqlstate;
+	err->message = message;
+	err->hint = hint;
+	return false;
+}
+
+/*
+ * A non-dropped column by name, or NULL.
+ */
+static Form_pg_attribute
+find_column(TupleDesc tupdesc, const char *name)
+{
+	int			i;
+
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0)
+			return attr;
+	}
+	return NULL;
+}
+
+/*
+ * Resolve one key specification into *key.
+ */
+static bool
+resolve_key(TupleDesc tupdesc, const char *relname, const char *spec,
+			IdxIndexKey *key, char **normalized, IdxDefError *err)
+{
+	IdxKeyKind	kind;
+	char	   *colname;
+	Form_pg_attribute attr;
+	Oid			elemtype;
+
+	if (!parse_key_spec(spec, &kind, &colname))
+		return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
+						 psprintf("invalid index key \"%s\"", spec),
+						 pstrdup("An index key is a column name, lower(column) or upper(column)."));
+
+	attr = find_column(tupdesc, colname);
+	if (attr == NULL)
+		return def_error(err, ERRCODE_UNDEFINED_COLUMN,
+						 psprintf("column \"%s\" of relation \"%s\" does not exist",
+								  colname, relname),
+						 NULL);
+
+	memset(key, 0, sizeof(IdxIndexKey));
+	key->attnum = attr->attnum;
+	key->kind = kind;
+	key->collation = attr->attcollation;
+	key->keytype = attr->atttypid;
+	elemtype = get_element_type(attr->atttypid);
+	if (OidIsValid(elemtype))
+	{
+		key->multi = true;
+		key->keytype = elemtype;
+	}
+
+	if (!idx_key_type_supported(key->keytype))
+		return def_error(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+						 psprintf("column \"%s\" of type %s cannot be an index key",
+								  colname, format_type_be(attr->atttypid)),
+						 psprintf("Index keys can be of type %s, or one-dimensional arrays of those (multi-valued keys).",
+								  idx_key_type_list()));
+
+	if (kind != IDX_KEY_COLUMN)
+	{
+		if (key->multi ||
+			(key->keytype != TEXTOID && key->keytype != VARCHAROID))
+			return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
+							 psprintf("%s() cannot be applied to column \"%s\" of type %s",
+									  kind == IDX_KEY_LOWER ? "lower" : "upper",
+									  colname, format_type_be(attr->atttypid)),
+							 pstrdup("lower() and upper() keys need a text or varchar column."));
+		key->keytype = TEXTOID; /* what lower() and upper() return */
+	}
+
+	if (normalized)
+		*normalized = normalize_key_spec(kind, colname);
+	return true;
+}
+
+/*
+ * Resolve one included column name.
+ */
+static bool
+resolve_include(TupleDesc tupdesc, const char *relname, const char *spec,
+				AttrNumber *attnum, IdxDefError *err)
+{
+	const char *p = skip_space(spec);
+	char	   *colname = parse_identifier(&p);
+	Form_pg_attribute attr;
+
+	if (colname == NULL || *skip_space(p) != '\0')
+		return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
+						 psprintf("invalid included column \"%s\"", spec),
+						 pstrdup("INCLUDE lists column names."));
+	attr = find_column(tupdesc, colname);
+	if (attr == NULL)
+		return def_error(err, ERRCODE_UNDEFINED_COLUMN,
+						 psprintf("column \"%s\" of relation \"%s\" does not exist",
+								  colname, relname),
+						 NULL);
+	if (!idx_type_is_supported(attr->atttypid))
+		return def_error(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+						 psprintf("column \"%s\" of type %s cannot be included",
+								  colname, format_type_be(attr->atttypid)),
+						 NULL);
+	*attnum = attr->attnum;
+	return true;
+}
+
+/*
+ * Resolve and check a whole definition (see index_ddl.h).  Besides the
+ * per-column checks: at most INDEX_MAX_KEYS columns in all, no key twice,
+ * one multi-valued key at most, and no included column that is also a
+ * plain key (an included column may be the argument of a lower()/upper()
+ * key: the entry then holds the original text as well).
+ */
+bool
+idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
+					   const char *relname, char **keyspecs, int nkeys,
+					   char **includes, int ninclude, char **normalized,
+					   IdxDefError *err)
+{
+	int			nmulti = 0;
+	int			i;
+	int			j;
+
+	if (nkeys == 0)
+		return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
+						 pstrdup("an index needs at least one key"), NULL);
+	if (nkeys + ninclude > INDEX_MAX_KEYS)
+		return def_error(err, ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+						 psprintf("cannot use more than %d columns in an index",
+								  INDEX_MAX_KEYS),
+						 NULL);
+
+	def->nkeys = nkeys;
+	def->keys = (IdxIndexKey *) palloc0(sizeof(IdxIndexKey) * nkeys);
+	def->ninclude = ninclude;
+	def->include = (AttrNumber *) palloc0(sizeof(AttrNumber) * Max(ninclude, 1));
+
+	for (i = 0; i < nkeys; i++)
+	{
+		if (!resolve_key(tupdesc, relname, keyspecs[i], &def->keys[i],
+						 normalized ? &normalized[i] : NULL, err))
+			return false;
+		for (j = 0; j < i; j++)
+		{
+			if (def->keys[j].attnum == def->keys[i].attnum &&
+				def->keys[j].kind == def->keys[i].kind)
+				return def_error(err, ERRCODE_DUPLICATE_COLUMN,
+								 psprintf("index key \"%s\" appears more than once",
+										  keyspecs[i]),
+								 NULL);
+		}
+		if (def->keys[i].multi)
+			nmulti++;
+	}
+	if (nmulti > 1)
+		return def_error(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+						 pstrdup("an index can have only one multi-valued (array) key"),
+						 NULL);
+
+	for (i = 0; i < ninclude; i++)
+	{
+		AttrNumber	attnum;
+
+		if (!resolve_include(tupdesc, relname, includes[i], &attnum, err))
+			return false;
+		for (j = 0; j < nkeys; j++)
+		{
+			if (def->keys[j].attnum == attnum &&
+				def->keys[j].kind == IDX_KEY_COLUMN)
+				return def_error(err, ERRCODE_DUPLICATE_COLUMN,
+								 psprintf("included column \"%s\" is already an index key",
+										  includes[i]),
+								 NULL);
+		}
+		for (j = 0; j < i; j++)
+		{
+			if (def->include[j] == attnum)
+				return def_error(err, ERRCODE_DUPLICATE_COLUMN,
+								 psprintf("column \"%s\" is included more than once",
+										  includes[i]),
+								 NULL);
+		}
+		def->include[i] = attnum;
+	}
+	return true;
+}
+
+/*
+ * Column names of the keys joined by "_", for default index names.
+ */
+char *
+idx_key_columns_for_name(const IdxIndexDef *def)
+{
+	StringInfoData buf;
+	int			k;
+
+	initStringInfo(&buf);
+	for (k = 0; k < def->nkeys; k++)
+	{
+		if (k > 0)
+			appendStringInfoChar(&buf, '_');
+		appendStringInfoString(&buf, get_attname(def->relid,
+												 def->keys[k].attnum, false));
+	}
+	return buf.data;
+}
+
+
+/* ----------------------------------------------------------------
+ *		Reading the definitions
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The elements of a text[] datum as C strings.
+ */
+static char **
+text_array_strings(Datum array, int *count)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **result;
+	int			n;
+	int			i;
+
+	deconstruct_array(DatumGetArrayTypeP(array), TEXTOID, -1, false,
+					  TYPALIGN_INT, &elems, &nulls, &n);
+	result = (char **) palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		result[i] = nulls[i] ? pstrdup("") : TextDatumGetCString(elems[i]);
+	*count = n;
+	return result;
+}
+
+/*
+ * Warn, once per backend, that a definition no longer resolves.
+ */
+static void
+warn_unusable(const IdxIndexDef *def, const char *relname,
+			  const IdxDefError *err)
+{
+	char	   *tag = psprintf("%u/%s", def->relid, def->name);
+	ListCell   *lc;
+	MemoryContext oldcxt;
+
+	foreach(lc, warned_definitions)
+	{
+		if (strcmp((char *) lfirst(lc), tag) == 0)
+			return;
+	}
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	warned_definitions = lappend(warned_definitions, pstrdup(tag));
+	MemoryContextSwitchTo(oldcxt);
+
+	ereport(WARNING,
+			(errmsg("index \"%s\" on foreign table \"%s\" cannot be used: %s",
+					def->name, relname, err->message),
+			 errhint("Drop it with idxtable.drop_index() and create it again.")));
+}
+
+/*
+ * One index_defs row, before its key specifications are resolved.
+ */
+typedef struct DefRow
+{
+	IdxIndexDef *def;
+	char	  **keyspecs;
+	int			nkeys;
+	char	  **includes;
+	int			ninclude;
+} DefRow;
+
+/*
+ * Turn one index_defs row into an unresolved definition (the database is
+ * filled in later).
+ */
+static DefRow *
+row_to_definition(Datum *values, bool *nulls, Oid relid)
+{
+	DefRow	   *row = (DefRow *) palloc0(sizeof(DefRow));
+	IdxIndexDef *def = (IdxIndexDef *) palloc0(sizeof(IdxIndexDef));
+	char	   *state;
+
+	def->name = TextDatumGetCString(values[Anum_index_defs_name - 1]);
+	def->relid = relid;
+	def->collection = TextDatumGetCString(values[Anum_index_defs_collection - 1]);
+	def->unique = DatumGetBool(values[Anum_index_defs_is_unique - 1]);
+	def->entries = nulls[Anum_index_defs_entries - 1] ? -1 :
+		(double) DatumGetInt64(values[Anum_index_defs_entries - 1]);
+	def->distinct_keys = nulls[Anum_index_defs_distinct_keys - 1] ? -1 :
+		(double) DatumGetInt64(values[Anum_index_defs_distinct_keys - 1]);
+
+	state = TextDatumGetCString(values[Anum_index_defs_state - 1]);
+	if (strcmp(state, "valid") == 0)
+		def->state = IDX_STATE_VALID;
+	else if (strcmp(state, "building") == 0)
+		def->state = IDX_STATE_BUILDING;
+	else
+		def->state = IDX_STATE_FAILED;
+
+	row->def = def;
+	row->keyspecs = text_array_strings(values[Anum_index_defs_keys - 1],
+									   &row->nkeys);
+	row->includes = text_array_strings(values[Anum_index_defs_include - 1],
+									   &row->ninclude);
+	return row;
+}
+
+/*
+ * Resolve a definition against "ftrel", whose documents are in the
+ * collection "collection".  An index collection is named after the fact
+ * collection it was built from, so a table that now reads another
+ * collection (changed option, or a renamed table without the option) has
+ * an unusable index, as has one whose columns no longer resolve.
+ */
+static void
+resolve_row(DefRow *row, Relation ftrel, const char *collection)
+{
+	IdxIndexDef *def = row->def;
+	char	   *prefix = psprintf("%s%s.", IDX_COLLECTION_PREFIX, collection);
+	IdxDefError err;
+	bool		ok;
+
+	if (strncmp(def->collection, prefix, strlen(prefix)) != 0)
+	{
+		err.message = psprintf("the table's collection is now \"%s\"",
+							   collection);
+		ok = false;
+	}
+	else
+		ok = idx_resolve_definition(def, RelationGetDescr(ftrel),
+									RelationGetRelationName(ftrel),
+									row->keyspecs, row->nkeys,
+									row->includes, row->ninclude,
+									NULL, &err);
+	if (!ok)
+	{
+		if (def->state != IDX_STATE_FAILED)
+			warn_unusable(def, RelationGetRelationName(ftrel), &err);
+		def->state = IDX_STATE_FAILED;
+	}
+}
+
+/* list_sort comparator: rows by index name */
+static int
+row_name_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp(((DefRow *) lfirst(a))->def->name,
+				  ((DefRow *) lfirst(b))->def->name);
+}
+
+/*
+ * All index definitions of a foreign table, in any state, by name.
+ */
+List *
+idx_get_indexes(Oid relid)
+{
+	Oid			defs_relid = idx_index_defs_relid();
+	Relation	defs;
+	TableScanDesc scan;
+	ScanKeyData skey;
+	Snapshot	snapshot;
+	HeapTuple	tuple;
+	List	   *rows = NIL;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	if (!OidIsValid(defs_relid))
+		return NIL;
+
+	defs = table_open(defs_relid, AccessShareLock);
+	if (RelationGetDescr(defs)->natts != Natts_index_defs)
+		elog(ERROR, "%s.%s has an unexpected layout",
+			 IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE);
+
+	/* a parallel operation cannot take a new snapshot: use the query's */
+	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot() :
+								GetLatestSnapshot());
+	ScanKeyInit(&skey, Anum_index_defs_tbl, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = table_beginscan(defs, snapshot, 1, &skey);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Datum		values[Natts_index_defs];
+		bool		nulls[Natts_index_defs];
+
+		heap_deform_tuple(tuple, RelationGetDescr(defs), values, nulls);
+		rows = lappend(rows, row_to_definition(values, nulls, relid));
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+
+	if (rows != NIL)
+	{
+		Relation	ftrel = table_open(relid, AccessShareLock);
+		char	   *database;
+		char	   *collection;
+
+		table_location(relid, &database, &collection);
+		list_sort(rows, row_name_cmp);
+		foreach(lc, rows)
+		{
+			DefRow	   *row = (DefRow *) lfirst(lc);
+
+			row->def->database = database;
+			resolve_row(row, ftrel, collection);
+			result = lappend(result, row->def);
+		}
+		table_close(ftrel, AccessShareLock);
+	}
+	table_close(defs, AccessShareLock);
+	return result;
+}

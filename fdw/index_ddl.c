@@ -1,0 +1,795 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_ddl.c
+ *		  idxtable.create_index() and idxtable.drop_index(), and keeping the
+ *		  index collections in step with the transactions that create and
+ *		  drop them.
+ *
+ * create_index() validates the definition, inserts it into
+ * idxtable.index_defs with state 'building', drops any leftover collection
+ * of the same name (from a build that could not clean up after itself),
+ * creates the index collection, fills it (index_build.c) and marks the
+ * definition 'valid' with its statistics.  If the transaction (or the
+ * subtransaction) then aborts, for whatever reason, a transaction callback
+ * drops the collection again, with a client of its own whose timeouts are
+ * short, and only WARNs if that fails: the definition is rolled back, and
+ * nothing half-built survives in MongoDB.
+ *
+ * drop_index() deletes the definition at once and drops the collection at
+ * pre-commit, so that a rollback keeps both, and a server that cannot be
+ * reached makes the commit fail rather than leave a collection behind.
+ *
+ * The definitions table belongs to the extension's owner; the catalog
+ * writes run as that role (after the caller's ownership of the foreign
+ * table has been checked), with fully qualified names and operators.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "connection.h"
+#include "index_catalog.h"
+#include "index_ddl.h"
+#include "index_entry.h"
+#include "option.h"
+
+/* Timeouts of the client that drops collections after an abort */
+#define IDX_CLEANUP_TIMEOUT_MS	3000
+
+/* MongoDB's NamespaceNotFound */
+#define MONGO_NAMESPACE_NOT_FOUND	26
+
+PG_FUNCTION_INFO_V1(idxtable_create_index);
+PG_FUNCTION_INFO_V1(idxtable_drop_index);
+
+/* The FDW handler (idxtable_fdw.c), to recognise our foreign tables */
+extern Datum idxtable_fdw_handler(PG_FUNCTION_ARGS);
+
+/*
+ * A collection to drop when the transaction ends: one created by this
+ * transaction, dropped if it aborts, or one whose index was dropped,
+ * dropped at commit.
+ */
+typedef enum PendingKind
+{
+	DROP_ON_ABORT,
+	DROP_AT_COMMIT
+} PendingKind;
+
+typedef struct PendingDrop
+{
+	PendingKind kind;
+	SubTransactionId subid;		/* (sub)transaction that registered it */
+	mongoc_client_t *client;	/* DROP_AT_COMMIT: cached client, pinned */
+	mongoc_uri_t *cleanup_uri;	/* DROP_ON_ABORT: for a client of its own */
+	char	   *servername;
+	char	   *database;
+	char	   *collection;
+} PendingDrop;
+
+/* Pending drops of the current transaction (in TopTransactionContext) */
+static List *pending_drops = NIL;
+static bool callbacks_registered = false;
+
+static void index_xact_callback(XactEvent event, void *arg);
+static void index_subxact_callback(SubXactEvent event,
+								   SubTransactionId mySubid,
+								   SubTransactionId parentSubid, void *arg);
+
+
+/* ----------------------------------------------------------------
+ *		Catalog access
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * OID of idxtable.index_defs; an error if the extension is incomplete.
+ */
+static Oid
+catalog_relid(void)
+{
+	Oid			relid = idx_index_defs_relid();
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.%s\" does not exist",
+						IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE)));
+	return relid;
+}
+
+/*
+ * Run a statement on idxtable.index_defs as the table's owner; returns the
+ * number of rows processed.  If "result" is not NULL, the first row's
+ * first two columns (tbl, collection) are copied into the caller's context.
+ */
+static uint64
+catalog_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
+				const char *argnulls, Oid *result_relid, char **result_coll)
+{
+	MemoryContext callercxt = CurrentMemoryContext;
+	Oid			save_userid;
+	int			save_sec;
+	HeapTuple	classtup;
+	Oid			owner;
+	uint64		processed;
+	int			rc;
+
+	classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(catalog_relid()));
+	if (!HeapTupleIsValid(classtup))
+		elog(ERROR, "cache lookup failed for %s.%s",
+			 IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE);
+	owner = ((Form_pg_class) GETSTRUCT(classtup))->relowner;
+	ReleaseSysCache(classtup);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args(sql, nargs, argtypes, args, argnulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "could not run \"%s\": %s", sql,
+			 SPI_result_code_string(rc));
+	processed = SPI_processed;
+	if (result_relid && processed > 0 && SPI_tuptable != NULL)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	tupdesc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		coll;
+		MemoryContext oldcxt;
+
+		*result_relid = DatumGetObjectId(SPI_getbinval(tuple, tupdesc, 1,
+													   &isnull));
+		coll = SPI_getbinval(tuple, tupdesc, 2, &isnull);
+		oldcxt = MemoryContextSwitchTo(callercxt);
+		*result_coll = TextDatumGetCString(coll);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+
+	SetUserIdAndSecContext(save_userid, save_sec);
+	return processed;
+}
+
+/*
+ * Does an index of this name exist?
+ */
+static bool
+index_name_exists(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(name);
+	return catalog_execute("SELECT 1 FROM idxtable.index_defs "
+						   "WHERE name OPERATOR(pg_catalog.=) $1",
+						   1, argtypes, args, NULL, NULL, NULL) > 0;
+}
+
+/*
+ * The table and collection of an index; false if there is no such index.
+ */
+static bool
+lookup_index(const char *name, Oid *relid, char **collection)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(name);
+	return catalog_execute("SELECT tbl, collection FROM idxtable.index_defs "
+						   "WHERE name OPERATOR(pg_catalog.=) $1",
+						   1, argtypes, args, NULL, relid, collection) > 0;
+}
+
+/*
+ * A text[] datum from C strings.
+ */
+static Datum
+strings_to_text_array(char **strings, int n)
+{
+	Datum	   *elems = (Datum *) palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elems[i] = CStringGetTextDatum(strings[i]);
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
+										   TYPALIGN_INT));
+}
+
+/*
+ * Insert a definition in state 'building'.
+ */
+static void
+insert_definition(const IdxIndexDef *def, char **keyspecs)
+{
+	Oid			argtypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
+	TEXTARRAYOID, BOOLOID, TEXTOID};
+	Datum		args[6];
+	char	  **includes;
+	int			i;
+
+	includes = (char **) palloc(sizeof(char *) * Max(def->ninclude, 1));
+	for (i = 0; i < def->ninclude; i++)
+		includes[i] = pstrdup(quote_identifier(get_attname(def->relid,
+														   def->include[i],
+														   false)));
+	args[0] = CStringGetTextDatum(def->name);
+	args[1] = ObjectIdGetDatum(def->relid);
+	args[2] = strings_to_text_array(keyspecs, def->nkeys);
+	args[3] = strings_to_text_array(includes, def->ninclude);
+	args[4] = BoolGetDatum(def->unique);
+	args[5] = CStringGetTextDatum(def->collection);
+	catalog_execute("INSERT INTO idxtable.index_defs "
+					"(name, tbl, keys, include, is_unique, collection, state) "
+					"VALUES ($1, $2, $3, $4, $5, $6, 'building')",
+					6, argtypes, args, NULL, NULL, NULL);
+}
+
+/*
+ * Mark a definition valid, with the statistics of its build.
+ */
+static void
+mark_valid(const char *name, const IdxBuildResult *result)
+{
+	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		args[3];
+
+	args[0] = CStringGetTextDatum(name);
+	args[1] = Int64GetDatum(result->entries);
+	args[2] = Int64GetDatum(result->distinct_keys);
+	catalog_execute("UPDATE idxtable.index_defs "
+					"SET state = 'valid', entries = $2, distinct_keys = $3 "
+					"WHERE name OPERATOR(pg_catalog.=) $1",
+					3, argtypes, args, NULL, NULL, NULL);
+}
+
+/*
+ * Delete a definition; false if it was not there.
+ */
+static bool
+delete_definition(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(name);
+	return catalog_execute("DELETE FROM idxtable.index_defs "
+						   "WHERE name OPERATOR(pg_catalog.=) $1",
+						   1, argtypes, args, NULL, NULL, NULL) > 0;
+}
+
+
+/* ----------------------------------------------------------------
+ *		MongoDB collections
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Run {drop: collection} or {create: collection}.  A drop of a missing
+ * collection succeeds.
+ */
+static void
+collection_command(mongoc_client_t *client, const char *servername,
+				   const char *database, const char *collection, bool create)
+{
+	bson_t		command = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+
+	BSON_APPEND_UTF8(&command, create ? "create" : "drop", collection);
+	ok = mongoc_client_command_simple(client, database, &command, NULL,
+									  &reply, &error);
+	bson_destroy(&command);
+	bson_destroy(&reply);
+	if (!ok && !(!create && error.domain == MONGOC_ERROR_SERVER &&
+				 error.code == MONGO_NAMESPACE_NOT_FOUND))
+		idx_report_error(&error, servername,
+						 psprintf("%s index collection \"%s\" of database \"%s\"",
+								  create ? "creating" : "dropping",
+								  collection, database));
+}
+
+/*
+ * Create the MongoDB index that serves lookups: {"_id.k0": 1, "_id.k1": 1,
+ * ...}.  Equality on a key prefix, a range on the next key and scans in key
+ * order then cost O(log n + matches), and MongoDB applies its own type
+ * bracketing to the comparisons.  (Uniqueness is MongoDB's _id index.)
+ */
+static void
+create_lookup_index(mongoc_client_t *client, const char *servername,
+					const IdxIndexDef *def)
+{
+	bson_t		command = BSON_INITIALIZER;
+	bson_t		indexes,
+				index,
+				key;
+	bson_t		reply;
+	int			i;
+
+	BSON_APPEND_UTF8(&command, "createIndexes", def->collection);
+	BSON_APPEND_ARRAY_BEGIN(&command, "indexes", &indexes);
+	BSON_APPEND_DOCUMENT_BEGIN(&indexes, "0", &index);
+	BSON_APPEND_DOCUMENT_BEGIN(&index, "key", &key);
+	for (i = 0; i < def->nkeys; i++)
+	{
+		char	   *field = psprintf("_id.%s", idx_key_field(i));
+
+		BSON_APPEND_INT32(&key, field, 1);
+	}
+	bson_append_document_end(&index, &key);
+	BSON_APPEND_UTF8(&index, "name", "lookup");
+	bson_append_document_end(&indexes, &index);
+	bson_append_array_end(&command, &indexes);
+
+	PG_TRY();
+	{
+		idx_run_command(client, servername, def->database, &command, &reply,
+						psprintf("creating the lookup index of index collection \"%s\"",
+								 def->collection));
+		bson_destroy(&reply);
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(&command);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Drop a collection after an abort: a client of its own with short
+ * timeouts, and a WARNING, never an error, if it does not work.
+ */
+static void
+drop_after_abort(PendingDrop *p)
+{
+	mongoc_client_t *client = mongoc_client_new_from_uri(p->cleanup_uri);
+	bson_t		command = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok = false;
+
+	memset(&error, 0, sizeof(error));
+	if (client != NULL)
+	{
+		mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
+		BSON_APPEND_UTF8(&command, "drop", p->collection);
+		ok = mongoc_client_command_simple(client, p->database, &command,
+										  NULL, &reply, &error);
+		bson_destroy(&reply);
+		if (!ok && error.domain == MONGOC_ERROR_SERVER &&
+			error.code == MONGO_NAMESPACE_NOT_FOUND)
+			ok = true;
+		mongoc_client_destroy(client);
+	}
+	bson_destroy(&command);
+
+	if (!ok)
+		ereport(WARNING,
+				(errmsg("could not drop index collection \"%s\" of database \"%s\" on server \"%s\" after the transaction aborted",
+						p->collection, p->database, p->servername),
+				 error.domain == MONGOC_ERROR_SERVER
+				 ? errdetail("MongoDB error %u: %s", error.code, error.message)
+				 : errdetail("The server could not be reached or did not answer within %d ms.",
+							 IDX_CLEANUP_TIMEOUT_MS),
+				 errhint("Drop the collection in MongoDB; creating an index of the same name also drops it.")));
+}
+
+/*
+ * Release what a pending drop holds.
+ */
+static void
+forget_pending(PendingDrop *p)
+{
+	if (p->cleanup_uri)
+		mongoc_uri_destroy(p->cleanup_uri);
+	p->cleanup_uri = NULL;
+	if (p->client)
+		idx_client_pin(p->client, -1);
+	p->client = NULL;
+}
+
+/*
+ * Register a collection to drop at abort (a new one) or at commit (that of
+ * a dropped index).
+ */
+static void
+add_pending_drop(PendingKind kind, mongoc_client_t *client,
+				 const char *servername, const char *database,
+				 const char *collection)
+{
+	MemoryContext oldcxt;
+	PendingDrop *p;
+
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(index_xact_callback, NULL);
+		RegisterSubXactCallback(index_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	p = (PendingDrop *) palloc0(sizeof(PendingDrop));
+	p->kind = kind;
+	p->subid = GetCurrentSubTransactionId();
+	p->servername = pstrdup(servername);
+	p->database = pstrdup(database);
+	p->collection = pstrdup(collection);
+	if (kind == DROP_ON_ABORT)
+	{
+		/* the cached client's URI (with credentials), short timeouts */
+		p->cleanup_uri = mongoc_uri_copy(mongoc_client_get_uri(client));
+		mongoc_uri_set_option_as_int32(p->cleanup_uri,
+									   MONGOC_URI_CONNECTTIMEOUTMS,
+									   IDX_CLEANUP_TIMEOUT_MS);
+		mongoc_uri_set_option_as_int32(p->cleanup_uri,
+									   MONGOC_URI_SOCKETTIMEOUTMS,
+									   IDX_CLEANUP_TIMEOUT_MS);
+		mongoc_uri_set_option_as_int32(p->cleanup_uri,
+									   MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+									   IDX_CLEANUP_TIMEOUT_MS);
+	}
+	else
+	{
+		p->client = client;
+		idx_client_pin(client, 1);
+	}
+	pending_drops = lappend(pending_drops, p);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Top-level transaction end: drop the collections of dropped indexes at
+ * pre-commit (an error aborts the commit), those of indexes created by
+ * an aborted transaction at abort.
+ */
+static void
+index_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (pending_drops == NIL)
+		return;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			foreach(lc, pending_drops)
+			{
+				PendingDrop *p = (PendingDrop *) lfirst(lc);
+
+				if (p->kind == DROP_AT_COMMIT)
+					collection_command(p->client, p->servername, p->database,
+									   p->collection, false);
+			}
+			return;
+		case XACT_EVENT_PRE_PREPARE:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot prepare a transaction that created or dropped index tables")));
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			foreach(lc, pending_drops)
+			{
+				PendingDrop *p = (PendingDrop *) lfirst(lc);
+
+				if (p->kind == DROP_ON_ABORT)
+					drop_after_abort(p);
+			}
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			break;
+		default:
+			return;
+	}
+
+	foreach(lc, pending_drops)
+		forget_pending((PendingDrop *) lfirst(lc));
+	pending_drops = NIL;		/* the memory goes with the transaction */
+}
+
+/*
+ * Subtransaction end: a commit hands the pending drops to the parent; an
+ * abort drops the collections it created and forgets the drops it
+ * registered (their definitions are back).
+ */
+static void
+index_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+
+	foreach(lc, pending_drops)
+	{
+		PendingDrop *p = (PendingDrop *) lfirst(lc);
+
+		if (p->subid != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+		{
+			p->subid = parentSubid;
+			continue;
+		}
+		if (p->kind == DROP_ON_ABORT)
+			drop_after_abort(p);
+		forget_pending(p);
+		pending_drops = foreach_delete_current(pending_drops, lc);
+	}
+}
+
+
+/* ----------------------------------------------------------------
+ *		create_index
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Open the table, which must be an idxtable_fdw foreign table owned by the
+ * current user.
+ */
+static Relation
+open_foreign_table(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = relation_open(relid, lockmode);
+	bool		ours = false;
+
+	if (rel->rd_rel->relkind == RELKIND_FOREIGN_TABLE)
+	{
+		ForeignTable *table = GetForeignTable(relid);
+		ForeignServer *server = GetForeignServer(table->serverid);
+		ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
+		FmgrInfo	handler;
+
+		if (OidIsValid(fdw->fdwhandler))
+		{
+			fmgr_info(fdw->fdwhandler, &handler);
+			ours = (handler.fn_addr == idxtable_fdw_handler);
+		}
+	}
+	if (!ours)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not an idxtable_fdw foreign table",
+						RelationGetRelationName(rel))));
+
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE,
+					   RelationGetRelationName(rel));
+	return rel;
+}
+
+/*
+ * The elements of a text[] argument; NULL elements are refused.
+ */
+static char **
+text_array_argument(ArrayType *arr, const char *what, int *count)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **result;
+	int			n;
+	int			i;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &nulls, &n);
+	result = (char **) palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must not contain nulls", what)));
+		result[i] = TextDatumGetCString(elems[i]);
+	}
+	*count = n;
+	return result;
+}
+
+/*
+ * Default index name: <table>_<key columns>_idx, with a number after
+ * "idx" until it is free, cut to NAMEDATALEN - 1 bytes like PostgreSQL's
+ * own index names.
+ */
+static char *
+choose_index_name(const IdxIndexDef *def, const char *relname)
+{
+	char	   *columns = idx_key_columns_for_name(def);
+	char		label[NAMEDATALEN];
+	int			pass = 0;
+
+	strlcpy(label, "idx", sizeof(label));
+	for (;;)
+	{
+		char	   *name = makeObjectName(relname, columns, label);
+
+		if (!index_name_exists(name))
+			return name;
+		pfree(name);
+		snprintf(label, sizeof(label), "idx%d", ++pass);
+	}
+}
+
+/*
+ * Check a name given by the user: it becomes part of a MongoDB collection
+ * name, which cannot contain "$", and must be new.
+ */
+static void
+check_index_name(const char *name)
+{
+	if (name[0] == '\0' || strchr(name, '$') != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid index name \"%s\"", name),
+				 errdetail("Index names are part of MongoDB collection names: not empty, no \"$\".")));
+	if (index_name_exists(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("index \"%s\" already exists", name)));
+}
+
+/*
+ * The index collection: idxtable.<fact collection>.<index name>.
+ */
+static char *
+index_collection_name(const char *collection, const char *name)
+{
+	char	   *result = psprintf("%s%s.%s", IDX_COLLECTION_PREFIX,
+								  collection, name);
+
+	if (strlen(result) >= IDX_MAX_COLLECTION_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("index collection name would be too long (%d bytes)",
+						(int) strlen(result)),
+				 errdetail("Index collections are named %s<collection>.<index name>, in at most %d bytes.",
+						   IDX_COLLECTION_PREFIX, IDX_MAX_COLLECTION_NAME - 1),
+				 errhint("Choose a shorter index name.")));
+	return result;
+}
+
+/*
+ * idxtable.create_index(tbl, keys, include, is_unique, name) returns the
+ * index name.
+ */
+Datum
+idxtable_create_index(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	Relation	rel;
+	IdxIndexDef *def;
+	IdxTableInfo *info;
+	IdxDefError err;
+	IdxBuildResult result;
+	ForeignServer *server;
+	mongoc_client_t *client;
+	char	  **keyspecs;
+	char	  **includes = NULL;
+	char	  **normalized;
+	int			nkeys;
+	int			ninclude = 0;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the table and the keys of an index must not be null")));
+	relid = PG_GETARG_OID(0);
+
+	/* like CREATE INDEX: reads go on, writes wait */
+	rel = open_foreign_table(relid, ShareLock);
+
+	def = (IdxIndexDef *) palloc0(sizeof(IdxIndexDef));
+	def->relid = relid;
+	def->unique = PG_ARGISNULL(3) ? false : PG_GETARG_BOOL(3);
+	def->state = IDX_STATE_BUILDING;
+	keyspecs = text_array_argument(PG_GETARG_ARRAYTYPE_P(1), "keys", &nkeys);
+	if (!PG_ARGISNULL(2))
+		includes = text_array_argument(PG_GETARG_ARRAYTYPE_P(2), "include",
+									   &ninclude);
+	normalized = (char **) palloc0(sizeof(char *) * Max(nkeys, 1));
+	if (!idx_resolve_definition(def, RelationGetDescr(rel),
+								RelationGetRelationName(rel), keyspecs, nkeys,
+								includes, ninclude, normalized, &err))
+		ereport(ERROR,
+				(errcode(err.sqlstate),
+				 errmsg_internal("%s", err.message),
+				 err.hint ? errhint("%s", err.hint) : 0));
+
+	if (PG_ARGISNULL(4))
+		def->name = choose_index_name(def, RelationGetRelationName(rel));
+	else
+	{
+		def->name = text_to_cstring(PG_GETARG_TEXT_PP(4));
+		check_index_name(def->name);
+	}
+	info = idx_get_table_info(relid);
+	def->database = info->database;
+	def->collection = index_collection_name(info->collection, def->name);
+
+	insert_definition(def, normalized);
+
+	client = idx_get_client_for_rel(relid, &server);
+	add_pending_drop(DROP_ON_ABORT, client, server->servername,
+					 def->database, def->collection);
+	collection_command(client, server->servername, def->database,
+					   def->collection, false);
+	collection_command(client, server->servername, def->database,
+					   def->collection, true);
+	create_lookup_index(client, server->servername, def);
+
+	idx_build_index(def, info, client, server->servername, &result);
+
+	mark_valid(def->name, &result);
+	CacheInvalidateRelcacheByRelid(relid);	/* replan queries on the table */
+	relation_close(rel, NoLock);
+
+	PG_RETURN_TEXT_P(cstring_to_text(def->name));
+}
+
+
+/* ----------------------------------------------------------------
+ *		drop_index
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * idxtable.drop_index(name): the definition goes now, the collection at
+ * commit.
+ */
+Datum
+idxtable_drop_index(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	Oid			relid;
+	char	   *collection;
+	Relation	rel;
+	ForeignServer *server;
+	mongoc_client_t *client;
+
+	if (!lookup_index(name, &relid, &collection))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("index \"%s\" does not exist", name)));
+
+	/* like DROP INDEX: no query may use the index meanwhile */
+	rel = open_foreign_table(relid, AccessExclusiveLock);
+	if (!delete_definition(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("index \"%s\" does not exist", name)));
+
+	client = idx_get_client_for_rel(relid, &server);
+	add_pending_drop(DROP_AT_COMMIT, client, server->servername,
+					 idx_table_database(relid), collection);
+	CacheInvalidateRelcacheByRelid(relid);
+	relation_close(rel, NoLock);
+
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,100 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_ddl.h
+ *		  Internals of index-table definitions shared by index_catalog.c
+ *		  (reading idxtable.index_defs), index_ddl.c (create_index and
+ *		  drop_index) and index_build.c (filling an index collection).
+ *
+ * The rest of the FDW reads definitions through index_catalog.h and
+ * computes entries through index_entry.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_INDEX_DDL_H
+#define IDXTABLE_INDEX_DDL_H
+
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/tupdesc.h"
+
+#include "index_catalog.h"
+#include "option.h"
+
+/* Where the definitions live */
+#define IDX_CATALOG_SCHEMA		"idxtable"
+#define IDX_CATALOG_TABLE		"index_defs"
+
+/* Columns of idxtable.index_defs */
+#define Natts_index_defs				9
+#define Anum_index_defs_name			1
+#define Anum_index_defs_tbl				2
+#define Anum_index_defs_keys			3
+#define Anum_index_defs_include			4
+#define Anum_index_defs_is_unique		5
+#define Anum_index_defs_collection		6
+#define Anum_index_defs_state			7
+#define Anum_index_defs_entries			8
+#define Anum_index_defs_distinct_keys	9
+
+/* Prefix of every index collection; IMPORT FOREIGN SCHEMA skips them */
+#define IDX_COLLECTION_PREFIX	"idxtable."
+
+/* Index collection names stay below this many bytes */
+#define IDX_MAX_COLLECTION_NAME 200
+
+/*
+ * Why a definition does not resolve against a table: a SQLSTATE, the
+ * message and an optional hint (create_index raises them as an error,
+ * the planner-time lookup as a WARNING).
+ */
+typedef struct IdxDefError
+{
+	int			sqlstate;
+	char	   *message;
+	char	   *hint;
+} IdxDefError;
+
+/* OID of idxtable.index_defs, InvalidOid if the extension is not there */
+extern Oid	idx_index_defs_relid(void);
+
+/*
+ * Resolve key specifications ("town", "lower(name)", ...) and included
+ * column names against a table's columns, filling def->nkeys, keys,
+ * ninclude and include.  If normalized is not NULL it receives the
+ * normalized key specifications (palloc'd strings).  Returns false and
+ * fills *err when something does not resolve or is not allowed.
+ */
+extern bool idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
+								   const char *relname,
+								   char **keyspecs, int nkeys,
+								   char **includes, int ninclude,
+								   char **normalized, IdxDefError *err);
+
+/* The MongoDB database of a foreign table's documents */
+extern char *idx_table_database(Oid relid);
+
+/* Column names of the keys, joined by "_" (for default index names) */
+extern char *idx_key_columns_for_name(const IdxIndexDef *def);
+
+/*
+ * What a build produced: the number of entries and the (estimated) number
+ * of distinct full keys.
+ */
+typedef struct IdxBuildResult
+{
+	int64		entries;
+	int64		distinct_keys;
+} IdxBuildResult;
+
+/*
+ * Fill the (new, empty) index collection of "def" from the facts of its
+ * table.  Unique violations raise ERRCODE_UNIQUE_VIOLATION with the key
+ * as DETAIL; everything else goes through idx_report_error().
+ */
+extern void idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
+							mongoc_client_t *client, const char *servername,
+							IdxBuildResult *result);
+
+#endif							/* IDXTABLE_INDEX_DDL_H */

@@ -1,0 +1,804 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_path.c
+ *		  Planner routing of secondary-key predicates through index tables.
+ *
+ * For every valid index table of a foreign table, the restriction clauses
+ * (and, for parameterized paths, the join clauses) are matched against the
+ * index's key components in order: equality (=, IN / = ANY, IS NULL) on a
+ * prefix of the key, then at most one range on the next component.
+ * lower(col) / upper(col) keys match the same expression; a multi-valued
+ * key (an array column) matches "value = ANY(col)" and "col @> ARRAY[...]".
+ *
+ * Every matched clause also stays where it was: pushed down into the fact
+ * filter or evaluated locally, so a stale or dangling entry can never make
+ * a wrong row.  A covering path (keys + included columns hold every column
+ * the query needs) reads no fact at all and evaluates all clauses locally,
+ * on the values stored in the entries.
+ *
+ * The cost of an index path is one lookup round trip per fetch_size
+ * entries plus, when not covering, one fact fetch per fetch_batch_size
+ * facts; the plain path examines the whole collection.  With ANALYZE'd
+ * column statistics the selectivity of a skewed key's common value makes
+ * the plain scan cheaper, and its rare values the index.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/stratnum.h"
+#include "access/sysattr.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/clauses.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "optimizer/restrictinfo.h"
+#include "parser/parsetree.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
+#include "utils/ruleutils.h"
+
+#include "index_catalog.h"
+#include "index_path.h"
+
+/*
+ * One index condition found while matching clauses to an index.
+ */
+typedef struct IdxKeyCond
+{
+	int			keypos;			/* key component */
+	IdxCondOp	op;
+	Expr	   *value;			/* value expression, or NULL (IS NULL) */
+	RestrictInfo *rinfo;		/* the clause it came from */
+} IdxKeyCond;
+
+/*
+ * Valid index definitions of a table: only those are used for reads.
+ */
+List *
+idx_valid_indexes(Oid relid)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, idx_get_indexes(relid))
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (def->state == IDX_STATE_VALID)
+			result = lappend(result, def);
+	}
+	return result;
+}
+
+/*
+ * Strip binary-compatible casts.
+ */
+static Node *
+strip_relabel(Node *node)
+{
+	while (node && IsA(node, RelabelType))
+		node = (Node *) ((RelabelType *) node)->arg;
+	return node;
+}
+
+/*
+ * Is "node" a Var of column "attnum" of the scanned relation?
+ */
+static bool
+is_column(Node *node, Index relid, AttrNumber attnum)
+{
+	node = strip_relabel(node);
+	return node && IsA(node, Var) &&
+		((Var *) node)->varno == relid &&
+		((Var *) node)->varlevelsup == 0 &&
+		((Var *) node)->varattno == attnum;
+}
+
+/*
+ * Does "node" compute the (non-multi) key component "key"?
+ */
+static bool
+is_key_expr(Node *node, Index relid, const IdxIndexKey *key)
+{
+	node = strip_relabel(node);
+	if (key->multi || node == NULL)
+		return false;
+	if (key->kind == IDX_KEY_COLUMN)
+		return is_column(node, relid, key->attnum);
+	if (IsA(node, FuncExpr))
+	{
+		FuncExpr   *func = (FuncExpr *) node;
+		Oid			expected = key->kind == IDX_KEY_LOWER ? F_LOWER_TEXT : F_UPPER_TEXT;
+
+		return func->funcid == expected &&
+			list_length(func->args) == 1 &&
+			func->inputcollid == key->collation &&
+			is_column(linitial(func->args), relid, key->attnum);
+	}
+	return false;
+}
+
+/*
+ * Can "node" supply a lookup value: no column of the scanned relation, no
+ * volatile function?  (Columns of other relations make a parameterized
+ * path.)
+ */
+static bool
+is_lookup_value(Node *node, Index relid)
+{
+	Relids		varnos;
+
+	if (node == NULL || contain_volatile_functions(node) ||
+		contain_subplans(node))
+		return false;
+	varnos = pull_varnos(NULL, node);
+	return !bms_is_member(relid, varnos);
+}
+
+/*
+ * Are the key type and the value type comparable with MongoDB's order of
+ * the canonical key values (integers are all stored as int64)?
+ */
+static bool
+key_type_compatible(Oid keytype, Oid valtype)
+{
+	switch (keytype)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			return valtype == INT2OID || valtype == INT4OID ||
+				valtype == INT8OID;
+		case TEXTOID:
+		case VARCHAROID:
+			return valtype == TEXTOID || valtype == VARCHAROID;
+		default:
+			return keytype == valtype;
+	}
+}
+
+/*
+ * The condition an operator makes on a key, if its btree strategy is one
+ * an index lookup can serve.  Text orders only under the C collation
+ * (MongoDB compares UTF-8 bytes); equality needs a deterministic one.
+ */
+static bool
+operator_cond(Oid opno, Oid keytype, Oid collid, bool allow_range,
+			  IdxCondOp *op)
+{
+	List	   *interps = get_op_btree_interpretation(opno);
+	int			strategy;
+	bool		is_text = (keytype == TEXTOID || keytype == VARCHAROID);
+
+	if (interps == NIL)
+		return false;
+	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	if (strategy == BTEqualStrategyNumber)
+	{
+		*op = ICOND_EQ;
+		return !is_text ||
+			(OidIsValid(collid) && get_collation_isdeterministic(collid));
+	}
+	if (!allow_range || keytype == BOOLOID ||
+		(is_text && !(OidIsValid(collid) && lc_collate_is_c(collid))))
+		return false;
+	switch (strategy)
+	{
+		case BTLessStrategyNumber:
+			*op = ICOND_LT;
+			return true;
+		case BTLessEqualStrategyNumber:
+			*op = ICOND_LE;
+			return true;
+		case BTGreaterStrategyNumber:
+			*op = ICOND_GT;
+			return true;
+		case BTGreaterEqualStrategyNumber:
+			*op = ICOND_GE;
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Match "key op value" or "value op key" (commuted).
+ */
+static bool
+match_opexpr(OpExpr *opexpr, Index relid, const IdxIndexKey *key,
+			 IdxKeyCond *cond)
+{
+	Node	   *left,
+			   *right;
+	Oid			opno = opexpr->opno;
+
+	if (list_length(opexpr->args) != 2)
+		return false;
+	left = linitial(opexpr->args);
+	right = lsecond(opexpr->args);
+
+	/* multi-valued: array_col @> ARRAY[v, ...] looks up the first element */
+	if (key->multi && opno == OID_ARRAY_CONTAINS_OP &&
+		is_column(left, relid, key->attnum) && IsA(right, Const) &&
+		!((Const *) right)->constisnull)
+	{
+		ArrayType  *arr = DatumGetArrayTypeP(((Const *) right)->constvalue);
+		Datum	   *elems;
+		bool	   *nulls;
+		int			nelems;
+		int16		elmlen;
+		bool		elmbyval;
+		char		elmalign;
+
+		if (ARR_ELEMTYPE(arr) != key->keytype)
+			return false;
+		get_typlenbyvalalign(key->keytype, &elmlen, &elmbyval, &elmalign);
+		deconstruct_array(arr, key->keytype, elmlen, elmbyval, elmalign,
+						  &elems, &nulls, &nelems);
+		if (nelems == 0 || nulls[0])
+			return false;
+		cond->op = ICOND_EQ;
+		cond->value = (Expr *) makeConst(key->keytype, -1,
+										 ((Const *) right)->constcollid,
+										 elmlen, elems[0], false, elmbyval);
+		return true;
+	}
+
+	if (!is_key_expr(left, relid, key))
+	{
+		Node	   *tmp = left;
+
+		left = right;
+		right = tmp;
+		opno = get_commutator(opno);
+		if (!OidIsValid(opno) || !is_key_expr(left, relid, key))
+			return false;
+	}
+	if (!is_lookup_value(right, relid) ||
+		!key_type_compatible(key->keytype, exprType(right)) ||
+		!operator_cond(opno, key->keytype, opexpr->inputcollid,
+					   key->kind == IDX_KEY_COLUMN, &cond->op))
+		return false;
+	cond->value = (Expr *) right;
+	return true;
+}
+
+/*
+ * Match "key = ANY(array)" (IN) and, for a multi-valued key,
+ * "value = ANY(array_col)".
+ */
+static bool
+match_saop(ScalarArrayOpExpr *saop, Index relid, const IdxIndexKey *key,
+		   IdxKeyCond *cond)
+{
+	Node	   *scalar = linitial(saop->args);
+	Node	   *array = lsecond(saop->args);
+	IdxCondOp	op;
+
+	if (!saop->useOr)
+		return false;
+	if (key->multi)
+	{
+		if (!is_column(array, relid, key->attnum) ||
+			!is_lookup_value(scalar, relid) ||
+			!key_type_compatible(key->keytype, exprType(scalar)) ||
+			!operator_cond(saop->opno, key->keytype, saop->inputcollid,
+						   false, &op))
+			return false;
+		cond->op = ICOND_EQ;
+		cond->value = (Expr *) scalar;
+		return true;
+	}
+	array = strip_relabel(array);
+	if (!is_key_expr(scalar, relid, key) ||
+		!(IsA(array, Const) || IsA(array, Param)) ||
+		!key_type_compatible(key->keytype,
+							 get_element_type(exprType(array))) ||
+		!operator_cond(saop->opno, key->keytype, saop->inputcollid, false,
+					   &op))
+		return false;
+	cond->op = ICOND_IN;
+	cond->value = (Expr *) array;
+	return true;
+}
+
+/*
+ * Does clause "rinfo" constrain key component "key"?
+ */
+static bool
+match_clause(RestrictInfo *rinfo, Index relid, const IdxIndexKey *key,
+			 IdxKeyCond *cond)
+{
+	Node	   *clause = (Node *) rinfo->clause;
+
+	cond->rinfo = rinfo;
+	cond->value = NULL;
+	switch (nodeTag(clause))
+	{
+		case T_OpExpr:
+			return match_opexpr((OpExpr *) clause, relid, key, cond);
+		case T_ScalarArrayOpExpr:
+			return match_saop((ScalarArrayOpExpr *) clause, relid, key, cond);
+		case T_NullTest:
+			if (((NullTest *) clause)->nulltesttype != IS_NULL ||
+				key->kind != IDX_KEY_COLUMN ||
+				!is_key_expr((Node *) ((NullTest *) clause)->arg, relid, key))
+				return false;
+			cond->op = ICOND_NULL;
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * A palloc'd copy of a condition.
+ */
+static IdxKeyCond *
+copy_cond(const IdxKeyCond *cond)
+{
+	IdxKeyCond *copy = palloc_object(IdxKeyCond);
+
+	*copy = *cond;
+	return copy;
+}
+
+/*
+ * Match clauses to the keys of "def": equality on a prefix, then at most a
+ * lower and an upper bound on the next component.  Returns IdxKeyConds.
+ */
+static List *
+match_index(IdxIndexDef *def, Index relid, List *clauses)
+{
+	List	   *conds = NIL;
+	int			k;
+
+	for (k = 0; k < def->nkeys; k++)
+	{
+		IdxKeyCond *eq = NULL;
+		IdxKeyCond *lower = NULL;
+		IdxKeyCond *upper = NULL;
+		ListCell   *lc;
+
+		foreach(lc, clauses)
+		{
+			IdxKeyCond	cond;
+
+			if (!match_clause(lfirst(lc), relid, &def->keys[k], &cond))
+				continue;
+			cond.keypos = k;
+			if (cond.op == ICOND_EQ || cond.op == ICOND_NULL ||
+				cond.op == ICOND_IN)
+			{
+				/* prefer a single value over a list */
+				if (eq == NULL || (eq->op == ICOND_IN && cond.op != ICOND_IN))
+					eq = copy_cond(&cond);
+			}
+			else if ((cond.op == ICOND_GT || cond.op == ICOND_GE) && !lower)
+				lower = copy_cond(&cond);
+			else if ((cond.op == ICOND_LT || cond.op == ICOND_LE) && !upper)
+				upper = copy_cond(&cond);
+		}
+		if (eq)
+		{
+			conds = lappend(conds, eq);
+			continue;
+		}
+		if (lower)
+			conds = lappend(conds, lower);
+		if (upper)
+			conds = lappend(conds, upper);
+		break;
+	}
+
+	/*
+	 * A fact has one entry per element of a multi-valued key: unless that
+	 * key is fixed by an equality, a lookup would return facts repeatedly.
+	 */
+	for (k = 0; k < def->nkeys; k++)
+	{
+		ListCell   *lc;
+		bool		fixed = false;
+
+		if (!def->keys[k].multi)
+			continue;
+		foreach(lc, conds)
+		{
+			IdxKeyCond *cond = lfirst(lc);
+
+			fixed |= (cond->keypos == k && cond->op == ICOND_EQ);
+		}
+		if (!fixed)
+			return NIL;
+	}
+	return conds;
+}
+
+/*
+ * Attributes (pull_varattnos offsets) the entries of "def" hold: plain
+ * key columns and included columns.
+ */
+static Bitmapset *
+covered_attrs(const IdxIndexDef *def)
+{
+	Bitmapset  *result = NULL;
+	int			i;
+
+	for (i = 0; i < def->nkeys; i++)
+	{
+		/* one entry per array element: entries are not rows */
+		if (def->keys[i].multi)
+			return NULL;
+		if (def->keys[i].kind == IDX_KEY_COLUMN)
+			result = bms_add_member(result, def->keys[i].attnum -
+									FirstLowInvalidHeapAttributeNumber);
+	}
+	for (i = 0; i < def->ninclude; i++)
+		result = bms_add_member(result, def->include[i] -
+								FirstLowInvalidHeapAttributeNumber);
+	return result;
+}
+
+/*
+ * Does "def" hold every column the query needs (target list and every
+ * clause, including the join clauses "extra")?
+ */
+static bool
+index_covers(const IdxIndexDef *def, RelOptInfo *baserel, IdxRelInfo *fpinfo,
+			 List *extra)
+{
+	Bitmapset  *needed = bms_copy(fpinfo->attrs_used);
+	Bitmapset  *covered;
+	ListCell   *lc;
+	int			x = -1;
+
+	foreach(lc, list_concat_copy(baserel->baserestrictinfo, extra))
+		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause,
+					   baserel->relid, &needed);
+
+	/* only user columns can come from entries; a whole row never */
+	while ((x = bms_next_member(needed, x)) >= 0)
+	{
+		if (x + FirstLowInvalidHeapAttributeNumber <= 0)
+			return false;
+	}
+	covered = covered_attrs(def);
+	return covered != NULL && bms_is_subset(needed, covered);
+}
+
+/*
+ * Expected number of index entries the conditions select.  Column
+ * statistics of the foreign table give the selectivity (they see skew);
+ * a full-key equality on a unique index, or on an expression key whose
+ * distinct count ANALYZE measured, is estimated from the index itself.
+ */
+static double
+estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
+				 List *conds)
+{
+	List	   *clauses = NIL;
+	bool		all_eq = list_length(conds) == def->nkeys;
+	bool		has_expr = false;
+	double		nvalues = 1;
+	ListCell   *lc;
+	Selectivity sel;
+
+	foreach(lc, conds)
+	{
+		IdxKeyCond *cond = lfirst(lc);
+
+		clauses = lappend(clauses, cond->rinfo);
+		if (cond->op == ICOND_IN)
+		{
+			Expr	   *array = cond->value;
+
+			if (IsA(array, Const) && !((Const *) array)->constisnull)
+			{
+				ArrayType  *arr = DatumGetArrayTypeP(((Const *) array)->constvalue);
+
+				nvalues *= ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+			}
+			else
+				nvalues *= 10;
+		}
+		else if (cond->op != ICOND_EQ && cond->op != ICOND_NULL)
+			all_eq = false;
+		if (def->keys[cond->keypos].kind != IDX_KEY_COLUMN)
+			has_expr = true;
+	}
+
+	if (all_eq && def->unique)
+		return nvalues;
+	if (all_eq && has_expr && def->distinct_keys > 0 && def->entries > 0)
+		return nvalues * def->entries / def->distinct_keys;
+
+	sel = clauselist_selectivity(root, clauses, baserel->relid, JOIN_INNER,
+								 NULL);
+	return clamp_row_est(baserel->tuples * sel);
+}
+
+/*
+ * Add one index path for "def" with conditions "conds".
+ */
+static void
+add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
+			   IdxIndexDef *def, List *conds, Relids required_outer,
+			   List *join_clauses)
+{
+	bool		covering = index_covers(def, baserel, fpinfo, join_clauses);
+	double		entries = estimate_entries(root, baserel, def, conds);
+	double		rows = baserel->rows;
+	double		lookups;
+	Cost		startup_cost;
+	Cost		total_cost;
+	List	   *private_conds = NIL;
+	ListCell   *lc;
+
+	if (required_outer)
+		rows = get_parameterized_baserel_size(root, baserel, join_clauses);
+	rows = Min(rows, entries);
+
+	lookups = Max(1, ceil(entries / fpinfo->table->fetch_size));
+	startup_cost = ROUND_TRIP_COST;
+	total_cost = lookups * ROUND_TRIP_COST +
+		entries * (DOCUMENT_EXAMINE_COST + DOCUMENT_TRANSFER_COST);
+	if (!covering)
+	{
+		double		fetches = Max(1, ceil(entries / fpinfo->table->fetch_batch_size));
+
+		startup_cost += ROUND_TRIP_COST;
+		total_cost += fetches * ROUND_TRIP_COST +
+			entries * (DOCUMENT_EXAMINE_COST + DOCUMENT_TRANSFER_COST);
+	}
+	total_cost += entries * cpu_tuple_cost;
+
+	foreach(lc, conds)
+	{
+		IdxKeyCond *cond = lfirst(lc);
+
+		private_conds = lappend(private_conds,
+								list_make4(makeInteger(cond->keypos),
+										   makeInteger(cond->op),
+										   cond->value,
+										   cond->rinfo->clause));
+	}
+
+	add_path(baserel, (Path *)
+			 create_foreignscan_path(root, baserel, NULL, rows,
+									 startup_cost, total_cost, NIL,
+									 required_outer, NULL,
+									 list_make3(makeString(def->name),
+												makeInteger(covering),
+												private_conds)));
+}
+
+/*
+ * Callback of generate_implied_equalities_for_column: is the equivalence
+ * member the index key passed as "arg"?
+ */
+static bool
+ec_member_is_key(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
+				 EquivalenceMember *em, void *arg)
+{
+	return is_key_expr((Node *) em->em_expr, rel->relid,
+					   (const IdxIndexKey *) arg);
+}
+
+/*
+ * Join clauses that could give an index key its value from another
+ * relation: the relation's movable join clauses, and the equalities that
+ * equivalence classes imply for each key component ("c.email = o.email"
+ * lives in an equivalence class, not in joininfo).
+ */
+static List *
+join_clause_candidates(PlannerInfo *root, RelOptInfo *baserel,
+					   IdxIndexDef *def)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+	int			k;
+
+	foreach(lc, baserel->joininfo)
+	{
+		if (join_clause_is_movable_to(lfirst(lc), baserel))
+			result = lappend(result, lfirst(lc));
+	}
+	for (k = 0; k < def->nkeys; k++)
+		result = list_concat(result,
+							 generate_implied_equalities_for_column(root, baserel,
+																	ec_member_is_key,
+																	&def->keys[k],
+																	baserel->lateral_referencers));
+	return result;
+}
+
+/*
+ * Add index paths: for each valid index, one path from the restriction
+ * clauses and, if join clauses can supply leading keys, one parameterized
+ * path per outer relation set.
+ */
+void
+idx_add_index_paths(PlannerInfo *root, RelOptInfo *baserel,
+					IdxRelInfo *fpinfo)
+{
+	ListCell   *lc;
+
+	foreach(lc, fpinfo->indexes)
+	{
+		IdxIndexDef *def = lfirst(lc);
+		List	   *conds;
+		List	   *join_clauses = NIL;
+		ListCell   *lc2;
+
+		conds = match_index(def, baserel->relid, baserel->baserestrictinfo);
+		if (conds != NIL)
+			add_index_path(root, baserel, fpinfo, def, conds, NULL, NIL);
+
+		/* join clauses that can move to this relation, one outer at a time */
+		foreach(lc2, join_clause_candidates(root, baserel, def))
+		{
+			RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc2);
+			List	   *with_join;
+			Relids		outer;
+
+			with_join = match_index(def, baserel->relid,
+									lappend(list_copy(baserel->baserestrictinfo),
+											rinfo));
+			if (list_length(with_join) > list_length(conds))
+			{
+				bool		uses_join = false;
+				ListCell   *lc3;
+
+				foreach(lc3, with_join)
+					uses_join |= ((IdxKeyCond *) lfirst(lc3))->rinfo == rinfo;
+				if (!uses_join)
+					continue;
+				outer = bms_difference(rinfo->clause_relids,
+									   bms_make_singleton(baserel->relid));
+				join_clauses = list_make1(rinfo);
+				add_index_path(root, baserel, fpinfo, def, with_join, outer,
+							   join_clauses);
+			}
+		}
+	}
+}
+
+/*
+ * The text of a key component, as written in the index definition.
+ */
+static char *
+key_spec_text(const IdxIndexDef *def, int keypos)
+{
+	const IdxIndexKey *key = &def->keys[keypos];
+	char	   *col = get_attname(def->relid, key->attnum, false);
+
+	switch (key->kind)
+	{
+		case IDX_KEY_LOWER:
+			return psprintf("lower(%s)", quote_identifier(col));
+		case IDX_KEY_UPPER:
+			return psprintf("upper(%s)", quote_identifier(col));
+		default:
+			return (char *) quote_identifier(col);
+	}
+}
+
+/*
+ * The text of a lookup value for EXPLAIN: a constant, a parameter, or a
+ * column of an outer relation.
+ */
+static char *
+value_text(PlannerInfo *root, Expr *value)
+{
+	Node	   *node = strip_relabel((Node *) value);
+
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Const))
+		return deparse_expression(node, NIL, false, false);
+	if (IsA(node, Param))
+		return psprintf("$%d", ((Param *) node)->paramid);
+	if (IsA(node, Var) && ((Var *) node)->varno <= root->simple_rel_array_size)
+	{
+		Var		   *var = (Var *) node;
+		RangeTblEntry *rte = planner_rt_fetch(var->varno, root);
+
+		if (rte->rtekind == RTE_RELATION)
+			return psprintf("%s.%s", quote_identifier(get_rel_name(rte->relid)),
+							quote_identifier(get_attname(rte->relid,
+														 var->varattno,
+														 false)));
+	}
+	return pstrdup("(expression)");
+}
+
+/*
+ * One index condition as text: "town = 'Redmond'::text".
+ */
+static char *
+cond_text(PlannerInfo *root, const IdxIndexDef *def, int keypos, IdxCondOp op,
+		  Expr *value)
+{
+	static const char *const ops[] = {"=", "= ANY", "IS NULL", "<", "<=", ">", ">="};
+	char	   *key = key_spec_text(def, keypos);
+
+	if (op == ICOND_NULL)
+		return psprintf("%s IS NULL", key);
+	if (op == ICOND_IN)
+		return psprintf("%s = ANY (%s)", key, value_text(root, value));
+	if (def->keys[keypos].multi)
+		return psprintf("%s contains %s", key, value_text(root, value));
+	return psprintf("%s %s %s", key, ops[op], value_text(root, value));
+}
+
+/*
+ * Complete the plan of an index path (see index_path.h).
+ */
+void
+idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
+					  ForeignPath *best_path, List **fdw_private,
+					  List **fdw_exprs, List **local_exprs)
+{
+	IdxRelInfo *fpinfo = baserel->fdw_private;
+	char	   *name = strVal(linitial(best_path->fdw_private));
+	bool		covering = intVal(lsecond(best_path->fdw_private));
+	List	   *path_conds = lthird(best_path->fdw_private);
+	IdxIndexDef *def = NULL;
+	List	   *conds = NIL;
+	StringInfoData text;
+	ListCell   *lc;
+
+	foreach(lc, fpinfo->indexes)
+	{
+		if (strcmp(((IdxIndexDef *) lfirst(lc))->name, name) == 0)
+			def = lfirst(lc);
+	}
+	Assert(def != NULL);
+
+	initStringInfo(&text);
+	foreach(lc, path_conds)
+	{
+		List	   *pc = lfirst(lc);
+		int			keypos = intVal(linitial(pc));
+		IdxCondOp	op = intVal(lsecond(pc));
+		Expr	   *value = lthird(pc);
+		int			exprpos = -1;
+
+		if (value)
+		{
+			*fdw_exprs = lappend(*fdw_exprs, value);
+			exprpos = list_length(*fdw_exprs) - 1;
+		}
+		conds = lappend(conds, list_make3_int(keypos, op, exprpos));
+		appendStringInfo(&text, "%s(%s)", text.len > 0 ? " AND " : "",
+						 cond_text(root, def, keypos, op, value));
+	}
+
+	if (covering)
+	{
+		Bitmapset  *attrs = bms_copy(fpinfo->attrs_used);
+		List	   *remote_conds = list_nth(*fdw_private, IdxPrivRemoteConds);
+
+		/* no fact is read: every clause is evaluated on the entries */
+		*local_exprs = list_concat_unique_ptr(*local_exprs, remote_conds);
+		pull_varattnos((Node *) *local_exprs, baserel->relid, &attrs);
+		list_nth_cell(*fdw_private, IdxPrivAttrsUsed)->ptr_value =
+			idx_bitmap_to_list(attrs);
+	}
+
+	linitial(*fdw_private) = makeInteger(IDX_SCAN_INDEX);
+	*fdw_private = lappend(*fdw_private, makeString(def->name));
+	*fdw_private = lappend(*fdw_private, makeInteger(covering));
+	*fdw_private = lappend(*fdw_private, conds);
+	*fdw_private = lappend(*fdw_private, makeString(text.data));
+}

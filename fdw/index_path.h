@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_path.h
+ *		  Planner routing of secondary-key predicates through index tables.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_INDEX_PATH_H
+#define IDXTABLE_INDEX_PATH_H
+
+#include "postgres.h"
+
+#include "nodes/pathnodes.h"
+#include "nodes/plannodes.h"
+
+#include "planner.h"
+
+/*
+ * How a key component is constrained by an index condition.
+ */
+typedef enum IdxCondOp
+{
+	ICOND_EQ,					/* key = value */
+	ICOND_IN,					/* key = ANY(array value) */
+	ICOND_NULL,					/* key IS NULL */
+	ICOND_LT,
+	ICOND_LE,
+	ICOND_GT,
+	ICOND_GE
+} IdxCondOp;
+
+/*
+ * Elements of fdw_private after IdxPrivIndexFirst, for index scans.
+ */
+enum IdxIndexPrivateIndex
+{
+	/* the index name (String) */
+	IdxPrivIndexName = IdxPrivIndexFirst,
+	/* 1 if the index covers the query: no fact is fetched (Integer) */
+	IdxPrivCovering,
+	/*
+	 * the index conditions: a List of integer Lists (key position, IdxCondOp,
+	 * position of the value in fdw_exprs or -1)
+	 */
+	IdxPrivIndexConds,
+	/* the index conditions as text, for EXPLAIN (String) */
+	IdxPrivIndexCondText
+};
+
+/* Valid index definitions of a table (routing reads only those) */
+extern List *idx_valid_indexes(Oid relid);
+
+/* Add index-table paths for the relation */
+extern void idx_add_index_paths(PlannerInfo *root, RelOptInfo *baserel,
+								IdxRelInfo *fpinfo);
+
+/*
+ * Complete the plan of an index path: append the index part of
+ * fdw_private and the lookup values to fdw_exprs; a covering scan
+ * evaluates every clause locally.
+ */
+extern void idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
+								  ForeignPath *best_path, List **fdw_private,
+								  List **fdw_exprs, List **local_exprs);
+
+#endif							/* IDXTABLE_INDEX_PATH_H */

@@ -1,0 +1,551 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_scan.c
+ *		  Execution of scans routed through an index table.
+ *
+ * A key-only scan reads entries from the index collection (a find on the
+ * _id.kN fields, served by the index collection's own MongoDB index) and
+ * fetches the facts they point to by _id in batches of fetch_batch_size,
+ * with the pushed-down filter added, so every fact is rechecked by MongoDB
+ * and, for the clauses that stay local, by PostgreSQL.  A covering scan
+ * builds rows from the entries alone (keys and included columns).
+ *
+ * The facts' collection handle and cursor are those of the plain scan
+ * state (scan.c), so releasing them on error is shared; the lookup cursor
+ * and the index collection handle are released by idx_index_scan_release,
+ * which scan.c calls from the same memory-context callback.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "nodes/nodeFuncs.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "connection.h"
+#include "index_catalog.h"
+#include "index_entry.h"
+#include "index_path.h"
+#include "planner.h"
+#include "scan.h"
+
+/*
+ * The index part of a scan's state.
+ */
+typedef struct IdxIndexScan
+{
+	IdxIndexDef *def;
+	bool		covering;
+	List	   *conds;			/* integer Lists (keypos, op, exprpos) */
+	char	   *cond_text;		/* for EXPLAIN */
+	List	   *value_exprs;	/* all of the plan's fdw_exprs */
+	List	   *value_states;	/* their ExprStates */
+	Datum	   *values;			/* their values for this execution */
+	bool	   *nulls;
+	IdxRowConv *entryconv;		/* covering: columns read from entries */
+
+	/* libmongoc objects, released by idx_index_scan_release() */
+	mongoc_collection_t *index_coll;
+	mongoc_cursor_t *lookup;
+	bson_t	   *fact_filter;	/* pushed-down filter of this execution */
+
+	bool		started;		/* lookup set up for this execution */
+	bool		lookup_done;	/* no more entries */
+	char	   *last_lookup;	/* the latest lookup filter, as JSON */
+
+	uint64		entries_read;
+	uint64		facts_fetched;
+} IdxIndexScan;
+
+/*
+ * Find an index definition of the table by name.
+ */
+static IdxIndexDef *
+find_index(Oid relid, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, idx_get_indexes(relid))
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (strcmp(def->name, name) == 0)
+			return def;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("index table \"%s\" of foreign table \"%s\" does not exist",
+					name, get_rel_name(relid)),
+			 errhint("The plan is older than the index; run the query again.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Row converters reading columns out of entries: key columns from
+ * "_id.kN", included columns from "v.iN".
+ */
+static IdxRowConv *
+entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
+{
+	IdxTableInfo *einfo = palloc(sizeof(IdxTableInfo));
+	int			i;
+
+	*einfo = *state->info;
+	einfo->fields = palloc0(sizeof(char *) * Max(einfo->natts, 1));
+	for (i = 0; i < def->nkeys; i++)
+	{
+		if (def->keys[i].kind == IDX_KEY_COLUMN && !def->keys[i].multi)
+			einfo->fields[def->keys[i].attnum - 1] =
+				psprintf("_id.%s", idx_key_field(i));
+	}
+	for (i = 0; i < def->ninclude; i++)
+		einfo->fields[def->include[i] - 1] =
+			psprintf("%s.%s", IDX_ENTRY_INCLUDE, idx_include_field(i));
+	return idx_row_conv_create(RelationGetDescr(rel), einfo, state->attrs_used);
+}
+
+/*
+ * Set up the index part of a scan.
+ */
+void
+idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	Relation	rel = node->ss.ss_currentRelation;
+	IdxIndexScan *ix = palloc0(sizeof(IdxIndexScan));
+	int			nexprs = list_length(plan->fdw_exprs);
+
+	ix->def = find_index(RelationGetRelid(rel),
+						 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)));
+	ix->covering = intVal(list_nth(plan->fdw_private, IdxPrivCovering));
+	ix->conds = list_nth(plan->fdw_private, IdxPrivIndexConds);
+	ix->cond_text = strVal(list_nth(plan->fdw_private, IdxPrivIndexCondText));
+	ix->value_exprs = plan->fdw_exprs;
+	ix->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
+	ix->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
+	ix->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
+	if (ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		ix->entryconv = entry_row_conv(rel, state, ix->def);
+	state->index = ix;
+}
+
+/*
+ * Release the lookup cursor, the index collection handle and the fact
+ * filter, and forget the execution, so that the next row starts a new
+ * lookup (rescan).  Idempotent.
+ */
+void
+idx_index_scan_release(IdxScanState *state)
+{
+	IdxIndexScan *ix = state->index;
+	uint64	   *previous = idx_count_round_trips(&state->round_trips);
+
+	if (ix->lookup)
+		mongoc_cursor_destroy(ix->lookup);
+	ix->lookup = NULL;
+	idx_count_round_trips(previous);
+	if (ix->index_coll)
+		mongoc_collection_destroy(ix->index_coll);
+	ix->index_coll = NULL;
+	if (ix->fact_filter)
+		bson_destroy(ix->fact_filter);
+	ix->fact_filter = NULL;
+	ix->started = false;
+	ix->lookup_done = false;
+}
+
+/*
+ * Append the values of an IN list as key values; false if it holds none
+ * (NULL elements never match).
+ */
+static bool
+append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems,
+				i;
+	uint32		n = 0;
+	bson_t		list;
+
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
+					  &elems, &nulls, &nelems);
+	BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list);
+	for (i = 0; i < nelems; i++)
+	{
+		char		key[16];
+
+		if (nulls[i])
+			continue;
+		snprintf(key, sizeof(key), "%u", n++);
+		idx_append_key_value(&list, key, elems[i], elemtype, false);
+	}
+	bson_append_array_end(doc, &list);
+	return n > 0;
+}
+
+/*
+ * Build the lookup filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a}, ...}
+ * from the conditions and this execution's values.  Returns false when the
+ * conditions can match nothing (a NULL compared, an empty IN list).
+ */
+static bool
+build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
+{
+	static const char *const ops[] = {"$eq", "$in", "$eq", "$lt", "$lte", "$gt", "$gte"};
+	int			k;
+
+	for (k = 0; k < ix->def->nkeys; k++)
+	{
+		bson_t		child;
+		bool		any = false;
+		ListCell   *lc;
+		char	   *field = psprintf("_id.%s", idx_key_field(k));
+
+		foreach(lc, ix->conds)
+		{
+			List	   *cond = lfirst(lc);
+			IdxCondOp	op = list_nth_int(cond, 1);
+			int			exprpos = list_nth_int(cond, 2);
+
+			if (list_nth_int(cond, 0) != k)
+				continue;
+			if (!any)
+				BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child);
+			any = true;
+			if (op == ICOND_NULL)
+				BSON_APPEND_NULL(&child, "$eq");
+			else if (ix->nulls[exprpos])
+				return false;
+			else if (op == ICOND_IN)
+			{
+				if (!append_in_values(&child, ix->values[exprpos],
+									  exprType(list_nth(ix->value_exprs, exprpos))))
+					return false;
+			}
+			else
+			{
+				Oid			type = exprType(list_nth(ix->value_exprs, exprpos));
+				const char *mop = ops[op];
+
+				/*
+				 * Keys hold timestamps in milliseconds, rounded down: "<" a
+				 * value with finer digits must keep the entries of its
+				 * millisecond (the facts are rechecked).
+				 */
+				if (op == ICOND_LT &&
+					(type == TIMESTAMPOID || type == TIMESTAMPTZOID))
+					mop = "$lte";
+				idx_append_key_value(&child, mop, ix->values[exprpos], type,
+									 false);
+			}
+		}
+		if (any)
+			bson_append_document_end(filter, &child);
+	}
+	return true;
+}
+
+/*
+ * Start this execution: evaluate the values, open the lookup, and build
+ * the facts' filter.
+ */
+static void
+start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		projection;
+	MemoryContext oldcxt;
+
+	idx_eval_exprs(node, ix->value_states, ix->values, ix->nulls);
+	idx_eval_exprs(node, state->param_states, state->params.values,
+				   state->params.nulls);
+
+	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	ix->started = true;
+	PG_TRY();
+	{
+		if (build_lookup_filter(ix, &filter))
+		{
+			BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+			if (ix->covering)
+			{
+				BSON_APPEND_INT32(&projection, "_id", 1);
+				BSON_APPEND_INT32(&projection, IDX_ENTRY_INCLUDE, 1);
+			}
+			else
+			{
+				BSON_APPEND_INT32(&projection, "_id", 0);
+				BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1);
+			}
+			bson_append_document_end(&opts, &projection);
+			BSON_APPEND_INT32(&opts, "batchSize", state->info->fetch_size);
+
+			ix->index_coll = mongoc_client_get_collection(state->client,
+														  ix->def->database,
+														  ix->def->collection);
+			if (!state->pinned)
+				idx_client_pin(state->client, 1);
+			state->pinned = true;
+			ix->lookup = mongoc_collection_find_with_opts(ix->index_coll,
+														  &filter, &opts,
+														  NULL);
+		}
+		else
+			ix->lookup_done = true;
+		if (ix->last_lookup)
+			pfree(ix->last_lookup);
+		ix->last_lookup = idx_bson_as_json(&filter);
+
+		if (!ix->covering)
+		{
+			ix->fact_filter = bson_new();
+			idx_build_filter(ix->fact_filter, state->remote_conds,
+							 state->relid, state->info, &state->params);
+			if (state->last_filter)
+				pfree(state->last_filter);
+			state->last_filter = idx_bson_as_json(ix->fact_filter);
+			state->collection = mongoc_client_get_collection(state->client,
+															 state->info->database,
+															 state->info->collection);
+		}
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(&filter);
+		bson_destroy(&opts);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * The next entry of the lookup, or NULL when there is none.
+ */
+static const bson_t *
+next_entry(IdxScanState *state, IdxIndexScan *ix)
+{
+	const bson_t *entry;
+	uint64	   *previous;
+	bool		found;
+
+	if (ix->lookup_done)
+		return NULL;
+	previous = idx_count_round_trips(&state->round_trips);
+	found = mongoc_cursor_next(ix->lookup, &entry);
+	idx_count_round_trips(previous);
+	if (!found)
+	{
+		if (mongoc_cursor_error(ix->lookup, NULL))
+			idx_report_cursor_error(ix->lookup, state->server->servername,
+									idx_reading_what(ix->def->collection,
+													 ix->def->database));
+		ix->lookup_done = true;
+		return NULL;
+	}
+	ix->entries_read++;
+	return entry;
+}
+
+/*
+ * Read up to fetch_batch_size entries and start the find of their facts:
+ * {_id: {$in: [...]}} combined with the pushed-down filter.  Returns false
+ * when the lookup has no more entries.
+ */
+static bool
+fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		clauses,
+				idclause,
+				idcond,
+				ids;
+	uint32		n = 0;
+	const bson_t *entry;
+
+	BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &clauses);
+	BSON_APPEND_DOCUMENT_BEGIN(&clauses, "0", &idclause);
+	BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond);
+	BSON_APPEND_ARRAY_BEGIN(&idcond, "$in", &ids);
+	while (n < (uint32) state->info->fetch_batch_size &&
+		   (entry = next_entry(state, ix)) != NULL)
+	{
+		bson_iter_t iter;
+		char		key[16];
+
+		CHECK_FOR_INTERRUPTS();
+		if (!bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
+			continue;			/* not an entry: ignore it */
+		snprintf(key, sizeof(key), "%u", n++);
+		bson_append_iter(&ids, key, -1, &iter);
+	}
+	bson_append_array_end(&idcond, &ids);
+	bson_append_document_end(&idclause, &idcond);
+	bson_append_document_end(&clauses, &idclause);
+	BSON_APPEND_DOCUMENT(&clauses, "1", ix->fact_filter);
+	bson_append_array_end(&filter, &clauses);
+
+	if (n > 0)
+	{
+		PG_TRY();
+		{
+			idx_append_find_options(&opts, state->info, state->attrs_used,
+									state->info->fetch_batch_size);
+			state->cursor = mongoc_collection_find_with_opts(state->collection,
+															 &filter, &opts,
+															 NULL);
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&filter);
+			bson_destroy(&opts);
+		}
+		PG_END_TRY();
+		return true;
+	}
+	bson_destroy(&filter);
+	bson_destroy(&opts);
+	return false;
+}
+
+/*
+ * The next fact of the current batch, or NULL at its end.
+ */
+static const bson_t *
+next_fact(IdxScanState *state)
+{
+	const bson_t *doc;
+	uint64	   *previous = idx_count_round_trips(&state->round_trips);
+	bool		found = mongoc_cursor_next(state->cursor, &doc);
+
+	idx_count_round_trips(previous);
+	if (found)
+		return doc;
+	if (mongoc_cursor_error(state->cursor, NULL))
+		idx_report_cursor_error(state->cursor, state->server->servername,
+								idx_reading_what(state->info->collection,
+												 state->info->database));
+	mongoc_cursor_destroy(state->cursor);
+	state->cursor = NULL;
+	return NULL;
+}
+
+/*
+ * Store a document (a fact, or an entry for covering scans) in the slot.
+ */
+static TupleTableSlot *
+store_row(ForeignScanState *node, const IdxRowConv *conv, const bson_t *doc)
+{
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	MemoryContext oldcxt;
+
+	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
+	idx_document_to_row(conv, doc, slot->tts_values, slot->tts_isnull);
+	MemoryContextSwitchTo(oldcxt);
+	return ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * Return the next row of an index scan, or an empty slot at the end.
+ */
+TupleTableSlot *
+idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
+{
+	IdxIndexScan *ix = state->index;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	const bson_t *doc;
+
+	ExecClearTuple(slot);
+	if (!ix->started)
+		start_lookup(node, state, ix);
+
+	if (ix->covering)
+	{
+		doc = next_entry(state, ix);
+		return doc ? store_row(node, ix->entryconv, doc) : slot;
+	}
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (state->cursor && (doc = next_fact(state)) != NULL)
+		{
+			ix->facts_fetched++;
+			state->docs_fetched++;
+			return store_row(node, state->rowconv, doc);
+		}
+		if (ix->lookup_done || !fetch_next_batch(state, ix))
+			return slot;
+	}
+}
+
+/*
+ * EXPLAIN of an index scan: the index, its condition, the collections;
+ * with VERBOSE the MongoDB filters; with ANALYZE entries read, facts
+ * fetched and round trips.
+ */
+void
+idx_index_scan_explain(IdxScanState *state, ExplainState *es)
+{
+	IdxIndexScan *ix = state->index;
+
+	ExplainPropertyText("Index Table",
+						psprintf("%s (%s)", ix->def->name,
+								 ix->covering ? "covering" : "key-only"),
+						es);
+	ExplainPropertyText("Index Cond", ix->cond_text, es);
+	ExplainPropertyText("Collection",
+						psprintf("%s.%s", state->info->database,
+								 state->info->collection), es);
+	if (es->verbose)
+	{
+		ExplainPropertyText("Index Collection",
+							psprintf("%s.%s", ix->def->database,
+									 ix->def->collection), es);
+		if (ix->last_lookup)
+			ExplainPropertyText("MongoDB Index Filter", ix->last_lookup, es);
+		if (!ix->covering)
+		{
+			bson_t		doc = BSON_INITIALIZER;
+
+			if (state->last_filter == NULL)
+			{
+				IdxParamValues placeholders = state->params;
+
+				placeholders.placeholders = true;
+				idx_build_filter(&doc, state->remote_conds, state->relid,
+								 state->info, &placeholders);
+				state->last_filter = idx_bson_as_json(&doc);
+				bson_reinit(&doc);
+			}
+			ExplainPropertyText("MongoDB Filter", state->last_filter, es);
+			idx_build_projection(&doc, state->info, state->attrs_used);
+			ExplainPropertyText("MongoDB Projection", idx_bson_as_json(&doc),
+								es);
+			bson_destroy(&doc);
+		}
+	}
+	if (es->analyze)
+	{
+		ExplainPropertyUInteger("Index Entries Read", NULL, ix->entries_read,
+								es);
+		if (!ix->covering)
+			ExplainPropertyUInteger("Facts Fetched", NULL, ix->facts_fetched,
+									es);
+		ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
+	}
+}

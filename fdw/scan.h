@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan.h
+ *		  Pieces shared by plain scans (scan.c) and index scans
+ *		  (index_scan.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_SCAN_H
+#define IDXTABLE_SCAN_H
+
+#include "postgres.h"
+
+#include <bson/bson.h>
+
+#include <mongoc/mongoc.h>
+
+#include "commands/explain.h"
+#include "foreign/foreign.h"
+#include "nodes/execnodes.h"
+
+#include "convert.h"
+#include "deparse.h"
+#include "option.h"
+
+/*
+ * Execution state of one scan.
+ */
+typedef struct IdxScanState
+{
+	IdxTableInfo *info;
+	ForeignServer *server;
+	mongoc_client_t *client;
+
+	/* from the plan */
+	List	   *remote_conds;
+	Index		relid;			/* range table index in remote_conds' Vars */
+	Bitmapset  *attrs_used;
+	int			id_lookup;
+
+	IdxRowConv *rowconv;
+	List	   *param_states;	/* ExprStates of the plan's fdw_exprs */
+	IdxParamValues params;
+
+	/* libmongoc objects, released by release_cursor() */
+	mongoc_collection_t *collection;
+	mongoc_cursor_t *cursor;
+	bool		pinned;			/* holds a pin on the client */
+	MemoryContext scan_cxt;		/* owns this state; its reset releases */
+	MemoryContextCallback release_cb;
+
+	/* index scans: the lookup and fact fetch state (index_scan.c) */
+	struct IdxIndexScan *index;
+
+	/* for EXPLAIN ANALYZE */
+	char	   *last_filter;	/* the filter of the latest find, as JSON */
+	uint64		docs_fetched;
+	uint64		round_trips;
+} IdxScanState;
+
+
+/* Integer list (fdw_private) back to an attribute bitmap */
+extern Bitmapset *idx_list_to_bitmap(List *list);
+
+/* Evaluate ExprStates into values/nulls in the per-tuple context */
+extern void idx_eval_exprs(ForeignScanState *node, List *states,
+						   Datum *values, bool *nulls);
+
+/*
+ * Append the find options for facts: projection of "attrs_used",
+ * batchSize, and the simple collation.
+ */
+extern void idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
+									Bitmapset *attrs_used, int batch_size);
+
+/* "reading collection "x" of database "y"", for messages */
+extern char *idx_reading_what(const char *collection, const char *database);
+
+/*
+ * index_scan.c: the index part of a scan.  begin sets state->index;
+ * release frees libmongoc objects (idempotent, also on error); next
+ * returns the next row.
+ */
+extern void idx_index_scan_begin(ForeignScanState *node, IdxScanState *state,
+								 int eflags);
+extern TupleTableSlot *idx_index_scan_next(ForeignScanState *node,
+										   IdxScanState *state);
+extern void idx_index_scan_release(IdxScanState *state);
+extern void idx_index_scan_explain(IdxScanState *state, ExplainState *es);
+
+#endif							/* IDXTABLE_SCAN_H */
