@@ -198,8 +198,9 @@ append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
 
 /*
  * Build the lookup filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a}, ...}
- * from the conditions and this execution's values.  Returns false when the
- * conditions can match nothing (a NULL compared, an empty IN list).
+ * from the conditions and this execution's values.  Returns false, leaving
+ * "filter" unfinished, when the conditions can match nothing (a NULL
+ * compared, an empty IN list).
  */
 static bool
 build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
@@ -305,7 +306,11 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 														  NULL);
 		}
 		else
+		{
+			/* nothing can match: no lookup (the half-built filter goes) */
 			ix->lookup_done = true;
+			bson_reinit(&filter);
+		}
 		if (ix->last_lookup)
 			pfree(ix->last_lookup);
 		ix->last_lookup = idx_bson_as_json(&filter);

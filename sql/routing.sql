@@ -71,6 +71,8 @@ SELECT same_rows(q) FROM (VALUES
   ('SELECT * FROM customers WHERE town = ''Town06'' AND last_name = ''Name045'''),
   ('SELECT * FROM customers WHERE town = ''Town07'''),
   ('SELECT * FROM customers WHERE town IN (''Town07'', ''Town08'', NULL)'),
+  ('SELECT * FROM customers WHERE town = ANY (''{}''::text[])'),
+  ('SELECT * FROM customers WHERE town = ANY (''{NULL}''::text[])'),
   ('SELECT * FROM customers WHERE town = ''Town07'' AND last_name COLLATE "C" < ''Name010'''),
   ('SELECT * FROM customers WHERE town = ''Town07'' AND last_name COLLATE "C" >= ''Name090'''),
   ('SELECT customer_id FROM customers WHERE lower(email) = ''ken.name0751234@example.com'''),

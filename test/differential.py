@@ -51,6 +51,12 @@ COLLECTION = "facts"
 UTC = datetime.timezone.utc
 MAX_DETAILED_FAILURES = 20
 MIN_PUSHDOWN_RATIO = 0.30
+# index tables on the foreign table (keys, included columns); the clauses
+# the planner routes through them are also run with routing off
+INDEX_TABLES = [(["i4"], []), (["t", "i8"], []), (["lower(t)"], []),
+                (["ts"], ["b"]), (["u"], []), (["vc"], ["i4", "d"]), (["b", "d"], [])]
+# the run fails unless at least this many clauses went through an index table
+MIN_ROUTED = 20
 EXECUTIONS_PER_PREPARED = 7
 
 INT2_RANGE = (-2 ** 15, 2 ** 15 - 1)
@@ -835,6 +841,9 @@ def create_tables(conn, rows):
                        template=template, page_size=500)
         for name in ("i4", "t", "ts"):
             cur.execute("CREATE INDEX ON lt (%s)" % name)
+        # the same secondary keys as index tables on the foreign table
+        for keys, include in INDEX_TABLES:
+            cur.execute("SELECT idxtable.create_index('ft', %s, %s)", (keys, include))
         cur.execute("ANALYZE lt")
         cur.execute("ANALYZE ft")
 
@@ -941,15 +950,18 @@ def compare(foreign, local):
 
 
 def remote_filter(session, sql):
-    """The 'MongoDB Filter' EXPLAIN VERBOSE shows for ``sql`` (None if none)."""
+    """The 'MongoDB Filter' EXPLAIN VERBOSE shows for ``sql`` (None if none),
+    and whether the scan was routed through an index table."""
     outcome = session.run("EXPLAIN (VERBOSE, COSTS OFF) " + sql)
     if outcome.error:
-        return None
+        return None, False
+    found, routed = None, False
     for (line,) in outcome.rows:
         match = re.search(r"MongoDB Filter: (.*)$", line)
-        if match:
-            return match.group(1).strip()
-    return None
+        if match and found is None:
+            found = match.group(1).strip()
+        routed |= "Index Table:" in line
+    return found, routed
 
 
 def is_pushed(filter_json):
@@ -986,13 +998,23 @@ def select_sql(table, clause):
 
 
 def run_clause_case(session, number, clause, report):
-    """Compare one WHERE clause on both tables; return whether it pushed."""
-    filter_json = remote_filter(session, select_sql("ft", clause))
-    problem = compare(session.run(select_sql("ft", clause)), session.run(select_sql("lt", clause)))
+    """Compare one WHERE clause on both tables, with index routing on (the
+    planner's choice) and off; return whether it pushed and whether it was
+    routed through an index table."""
+    filter_json, routed = remote_filter(session, select_sql("ft", clause))
+    local = session.run(select_sql("lt", clause))
+    problem = compare(session.run(select_sql("ft", clause)), local)
+    if not problem and routed:
+        session.run("SET idxtable.enable_index_routing = off")
+        problem = compare(session.run(select_sql("ft", clause)), local)
+        session.run("RESET idxtable.enable_index_routing")
+        if problem:
+            problem = ["(with index routing off)"] + problem
     if problem:
-        problem = ["WHERE " + clause, "MongoDB Filter: %s" % filter_json] + problem
+        problem = ["WHERE " + clause, "MongoDB Filter: %s" % filter_json,
+                   "routed through an index table: %s" % routed] + problem
     report.result("clause %d" % number, problem)
-    return is_pushed(filter_json)
+    return is_pushed(filter_json), routed
 
 
 def run_prepared_case(session, number, case, report, plan_counts):
@@ -1036,7 +1058,7 @@ def run_prepared_case(session, number, case, report, plan_counts):
 def parse_args():
     """Command line: sizes of the run, and --dry-run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=2000, help="number of documents (default 2000)")
+    parser.add_argument("--docs", type=int, default=4000, help="number of documents (default 4000)")
     parser.add_argument("--clauses", type=int, default=400, help="number of WHERE clauses (default 400)")
     parser.add_argument("--prepared", type=int, default=50, help="number of prepared statements (default 50)")
     parser.add_argument("--dry-run", action="store_true",
@@ -1092,12 +1114,18 @@ def main():
         return 1
     print("loaded %d documents in %.1fs" % (len(docs), time.monotonic() - started), flush=True)
 
-    pushed = 0
+    pushed = routed = 0
     for number, clause in enumerate(["true"] + where):
-        pushed += run_clause_case(session, number, clause, report)
+        was_pushed, was_routed = run_clause_case(session, number, clause, report)
+        pushed += was_pushed
+        routed += was_routed
     ratio = pushed / max(len(where), 1)
     print("pushdown: %d of %d clauses sent a filter to MongoDB (%.0f%%)"
           % (pushed, len(where), 100 * ratio))
+    print("routing: %d of %d clauses went through an index table" % (routed, len(where)))
+    report.result("routing coverage", None if routed >= MIN_ROUTED else
+                  ["only %d clauses were routed through an index table, need %d"
+                   % (routed, MIN_ROUTED)])
     report.result("pushdown coverage", None if ratio >= MIN_PUSHDOWN_RATIO else
                   ["only %.0f%% of the clauses were pushed down, need %.0f%%"
                    % (100 * ratio, 100 * MIN_PUSHDOWN_RATIO)])
