@@ -98,8 +98,8 @@ static void build_clause(Expr *expr, bool truth, bson_t *out,
 /*
  * Strip RelabelType (binary-compatible casts such as varchar -> text).
  */
-static Expr *
-strip_relabel(Expr *expr)
+Expr *
+idx_strip_relabel(Expr *expr)
 {
 	while (expr && IsA(expr, RelabelType))
 		expr = ((RelabelType *) expr)->arg;
@@ -112,7 +112,7 @@ strip_relabel(Expr *expr)
 static Var *
 column_var(Expr *expr, Index relid)
 {
-	expr = strip_relabel(expr);
+	expr = idx_strip_relabel(expr);
 	if (expr && IsA(expr, Var))
 	{
 		Var		   *var = (Var *) expr;
@@ -129,7 +129,7 @@ column_var(Expr *expr, Index relid)
 static Expr *
 value_expr(Expr *expr)
 {
-	expr = strip_relabel(expr);
+	expr = idx_strip_relabel(expr);
 	if (expr && (IsA(expr, Const) || IsA(expr, Param)))
 		return expr;
 	return NULL;
@@ -181,8 +181,8 @@ column_kind(Oid typid)
  * Integers mix freely, floats mix freely, text takes text, everything else
  * only its own type.
  */
-static bool
-compatible_types(Oid coltype, Oid valtype)
+bool
+idx_compatible_types(Oid coltype, Oid valtype)
 {
 	switch (coltype)
 	{
@@ -298,7 +298,7 @@ parse_comparison(OpExpr *op, Index relid, IdxComparison *out)
 	if (!operator_comparison(opno, &out->cmp))
 		return false;
 	out->is_text = column_kind(var_type(out->var)) == KIND_TEXT;
-	return compatible_types(var_type(out->var), exprType((Node *) out->value));
+	return idx_compatible_types(var_type(out->var), exprType((Node *) out->value));
 }
 
 /*
@@ -373,7 +373,7 @@ parse_array_comparison(ScalarArrayOpExpr *saop, Index relid,
 		return false;
 	elemtype = get_element_type(exprType((Node *) out->value));
 	out->is_text = column_kind(var_type(out->var)) == KIND_TEXT;
-	return OidIsValid(elemtype) && compatible_types(var_type(out->var), elemtype);
+	return OidIsValid(elemtype) && idx_compatible_types(var_type(out->var), elemtype);
 }
 
 /*

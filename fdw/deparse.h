@@ -33,6 +33,16 @@ typedef enum IdxPushKind
 	IDX_PUSH_EXACT
 } IdxPushKind;
 
+/* Strip binary-compatible casts (RelabelType) */
+extern Expr *idx_strip_relabel(Expr *expr);
+
+/*
+ * Can a value of type "valtype" be compared in MongoDB with values of a
+ * column of type "coltype" (integers mix, floats mix, text and varchar mix,
+ * everything else only with its own type)?
+ */
+extern bool idx_compatible_types(Oid coltype, Oid valtype);
+
 /* Plan time: can "clause" (over relation "relid") be pushed down? */
 extern IdxPushKind idx_classify_clause(Expr *clause, Index relid,
 									   const IdxTableInfo *info);

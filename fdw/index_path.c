@@ -48,6 +48,7 @@
 #include "utils/pg_locale.h"
 #include "utils/ruleutils.h"
 
+#include "deparse.h"
 #include "index_catalog.h"
 #include "index_path.h"
 
@@ -82,23 +83,12 @@ idx_valid_indexes(Oid relid)
 }
 
 /*
- * Strip binary-compatible casts.
- */
-static Node *
-strip_relabel(Node *node)
-{
-	while (node && IsA(node, RelabelType))
-		node = (Node *) ((RelabelType *) node)->arg;
-	return node;
-}
-
-/*
  * Is "node" a Var of column "attnum" of the scanned relation?
  */
 static bool
 is_column(Node *node, Index relid, AttrNumber attnum)
 {
-	node = strip_relabel(node);
+	node = (Node *) idx_strip_relabel((Expr *) node);
 	return node && IsA(node, Var) &&
 		((Var *) node)->varno == relid &&
 		((Var *) node)->varlevelsup == 0 &&
@@ -111,7 +101,7 @@ is_column(Node *node, Index relid, AttrNumber attnum)
 static bool
 is_key_expr(Node *node, Index relid, const IdxIndexKey *key)
 {
-	node = strip_relabel(node);
+	node = (Node *) idx_strip_relabel((Expr *) node);
 	if (key->multi || node == NULL)
 		return false;
 	if (key->kind == IDX_KEY_COLUMN)
@@ -144,28 +134,6 @@ is_lookup_value(Node *node, Index relid)
 		return false;
 	varnos = pull_varnos(NULL, node);
 	return !bms_is_member(relid, varnos);
-}
-
-/*
- * Are the key type and the value type comparable with MongoDB's order of
- * the canonical key values (integers are all stored as int64)?
- */
-static bool
-key_type_compatible(Oid keytype, Oid valtype)
-{
-	switch (keytype)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-			return valtype == INT2OID || valtype == INT4OID ||
-				valtype == INT8OID;
-		case TEXTOID:
-		case VARCHAROID:
-			return valtype == TEXTOID || valtype == VARCHAROID;
-		default:
-			return keytype == valtype;
-	}
 }
 
 /*
@@ -265,7 +233,7 @@ match_opexpr(OpExpr *opexpr, Index relid, const IdxIndexKey *key,
 			return false;
 	}
 	if (!is_lookup_value(right, relid) ||
-		!key_type_compatible(key->keytype, exprType(right)) ||
+		!idx_compatible_types(key->keytype, exprType(right)) ||
 		!operator_cond(opno, key->keytype, opexpr->inputcollid,
 					   key->kind == IDX_KEY_COLUMN, &cond->op))
 		return false;
@@ -291,7 +259,7 @@ match_saop(ScalarArrayOpExpr *saop, Index relid, const IdxIndexKey *key,
 	{
 		if (!is_column(array, relid, key->attnum) ||
 			!is_lookup_value(scalar, relid) ||
-			!key_type_compatible(key->keytype, exprType(scalar)) ||
+			!idx_compatible_types(key->keytype, exprType(scalar)) ||
 			!operator_cond(saop->opno, key->keytype, saop->inputcollid,
 						   false, &op))
 			return false;
@@ -299,10 +267,10 @@ match_saop(ScalarArrayOpExpr *saop, Index relid, const IdxIndexKey *key,
 		cond->value = (Expr *) scalar;
 		return true;
 	}
-	array = strip_relabel(array);
+	array = (Node *) idx_strip_relabel((Expr *) array);
 	if (!is_key_expr(scalar, relid, key) ||
 		!(IsA(array, Const) || IsA(array, Param)) ||
-		!key_type_compatible(key->keytype,
+		!idx_compatible_types(key->keytype,
 							 get_element_type(exprType(array))) ||
 		!operator_cond(saop->opno, key->keytype, saop->inputcollid, false,
 					   &op))
@@ -700,7 +668,7 @@ key_spec_text(const IdxIndexDef *def, int keypos)
 static char *
 value_text(PlannerInfo *root, Expr *value)
 {
-	Node	   *node = strip_relabel((Node *) value);
+	Node	   *node = (Node *) idx_strip_relabel((Expr *) value);
 
 	if (node == NULL)
 		return NULL;

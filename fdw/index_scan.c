@@ -144,15 +144,8 @@ void
 idx_index_scan_release(IdxScanState *state)
 {
 	IdxIndexScan *ix = state->index;
-	uint64	   *previous = idx_count_round_trips(&state->round_trips);
 
-	if (ix->lookup)
-		mongoc_cursor_destroy(ix->lookup);
-	ix->lookup = NULL;
-	idx_count_round_trips(previous);
-	if (ix->index_coll)
-		mongoc_collection_destroy(ix->index_coll);
-	ix->index_coll = NULL;
+	idx_release_find(state, &ix->lookup, &ix->index_coll);
 	if (ix->fact_filter)
 		bson_destroy(ix->fact_filter);
 	ix->fact_filter = NULL;

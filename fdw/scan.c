@@ -34,6 +34,25 @@
 #include "scan.h"
 
 /*
+ * Destroy a cursor (a killCursors counts as a round trip of the scan) and
+ * a collection handle, and clear the pointers.  Safe on NULLs.
+ */
+void
+idx_release_find(IdxScanState *state, mongoc_cursor_t **cursor,
+				 mongoc_collection_t **collection)
+{
+	uint64	   *previous = idx_count_round_trips(&state->round_trips);
+
+	if (*cursor)
+		mongoc_cursor_destroy(*cursor);
+	*cursor = NULL;
+	idx_count_round_trips(previous);
+	if (*collection)
+		mongoc_collection_destroy(*collection);
+	*collection = NULL;
+}
+
+/*
  * Release the cursor and collection handle, and unpin the client.  Safe to
  * call more than once; also runs as a memory context reset callback when
  * the query ends in an error.
@@ -42,15 +61,8 @@ static void
 release_cursor(void *arg)
 {
 	IdxScanState *state = (IdxScanState *) arg;
-	uint64	   *previous = idx_count_round_trips(&state->round_trips);
 
-	if (state->cursor)
-		mongoc_cursor_destroy(state->cursor);
-	state->cursor = NULL;
-	idx_count_round_trips(previous);
-	if (state->collection)
-		mongoc_collection_destroy(state->collection);
-	state->collection = NULL;
+	idx_release_find(state, &state->cursor, &state->collection);
 	if (state->index)
 		idx_index_scan_release(state);
 	if (state->pinned)

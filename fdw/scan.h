@@ -59,6 +59,10 @@ typedef struct IdxScanState
 } IdxScanState;
 
 
+/* Destroy a find's cursor and collection handle, clearing the pointers */
+extern void idx_release_find(IdxScanState *state, mongoc_cursor_t **cursor,
+							 mongoc_collection_t **collection);
+
 /* Integer list (fdw_private) back to an attribute bitmap */
 extern Bitmapset *idx_list_to_bitmap(List *list);
 
