@@ -45,6 +45,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/typcache.h"
 #include "utils/pg_locale.h"
 #include "utils/ruleutils.h"
 
@@ -496,6 +497,68 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 }
 
 /*
+ * Can the rows of an index path come out in the order of key "keypos"?
+ * Only for a plain column whose BSON order is PostgreSQL's (integers,
+ * dates and timestamps, uuid, boolean, and text under the C collation),
+ * right after an equality prefix of single values.  Returns the pathkeys
+ * (ASC NULLS LAST, the default of ORDER BY) if the query can use them.
+ */
+static List *
+index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
+			   List *conds, int *order_key)
+{
+	const IdxIndexKey *key;
+	ListCell   *lc;
+	int			prefix = 0;
+	Oid			type;
+	int32		typmod;
+	Oid			collid;
+	TypeCacheEntry *tce;
+
+	*order_key = -1;
+	foreach(lc, conds)
+	{
+		IdxKeyCond *cond = lfirst(lc);
+
+		if (cond->keypos == prefix &&
+			(cond->op == ICOND_EQ || cond->op == ICOND_NULL))
+			prefix++;
+	}
+	if (prefix >= def->nkeys || root->query_pathkeys == NIL)
+		return NIL;
+	key = &def->keys[prefix];
+	if (key->kind != IDX_KEY_COLUMN || key->multi)
+		return NIL;
+	get_atttypetypmodcoll(def->relid, key->attnum, &type, &typmod, &collid);
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case UUIDOID:
+		case BOOLOID:
+			break;
+		case TEXTOID:
+			if (OidIsValid(collid) && lc_collate_is_c(collid))
+				break;
+			return NIL;
+		default:
+			return NIL;
+	}
+	tce = lookup_type_cache(type, TYPECACHE_LT_OPR);
+	if (!OidIsValid(tce->lt_opr))
+		return NIL;
+	*order_key = prefix;
+	return build_expression_pathkey(root,
+									(Expr *) makeVar(baserel->relid, key->attnum,
+													 type, typmod, collid, 0),
+									NULL, tce->lt_opr, baserel->relids, false);
+}
+
+/*
  * Add one index path for "def" with conditions "conds".
  */
 static void
@@ -510,6 +573,8 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	Cost		startup_cost;
 	Cost		total_cost;
 	List	   *private_conds = NIL;
+	List	   *pathkeys;
+	int			order_key;
 	ListCell   *lc;
 
 	if (required_outer)
@@ -530,6 +595,12 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	}
 	total_cost += entries * cpu_tuple_cost;
 
+	pathkeys = index_pathkeys(root, baserel, def, conds, &order_key);
+	if (pathkeys == NIL)
+		order_key = -1;
+	else
+		total_cost += ROUND_TRIP_COST;	/* NULL keys are read separately */
+
 	foreach(lc, conds)
 	{
 		IdxKeyCond *cond = lfirst(lc);
@@ -543,11 +614,12 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 
 	add_path(baserel, (Path *)
 			 create_foreignscan_path(root, baserel, NULL, rows,
-									 startup_cost, total_cost, NIL,
+									 startup_cost, total_cost, pathkeys,
 									 required_outer, NULL,
-									 list_make3(makeString(def->name),
+									 list_make4(makeString(def->name),
 												makeInteger(covering),
-												private_conds)));
+												private_conds,
+												makeInteger(order_key))));
 }
 
 /*
@@ -611,6 +683,14 @@ idx_add_index_paths(PlannerInfo *root, RelOptInfo *baserel,
 		conds = match_index(def, baserel->relid, baserel->baserestrictinfo);
 		if (conds != NIL)
 			add_index_path(root, baserel, fpinfo, def, conds, NULL, NIL);
+		else
+		{
+			int			order_key;
+
+			/* no condition, but the entries' order may serve ORDER BY */
+			if (index_pathkeys(root, baserel, def, NIL, &order_key) != NIL)
+				add_index_path(root, baserel, fpinfo, def, NIL, NULL, NIL);
+		}
 
 		/* join clauses that can move to this relation, one outer at a time */
 		foreach(lc2, join_clause_candidates(root, baserel, def))
@@ -769,4 +849,5 @@ idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
 	*fdw_private = lappend(*fdw_private, makeInteger(covering));
 	*fdw_private = lappend(*fdw_private, conds);
 	*fdw_private = lappend(*fdw_private, makeString(text.data));
+	*fdw_private = lappend(*fdw_private, lfourth(best_path->fdw_private));
 }

@@ -44,7 +44,12 @@ enum IdxIndexPrivateIndex
 	 */
 	IdxPrivIndexConds,
 	/* the index conditions as text, for EXPLAIN (String) */
-	IdxPrivIndexCondText
+	IdxPrivIndexCondText,
+	/*
+	 * key position whose order the rows follow (ASC NULLS LAST), or -1
+	 * (Integer)
+	 */
+	IdxPrivOrderKey
 };
 
 /* Valid index definitions of a table (routing reads only those) */

@@ -24,6 +24,7 @@
 #include "nodes/nodeFuncs.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -57,6 +58,23 @@ typedef struct IdxIndexScan
 
 	bool		started;		/* lookup set up for this execution */
 	bool		lookup_done;	/* no more entries */
+
+	/*
+	 * Ordered scans (ORDER BY the key "order_key", ASC NULLS LAST): MongoDB
+	 * sorts null first, so phase 1 reads the non-null keys in order and
+	 * phase 2 the null ones (phase 0: one pass, nulls impossible or order
+	 * not needed).  Key-only ordered scans put each batch of facts back in
+	 * entry order.
+	 */
+	int			order_key;
+	int			phase;
+	MemoryContext batch_cxt;
+	int			batch_n;		/* facts of the current batch, in order */
+	int			batch_pos;
+	char	  **batch_ids;		/* {"v": fact _id} of each entry */
+	uint32	   *batch_id_lens;
+	bson_t	   *batch_docs;		/* the facts, static bsons over copies */
+	bool	   *batch_found;
 	char	   *last_lookup;	/* the latest lookup filter, as JSON */
 
 	uint64		entries_read;
@@ -130,6 +148,10 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	ix->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	ix->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
 	ix->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
+	ix->order_key = intVal(list_nth(plan->fdw_private, IdxPrivOrderKey));
+	ix->batch_cxt = AllocSetContextCreate(state->scan_cxt,
+										  "idxtable_fdw ordered batch",
+										  ALLOCSET_DEFAULT_SIZES);
 	if (ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 		ix->entryconv = entry_row_conv(rel, state, ix->def);
 	state->index = ix;
@@ -151,6 +173,7 @@ idx_index_scan_release(IdxScanState *state)
 	ix->fact_filter = NULL;
 	ix->started = false;
 	ix->lookup_done = false;
+	ix->batch_n = ix->batch_pos = 0;
 }
 
 /*
@@ -208,6 +231,12 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 		ListCell   *lc;
 		char	   *field = psprintf("_id.%s", idx_key_field(k));
 
+		if (k == ix->order_key && ix->phase != 0)
+		{
+			BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child);
+			BSON_APPEND_NULL(&child, ix->phase == 1 ? "$ne" : "$eq");
+			any = true;
+		}
 		foreach(lc, ix->conds)
 		{
 			List	   *cond = lfirst(lc);
@@ -253,44 +282,46 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 }
 
 /*
- * Start this execution: evaluate the values, open the lookup, and build
- * the facts' filter.
+ * Open the lookup cursor of the current phase.  Returns false (and opens
+ * nothing) when its conditions can match nothing.
  */
-static void
-start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
+static bool
+open_lookup(IdxScanState *state, IdxIndexScan *ix)
 {
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		opts = BSON_INITIALIZER;
-	bson_t		projection;
-	MemoryContext oldcxt;
+	bson_t		child;
+	bool		ok;
 
-	idx_eval_exprs(node, ix->value_states, ix->values, ix->nulls);
-	idx_eval_exprs(node, state->param_states, state->params.values,
-				   state->params.nulls);
-
-	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
-	ix->started = true;
 	PG_TRY();
 	{
-		if (build_lookup_filter(ix, &filter))
+		ok = build_lookup_filter(ix, &filter);
+		if (ok)
 		{
-			BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+			BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child);
 			if (ix->covering)
 			{
-				BSON_APPEND_INT32(&projection, "_id", 1);
-				BSON_APPEND_INT32(&projection, IDX_ENTRY_INCLUDE, 1);
+				BSON_APPEND_INT32(&child, "_id", 1);
+				BSON_APPEND_INT32(&child, IDX_ENTRY_INCLUDE, 1);
 			}
 			else
 			{
-				BSON_APPEND_INT32(&projection, "_id", 0);
-				BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1);
+				BSON_APPEND_INT32(&child, "_id", 0);
+				BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1);
 			}
-			bson_append_document_end(&opts, &projection);
+			bson_append_document_end(&opts, &child);
+			if (ix->order_key >= 0 && ix->phase != 2)
+			{
+				BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &child);
+				BSON_APPEND_INT32(&child, psprintf("_id.%s", idx_key_field(ix->order_key)), 1);
+				bson_append_document_end(&opts, &child);
+			}
 			BSON_APPEND_INT32(&opts, "batchSize", state->info->fetch_size);
 
-			ix->index_coll = mongoc_client_get_collection(state->client,
-														  ix->def->database,
-														  ix->def->collection);
+			if (ix->index_coll == NULL)
+				ix->index_coll = mongoc_client_get_collection(state->client,
+															  ix->def->database,
+															  ix->def->collection);
 			if (!state->pinned)
 				idx_client_pin(state->client, 1);
 			state->pinned = true;
@@ -299,26 +330,12 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 														  NULL);
 		}
 		else
+			bson_reinit(&filter);	/* the half-built filter goes */
+		if (ix->phase != 2)
 		{
-			/* nothing can match: no lookup (the half-built filter goes) */
-			ix->lookup_done = true;
-			bson_reinit(&filter);
-		}
-		if (ix->last_lookup)
-			pfree(ix->last_lookup);
-		ix->last_lookup = idx_bson_as_json(&filter);
-
-		if (!ix->covering)
-		{
-			ix->fact_filter = bson_new();
-			idx_build_filter(ix->fact_filter, state->remote_conds,
-							 state->relid, state->info, &state->params);
-			if (state->last_filter)
-				pfree(state->last_filter);
-			state->last_filter = idx_bson_as_json(ix->fact_filter);
-			state->collection = mongoc_client_get_collection(state->client,
-															 state->info->database,
-															 state->info->collection);
+			if (ix->last_lookup)
+				pfree(ix->last_lookup);
+			ix->last_lookup = idx_bson_as_json(&filter);
 		}
 	}
 	PG_FINALLY();
@@ -327,6 +344,59 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 		bson_destroy(&opts);
 	}
 	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * Does the order key have a range condition (which excludes NULL keys)?
+ */
+static bool
+order_key_has_range(IdxIndexScan *ix)
+{
+	ListCell   *lc;
+
+	foreach(lc, ix->conds)
+	{
+		List	   *cond = lfirst(lc);
+
+		if (list_nth_int(cond, 0) == ix->order_key &&
+			list_nth_int(cond, 1) >= ICOND_LT)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Start this execution: evaluate the values, open the lookup, and build
+ * the facts' filter.
+ */
+static void
+start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
+{
+	MemoryContext oldcxt;
+
+	idx_eval_exprs(node, ix->value_states, ix->values, ix->nulls);
+	idx_eval_exprs(node, state->param_states, state->params.values,
+				   state->params.nulls);
+
+	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	ix->started = true;
+	ix->phase = (ix->order_key >= 0 && !order_key_has_range(ix)) ? 1 : 0;
+	if (!open_lookup(state, ix))
+		ix->lookup_done = true;
+
+	if (!ix->covering)
+	{
+		ix->fact_filter = bson_new();
+		idx_build_filter(ix->fact_filter, state->remote_conds,
+						 state->relid, state->info, &state->params);
+		if (state->last_filter)
+			pfree(state->last_filter);
+		state->last_filter = idx_bson_as_json(ix->fact_filter);
+		state->collection = mongoc_client_get_collection(state->client,
+														 state->info->database,
+														 state->info->collection);
+	}
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -340,22 +410,109 @@ next_entry(IdxScanState *state, IdxIndexScan *ix)
 	uint64	   *previous;
 	bool		found;
 
-	if (ix->lookup_done)
-		return NULL;
-	previous = idx_count_round_trips(&state->round_trips);
-	found = mongoc_cursor_next(ix->lookup, &entry);
-	idx_count_round_trips(previous);
-	if (!found)
+	for (;;)
 	{
+		if (ix->lookup_done)
+			return NULL;
+		previous = idx_count_round_trips(&state->round_trips);
+		found = mongoc_cursor_next(ix->lookup, &entry);
+		idx_count_round_trips(previous);
+		if (found)
+			break;
 		if (mongoc_cursor_error(ix->lookup, NULL))
 			idx_report_cursor_error(ix->lookup, state->server->servername,
 									idx_reading_what(ix->def->collection,
 													 ix->def->database));
-		ix->lookup_done = true;
-		return NULL;
+		if (ix->phase != 1)
+		{
+			ix->lookup_done = true;
+			return NULL;
+		}
+		/* phase 2: the entries whose order key is NULL come last */
+		mongoc_cursor_destroy(ix->lookup);
+		ix->lookup = NULL;
+		ix->phase = 2;
+		if (!open_lookup(state, ix))
+			ix->lookup_done = true;
 	}
 	ix->entries_read++;
 	return entry;
+}
+
+/*
+ * The BSON bytes of {"v": <value under iter>}, palloc'd: a fact _id in a
+ * form that compares byte for byte.
+ */
+static char *
+raw_id(bson_iter_t *iter, uint32 *len)
+{
+	bson_t		tmp = BSON_INITIALIZER;
+	char	   *result;
+
+	bson_append_iter(&tmp, "v", 1, iter);
+	*len = tmp.len;
+	result = palloc(tmp.len);
+	memcpy(result, bson_get_data(&tmp), tmp.len);
+	bson_destroy(&tmp);
+	return result;
+}
+
+/*
+ * Ordered key-only scans: read the whole batch of facts and put them in
+ * the order of their entries (facts fetched by $in come in _id order).
+ * A fact that no longer matches its entry is simply missing.
+ */
+static void
+order_batch(IdxScanState *state, IdxIndexScan *ix)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(ix->batch_cxt);
+	const bson_t *doc;
+	uint64	   *previous;
+
+	ix->batch_docs = palloc0(sizeof(bson_t) * Max(ix->batch_n, 1));
+	ix->batch_found = palloc0(sizeof(bool) * Max(ix->batch_n, 1));
+	for (;;)
+	{
+		bson_iter_t iter;
+		bool		found;
+		uint32		len;
+		char	   *id;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		previous = idx_count_round_trips(&state->round_trips);
+		found = mongoc_cursor_next(state->cursor, &doc);
+		idx_count_round_trips(previous);
+		if (!found)
+			break;
+		if (!bson_iter_init_find(&iter, doc, "_id"))
+			continue;
+		id = raw_id(&iter, &len);
+		for (i = 0; i < ix->batch_n; i++)
+		{
+			if (!ix->batch_found[i] && ix->batch_id_lens[i] == len &&
+				memcmp(ix->batch_ids[i], id, len) == 0)
+			{
+				char	   *copy = palloc(doc->len);
+
+				memcpy(copy, bson_get_data(doc), doc->len);
+				bson_init_static(&ix->batch_docs[i], (uint8_t *) copy,
+								 doc->len);
+				ix->batch_found[i] = true;
+				ix->facts_fetched++;
+				state->docs_fetched++;
+				break;
+			}
+		}
+	}
+	if (mongoc_cursor_error(state->cursor, NULL))
+		idx_report_cursor_error(state->cursor, state->server->servername,
+								idx_reading_what(state->info->collection,
+												 state->info->database));
+	mongoc_cursor_destroy(state->cursor);
+	state->cursor = NULL;
+	ix->batch_pos = 0;
+	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
@@ -374,7 +531,16 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 				ids;
 	uint32		n = 0;
 	const bson_t *entry;
+	bool		ordered = ix->order_key >= 0;
 
+	if (ordered)
+	{
+		MemoryContextReset(ix->batch_cxt);
+		ix->batch_ids = MemoryContextAlloc(ix->batch_cxt, sizeof(char *) *
+										   state->info->fetch_batch_size);
+		ix->batch_id_lens = MemoryContextAlloc(ix->batch_cxt, sizeof(uint32) *
+											   state->info->fetch_batch_size);
+	}
 	BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &clauses);
 	BSON_APPEND_DOCUMENT_BEGIN(&clauses, "0", &idclause);
 	BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond);
@@ -388,9 +554,17 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 		CHECK_FOR_INTERRUPTS();
 		if (!bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
 			continue;			/* not an entry: ignore it */
+		if (ordered)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(ix->batch_cxt);
+
+			ix->batch_ids[n] = raw_id(&iter, &ix->batch_id_lens[n]);
+			MemoryContextSwitchTo(oldcxt);
+		}
 		snprintf(key, sizeof(key), "%u", n++);
 		bson_append_iter(&ids, key, -1, &iter);
 	}
+	ix->batch_n = n;
 	bson_append_array_end(&idcond, &ids);
 	bson_append_document_end(&idclause, &idcond);
 	bson_append_document_end(&clauses, &idclause);
@@ -406,6 +580,8 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 			state->cursor = mongoc_collection_find_with_opts(state->collection,
 															 &filter, &opts,
 															 NULL);
+			if (ordered)
+				order_batch(state, ix);
 		}
 		PG_FINALLY();
 		{
@@ -480,6 +656,14 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
+		while (ix->order_key >= 0 && ix->batch_pos < ix->batch_n)
+		{
+			int			pos = ix->batch_pos++;
+
+			if (!ix->batch_found[pos])
+				continue;
+			return store_row(node, state->rowconv, &ix->batch_docs[pos]);
+		}
 		if (state->cursor && (doc = next_fact(state)) != NULL)
 		{
 			ix->facts_fetched++;
@@ -505,7 +689,15 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 						psprintf("%s (%s)", ix->def->name,
 								 ix->covering ? "covering" : "key-only"),
 						es);
-	ExplainPropertyText("Index Cond", ix->cond_text, es);
+	if (ix->cond_text[0] != '\0')
+		ExplainPropertyText("Index Cond", ix->cond_text, es);
+	if (ix->order_key >= 0)
+		ExplainPropertyText("Index Order",
+							psprintf("%s ASC NULLS LAST",
+									 quote_identifier(get_attname(ix->def->relid,
+																  ix->def->keys[ix->order_key].attnum,
+																  false))),
+							es);
 	ExplainPropertyText("Collection",
 						psprintf("%s.%s", state->info->database,
 								 state->info->collection), es);

@@ -50,6 +50,33 @@ ANALYZE orders;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT o.order_id, c.customer_id FROM orders o
   JOIN customers c ON lower(c.email) = o.email;
+-- rows in key order: ORDER BY a key after an equality prefix needs no Sort,
+-- and LIMIT stops the lookup early (NULL keys come last, as in ORDER BY)
+SELECT idxtable.create_index('customers', '{town,customer_id}', name => 'customers_town_id');
+SELECT idxtable.create_index('customers', '{customer_id}', '{town}', name => 'customers_id_town');
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM customers WHERE town = 'Town07' ORDER BY customer_id LIMIT 4;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT customer_id, town FROM customers ORDER BY customer_id LIMIT 3;
+CREATE FUNCTION same_order(query text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  routed text;
+  plain text;
+BEGIN
+  EXECUTE format('SELECT string_agg(t::text, '','') FROM (%s) t', query) INTO routed;
+  SET LOCAL idxtable.enable_index_routing = off;
+  EXECUTE format('SELECT string_agg(t::text, '','') FROM (%s) t', query) INTO plain;
+  SET LOCAL idxtable.enable_index_routing = on;
+  RETURN CASE WHEN routed IS NOT DISTINCT FROM plain THEN 'same order: ' ELSE 'DIFFERENT: ' END || query;
+END $$;
+SELECT same_order(q) FROM (VALUES
+  ('SELECT customer_id FROM customers WHERE town = ''Town07'' ORDER BY customer_id LIMIT 10'),
+  ('SELECT customer_id, town FROM customers ORDER BY customer_id LIMIT 5'),
+  ('SELECT customer_id, town FROM customers WHERE town IS NULL ORDER BY customer_id LIMIT 5'),
+  ('SELECT customer_id FROM customers WHERE town = ''Town07'' AND customer_id > 5000 ORDER BY customer_id LIMIT 10')
+) AS v(q);
+SELECT idxtable.drop_index('customers_town_id');
+SELECT idxtable.drop_index('customers_id_town');
 -- the GUC turns routing off, like enable_indexscan
 SET idxtable.enable_index_routing = off;
 EXPLAIN (COSTS OFF) SELECT * FROM customers WHERE town = 'Town06' AND last_name = 'Name045';
