@@ -584,14 +584,14 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	lookups = Max(1, ceil(entries / fpinfo->table->fetch_size));
 	startup_cost = ROUND_TRIP_COST;
 	total_cost = lookups * ROUND_TRIP_COST +
-		entries * (DOCUMENT_EXAMINE_COST + DOCUMENT_TRANSFER_COST);
+		entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	if (!covering)
 	{
 		double		fetches = Max(1, ceil(entries / fpinfo->table->fetch_batch_size));
 
 		startup_cost += ROUND_TRIP_COST;
 		total_cost += fetches * ROUND_TRIP_COST +
-			entries * (DOCUMENT_EXAMINE_COST + DOCUMENT_TRANSFER_COST);
+			entries * (FACT_FETCH_COST + DOCUMENT_TRANSFER_COST);
 	}
 	total_cost += entries * cpu_tuple_cost;
 

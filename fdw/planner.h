@@ -61,6 +61,14 @@ enum IdxScanPrivateIndex
 #define DOCUMENT_EXAMINE_COST 0.05
 /* Cost of transferring and converting one returned document */
 #define DOCUMENT_TRANSFER_COST 0.02
+/* Server-side cost of reading one index entry through the lookup index */
+#define INDEX_ENTRY_COST 0.1
+/*
+ * Cost of fetching one fact by _id after a lookup (an _id index probe and
+ * a document fetch each, measured at ~14x a collection scan's per-document
+ * cost in test/bench)
+ */
+#define FACT_FETCH_COST 0.7
 
 /* Turn an attribute bitmap into an integer list for fdw_private */
 extern List *idx_bitmap_to_list(Bitmapset *bms);
