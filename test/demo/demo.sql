@@ -29,12 +29,35 @@ EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM customers WHERE customer_id = 4242;
 SELECT * FROM customers WHERE customer_id IN (1, 2, 3) ORDER BY customer_id;
 
-\echo '\n>>> a secondary-key predicate is pushed down as a MongoDB filter'
+\echo '\n>>> index tables: companion collections key -> customer _id, built by the FDW'
+SELECT idxtable.create_index('customers', '{town,last_name}');
+SELECT idxtable.create_index('customers', '{lower(email)}', is_unique => true);
+SELECT idxtable.create_index('customers', '{last_name}', include => '{first_name}');
+SELECT name, keys, include, "unique", collection, state, entries FROM idxtable.indexes;
+
+\echo '\n>>> composite key: one lookup in the index collection, one fetch of the facts by _id'
 EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT customer_id, first_name FROM customers
   WHERE town = 'Walla Walla' AND last_name = 'Smith';
 SELECT customer_id, first_name, last_name FROM customers
   WHERE town = 'Walla Walla' AND last_name = 'Smith' ORDER BY customer_id;
+
+\echo '\n>>> case-insensitive unique key, and a covering index that needs no fact at all'
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT customer_id FROM customers WHERE lower(email) = 'tim.davis4242@example.com';
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT first_name, count(*) FROM customers WHERE last_name = 'Kim' GROUP BY first_name;
+
+\echo '\n>>> a skewed key: the common town is cheaper to scan, a rare one goes through the index'
+EXPLAIN (COSTS OFF) SELECT count(email) FROM customers WHERE town = 'Redmond';
+EXPLAIN (COSTS OFF) SELECT count(email) FROM customers WHERE town = 'Pullman';
+
+\echo '\n>>> the same query without routing: a MongoDB find with the pushed-down filter'
+SET idxtable.enable_index_routing = off;
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT customer_id, first_name FROM customers
+  WHERE town = 'Walla Walla' AND last_name = 'Smith';
+RESET idxtable.enable_index_routing;
 
 \echo '\n>>> NULL and missing fields follow SQL semantics'
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM customers WHERE email IS NULL;
