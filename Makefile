@@ -12,6 +12,7 @@ OBJS = \
 	fdw/scan.o \
 	fdw/index_path.o \
 	fdw/index_scan.o \
+	fdw/index_stats.o \
 	fdw/analyze.o \
 	fdw/import.o \
 	fdw/index_catalog.o \

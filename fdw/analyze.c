@@ -26,6 +26,7 @@
 #include "convert.h"
 #include "deparse.h"
 #include "idxtable_fdw.h"
+#include "index_stats.h"
 #include "option.h"
 
 /* Number of documents assumed to make up one "page" of a collection */
@@ -155,6 +156,9 @@ idxAcquireSampleRows(Relation relation, int elevel,
 		bson_destroy(pipeline);
 	}
 	PG_END_TRY();
+
+	/* the index tables' statistics come from the same sample */
+	idx_analyze_indexes(relation, rows, numrows, client, server->servername);
 
 	/* The count may lag behind the collection; never report less than seen */
 	if (ndocs < numrows)

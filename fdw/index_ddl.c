@@ -266,6 +266,24 @@ mark_valid(const char *name, const IdxBuildResult *result)
 }
 
 /*
+ * Record fresh statistics of a valid index (ANALYZE).
+ */
+void
+idx_set_index_stats(const char *name, int64 entries, int64 distinct_keys)
+{
+	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		args[3];
+
+	args[0] = CStringGetTextDatum(name);
+	args[1] = Int64GetDatum(entries);
+	args[2] = Int64GetDatum(distinct_keys);
+	catalog_execute("UPDATE idxtable.index_defs "
+					"SET entries = $2, distinct_keys = $3 "
+					"WHERE name OPERATOR(pg_catalog.=) $1 AND state = 'valid'",
+					3, argtypes, args, NULL, NULL, NULL);
+}
+
+/*
  * Delete a definition; false if it was not there.
  */
 static bool

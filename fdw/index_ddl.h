@@ -59,6 +59,10 @@ typedef struct IdxDefError
 /* OID of idxtable.index_defs, InvalidOid if the extension is not there */
 extern Oid	idx_index_defs_relid(void);
 
+/* Record ANALYZE's statistics of a valid index */
+extern void idx_set_index_stats(const char *name, int64 entries,
+								int64 distinct_keys);
+
 /*
  * Resolve key specifications ("town", "lower(name)", ...) and included
  * column names against a table's columns, filling def->nkeys, keys,

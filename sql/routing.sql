@@ -16,8 +16,12 @@ SELECT idxtable.create_index('customers', '{lower(email)}', is_unique => true);
 SELECT idxtable.create_index('customers', '{last_name}', '{first_name,town}',
                              name => 'customers_last_name_covering');
 SELECT idxtable.create_index('films', '{actors}');
+-- ANALYZE refreshes the index tables' statistics from its sample
+UPDATE idxtable.index_defs SET entries = NULL, distinct_keys = NULL;
 ANALYZE customers;
 ANALYZE films;
+SELECT name, entries, distinct_keys FROM idxtable.index_defs
+  WHERE name LIKE 'customers%' OR name LIKE 'films%' ORDER BY name;
 -- composite key: equality on both keys, a lookup and one fetch
 EXPLAIN (VERBOSE, COSTS OFF)
   SELECT * FROM customers WHERE town = 'Town06' AND last_name = 'Name045';

@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_stats.h
+ *		  Statistics of index tables, refreshed by ANALYZE.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_INDEX_STATS_H
+#define IDXTABLE_INDEX_STATS_H
+
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/htup.h"
+#include "utils/relcache.h"
+
+/* Refresh entries and distinct keys of the valid indexes of "rel" */
+extern void idx_analyze_indexes(Relation rel, HeapTuple *rows, int numrows,
+								mongoc_client_t *client,
+								const char *servername);
+
+#endif							/* IDXTABLE_INDEX_STATS_H */
