@@ -407,30 +407,21 @@ static const bson_t *
 next_entry(IdxScanState *state, IdxIndexScan *ix)
 {
 	const bson_t *entry;
-	uint64	   *previous;
-	bool		found;
 
 	for (;;)
 	{
 		if (ix->lookup_done)
 			return NULL;
-		previous = idx_count_round_trips(&state->round_trips);
-		found = mongoc_cursor_next(ix->lookup, &entry);
-		idx_count_round_trips(previous);
-		if (found)
+		entry = idx_scan_next_doc(state, &ix->lookup, ix->def->collection,
+								  ix->def->database);
+		if (entry != NULL)
 			break;
-		if (mongoc_cursor_error(ix->lookup, NULL))
-			idx_report_cursor_error(ix->lookup, state->server->servername,
-									idx_reading_what(ix->def->collection,
-													 ix->def->database));
 		if (ix->phase != 1)
 		{
 			ix->lookup_done = true;
 			return NULL;
 		}
 		/* phase 2: the entries whose order key is NULL come last */
-		mongoc_cursor_destroy(ix->lookup);
-		ix->lookup = NULL;
 		ix->phase = 2;
 		if (!open_lookup(state, ix))
 			ix->lookup_done = true;
@@ -467,23 +458,20 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(ix->batch_cxt);
 	const bson_t *doc;
-	uint64	   *previous;
 
 	ix->batch_docs = palloc0(sizeof(bson_t) * Max(ix->batch_n, 1));
 	ix->batch_found = palloc0(sizeof(bool) * Max(ix->batch_n, 1));
 	for (;;)
 	{
 		bson_iter_t iter;
-		bool		found;
 		uint32		len;
 		char	   *id;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		previous = idx_count_round_trips(&state->round_trips);
-		found = mongoc_cursor_next(state->cursor, &doc);
-		idx_count_round_trips(previous);
-		if (!found)
+		doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
+								state->info->database);
+		if (doc == NULL)
 			break;
 		if (!bson_iter_init_find(&iter, doc, "_id"))
 			continue;
@@ -505,12 +493,6 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 			}
 		}
 	}
-	if (mongoc_cursor_error(state->cursor, NULL))
-		idx_report_cursor_error(state->cursor, state->server->servername,
-								idx_reading_what(state->info->collection,
-												 state->info->database));
-	mongoc_cursor_destroy(state->cursor);
-	state->cursor = NULL;
 	ix->batch_pos = 0;
 	MemoryContextSwitchTo(oldcxt);
 }
@@ -597,28 +579,6 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * The next fact of the current batch, or NULL at its end.
- */
-static const bson_t *
-next_fact(IdxScanState *state)
-{
-	const bson_t *doc;
-	uint64	   *previous = idx_count_round_trips(&state->round_trips);
-	bool		found = mongoc_cursor_next(state->cursor, &doc);
-
-	idx_count_round_trips(previous);
-	if (found)
-		return doc;
-	if (mongoc_cursor_error(state->cursor, NULL))
-		idx_report_cursor_error(state->cursor, state->server->servername,
-								idx_reading_what(state->info->collection,
-												 state->info->database));
-	mongoc_cursor_destroy(state->cursor);
-	state->cursor = NULL;
-	return NULL;
-}
-
-/*
  * Store a document (a fact, or an entry for covering scans) in the slot.
  */
 static TupleTableSlot *
@@ -664,7 +624,9 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 				continue;
 			return store_row(node, state->rowconv, &ix->batch_docs[pos]);
 		}
-		if (state->cursor && (doc = next_fact(state)) != NULL)
+		if (state->cursor && (doc = idx_scan_next_doc(state, &state->cursor,
+											   state->info->collection,
+											   state->info->database)) != NULL)
 		{
 			ix->facts_fetched++;
 			state->docs_fetched++;

@@ -53,6 +53,30 @@ idx_release_find(IdxScanState *state, mongoc_cursor_t **cursor,
 }
 
 /*
+ * The next document of "*cursor", counting round trips, or NULL at the end,
+ * when the cursor is destroyed and *cursor cleared.  A failure is reported
+ * naming the collection.
+ */
+const bson_t *
+idx_scan_next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
+				  const char *collection, const char *database)
+{
+	const bson_t *doc;
+	uint64	   *previous = idx_count_round_trips(&state->round_trips);
+	bool		found = mongoc_cursor_next(*cursor, &doc);
+
+	idx_count_round_trips(previous);
+	if (found)
+		return doc;
+	if (mongoc_cursor_error(*cursor, NULL))
+		idx_report_cursor_error(*cursor, state->server->servername,
+								idx_reading_what(collection, database));
+	mongoc_cursor_destroy(*cursor);
+	*cursor = NULL;
+	return NULL;
+}
+
+/*
  * Release the cursor and collection handle, and unpin the client.  Safe to
  * call more than once; also runs as a memory context reset callback when
  * the query ends in an error.
@@ -247,8 +271,6 @@ idxIterateForeignScan(ForeignScanState *node)
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	const bson_t *doc;
-	uint64	   *previous;
-	bool		found;
 	MemoryContext oldcxt;
 
 	CHECK_FOR_INTERRUPTS();
@@ -263,21 +285,11 @@ idxIterateForeignScan(ForeignScanState *node)
 		open_cursor(node, state);
 	}
 
-	previous = idx_count_round_trips(&state->round_trips);
-	found = mongoc_cursor_next(state->cursor, &doc);
-	idx_count_round_trips(previous);
-
-	if (!found)
-	{
-		if (mongoc_cursor_error(state->cursor, NULL))
-			idx_report_cursor_error(state->cursor, state->server->servername,
-									idx_reading_what(state->info->collection,
-													 state->info->database));
-		/* keep the collection handle as the "exhausted" marker */
-		mongoc_cursor_destroy(state->cursor);
-		state->cursor = NULL;
+	/* at the end the collection handle stays, as the "exhausted" marker */
+	doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
+							state->info->database);
+	if (doc == NULL)
 		return slot;
-	}
 
 	state->docs_fetched++;
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);

@@ -63,6 +63,15 @@ typedef struct IdxScanState
 extern void idx_release_find(IdxScanState *state, mongoc_cursor_t **cursor,
 							 mongoc_collection_t **collection);
 
+/*
+ * Next document of a cursor (round trips counted, errors reported naming
+ * the collection); NULL at the end, with the cursor destroyed and cleared
+ */
+extern const bson_t *idx_scan_next_doc(IdxScanState *state,
+									   mongoc_cursor_t **cursor,
+									   const char *collection,
+									   const char *database);
+
 /* Integer list (fdw_private) back to an attribute bitmap */
 extern Bitmapset *idx_list_to_bitmap(List *list);
 
