@@ -4,6 +4,10 @@ MODULE_big = idxtable_fdw
 OBJS = \
 	fdw/idxtable_fdw.o \
 	fdw/option.o \
+	fdw/document.o \
+	fdw/xact.o \
+	fdw/index_write.o \
+	fdw/modify.o \
 	fdw/connection.o \
 	fdw/convert.o \
 	fdw/convert_json.o \
@@ -24,7 +28,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes routing auth
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes routing auth
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -30,6 +30,7 @@
 
 #include "connection.h"
 #include "option.h"
+#include "xact.h"
 
 /*
  * One cached client.  The hash key is the user mapping OID.
@@ -222,7 +223,10 @@ static void
 disconnect_entry(IdxConnEntry *entry)
 {
 	if (entry->client)
+	{
+		idx_xact_forget_client(entry->client);
 		mongoc_client_destroy(entry->client);
+	}
 	entry->client = NULL;
 	entry->invalidated = false;
 }
@@ -248,7 +252,8 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 		entry->active_scans = 0;
 	}
 
-	if (entry->client && entry->invalidated && entry->active_scans == 0)
+	if (entry->client && entry->invalidated && entry->active_scans == 0 &&
+		!idx_xact_client_busy(entry->client))
 		disconnect_entry(entry);
 
 	if (entry->client == NULL)
@@ -369,7 +374,8 @@ idx_disconnect_all(void)
 	hash_seq_init(&scan, ConnectionHash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
-		if (entry->client && entry->active_scans == 0)
+		if (entry->client && entry->active_scans == 0 &&
+			!idx_xact_client_busy(entry->client))
 		{
 			disconnect_entry(entry);
 			any = true;
@@ -437,7 +443,11 @@ error_sqlstate(const bson_error_t *error, bool connecting)
 			case 13:			/* Unauthorized */
 				return ERRCODE_INSUFFICIENT_PRIVILEGE;
 			case 112:			/* WriteConflict */
+			case 251:			/* NoSuchTransaction */
 				return ERRCODE_T_R_SERIALIZATION_FAILURE;
+			case 257:			/* TransactionTooLarge */
+			case 10334:			/* BSONObjectTooLarge */
+				return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
 		}
 	}
 	return ERRCODE_FDW_ERROR;
@@ -499,6 +509,15 @@ idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
 	bson_error_t copy = *error;
 
 	merge_reply_error(&copy, reply);
+	if (reply && (mongoc_error_has_label(reply, "TransientTransactionError") ||
+				  (copy.domain == MONGOC_ERROR_SERVER && copy.code == 251)))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("MongoDB aborted the transaction on server \"%s\" while %s",
+						server, what),
+				 errdetail("MongoDB error %u: %s", copy.code,
+						   scrub_message(copy.message)),
+				 errhint("The transaction can be retried.  MongoDB also aborts transactions that run longer than its transactionLifetimeLimitSeconds (60 s by default).")));
 	idx_report_error(&copy, server, what);
 }
 

@@ -22,6 +22,8 @@
 
 #include "connection.h"
 #include "idxtable_fdw.h"
+#include "index_write.h"
+#include "modify.h"
 
 PG_MODULE_MAGIC;
 
@@ -68,6 +70,16 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("idxtable.unique_claim_timeout",
+							"Age after which an orphaned unique-key claim may be taken over.",
+							"In consistency mode 'ordered', a unique key's claim whose "
+							"fact lacks the key is taken over only when it is older "
+							"than this; a younger one may belong to a write in flight.",
+							&idx_unique_claim_timeout,
+							5000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("idxtable");
 
 	mongoc_init();
@@ -93,6 +105,20 @@ idxtable_fdw_handler(PG_FUNCTION_ARGS)
 	routine->ExplainForeignScan = idxExplainForeignScan;
 	routine->AnalyzeForeignTable = idxAnalyzeForeignTable;
 	routine->ImportForeignSchema = idxImportForeignSchema;
+
+	routine->AddForeignUpdateTargets = idxAddForeignUpdateTargets;
+	routine->PlanForeignModify = idxPlanForeignModify;
+	routine->BeginForeignModify = idxBeginForeignModify;
+	routine->ExecForeignInsert = idxExecForeignInsert;
+	routine->ExecForeignBatchInsert = idxExecForeignBatchInsert;
+	routine->GetForeignModifyBatchSize = idxGetForeignModifyBatchSize;
+	routine->ExecForeignUpdate = idxExecForeignUpdate;
+	routine->ExecForeignDelete = idxExecForeignDelete;
+	routine->EndForeignModify = idxEndForeignModify;
+	routine->BeginForeignInsert = idxBeginForeignInsert;
+	routine->EndForeignInsert = idxEndForeignInsert;
+	routine->IsForeignRelUpdatable = idxIsForeignRelUpdatable;
+	routine->ExplainForeignModify = idxExplainForeignModify;
 
 	PG_RETURN_POINTER(routine);
 }

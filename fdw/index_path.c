@@ -50,8 +50,10 @@
 #include "utils/ruleutils.h"
 
 #include "deparse.h"
+#include "connection.h"
 #include "index_catalog.h"
 #include "index_path.h"
+#include "xact.h"
 
 /*
  * One index condition found while matching clauses to an index.
@@ -419,6 +421,24 @@ covered_attrs(const IdxIndexDef *def)
 }
 
 /*
+ * Are the table's writes in consistency mode 'ordered'?  Then an entry may
+ * be an orphan or stale (see index_write.h), and only reads that recheck
+ * each fact may use the index: no covering reads.
+ */
+static bool
+writes_are_ordered(const IdxTableInfo *info)
+{
+	ForeignServer *server;
+	mongoc_client_t *client;
+
+	if (info->consistency != IDX_CONSISTENCY_DEFAULT)
+		return info->consistency == IDX_CONSISTENCY_ORDERED;
+	client = idx_get_client_for_rel(info->relid, &server);
+	return idx_xact_mode(info, client, server->servername) ==
+		IDX_CONSISTENCY_ORDERED;
+}
+
+/*
  * Does "def" hold every column the query needs (target list and every
  * clause, including the join clauses "extra")?
  */
@@ -442,7 +462,9 @@ index_covers(const IdxIndexDef *def, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 			return false;
 	}
 	covered = covered_attrs(def);
-	return covered != NULL && bms_is_subset(needed, covered);
+	if (covered == NULL || !bms_is_subset(needed, covered))
+		return false;
+	return !writes_are_ordered(fpinfo->table);
 }
 
 /*

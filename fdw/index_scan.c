@@ -35,6 +35,7 @@
 #include "index_path.h"
 #include "planner.h"
 #include "scan.h"
+#include "xact.h"
 
 /*
  * The index part of a scan's state.
@@ -325,6 +326,7 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 			if (!state->pinned)
 				idx_client_pin(state->client, 1);
 			state->pinned = true;
+			idx_xact_append_session(state->client, &opts);
 			ix->lookup = mongoc_collection_find_with_opts(ix->index_coll,
 														  &filter, &opts,
 														  NULL);
@@ -559,6 +561,7 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 		{
 			idx_append_find_options(&opts, state->info, state->attrs_used,
 									state->info->fetch_batch_size);
+			idx_xact_append_session(state->client, &opts);
 			state->cursor = mongoc_collection_find_with_opts(state->collection,
 															 &filter, &opts,
 															 NULL);

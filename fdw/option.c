@@ -4,9 +4,10 @@
  *		  Validation and lookup of idxtable_fdw options.
  *
  * Options are accepted on the server (uri, database, timeouts, fetch_size,
- * fetch_batch_size), on user mappings (username, password, auth_source),
- * on foreign tables (database, collection, fetch_size, fetch_batch_size)
- * and on columns (field).  Credentials belong in the user mapping only: a
+ * fetch_batch_size, batch_size, consistency), on user mappings (username,
+ * password, auth_source), on foreign tables (database, collection,
+ * fetch_size, fetch_batch_size, batch_size, consistency) and on columns
+ * (field).  Credentials belong in the user mapping only: a
  * server URI that carries them is refused, so that they never show up in
  * pg_foreign_server or in messages.
  *
@@ -35,6 +36,8 @@
 #define IDX_DEFAULT_FETCH_SIZE 1000
 /* Default number of facts fetched by _id per round trip after an index lookup */
 #define IDX_DEFAULT_FETCH_BATCH_SIZE 500
+/* Default number of rows per batched INSERT (one bulk write per collection) */
+#define IDX_DEFAULT_BATCH_SIZE 100
 
 /*
  * Describes a valid option: its name and the catalog it may appear in.
@@ -50,6 +53,8 @@ static const IdxOption valid_options[] = {
 	{"database", ForeignServerRelationId},
 	{"fetch_size", ForeignServerRelationId},
 	{"fetch_batch_size", ForeignServerRelationId},
+	{"batch_size", ForeignServerRelationId},
+	{"consistency", ForeignServerRelationId},
 	{"connect_timeout_ms", ForeignServerRelationId},
 	{"socket_timeout_ms", ForeignServerRelationId},
 	{"server_selection_timeout_ms", ForeignServerRelationId},
@@ -60,6 +65,8 @@ static const IdxOption valid_options[] = {
 	{"collection", ForeignTableRelationId},
 	{"fetch_size", ForeignTableRelationId},
 	{"fetch_batch_size", ForeignTableRelationId},
+	{"batch_size", ForeignTableRelationId},
+	{"consistency", ForeignTableRelationId},
 	{"field", AttributeRelationId},
 	{NULL, InvalidOid}
 };
@@ -125,6 +132,23 @@ parse_positive_int(const char *name, const char *value, int maxval)
 				 errhint("The value must be an integer between 1 and %d.",
 						 maxval)));
 	return (int) val;
+}
+
+/*
+ * Parse the "consistency" option: "transaction" or "ordered".
+ */
+static IdxConsistency
+parse_consistency(const char *value)
+{
+	if (strcmp(value, "transaction") == 0)
+		return IDX_CONSISTENCY_TRANSACTION;
+	if (strcmp(value, "ordered") == 0)
+		return IDX_CONSISTENCY_ORDERED;
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+			 errmsg("invalid value for option \"consistency\": \"%s\"", value),
+			 errhint("Valid values are \"transaction\" and \"ordered\".")));
+	return IDX_CONSISTENCY_DEFAULT;	/* keep compiler quiet */
 }
 
 /*
@@ -230,12 +254,15 @@ idxtable_fdw_validator(PG_FUNCTION_ARGS)
 			have_uri = true;
 		}
 		else if (strcmp(def->defname, "fetch_size") == 0 ||
-				 strcmp(def->defname, "fetch_batch_size") == 0)
+				 strcmp(def->defname, "fetch_batch_size") == 0 ||
+				 strcmp(def->defname, "batch_size") == 0)
 			(void) parse_positive_int(def->defname, value, 100000);
 		else if (strcmp(def->defname, "connect_timeout_ms") == 0 ||
 				 strcmp(def->defname, "socket_timeout_ms") == 0 ||
 				 strcmp(def->defname, "server_selection_timeout_ms") == 0)
 			(void) parse_positive_int(def->defname, value, INT_MAX);
+		else if (strcmp(def->defname, "consistency") == 0)
+			(void) parse_consistency(value);
 		else if (strcmp(def->defname, "field") == 0)
 			validate_field(value);
 		else if (strcmp(def->defname, "database") == 0 ||
@@ -367,6 +394,15 @@ idx_get_table_info(Oid relid)
 	info->fetch_batch_size = val
 		? parse_positive_int("fetch_batch_size", val, 100000)
 		: IDX_DEFAULT_FETCH_BATCH_SIZE;
+	val = find_option(table->options, "batch_size");
+	if (val == NULL)
+		val = find_option(server->options, "batch_size");
+	info->batch_size = val ? parse_positive_int("batch_size", val, 100000)
+		: IDX_DEFAULT_BATCH_SIZE;
+	val = find_option(table->options, "consistency");
+	if (val == NULL)
+		val = find_option(server->options, "consistency");
+	info->consistency = val ? parse_consistency(val) : IDX_CONSISTENCY_DEFAULT;
 
 	rel = table_open(relid, AccessShareLock);
 	tupdesc = RelationGetDescr(rel);

@@ -19,6 +19,20 @@
 #define IDX_ID_FIELD "_id"
 
 /*
+ * How writes keep index tables consistent with the facts (option
+ * "consistency"): in one MongoDB transaction per PostgreSQL transaction, or
+ * by the crash-safe write order (index entries before facts, deletions of
+ * entries after).  DEFAULT means "transaction where the server supports
+ * it, else ordered", decided at the first write.
+ */
+typedef enum IdxConsistency
+{
+	IDX_CONSISTENCY_DEFAULT,
+	IDX_CONSISTENCY_TRANSACTION,
+	IDX_CONSISTENCY_ORDERED
+} IdxConsistency;
+
+/*
  * A foreign table as MongoDB sees it: where its documents live and which
  * field each column maps to.  Built by idx_get_table_info() from the
  * catalogs; everything is palloc'd in the current memory context.
@@ -37,6 +51,8 @@ typedef struct IdxTableInfo
 	int			fetch_size;		/* cursor batch size */
 	int			fetch_batch_size;	/* facts fetched by _id per round trip
 									 * after an index lookup */
+	int			batch_size;		/* rows per batched INSERT */
+	IdxConsistency consistency; /* from the table, else the server */
 } IdxTableInfo;
 
 /* Resolve the options of a foreign table (server options as fallback) */

@@ -32,6 +32,7 @@
 #include "option.h"
 #include "planner.h"
 #include "scan.h"
+#include "xact.h"
 
 /*
  * Destroy a cursor (a killCursors counts as a round trip of the scan) and
@@ -250,6 +251,7 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 														 state->info->collection);
 		idx_client_pin(state->client, 1);
 		state->pinned = true;
+		idx_xact_append_session(state->client, &opts);
 		state->cursor = mongoc_collection_find_with_opts(state->collection,
 														 &filter, &opts, NULL);
 	}

@@ -1,0 +1,60 @@
+/*-------------------------------------------------------------------------
+ *
+ * document.h
+ *		  Fact documents written from rows: the insert document, the $set of
+ *		  an UPDATE, and the BSON _id of a row.
+ *
+ * The one rule for SQL NULL on writes: a NULL column is written as BSON
+ * null (the field is present with value null), by INSERT and by UPDATE
+ * alike.  Reads turn a null and a missing field into NULL, so both read the
+ * same; the rule only decides what other MongoDB clients see.
+ *
+ * _id: a text-like _id column value of exactly 24 lowercase hex digits is
+ * written as an ObjectId (the way an ObjectId reads), anything else by the
+ * ordinary conversion; a NULL _id gets a new ObjectId.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_DOCUMENT_H
+#define IDXTABLE_DOCUMENT_H
+
+#include "postgres.h"
+
+#include <bson/bson.h>
+
+#include "access/tupdesc.h"
+#include "nodes/pg_list.h"
+
+#include "option.h"
+
+/* Append the BSON _id for an _id column value (see above) */
+extern void idx_append_id_value(bson_t *doc, const char *key, Datum value,
+								Oid typid);
+
+/* The _id column value as a bson_value_t (copy; bson_value_destroy it) */
+extern void idx_id_value(Datum value, Oid typid, bson_value_t *out);
+
+/*
+ * Can a new ObjectId be stored in an _id column of this type (read back as
+ * its hex text)?  Text-like types only.
+ */
+extern bool idx_id_type_takes_objectid(Oid typid);
+
+/*
+ * Build the document of a new fact from a row: every non-dropped column at
+ * its field path (dotted paths become embedded documents), _id first.  The
+ * row's _id must already be set (values[id_attnum - 1]); "id" is its BSON.
+ */
+extern void idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
+								const Datum *values, const bool *nulls,
+								const bson_value_t *id, bson_t *doc);
+
+/*
+ * Build the update document {$set: {field: value, ...}} of an UPDATE that
+ * assigns the columns "attnums" (an integer List).
+ */
+extern void idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc,
+							  List *attnums, const Datum *values,
+							  const bool *nulls, bson_t *update);
+
+#endif							/* IDXTABLE_DOCUMENT_H */

@@ -1,0 +1,1020 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_write.c
+ *		  Index maintenance of INSERT, UPDATE and DELETE (see index_write.h
+ *		  for the protocol).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/time.h>
+
+#include "access/sysattr.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "connection.h"
+#include "convert.h"
+#include "index_catalog.h"
+#include "index_entry.h"
+#include "index_write.h"
+#include "xact.h"
+
+/* Attempts at taking over an orphaned unique claim that others race for */
+#define IDX_CLAIM_ATTEMPTS 3
+
+int			idx_unique_claim_timeout = 5000;
+
+/*
+ * One new entry to write.
+ */
+typedef struct PendingEntry
+{
+	bson_t	   *entry;			/* the entry document (static over palloc) */
+	bool		claim;			/* a unique key's claim (_id without id) */
+	bool		replace;		/* the old row had this _id: replace it */
+	bool		written;		/* written by the latest write_new */
+	int			row;			/* row within the batch */
+	Datum	   *keyvalues;		/* key values, for messages */
+	bool	   *keynulls;
+} PendingEntry;
+
+/*
+ * The queue of one index collection.
+ */
+typedef struct IndexQueue
+{
+	IdxIndexDef *def;
+	mongoc_collection_t *coll;
+	List	   *inserts;		/* PendingEntry * */
+	List	   *deletes;		/* bson_t * filters {_id, id} */
+} IndexQueue;
+
+struct IdxIndexWriter
+{
+	IdxTableInfo *info;
+	mongoc_client_t *client;
+	const char *servername;
+	bool		ordered;
+	int			nindexes;
+	IndexQueue *queues;
+	Bitmapset  *needed;
+	IdxRowConv *rowconv;		/* needed columns of a fact document */
+	mongoc_collection_t *facts; /* for claim checks */
+	MemoryContext batch_cxt;	/* the queue */
+	MemoryContextCallback release_cb;
+	uint64		written;
+	uint64		deleted;
+};
+
+/*
+ * Release the collection handles (memory context reset callback).
+ */
+static void
+release_writer(void *arg)
+{
+	IdxIndexWriter *w = arg;
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		if (w->queues[i].coll)
+			mongoc_collection_destroy(w->queues[i].coll);
+		w->queues[i].coll = NULL;
+	}
+	if (w->facts)
+		mongoc_collection_destroy(w->facts);
+	w->facts = NULL;
+}
+
+/*
+ * Set up index maintenance for writes to a table.
+ */
+IdxIndexWriter *
+idx_writer_create(Relation rel, IdxTableInfo *info, mongoc_client_t *client,
+				  const char *servername, bool ordered)
+{
+	IdxIndexWriter *w = palloc0(sizeof(IdxIndexWriter));
+	List	   *defs = idx_get_indexes(RelationGetRelid(rel));
+	ListCell   *lc;
+	int			i;
+
+	w->info = info;
+	w->client = client;
+	w->servername = servername;
+	w->ordered = ordered;
+	w->queues = palloc0(sizeof(IndexQueue) * Max(list_length(defs), 1));
+	w->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										 "idxtable_fdw index writes",
+										 ALLOCSET_DEFAULT_SIZES);
+	w->release_cb.func = release_writer;
+	w->release_cb.arg = w;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &w->release_cb);
+
+	foreach(lc, defs)
+	{
+		IdxIndexDef *def = lfirst(lc);
+		int			k;
+
+		if (def->state == IDX_STATE_FAILED)
+			continue;
+		w->queues[w->nindexes].def = def;
+		w->queues[w->nindexes].coll =
+			mongoc_client_get_collection(client, def->database,
+										 def->collection);
+		w->nindexes++;
+		for (k = 0; k < def->nkeys; k++)
+			w->needed = bms_add_member(w->needed, def->keys[k].attnum);
+		for (k = 0; k < def->ninclude; k++)
+			w->needed = bms_add_member(w->needed, def->include[k]);
+	}
+	for (i = 0; i < w->nindexes; i++)
+		Assert(w->queues[i].coll != NULL);
+	if (w->nindexes > 0)
+	{
+		Bitmapset  *offsets = NULL;
+		int			attnum = -1;
+
+		/* idx_row_conv_create wants pull_varattnos offsets */
+		while ((attnum = bms_next_member(w->needed, attnum)) >= 0)
+			offsets = bms_add_member(offsets,
+									 attnum - FirstLowInvalidHeapAttributeNumber);
+		w->rowconv = idx_row_conv_create(RelationGetDescr(rel), info,
+										 offsets);
+		w->facts = mongoc_client_get_collection(client, info->database,
+												info->collection);
+	}
+	return w;
+}
+
+int
+idx_writer_nindexes(IdxIndexWriter *w)
+{
+	return w->nindexes;
+}
+
+Bitmapset *
+idx_writer_needed_attrs(IdxIndexWriter *w)
+{
+	return w->needed;
+}
+
+IdxRowConv *
+idx_writer_row_conv(IdxIndexWriter *w)
+{
+	return w->rowconv;
+}
+
+void
+idx_writer_counters(IdxIndexWriter *w, uint64 *written, uint64 *deleted)
+{
+	*written = w->written;
+	*deleted = w->deleted;
+}
+
+/*
+ * A palloc'd static copy of a bson_t (no bson_destroy needed).
+ */
+static bson_t *
+pcopy_bson(const bson_t *b)
+{
+	bson_t	   *copy = palloc(sizeof(bson_t));
+	uint8	   *data = palloc(b->len);
+
+	memcpy(data, bson_get_data(b), b->len);
+	if (!bson_init_static(copy, data, b->len))
+		elog(ERROR, "could not copy a BSON document");
+	return copy;
+}
+
+/*
+ * The raw bytes of an entry's _id sub-document.
+ */
+static void
+entry_id_bytes(const bson_t *entry, const uint8 **data, uint32 *len)
+{
+	bson_iter_t iter;
+
+	if (!bson_iter_init_find(&iter, entry, "_id") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		elog(ERROR, "index entry without an _id document");
+	bson_iter_document(&iter, len, data);
+}
+
+static bool
+same_entry_id(const bson_t *a, const bson_t *b)
+{
+	const uint8 *da,
+			   *db;
+	uint32		la,
+				lb;
+
+	entry_id_bytes(a, &da, &la);
+	entry_id_bytes(b, &db, &lb);
+	return la == lb && memcmp(da, db, la) == 0;
+}
+
+static bool
+same_bytes(const bson_t *a, const bson_t *b)
+{
+	return a->len == b->len &&
+		memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
+}
+
+/* Does the entry's _id lack the fact id (a unique key's claim)? */
+static bool
+entry_is_claim(const bson_t *entry)
+{
+	bson_iter_t iter;
+	bson_iter_t child;
+
+	if (!bson_iter_init_find(&iter, entry, "_id") ||
+		!bson_iter_recurse(&iter, &child))
+		return false;
+	return !bson_iter_find(&child, IDX_ENTRY_FACT_ID);
+}
+
+/*
+ * The entries of one fact for one index, with their key values.
+ * Returns the count; *entries and *keys are palloc'd.
+ */
+static int
+fact_entries(const IdxIndexDef *def, const Datum *values, const bool *nulls,
+			 const bson_value_t *fact_id, bson_t ***entries,
+			 Datum **keyvalues, bool **keynulls)
+{
+	int			n = idx_compute_keys(def, values, nulls, keyvalues, keynulls);
+	int			e;
+
+	*entries = palloc(sizeof(bson_t *) * Max(n, 1));
+	for (e = 0; e < n; e++)
+	{
+		bson_t	   *entry = idx_make_entry(def, *keyvalues + e * def->nkeys,
+										   *keynulls + e * def->nkeys,
+										   fact_id, values, nulls);
+
+		(*entries)[e] = pcopy_bson(entry);
+		bson_destroy(entry);
+	}
+	return n;
+}
+
+/*
+ * The filter {_id: <entry _id>, id: <fact id>} that deletes or replaces an
+ * entry only while it belongs to that fact.
+ */
+static bson_t *
+own_entry_filter(const bson_t *entry)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_t	   *result;
+
+	if (bson_iter_init_find(&iter, entry, "_id"))
+		bson_append_iter(&filter, "_id", -1, &iter);
+	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
+		bson_append_iter(&filter, IDX_ENTRY_FACT_ID, -1, &iter);
+	result = pcopy_bson(&filter);
+	bson_destroy(&filter);
+	return result;
+}
+
+/*
+ * Queue the entry changes of one fact.
+ */
+void
+idx_writer_queue(IdxIndexWriter *w, int row,
+				 const Datum *oldvals, const bool *oldnulls,
+				 const Datum *newvals, const bool *newnulls,
+				 const bson_value_t *fact_id)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		IndexQueue *q = &w->queues[i];
+		bson_t	  **olde = NULL,
+				  **newe = NULL;
+		Datum	   *okv,
+				   *nkv = NULL;
+		bool	   *okn,
+				   *nkn = NULL;
+		int			no = 0,
+					nn = 0,
+					a,
+					b;
+
+		if (oldvals)
+			no = fact_entries(q->def, oldvals, oldnulls, fact_id, &olde,
+							  &okv, &okn);
+		if (newvals)
+			nn = fact_entries(q->def, newvals, newnulls, fact_id, &newe,
+							  &nkv, &nkn);
+
+		for (b = 0; b < nn; b++)
+		{
+			PendingEntry *pe;
+			int			match = -1;
+
+			for (a = 0; a < no && match < 0; a++)
+			{
+				if (same_entry_id(olde[a], newe[b]))
+					match = a;
+			}
+			if (match >= 0 && same_bytes(olde[match], newe[b]))
+				continue;		/* unchanged entry */
+			pe = palloc0(sizeof(PendingEntry));
+			pe->entry = newe[b];
+			pe->claim = entry_is_claim(newe[b]);
+			pe->replace = (match >= 0);
+			pe->row = row;
+			pe->keyvalues = nkv + b * q->def->nkeys;
+			pe->keynulls = nkn + b * q->def->nkeys;
+			q->inserts = lappend(q->inserts, pe);
+		}
+		for (a = 0; a < no; a++)
+		{
+			bool		kept = false;
+
+			for (b = 0; b < nn && !kept; b++)
+				kept = same_entry_id(olde[a], newe[b]);
+			if (!kept)
+				q->deletes = lappend(q->deletes, own_entry_filter(olde[a]));
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * A bulk write on an index collection, in the transaction's session if any.
+ */
+static mongoc_bulk_operation_t *
+create_bulk(IndexQueue *q, mongoc_client_session_t *session)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	bson_error_t error;
+	mongoc_bulk_operation_t *bulk;
+
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	if (session && !mongoc_client_session_append(session, &opts, &error))
+	{
+		bson_destroy(&opts);
+		elog(ERROR, "could not add the session to a bulk write: %s",
+			 error.message);
+	}
+	bulk = mongoc_collection_create_bulk_operation_with_opts(q->coll, &opts);
+	bson_destroy(&opts);
+	return bulk;
+}
+
+/*
+ * What we write for a pending entry: the entry, plus the claim time for
+ * claims in ordered mode.
+ */
+static bson_t *
+entry_to_write(IdxIndexWriter *w, PendingEntry *pe, bson_t *buf)
+{
+	struct timeval tv;
+
+	if (!(w->ordered && pe->claim))
+		return pe->entry;
+	bson_copy_to(pe->entry, buf);
+	gettimeofday(&tv, NULL);
+	BSON_APPEND_DATE_TIME(buf, IDX_ENTRY_CLAIM_TIME,
+						  (int64) tv.tv_sec * 1000 + tv.tv_usec / 1000);
+	return buf;
+}
+
+/*
+ * Add one pending entry to a bulk: claims are inserted (a duplicate is the
+ * unique check), everything else is an idempotent upsert of the entry,
+ * conditional on the fact for claims being replaced.
+ */
+static void
+bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
+			   PendingEntry *pe)
+{
+	bson_t		buf = BSON_INITIALIZER;
+	bson_t	   *doc = entry_to_write(w, pe, &buf);
+	bson_t		opts = BSON_INITIALIZER;
+	bson_error_t error;
+	bool		ok;
+
+	if (pe->claim && !pe->replace)
+		ok = mongoc_bulk_operation_insert_with_opts(bulk, doc, NULL, &error);
+	else
+	{
+		bson_t	   *selector = pe->claim ? own_entry_filter(pe->entry) : NULL;
+		bson_t		idonly = BSON_INITIALIZER;
+		bson_iter_t iter;
+
+		if (selector == NULL)
+		{
+			bson_iter_init_find(&iter, pe->entry, "_id");
+			bson_append_iter(&idonly, "_id", -1, &iter);
+			selector = &idonly;
+		}
+		BSON_APPEND_BOOL(&opts, "upsert", true);
+		ok = mongoc_bulk_operation_replace_one_with_opts(bulk, selector, doc,
+														 &opts, &error);
+		bson_destroy(&idonly);
+	}
+	bson_destroy(&opts);
+	bson_destroy(&buf);
+	if (!ok)
+		elog(ERROR, "could not queue an index entry write: %s", error.message);
+}
+
+/*
+ * The write errors of a bulk reply: op index and code of each, in
+ * palloc'd arrays; returns how many (0 if the reply has none).
+ */
+int
+idx_bulk_write_errors(const bson_t *reply, int **indexes, int **codes)
+{
+	bson_iter_t iter;
+	bson_iter_t werr;
+	int			n = 0;
+	int			alloc = 8;
+
+	*indexes = palloc(sizeof(int) * alloc);
+	*codes = palloc(sizeof(int) * alloc);
+	if (!bson_iter_init_find(&iter, reply, "writeErrors") ||
+		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &werr))
+		return 0;
+	while (bson_iter_next(&werr))
+	{
+		bson_iter_t field;
+		int			index = -1,
+					code = 0;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&werr))
+			continue;
+		if (bson_iter_recurse(&werr, &field) &&
+			bson_iter_find(&field, "index") && BSON_ITER_HOLDS_NUMBER(&field))
+			index = (int) bson_iter_as_int64(&field);
+		if (bson_iter_recurse(&werr, &field) &&
+			bson_iter_find(&field, "code") && BSON_ITER_HOLDS_NUMBER(&field))
+			code = (int) bson_iter_as_int64(&field);
+		if (n == alloc)
+		{
+			alloc *= 2;
+			*indexes = repalloc(*indexes, sizeof(int) * alloc);
+			*codes = repalloc(*codes, sizeof(int) * alloc);
+		}
+		(*indexes)[n] = index;
+		(*codes)[n] = code;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * "writing index collection "x"", for messages.
+ */
+static char *
+writing_what(IndexQueue *q)
+{
+	return psprintf("writing index collection \"%s\" of index \"%s\"",
+					q->def->collection, q->def->name);
+}
+
+/*
+ * The unique violation of a pending claim.
+ */
+static void
+report_unique_violation(IndexQueue *q, PendingEntry *pe)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("duplicate key value violates unique constraint \"%s\"",
+					q->def->name),
+			 errdetail("%s already exists.",
+					   idx_key_description(q->def, pe->keyvalues,
+										   pe->keynulls))));
+}
+
+/*
+ * Execute a bulk.  Returns NULL on success, else the palloc'd list of
+ * failed op indexes; errors other than duplicate keys, and any error
+ * without write errors, are raised at once.
+ */
+static bool
+run_bulk(IdxIndexWriter *w, IndexQueue *q, mongoc_bulk_operation_t **bulk,
+		 int **dup_ops, int *ndups)
+{
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+	int		   *indexes,
+			   *codes;
+	int			n,
+				i;
+	ok = mongoc_bulk_operation_execute(*bulk, &reply, &error);
+	mongoc_bulk_operation_destroy(*bulk);
+	*bulk = NULL;
+	*ndups = 0;
+	if (ok)
+	{
+		bson_destroy(&reply);
+		return true;
+	}
+	n = idx_bulk_write_errors(&reply, &indexes, &codes);
+	if (n == 0 && error.code == 11000 &&
+		!mongoc_error_has_label(&reply, "TransientTransactionError"))
+	{
+		/*
+		 * Inside a transaction MongoDB fails the whole command on a write
+		 * error: a duplicate, but of which op is unknown (-1).
+		 */
+		bson_destroy(&reply);
+		indexes[0] = -1;
+		*dup_ops = indexes;
+		*ndups = 1;
+		return false;
+	}
+	for (i = 0; i < n; i++)
+	{
+		if (codes[i] != 11000 || indexes[i] < 0)
+			break;
+	}
+	if (n == 0 || i < n ||
+		mongoc_error_has_label(&reply, "TransientTransactionError"))
+	{
+		PG_TRY();
+		{
+			idx_report_reply_error(&reply, &error, w->servername,
+								   writing_what(q));
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&reply);
+		}
+		PG_END_TRY();
+	}
+	bson_destroy(&reply);
+	*dup_ops = indexes;
+	*ndups = n;
+	return false;
+}
+
+/*
+ * Find one document by filter (projection optional), in the open
+ * transaction if "in_txn"; returns a palloc'd copy or NULL.
+ */
+static bson_t *
+find_one(IdxIndexWriter *w, mongoc_collection_t *coll, const bson_t *filter,
+		 const bson_t *projection, bool in_txn, const char *what)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	mongoc_cursor_t *cursor;
+	const bson_t *doc;
+	bson_t	   *result = NULL;
+
+	BSON_APPEND_INT64(&opts, "limit", 1);
+	if (projection)
+		BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+	if (in_txn)
+		idx_xact_append_session(w->client, &opts);
+	cursor = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
+	bson_destroy(&opts);
+	if (mongoc_cursor_next(cursor, &doc))
+		result = pcopy_bson(doc);
+	if (result == NULL && mongoc_cursor_error(cursor, NULL))
+	{
+		PG_TRY();
+		{
+			idx_report_cursor_error(cursor, w->servername, what);
+		}
+		PG_FINALLY();
+		{
+			mongoc_cursor_destroy(cursor);
+		}
+		PG_END_TRY();
+	}
+	mongoc_cursor_destroy(cursor);
+	return result;
+}
+
+/*
+ * Does the fact "fact_id" (now) have the entry _id of "pe"?
+ */
+static bool
+fact_has_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
+			   const bson_iter_t *fact_id)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		projection = BSON_INITIALIZER;
+	bson_t	   *fact;
+	int			attnum = -1;
+	bool		result = false;
+
+	bson_append_iter(&filter, "_id", -1, fact_id);
+	while ((attnum = bms_next_member(w->needed, attnum)) >= 0)
+		BSON_APPEND_INT32(&projection, w->info->fields[attnum - 1], 1);
+	fact = find_one(w, w->facts, &filter, &projection, true,
+					psprintf("checking a claim in index \"%s\"", q->def->name));
+	bson_destroy(&filter);
+	bson_destroy(&projection);
+	if (fact)
+	{
+		int			natts = w->info->natts;
+		Datum	   *values = palloc0(sizeof(Datum) * natts);
+		bool	   *nulls = palloc(sizeof(bool) * natts);
+		bson_t	  **entries;
+		Datum	   *kv;
+		bool	   *kn;
+		int			n,
+					e;
+
+		memset(nulls, true, sizeof(bool) * natts);
+		idx_document_to_row(w->rowconv, fact, values, nulls);
+		n = fact_entries(q->def, values, nulls, bson_iter_value((bson_iter_t *) fact_id),
+						 &entries, &kv, &kn);
+		for (e = 0; e < n && !result; e++)
+			result = same_entry_id(entries[e], pe->entry);
+	}
+	return result;
+}
+
+/*
+ * Milliseconds since a claim was made (its "t"), or a large number for
+ * claims without a time (written by transactions or the build).
+ */
+static int64
+claim_age_ms(const bson_t *claim)
+{
+	bson_iter_t iter;
+	struct timeval tv;
+
+	if (!bson_iter_init_find(&iter, claim, IDX_ENTRY_CLAIM_TIME) ||
+		!BSON_ITER_HOLDS_DATE_TIME(&iter))
+		return PG_INT64_MAX;
+	gettimeofday(&tv, NULL);
+	return (int64) tv.tv_sec * 1000 + tv.tv_usec / 1000 -
+		bson_iter_date_time(&iter);
+}
+
+/*
+ * Are two BSON values the same (same type and bytes)?
+ */
+static bool
+same_value(const bson_value_t *a, const bson_value_t *b)
+{
+	bson_t		da = BSON_INITIALIZER;
+	bson_t		db = BSON_INITIALIZER;
+	bool		result;
+
+	BSON_APPEND_VALUE(&da, "v", a);
+	BSON_APPEND_VALUE(&db, "v", b);
+	result = same_bytes(&da, &db);
+	bson_destroy(&da);
+	bson_destroy(&db);
+	return result;
+}
+
+/*
+ * Write one claim with insert_one (holder NULL) or as a takeover of the
+ * holder's claim with replace_one.  Returns true if it was written, false
+ * if someone else got there first; other errors are raised.
+ */
+static bool
+write_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
+			const bson_value_t *entry_id, const bson_value_t *holder)
+{
+	bson_t		buf = BSON_INITIALIZER;
+	bson_t	   *doc = entry_to_write(w, pe, &buf);
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+	bool		written = true;
+
+	if (holder == NULL)
+		ok = mongoc_collection_insert_one(q->coll, doc, NULL, &reply, &error);
+	else
+	{
+		bson_t		selector = BSON_INITIALIZER;
+		bson_iter_t iter;
+
+		BSON_APPEND_VALUE(&selector, "_id", entry_id);
+		BSON_APPEND_VALUE(&selector, IDX_ENTRY_FACT_ID, holder);
+		ok = mongoc_collection_replace_one(q->coll, &selector, doc, NULL,
+										   &reply, &error);
+		bson_destroy(&selector);
+		if (ok && bson_iter_init_find(&iter, &reply, "matchedCount") &&
+			BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) == 0)
+			written = false;
+	}
+	bson_destroy(&buf);
+	if (!ok && error.code == 11000)
+		written = false;
+	else if (!ok)
+	{
+		PG_TRY();
+		{
+			idx_report_reply_error(&reply, &error, w->servername,
+								   writing_what(q));
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&reply);
+		}
+		PG_END_TRY();
+	}
+	bson_destroy(&reply);
+	return written;
+}
+
+/*
+ * Ordered mode: a claim we could not insert is held by someone.  Take it
+ * over if it is ours already, or an orphan (its fact lacks the key) older
+ * than idxtable.unique_claim_timeout; otherwise it is a unique violation.
+ */
+static void
+resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
+{
+	bson_iter_t iter;
+	bson_value_t entry_id;
+	bson_value_t fact_id;
+	int			attempt;
+
+	bson_iter_init_find(&iter, pe->entry, "_id");
+	bson_value_copy(bson_iter_value(&iter), &entry_id);
+	bson_iter_init_find(&iter, pe->entry, IDX_ENTRY_FACT_ID);
+	bson_value_copy(bson_iter_value(&iter), &fact_id);
+
+	for (attempt = 0; attempt < IDX_CLAIM_ATTEMPTS; attempt++)
+	{
+		bson_t		filter = BSON_INITIALIZER;
+		bson_t	   *claim;
+		bson_iter_t holder;
+		bool		done;
+
+		CHECK_FOR_INTERRUPTS();
+		BSON_APPEND_VALUE(&filter, "_id", &entry_id);
+		claim = find_one(w, q->coll, &filter, NULL, true, writing_what(q));
+		bson_destroy(&filter);
+		if (claim == NULL)
+			done = write_claim(w, q, pe, &entry_id, NULL);
+		else
+		{
+			if (!bson_iter_init_find(&holder, claim, IDX_ENTRY_FACT_ID))
+				break;
+			if (!same_value(bson_iter_value(&holder), &fact_id) &&
+				(claim_age_ms(claim) < idx_unique_claim_timeout ||
+				 fact_has_entry(w, q, pe, &holder)))
+				break;
+			done = write_claim(w, q, pe, &entry_id, bson_iter_value(&holder));
+		}
+		if (done)
+		{
+			pe->written = true;
+			bson_value_destroy(&entry_id);
+			bson_value_destroy(&fact_id);
+			return;
+		}
+	}
+	bson_value_destroy(&entry_id);
+	bson_value_destroy(&fact_id);
+	report_unique_violation(q, pe);
+}
+
+/*
+ * Delete a list of entries by their own-entry filters in one bulk.
+ */
+static void
+delete_entries(IdxIndexWriter *w, IndexQueue *q, List *filters,
+			   mongoc_client_session_t *session)
+{
+	mongoc_bulk_operation_t *bulk;
+	ListCell   *lc;
+	int		   *dups;
+	int			ndups;
+
+	if (filters == NIL)
+		return;
+	bulk = create_bulk(q, session);
+	foreach(lc, filters)
+	{
+		bson_error_t error;
+
+		if (!mongoc_bulk_operation_remove_one_with_opts(bulk, lfirst(lc), NULL,
+														&error))
+		{
+			mongoc_bulk_operation_destroy(bulk);
+			elog(ERROR, "could not queue an index entry deletion: %s",
+				 error.message);
+		}
+	}
+	if (!run_bulk(w, q, &bulk, &dups, &ndups))
+		elog(ERROR, "unexpected duplicate key while deleting index entries");
+	w->deleted += list_length(filters);
+}
+
+/*
+ * Ordered mode, after a unique violation: remove the entries this batch
+ * wrote, so that nothing of the failed statement's batch stays behind.
+ */
+static void
+unwrite_batch(IdxIndexWriter *w)
+{
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		IndexQueue *q = &w->queues[i];
+		List	   *filters = NIL;
+		ListCell   *lc;
+
+		foreach(lc, q->inserts)
+		{
+			PendingEntry *pe = lfirst(lc);
+
+			if (pe->written && !pe->replace)
+				filters = lappend(filters, own_entry_filter(pe->entry));
+		}
+		delete_entries(w, q, filters, NULL);
+	}
+}
+
+/*
+ * Transaction mode, after a duplicate key failed a whole bulk write: the
+ * first pending claim that is held by a committed entry (read outside the
+ * aborted transaction), else the first claim.
+ */
+static PendingEntry *
+committed_claim(IdxIndexWriter *w, IndexQueue *q)
+{
+	PendingEntry *first = NULL;
+	ListCell   *lc;
+
+	foreach(lc, q->inserts)
+	{
+		PendingEntry *pe = lfirst(lc);
+		bson_t		filter = BSON_INITIALIZER;
+		bson_iter_t iter;
+		bson_t	   *holder;
+
+		if (!pe->claim)
+			continue;
+		if (first == NULL)
+			first = pe;
+		bson_iter_init_find(&iter, pe->entry, "_id");
+		bson_append_iter(&filter, "_id", -1, &iter);
+		holder = find_one(w, q->coll, &filter, NULL, false, writing_what(q));
+		bson_destroy(&filter);
+		if (holder)
+			return pe;
+	}
+	if (first == NULL)
+		first = linitial(q->inserts);
+	return first;
+}
+
+/*
+ * Write the queued new entries, one bulk per index collection.
+ */
+void
+idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		IndexQueue *q = &w->queues[i];
+		mongoc_bulk_operation_t *bulk;
+		ListCell   *lc;
+		int		   *dups;
+		int			ndups;
+		int			d;
+
+		if (q->inserts == NIL)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		bulk = create_bulk(q, session);
+		foreach(lc, q->inserts)
+			bulk_add_entry(w, bulk, lfirst(lc));
+		if (run_bulk(w, q, &bulk, &dups, &ndups))
+		{
+			foreach(lc, q->inserts)
+				((PendingEntry *) lfirst(lc))->written = true;
+			w->written += list_length(q->inserts);
+			continue;
+		}
+
+		/* everything but the duplicates was written */
+		foreach(lc, q->inserts)
+		{
+			PendingEntry *pe = lfirst(lc);
+
+			pe->written = true;
+			for (d = 0; d < ndups; d++)
+				if (dups[d] == foreach_current_index(lc))
+					pe->written = false;
+		}
+		if (dups[0] < 0)
+			report_unique_violation(q, committed_claim(w, q));
+		for (d = 0; d < ndups; d++)
+		{
+			PendingEntry *pe = list_nth(q->inserts, dups[d]);
+
+			if (!w->ordered || !pe->claim)
+				report_unique_violation(q, pe);
+			PG_TRY();
+			{
+				resolve_claim(w, q, pe);
+			}
+			PG_CATCH();
+			{
+				unwrite_batch(w);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
+		}
+		w->written += list_length(q->inserts);
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Undo the entries of one row whose fact was not written.
+ */
+void
+idx_writer_unwrite_row(IdxIndexWriter *w, int row, const Datum *keepvals,
+					   const bool *keepnulls,
+					   mongoc_client_session_t *session)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		IndexQueue *q = &w->queues[i];
+		List	   *filters = NIL;
+		ListCell   *lc;
+
+		foreach(lc, q->inserts)
+		{
+			PendingEntry *pe = lfirst(lc);
+			bool		keep = false;
+
+			if (pe->row != row || !pe->written || pe->replace)
+				continue;
+			if (keepvals)
+			{
+				bson_iter_t iter;
+				bson_t	  **entries;
+				Datum	   *kv;
+				bool	   *kn;
+				int			n,
+							e;
+
+				bson_iter_init_find(&iter, pe->entry, IDX_ENTRY_FACT_ID);
+				n = fact_entries(q->def, keepvals, keepnulls,
+								 bson_iter_value(&iter), &entries, &kv, &kn);
+				for (e = 0; e < n && !keep; e++)
+					keep = same_entry_id(entries[e], pe->entry);
+			}
+			if (!keep)
+				filters = lappend(filters, own_entry_filter(pe->entry));
+		}
+		delete_entries(w, q, filters, session);
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Delete the queued old entries, then clear the queue.
+ */
+void
+idx_writer_delete_old(IdxIndexWriter *w, mongoc_client_session_t *session)
+{
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		delete_entries(w, &w->queues[i], w->queues[i].deletes, session);
+	}
+	idx_writer_reset(w);
+}
+
+/*
+ * Forget the queue.
+ */
+void
+idx_writer_reset(IdxIndexWriter *w)
+{
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		w->queues[i].inserts = NIL;
+		w->queues[i].deletes = NIL;
+	}
+	MemoryContextReset(w->batch_cxt);
+}

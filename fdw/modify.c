@@ -1,0 +1,1054 @@
+/*-------------------------------------------------------------------------
+ *
+ * modify.c
+ *		  INSERT, UPDATE, DELETE and COPY FROM on idxtable_fdw foreign
+ *		  tables, keeping their index tables consistent (index_write.c).
+ *
+ * Rows are identified by the column mapped to _id, which the planner adds
+ * as a row identity column.  Each write runs in one of two consistency
+ * modes (option "consistency", resolved by xact.c):
+ *
+ *	INSERT	entries of the new rows, then the facts (one bulk write per
+ *			collection per batch of batch_size rows)
+ *	UPDATE	new entries (from the old and new rows PostgreSQL has), then
+ *			findAndModify of the fact with $set, which returns the fact as
+ *			it really was; if that differs from the row PostgreSQL had (a
+ *			concurrent writer in ordered mode), the entries are computed
+ *			again from it; then the old entries are deleted
+ *	DELETE	findAndModify removing the fact, then its entries are deleted
+ *
+ * In transaction mode all of it runs in the MongoDB transaction of the
+ * PostgreSQL transaction (xact.c).  In ordered mode each step is its own
+ * MongoDB write, and the order above is what makes any prefix of the steps
+ * a state that reads tolerate and repair_index fixes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/appendinfo.h"
+#include "optimizer/inherit.h"
+#include "optimizer/pathnode.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "connection.h"
+#include "convert.h"
+#include "document.h"
+#include "index_catalog.h"
+#include "index_write.h"
+#include "modify.h"
+#include "option.h"
+#include "scan.h"
+#include "xact.h"
+
+/* Name of the row identity junk column (the _id column's value) */
+#define IDX_ROWID_NAME "idxtable_id"
+
+/* fdw_private of a ModifyTable: (target attnums, has RETURNING) */
+enum IdxModifyPrivate
+{
+	IdxModPrivTargetAttrs,
+	IdxModPrivHasReturning
+};
+
+/*
+ * Execution state of a write to one foreign table.
+ */
+typedef struct IdxModifyState
+{
+	Relation	rel;
+	IdxTableInfo *info;
+	ForeignServer *server;
+	mongoc_client_t *client;
+	CmdType		operation;
+	bool		ordered;		/* consistency mode 'ordered' */
+	List	   *target_attrs;	/* UPDATE: assigned columns */
+	bool		has_returning;
+	AttrNumber	rowid_attno;	/* junk _id in the subplan's output */
+	AttrNumber	wholerow_attno; /* junk whole row (UPDATE) */
+
+	IdxIndexWriter *writer;
+	IdxRowConv *preconv;		/* a fact's index columns (pre-images) */
+	IdxRowConv *fullconv;		/* every column (DELETE RETURNING) */
+
+	mongoc_collection_t *facts;
+	bool		pinned;
+	MemoryContext cxt;			/* owns this state; reset releases */
+	MemoryContext row_cxt;		/* per row / batch */
+	MemoryContextCallback release_cb;
+
+	uint64		facts_written;
+	uint64		round_trips;
+} IdxModifyState;
+
+/*
+ * Release libmongoc objects and the client pin (reset callback).
+ */
+static void
+release_modify(void *arg)
+{
+	IdxModifyState *ms = arg;
+
+	if (ms->facts)
+		mongoc_collection_destroy(ms->facts);
+	ms->facts = NULL;
+	if (ms->pinned)
+		idx_client_pin(ms->client, -1);
+	ms->pinned = false;
+}
+
+/*
+ * Add the _id column as the row identity of UPDATE and DELETE.
+ */
+void
+idxAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
+						   RangeTblEntry *target_rte, Relation target_relation)
+{
+	IdxTableInfo *info = idx_get_table_info(RelationGetRelid(target_relation));
+	Form_pg_attribute attr;
+	Var		   *var;
+
+	if (info->id_attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot update or delete rows of foreign table \"%s\": it has no column for \"_id\"",
+						RelationGetRelationName(target_relation)),
+				 errhint("Add a column named _id or with the option (field '_id').")));
+
+	attr = TupleDescAttr(RelationGetDescr(target_relation),
+						 info->id_attnum - 1);
+	var = makeVar(rtindex, info->id_attnum, attr->atttypid, attr->atttypmod,
+				  attr->attcollation, 0);
+	add_row_identity_var(root, var, rtindex, IDX_ROWID_NAME);
+}
+
+/*
+ * Plan a write: remember the assigned columns; refuse updates of _id.
+ */
+List *
+idxPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
+					 Index resultRelation, int subplan_index)
+{
+	CmdType		operation = plan->operation;
+	RangeTblEntry *rte = planner_rt_fetch(resultRelation, root);
+	Relation	rel = table_open(rte->relid, NoLock);
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	List	   *target_attrs = NIL;
+	bool		has_returning = plan->returningLists != NIL;
+
+	if (plan->onConflictAction != ONCONFLICT_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("ON CONFLICT is not supported on foreign table \"%s\"",
+						RelationGetRelationName(rel))));
+
+	if (operation == CMD_UPDATE)
+	{
+		RelOptInfo *baserel = find_base_rel(root, resultRelation);
+		Bitmapset  *cols = get_rel_all_updated_cols(root, baserel);
+		IdxTableInfo *info = idx_get_table_info(rte->relid);
+		int			col = -1;
+
+		while ((col = bms_next_member(cols, col)) >= 0)
+		{
+			AttrNumber	attno = col + FirstLowInvalidHeapAttributeNumber;
+
+			if (attno <= InvalidAttrNumber)
+				elog(ERROR, "system-column update is not supported");
+			if (attno == info->id_attnum)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot update column \"%s\" of foreign table \"%s\"",
+								NameStr(TupleDescAttr(tupdesc, attno - 1)->attname),
+								RelationGetRelationName(rel)),
+						 errdetail("The column maps to \"_id\", which identifies a MongoDB document and cannot change."),
+						 errhint("Delete the row and insert it with the new value.")));
+			target_attrs = lappend_int(target_attrs, attno);
+		}
+	}
+	table_close(rel, NoLock);
+	return list_make2(target_attrs, makeBoolean(has_returning));
+}
+
+/*
+ * Set up the state of a write (INSERT, UPDATE, DELETE, COPY).
+ */
+static IdxModifyState *
+create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
+					List *target_attrs, bool has_returning, Plan *subplan)
+{
+	Relation	rel = rinfo->ri_RelationDesc;
+	MemoryContext cxt = AllocSetContextCreate(estate->es_query_cxt,
+											  "idxtable_fdw modify",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	IdxModifyState *ms = palloc0(sizeof(IdxModifyState));
+	IdxConsistency mode;
+
+	ms->cxt = cxt;
+	ms->row_cxt = AllocSetContextCreate(cxt, "idxtable_fdw modify row",
+										ALLOCSET_DEFAULT_SIZES);
+	ms->release_cb.func = release_modify;
+	ms->release_cb.arg = ms;
+	MemoryContextRegisterResetCallback(cxt, &ms->release_cb);
+
+	ms->rel = rel;
+	ms->operation = operation;
+	ms->target_attrs = target_attrs;
+	ms->has_returning = has_returning;
+	ms->info = idx_get_table_info(RelationGetRelid(rel));
+	ms->client = idx_get_client_for_rel(RelationGetRelid(rel), &ms->server);
+	idx_client_pin(ms->client, 1);
+	ms->pinned = true;
+	mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
+	ms->ordered = (mode == IDX_CONSISTENCY_ORDERED);
+	ms->facts = mongoc_client_get_collection(ms->client, ms->info->database,
+											 ms->info->collection);
+	ms->writer = idx_writer_create(rel, ms->info, ms->client,
+								   ms->server->servername, ms->ordered);
+	ms->preconv = idx_writer_row_conv(ms->writer);
+	if (operation == CMD_DELETE && has_returning)
+		ms->fullconv = idx_row_conv_create(RelationGetDescr(rel), ms->info,
+										   NULL);
+
+	if (subplan && (operation == CMD_UPDATE || operation == CMD_DELETE))
+	{
+		ms->rowid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist,
+													   IDX_ROWID_NAME);
+		if (!AttributeNumberIsValid(ms->rowid_attno))
+			elog(ERROR, "could not find junk _id column");
+		ms->wholerow_attno = ExecFindJunkAttributeInTlist(subplan->targetlist,
+														  "wholerow");
+	}
+	MemoryContextSwitchTo(oldcxt);
+	return ms;
+}
+
+void
+idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+					  List *fdw_private, int subplan_index, int eflags)
+{
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	rinfo->ri_FdwState =
+		create_modify_state(mtstate->ps.state, rinfo, mtstate->operation,
+							(List *) list_nth(fdw_private, IdxModPrivTargetAttrs),
+							boolVal(list_nth(fdw_private, IdxModPrivHasReturning)),
+							outerPlanState(mtstate)->plan);
+}
+
+void
+idxBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	rinfo->ri_FdwState =
+		create_modify_state(mtstate->ps.state, rinfo, CMD_INSERT, NIL,
+							rinfo->ri_returningList != NIL, NULL);
+}
+
+/*
+ * Rows per ExecForeignBatchInsert call: batch_size, or 1 where the
+ * executor needs each row back at once (RETURNING, row triggers, WITH
+ * CHECK OPTION).
+ */
+int
+idxGetForeignModifyBatchSize(ResultRelInfo *rinfo)
+{
+	IdxTableInfo *info;
+
+	if (rinfo->ri_projectReturning != NULL ||
+		rinfo->ri_WithCheckOptions != NIL ||
+		(rinfo->ri_TrigDesc &&
+		 (rinfo->ri_TrigDesc->trig_insert_before_row ||
+		  rinfo->ri_TrigDesc->trig_insert_after_row)))
+		return 1;
+	info = idx_get_table_info(RelationGetRelid(rinfo->ri_RelationDesc));
+	return info->batch_size;
+}
+
+/*
+ * The MongoDB session of this write: the transaction's, started now if
+ * needed, or none in ordered mode.
+ */
+static mongoc_client_session_t *
+write_session(IdxModifyState *ms)
+{
+	if (ms->ordered)
+		return NULL;
+	return idx_xact_begin_write(ms->client, ms->server->servername);
+}
+
+/*
+ * Count facts written; in ordered mode they are final now, which the
+ * transaction remembers for its warning at rollback.
+ */
+static void
+note_facts_written(IdxModifyState *ms, int n)
+{
+	ms->facts_written += n;
+	if (ms->ordered)
+		idx_xact_note_ordered_write(ms->info->relname);
+}
+
+/*
+ * Options carrying the session, for single-document writes.
+ */
+static void
+append_session(mongoc_client_session_t *session, bson_t *opts)
+{
+	bson_error_t error;
+
+	if (session && !mongoc_client_session_append(session, opts, &error))
+		elog(ERROR, "could not add the session to a write: %s", error.message);
+}
+
+/*
+ * Give a row without _id a new ObjectId (stored in the slot, so that
+ * RETURNING shows it) and return the row's BSON _id.
+ */
+static void
+row_id(IdxModifyState *ms, TupleTableSlot *slot, bson_value_t *id)
+{
+	AttrNumber	idatt = ms->info->id_attnum;
+	bson_oid_t	oid;
+
+	if (idatt != InvalidAttrNumber && !slot->tts_isnull[idatt - 1])
+	{
+		idx_id_value(slot->tts_values[idatt - 1],
+					 TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->atttypid,
+					 id);
+		return;
+	}
+	if (idatt != InvalidAttrNumber)
+	{
+		Oid			typid = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->atttypid;
+		char		hex[25];
+
+		if (!idx_id_type_takes_objectid(typid))
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
+							NameStr(TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->attname),
+							ms->info->relname),
+					 errdetail("A new ObjectId can only be generated for a text _id column; a column of type %s needs a value.",
+							   format_type_be(typid))));
+		bson_oid_init(&oid, NULL);
+		bson_oid_to_string(&oid, hex);
+		slot->tts_values[idatt - 1] = typid == NAMEOID
+			? DirectFunctionCall1(namein, CStringGetDatum(hex))
+			: CStringGetTextDatum(hex);
+		slot->tts_isnull[idatt - 1] = false;
+	}
+	else
+		bson_oid_init(&oid, NULL);
+	id->value_type = BSON_TYPE_OID;
+	bson_oid_copy(&oid, &id->value.v_oid);
+}
+
+/*
+ * Key (_id)=(x) description of a row's _id for a duplicate fact.
+ */
+static char *
+id_description(IdxModifyState *ms, TupleTableSlot *slot)
+{
+	AttrNumber	idatt = ms->info->id_attnum;
+	Oid			outfunc;
+	bool		isvarlena;
+	Form_pg_attribute attr;
+
+	if (idatt == InvalidAttrNumber)
+		return pstrdup("Key (_id) already exists.");
+	attr = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1);
+	getTypeOutputInfo(attr->atttypid, &outfunc, &isvarlena);
+	return psprintf("Key (%s)=(%s) already exists.", NameStr(attr->attname),
+					OidOutputFunctionCall(outfunc, slot->tts_values[idatt - 1]));
+}
+
+/*
+ * Read the row of a fact document into palloc'd values/nulls (all NULL
+ * except the columns "conv" converts).
+ */
+static void
+doc_to_row(IdxModifyState *ms, IdxRowConv *conv, const bson_t *doc,
+		   Datum **values, bool **nulls)
+{
+	int			natts = RelationGetDescr(ms->rel)->natts;
+
+	*values = palloc0(sizeof(Datum) * Max(natts, 1));
+	*nulls = palloc(sizeof(bool) * Max(natts, 1));
+	memset(*nulls, true, sizeof(bool) * Max(natts, 1));
+	idx_document_to_row(conv, doc, *values, *nulls);
+}
+
+/*
+ * The projection of the columns entries are computed from (and _id).
+ */
+static void
+append_index_projection(IdxModifyState *ms, bson_t *projection)
+{
+	Bitmapset  *needed = idx_writer_needed_attrs(ms->writer);
+	int			attnum = -1;
+
+	BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1);
+	while ((attnum = bms_next_member(needed, attnum)) >= 0)
+		BSON_APPEND_INT32(projection, ms->info->fields[attnum - 1], 1);
+}
+
+/*
+ * A fact by _id with the index columns, or NULL (palloc'd copy); read in
+ * the open transaction if "in_txn", else outside it.
+ */
+static bson_t *
+fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		projection;
+	mongoc_cursor_t *cursor;
+	const bson_t *doc;
+	bson_t	   *result = NULL;
+
+	BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+	append_index_projection(ms, &projection);
+	bson_append_document_end(&opts, &projection);
+	BSON_APPEND_INT64(&opts, "limit", 1);
+	if (in_txn)
+		idx_xact_append_session(ms->client, &opts);
+	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
+	bson_destroy(&filter);
+	bson_destroy(&opts);
+	if (mongoc_cursor_next(cursor, &doc))
+		result = bson_copy(doc);
+	else if (mongoc_cursor_error(cursor, NULL))
+	{
+		PG_TRY();
+		{
+			idx_report_cursor_error(cursor, ms->server->servername,
+									idx_reading_what(ms->info->collection,
+													 ms->info->database));
+		}
+		PG_FINALLY();
+		{
+			mongoc_cursor_destroy(cursor);
+		}
+		PG_END_TRY();
+	}
+	mongoc_cursor_destroy(cursor);
+	if (result)
+	{
+		bson_t	   *copy = palloc(sizeof(bson_t));
+		uint8	   *data = palloc(result->len);
+
+		memcpy(data, bson_get_data(result), result->len);
+		bson_init_static(copy, data, result->len);
+		bson_destroy(result);
+		result = copy;
+	}
+	return result;
+}
+
+/*
+ * The fact bulk insert of a batch failed.  A duplicate _id is a unique
+ * violation; in ordered mode the batch's other facts and all entries the
+ * batch wrote are removed again first, keeping the entries the existing
+ * facts really have.  Other errors are reported as they are (in ordered
+ * mode the entries already written are orphans that reads skip).
+ */
+static void
+insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
+			  int n, mongoc_client_session_t *session, bson_t *reply,
+			  const bson_error_t *error)
+{
+	int		   *indexes,
+			   *codes;
+	int			nerr = idx_bulk_write_errors(reply, &indexes, &codes);
+	bool	   *dup = palloc0(sizeof(bool) * n);
+	int			first = -1;
+	int			i;
+
+	for (i = 0; i < nerr; i++)
+	{
+		if (codes[i] != 11000 || indexes[i] < 0 || indexes[i] >= n)
+			break;
+		dup[indexes[i]] = true;
+		if (first < 0 || indexes[i] < first)
+			first = indexes[i];
+	}
+	if (nerr == 0 && error->code == 11000 && !ms->ordered &&
+		!mongoc_error_has_label(reply, "TransientTransactionError"))
+	{
+		/* a transaction fails the whole command: find the duplicate */
+		for (i = 0; i < n && first < 0; i++)
+		{
+			if (fetch_fact(ms, &ids[i], false) != NULL)
+				first = i;
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("duplicate key value violates unique constraint \"%s\"",
+						"_id_"),
+				 first >= 0 ? errdetail("%s", id_description(ms, slots[first])) : 0));
+	}
+	if (nerr == 0 || i < nerr ||
+		mongoc_error_has_label(reply, "TransientTransactionError"))
+		idx_report_reply_error(reply, error, ms->server->servername,
+							   psprintf("inserting into collection \"%s\"",
+										ms->info->collection));
+
+	if (ms->ordered)
+	{
+		bson_t		filter = BSON_INITIALIZER;
+		bson_t		ids_in;
+		bson_t		in;
+		bson_t		dreply;
+		bson_error_t derror;
+		int			k = 0;
+
+		/* remove the facts of this batch that did get in */
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
+		BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in);
+		for (i = 0; i < n; i++)
+		{
+			char		key[16];
+
+			if (dup[i])
+				continue;
+			snprintf(key, sizeof(key), "%d", k++);
+			BSON_APPEND_VALUE(&ids_in, key, &ids[i]);
+		}
+		bson_append_array_end(&in, &ids_in);
+		bson_append_document_end(&filter, &in);
+		if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
+													&dreply, &derror))
+			idx_report_reply_error(&dreply, &derror, ms->server->servername,
+								   psprintf("removing the facts of a failed insert from collection \"%s\"",
+											ms->info->collection));
+		if (k > 0)
+			bson_destroy(&dreply);
+		bson_destroy(&filter);
+
+		/* then their entries, keeping what existing facts do have */
+		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
+		{
+			Datum	   *keep = NULL;
+			bool	   *keepnulls = NULL;
+
+			if (dup[i])
+			{
+				bson_t	   *existing = fetch_fact(ms, &ids[i], false);
+
+				if (existing)
+					doc_to_row(ms, ms->preconv, existing, &keep, &keepnulls);
+			}
+			idx_writer_unwrite_row(ms->writer, i, keep, keepnulls, NULL);
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("duplicate key value violates unique constraint \"%s\"",
+					"_id_"),
+			 errdetail("%s", id_description(ms, slots[first]))));
+}
+
+/*
+ * Insert a batch of rows: entries first, then the facts in one bulk.
+ */
+static void
+insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
+	mongoc_client_session_t *session = write_session(ms);
+	bson_t		opts = BSON_INITIALIZER;
+	mongoc_bulk_operation_t *bulk;
+	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+	int			i;
+	uint64	   *prev;
+
+	for (i = 0; i < n; i++)
+	{
+		slot_getallattrs(slots[i]);
+		row_id(ms, slots[i], &ids[i]);
+		if (idx_writer_nindexes(ms->writer) > 0)
+			idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
+							 slots[i]->tts_isnull, &ids[i]);
+	}
+	idx_writer_write_new(ms->writer, session);
+
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	append_session(session, &opts);
+	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
+	bson_destroy(&opts);
+	for (i = 0; i < n; i++)
+	{
+		bson_t		doc = BSON_INITIALIZER;
+
+		idx_row_to_document(ms->info, tupdesc, slots[i]->tts_values,
+							slots[i]->tts_isnull, &ids[i], &doc);
+		mongoc_bulk_operation_insert_with_opts(bulk, &doc, NULL, &error);
+		bson_destroy(&doc);
+	}
+	prev = idx_count_round_trips(&ms->round_trips);
+	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
+	idx_count_round_trips(prev);
+	mongoc_bulk_operation_destroy(bulk);
+	if (!ok)
+	{
+		PG_TRY();
+		{
+			insert_failed(ms, slots, ids, n, session, &reply, &error);
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&reply);
+		}
+		PG_END_TRY();
+	}
+	bson_destroy(&reply);
+	note_facts_written(ms, n);
+	idx_writer_reset(ms->writer);
+}
+
+/*
+ * findAndModify of the fact "id": $set "update", or remove it (update
+ * NULL).  Returns the fact as it was before (with the index columns, or
+ * everything if "full"), palloc'd, or NULL if there is no such fact.
+ */
+static bson_t *
+find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
+				const bson_value_t *id, const bson_t *update, bool full)
+{
+	mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
+	bson_t		query = BSON_INITIALIZER;
+	bson_t		projection = BSON_INITIALIZER;
+	bson_t		extra = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bson_iter_t iter;
+	bson_t	   *result = NULL;
+	bool		ok;
+
+	BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id);
+	if (update)
+		mongoc_find_and_modify_opts_set_update(fam, update);
+	else
+		mongoc_find_and_modify_opts_set_flags(fam,
+											  MONGOC_FIND_AND_MODIFY_REMOVE);
+	if (!full)
+	{
+		append_index_projection(ms, &projection);
+		mongoc_find_and_modify_opts_set_fields(fam, &projection);
+	}
+	append_session(session, &extra);
+	mongoc_find_and_modify_opts_append(fam, &extra);
+	ok = mongoc_collection_find_and_modify_with_opts(ms->facts, &query, fam,
+													 &reply, &error);
+	mongoc_find_and_modify_opts_destroy(fam);
+	bson_destroy(&query);
+	bson_destroy(&projection);
+	bson_destroy(&extra);
+	if (!ok)
+	{
+		PG_TRY();
+		{
+			idx_report_reply_error(&reply, &error, ms->server->servername,
+								   psprintf("%s a document of collection \"%s\"",
+											update ? "updating" : "deleting",
+											ms->info->collection));
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&reply);
+		}
+		PG_END_TRY();
+	}
+	if (bson_iter_init_find(&iter, &reply, "value") &&
+		BSON_ITER_HOLDS_DOCUMENT(&iter))
+	{
+		const uint8 *data;
+		uint32		len;
+		uint8	   *copy;
+
+		bson_iter_document(&iter, &len, &data);
+		copy = palloc(len);
+		memcpy(copy, data, len);
+		result = palloc(sizeof(bson_t));
+		bson_init_static(result, copy, len);
+	}
+	bson_destroy(&reply);
+	return result;
+}
+
+/*
+ * Do two rows agree on every column that entries are computed from?
+ */
+static bool
+same_index_values(IdxModifyState *ms, const Datum *av, const bool *an,
+				  const Datum *bv, const bool *bn)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
+	Bitmapset  *needed = idx_writer_needed_attrs(ms->writer);
+	int			attnum = -1;
+
+	while ((attnum = bms_next_member(needed, attnum)) >= 0)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
+
+		if (an[attnum - 1] != bn[attnum - 1])
+			return false;
+		if (an[attnum - 1])
+			continue;
+		if (attr->attlen == -1)
+		{
+			/* varlena: compare contents, whatever the header format */
+			struct varlena *va = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(av[attnum - 1]));
+			struct varlena *vb = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(bv[attnum - 1]));
+
+			if (VARSIZE_ANY_EXHDR(va) != VARSIZE_ANY_EXHDR(vb) ||
+				memcmp(VARDATA_ANY(va), VARDATA_ANY(vb),
+					   VARSIZE_ANY_EXHDR(va)) != 0)
+				return false;
+		}
+		else if (!datumIsEqual(av[attnum - 1], bv[attnum - 1],
+							   attr->attbyval, attr->attlen))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The row identity (_id) of the row being updated or deleted, as BSON.
+ */
+static void
+target_id(IdxModifyState *ms, TupleTableSlot *planSlot, bson_value_t *id)
+{
+	bool		isnull;
+	Datum		value = ExecGetJunkAttribute(planSlot, ms->rowid_attno, &isnull);
+
+	if (isnull)
+		elog(ERROR, "_id of the row to modify is NULL");
+	idx_id_value(value,
+				 TupleDescAttr(RelationGetDescr(ms->rel),
+							   ms->info->id_attnum - 1)->atttypid,
+				 id);
+}
+
+/*
+ * The old row PostgreSQL read (the whole-row junk column), or false.
+ */
+static bool
+old_row(IdxModifyState *ms, TupleTableSlot *planSlot, Datum **values,
+		bool **nulls)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
+	HeapTupleData tuple;
+	HeapTupleHeader td;
+	bool		isnull;
+	Datum		datum;
+
+	if (!AttributeNumberIsValid(ms->wholerow_attno))
+		return false;
+	datum = ExecGetJunkAttribute(planSlot, ms->wholerow_attno, &isnull);
+	if (isnull)
+		return false;
+	td = DatumGetHeapTupleHeader(datum);
+	tuple.t_len = HeapTupleHeaderGetDatumLength(td);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = td;
+	*values = palloc(sizeof(Datum) * tupdesc->natts);
+	*nulls = palloc(sizeof(bool) * tupdesc->natts);
+	heap_deform_tuple(&tuple, tupdesc, *values, *nulls);
+	return true;
+}
+
+/*
+ * UPDATE one row (see the file header for the steps).
+ */
+static TupleTableSlot *
+update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	IdxIndexWriter *w = ms->writer;
+	bool		indexed = idx_writer_nindexes(w) > 0;
+	mongoc_client_session_t *session;
+	bson_value_t id;
+	bson_t		update = BSON_INITIALIZER;
+	Datum	   *oldvals = NULL;
+	bool	   *oldnulls = NULL;
+	bool		have_old;
+	bson_t	   *before;
+
+	if (ms->target_attrs == NIL)
+		return slot;			/* nothing MongoDB stores changes */
+	session = write_session(ms);
+	target_id(ms, planSlot, &id);
+	slot_getallattrs(slot);
+	have_old = indexed && old_row(ms, planSlot, &oldvals, &oldnulls);
+	if (have_old)
+	{
+		idx_writer_queue(w, 0, oldvals, oldnulls, slot->tts_values,
+						 slot->tts_isnull, &id);
+		idx_writer_write_new(w, session);
+	}
+
+	idx_row_to_update(ms->info, RelationGetDescr(ms->rel), ms->target_attrs,
+					  slot->tts_values, slot->tts_isnull, &update);
+	before = find_and_modify(ms, session, &id, &update, false);
+	bson_destroy(&update);
+	if (before == NULL)
+	{
+		/* the fact is gone: take back the entries written for it */
+		if (have_old)
+			idx_writer_unwrite_row(w, 0, NULL, NULL, session);
+		idx_writer_reset(w);
+		return NULL;
+	}
+	note_facts_written(ms, 1);
+
+	if (indexed)
+	{
+		Datum	   *prevals;
+		bool	   *prenulls;
+
+		doc_to_row(ms, ms->preconv, before, &prevals, &prenulls);
+		if (!have_old ||
+			!same_index_values(ms, prevals, prenulls, oldvals, oldnulls))
+		{
+			Datum	   *newvals;
+			bool	   *newnulls;
+			ListCell   *lc;
+			int			natts = RelationGetDescr(ms->rel)->natts;
+
+			/*
+			 * The fact was not what PostgreSQL read: its new state is the
+			 * old fact with our assignments.  Go from the entries written
+			 * above to those of the new state, then drop the old fact's.
+			 */
+			newvals = palloc(sizeof(Datum) * natts);
+			newnulls = palloc(sizeof(bool) * natts);
+			memcpy(newvals, prevals, sizeof(Datum) * natts);
+			memcpy(newnulls, prenulls, sizeof(bool) * natts);
+			foreach(lc, ms->target_attrs)
+			{
+				int			att = lfirst_int(lc);
+
+				newvals[att - 1] = slot->tts_values[att - 1];
+				newnulls[att - 1] = slot->tts_isnull[att - 1];
+			}
+			idx_writer_reset(w);
+			if (have_old)
+			{
+				idx_writer_queue(w, 0, slot->tts_values, slot->tts_isnull,
+								 newvals, newnulls, &id);
+				idx_writer_write_new(w, session);
+				idx_writer_delete_old(w, session);
+			}
+			idx_writer_queue(w, 0, prevals, prenulls, newvals, newnulls, &id);
+			idx_writer_write_new(w, session);
+		}
+		idx_writer_delete_old(w, session);
+	}
+	return slot;
+}
+
+/*
+ * DELETE one row: the fact first, then its entries.
+ */
+static TupleTableSlot *
+delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	mongoc_client_session_t *session = write_session(ms);
+	bson_value_t id;
+	bson_t	   *before;
+
+	target_id(ms, planSlot, &id);
+	before = find_and_modify(ms, session, &id, NULL, ms->has_returning);
+	if (before == NULL)
+		return NULL;
+	note_facts_written(ms, 1);
+	if (idx_writer_nindexes(ms->writer) > 0)
+	{
+		Datum	   *prevals;
+		bool	   *prenulls;
+
+		doc_to_row(ms, ms->preconv, before, &prevals, &prenulls);
+		idx_writer_queue(ms->writer, 0, prevals, prenulls, NULL, NULL, &id);
+		idx_writer_delete_old(ms->writer, session);
+	}
+	if (ms->has_returning)
+	{
+		ExecClearTuple(slot);
+		memset(slot->tts_isnull, true,
+			   sizeof(bool) * slot->tts_tupleDescriptor->natts);
+		idx_document_to_row(ms->fullconv, before, slot->tts_values,
+							slot->tts_isnull);
+		ExecStoreVirtualTuple(slot);
+	}
+	return slot;
+}
+
+/*
+ * Run one write step with round trips counted and per-row memory.
+ */
+typedef enum WriteStep
+{
+	STEP_INSERT,
+	STEP_UPDATE,
+	STEP_DELETE
+} WriteStep;
+
+static TupleTableSlot *
+run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
+		 TupleTableSlot *planSlot)
+{
+	MemoryContext oldcxt;
+	uint64	   *prev;
+	TupleTableSlot *result = NULL;
+
+	CHECK_FOR_INTERRUPTS();
+	MemoryContextReset(ms->row_cxt);
+	oldcxt = MemoryContextSwitchTo(ms->row_cxt);
+	prev = idx_count_round_trips(&ms->round_trips);
+	PG_TRY();
+	{
+		switch (step)
+		{
+			case STEP_INSERT:
+				insert_rows(ms, slots, n);
+				result = slots[0];
+				break;
+			case STEP_UPDATE:
+				result = update_row(ms, slots[0], planSlot);
+				break;
+			case STEP_DELETE:
+				result = delete_row(ms, slots[0], planSlot);
+				break;
+		}
+	}
+	PG_FINALLY();
+	{
+		idx_count_round_trips(prev);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+TupleTableSlot *
+idxExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
+					 TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	return run_step(rinfo->ri_FdwState, STEP_INSERT, &slot, 1, planSlot);
+}
+
+TupleTableSlot **
+idxExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
+						  TupleTableSlot **slots, TupleTableSlot **planSlots,
+						  int *numSlots)
+{
+	run_step(rinfo->ri_FdwState, STEP_INSERT, slots, *numSlots, NULL);
+	return slots;
+}
+
+TupleTableSlot *
+idxExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
+					 TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	return run_step(rinfo->ri_FdwState, STEP_UPDATE, &slot, 1, planSlot);
+}
+
+TupleTableSlot *
+idxExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
+					 TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	return run_step(rinfo->ri_FdwState, STEP_DELETE, &slot, 1, planSlot);
+}
+
+/*
+ * End of a write: release everything.
+ */
+void
+idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
+{
+	IdxModifyState *ms = rinfo->ri_FdwState;
+
+	if (ms == NULL)
+		return;
+	MemoryContextDelete(ms->cxt);
+	rinfo->ri_FdwState = NULL;
+}
+
+void
+idxEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
+{
+	idxEndForeignModify(estate, rinfo);
+}
+
+/*
+ * All of INSERT, UPDATE and DELETE are supported.
+ */
+int
+idxIsForeignRelUpdatable(Relation rel)
+{
+	return (1 << CMD_INSERT) | (1 << CMD_UPDATE) | (1 << CMD_DELETE);
+}
+
+/*
+ * EXPLAIN: the index tables the write maintains, the consistency mode;
+ * with ANALYZE what was written and how many round trips it took.
+ */
+void
+idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+						List *fdw_private, int subplan_index,
+						ExplainState *es)
+{
+	Oid			relid = RelationGetRelid(rinfo->ri_RelationDesc);
+	IdxTableInfo *info = idx_get_table_info(relid);
+	IdxModifyState *ms = rinfo->ri_FdwState;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	foreach(lc, idx_get_indexes(relid))
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (def->state != IDX_STATE_FAILED)
+			names = lappend(names, def->name);
+	}
+	if (names != NIL)
+		ExplainPropertyList("Index Tables Maintained", names, es);
+	if (ms)
+		ExplainPropertyText("Consistency",
+							ms->ordered ? "ordered" : "transaction", es);
+	else
+		ExplainPropertyText("Consistency",
+							info->consistency == IDX_CONSISTENCY_ORDERED ? "ordered"
+							: info->consistency == IDX_CONSISTENCY_TRANSACTION ? "transaction"
+							: "transaction if supported, else ordered", es);
+	if (ms && es->analyze)
+	{
+		uint64		written,
+					deleted;
+
+		idx_writer_counters(ms->writer, &written, &deleted);
+		ExplainPropertyUInteger("Facts Written", NULL, ms->facts_written, es);
+		ExplainPropertyUInteger("Index Entries Written", NULL, written, es);
+		ExplainPropertyUInteger("Index Entries Deleted", NULL, deleted, es);
+		ExplainPropertyUInteger("Round Trips", NULL, ms->round_trips, es);
+	}
+}

@@ -1,0 +1,412 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.c
+ *		  MongoDB transactions tied to the PostgreSQL transaction.
+ *
+ * One entry per client that ever wrote in transaction mode holds the
+ * client's session for the client's whole life (a session runs one
+ * transaction after another); the entry is dropped, and the session ended,
+ * only when the connection cache destroys the client.  Keeping the session
+ * alive past an abort matters: at XACT_EVENT_ABORT the scans' cursors,
+ * which refer to the session, are released only later with the portal's
+ * memory.
+ *
+ * Subtransactions: "write_level" is the deepest nesting level that holds
+ * foreign writes.  A subtransaction commit hands its writes to the parent;
+ * a subtransaction abort at or above write_level aborts the MongoDB
+ * transaction (MongoDB has no savepoints) and dooms the PostgreSQL
+ * transaction: every later foreign access and the COMMIT fail.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+
+#include "connection.h"
+#include "xact.h"
+
+/* Attempts at commitTransaction while the result is unknown */
+#define IDX_COMMIT_ATTEMPTS 3
+
+typedef struct IdxRemoteXact
+{
+	mongoc_client_t *client;
+	char	   *servername;
+	mongoc_client_session_t *session;
+	bool		in_txn;			/* a MongoDB transaction is open */
+	int			write_level;	/* deepest nest level holding writes */
+	bool		doomed;			/* rolled back to a savepoint after writes */
+} IdxRemoteXact;
+
+static List *remote_xacts = NIL;	/* in TopMemoryContext */
+static bool callbacks_registered = false;
+static char *ordered_write_rel = NULL;	/* a table written in ordered mode */
+
+static void xact_callback(XactEvent event, void *arg);
+static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							 SubTransactionId parentSubid, void *arg);
+
+/*
+ * Find the entry of a client, or NULL.
+ */
+static IdxRemoteXact *
+find_xact(mongoc_client_t *client)
+{
+	ListCell   *lc;
+
+	foreach(lc, remote_xacts)
+	{
+		IdxRemoteXact *x = lfirst(lc);
+
+		if (x->client == client)
+			return x;
+	}
+	return NULL;
+}
+
+/*
+ * Register the transaction callbacks once per backend.
+ */
+static void
+register_callbacks(void)
+{
+	if (callbacks_registered)
+		return;
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
+	callbacks_registered = true;
+}
+
+/*
+ * Does the server the client talks to support transactions?  A replica set
+ * primary of wire version 7 (MongoDB 4.0) or later, or a mongos or load
+ * balancer of wire version 8 (4.2) or later.
+ */
+static bool
+server_supports_transactions(mongoc_client_t *client, const char *servername)
+{
+	bson_error_t error;
+	mongoc_server_description_t *sd;
+	const char *type;
+	const bson_t *hello;
+	bson_iter_t iter;
+	int64		wire = 0;
+	bool		result;
+
+	sd = mongoc_client_select_server(client, true, NULL, &error);
+	if (sd == NULL)
+		idx_report_error(&error, servername, "selecting a server for writes");
+	type = mongoc_server_description_type(sd);
+	hello = mongoc_server_description_hello_response(sd);
+	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		wire = bson_iter_as_int64(&iter);
+	if (strcmp(type, "RSPrimary") == 0)
+		result = wire >= 7;
+	else if (strcmp(type, "Mongos") == 0 || strcmp(type, "LoadBalancer") == 0)
+		result = wire >= 8;
+	else
+		result = false;
+	mongoc_server_description_destroy(sd);
+	return result;
+}
+
+/*
+ * The consistency mode of a write to the table.
+ */
+IdxConsistency
+idx_xact_mode(const IdxTableInfo *info, mongoc_client_t *client,
+			  const char *servername)
+{
+	bool		supported;
+
+	if (info->consistency == IDX_CONSISTENCY_ORDERED)
+		return IDX_CONSISTENCY_ORDERED;
+	supported = server_supports_transactions(client, servername);
+	if (info->consistency == IDX_CONSISTENCY_DEFAULT)
+		return supported ? IDX_CONSISTENCY_TRANSACTION : IDX_CONSISTENCY_ORDERED;
+	if (!supported)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("server \"%s\" does not support transactions, which foreign table \"%s\" requires",
+						servername, info->relname),
+				 errdetail("MongoDB transactions need a replica set or a sharded cluster."),
+				 errhint("Set the option consistency to 'ordered' on the table or the server.")));
+	return IDX_CONSISTENCY_TRANSACTION;
+}
+
+/*
+ * Raise the error for any use of a doomed transaction.
+ */
+static void
+check_not_doomed(IdxRemoteXact *x)
+{
+	if (x->doomed)
+		ereport(ERROR,
+				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
+				 errmsg("the MongoDB transaction on server \"%s\" was aborted by a rollback to a savepoint",
+						x->servername),
+				 errdetail("MongoDB has no savepoints, so the foreign writes made since the savepoint could not be undone alone."),
+				 errhint("Roll back the whole transaction.")));
+}
+
+/*
+ * Start (or continue) the MongoDB transaction for a write.
+ */
+mongoc_client_session_t *
+idx_xact_begin_write(mongoc_client_t *client, const char *servername)
+{
+	IdxRemoteXact *x = find_xact(client);
+	bson_error_t error;
+	int			level = GetCurrentTransactionNestLevel();
+
+	register_callbacks();
+	if (x == NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		x = palloc0(sizeof(IdxRemoteXact));
+		x->client = client;
+		x->servername = pstrdup(servername);
+		remote_xacts = lappend(remote_xacts, x);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	check_not_doomed(x);
+	if (x->session == NULL)
+	{
+		x->session = mongoc_client_start_session(client, NULL, &error);
+		if (x->session == NULL)
+			idx_report_error(&error, servername, "starting a session");
+	}
+	if (!x->in_txn)
+	{
+		if (!mongoc_client_session_start_transaction(x->session, NULL, &error))
+			idx_report_error(&error, servername, "starting a transaction");
+		x->in_txn = true;
+		x->write_level = level;
+	}
+	x->write_level = Max(x->write_level, level);
+	return x->session;
+}
+
+/*
+ * Remember that a table was written in ordered mode in this transaction.
+ */
+void
+idx_xact_note_ordered_write(const char *relname)
+{
+	register_callbacks();
+	if (ordered_write_rel == NULL)
+		ordered_write_rel = MemoryContextStrdup(TopMemoryContext, relname);
+}
+
+/*
+ * Put the open transaction's session into a read's options.
+ */
+void
+idx_xact_append_session(mongoc_client_t *client, bson_t *opts)
+{
+	IdxRemoteXact *x = find_xact(client);
+	bson_error_t error;
+
+	if (x == NULL)
+		return;
+	check_not_doomed(x);
+	if (!x->in_txn)
+		return;
+	if (!mongoc_client_session_append(x->session, opts, &error))
+		idx_report_error(&error, x->servername, "joining the transaction");
+}
+
+/*
+ * Is a MongoDB transaction open on the client?
+ */
+bool
+idx_xact_client_busy(mongoc_client_t *client)
+{
+	IdxRemoteXact *x = find_xact(client);
+
+	return x != NULL && x->in_txn;
+}
+
+/*
+ * End the client's session before the client is destroyed.
+ */
+void
+idx_xact_forget_client(mongoc_client_t *client)
+{
+	IdxRemoteXact *x = find_xact(client);
+
+	if (x == NULL)
+		return;
+	if (x->session)
+		mongoc_client_session_destroy(x->session);
+	remote_xacts = list_delete_ptr(remote_xacts, x);
+	pfree(x->servername);
+	pfree(x);
+}
+
+/*
+ * Abort the MongoDB transaction, ignoring errors: the server aborts it on
+ * its own after transactionLifetimeLimitSeconds anyway.
+ */
+static void
+abort_remote(IdxRemoteXact *x)
+{
+	bson_error_t error;
+
+	if (!x->in_txn)
+		return;
+	x->in_txn = false;
+	if (!mongoc_client_session_abort_transaction(x->session, &error))
+		ereport(WARNING,
+				(errmsg("could not abort the MongoDB transaction on server \"%s\"",
+						x->servername),
+				 errdetail("MongoDB will abort it when it times out.")));
+}
+
+/*
+ * Commit the MongoDB transaction, retrying while the outcome is unknown
+ * (UnknownTransactionCommitResult), as MongoDB's drivers do.  Failure is
+ * an ERROR, which makes the PostgreSQL COMMIT fail.
+ */
+static void
+commit_remote(IdxRemoteXact *x)
+{
+	int			attempt;
+
+	for (attempt = 1;; attempt++)
+	{
+		bson_t		reply;
+		bson_error_t error;
+
+		if (mongoc_client_session_commit_transaction(x->session, &reply,
+													 &error))
+		{
+			bson_destroy(&reply);
+			x->in_txn = false;
+			return;
+		}
+		if (attempt < IDX_COMMIT_ATTEMPTS &&
+			mongoc_error_has_label(&reply, "UnknownTransactionCommitResult"))
+		{
+			bson_destroy(&reply);
+			continue;
+		}
+		x->in_txn = false;
+		{
+			/* keep the reply in palloc'd memory across the ereport */
+			uint8	   *data = palloc(reply.len);
+			bson_t		kept;
+
+			memcpy(data, bson_get_data(&reply), reply.len);
+			bson_init_static(&kept, data, reply.len);
+			bson_destroy(&reply);
+			idx_report_reply_error(&kept, &error, x->servername,
+								   "committing the transaction");
+		}
+	}
+}
+
+/*
+ * Commit at pre-commit, abort at abort, refuse PREPARE.
+ */
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+			foreach(lc, remote_xacts)
+			{
+				IdxRemoteXact *x = lfirst(lc);
+
+				check_not_doomed(x);
+				if (x->in_txn)
+					commit_remote(x);
+			}
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			foreach(lc, remote_xacts)
+			{
+				IdxRemoteXact *x = lfirst(lc);
+
+				if (x->in_txn || x->doomed)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot prepare a transaction that has written to foreign tables of server \"%s\"",
+									x->servername),
+							 errdetail("MongoDB transactions cannot take part in two-phase commit.")));
+			}
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			foreach(lc, remote_xacts)
+				abort_remote(lfirst(lc));
+			if (ordered_write_rel)
+				ereport(WARNING,
+						(errmsg("writes to foreign table \"%s\" were not rolled back",
+								ordered_write_rel),
+						 errdetail("The table's consistency mode is 'ordered': each write is final when it is made.")));
+			break;
+		default:
+			break;
+	}
+
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		foreach(lc, remote_xacts)
+		{
+			IdxRemoteXact *x = lfirst(lc);
+
+			x->in_txn = false;
+			x->doomed = false;
+			x->write_level = 0;
+		}
+		if (ordered_write_rel)
+			pfree(ordered_write_rel);
+		ordered_write_rel = NULL;
+	}
+}
+
+/*
+ * Hand writes to the parent at subtransaction commit; at subtransaction
+ * abort, abort the MongoDB transaction if it holds writes of the aborted
+ * subtransaction.
+ */
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	ListCell   *lc;
+
+	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	foreach(lc, remote_xacts)
+	{
+		IdxRemoteXact *x = lfirst(lc);
+
+		if (!x->in_txn || x->write_level < level)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			x->write_level = level - 1;
+		else
+		{
+			abort_remote(x);
+			x->doomed = true;
+			ereport(WARNING,
+					(errmsg("the MongoDB transaction on server \"%s\" was aborted",
+							x->servername),
+					 errdetail("MongoDB has no savepoints: writes to its foreign tables cannot be rolled back to a savepoint."),
+					 errhint("Roll back the whole transaction.")));
+		}
+	}
+}
