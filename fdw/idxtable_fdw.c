@@ -34,6 +34,7 @@ void		_PG_init(void);
 
 /* idxtable.enable_index_routing: may the planner use index tables? */
 bool		idxtable_enable_index_routing = true;
+bool		idxtable_enable_plain_scan = true;
 
 /*
  * Route libmongoc's own log lines to the server log at DEBUG level, so they
@@ -66,6 +67,15 @@ _PG_init(void)
 							 "Like enable_indexscan: off leaves only plain "
 							 "scans of the collections, for comparisons.",
 							 &idxtable_enable_index_routing,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("idxtable.enable_plain_scan",
+							 "Lets the planner choose plain scans of collections that have index tables.",
+							 "Like enable_seqscan: off makes them look very expensive, "
+							 "so that an index table is used wherever one applies.",
+							 &idxtable_enable_plain_scan,
 							 true,
 							 PGC_USERSET,
 							 0,

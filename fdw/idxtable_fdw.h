@@ -19,6 +19,7 @@
 
 /* idxtable_fdw.c: the GUC idxtable.enable_index_routing */
 extern bool idxtable_enable_index_routing;
+extern bool idxtable_enable_plain_scan;
 
 /* planner.c */
 extern void idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,

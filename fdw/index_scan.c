@@ -51,6 +51,8 @@ typedef struct IdxIndexScan
 	Datum	   *values;			/* their values for this execution */
 	bool	   *nulls;
 	IdxRowConv *entryconv;		/* covering: columns read from entries */
+	IdxRowConv *keyconv;		/* key-only: a fact's key columns */
+	Bitmapset  *fetch_attrs;	/* key-only: columns to fetch (+ keys) */
 
 	/* libmongoc objects, released by idx_index_scan_release() */
 	mongoc_collection_t *index_coll;
@@ -74,12 +76,15 @@ typedef struct IdxIndexScan
 	int			batch_pos;
 	char	  **batch_ids;		/* {"v": fact _id} of each entry */
 	uint32	   *batch_id_lens;
+	const uint8 **batch_entry_ids;	/* each entry's _id document */
+	uint32	   *batch_entry_id_lens;
 	bson_t	   *batch_docs;		/* the facts, static bsons over copies */
 	bool	   *batch_found;
 	char	   *last_lookup;	/* the latest lookup filter, as JSON */
 
 	uint64		entries_read;
 	uint64		facts_fetched;
+	uint64		entries_skipped;	/* entries their fact did not vouch for */
 } IdxIndexScan;
 
 /*
@@ -155,6 +160,18 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 										  ALLOCSET_DEFAULT_SIZES);
 	if (ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 		ix->entryconv = entry_row_conv(rel, state, ix->def);
+	if (!ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+	{
+		Bitmapset  *keys = NULL;
+		int			k;
+
+		for (k = 0; k < ix->def->nkeys; k++)
+			keys = bms_add_member(keys, ix->def->keys[k].attnum -
+								  FirstLowInvalidHeapAttributeNumber);
+		ix->keyconv = idx_row_conv_create(RelationGetDescr(rel), state->info,
+										  keys);
+		ix->fetch_attrs = bms_union(state->attrs_used, keys);
+	}
 	state->index = ix;
 }
 
@@ -307,7 +324,8 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 			}
 			else
 			{
-				BSON_APPEND_INT32(&child, "_id", 0);
+				/* _id: the fact must vouch for the entry (vouching_entry) */
+				BSON_APPEND_INT32(&child, "_id", 1);
 				BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1);
 			}
 			bson_append_document_end(&opts, &child);
@@ -451,6 +469,68 @@ raw_id(bson_iter_t *iter, uint32 *len)
 }
 
 /*
+ * Verification on read: the position of a batch entry that points to the
+ * fact "doc" and is one of the fact's own entries now (its _id is what the
+ * fact's key values give), skipping positions already "taken"; -1 if no
+ * entry of the batch vouches for the fact.  An entry left behind by an
+ * interrupted write (consistency 'ordered') or changed behind the FDW's
+ * back is thereby never used: its fact is not returned through it, and a
+ * fact reached through a stale and a current entry comes out once.
+ */
+static int
+vouching_entry(IdxIndexScan *ix, const bson_t *doc, const bool *taken)
+{
+	const IdxIndexDef *def = ix->def;
+	bson_iter_t iter;
+	uint32		len;
+	char	   *id;
+	Datum	   *values;
+	bool	   *nulls;
+	Datum	   *kv;
+	bool	   *kn;
+	int			natts = ix->keyconv->natts;
+	int			n,
+				e,
+				i;
+
+	if (!bson_iter_init_find(&iter, doc, "_id"))
+		return -1;
+	id = raw_id(&iter, &len);
+	values = palloc0(sizeof(Datum) * Max(natts, 1));
+	nulls = palloc(sizeof(bool) * Max(natts, 1));
+	memset(nulls, true, sizeof(bool) * Max(natts, 1));
+	idx_document_to_row(ix->keyconv, doc, values, nulls);
+	n = idx_compute_keys(def, values, nulls, &kv, &kn);
+
+	for (i = 0; i < ix->batch_n; i++)
+	{
+		if ((taken && taken[i]) || ix->batch_id_lens[i] != len ||
+			memcmp(ix->batch_ids[i], id, len) != 0)
+			continue;
+		for (e = 0; e < n; e++)
+		{
+			bson_t		tmp = BSON_INITIALIZER;
+			bson_iter_t it;
+			const uint8 *data;
+			uint32		dlen;
+			bool		match;
+
+			idx_append_entry_id(&tmp, "_id", def, kv + e * def->nkeys,
+								kn + e * def->nkeys, bson_iter_value(&iter));
+			bson_iter_init_find(&it, &tmp, "_id");
+			bson_iter_document(&it, &dlen, &data);
+			match = dlen == ix->batch_entry_id_lens[i] &&
+				memcmp(data, ix->batch_entry_ids[i], dlen) == 0;
+			bson_destroy(&tmp);
+			if (match)
+				return i;
+		}
+	}
+	ix->entries_skipped++;
+	return -1;
+}
+
+/*
  * Ordered key-only scans: read the whole batch of facts and put them in
  * the order of their entries (facts fetched by $in come in _id order).
  * A fact that no longer matches its entry is simply missing.
@@ -465,9 +545,6 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 	ix->batch_found = palloc0(sizeof(bool) * Max(ix->batch_n, 1));
 	for (;;)
 	{
-		bson_iter_t iter;
-		uint32		len;
-		char	   *id;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
@@ -475,24 +552,16 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 								state->info->database);
 		if (doc == NULL)
 			break;
-		if (!bson_iter_init_find(&iter, doc, "_id"))
-			continue;
-		id = raw_id(&iter, &len);
-		for (i = 0; i < ix->batch_n; i++)
+		ix->facts_fetched++;
+		state->docs_fetched++;
+		i = vouching_entry(ix, doc, ix->batch_found);
+		if (i >= 0)
 		{
-			if (!ix->batch_found[i] && ix->batch_id_lens[i] == len &&
-				memcmp(ix->batch_ids[i], id, len) == 0)
-			{
-				char	   *copy = palloc(doc->len);
+			char	   *copy = palloc(doc->len);
 
-				memcpy(copy, bson_get_data(doc), doc->len);
-				bson_init_static(&ix->batch_docs[i], (uint8_t *) copy,
-								 doc->len);
-				ix->batch_found[i] = true;
-				ix->facts_fetched++;
-				state->docs_fetched++;
-				break;
-			}
+			memcpy(copy, bson_get_data(doc), doc->len);
+			bson_init_static(&ix->batch_docs[i], (uint8_t *) copy, doc->len);
+			ix->batch_found[i] = true;
 		}
 	}
 	ix->batch_pos = 0;
@@ -517,14 +586,15 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 	const bson_t *entry;
 	bool		ordered = ix->order_key >= 0;
 
-	if (ordered)
-	{
-		MemoryContextReset(ix->batch_cxt);
-		ix->batch_ids = MemoryContextAlloc(ix->batch_cxt, sizeof(char *) *
+	MemoryContextReset(ix->batch_cxt);
+	ix->batch_ids = MemoryContextAlloc(ix->batch_cxt, sizeof(char *) *
+									   state->info->fetch_batch_size);
+	ix->batch_id_lens = MemoryContextAlloc(ix->batch_cxt, sizeof(uint32) *
 										   state->info->fetch_batch_size);
-		ix->batch_id_lens = MemoryContextAlloc(ix->batch_cxt, sizeof(uint32) *
-											   state->info->fetch_batch_size);
-	}
+	ix->batch_entry_ids = MemoryContextAlloc(ix->batch_cxt, sizeof(uint8 *) *
+											 state->info->fetch_batch_size);
+	ix->batch_entry_id_lens = MemoryContextAlloc(ix->batch_cxt, sizeof(uint32) *
+												 state->info->fetch_batch_size);
 	BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &clauses);
 	BSON_APPEND_DOCUMENT_BEGIN(&clauses, "0", &idclause);
 	BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond);
@@ -533,16 +603,24 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 		   (entry = next_entry(state, ix)) != NULL)
 	{
 		bson_iter_t iter;
+		bson_iter_t eiter;
 		char		key[16];
 
 		CHECK_FOR_INTERRUPTS();
-		if (!bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
+		if (!bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID) ||
+			!bson_iter_init_find(&eiter, entry, "_id") ||
+			!BSON_ITER_HOLDS_DOCUMENT(&eiter))
 			continue;			/* not an entry: ignore it */
-		if (ordered)
 		{
 			MemoryContext oldcxt = MemoryContextSwitchTo(ix->batch_cxt);
+			const uint8 *data;
+			uint8	   *copy;
 
 			ix->batch_ids[n] = raw_id(&iter, &ix->batch_id_lens[n]);
+			bson_iter_document(&eiter, &ix->batch_entry_id_lens[n], &data);
+			copy = palloc(ix->batch_entry_id_lens[n]);
+			memcpy(copy, data, ix->batch_entry_id_lens[n]);
+			ix->batch_entry_ids[n] = copy;
 			MemoryContextSwitchTo(oldcxt);
 		}
 		snprintf(key, sizeof(key), "%u", n++);
@@ -559,7 +637,7 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 	{
 		PG_TRY();
 		{
-			idx_append_find_options(&opts, state->info, state->attrs_used,
+			idx_append_find_options(&opts, state->info, ix->fetch_attrs,
 									state->info->fetch_batch_size);
 			idx_xact_append_session(state->client, &opts);
 			state->cursor = mongoc_collection_find_with_opts(state->collection,
@@ -631,8 +709,16 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 											   state->info->collection,
 											   state->info->database)) != NULL)
 		{
+			MemoryContext oldcxt;
+			int			pos;
+
 			ix->facts_fetched++;
 			state->docs_fetched++;
+			oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
+			pos = vouching_entry(ix, doc, NULL);
+			MemoryContextSwitchTo(oldcxt);
+			if (pos < 0)
+				continue;
 			return store_row(node, state->rowconv, doc);
 		}
 		if (ix->lookup_done || !fetch_next_batch(state, ix))
@@ -688,7 +774,8 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 				bson_reinit(&doc);
 			}
 			ExplainPropertyText("MongoDB Filter", state->last_filter, es);
-			idx_build_projection(&doc, state->info, state->attrs_used);
+			idx_build_projection(&doc, state->info,
+								 ix->fetch_attrs ? ix->fetch_attrs : state->attrs_used);
 			ExplainPropertyText("MongoDB Projection", idx_bson_as_json(&doc),
 								es);
 			bson_destroy(&doc);
@@ -701,6 +788,9 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 		if (!ix->covering)
 			ExplainPropertyUInteger("Facts Fetched", NULL, ix->facts_fetched,
 									es);
+		if (ix->entries_skipped > 0)
+			ExplainPropertyUInteger("Stale Entries Skipped", NULL,
+									ix->entries_skipped, es);
 		ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 	}
 }

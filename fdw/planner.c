@@ -114,6 +114,9 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 				   root);
 
 	startup_cost = ROUND_TRIP_COST + local_cost.startup;
+	if (!idxtable_enable_plain_scan && fpinfo->id_lookup < 0 &&
+		fpinfo->indexes != NIL)
+		startup_cost += disable_cost;	/* like enable_seqscan = off */
 	total_cost = startup_cost +
 		examined * DOCUMENT_EXAMINE_COST +
 		Max(batches - 1, 0) * ROUND_TRIP_COST +

@@ -111,6 +111,18 @@ SET idxtable.unique_claim_timeout = 0;
 INSERT INTO acct VALUES ('12', 'Young', 'Oslo', '{l}', 12);
 RESET idxtable.unique_claim_timeout;
 SELECT _id, name FROM acct WHERE lower(name) IN ('ghost', 'young') ORDER BY _id;
+-- reads verify each entry against its fact: an entry left behind (here
+-- "Stale" -> fact 11, whose town is Oslo) neither returns the fact nor
+-- returns it twice, even when the two entries fall in different batches
+\! /usr/bin/python3 test/fixtures/documents.py entry idxtable.acct.acct_town Stale 11
+ALTER FOREIGN TABLE acct OPTIONS (ADD fetch_batch_size '1');
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT _id FROM acct WHERE town IN ('Oslo', 'Stale') AND n = 11;
+SELECT _id, town FROM acct WHERE town IN ('Oslo', 'Stale') AND n = 11;
+SELECT _id, town FROM acct WHERE town = 'Stale';
+RESET idxtable.enable_plain_scan;
+ALTER FOREIGN TABLE acct OPTIONS (DROP fetch_batch_size);
 -- ROLLBACK cannot undo ordered writes, and says so
 BEGIN;
 INSERT INTO acct VALUES ('13', 'Jo', 'Oslo', '{m}', 13);
