@@ -1,0 +1,420 @@
+#!/usr/bin/python3
+"""Fault injection and concurrency tests of idxtable_fdw's write path.
+
+For every write kind (INSERT, UPDATE of a key, UPDATE of an included
+column, UPDATE of array elements, DELETE, a multi-statement transaction),
+in both consistency modes, the MongoDB command at step k of the write
+(k = 0, 1, 2, ... until the write gets through) is made to fail with
+MongoDB's failCommand failpoint: with an error code, or by closing the
+connection, and from then on every later command fails too, as if the
+server had gone away at that step.  Then, with the failpoint off:
+
+- transaction mode: the statement failed, the facts are exactly what they
+  were before, and verify_index finds nothing wrong with any index;
+- ordered mode: every fact is in its before or its after state (none is
+  lost or half-written), every query through an index returns exactly what
+  a plain scan returns, and after repair_index, verify_index is clean.
+
+With --kill (the test server only: test/env restart-mongo), the server is
+also killed at each step, before and after executing the command.
+
+Then two sessions insert the same unique key at the same moment, many
+times, in both modes: exactly one wins, the other gets 23505 (a 40001
+serialization failure, which a real MongoDB gives for two open
+transactions, is retried as PostgreSQL clients do).
+
+Environment as for test/differential.py (PGHOST..., MONGO_URI...).  The
+last line is "faults: N passed, M failed".
+"""
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg2
+from bson.son import SON
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+import mongo_client  # noqa: E402
+
+DATABASE = "idxtable_faults"
+TABLE = "fx"
+INDEXES = {
+    "fx_name": "SELECT idxtable.create_index('fx', '{lower(name)}', is_unique => true, name => 'fx_name')",
+    "fx_town": "SELECT idxtable.create_index('fx', '{town}', include => '{n}', name => 'fx_town')",
+    "fx_tags": "SELECT idxtable.create_index('fx', '{tags}', name => 'fx_tags')",
+}
+BASELINE = [
+    ("1", "Ann", "Oslo", "{a,b}", 1),
+    ("2", "Ben", "Rome", "{b,c}", 2),
+    ("3", "Cid", "Oslo", None, 3),
+    ("4", "Dee", "Lima", "{d}", 4),
+    ("5", "Eva", "Rome", "{}", 5),
+]
+WRITES = {
+    "insert": ["INSERT INTO fx VALUES ('10', 'Nia', 'Oslo', '{a,x}', 10), ('11', 'Oto', 'Kiev', '{y}', 11)"],
+    "update key": ["UPDATE fx SET town = 'Kiev', name = 'Annie' WHERE _id = '1'"],
+    "update include": ["UPDATE fx SET n = n + 100 WHERE _id IN ('2', '3')"],
+    "update elements": ["UPDATE fx SET tags = '{c,z}' WHERE _id = '2'"],
+    "delete": ["DELETE FROM fx WHERE _id IN ('3', '4')"],
+    "transaction": ["INSERT INTO fx VALUES ('12', 'Pia', 'Rome', '{p}', 12)",
+                    "UPDATE fx SET name = 'Benny', tags = '{q}' WHERE _id = '2'",
+                    "DELETE FROM fx WHERE _id = '5'"],
+}
+QUERIES = [
+    "SELECT _id FROM fx WHERE town = 'Oslo'",
+    "SELECT _id FROM fx WHERE town IN ('Kiev', 'Rome', 'Lima')",
+    "SELECT _id, n FROM fx WHERE town = 'Rome'",
+    "SELECT _id FROM fx WHERE lower(name) IN ('ann', 'annie', 'ben', 'benny', 'nia', 'pia')",
+    "SELECT _id FROM fx WHERE 'a' = ANY (tags)",
+    "SELECT _id FROM fx WHERE 'c' = ANY (tags)",
+    "SELECT _id FROM fx WHERE 'z' = ANY (tags) OR 'q' = ANY (tags)",
+]
+FAIL_COMMANDS = ["insert", "update", "delete", "findAndModify", "find", "getMore",
+                 "commitTransaction", "abortTransaction"]
+MAX_STEPS = 40
+
+
+class Results:
+    """Pass/fail tally."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok, what):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL " + what)
+        sys.stdout.flush()
+
+
+def connect_pg():
+    conn = psycopg2.connect(dbname=DATABASE)
+    conn.autocommit = True
+    return conn
+
+
+def mongo_db():
+    return mongo_client.database(mongo_client.connect(), DATABASE)
+
+
+def failpoint(client, data=None, skip=None):
+    """Arm failCommand for the FDW's connections (appName idxtable_fdw), or turn it off."""
+    if data is None:
+        cmd = SON([("configureFailPoint", "failCommand"), ("mode", "off")])
+    else:
+        full = {"failCommands": FAIL_COMMANDS, "appName": "idxtable_fdw"}
+        full.update(data)
+        cmd = SON([("configureFailPoint", "failCommand"), ("mode", {"skip": skip}),
+                   ("data", full)])
+    client.admin.command(cmd)
+
+
+def setup_database():
+    """Create the PostgreSQL database with the extension, server and user mapping."""
+    admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
+        cur.execute("CREATE DATABASE %s" % DATABASE)
+    admin.close()
+    conn = connect_pg()
+    with conn.cursor() as cur:
+        cur.execute("CREATE EXTENSION idxtable_fdw")
+        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
+                    (os.environ["MONGO_URI"], DATABASE))
+        if os.environ.get("MONGO_USER"):
+            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
+                        (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
+        else:
+            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
+    conn.close()
+
+
+def reset_table(conn, mode):
+    """Drop and recreate the table, its index tables and the baseline rows."""
+    client = mongo_client.connect()
+    # a transaction whose commit or abort was failed is still open on the
+    # server (MongoDB ends it after transactionLifetimeLimitSeconds)
+    client.admin.command("killAllSessions", [])
+    client.drop_database(DATABASE)
+    with conn.cursor() as cur:
+        cur.execute("DROP FOREIGN TABLE IF EXISTS fx")
+        cur.execute("CREATE FOREIGN TABLE fx (_id text, name text, town text, tags text[], n int) "
+                    "SERVER mongo OPTIONS (collection 'fx', consistency %s)", (mode,))
+        for sql in INDEXES.values():
+            cur.execute(sql)
+        for row in BASELINE:
+            cur.execute("INSERT INTO fx VALUES (%s, %s, %s, %s, %s)", row)
+
+
+def collections(db):
+    """The fact and index collections of the table."""
+    return [TABLE] + ["idxtable.%s.%s" % (TABLE, name) for name in INDEXES]
+
+
+def snapshot(db):
+    """Every document of the table's collections."""
+    return {c: list(db[c].find()) for c in collections(db)}
+
+
+def restore(db, snap):
+    """Put the collections back as a snapshot had them (faster than
+    rebuilding the table through the FDW for every case)."""
+    db.client.admin.command("killAllSessions", [])
+    for c, docs in snap.items():
+        db[c].delete_many({})
+        if docs:
+            db[c].insert_many(docs)
+
+
+def facts(db):
+    """The fact documents by _id."""
+    return {d["_id"]: d for d in db[TABLE].find()}
+
+
+def run_write(conn, statements, in_transaction):
+    """Run the write; returns the error or None."""
+    try:
+        with conn.cursor() as cur:
+            if in_transaction:
+                cur.execute("BEGIN")
+            for sql in statements:
+                cur.execute(sql)
+            if in_transaction:
+                cur.execute("COMMIT")
+        return None
+    except psycopg2.Error as e:
+        try:
+            with conn.cursor() as cur:
+                cur.execute("ROLLBACK")
+        except psycopg2.Error:
+            pass
+        return e
+
+
+def canonical(value):
+    """Comparable form of a BSON value: sorted keys, no claim time "t"."""
+    if isinstance(value, dict):
+        return tuple((k, canonical(value[k])) for k in sorted(value) if k != "t")
+    if isinstance(value, list):
+        return tuple(canonical(v) for v in value)
+    return value
+
+
+def expected_entries(db):
+    """The entries the three indexes should hold, computed from the facts
+    independently of the FDW (README: the entry format)."""
+    out = {"fx_name": set(), "fx_town": set(), "fx_tags": set()}
+    for f in db[TABLE].find():
+        fid = f["_id"]
+        name = f.get("name")
+        if name is None:
+            out["fx_name"].add(canonical({"_id": {"k0": None, "id": fid}, "id": fid}))
+        else:
+            out["fx_name"].add(canonical({"_id": {"k0": name.lower()}, "id": fid}))
+        out["fx_town"].add(canonical({"_id": {"k0": f.get("town"), "id": fid}, "id": fid,
+                                      "v": {"i0": f.get("n")}}))
+        for tag in set(f.get("tags") or []):
+            if tag is not None:
+                out["fx_tags"].add(canonical({"_id": {"k0": tag, "id": fid}, "id": fid}))
+    return out
+
+
+def independent_check(db):
+    """Index collections equal to the entries computed from the facts?"""
+    expected = expected_entries(db)
+    bad = {}
+    for name in INDEXES:
+        actual = {canonical(d) for d in db["idxtable.%s.%s" % (TABLE, name)].find()}
+        if actual != expected[name]:
+            bad[name] = (sorted(actual - expected[name], key=repr), sorted(expected[name] - actual, key=repr))
+    return bad
+
+
+def have_verify(conn):
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_proc WHERE proname = 'verify_index'")
+        return cur.fetchone()[0] > 0
+
+
+def verify_all(conn):
+    """verify_index of every index: {name: (checked, missing, orphan, stale)},
+    plus the independent check (as "independent": differences)."""
+    out = {}
+    if have_verify(conn):
+        with conn.cursor() as cur:
+            for name in INDEXES:
+                cur.execute("SELECT * FROM idxtable.verify_index(%s)", (name,))
+                out[name] = tuple(cur.fetchone())
+    bad = independent_check(mongo_db())
+    if bad:
+        out["independent"] = (0, bad, None, None)
+    return out
+
+
+def repair_all(conn):
+    if not have_verify(conn):
+        return
+    with conn.cursor() as cur:
+        for name in INDEXES:
+            cur.execute("SELECT * FROM idxtable.repair_index(%s)", (name,))
+
+
+def query(conn, sql, routed):
+    with conn.cursor() as cur:
+        cur.execute("SET idxtable.enable_plain_scan = %s" % ("off" if routed else "on"))
+        cur.execute("SET idxtable.enable_index_routing = %s" % ("on" if routed else "off"))
+        cur.execute(sql)
+        rows = sorted(cur.fetchall())
+        cur.execute("RESET idxtable.enable_plain_scan")
+        cur.execute("RESET idxtable.enable_index_routing")
+    return rows
+
+
+def clean(v):
+    return {k: v[k] for k in v if k != "_id"} if v is not None else None
+
+
+def check_after_failure(res, conn, db, label, mode, before, after):
+    """The checks of one injected failure."""
+    now = facts(db)
+    if mode == "transaction":
+        res.check(now == before, "%s: facts changed by a failed transaction: %r" % (label, now))
+        v = verify_all(conn)
+        res.check(all(x[1:] == (0, 0, 0) for x in v.values()),
+                  "%s: verify after a failed transaction: %r" % (label, v))
+        return
+    for key in set(before) | set(after) | set(now):
+        states = [clean(before.get(key)), clean(after.get(key))]
+        res.check(clean(now.get(key)) in states,
+                  "%s: fact %r is %r, neither before %r nor after %r"
+                  % (label, key, now.get(key), before.get(key), after.get(key)))
+    for sql in QUERIES:
+        res.check(query(conn, sql, True) == query(conn, sql, False),
+                  "%s: routed and plain results differ: %s" % (label, sql))
+    if not have_verify(conn):
+        return
+    repair_all(conn)
+    v = verify_all(conn)
+    res.check(all(x[1:] == (0, 0, 0) for x in v.values()),
+              "%s: verify after repair: %r" % (label, v))
+    res.check(facts(db) == now, "%s: repair changed facts" % label)
+
+
+def fault_matrix(res, kill):
+    """Every write, every step, both modes, both failure kinds."""
+    conn = connect_pg()
+    client = mongo_client.connect()
+    db = mongo_db()
+    # 112 (WriteConflict) is an error a server gives under load; errors
+    # that mark the server unknown (11600 shutdown, a closed connection)
+    # make libmongoc wait minHeartbeatFrequencyMS (500 ms) before its next
+    # command, so the closed-connection cases reconnect afterwards
+    kinds = [("error", {"errorCode": 112}), ("close", {"closeConnection": True})]
+    if kill:
+        kinds += [("kill before", {"killServer": "before"}), ("kill after", {"killServer": "after"})]
+    for mode in ("transaction", "ordered"):
+        for name, statements in WRITES.items():
+            in_txn = len(statements) > 1
+            reset_table(conn, mode)
+            snap = snapshot(db)
+            before = facts(db)
+            err = run_write(conn, statements, in_txn)
+            res.check(err is None, "%s/%s: clean run failed: %s" % (mode, name, err))
+            after = facts(db)
+            for kind, data in kinds:
+                steps = 0
+                for k in range(MAX_STEPS):
+                    restore(db, snap)
+                    failpoint(client, data, skip=k)
+                    err = run_write(conn, statements, in_txn)
+                    if kind.startswith("kill"):
+                        subprocess.run(["test/env", "restart-mongo"], check=True)
+                        client = mongo_client.connect()
+                        db = mongo_db()
+                    failpoint(client)
+                    if kind != "error":
+                        conn.close()
+                        conn = connect_pg()
+                    if err is None:
+                        steps = k
+                        break
+                    label = "%s/%s/%s at step %d" % (mode, name, kind, k)
+                    check_after_failure(res, conn, db, label, mode, before, after)
+                print("%-12s %-16s %-12s %d steps" % (mode, name, kind, steps))
+                res.check(steps > 0, "%s/%s/%s: no step was ever failed" % (mode, name, kind))
+    conn.close()
+
+
+def insert_racer(name, barrier, results, index):
+    """One session inserting a row with the contested unique key."""
+    conn = connect_pg()
+    barrier.wait()
+    for attempt in range(10):
+        try:
+            with conn.cursor() as cur:
+                cur.execute("INSERT INTO fx VALUES (%s, %s, 'Race', '{r}', 0)",
+                            ("race-%s-%d" % (name, index), name))
+            results[index] = "ok"
+            break
+        except psycopg2.Error as e:
+            if e.pgcode == "40001":
+                time.sleep(0.01 * (attempt + 1))
+                continue
+            results[index] = e.pgcode
+            break
+    conn.close()
+
+
+def concurrency(res, rounds):
+    """Two sessions insert the same unique key at once: one wins, one gets 23505."""
+    conn = connect_pg()
+    for mode in ("transaction", "ordered"):
+        reset_table(conn, mode)
+        outcomes = {}
+        for r in range(rounds):
+            name = "Racer%d" % r
+            barrier = threading.Barrier(2)
+            results = [None, None]
+            threads = [threading.Thread(target=insert_racer, args=(name, barrier, results, i))
+                       for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            key = tuple(sorted(str(x) for x in results))
+            outcomes[key] = outcomes.get(key, 0) + 1
+            res.check(key == ("23505", "ok"), "%s: round %d outcomes %r" % (mode, r, results))
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM fx WHERE lower(name) = lower(%s)", (name,))
+                res.check(cur.fetchone()[0] == 1, "%s: round %d: not exactly one row" % (mode, r))
+        v = verify_all(conn)
+        res.check(all(x[1:] == (0, 0, 0) for x in v.values()), "%s: verify after races: %r" % (mode, v))
+        print("%-12s concurrent inserts of one unique key: %r" % (mode, outcomes))
+    conn.close()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kill", action="store_true",
+                        help="also kill the test server at each step (test/env restart-mongo)")
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args()
+    res = Results()
+    setup_database()
+    start = time.time()
+    fault_matrix(res, args.kill)
+    concurrency(res, args.rounds)
+    print("elapsed %.1fs" % (time.time() - start))
+    print("faults: %d passed, %d failed" % (res.passed, res.failed))
+    sys.exit(1 if res.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
