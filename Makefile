@@ -7,6 +7,7 @@ OBJS = \
 	fdw/document.o \
 	fdw/xact.o \
 	fdw/index_write.o \
+	fdw/index_verify.o \
 	fdw/modify.o \
 	fdw/connection.o \
 	fdw/convert.o \
@@ -28,7 +29,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes routing auth
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

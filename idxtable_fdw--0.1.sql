@@ -68,6 +68,20 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'idxtable_drop_index'
 LANGUAGE C STRICT VOLATILE;
 
+-- What of an index collection does not match the facts of its table:
+-- missing = fact without its entry, orphan = entry without its fact,
+-- stale = entry whose key or included values differ from its fact's.
+CREATE FUNCTION idxtable.verify_index(name text)
+RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint)
+AS 'MODULE_PATHNAME', 'idxtable_verify_index'
+LANGUAGE C STRICT VOLATILE;
+
+-- Fix what verify_index finds; the same columns count what was fixed.
+CREATE FUNCTION idxtable.repair_index(name text)
+RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint)
+AS 'MODULE_PATHNAME', 'idxtable_repair_index'
+LANGUAGE C STRICT VOLATILE;
+
 -- Dropping a foreign table drops its index definitions (RENAME needs
 -- nothing: tbl is a regclass).  The index collections stay in MongoDB, as
 -- the table's own collection does.

@@ -555,3 +555,35 @@ idx_run_command(mongoc_client_t *client, const char *server,
 		idx_report_error(&error, server, what);
 	}
 }
+
+/*
+ * The metadata count of a collection's documents (the "count" command
+ * without a filter: fast, possibly inexact), for progress reports; 0 if
+ * the server does not say.
+ */
+int64
+idx_count_documents(mongoc_client_t *client, const char *server,
+					const char *database, const char *collection)
+{
+	bson_t	   *command = bson_new();
+	bson_t		reply;
+	bson_iter_t iter;
+	int64		n = 0;
+
+	BSON_APPEND_UTF8(command, "count", collection);
+	PG_TRY();
+	{
+		idx_run_command(client, server, database, command, &reply,
+						psprintf("count on collection \"%s\"", collection));
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(command);
+	}
+	PG_END_TRY();
+	if (bson_iter_init_find(&iter, &reply, "n") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		n = bson_iter_as_int64(&iter);
+	bson_destroy(&reply);
+	return Max(n, 0);
+}

@@ -103,37 +103,6 @@ release_build(BuildState *st)
 }
 
 /*
- * Metadata count of the facts, for tuples_total (0 if unknown).
- */
-static int64
-count_facts(BuildState *st)
-{
-	bson_t	   *command = bson_new();
-	bson_t		reply;
-	bson_iter_t iter;
-	int64		n = 0;
-
-	BSON_APPEND_UTF8(command, "count", st->info->collection);
-	PG_TRY();
-	{
-		idx_run_command(st->client, st->servername, st->info->database,
-						command, &reply,
-						psprintf("count on collection \"%s\"",
-								 st->info->collection));
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(command);
-	}
-	PG_END_TRY();
-	if (bson_iter_init_find(&iter, &reply, "n") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		n = bson_iter_as_int64(&iter);
-	bson_destroy(&reply);
-	return Max(n, 0);
-}
-
-/*
  * The columns the build reads: the key and included columns (pull_varattnos
  * convention).
  */
@@ -445,7 +414,9 @@ idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 	{
 		progress_vals[0] = PROGRESS_CREATEIDX_COMMAND_CREATE;
 		progress_vals[1] = PROGRESS_CREATEIDX_PHASE_BUILD;
-		progress_vals[2] = count_facts(&st);
+		progress_vals[2] = idx_count_documents(client, servername,
+											   info->database,
+											   info->collection);
 		progress_vals[3] = 0;
 		pgstat_progress_update_multi_param(4, progress_index, progress_vals);
 

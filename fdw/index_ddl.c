@@ -191,8 +191,8 @@ index_name_exists(const char *name)
 /*
  * The table and collection of an index; false if there is no such index.
  */
-static bool
-lookup_index(const char *name, Oid *relid, char **collection)
+bool
+idx_lookup_index(const char *name, Oid *relid, char **collection)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
@@ -359,6 +359,13 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 	}
 	bson_append_document_end(&index, &key);
 	BSON_APPEND_UTF8(&index, "name", "lookup");
+	bson_append_document_end(&indexes, &index);
+	/* the entries of given facts: verify_index and repair_index */
+	BSON_APPEND_DOCUMENT_BEGIN(&indexes, "1", &index);
+	BSON_APPEND_DOCUMENT_BEGIN(&index, "key", &key);
+	BSON_APPEND_INT32(&key, IDX_ENTRY_FACT_ID, 1);
+	bson_append_document_end(&index, &key);
+	BSON_APPEND_UTF8(&index, "name", "fact");
 	bson_append_document_end(&indexes, &index);
 	bson_append_array_end(&command, &indexes);
 
@@ -576,6 +583,16 @@ index_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static Relation
 open_foreign_table(Oid relid, LOCKMODE lockmode)
 {
+	return idx_open_table(relid, lockmode, ACL_NO_RIGHTS);
+}
+
+/*
+ * Open an idxtable_fdw foreign table for an index function: the current
+ * user must own it (ACL_NO_RIGHTS) or hold "privilege" on it.
+ */
+Relation
+idx_open_table(Oid relid, LOCKMODE lockmode, AclMode privilege)
+{
 	Relation	rel = relation_open(relid, lockmode);
 	bool		ours = false;
 
@@ -598,8 +615,14 @@ open_foreign_table(Oid relid, LOCKMODE lockmode)
 				 errmsg("\"%s\" is not an idxtable_fdw foreign table",
 						RelationGetRelationName(rel))));
 
-	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE,
+	if (privilege == ACL_NO_RIGHTS)
+	{
+		if (!pg_class_ownercheck(relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE,
+						   RelationGetRelationName(rel));
+	}
+	else if (pg_class_aclcheck(relid, GetUserId(), privilege) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_TABLE,
 					   RelationGetRelationName(rel));
 	return rel;
 }
@@ -791,7 +814,7 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 	ForeignServer *server;
 	mongoc_client_t *client;
 
-	if (!lookup_index(name, &relid, &collection))
+	if (!idx_lookup_index(name, &relid, &collection))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("index \"%s\" does not exist", name)));

@@ -18,6 +18,9 @@
 #include <mongoc/mongoc.h>
 
 #include "access/tupdesc.h"
+#include "nodes/parsenodes.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
 
 #include "index_catalog.h"
 #include "option.h"
@@ -75,6 +78,16 @@ extern bool idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 								   char **keyspecs, int nkeys,
 								   char **includes, int ninclude,
 								   char **normalized, IdxDefError *err);
+
+/* The table and collection of an index; false if there is no such index */
+extern bool idx_lookup_index(const char *name, Oid *relid, char **collection);
+
+/*
+ * Open an idxtable_fdw foreign table for an index function; the current
+ * user must own it (privilege ACL_NO_RIGHTS) or hold "privilege" on it.
+ */
+extern Relation idx_open_table(Oid relid, LOCKMODE lockmode,
+							   AclMode privilege);
 
 /* The MongoDB database of a foreign table's documents */
 extern char *idx_table_database(Oid relid);

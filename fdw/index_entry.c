@@ -538,3 +538,91 @@ idx_key_description(const IdxIndexDef *def, const Datum *keyvalues,
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
 }
+
+/*
+ * A palloc'd static copy of a bson_t (no bson_destroy needed).
+ */
+bson_t *
+idx_bson_pcopy(const bson_t *b)
+{
+	bson_t	   *copy = palloc(sizeof(bson_t));
+	uint8	   *data = palloc(b->len);
+
+	memcpy(data, bson_get_data(b), b->len);
+	if (!bson_init_static(copy, data, b->len))
+		elog(ERROR, "could not copy a BSON document");
+	return copy;
+}
+
+/*
+ * The raw bytes of an entry's _id sub-document.
+ */
+void
+idx_entry_id_bytes(const bson_t *entry, const uint8 **data, uint32 *len)
+{
+	bson_iter_t iter;
+
+	if (!bson_iter_init_find(&iter, entry, "_id") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		elog(ERROR, "index entry without an _id document");
+	bson_iter_document(&iter, len, data);
+}
+
+/*
+ * Do two entries have the same _id (byte for byte)?
+ */
+bool
+idx_entry_same_id(const bson_t *a, const bson_t *b)
+{
+	const uint8 *da,
+			   *db;
+	uint32		la,
+				lb;
+
+	idx_entry_id_bytes(a, &da, &la);
+	idx_entry_id_bytes(b, &db, &lb);
+	return la == lb && memcmp(da, db, la) == 0;
+}
+
+/*
+ * Are two documents byte for byte the same?
+ */
+bool
+idx_bson_same_bytes(const bson_t *a, const bson_t *b)
+{
+	return a->len == b->len &&
+		memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
+}
+
+/* Does the entry's _id lack the fact id (a unique key's claim)? */
+bool
+idx_entry_is_claim(const bson_t *entry)
+{
+	bson_iter_t iter;
+	bson_iter_t child;
+
+	if (!bson_iter_init_find(&iter, entry, "_id") ||
+		!bson_iter_recurse(&iter, &child))
+		return false;
+	return !bson_iter_find(&child, IDX_ENTRY_FACT_ID);
+}
+
+/*
+ * The filter {_id: <entry _id>, id: <fact id>} that deletes or replaces an
+ * entry only while it belongs to that fact.
+ */
+bson_t *
+idx_entry_own_filter(const bson_t *entry)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_t	   *result;
+
+	if (bson_iter_init_find(&iter, entry, "_id"))
+		bson_append_iter(&filter, "_id", -1, &iter);
+	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
+		bson_append_iter(&filter, IDX_ENTRY_FACT_ID, -1, &iter);
+	result = idx_bson_pcopy(&filter);
+	bson_destroy(&filter);
+	return result;
+}

@@ -115,4 +115,26 @@ extern char *idx_key_description(const IdxIndexDef *def,
 								 const Datum *keyvalues,
 								 const bool *keynulls);
 
+/* A palloc'd static copy of a document (no bson_destroy needed) */
+extern bson_t *idx_bson_pcopy(const bson_t *b);
+
+/* Are two documents byte for byte the same? */
+extern bool idx_bson_same_bytes(const bson_t *a, const bson_t *b);
+
+/* The raw bytes of an entry's _id sub-document (errors if it has none) */
+extern void idx_entry_id_bytes(const bson_t *entry, const uint8 **data,
+							   uint32 *len);
+
+/* Do two entries have the same _id (byte for byte)? */
+extern bool idx_entry_same_id(const bson_t *a, const bson_t *b);
+
+/* Does the entry's _id lack the fact id (a unique key's claim)? */
+extern bool idx_entry_is_claim(const bson_t *entry);
+
+/*
+ * The filter {_id: <entry _id>, id: <fact id>} that deletes or replaces an
+ * entry only while it belongs to that fact (palloc'd).
+ */
+extern bson_t *idx_entry_own_filter(const bson_t *entry);
+
 #endif							/* IDXTABLE_INDEX_ENTRY_H */

@@ -175,68 +175,6 @@ idx_writer_counters(IdxIndexWriter *w, uint64 *written, uint64 *deleted)
 }
 
 /*
- * A palloc'd static copy of a bson_t (no bson_destroy needed).
- */
-static bson_t *
-pcopy_bson(const bson_t *b)
-{
-	bson_t	   *copy = palloc(sizeof(bson_t));
-	uint8	   *data = palloc(b->len);
-
-	memcpy(data, bson_get_data(b), b->len);
-	if (!bson_init_static(copy, data, b->len))
-		elog(ERROR, "could not copy a BSON document");
-	return copy;
-}
-
-/*
- * The raw bytes of an entry's _id sub-document.
- */
-static void
-entry_id_bytes(const bson_t *entry, const uint8 **data, uint32 *len)
-{
-	bson_iter_t iter;
-
-	if (!bson_iter_init_find(&iter, entry, "_id") ||
-		!BSON_ITER_HOLDS_DOCUMENT(&iter))
-		elog(ERROR, "index entry without an _id document");
-	bson_iter_document(&iter, len, data);
-}
-
-static bool
-same_entry_id(const bson_t *a, const bson_t *b)
-{
-	const uint8 *da,
-			   *db;
-	uint32		la,
-				lb;
-
-	entry_id_bytes(a, &da, &la);
-	entry_id_bytes(b, &db, &lb);
-	return la == lb && memcmp(da, db, la) == 0;
-}
-
-static bool
-same_bytes(const bson_t *a, const bson_t *b)
-{
-	return a->len == b->len &&
-		memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
-}
-
-/* Does the entry's _id lack the fact id (a unique key's claim)? */
-static bool
-entry_is_claim(const bson_t *entry)
-{
-	bson_iter_t iter;
-	bson_iter_t child;
-
-	if (!bson_iter_init_find(&iter, entry, "_id") ||
-		!bson_iter_recurse(&iter, &child))
-		return false;
-	return !bson_iter_find(&child, IDX_ENTRY_FACT_ID);
-}
-
-/*
  * The entries of one fact for one index, with their key values.
  * Returns the count; *entries and *keys are palloc'd.
  */
@@ -255,30 +193,10 @@ fact_entries(const IdxIndexDef *def, const Datum *values, const bool *nulls,
 										   *keynulls + e * def->nkeys,
 										   fact_id, values, nulls);
 
-		(*entries)[e] = pcopy_bson(entry);
+		(*entries)[e] = idx_bson_pcopy(entry);
 		bson_destroy(entry);
 	}
 	return n;
-}
-
-/*
- * The filter {_id: <entry _id>, id: <fact id>} that deletes or replaces an
- * entry only while it belongs to that fact.
- */
-static bson_t *
-own_entry_filter(const bson_t *entry)
-{
-	bson_t		filter = BSON_INITIALIZER;
-	bson_iter_t iter;
-	bson_t	   *result;
-
-	if (bson_iter_init_find(&iter, entry, "_id"))
-		bson_append_iter(&filter, "_id", -1, &iter);
-	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
-		bson_append_iter(&filter, IDX_ENTRY_FACT_ID, -1, &iter);
-	result = pcopy_bson(&filter);
-	bson_destroy(&filter);
-	return result;
 }
 
 /*
@@ -321,14 +239,14 @@ idx_writer_queue(IdxIndexWriter *w, int row,
 
 			for (a = 0; a < no && match < 0; a++)
 			{
-				if (same_entry_id(olde[a], newe[b]))
+				if (idx_entry_same_id(olde[a], newe[b]))
 					match = a;
 			}
-			if (match >= 0 && same_bytes(olde[match], newe[b]))
+			if (match >= 0 && idx_bson_same_bytes(olde[match], newe[b]))
 				continue;		/* unchanged entry */
 			pe = palloc0(sizeof(PendingEntry));
 			pe->entry = newe[b];
-			pe->claim = entry_is_claim(newe[b]);
+			pe->claim = idx_entry_is_claim(newe[b]);
 			pe->replace = (match >= 0);
 			pe->row = row;
 			pe->keyvalues = nkv + b * q->def->nkeys;
@@ -340,9 +258,9 @@ idx_writer_queue(IdxIndexWriter *w, int row,
 			bool		kept = false;
 
 			for (b = 0; b < nn && !kept; b++)
-				kept = same_entry_id(olde[a], newe[b]);
+				kept = idx_entry_same_id(olde[a], newe[b]);
 			if (!kept)
-				q->deletes = lappend(q->deletes, own_entry_filter(olde[a]));
+				q->deletes = lappend(q->deletes, idx_entry_own_filter(olde[a]));
 		}
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -407,7 +325,7 @@ bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
 		ok = mongoc_bulk_operation_insert_with_opts(bulk, doc, NULL, &error);
 	else
 	{
-		bson_t	   *selector = pe->claim ? own_entry_filter(pe->entry) : NULL;
+		bson_t	   *selector = pe->claim ? idx_entry_own_filter(pe->entry) : NULL;
 		bson_t		idonly = BSON_INITIALIZER;
 		bson_iter_t iter;
 
@@ -582,7 +500,7 @@ find_one(IdxIndexWriter *w, mongoc_collection_t *coll, const bson_t *filter,
 	cursor = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(cursor, &doc))
-		result = pcopy_bson(doc);
+		result = idx_bson_pcopy(doc);
 	if (result == NULL && mongoc_cursor_error(cursor, NULL))
 	{
 		PG_TRY();
@@ -635,7 +553,7 @@ fact_has_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
 		n = fact_entries(q->def, values, nulls, bson_iter_value((bson_iter_t *) fact_id),
 						 &entries, &kv, &kn);
 		for (e = 0; e < n && !result; e++)
-			result = same_entry_id(entries[e], pe->entry);
+			result = idx_entry_same_id(entries[e], pe->entry);
 	}
 	return result;
 }
@@ -670,7 +588,7 @@ same_value(const bson_value_t *a, const bson_value_t *b)
 
 	BSON_APPEND_VALUE(&da, "v", a);
 	BSON_APPEND_VALUE(&db, "v", b);
-	result = same_bytes(&da, &db);
+	result = idx_bson_same_bytes(&da, &db);
 	bson_destroy(&da);
 	bson_destroy(&db);
 	return result;
@@ -834,7 +752,7 @@ unwrite_batch(IdxIndexWriter *w)
 			PendingEntry *pe = lfirst(lc);
 
 			if (pe->written && !pe->replace)
-				filters = lappend(filters, own_entry_filter(pe->entry));
+				filters = lappend(filters, idx_entry_own_filter(pe->entry));
 		}
 		delete_entries(w, q, filters, NULL);
 	}
@@ -977,10 +895,10 @@ idx_writer_unwrite_row(IdxIndexWriter *w, int row, const Datum *keepvals,
 				n = fact_entries(q->def, keepvals, keepnulls,
 								 bson_iter_value(&iter), &entries, &kv, &kn);
 				for (e = 0; e < n && !keep; e++)
-					keep = same_entry_id(entries[e], pe->entry);
+					keep = idx_entry_same_id(entries[e], pe->entry);
 			}
 			if (!keep)
-				filters = lappend(filters, own_entry_filter(pe->entry));
+				filters = lappend(filters, idx_entry_own_filter(pe->entry));
 		}
 		delete_entries(w, q, filters, session);
 	}

@@ -75,6 +75,7 @@ QUERIES = [
 FAIL_COMMANDS = ["insert", "update", "delete", "findAndModify", "find", "getMore",
                  "commitTransaction", "abortTransaction"]
 MAX_STEPS = 40
+DRIFT = []  # ordered-mode cases that left drift for repair_index
 
 
 class Results:
@@ -300,6 +301,14 @@ def check_after_failure(res, conn, db, label, mode, before, after):
                   "%s: routed and plain results differ: %s" % (label, sql))
     if not have_verify(conn):
         return
+    # verify_index must see exactly when the index collections differ from
+    # the entries computed independently from the facts
+    v = verify_all(conn)
+    drift = any(x[1:] != (0, 0, 0) for n, x in v.items() if n != "independent")
+    res.check(drift == ("independent" in v),
+              "%s: verify_index and the independent check disagree: %r" % (label, v))
+    if drift:
+        DRIFT.append(label)
     repair_all(conn)
     v = verify_all(conn)
     res.check(all(x[1:] == (0, 0, 0) for x in v.values()),
@@ -410,6 +419,9 @@ def main():
     setup_database()
     start = time.time()
     fault_matrix(res, args.kill)
+    print("ordered mode: %d failed writes left index drift, all repaired" % len(DRIFT))
+    res.check(not have_verify(connect_pg()) or len(DRIFT) > 0,
+              "no ordered-mode failure left drift: the repair checks proved nothing")
     concurrency(res, args.rounds)
     print("elapsed %.1fs" % (time.time() - start))
     print("faults: %d passed, %d failed" % (res.passed, res.failed))
