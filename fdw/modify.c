@@ -48,11 +48,15 @@
 #include "convert.h"
 #include "document.h"
 #include "index_catalog.h"
+#include "index_entry.h"
 #include "index_write.h"
 #include "modify.h"
 #include "option.h"
 #include "scan.h"
 #include "xact.h"
+
+/* Most rows a statement remembers for undoing it (ordered mode) */
+#define IDX_UNDO_MAX 100000
 
 /* Name of the row identity junk column (the _id column's value) */
 #define IDX_ROWID_NAME "idxtable_id"
@@ -92,7 +96,33 @@ typedef struct IdxModifyState
 
 	uint64		facts_written;
 	uint64		round_trips;
+
+	/* ordered mode: the facts this statement wrote, for undoing it */
+	List	   *undo;			/* UndoRecord * */
+	int			nundo;
+	bool		undo_overflow;	/* more than IDX_UNDO_MAX */
+	bool		noted_before;	/* the transaction had ordered writes */
 } IdxModifyState;
+
+/*
+ * One fact a statement wrote in ordered mode, and how it was before.
+ */
+typedef enum UndoKind
+{
+	UNDO_INSERTED,
+	UNDO_UPDATED,
+	UNDO_DELETED
+} UndoKind;
+
+typedef struct UndoRecord
+{
+	UndoKind	kind;
+	bson_t	   *id;				/* {_id: <fact _id>} */
+	bson_t	   *before;			/* UPDATED, DELETED: the whole fact before */
+} UndoRecord;
+
+static void remember_write(IdxModifyState *ms, UndoKind kind,
+						   const bson_value_t *id, const bson_t *before);
 
 /*
  * Release libmongoc objects and the client pin (reset callback).
@@ -215,6 +245,7 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	ms->pinned = true;
 	mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
 	ms->ordered = (mode == IDX_CONSISTENCY_ORDERED);
+	ms->noted_before = idx_xact_has_ordered_write();
 	ms->facts = mongoc_client_get_collection(ms->client, ms->info->database,
 											 ms->info->collection);
 	ms->writer = idx_writer_create(rel, ms->info, ms->client,
@@ -621,6 +652,8 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	}
 	bson_destroy(&reply);
 	note_facts_written(ms, n);
+	for (i = 0; i < n; i++)
+		remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 	idx_writer_reset(ms->writer);
 }
 
@@ -808,7 +841,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 
 	idx_row_to_update(ms->info, RelationGetDescr(ms->rel), ms->target_attrs,
 					  slot->tts_values, slot->tts_isnull, &update);
-	before = find_and_modify(ms, session, &id, &update, false);
+	before = find_and_modify(ms, session, &id, &update, ms->ordered);
 	bson_destroy(&update);
 	if (before == NULL)
 	{
@@ -819,6 +852,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		return NULL;
 	}
 	note_facts_written(ms, 1);
+	remember_write(ms, UNDO_UPDATED, &id, before);
 
 	if (indexed)
 	{
@@ -877,10 +911,12 @@ delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bson_t	   *before;
 
 	target_id(ms, planSlot, &id);
-	before = find_and_modify(ms, session, &id, NULL, ms->has_returning);
+	before = find_and_modify(ms, session, &id, NULL,
+							 ms->has_returning || ms->ordered);
 	if (before == NULL)
 		return NULL;
 	note_facts_written(ms, 1);
+	remember_write(ms, UNDO_DELETED, &id, before);
 	if (idx_writer_nindexes(ms->writer) > 0)
 	{
 		Datum	   *prevals;
@@ -902,6 +938,263 @@ delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	return slot;
 }
 
+/* ----------------------------------------------------------------
+ *		Undo of a failed statement (ordered mode)
+ *
+ * In ordered mode each write is final when it is made, but a statement
+ * that fails in one of our callbacks (a unique violation on its third
+ * row, a cancel) should leave nothing of itself, as it would in a local
+ * table.  So the statement remembers the facts it wrote, each with the
+ * fact as it was, and on such an error writes them back, newest first,
+ * by the same crash-safe protocol as any write: index entries for the
+ * restored state first, then the fact, then the entries of the state
+ * undone.  A failure of the undo itself (or a statement past
+ * IDX_UNDO_MAX rows) is a WARNING; the rows stay as they were written,
+ * as after a crash.  Connection errors are not undone: the server is
+ * unlikely to take the undo either.
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Remember a fact the statement wrote, and how it was before.
+ */
+static void
+remember_write(IdxModifyState *ms, UndoKind kind, const bson_value_t *id,
+			   const bson_t *before)
+{
+	MemoryContext oldcxt;
+	UndoRecord *rec;
+	bson_t		iddoc = BSON_INITIALIZER;
+
+	if (!ms->ordered || ms->undo_overflow)
+		return;
+	if (ms->nundo >= IDX_UNDO_MAX)
+	{
+		ms->undo_overflow = true;
+		return;
+	}
+	oldcxt = MemoryContextSwitchTo(ms->cxt);
+	rec = palloc(sizeof(UndoRecord));
+	rec->kind = kind;
+	BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id);
+	rec->id = idx_bson_pcopy(&iddoc);
+	bson_destroy(&iddoc);
+	rec->before = before ? idx_bson_pcopy(before) : NULL;
+	ms->undo = lappend(ms->undo, rec);
+	ms->nundo++;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Undo an INSERT: delete the fact, then its entries.
+ */
+static void
+undo_insert(IdxModifyState *ms, const bson_value_t *id)
+{
+	bson_t	   *was = find_and_modify(ms, NULL, id, NULL, false);
+
+	if (was != NULL && idx_writer_nindexes(ms->writer) > 0)
+	{
+		Datum	   *vals;
+		bool	   *nulls;
+
+		doc_to_row(ms, ms->preconv, was, &vals, &nulls);
+		idx_writer_queue(ms->writer, 0, vals, nulls, NULL, NULL, id);
+		idx_writer_delete_old(ms->writer, NULL);
+	}
+}
+
+/*
+ * The update that puts the assigned columns back as "before" had them:
+ * $set what it had, $unset what it lacked.
+ */
+static void
+restore_update(IdxModifyState *ms, const bson_t *before, bson_t *update)
+{
+	bson_t		set = BSON_INITIALIZER;
+	bson_t		unset = BSON_INITIALIZER;
+	ListCell   *lc;
+
+	foreach(lc, ms->target_attrs)
+	{
+		const char *path = ms->info->fields[lfirst_int(lc) - 1];
+		bson_iter_t iter;
+		bson_iter_t field;
+
+		if (bson_iter_init(&iter, before) &&
+			bson_iter_find_descendant(&iter, path, &field))
+			bson_append_iter(&set, path, -1, &field);
+		else
+			BSON_APPEND_UTF8(&unset, path, "");
+	}
+	if (!bson_empty(&set))
+		BSON_APPEND_DOCUMENT(update, "$set", &set);
+	if (!bson_empty(&unset))
+		BSON_APPEND_DOCUMENT(update, "$unset", &unset);
+	bson_destroy(&set);
+	bson_destroy(&unset);
+}
+
+/*
+ * Undo an UPDATE: entries of the old state, the fact, then the entries of
+ * the state undone.
+ */
+static void
+undo_update(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
+{
+	IdxIndexWriter *w = ms->writer;
+	bool		indexed = idx_writer_nindexes(w) > 0;
+	bson_t		update = BSON_INITIALIZER;
+	bson_t	   *now;
+
+	if (indexed)
+	{
+		Datum	   *nowvals,
+				   *oldvals;
+		bool	   *nownulls,
+				   *oldnulls;
+
+		now = fetch_fact(ms, id, false);
+		if (now == NULL)
+			return;				/* deleted meanwhile */
+		doc_to_row(ms, ms->preconv, now, &nowvals, &nownulls);
+		doc_to_row(ms, ms->preconv, before, &oldvals, &oldnulls);
+		idx_writer_queue(w, 0, nowvals, nownulls, oldvals, oldnulls, id);
+		idx_writer_write_new(w, NULL);
+	}
+	restore_update(ms, before, &update);
+	if (!bson_empty(&update))
+		(void) find_and_modify(ms, NULL, id, &update, false);
+	bson_destroy(&update);
+	if (indexed)
+		idx_writer_delete_old(w, NULL);
+}
+
+/*
+ * Undo a DELETE: the entries, then the fact as it was.
+ */
+static void
+undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
+{
+	bson_t		reply;
+	bson_error_t error;
+
+	if (idx_writer_nindexes(ms->writer) > 0)
+	{
+		Datum	   *vals;
+		bool	   *nulls;
+
+		doc_to_row(ms, ms->preconv, before, &vals, &nulls);
+		idx_writer_queue(ms->writer, 0, NULL, NULL, vals, nulls, id);
+		idx_writer_write_new(ms->writer, NULL);
+	}
+	if (!mongoc_collection_insert_one(ms->facts, before, NULL, &reply, &error))
+	{
+		PG_TRY();
+		{
+			idx_report_reply_error(&reply, &error, ms->server->servername,
+								   psprintf("restoring a document of collection \"%s\"",
+											ms->info->collection));
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&reply);
+		}
+		PG_END_TRY();
+	}
+	bson_destroy(&reply);
+}
+
+/*
+ * Undo the remembered writes, newest first.  Returns true if all of them
+ * were undone; otherwise WARNs and returns false.  Interrupts are held: a
+ * second cancel must not stop the undo half way.
+ */
+static bool
+undo_statement(IdxModifyState *ms)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	List	   *records = ms->undo;
+	volatile bool ok = true;
+
+	ms->undo = NIL;				/* never twice */
+	if (ms->undo_overflow)
+	{
+		ereport(WARNING,
+				(errmsg("the writes of the failed statement to foreign table \"%s\" were not undone",
+						ms->info->relname),
+				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is 'ordered'.",
+						   IDX_UNDO_MAX)));
+		return false;
+	}
+
+	HOLD_INTERRUPTS();
+	PG_TRY();
+	{
+		int			i;
+
+		for (i = list_length(records) - 1; i >= 0; i--)
+		{
+			UndoRecord *rec = list_nth(records, i);
+			bson_iter_t iter;
+
+			MemoryContextReset(ms->row_cxt);
+			MemoryContextSwitchTo(ms->row_cxt);
+			idx_writer_reset(ms->writer);
+			bson_iter_init_find(&iter, rec->id, IDX_ID_FIELD);
+			switch (rec->kind)
+			{
+				case UNDO_INSERTED:
+					undo_insert(ms, bson_iter_value(&iter));
+					break;
+				case UNDO_UPDATED:
+					undo_update(ms, bson_iter_value(&iter), rec->before);
+					break;
+				case UNDO_DELETED:
+					undo_delete(ms, bson_iter_value(&iter), rec->before);
+					break;
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(WARNING,
+				(errmsg("could not undo the writes of the failed statement to foreign table \"%s\"",
+						ms->info->relname),
+				 errdetail("%s", edata->message),
+				 errhint("Rows the statement wrote remain; idxtable.verify_index() and idxtable.repair_index() check and fix its indexes.")));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	RESUME_INTERRUPTS();
+	MemoryContextSwitchTo(oldcxt);
+	idx_writer_reset(ms->writer);
+	return ok;
+}
+
+/*
+ * The statement failed in one of our callbacks (the error is being
+ * raised): undo what it wrote in ordered mode, then raise the error on.
+ */
+static void
+pg_attribute_noreturn()
+fail_statement(IdxModifyState *ms)
+{
+	ErrorData  *edata = CopyErrorData();
+
+	FlushErrorState();
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION &&
+		undo_statement(ms) && !ms->noted_before)
+		idx_xact_unnote_ordered_write();	/* nothing of it remains */
+	ReThrowError(edata);
+}
+
 /*
  * Run one write step with round trips counted and per-row memory.
  */
@@ -920,12 +1213,12 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 	uint64	   *prev;
 	TupleTableSlot *result = NULL;
 
-	CHECK_FOR_INTERRUPTS();
 	MemoryContextReset(ms->row_cxt);
 	oldcxt = MemoryContextSwitchTo(ms->row_cxt);
 	prev = idx_count_round_trips(&ms->round_trips);
 	PG_TRY();
 	{
+		CHECK_FOR_INTERRUPTS();
 		switch (step)
 		{
 			case STEP_INSERT:
@@ -940,12 +1233,17 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 				break;
 		}
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		idx_count_round_trips(prev);
 		MemoryContextSwitchTo(oldcxt);
+		if (ms->undo != NIL || ms->undo_overflow)
+			fail_statement(ms);
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	idx_count_round_trips(prev);
+	MemoryContextSwitchTo(oldcxt);
 	return result;
 }
 

@@ -203,6 +203,27 @@ idx_xact_note_ordered_write(const char *relname)
 }
 
 /*
+ * Has the transaction made ordered-mode writes (so far)?
+ */
+bool
+idx_xact_has_ordered_write(void)
+{
+	return ordered_write_rel != NULL;
+}
+
+/*
+ * Forget the ordered-mode writes noted since the transaction had none:
+ * the statement that made them undid them again.
+ */
+void
+idx_xact_unnote_ordered_write(void)
+{
+	if (ordered_write_rel)
+		pfree(ordered_write_rel);
+	ordered_write_rel = NULL;
+}
+
+/*
  * Put the open transaction's session into a read's options.
  */
 void

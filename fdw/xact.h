@@ -43,6 +43,12 @@ extern mongoc_client_session_t *idx_xact_begin_write(mongoc_client_t *client,
 /* Remember an ordered-mode write (for the warning at rollback) */
 extern void idx_xact_note_ordered_write(const char *relname);
 
+/* Has the transaction made ordered-mode writes? */
+extern bool idx_xact_has_ordered_write(void);
+
+/* A statement undid the transaction's only ordered-mode writes */
+extern void idx_xact_unnote_ordered_write(void);
+
 /*
  * Before a read: append the session of the client's open transaction to
  * the command options, so the read sees the transaction's own writes.
