@@ -103,25 +103,6 @@ release_build(BuildState *st)
 }
 
 /*
- * The columns the build reads: the key and included columns (pull_varattnos
- * convention).
- */
-static Bitmapset *
-needed_columns(const IdxIndexDef *def)
-{
-	Bitmapset  *attrs = NULL;
-	int			i;
-
-	for (i = 0; i < def->nkeys; i++)
-		attrs = bms_add_member(attrs, def->keys[i].attnum -
-							   FirstLowInvalidHeapAttributeNumber);
-	for (i = 0; i < def->ninclude; i++)
-		attrs = bms_add_member(attrs, def->include[i] -
-							   FirstLowInvalidHeapAttributeNumber);
-	return attrs;
-}
-
-/*
  * Start the find over all facts.
  */
 static void
@@ -380,7 +361,7 @@ idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 {
 	BuildState	st;
 	Relation	rel;
-	Bitmapset  *attrs = needed_columns(def);
+	Bitmapset  *attrs = idx_entry_columns(def);
 	const int	progress_index[] = {
 		PROGRESS_CREATEIDX_COMMAND,
 		PROGRESS_CREATEIDX_PHASE,

@@ -14,6 +14,7 @@
  */
 #include "postgres.h"
 
+#include "access/sysattr.h"
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
@@ -625,4 +626,24 @@ idx_entry_own_filter(const bson_t *entry)
 	result = idx_bson_pcopy(&filter);
 	bson_destroy(&filter);
 	return result;
+}
+
+/*
+ * The columns an index's entries are computed from: its key and included
+ * columns, as pull_varattnos offsets (attnum -
+ * FirstLowInvalidHeapAttributeNumber), which idx_row_conv_create() takes.
+ */
+Bitmapset *
+idx_entry_columns(const IdxIndexDef *def)
+{
+	Bitmapset  *attrs = NULL;
+	int			i;
+
+	for (i = 0; i < def->nkeys; i++)
+		attrs = bms_add_member(attrs, def->keys[i].attnum -
+							   FirstLowInvalidHeapAttributeNumber);
+	for (i = 0; i < def->ninclude; i++)
+		attrs = bms_add_member(attrs, def->include[i] -
+							   FirstLowInvalidHeapAttributeNumber);
+	return attrs;
 }

@@ -44,6 +44,8 @@
 
 #include <bson/bson.h>
 
+#include "nodes/bitmapset.h"
+
 #include "index_catalog.h"
 
 /* Can values of this (scalar) type be index keys? */
@@ -136,5 +138,11 @@ extern bool idx_entry_is_claim(const bson_t *entry);
  * entry only while it belongs to that fact (palloc'd).
  */
 extern bson_t *idx_entry_own_filter(const bson_t *entry);
+
+/*
+ * The key and included columns of an index as pull_varattnos offsets (for
+ * idx_row_conv_create).
+ */
+extern Bitmapset *idx_entry_columns(const IdxIndexDef *def);
 
 #endif							/* IDXTABLE_INDEX_ENTRY_H */

@@ -935,17 +935,7 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 						st.servername),
 				 errhint("Run it in a transaction of its own.")));
 
-	st.attrs = NULL;
-	{
-		int			i;
-
-		for (i = 0; i < st.def->nkeys; i++)
-			st.attrs = bms_add_member(st.attrs, st.def->keys[i].attnum -
-									  FirstLowInvalidHeapAttributeNumber);
-		for (i = 0; i < st.def->ninclude; i++)
-			st.attrs = bms_add_member(st.attrs, st.def->include[i] -
-									  FirstLowInvalidHeapAttributeNumber);
-	}
+	st.attrs = idx_entry_columns(st.def);
 	st.rowconv = idx_row_conv_create(RelationGetDescr(rel), st.info, st.attrs);
 	st.values = palloc0(sizeof(Datum) * Max(st.rowconv->natts, 1));
 	st.nulls = palloc0(sizeof(bool) * Max(st.rowconv->natts, 1));
