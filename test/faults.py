@@ -5,9 +5,10 @@ For every write kind (INSERT, UPDATE of a key, UPDATE of an included
 column, UPDATE of array elements, DELETE, a multi-statement transaction),
 in both consistency modes, the MongoDB command at step k of the write
 (k = 0, 1, 2, ... until the write gets through) is made to fail with
-MongoDB's failCommand failpoint: with an error code, or by closing the
-connection, and from then on every later command fails too, as if the
-server had gone away at that step.  Then, with the failpoint off:
+MongoDB's failCommand failpoint: with an error code, and from then on every
+later command fails too, as if the server had gone away at that step; or by
+closing the connection, from then on for every later command but the
+abortTransaction that follows (a dropped connection, the server still up).  Then, with the failpoint off:
 
 - transaction mode: the statement failed, the facts are exactly what they
   were before, and verify_index finds nothing wrong with any index;
@@ -325,7 +326,12 @@ def fault_matrix(res, kill):
     # that mark the server unknown (11600 shutdown, a closed connection)
     # make libmongoc wait minHeartbeatFrequencyMS (500 ms) before its next
     # command, so the closed-connection cases reconnect afterwards
-    kinds = [("error", {"errorCode": 112}), ("close", {"closeConnection": True})]
+    # A dropped connection leaves the server up: the FDW's abortTransaction
+    # after it gets through (the "error" kind fails every later command,
+    # abortTransaction included, as if the server had gone away).
+    kinds = [("error", {"errorCode": 112}),
+             ("close", {"closeConnection": True,
+                        "failCommands": [c for c in FAIL_COMMANDS if c != "abortTransaction"]})]
     if kill:
         kinds += [("kill before", {"killServer": "before"}), ("kill after", {"killServer": "after"})]
     for mode in ("transaction", "ordered"):
@@ -339,6 +345,7 @@ def fault_matrix(res, kill):
             after = facts(db)
             for kind, data in kinds:
                 steps = 0
+                t0 = time.time()
                 for k in range(MAX_STEPS):
                     restore(db, snap)
                     failpoint(client, data, skip=k)
@@ -356,7 +363,7 @@ def fault_matrix(res, kill):
                         break
                     label = "%s/%s/%s at step %d" % (mode, name, kind, k)
                     check_after_failure(res, conn, db, label, mode, before, after)
-                print("%-12s %-16s %-12s %d steps" % (mode, name, kind, steps))
+                print("%-12s %-16s %-12s %d steps  %.1fs" % (mode, name, kind, steps, time.time() - t0))
                 res.check(steps > 0, "%s/%s/%s: no step was ever failed" % (mode, name, kind))
     conn.close()
 
