@@ -69,6 +69,21 @@ EXPLAIN (VERBOSE, COSTS OFF)
   SELECT customer_id FROM customers WHERE lower(email) LIKE 'ada.kim%';
 SELECT town, count(*) FROM customers GROUP BY town ORDER BY count(*) DESC LIMIT 5;
 
+\echo '\n>>> writes keep every index table current, in one MongoDB transaction per PostgreSQL transaction'
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  INSERT INTO customers VALUES (900001, 'Pullman', 'Lovelace', 'Ada', 'Ada@Example.org');
+SELECT customer_id, first_name FROM customers WHERE lower(email) = 'ada@example.org';
+\echo '\n>>> the unique key holds, case-insensitively (SQLSTATE 23505), and nothing of the statement remains'
+\set ON_ERROR_STOP 0
+INSERT INTO customers VALUES (900002, 'Pullman', 'King', 'Augusta', 'ADA@example.ORG');
+\set ON_ERROR_STOP 1
+SELECT count(*) FROM customers WHERE customer_id = 900002;
+\echo '\n>>> an UPDATE of a key moves its index entries; verify_index compares index and facts'
+UPDATE customers SET town = 'Seattle', last_name = 'King' WHERE customer_id = 900001;
+SELECT customer_id, town FROM customers WHERE town = 'Seattle' AND last_name = 'King' AND first_name = 'Ada';
+SELECT name, (idxtable.verify_index(name)).* FROM idxtable.indexes ORDER BY name;
+DELETE FROM customers WHERE customer_id = 900001;
+
 \echo '\n>>> IMPORT FOREIGN SCHEMA infers the columns from sampled documents'
 CREATE SCHEMA imported;
 IMPORT FOREIGN SCHEMA idxtable_demo FROM SERVER demo_mongo INTO imported;
