@@ -1,0 +1,834 @@
+#!/usr/bin/python3
+"""Differential test of idxtable_fdw's writes: a foreign table against a local heap table.
+
+For each consistency mode ('transaction', then 'ordered') the same random
+INSERT (single and multi-row VALUES, INSERT ... SELECT from VALUES and from
+the table itself), COPY FROM STDIN, UPDATE and DELETE (by _id, by predicates
+on the indexed columns, joined to VALUES, some with RETURNING) run on
+
+- ``fw``: a foreign table with four index tables: unique {lower(name)},
+  {town} INCLUDE {n}, multi-valued {tags} and the composite {town, n};
+- ``lw``: a local table with the same columns, PRIMARY KEY (_id), a unique
+  index on lower(name) and ordinary indexes.
+
+Every statement must give the same outcome on both: the same row count and
+RETURNING rows, or the same SQLSTATE (23505 for a duplicate _id or name;
+constraint names and messages differ and are ignored).  A statement that
+fails must leave nothing of itself: after every failure the full contents of
+both tables are compared and verify_index of every index must be clean (drift
+it finds is reported, then fixed with repair_index, so that each statement's
+drift is reported once).  In transaction mode some batches also run
+multi-statement transactions (BEGIN ... COMMIT or ROLLBACK, with reads and
+verify_index inside); ordered mode runs every statement by itself, since its
+writes are final by design.  The value pools are small, so that unique
+collisions and index hits are frequent.
+
+After each batch, random queries through the indexes run on fw with
+``idxtable.enable_plain_scan = off`` and on lw: the results must be identical
+(the share that EXPLAIN shows routed through an index table is checked too);
+now and then the full contents are compared, and every 10 batches and at the
+end of each mode ``verify_index`` of every index must report missing =
+orphan = stale = 0.  When the tables have drifted apart (a discrepancy
+already reported), lw is reset to fw's contents, so that one bug is reported
+once and the run goes on.
+
+Environment as for test/differential.py (PGHOST..., MONGO_URI, MONGO_USER,
+MONGO_PASSWORD).  DIFFW_SEED fixes the random seed; it is printed first.  The
+PostgreSQL and MongoDB databases ``idxtable_diffwrites`` are dropped and
+created, and left in place.  The last line is
+``differential writes: N passed, M failed``; the exit status is non-zero if
+anything failed.
+"""
+import argparse
+import io
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+import psycopg2
+import psycopg2.extras
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+import mongo_client  # noqa: E402  (test/fixtures)
+
+DATABASE = "idxtable_diffwrites"
+MODES = ("transaction", "ordered")
+COLUMNS = ["_id", "name", "town", "tags", "n", "flag"]
+COLUMN_TYPES = {"_id": "text", "name": "text", "town": "text", "tags": "text[]",
+                "n": "integer", "flag": "boolean"}
+# (name, keys, include, unique)
+INDEXES = [("fw_name", "{lower(name)}", "{}", True),
+           ("fw_town", "{town}", "{n}", False),
+           ("fw_tags", "{tags}", "{}", False),
+           ("fw_town_n", "{town,n}", "{}", False)]
+# small batches and fetches, so that statements span several of them
+TABLE_OPTIONS = "batch_size '3', fetch_size '7', fetch_batch_size '5'"
+
+MAX_DETAILED_FAILURES = 25
+VERIFY_EVERY = 10
+# at least this share of the queries after the batches must go through an index table
+MIN_ROUTED_SHARE = 0.5
+
+# --------------------------------------------------------------------------
+# Value pools
+# --------------------------------------------------------------------------
+
+OID_LOWER = "5f43a1b2c3d4e5f607182930"   # written as an ObjectId
+OID_UPPER = "5F43A1B2C3D4E5F607182930"   # not lowercase hex: a string
+IDS = ["r%02d" % i for i in range(60)] + [OID_LOWER, OID_UPPER]
+_SYLLABLES = ["an", "bo", "ci", "de", "ev", "fa", "gu", "ha", "iv", "jo", "ki", "le"]
+NAME_BASES = sorted({a + b for a in _SYLLABLES for b in _SYLLABLES[:8]}) + ["émile", "zoë", "o'neil"]
+TOWNS = ["Oslo", "Rome", "Lima", "Kiev", "Bern"]
+TAGS = ["a", "b", "c", "d", "e"]
+TARGET_ROWS = (15, 40)
+
+
+def case_variant(rng, base):
+    return rng.choice([base, base.capitalize(), base.upper()])
+
+
+def quote(value):
+    """An SQL literal of a Python value (text, int, bool, list of text, None)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return quote(array_text(value))
+    return "'" + value.replace("'", "''") + "'"
+
+
+def typed(value, column):
+    """A literal with a cast, for VALUES lists whose types are not inferred."""
+    return "%s::%s" % (quote(value), COLUMN_TYPES[column])
+
+
+def array_text(values):
+    return "{" + ",".join("NULL" if v is None else '"%s"' % v for v in values) + "}"
+
+
+def copy_field(value):
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return array_text(value)
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+# --------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------
+
+@dataclass
+class Statement:
+    """One statement, ``{t}`` standing for the table; COPY data, or a query."""
+    sql: str
+    copy: str = None
+    query: bool = False      # rows in order (ORDER BY), compared as they come
+    foreign_only: bool = False
+
+    def text(self, table):
+        return self.sql.replace("{t}", table)
+
+    def show(self):
+        out = self.sql.replace("{t}", "<t>")
+        if self.copy is not None:
+            out += "\n    " + self.copy.rstrip("\n").replace("\n", "\n    ")
+        return out
+
+
+class Generator:
+    """Random statements over small pools; ``state`` is the local table's
+    current (_id, name) pairs, so that collisions and hits are frequent."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.ids = []
+        self.names = []
+
+    def observe(self, rows):
+        self.ids = [r[0] for r in rows]
+        self.names = [r[1] for r in rows if r[1] is not None]
+
+    # ---- values
+
+    def new_id(self, taken):
+        rng = self.rng
+        if self.ids and rng.random() < 0.12:
+            return rng.choice(self.ids)                 # duplicate _id
+        if taken and rng.random() < 0.05:
+            return rng.choice(sorted(taken))            # duplicate within the statement
+        free = [i for i in IDS if i not in self.ids and i not in taken]
+        return rng.choice(free or IDS)
+
+    def name(self, taken_names=()):
+        rng = self.rng
+        r = rng.random()
+        if r < 0.12:
+            return None
+        if r < 0.25 and (self.names or taken_names):
+            # an existing name, maybe in another case: lower() collides
+            return case_variant(rng, rng.choice(list(self.names) + list(taken_names)).lower())
+        return case_variant(rng, rng.choice(NAME_BASES))
+
+    def town(self):
+        return None if self.rng.random() < 0.12 else self.rng.choice(TOWNS)
+
+    def tags(self):
+        rng = self.rng
+        r = rng.random()
+        if r < 0.1:
+            return None
+        if r < 0.17:
+            return []
+        out = rng.sample(TAGS, rng.randint(1, 3))
+        if rng.random() < 0.1:
+            out.append(out[0])                          # a repeated element
+        if rng.random() < 0.07:
+            out.insert(rng.randint(0, len(out)), None)  # a NULL element
+        return out
+
+    def n(self):
+        return None if self.rng.random() < 0.1 else self.rng.randint(0, 20)
+
+    def flag(self):
+        return self.rng.choice([True, False, None])
+
+    def row(self, taken, taken_names):
+        rid = self.new_id(taken)
+        name = self.name(taken_names)
+        taken.add(rid)
+        if name is not None:
+            taken_names.append(name)
+        return [rid, name, self.town(), self.tags(), self.n(), self.flag()]
+
+    def rows(self, count):
+        taken, taken_names = set(), []
+        return [self.row(taken, taken_names) for _ in range(count)]
+
+    def existing_id(self):
+        if self.ids and self.rng.random() < 0.85:
+            return self.rng.choice(self.ids)
+        return self.rng.choice(IDS)
+
+    def existing_name(self):
+        if self.names and self.rng.random() < 0.8:
+            return self.rng.choice(self.names).lower()
+        return self.rng.choice(NAME_BASES)
+
+    # ---- clauses
+
+    def predicate(self):
+        """A WHERE clause on the indexed (and some other) columns."""
+        rng = self.rng
+        kind = rng.choice(["id", "ids", "town", "town_null", "name", "names", "tag", "n",
+                           "town_n", "flag", "or", "tags_null", "name_null"])
+        if kind == "id":
+            return "_id = %s" % quote(self.existing_id())
+        if kind == "ids":
+            return "_id IN (%s)" % ", ".join(quote(self.existing_id()) for _ in range(rng.randint(2, 4)))
+        if kind == "town":
+            return "town = %s" % quote(rng.choice(TOWNS))
+        if kind == "town_null":
+            return "town IS NULL"
+        if kind == "name":
+            return "lower(name) = %s" % quote(self.existing_name())
+        if kind == "names":
+            return "lower(name) IN (%s)" % ", ".join(quote(self.existing_name()) for _ in range(rng.randint(2, 3)))
+        if kind == "tag":
+            return "%s = ANY (tags)" % quote(rng.choice(TAGS))
+        if kind == "n":
+            return "n < %d" % rng.randint(0, 8)
+        if kind == "town_n":
+            return "town = %s AND n %s %d" % (quote(rng.choice(TOWNS)), rng.choice([">", "<=", "="]),
+                                              rng.randint(0, 20))
+        if kind == "flag":
+            return rng.choice(["flag", "NOT flag", "flag IS NULL"]) + " AND town = %s" % quote(rng.choice(TOWNS))
+        if kind == "or":
+            return "(%s = ANY (tags) OR town = %s)" % (quote(rng.choice(TAGS)), quote(rng.choice(TOWNS)))
+        if kind == "tags_null":
+            return "tags IS NULL"
+        return "name IS NULL AND n > %d" % rng.randint(0, 15)
+
+    def assignments(self):
+        rng = self.rng
+        out = []
+        for col in rng.sample(["name", "town", "tags", "n", "flag"], rng.choice([1, 1, 2, 2, 3])):
+            if col == "name":
+                r = rng.random()
+                if r < 0.15:
+                    out.append("name = upper(name)")       # the same lower() key
+                elif r < 0.25:
+                    out.append("name = NULL")
+                else:
+                    out.append("name = %s" % quote(case_variant(rng, self.existing_name())
+                                                     if rng.random() < 0.4 else
+                                                     case_variant(rng, rng.choice(NAME_BASES))))
+            elif col == "town":
+                out.append("town = %s" % quote(self.town()))
+            elif col == "tags":
+                out.append(rng.choice(["tags = %s" % quote(self.tags()),
+                                       "tags = array_append(tags, %s)" % quote(rng.choice(TAGS)),
+                                       "tags = array_remove(tags, %s)" % quote(rng.choice(TAGS)),
+                                       "tags = NULL"]))
+            elif col == "n":
+                out.append(rng.choice(["n = %s" % quote(self.n()), "n = n + 1", "n = NULL"]))
+            else:
+                out.append(rng.choice(["flag = %s" % quote(self.flag()), "flag = NOT flag"]))
+        return ", ".join(out)
+
+    def returning(self, always=False):
+        if not always and self.rng.random() < 0.6:
+            return ""
+        return " RETURNING " + self.rng.choice(["*", "_id", "_id, lower(name), n", "_id, tags, flag"])
+
+    # ---- writes
+
+    def insert_values(self):
+        rows = self.rows(self.rng.choice([1, 1, 2, 3, 4, 5]))
+        return Statement("INSERT INTO {t} VALUES %s%s" % (
+            ", ".join("(%s)" % ", ".join(quote(v) for v in row) for row in rows), self.returning()))
+
+    def insert_columns(self):
+        """A column list without some columns (they become NULL)."""
+        cols = ["_id"] + self.rng.sample(COLUMNS[1:], self.rng.randint(1, 4))
+        rows = self.rows(self.rng.randint(1, 3))
+        return Statement("INSERT INTO {t} (%s) VALUES %s%s" % (
+            ", ".join(cols),
+            ", ".join("(%s)" % ", ".join(quote(row[COLUMNS.index(c)]) for c in cols) for row in rows),
+            self.returning()))
+
+    def insert_select_values(self):
+        rows = self.rows(self.rng.randint(2, 6))
+        where = self.rng.choice(["", " WHERE v.n IS NULL OR v.n > %d" % self.rng.randint(0, 15)])
+        return Statement("INSERT INTO {t} SELECT * FROM (VALUES %s) AS v(%s)%s%s" % (
+            ", ".join("(%s)" % ", ".join(typed(v, c) for v, c in zip(row, COLUMNS)) for row in rows),
+            ", ".join(COLUMNS), where, self.returning()))
+
+    def insert_select_self(self):
+        """Copies of some rows under new _ids (suffix) and names (suffix or NULL)."""
+        suffix = self.rng.choice(["x", "y"])
+        name = self.rng.choice(["name || '%s'" % suffix, "NULL"])
+        return Statement("INSERT INTO {t} SELECT _id || '%s', %s, town, tags, n, flag FROM {t} WHERE %s%s" % (
+            suffix, name, self.predicate(), self.returning()))
+
+    def copy(self):
+        rows = self.rows(self.rng.randint(1, 5))
+        data = "".join("\t".join(copy_field(v) for v in row) + "\n" for row in rows)
+        return Statement("COPY {t} FROM STDIN", copy=data)
+
+    def update(self):
+        return Statement("UPDATE {t} SET %s WHERE %s%s" % (self.assignments(), self.predicate(), self.returning()))
+
+    def update_join(self):
+        rng = self.rng
+        ids = []
+        for _ in range(rng.randint(1, 4)):
+            i = self.existing_id()
+            if i not in ids:
+                ids.append(i)
+        values = ", ".join("(%s, %s, %s)" % (typed(i, "_id"), typed(self.n(), "n"), typed(self.town(), "town"))
+                           for i in ids)
+        return Statement("UPDATE {t} AS x SET n = v.vn, town = v.vtown FROM (VALUES %s) AS v(id, vn, vtown) "
+                         "WHERE x._id = v.id%s" % (values, self.returning().replace("*", "x.*")))
+
+    def delete(self):
+        return Statement("DELETE FROM {t} WHERE %s%s" % (self.predicate(), self.returning()))
+
+    def delete_join(self):
+        ids = ", ".join("(%s)" % quote(self.existing_id()) for _ in range(self.rng.randint(1, 3)))
+        return Statement("DELETE FROM {t} AS x USING (VALUES %s) AS v(id) WHERE x._id = v.id" % ids)
+
+    def write(self):
+        """A random write, biased towards keeping the table at TARGET_ROWS."""
+        size = len(self.ids)
+        grow, shrink = 1.0, 1.0
+        if size < TARGET_ROWS[0]:
+            grow, shrink = 3.0, 0.3
+        elif size > TARGET_ROWS[1]:
+            grow, shrink = 0.3, 3.0
+        kinds = [(self.insert_values, 3 * grow), (self.insert_columns, 1 * grow),
+                 (self.insert_select_values, 1.5 * grow), (self.insert_select_self, 0.7 * grow),
+                 (self.copy, 1.5 * grow), (self.update, 5), (self.update_join, 1),
+                 (self.delete, 2 * shrink), (self.delete_join, 1 * shrink)]
+        make = self.rng.choices([k for k, _ in kinds], weights=[w for _, w in kinds])[0]
+        return make()
+
+    # ---- reads
+
+    def query(self):
+        """A query through an index, rows in a fixed order."""
+        rng = self.rng
+        kind = rng.choice(["town", "towns", "town_null", "name", "names", "tag", "tags",
+                           "town_n", "town_n_range", "covering", "count"])
+        if kind == "town":
+            where = "town = %s" % quote(rng.choice(TOWNS))
+        elif kind == "towns":
+            where = "town IN (%s)" % ", ".join(quote(t) for t in rng.sample(TOWNS, 2))
+        elif kind == "town_null":
+            where = "town IS NULL"
+        elif kind == "name":
+            where = "lower(name) = %s" % quote(self.existing_name())
+        elif kind == "names":
+            where = "lower(name) IN (%s)" % ", ".join(quote(self.existing_name()) for _ in range(rng.randint(2, 4)))
+        elif kind == "tag":
+            where = "%s = ANY (tags)" % quote(rng.choice(TAGS))
+        elif kind == "tags":
+            where = "tags && ARRAY[%s]" % ", ".join(quote(t) for t in rng.sample(TAGS, 2))
+        elif kind == "town_n":
+            where = "town = %s AND n > %d" % (quote(rng.choice(TOWNS)), rng.randint(0, 20))
+        elif kind == "town_n_range":
+            lo = rng.randint(0, 15)
+            where = "town = %s AND n BETWEEN %d AND %d" % (quote(rng.choice(TOWNS)), lo, lo + rng.randint(0, 6))
+        elif kind == "covering":
+            return Statement("SELECT town, n FROM {t} WHERE town = %s ORDER BY n, town" % quote(rng.choice(TOWNS)),
+                             query=True)
+        else:
+            return Statement("SELECT count(*), count(n), sum(n) FROM {t} WHERE %s = ANY (tags)"
+                             % quote(rng.choice(TAGS)), query=True)
+        return Statement("SELECT * FROM {t} WHERE %s ORDER BY _id" % where, query=True)
+
+
+# --------------------------------------------------------------------------
+# Running and comparing
+# --------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    rowcount: int = None
+    rows: list = None
+    sqlstate: str = None
+    error: str = None
+
+    def failed(self):
+        return self.sqlstate is not None or self.error is not None
+
+    def show(self, limit=6):
+        if self.failed():
+            first = (self.error or "").splitlines()[0] if self.error else ""
+            if first.startswith("ERROR:"):
+                first = first[len("ERROR:"):].strip()
+            return "ERROR %s: %s" % (self.sqlstate, first)
+        text = "%d rows" % self.rowcount
+        if self.rows:
+            text += ": " + ", ".join(repr(r) for r in self.rows[:limit])
+            if len(self.rows) > limit:
+                text += ", ... (%d more)" % (len(self.rows) - limit)
+        return text
+
+
+def sort_key(row):
+    return repr(row)
+
+
+class Side:
+    """One connection and the table it writes (fw or lw)."""
+
+    def __init__(self, table):
+        self.table = table
+        self.conn = None
+        self.connect()
+
+    def connect(self):
+        self.conn = psycopg2.connect(dbname=DATABASE, options="-c statement_timeout=30s")
+        self.conn.autocommit = True
+        self.conn.set_client_encoding("UTF8")
+
+    def run(self, statement):
+        sql = statement.text(self.table)
+        try:
+            if self.conn.closed:
+                self.connect()
+            with self.conn.cursor() as cur:
+                if statement.copy is not None:
+                    cur.copy_expert(sql, io.StringIO(statement.copy))
+                else:
+                    cur.execute(sql)
+                rows = None
+                if cur.description:
+                    rows = [tuple(r) for r in cur.fetchall()]
+                    if not statement.query:
+                        rows.sort(key=sort_key)
+                return Outcome(rowcount=cur.rowcount, rows=rows)
+        except psycopg2.Error as exc:
+            if exc.pgcode is None:     # connection lost
+                self.conn.close()
+            return Outcome(sqlstate=exc.pgcode or "connection", error=(exc.pgerror or str(exc)).strip())
+
+    def execute(self, sql):
+        """Run ``sql`` and return its rows (raises on error)."""
+        if self.conn.closed:
+            self.connect()
+        with self.conn.cursor() as cur:
+            cur.execute(sql.replace("{t}", self.table))
+            return [tuple(r) for r in cur.fetchall()] if cur.description else None
+
+
+def show_verify(row):
+    if isinstance(row, tuple):
+        return "checked %d, missing %d, orphan %d, stale %d" % row
+    return row
+
+
+def agree(foreign, local):
+    """Do two outcomes agree?  Both failing with one SQLSTATE does, unless it
+    is a syntax or semantic error (class 42): a bug of this test."""
+    if foreign.failed() or local.failed():
+        return foreign.sqlstate == local.sqlstate and not (local.sqlstate or "").startswith("42")
+    return foreign.rowcount == local.rowcount and foreign.rows == local.rows
+
+
+class Report:
+    def __init__(self, seed, details=MAX_DETAILED_FAILURES):
+        self.seed = seed
+        self.details = details
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok, where, what, lines=()):
+        if ok:
+            self.passed += 1
+            return
+        self.failed += 1
+        if self.failed <= self.details:
+            print("FAIL [%s] (DIFFW_SEED=%d) %s" % (where, self.seed, what))
+            for line in list(lines)[:14]:
+                print("    " + line)
+        elif self.failed == self.details + 1:
+            print("(further failures in one line each)")
+            print("FAIL [%s] %s" % (where, what))
+        else:
+            print("FAIL [%s] %s" % (where, what))
+        sys.stdout.flush()
+
+
+def content_lines(foreign_rows, local_rows, limit=8):
+    """How two full table contents (sorted by _id) differ."""
+    f = {r[0]: r for r in foreign_rows}
+    l = {r[0]: r for r in local_rows}
+    lines = ["foreign: %d rows, local: %d rows" % (len(foreign_rows), len(local_rows))]
+    for key in sorted(set(f) | set(l)):
+        if f.get(key) == l.get(key):
+            continue
+        if len(lines) > limit:
+            lines.append("...")
+            break
+        if key not in l:
+            lines.append("only foreign: %r" % (f[key],))
+        elif key not in f:
+            lines.append("only local:   %r" % (l[key],))
+        else:
+            lines.append("differs: foreign %r" % (f[key],))
+            lines.append("         local   %r" % (l[key],))
+    return lines
+
+
+class Run:
+    """One mode's run: tables, batches, checks."""
+
+    def __init__(self, mode, rng, report, args):
+        self.mode = mode
+        self.rng = rng
+        self.report = report
+        self.args = args
+        self.gen = Generator(rng)
+        self.fw = Side("fw")
+        self.lw = Side("lw")
+        self.stats = {"statements": 0, "errors": 0, "queries": 0, "routed": 0, "transactions": 0,
+                      "explained": 0, "resyncs": 0, "passed": 0, "failed": 0}
+        self.where = ""
+        self.plain_scan = "on"
+
+    # ---- setup
+
+    def create_tables(self):
+        client = mongo_client.connect()
+        client[DATABASE].drop_collection("fw")
+        for name, _, _, _ in INDEXES:
+            client[DATABASE].drop_collection("idxtable.fw.%s" % name)
+        client.close()
+        cols = ", ".join("%s %s" % (c, COLUMN_TYPES[c]) for c in COLUMNS)
+        for sql in ["DROP FOREIGN TABLE IF EXISTS fw", "DROP TABLE IF EXISTS lw",
+                    "CREATE FOREIGN TABLE fw (%s) SERVER mongo OPTIONS (collection 'fw', consistency '%s', %s)"
+                    % (cols, self.mode, TABLE_OPTIONS),
+                    "CREATE TABLE lw (%s, PRIMARY KEY (_id))" % cols,
+                    "CREATE UNIQUE INDEX lw_name ON lw (lower(name))",
+                    "CREATE INDEX lw_town ON lw (town) INCLUDE (n)",
+                    "CREATE INDEX lw_tags ON lw USING gin (tags)",
+                    "CREATE INDEX lw_town_n ON lw (town, n)"]:
+            self.lw.execute(sql)
+        for name, keys, include, unique in INDEXES:
+            self.lw.execute("SELECT idxtable.create_index('fw', '%s', include => '%s', is_unique => %s, "
+                            "name => '%s')" % (keys, include, "true" if unique else "false", name))
+
+    # ---- checks
+
+    def check(self, ok, what, lines=()):
+        self.stats["passed" if ok else "failed"] += 1
+        self.report.check(ok, "%s %s" % (self.mode, self.where), what, lines)
+
+    def compare_statement(self, statement):
+        foreign = self.fw.run(statement)
+        local = self.lw.run(statement)
+        ok = agree(foreign, local)
+        self.check(ok, "outcomes differ", [
+            "sql: " + statement.show(), "foreign: " + foreign.show(), "local:   " + local.show()])
+        return foreign, local, ok
+
+    def contents(self):
+        return (self.fw.execute("SELECT * FROM {t} ORDER BY _id"),
+                self.lw.execute("SELECT * FROM {t} ORDER BY _id"))
+
+    def compare_contents(self, why, statement=None):
+        """Full contents equal?  If not: report, then reset lw to fw."""
+        try:
+            foreign, local = self.contents()
+        except psycopg2.Error as exc:
+            self.check(False, "%s: reading the contents failed: %s" % (why, str(exc).strip()))
+            return False
+        ok = foreign == local
+        lines = (["sql: " + statement.show()] if statement else []) + content_lines(foreign, local)
+        self.check(ok, "%s: table contents differ" % why, lines)
+        if not ok:
+            self.resync(foreign)
+        return ok
+
+    def resync(self, foreign_rows):
+        """Make lw hold fw's rows again (after a reported discrepancy)."""
+        self.stats["resyncs"] += 1
+        try:
+            with self.lw.conn.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute("TRUNCATE lw")
+                if foreign_rows:
+                    psycopg2.extras.execute_values(cur, "INSERT INTO lw VALUES %s",
+                                                   [list(r) for r in foreign_rows])
+                cur.execute("COMMIT")
+        except psycopg2.Error as exc:
+            self.lw.execute("ROLLBACK")
+            self.check(False, "fw's rows do not fit lw's constraints (%s): %s"
+                       % (exc.pgcode, (exc.pgerror or str(exc)).strip().splitlines()[0]))
+
+    def refresh_state(self):
+        self.gen.observe(self.lw.execute("SELECT _id, name FROM {t} ORDER BY _id"))
+
+    def verify_results(self):
+        """{index: (checked, missing, orphan, stale) or the error}."""
+        out = {}
+        for name, _, _, _ in INDEXES:
+            try:
+                out[name] = tuple(self.fw.execute("SELECT checked, missing, orphan, stale "
+                                                  "FROM idxtable.verify_index('%s')" % name)[0])
+            except psycopg2.Error as exc:
+                out[name] = "ERROR %s: %s" % (exc.pgcode, str(exc).strip().splitlines()[0])
+        return out
+
+    def verify(self, why):
+        """One check per index."""
+        for name, row in self.verify_results().items():
+            self.check(isinstance(row, tuple) and row[1:] == (0, 0, 0),
+                       "%s: verify_index(%s) = %s" % (why, name, show_verify(row)))
+
+    def verify_after(self, why, statement):
+        """One check for all indexes; drift found is repaired (and reported
+        once), so that later checks see only later drift."""
+        results = self.verify_results()
+        bad = {n: r for n, r in results.items() if not (isinstance(r, tuple) and r[1:] == (0, 0, 0))}
+        self.check(not bad, "%s: verify_index found drift: %s"
+                   % (why, ", ".join("%s %s" % (n, show_verify(r)) for n, r in bad.items())),
+                   ["sql: " + statement.show()])
+        for name in bad:
+            try:
+                self.fw.execute("SELECT * FROM idxtable.repair_index('%s')" % name)
+            except psycopg2.Error as exc:
+                self.check(False, "repair_index(%s) failed: %s" % (name, str(exc).strip().splitlines()[0]))
+
+    # ---- batches
+
+    def single(self, statement):
+        """One autocommit statement on both tables."""
+        self.stats["statements"] += 1
+        foreign, local, ok = self.compare_statement(statement)
+        if local.failed():
+            self.stats["errors"] += 1
+        if foreign.failed() or local.failed() or not ok:
+            # a failed statement leaves nothing of itself (and a mismatch is
+            # followed by a resync)
+            why = "after a failed statement" if ok else "after differing outcomes"
+            self.compare_contents(why, statement)
+            self.verify_after(why, statement)
+        self.refresh_state()
+
+    def transaction(self):
+        """BEGIN; a few writes, reads and a verify_index; COMMIT or ROLLBACK.
+        The transaction's scans and reads go through index tables."""
+        self.stats["transactions"] += 1
+        end = "COMMIT" if self.rng.random() < 0.7 else "ROLLBACK"
+        statements = [Statement("BEGIN")]
+        for _ in range(self.rng.randint(2, 5)):
+            statements.append(self.gen.query() if self.rng.random() < 0.25 else self.gen.write())
+        statements.append(Statement(end))
+        self.fw.execute("SET idxtable.enable_plain_scan = off")
+        log = []
+        aborted = False
+        for number, statement in enumerate(statements):
+            foreign, local, ok = self.compare_statement(statement)
+            log.append("%s -> fw %s / lw %s" % (statement.show(), foreign.show(2), local.show(2)))
+            if 0 < number < len(statements) - 1:
+                self.stats["queries" if statement.query else "statements"] += 1
+            if local.failed() or foreign.failed():
+                if not aborted and number > 0:
+                    self.stats["errors"] += 1
+                aborted = True
+            if not aborted and 0 < number < len(statements) - 1:
+                # the local table's rows as the transaction sees them
+                self.refresh_state()
+            if not aborted and number == len(statements) - 2 and self.rng.random() < 0.3:
+                # verify_index inside the transaction sees its writes
+                name = self.rng.choice(INDEXES)[0]
+                try:
+                    row = tuple(self.fw.execute("SELECT missing, orphan, stale FROM idxtable.verify_index('%s')"
+                                                % name)[0])
+                except psycopg2.Error as exc:
+                    row = str(exc).strip()
+                    aborted = True
+                self.check(row == (0, 0, 0), "verify_index(%s) inside a transaction: (missing, orphan, stale) = %s"
+                           % (name, row), log)
+        self.fw.execute("SET idxtable.enable_plain_scan = %s" % self.plain_scan)
+        why = "after %s (transaction of %d statements)" % (end, len(statements) - 2)
+        self.compare_contents(why, Statement("\n    ".join(log)))
+        if aborted or end == "ROLLBACK":
+            self.verify_after(why, Statement("\n    ".join(log)))
+        self.refresh_state()
+
+    def queries(self, count):
+        self.fw.execute("SET idxtable.enable_plain_scan = off")
+        for _ in range(count):
+            statement = self.gen.query()
+            self.stats["queries"] += 1
+            self.stats["explained"] += 1
+            plan = self.fw.execute("EXPLAIN (COSTS OFF) " + statement.text("fw"))
+            if any("Index Table:" in line for (line,) in plan):
+                self.stats["routed"] += 1
+            self.compare_statement(statement)
+        self.fw.execute("RESET idxtable.enable_plain_scan")
+
+    def batch(self, number):
+        self.where = "batch %d" % number
+        # the writes' scans go through index tables in some batches
+        self.plain_scan = "off" if self.rng.random() < 0.4 else "on"
+        self.fw.execute("SET idxtable.enable_plain_scan = %s" % self.plain_scan)
+        for s in range(self.args.statements):
+            self.where = "batch %d statement %d" % (number, s)
+            if self.mode == "transaction" and self.rng.random() < 0.08:
+                self.transaction()
+            else:
+                self.single(self.gen.write())
+        self.fw.execute("RESET idxtable.enable_plain_scan")
+        self.where = "batch %d queries" % number
+        self.queries(self.args.queries)
+        if self.rng.random() < 0.3:
+            self.compare_contents("contents after the batch")
+        if (number + 1) % VERIFY_EVERY == 0:
+            self.verify("after batch %d" % number)
+
+    def run(self):
+        started = time.monotonic()
+        self.where = "setup"
+        self.create_tables()
+        self.refresh_state()
+        for number in range(self.args.batches):
+            self.batch(number)
+        self.where = "end"
+        self.compare_contents("final contents")
+        self.verify("at the end")
+        share = self.stats["routed"] / max(1, self.stats["explained"])
+        self.check(share >= MIN_ROUTED_SHARE,
+                   "only %.0f%% of the queries went through an index table" % (100 * share))
+        rows = self.fw.execute("SELECT count(*) FROM {t}")[0][0]
+        s = self.stats
+        print("%s: %d statements (%d failed on both), %d transactions, %d queries (%d routed), "
+              "%d rows at the end, %d resyncs, %.1fs: %d passed, %d failed"
+              % (self.mode, s["statements"], s["errors"], s["transactions"], s["queries"], s["routed"],
+                 rows, s["resyncs"], time.monotonic() - started, s["passed"], s["failed"]))
+        sys.stdout.flush()
+        self.fw.conn.close()
+        self.lw.conn.close()
+
+
+# --------------------------------------------------------------------------
+# Setup and main
+# --------------------------------------------------------------------------
+
+def setup_database():
+    """Recreate the PostgreSQL database (extension, server, user mapping) and
+    drop the MongoDB database."""
+    client = mongo_client.connect()
+    client.drop_database(DATABASE)
+    client.close()
+    admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
+        cur.execute("CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
+    admin.close()
+    conn = psycopg2.connect(dbname=DATABASE)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("CREATE EXTENSION idxtable_fdw")
+        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
+                    (os.environ["MONGO_URI"], DATABASE))
+        if os.environ.get("MONGO_USER"):
+            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
+                        (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
+        else:
+            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
+    conn.close()
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--statements", type=int, default=8, help="statements per batch")
+    parser.add_argument("--queries", type=int, default=6, help="queries after each batch")
+    parser.add_argument("--mode", choices=MODES, action="append", help="only this mode (repeatable)")
+    parser.add_argument("--details", type=int, default=MAX_DETAILED_FAILURES,
+                        help="failures reported in detail (the rest in one line each)")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    seed = int(os.environ.get("DIFFW_SEED") or random.SystemRandom().randrange(2 ** 32))
+    print("differential writes: seed %d (repeat with DIFFW_SEED=%d)" % (seed, seed), flush=True)
+    report = Report(seed, args.details)
+    started = time.monotonic()
+    try:
+        setup_database()
+    except Exception as exc:  # any setup failure is one failed check
+        report.check(False, "setup", "%s: %s" % (type(exc).__name__, exc))
+        print("differential writes: %d passed, %d failed" % (report.passed, report.failed))
+        return 1
+    for number, mode in enumerate(args.mode or MODES):
+        # each mode has its own random stream, so that a mode run alone
+        # (--mode) repeats what it did in the full run
+        rng = random.Random("%d/%s" % (seed, mode))
+        try:
+            Run(mode, rng, report, args).run()
+        except Exception as exc:  # a broken run is a failure, the next mode still runs
+            report.check(False, mode, "run aborted: %s: %s" % (type(exc).__name__, exc))
+    print("elapsed %.1fs" % (time.monotonic() - started))
+    print("differential writes: %d passed, %d failed" % (report.passed, report.failed))
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
