@@ -36,6 +36,8 @@ typedef struct PendingEntry
 	bool		claim;			/* a unique key's claim (_id without id) */
 	bool		replace;		/* the old row had this _id: replace it */
 	bool		written;		/* written by the latest write_new */
+	bool		created;		/* ... as a new document (not over one with
+								 * the same _id that was there before) */
 	int			row;			/* row within the batch */
 	Datum	   *keyvalues;		/* key values, for messages */
 	bool	   *keynulls;
@@ -268,15 +270,18 @@ idx_writer_queue(IdxIndexWriter *w, int row,
 
 /*
  * A bulk write on an index collection, in the transaction's session if any.
+ * Unordered, except where the caller needs the first error to be the one
+ * reported (in a transaction, the first failed command aborts it, and the
+ * commands after it fail with NoSuchTransaction).
  */
 static mongoc_bulk_operation_t *
-create_bulk(IndexQueue *q, mongoc_client_session_t *session)
+create_bulk(IndexQueue *q, mongoc_client_session_t *session, bool ordered)
 {
 	bson_t		opts = BSON_INITIALIZER;
 	bson_error_t error;
 	mongoc_bulk_operation_t *bulk;
 
-	BSON_APPEND_BOOL(&opts, "ordered", false);
+	BSON_APPEND_BOOL(&opts, "ordered", ordered);
 	if (session && !mongoc_client_session_append(session, &opts, &error))
 	{
 		bson_destroy(&opts);
@@ -416,13 +421,40 @@ report_unique_violation(IndexQueue *q, PendingEntry *pe)
 }
 
 /*
- * Execute a bulk.  Returns NULL on success, else the palloc'd list of
- * failed op indexes; errors other than duplicate keys, and any error
- * without write errors, are raised at once.
+ * The op indexes of a bulk reply's "upserted" array: the upserts that
+ * created a document.
+ */
+static Bitmapset *
+upserted_ops(const bson_t *reply)
+{
+	Bitmapset  *result = NULL;
+	bson_iter_t iter;
+	bson_iter_t item;
+
+	if (!bson_iter_init_find(&iter, reply, "upserted") ||
+		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &item))
+		return NULL;
+	while (bson_iter_next(&item))
+	{
+		bson_iter_t field;
+
+		if (BSON_ITER_HOLDS_DOCUMENT(&item) &&
+			bson_iter_recurse(&item, &field) &&
+			bson_iter_find(&field, "index") && BSON_ITER_HOLDS_NUMBER(&field))
+			result = bms_add_member(result, (int) bson_iter_as_int64(&field));
+	}
+	return result;
+}
+
+/*
+ * Execute a bulk.  Returns true on success, else false with the palloc'd
+ * list of the ops that failed on a duplicate key (-1: unknown which);
+ * other errors, and any error without write errors, are raised at once.
+ * *upserted (if wanted) gets the upserts that created a document.
  */
 static bool
 run_bulk(IdxIndexWriter *w, IndexQueue *q, mongoc_bulk_operation_t **bulk,
-		 int **dup_ops, int *ndups)
+		 int **dup_ops, int *ndups, Bitmapset **upserted)
 {
 	bson_t		reply;
 	bson_error_t error;
@@ -431,10 +463,13 @@ run_bulk(IdxIndexWriter *w, IndexQueue *q, mongoc_bulk_operation_t **bulk,
 			   *codes;
 	int			n,
 				i;
+
 	ok = mongoc_bulk_operation_execute(*bulk, &reply, &error);
 	mongoc_bulk_operation_destroy(*bulk);
 	*bulk = NULL;
 	*ndups = 0;
+	if (upserted)
+		*upserted = upserted_ops(&reply);
 	if (ok)
 	{
 		bson_destroy(&reply);
@@ -690,6 +725,10 @@ resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
 		if (done)
 		{
 			pe->written = true;
+			/* over our own fact's claim, it was there before */
+			pe->created = (claim == NULL ||
+						   !bson_iter_init_find(&holder, claim, IDX_ENTRY_FACT_ID) ||
+						   !same_value(bson_iter_value(&holder), &fact_id));
 			bson_value_destroy(&entry_id);
 			bson_value_destroy(&fact_id);
 			return;
@@ -714,7 +753,7 @@ delete_entries(IdxIndexWriter *w, IndexQueue *q, List *filters,
 
 	if (filters == NIL)
 		return;
-	bulk = create_bulk(q, session);
+	bulk = create_bulk(q, session, false);
 	foreach(lc, filters)
 	{
 		bson_error_t error;
@@ -727,34 +766,111 @@ delete_entries(IdxIndexWriter *w, IndexQueue *q, List *filters,
 				 error.message);
 		}
 	}
-	if (!run_bulk(w, q, &bulk, &dups, &ndups))
+	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL))
 		elog(ERROR, "unexpected duplicate key while deleting index entries");
 	w->deleted += list_length(filters);
 }
 
 /*
- * Ordered mode, after a unique violation: remove the entries this batch
- * wrote, so that nothing of the failed statement's batch stays behind.
+ * Write one entry by itself: a replace (upsert) by its _id.
  */
 static void
-unwrite_batch(IdxIndexWriter *w)
+write_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
+{
+	mongoc_bulk_operation_t *bulk = create_bulk(q, NULL, false);
+	int		   *dups;
+	int			ndups;
+
+	bulk_add_entry(w, bulk, pe);
+	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL))
+		elog(ERROR, "unexpected duplicate key while rewriting an index entry");
+}
+
+/*
+ * Take back one entry that write_new wrote, in ordered mode: delete it if
+ * it was created; if it replaced a document with the same _id that was
+ * there before (of an existing fact with the same _id, or left over),
+ * write that fact's own entry back, as its fact now has it.
+ */
+static void
+unwrite_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
+			  List **deletes)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		projection = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_t	   *fact;
+	int			attnum = -1;
+	bool		rewritten = false;
+
+	if (pe->created)
+	{
+		*deletes = lappend(*deletes, idx_entry_own_filter(pe->entry));
+		return;
+	}
+	bson_iter_init_find(&iter, pe->entry, IDX_ENTRY_FACT_ID);
+	bson_append_iter(&filter, "_id", -1, &iter);
+	while ((attnum = bms_next_member(w->needed, attnum)) >= 0)
+		BSON_APPEND_INT32(&projection, w->info->fields[attnum - 1], 1);
+	fact = find_one(w, w->facts, &filter, &projection, false,
+					writing_what(q));
+	bson_destroy(&filter);
+	bson_destroy(&projection);
+	if (fact)
+	{
+		int			natts = w->info->natts;
+		Datum	   *values = palloc0(sizeof(Datum) * natts);
+		bool	   *nulls = palloc(sizeof(bool) * natts);
+		bson_t	  **entries;
+		Datum	   *kv;
+		bool	   *kn;
+		int			n,
+					e;
+
+		memset(nulls, true, sizeof(bool) * natts);
+		idx_document_to_row(w->rowconv, fact, values, nulls);
+		n = fact_entries(q->def, values, nulls, bson_iter_value(&iter),
+						 &entries, &kv, &kn);
+		for (e = 0; e < n && !rewritten; e++)
+		{
+			if (idx_entry_same_id(entries[e], pe->entry))
+			{
+				PendingEntry again = *pe;
+
+				again.entry = entries[e];
+				again.claim = false;	/* a plain replace by _id */
+				write_entry(w, q, &again);
+				rewritten = true;
+			}
+		}
+	}
+	if (!rewritten)
+		*deletes = lappend(*deletes, idx_entry_own_filter(pe->entry));
+}
+
+/*
+ * Ordered mode: take back the entries write_new wrote, for all rows of the
+ * batch (row < 0) or one row (its fact was not written).
+ */
+static void
+unwrite_rows(IdxIndexWriter *w, int row, mongoc_client_session_t *session)
 {
 	int			i;
 
 	for (i = 0; i < w->nindexes; i++)
 	{
 		IndexQueue *q = &w->queues[i];
-		List	   *filters = NIL;
+		List	   *deletes = NIL;
 		ListCell   *lc;
 
 		foreach(lc, q->inserts)
 		{
 			PendingEntry *pe = lfirst(lc);
 
-			if (pe->written && !pe->replace)
-				filters = lappend(filters, idx_entry_own_filter(pe->entry));
+			if ((row < 0 || pe->row == row) && pe->written && !pe->replace)
+				unwrite_entry(w, q, pe, &deletes);
 		}
-		delete_entries(w, q, filters, NULL);
+		delete_entries(w, q, deletes, session);
 	}
 }
 
@@ -793,6 +909,29 @@ committed_claim(IdxIndexWriter *w, IndexQueue *q)
 }
 
 /*
+ * The queue with the claims first (a stable partition), so that a bulk
+ * sends them in its first command.
+ */
+static List *
+claims_first(List *inserts)
+{
+	List	   *claims = NIL;
+	List	   *others = NIL;
+	ListCell   *lc;
+
+	foreach(lc, inserts)
+	{
+		PendingEntry *pe = lfirst(lc);
+
+		if (pe->claim && !pe->replace)
+			claims = lappend(claims, pe);
+		else
+			others = lappend(others, pe);
+	}
+	return list_concat(claims, others);
+}
+
+/*
  * Write the queued new entries, one bulk per index collection.
  */
 void
@@ -809,30 +948,35 @@ idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
 		int		   *dups;
 		int			ndups;
 		int			d;
+		bool		ok;
+		Bitmapset  *upserted;
 
 		if (q->inserts == NIL)
 			continue;
 		CHECK_FOR_INTERRUPTS();
-		bulk = create_bulk(q, session);
+		q->inserts = claims_first(q->inserts);
+		bulk = create_bulk(q, session, session != NULL);
 		foreach(lc, q->inserts)
 			bulk_add_entry(w, bulk, lfirst(lc));
-		if (run_bulk(w, q, &bulk, &dups, &ndups))
-		{
-			foreach(lc, q->inserts)
-				((PendingEntry *) lfirst(lc))->written = true;
-			w->written += list_length(q->inserts);
-			continue;
-		}
+		ok = run_bulk(w, q, &bulk, &dups, &ndups, &upserted);
 
 		/* everything but the duplicates was written */
 		foreach(lc, q->inserts)
 		{
 			PendingEntry *pe = lfirst(lc);
+			int			op = foreach_current_index(lc);
 
 			pe->written = true;
 			for (d = 0; d < ndups; d++)
-				if (dups[d] == foreach_current_index(lc))
+				if (dups[d] == op)
 					pe->written = false;
+			pe->created = pe->written &&
+				((pe->claim && !pe->replace) || bms_is_member(op, upserted));
+		}
+		if (ok)
+		{
+			w->written += list_length(q->inserts);
+			continue;
 		}
 		if (dups[0] < 0)
 			report_unique_violation(q, committed_claim(w, q));
@@ -848,7 +992,7 @@ idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
 			}
 			PG_CATCH();
 			{
-				unwrite_batch(w);
+				unwrite_rows(w, -1, NULL);
 				PG_RE_THROW();
 			}
 			PG_END_TRY();
@@ -862,46 +1006,12 @@ idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
  * Undo the entries of one row whose fact was not written.
  */
 void
-idx_writer_unwrite_row(IdxIndexWriter *w, int row, const Datum *keepvals,
-					   const bool *keepnulls,
+idx_writer_unwrite_row(IdxIndexWriter *w, int row,
 					   mongoc_client_session_t *session)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-	int			i;
 
-	for (i = 0; i < w->nindexes; i++)
-	{
-		IndexQueue *q = &w->queues[i];
-		List	   *filters = NIL;
-		ListCell   *lc;
-
-		foreach(lc, q->inserts)
-		{
-			PendingEntry *pe = lfirst(lc);
-			bool		keep = false;
-
-			if (pe->row != row || !pe->written || pe->replace)
-				continue;
-			if (keepvals)
-			{
-				bson_iter_t iter;
-				bson_t	  **entries;
-				Datum	   *kv;
-				bool	   *kn;
-				int			n,
-							e;
-
-				bson_iter_init_find(&iter, pe->entry, IDX_ENTRY_FACT_ID);
-				n = fact_entries(q->def, keepvals, keepnulls,
-								 bson_iter_value(&iter), &entries, &kv, &kn);
-				for (e = 0; e < n && !keep; e++)
-					keep = idx_entry_same_id(entries[e], pe->entry);
-			}
-			if (!keep)
-				filters = lappend(filters, idx_entry_own_filter(pe->entry));
-		}
-		delete_entries(w, q, filters, session);
-	}
+	unwrite_rows(w, row, session);
 	MemoryContextSwitchTo(oldcxt);
 }
 

@@ -83,12 +83,11 @@ extern void idx_writer_write_new(IdxIndexWriter *w,
 
 /*
  * Undo idx_writer_write_new() for one row of the batch (its fact was not
- * written): delete the entries it inserted, except those that "keepvals"
- * (the row the fact really has, or NULL) also has.  Ordered mode only.
+ * written): delete the entries it created; an entry it wrote over one with
+ * the same _id (an existing fact's, when the row's _id is a duplicate) is
+ * written back as that fact has it.  Ordered mode only.
  */
 extern void idx_writer_unwrite_row(IdxIndexWriter *w, int row,
-								   const Datum *keepvals,
-								   const bool *keepnulls,
 								   mongoc_client_session_t *session);
 
 /* Delete the queued old entries (after the facts) and clear the queue */

@@ -494,8 +494,8 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 /*
  * The fact bulk insert of a batch failed.  A duplicate _id is a unique
  * violation; in ordered mode the batch's other facts and all entries the
- * batch wrote are removed again first, keeping the entries the existing
- * facts really have.  Other errors are reported as they are (in ordered
+ * batch wrote are removed again first (entries it wrote over those of the
+ * existing facts are written back as those facts have them).  Other errors are reported as they are (in ordered
  * mode the entries already written are orphans that reads skip).
  */
 static void
@@ -571,21 +571,9 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 			bson_destroy(&dreply);
 		bson_destroy(&filter);
 
-		/* then their entries, keeping what existing facts do have */
+		/* then their entries */
 		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
-		{
-			Datum	   *keep = NULL;
-			bool	   *keepnulls = NULL;
-
-			if (dup[i])
-			{
-				bson_t	   *existing = fetch_fact(ms, &ids[i], false);
-
-				if (existing)
-					doc_to_row(ms, ms->preconv, existing, &keep, &keepnulls);
-			}
-			idx_writer_unwrite_row(ms->writer, i, keep, keepnulls, NULL);
-		}
+			idx_writer_unwrite_row(ms->writer, i, NULL);
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
@@ -847,7 +835,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	{
 		/* the fact is gone: take back the entries written for it */
 		if (have_old)
-			idx_writer_unwrite_row(w, 0, NULL, NULL, session);
+			idx_writer_unwrite_row(w, 0, session);
 		idx_writer_reset(w);
 		return NULL;
 	}

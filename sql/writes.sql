@@ -46,6 +46,9 @@ UPDATE acct SET n = 5 WHERE _id = '42';
 INSERT INTO acct VALUES ('4', 'Dave', 'Rome', '{d}', 4), ('5', 'ALICE', 'Rome', '{e}', 5);
 UPDATE acct SET name = 'bob' WHERE _id = '1';
 INSERT INTO acct VALUES ('1', 'Eve');
+-- a unique claim and a NULL key's entry in one bulk: still 23505, not a
+-- transaction MongoDB aborted on the way
+INSERT INTO acct VALUES ('4', 'alice', 'Rome', '{d}', 4), ('5', NULL, 'Rome', '{e}', 5);
 SELECT _id, name FROM acct ORDER BY _id;
 \! /usr/bin/python3 test/fixtures/documents.py show idxtable.acct.acct_name
 
@@ -123,6 +126,11 @@ SELECT _id, town FROM acct WHERE town IN ('Oslo', 'Stale') AND n = 11;
 SELECT _id, town FROM acct WHERE town = 'Stale';
 RESET idxtable.enable_plain_scan;
 ALTER FOREIGN TABLE acct OPTIONS (DROP fetch_batch_size);
+-- a duplicate _id whose row shares an entry _id with the existing fact's
+-- (same town, other included n; same NULL name): the existing fact's
+-- entries are as they were after the failed statement
+INSERT INTO acct VALUES ('3', NULL, 'Oslo', '{}', 33);
+\! /usr/bin/python3 test/fixtures/documents.py show idxtable.acct.acct_town
 -- ROLLBACK cannot undo ordered writes, and says so
 BEGIN;
 INSERT INTO acct VALUES ('13', 'Jo', 'Oslo', '{m}', 13);
