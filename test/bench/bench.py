@@ -2,6 +2,7 @@
 """idxtable_fdw benchmark: index-table routing against the plain MongoDB find.
 
     test/bench/bench.py [--sizes 100000,1000000] [--quick] [--reps N] [--only TEXT]
+                        [--writes-only | --no-writes] [--write-rows N]
 
 Needs the environment of `eval "$(test/env start)"` (test/bench/run provides
 it).  For each size: loads customers and movies into MongoDB database
@@ -9,7 +10,8 @@ idxtable_bench (dropped first), creates PostgreSQL database idxtable_bench
 (dropped first) with the foreign tables, the local table orders and the
 index tables, ANALYZEs, then runs every scenario with index routing on
 ("index") and off ("plain").  Prints a table and a summary per size and
-writes test/bench/results-<size>.csv.
+writes test/bench/results-<size>.csv.  Then the write scenarios (writes.py) in
+database idxtable_bench_writes (dropped first): test/bench/results-writes.csv.
 """
 import argparse
 import os
@@ -28,8 +30,12 @@ import measure  # noqa: E402
 import mongo_client  # noqa: E402
 import report  # noqa: E402
 import scenarios  # noqa: E402
+import writes  # noqa: E402
 
 DB = "idxtable_bench"
+WRITE_DB = "idxtable_bench_writes"
+WRITE_ROWS, WRITE_ROWS_QUICK = 10000, 2000     # rows per bulk insert
+WRITE_KEYED = 1000                              # rows per UPDATE / DELETE (at most rows/4)
 GUC = "idxtable.enable_index_routing"
 # 1,000,000 is supported, but not the default: on the Python test server its
 # setup takes ~9 minutes (measured: loading 23 s, the six index builds 45-123 s
@@ -62,19 +68,19 @@ def connect(dbname):
     return conn
 
 
-def recreate_database(create=True):
+def recreate_database(create=True, db=DB):
     admin = connect("postgres")
     cur = admin.cursor()
-    cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DB)
+    cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
     if create:
-        cur.execute("CREATE DATABASE %s" % DB)
+        cur.execute("CREATE DATABASE %s" % db)
     admin.close()
 
 
-def setup_postgres(d):
-    """Database, extension, server, user mapping, foreign tables, orders."""
-    recreate_database()
-    conn = connect(DB)
+def setup_server(db):
+    """A fresh database db with the extension, server mongo (MongoDB database db), user mapping."""
+    recreate_database(db=db)
+    conn = connect(db)
     cur = conn.cursor()
     try:
         cur.execute("CREATE EXTENSION idxtable_fdw")
@@ -82,13 +88,20 @@ def setup_postgres(d):
         sys.exit("bench.py: CREATE EXTENSION idxtable_fdw failed (is the installed build "
                  "complete?): %s" % str(e).strip())
     cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-                "OPTIONS (uri %s, database %s)", (os.environ["MONGO_URI"], DB))
+                "OPTIONS (uri %s, database %s)", (os.environ["MONGO_URI"], db))
     if os.environ.get("MONGO_USER"):
         cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo "
                     "OPTIONS (username %s, password %s)",
                     (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
     else:
         cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
+    return conn
+
+
+def setup_postgres(d):
+    """Database, extension, server, user mapping, foreign tables, orders."""
+    conn = setup_server(DB)
+    cur = conn.cursor()
     cur.execute("CREATE FOREIGN TABLE customers (customer_id int OPTIONS (field '_id'), "
                 "town text, last_name text, first_name text, email text, balance int) "
                 "SERVER mongo OPTIONS (collection 'customers')")
@@ -192,7 +205,8 @@ def run_size(size, args, mongo):
     for i, s in enumerate(scen, 1):
         for path, setting in (("index", "on"), ("plain", "off")):
             cur.execute("SET %s = %s" % (GUC, setting))
-            m = measure.measure(cur, s.sql, cpu, counters, reps=args.reps, slow_s=SLOW_QUERY_S)
+            m = measure.measure(cur, s.sql, cpu, counters, reps=args.reps or 3,
+                                slow_s=SLOW_QUERY_S)
             m.update(scenario=s.key, path=path)
             rows.append(m)
             log("  [%2d/%d] %-22s %-5s %8s rows %10.1f ms  %s"
@@ -207,7 +221,7 @@ def run_size(size, args, mongo):
     print()
     print("idxtable_fdw benchmark: %d customers, %d movies (wall: median of %d runs, 1 run "
           "if a run takes > %.0f s; cpu: mean, backend /proc/<pid>/%s)"
-          % (size, d.n_movies, args.reps, SLOW_QUERY_S, cpu.source or "-"))
+          % (size, d.n_movies, args.reps or 3, SLOW_QUERY_S, cpu.source or "-"))
     print("load: " + ", ".join("%s %.1f s" % kv for kv in load_times.items())
           + "; index builds: " + (", ".join("%.1f s" % v for v in index_times.values()) or "none")
           + "; ANALYZE %.1f s; scenarios %.0f s" % (analyze_s, run_s))
@@ -227,29 +241,74 @@ def run_size(size, args, mongo):
     log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
 
 
+def run_writes(args, mongo):
+    """The write scenarios, in a database of their own; print and write their results."""
+    n = args.write_rows or (WRITE_ROWS_QUICK if args.quick else WRITE_ROWS)
+    k = max(1, min(WRITE_KEYED, n // 4))
+    log("== writes: %d rows per INSERT, %d per UPDATE / DELETE, modes %s =="
+        % (n, k, " and ".join(writes.MODES)))
+    recreate_database(create=False, db=WRITE_DB)
+    mongo.drop_database(WRITE_DB)
+    conn = setup_server(WRITE_DB)
+    reps = args.reps or (1 if args.quick else 3)
+    rows, notes, run_s = writes.run(conn.cursor(), mongo_client.database(mongo, WRITE_DB),
+                                    n, k, reps, log, explain=args.explain)
+    conn.close()
+
+    print()
+    print("idxtable_fdw write benchmark: INSERT ... SELECT of %d rows from a local table, "
+          "UPDATE and DELETE of %d rows by _id, as EXPLAIN ANALYZE (wall: %s, each on fresh "
+          "collections; cpu: mean; %.0f s with setup and checks)"
+          % (n, k, "1 run" if reps == 1 else "median of %d runs" % reps, run_s))
+    print("x_ins0: rows/s / rows/s of the insert without index tables in the same mode; "
+          "x_same0: / the same statement without index tables")
+    print()
+    for line in report.table(rows, writes.COLUMNS, min_width=0):
+        print(line)
+    print()
+    print("summary (writes):")
+    for line in writes.summary(rows) + notes:
+        print("  " + line)
+    sys.stdout.flush()
+    path = os.path.join(HERE, "results-writes.csv")
+    writes.write_csv(path, rows)
+    log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default=None,
                     help="comma-separated customer counts (default %s)" % DEFAULT_SIZES)
     ap.add_argument("--quick", action="store_true",
                     help="one small size (%d customers) for a fast check" % QUICK_SIZE)
-    ap.add_argument("--reps", type=int, default=3, help="measured runs per query and path")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="measured runs per query and path (default 3), and per write "
+                    "statement (default 3, --quick 1)")
     ap.add_argument("--only", help="run only scenarios whose name contains this text")
     ap.add_argument("--explain", action="store_true", help="print each EXPLAIN ANALYZE to stderr")
+    ap.add_argument("--writes-only", action="store_true", help="only the write scenarios")
+    ap.add_argument("--no-writes", action="store_true", help="only the read scenarios")
+    ap.add_argument("--write-rows", type=int, default=None,
+                    help="rows per bulk INSERT (default %d, --quick %d)"
+                    % (WRITE_ROWS, WRITE_ROWS_QUICK))
     args = ap.parse_args()
     if args.quick and args.sizes:
         ap.error("--quick and --sizes exclude each other")
+    if args.writes_only and args.no_writes:
+        ap.error("--writes-only and --no-writes exclude each other")
     sizes = [QUICK_SIZE] if args.quick else \
         [int(x.replace("_", "")) for x in (args.sizes or DEFAULT_SIZES).split(",") if x]
     for var in ("MONGO_URI", "PGHOST"):
         if not os.environ.get(var):
             sys.exit("bench.py: %s is not set; run test/bench/run, or eval \"$(test/env start)\" first"
                      % var)
-    if not args.quick and not args.sizes:
+    if not args.quick and not args.sizes and not args.writes_only:
         log(BIG_NOTE)
     mongo = mongo_client.connect()
-    for size in sizes:
+    for size in ([] if args.writes_only else sizes):
         run_size(size, args, mongo)
+    if not args.no_writes:
+        run_writes(args, mongo)
 
 
 if __name__ == "__main__":

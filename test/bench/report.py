@@ -72,12 +72,12 @@ def _cell(value, width, fmt):
     return text.ljust(width) if fmt == "s" else text.rjust(width)
 
 
-def table(rows):
+def table(rows, columns=COLUMNS, min_width=150):
     """The fixed-width table as a list of lines."""
-    head = " ".join(_cell(h, w, "s") for h, _, w, _ in COLUMNS)
-    lines = [head.rstrip(), "-" * max(len(head), 150)]
+    head = " ".join(_cell(h, w, "s") for h, _, w, _ in columns)
+    lines = [head.rstrip(), "-" * max(len(head), min_width)]
     for r in rows:
-        lines.append(" ".join(_cell(r.get(k), w, f) for _, k, w, f in COLUMNS).rstrip())
+        lines.append(" ".join(_cell(r.get(k), w, f) for _, k, w, f in columns).rstrip())
     return lines
 
 
