@@ -2,8 +2,9 @@
 """MongoDB-wire-compatible test server for the idxtable_fdw tests (stands in for mongod).
 
 Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--user NAME --password PW]
-                            [--log FILE] [--txn-lifetime SECONDS]
+                            [--log FILE] [--txn-lifetime SECONDS] [--dbpath DIR]
 With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
+With --dbpath every change is journaled in DIR before it is acknowledged, and replayed at the next start.
 The implementation lives in the idxmongo package next to this script.
 """
 
@@ -32,6 +33,8 @@ def parse_args(argv):
     parser.add_argument("--log", help="debug log of every command")
     parser.add_argument("--txn-lifetime", type=float, default=60.0,
                         help="abort transactions idle this long (mongod's transactionLifetimeLimitSeconds)")
+    parser.add_argument("--dbpath", help="keep the data in this directory (a journal, replayed at start), so it "
+                                         "survives the process being killed; without it the data lives in memory")
     args = parser.parse_args(argv)
     if bool(args.user) != bool(args.password):
         parser.error("--user and --password go together")
@@ -42,7 +45,10 @@ def main(argv=None):
     """Start the server and serve until a termination signal."""
     args = parse_args(argv)
     configure_logging(args.log)
-    server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime)
+    try:
+        server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath)
+    except (OSError, RuntimeError) as exc:
+        sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
     server.listen()
     if args.port_file:
         write_port_file(args.port_file, server.port)

@@ -67,15 +67,19 @@ def expect_error(code, fn, *args, **kwargs):
 
 
 class ServerProcess:
-    """A server subprocess on a free port (--port 0 + --port-file)."""
+    """A server subprocess on a free port (--port 0 + --port-file), or on `port`; journaled with `dbpath`."""
 
-    def __init__(self, tmpdir, name, user=None, password=None):
+    def __init__(self, tmpdir, name, user=None, password=None, dbpath=None, port=0):
         self.port_file = os.path.join(tmpdir, name + ".port")
         self.log = os.path.join(tmpdir, name + ".log")
-        args = [PYTHON, SERVER_SCRIPT, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
+        if os.path.exists(self.port_file):
+            os.remove(self.port_file)
+        args = [PYTHON, SERVER_SCRIPT, "--host", "127.0.0.1", "--port", str(port), "--port-file", self.port_file,
                 "--log", self.log]
         if user:
             args += ["--user", user, "--password", password]
+        if dbpath:
+            args += ["--dbpath", dbpath]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.time() + 15
         while not os.path.exists(self.port_file):
@@ -98,6 +102,11 @@ class ServerProcess:
             self.proc.kill()
             return -9
 
+    def kill(self):
+        """SIGKILL, as a crash would; returns once the process is gone."""
+        self.proc.kill()
+        return self.proc.wait(10)
+
 
 class Env:
     """Shared fixtures: the main server and client, an authenticated server, a 100k-document collection."""
@@ -115,11 +124,17 @@ class Env:
         self._auth = None
         self._big = None
 
-    def start(self, name, user=None, password=None):
+    def start(self, name, user=None, password=None, dbpath=None, port=0):
         """Start another server instance."""
-        server = ServerProcess(self.tmpdir, name, user, password)
+        server = ServerProcess(self.tmpdir, name, user, password, dbpath, port)
         self.servers.append(server)
         return server
+
+    def restart(self, server, name):
+        """Start `server` again on its port with its --dbpath (after it was killed or exited)."""
+        self.servers.remove(server)
+        dbpath = server.proc.args[server.proc.args.index("--dbpath") + 1]
+        return self.start(name, dbpath=dbpath, port=server.port)
 
     def new_client(self, uri=None, **kwargs):
         """A pymongo client with the test codec options."""
@@ -861,6 +876,232 @@ def test_fail_command_app_name(env):
         check(env.client.t.command("count", "fpa")["n"] == 0, "other applications unaffected")
     finally:
         fail_point(env, "off")
+
+
+# ---------------------------------------------------------------------------------------------- durability
+
+RAW = CodecOptions(document_class=bson.raw_bson.RawBSONDocument)
+
+
+def far_date_doc(doc_id, millis):
+    """A raw document {_id, when} whose BSON date has no Python datetime (beyond year 9999)."""
+    body = b"\x10_id\x00" + struct.pack("<i", doc_id) + b"\x09when\x00" + struct.pack("<q", millis)
+    return bson.raw_bson.RawBSONDocument(struct.pack("<i", len(body) + 5) + body + b"\x00")
+
+
+def state_of(client):
+    """Everything a restart must keep: per collection its options, uuid, indexes and raw documents in
+    natural order."""
+    state = {}
+    for db_name in client.list_database_names():
+        db = client.get_database(db_name, codec_options=RAW)
+        for info in client[db_name].list_collections():
+            name = info["name"]
+            docs = [d.raw for d in db[name].find()]
+            indexes = [bson.encode(i) for i in client[db_name][name].list_indexes()]
+            state[(db_name, name)] = (info["options"], info["info"]["uuid"], indexes, docs)
+    return state
+
+
+def journaled_server(env, name):
+    """A server with --dbpath in a new directory, and a client of it."""
+    server = env.start(name, dbpath=os.path.join(env.tmpdir, name + ".db"))
+    return server, env.new_client(server.uri(), retryWrites=False)
+
+
+def kill_and_restart(env, server, name):
+    """kill -9 the server, start it again on its port and --dbpath; the new server and a client."""
+    check(server.kill() == -signal.SIGKILL)
+    server = env.restart(server, name)
+    return server, env.new_client(server.uri(), retryWrites=False)
+
+
+@test(own=True)
+def test_dbpath_data_survives_kill(env):
+    server, client = journaled_server(env, "durable")
+    a, b = client.t.a.with_options(codec_options=CODEC), client.t.b
+    a.insert_many([{"_id": i, "k": i, "s": "v%d" % i, "arr": [i, i + 1]} for i in range(50)])
+    a.create_index("k", unique=True)
+    a.create_index([("s", 1), ("arr", -1)], name="s_arr")
+    a.update_many({"_id": {"$lt": 10}}, {"$inc": {"k": 1000}})
+    a.replace_one({"_id": 20}, {"k": -20, "note": "replaced"})
+    a.delete_many({"_id": {"$gte": 40}})
+    a.find_one_and_update({"_id": 30}, {"$set": {"s": "fm"}})
+    a.insert_one(far_date_doc(100, 9000000000000000))
+    a.update_one({"_id": 100}, {"$set": {"k": 100}})
+    a.insert_one({"_id": 101, "k": 101, "i64": Int64(7), "dec": Decimal128("1.10"), "bin": Binary(b"\x01", 0x80),
+                  "uuid": Binary(b"0123456789abcdef", 4), "re": Regex("^x", "i"), "min": MinKey(), "max": MaxKey(),
+                  "date": __import__("datetime").datetime(2024, 2, 29, 12, 30, 15, 123000), "nested": {"z": 1}})
+    client.t.create_collection("capped_opts", validator={"x": {"$exists": True}})
+    b.insert_many([{"_id": "x%d" % i, "g": i % 3} for i in range(10)])
+    b.create_index([("g", 1)], name="g_sparse", sparse=True)
+    b.drop_index("g_sparse")
+    b.create_index("g")
+    client.t.gone.insert_one({"_id": 1})
+    client.t.gone.create_index("z")
+    client.t.gone.drop()
+    client.scratch.c.insert_one({"_id": 1})
+    client.drop_database("scratch")
+    with client.start_session() as session:
+        with session.start_transaction():
+            a.insert_one({"_id": 200, "k": 200}, session=session)
+            a.update_one({"_id": 21}, {"$set": {"txn": True}}, session=session)
+            a.delete_one({"_id": 22}, session=session)
+            client.t.txn_new.insert_one({"_id": 1}, session=session)
+    with client.start_session() as session:
+        session.start_transaction()
+        a.insert_one({"_id": 300, "k": 300}, session=session)
+        a.delete_one({"_id": 23}, session=session)
+        client.t.aborted_new.insert_one({"_id": 1}, session=session)
+        client.t.aborted_idx.create_index("q", session=session)  # not undone by abort (nor by the journal)
+        session.abort_transaction()
+    before = state_of(client)
+    check(("t", "gone") not in before and ("t", "aborted_new") not in before and ("t", "txn_new") in before)
+    check(len(before[("t", "aborted_idx")][2]) == 2)
+    check(not any(db == "scratch" for db, _ in before))
+    open_session = client.start_session()
+    open_session.start_transaction()
+    a.insert_one({"_id": 400, "k": 400}, session=open_session)
+    a.update_one({"_id": 24}, {"$set": {"open": True}}, session=open_session)
+    client.t.open_new.insert_one({"_id": 1}, session=open_session)
+    server, client = kill_and_restart(env, server, "durable2")
+    after = state_of(client)
+    check(("t", "open_new") not in after, "a collection created by the open transaction is gone")
+    check(after == before, "the data after restart is the data acknowledged before the kill")
+    a = client.t.a
+    check(a.find_one({"_id": 400}) is None and "open" not in a.find_one({"_id": 24}), "open transaction lost")
+    check(a.find_one({"_id": 200})["k"] == 200 and a.find_one({"_id": 22}) is None, "commit kept as a unit")
+    expect_error(11000, a.insert_one, {"_id": 500, "k": 200})  # the unique index is rebuilt
+    a.insert_one({"_id": 501, "k": 501})
+    client.t.gone.insert_one({"_id": 2})
+    before = state_of(client)
+    server, client = kill_and_restart(env, server, "durable3")
+    check(state_of(client) == before, "writes after a replay are journaled too")
+    check(client.t.gone.count_documents({}) == 1, "the dropped collection was not resurrected")
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_dbpath_checkpoint_and_second_server_refused(env):
+    server, client = journaled_server(env, "ckpt")
+    coll = client.t.many
+    coll.insert_many([{"_id": i, "n": 0} for i in range(600)])
+    coll.update_many({}, {"$inc": {"n": 1}})
+    coll.update_many({}, {"$inc": {"n": 1}})
+    coll.delete_many({"_id": {"$gte": 300}})
+    before = state_of(client)
+    journal = os.path.join(env.tmpdir, "ckpt.db", "journal.bson")
+    size = os.path.getsize(journal)
+    other = subprocess.run([PYTHON, SERVER_SCRIPT, "--port", "0", "--dbpath", os.path.dirname(journal)],
+                           stderr=subprocess.PIPE, timeout=15)
+    check(other.returncode != 0 and b"in use" in other.stderr, "a second server on the same --dbpath refused")
+    server, client = kill_and_restart(env, server, "ckpt2")
+    check(os.path.getsize(journal) < size / 3, "the journal was rewritten as a checkpoint")
+    check(state_of(client) == before)
+    client.t.many.insert_one({"_id": 1000, "n": 5})
+    before = state_of(client)
+    server, client = kill_and_restart(env, server, "ckpt3")
+    check(state_of(client) == before)
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_dbpath_truncated_journal_tail_ignored(env):
+    server, client = journaled_server(env, "trunc")
+    client.t.a.insert_one({"_id": 1})
+    client.t.a.insert_one({"_id": 2})
+    journal = os.path.join(env.tmpdir, "trunc.db", "journal.bson")
+    good = os.path.getsize(journal)
+    client.t.a.insert_one({"_id": 3, "pad": "x" * 100})
+    check(server.kill() == -signal.SIGKILL)
+    with open(journal, "r+b") as f:  # the last record cut short, as by a kill in the middle of writing it
+        f.truncate(os.path.getsize(journal) - 20)
+    server = env.restart(server, "trunc2")
+    client = env.new_client(server.uri())
+    check([d["_id"] for d in client.t.a.find()] == [1, 2], "the cut-short record is ignored")
+    check(os.path.getsize(journal) == good, "and cut off the file")
+    client.t.a.insert_one({"_id": 4})
+    check(server.kill() == -signal.SIGKILL)
+    with open(journal, "ab") as f:  # a length prefix promising more than there is
+        f.write(struct.pack("<i", 1000) + b"\x02")
+    server = env.restart(server, "trunc3")
+    client = env.new_client(server.uri())
+    check([d["_id"] for d in client.t.a.find()] == [1, 2, 4], "records after the replay are kept")
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+def expect_network_error(fn, *args, **kwargs):
+    """Run fn and require a network error (the server went away without replying)."""
+    try:
+        fn(*args, **kwargs)
+    except AutoReconnect:
+        return
+    raise AssertionError("expected a network error, got success")
+
+
+def arm_kill(client, moment, command, mode=None, **data):
+    """failCommand with the test server's killServer extension."""
+    client.admin.command("configureFailPoint", "failCommand", mode=mode or {"times": 1},
+                         data=dict(failCommands=[command], killServer=moment, **data))
+
+
+@test(own=True)
+def test_kill_server_before_and_after_insert(env):
+    server, client = journaled_server(env, "killins")
+    client.t.k.insert_one({"_id": 0})
+    expect_error(2, client.admin.command, "configureFailPoint", "failCommand", mode="alwaysOn",
+                 data={"failCommands": ["insert"], "killServer": "sometimes"})
+    arm_kill(client, "before", "insert")
+    expect_network_error(client.t.k.insert_one, {"_id": 1})
+    check(server.proc.wait(10) == 137, "the server exited at once")
+    server = env.restart(server, "killins2")
+    client = env.new_client(server.uri(), retryWrites=False)
+    check([d["_id"] for d in client.t.k.find()] == [0], "killServer before: the insert was not applied")
+    arm_kill(client, "after", "insert", errorCode=2)
+    expect_network_error(client.t.k.insert_many, [{"_id": 1}, {"_id": 2}])
+    check(server.proc.wait(10) == 137)
+    server = env.restart(server, "killins3")
+    client = env.new_client(server.uri(), retryWrites=False)
+    check([d["_id"] for d in client.t.k.find()] == [0, 1, 2], "killServer after: the insert was applied")
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_kill_server_before_and_after_update(env):
+    server, client = journaled_server(env, "killupd")
+    client.t.u.insert_many([{"_id": i, "n": 0} for i in range(3)])
+    victim = env.new_client(server.uri(), retryWrites=False, appname="victim")
+    arm_kill(client, "before", "update", mode={"skip": 1}, appName="victim")
+    client.t.u.update_one({"_id": 0}, {"$inc": {"n": 1}})  # another application: not counted, not killed
+    victim.t.u.update_one({"_id": 1}, {"$inc": {"n": 1}})  # skipped
+    expect_network_error(victim.t.u.update_one, {"_id": 2}, {"$inc": {"n": 1}})
+    check(server.proc.wait(10) == 137)
+    server = env.restart(server, "killupd2")
+    client = env.new_client(server.uri(), retryWrites=False)
+    check([d["n"] for d in client.t.u.find()] == [1, 1, 0], "killServer before: the update was not applied")
+    arm_kill(client, "after", "update", mode="alwaysOn")
+    expect_network_error(client.t.u.update_many, {}, {"$inc": {"n": 10}})
+    check(server.proc.wait(10) == 137)
+    server = env.restart(server, "killupd3")
+    client = env.new_client(server.uri(), retryWrites=False)
+    check([d["n"] for d in client.t.u.find()] == [11, 11, 10], "killServer after: the update was applied")
+    # the driver retries a commit once: a short server selection timeout makes that fail fast
+    quick = pymongo.MongoClient(server.uri(), serverSelectionTimeoutMS=200, retryWrites=False)
+    with quick.start_session() as session:
+        session.start_transaction()
+        quick.t.u.insert_one({"_id": 9}, session=session)
+        arm_kill(client, "after", "commitTransaction")
+        expect_network_error(session.commit_transaction)
+    check(server.proc.wait(10) == 137)
+    server = env.restart(server, "killupd4")
+    client = env.new_client(server.uri(), retryWrites=False)
+    check(client.t.u.find_one({"_id": 9}) == {"_id": 9}, "killServer after commitTransaction: committed")
+    env.servers.remove(server)
+    check(server.stop() == 0)
 
 
 # ---------------------------------------------------------------------------------------------- auth

@@ -110,9 +110,8 @@ def cmd_create(ctx):
     name = ctx.cmd["create"]
     if ctx.coll(name) is not None:
         raise MongoError(48, "Collection %s.%s already exists." % (ctx.db, name))
-    coll = ctx.ensure_coll(name)
-    coll.options = {k: v for k, v in ctx.cmd.items()
-                    if k != "create" and not k.startswith("$") and k not in GENERIC_FIELDS}
+    ctx.ensure_coll(name, {k: v for k, v in ctx.cmd.items()
+                           if k != "create" and not k.startswith("$") and k not in GENERIC_FIELDS})
     return {"ok": 1.0}
 
 
@@ -123,14 +122,14 @@ def cmd_drop(ctx):
     if coll is None:
         raise MongoError(26, "ns not found")
     _guard_ddl(ctx, [coll])
-    ctx.store.drop(ctx.db, name)
+    ctx.drop_coll(coll)
     return {"nIndexesWas": len(coll.indexes), "ns": coll.ns, "ok": 1.0}
 
 
 def cmd_drop_database(ctx):
     """dropDatabase."""
     _guard_ddl(ctx, list(ctx.store.collections(ctx.db).values()))
-    ctx.store.drop_db(ctx.db)
+    ctx.drop_db()
     return {"dropped": ctx.db, "ok": 1.0}
 
 
@@ -204,7 +203,7 @@ def cmd_create_indexes(ctx):
     specs = [_index_spec(raw) for raw in raw_specs]
     for spec in specs:
         if not _existing_equivalent(coll, spec):
-            coll.add_index(spec)
+            ctx.add_index(coll, spec)
     reply = {"numIndexesBefore": before, "numIndexesAfter": len(coll.indexes),
              "createdCollectionAutomatically": created}
     if before == len(coll.indexes):
@@ -253,7 +252,7 @@ def cmd_drop_indexes(ctx):
     for index_name in _indexes_to_drop(coll, ctx.cmd.get("index")):
         if index_name == "_id_":
             raise MongoError(72, "cannot drop _id index")
-        del coll.indexes[index_name]
+        ctx.drop_index(coll, index_name)
     return {"nIndexesWas": was, "ok": 1.0}
 
 

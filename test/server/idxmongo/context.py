@@ -1,8 +1,10 @@
 """Per-command context: who runs the command (session, transaction) and the visibility-aware read/write
-helpers that every command uses, so transaction isolation and counters are applied in one place."""
+helpers that every command uses, so transaction isolation, counters and the journal (--dbpath) are applied
+in one place: every change to the store goes through a method here."""
 
 from bson.objectid import ObjectId
 
+from . import journal
 from .bsonkeys import REGEX, sort_key
 from .errors import MongoError, write_conflict
 from .query import ScanStats, execute
@@ -20,6 +22,7 @@ class Context:
         self.cmd = cmd
         self.txn = txn
         self.stats = ScanStats()
+        self.changes = []  # journal ops of this command outside a transaction, written before the reply
 
     @property
     def store(self):
@@ -30,14 +33,43 @@ class Context:
         """The collection `name` of the command's database, or None."""
         return self.server.store.get(self.db, name)
 
-    def ensure_coll(self, name):
+    def record_change(self, make_op, *args):
+        """Record a change for the journal (only with --dbpath): with this command's changes, or with its
+        transaction's, which are journaled at commit."""
+        if self.server.journal is None:
+            return
+        journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
+
+    def ensure_coll(self, name, options=None):
         """The collection, created implicitly (and remembered by a transaction, to drop it on abort)."""
         if "$" in name or not name:
             raise MongoError(73, "Invalid collection name: %s" % name)
-        coll, created = self.server.store.ensure(self.db, name)
-        if created and self.txn is not None:
-            self.txn.created.add((self.db, name))
+        coll, created = self.server.store.ensure(self.db, name, options)
+        if created:
+            if self.txn is not None:
+                self.txn.created.add((self.db, name))
+            self.record_change(journal.create_op, coll)
         return coll
+
+    def add_index(self, coll, spec):
+        """Build an index."""
+        coll.add_index(spec)
+        self.record_change(journal.create_index_op, coll, spec)
+
+    def drop_index(self, coll, name):
+        """Drop an index."""
+        del coll.indexes[name]
+        self.record_change(journal.drop_index_op, coll, name)
+
+    def drop_coll(self, coll):
+        """Drop a collection."""
+        self.server.store.drop(coll.db, coll.name)
+        self.record_change(journal.drop_op, coll)
+
+    def drop_db(self):
+        """Drop the command's database."""
+        self.server.store.drop_db(self.db)
+        self.record_change(journal.drop_database_op, self.db)
 
     def overlay(self, coll):
         """Before-images this command must read instead of another transaction's uncommitted writes."""
@@ -65,6 +97,7 @@ class Context:
             raise
         if self.txn is not None:
             self.txn.record(coll, idk, None)
+        self.record_change(journal.insert_op, coll, [doc])
         self.server.counters["inserted"] += 1
 
     def replace_doc(self, coll, old, new):
@@ -80,6 +113,7 @@ class Context:
             raise
         if self.txn is not None:
             self.txn.record(coll, idk, old)
+        self.record_change(journal.replace_op, coll, [new])
         self.server.counters["updated"] += 1
 
     def delete_doc(self, coll, old):
@@ -91,6 +125,7 @@ class Context:
         if self.txn is not None:
             self.txn.record(coll, idk, old)
             self.txn.record_delete(coll, idk, record_id)
+        self.record_change(journal.delete_op, coll, [old["_id"]])
         self.server.counters["deleted"] += 1
 
 

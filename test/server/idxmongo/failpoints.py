@@ -3,6 +3,13 @@
 Modes: "alwaysOn", "off", {times: N} (fire N times then turn off), {skip: N} (let N matching commands
 through, then fire every time). Data: failCommands, errorCode, closeConnection, errorLabels, appName,
 blockConnection/blockTimeMS. The handshake and configureFailPoint itself are never failed.
+
+Test-server extension (mongod has no such field): `killServer: "before"` makes the server process exit at
+once (os._exit, status KILL_EXIT_STATUS) when the failpoint fires, before executing the command and without
+replying, as if mongod were killed with SIGKILL at that moment; `killServer: "after"` executes the command,
+journals its effects (with --dbpath), then exits without sending the reply. It combines with the modes and
+with failCommands and appName like the other data; blockConnection still delays the command first, while
+errorCode and closeConnection are ignored. Restart the server with the same --dbpath to get its data back.
 """
 
 import threading
@@ -10,6 +17,8 @@ import threading
 from .errors import MongoError
 
 NEVER_FAILED = {"hello", "isMaster", "ismaster", "configureFailPoint"}
+KILL_MOMENTS = ("before", "after")
+KILL_EXIT_STATUS = 137  # what a shell reports for a process killed by SIGKILL
 
 
 class FailCommand:
@@ -20,6 +29,7 @@ class FailCommand:
         self.block_seconds = (data.get("blockTimeMS", 0) / 1000.0) if data.get("blockConnection") else 0.0
         self.error_code = data.get("errorCode")
         self.labels = list(data.get("errorLabels") or [])
+        self.kill = data.get("killServer")  # None, "before" or "after" (test-server extension)
 
     def error(self):
         """The error reply MongoError, or None when the failpoint only blocks."""
@@ -44,6 +54,9 @@ class FailPoints:
         if name != "failCommand":
             raise MongoError(2, "Unknown fail point: %s (the test server supports failCommand)" % name)
         mode = cmd.get("mode")
+        data = dict(cmd.get("data") or {})
+        if data.get("killServer") not in (None,) + KILL_MOMENTS:
+            raise MongoError(2, "killServer must be \"before\" or \"after\"")
         with self.lock:
             previous = self.entered
             if mode in ("alwaysOn", "off"):
@@ -56,7 +69,7 @@ class FailPoints:
                 raise MongoError(2, "mode must be 'alwaysOn', 'off', {times: N} or {skip: N}")
             if self.mode == "times" and self.remaining <= 0:
                 self.mode = "off"
-            self.data = dict(cmd.get("data") or {})
+            self.data = data
             self.entered = 0
         return {"count": previous, "ok": 1.0}
 

@@ -1,4 +1,4 @@
-"""The TCP server: connections, command dispatch (auth, failpoints, transactions, locking), logging."""
+"""The TCP server: connections, command dispatch (auth, failpoints, transactions, locking, journal), logging."""
 
 import collections
 import contextlib
@@ -14,7 +14,8 @@ from .auth import Authenticator
 from .context import Context
 from .cursors import CursorRegistry
 from .errors import TRANSIENT, CloseConnection, MongoError, from_mongomock
-from .failpoints import FailPoints
+from .failpoints import KILL_EXIT_STATUS, FailPoints
+from .journal import Journal
 from .storage import Store
 from .txn import TransactionManager
 from .wire import ProtocolError, encode_reply, read_request
@@ -43,14 +44,18 @@ class Connection:
 
 
 class Server:
-    """A MongoDB-wire-compatible server over an in-memory indexed store."""
+    """A MongoDB-wire-compatible server over an in-memory indexed store, journaled to `dbpath` if given."""
 
-    def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0):
+    def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0, dbpath=None):
         self.host = host
         self.port = port
         self.lock = threading.RLock()
         self.store = Store()
-        self.txns = TransactionManager(self.store, self.lock, txn_lifetime)
+        self.journal = None
+        if dbpath:
+            self.journal = Journal(dbpath)
+            self.journal.load(self.store)
+        self.txns = TransactionManager(self.store, self.lock, txn_lifetime, self.journal)
         self.cursors = CursorRegistry()
         self.failpoints = FailPoints()
         self.auth = Authenticator(user, password) if user else None
@@ -173,19 +178,42 @@ class Server:
             raise MongoError(13, "command %s requires authentication" % name)
         failure = self.failpoints.check(name, conn.app_name)
         if failure is not None:
-            if failure.block_seconds:
-                time.sleep(failure.block_seconds)
-            if failure.close_connection:
-                raise CloseConnection()
-            error = failure.error()
-            if error is not None:
-                raise error
+            self._fail_before(failure, name)
         if name not in OPCOUNTED_COMMANDS:
             self.counters["command"] += 1
         ctx = Context(self, conn, db, name, cmd, self._transaction_for(name, cmd))
         lock = contextlib.nullcontext() if name in UNLOCKED_COMMANDS else self.lock
         with lock:
-            return self._execute(ctx, handler)
+            try:
+                return self._execute(ctx, handler)
+            finally:
+                if ctx.changes:
+                    self.journal.write(ctx.changes)
+                if failure is not None and failure.kill == "after":
+                    self._kill(name, failure.kill)
+
+    def _fail_before(self, failure, name):
+        """Apply a triggered failCommand before the command runs: block, then exit the process
+        (killServer "before"), close the connection or raise the error. With killServer "after" the command
+        runs (errorCode and closeConnection are ignored)."""
+        if failure.block_seconds:
+            time.sleep(failure.block_seconds)
+        if failure.kill == "before":
+            self._kill(name, failure.kill)
+        if failure.kill is not None:
+            return
+        if failure.close_connection:
+            raise CloseConnection()
+        error = failure.error()
+        if error is not None:
+            raise error
+
+    @staticmethod
+    def _kill(name, moment):
+        """failCommand killServer: end the process at once, like SIGKILL (no reply, no cleanup; the journal
+        already holds every acknowledged change)."""
+        LOG.debug("failCommand killServer %s %s: exiting", moment, name)
+        os._exit(KILL_EXIT_STATUS)
 
     def _transaction_for(self, name, cmd):
         """The transaction a command belongs to (starting it if asked), or None for ordinary commands.

@@ -7,12 +7,16 @@ Other sessions read before-images for touched documents (the "overlay"), so they
 data, and their writes to touched documents or to unique keys the before-images hold fail with
 WriteConflict. Commit forgets the images; abort restores them. A transaction idle longer than its
 lifetime (MongoDB's transactionLifetimeLimitSeconds, 60 by default) is aborted by the reaper.
+
+With a journal (--dbpath), the transaction's changes are kept aside and journaled as one record at commit;
+an abort journals only the collections and indexes it leaves in place (see journal.surviving_creations).
 """
 
 import threading
 import time
 
 from .errors import TRANSIENT, MongoError, write_conflict
+from .journal import surviving_creations
 
 TXN_WAIT_SECONDS = 5.0
 
@@ -32,6 +36,7 @@ class Transaction:
         self.images = {}  # (db, coll) -> {id key: before-image or None}
         self.record_ids = {}  # (db, coll) -> {id key: record id of a document the transaction deleted}
         self.created = set()  # namespaces the transaction created implicitly
+        self.changes = []  # journal ops (with --dbpath), written at commit
         self.last_used = time.monotonic()
 
     def record(self, coll, idk, before):
@@ -46,10 +51,11 @@ class Transaction:
 class TransactionManager:
     """The transaction slot, each session's latest transaction, and visibility rules for the others."""
 
-    def __init__(self, store, store_lock, lifetime):
+    def __init__(self, store, store_lock, lifetime, journal=None):
         self.store = store
         self.store_lock = store_lock
         self.lifetime = lifetime
+        self.journal = journal
         self.cond = threading.Condition()
         self.active = None
         self.sessions = {}
@@ -111,10 +117,13 @@ class TransactionManager:
             self.cond.notify_all()
 
     def commit(self, txn):
-        """Make the transaction's writes permanent (store lock held)."""
+        """Make the transaction's writes permanent (store lock held): journaled as a unit."""
+        if self.journal is not None and txn.changes:
+            self.journal.write(txn.changes)
         txn.state = "committed"
         txn.images = {}
         txn.record_ids = {}
+        txn.changes = []
         self._release(txn)
 
     def abort(self, txn):
@@ -127,9 +136,14 @@ class TransactionManager:
             coll = self.store.get(db, name)
             if coll is not None and not coll.docs and len(coll.indexes) == 1:
                 self.store.drop(db, name)
+        if self.journal is not None and txn.changes:
+            kept = surviving_creations(self.store, txn.changes)
+            if kept:
+                self.journal.write(kept)
         txn.state = "aborted"
         txn.images = {}
         txn.record_ids = {}
+        txn.changes = []
         self._release(txn)
 
     def end_sessions(self, session_keys):

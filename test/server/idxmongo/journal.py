@@ -1,0 +1,304 @@
+"""Durability with --dbpath: a journal of every change to the store, replayed at start.
+
+The journal is `DIR/journal.bson`, a sequence of BSON records `{ops: [op, ...]}`, one per command that
+changed something and one per committed transaction, holding its writes as a unit. Each record is written
+and flushed before the command's reply is sent, so an acknowledged write survives the process being
+killed (kill -9, or the failCommand `killServer` extension); there is no fsync, so a machine crash may
+lose it. An aborted transaction writes nothing (apart from the collections and indexes its abort leaves
+in place, which the store keeps too), and an open one is lost with the process, as with a restart of
+mongod.
+
+The ops, with their `db` and `coll`:
+
+    {op: "create", uuid, options}    a collection (explicit or implicit)
+    {op: "insert", docs}             new documents
+    {op: "replace", docs}            the new versions of the documents with these `_id`s
+    {op: "delete", ids}              the documents with these `_id`s are gone
+    {op: "createIndex", spec}        an index, built over the documents then present
+    {op: "dropIndex", name}
+    {op: "drop"}                     the collection
+    {op: "dropDatabase"}             (no `coll`)
+
+Consecutive inserts (replacements, deletions) in one collection share one op, which halves the cost of
+journaling a bulk write (pymongo's `bson` here is the pure-Python one).
+
+At start the records are replayed into the empty store. A last record cut short (a kill in the middle of
+writing it) is ignored and cut off the file. When the journal holds many more changes than the data it
+describes, it is rewritten as one record per collection (a checkpoint), so restarts stay fast. A lock on
+`DIR/mongod.lock` keeps a second server off the same directory.
+
+Replay gives the same documents, indexes, options and collection uuids. Natural order can differ in one
+respect: documents a transaction inserted come back after those other sessions inserted while it was open
+(its writes are replayed at its commit).
+"""
+
+import fcntl
+import os
+import struct
+import sys
+
+from bson.errors import InvalidBSON
+
+from .bsonkeys import sort_key
+from .codec import decode, encode
+from .errors import MongoError
+
+JOURNAL_FILE = "journal.bson"
+LOCK_FILE = "mongod.lock"
+# Checkpoint at start when the journal holds more than this many changes per live object (document,
+# collection or index) ...
+CHECKPOINT_RATIO = 2
+# ... and at least this many changes in all.
+CHECKPOINT_MIN_CHANGES = 1000
+
+
+def create_op(coll):
+    """A collection was created (with its uuid and options)."""
+    return {"op": "create", "db": coll.db, "coll": coll.name, "uuid": coll.uuid, "options": coll.options}
+
+
+def insert_op(coll, docs):
+    """Documents were inserted."""
+    return {"op": "insert", "db": coll.db, "coll": coll.name, "docs": docs}
+
+
+def replace_op(coll, docs):
+    """The documents with these documents' `_id`s were replaced by them."""
+    return {"op": "replace", "db": coll.db, "coll": coll.name, "docs": docs}
+
+
+def delete_op(coll, ids):
+    """The documents with these `_id`s were deleted."""
+    return {"op": "delete", "db": coll.db, "coll": coll.name, "ids": ids}
+
+
+def create_index_op(coll, spec):
+    """An index was built."""
+    return {"op": "createIndex", "db": coll.db, "coll": coll.name, "spec": spec}
+
+
+def drop_index_op(coll, name):
+    """An index was dropped."""
+    return {"op": "dropIndex", "db": coll.db, "coll": coll.name, "name": name}
+
+
+def drop_op(coll):
+    """A collection was dropped."""
+    return {"op": "drop", "db": coll.db, "coll": coll.name}
+
+
+def drop_database_op(db):
+    """A database was dropped."""
+    return {"op": "dropDatabase", "db": db}
+
+
+# The list each batched op carries.
+BATCHED = {"insert": "docs", "replace": "docs", "delete": "ids"}
+
+
+def add_op(ops, op):
+    """Append `op` to a list of ops, merged into the last one when both are the same batched kind of change
+    to the same collection."""
+    field = BATCHED.get(op["op"])
+    last = ops[-1] if ops else None
+    if (field is not None and last is not None and last["op"] == op["op"] and last["coll"] == op["coll"]
+            and last["db"] == op["db"]):
+        last[field].extend(op[field])
+    else:
+        ops.append(op)
+
+
+def surviving_creations(store, ops):
+    """The collection and index creations among an aborted transaction's ops that the abort left in place.
+
+    Abort drops a collection the transaction created only when it is empty and has no other index, and it
+    never drops an index, so these stay in the store and must stay in the journal too.
+    """
+    kept = []
+    for op in ops:
+        if op["op"] not in ("create", "createIndex"):
+            continue
+        coll = store.get(op["db"], op["coll"])
+        if coll is None:
+            continue
+        if op["op"] == "create" and coll.uuid == op["uuid"]:
+            kept.append(create_op(coll))
+        elif op["op"] == "createIndex" and op["spec"]["name"] in coll.indexes:
+            kept.append(op)
+    return kept
+
+
+def checkpoint_ops(coll):
+    """Ops that rebuild a collection: create, its secondary indexes, its documents in natural order."""
+    ops = [create_op(coll)]
+    ops.extend(create_index_op(coll, index.spec) for index in coll.indexes.values() if not index.is_id)
+    if coll.docs:
+        ops.append(insert_op(coll, list(coll.docs.values())))
+    return ops
+
+
+# ---------------------------------------------------------------------------------------------- replay
+
+def _replay_create(store, op):
+    """A collection, with its original uuid and options."""
+    coll, _ = store.ensure(op["db"], op["coll"])
+    coll.uuid = op["uuid"]
+    coll.options = dict(op["options"])
+
+
+def _replay_insert(store, op):
+    """Insert (the collection is created implicitly, as the live insert may have done)."""
+    coll, _ = store.ensure(op["db"], op["coll"])
+    for doc in op["docs"]:
+        coll.insert(doc)
+
+
+def _existing(store, op):
+    """The collection an op applies to; KeyError when it is missing."""
+    coll = store.get(op["db"], op["coll"])
+    if coll is None:
+        raise KeyError("no collection %s.%s" % (op["db"], op["coll"]))
+    return coll
+
+
+def _replay_replace(store, op):
+    """Replace documents by `_id`."""
+    coll = _existing(store, op)
+    for doc in op["docs"]:
+        coll.replace(sort_key(doc["_id"]), doc)
+
+
+def _replay_delete(store, op):
+    """Delete documents by `_id`."""
+    coll = _existing(store, op)
+    for doc_id in op["ids"]:
+        coll.delete(sort_key(doc_id))
+
+
+def _replay_create_index(store, op):
+    """Build an index (the collection is created implicitly, as createIndexes does)."""
+    coll, _ = store.ensure(op["db"], op["coll"])
+    coll.add_index(op["spec"])
+
+
+def _replay_drop_index(store, op):
+    """Drop an index."""
+    del _existing(store, op).indexes[op["name"]]
+
+
+def _replay_drop(store, op):
+    """Drop a collection."""
+    store.drop(op["db"], op["coll"])
+
+
+def _replay_drop_database(store, op):
+    """Drop a database."""
+    store.drop_db(op["db"])
+
+
+REPLAY = {
+    "create": _replay_create,
+    "insert": _replay_insert,
+    "replace": _replay_replace,
+    "delete": _replay_delete,
+    "createIndex": _replay_create_index,
+    "dropIndex": _replay_drop_index,
+    "drop": _replay_drop,
+    "dropDatabase": _replay_drop_database,
+}
+
+
+def apply_op(store, op):
+    """Apply one journaled op to the store; returns an error message instead of raising."""
+    try:
+        REPLAY[op["op"]](store, op)
+    except (MongoError, KeyError) as exc:
+        return "journal: cannot replay %s on %s.%s: %s" % (op.get("op"), op.get("db"), op.get("coll"), exc)
+    return None
+
+
+def read_records(data):
+    """The complete records at the start of `data` and the length they take; a short or undecodable
+    record ends the list (the tail of a write cut short by a kill)."""
+    records = []
+    pos = 0
+    while pos + 4 <= len(data):
+        size = struct.unpack_from("<i", data, pos)[0]
+        if size < 5 or pos + size > len(data) or data[pos + size - 1] != 0:
+            break
+        try:
+            records.append(decode(data[pos:pos + size]))
+        except (InvalidBSON, ValueError, IndexError, struct.error):
+            break
+        pos += size
+    return records, pos
+
+
+def live_objects(store):
+    """Documents, collections and indexes in the store (what a checkpoint would write)."""
+    return sum(len(coll.docs) + len(coll.indexes) for colls in store.dbs.values() for coll in colls.values())
+
+
+def op_size(op):
+    """How many changes an op stands for (the documents of a batched op)."""
+    field = BATCHED.get(op["op"])
+    return len(op[field]) if field else 1
+
+
+class Journal:
+    """The journal of one --dbpath directory, open for appending once `load` has replayed it."""
+
+    def __init__(self, dbpath):
+        os.makedirs(dbpath, exist_ok=True)
+        self.dbpath = dbpath
+        self.path = os.path.join(dbpath, JOURNAL_FILE)
+        self.lock_file = self._lock(os.path.join(dbpath, LOCK_FILE))
+        self.file = None
+
+    @staticmethod
+    def _lock(path):
+        """Hold an exclusive lock on the directory for the life of the process (released at exit)."""
+        f = open(path, "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            f.close()
+            raise RuntimeError("%s is in use by another server" % os.path.dirname(path)) from exc
+        return f
+
+    def load(self, store):
+        """Replay the journal into `store`, drop a cut-short tail, checkpoint if worthwhile, open for
+        appending. Replay problems (which would be bugs) are reported on stderr; returns the number of
+        changes replayed."""
+        data = b""
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                data = f.read()
+        records, good = read_records(data)
+        n_changes = 0
+        for record in records:
+            for op in record["ops"]:
+                n_changes += op_size(op)
+                problem = apply_op(store, op)
+                if problem:
+                    print(problem, file=sys.stderr)
+        if n_changes > max(CHECKPOINT_MIN_CHANGES, CHECKPOINT_RATIO * live_objects(store)):
+            self._checkpoint(store)
+        elif good < len(data):
+            os.truncate(self.path, good)
+        self.file = open(self.path, "ab")
+        return n_changes
+
+    def _checkpoint(self, store):
+        """Rewrite the journal as one record per collection (atomically: a kill leaves the old one)."""
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            for colls in store.dbs.values():
+                for coll in colls.values():
+                    f.write(encode({"ops": checkpoint_ops(coll)}))
+        os.replace(tmp, self.path)
+
+    def write(self, ops):
+        """Append one record and flush it to the operating system (which keeps it if the process dies)."""
+        self.file.write(encode({"ops": ops}))
+        self.file.flush()
