@@ -9,6 +9,7 @@ OBJS = \
 	fdw/index_write.o \
 	fdw/index_verify.o \
 	fdw/modify.o \
+	fdw/modify_batch.o \
 	fdw/connection.o \
 	fdw/convert.o \
 	fdw/convert_json.o \

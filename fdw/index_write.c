@@ -553,44 +553,49 @@ find_one(IdxIndexWriter *w, mongoc_collection_t *coll, const bson_t *filter,
 }
 
 /*
- * Does the fact "fact_id" (now) have the entry _id of "pe"?
+ * The entry of the fact "fact_id", as the fact now is, that has the _id of
+ * "entry" (palloc'd), or NULL if the fact does not exist or lacks it.
  */
-static bool
-fact_has_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
-			   const bson_iter_t *fact_id)
+static bson_t *
+fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
+			   const bson_t *entry)
 {
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		projection = BSON_INITIALIZER;
 	bson_t	   *fact;
 	int			attnum = -1;
-	bool		result = false;
+	int			natts = w->info->natts;
+	Datum	   *values;
+	bool	   *nulls;
+	bson_t	  **entries;
+	Datum	   *kv;
+	bool	   *kn;
+	int			n,
+				e;
 
 	bson_append_iter(&filter, "_id", -1, fact_id);
 	while ((attnum = bms_next_member(w->needed, attnum)) >= 0)
 		BSON_APPEND_INT32(&projection, w->info->fields[attnum - 1], 1);
 	fact = find_one(w, w->facts, &filter, &projection, true,
-					psprintf("checking a claim in index \"%s\"", q->def->name));
+					psprintf("checking an entry of index \"%s\"", q->def->name));
 	bson_destroy(&filter);
 	bson_destroy(&projection);
-	if (fact)
-	{
-		int			natts = w->info->natts;
-		Datum	   *values = palloc0(sizeof(Datum) * natts);
-		bool	   *nulls = palloc(sizeof(bool) * natts);
-		bson_t	  **entries;
-		Datum	   *kv;
-		bool	   *kn;
-		int			n,
-					e;
+	if (fact == NULL)
+		return NULL;
 
-		memset(nulls, true, sizeof(bool) * natts);
-		idx_document_to_row(w->rowconv, fact, values, nulls);
-		n = fact_entries(q->def, values, nulls, bson_iter_value((bson_iter_t *) fact_id),
-						 &entries, &kv, &kn);
-		for (e = 0; e < n && !result; e++)
-			result = idx_entry_same_id(entries[e], pe->entry);
+	values = palloc0(sizeof(Datum) * natts);
+	nulls = palloc(sizeof(bool) * natts);
+	memset(nulls, true, sizeof(bool) * natts);
+	idx_document_to_row(w->rowconv, fact, values, nulls);
+	n = fact_entries(q->def, values, nulls,
+					 bson_iter_value((bson_iter_t *) fact_id),
+					 &entries, &kv, &kn);
+	for (e = 0; e < n; e++)
+	{
+		if (idx_entry_same_id(entries[e], entry))
+			return entries[e];
 	}
-	return result;
+	return NULL;
 }
 
 /*
@@ -718,7 +723,7 @@ resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
 				break;
 			if (!same_value(bson_iter_value(&holder), &fact_id) &&
 				(claim_age_ms(claim) < idx_unique_claim_timeout ||
-				 fact_has_entry(w, q, pe, &holder)))
+				 fact_entry_now(w, q, &holder, pe->entry) != NULL))
 				break;
 			done = write_claim(w, q, pe, &entry_id, bson_iter_value(&holder));
 		}
@@ -790,61 +795,29 @@ write_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
  * Take back one entry that write_new wrote, in ordered mode: delete it if
  * it was created; if it replaced a document with the same _id that was
  * there before (of an existing fact with the same _id, or left over),
- * write that fact's own entry back, as its fact now has it.
+ * write back the entry that fact now has, or delete it if it has none.
  */
 static void
 unwrite_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
 			  List **deletes)
 {
-	bson_t		filter = BSON_INITIALIZER;
-	bson_t		projection = BSON_INITIALIZER;
 	bson_iter_t iter;
-	bson_t	   *fact;
-	int			attnum = -1;
-	bool		rewritten = false;
+	bson_t	   *own = NULL;
 
-	if (pe->created)
+	if (!pe->created)
 	{
-		*deletes = lappend(*deletes, idx_entry_own_filter(pe->entry));
-		return;
+		bson_iter_init_find(&iter, pe->entry, IDX_ENTRY_FACT_ID);
+		own = fact_entry_now(w, q, &iter, pe->entry);
 	}
-	bson_iter_init_find(&iter, pe->entry, IDX_ENTRY_FACT_ID);
-	bson_append_iter(&filter, "_id", -1, &iter);
-	while ((attnum = bms_next_member(w->needed, attnum)) >= 0)
-		BSON_APPEND_INT32(&projection, w->info->fields[attnum - 1], 1);
-	fact = find_one(w, w->facts, &filter, &projection, false,
-					writing_what(q));
-	bson_destroy(&filter);
-	bson_destroy(&projection);
-	if (fact)
+	if (own != NULL)
 	{
-		int			natts = w->info->natts;
-		Datum	   *values = palloc0(sizeof(Datum) * natts);
-		bool	   *nulls = palloc(sizeof(bool) * natts);
-		bson_t	  **entries;
-		Datum	   *kv;
-		bool	   *kn;
-		int			n,
-					e;
+		PendingEntry again = *pe;
 
-		memset(nulls, true, sizeof(bool) * natts);
-		idx_document_to_row(w->rowconv, fact, values, nulls);
-		n = fact_entries(q->def, values, nulls, bson_iter_value(&iter),
-						 &entries, &kv, &kn);
-		for (e = 0; e < n && !rewritten; e++)
-		{
-			if (idx_entry_same_id(entries[e], pe->entry))
-			{
-				PendingEntry again = *pe;
-
-				again.entry = entries[e];
-				again.claim = false;	/* a plain replace by _id */
-				write_entry(w, q, &again);
-				rewritten = true;
-			}
-		}
+		again.entry = own;
+		again.claim = false;	/* a plain replace by _id */
+		write_entry(w, q, &again);
 	}
-	if (!rewritten)
+	else
 		*deletes = lappend(*deletes, idx_entry_own_filter(pe->entry));
 }
 

@@ -30,6 +30,7 @@
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -40,6 +41,7 @@
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -51,6 +53,7 @@
 #include "index_entry.h"
 #include "index_write.h"
 #include "modify.h"
+#include "modify_int.h"
 #include "option.h"
 #include "scan.h"
 #include "xact.h"
@@ -61,48 +64,14 @@
 /* Name of the row identity junk column (the _id column's value) */
 #define IDX_ROWID_NAME "idxtable_id"
 
-/* fdw_private of a ModifyTable: (target attnums, has RETURNING) */
+/* fdw_private of a ModifyTable: (target attnums, has RETURNING, may repeat) */
 enum IdxModifyPrivate
 {
 	IdxModPrivTargetAttrs,
-	IdxModPrivHasReturning
+	IdxModPrivHasReturning,
+	IdxModPrivMayRepeat			/* can the plan give a row twice (a join)? */
 };
 
-/*
- * Execution state of a write to one foreign table.
- */
-typedef struct IdxModifyState
-{
-	Relation	rel;
-	IdxTableInfo *info;
-	ForeignServer *server;
-	mongoc_client_t *client;
-	CmdType		operation;
-	bool		ordered;		/* consistency mode 'ordered' */
-	List	   *target_attrs;	/* UPDATE: assigned columns */
-	bool		has_returning;
-	AttrNumber	rowid_attno;	/* junk _id in the subplan's output */
-	AttrNumber	wholerow_attno; /* junk whole row (UPDATE) */
-
-	IdxIndexWriter *writer;
-	IdxRowConv *preconv;		/* a fact's index columns (pre-images) */
-	IdxRowConv *fullconv;		/* every column (DELETE RETURNING) */
-
-	mongoc_collection_t *facts;
-	bool		pinned;
-	MemoryContext cxt;			/* owns this state; reset releases */
-	MemoryContext row_cxt;		/* per row / batch */
-	MemoryContextCallback release_cb;
-
-	uint64		facts_written;
-	uint64		round_trips;
-
-	/* ordered mode: the facts this statement wrote, for undoing it */
-	List	   *undo;			/* UndoRecord * */
-	int			nundo;
-	bool		undo_overflow;	/* more than IDX_UNDO_MAX */
-	bool		noted_before;	/* the transaction had ordered writes */
-} IdxModifyState;
 
 /*
  * One fact a statement wrote in ordered mode, and how it was before.
@@ -166,6 +135,19 @@ idxAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
 }
 
 /*
+ * Can the rows to UPDATE or DELETE come more than once: does the query join
+ * the target table to anything (UPDATE ... FROM, DELETE ... USING)?
+ */
+static bool
+may_repeat_rows(PlannerInfo *root, Index resultRelation)
+{
+	List	   *from = root->parse->jointree->fromlist;
+
+	return !(list_length(from) == 1 && IsA(linitial(from), RangeTblRef) &&
+			 ((RangeTblRef *) linitial(from))->rtindex == (int) resultRelation);
+}
+
+/*
  * Plan a write: remember the assigned columns; refuse updates of _id.
  */
 List *
@@ -210,7 +192,8 @@ idxPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 		}
 	}
 	table_close(rel, NoLock);
-	return list_make2(target_attrs, makeBoolean(has_returning));
+	return list_make3(target_attrs, makeBoolean(has_returning),
+					  makeBoolean(may_repeat_rows(root, resultRelation)));
 }
 
 /*
@@ -255,6 +238,9 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 		ms->fullconv = idx_row_conv_create(RelationGetDescr(rel), ms->info,
 										   NULL);
 
+	if (idx_modify_batch_wanted(ms, rinfo))
+		idx_modify_batch_init(ms);
+
 	if (subplan && (operation == CMD_UPDATE || operation == CMD_DELETE))
 	{
 		ms->rowid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist,
@@ -272,13 +258,16 @@ void
 idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 					  List *fdw_private, int subplan_index, int eflags)
 {
+	IdxModifyState *ms;
+
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
-	rinfo->ri_FdwState =
-		create_modify_state(mtstate->ps.state, rinfo, mtstate->operation,
-							(List *) list_nth(fdw_private, IdxModPrivTargetAttrs),
-							boolVal(list_nth(fdw_private, IdxModPrivHasReturning)),
-							outerPlanState(mtstate)->plan);
+	ms = create_modify_state(mtstate->ps.state, rinfo, mtstate->operation,
+							 (List *) list_nth(fdw_private, IdxModPrivTargetAttrs),
+							 boolVal(list_nth(fdw_private, IdxModPrivHasReturning)),
+							 outerPlanState(mtstate)->plan);
+	ms->may_repeat = boolVal(list_nth(fdw_private, IdxModPrivMayRepeat));
+	rinfo->ri_FdwState = ms;
 }
 
 void
@@ -313,8 +302,8 @@ idxGetForeignModifyBatchSize(ResultRelInfo *rinfo)
  * The MongoDB session of this write: the transaction's, started now if
  * needed, or none in ordered mode.
  */
-static mongoc_client_session_t *
-write_session(IdxModifyState *ms)
+mongoc_client_session_t *
+idx_modify_session(IdxModifyState *ms)
 {
 	if (ms->ordered)
 		return NULL;
@@ -325,8 +314,8 @@ write_session(IdxModifyState *ms)
  * Count facts written; in ordered mode they are final now, which the
  * transaction remembers for its warning at rollback.
  */
-static void
-note_facts_written(IdxModifyState *ms, int n)
+void
+idx_modify_note_written(IdxModifyState *ms, int n)
 {
 	ms->facts_written += n;
 	if (ms->ordered)
@@ -411,8 +400,8 @@ id_description(IdxModifyState *ms, TupleTableSlot *slot)
  * Read the row of a fact document into palloc'd values/nulls (all NULL
  * except the columns "conv" converts).
  */
-static void
-doc_to_row(IdxModifyState *ms, IdxRowConv *conv, const bson_t *doc,
+void
+idx_modify_doc_to_row(IdxModifyState *ms, IdxRowConv *conv, const bson_t *doc,
 		   Datum **values, bool **nulls)
 {
 	int			natts = RelationGetDescr(ms->rel)->natts;
@@ -426,8 +415,8 @@ doc_to_row(IdxModifyState *ms, IdxRowConv *conv, const bson_t *doc,
 /*
  * The projection of the columns entries are computed from (and _id).
  */
-static void
-append_index_projection(IdxModifyState *ms, bson_t *projection)
+void
+idx_modify_index_projection(IdxModifyState *ms, bson_t *projection)
 {
 	Bitmapset  *needed = idx_writer_needed_attrs(ms->writer);
 	int			attnum = -1;
@@ -453,7 +442,7 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 
 	BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id);
 	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
-	append_index_projection(ms, &projection);
+	idx_modify_index_projection(ms, &projection);
 	bson_append_document_end(&opts, &projection);
 	BSON_APPEND_INT64(&opts, "limit", 1);
 	if (in_txn)
@@ -589,7 +578,7 @@ static void
 insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 {
 	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
-	mongoc_client_session_t *session = write_session(ms);
+	mongoc_client_session_t *session = idx_modify_session(ms);
 	bson_t		opts = BSON_INITIALIZER;
 	mongoc_bulk_operation_t *bulk;
 	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
@@ -639,7 +628,7 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 		PG_END_TRY();
 	}
 	bson_destroy(&reply);
-	note_facts_written(ms, n);
+	idx_modify_note_written(ms, n);
 	for (i = 0; i < n; i++)
 		remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 	idx_writer_reset(ms->writer);
@@ -672,7 +661,7 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 											  MONGOC_FIND_AND_MODIFY_REMOVE);
 	if (!full)
 	{
-		append_index_projection(ms, &projection);
+		idx_modify_index_projection(ms, &projection);
 		mongoc_find_and_modify_opts_set_fields(fam, &projection);
 	}
 	append_session(session, &extra);
@@ -718,8 +707,8 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 /*
  * Do two rows agree on every column that entries are computed from?
  */
-static bool
-same_index_values(IdxModifyState *ms, const Datum *av, const bool *an,
+bool
+idx_modify_same_index_values(IdxModifyState *ms, const Datum *av, const bool *an,
 				  const Datum *bv, const bool *bn)
 {
 	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
@@ -755,8 +744,8 @@ same_index_values(IdxModifyState *ms, const Datum *av, const bool *an,
 /*
  * The row identity (_id) of the row being updated or deleted, as BSON.
  */
-static void
-target_id(IdxModifyState *ms, TupleTableSlot *planSlot, bson_value_t *id)
+void
+idx_modify_target_id(IdxModifyState *ms, TupleTableSlot *planSlot, bson_value_t *id)
 {
 	bool		isnull;
 	Datum		value = ExecGetJunkAttribute(planSlot, ms->rowid_attno, &isnull);
@@ -772,8 +761,8 @@ target_id(IdxModifyState *ms, TupleTableSlot *planSlot, bson_value_t *id)
 /*
  * The old row PostgreSQL read (the whole-row junk column), or false.
  */
-static bool
-old_row(IdxModifyState *ms, TupleTableSlot *planSlot, Datum **values,
+bool
+idx_modify_old_row(IdxModifyState *ms, TupleTableSlot *planSlot, Datum **values,
 		bool **nulls)
 {
 	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
@@ -816,10 +805,10 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 
 	if (ms->target_attrs == NIL)
 		return slot;			/* nothing MongoDB stores changes */
-	session = write_session(ms);
-	target_id(ms, planSlot, &id);
+	session = idx_modify_session(ms);
+	idx_modify_target_id(ms, planSlot, &id);
 	slot_getallattrs(slot);
-	have_old = indexed && old_row(ms, planSlot, &oldvals, &oldnulls);
+	have_old = indexed && idx_modify_old_row(ms, planSlot, &oldvals, &oldnulls);
 	if (have_old)
 	{
 		idx_writer_queue(w, 0, oldvals, oldnulls, slot->tts_values,
@@ -839,7 +828,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		idx_writer_reset(w);
 		return NULL;
 	}
-	note_facts_written(ms, 1);
+	idx_modify_note_written(ms, 1);
 	remember_write(ms, UNDO_UPDATED, &id, before);
 
 	if (indexed)
@@ -847,9 +836,9 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		Datum	   *prevals;
 		bool	   *prenulls;
 
-		doc_to_row(ms, ms->preconv, before, &prevals, &prenulls);
+		idx_modify_doc_to_row(ms, ms->preconv, before, &prevals, &prenulls);
 		if (!have_old ||
-			!same_index_values(ms, prevals, prenulls, oldvals, oldnulls))
+			!idx_modify_same_index_values(ms, prevals, prenulls, oldvals, oldnulls))
 		{
 			Datum	   *newvals;
 			bool	   *newnulls;
@@ -894,23 +883,23 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 static TupleTableSlot *
 delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	mongoc_client_session_t *session = write_session(ms);
+	mongoc_client_session_t *session = idx_modify_session(ms);
 	bson_value_t id;
 	bson_t	   *before;
 
-	target_id(ms, planSlot, &id);
+	idx_modify_target_id(ms, planSlot, &id);
 	before = find_and_modify(ms, session, &id, NULL,
 							 ms->has_returning || ms->ordered);
 	if (before == NULL)
 		return NULL;
-	note_facts_written(ms, 1);
+	idx_modify_note_written(ms, 1);
 	remember_write(ms, UNDO_DELETED, &id, before);
 	if (idx_writer_nindexes(ms->writer) > 0)
 	{
 		Datum	   *prevals;
 		bool	   *prenulls;
 
-		doc_to_row(ms, ms->preconv, before, &prevals, &prenulls);
+		idx_modify_doc_to_row(ms, ms->preconv, before, &prevals, &prenulls);
 		idx_writer_queue(ms->writer, 0, prevals, prenulls, NULL, NULL, &id);
 		idx_writer_delete_old(ms->writer, session);
 	}
@@ -986,7 +975,7 @@ undo_insert(IdxModifyState *ms, const bson_value_t *id)
 		Datum	   *vals;
 		bool	   *nulls;
 
-		doc_to_row(ms, ms->preconv, was, &vals, &nulls);
+		idx_modify_doc_to_row(ms, ms->preconv, was, &vals, &nulls);
 		idx_writer_queue(ms->writer, 0, vals, nulls, NULL, NULL, id);
 		idx_writer_delete_old(ms->writer, NULL);
 	}
@@ -1045,8 +1034,8 @@ undo_update(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 		now = fetch_fact(ms, id, false);
 		if (now == NULL)
 			return;				/* deleted meanwhile */
-		doc_to_row(ms, ms->preconv, now, &nowvals, &nownulls);
-		doc_to_row(ms, ms->preconv, before, &oldvals, &oldnulls);
+		idx_modify_doc_to_row(ms, ms->preconv, now, &nowvals, &nownulls);
+		idx_modify_doc_to_row(ms, ms->preconv, before, &oldvals, &oldnulls);
 		idx_writer_queue(w, 0, nowvals, nownulls, oldvals, oldnulls, id);
 		idx_writer_write_new(w, NULL);
 	}
@@ -1072,7 +1061,7 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 		Datum	   *vals;
 		bool	   *nulls;
 
-		doc_to_row(ms, ms->preconv, before, &vals, &nulls);
+		idx_modify_doc_to_row(ms, ms->preconv, before, &vals, &nulls);
 		idx_writer_queue(ms->writer, 0, NULL, NULL, vals, nulls, id);
 		idx_writer_write_new(ms->writer, NULL);
 	}
@@ -1184,13 +1173,73 @@ fail_statement(IdxModifyState *ms)
 }
 
 /*
+ * One hash bucket of the facts a statement changed.
+ */
+typedef struct ChangedEntry
+{
+	uint64		hash;			/* of the _id's BSON */
+	List	   *ids;			/* {_id: ..} documents with this hash */
+} ChangedEntry;
+
+/*
+ * Has this statement changed the fact "planSlot" targets already (an
+ * UPDATE ... FROM or DELETE ... USING whose join gives a row twice)?  Then,
+ * as for a local table, the row is not changed or counted again.
+ * Otherwise remember it.  Only plans with a join (may_repeat) need this.
+ */
+static bool
+changed_before(IdxModifyState *ms, TupleTableSlot *planSlot)
+{
+	bson_value_t id;
+	bson_t		iddoc = BSON_INITIALIZER;
+	uint64		hash;
+	ChangedEntry *entry;
+	bool		found;
+	ListCell   *lc;
+	MemoryContext oldcxt;
+
+	if (ms->changed == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(ChangedEntry);
+		ctl.hcxt = ms->cxt;
+		ms->changed = hash_create("idxtable_fdw changed facts", 256, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	idx_modify_target_id(ms, planSlot, &id);
+	BSON_APPEND_VALUE(&iddoc, "_id", &id);
+	hash = hash_bytes_extended(bson_get_data(&iddoc), (int) iddoc.len, 0);
+	entry = hash_search(ms->changed, &hash, HASH_ENTER, &found);
+	if (!found)
+		entry->ids = NIL;
+	foreach(lc, entry->ids)
+	{
+		if (idx_bson_same_bytes(lfirst(lc), &iddoc))
+		{
+			bson_destroy(&iddoc);
+			return true;
+		}
+	}
+	oldcxt = MemoryContextSwitchTo(ms->cxt);
+	entry->ids = lappend(entry->ids, idx_bson_pcopy(&iddoc));
+	MemoryContextSwitchTo(oldcxt);
+	bson_destroy(&iddoc);
+	return false;
+}
+
+/*
  * Run one write step with round trips counted and per-row memory.
  */
 typedef enum WriteStep
 {
 	STEP_INSERT,
 	STEP_UPDATE,
-	STEP_DELETE
+	STEP_DELETE,
+	STEP_BATCH,					/* UPDATE or DELETE into the batch */
+	STEP_FLUSH,					/* write the batch */
+	STEP_NONE					/* nothing (a fact changed before) */
 } WriteStep;
 
 static TupleTableSlot *
@@ -1207,6 +1256,9 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 	PG_TRY();
 	{
 		CHECK_FOR_INTERRUPTS();
+		if (ms->may_repeat && step != STEP_INSERT && step != STEP_FLUSH &&
+			changed_before(ms, planSlot))
+			step = STEP_NONE;
 		switch (step)
 		{
 			case STEP_INSERT:
@@ -1218,6 +1270,15 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 				break;
 			case STEP_DELETE:
 				result = delete_row(ms, slots[0], planSlot);
+				break;
+			case STEP_BATCH:
+				idx_modify_batch_add(ms, slots[0], planSlot);
+				result = slots[0];
+				break;
+			case STEP_FLUSH:
+				idx_modify_batch_flush(ms);
+				break;
+			case STEP_NONE:
 				break;
 		}
 	}
@@ -1255,18 +1316,24 @@ TupleTableSlot *
 idxExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 					 TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	return run_step(rinfo->ri_FdwState, STEP_UPDATE, &slot, 1, planSlot);
+	IdxModifyState *ms = rinfo->ri_FdwState;
+
+	return run_step(ms, ms->batch ? STEP_BATCH : STEP_UPDATE, &slot, 1,
+					planSlot);
 }
 
 TupleTableSlot *
 idxExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 					 TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	return run_step(rinfo->ri_FdwState, STEP_DELETE, &slot, 1, planSlot);
+	IdxModifyState *ms = rinfo->ri_FdwState;
+
+	return run_step(ms, ms->batch ? STEP_BATCH : STEP_DELETE, &slot, 1,
+					planSlot);
 }
 
 /*
- * End of a write: release everything.
+ * End of a write: write the last batch, then release everything.
  */
 void
 idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
@@ -1275,6 +1342,8 @@ idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 
 	if (ms == NULL)
 		return;
+	if (ms->batch)
+		run_step(ms, STEP_FLUSH, NULL, 0, NULL);
 	MemoryContextDelete(ms->cxt);
 	rinfo->ri_FdwState = NULL;
 }
@@ -1326,10 +1395,15 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 							info->consistency == IDX_CONSISTENCY_ORDERED ? "ordered"
 							: info->consistency == IDX_CONSISTENCY_TRANSACTION ? "transaction"
 							: "transaction if supported, else ordered", es);
+	if (ms && ms->batch)
+		ExplainPropertyInteger("Batch Size", NULL, info->batch_size, es);
 	if (ms && es->analyze)
 	{
 		uint64		written,
 					deleted;
+
+		if (ms->batch)			/* the last batch, before the counters */
+			run_step(ms, STEP_FLUSH, NULL, 0, NULL);
 
 		idx_writer_counters(ms->writer, &written, &deleted);
 		ExplainPropertyUInteger("Facts Written", NULL, ms->facts_written, es);

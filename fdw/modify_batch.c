@@ -1,0 +1,391 @@
+/*-------------------------------------------------------------------------
+ *
+ * modify_batch.c
+ *		  UPDATE and DELETE in batches, in transaction mode.
+ *
+ * Row by row, an UPDATE costs a findAndModify per row, plus a bulk of new
+ * entries and one of old entries per index whose entries change.  In
+ * transaction mode, where the executor needs no row back (no RETURNING, no
+ * row triggers, no WITH CHECK OPTION), rows are instead collected and
+ * written batch_size at a time, and at the end of the statement:
+ *
+ *	1. the facts as MongoDB holds them, with one find {_id: {$in: [...]}}
+ *	   in the transaction (projection: the columns entries are computed
+ *	   from), so that the entries to change are computed from the facts
+ *	   themselves; a concurrent writer that changes one of them afterwards
+ *	   makes the transaction fail with a write conflict (SQLSTATE 40001);
+ *	2. the new entries of all rows: one bulk per index collection;
+ *	3. the facts: one bulk of updateOne {$set} (UPDATE), or one deleteMany
+ *	   (DELETE);
+ *	4. the old entries: one bulk per index collection.
+ *
+ * Steps 1, 2 and 4 are skipped where no entry can change (no index, or an
+ * UPDATE that assigns none of the indexed columns).  A row whose fact is
+ * gone by step 1 (deleted by another transaction since the scan read it)
+ * is skipped, although the executor has counted it.  The last batch is
+ * written when the statement ends (EndForeignModify), or before EXPLAIN
+ * ANALYZE reports its counters.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "connection.h"
+#include "document.h"
+#include "index_entry.h"
+#include "modify_int.h"
+#include "scan.h"
+#include "xact.h"
+
+/*
+ * One row of a batch.
+ */
+typedef struct BatchRow
+{
+	bson_t	   *id;				/* {_id: <fact _id>} */
+	HeapTuple	newtuple;		/* UPDATE: the new row */
+} BatchRow;
+
+typedef struct IdxModifyBatch
+{
+	MemoryContext cxt;			/* the rows; reset after each batch */
+	int			size;
+	int			n;
+	BatchRow   *rows;
+	bool		entries_change; /* can entries change (steps 1, 2, 4)? */
+} IdxModifyBatch;
+
+/*
+ * Can this write go in batches?
+ */
+bool
+idx_modify_batch_wanted(IdxModifyState *ms, ResultRelInfo *rinfo)
+{
+	TriggerDesc *trig = rinfo->ri_TrigDesc;
+
+	if (ms->ordered || ms->has_returning || ms->info->batch_size <= 1)
+		return false;
+	if (ms->operation != CMD_UPDATE && ms->operation != CMD_DELETE)
+		return false;
+	if (rinfo->ri_WithCheckOptions != NIL)
+		return false;
+	if (trig && (trig->trig_update_before_row || trig->trig_update_after_row ||
+				 trig->trig_delete_before_row || trig->trig_delete_after_row))
+		return false;
+	return true;
+}
+
+/*
+ * Set up the batch of a write (in its memory context).
+ */
+void
+idx_modify_batch_init(IdxModifyState *ms)
+{
+	IdxModifyBatch *b = palloc0(sizeof(IdxModifyBatch));
+	Bitmapset  *needed = idx_writer_needed_attrs(ms->writer);
+	ListCell   *lc;
+
+	b->cxt = AllocSetContextCreate(ms->cxt, "idxtable_fdw modify batch",
+								   ALLOCSET_DEFAULT_SIZES);
+	b->size = ms->info->batch_size;
+	b->rows = palloc0(sizeof(BatchRow) * b->size);
+	if (idx_writer_nindexes(ms->writer) > 0)
+	{
+		if (ms->operation == CMD_DELETE)
+			b->entries_change = true;
+		foreach(lc, ms->target_attrs)
+		{
+			if (bms_is_member(lfirst_int(lc), needed))
+				b->entries_change = true;
+		}
+	}
+	ms->batch = b;
+}
+
+/*
+ * Is the fact "id" ({_id: ..}) in the batch already?
+ */
+static bool
+in_batch(IdxModifyBatch *b, const bson_t *id)
+{
+	int			i;
+
+	for (i = 0; i < b->n; i++)
+	{
+		if (idx_bson_same_bytes(b->rows[i].id, id))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Add a row to the batch; write the batch when it is full.  A second
+ * change of a fact already in the batch writes the batch first.
+ */
+void
+idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
+					 TupleTableSlot *planSlot)
+{
+	IdxModifyBatch *b = ms->batch;
+	MemoryContext oldcxt;
+	bson_value_t id;
+	bson_t		iddoc = BSON_INITIALIZER;
+	BatchRow   *row;
+
+	if (ms->operation == CMD_UPDATE && ms->target_attrs == NIL)
+		return;					/* nothing MongoDB stores changes */
+	idx_modify_target_id(ms, planSlot, &id);
+	BSON_APPEND_VALUE(&iddoc, "_id", &id);
+	if (in_batch(b, &iddoc))
+		idx_modify_batch_flush(ms);
+
+	oldcxt = MemoryContextSwitchTo(b->cxt);
+	row = &b->rows[b->n];
+	row->id = idx_bson_pcopy(&iddoc);
+	row->newtuple = (ms->operation == CMD_UPDATE)
+		? ExecCopySlotHeapTuple(slot) : NULL;
+	MemoryContextSwitchTo(oldcxt);
+	bson_destroy(&iddoc);
+
+	if (++b->n >= b->size)
+		idx_modify_batch_flush(ms);
+}
+
+/*
+ * The {_id: {$in: [...]}} filter of the batch's facts.
+ */
+static void
+ids_filter(IdxModifyBatch *b, bson_t *filter)
+{
+	bson_t		cond,
+				list;
+	int			i;
+
+	BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &cond);
+	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
+	for (i = 0; i < b->n; i++)
+	{
+		bson_iter_t iter;
+		char		key[16];
+
+		bson_iter_init_find(&iter, b->rows[i].id, "_id");
+		snprintf(key, sizeof(key), "%d", i);
+		bson_append_iter(&list, key, -1, &iter);
+	}
+	bson_append_array_end(&cond, &list);
+	bson_append_document_end(filter, &cond);
+}
+
+/*
+ * Step 1: the batch's facts as they are, in the transaction; pre[i] is
+ * row i's fact (index columns), or NULL if it is gone.
+ */
+static bson_t **
+read_facts(IdxModifyState *ms, IdxModifyBatch *b,
+		   mongoc_client_session_t *session)
+{
+	bson_t	  **pre = palloc0(sizeof(bson_t *) * b->n);
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		projection;
+	bson_error_t error;
+	mongoc_cursor_t *cursor;
+	const bson_t *doc;
+
+	ids_filter(b, &filter);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+	idx_modify_index_projection(ms, &projection);
+	bson_append_document_end(&opts, &projection);
+	if (!mongoc_client_session_append(session, &opts, &error))
+		elog(ERROR, "could not add the session to a read: %s", error.message);
+	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
+	bson_destroy(&filter);
+	bson_destroy(&opts);
+	PG_TRY();
+	{
+		while (mongoc_cursor_next(cursor, &doc))
+		{
+			bson_t		key = BSON_INITIALIZER;
+			bson_iter_t iter;
+			int			i;
+
+			if (bson_iter_init_find(&iter, doc, "_id"))
+				bson_append_iter(&key, "_id", -1, &iter);
+			for (i = 0; i < b->n; i++)
+			{
+				if (pre[i] == NULL && idx_bson_same_bytes(b->rows[i].id, &key))
+				{
+					pre[i] = idx_bson_pcopy(doc);
+					break;
+				}
+			}
+			bson_destroy(&key);
+		}
+		if (mongoc_cursor_error(cursor, NULL))
+			idx_report_cursor_error(cursor, ms->server->servername,
+									idx_reading_what(ms->info->collection,
+													 ms->info->database));
+	}
+	PG_FINALLY();
+	{
+		mongoc_cursor_destroy(cursor);
+	}
+	PG_END_TRY();
+	return pre;
+}
+
+/*
+ * Step 2 for row i: queue its entry changes, from the fact as it is to the
+ * fact with the row's assignments (UPDATE) or to nothing (DELETE).
+ */
+static void
+queue_row(IdxModifyState *ms, int i, BatchRow *row, const bson_t *pre)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
+	Datum	   *prevals,
+			   *newvals = NULL;
+	bool	   *prenulls,
+			   *newnulls = NULL;
+	bson_iter_t iter;
+
+	idx_modify_doc_to_row(ms, ms->preconv, pre, &prevals, &prenulls);
+	if (row->newtuple)
+	{
+		Datum	   *assigned = palloc(sizeof(Datum) * tupdesc->natts);
+		bool	   *assignednulls = palloc(sizeof(bool) * tupdesc->natts);
+		ListCell   *lc;
+
+		heap_deform_tuple(row->newtuple, tupdesc, assigned, assignednulls);
+		newvals = palloc(sizeof(Datum) * tupdesc->natts);
+		newnulls = palloc(sizeof(bool) * tupdesc->natts);
+		memcpy(newvals, prevals, sizeof(Datum) * tupdesc->natts);
+		memcpy(newnulls, prenulls, sizeof(bool) * tupdesc->natts);
+		foreach(lc, ms->target_attrs)
+		{
+			int			att = lfirst_int(lc);
+
+			newvals[att - 1] = assigned[att - 1];
+			newnulls[att - 1] = assignednulls[att - 1];
+		}
+	}
+	bson_iter_init_find(&iter, row->id, "_id");
+	idx_writer_queue(ms->writer, i, prevals, prenulls, newvals, newnulls,
+					 bson_iter_value(&iter));
+}
+
+/*
+ * Step 3: the facts, in one bulk; returns how many were written.
+ */
+static int64
+write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
+			mongoc_client_session_t *session)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	mongoc_bulk_operation_t *bulk;
+	bson_iter_t iter;
+	int64		written = 0;
+	bool		ok;
+	int			i;
+
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	if (!mongoc_client_session_append(session, &opts, &error))
+		elog(ERROR, "could not add the session to a write: %s", error.message);
+	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
+	bson_destroy(&opts);
+	if (ms->operation == CMD_DELETE)
+	{
+		bson_t		filter = BSON_INITIALIZER;
+
+		ids_filter(b, &filter);
+		mongoc_bulk_operation_remove_many_with_opts(bulk, &filter, NULL,
+													&error);
+		bson_destroy(&filter);
+	}
+	else
+	{
+		for (i = 0; i < b->n; i++)
+		{
+			Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
+			bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
+			bson_t		update = BSON_INITIALIZER;
+
+			if (pre && pre[i] == NULL)
+				continue;		/* gone */
+			heap_deform_tuple(b->rows[i].newtuple, tupdesc, values, nulls);
+			idx_row_to_update(ms->info, tupdesc, ms->target_attrs, values,
+							  nulls, &update);
+			mongoc_bulk_operation_update_one_with_opts(bulk, b->rows[i].id,
+													   &update, NULL, &error);
+			bson_destroy(&update);
+		}
+	}
+	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
+	mongoc_bulk_operation_destroy(bulk);
+	if (!ok)
+	{
+		PG_TRY();
+		{
+			idx_report_reply_error(&reply, &error, ms->server->servername,
+								   psprintf("%s documents of collection \"%s\"",
+											ms->operation == CMD_DELETE ?
+											"deleting" : "updating",
+											ms->info->collection));
+		}
+		PG_FINALLY();
+		{
+			bson_destroy(&reply);
+		}
+		PG_END_TRY();
+	}
+	if (bson_iter_init_find(&iter, &reply,
+							ms->operation == CMD_DELETE ? "nRemoved" : "nMatched") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		written = bson_iter_as_int64(&iter);
+	bson_destroy(&reply);
+	return written;
+}
+
+/*
+ * Write the batch (see the file header for the steps).
+ */
+void
+idx_modify_batch_flush(IdxModifyState *ms)
+{
+	IdxModifyBatch *b = ms->batch;
+	mongoc_client_session_t *session;
+	MemoryContext oldcxt;
+	bson_t	  **pre = NULL;
+	int			i;
+
+	if (b == NULL || b->n == 0)
+		return;
+	CHECK_FOR_INTERRUPTS();
+	session = idx_modify_session(ms);
+	oldcxt = MemoryContextSwitchTo(b->cxt);
+	if (b->entries_change)
+	{
+		pre = read_facts(ms, b, session);
+		for (i = 0; i < b->n; i++)
+		{
+			if (pre[i] != NULL)
+				queue_row(ms, i, &b->rows[i], pre[i]);
+		}
+		idx_writer_write_new(ms->writer, session);
+	}
+	idx_modify_note_written(ms, (int) write_facts(ms, b, pre, session));
+	if (b->entries_change)
+		idx_writer_delete_old(ms->writer, session);
+	MemoryContextSwitchTo(oldcxt);
+	b->n = 0;
+	MemoryContextReset(b->cxt);
+}

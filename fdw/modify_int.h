@@ -1,0 +1,107 @@
+/*-------------------------------------------------------------------------
+ *
+ * modify_int.h
+ *		  Internals shared by modify.c (the write callbacks, row by row and
+ *		  INSERT batches) and modify_batch.c (UPDATE and DELETE batches).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_MODIFY_INT_H
+#define IDXTABLE_MODIFY_INT_H
+
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "executor/tuptable.h"
+#include "foreign/foreign.h"
+#include "nodes/nodes.h"
+#include "utils/relcache.h"
+
+#include "convert.h"
+#include "index_write.h"
+#include "option.h"
+
+/*
+ * Execution state of a write to one foreign table.
+ */
+typedef struct IdxModifyState
+{
+	Relation	rel;
+	IdxTableInfo *info;
+	ForeignServer *server;
+	mongoc_client_t *client;
+	CmdType		operation;
+	bool		ordered;		/* consistency mode 'ordered' */
+	List	   *target_attrs;	/* UPDATE: assigned columns */
+	bool		has_returning;
+	AttrNumber	rowid_attno;	/* junk _id in the subplan's output */
+	AttrNumber	wholerow_attno; /* junk whole row (UPDATE) */
+
+	IdxIndexWriter *writer;
+	IdxRowConv *preconv;		/* a fact's index columns (pre-images) */
+	IdxRowConv *fullconv;		/* every column (DELETE RETURNING) */
+
+	mongoc_collection_t *facts;
+	bool		pinned;
+	MemoryContext cxt;			/* owns this state; reset releases */
+	MemoryContext row_cxt;		/* per row / batch */
+	MemoryContextCallback release_cb;
+
+	uint64		facts_written;
+	uint64		round_trips;
+
+	/* UPDATE/DELETE with a join: the facts changed so far (by _id hash) */
+	bool		may_repeat;
+	struct HTAB *changed;
+
+	/* transaction mode: UPDATE/DELETE rows waiting for one bulk write */
+	struct IdxModifyBatch *batch;	/* NULL: row by row */
+
+	/* ordered mode: the facts this statement wrote, for undoing it */
+	List	   *undo;			/* UndoRecord * */
+	int			nundo;
+	bool		undo_overflow;	/* more than IDX_UNDO_MAX */
+	bool		noted_before;	/* the transaction had ordered writes */
+} IdxModifyState;
+
+/* The session of this write: the transaction's (begun now if needed) */
+extern mongoc_client_session_t *idx_modify_session(IdxModifyState *ms);
+
+/* Count facts written (ordered mode: noted for the rollback warning) */
+extern void idx_modify_note_written(IdxModifyState *ms, int n);
+
+/* The row of a fact document (columns "conv" converts; others NULL) */
+extern void idx_modify_doc_to_row(IdxModifyState *ms, IdxRowConv *conv,
+								  const bson_t *doc, Datum **values,
+								  bool **nulls);
+
+/* The projection of _id and the columns entries are computed from */
+extern void idx_modify_index_projection(IdxModifyState *ms,
+										bson_t *projection);
+
+/* Do two rows agree on every column entries are computed from? */
+extern bool idx_modify_same_index_values(IdxModifyState *ms,
+										 const Datum *av, const bool *an,
+										 const Datum *bv, const bool *bn);
+
+/* The BSON _id of the row to UPDATE or DELETE (its junk column) */
+extern void idx_modify_target_id(IdxModifyState *ms, TupleTableSlot *planSlot,
+								 bson_value_t *id);
+
+/* The row as PostgreSQL read it (UPDATE's junk whole row), if there */
+extern bool idx_modify_old_row(IdxModifyState *ms, TupleTableSlot *planSlot,
+							   Datum **values, bool **nulls);
+
+/*
+ * Batches of UPDATE and DELETE (modify_batch.c): in transaction mode and
+ * where the executor needs no row back (no RETURNING, row triggers or
+ * WITH CHECK OPTION), rows are collected and written batch_size at a time.
+ */
+extern bool idx_modify_batch_wanted(IdxModifyState *ms, ResultRelInfo *rinfo);
+extern void idx_modify_batch_init(IdxModifyState *ms);
+extern void idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
+								 TupleTableSlot *planSlot);
+extern void idx_modify_batch_flush(IdxModifyState *ms);
+
+#endif							/* IDXTABLE_MODIFY_INT_H */
