@@ -80,6 +80,21 @@ EXPLAIN (COSTS OFF) UPDATE acct SET n = 1 WHERE _id = '1';
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   UPDATE acct SET town = 'Bergen' WHERE _id = '1';
 
+-- UPDATE and DELETE go in batches (transaction mode): the facts read by
+-- $in, one bulk per index collection and one for the facts; a join that
+-- gives a row twice changes and counts it once
+INSERT INTO acct VALUES ('t1', 'T1', 'Tmp', '{t}', 1), ('t2', 'T2', 'Tmp', '{t}', 2);
+UPDATE acct SET town = 'Tmp2' FROM (VALUES ('t1'), ('t1'), ('t2')) AS v(id) WHERE acct._id = v.id;
+SELECT _id, town FROM acct WHERE town = 'Tmp2' ORDER BY _id;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  DELETE FROM acct USING (VALUES ('t1'), ('t2'), ('t1')) AS v(id) WHERE acct._id = v.id;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+SELECT count(*) FROM acct WHERE _id IN ('t1', 't2') OR town LIKE 'Tmp%';
+\! /usr/bin/python3 test/fixtures/documents.py show idxtable.acct.acct_tags
+
 -- batched INSERT ... SELECT and COPY
 ALTER FOREIGN TABLE acct OPTIONS (ADD batch_size '4');
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
