@@ -6,8 +6,9 @@
  * Row by row, an UPDATE costs a findAndModify per row, plus a bulk of new
  * entries and one of old entries per index whose entries change.  In
  * transaction mode, where the executor needs no row back (no RETURNING, no
- * row triggers, no WITH CHECK OPTION), rows are instead collected and
- * written batch_size at a time, and at the end of the statement:
+ * row triggers, no WITH CHECK OPTION) and no AFTER statement trigger could
+ * read the table before the statement ends, rows are instead collected
+ * and written batch_size at a time, and at the end of the statement:
  *
  *	1. the facts as MongoDB holds them, with one find {_id: {$in: [...]}}
  *	   in the transaction (projection: the columns entries are computed
@@ -76,8 +77,11 @@ idx_modify_batch_wanted(IdxModifyState *ms, ResultRelInfo *rinfo)
 		return false;
 	if (rinfo->ri_WithCheckOptions != NIL)
 		return false;
+	/* row triggers need each row; AFTER statement triggers run before End */
 	if (trig && (trig->trig_update_before_row || trig->trig_update_after_row ||
-				 trig->trig_delete_before_row || trig->trig_delete_after_row))
+				 trig->trig_delete_before_row || trig->trig_delete_after_row ||
+				 trig->trig_update_after_statement ||
+				 trig->trig_delete_after_statement))
 		return false;
 	return true;
 }

@@ -94,6 +94,19 @@ RESET enable_hashjoin;
 RESET enable_mergejoin;
 SELECT count(*) FROM acct WHERE _id IN ('t1', 't2') OR town LIKE 'Tmp%';
 \! /usr/bin/python3 test/fixtures/documents.py show idxtable.acct.acct_tags
+-- an AFTER statement trigger sees the statement's rows: no batches then
+CREATE FUNCTION acct_tmp_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'rows in Tmp3: %', (SELECT count(*) FROM acct WHERE town = 'Tmp3');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER acct_after_update AFTER UPDATE ON acct
+  FOR EACH STATEMENT EXECUTE FUNCTION acct_tmp_count();
+INSERT INTO acct VALUES ('t3', 'T3', 'Tmp', '{t}', 3);
+UPDATE acct SET town = 'Tmp3' WHERE _id = 't3';
+DROP TRIGGER acct_after_update ON acct;
+DROP FUNCTION acct_tmp_count();
+DELETE FROM acct WHERE _id = 't3';
 
 -- batched INSERT ... SELECT and COPY
 ALTER FOREIGN TABLE acct OPTIONS (ADD batch_size '4');
