@@ -43,3 +43,8 @@ EXTRA_CLEAN = results regression.diffs regression.out
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS tracks header dependencies only in a PostgreSQL build configured
+# with --enable-depend: rebuild every object when one of our headers
+# changes (struct layouts are shared between files).
+$(OBJS): $(wildcard $(srcdir)/fdw/*.h)
