@@ -19,9 +19,26 @@
  * pre-commit, so that a rollback keeps both, and a server that cannot be
  * reached makes the commit fail rather than leave a collection behind.
  *
- * The definitions table belongs to the extension's owner; the catalog
- * writes run as that role (after the caller's ownership of the foreign
- * table has been checked), with fully qualified names and operators.
+ * Catalog SQL.  The definitions table belongs to the extension's owner.
+ * Every statement on it (the lookups by name and the writes) goes through
+ * catalog_execute(), which runs it through SPI as that owner, the way
+ * PostgreSQL runs index builds and ANALYZE: as a security-restricted
+ * operation, with search_path set to "pg_catalog, pg_temp" for the
+ * statement's duration, and with schema-qualified tables and operators
+ * (OPERATOR(pg_catalog.=)) besides.  No function or operator of the
+ * caller's can be chosen by the parser, so none runs with the owner's
+ * rights.  SPI rather than heap access keeps the table's constraints and
+ * primary key doing their work; the planner's read of the definitions
+ * (index_catalog.c) is a heap scan with an OID scan key and runs no SQL.
+ *
+ * Permissions before locks.  create_index, drop_index, verify_index and
+ * repair_index check the caller's privileges on the foreign table before
+ * they queue their lock on it, and again once they hold it (ownership
+ * could have changed meanwhile), as RangeVarGetRelidExtended() does with
+ * its callbacks: a role without the privilege gets 42501 at once, and
+ * neither waits for nor blocks anybody's lock.  A function given an index
+ * name looks the definition up again under the lock, and starts over if
+ * the name has moved to another table meanwhile.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,6 +48,7 @@
 
 #include "access/relation.h"
 #include "access/xact.h"
+#include "catalog/objectaddress.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
@@ -38,9 +56,11 @@
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -119,21 +139,13 @@ catalog_relid(void)
 }
 
 /*
- * Run a statement on idxtable.index_defs as the table's owner; returns the
- * number of rows processed.  If "result" is not NULL, the first row's
- * first two columns (tbl, collection) are copied into the caller's context.
+ * The owner of idxtable.index_defs.
  */
-static uint64
-catalog_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
-				const char *argnulls, Oid *result_relid, char **result_coll)
+static Oid
+catalog_owner(void)
 {
-	MemoryContext callercxt = CurrentMemoryContext;
-	Oid			save_userid;
-	int			save_sec;
 	HeapTuple	classtup;
 	Oid			owner;
-	uint64		processed;
-	int			rc;
 
 	classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(catalog_relid()));
 	if (!HeapTupleIsValid(classtup))
@@ -141,9 +153,21 @@ catalog_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
 			 IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE);
 	owner = ((Form_pg_class) GETSTRUCT(classtup))->relowner;
 	ReleaseSysCache(classtup);
+	return owner;
+}
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+/*
+ * Run one statement through SPI; returns the number of rows processed.  If
+ * "result_relid" is not NULL, the first row's first two columns (tbl,
+ * collection) are copied into "resultcxt".
+ */
+static uint64
+catalog_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
+			const char *argnulls, MemoryContext resultcxt,
+			Oid *result_relid, char **result_coll)
+{
+	uint64		processed;
+	int			rc;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -163,12 +187,60 @@ catalog_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
 		*result_relid = DatumGetObjectId(SPI_getbinval(tuple, tupdesc, 1,
 													   &isnull));
 		coll = SPI_getbinval(tuple, tupdesc, 2, &isnull);
-		oldcxt = MemoryContextSwitchTo(callercxt);
+		oldcxt = MemoryContextSwitchTo(resultcxt);
 		*result_coll = TextDatumGetCString(coll);
 		MemoryContextSwitchTo(oldcxt);
 	}
 	SPI_finish();
+	return processed;
+}
 
+/*
+ * Run a statement on idxtable.index_defs as the table's owner; returns the
+ * number of rows processed.  If "result_relid" is not NULL, the first
+ * row's first two columns (tbl, collection) are copied into the caller's
+ * context.
+ *
+ * As PostgreSQL does for index builds and ANALYZE, the statement runs as a
+ * security-restricted operation with search_path "pg_catalog, pg_temp"
+ * (a GUC nest level of its own): nothing the caller put in its search_path
+ * can be chosen by the parser, and even a function that did run could not
+ * SET ROLE or leave anything behind.  On error the caller's user, security
+ * context and search_path come back here, before the error goes on (the
+ * abort would restore them too, but code between here and there must not
+ * run as the owner).
+ */
+static uint64
+catalog_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
+				const char *argnulls, Oid *result_relid, char **result_coll)
+{
+	MemoryContext callercxt = CurrentMemoryContext;
+	Oid			owner = catalog_owner();
+	Oid			save_userid;
+	int			save_sec;
+	int			save_nestlevel;
+	uint64		processed = 0;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	PG_TRY();
+	{
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		processed = catalog_spi(sql, nargs, argtypes, args, argnulls,
+								callercxt, result_relid, result_coll);
+	}
+	PG_CATCH();
+	{
+		AtEOXact_GUC(false, save_nestlevel);
+		SetUserIdAndSecContext(save_userid, save_sec);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	return processed;
 }
@@ -279,7 +351,8 @@ idx_set_index_stats(const char *name, int64 entries, int64 distinct_keys)
 	args[2] = Int64GetDatum(distinct_keys);
 	catalog_execute("UPDATE idxtable.index_defs "
 					"SET entries = $2, distinct_keys = $3 "
-					"WHERE name OPERATOR(pg_catalog.=) $1 AND state = 'valid'",
+					"WHERE name OPERATOR(pg_catalog.=) $1 "
+					"AND state OPERATOR(pg_catalog.=) 'valid'",
 					3, argtypes, args, NULL, NULL, NULL);
 }
 
@@ -587,14 +660,48 @@ open_foreign_table(Oid relid, LOCKMODE lockmode)
 }
 
 /*
+ * Check, from the syscache alone and without a lock, that the current user
+ * owns relation "relid" (privilege ACL_NO_RIGHTS) or holds "privilege" on
+ * it: 42501 if not, 42P01 if there is no such relation.
+ */
+static void
+check_table_privilege(Oid relid, AclMode privilege)
+{
+	char	   *relname = get_rel_name(relid);
+	ObjectType	objtype;
+
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	objtype = get_relkind_objtype(get_rel_relkind(relid));
+	if (privilege == ACL_NO_RIGHTS)
+	{
+		if (!pg_class_ownercheck(relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER, objtype, relname);
+	}
+	else if (pg_class_aclcheck(relid, GetUserId(), privilege) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, objtype, relname);
+}
+
+/*
  * Open an idxtable_fdw foreign table for an index function: the current
- * user must own it (ACL_NO_RIGHTS) or hold "privilege" on it.
+ * user must own it (ACL_NO_RIGHTS) or hold "privilege" on it.  The
+ * privilege is checked before the lock is queued, so that a role without
+ * it neither waits for the lock nor makes others wait behind its request,
+ * and again under the lock: the table may have been dropped, or have
+ * changed owner or privileges, while we waited.
  */
 Relation
 idx_open_table(Oid relid, LOCKMODE lockmode, AclMode privilege)
 {
-	Relation	rel = relation_open(relid, lockmode);
+	Relation	rel;
 	bool		ours = false;
+
+	check_table_privilege(relid, privilege);
+	LockRelationOid(relid, lockmode);
+	check_table_privilege(relid, privilege);
+	rel = relation_open(relid, NoLock);
 
 	if (rel->rd_rel->relkind == RELKIND_FOREIGN_TABLE)
 	{
@@ -614,17 +721,40 @@ idx_open_table(Oid relid, LOCKMODE lockmode, AclMode privilege)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not an idxtable_fdw foreign table",
 						RelationGetRelationName(rel))));
-
-	if (privilege == ACL_NO_RIGHTS)
-	{
-		if (!pg_class_ownercheck(relid, GetUserId()))
-			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE,
-						   RelationGetRelationName(rel));
-	}
-	else if (pg_class_aclcheck(relid, GetUserId(), privilege) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_TABLE,
-					   RelationGetRelationName(rel));
 	return rel;
+}
+
+/*
+ * Open the foreign table of index "name" for an index function, as
+ * idx_open_table() does; *collection receives the index collection.  The
+ * definition is looked up again once the table is locked: if it has gone
+ * meanwhile, the index does not exist; if its name now belongs to an index
+ * of another table, we start over with that table (as
+ * RangeVarGetRelidExtended() does when a name moves while it waits).
+ */
+Relation
+idx_open_index_table(const char *name, LOCKMODE lockmode, AclMode privilege,
+					 char **collection)
+{
+	for (;;)
+	{
+		Oid			relid;
+		Oid			relid_now;
+		Relation	rel;
+
+		if (!idx_lookup_index(name, &relid, collection))
+			break;
+		rel = idx_open_table(relid, lockmode, privilege);
+		if (!idx_lookup_index(name, &relid_now, collection))
+			break;
+		if (relid_now == relid)
+			return rel;
+		relation_close(rel, lockmode);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("index \"%s\" does not exist", name)));
+	return NULL;				/* keep compiler quiet */
 }
 
 /*
@@ -814,13 +944,10 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 	ForeignServer *server;
 	mongoc_client_t *client;
 
-	if (!idx_lookup_index(name, &relid, &collection))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("index \"%s\" does not exist", name)));
-
 	/* like DROP INDEX: no query may use the index meanwhile */
-	rel = open_foreign_table(relid, AccessExclusiveLock);
+	rel = idx_open_index_table(name, AccessExclusiveLock, ACL_NO_RIGHTS,
+							   &collection);
+	relid = RelationGetRelid(rel);
 	if (!delete_definition(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

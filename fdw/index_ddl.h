@@ -84,10 +84,18 @@ extern bool idx_lookup_index(const char *name, Oid *relid, char **collection);
 
 /*
  * Open an idxtable_fdw foreign table for an index function; the current
- * user must own it (privilege ACL_NO_RIGHTS) or hold "privilege" on it.
+ * user must own it (privilege ACL_NO_RIGHTS) or hold "privilege" on it,
+ * which is checked before the lock is taken and again under it.
  */
 extern Relation idx_open_table(Oid relid, LOCKMODE lockmode,
 							   AclMode privilege);
+
+/*
+ * Open the foreign table of index "name" in the same way (the definition
+ * is looked up again under the lock); *collection is the index collection.
+ */
+extern Relation idx_open_index_table(const char *name, LOCKMODE lockmode,
+									 AclMode privilege, char **collection);
 
 /* The MongoDB database of a foreign table's documents */
 extern char *idx_table_database(Oid relid);

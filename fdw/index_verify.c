@@ -884,14 +884,11 @@ open_index(const char *name, bool repair, Relation *rel)
 	char	   *collection;
 	ListCell   *lc;
 
-	if (!idx_lookup_index(name, &relid, &collection))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("index \"%s\" does not exist", name)));
-
-	/* as CREATE INDEX: writes wait, reads go on */
-	*rel = idx_open_table(relid, ShareLock,
-						  repair ? ACL_NO_RIGHTS : ACL_SELECT);
+	/* as CREATE INDEX: writes wait, reads go on (privileges come first) */
+	*rel = idx_open_index_table(name, ShareLock,
+								repair ? ACL_NO_RIGHTS : ACL_SELECT,
+								&collection);
+	relid = RelationGetRelid(*rel);
 
 	foreach(lc, idx_get_indexes(relid))
 	{
