@@ -572,16 +572,99 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 }
 
 /*
- * Insert a batch of rows: entries first, then the facts in one bulk.
+ * The largest document the server takes, asked once per statement.
+ */
+int64
+idx_modify_max_document_size(IdxModifyState *ms)
+{
+	if (ms->max_doc_size == 0)
+		ms->max_doc_size = idx_max_document_size(ms->client);
+	return ms->max_doc_size;
+}
+
+/*
+ * libmongoc refused to queue a write: its client-side checks found a
+ * document it will not send.  The documents are checked while they are
+ * built, so this is a safety net; nothing of the bulk has been sent.
+ */
+void
+idx_modify_queue_failed(IdxModifyState *ms, mongoc_bulk_operation_t *bulk,
+						const bson_error_t *error)
+{
+	char	   *message = pstrdup(error->message);
+
+	mongoc_bulk_operation_destroy(bulk);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("a row of foreign table \"%s\" cannot be stored in MongoDB",
+					ms->info->relname),
+			 errdetail("libmongoc: %s", message)));
+}
+
+/*
+ * The fact documents of a batch of rows, built (and so checked: JSON keys,
+ * size) before anything is written; palloc'd.
+ */
+static bson_t **
+build_documents(IdxModifyState *ms, TupleTableSlot **slots,
+				bson_value_t *ids, int n)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
+	int64		max_size = idx_modify_max_document_size(ms);
+	bson_t	  **docs = palloc(sizeof(bson_t *) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		bson_t		doc = BSON_INITIALIZER;
+
+		idx_row_to_document(ms->info, tupdesc, slots[i]->tts_values,
+							slots[i]->tts_isnull, &ids[i], &doc);
+		docs[i] = idx_bson_pcopy(&doc);
+		bson_destroy(&doc);
+		idx_check_document_size(docs[i], max_size, ms->info, false);
+	}
+	return docs;
+}
+
+/*
+ * The bulk insert of a batch's facts, every document queued (libmongoc
+ * checks each as it is queued), nothing sent yet.
+ */
+static mongoc_bulk_operation_t *
+queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
+				bson_t **docs, int n)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	mongoc_bulk_operation_t *bulk;
+	bson_error_t error;
+	int			i;
+
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	append_session(session, &opts);
+	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
+	bson_destroy(&opts);
+	for (i = 0; i < n; i++)
+	{
+		if (!mongoc_bulk_operation_insert_with_opts(bulk, docs[i], NULL,
+													&error))
+			idx_modify_queue_failed(ms, bulk, &error);
+	}
+	return bulk;
+}
+
+/*
+ * Insert a batch of rows: the fact documents are built and queued first
+ * (anything MongoDB cannot store fails here, before any write), then the
+ * entries are written, then the facts in one bulk.
  */
 static void
 insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 {
-	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
 	mongoc_client_session_t *session = idx_modify_session(ms);
-	bson_t		opts = BSON_INITIALIZER;
 	mongoc_bulk_operation_t *bulk;
 	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
+	bson_t	  **docs;
 	bson_t		reply;
 	bson_error_t error;
 	bool		ok;
@@ -592,25 +675,24 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	{
 		slot_getallattrs(slots[i]);
 		row_id(ms, slots[i], &ids[i]);
-		if (idx_writer_nindexes(ms->writer) > 0)
+	}
+	docs = build_documents(ms, slots, ids, n);
+	bulk = queue_documents(ms, session, docs, n);
+
+	PG_TRY();
+	{
+		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
 			idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
 							 slots[i]->tts_isnull, &ids[i]);
+		idx_writer_write_new(ms->writer, session);
 	}
-	idx_writer_write_new(ms->writer, session);
-
-	BSON_APPEND_BOOL(&opts, "ordered", false);
-	append_session(session, &opts);
-	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
-	bson_destroy(&opts);
-	for (i = 0; i < n; i++)
+	PG_CATCH();
 	{
-		bson_t		doc = BSON_INITIALIZER;
-
-		idx_row_to_document(ms->info, tupdesc, slots[i]->tts_values,
-							slots[i]->tts_isnull, &ids[i], &doc);
-		mongoc_bulk_operation_insert_with_opts(bulk, &doc, NULL, &error);
-		bson_destroy(&doc);
+		mongoc_bulk_operation_destroy(bulk);
+		PG_RE_THROW();
 	}
+	PG_END_TRY();
+
 	prev = idx_count_round_trips(&ms->round_trips);
 	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
 	idx_count_round_trips(prev);
@@ -797,7 +879,8 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bool		indexed = idx_writer_nindexes(w) > 0;
 	mongoc_client_session_t *session;
 	bson_value_t id;
-	bson_t		update = BSON_INITIALIZER;
+	bson_t		built = BSON_INITIALIZER;
+	bson_t	   *update;
 	Datum	   *oldvals = NULL;
 	bool	   *oldnulls = NULL;
 	bool		have_old;
@@ -808,6 +891,15 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	session = idx_modify_session(ms);
 	idx_modify_target_id(ms, planSlot, &id);
 	slot_getallattrs(slot);
+
+	/* the update first: a value MongoDB cannot store fails before writes */
+	idx_row_to_update(ms->info, RelationGetDescr(ms->rel), ms->target_attrs,
+					  slot->tts_values, slot->tts_isnull, &built);
+	update = idx_bson_pcopy(&built);
+	bson_destroy(&built);
+	idx_check_document_size(update, idx_modify_max_document_size(ms),
+							ms->info, true);
+
 	have_old = indexed && idx_modify_old_row(ms, planSlot, &oldvals, &oldnulls);
 	if (have_old)
 	{
@@ -816,10 +908,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		idx_writer_write_new(w, session);
 	}
 
-	idx_row_to_update(ms->info, RelationGetDescr(ms->rel), ms->target_attrs,
-					  slot->tts_values, slot->tts_isnull, &update);
-	before = find_and_modify(ms, session, &id, &update, ms->ordered);
-	bson_destroy(&update);
+	before = find_and_modify(ms, session, &id, update, ms->ordered);
 	if (before == NULL)
 	{
 		/* the fact is gone: take back the entries written for it */
