@@ -378,22 +378,29 @@ row_id(IdxModifyState *ms, TupleTableSlot *slot, bson_value_t *id)
 }
 
 /*
- * Key (_id)=(x) description of a row's _id for a duplicate fact.
+ * The DETAIL of a duplicate fact: "Key (_id)=(x) already exists.", the
+ * value only for a role that may read the _id column (as PostgreSQL shows
+ * key values), no DETAIL at all without a row.
  */
-static char *
-id_description(IdxModifyState *ms, TupleTableSlot *slot)
+static int
+errdetail_duplicate_id(IdxModifyState *ms, TupleTableSlot *slot)
 {
 	AttrNumber	idatt = ms->info->id_attnum;
 	Oid			outfunc;
 	bool		isvarlena;
 	Form_pg_attribute attr;
 
+	if (slot == NULL)
+		return 0;
 	if (idatt == InvalidAttrNumber)
-		return pstrdup("Key (_id) already exists.");
+		return errdetail("Key (_id) already exists.");
 	attr = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1);
+	if (!idx_id_visible(RelationGetRelid(ms->rel), idatt))
+		return errdetail("Key (%s) already exists.", NameStr(attr->attname));
 	getTypeOutputInfo(attr->atttypid, &outfunc, &isvarlena);
-	return psprintf("Key (%s)=(%s) already exists.", NameStr(attr->attname),
-					OidOutputFunctionCall(outfunc, slot->tts_values[idatt - 1]));
+	return errdetail("Key (%s)=(%s) already exists.", NameStr(attr->attname),
+					 OidOutputFunctionCall(outfunc,
+										   slot->tts_values[idatt - 1]));
 }
 
 /*
@@ -520,7 +527,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("duplicate key value violates unique constraint \"%s\"",
 						"_id_"),
-				 first >= 0 ? errdetail("%s", id_description(ms, slots[first])) : 0));
+				 errdetail_duplicate_id(ms, first >= 0 ? slots[first] : NULL)));
 	}
 	if (nerr == 0 || i < nerr ||
 		mongoc_error_has_label(reply, "TransientTransactionError"))
@@ -568,7 +575,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
 			 errmsg("duplicate key value violates unique constraint \"%s\"",
 					"_id_"),
-			 errdetail("%s", id_description(ms, slots[first]))));
+			 errdetail_duplicate_id(ms, slots[first])));
 }
 
 /*
