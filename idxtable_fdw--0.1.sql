@@ -70,15 +70,18 @@ LANGUAGE C STRICT VOLATILE;
 
 -- What of an index collection does not match the facts of its table:
 -- missing = fact without its entry, orphan = entry without its fact,
--- stale = entry whose key or included values differ from its fact's.
+-- stale = entry whose key or included values differ from its fact's,
+-- unconvertible = fact whose values do not fit their columns (skipped).
 CREATE FUNCTION idxtable.verify_index(name text)
-RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint)
+RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint,
+               unconvertible bigint)
 AS 'MODULE_PATHNAME', 'idxtable_verify_index'
 LANGUAGE C STRICT VOLATILE;
 
 -- Fix what verify_index finds; the same columns count what was fixed.
 CREATE FUNCTION idxtable.repair_index(name text)
-RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint)
+RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint,
+               unconvertible bigint)
 AS 'MODULE_PATHNAME', 'idxtable_repair_index'
 LANGUAGE C STRICT VOLATILE;
 

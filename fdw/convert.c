@@ -38,6 +38,8 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -99,20 +101,30 @@ source_id(const IdxConvSource *src)
 }
 
 /*
+ * The DETAIL of a conversion error: the collection, and the document's _id
+ * unless the user may not read the _id column.
+ */
+static int
+errdetail_source(const IdxConvSource *src)
+{
+	if (src && src->hide_id)
+		return errdetail("Collection \"%s\".", source_collection(src));
+	return errdetail("Collection \"%s\", document _id %s.",
+					 source_collection(src), source_id(src));
+}
+
+/*
  * The BSON value does not have a type the column accepts.
  */
 void
 idx_report_wrong_type(const IdxColumnConv *conv, const IdxConvSource *src,
 				  const char *bsontype)
 {
-	char	   *id = source_id(src);
-
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
 			 errmsg("cannot convert BSON %s to %s for column \"%s\"",
 					bsontype, format_type_be(conv->typid), conv->colname),
-			 errdetail("Collection \"%s\", document _id %s.",
-					   source_collection(src), id)));
+			 errdetail_source(src)));
 }
 
 /*
@@ -122,14 +134,11 @@ void
 idx_report_out_of_range(const IdxColumnConv *conv, const IdxConvSource *src,
 					const char *value)
 {
-	char	   *id = source_id(src);
-
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("value %s in column \"%s\" is out of range for type %s",
 					value, conv->colname, format_type_be(conv->typid)),
-			 errdetail("Collection \"%s\", document _id %s.",
-					   source_collection(src), id)));
+			 errdetail_source(src)));
 }
 
 /*
@@ -139,14 +148,11 @@ static void
 report_inexact(const IdxColumnConv *conv, const IdxConvSource *src,
 			   const char *value)
 {
-	char	   *id = source_id(src);
-
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("value %s in column \"%s\" cannot be represented exactly in type %s",
 					value, conv->colname, format_type_be(conv->typid)),
-			 errdetail("Collection \"%s\", document _id %s.",
-					   source_collection(src), id)));
+			 errdetail_source(src)));
 }
 
 /*
@@ -155,13 +161,10 @@ report_inexact(const IdxColumnConv *conv, const IdxConvSource *src,
 void
 idx_report_corrupt(const IdxColumnConv *conv, const IdxConvSource *src)
 {
-	char	   *id = source_id(src);
-
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
 			 errmsg("corrupt BSON value for column \"%s\"", conv->colname),
-			 errdetail("Collection \"%s\", document _id %s.",
-					   source_collection(src), id)));
+			 errdetail_source(src)));
 }
 
 /*
@@ -174,9 +177,13 @@ conv_error_callback(void *arg)
 {
 	ConvErrorState *state = (ConvErrorState *) arg;
 
-	errcontext("column \"%s\" of collection \"%s\", document _id %s",
-			   state->conv->colname, source_collection(state->src),
-			   source_id(state->src));
+	if (state->src && state->src->hide_id)
+		errcontext("column \"%s\" of collection \"%s\"",
+				   state->conv->colname, source_collection(state->src));
+	else
+		errcontext("column \"%s\" of collection \"%s\", document _id %s",
+				   state->conv->colname, source_collection(state->src),
+				   source_id(state->src));
 }
 
 /*
@@ -597,7 +604,9 @@ idx_describe_binary(bson_subtype_t subtype, uint32 len)
 }
 
 /*
- * uuid: binary subtype 4 (or the legacy subtype 3) of 16 bytes.
+ * uuid: binary subtype 4 of 16 bytes.  The legacy subtype 3 has
+ * driver-specific byte orders (Java and C# drivers swap bytes), so it is a
+ * wrong type like any other binary.
  */
 static Datum
 uuid_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
@@ -611,8 +620,7 @@ uuid_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	require_type(iter, BSON_TYPE_BINARY, conv, src);
 
 	bson_iter_binary(iter, &subtype, &len, &data);
-	if ((subtype != BSON_SUBTYPE_UUID &&
-		 subtype != BSON_SUBTYPE_UUID_DEPRECATED) || len != UUID_LEN)
+	if (subtype != BSON_SUBTYPE_UUID || len != UUID_LEN)
 		idx_report_wrong_type(conv, src, idx_describe_binary(subtype, len));
 
 	uuid = (pg_uuid_t *) palloc(sizeof(pg_uuid_t));
@@ -1031,7 +1039,7 @@ idx_append_datum(bson_t *doc, const char *key, int keylen,
 			break;
 		case JSONOID:
 		case JSONBOID:
-			idx_append_json(doc, key, keylen, value, typid);
+			idx_append_json(doc, key, keylen, value, typid, NULL);
 			return;
 		default:
 			if (!OidIsValid(get_element_type(typid)))
@@ -1043,6 +1051,39 @@ idx_append_datum(bson_t *doc, const char *key, int keylen,
 			return;
 	}
 	idx_check_append(ok);
+}
+
+/*
+ * Append a column's value to a document being written (see convert.h).
+ */
+void
+idx_append_column_value(bson_t *doc, const char *key, Datum value,
+						bool isnull, Oid typid, const IdxJsonTarget *target)
+{
+	if (!isnull && (typid == JSONOID || typid == JSONBOID))
+		idx_append_json(doc, key, -1, value, typid, target);
+	else
+		idx_append_datum(doc, key, -1, value, isnull, typid);
+}
+
+/*
+ * May the current user see document _ids of table "relid" in error
+ * details?  As PostgreSQL does for key values (BuildIndexValueDescription):
+ * with SELECT on the table, or on the column that holds them.  A table
+ * without an _id column shows them only with table-level SELECT.
+ */
+bool
+idx_id_visible(Oid relid, AttrNumber id_attnum)
+{
+	Oid			userid = GetUserId();
+
+	if (!OidIsValid(relid))
+		return true;
+	if (pg_class_aclcheck(relid, userid, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	return id_attnum != InvalidAttrNumber &&
+		pg_attribute_aclcheck(relid, id_attnum, userid,
+							  ACL_SELECT) == ACLCHECK_OK;
 }
 
 /*
@@ -1208,6 +1249,7 @@ idx_row_conv_create(TupleDesc tupdesc, const struct IdxTableInfo *info,
 	rc->cols = (IdxColumnConv *) palloc0(sizeof(IdxColumnConv) * Max(rc->natts, 1));
 	rc->fields = (const char **) palloc0(sizeof(char *) * Max(rc->natts, 1));
 	rc->collection = info->collection ? pstrdup(info->collection) : NULL;
+	rc->hide_id = !idx_id_visible(info->relid, info->id_attnum);
 
 	all_columns = (attrs_used == NULL ||
 				   bms_is_member(0 - FirstLowInvalidHeapAttributeNumber,
@@ -1262,6 +1304,7 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 
 	src.collection = rc->collection;
 	src.document = doc;
+	src.hide_id = rc->hide_id;
 
 	for (i = 0; i < rc->natts; i++)
 	{

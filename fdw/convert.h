@@ -67,7 +67,18 @@ typedef struct IdxConvSource
 {
 	const char *collection;		/* collection name */
 	const bson_t *document;		/* whole document (for its _id), or NULL */
+	bool		hide_id;		/* the user may not read the _id column */
 } IdxConvSource;
+
+/*
+ * The column a written value belongs to, for messages about values MongoDB
+ * cannot store (JSON keys).
+ */
+typedef struct IdxJsonTarget
+{
+	const char *colname;
+	const char *relname;
+} IdxJsonTarget;
 
 /*
  * Converters for a whole row: one IdxColumnConv and one field path per
@@ -80,6 +91,7 @@ typedef struct IdxRowConv
 	IdxColumnConv *cols;		/* per attribute (attnum - 1) */
 	const char **fields;		/* per attribute: dotted path, or NULL */
 	const char *collection;		/* for messages */
+	bool		hide_id;		/* messages leave out the document's _id */
 } IdxRowConv;
 
 /*
@@ -125,6 +137,21 @@ extern Datum idx_bson_to_datum(const bson_iter_t *iter,
  */
 extern void idx_append_datum(bson_t *doc, const char *key, int keylen,
 							 Datum value, bool isnull, Oid typid);
+
+/*
+ * Append a column's value to a document being written: idx_append_datum,
+ * except that JSON object keys MongoDB cannot store (empty, "$"-prefixed,
+ * dotted) are errors naming the column.
+ */
+extern void idx_append_column_value(bson_t *doc, const char *key,
+									Datum value, bool isnull, Oid typid,
+									const IdxJsonTarget *target);
+
+/*
+ * May the current user see the _id of table "relid"'s documents in error
+ * details (SELECT on the table or on its _id column "id_attnum")?
+ */
+extern bool idx_id_visible(Oid relid, AttrNumber id_attnum);
 
 /*
  * Can "value" of type "typid" be represented in BSON so that MongoDB's

@@ -43,7 +43,7 @@ static void json_append_value(StringInfo buf, const bson_iter_t *iter,
 							  const IdxColumnConv *conv,
 							  const IdxConvSource *src);
 static void append_json_value(bson_t *doc, const char *key, int keylen,
-							  JsonLexContext *lex);
+							  JsonLexContext *lex, const IdxJsonTarget *target);
 
 
 /* ----------------------------------------------------------------
@@ -348,13 +348,61 @@ append_json_number(bson_t *doc, const char *key, int keylen,
 }
 
 /*
+ * A JSON object key as it goes into a message: cut after 64 bytes.
+ */
+static char *
+key_for_message(const char *key)
+{
+	int			len = strlen(key);
+
+	if (len <= 64)
+		return pstrdup(key);
+	return psprintf("%s...", pnstrdup(key, pg_mbcliplen(key, len, 64)));
+}
+
+/*
+ * Refuse a JSON object key that MongoDB cannot store as a field name as it
+ * is: an empty key, a key starting with "$" (MongoDB operators; libmongoc
+ * refuses them in inserted documents) or a key containing "." (a path
+ * separator in every query and update).  "key" is in the server encoding;
+ * "target" names the column, if known.
+ */
+static void
+check_json_key(const char *key, const IdxJsonTarget *target)
+{
+	const char *reason;
+
+	if (key[0] == '\0')
+		reason = _("MongoDB field names must not be empty.");
+	else if (key[0] == '$')
+		reason = _("MongoDB field names must not start with \"$\".");
+	else if (strchr(key, '.') != NULL)
+		reason = _("MongoDB field names must not contain \".\".");
+	else
+		return;
+
+	if (target != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("JSON key \"%s\" in column \"%s\" of foreign table \"%s\" cannot be stored in MongoDB",
+						key_for_message(key), target->colname,
+						target->relname),
+				 errdetail_internal("%s", reason)));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("JSON key \"%s\" cannot be stored in MongoDB",
+					key_for_message(key)),
+			 errdetail_internal("%s", reason)));
+}
+
+/*
  * Append the JSON value starting at the lexer's current token under "key"
  * and leave the lexer on the token after it.  Objects keep their member
  * order.  Strings come de-escaped in the server encoding.
  */
 static void
 append_json_value(bson_t *doc, const char *key, int keylen,
-				  JsonLexContext *lex)
+				  JsonLexContext *lex, const IdxJsonTarget *target)
 {
 	bson_t		child;
 	char	   *str;
@@ -372,6 +420,7 @@ append_json_value(bson_t *doc, const char *key, int keylen,
 				char	   *fname;
 
 				json_expect(lex, JSON_TOKEN_STRING);
+				check_json_key(lex->strval->data, target);
 				fname = pg_server_to_any(lex->strval->data, lex->strval->len,
 										 PG_UTF8);
 				if (fname == lex->strval->data)
@@ -379,7 +428,7 @@ append_json_value(bson_t *doc, const char *key, int keylen,
 				json_next(lex);
 				json_expect(lex, JSON_TOKEN_COLON);
 				json_next(lex);
-				append_json_value(&child, fname, -1, lex);
+				append_json_value(&child, fname, -1, lex, target);
 				if (lex->token_type == JSON_TOKEN_COMMA)
 					json_next(lex);
 				else
@@ -401,7 +450,8 @@ append_json_value(bson_t *doc, const char *key, int keylen,
 
 					ikeylen = bson_uint32_to_string(index++, &ikey, keybuf,
 													sizeof(keybuf));
-					append_json_value(&child, ikey, (int) ikeylen, lex);
+					append_json_value(&child, ikey, (int) ikeylen, lex,
+									  target);
 					if (lex->token_type == JSON_TOKEN_COMMA)
 						json_next(lex);
 					else
@@ -438,9 +488,12 @@ append_json_value(bson_t *doc, const char *key, int keylen,
 
 /*
  * Append a json or jsonb datum as the BSON equivalent of its JSON text.
+ * Object keys MongoDB cannot store are errors naming "target"'s column
+ * (NULL: no column, e.g. an INCLUDE value of an index entry).
  */
 void
-idx_append_json(bson_t *doc, const char *key, int keylen, Datum value, Oid typid)
+idx_append_json(bson_t *doc, const char *key, int keylen, Datum value,
+				Oid typid, const IdxJsonTarget *target)
 {
 	char	   *json;
 	JsonLexContext *lex;
@@ -453,6 +506,6 @@ idx_append_json(bson_t *doc, const char *key, int keylen, Datum value, Oid typid
 	lex = makeJsonLexContextCstringLen(json, strlen(json),
 									   GetDatabaseEncoding(), true);
 	json_next(lex);
-	append_json_value(doc, key, keylen, lex);
+	append_json_value(doc, key, keylen, lex, target);
 	json_expect(lex, JSON_TOKEN_END);
 }

@@ -38,7 +38,8 @@ extern Datum idx_json_from_bson(const bson_iter_t *iter,
 
 /* Append a json or jsonb datum as the BSON equivalent of its JSON text */
 extern void idx_append_json(bson_t *doc, const char *key, int keylen,
-						Datum value, Oid typid);
+						Datum value, Oid typid,
+						const IdxJsonTarget *target);
 
 
 /* In convert.c */

@@ -10,9 +10,14 @@
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "convert.h"
+#include "convert_json.h"
 #include "document.h"
+
+/* MongoDB's maximum document size where the server does not say (16 MiB) */
+#define IDX_DEFAULT_MAX_BSON_SIZE	(16 * 1024 * 1024)
 
 /* One column to write: the rest of its field path, and where its value is */
 typedef struct FieldItem
@@ -68,7 +73,7 @@ idx_append_id_value(bson_t *doc, const char *key, Datum value, Oid typid)
 			memcpy(hex, VARDATA_ANY(t), 24);
 			hex[24] = '\0';
 			bson_oid_init_from_string(&oid, hex);
-			BSON_APPEND_OID(doc, key, &oid);
+			idx_check_append(BSON_APPEND_OID(doc, key, &oid));
 			return;
 		}
 	}
@@ -138,7 +143,7 @@ field_item_cmp(const void *a, const void *b)
  */
 static void
 append_items(bson_t *doc, FieldItem *items, int n, TupleDesc tupdesc,
-			 const Datum *values, const bool *nulls)
+			 const Datum *values, const bool *nulls, const char *relname)
 {
 	int			i = 0;
 
@@ -156,9 +161,13 @@ append_items(bson_t *doc, FieldItem *items, int n, TupleDesc tupdesc,
 		if (path[len] == '\0' && j == i + 1)
 		{
 			Form_pg_attribute attr = TupleDescAttr(tupdesc, items[i].attidx);
+			IdxJsonTarget target;
 
-			idx_append_datum(doc, name, -1, values[items[i].attidx],
-							 nulls[items[i].attidx], attr->atttypid);
+			target.colname = NameStr(attr->attname);
+			target.relname = relname;
+			idx_append_column_value(doc, name, values[items[i].attidx],
+									nulls[items[i].attidx], attr->atttypid,
+									&target);
 		}
 		else if (path[len] == '\0')
 			ereport(ERROR,
@@ -173,9 +182,10 @@ append_items(bson_t *doc, FieldItem *items, int n, TupleDesc tupdesc,
 
 			for (k = i; k < j; k++)
 				items[k].path += len + 1;
-			bson_append_document_begin(doc, name, -1, &child);
-			append_items(&child, items + i, j - i, tupdesc, values, nulls);
-			bson_append_document_end(doc, &child);
+			idx_check_append(bson_append_document_begin(doc, name, -1, &child));
+			append_items(&child, items + i, j - i, tupdesc, values, nulls,
+						 relname);
+			idx_check_append(bson_append_document_end(doc, &child));
 		}
 		pfree(name);
 		i = j;
@@ -194,7 +204,7 @@ idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
 	int			n = 0;
 	int			i;
 
-	BSON_APPEND_VALUE(doc, IDX_ID_FIELD, id);
+	idx_check_append(BSON_APPEND_VALUE(doc, IDX_ID_FIELD, id));
 	for (i = 0; i < tupdesc->natts; i++)
 	{
 		if (TupleDescAttr(tupdesc, i)->attisdropped || info->fields[i] == NULL)
@@ -213,7 +223,7 @@ idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
 		n++;
 	}
 	qsort(items, n, sizeof(FieldItem), field_item_cmp);
-	append_items(doc, items, n, tupdesc, values, nulls);
+	append_items(doc, items, n, tupdesc, values, nulls, info->relname);
 	pfree(items);
 }
 
@@ -228,17 +238,111 @@ idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc, List *attnums,
 	bson_t		set;
 	ListCell   *lc;
 
-	BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set));
 	foreach(lc, attnums)
 	{
 		int			attnum = lfirst_int(lc);
 		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
+		IdxJsonTarget target;
 
 		if (attr->attisdropped || info->fields[attnum - 1] == NULL)
 			continue;
-		idx_append_datum(&set, info->fields[attnum - 1], -1,
-						 values[attnum - 1], nulls[attnum - 1],
-						 attr->atttypid);
+		target.colname = NameStr(attr->attname);
+		target.relname = info->relname;
+		idx_append_column_value(&set, info->fields[attnum - 1],
+								values[attnum - 1], nulls[attnum - 1],
+								attr->atttypid, &target);
 	}
-	bson_append_document_end(update, &set);
+	idx_check_append(bson_append_document_end(update, &set));
+}
+
+/*
+ * Is "path" a field path MongoDB reads as written: dot-separated names,
+ * none empty and none starting with "$" (an operator)?  C strings hold no
+ * NUL.
+ */
+bool
+idx_field_path_is_valid(const char *path)
+{
+	const char *p;
+
+	for (p = path;; p++)
+	{
+		/* p is at the start of a component */
+		if (*p == '\0' || *p == '.' || *p == '$')
+			return false;
+		p += strcspn(p, ".");
+		if (*p == '\0')
+			return true;
+	}
+}
+
+/*
+ * Refuse a column whose name, used as its field path, is not one.  Called
+ * when a table is first used: the options validator never sees column
+ * names.
+ */
+void
+idx_check_column_name_path(Oid relid, const char *colname)
+{
+	if (!idx_field_path_is_valid(colname))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("column \"%s\" of foreign table \"%s\" is not a valid MongoDB field path",
+						colname, get_rel_name(relid)),
+				 errdetail("A field path is a dot-separated list of non-empty names that do not start with \"$\"."),
+				 errhint("Set the column's \"field\" option to the field it reads.")));
+}
+
+/*
+ * The largest document the server of "client" takes: maxBsonObjectSize
+ * from its hello, or MongoDB's 16 MiB if no server can be selected now
+ * (the write itself then reports why).
+ */
+int64
+idx_max_document_size(mongoc_client_t *client)
+{
+	mongoc_server_description_t *sd;
+	bson_error_t error;
+	int64		result = IDX_DEFAULT_MAX_BSON_SIZE;
+
+	sd = mongoc_client_select_server(client, true, NULL, &error);
+	if (sd != NULL)
+	{
+		const bson_t *hello = mongoc_server_description_hello_response(sd);
+		bson_iter_t iter;
+
+		if (hello && bson_iter_init_find(&iter, hello, "maxBsonObjectSize") &&
+			BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0)
+			result = bson_iter_as_int64(&iter);
+		mongoc_server_description_destroy(sd);
+	}
+	return result;
+}
+
+/*
+ * Refuse a document larger than "max_size" bytes before it is sent, as
+ * MongoDB would refuse it (libmongoc's own refusal comes too late to say
+ * which table): SQLSTATE 54000 naming the table.  "is_update": "doc" is
+ * the update document of an UPDATE, not a whole row.
+ */
+void
+idx_check_document_size(const bson_t *doc, int64 max_size,
+						const IdxTableInfo *info, bool is_update)
+{
+	if ((int64) doc->len <= max_size)
+		return;
+	if (is_update)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("updated values of foreign table \"%s\" are too large for MongoDB",
+						info->relname),
+				 errdetail("The update document is %u bytes; the maximum is " INT64_FORMAT " bytes.",
+						   doc->len, max_size)));
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("row of foreign table \"%s\" is too large for MongoDB",
+					info->relname),
+			 errdetail("The document is %u bytes; the maximum is " INT64_FORMAT " bytes.",
+					   doc->len, max_size)));
 }

@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include <bson/bson.h>
+#include <mongoc/mongoc.h>
 
 #include "access/tupdesc.h"
 #include "nodes/pg_list.h"
@@ -56,5 +57,23 @@ extern void idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
 extern void idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc,
 							  List *attnums, const Datum *values,
 							  const bool *nulls, bson_t *update);
+
+/*
+ * Field paths: is "path" dot-separated non-empty names not starting with
+ * "$"?  idx_check_column_name_path() refuses a column name that is used as
+ * its path and is not one (SQLSTATE 42602).
+ */
+extern bool idx_field_path_is_valid(const char *path);
+extern void idx_check_column_name_path(Oid relid, const char *colname);
+
+/*
+ * Document size: the server's maxBsonObjectSize, and the check that a
+ * document (or update document) fits it, before anything is written
+ * (SQLSTATE 54000 naming the table).
+ */
+extern int64 idx_max_document_size(mongoc_client_t *client);
+extern void idx_check_document_size(const bson_t *doc, int64 max_size,
+									const IdxTableInfo *info,
+									bool is_update);
 
 #endif							/* IDXTABLE_DOCUMENT_H */

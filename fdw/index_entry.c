@@ -18,6 +18,8 @@
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -508,8 +510,33 @@ idx_key_specs_text(const IdxIndexDef *def)
 }
 
 /*
+ * May the current user see key values of "def"?  PostgreSQL's rule for
+ * key values in messages (BuildIndexValueDescription): SELECT on the
+ * table, or on every key column when every key is a plain column.
+ */
+static bool
+key_values_visible(const IdxIndexDef *def)
+{
+	Oid			userid = GetUserId();
+	int			k;
+
+	if (pg_class_aclcheck(def->relid, userid, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	for (k = 0; k < def->nkeys; k++)
+	{
+		if (def->keys[k].kind != IDX_KEY_COLUMN ||
+			pg_attribute_aclcheck(def->relid, def->keys[k].attnum, userid,
+								  ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	}
+	return true;
+}
+
+/*
  * "Key (specs)=(values)", the values through their output functions, as
- * PostgreSQL describes the key of a unique violation.
+ * PostgreSQL describes the key of a unique violation; NULL if the current
+ * user may not see the values (see key_values_visible), and the caller
+ * then leaves its DETAIL out.
  */
 char *
 idx_key_description(const IdxIndexDef *def, const Datum *keyvalues,
@@ -518,6 +545,8 @@ idx_key_description(const IdxIndexDef *def, const Datum *keyvalues,
 	StringInfoData buf;
 	int			k;
 
+	if (!key_values_visible(def))
+		return NULL;
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "Key (%s)=(", idx_key_specs_text(def));
 	for (k = 0; k < def->nkeys; k++)
@@ -538,6 +567,18 @@ idx_key_description(const IdxIndexDef *def, const Datum *keyvalues,
 	}
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
+}
+
+/*
+ * The DETAIL of a key that two facts share, if the key may be shown
+ * ("desc" from idx_key_description); for use inside ereport().
+ */
+int
+idx_errdetail_key_duplicated(const char *desc)
+{
+	if (desc == NULL)
+		return 0;
+	return errdetail("%s is duplicated.", desc);
 }
 
 /*

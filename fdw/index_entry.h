@@ -117,6 +117,9 @@ extern char *idx_key_description(const IdxIndexDef *def,
 								 const Datum *keyvalues,
 								 const bool *keynulls);
 
+/* DETAIL "Key (...)=(...) is duplicated.", or none for a NULL description */
+extern int	idx_errdetail_key_duplicated(const char *desc);
+
 /* A palloc'd static copy of a document (no bson_destroy needed) */
 extern bson_t *idx_bson_pcopy(const bson_t *b);
 

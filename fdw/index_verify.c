@@ -18,7 +18,10 @@
  *	   up by _id, a batch at a time:
  *		 orphan		an entry whose fact does not exist.
  *
- * "checked" counts the facts of pass 1.  The claim time "t" of an ordered
+ * "checked" counts the facts of pass 1, "unconvertible" those among them
+ * whose key or included columns do not convert (a wrongly typed value):
+ * they are skipped, their entries neither checked nor repaired, and a
+ * WARNING names the first few.  The claim time "t" of an ordered
  * mode unique claim is not part of the comparison.
  *
  * repair_index fixes what it finds, batch by batch: a missing entry is
@@ -109,7 +112,11 @@ typedef struct VerifyCounts
 	int64		missing;
 	int64		orphan;
 	int64		stale;
+	int64		unconvertible;	/* facts whose values do not fit */
 } VerifyCounts;
+
+/* How many unconvertible facts the WARNING names */
+#define IDX_VERIFY_NAMED_FACTS	5
 
 typedef struct VerifyState
 {
@@ -138,6 +145,10 @@ typedef struct VerifyState
 
 	VerifyCounts counts;
 	int64		done;			/* documents of the pass so far */
+	bool		hide_id;		/* the user may not read the _id column */
+	MemoryContext long_cxt;		/* lives as long as the function */
+	StringInfoData bad_ids;		/* the first unconvertible facts' _ids */
+	char	   *first_error;	/* the first conversion error's message */
 } VerifyState;
 
 /*
@@ -571,9 +582,9 @@ fix_claim(VerifyState *st, const ExpectedEntry *ee)
 					(errcode(ERRCODE_UNIQUE_VIOLATION),
 					 errmsg("could not repair unique index \"%s\"",
 							st->def->name),
-					 errdetail("%s is duplicated.",
-							   idx_key_description(st->def, ee->keyvalues,
-												   ee->keynulls)),
+					 idx_errdetail_key_duplicated(idx_key_description(st->def,
+															   ee->keyvalues,
+															   ee->keynulls)),
 					 errhint("Change or delete one of the rows with this key, then repair the index again.")));
 		{
 			bson_t	   *selector = idx_entry_own_filter(claim);
@@ -606,9 +617,8 @@ fix_claim(VerifyState *st, const ExpectedEntry *ee)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not repair the claim of index \"%s\" on %s",
-					st->def->name,
-					idx_key_description(st->def, ee->keyvalues, ee->keynulls)),
+			 errmsg("could not repair the claim of a key of index \"%s\"",
+					st->def->name),
 			 errdetail("The claim kept changing while it was repaired."),
 			 errhint("Retry when no other session writes the key.")));
 }
@@ -618,6 +628,77 @@ fix_claim(VerifyState *st, const ExpectedEntry *ee)
  *		Pass 1: facts -> entries
  * ----------------------------------------------------------------
  */
+
+/*
+ * Is this error one of a value that does not fit its column (convert.c's
+ * wrong type, out of range, corrupt value, or a type input function's data
+ * exception)?  Only those are counted; anything else stops the function.
+ */
+static bool
+is_conversion_error(int sqlerrcode)
+{
+	return sqlerrcode == ERRCODE_FDW_INVALID_DATA_TYPE ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_DATA_EXCEPTION;
+}
+
+/*
+ * Count an unconvertible fact; remember the _ids of the first few (for a
+ * user who may read them) and the first error, in st->long_cxt.
+ */
+static void
+note_unconvertible(VerifyState *st, const bson_t *doc, const char *message)
+{
+	MemoryContext old = MemoryContextSwitchTo(st->long_cxt);
+
+	st->counts.checked++;
+	if (st->counts.unconvertible++ < IDX_VERIFY_NAMED_FACTS && !st->hide_id)
+	{
+		if (st->bad_ids.len > 0)
+			appendStringInfoString(&st->bad_ids, ", ");
+		appendStringInfoString(&st->bad_ids, idx_document_id_string(doc));
+	}
+	if (st->first_error == NULL)
+		st->first_error = pstrdup(message);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Convert a fact's key and included columns into st->values/nulls.  A
+ * fact whose values do not fit is counted, its _id remembered for the
+ * WARNING, and false returned: it is skipped (its entries are neither
+ * checked nor repaired).  The conversion only computes (type input
+ * functions of the supported built-in types hold no resources), so its
+ * error can be caught without a subtransaction, which would abort the
+ * MongoDB transaction of a transaction that has written.
+ */
+static bool
+convert_fact(VerifyState *st, const bson_t *doc)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		ok = true;
+
+	memset(st->nulls, true, sizeof(bool) * st->rowconv->natts);
+	PG_TRY();
+	{
+		idx_document_to_row(st->rowconv, doc, st->values, st->nulls);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(st->long_cxt);
+		edata = CopyErrorData();
+		if (!is_conversion_error(edata->sqlerrcode))
+			PG_RE_THROW();
+		FlushErrorState();
+		note_unconvertible(st, doc, edata->message);
+		FreeErrorData(edata);
+		MemoryContextSwitchTo(cxt);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
 
 /*
  * Remember one fact of the batch and the entries it should have.
@@ -637,10 +718,9 @@ add_fact(VerifyState *st, const bson_t *doc)
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("document without _id in collection \"%s\"",
 						st->info->collection)));
+	if (!convert_fact(st, doc))
+		return;
 	item->id = wrap_field(doc, "_id");
-
-	memset(st->nulls, true, sizeof(bool) * st->rowconv->natts);
-	idx_document_to_row(st->rowconv, doc, st->values, st->nulls);
 	item->nentries = idx_compute_keys(def, st->values, st->nulls,
 									  &keyvalues, &keynulls);
 	item->entries = palloc(sizeof(ExpectedEntry) * Max(item->nentries, 1));
@@ -910,6 +990,37 @@ open_index(const char *name, bool repair, Relation *rel)
 }
 
 /*
+ * WARNING about the facts that could not be converted: how many, the
+ * first few _ids (if the user may read them) and the first error.
+ */
+static void
+report_unconvertible(VerifyState *st)
+{
+	int64		n = st->counts.unconvertible;
+
+	if (n == 0)
+		return;
+	if (st->hide_id)
+		ereport(WARNING,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg_plural("%lld fact of collection \"%s\" could not be converted for index \"%s\" and was skipped",
+							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
+							   n, (long long) n, st->info->collection,
+							   st->def->name),
+				 errdetail("The first error was: %s", st->first_error)));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg_plural("%lld fact of collection \"%s\" could not be converted for index \"%s\" and was skipped",
+							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
+							   n, (long long) n, st->info->collection,
+							   st->def->name),
+				 errdetail("The first error was: %s  First _ids: %s%s.",
+						   st->first_error, st->bad_ids.data,
+						   n > IDX_VERIFY_NAMED_FACTS ? ", ..." : "")));
+}
+
+/*
  * Run both passes over index "name".
  */
 static void
@@ -936,6 +1047,9 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 	st.rowconv = idx_row_conv_create(RelationGetDescr(rel), st.info, st.attrs);
 	st.values = palloc0(sizeof(Datum) * Max(st.rowconv->natts, 1));
 	st.nulls = palloc0(sizeof(bool) * Max(st.rowconv->natts, 1));
+	st.hide_id = st.rowconv->hide_id;
+	st.long_cxt = CurrentMemoryContext;
+	initStringInfo(&st.bad_ids);
 	st.batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										 "idxtable_fdw verify batch",
 										 ALLOCSET_DEFAULT_SIZES);
@@ -963,6 +1077,7 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 	PG_END_TRY();
 	MemoryContextDelete(st.batch_cxt);
 	relation_close(rel, NoLock);
+	report_unconvertible(&st);
 	*counts = st.counts;
 }
 
@@ -973,14 +1088,15 @@ static Datum
 return_counts(FunctionCallInfo fcinfo, const VerifyCounts *counts)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
 
 	InitMaterializedSRF(fcinfo, 0);
 	values[0] = Int64GetDatum(counts->checked);
 	values[1] = Int64GetDatum(counts->missing);
 	values[2] = Int64GetDatum(counts->orphan);
 	values[3] = Int64GetDatum(counts->stale);
+	values[4] = Int64GetDatum(counts->unconvertible);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }

@@ -411,13 +411,13 @@ writing_what(IndexQueue *q)
 static void
 report_unique_violation(IndexQueue *q, PendingEntry *pe)
 {
+	char	   *key = idx_key_description(q->def, pe->keyvalues, pe->keynulls);
+
 	ereport(ERROR,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
 			 errmsg("duplicate key value violates unique constraint \"%s\"",
 					q->def->name),
-			 errdetail("%s already exists.",
-					   idx_key_description(q->def, pe->keyvalues,
-										   pe->keynulls))));
+			 key ? errdetail("%s already exists.", key) : 0));
 }
 
 /*

@@ -378,22 +378,29 @@ row_id(IdxModifyState *ms, TupleTableSlot *slot, bson_value_t *id)
 }
 
 /*
- * Key (_id)=(x) description of a row's _id for a duplicate fact.
+ * The DETAIL of a duplicate fact: "Key (_id)=(x) already exists.", the
+ * value only for a role that may read the _id column (as PostgreSQL shows
+ * key values), no DETAIL at all without a row.
  */
-static char *
-id_description(IdxModifyState *ms, TupleTableSlot *slot)
+static int
+errdetail_duplicate_id(IdxModifyState *ms, TupleTableSlot *slot)
 {
 	AttrNumber	idatt = ms->info->id_attnum;
 	Oid			outfunc;
 	bool		isvarlena;
 	Form_pg_attribute attr;
 
+	if (slot == NULL)
+		return 0;
 	if (idatt == InvalidAttrNumber)
-		return pstrdup("Key (_id) already exists.");
+		return errdetail("Key (_id) already exists.");
 	attr = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1);
+	if (!idx_id_visible(RelationGetRelid(ms->rel), idatt))
+		return errdetail("Key (%s) already exists.", NameStr(attr->attname));
 	getTypeOutputInfo(attr->atttypid, &outfunc, &isvarlena);
-	return psprintf("Key (%s)=(%s) already exists.", NameStr(attr->attname),
-					OidOutputFunctionCall(outfunc, slot->tts_values[idatt - 1]));
+	return errdetail("Key (%s)=(%s) already exists.", NameStr(attr->attname),
+					 OidOutputFunctionCall(outfunc,
+										   slot->tts_values[idatt - 1]));
 }
 
 /*
@@ -520,7 +527,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("duplicate key value violates unique constraint \"%s\"",
 						"_id_"),
-				 first >= 0 ? errdetail("%s", id_description(ms, slots[first])) : 0));
+				 errdetail_duplicate_id(ms, first >= 0 ? slots[first] : NULL)));
 	}
 	if (nerr == 0 || i < nerr ||
 		mongoc_error_has_label(reply, "TransientTransactionError"))
@@ -568,20 +575,103 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
 			 errmsg("duplicate key value violates unique constraint \"%s\"",
 					"_id_"),
-			 errdetail("%s", id_description(ms, slots[first]))));
+			 errdetail_duplicate_id(ms, slots[first])));
 }
 
 /*
- * Insert a batch of rows: entries first, then the facts in one bulk.
+ * The largest document the server takes, asked once per statement.
+ */
+int64
+idx_modify_max_document_size(IdxModifyState *ms)
+{
+	if (ms->max_doc_size == 0)
+		ms->max_doc_size = idx_max_document_size(ms->client);
+	return ms->max_doc_size;
+}
+
+/*
+ * libmongoc refused to queue a write: its client-side checks found a
+ * document it will not send.  The documents are checked while they are
+ * built, so this is a safety net; nothing of the bulk has been sent.
+ */
+void
+idx_modify_queue_failed(IdxModifyState *ms, mongoc_bulk_operation_t *bulk,
+						const bson_error_t *error)
+{
+	char	   *message = pstrdup(error->message);
+
+	mongoc_bulk_operation_destroy(bulk);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("a row of foreign table \"%s\" cannot be stored in MongoDB",
+					ms->info->relname),
+			 errdetail("libmongoc: %s", message)));
+}
+
+/*
+ * The fact documents of a batch of rows, built (and so checked: JSON keys,
+ * size) before anything is written; palloc'd.
+ */
+static bson_t **
+build_documents(IdxModifyState *ms, TupleTableSlot **slots,
+				bson_value_t *ids, int n)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
+	int64		max_size = idx_modify_max_document_size(ms);
+	bson_t	  **docs = palloc(sizeof(bson_t *) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		bson_t		doc = BSON_INITIALIZER;
+
+		idx_row_to_document(ms->info, tupdesc, slots[i]->tts_values,
+							slots[i]->tts_isnull, &ids[i], &doc);
+		docs[i] = idx_bson_pcopy(&doc);
+		bson_destroy(&doc);
+		idx_check_document_size(docs[i], max_size, ms->info, false);
+	}
+	return docs;
+}
+
+/*
+ * The bulk insert of a batch's facts, every document queued (libmongoc
+ * checks each as it is queued), nothing sent yet.
+ */
+static mongoc_bulk_operation_t *
+queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
+				bson_t **docs, int n)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	mongoc_bulk_operation_t *bulk;
+	bson_error_t error;
+	int			i;
+
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	append_session(session, &opts);
+	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
+	bson_destroy(&opts);
+	for (i = 0; i < n; i++)
+	{
+		if (!mongoc_bulk_operation_insert_with_opts(bulk, docs[i], NULL,
+													&error))
+			idx_modify_queue_failed(ms, bulk, &error);
+	}
+	return bulk;
+}
+
+/*
+ * Insert a batch of rows: the fact documents are built and queued first
+ * (anything MongoDB cannot store fails here, before any write), then the
+ * entries are written, then the facts in one bulk.
  */
 static void
 insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 {
-	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
 	mongoc_client_session_t *session = idx_modify_session(ms);
-	bson_t		opts = BSON_INITIALIZER;
 	mongoc_bulk_operation_t *bulk;
 	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
+	bson_t	  **docs;
 	bson_t		reply;
 	bson_error_t error;
 	bool		ok;
@@ -592,25 +682,24 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	{
 		slot_getallattrs(slots[i]);
 		row_id(ms, slots[i], &ids[i]);
-		if (idx_writer_nindexes(ms->writer) > 0)
+	}
+	docs = build_documents(ms, slots, ids, n);
+	bulk = queue_documents(ms, session, docs, n);
+
+	PG_TRY();
+	{
+		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
 			idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
 							 slots[i]->tts_isnull, &ids[i]);
+		idx_writer_write_new(ms->writer, session);
 	}
-	idx_writer_write_new(ms->writer, session);
-
-	BSON_APPEND_BOOL(&opts, "ordered", false);
-	append_session(session, &opts);
-	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
-	bson_destroy(&opts);
-	for (i = 0; i < n; i++)
+	PG_CATCH();
 	{
-		bson_t		doc = BSON_INITIALIZER;
-
-		idx_row_to_document(ms->info, tupdesc, slots[i]->tts_values,
-							slots[i]->tts_isnull, &ids[i], &doc);
-		mongoc_bulk_operation_insert_with_opts(bulk, &doc, NULL, &error);
-		bson_destroy(&doc);
+		mongoc_bulk_operation_destroy(bulk);
+		PG_RE_THROW();
 	}
+	PG_END_TRY();
+
 	prev = idx_count_round_trips(&ms->round_trips);
 	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
 	idx_count_round_trips(prev);
@@ -797,7 +886,8 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bool		indexed = idx_writer_nindexes(w) > 0;
 	mongoc_client_session_t *session;
 	bson_value_t id;
-	bson_t		update = BSON_INITIALIZER;
+	bson_t		built = BSON_INITIALIZER;
+	bson_t	   *update;
 	Datum	   *oldvals = NULL;
 	bool	   *oldnulls = NULL;
 	bool		have_old;
@@ -808,6 +898,15 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	session = idx_modify_session(ms);
 	idx_modify_target_id(ms, planSlot, &id);
 	slot_getallattrs(slot);
+
+	/* the update first: a value MongoDB cannot store fails before writes */
+	idx_row_to_update(ms->info, RelationGetDescr(ms->rel), ms->target_attrs,
+					  slot->tts_values, slot->tts_isnull, &built);
+	update = idx_bson_pcopy(&built);
+	bson_destroy(&built);
+	idx_check_document_size(update, idx_modify_max_document_size(ms),
+							ms->info, true);
+
 	have_old = indexed && idx_modify_old_row(ms, planSlot, &oldvals, &oldnulls);
 	if (have_old)
 	{
@@ -816,10 +915,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		idx_writer_write_new(w, session);
 	}
 
-	idx_row_to_update(ms->info, RelationGetDescr(ms->rel), ms->target_attrs,
-					  slot->tts_values, slot->tts_isnull, &update);
-	before = find_and_modify(ms, session, &id, &update, ms->ordered);
-	bson_destroy(&update);
+	before = find_and_modify(ms, session, &id, update, ms->ordered);
 	if (before == NULL)
 	{
 		/* the fact is gone: take back the entries written for it */

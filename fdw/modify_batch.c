@@ -39,6 +39,7 @@
 #include "utils/rel.h"
 
 #include "connection.h"
+#include "convert_json.h"
 #include "document.h"
 #include "index_entry.h"
 #include "modify_int.h"
@@ -52,6 +53,8 @@ typedef struct BatchRow
 {
 	bson_t	   *id;				/* {_id: <fact _id>} */
 	HeapTuple	newtuple;		/* UPDATE: the new row */
+	bson_t	   *update;			/* UPDATE: its {$set: ...}, built (and so
+								 * checked) when the row is added */
 } BatchRow;
 
 typedef struct IdxModifyBatch
@@ -143,10 +146,20 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	bson_t		iddoc = BSON_INITIALIZER;
 	BatchRow   *row;
 
+	bson_t		update = BSON_INITIALIZER;
+
 	if (ms->operation == CMD_UPDATE && ms->target_attrs == NIL)
 		return;					/* nothing MongoDB stores changes */
 	idx_modify_target_id(ms, planSlot, &id);
-	BSON_APPEND_VALUE(&iddoc, "_id", &id);
+	if (ms->operation == CMD_UPDATE)
+	{
+		/* a value MongoDB cannot store fails here, before this batch */
+		slot_getallattrs(slot);
+		idx_row_to_update(ms->info, RelationGetDescr(ms->rel),
+						  ms->target_attrs, slot->tts_values,
+						  slot->tts_isnull, &update);
+	}
+	idx_check_append(BSON_APPEND_VALUE(&iddoc, "_id", &id));
 	if (in_batch(b, &iddoc))
 		idx_modify_batch_flush(ms);
 
@@ -155,8 +168,15 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	row->id = idx_bson_pcopy(&iddoc);
 	row->newtuple = (ms->operation == CMD_UPDATE)
 		? ExecCopySlotHeapTuple(slot) : NULL;
+	row->update = (ms->operation == CMD_UPDATE)
+		? idx_bson_pcopy(&update) : NULL;
 	MemoryContextSwitchTo(oldcxt);
 	bson_destroy(&iddoc);
+	bson_destroy(&update);
+	if (row->update)
+		idx_check_document_size(row->update,
+								idx_modify_max_document_size(ms), ms->info,
+								true);
 
 	if (++b->n >= b->size)
 		idx_modify_batch_flush(ms);
@@ -172,8 +192,8 @@ ids_filter(IdxModifyBatch *b, bson_t *filter)
 				list;
 	int			i;
 
-	BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &cond);
-	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &cond));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
 	for (i = 0; i < b->n; i++)
 	{
 		bson_iter_t iter;
@@ -181,10 +201,10 @@ ids_filter(IdxModifyBatch *b, bson_t *filter)
 
 		bson_iter_init_find(&iter, b->rows[i].id, "_id");
 		snprintf(key, sizeof(key), "%d", i);
-		bson_append_iter(&list, key, -1, &iter);
+		idx_check_append(bson_append_iter(&list, key, -1, &iter));
 	}
-	bson_append_array_end(&cond, &list);
-	bson_append_document_end(filter, &cond);
+	idx_check_append(bson_append_array_end(&cond, &list));
+	idx_check_append(bson_append_document_end(filter, &cond));
 }
 
 /*
@@ -291,7 +311,6 @@ static int64
 write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 			mongoc_client_session_t *session)
 {
-	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
 	bson_t		opts = BSON_INITIALIZER;
 	bson_t		reply;
 	bson_error_t error;
@@ -311,26 +330,23 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 		bson_t		filter = BSON_INITIALIZER;
 
 		ids_filter(b, &filter);
-		mongoc_bulk_operation_remove_many_with_opts(bulk, &filter, NULL,
-													&error);
+		ok = mongoc_bulk_operation_remove_many_with_opts(bulk, &filter, NULL,
+														 &error);
 		bson_destroy(&filter);
+		if (!ok)
+			idx_modify_queue_failed(ms, bulk, &error);
 	}
 	else
 	{
 		for (i = 0; i < b->n; i++)
 		{
-			Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
-			bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
-			bson_t		update = BSON_INITIALIZER;
-
 			if (pre && pre[i] == NULL)
 				continue;		/* gone */
-			heap_deform_tuple(b->rows[i].newtuple, tupdesc, values, nulls);
-			idx_row_to_update(ms->info, tupdesc, ms->target_attrs, values,
-							  nulls, &update);
-			mongoc_bulk_operation_update_one_with_opts(bulk, b->rows[i].id,
-													   &update, NULL, &error);
-			bson_destroy(&update);
+			if (!mongoc_bulk_operation_update_one_with_opts(bulk,
+															b->rows[i].id,
+															b->rows[i].update,
+															NULL, &error))
+				idx_modify_queue_failed(ms, bulk, &error);
 		}
 	}
 	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);

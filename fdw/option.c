@@ -30,6 +30,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "document.h"
 #include "option.h"
 
 /* Default number of documents per cursor batch */
@@ -349,7 +350,9 @@ idx_server_fetch_size(ForeignServer *server)
 }
 
 /*
- * The field path of a column: its "field" option, else its name.
+ * The field path of a column: its "field" option, else its name, which
+ * must then be a valid field path (a column "$where" must not become an
+ * operator).
  */
 char *
 idx_column_field(Oid relid, AttrNumber attnum)
@@ -357,7 +360,12 @@ idx_column_field(Oid relid, AttrNumber attnum)
 	List	   *options = GetForeignColumnOptions(relid, attnum);
 	char	   *field = find_option(options, "field");
 
-	return field ? field : get_attname(relid, attnum, false);
+	if (field == NULL)
+	{
+		field = get_attname(relid, attnum, false);
+		idx_check_column_name_path(relid, field);
+	}
+	return field;
 }
 
 /*

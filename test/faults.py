@@ -259,7 +259,8 @@ def verify_all(conn):
     if have_verify(conn):
         with conn.cursor() as cur:
             for name in INDEXES:
-                cur.execute("SELECT * FROM idxtable.verify_index(%s)", (name,))
+                cur.execute("SELECT checked, missing, orphan, stale FROM idxtable.verify_index(%s)",
+                            (name,))
                 out[name] = tuple(cur.fetchone())
     bad = independent_check(mongo_db())
     if bad:
