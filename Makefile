@@ -24,7 +24,8 @@ OBJS = \
 	fdw/index_catalog.o \
 	fdw/index_entry.o \
 	fdw/index_ddl.o \
-	fdw/index_build.o
+	fdw/index_build.o \
+	fdw/trust.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
