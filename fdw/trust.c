@@ -236,9 +236,10 @@ idx_check_mapping_options(List *options)
 				 errmsg("password_required=false is superuser-only"),
 				 errhint("User mappings with the password_required option set to false may only be created or modified by the superuser.")));
 
-	if (((def = find_def(options, OPT_TLS_KEY_PASSWORD)) != NULL ||
-		 (def = find_def(options, OPT_AWS_SESSION_TOKEN)) != NULL) &&
-		defGetString(def)[0] == '\0')
+	if (((def = find_def(options, OPT_TLS_KEY_PASSWORD)) != NULL &&
+		 defGetString(def)[0] == '\0') ||
+		((def = find_def(options, OPT_AWS_SESSION_TOKEN)) != NULL &&
+		 defGetString(def)[0] == '\0'))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("option \"%s\" must not be empty", def->defname)));
@@ -283,22 +284,30 @@ add_session_token(mongoc_uri_t *uri, const char *token)
 }
 
 /*
- * Copy the secrets of a user mapping (client key password, AWS session
- * token) into the URI used to connect.
+ * Copy the secrets of a user mapping into the URI used to connect: the
+ * client key's password if the URI names a client key (any TLS option
+ * turns TLS on in libmongoc), the AWS session token if the mechanism is
+ * MONGODB-AWS.  Elsewhere they mean nothing and are left out.
  */
 void
 idx_apply_mapping_secrets(mongoc_uri_t *uri, List *options)
 {
+	const bson_t *uriopts = mongoc_uri_get_options(uri);
+	const char *mechanism = mongoc_uri_get_auth_mechanism(uri);
+	bson_iter_t iter;
 	DefElem    *def;
 
 	if ((def = find_def(options, OPT_TLS_KEY_PASSWORD)) != NULL &&
+		uriopts && bson_iter_init(&iter, uriopts) &&
+		bson_iter_find_case(&iter, MONGOC_URI_TLSCERTIFICATEKEYFILE) &&
 		!mongoc_uri_set_option_as_utf8(uri,
 									   MONGOC_URI_TLSCERTIFICATEKEYFILEPASSWORD,
 									   defGetString(def)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"%s\"", def->defname)));
-	if ((def = find_def(options, OPT_AWS_SESSION_TOKEN)) != NULL)
+	if ((def = find_def(options, OPT_AWS_SESSION_TOKEN)) != NULL &&
+		mechanism && pg_strcasecmp(mechanism, "MONGODB-AWS") == 0)
 		add_session_token(uri, defGetString(def));
 }
 
