@@ -24,13 +24,14 @@ OBJS = \
 	fdw/index_catalog.o \
 	fdw/index_entry.o \
 	fdw/index_ddl.o \
-	fdw/index_build.o
+	fdw/index_build.o \
+	fdw/trust.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth security_catalog
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth security security_catalog
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

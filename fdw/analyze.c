@@ -68,7 +68,9 @@ idxAnalyzeForeignTable(Relation relation,
 	double		pages;
 
 	info = idx_get_table_info(RelationGetRelid(relation));
-	client = idx_get_client_for_rel(RelationGetRelid(relation), &server);
+	/* as the table's owner, whoever runs ANALYZE (as postgres_fdw does) */
+	client = idx_get_client_for_rel(RelationGetRelid(relation),
+									relation->rd_rel->relowner, &server);
 
 	ndocs = remote_document_count(client, server, info);
 
@@ -123,7 +125,9 @@ idxAcquireSampleRows(Relation relation, int elevel,
 		return 0;
 
 	info = idx_get_table_info(RelationGetRelid(relation));
-	client = idx_get_client_for_rel(RelationGetRelid(relation), &server);
+	/* as the table's owner, whoever runs ANALYZE (as postgres_fdw does) */
+	client = idx_get_client_for_rel(RelationGetRelid(relation),
+									relation->rd_rel->relowner, &server);
 	rc = idx_row_conv_create(RelationGetDescr(relation), info, NULL);
 
 	ndocs = remote_document_count(client, server, info);

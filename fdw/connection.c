@@ -30,6 +30,7 @@
 
 #include "connection.h"
 #include "option.h"
+#include "trust.h"
 #include "xact.h"
 
 /*
@@ -130,7 +131,8 @@ apply_int_option(mongoc_uri_t *uri, List *options, const char *optname,
 
 /*
  * Build the URI for a server and user mapping: the server's "uri" plus the
- * timeouts and the credentials of the user mapping.
+ * timeouts and the credentials and secrets of the user mapping.  Refuses a
+ * connection the trust rules forbid for the mapping's user.
  */
 static mongoc_uri_t *
 build_uri(ForeignServer *server, UserMapping *user)
@@ -170,6 +172,19 @@ build_uri(ForeignServer *server, UserMapping *user)
 		mongoc_uri_set_auth_source(uri, auth_source ? auth_source : "admin");
 	}
 	mongoc_uri_set_appname(uri, "idxtable_fdw");
+
+	/* the mapping's secrets, then postgres_fdw's trust rules (trust.c) */
+	PG_TRY();
+	{
+		idx_apply_mapping_secrets(uri, user->options);
+		idx_check_connect_trust(server, user, uri);
+	}
+	PG_CATCH();
+	{
+		mongoc_uri_destroy(uri);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	return uri;
 }
 
@@ -270,14 +285,22 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 }
 
 /*
- * Return the client for a foreign table, for the current user.
+ * Return the client for a foreign table, for the user "userid": the
+ * checkAsUser of the table's range table entry (the view owner, for a
+ * table read through a view) in scans and writes, the current user in
+ * ANALYZE and the idxtable.* functions.  InvalidOid means the current
+ * user.
  */
 mongoc_client_t *
-idx_get_client_for_rel(Oid relid, ForeignServer **server_out)
+idx_get_client_for_rel(Oid relid, Oid userid, ForeignServer **server_out)
 {
 	ForeignTable *table = GetForeignTable(relid);
 	ForeignServer *server = GetForeignServer(table->serverid);
-	UserMapping *user = GetUserMapping(GetUserId(), server->serverid);
+	UserMapping *user;
+
+	if (!OidIsValid(userid))
+		userid = GetUserId();
+	user = GetUserMapping(userid, server->serverid);
 
 	if (server_out)
 		*server_out = server;

@@ -21,8 +21,13 @@
  */
 extern mongoc_client_t *idx_get_client(ForeignServer *server, UserMapping *user);
 
-/* Same, looked up from a foreign table's OID and the current user */
-extern mongoc_client_t *idx_get_client_for_rel(Oid relid, ForeignServer **server);
+/*
+ * Same, looked up from a foreign table's OID and the user to connect as:
+ * the range table entry's checkAsUser (view owner) for scans and writes,
+ * InvalidOid (the current user) for ANALYZE and idxtable.* functions.
+ */
+extern mongoc_client_t *idx_get_client_for_rel(Oid relid, Oid userid,
+											   ForeignServer **server);
 
 /*
  * Raise an ERROR for a failed MongoDB operation.  "server" names the

@@ -906,7 +906,7 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 
 	insert_definition(def, normalized);
 
-	client = idx_get_client_for_rel(relid, &server);
+	client = idx_get_client_for_rel(relid, InvalidOid, &server);
 	add_pending_drop(DROP_ON_ABORT, client, server->servername,
 					 def->database, def->collection);
 	collection_command(client, server->servername, def->database,
@@ -953,7 +953,7 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("index \"%s\" does not exist", name)));
 
-	client = idx_get_client_for_rel(relid, &server);
+	client = idx_get_client_for_rel(relid, InvalidOid, &server);
 	add_pending_drop(DROP_AT_COMMIT, client, server->servername,
 					 idx_table_database(relid), collection);
 	CacheInvalidateRelcacheByRelid(relid);

@@ -32,6 +32,7 @@
 #include "access/sysattr.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
@@ -426,14 +427,18 @@ covered_attrs(const IdxIndexDef *def)
  * each fact may use the index: no covering reads.
  */
 static bool
-writes_are_ordered(const IdxTableInfo *info)
+writes_are_ordered(const IdxTableInfo *info, RelOptInfo *baserel)
 {
 	ForeignServer *server;
 	mongoc_client_t *client;
 
 	if (info->consistency != IDX_CONSISTENCY_DEFAULT)
 		return info->consistency == IDX_CONSISTENCY_ORDERED;
-	client = idx_get_client_for_rel(info->relid, &server);
+	/* as the user the executor will read as (the view owner, say) */
+	client = idx_get_client_for_rel(info->relid,
+									OidIsValid(baserel->userid)
+									? baserel->userid : GetUserId(),
+									&server);
 	return idx_xact_mode(info, client, server->servername) ==
 		IDX_CONSISTENCY_ORDERED;
 }
@@ -464,7 +469,7 @@ index_covers(const IdxIndexDef *def, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	covered = covered_attrs(def);
 	if (covered == NULL || !bms_is_subset(needed, covered))
 		return false;
-	return !writes_are_ordered(fpinfo->table);
+	return !writes_are_ordered(fpinfo->table, baserel);
 }
 
 /*

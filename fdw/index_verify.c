@@ -1034,7 +1034,7 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 	st.repair = repair;
 	st.def = open_index(name, repair, &rel);
 	st.info = idx_get_table_info(st.def->relid);
-	st.client = idx_get_client_for_rel(st.def->relid, &server);
+	st.client = idx_get_client_for_rel(st.def->relid, InvalidOid, &server);
 	st.servername = server->servername;
 	if (repair && idx_xact_client_busy(st.client))
 		ereport(ERROR,

@@ -197,6 +197,26 @@ idxPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 }
 
 /*
+ * The user to write the foreign table as: the checkAsUser of its range
+ * table entry (the owner of a view written through), else the current
+ * user.  A partition that tuple routing reached has no entry of its own:
+ * the root table's entry decides, as in postgres_fdw.
+ */
+static Oid
+modify_user(EState *estate, ResultRelInfo *rinfo)
+{
+	Index		rti = rinfo->ri_RangeTableIndex;
+	RangeTblEntry *rte;
+
+	if (rti == 0 && rinfo->ri_RootResultRelInfo != NULL)
+		rti = rinfo->ri_RootResultRelInfo->ri_RangeTableIndex;
+	if (rti == 0)
+		return GetUserId();
+	rte = exec_rt_fetch(rti, estate);
+	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+}
+
+/*
  * Set up the state of a write (INSERT, UPDATE, DELETE, COPY).
  */
 static IdxModifyState *
@@ -223,7 +243,9 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	ms->target_attrs = target_attrs;
 	ms->has_returning = has_returning;
 	ms->info = idx_get_table_info(RelationGetRelid(rel));
-	ms->client = idx_get_client_for_rel(RelationGetRelid(rel), &ms->server);
+	ms->client = idx_get_client_for_rel(RelationGetRelid(rel),
+										modify_user(estate, rinfo),
+										&ms->server);
 	idx_client_pin(ms->client, 1);
 	ms->pinned = true;
 	mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);

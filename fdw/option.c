@@ -5,11 +5,13 @@
  *
  * Options are accepted on the server (uri, database, timeouts, fetch_size,
  * fetch_batch_size, batch_size, consistency), on user mappings (username,
- * password, auth_source), on foreign tables (database, collection,
- * fetch_size, fetch_batch_size, batch_size, consistency) and on columns
- * (field).  Credentials belong in the user mapping only: a
- * server URI that carries them is refused, so that they never show up in
- * pg_foreign_server or in messages.
+ * password, auth_source, password_required, and the secrets
+ * tls_certificate_key_file_password and aws_session_token), on foreign
+ * tables (database, collection, fetch_size, fetch_batch_size, batch_size,
+ * consistency) and on columns (field).  Credentials and other secrets
+ * belong in the user mapping only: a server URI that carries them is
+ * refused, so that they never show up in pg_foreign_server or in messages.
+ * Who may set what is in trust.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +34,7 @@
 
 #include "document.h"
 #include "option.h"
+#include "trust.h"
 
 /* Default number of documents per cursor batch */
 #define IDX_DEFAULT_FETCH_SIZE 1000
@@ -62,6 +65,9 @@ static const IdxOption valid_options[] = {
 	{"username", UserMappingRelationId},
 	{"password", UserMappingRelationId},
 	{"auth_source", UserMappingRelationId},
+	{"password_required", UserMappingRelationId},
+	{"tls_certificate_key_file_password", UserMappingRelationId},
+	{"aws_session_token", UserMappingRelationId},
 	{"database", ForeignTableRelationId},
 	{"collection", ForeignTableRelationId},
 	{"fetch_size", ForeignTableRelationId},
@@ -153,9 +159,10 @@ parse_consistency(const char *value)
 }
 
 /*
- * Check a server "uri": it must parse as a MongoDB URI and must not carry
- * credentials.  The URI itself is never repeated in a message, since a
- * rejected one may well contain a password.
+ * Check a server "uri": it must parse as a MongoDB URI, must not carry
+ * credentials or other secrets, and may name local files or sockets only
+ * when a superuser sets it (see trust.c).  The URI itself is never
+ * repeated in a message, since a rejected one may well contain a password.
  */
 static void
 validate_uri(const char *value)
@@ -173,13 +180,21 @@ validate_uri(const char *value)
 
 	has_credentials = mongoc_uri_get_username(uri) != NULL ||
 		mongoc_uri_get_password(uri) != NULL;
-	mongoc_uri_destroy(uri);
 
-	if (has_credentials)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-				 errmsg("option \"uri\" must not contain credentials"),
-				 errhint("Put \"username\" and \"password\" in a user mapping.")));
+	PG_TRY();
+	{
+		if (has_credentials)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"uri\" must not contain credentials"),
+					 errhint("Put \"username\" and \"password\" in a user mapping.")));
+		idx_check_server_uri(uri);
+	}
+	PG_FINALLY();
+	{
+		mongoc_uri_destroy(uri);
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -281,6 +296,8 @@ idxtable_fdw_validator(PG_FUNCTION_ARGS)
 	 * lists, but those go through with the full resulting option list, so
 	 * the check is sound.
 	 */
+	if (catalog == UserMappingRelationId)
+		idx_check_mapping_options(options);
 	if (catalog == ForeignServerRelationId && !have_uri)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),

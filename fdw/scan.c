@@ -110,6 +110,21 @@ idx_list_to_bitmap(List *list)
 }
 
 /*
+ * The user to read the foreign table as: the range table entry's
+ * checkAsUser (the owner of a view the table is read through), else the
+ * current user, as ExecCheckRTPerms() and postgres_fdw decide.
+ */
+static Oid
+scan_user(ForeignScanState *node)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	RangeTblEntry *rte = exec_rt_fetch(plan->scan.scanrelid,
+									   node->ss.ps.state);
+
+	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+}
+
+/*
  * Set up the scan: table description, row converters, client, parameter
  * expressions.  No round trip happens here (the client is cached).
  */
@@ -157,6 +172,7 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 		state->rowconv = idx_row_conv_create(RelationGetDescr(rel),
 											 state->info, state->attrs_used);
 		state->client = idx_get_client_for_rel(RelationGetRelid(rel),
+											   scan_user(node),
 											   &state->server);
 	}
 	else
