@@ -24,6 +24,7 @@ OBJS = \
 	fdw/index_catalog.o \
 	fdw/index_entry.o \
 	fdw/index_ddl.o \
+	fdw/index_owner.o \
 	fdw/index_build.o \
 	fdw/trust.o
 

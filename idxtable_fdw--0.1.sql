@@ -39,7 +39,11 @@ CREATE TABLE idxtable.index_defs (
   collection text NOT NULL,
   state text NOT NULL CHECK (state IN ('building', 'valid', 'failed')),
   entries bigint,
-  distinct_keys bigint
+  distinct_keys bigint,
+  -- names this definition in the ownership marker of its index collection
+  -- (MongoDB collection idxtable.owners), so that a definition re-created
+  -- with the same name is told apart
+  definition_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
 );
 
 COMMENT ON TABLE idxtable.index_defs IS

@@ -16,7 +16,9 @@
  * the table's current columns on every read; a definition that no longer
  * resolves (a column was dropped, renamed or changed to a type that cannot
  * be a key) is returned with state IDX_STATE_FAILED, with one WARNING per
- * backend, and can only be dropped.
+ * backend, and can only be dropped.  So is one whose index collection is
+ * not its own (index_owner.c checks the ownership markers, once per
+ * backend per definition).
  *
  *-------------------------------------------------------------------------
  */
@@ -42,11 +44,13 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/uuid.h"
 
 #include "convert.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
+#include "index_owner.h"
 
 /* Entry field names "k0".."k31" and "i0".."i31", built on first use */
 static char key_field_names[INDEX_MAX_KEYS][8];
@@ -576,6 +580,9 @@ row_to_definition(Datum *values, bool *nulls, Oid relid)
 		(double) DatumGetInt64(values[Anum_index_defs_entries - 1]);
 	def->distinct_keys = nulls[Anum_index_defs_distinct_keys - 1] ? -1 :
 		(double) DatumGetInt64(values[Anum_index_defs_distinct_keys - 1]);
+	def->definition_id =
+		DatumGetCString(DirectFunctionCall1(uuid_out,
+											values[Anum_index_defs_definition_id - 1]));
 
 	state = TextDatumGetCString(values[Anum_index_defs_state - 1]);
 	if (strcmp(state, "valid") == 0)
@@ -694,6 +701,8 @@ idx_get_indexes(Oid relid)
 			result = lappend(result, row->def);
 		}
 		table_close(ftrel, AccessShareLock);
+		/* collections that are not their index's make it unusable */
+		idx_owner_check_indexes(relid, result);
 	}
 	table_close(defs, AccessShareLock);
 	return result;

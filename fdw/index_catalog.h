@@ -67,6 +67,10 @@ typedef struct IdxIndexDef
 	IdxIndexState state;
 	double		entries;		/* from ANALYZE or the build; -1 unknown */
 	double		distinct_keys;	/* distinct full keys; -1 unknown */
+	char	   *definition_id;	/* UUID naming the definition in the index
+								 * collection's ownership marker */
+	char	   *owner_problem;	/* why the collection is not this index's
+								 * (state is then failed), or NULL */
 } IdxIndexDef;
 
 /* Field names inside an entry */

@@ -6,18 +6,21 @@
  *		  drop them.
  *
  * create_index() validates the definition, inserts it into
- * idxtable.index_defs with state 'building', drops any leftover collection
- * of the same name (from a build that could not clean up after itself),
- * creates the index collection, fills it (index_build.c) and marks the
- * definition 'valid' with its statistics.  If the transaction (or the
- * subtransaction) then aborts, for whatever reason, a transaction callback
- * drops the collection again, with a client of its own whose timeouts are
- * short, and only WARNs if that fails: the definition is rolled back, and
- * nothing half-built survives in MongoDB.
+ * idxtable.index_defs with state 'building', claims the index collection
+ * with an ownership marker (index_owner.c: a collection of another index
+ * is an error, never dropped; a leftover of this database's, from a build
+ * that could not clean up after itself, is dropped), creates the index
+ * collection, fills it (index_build.c) and marks the definition 'valid'
+ * with its statistics.  If the transaction (or the subtransaction) then
+ * aborts, for whatever reason, a transaction callback drops the collection
+ * again if this build created it, and its marker, with a client of its own
+ * whose timeouts are short, and only WARNs if that fails: the definition
+ * is rolled back, and nothing half-built survives in MongoDB.
  *
- * drop_index() deletes the definition at once and drops the collection at
- * pre-commit, so that a rollback keeps both, and a server that cannot be
- * reached makes the commit fail rather than leave a collection behind.
+ * drop_index() deletes the definition at once and drops the collection
+ * (if its marker is the definition's) at pre-commit, so that a rollback
+ * keeps both, and a server that cannot be reached makes the commit fail
+ * rather than leave a collection behind.
  *
  * Catalog SQL.  The definitions table belongs to the extension's owner.
  * Every statement on it (the lookups by name and the writes) goes through
@@ -71,13 +74,15 @@
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
+#include "index_owner.h"
 #include "option.h"
 
 /* Timeouts of the client that drops collections after an abort */
 #define IDX_CLEANUP_TIMEOUT_MS	3000
 
-/* MongoDB's NamespaceNotFound */
+/* MongoDB's NamespaceNotFound and NamespaceExists */
 #define MONGO_NAMESPACE_NOT_FOUND	26
+#define MONGO_NAMESPACE_EXISTS		48
 
 PG_FUNCTION_INFO_V1(idxtable_create_index);
 PG_FUNCTION_INFO_V1(idxtable_drop_index);
@@ -105,6 +110,9 @@ typedef struct PendingDrop
 	char	   *servername;
 	char	   *database;
 	char	   *collection;
+	char	   *definition_id;	/* of the collection's ownership marker */
+	bool		created;		/* DROP_ON_ABORT: this build created the
+								 * collection (else only the marker goes) */
 } PendingDrop;
 
 /* Pending drops of the current transaction (in TopTransactionContext) */
@@ -276,6 +284,25 @@ idx_lookup_index(const char *name, Oid *relid, char **collection)
 }
 
 /*
+ * The definition_id of an index (see index_owner.c), or NULL.
+ */
+static char *
+lookup_definition_id(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	Oid			relid;
+	char	   *definition_id = NULL;
+
+	args[0] = CStringGetTextDatum(name);
+	catalog_execute("SELECT tbl, definition_id::pg_catalog.text "
+					"FROM idxtable.index_defs "
+					"WHERE name OPERATOR(pg_catalog.=) $1",
+					1, argtypes, args, NULL, &relid, &definition_id);
+	return definition_id;
+}
+
+/*
  * A text[] datum from C strings.
  */
 static Datum
@@ -296,9 +323,9 @@ strings_to_text_array(char **strings, int n)
 static void
 insert_definition(const IdxIndexDef *def, char **keyspecs)
 {
-	Oid			argtypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
-	TEXTARRAYOID, BOOLOID, TEXTOID};
-	Datum		args[6];
+	Oid			argtypes[7] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
+	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID};
+	Datum		args[7];
 	char	  **includes;
 	int			i;
 
@@ -313,10 +340,13 @@ insert_definition(const IdxIndexDef *def, char **keyspecs)
 	args[3] = strings_to_text_array(includes, def->ninclude);
 	args[4] = BoolGetDatum(def->unique);
 	args[5] = CStringGetTextDatum(def->collection);
+	args[6] = CStringGetTextDatum(def->definition_id);
 	catalog_execute("INSERT INTO idxtable.index_defs "
-					"(name, tbl, keys, include, is_unique, collection, state) "
-					"VALUES ($1, $2, $3, $4, $5, $6, 'building')",
-					6, argtypes, args, NULL, NULL, NULL);
+					"(name, tbl, keys, include, is_unique, collection, state, "
+					"definition_id) "
+					"VALUES ($1, $2, $3, $4, $5, $6, 'building', "
+					"$7::pg_catalog.uuid)",
+					7, argtypes, args, NULL, NULL, NULL);
 }
 
 /*
@@ -404,6 +434,56 @@ collection_command(mongoc_client_t *client, const char *servername,
 }
 
 /*
+ * Create a new collection; false if one of that name exists.
+ */
+static bool
+create_new_collection(mongoc_client_t *client, const char *servername,
+					  const char *database, const char *collection)
+{
+	bson_t		command = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+
+	BSON_APPEND_UTF8(&command, "create", collection);
+	ok = mongoc_client_command_simple(client, database, &command, NULL,
+									  &reply, &error);
+	bson_destroy(&command);
+	bson_destroy(&reply);
+	if (!ok && error.domain == MONGOC_ERROR_SERVER &&
+		error.code == MONGO_NAMESPACE_EXISTS)
+		return false;
+	if (!ok)
+		idx_report_error(&error, servername,
+						 psprintf("creating index collection \"%s\" of database \"%s\"",
+								  collection, database));
+	return true;
+}
+
+/*
+ * Drop the collection of a dropped index at pre-commit (an error makes the
+ * commit fail, and nothing is lost), then its ownership marker: a marker
+ * left behind names a collection that no longer exists, which the next
+ * create_index of that name takes over, so that failure is only a
+ * WARNING.
+ */
+static void
+drop_at_commit(PendingDrop *p)
+{
+	bson_error_t error;
+
+	collection_command(p->client, p->servername, p->database, p->collection,
+					   false);
+	memset(&error, 0, sizeof(error));
+	if (!idx_owner_release(p->client, p->database, p->collection,
+						   p->definition_id, &error) && error.domain != 0)
+		ereport(WARNING,
+				(errmsg("could not delete the ownership marker of dropped index collection \"%s\" of database \"%s\" on server \"%s\"",
+						p->collection, p->database, p->servername),
+				 errdetail("MongoDB error %u: %s", error.code, error.message)));
+}
+
+/*
  * Create the MongoDB index that serves lookups: {"_id.k0": 1, "_id.k1": 1,
  * ...}.  Equality on a key prefix, a range on the next key and scans in key
  * order then cost O(log n + matches), and MongoDB applies its own type
@@ -473,13 +553,26 @@ drop_after_abort(PendingDrop *p)
 	if (client != NULL)
 	{
 		mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
-		BSON_APPEND_UTF8(&command, "drop", p->collection);
-		ok = mongoc_client_command_simple(client, p->database, &command,
-										  NULL, &reply, &error);
-		bson_destroy(&reply);
-		if (!ok && error.domain == MONGOC_ERROR_SERVER &&
-			error.code == MONGO_NAMESPACE_NOT_FOUND)
-			ok = true;
+		ok = true;
+		/* only what this build created, and only its own marker */
+		if (p->created)
+		{
+			BSON_APPEND_UTF8(&command, "drop", p->collection);
+			ok = mongoc_client_command_simple(client, p->database, &command,
+											  NULL, &reply, &error);
+			bson_destroy(&reply);
+			if (!ok && error.domain == MONGOC_ERROR_SERVER &&
+				error.code == MONGO_NAMESPACE_NOT_FOUND)
+				ok = true;
+		}
+		/* a leftover keeps it: the next build of the name takes it over */
+		if (ok)
+		{
+			bson_error_t ignored;
+
+			(void) idx_owner_release(client, p->database, p->collection,
+									 p->definition_id, &ignored);
+		}
 		mongoc_client_destroy(client);
 	}
 	bson_destroy(&command);
@@ -513,10 +606,10 @@ forget_pending(PendingDrop *p)
  * Register a collection to drop at abort (a new one) or at commit (that of
  * a dropped index).
  */
-static void
+static PendingDrop *
 add_pending_drop(PendingKind kind, mongoc_client_t *client,
 				 const char *servername, const char *database,
-				 const char *collection)
+				 const char *collection, const char *definition_id)
 {
 	MemoryContext oldcxt;
 	PendingDrop *p;
@@ -535,6 +628,7 @@ add_pending_drop(PendingKind kind, mongoc_client_t *client,
 	p->servername = pstrdup(servername);
 	p->database = pstrdup(database);
 	p->collection = pstrdup(collection);
+	p->definition_id = pstrdup(definition_id);
 	if (kind == DROP_ON_ABORT)
 	{
 		/* the cached client's URI (with credentials), short timeouts */
@@ -556,6 +650,7 @@ add_pending_drop(PendingKind kind, mongoc_client_t *client,
 	}
 	pending_drops = lappend(pending_drops, p);
 	MemoryContextSwitchTo(oldcxt);
+	return p;
 }
 
 /*
@@ -579,8 +674,7 @@ index_xact_callback(XactEvent event, void *arg)
 				PendingDrop *p = (PendingDrop *) lfirst(lc);
 
 				if (p->kind == DROP_AT_COMMIT)
-					collection_command(p->client, p->servername, p->database,
-									   p->collection, false);
+					drop_at_commit(p);
 			}
 			return;
 		case XACT_EVENT_PRE_PREPARE:
@@ -787,7 +881,7 @@ text_array_argument(ArrayType *arr, const char *what, int *count)
 /*
  * Default index name: <table>_<key columns>_idx, with a number after
  * "idx" until it is free, cut to NAMEDATALEN - 1 bytes like PostgreSQL's
- * own index names.
+ * own index names; "." and "$" (from table or column names) become "_".
  */
 static char *
 choose_index_name(const IdxIndexDef *def, const char *relname)
@@ -801,6 +895,7 @@ choose_index_name(const IdxIndexDef *def, const char *relname)
 	{
 		char	   *name = makeObjectName(relname, columns, label);
 
+		idx_sanitize_index_name(name);
 		if (!index_name_exists(name))
 			return name;
 		pfree(name);
@@ -809,17 +904,13 @@ choose_index_name(const IdxIndexDef *def, const char *relname)
 }
 
 /*
- * Check a name given by the user: it becomes part of a MongoDB collection
- * name, which cannot contain "$", and must be new.
+ * Check a name given by the user: it becomes the last part of a MongoDB
+ * collection name (index_owner.c), and must be new.
  */
 static void
 check_index_name(const char *name)
 {
-	if (name[0] == '\0' || strchr(name, '$') != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid index name \"%s\"", name),
-				 errdetail("Index names are part of MongoDB collection names: not empty, no \"$\".")));
+	idx_check_index_name(name);
 	if (index_name_exists(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -844,6 +935,46 @@ index_collection_name(const char *collection, const char *name)
 						   IDX_COLLECTION_PREFIX, IDX_MAX_COLLECTION_NAME - 1),
 				 errhint("Choose a shorter index name.")));
 	return result;
+}
+
+/*
+ * Claim the index collection with an ownership marker and create it: a
+ * leftover of this database's (a build that could not clean up) is
+ * dropped first, as is an existing collection without a marker if it is
+ * empty; anything else of that name is an error (index_owner.c).  The
+ * abort callback then drops only what this build created.
+ */
+static void
+create_owned_collection(IdxIndexDef *def, const IdxTableInfo *info,
+						mongoc_client_t *client, const char *servername)
+{
+	IdxClaim	claim;
+	PendingDrop *pending;
+
+	claim = idx_owner_claim(client, servername, def->database,
+							def->collection, info->collection, def->name,
+							def->definition_id);
+	pending = add_pending_drop(DROP_ON_ABORT, client, servername,
+							   def->database, def->collection,
+							   def->definition_id);
+	if (claim == IDX_CLAIM_LEFTOVER)
+	{
+		/* ours now: if this build fails too, it goes (or stays marked) */
+		pending->created = true;
+		collection_command(client, servername, def->database,
+						   def->collection, false);
+	}
+	if (!create_new_collection(client, servername, def->database,
+							   def->collection))
+	{
+		idx_owner_check_unmarked(client, servername, def->database,
+								 def->collection, def->definition_id, claim);
+		collection_command(client, servername, def->database,
+						   def->collection, false);
+		collection_command(client, servername, def->database,
+						   def->collection, true);
+	}
+	pending->created = true;
 }
 
 /*
@@ -904,15 +1035,11 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 	def->database = info->database;
 	def->collection = index_collection_name(info->collection, def->name);
 
+	def->definition_id = idx_new_definition_id();
 	insert_definition(def, normalized);
 
 	client = idx_get_client_for_rel(relid, InvalidOid, &server);
-	add_pending_drop(DROP_ON_ABORT, client, server->servername,
-					 def->database, def->collection);
-	collection_command(client, server->servername, def->database,
-					   def->collection, false);
-	collection_command(client, server->servername, def->database,
-					   def->collection, true);
+	create_owned_collection(def, info, client, server->servername);
 	create_lookup_index(client, server->servername, def);
 
 	idx_build_index(def, info, client, server->servername, &result);
@@ -940,6 +1067,8 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Oid			relid;
 	char	   *collection;
+	char	   *definition_id;
+	char	   *database;
 	Relation	rel;
 	ForeignServer *server;
 	mongoc_client_t *client;
@@ -948,14 +1077,19 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 	rel = idx_open_index_table(name, AccessExclusiveLock, ACL_NO_RIGHTS,
 							   &collection);
 	relid = RelationGetRelid(rel);
+	definition_id = lookup_definition_id(name);
 	if (!delete_definition(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("index \"%s\" does not exist", name)));
 
+	/* only a collection whose ownership marker is this definition's */
 	client = idx_get_client_for_rel(relid, InvalidOid, &server);
-	add_pending_drop(DROP_AT_COMMIT, client, server->servername,
-					 idx_table_database(relid), collection);
+	database = idx_table_database(relid);
+	if (idx_owner_check_drop(client, server->servername, database,
+							 collection, name, definition_id))
+		add_pending_drop(DROP_AT_COMMIT, client, server->servername,
+						 database, collection, definition_id);
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(rel, NoLock);
 

@@ -30,7 +30,7 @@
 #define IDX_CATALOG_TABLE		"index_defs"
 
 /* Columns of idxtable.index_defs */
-#define Natts_index_defs				9
+#define Natts_index_defs				10
 #define Anum_index_defs_name			1
 #define Anum_index_defs_tbl				2
 #define Anum_index_defs_keys			3
@@ -40,6 +40,7 @@
 #define Anum_index_defs_state			7
 #define Anum_index_defs_entries			8
 #define Anum_index_defs_distinct_keys	9
+#define Anum_index_defs_definition_id	10
 
 /* Prefix of every index collection; IMPORT FOREIGN SCHEMA skips them */
 #define IDX_COLLECTION_PREFIX	"idxtable."

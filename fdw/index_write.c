@@ -120,6 +120,13 @@ idx_writer_create(Relation rel, IdxTableInfo *info, mongoc_client_t *client,
 		IdxIndexDef *def = lfirst(lc);
 		int			k;
 
+		if (def->owner_problem != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot write to foreign table \"%s\": the collection of its index \"%s\" belongs to another index",
+							RelationGetRelationName(rel), def->name),
+					 errdetail_internal("%s", def->owner_problem),
+					 errhint("Drop the index with idxtable.drop_index().")));
 		if (def->state == IDX_STATE_FAILED)
 			continue;
 		w->queues[w->nindexes].def = def;

@@ -186,7 +186,7 @@ SELECT count(*) FROM idxtable.indexes WHERE name LIKE 'people\_%' AND name NOT L
 \! /usr/bin/python3 test/fixtures/index_collections.py
 -- if the cleanup itself fails, a WARNING says so; a new build of the same
 -- name drops the leftover collection first
-\! /usr/bin/python3 test/fixtures/failpoint.py insert,drop 2 --skip 1
+\! /usr/bin/python3 test/fixtures/failpoint.py insert,drop 2 --times 2
 SELECT show_error($$SELECT idxtable.create_index('people', '{name}', name => 'people_leftover')$$);
 \! /usr/bin/python3 test/fixtures/failpoint.py off
 \! /usr/bin/python3 test/fixtures/index_collections.py | grep leftover

@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_owner.h
+ *		  Names and ownership markers of index collections (index_owner.c).
+ *
+ * An index collection is named idxtable.<fact collection>.<index name>,
+ * and index names contain no "." or "$", so the name says unambiguously
+ * which fact collection and index it serves.  Who owns it is recorded in
+ * the registry collection "idxtable.owners" of the same MongoDB database:
+ * one document per index collection, whose _id is the collection's name
+ * and which names the fact collection, the index, the PostgreSQL cluster
+ * (system identifier), the database (OID and name) and the definition
+ * (index_defs.definition_id, a UUID made by create_index).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_INDEX_OWNER_H
+#define IDXTABLE_INDEX_OWNER_H
+
+#include <mongoc/mongoc.h>
+
+#include "nodes/pg_list.h"
+
+/* The registry of owners; IMPORT FOREIGN SCHEMA skips it ("idxtable.") */
+#define IDX_OWNER_REGISTRY		"idxtable.owners"
+
+/* What create_index found when it claimed an index collection */
+typedef enum IdxClaim
+{
+	IDX_CLAIM_NEW,				/* there was no marker */
+	IDX_CLAIM_LEFTOVER,			/* this database's, of a definition that is
+								 * gone: its collection may be dropped */
+	IDX_CLAIM_ORPHAN			/* a marker whose collection did not exist */
+} IdxClaim;
+
+/* Refuse an index name that cannot be part of a collection name (42602) */
+extern void idx_check_index_name(const char *name);
+
+/* Replace the characters idx_check_index_name() refuses, in place */
+extern void idx_sanitize_index_name(char *name);
+
+/* A new definition identifier (a random UUID, as text) */
+extern char *idx_new_definition_id(void);
+
+/*
+ * create_index: claim "collection" for a definition, or raise an ERROR
+ * naming the owner when it belongs to another.
+ */
+extern IdxClaim idx_owner_claim(mongoc_client_t *client,
+								const char *servername, const char *database,
+								const char *collection, const char *fact,
+								const char *index, const char *definition_id);
+
+/*
+ * create_index: "collection" existed though the claim found no marker (or
+ * an orphan one).  Returns if it may be dropped (empty, claim still ours),
+ * else raises an ERROR.
+ */
+extern void idx_owner_check_unmarked(mongoc_client_t *client,
+									 const char *servername,
+									 const char *database,
+									 const char *collection,
+									 const char *definition_id,
+									 IdxClaim claim);
+
+/*
+ * drop_index: is the marker of "collection" this definition's?  If not, a
+ * WARNING says that the collection stays, and false is returned.
+ */
+extern bool idx_owner_check_drop(mongoc_client_t *client,
+								 const char *servername, const char *database,
+								 const char *collection, const char *index,
+								 const char *definition_id);
+
+/*
+ * Delete the marker of "collection" if it is still this definition's;
+ * true if it was deleted.  Errors are returned in *error, never raised
+ * (abort callbacks use it too).
+ */
+extern bool idx_owner_release(mongoc_client_t *client, const char *database,
+							  const char *collection,
+							  const char *definition_id, bson_error_t *error);
+
+/*
+ * Routing: mark the definitions (IdxIndexDef) of a table whose collection
+ * is not theirs as failed, with a WARNING once per backend.  Each index
+ * is checked once per backend.
+ */
+extern void idx_owner_check_indexes(Oid relid, List *defs);
+
+#endif							/* IDXTABLE_INDEX_OWNER_H */
