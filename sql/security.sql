@@ -151,6 +151,18 @@ SELECT * FROM regress_sec.v_rows WHERE k = 'c';
 SET ROLE regress_sec_owner;
 SELECT * FROM regress_sec.rows ORDER BY _id;
 SELECT * FROM idxtable.verify_index('regress_sec_rows_k');
+-- a row routed to a foreign partition: the partitioned table's entry
+-- decides (the partition has none of its own)
+CREATE TABLE regress_sec.parent (_id text, k text, v int) PARTITION BY LIST (k);
+CREATE FOREIGN TABLE regress_sec.part_d PARTITION OF regress_sec.parent
+  FOR VALUES IN ('d') SERVER sec_srv
+  OPTIONS (database 'idxtable_security', collection 'parts');
+DELETE FROM regress_sec.part_d;
+CREATE VIEW regress_sec.v_parent AS SELECT * FROM regress_sec.parent;
+GRANT SELECT, INSERT ON regress_sec.v_parent TO regress_sec_reader;
+SET ROLE regress_sec_reader;
+INSERT INTO regress_sec.v_parent VALUES ('4', 'd', 4);
+SELECT * FROM regress_sec.v_parent;
 -- ANALYZE connects as the table's owner, whoever runs it (this superuser
 -- has no user mapping for sec_srv)
 RESET ROLE;
@@ -159,6 +171,7 @@ ANALYZE regress_sec.rows;
 -- clean up
 SET ROLE regress_sec_owner;
 DELETE FROM regress_sec.rows;
+DELETE FROM regress_sec.part_d;
 SELECT idxtable.drop_index('regress_sec_rows_k');
 RESET ROLE;
 DROP SCHEMA regress_sec CASCADE;
