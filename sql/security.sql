@@ -64,6 +64,19 @@ SELECT count(*) FROM regress_sec.numbers;
 DROP USER MAPPING FOR CURRENT_USER SERVER sec_srv;
 ALTER USER MAPPING FOR regress_sec_owner SERVER sec_srv
   OPTIONS (DROP password_required);
+-- a client a superuser opened through a PUBLIC mapping without a password
+-- is not handed to a non-superuser in the same session
+CREATE SERVER sec_pub FOREIGN DATA WRAPPER idxtable_fdw
+  OPTIONS (uri :'mongo_uri', database 'idxtable_regress');
+CREATE USER MAPPING FOR PUBLIC SERVER sec_pub;
+CREATE FOREIGN TABLE regress_sec.pub_numbers (id int OPTIONS (field '_id'))
+  SERVER sec_pub OPTIONS (collection 'numbers');
+GRANT SELECT ON regress_sec.pub_numbers TO regress_sec_owner;
+SELECT split_part(show_error('SELECT count(*) FROM regress_sec.pub_numbers'), E'\n', 1) AS error;
+SET ROLE regress_sec_owner;
+SELECT show_error('SELECT count(*) FROM regress_sec.pub_numbers');
+RESET ROLE;
+DROP SERVER sec_pub CASCADE;
 SET ROLE regress_sec_owner;
 -- an authentication mechanism without a password is refused for a
 -- non-superuser, even on the server its owner made
