@@ -256,7 +256,7 @@ add_session_token(mongoc_uri_t *uri, const char *token)
 	{
 		while (bson_iter_next(&iter))
 		{
-			if (strcasecmp(bson_iter_key(&iter), "AWS_SESSION_TOKEN") != 0)
+			if (pg_strcasecmp(bson_iter_key(&iter), "AWS_SESSION_TOKEN") != 0)
 				bson_append_iter(&merged, bson_iter_key(&iter), -1, &iter);
 		}
 	}
