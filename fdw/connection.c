@@ -44,6 +44,8 @@ typedef struct IdxConnEntry
 	uint32		server_hashvalue;	/* syscache hash of the server row */
 	uint32		mapping_hashvalue;	/* syscache hash of the user mapping */
 	int			active_scans;	/* scans currently using the client */
+	bool		superuser_only; /* trust rules not yet checked for a
+								 * non-superuser (trust.c) */
 } IdxConnEntry;
 
 static HTAB *ConnectionHash = NULL;
@@ -247,6 +249,18 @@ disconnect_entry(IdxConnEntry *entry)
 }
 
 /*
+ * A client made for a superuser, now wanted by a non-superuser through the
+ * same user mapping (a PUBLIC one, or after a SECURITY DEFINER function):
+ * apply the trust rules the connection skipped, by building the URI again.
+ */
+static void
+recheck_trust(IdxConnEntry *entry, ForeignServer *server, UserMapping *user)
+{
+	mongoc_uri_destroy(build_uri(server, user));
+	entry->superuser_only = false;
+}
+
+/*
  * Return the cached client for (server, user mapping), connecting on first
  * use or after the options changed.
  */
@@ -280,7 +294,10 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 			GetSysCacheHashValue1(USERMAPPINGOID,
 								  ObjectIdGetDatum(user->umid));
 		entry->client = connect_client(server, user);
+		entry->superuser_only = superuser_arg(user->userid);
 	}
+	else if (entry->superuser_only && !superuser_arg(user->userid))
+		recheck_trust(entry, server, user);
 	return entry->client;
 }
 

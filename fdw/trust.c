@@ -208,17 +208,6 @@ idx_check_server_uri(const mongoc_uri_t *uri)
 }
 
 /*
- * Is "name" one of the user mapping options this file handles?
- */
-bool
-idx_is_trust_mapping_option(const char *name)
-{
-	return strcmp(name, OPT_PASSWORD_REQUIRED) == 0 ||
-		strcmp(name, OPT_TLS_KEY_PASSWORD) == 0 ||
-		strcmp(name, OPT_AWS_SESSION_TOKEN) == 0;
-}
-
-/*
  * Validator checks of a user mapping's (complete) option list.  ALTER
  * USER MAPPING passes the resulting list, so a non-superuser can neither
  * drop the password nor keep a password_required 'false' a superuser set
@@ -267,7 +256,7 @@ add_session_token(mongoc_uri_t *uri, const char *token)
 	{
 		while (bson_iter_next(&iter))
 		{
-			if (strcasecmp(bson_iter_key(&iter), "AWS_SESSION_TOKEN") != 0)
+			if (pg_strcasecmp(bson_iter_key(&iter), "AWS_SESSION_TOKEN") != 0)
 				bson_append_iter(&merged, bson_iter_key(&iter), -1, &iter);
 		}
 	}

@@ -27,9 +27,6 @@ extern void idx_check_server_uri(const mongoc_uri_t *uri);
  */
 extern void idx_check_mapping_options(List *options);
 
-/* Is "name" a user mapping option handled here (password_required, ...)? */
-extern bool idx_is_trust_mapping_option(const char *name);
-
 /* Copy the secrets of a user mapping into the URI used to connect */
 extern void idx_apply_mapping_secrets(mongoc_uri_t *uri, List *options);
 

@@ -64,6 +64,19 @@ SELECT count(*) FROM regress_sec.numbers;
 DROP USER MAPPING FOR CURRENT_USER SERVER sec_srv;
 ALTER USER MAPPING FOR regress_sec_owner SERVER sec_srv
   OPTIONS (DROP password_required);
+-- a client a superuser opened through a PUBLIC mapping without a password
+-- is not handed to a non-superuser in the same session
+CREATE SERVER sec_pub FOREIGN DATA WRAPPER idxtable_fdw
+  OPTIONS (uri :'mongo_uri', database 'idxtable_regress');
+CREATE USER MAPPING FOR PUBLIC SERVER sec_pub;
+CREATE FOREIGN TABLE regress_sec.pub_numbers (id int OPTIONS (field '_id'))
+  SERVER sec_pub OPTIONS (collection 'numbers');
+GRANT SELECT ON regress_sec.pub_numbers TO regress_sec_owner;
+SELECT split_part(show_error('SELECT count(*) FROM regress_sec.pub_numbers'), E'\n', 1) AS error;
+SET ROLE regress_sec_owner;
+SELECT show_error('SELECT count(*) FROM regress_sec.pub_numbers');
+RESET ROLE;
+DROP SERVER sec_pub CASCADE;
 SET ROLE regress_sec_owner;
 -- an authentication mechanism without a password is refused for a
 -- non-superuser, even on the server its owner made
@@ -151,6 +164,18 @@ SELECT * FROM regress_sec.v_rows WHERE k = 'c';
 SET ROLE regress_sec_owner;
 SELECT * FROM regress_sec.rows ORDER BY _id;
 SELECT * FROM idxtable.verify_index('regress_sec_rows_k');
+-- a row routed to a foreign partition: the partitioned table's entry
+-- decides (the partition has none of its own)
+CREATE TABLE regress_sec.parent (_id text, k text, v int) PARTITION BY LIST (k);
+CREATE FOREIGN TABLE regress_sec.part_d PARTITION OF regress_sec.parent
+  FOR VALUES IN ('d') SERVER sec_srv
+  OPTIONS (database 'idxtable_security', collection 'parts');
+DELETE FROM regress_sec.part_d;
+CREATE VIEW regress_sec.v_parent AS SELECT * FROM regress_sec.parent;
+GRANT SELECT, INSERT ON regress_sec.v_parent TO regress_sec_reader;
+SET ROLE regress_sec_reader;
+INSERT INTO regress_sec.v_parent VALUES ('4', 'd', 4);
+SELECT * FROM regress_sec.v_parent;
 -- ANALYZE connects as the table's owner, whoever runs it (this superuser
 -- has no user mapping for sec_srv)
 RESET ROLE;
@@ -159,6 +184,7 @@ ANALYZE regress_sec.rows;
 -- clean up
 SET ROLE regress_sec_owner;
 DELETE FROM regress_sec.rows;
+DELETE FROM regress_sec.part_d;
 SELECT idxtable.drop_index('regress_sec_rows_k');
 RESET ROLE;
 DROP SCHEMA regress_sec CASCADE;
