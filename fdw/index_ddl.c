@@ -51,7 +51,6 @@
 
 #include "access/relation.h"
 #include "access/xact.h"
-#include "catalog/objectaddress.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
@@ -761,21 +760,28 @@ open_foreign_table(Oid relid, LOCKMODE lockmode)
 static void
 check_table_privilege(Oid relid, AclMode privilege)
 {
-	char	   *relname = get_rel_name(relid);
-	ObjectType	objtype;
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Form_pg_class classform;
+	AclResult	aclresult = ACLCHECK_OK;
 
-	if (relname == NULL)
+	if (!HeapTupleIsValid(tuple))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
-	objtype = get_relkind_objtype(get_rel_relkind(relid));
+	classform = (Form_pg_class) GETSTRUCT(tuple);
 	if (privilege == ACL_NO_RIGHTS)
 	{
 		if (!pg_class_ownercheck(relid, GetUserId()))
-			aclcheck_error(ACLCHECK_NOT_OWNER, objtype, relname);
+			aclresult = ACLCHECK_NOT_OWNER;
 	}
 	else if (pg_class_aclcheck(relid, GetUserId(), privilege) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, objtype, relname);
+		aclresult = ACLCHECK_NO_PRIV;
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult,
+					   classform->relkind == RELKIND_FOREIGN_TABLE ?
+					   OBJECT_FOREIGN_TABLE : OBJECT_TABLE,
+					   NameStr(classform->relname));
+	ReleaseSysCache(tuple);
 }
 
 /*

@@ -100,9 +100,14 @@ DROP USER MAPPING FOR CURRENT_USER SERVER regress_seccat_srv;
 SELECT idxtable.drop_index('m_t_k_named');
 SELECT idxtable.drop_index('m_t_k_idx');
 DELETE FROM m_t;
+-- the event trigger that forgets a dropped table's definitions, under the
+-- same search_path
+SET search_path = public, pg_catalog;
+DROP FOREIGN TABLE m_t;
+SELECT rolname, rolsuper FROM pg_roles WHERE rolname = session_user;
+RESET search_path;
 DROP OPERATOR public.= (text, text);
 DROP FUNCTION public.texteq(text, text);
-DROP FOREIGN TABLE m_t;
 DROP USER MAPPING FOR CURRENT_USER SERVER regress_seccat_srv;
 \c - :regress_superuser
 REVOKE CREATE ON SCHEMA public FROM regress_seccat_owner;
