@@ -660,7 +660,7 @@ judge(const char *key, const IdxIndexDef *def, const bson_t *doc)
 
 	if (v->problem)
 		ereport(WARNING,
-				(errmsg("index \"%s\" on foreign table \"%s\" cannot be used: its collection belongs to another index",
+				(errmsg("index \"%s\" on foreign table \"%s\" cannot be used: its index collection does not carry its ownership marker",
 						def->name, get_rel_name(def->relid)),
 				 errdetail_internal("%s", v->problem),
 				 errhint("Drop it with idxtable.drop_index() and create it under another name.")));
