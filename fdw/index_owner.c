@@ -42,10 +42,18 @@
  * Routing checks the markers of a table's indexes with one find per table,
  * once per backend per definition (the result is cached with the server,
  * database, collection and definition id as key, so a re-created
- * definition is checked again).  An index whose marker is missing or not
- * its own is unusable, with a WARNING once; writes through the FDW that
- * would maintain it fail (index_write.c) rather than write into a
- * collection that is not the index's.
+ * definition is checked again).  An index whose marker is missing or names
+ * another definition is unusable, with a WARNING once; writes through the
+ * FDW that would maintain it fail (index_write.c) rather than write into a
+ * collection that is not the index's.  Routing asks for the definition
+ * only, not the cluster and database: the definition id travels with
+ * pg_dump (index_defs is dumped) and pg_upgrade (which gives the cluster a
+ * new system identifier), and a copy of a definition computes exactly the
+ * entries the original does, so it may read and maintain them.  Dropping
+ * is the owner's alone: drop_index drops a collection only if the marker
+ * names this cluster, this database and this definition, so a restored
+ * copy never drops the original's collection (it leaves it, with a
+ * WARNING).
  *
  *-------------------------------------------------------------------------
  */
@@ -651,7 +659,8 @@ judge(const char *key, const IdxIndexDef *def, const bson_t *doc)
 	else
 	{
 		parse_marker(doc, &m);
-		if (!marker_is_definition(&m, def->definition_id))
+		/* the definition, wherever its copy lives (see the file header) */
+		if (strcmp(m.definition, def->definition_id) != 0)
 			v->problem = psprintf(_("Index collection \"%s\" is not this index's. %s"),
 								  def->collection, describe_marker(&m));
 	}

@@ -100,15 +100,24 @@ SELECT * FROM our_markers ORDER BY _id;
 
 --
 -- 3. routing checks the marker once per backend: an index whose marker
--- was changed behind its back is unusable (a WARNING once), queries fall
--- back to a plain scan, writes that would maintain it fail, drop_index
--- leaves the collection
+-- names another definition (changed behind its back) is unusable (a
+-- WARNING once), queries fall back to a plain scan, writes that would
+-- maintain it fail, drop_index leaves the collection
 --
 SET idxtable.enable_plain_scan = off;
 EXPLAIN (COSTS OFF) SELECT secret FROM a WHERE x = 'k';
 SELECT secret FROM a WHERE x = 'k' ORDER BY 1;
+-- the same definition in another cluster and database (a copy restored
+-- by pg_dump, or this database after pg_upgrade) may still use it
 UPDATE owners SET system = '1234567890123456789', database_oid = 16384,
-                  database = 'otherdb', definition = '11111111-2222-3333-4444-555555555555'
+                  database = 'otherdb'
+ WHERE _id = 'idxtable.sn.col.x.y';
+\c
+SET search_path = sn, public;
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF) SELECT secret FROM a WHERE x = 'k';
+-- another definition may not
+UPDATE owners SET definition = '11111111-2222-3333-4444-555555555555'
  WHERE _id = 'idxtable.sn.col.x.y';
 -- this backend has checked it already
 EXPLAIN (COSTS OFF) SELECT secret FROM a WHERE x = 'k';
@@ -137,6 +146,17 @@ SELECT _id, database FROM owners WHERE _id = 'idxtable.sn.col.x.y';
 CREATE FOREIGN TABLE nomarker_entries (_id json, id int) SERVER mongo
   OPTIONS (collection 'idxtable.snt.nomarker');
 SELECT count(*) FROM nomarker_entries;
+-- nor does a copy of the definition drop the collection of the original
+SELECT idxtable.create_index('t', '{k}', name => 'copy');
+UPDATE owners SET system = '1234567890123456789', database_oid = 16384,
+                  database = 'otherdb'
+ WHERE _id = 'idxtable.snt.copy';
+\set VERBOSITY terse
+SELECT idxtable.drop_index('copy');
+\set VERBOSITY default
+CREATE FOREIGN TABLE copy_entries (_id json, id int) SERVER mongo
+  OPTIONS (collection 'idxtable.snt.copy');
+SELECT count(*) FROM copy_entries;
 
 --
 -- 4. markers are not in the index collections: IS NULL lookups (which
@@ -171,6 +191,7 @@ SELECT _id FROM owners WHERE _id LIKE 'idxtable.sn%' ORDER BY _id;
 DELETE FROM owners WHERE _id LIKE 'idxtable.sn%';
 DELETE FROM y_entries;
 DELETE FROM nomarker_entries;
+DELETE FROM copy_entries;
 DELETE FROM taken;
 DELETE FROM a;
 DELETE FROM b;
