@@ -233,6 +233,7 @@ read_marker(mongoc_client_t *client, const char *servername,
 	mongoc_collection_t *registry;
 	mongoc_cursor_t *cursor;
 	bson_t		filter = BSON_INITIALIZER;
+	bson_error_t error;
 	const bson_t *doc;
 	bool		found = false;
 
@@ -248,7 +249,7 @@ read_marker(mongoc_client_t *client, const char *servername,
 			parse_marker(doc, m);
 			found = true;
 		}
-		else if (mongoc_cursor_error(cursor, NULL))
+		else if (mongoc_cursor_error(cursor, &error))
 			idx_report_cursor_error(cursor, servername,
 									psprintf("reading the ownership marker of index collection \"%s\"",
 											 collection));
@@ -334,6 +335,7 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t	   *opts = BCON_NEW("limit", BCON_INT64(1),
 								"projection", "{", "_id", BCON_INT32(1), "}");
+	bson_error_t error;
 	const bson_t *doc;
 	bool		any = false;
 
@@ -343,7 +345,7 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 	PG_TRY();
 	{
 		any = mongoc_cursor_next(cursor, &doc);
-		if (!any && mongoc_cursor_error(cursor, NULL))
+		if (!any && mongoc_cursor_error(cursor, &error))
 			idx_report_cursor_error(cursor, servername,
 									psprintf("reading collection \"%s\"",
 											 collection));
@@ -452,7 +454,7 @@ report_taken(const char *database, const char *collection,
 			 const OwnerMarker *m)
 {
 	ereport(ERROR,
-			(errcode(ERRCODE_DUPLICATE_OBJECT),
+			(errcode(ERRCODE_DUPLICATE_TABLE),
 			 errmsg("index collection \"%s\" of database \"%s\" belongs to another index",
 					collection, database),
 			 errdetail_internal("%s", describe_marker(m)),
@@ -535,7 +537,7 @@ idx_owner_check_unmarked(mongoc_client_t *client, const char *servername,
 						collection, database)));
 	if (collection_has_documents(client, servername, database, collection))
 		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				(errcode(ERRCODE_DUPLICATE_TABLE),
 				 errmsg("collection \"%s\" of database \"%s\" already exists and holds documents",
 						collection, database),
 				 errdetail("It has no ownership marker in \"%s\", so it may belong to another index or application.",
@@ -677,6 +679,53 @@ judge(const char *key, const IdxIndexDef *def, const bson_t *doc)
 }
 
 /*
+ * The filter {_id: {$in: [<collections of defs>]}} (caller destroys it).
+ */
+static bson_t *
+collections_filter(List *defs)
+{
+	bson_t	   *filter = bson_new();
+	bson_t		cond,
+				names;
+	ListCell   *lc;
+	int			i = 0;
+
+	BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &cond);
+	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &names);
+	foreach(lc, defs)
+	{
+		char		idx[16];
+
+		snprintf(idx, sizeof(idx), "%d", i++);
+		BSON_APPEND_UTF8(&names, idx,
+						 ((IdxIndexDef *) lfirst(lc))->collection);
+	}
+	bson_append_array_end(&cond, &names);
+	bson_append_document_end(filter, &cond);
+	return filter;
+}
+
+/*
+ * The marker of "collection" among "docs", or NULL.
+ */
+static const bson_t *
+marker_of(List *docs, const char *collection)
+{
+	ListCell   *lc;
+
+	foreach(lc, docs)
+	{
+		bson_iter_t iter;
+
+		if (bson_iter_init_find(&iter, lfirst(lc), "_id") &&
+			BSON_ITER_HOLDS_UTF8(&iter) &&
+			strcmp(bson_iter_utf8(&iter, NULL), collection) == 0)
+			return lfirst(lc);
+	}
+	return NULL;
+}
+
+/*
  * Read the markers of "defs" (of one table, so of one database) with one
  * find, and judge each.
  */
@@ -688,54 +737,30 @@ read_verdicts(Oid relid, Oid serverid, List *defs)
 	const IdxIndexDef *first = (const IdxIndexDef *) linitial(defs);
 	mongoc_collection_t *registry;
 	mongoc_cursor_t *cursor;
-	bson_t		filter = BSON_INITIALIZER;
-	bson_t		cond,
-				names;
+	bson_t	   *filter = collections_filter(defs);
+	bson_error_t error;
 	const bson_t *doc;
 	List	   *docs = NIL;
 	ListCell   *lc;
-	int			i = 0;
-
-	BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &cond);
-	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &names);
-	foreach(lc, defs)
-	{
-		char		idx[16];
-
-		snprintf(idx, sizeof(idx), "%d", i++);
-		BSON_APPEND_UTF8(&names, idx, ((IdxIndexDef *) lfirst(lc))->collection);
-	}
-	bson_append_array_end(&cond, &names);
-	bson_append_document_end(&filter, &cond);
 
 	registry = mongoc_client_get_collection(client, first->database,
 											IDX_OWNER_REGISTRY);
-	cursor = mongoc_collection_find_with_opts(registry, &filter, NULL, NULL);
-	bson_destroy(&filter);
+	cursor = mongoc_collection_find_with_opts(registry, filter, NULL, NULL);
+	bson_destroy(filter);
 	PG_TRY();
 	{
 		while (mongoc_cursor_next(cursor, &doc))
 			docs = lappend(docs, bson_copy(doc));
-		if (mongoc_cursor_error(cursor, NULL))
+		if (mongoc_cursor_error(cursor, &error))
 			idx_report_cursor_error(cursor, server->servername,
 									psprintf("reading the ownership markers of the indexes of foreign table \"%s\"",
 											 get_rel_name(relid)));
 		foreach(lc, defs)
 		{
 			IdxIndexDef *def = (IdxIndexDef *) lfirst(lc);
-			bson_t	   *found = NULL;
-			ListCell   *dc;
 
-			foreach(dc, docs)
-			{
-				bson_iter_t iter;
-
-				if (bson_iter_init_find(&iter, lfirst(dc), "_id") &&
-					BSON_ITER_HOLDS_UTF8(&iter) &&
-					strcmp(bson_iter_utf8(&iter, NULL), def->collection) == 0)
-					found = lfirst(dc);
-			}
-			judge(verdict_key(serverid, def), def, found);
+			judge(verdict_key(serverid, def), def,
+				  marker_of(docs, def->collection));
 		}
 	}
 	PG_FINALLY();
