@@ -68,7 +68,6 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "connection.h"
@@ -178,10 +177,7 @@ make_marker(const char *collection, const char *fact, const char *index,
 		BSON_APPEND_INT64(doc, "database_oid", (int64) MyDatabaseId) &&
 		BSON_APPEND_UTF8(doc, "database", dbname ? dbname : "") &&
 		BSON_APPEND_UTF8(doc, "definition", definition_id) &&
-		BSON_APPEND_DATE_TIME(doc, "created",
-							  (int64) (GetCurrentTimestamp() / 1000 +
-									   (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
-									   (int64) SECS_PER_DAY * 1000));
+		bson_append_now_utc(doc, "created", -1);
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -418,7 +414,6 @@ insert_marker(mongoc_client_t *client, const char *servername,
 	bson_iter_t iter;
 	bool		ok;
 	int64		upserted = 0;
-
 
 	BSON_APPEND_UTF8(&selector, "_id", collection);
 	/* the _id comes from the selector */
