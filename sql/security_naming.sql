@@ -116,6 +116,9 @@ UPDATE owners SET system = '1234567890123456789', database_oid = 16384,
 SET search_path = sn, public;
 SET idxtable.enable_plain_scan = off;
 EXPLAIN (COSTS OFF) SELECT secret FROM a WHERE x = 'k';
+-- and maintain it
+INSERT INTO a VALUES (4, 'k', 'secret4');
+SELECT count(*) FROM y_entries;
 -- another definition may not
 UPDATE owners SET definition = '11111111-2222-3333-4444-555555555555'
  WHERE _id = 'idxtable.sn.col.x.y';
@@ -126,7 +129,7 @@ SET search_path = sn, public;
 SET idxtable.enable_plain_scan = off;
 EXPLAIN (COSTS OFF) SELECT secret FROM a WHERE x = 'k';
 SELECT secret FROM a WHERE x = 'k' ORDER BY 1;
-SELECT show_error($$INSERT INTO a VALUES (4, 'k', 'mine')$$);
+SELECT show_error($$INSERT INTO a VALUES (5, 'k', 'mine')$$);
 SELECT show_error($$UPDATE a SET x = 'z' WHERE id = 1$$);
 SELECT show_error($$SELECT * FROM idxtable.verify_index('y')$$);
 SELECT count(*) FROM a;
