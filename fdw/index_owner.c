@@ -566,7 +566,7 @@ idx_owner_check_drop(mongoc_client_t *client, const char *servername,
 				(errmsg("index collection \"%s\" of database \"%s\" is left in MongoDB",
 						collection, database),
 				 errdetail_internal("%s", describe_marker(&m)),
-				 errhint("Index \"%s\" is dropped; the collection belongs to another index.",
+				 errhint("Index \"%s\" is dropped; only the database that the marker names drops the collection.",
 						 index)));
 		return false;
 	}
