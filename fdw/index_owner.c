@@ -42,10 +42,18 @@
  * Routing checks the markers of a table's indexes with one find per table,
  * once per backend per definition (the result is cached with the server,
  * database, collection and definition id as key, so a re-created
- * definition is checked again).  An index whose marker is missing or not
- * its own is unusable, with a WARNING once; writes through the FDW that
- * would maintain it fail (index_write.c) rather than write into a
- * collection that is not the index's.
+ * definition is checked again).  An index whose marker is missing or names
+ * another definition is unusable, with a WARNING once; writes through the
+ * FDW that would maintain it fail (index_write.c) rather than write into a
+ * collection that is not the index's.  Routing asks for the definition
+ * only, not the cluster and database: the definition id travels with
+ * pg_dump (index_defs is dumped) and pg_upgrade (which gives the cluster a
+ * new system identifier), and a copy of a definition computes exactly the
+ * entries the original does, so it may read and maintain them.  Dropping
+ * is the owner's alone: drop_index drops a collection only if the marker
+ * names this cluster, this database and this definition, so a restored
+ * copy never drops the original's collection (it leaves it, with a
+ * WARNING).
  *
  *-------------------------------------------------------------------------
  */
@@ -60,7 +68,6 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "connection.h"
@@ -170,10 +177,7 @@ make_marker(const char *collection, const char *fact, const char *index,
 		BSON_APPEND_INT64(doc, "database_oid", (int64) MyDatabaseId) &&
 		BSON_APPEND_UTF8(doc, "database", dbname ? dbname : "") &&
 		BSON_APPEND_UTF8(doc, "definition", definition_id) &&
-		BSON_APPEND_DATE_TIME(doc, "created",
-							  (int64) (GetCurrentTimestamp() / 1000 +
-									   (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
-									   (int64) SECS_PER_DAY * 1000));
+		bson_append_now_utc(doc, "created", -1);
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -225,6 +229,7 @@ read_marker(mongoc_client_t *client, const char *servername,
 	mongoc_collection_t *registry;
 	mongoc_cursor_t *cursor;
 	bson_t		filter = BSON_INITIALIZER;
+	bson_error_t error;
 	const bson_t *doc;
 	bool		found = false;
 
@@ -240,7 +245,7 @@ read_marker(mongoc_client_t *client, const char *servername,
 			parse_marker(doc, m);
 			found = true;
 		}
-		else if (mongoc_cursor_error(cursor, NULL))
+		else if (mongoc_cursor_error(cursor, &error))
 			idx_report_cursor_error(cursor, servername,
 									psprintf("reading the ownership marker of index collection \"%s\"",
 											 collection));
@@ -326,6 +331,7 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t	   *opts = BCON_NEW("limit", BCON_INT64(1),
 								"projection", "{", "_id", BCON_INT32(1), "}");
+	bson_error_t error;
 	const bson_t *doc;
 	bool		any = false;
 
@@ -335,7 +341,7 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 	PG_TRY();
 	{
 		any = mongoc_cursor_next(cursor, &doc);
-		if (!any && mongoc_cursor_error(cursor, NULL))
+		if (!any && mongoc_cursor_error(cursor, &error))
 			idx_report_cursor_error(cursor, servername,
 									psprintf("reading collection \"%s\"",
 											 collection));
@@ -409,7 +415,6 @@ insert_marker(mongoc_client_t *client, const char *servername,
 	bool		ok;
 	int64		upserted = 0;
 
-
 	BSON_APPEND_UTF8(&selector, "_id", collection);
 	/* the _id comes from the selector */
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$setOnInsert", &fields);
@@ -444,7 +449,7 @@ report_taken(const char *database, const char *collection,
 			 const OwnerMarker *m)
 {
 	ereport(ERROR,
-			(errcode(ERRCODE_DUPLICATE_OBJECT),
+			(errcode(ERRCODE_DUPLICATE_TABLE),
 			 errmsg("index collection \"%s\" of database \"%s\" belongs to another index",
 					collection, database),
 			 errdetail_internal("%s", describe_marker(m)),
@@ -527,7 +532,7 @@ idx_owner_check_unmarked(mongoc_client_t *client, const char *servername,
 						collection, database)));
 	if (collection_has_documents(client, servername, database, collection))
 		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				(errcode(ERRCODE_DUPLICATE_TABLE),
 				 errmsg("collection \"%s\" of database \"%s\" already exists and holds documents",
 						collection, database),
 				 errdetail("It has no ownership marker in \"%s\", so it may belong to another index or application.",
@@ -561,7 +566,7 @@ idx_owner_check_drop(mongoc_client_t *client, const char *servername,
 				(errmsg("index collection \"%s\" of database \"%s\" is left in MongoDB",
 						collection, database),
 				 errdetail_internal("%s", describe_marker(&m)),
-				 errhint("Index \"%s\" is dropped; the collection belongs to another index.",
+				 errhint("Index \"%s\" is dropped; only the database that the marker names drops the collection.",
 						 index)));
 		return false;
 	}
@@ -651,7 +656,8 @@ judge(const char *key, const IdxIndexDef *def, const bson_t *doc)
 	else
 	{
 		parse_marker(doc, &m);
-		if (!marker_is_definition(&m, def->definition_id))
+		/* the definition, wherever its copy lives (see the file header) */
+		if (strcmp(m.definition, def->definition_id) != 0)
 			v->problem = psprintf(_("Index collection \"%s\" is not this index's. %s"),
 								  def->collection, describe_marker(&m));
 	}
@@ -660,11 +666,58 @@ judge(const char *key, const IdxIndexDef *def, const bson_t *doc)
 
 	if (v->problem)
 		ereport(WARNING,
-				(errmsg("index \"%s\" on foreign table \"%s\" cannot be used: its collection belongs to another index",
+				(errmsg("index \"%s\" on foreign table \"%s\" cannot be used: its index collection does not carry its ownership marker",
 						def->name, get_rel_name(def->relid)),
 				 errdetail_internal("%s", v->problem),
 				 errhint("Drop it with idxtable.drop_index() and create it under another name.")));
 	return v;
+}
+
+/*
+ * The filter {_id: {$in: [<collections of defs>]}} (caller destroys it).
+ */
+static bson_t *
+collections_filter(List *defs)
+{
+	bson_t	   *filter = bson_new();
+	bson_t		cond,
+				names;
+	ListCell   *lc;
+	int			i = 0;
+
+	BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &cond);
+	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &names);
+	foreach(lc, defs)
+	{
+		char		idx[16];
+
+		snprintf(idx, sizeof(idx), "%d", i++);
+		BSON_APPEND_UTF8(&names, idx,
+						 ((IdxIndexDef *) lfirst(lc))->collection);
+	}
+	bson_append_array_end(&cond, &names);
+	bson_append_document_end(filter, &cond);
+	return filter;
+}
+
+/*
+ * The marker of "collection" among "docs", or NULL.
+ */
+static const bson_t *
+marker_of(List *docs, const char *collection)
+{
+	ListCell   *lc;
+
+	foreach(lc, docs)
+	{
+		bson_iter_t iter;
+
+		if (bson_iter_init_find(&iter, lfirst(lc), "_id") &&
+			BSON_ITER_HOLDS_UTF8(&iter) &&
+			strcmp(bson_iter_utf8(&iter, NULL), collection) == 0)
+			return lfirst(lc);
+	}
+	return NULL;
 }
 
 /*
@@ -679,54 +732,30 @@ read_verdicts(Oid relid, Oid serverid, List *defs)
 	const IdxIndexDef *first = (const IdxIndexDef *) linitial(defs);
 	mongoc_collection_t *registry;
 	mongoc_cursor_t *cursor;
-	bson_t		filter = BSON_INITIALIZER;
-	bson_t		cond,
-				names;
+	bson_t	   *filter = collections_filter(defs);
+	bson_error_t error;
 	const bson_t *doc;
 	List	   *docs = NIL;
 	ListCell   *lc;
-	int			i = 0;
-
-	BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &cond);
-	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &names);
-	foreach(lc, defs)
-	{
-		char		idx[16];
-
-		snprintf(idx, sizeof(idx), "%d", i++);
-		BSON_APPEND_UTF8(&names, idx, ((IdxIndexDef *) lfirst(lc))->collection);
-	}
-	bson_append_array_end(&cond, &names);
-	bson_append_document_end(&filter, &cond);
 
 	registry = mongoc_client_get_collection(client, first->database,
 											IDX_OWNER_REGISTRY);
-	cursor = mongoc_collection_find_with_opts(registry, &filter, NULL, NULL);
-	bson_destroy(&filter);
+	cursor = mongoc_collection_find_with_opts(registry, filter, NULL, NULL);
+	bson_destroy(filter);
 	PG_TRY();
 	{
 		while (mongoc_cursor_next(cursor, &doc))
 			docs = lappend(docs, bson_copy(doc));
-		if (mongoc_cursor_error(cursor, NULL))
+		if (mongoc_cursor_error(cursor, &error))
 			idx_report_cursor_error(cursor, server->servername,
 									psprintf("reading the ownership markers of the indexes of foreign table \"%s\"",
 											 get_rel_name(relid)));
 		foreach(lc, defs)
 		{
 			IdxIndexDef *def = (IdxIndexDef *) lfirst(lc);
-			bson_t	   *found = NULL;
-			ListCell   *dc;
 
-			foreach(dc, docs)
-			{
-				bson_iter_t iter;
-
-				if (bson_iter_init_find(&iter, lfirst(dc), "_id") &&
-					BSON_ITER_HOLDS_UTF8(&iter) &&
-					strcmp(bson_iter_utf8(&iter, NULL), def->collection) == 0)
-					found = lfirst(dc);
-			}
-			judge(verdict_key(serverid, def), def, found);
+			judge(verdict_key(serverid, def), def,
+				  marker_of(docs, def->collection));
 		}
 	}
 	PG_FINALLY();

@@ -123,7 +123,7 @@ idx_writer_create(Relation rel, IdxTableInfo *info, mongoc_client_t *client,
 		if (def->owner_problem != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("cannot write to foreign table \"%s\": the collection of its index \"%s\" belongs to another index",
+					 errmsg("cannot write to foreign table \"%s\": the collection of its index \"%s\" does not carry the index's ownership marker",
 							RelationGetRelationName(rel), def->name),
 					 errdetail_internal("%s", def->owner_problem),
 					 errhint("Drop the index with idxtable.drop_index().")));
