@@ -68,7 +68,7 @@ CREATE FOREIGN TABLE taken (_id int, v text) SERVER mongo
   OPTIONS (collection 'idxtable.snt.taken');
 INSERT INTO taken VALUES (1, 'theirs'), (2, 'theirs'), (3, 'theirs');
 INSERT INTO owners VALUES ('idxtable.snt.taken', 'snt', 'taken', '1234567890123456789',
-                           16384, 'otherdb', '11111111-2222-3333-4444-555555555555');
+                           99, 'otherdb', '11111111-2222-3333-4444-555555555555');
 SELECT count(*) FROM taken;
 SELECT show_error($$SELECT idxtable.create_index('t', '{k}', name => 'taken')$$);
 SELECT count(*) FROM taken;
@@ -88,7 +88,7 @@ SELECT idxtable.create_index('t', '{k}', name => 'unmarked');
 SELECT entries FROM idxtable.indexes WHERE name = 'unmarked';
 -- so is a marker whose collection does not exist
 INSERT INTO owners VALUES ('idxtable.snt.orphan', 'snt', 'orphan', '1234567890123456789',
-                           16384, 'otherdb', '11111111-2222-3333-4444-555555555555');
+                           99, 'otherdb', '11111111-2222-3333-4444-555555555555');
 SELECT idxtable.create_index('t', '{k}', name => 'orphan');
 -- and a leftover of this database's: the table is dropped (its definitions
 -- go, its collections stay), then the same index is created again
@@ -109,7 +109,7 @@ EXPLAIN (COSTS OFF) SELECT secret FROM a WHERE x = 'k';
 SELECT secret FROM a WHERE x = 'k' ORDER BY 1;
 -- the same definition in another cluster and database (a copy restored
 -- by pg_dump, or this database after pg_upgrade) may still use it
-UPDATE owners SET system = '1234567890123456789', database_oid = 16384,
+UPDATE owners SET system = '1234567890123456789', database_oid = 99,
                   database = 'otherdb'
  WHERE _id = 'idxtable.sn.col.x.y';
 \c
@@ -151,7 +151,7 @@ CREATE FOREIGN TABLE nomarker_entries (_id json, id int) SERVER mongo
 SELECT count(*) FROM nomarker_entries;
 -- nor does a copy of the definition drop the collection of the original
 SELECT idxtable.create_index('t', '{k}', name => 'copy');
-UPDATE owners SET system = '1234567890123456789', database_oid = 16384,
+UPDATE owners SET system = '1234567890123456789', database_oid = 99,
                   database = 'otherdb'
  WHERE _id = 'idxtable.snt.copy';
 \set VERBOSITY terse
