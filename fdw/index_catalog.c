@@ -647,7 +647,7 @@ row_name_cmp(const ListCell *a, const ListCell *b)
  * All index definitions of a foreign table, in any state, by name.
  */
 List *
-idx_get_indexes(Oid relid)
+idx_get_indexes(Oid relid, Oid userid)
 {
 	Oid			defs_relid = idx_index_defs_relid();
 	Relation	defs;
@@ -702,7 +702,7 @@ idx_get_indexes(Oid relid)
 		}
 		table_close(ftrel, AccessShareLock);
 		/* collections that are not their index's make it unusable */
-		idx_owner_check_indexes(relid, result);
+		idx_owner_check_indexes(relid, userid, result);
 	}
 	table_close(defs, AccessShareLock);
 	return result;

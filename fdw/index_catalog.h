@@ -77,8 +77,13 @@ typedef struct IdxIndexDef
 #define IDX_ENTRY_FACT_ID	"id"	/* in _id and at top level */
 #define IDX_ENTRY_INCLUDE	"v"
 
-/* All index definitions of a foreign table, any state (palloc'd) */
-extern List *idx_get_indexes(Oid relid);
+/*
+ * All index definitions of a foreign table, any state (palloc'd); those
+ * whose collection's ownership marker is not theirs are failed.  A marker
+ * not yet checked in this backend is read connecting as "userid" (the
+ * user the table is read or written as; InvalidOid: the current user).
+ */
+extern List *idx_get_indexes(Oid relid, Oid userid);
 
 /* Name of key component i inside the entry _id ("k0", "k1", ...) */
 extern const char *idx_key_field(int i);

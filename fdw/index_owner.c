@@ -725,10 +725,10 @@ marker_of(List *docs, const char *collection)
  * find, and judge each.
  */
 static void
-read_verdicts(Oid relid, Oid serverid, List *defs)
+read_verdicts(Oid relid, Oid userid, Oid serverid, List *defs)
 {
 	ForeignServer *server;
-	mongoc_client_t *client = idx_get_client_for_rel(relid, InvalidOid, &server);
+	mongoc_client_t *client = idx_get_client_for_rel(relid, userid, &server);
 	const IdxIndexDef *first = (const IdxIndexDef *) linitial(defs);
 	mongoc_collection_t *registry;
 	mongoc_cursor_t *cursor;
@@ -773,7 +773,7 @@ read_verdicts(Oid relid, Oid serverid, List *defs)
  * file header); the markers not judged yet are read with one find.
  */
 void
-idx_owner_check_indexes(Oid relid, List *defs)
+idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 {
 	Oid			serverid = GetForeignTable(relid)->serverid;
 	List	   *unjudged = NIL;
@@ -788,7 +788,7 @@ idx_owner_check_indexes(Oid relid, List *defs)
 			unjudged = lappend(unjudged, def);
 	}
 	if (unjudged != NIL)
-		read_verdicts(relid, serverid, unjudged);
+		read_verdicts(relid, userid, serverid, unjudged);
 
 	foreach(lc, defs)
 	{

@@ -84,8 +84,9 @@ extern bool idx_owner_release(mongoc_client_t *client, const char *database,
 /*
  * Routing: mark the definitions (IdxIndexDef) of a table whose collection
  * is not theirs as failed, with a WARNING once per backend.  Each index
- * is checked once per backend.
+ * is checked once per backend, connecting as "userid" (InvalidOid: the
+ * current user) if a marker has to be read.
  */
-extern void idx_owner_check_indexes(Oid relid, List *defs);
+extern void idx_owner_check_indexes(Oid relid, Oid userid, List *defs);
 
 #endif							/* IDXTABLE_INDEX_OWNER_H */

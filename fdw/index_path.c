@@ -71,12 +71,12 @@ typedef struct IdxKeyCond
  * Valid index definitions of a table: only those are used for reads.
  */
 List *
-idx_valid_indexes(Oid relid)
+idx_valid_indexes(Oid relid, Oid userid)
 {
 	List	   *result = NIL;
 	ListCell   *lc;
 
-	foreach(lc, idx_get_indexes(relid))
+	foreach(lc, idx_get_indexes(relid, userid))
 	{
 		IdxIndexDef *def = lfirst(lc);
 

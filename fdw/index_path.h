@@ -53,7 +53,7 @@ enum IdxIndexPrivateIndex
 };
 
 /* Valid index definitions of a table (routing reads only those) */
-extern List *idx_valid_indexes(Oid relid);
+extern List *idx_valid_indexes(Oid relid, Oid userid);
 
 /* Add index-table paths for the relation */
 extern void idx_add_index_paths(PlannerInfo *root, RelOptInfo *baserel,

@@ -91,11 +91,11 @@ typedef struct IdxIndexScan
  * Find an index definition of the table by name.
  */
 static IdxIndexDef *
-find_index(Oid relid, const char *name)
+find_index(Oid relid, Oid userid, const char *name)
 {
 	ListCell   *lc;
 
-	foreach(lc, idx_get_indexes(relid))
+	foreach(lc, idx_get_indexes(relid, userid))
 	{
 		IdxIndexDef *def = lfirst(lc);
 
@@ -145,7 +145,7 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	IdxIndexScan *ix = palloc0(sizeof(IdxIndexScan));
 	int			nexprs = list_length(plan->fdw_exprs);
 
-	ix->def = find_index(RelationGetRelid(rel),
+	ix->def = find_index(RelationGetRelid(rel), idx_scan_user(node),
 						 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)));
 	ix->covering = intVal(list_nth(plan->fdw_private, IdxPrivCovering));
 	ix->conds = list_nth(plan->fdw_private, IdxPrivIndexConds);

@@ -156,7 +156,8 @@ void
 idx_analyze_indexes(Relation rel, HeapTuple *rows, int numrows,
 					mongoc_client_t *client, const char *servername)
 {
-	List	   *indexes = idx_get_indexes(RelationGetRelid(rel));
+	List	   *indexes = idx_get_indexes(RelationGetRelid(rel),
+									  rel->rd_rel->relowner);
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
 											  "idxtable_fdw index stats",
 											  ALLOCSET_DEFAULT_SIZES);

@@ -970,7 +970,7 @@ open_index(const char *name, bool repair, Relation *rel)
 								&collection);
 	relid = RelationGetRelid(*rel);
 
-	foreach(lc, idx_get_indexes(relid))
+	foreach(lc, idx_get_indexes(relid, InvalidOid))
 	{
 		IdxIndexDef *def = lfirst(lc);
 

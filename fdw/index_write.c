@@ -95,11 +95,11 @@ release_writer(void *arg)
  * Set up index maintenance for writes to a table.
  */
 IdxIndexWriter *
-idx_writer_create(Relation rel, IdxTableInfo *info, mongoc_client_t *client,
-				  const char *servername, bool ordered)
+idx_writer_create(Relation rel, Oid userid, IdxTableInfo *info,
+				  mongoc_client_t *client, const char *servername, bool ordered)
 {
 	IdxIndexWriter *w = palloc0(sizeof(IdxIndexWriter));
-	List	   *defs = idx_get_indexes(RelationGetRelid(rel));
+	List	   *defs = idx_get_indexes(RelationGetRelid(rel), userid);
 	ListCell   *lc;
 	int			i;
 

@@ -46,10 +46,12 @@ typedef struct IdxIndexWriter IdxIndexWriter;
 
 /*
  * Set up the index maintenance of writes to "rel": the indexes in state
- * valid or building.  Allocates in the current memory context, whose
- * reset releases the libmongoc objects.
+ * valid or building ("userid": the user the table is written as).
+ * Allocates in the current memory context, whose reset releases the
+ * libmongoc objects.
  */
-extern IdxIndexWriter *idx_writer_create(Relation rel, IdxTableInfo *info,
+extern IdxIndexWriter *idx_writer_create(Relation rel, Oid userid,
+										 IdxTableInfo *info,
 										 mongoc_client_t *client,
 										 const char *servername,
 										 bool ordered);

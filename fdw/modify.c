@@ -253,7 +253,8 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	ms->noted_before = idx_xact_has_ordered_write();
 	ms->facts = mongoc_client_get_collection(ms->client, ms->info->database,
 											 ms->info->collection);
-	ms->writer = idx_writer_create(rel, ms->info, ms->client,
+	ms->writer = idx_writer_create(rel, modify_user(estate, rinfo),
+								   ms->info, ms->client,
 								   ms->server->servername, ms->ordered);
 	ms->preconv = idx_writer_row_conv(ms->writer);
 	if (operation == CMD_DELETE && has_returning)
@@ -1496,7 +1497,8 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	List	   *names = NIL;
 	ListCell   *lc;
 
-	foreach(lc, idx_get_indexes(relid))
+	foreach(lc, idx_get_indexes(relid,
+								modify_user(mtstate->ps.state, rinfo)))
 	{
 		IdxIndexDef *def = lfirst(lc);
 

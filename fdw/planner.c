@@ -50,7 +50,7 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	fpinfo->table = idx_get_table_info(foreigntableid);
 	fpinfo->id_lookup = -1;
 	if (idxtable_enable_index_routing)
-		fpinfo->indexes = idx_valid_indexes(foreigntableid);
+		fpinfo->indexes = idx_valid_indexes(foreigntableid, baserel->userid);
 
 	foreach(lc, baserel->baserestrictinfo)
 	{

@@ -114,8 +114,8 @@ idx_list_to_bitmap(List *list)
  * checkAsUser (the owner of a view the table is read through), else the
  * current user, as ExecCheckRTPerms() and postgres_fdw decide.
  */
-static Oid
-scan_user(ForeignScanState *node)
+Oid
+idx_scan_user(ForeignScanState *node)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	RangeTblEntry *rte = exec_rt_fetch(plan->scan.scanrelid,
@@ -172,7 +172,7 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 		state->rowconv = idx_row_conv_create(RelationGetDescr(rel),
 											 state->info, state->attrs_used);
 		state->client = idx_get_client_for_rel(RelationGetRelid(rel),
-											   scan_user(node),
+											   idx_scan_user(node),
 											   &state->server);
 	}
 	else

@@ -73,6 +73,9 @@ extern const bson_t *idx_scan_next_doc(IdxScanState *state,
 									   const char *database);
 
 /* Integer list (fdw_private) back to an attribute bitmap */
+/* The user a scan reads its table as (a view's owner, else the current user) */
+extern Oid	idx_scan_user(ForeignScanState *node);
+
 extern Bitmapset *idx_list_to_bitmap(List *list);
 
 /* Evaluate ExprStates into values/nulls in the per-tuple context */

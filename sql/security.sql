@@ -164,6 +164,16 @@ SELECT * FROM regress_sec.v_rows WHERE k = 'c';
 SET ROLE regress_sec_owner;
 SELECT * FROM regress_sec.rows ORDER BY _id;
 SELECT * FROM idxtable.verify_index('regress_sec_rows_k');
+-- a new session of the reader, in which no index's ownership marker has
+-- been checked yet: planning reads the markers as the view's owner too
+RESET ROLE;
+SELECT current_user AS regress_sec_su \gset
+ALTER ROLE regress_sec_reader LOGIN;
+\c - regress_sec_reader
+EXPLAIN (COSTS OFF) SELECT k, v FROM regress_sec.v_rows WHERE k = 'c';
+SELECT k, v FROM regress_sec.v_rows WHERE k = 'c';
+\c - :regress_sec_su
+SET ROLE regress_sec_owner;
 -- a row routed to a foreign partition: the partitioned table's entry
 -- decides (the partition has none of its own)
 CREATE TABLE regress_sec.parent (_id text, k text, v int) PARTITION BY LIST (k);
