@@ -1010,7 +1010,7 @@ report_unconvertible(VerifyState *st)
 							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
 							   n, (long long) n, st->info->collection,
 							   st->def->name),
-				 errdetail("The first error was: %s", st->first_error)));
+				 errdetail("The first error was: %s.", st->first_error)));
 	else
 		ereport(WARNING,
 				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
@@ -1018,7 +1018,7 @@ report_unconvertible(VerifyState *st)
 							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
 							   n, (long long) n, st->info->collection,
 							   st->def->name),
-				 errdetail("The first error was: %s  First _ids: %s%s.",
+				 errdetail("The first error was: %s.  First _ids: %s%s.",
 						   st->first_error, st->bad_ids.data,
 						   n > IDX_VERIFY_NAMED_FACTS ? ", ..." : "")));
 }

@@ -668,7 +668,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 static void
 insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 {
-	mongoc_client_session_t *session = idx_modify_session(ms);
+	mongoc_client_session_t *session;
 	mongoc_bulk_operation_t *bulk;
 	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
 	bson_t	  **docs;
@@ -684,6 +684,7 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 		row_id(ms, slots[i], &ids[i]);
 	}
 	docs = build_documents(ms, slots, ids, n);
+	session = idx_modify_session(ms);
 	bulk = queue_documents(ms, session, docs, n);
 
 	PG_TRY();
@@ -895,7 +896,6 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 
 	if (ms->target_attrs == NIL)
 		return slot;			/* nothing MongoDB stores changes */
-	session = idx_modify_session(ms);
 	idx_modify_target_id(ms, planSlot, &id);
 	slot_getallattrs(slot);
 
@@ -906,6 +906,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bson_destroy(&built);
 	idx_check_document_size(update, idx_modify_max_document_size(ms),
 							ms->info, true);
+	session = idx_modify_session(ms);
 
 	have_old = indexed && idx_modify_old_row(ms, planSlot, &oldvals, &oldnulls);
 	if (have_old)
