@@ -48,6 +48,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "document.h"
 #include "index_catalog.h"
 #include "index_entry.h"
@@ -428,9 +429,9 @@ idx_modify_index_projection(IdxModifyState *ms, bson_t *projection)
 	Bitmapset  *needed = idx_writer_needed_attrs(ms->writer);
 	int			attnum = -1;
 
-	BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1);
+	idx_check_append(BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1));
 	while ((attnum = bms_next_member(needed, attnum)) >= 0)
-		BSON_APPEND_INT32(projection, ms->info->fields[attnum - 1], 1);
+		idx_check_append(BSON_APPEND_INT32(projection, ms->info->fields[attnum - 1], 1));
 }
 
 /*
@@ -447,11 +448,11 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 	const bson_t *doc;
 	bson_t	   *result = NULL;
 
-	BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id);
-	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+	idx_check_append(BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
 	idx_modify_index_projection(ms, &projection);
-	bson_append_document_end(&opts, &projection);
-	BSON_APPEND_INT64(&opts, "limit", 1);
+	idx_check_append(bson_append_document_end(&opts, &projection));
+	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (in_txn)
 		idx_xact_append_session(ms->client, &opts);
 	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
@@ -545,8 +546,8 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		int			k = 0;
 
 		/* remove the facts of this batch that did get in */
-		BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
-		BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in));
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
 		for (i = 0; i < n; i++)
 		{
 			char		key[16];
@@ -554,10 +555,10 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 			if (dup[i])
 				continue;
 			snprintf(key, sizeof(key), "%d", k++);
-			BSON_APPEND_VALUE(&ids_in, key, &ids[i]);
+			idx_check_append(BSON_APPEND_VALUE(&ids_in, key, &ids[i]));
 		}
-		bson_append_array_end(&in, &ids_in);
-		bson_append_document_end(&filter, &in);
+		idx_check_append(bson_append_array_end(&in, &ids_in));
+		idx_check_append(bson_append_document_end(&filter, &in));
 		if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
 													&dreply, &derror))
 			idx_report_reply_error(&dreply, &derror, ms->server->servername,
@@ -647,7 +648,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 	bson_error_t error;
 	int			i;
 
-	BSON_APPEND_BOOL(&opts, "ordered", false);
+	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
 	append_session(session, &opts);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
 	bson_destroy(&opts);
@@ -743,7 +744,7 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	bson_t	   *result = NULL;
 	bool		ok;
 
-	BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id);
+	idx_check_append(BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id));
 	if (update)
 		mongoc_find_and_modify_opts_set_update(fam, update);
 	else
@@ -1050,7 +1051,7 @@ remember_write(IdxModifyState *ms, UndoKind kind, const bson_value_t *id,
 	oldcxt = MemoryContextSwitchTo(ms->cxt);
 	rec = palloc(sizeof(UndoRecord));
 	rec->kind = kind;
-	BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id);
+	idx_check_append(BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id));
 	rec->id = idx_bson_pcopy(&iddoc);
 	bson_destroy(&iddoc);
 	rec->before = before ? idx_bson_pcopy(before) : NULL;
@@ -1097,14 +1098,14 @@ restore_update(IdxModifyState *ms, const bson_t *before, bson_t *update)
 
 		if (bson_iter_init(&iter, before) &&
 			bson_iter_find_descendant(&iter, path, &field))
-			bson_append_iter(&set, path, -1, &field);
+			idx_check_append(bson_append_iter(&set, path, -1, &field));
 		else
-			BSON_APPEND_UTF8(&unset, path, "");
+			idx_check_append(BSON_APPEND_UTF8(&unset, path, ""));
 	}
 	if (!bson_empty(&set))
-		BSON_APPEND_DOCUMENT(update, "$set", &set);
+		idx_check_append(BSON_APPEND_DOCUMENT(update, "$set", &set));
 	if (!bson_empty(&unset))
-		BSON_APPEND_DOCUMENT(update, "$unset", &unset);
+		idx_check_append(BSON_APPEND_DOCUMENT(update, "$unset", &unset));
 	bson_destroy(&set);
 	bson_destroy(&unset);
 }
@@ -1306,7 +1307,7 @@ changed_before(IdxModifyState *ms, TupleTableSlot *planSlot)
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	idx_modify_target_id(ms, planSlot, &id);
-	BSON_APPEND_VALUE(&iddoc, "_id", &id);
+	idx_check_append(BSON_APPEND_VALUE(&iddoc, "_id", &id));
 	hash = hash_bytes_extended(bson_get_data(&iddoc), (int) iddoc.len, 0);
 	entry = hash_search(ms->changed, &hash, HASH_ENTER, &found);
 	if (!found)
