@@ -294,8 +294,8 @@ report_bulk_error(BuildState *st, bson_t *reply, const bson_error_t *error)
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("could not create unique index \"%s\"", st->def->name),
 				 idx_errdetail_key_duplicated(idx_key_description(st->def,
-														   st->batch_keyvalues[index],
-														   st->batch_keynulls[index]))));
+																  st->batch_keyvalues[index],
+																  st->batch_keynulls[index]))));
 	idx_report_error(&copy, st->servername, st->what);
 }
 

@@ -664,7 +664,8 @@ idx_entry_own_filter(const bson_t *entry)
 	if (bson_iter_init_find(&iter, entry, "_id"))
 		idx_check_append(bson_append_iter(&filter, "_id", -1, &iter));
 	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
-		idx_check_append(bson_append_iter(&filter, IDX_ENTRY_FACT_ID, -1, &iter));
+		idx_check_append(bson_append_iter(&filter, IDX_ENTRY_FACT_ID, -1,
+										  &iter));
 	result = idx_bson_pcopy(&filter);
 	bson_destroy(&filter);
 	return result;

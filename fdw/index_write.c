@@ -581,7 +581,8 @@ fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
 
 	idx_check_append(bson_append_iter(&filter, "_id", -1, fact_id));
 	while ((attnum = bms_next_member(w->needed, attnum)) >= 0)
-		idx_check_append(BSON_APPEND_INT32(&projection, w->info->fields[attnum - 1], 1));
+		idx_check_append(BSON_APPEND_INT32(&projection,
+										   w->info->fields[attnum - 1], 1));
 	fact = find_one(w, w->facts, &filter, &projection, true,
 					psprintf("checking an entry of index \"%s\"", q->def->name));
 	bson_destroy(&filter);
@@ -664,7 +665,8 @@ write_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
 		bson_iter_t iter;
 
 		idx_check_append(BSON_APPEND_VALUE(&selector, "_id", entry_id));
-		idx_check_append(BSON_APPEND_VALUE(&selector, IDX_ENTRY_FACT_ID, holder));
+		idx_check_append(BSON_APPEND_VALUE(&selector, IDX_ENTRY_FACT_ID,
+										   holder));
 		ok = mongoc_collection_replace_one(q->coll, &selector, doc, NULL,
 										   &reply, &error);
 		bson_destroy(&selector);

@@ -431,7 +431,8 @@ idx_modify_index_projection(IdxModifyState *ms, bson_t *projection)
 
 	idx_check_append(BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1));
 	while ((attnum = bms_next_member(needed, attnum)) >= 0)
-		idx_check_append(BSON_APPEND_INT32(projection, ms->info->fields[attnum - 1], 1));
+		idx_check_append(BSON_APPEND_INT32(projection,
+										   ms->info->fields[attnum - 1], 1));
 }
 
 /*
@@ -591,25 +592,6 @@ idx_modify_max_document_size(IdxModifyState *ms)
 }
 
 /*
- * libmongoc refused to queue a write: its client-side checks found a
- * document it will not send.  The documents are checked while they are
- * built, so this is a safety net; nothing of the bulk has been sent.
- */
-void
-idx_modify_queue_failed(IdxModifyState *ms, mongoc_bulk_operation_t *bulk,
-						const bson_error_t *error)
-{
-	char	   *message = pstrdup(error->message);
-
-	mongoc_bulk_operation_destroy(bulk);
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("a row of foreign table \"%s\" cannot be stored in MongoDB",
-					ms->info->relname),
-			 errdetail("libmongoc: %s", message)));
-}
-
-/*
  * The fact documents of a batch of rows, built (and so checked: JSON keys,
  * size) before anything is written; palloc'd.
  */
@@ -656,7 +638,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 	{
 		if (!mongoc_bulk_operation_insert_with_opts(bulk, docs[i], NULL,
 													&error))
-			idx_modify_queue_failed(ms, bulk, &error);
+			idx_document_refused(ms->info, bulk, &error);
 	}
 	return bulk;
 }

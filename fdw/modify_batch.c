@@ -334,7 +334,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 														 &error);
 		bson_destroy(&filter);
 		if (!ok)
-			idx_modify_queue_failed(ms, bulk, &error);
+			idx_document_refused(ms->info, bulk, &error);
 	}
 	else
 	{
@@ -346,7 +346,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 															b->rows[i].id,
 															b->rows[i].update,
 															NULL, &error))
-				idx_modify_queue_failed(ms, bulk, &error);
+				idx_document_refused(ms->info, bulk, &error);
 		}
 	}
 	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
