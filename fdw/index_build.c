@@ -119,6 +119,7 @@ open_fact_cursor(BuildState *st, Bitmapset *attrs)
 		idx_build_projection(&child, st->info, attrs);
 		idx_check_append(bson_append_document_end(&opts, &child));
 		idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", st->info->fetch_size));
+
 		st->facts = mongoc_client_get_collection(st->client,
 												 st->info->database,
 												 st->info->collection);

@@ -353,6 +353,7 @@ lookup_batch(VerifyState *st, mongoc_collection_t *coll, const char *field,
 	}
 	idx_check_append(bson_append_array_end(&cond, &list));
 	idx_check_append(bson_append_document_end(&filter, &cond));
+
 	st->lookup = open_stream(st, coll, &filter, projection);
 	bson_destroy(&filter);
 
