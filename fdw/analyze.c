@@ -24,6 +24,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "deparse.h"
 #include "idxtable_fdw.h"
 #include "index_stats.h"
@@ -139,7 +140,7 @@ idxAcquireSampleRows(Relation relation, int elevel,
 	pipeline = build_sample_pipeline(info, targrows);
 	opts = bson_new();
 	if (info->fetch_size > 0)
-		BSON_APPEND_INT32(opts, "batchSize", info->fetch_size);
+		idx_check_append(BSON_APPEND_INT32(opts, "batchSize", info->fetch_size));
 
 	collection = mongoc_client_get_collection(client, info->database,
 											  info->collection);
@@ -198,7 +199,7 @@ remote_document_count(mongoc_client_t *client, ForeignServer *server,
 	what = psprintf("count on collection \"%s\"", info->collection);
 
 	command = bson_new();
-	BSON_APPEND_UTF8(command, "count", info->collection);
+	idx_check_append(BSON_APPEND_UTF8(command, "count", info->collection));
 
 	PG_TRY();
 	{
@@ -237,22 +238,22 @@ build_sample_pipeline(const IdxTableInfo *info, int targrows)
 	bson_t		spec;
 
 	pipeline = bson_new();
-	bson_append_array_begin(pipeline, "pipeline", -1, &stages);
+	idx_check_append(bson_append_array_begin(pipeline, "pipeline", -1, &stages));
 
-	bson_append_document_begin(&stages, "0", -1, &stage);
-	bson_append_document_begin(&stage, "$sample", -1, &spec);
-	BSON_APPEND_INT32(&spec, "size", targrows);
-	bson_append_document_end(&stage, &spec);
-	bson_append_document_end(&stages, &stage);
+	idx_check_append(bson_append_document_begin(&stages, "0", -1, &stage));
+	idx_check_append(bson_append_document_begin(&stage, "$sample", -1, &spec));
+	idx_check_append(BSON_APPEND_INT32(&spec, "size", targrows));
+	idx_check_append(bson_append_document_end(&stage, &spec));
+	idx_check_append(bson_append_document_end(&stages, &stage));
 
-	bson_append_document_begin(&stages, "1", -1, &stage);
-	bson_append_document_begin(&stage, "$project", -1, &spec);
+	idx_check_append(bson_append_document_begin(&stages, "1", -1, &stage));
+	idx_check_append(bson_append_document_begin(&stage, "$project", -1, &spec));
 	idx_build_projection(&spec, info,
 						 bms_make_singleton(0 - FirstLowInvalidHeapAttributeNumber));
-	bson_append_document_end(&stage, &spec);
-	bson_append_document_end(&stages, &stage);
+	idx_check_append(bson_append_document_end(&stage, &spec));
+	idx_check_append(bson_append_document_end(&stages, &stage));
 
-	bson_append_array_end(pipeline, &stages);
+	idx_check_append(bson_append_array_end(pipeline, &stages));
 	return pipeline;
 }
 

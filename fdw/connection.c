@@ -487,6 +487,8 @@ error_sqlstate(const bson_error_t *error, bool connecting)
 				return ERRCODE_T_R_SERIALIZATION_FAILURE;
 			case 257:			/* TransactionTooLarge */
 			case 10334:			/* BSONObjectTooLarge */
+			case 17419:			/* an update's result is over 16 MiB */
+			case 17420:			/* (older servers) */
 				return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
 		}
 	}

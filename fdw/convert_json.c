@@ -6,8 +6,8 @@
  * Reading (BSON -> json/jsonb) renders any BSON value as JSON text that
  * then goes through the column type's input function, like the other
  * text-based conversions in convert.c.  Writing (json/jsonb -> BSON, for
- * pushed-down constants) lexes the JSON text and appends the BSON
- * equivalent.  The ISO 8601 rendering of BSON dates lives here too; the
+ * written rows, index entries and pushed-down constants) lexes the JSON
+ * text and appends the BSON equivalent.  The ISO 8601 rendering of BSON dates lives here too; the
  * messages in convert.c use it as well.
  *
  * Decisions worth knowing (see also convert.h):
@@ -18,6 +18,9 @@
  *	  minKey, ...) render as their relaxed extended JSON form.
  *	- JSON numbers written to BSON: integers that fit int32 -> int32, then
  *	  int64, anything else -> double.
+ *	- JSON object keys written to BSON must be non-empty, must not start
+ *	  with "$" and must not contain ".": MongoDB could not store or match
+ *	  them as they are (SQLSTATE 22023, before anything is written).
  *
  *-------------------------------------------------------------------------
  */

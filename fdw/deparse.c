@@ -50,6 +50,7 @@
 #include "utils/pg_locale.h"
 
 #include "convert.h"
+#include "convert_json.h"
 #include "deparse.h"
 
 /* Comparison strategies we translate */
@@ -547,10 +548,10 @@ append_match_nothing(bson_t *out)
 	bson_t		child,
 				array;
 
-	BSON_APPEND_DOCUMENT_BEGIN(out, IDX_ID_FIELD, &child);
-	BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array);
-	bson_append_array_end(&child, &array);
-	bson_append_document_end(out, &child);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, IDX_ID_FIELD, &child));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array));
+	idx_check_append(bson_append_array_end(&child, &array));
+	idx_check_append(bson_append_document_end(out, &child));
 }
 
 /*
@@ -633,7 +634,7 @@ append_value_to_array(bson_t *array, uint32 index, Datum value, Oid type,
 
 			bson_oid_init_from_string(&oid, s);
 			snprintf(key, sizeof(key), "%u", index++);
-			BSON_APPEND_OID(array, key, &oid);
+			idx_check_append(BSON_APPEND_OID(array, key, &oid));
 		}
 	}
 	return index;
@@ -652,8 +653,8 @@ append_in_list(bson_t *out, const char *field, const char *op,
 	uint32		index = 0;
 	int			i;
 
-	BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
-	BSON_APPEND_ARRAY_BEGIN(&child, op, &array);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, op, &array));
 	for (i = 0; i < nvalues; i++)
 		index = append_value_to_array(&array, index, values[i], type, is_text);
 	if (add_null)
@@ -661,10 +662,10 @@ append_in_list(bson_t *out, const char *field, const char *op,
 		char		key[16];
 
 		snprintf(key, sizeof(key), "%u", index);
-		BSON_APPEND_NULL(&array, key);
+		idx_check_append(BSON_APPEND_NULL(&array, key));
 	}
-	bson_append_array_end(&child, &array);
-	bson_append_document_end(out, &child);
+	idx_check_append(bson_append_array_end(&child, &array));
+	idx_check_append(bson_append_document_end(out, &child));
 }
 
 /*
@@ -682,21 +683,21 @@ append_range(bson_t *out, const char *field, const char *op, Datum value,
 		bson_t		array,
 					branch;
 
-		BSON_APPEND_ARRAY_BEGIN(out, "$or", &array);
-		BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch);
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 		append_range(&branch, field, op, value, type, false);
-		bson_append_document_end(&array, &branch);
-		BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch);
-		BSON_APPEND_DOCUMENT_BEGIN(&branch, field, &child);
-		BSON_APPEND_UTF8(&child, "$type", "objectId");
-		bson_append_document_end(&branch, &child);
-		bson_append_document_end(&array, &branch);
-		bson_append_array_end(out, &array);
+		idx_check_append(bson_append_document_end(&array, &branch));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&branch, field, &child));
+		idx_check_append(BSON_APPEND_UTF8(&child, "$type", "objectId"));
+		idx_check_append(bson_append_document_end(&branch, &child));
+		idx_check_append(bson_append_document_end(&array, &branch));
+		idx_check_append(bson_append_array_end(out, &array));
 		return;
 	}
-	BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
 	idx_append_datum(&child, op, -1, value, false, type);
-	bson_append_document_end(out, &child);
+	idx_check_append(bson_append_document_end(out, &child));
 }
 
 /*
@@ -721,9 +722,9 @@ build_comparison(const char *field, IdxCmp cmp, bool truth, Datum value,
 			bson_t		child;
 
 			/* plain {field: {$eq: v}}, the form every MongoDB index serves */
-			BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
 			idx_append_datum(&child, "$eq", -1, value, false, type);
-			bson_append_document_end(out, &child);
+			idx_check_append(bson_append_document_end(out, &child));
 		}
 		else
 			append_in_list(out, field, positive ? "$in" : "$nin", &value, 1,
@@ -761,9 +762,10 @@ build_placeholder(const char *field, IdxCmp cmp, bool truth, Param *param,
 	static const char *const ops[] = {"$eq", "$ne", "$lt", "$lte", "$gt", "$gte"};
 	bson_t		child;
 
-	BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
-	BSON_APPEND_UTF8(&child, truth ? ops[cmp] : "$not", param_placeholder(param));
-	bson_append_document_end(out, &child);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
+	idx_check_append(BSON_APPEND_UTF8(&child, truth ? ops[cmp] : "$not",
+									  param_placeholder(param)));
+	idx_check_append(bson_append_document_end(out, &child));
 }
 
 /*
@@ -894,18 +896,18 @@ build_junction(const char *op, List *args, bool truth, bson_t *out,
 	ListCell   *lc;
 	uint32		i = 0;
 
-	BSON_APPEND_ARRAY_BEGIN(out, op, &array);
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, op, &array));
 	foreach(lc, args)
 	{
 		bson_t		child;
 		char		key[16];
 
 		snprintf(key, sizeof(key), "%u", i++);
-		BSON_APPEND_DOCUMENT_BEGIN(&array, key, &child);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, key, &child));
 		build_clause(lfirst(lc), truth, &child, ctx);
-		bson_append_document_end(&array, &child);
+		idx_check_append(bson_append_document_end(&array, &child));
 	}
-	bson_append_array_end(out, &array);
+	idx_check_append(bson_append_array_end(out, &array));
 }
 
 /*
@@ -920,8 +922,10 @@ build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
 	switch (nodeTag(expr))
 	{
 		case T_Var:
-			BSON_APPEND_BOOL(out, var_field(column_var(expr, ctx->relid), ctx),
-							 truth);
+			idx_check_append(BSON_APPEND_BOOL(out,
+											  var_field(column_var(expr, ctx->relid),
+														ctx),
+											  truth));
 			break;
 		case T_BoolExpr:
 			{
@@ -943,12 +947,12 @@ build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
 				bson_t		child;
 
 				if ((nt->nulltesttype == IS_NULL) == truth)
-					BSON_APPEND_NULL(out, field);
+					idx_check_append(BSON_APPEND_NULL(out, field));
 				else
 				{
-					BSON_APPEND_DOCUMENT_BEGIN(out, field, &child);
-					BSON_APPEND_NULL(&child, "$ne");
-					bson_append_document_end(out, &child);
+					idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
+					idx_check_append(BSON_APPEND_NULL(&child, "$ne"));
+					idx_check_append(bson_append_document_end(out, &child));
 				}
 				break;
 			}
@@ -1042,7 +1046,7 @@ idx_build_projection(bson_t *projection, const IdxTableInfo *info,
 		if (!covered)
 		{
 			kept = lappend(kept, (char *) path);
-			BSON_APPEND_INT32(projection, path, 1);
+			idx_check_append(BSON_APPEND_INT32(projection, path, 1));
 		}
 	}
 	list_free(paths);

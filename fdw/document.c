@@ -346,3 +346,23 @@ idx_check_document_size(const bson_t *doc, int64 max_size,
 			 errdetail("The document is %u bytes; the maximum is " INT64_FORMAT " bytes.",
 					   doc->len, max_size)));
 }
+
+/*
+ * libmongoc refused to queue a write of a fact of "info"'s table: its
+ * client-side checks found a document it will not send.  Documents are
+ * checked while they are built, so this is a safety net; nothing of the
+ * bulk has been sent.  Destroys "bulk".
+ */
+void
+idx_document_refused(const IdxTableInfo *info, mongoc_bulk_operation_t *bulk,
+					 const bson_error_t *error)
+{
+	char	   *message = pstrdup(error->message);
+
+	mongoc_bulk_operation_destroy(bulk);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("a row of foreign table \"%s\" cannot be stored in MongoDB",
+					info->relname),
+			 errdetail("libmongoc: %s", message)));
+}

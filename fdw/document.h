@@ -76,4 +76,13 @@ extern void idx_check_document_size(const bson_t *doc, int64 max_size,
 									const IdxTableInfo *info,
 									bool is_update);
 
+/*
+ * A write libmongoc refused to queue (a document it will not send):
+ * SQLSTATE 22023 naming the table; destroys "bulk" first.
+ */
+extern void idx_document_refused(const IdxTableInfo *info,
+								 mongoc_bulk_operation_t *bulk,
+								 const bson_error_t *error)
+			pg_attribute_noreturn();
+
 #endif							/* IDXTABLE_DOCUMENT_H */

@@ -28,6 +28,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "idxtable_fdw.h"
 #include "option.h"
 
@@ -161,8 +162,8 @@ list_remote_collections(mongoc_client_t *client, const char *servername,
 	bson_t	   *opts;
 
 	opts = bson_new();
-	BSON_APPEND_BOOL(opts, "nameOnly", true);
-	BSON_APPEND_BOOL(opts, "authorizedCollections", true);
+	idx_check_append(BSON_APPEND_BOOL(opts, "nameOnly", true));
+	idx_check_append(BSON_APPEND_BOOL(opts, "authorizedCollections", true));
 	db = mongoc_client_get_database(client, database);
 	cursor = mongoc_database_find_collections_with_opts(db, opts);
 
@@ -362,7 +363,7 @@ sample_collection_fields(mongoc_client_t *client, ForeignServer *server,
 						"size", BCON_INT32(sample_size), "}", "}", "]");
 	opts = bson_new();
 	if (fetch_size > 0)
-		BSON_APPEND_INT32(opts, "batchSize", fetch_size);
+		idx_check_append(BSON_APPEND_INT32(opts, "batchSize", fetch_size));
 
 	collection = mongoc_client_get_collection(client, database, coll->remote);
 	cursor = mongoc_collection_aggregate(collection, MONGOC_QUERY_NONE,

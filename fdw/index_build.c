@@ -40,6 +40,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "deparse.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -114,10 +115,10 @@ open_fact_cursor(BuildState *st, Bitmapset *attrs)
 
 	PG_TRY();
 	{
-		BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child));
 		idx_build_projection(&child, st->info, attrs);
-		bson_append_document_end(&opts, &child);
-		BSON_APPEND_INT32(&opts, "batchSize", st->info->fetch_size);
+		idx_check_append(bson_append_document_end(&opts, &child));
+		idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", st->info->fetch_size));
 
 		st->facts = mongoc_client_get_collection(st->client,
 												 st->info->database,
@@ -201,7 +202,7 @@ queue_entry(BuildState *st, bson_t *entry)
 	{
 		bson_t		opts = BSON_INITIALIZER;
 
-		BSON_APPEND_BOOL(&opts, "ordered", true);
+		idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", true));
 		st->bulk = mongoc_collection_create_bulk_operation_with_opts(st->index,
 																	 &opts);
 		bson_destroy(&opts);
@@ -294,8 +295,8 @@ report_bulk_error(BuildState *st, bson_t *reply, const bson_error_t *error)
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("could not create unique index \"%s\"", st->def->name),
 				 idx_errdetail_key_duplicated(idx_key_description(st->def,
-														   st->batch_keyvalues[index],
-														   st->batch_keynulls[index]))));
+																  st->batch_keyvalues[index],
+																  st->batch_keynulls[index]))));
 	idx_report_error(&copy, st->servername, st->what);
 }
 

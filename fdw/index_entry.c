@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "convert.h"
+#include "convert_json.h"
 #include "index_entry.h"
 
 /* One distinct element of a multi-valued key */
@@ -661,9 +662,10 @@ idx_entry_own_filter(const bson_t *entry)
 	bson_t	   *result;
 
 	if (bson_iter_init_find(&iter, entry, "_id"))
-		bson_append_iter(&filter, "_id", -1, &iter);
+		idx_check_append(bson_append_iter(&filter, "_id", -1, &iter));
 	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_FACT_ID))
-		bson_append_iter(&filter, IDX_ENTRY_FACT_ID, -1, &iter);
+		idx_check_append(bson_append_iter(&filter, IDX_ENTRY_FACT_ID, -1,
+										  &iter));
 	result = idx_bson_pcopy(&filter);
 	bson_destroy(&filter);
 	return result;

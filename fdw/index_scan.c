@@ -30,6 +30,7 @@
 #include "utils/rel.h"
 
 #include "connection.h"
+#include "convert_json.h"
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_path.h"
@@ -216,7 +217,7 @@ append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
 	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
 	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
 					  &elems, &nulls, &nelems);
-	BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list);
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
 	for (i = 0; i < nelems; i++)
 	{
 		char		key[16];
@@ -226,7 +227,7 @@ append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
 		snprintf(key, sizeof(key), "%u", n++);
 		idx_append_key_value(&list, key, elems[i], elemtype, false);
 	}
-	bson_append_array_end(doc, &list);
+	idx_check_append(bson_append_array_end(doc, &list));
 	return n > 0;
 }
 
@@ -251,8 +252,9 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 
 		if (k == ix->order_key && ix->phase != 0)
 		{
-			BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child);
-			BSON_APPEND_NULL(&child, ix->phase == 1 ? "$ne" : "$eq");
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
+			idx_check_append(BSON_APPEND_NULL(&child,
+											  ix->phase == 1 ? "$ne" : "$eq"));
 			any = true;
 		}
 		foreach(lc, ix->conds)
@@ -264,10 +266,10 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 			if (list_nth_int(cond, 0) != k)
 				continue;
 			if (!any)
-				BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child);
+				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
 			any = true;
 			if (op == ICOND_NULL)
-				BSON_APPEND_NULL(&child, "$eq");
+				idx_check_append(BSON_APPEND_NULL(&child, "$eq"));
 			else if (ix->nulls[exprpos])
 				return false;
 			else if (op == ICOND_IN)
@@ -294,7 +296,7 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 			}
 		}
 		if (any)
-			bson_append_document_end(filter, &child);
+			idx_check_append(bson_append_document_end(filter, &child));
 	}
 	return true;
 }
@@ -316,26 +318,30 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 		ok = build_lookup_filter(ix, &filter);
 		if (ok)
 		{
-			BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child);
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child));
 			if (ix->covering)
 			{
-				BSON_APPEND_INT32(&child, "_id", 1);
-				BSON_APPEND_INT32(&child, IDX_ENTRY_INCLUDE, 1);
+				idx_check_append(BSON_APPEND_INT32(&child, "_id", 1));
+				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_INCLUDE, 1));
 			}
 			else
 			{
 				/* _id: the fact must vouch for the entry (vouching_entry) */
-				BSON_APPEND_INT32(&child, "_id", 1);
-				BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1);
+				idx_check_append(BSON_APPEND_INT32(&child, "_id", 1));
+				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1));
 			}
-			bson_append_document_end(&opts, &child);
+			idx_check_append(bson_append_document_end(&opts, &child));
 			if (ix->order_key >= 0 && ix->phase != 2)
 			{
-				BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &child);
-				BSON_APPEND_INT32(&child, psprintf("_id.%s", idx_key_field(ix->order_key)), 1);
-				bson_append_document_end(&opts, &child);
+				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &child));
+				idx_check_append(BSON_APPEND_INT32(&child,
+											   psprintf("_id.%s",
+														idx_key_field(ix->order_key)),
+											   1));
+				idx_check_append(bson_append_document_end(&opts, &child));
 			}
-			BSON_APPEND_INT32(&opts, "batchSize", state->info->fetch_size);
+			idx_check_append(BSON_APPEND_INT32(&opts, "batchSize",
+										   state->info->fetch_size));
 
 			if (ix->index_coll == NULL)
 				ix->index_coll = mongoc_client_get_collection(state->client,
@@ -460,7 +466,7 @@ raw_id(bson_iter_t *iter, uint32 *len)
 	bson_t		tmp = BSON_INITIALIZER;
 	char	   *result;
 
-	bson_append_iter(&tmp, "v", 1, iter);
+	idx_check_append(bson_append_iter(&tmp, "v", 1, iter));
 	*len = tmp.len;
 	result = palloc(tmp.len);
 	memcpy(result, bson_get_data(&tmp), tmp.len);
@@ -595,10 +601,10 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 											 state->info->fetch_batch_size);
 	ix->batch_entry_id_lens = MemoryContextAlloc(ix->batch_cxt, sizeof(uint32) *
 												 state->info->fetch_batch_size);
-	BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &clauses);
-	BSON_APPEND_DOCUMENT_BEGIN(&clauses, "0", &idclause);
-	BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond);
-	BSON_APPEND_ARRAY_BEGIN(&idcond, "$in", &ids);
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &clauses));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clauses, "0", &idclause));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&idcond, "$in", &ids));
 	while (n < (uint32) state->info->fetch_batch_size &&
 		   (entry = next_entry(state, ix)) != NULL)
 	{
@@ -624,14 +630,14 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 			MemoryContextSwitchTo(oldcxt);
 		}
 		snprintf(key, sizeof(key), "%u", n++);
-		bson_append_iter(&ids, key, -1, &iter);
+		idx_check_append(bson_append_iter(&ids, key, -1, &iter));
 	}
 	ix->batch_n = n;
-	bson_append_array_end(&idcond, &ids);
-	bson_append_document_end(&idclause, &idcond);
-	bson_append_document_end(&clauses, &idclause);
-	BSON_APPEND_DOCUMENT(&clauses, "1", ix->fact_filter);
-	bson_append_array_end(&filter, &clauses);
+	idx_check_append(bson_append_array_end(&idcond, &ids));
+	idx_check_append(bson_append_document_end(&idclause, &idcond));
+	idx_check_append(bson_append_document_end(&clauses, &idclause));
+	idx_check_append(BSON_APPEND_DOCUMENT(&clauses, "1", ix->fact_filter));
+	idx_check_append(bson_append_array_end(&filter, &clauses));
 
 	if (n > 0)
 	{

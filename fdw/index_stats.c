@@ -25,6 +25,7 @@
 #include "utils/rel.h"
 
 #include "connection.h"
+#include "convert_json.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -129,7 +130,7 @@ count_entries(const IdxIndexDef *def, mongoc_client_t *client,
 	bson_iter_t iter;
 	double		result = 0;
 
-	BSON_APPEND_UTF8(&command, "count", def->collection);
+	idx_check_append(BSON_APPEND_UTF8(&command, "count", def->collection));
 	PG_TRY();
 	{
 		idx_run_command(client, servername, def->database, &command, &reply,

@@ -60,6 +60,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "deparse.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
@@ -201,7 +202,7 @@ wrap_field(const bson_t *doc, const char *field)
 
 	if (!bson_iter_init_find(&iter, doc, field))
 		return NULL;
-	bson_append_iter(&wrapped, "v", 1, &iter);
+	idx_check_append(bson_append_iter(&wrapped, "v", 1, &iter));
 	result = idx_bson_pcopy(&wrapped);
 	bson_destroy(&wrapped);
 	return result;
@@ -223,7 +224,7 @@ entry_id_key(const bson_t *entry)
 	idx_entry_id_bytes(entry, &data, &len);
 	if (!bson_init_static(&id, data, len))
 		elog(ERROR, "invalid _id in an index entry");
-	BSON_APPEND_DOCUMENT(&key, "_id", &id);
+	idx_check_append(BSON_APPEND_DOCUMENT(&key, "_id", &id));
 	result = idx_bson_pcopy(&key);
 	bson_destroy(&key);
 	return result;
@@ -301,8 +302,8 @@ open_stream(VerifyState *st, mongoc_collection_t *coll, const bson_t *filter,
 	mongoc_cursor_t *cursor;
 
 	if (projection)
-		BSON_APPEND_DOCUMENT(&opts, "projection", projection);
-	BSON_APPEND_INT32(&opts, "batchSize", IDX_VERIFY_BATCH);
+		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
+	idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", IDX_VERIFY_BATCH));
 	idx_xact_append_session(st->client, &opts);
 	cursor = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
 	bson_destroy(&opts);
@@ -338,8 +339,8 @@ lookup_batch(VerifyState *st, mongoc_collection_t *coll, const char *field,
 	int			alloc = nkeys + 16;
 	int			i;
 
-	BSON_APPEND_DOCUMENT_BEGIN(&filter, field, &cond);
-	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, field, &cond));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
 	for (i = 0; i < nkeys; i++)
 	{
 		bson_iter_t iter;
@@ -348,10 +349,10 @@ lookup_batch(VerifyState *st, mongoc_collection_t *coll, const char *field,
 
 		bson_uint32_to_string(i, &idxkey, buf, sizeof(buf));
 		if (bson_iter_init_find(&iter, keys[i], "v"))
-			bson_append_iter(&list, idxkey, -1, &iter);
+			idx_check_append(bson_append_iter(&list, idxkey, -1, &iter));
 	}
-	bson_append_array_end(&cond, &list);
-	bson_append_document_end(&filter, &cond);
+	idx_check_append(bson_append_array_end(&cond, &list));
+	idx_check_append(bson_append_document_end(&filter, &cond));
 
 	st->lookup = open_stream(st, coll, &filter, projection);
 	bson_destroy(&filter);
@@ -395,7 +396,7 @@ fix_bulk(VerifyState *st)
 	{
 		bson_t		opts = BSON_INITIALIZER;
 
-		BSON_APPEND_BOOL(&opts, "ordered", false);
+		idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
 		st->bulk = mongoc_collection_create_bulk_operation_with_opts(st->index,
 																	 &opts);
 		bson_destroy(&opts);
@@ -429,7 +430,7 @@ fix_replace(VerifyState *st, const bson_t *selector, const bson_t *entry,
 	bson_error_t error;
 	bool		ok;
 
-	BSON_APPEND_BOOL(&opts, "upsert", upsert);
+	idx_check_append(BSON_APPEND_BOOL(&opts, "upsert", upsert));
 	ok = mongoc_bulk_operation_replace_one_with_opts(fix_bulk(st), selector,
 													 entry, &opts, &error);
 	bson_destroy(&opts);
@@ -480,9 +481,9 @@ find_one(VerifyState *st, mongoc_collection_t *coll, const bson_t *filter,
 	const bson_t *doc;
 	bson_t	   *result = NULL;
 
-	BSON_APPEND_INT64(&opts, "limit", 1);
+	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
-		BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
 	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(st->lookup, &doc))
@@ -512,7 +513,7 @@ fact_has_entry(VerifyState *st, const bson_t *wrapped_id, const bson_t *entry)
 
 	if (!bson_iter_init_find(&iter, wrapped_id, "v"))
 		return false;
-	bson_append_iter(&filter, "_id", 3, &iter);
+	idx_check_append(bson_append_iter(&filter, "_id", 3, &iter));
 	idx_build_projection(&projection, st->info, st->attrs);
 	fact = find_one(st, st->facts, &filter, &projection, facts_what(st));
 	bson_destroy(&filter);
@@ -863,7 +864,7 @@ check_entry_batch(VerifyState *st, ReadDoc *entries, int n)
 	for (i = 0; i < n; i++)
 		if (entries[i].key != NULL)
 			ids[nids++] = entries[i].key;
-	BSON_APPEND_INT32(&projection, "_id", 1);
+	idx_check_append(BSON_APPEND_INT32(&projection, "_id", 1));
 	lookup_batch(st, st->facts, "_id", ids, nids, &projection, false,
 				 facts_what(st));
 	bson_destroy(&projection);
@@ -897,7 +898,7 @@ check_entries(VerifyState *st)
 	int			n = 0;
 	MemoryContext oldcxt;
 
-	BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1);
+	idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1));
 	st->cursor = open_stream(st, st->index, &filter, &projection);
 	bson_destroy(&projection);
 	bson_destroy(&filter);
@@ -1007,7 +1008,7 @@ report_unconvertible(VerifyState *st)
 							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
 							   n, (long long) n, st->info->collection,
 							   st->def->name),
-				 errdetail("The first error was: %s", st->first_error)));
+				 errdetail("The first error was: %s.", st->first_error)));
 	else
 		ereport(WARNING,
 				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
@@ -1015,7 +1016,7 @@ report_unconvertible(VerifyState *st)
 							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
 							   n, (long long) n, st->info->collection,
 							   st->def->name),
-				 errdetail("The first error was: %s  First _ids: %s%s.",
+				 errdetail("The first error was: %s.  First _ids: %s%s.",
 						   st->first_error, st->bad_ids.data,
 						   n > IDX_VERIFY_NAMED_FACTS ? ", ..." : "")));
 }

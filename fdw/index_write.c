@@ -17,6 +17,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_write.h"
@@ -288,7 +289,7 @@ create_bulk(IndexQueue *q, mongoc_client_session_t *session, bool ordered)
 	bson_error_t error;
 	mongoc_bulk_operation_t *bulk;
 
-	BSON_APPEND_BOOL(&opts, "ordered", ordered);
+	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", ordered));
 	if (session && !mongoc_client_session_append(session, &opts, &error))
 	{
 		bson_destroy(&opts);
@@ -313,8 +314,9 @@ entry_to_write(IdxIndexWriter *w, PendingEntry *pe, bson_t *buf)
 		return pe->entry;
 	bson_copy_to(pe->entry, buf);
 	gettimeofday(&tv, NULL);
-	BSON_APPEND_DATE_TIME(buf, IDX_ENTRY_CLAIM_TIME,
-						  (int64) tv.tv_sec * 1000 + tv.tv_usec / 1000);
+	idx_check_append(BSON_APPEND_DATE_TIME(buf, IDX_ENTRY_CLAIM_TIME,
+										   (int64) tv.tv_sec * 1000 +
+										   tv.tv_usec / 1000));
 	return buf;
 }
 
@@ -344,10 +346,10 @@ bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
 		if (selector == NULL)
 		{
 			bson_iter_init_find(&iter, pe->entry, "_id");
-			bson_append_iter(&idonly, "_id", -1, &iter);
+			idx_check_append(bson_append_iter(&idonly, "_id", -1, &iter));
 			selector = &idonly;
 		}
-		BSON_APPEND_BOOL(&opts, "upsert", true);
+		idx_check_append(BSON_APPEND_BOOL(&opts, "upsert", true));
 		ok = mongoc_bulk_operation_replace_one_with_opts(bulk, selector, doc,
 														 &opts, &error);
 		bson_destroy(&idonly);
@@ -355,7 +357,11 @@ bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
 	bson_destroy(&opts);
 	bson_destroy(&buf);
 	if (!ok)
-		elog(ERROR, "could not queue an index entry write: %s", error.message);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an index entry of foreign table \"%s\" cannot be stored in MongoDB",
+						w->info->relname),
+				 errdetail("libmongoc: %s", error.message)));
 }
 
 /*
@@ -534,9 +540,9 @@ find_one(IdxIndexWriter *w, mongoc_collection_t *coll, const bson_t *filter,
 	const bson_t *doc;
 	bson_t	   *result = NULL;
 
-	BSON_APPEND_INT64(&opts, "limit", 1);
+	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
-		BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
 	if (in_txn)
 		idx_xact_append_session(w->client, &opts);
 	cursor = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
@@ -580,9 +586,10 @@ fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
 	int			n,
 				e;
 
-	bson_append_iter(&filter, "_id", -1, fact_id);
+	idx_check_append(bson_append_iter(&filter, "_id", -1, fact_id));
 	while ((attnum = bms_next_member(w->needed, attnum)) >= 0)
-		BSON_APPEND_INT32(&projection, w->info->fields[attnum - 1], 1);
+		idx_check_append(BSON_APPEND_INT32(&projection,
+										   w->info->fields[attnum - 1], 1));
 	fact = find_one(w, w->facts, &filter, &projection, true,
 					psprintf("checking an entry of index \"%s\"", q->def->name));
 	bson_destroy(&filter);
@@ -633,8 +640,8 @@ same_value(const bson_value_t *a, const bson_value_t *b)
 	bson_t		db = BSON_INITIALIZER;
 	bool		result;
 
-	BSON_APPEND_VALUE(&da, "v", a);
-	BSON_APPEND_VALUE(&db, "v", b);
+	idx_check_append(BSON_APPEND_VALUE(&da, "v", a));
+	idx_check_append(BSON_APPEND_VALUE(&db, "v", b));
 	result = idx_bson_same_bytes(&da, &db);
 	bson_destroy(&da);
 	bson_destroy(&db);
@@ -664,8 +671,9 @@ write_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
 		bson_t		selector = BSON_INITIALIZER;
 		bson_iter_t iter;
 
-		BSON_APPEND_VALUE(&selector, "_id", entry_id);
-		BSON_APPEND_VALUE(&selector, IDX_ENTRY_FACT_ID, holder);
+		idx_check_append(BSON_APPEND_VALUE(&selector, "_id", entry_id));
+		idx_check_append(BSON_APPEND_VALUE(&selector, IDX_ENTRY_FACT_ID,
+										   holder));
 		ok = mongoc_collection_replace_one(q->coll, &selector, doc, NULL,
 										   &reply, &error);
 		bson_destroy(&selector);
@@ -719,7 +727,7 @@ resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
 		bool		done;
 
 		CHECK_FOR_INTERRUPTS();
-		BSON_APPEND_VALUE(&filter, "_id", &entry_id);
+		idx_check_append(BSON_APPEND_VALUE(&filter, "_id", &entry_id));
 		claim = find_one(w, q->coll, &filter, NULL, true, writing_what(q));
 		bson_destroy(&filter);
 		if (claim == NULL)
@@ -877,7 +885,7 @@ committed_claim(IdxIndexWriter *w, IndexQueue *q)
 		if (first == NULL)
 			first = pe;
 		bson_iter_init_find(&iter, pe->entry, "_id");
-		bson_append_iter(&filter, "_id", -1, &iter);
+		idx_check_append(bson_append_iter(&filter, "_id", -1, &iter));
 		holder = find_one(w, q->coll, &filter, NULL, false, writing_what(q));
 		bson_destroy(&filter);
 		if (holder)

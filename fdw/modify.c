@@ -48,6 +48,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "document.h"
 #include "index_catalog.h"
 #include "index_entry.h"
@@ -451,9 +452,10 @@ idx_modify_index_projection(IdxModifyState *ms, bson_t *projection)
 	Bitmapset  *needed = idx_writer_needed_attrs(ms->writer);
 	int			attnum = -1;
 
-	BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1);
+	idx_check_append(BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1));
 	while ((attnum = bms_next_member(needed, attnum)) >= 0)
-		BSON_APPEND_INT32(projection, ms->info->fields[attnum - 1], 1);
+		idx_check_append(BSON_APPEND_INT32(projection,
+										   ms->info->fields[attnum - 1], 1));
 }
 
 /*
@@ -470,11 +472,11 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 	const bson_t *doc;
 	bson_t	   *result = NULL;
 
-	BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id);
-	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+	idx_check_append(BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
 	idx_modify_index_projection(ms, &projection);
-	bson_append_document_end(&opts, &projection);
-	BSON_APPEND_INT64(&opts, "limit", 1);
+	idx_check_append(bson_append_document_end(&opts, &projection));
+	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (in_txn)
 		idx_xact_append_session(ms->client, &opts);
 	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
@@ -568,8 +570,8 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		int			k = 0;
 
 		/* remove the facts of this batch that did get in */
-		BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
-		BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in));
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
 		for (i = 0; i < n; i++)
 		{
 			char		key[16];
@@ -577,10 +579,10 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 			if (dup[i])
 				continue;
 			snprintf(key, sizeof(key), "%d", k++);
-			BSON_APPEND_VALUE(&ids_in, key, &ids[i]);
+			idx_check_append(BSON_APPEND_VALUE(&ids_in, key, &ids[i]));
 		}
-		bson_append_array_end(&in, &ids_in);
-		bson_append_document_end(&filter, &in);
+		idx_check_append(bson_append_array_end(&in, &ids_in));
+		idx_check_append(bson_append_document_end(&filter, &in));
 		if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
 													&dreply, &derror))
 			idx_report_reply_error(&dreply, &derror, ms->server->servername,
@@ -610,25 +612,6 @@ idx_modify_max_document_size(IdxModifyState *ms)
 	if (ms->max_doc_size == 0)
 		ms->max_doc_size = idx_max_document_size(ms->client);
 	return ms->max_doc_size;
-}
-
-/*
- * libmongoc refused to queue a write: its client-side checks found a
- * document it will not send.  The documents are checked while they are
- * built, so this is a safety net; nothing of the bulk has been sent.
- */
-void
-idx_modify_queue_failed(IdxModifyState *ms, mongoc_bulk_operation_t *bulk,
-						const bson_error_t *error)
-{
-	char	   *message = pstrdup(error->message);
-
-	mongoc_bulk_operation_destroy(bulk);
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("a row of foreign table \"%s\" cannot be stored in MongoDB",
-					ms->info->relname),
-			 errdetail("libmongoc: %s", message)));
 }
 
 /*
@@ -670,7 +653,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 	bson_error_t error;
 	int			i;
 
-	BSON_APPEND_BOOL(&opts, "ordered", false);
+	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
 	append_session(session, &opts);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
 	bson_destroy(&opts);
@@ -678,7 +661,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 	{
 		if (!mongoc_bulk_operation_insert_with_opts(bulk, docs[i], NULL,
 													&error))
-			idx_modify_queue_failed(ms, bulk, &error);
+			idx_document_refused(ms->info, bulk, &error);
 	}
 	return bulk;
 }
@@ -691,7 +674,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 static void
 insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 {
-	mongoc_client_session_t *session = idx_modify_session(ms);
+	mongoc_client_session_t *session;
 	mongoc_bulk_operation_t *bulk;
 	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
 	bson_t	  **docs;
@@ -707,6 +690,7 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 		row_id(ms, slots[i], &ids[i]);
 	}
 	docs = build_documents(ms, slots, ids, n);
+	session = idx_modify_session(ms);
 	bulk = queue_documents(ms, session, docs, n);
 
 	PG_TRY();
@@ -765,7 +749,7 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	bson_t	   *result = NULL;
 	bool		ok;
 
-	BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id);
+	idx_check_append(BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id));
 	if (update)
 		mongoc_find_and_modify_opts_set_update(fam, update);
 	else
@@ -918,7 +902,6 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 
 	if (ms->target_attrs == NIL)
 		return slot;			/* nothing MongoDB stores changes */
-	session = idx_modify_session(ms);
 	idx_modify_target_id(ms, planSlot, &id);
 	slot_getallattrs(slot);
 
@@ -929,6 +912,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bson_destroy(&built);
 	idx_check_document_size(update, idx_modify_max_document_size(ms),
 							ms->info, true);
+	session = idx_modify_session(ms);
 
 	have_old = indexed && idx_modify_old_row(ms, planSlot, &oldvals, &oldnulls);
 	if (have_old)
@@ -1072,7 +1056,7 @@ remember_write(IdxModifyState *ms, UndoKind kind, const bson_value_t *id,
 	oldcxt = MemoryContextSwitchTo(ms->cxt);
 	rec = palloc(sizeof(UndoRecord));
 	rec->kind = kind;
-	BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id);
+	idx_check_append(BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id));
 	rec->id = idx_bson_pcopy(&iddoc);
 	bson_destroy(&iddoc);
 	rec->before = before ? idx_bson_pcopy(before) : NULL;
@@ -1119,14 +1103,14 @@ restore_update(IdxModifyState *ms, const bson_t *before, bson_t *update)
 
 		if (bson_iter_init(&iter, before) &&
 			bson_iter_find_descendant(&iter, path, &field))
-			bson_append_iter(&set, path, -1, &field);
+			idx_check_append(bson_append_iter(&set, path, -1, &field));
 		else
-			BSON_APPEND_UTF8(&unset, path, "");
+			idx_check_append(BSON_APPEND_UTF8(&unset, path, ""));
 	}
 	if (!bson_empty(&set))
-		BSON_APPEND_DOCUMENT(update, "$set", &set);
+		idx_check_append(BSON_APPEND_DOCUMENT(update, "$set", &set));
 	if (!bson_empty(&unset))
-		BSON_APPEND_DOCUMENT(update, "$unset", &unset);
+		idx_check_append(BSON_APPEND_DOCUMENT(update, "$unset", &unset));
 	bson_destroy(&set);
 	bson_destroy(&unset);
 }
@@ -1328,7 +1312,7 @@ changed_before(IdxModifyState *ms, TupleTableSlot *planSlot)
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	idx_modify_target_id(ms, planSlot, &id);
-	BSON_APPEND_VALUE(&iddoc, "_id", &id);
+	idx_check_append(BSON_APPEND_VALUE(&iddoc, "_id", &id));
 	hash = hash_bytes_extended(bson_get_data(&iddoc), (int) iddoc.len, 0);
 	entry = hash_search(ms->changed, &hash, HASH_ENTER, &found);
 	if (!found)

@@ -224,9 +224,9 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	const bson_t *doc;
 
 	ids_filter(b, &filter);
-	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
 	idx_modify_index_projection(ms, &projection);
-	bson_append_document_end(&opts, &projection);
+	idx_check_append(bson_append_document_end(&opts, &projection));
 	if (!mongoc_client_session_append(session, &opts, &error))
 		elog(ERROR, "could not add the session to a read: %s", error.message);
 	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
@@ -241,7 +241,7 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 			int			i;
 
 			if (bson_iter_init_find(&iter, doc, "_id"))
-				bson_append_iter(&key, "_id", -1, &iter);
+				idx_check_append(bson_append_iter(&key, "_id", -1, &iter));
 			for (i = 0; i < b->n; i++)
 			{
 				if (pre[i] == NULL && idx_bson_same_bytes(b->rows[i].id, &key))
@@ -320,7 +320,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	bool		ok;
 	int			i;
 
-	BSON_APPEND_BOOL(&opts, "ordered", false);
+	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
 	if (!mongoc_client_session_append(session, &opts, &error))
 		elog(ERROR, "could not add the session to a write: %s", error.message);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
@@ -334,7 +334,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 														 &error);
 		bson_destroy(&filter);
 		if (!ok)
-			idx_modify_queue_failed(ms, bulk, &error);
+			idx_document_refused(ms->info, bulk, &error);
 	}
 	else
 	{
@@ -346,7 +346,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 															b->rows[i].id,
 															b->rows[i].update,
 															NULL, &error))
-				idx_modify_queue_failed(ms, bulk, &error);
+				idx_document_refused(ms->info, bulk, &error);
 		}
 	}
 	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);

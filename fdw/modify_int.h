@@ -72,15 +72,6 @@ extern mongoc_client_session_t *idx_modify_session(IdxModifyState *ms);
 /* The largest document the server takes (asked once per statement) */
 extern int64 idx_modify_max_document_size(IdxModifyState *ms);
 
-/*
- * Error for a write libmongoc refused to queue (a document it cannot send);
- * destroys "bulk" first.
- */
-extern void idx_modify_queue_failed(IdxModifyState *ms,
-									mongoc_bulk_operation_t *bulk,
-									const bson_error_t *error)
-			pg_attribute_noreturn();
-
 /* Count facts written (ordered mode: noted for the rollback warning) */
 extern void idx_modify_note_written(IdxModifyState *ms, int n);
 

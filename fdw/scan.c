@@ -27,6 +27,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "convert_json.h"
 #include "deparse.h"
 #include "idxtable_fdw.h"
 #include "option.h"
@@ -218,13 +219,13 @@ idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
 {
 	bson_t		child;
 
-	BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &child);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &child));
 	idx_build_projection(&child, info, attrs_used);
-	bson_append_document_end(opts, &child);
-	BSON_APPEND_INT32(opts, "batchSize", batch_size);
-	BSON_APPEND_DOCUMENT_BEGIN(opts, "collation", &child);
-	BSON_APPEND_UTF8(&child, "locale", "simple");
-	bson_append_document_end(opts, &child);
+	idx_check_append(bson_append_document_end(opts, &child));
+	idx_check_append(BSON_APPEND_INT32(opts, "batchSize", batch_size));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "collation", &child));
+	idx_check_append(BSON_APPEND_UTF8(&child, "locale", "simple"));
+	idx_check_append(bson_append_document_end(opts, &child));
 }
 
 /*

@@ -23,6 +23,14 @@ verify_index inside); ordered mode runs every statement by itself, since its
 writes are final by design.  The value pools are small, so that unique
 collisions and index hits are frequent.
 
+Some writes carry what MongoDB cannot store (rare, see BAD_SHARE): a jsonb
+value with an object key that is empty, starts with "$" or contains "." (at
+any depth), or a row whose document exceeds 16 MiB.  The local table would
+take them, so the test knows the rule: such a write must fail on the
+foreign table with SQLSTATE 22023 (a key) or 54000 (the size) if it writes
+any row at all, and leave nothing of itself; it is not run on the local
+table (in a transaction, the local side is aborted alongside).
+
 After each batch, random queries through the indexes run on fw with
 ``idxtable.enable_plain_scan = off`` and on lw: the results must be identical
 (the share that EXPLAIN shows routed through an index table is checked too);
@@ -41,6 +49,7 @@ anything failed.
 """
 import argparse
 import io
+import json
 import os
 import random
 import sys
@@ -55,9 +64,9 @@ import mongo_client  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_diffwrites"
 MODES = ("transaction", "ordered")
-COLUMNS = ["_id", "name", "town", "tags", "n", "flag"]
+COLUMNS = ["_id", "name", "town", "tags", "n", "flag", "j"]
 COLUMN_TYPES = {"_id": "text", "name": "text", "town": "text", "tags": "text[]",
-                "n": "integer", "flag": "boolean"}
+                "n": "integer", "flag": "boolean", "j": "jsonb"}
 # (name, keys, include, unique)
 INDEXES = [("fw_name", "{lower(name)}", "{}", True),
            ("fw_town", "{town}", "{n}", False),
@@ -85,6 +94,36 @@ TAGS = ["a", "b", "c", "d", "e"]
 TARGET_ROWS = (15, 40)
 
 
+class Json:
+    """A jsonb value (its Python form), quoted as JSON text."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def text(self):
+        return json.dumps(self.value)
+
+
+class Raw(str):
+    """An SQL expression written as it is (not in COPY)."""
+
+
+# jsonb values: these MongoDB stores exactly (no top-level JSON null: it
+# reads back as SQL NULL; no floats)
+GOOD_J = [{"a": 1}, {"k": [1, {"x": "y"}]}, "text", [1, 2], {"a$": "$v", "b": {"c": None}}, {},
+          {"é": ["ü", True]}]
+# object keys MongoDB cannot store: 22023
+BAD_KEY_J = [{"": 1}, {"$x": 1}, {"a.b": 1}, {"a": {"": 2}}, [1, {"$gt": 0}], {"ok": [{"x.y": 1}]},
+             {"$where": "1"}, {"a": {"b": {".": 3}}}]
+# a row over MongoDB's 16 MiB: 54000
+OVERSIZE_J = Raw("jsonb_build_object('big', repeat('x', 17000000))")
+# share of the writes that carry one of these, and of those the oversize ones
+BAD_SHARE = 0.06
+OVERSIZE_SHARE = 0.2
+SQLSTATE_BAD_KEY = "22023"
+SQLSTATE_TOO_LARGE = "54000"
+
+
 def case_variant(rng, base):
     return rng.choice([base, base.capitalize(), base.upper()])
 
@@ -93,6 +132,10 @@ def quote(value):
     """An SQL literal of a Python value (text, int, bool, list of text, None)."""
     if value is None:
         return "NULL"
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, Json):
+        return quote(value.text())
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -114,6 +157,8 @@ def array_text(values):
 def copy_field(value):
     if value is None:
         return "\\N"
+    if isinstance(value, Json):
+        value = value.text()
     if isinstance(value, bool):
         return "t" if value else "f"
     if isinstance(value, int):
@@ -134,7 +179,8 @@ class Statement:
     copy: str = None
     query: bool = False      # rows in order (ORDER BY), compared as they come
     foreign_only: bool = False
-
+    expect: str = None       # SQLSTATE the foreign table must fail with (not run locally)
+    guard: str = None        # ... if this count query on the local table is > 0
     def text(self, table):
         return self.sql.replace("{t}", table)
 
@@ -202,13 +248,22 @@ class Generator:
     def flag(self):
         return self.rng.choice([True, False, None])
 
+    def j(self):
+        return None if self.rng.random() < 0.3 else Json(self.rng.choice(GOOD_J))
+
+    def bad_j(self, oversize_ok=True):
+        """A jsonb value MongoDB cannot store, and the SQLSTATE it gives."""
+        if oversize_ok and self.rng.random() < OVERSIZE_SHARE:
+            return OVERSIZE_J, SQLSTATE_TOO_LARGE
+        return Json(self.rng.choice(BAD_KEY_J)), SQLSTATE_BAD_KEY
+
     def row(self, taken, taken_names):
         rid = self.new_id(taken)
         name = self.name(taken_names)
         taken.add(rid)
         if name is not None:
             taken_names.append(name)
-        return [rid, name, self.town(), self.tags(), self.n(), self.flag()]
+        return [rid, name, self.town(), self.tags(), self.n(), self.flag(), self.j()]
 
     def rows(self, count):
         taken, taken_names = set(), []
@@ -261,7 +316,7 @@ class Generator:
     def assignments(self):
         rng = self.rng
         out = []
-        for col in rng.sample(["name", "town", "tags", "n", "flag"], rng.choice([1, 1, 2, 2, 3])):
+        for col in rng.sample(["name", "town", "tags", "n", "flag", "j"], rng.choice([1, 1, 2, 2, 3])):
             if col == "name":
                 r = rng.random()
                 if r < 0.15:
@@ -281,6 +336,9 @@ class Generator:
                                        "tags = NULL"]))
             elif col == "n":
                 out.append(rng.choice(["n = %s" % quote(self.n()), "n = n + 1", "n = NULL"]))
+            elif col == "j":
+                out.append(rng.choice(["j = %s" % quote(self.j()),
+                                       "j = jsonb_build_object('n', n, 't', town)"]))
             else:
                 out.append(rng.choice(["flag = %s" % quote(self.flag()), "flag = NOT flag"]))
         return ", ".join(out)
@@ -317,7 +375,7 @@ class Generator:
         """Copies of some rows under new _ids (suffix) and names (suffix or NULL)."""
         suffix = self.rng.choice(["x", "y"])
         name = self.rng.choice(["name || '%s'" % suffix, "NULL"])
-        return Statement("INSERT INTO {t} SELECT _id || '%s', %s, town, tags, n, flag FROM {t} WHERE %s%s" % (
+        return Statement("INSERT INTO {t} SELECT _id || '%s', %s, town, tags, n, flag, j FROM {t} WHERE %s%s" % (
             suffix, name, self.predicate(), self.returning()))
 
     def copy(self):
@@ -347,8 +405,44 @@ class Generator:
         ids = ", ".join("(%s)" % quote(self.existing_id()) for _ in range(self.rng.randint(1, 3)))
         return Statement("DELETE FROM {t} AS x USING (VALUES %s) AS v(id) WHERE x._id = v.id" % ids)
 
+    def bad_insert(self):
+        """An INSERT (VALUES, SELECT from VALUES, COPY) of fresh rows, one of
+        them with a value MongoDB cannot store: nothing else can fail."""
+        rng = self.rng
+        rows = []
+        for _ in range(rng.randint(1, 5)):
+            self.bad_serial = getattr(self, "bad_serial", 0) + 1
+            rows.append(["bad%05d" % self.bad_serial, None, self.town(), self.tags(), self.n(),
+                         self.flag(), self.j()])
+        kind = rng.choice(["values", "select", "copy"])
+        value, sqlstate = self.bad_j(oversize_ok=kind != "copy")
+        rows[rng.randrange(len(rows))][-1] = value
+        if kind == "copy":
+            data = "".join("\t".join(copy_field(v) for v in row) + "\n" for row in rows)
+            return Statement("COPY {t} FROM STDIN", copy=data, expect=sqlstate)
+        if kind == "select":
+            return Statement("INSERT INTO {t} SELECT * FROM (VALUES %s) AS v(%s)%s" % (
+                ", ".join("(%s)" % ", ".join(typed(v, c) for v, c in zip(row, COLUMNS)) for row in rows),
+                ", ".join(COLUMNS), self.returning()), expect=sqlstate)
+        return Statement("INSERT INTO {t} VALUES %s%s" % (
+            ", ".join("(%s)" % ", ".join(quote(v) for v in row) for row in rows), self.returning()),
+            expect=sqlstate)
+
+    def bad_update(self):
+        """An UPDATE assigning a value MongoDB cannot store (and maybe n):
+        it fails if it matches any row."""
+        value, sqlstate = self.bad_j()
+        predicate = self.predicate()
+        extra = self.rng.choice(["", ", n = n + 1"])
+        return Statement("UPDATE {t} SET j = %s%s WHERE %s%s" % (quote(value), extra, predicate,
+                                                               self.returning()),
+                         expect=sqlstate, guard="SELECT count(*) FROM {t} WHERE %s" % predicate)
+
     def write(self):
-        """A random write, biased towards keeping the table at TARGET_ROWS."""
+        """A random write, biased towards keeping the table at TARGET_ROWS;
+        now and then one that carries what MongoDB cannot store."""
+        if self.rng.random() < BAD_SHARE:
+            return self.rng.choice([self.bad_insert, self.bad_update])()
         size = len(self.ids)
         grow, shrink = 1.0, 1.0
         if size < TARGET_ROWS[0]:
@@ -472,6 +566,11 @@ class Side:
             return [tuple(r) for r in cur.fetchall()] if cur.description else None
 
 
+def as_jsonb(value):
+    """A jsonb column value as read, for psycopg2 to write back."""
+    return None if value is None else psycopg2.extras.Json(value)
+
+
 def show_verify(row):
     if isinstance(row, tuple):
         return "checked %d, missing %d, orphan %d, stale %d" % row
@@ -543,7 +642,7 @@ class Run:
         self.fw = Side("fw")
         self.lw = Side("lw")
         self.stats = {"statements": 0, "errors": 0, "queries": 0, "routed": 0, "transactions": 0,
-                      "explained": 0, "resyncs": 0, "passed": 0, "failed": 0}
+                      "explained": 0, "resyncs": 0, "refused": 0, "passed": 0, "failed": 0}
         self.where = ""
         self.plain_scan = "on"
 
@@ -610,7 +709,7 @@ class Run:
                 cur.execute("TRUNCATE lw")
                 if foreign_rows:
                     psycopg2.extras.execute_values(cur, "INSERT INTO lw VALUES %s",
-                                                   [list(r) for r in foreign_rows])
+                                                   [list(r[:-1]) + [as_jsonb(r[-1])] for r in foreign_rows])
                 cur.execute("COMMIT")
         except psycopg2.Error as exc:
             self.lw.execute("ROLLBACK")
@@ -653,9 +752,37 @@ class Run:
 
     # ---- batches
 
+    def expected_sqlstate(self, statement):
+        """The SQLSTATE the foreign table must fail with, or None if the
+        statement is an ordinary one (or a refused UPDATE that matches
+        nothing)."""
+        if statement.expect is None:
+            return None
+        if statement.guard and self.lw.execute(statement.guard)[0][0] == 0:
+            return None
+        return statement.expect
+
+    def refused(self, statement, expected):
+        """Run a write MongoDB cannot store on the foreign table only: it
+        must fail with ``expected``."""
+        self.stats["refused"] += 1
+        foreign = self.fw.run(statement)
+        self.check(foreign.sqlstate == expected,
+                   "a write MongoDB cannot store: expected SQLSTATE %s from the foreign table" % expected,
+                   ["sql: " + statement.show()[:300], "foreign: " + foreign.show()[:300]])
+        return foreign
+
     def single(self, statement):
         """One autocommit statement on both tables."""
         self.stats["statements"] += 1
+        expected = self.expected_sqlstate(statement)
+        if expected is not None:
+            self.refused(statement, expected)
+            # nothing of it remains
+            self.compare_contents("after a refused write", statement)
+            self.verify_after("after a refused write", statement)
+            self.refresh_state()
+            return
         foreign, local, ok = self.compare_statement(statement)
         if local.failed():
             self.stats["errors"] += 1
@@ -680,7 +807,13 @@ class Run:
         log = []
         aborted = False
         for number, statement in enumerate(statements):
-            foreign, local, ok = self.compare_statement(statement)
+            expected = None if aborted else self.expected_sqlstate(statement)
+            if expected is not None:
+                foreign = self.refused(statement, expected)
+                # the local transaction fails alongside
+                local = self.lw.run(Statement("SELECT 1 / 0"))
+            else:
+                foreign, local, ok = self.compare_statement(statement)
             log.append("%s -> fw %s / lw %s" % (statement.show(), foreign.show(2), local.show(2)))
             if 0 < number < len(statements) - 1:
                 self.stats["queries" if statement.query else "statements"] += 1
@@ -755,10 +888,11 @@ class Run:
                    "only %.0f%% of the queries went through an index table" % (100 * share))
         rows = self.fw.execute("SELECT count(*) FROM {t}")[0][0]
         s = self.stats
-        print("%s: %d statements (%d failed on both), %d transactions, %d queries (%d routed), "
+        print("%s: %d statements (%d failed on both, %d refused as MongoDB cannot store them), "
+              "%d transactions, %d queries (%d routed), "
               "%d rows at the end, %d resyncs, %.1fs: %d passed, %d failed"
-              % (self.mode, s["statements"], s["errors"], s["transactions"], s["queries"], s["routed"],
-                 rows, s["resyncs"], time.monotonic() - started, s["passed"], s["failed"]))
+              % (self.mode, s["statements"], s["errors"], s["refused"], s["transactions"], s["queries"],
+                 s["routed"], rows, s["resyncs"], time.monotonic() - started, s["passed"], s["failed"]))
         sys.stdout.flush()
         self.fw.conn.close()
         self.lw.conn.close()
