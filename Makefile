@@ -11,6 +11,7 @@ OBJS = \
 	fdw/modify.o \
 	fdw/modify_batch.o \
 	fdw/connection.o \
+	fdw/stream.o \
 	fdw/convert.o \
 	fdw/convert_json.o \
 	fdw/deparse.o \

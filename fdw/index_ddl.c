@@ -52,6 +52,7 @@
 #include "index_ddl.h"
 #include "index_entry.h"
 #include "option.h"
+#include "stream.h"
 
 /* Timeouts of the client that drops collections after an abort */
 #define IDX_CLEANUP_TIMEOUT_MS	3000
@@ -390,7 +391,8 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 static void
 drop_after_abort(PendingDrop *p)
 {
-	mongoc_client_t *client = mongoc_client_new_from_uri(p->cleanup_uri);
+	mongoc_client_t *client = idx_stream_client_new(p->cleanup_uri,
+													p->servername);
 	bson_t		command = BSON_INITIALIZER;
 	bson_t		reply;
 	bson_error_t error;
@@ -407,7 +409,7 @@ drop_after_abort(PendingDrop *p)
 		if (!ok && error.domain == MONGOC_ERROR_SERVER &&
 			error.code == MONGO_NAMESPACE_NOT_FOUND)
 			ok = true;
-		mongoc_client_destroy(client);
+		idx_stream_client_destroy(client);
 	}
 	bson_destroy(&command);
 
