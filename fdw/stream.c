@@ -43,6 +43,7 @@
 
 #include <mongoc/mongoc.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
@@ -103,8 +104,14 @@ typedef struct CheckStream
 
 static StreamOwner *owners = NULL;
 
-/* An interrupt made an operation fail: raise it after libmongoc returns */
+/*
+ * An interrupt made an operation fail: raise it after libmongoc returns.
+ * Only in the statement that latched it: a failure libmongoc swallowed
+ * (killCursors, abortTransaction at abort) must not turn a later error
+ * into a cancel.
+ */
 static bool cancel_latched = false;
+static TimestampTz cancel_statement = 0;
 
 /* An error thrown by a PostgreSQL wait function, to re-throw later */
 static ErrorData *wait_error = NULL;
@@ -133,7 +140,10 @@ must_stop(StreamOwner *owner)
 		(QueryCancelPending || ProcDiePending || wait_error != NULL))
 	{
 		if (QueryCancelPending || ProcDiePending)
+		{
 			cancel_latched = true;
+			cancel_statement = GetCurrentStatementStartTimestamp();
+		}
 		owner->broken = true;
 	}
 	if (owner->broken)
@@ -1288,6 +1298,9 @@ idx_stream_raise_failure(const char *servername)
 		cancel_latched = false;
 		ReThrowError(edata);
 	}
+	if (cancel_latched &&
+		cancel_statement != GetCurrentStatementStartTimestamp())
+		cancel_latched = false;
 	if (cancel_latched)
 	{
 		cancel_latched = false;
