@@ -58,6 +58,9 @@
 /* The largest reply accepted (MongoDB's maxMessageSizeBytes) */
 #define IDX_MAX_MESSAGE		48000000
 
+/* The deepest nesting of documents accepted (MongoDB's own limit) */
+#define IDX_MAX_DEPTH		200
+
 #define OP_REPLY		1
 #define OP_COMPRESSED	2012
 #define OP_MSG			2013
@@ -697,16 +700,50 @@ read_int32(const uint8 *p)
 }
 
 /*
- * Is "len" bytes at "data" one well-formed BSON document (recursively)?
+ * Is "doc" well-formed throughout: every element inside it, and every
+ * nested document, array and code-with-scope scope framed as a document
+ * (length prefix, trailing NUL)?  bson_validate() is not enough: it skips
+ * a nested document whose trailing byte is wrong, which libmongoc's cursor
+ * then asserts on.  Depth is bounded as MongoDB bounds it.
  */
 static bool
-document_ok(const uint8 *data, size_t len)
+document_ok(const bson_t *doc, int depth)
+{
+	bson_iter_t iter;
+
+	if (depth > IDX_MAX_DEPTH || !bson_iter_init(&iter, doc))
+		return false;
+	while (bson_iter_next(&iter))
+	{
+		const uint8 *data = NULL;
+		uint32		len = 0;
+		uint32		codelen;
+		bson_t		sub;
+
+		if (BSON_ITER_HOLDS_DOCUMENT(&iter))
+			bson_iter_document(&iter, &len, &data);
+		else if (BSON_ITER_HOLDS_ARRAY(&iter))
+			bson_iter_array(&iter, &len, &data);
+		else if (BSON_ITER_HOLDS_CODEWSCOPE(&iter))
+			(void) bson_iter_codewscope(&iter, &codelen, &len, &data);
+		else
+			continue;
+		if (data == NULL || !bson_init_static(&sub, data, len) ||
+			!document_ok(&sub, depth + 1))
+			return false;
+	}
+	return iter.err_off == 0;
+}
+
+/*
+ * Is "len" bytes at "data" one well-formed BSON document?
+ */
+static bool
+bytes_ok(const uint8 *data, size_t len)
 {
 	bson_t		doc;
-	size_t		offset;
 
-	return bson_init_static(&doc, data, len) &&
-		bson_validate(&doc, BSON_VALIDATE_NONE, &offset);
+	return bson_init_static(&doc, data, len) && document_ok(&doc, 0);
 }
 
 /*
@@ -769,7 +806,7 @@ check_documents(const uint8 *p, size_t len, int64 count, bool first)
 		doclen = read_int32(p);
 		if (doclen < 5 || (size_t) doclen > len)
 			return gettext_noop("A document's length exceeds its section.");
-		if (!document_ok(p, doclen))
+		if (!bytes_ok(p, doclen))
 			return gettext_noop("A document is corrupt.");
 		if (first && n == 0)
 		{

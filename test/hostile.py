@@ -6,7 +6,9 @@ idxtable_hostile, one foreign server per mode.  For every malformed mode
 (short_section, corrupt_doc, corrupt_batch, compressed, bad_compression) a
 query is an ERROR 08P01 naming the server, twice in a row (the broken
 client was discarded and a new one connected), and the same session then
-reads the real test server.  For every silent mode (blackhole: never
+reads the real test server.  Mode fuzz answers 300 finds with randomly
+damaged replies (HOSTILE_SEED, default 1, seeds them): each query returns
+rows or is an ERROR, never a lost connection.  For every silent mode (blackhole: never
 accepted; silent_hello: the handshake never answered; silent: answers the
 handshake, never a command):
 
@@ -35,6 +37,7 @@ DATABASE = "idxtable_hostile"
 MALFORMED = ["short_section", "corrupt_doc", "corrupt_batch", "compressed",
              "bad_compression"]
 SILENT = ["blackhole", "silent_hello", "silent"]
+FUZZ_QUERIES = 300
 
 passed = 0
 failed = 0
@@ -174,6 +177,28 @@ def malformed(mode, witness):
     witness.check(mode)
 
 
+def fuzz(mode, witness):
+    """Randomly damaged replies: each query returns rows or is an ERROR
+    with a SQLSTATE, the backend never crashes, the session goes on."""
+    conn = connect()
+    outcomes = {}
+    for _ in range(FUZZ_QUERIES):
+        state, msg, _ = run(conn, "SELECT * FROM h_fuzz_t")
+        key = state or ("rows" if not msg else "lost: " + msg.splitlines()[0])
+        outcomes[key] = outcomes.get(key, 0) + 1
+        if key.startswith("lost"):
+            break
+    print("  fuzz outcomes:", ", ".join("%s %d" % kv for kv in sorted(outcomes.items())))
+    lost = [k for k in outcomes if k.startswith("lost")]
+    check(not lost and sum(outcomes.values()) == FUZZ_QUERIES,
+          "fuzz: %d damaged replies, each rows or an ERROR (%s)" % (FUZZ_QUERIES, lost))
+    check(outcomes.get("08P01", 0) > 0, "fuzz: some damaged replies are 08P01")
+    if not lost:
+        reads_real(conn, "fuzz")
+    conn.close()
+    witness.check("fuzz")
+
+
 def timeout_case(mode, witness, timings):
     """statement_timeout = 1s ends the wait."""
     conn = connect()
@@ -238,7 +263,8 @@ def signal_case(mode, witness, timings, function):
 def start_stub():
     """Start the stub; returns (process, {mode: port})."""
     proc = subprocess.Popen([sys.executable, os.path.join(HERE, "hostile_server.py"),
-                             "--lifetime", "240"] + MALFORMED + SILENT,
+                             "--lifetime", "240", "--seed", os.environ.get("HOSTILE_SEED", "1")]
+                            + MALFORMED + ["fuzz"] + SILENT,
                             stdout=subprocess.PIPE, text=True)
     ports = {}
     for line in proc.stdout:
@@ -252,13 +278,15 @@ def start_stub():
 def main():
     """Run every case (or those of the modes named as arguments); print
     the timings and the summary."""
-    modes = sys.argv[1:] or MALFORMED + SILENT
+    modes = sys.argv[1:] or MALFORMED + ["fuzz"] + SILENT
     proc, ports = start_stub()
     timings = []
     try:
         setup(ports)
         witness = Witness()
         cases = [(malformed, mode) for mode in MALFORMED if mode in modes]
+        if "fuzz" in modes:
+            cases.append((fuzz, "fuzz"))
         for mode in SILENT:
             if mode in modes:
                 cases += [(timeout_case, mode),
@@ -266,7 +294,7 @@ def main():
                           (lambda m, w, t: signal_case(m, w, t, "pg_terminate_backend"), mode)]
         for case, mode in cases:
             try:
-                if case is malformed:
+                if case in (malformed, fuzz):
                     case(mode, witness)
                 else:
                     case(mode, witness, timings)

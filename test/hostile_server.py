@@ -20,12 +20,16 @@ like a standalone mongod; the other commands (find, aggregate, ...) get:
     silent_hello      accepted, the handshake is never answered
     silent            the handshake and ping are answered, nothing else
     ok                a find returns one document {_id: 1, k: "x"}
+    fuzz              a find reply of a few documents with 1 to 4 random bytes
+                      changed (the message length stays right), seeded by
+                      --seed and the request count
 
 Pure Python sockets; pymongo's bson only encodes documents.  Exits after
 --lifetime seconds (default 300) so that it can never outlive its test.
 """
 import argparse
 import datetime
+import random
 import socket
 import struct
 import sys
@@ -98,8 +102,29 @@ def corrupt_batch(namespace):
     return bytes(raw)
 
 
+SEED = [0]
+FUZZ_COUNT = [0]
+
+
+def fuzz_reply(request_id, namespace):
+    """A good find reply with a few random bytes changed after the header."""
+    FUZZ_COUNT[0] += 1
+    rng = random.Random(SEED[0] * 1000003 + FUZZ_COUNT[0])
+    docs = [SON([("_id", i), ("k", "v%d" % i), ("n", i * 1.5), ("a", [i, "x", None]),
+                 ("d", SON([("e", True)]))]) for i in range(3)]
+    body = SON([("cursor", SON([("firstBatch", docs), ("id", 0), ("ns", namespace)])),
+                ("ok", 1.0)])
+    raw = bytearray(op_msg(request_id, bson.BSON.encode(body)))
+    for _ in range(rng.randint(1, 4)):
+        raw[rng.randrange(16, len(raw))] = rng.choice([0, 1, 2, 3, 4, 0x7F, 0xFF,
+                                                      rng.randrange(256)])
+    return bytes(raw)
+
+
 def hostile_reply(mode, request_id, namespace):
     """The reply of a mode to a command other than the handshake."""
+    if mode == "fuzz":
+        return fuzz_reply(request_id, namespace)
     if mode == "short_section":
         return op_msg(request_id, b"\x10\x00\x00\x00garbage-garbage"
                       + bson.BSON.encode(find_reply(namespace)))
@@ -193,8 +218,10 @@ def main():
     """Listen for every mode given, print the ports, live --lifetime s."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--lifetime", type=float, default=300)
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("modes", nargs="+")
     args = parser.parse_args()
+    SEED[0] = args.seed
     socks = []
     for mode in args.modes:
         sock = listen(mode)
