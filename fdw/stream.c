@@ -747,9 +747,48 @@ bytes_ok(const uint8 *data, size_t len)
 }
 
 /*
- * Checks of the first document that libmongoc reads without care: a
- * "compression" list of non-strings crashes it, and a cursor batch element
- * that is not a document silently ends the batch.
+ * Are all the values of array or document "iter" strings?
+ */
+static bool
+all_strings(const bson_iter_t *iter)
+{
+	bson_iter_t sub;
+
+	if (!bson_iter_recurse(iter, &sub))
+		return false;
+	while (bson_iter_next(&sub))
+		if (!BSON_ITER_HOLDS_UTF8(&sub))
+			return false;
+	return true;
+}
+
+/*
+ * Checks of handshake fields that libmongoc reads without care: lists of
+ * names holding anything but strings reach strcasecmp() as NULL (fields
+ * libmongoc type-checks itself are left to it).
+ */
+static const char *
+check_handshake_fields(const bson_t *doc)
+{
+	static const char *const lists[] = {"compression", "hosts", "passives",
+	"arbiters"};
+	bson_iter_t iter;
+	int			i;
+
+	for (i = 0; i < lengthof(lists); i++)
+		if (bson_iter_init_find(&iter, doc, lists[i]) &&
+			(!BSON_ITER_HOLDS_ARRAY(&iter) || !all_strings(&iter)))
+			return gettext_noop("A list of names in the handshake reply is not an array of strings.");
+	if (bson_iter_init_find(&iter, doc, "tags") &&
+		(!BSON_ITER_HOLDS_DOCUMENT(&iter) || !all_strings(&iter)))
+		return gettext_noop("The \"tags\" field of the handshake reply is not a document of strings.");
+	return NULL;
+}
+
+/*
+ * Checks of the first document that libmongoc reads without care: the
+ * handshake fields above, and a cursor batch element that is not a
+ * document, which silently ends the batch.
  */
 static const char *
 check_first_document(const uint8 *data, size_t len)
@@ -757,17 +796,12 @@ check_first_document(const uint8 *data, size_t len)
 	bson_t		doc;
 	bson_iter_t iter;
 	bson_iter_t sub;
+	const char *reason;
 
 	if (!bson_init_static(&doc, data, len))
 		return gettext_noop("A document's length does not match its contents.");
-	if (bson_iter_init_find(&iter, &doc, "compression"))
-	{
-		if (!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &sub))
-			return gettext_noop("The \"compression\" field of the handshake is not an array.");
-		while (bson_iter_next(&sub))
-			if (!BSON_ITER_HOLDS_UTF8(&sub))
-				return gettext_noop("The \"compression\" field of the handshake holds a value that is not a string.");
-	}
+	if ((reason = check_handshake_fields(&doc)) != NULL)
+		return reason;
 	if (bson_iter_init_find(&iter, &doc, "cursor") &&
 		BSON_ITER_HOLDS_DOCUMENT(&iter) && bson_iter_recurse(&iter, &sub))
 	{

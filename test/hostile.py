@@ -7,8 +7,8 @@ idxtable_hostile, one foreign server per mode.  For every malformed mode
 query is an ERROR 08P01 naming the server, twice in a row (the broken
 client was discarded and a new one connected), and the same session then
 reads the real test server.  Mode fuzz answers 300 finds with randomly
-damaged replies (HOSTILE_SEED, default 1, seeds them): each query returns
-rows or is an ERROR, never a lost connection.  For every silent mode (blackhole: never
+damaged replies, fuzz_hello 300 handshakes (HOSTILE_SEED, default 1, seeds
+them): each query returns rows or is an ERROR, never a lost connection.  For every silent mode (blackhole: never
 accepted; silent_hello: the handshake never answered; silent: answers the
 handshake, never a command):
 
@@ -37,6 +37,7 @@ DATABASE = "idxtable_hostile"
 MALFORMED = ["short_section", "corrupt_doc", "corrupt_batch", "compressed",
              "bad_compression"]
 SILENT = ["blackhole", "silent_hello", "silent"]
+FUZZ = ["fuzz", "fuzz_hello"]
 FUZZ_QUERIES = 300
 
 passed = 0
@@ -183,20 +184,20 @@ def fuzz(mode, witness):
     conn = connect()
     outcomes = {}
     for _ in range(FUZZ_QUERIES):
-        state, msg, _ = run(conn, "SELECT * FROM h_fuzz_t")
+        state, msg, _ = run(conn, "SELECT * FROM h_%s_t" % mode)
         key = state or ("rows" if not msg else "lost: " + msg.splitlines()[0])
         outcomes[key] = outcomes.get(key, 0) + 1
         if key.startswith("lost"):
             break
-    print("  fuzz outcomes:", ", ".join("%s %d" % kv for kv in sorted(outcomes.items())))
+    print("  %s outcomes:" % mode, ", ".join("%s %d" % kv for kv in sorted(outcomes.items())))
     lost = [k for k in outcomes if k.startswith("lost")]
     check(not lost and sum(outcomes.values()) == FUZZ_QUERIES,
-          "fuzz: %d damaged replies, each rows or an ERROR (%s)" % (FUZZ_QUERIES, lost))
-    check(outcomes.get("08P01", 0) > 0, "fuzz: some damaged replies are 08P01")
+          "%s: %d damaged replies, each rows or an ERROR (%s)" % (mode, FUZZ_QUERIES, lost))
+    check(outcomes.get("08P01", 0) > 0, "%s: some damaged replies are 08P01" % mode)
     if not lost:
-        reads_real(conn, "fuzz")
+        reads_real(conn, mode)
     conn.close()
-    witness.check("fuzz")
+    witness.check(mode)
 
 
 def timeout_case(mode, witness, timings):
@@ -264,7 +265,7 @@ def start_stub():
     """Start the stub; returns (process, {mode: port})."""
     proc = subprocess.Popen([sys.executable, os.path.join(HERE, "hostile_server.py"),
                              "--lifetime", "240", "--seed", os.environ.get("HOSTILE_SEED", "1")]
-                            + MALFORMED + ["fuzz"] + SILENT,
+                            + MALFORMED + FUZZ + SILENT,
                             stdout=subprocess.PIPE, text=True)
     ports = {}
     for line in proc.stdout:
@@ -278,15 +279,14 @@ def start_stub():
 def main():
     """Run every case (or those of the modes named as arguments); print
     the timings and the summary."""
-    modes = sys.argv[1:] or MALFORMED + ["fuzz"] + SILENT
+    modes = sys.argv[1:] or MALFORMED + FUZZ + SILENT
     proc, ports = start_stub()
     timings = []
     try:
         setup(ports)
         witness = Witness()
         cases = [(malformed, mode) for mode in MALFORMED if mode in modes]
-        if "fuzz" in modes:
-            cases.append((fuzz, "fuzz"))
+        cases += [(fuzz, mode) for mode in FUZZ if mode in modes]
         for mode in SILENT:
             if mode in modes:
                 cases += [(timeout_case, mode),

@@ -23,6 +23,9 @@ like a standalone mongod; the other commands (find, aggregate, ...) get:
     fuzz              a find reply of a few documents with 1 to 4 random bytes
                       changed (the message length stays right), seeded by
                       --seed and the request count
+    fuzz_hello        the same for the handshake reply (a replica set
+                      member's, with hosts, tags, setName ...); finds are
+                      answered normally
 
 Pure Python sockets; pymongo's bson only encodes documents.  Exits after
 --lifetime seconds (default 300) so that it can never outlive its test.
@@ -121,6 +124,30 @@ def fuzz_reply(request_id, namespace):
     return bytes(raw)
 
 
+def damage(raw, rng):
+    """Change 1 to 4 random bytes after the header."""
+    raw = bytearray(raw)
+    for _ in range(rng.randint(1, 4)):
+        raw[rng.randrange(16, len(raw))] = rng.choice([0, 1, 2, 3, 4, 0x7F, 0xFF,
+                                                      rng.randrange(256)])
+    return bytes(raw)
+
+
+def fuzz_hello(request_id, opcode):
+    """A replica set member's handshake reply, damaged."""
+    FUZZ_COUNT[0] += 1
+    rng = random.Random(SEED[0] * 1000003 + FUZZ_COUNT[0])
+    doc = SON(HELLO)
+    doc.update([("hosts", ["127.0.0.1:1", "127.0.0.1:2"]), ("passives", ["127.0.0.1:3"]),
+                ("setName", "rs0"), ("setVersion", 1), ("secondary", False),
+                ("primary", "127.0.0.1:1"), ("me", "127.0.0.1:1"),
+                ("tags", SON([("dc", "east")])), ("compression", ["zlib"]),
+                ("lastWrite", SON([("lastWriteDate", datetime.datetime(2020, 1, 1))]))])
+    raw = bson.BSON.encode(doc)
+    reply = op_reply(request_id, raw) if opcode == OP_QUERY else op_msg(request_id, raw)
+    return damage(reply, rng)
+
+
 def hostile_reply(mode, request_id, namespace):
     """The reply of a mode to a command other than the handshake."""
     if mode == "fuzz":
@@ -181,19 +208,23 @@ def serve(conn, mode):
             name, namespace = parse_request(message, opcode)
             if mode == "silent_hello":
                 time.sleep(3600)
-            if name in HANDSHAKE:
+            if name in HANDSHAKE and mode == "fuzz_hello":
+                reply = fuzz_hello(request_id, opcode)
+            elif name in HANDSHAKE:
                 if opcode == OP_QUERY:
                     reply = op_reply(request_id, hello_doc(mode))
                 else:
                     reply = op_msg(request_id, hello_doc(mode))
             elif name in HARMLESS:
                 reply = op_msg(request_id, bson.BSON.encode(SON([("ok", 1.0)])))
+            elif mode == "fuzz_hello":
+                reply = op_msg(request_id, bson.BSON.encode(find_reply(namespace)))
             else:
                 reply = hostile_reply(mode, request_id, namespace)
             if reply is None:
                 time.sleep(3600)
             conn.sendall(reply)
-    except (OSError, ValueError, StopIteration, KeyError):
+    except Exception:  # noqa: BLE001 - a request we cannot parse ends the connection
         return
     finally:
         conn.close()
