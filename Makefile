@@ -12,6 +12,7 @@ OBJS = \
 	fdw/modify_batch.o \
 	fdw/connection.o \
 	fdw/stream.o \
+	fdw/reply_check.o \
 	fdw/convert.o \
 	fdw/convert_json.o \
 	fdw/deparse.o \
