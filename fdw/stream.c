@@ -116,6 +116,7 @@ static ErrorData *wait_error = NULL;
 /* The last malformed reply: why (a translatable literal) and from where */
 static const char *protocol_reason = NULL;
 static char protocol_host[BSON_HOST_NAME_MAX + 7];
+static TimestampTz protocol_statement = 0;	/* (as cancel_statement) */
 
 
 /* ----------------------------------------------------------------
@@ -703,8 +704,10 @@ static void
 set_protocol_error(CheckStream *cs, const char *reason)
 {
 	cs->owner->broken = true;
-	if (protocol_reason == NULL)
+	if (protocol_reason == NULL ||
+		protocol_statement != GetCurrentStatementStartTimestamp())
 	{
+		protocol_statement = GetCurrentStatementStartTimestamp();
 		protocol_reason = reason;
 		strlcpy(protocol_host, cs->host, sizeof(protocol_host));
 	}
@@ -1132,7 +1135,8 @@ idx_stream_raise_failure(const char *servername)
 				 errmsg("canceling the operation on server \"%s\"",
 						servername)));
 	}
-	if (protocol_reason != NULL)
+	if (protocol_reason != NULL &&
+		protocol_statement == GetCurrentStatementStartTimestamp())
 	{
 		const char *reason = protocol_reason;
 
