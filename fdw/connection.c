@@ -30,6 +30,7 @@
 
 #include "connection.h"
 #include "option.h"
+#include "stream.h"
 #include "trust.h"
 #include "xact.h"
 
@@ -205,8 +206,15 @@ connect_client(ForeignServer *server, UserMapping *user)
 	bson_error_t error;
 	bool		ok;
 
-	client = mongoc_client_new_from_uri_with_error(uri, &error);
-	mongoc_uri_destroy(uri);
+	PG_TRY();
+	{
+		client = idx_stream_client_new(uri, server->servername);
+	}
+	PG_FINALLY();
+	{
+		mongoc_uri_destroy(uri);
+	}
+	PG_END_TRY();
 	if (client == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -226,7 +234,7 @@ connect_client(ForeignServer *server, UserMapping *user)
 	bson_destroy(&ping);
 	if (!ok)
 	{
-		mongoc_client_destroy(client);
+		idx_stream_client_destroy(client);
 		idx_report_error(&error, server->servername,
 						 "connecting to the server");
 	}
@@ -242,7 +250,7 @@ disconnect_entry(IdxConnEntry *entry)
 	if (entry->client)
 	{
 		idx_xact_forget_client(entry->client);
-		mongoc_client_destroy(entry->client);
+		idx_stream_client_destroy(entry->client);
 	}
 	entry->client = NULL;
 	entry->invalidated = false;
@@ -281,8 +289,9 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 		entry->active_scans = 0;
 	}
 
-	if (entry->client && entry->invalidated && entry->active_scans == 0 &&
-		!idx_xact_client_busy(entry->client))
+	if (entry->client &&
+		(entry->invalidated || idx_stream_client_broken(entry->client)) &&
+		entry->active_scans == 0 && !idx_xact_client_busy(entry->client))
 		disconnect_entry(entry);
 
 	if (entry->client == NULL)
@@ -390,6 +399,7 @@ idx_xact_callback(XactEvent event, void *arg)
 		event != XACT_EVENT_PARALLEL_ABORT)
 		return;
 
+	idx_stream_reset_state();
 	hash_seq_init(&scan, ConnectionHash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
@@ -503,7 +513,10 @@ idx_report_error(const bson_error_t *error, const char *server,
 				 const char *what)
 {
 	bool		connecting = strcmp(what, "connecting to the server") == 0;
-	char	   *detail = scrub_message(error->message);
+	char	   *detail;
+
+	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
+	detail = scrub_message(error->message);
 
 	if (is_connection_error(error))
 		ereport(ERROR,
@@ -550,6 +563,7 @@ idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
 {
 	bson_error_t copy = *error;
 
+	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
 	merge_reply_error(&copy, reply);
 	if (reply && (mongoc_error_has_label(reply, "TransientTransactionError") ||
 				  (copy.domain == MONGOC_ERROR_SERVER && copy.code == 251)))

@@ -37,14 +37,20 @@ bool		idxtable_enable_index_routing = true;
 bool		idxtable_enable_plain_scan = true;
 
 /*
- * Route libmongoc's own log lines to the server log at DEBUG level, so they
- * never reach a client unasked.  The handler must not throw.
+ * libmongoc's own log lines: those below WARNING are dropped, the others
+ * go to the server log only, never to a client (they can name local files
+ * and tell whether they hold a key).  ereport at LOG level does not throw,
+ * which matters: this runs inside libmongoc.
  */
 static void
 log_handler(mongoc_log_level_t level, const char *domain, const char *message,
 			void *user_data)
 {
-	elog(DEBUG2, "libmongoc %s: %s", domain, message);
+	if (level > MONGOC_LOG_LEVEL_WARNING)
+		return;
+	ereport(LOG_SERVER_ONLY,
+			(errmsg_internal("libmongoc %s: %s", domain, message),
+			 errhidestmt(true)));
 }
 
 /*

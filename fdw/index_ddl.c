@@ -75,6 +75,7 @@
 #include "index_entry.h"
 #include "index_owner.h"
 #include "option.h"
+#include "stream.h"
 
 /* Timeouts of the client that drops collections after an abort */
 #define IDX_CLEANUP_TIMEOUT_MS	3000
@@ -542,7 +543,8 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 static void
 drop_after_abort(PendingDrop *p)
 {
-	mongoc_client_t *client = mongoc_client_new_from_uri(p->cleanup_uri);
+	mongoc_client_t *client = idx_stream_client_new(p->cleanup_uri,
+													p->servername);
 	bson_t		command = BSON_INITIALIZER;
 	bson_t		reply;
 	bson_error_t error;
@@ -572,7 +574,7 @@ drop_after_abort(PendingDrop *p)
 			(void) idx_owner_release(client, p->database, p->collection,
 									 p->definition_id, &ignored);
 		}
-		mongoc_client_destroy(client);
+		idx_stream_client_destroy(client);
 	}
 	bson_destroy(&command);
 

@@ -1,0 +1,283 @@
+/*-------------------------------------------------------------------------
+ *
+ * reply_check.c
+ *		  Validation of MongoDB wire-protocol replies before libmongoc
+ *		  parses them.
+ *
+ * libmongoc 1.23 trusts the framing of replies: _mongoc_rpc_scatter does
+ * not check OP_MSG section lengths against the message (a short one makes
+ * it read and write out of bounds), its cursor asserts that nested
+ * documents are well-formed, OP_COMPRESSED is decompressed unchecked, and
+ * a handshake list of names holding non-strings reaches strcasecmp() as
+ * NULL.  stream.c reads each reply whole and passes it here first: the
+ * framing of OP_MSG and OP_REPLY, every BSON document (nested ones
+ * included) and the few fields libmongoc reads without care.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "reply_check.h"
+
+#define OP_REPLY		1
+#define OP_COMPRESSED	2012
+#define OP_MSG			2013
+
+/* The deepest nesting of documents accepted (MongoDB's own limit) */
+#define IDX_MAX_DEPTH		200
+
+/*
+ * A little-endian int32 of the wire protocol.
+ */
+static int32
+read_int32(const uint8 *p)
+{
+	uint32		v;
+
+	memcpy(&v, p, 4);
+	return (int32) BSON_UINT32_FROM_LE(v);
+}
+
+/*
+ * Is "doc" well-formed throughout: every element inside it, and every
+ * nested document, array and code-with-scope scope framed as a document
+ * (length prefix, trailing NUL)?  bson_validate() is not enough: it skips
+ * a nested document whose trailing byte is wrong, which libmongoc's cursor
+ * then asserts on.  Depth is bounded as MongoDB bounds it.
+ */
+static bool
+document_ok(const bson_t *doc, int depth)
+{
+	bson_iter_t iter;
+
+	if (depth > IDX_MAX_DEPTH || !bson_iter_init(&iter, doc))
+		return false;
+	while (bson_iter_next(&iter))
+	{
+		const uint8 *data = NULL;
+		uint32		len = 0;
+		uint32		codelen;
+		bson_t		sub;
+
+		if (BSON_ITER_HOLDS_DOCUMENT(&iter))
+			bson_iter_document(&iter, &len, &data);
+		else if (BSON_ITER_HOLDS_ARRAY(&iter))
+			bson_iter_array(&iter, &len, &data);
+		else if (BSON_ITER_HOLDS_CODEWSCOPE(&iter))
+			(void) bson_iter_codewscope(&iter, &codelen, &len, &data);
+		else
+			continue;
+		if (data == NULL || !bson_init_static(&sub, data, len) ||
+			!document_ok(&sub, depth + 1))
+			return false;
+	}
+	return iter.err_off == 0;
+}
+
+/*
+ * Is "len" bytes at "data" one well-formed BSON document?
+ */
+static bool
+bytes_ok(const uint8 *data, size_t len)
+{
+	bson_t		doc;
+
+	return bson_init_static(&doc, data, len) && document_ok(&doc, 0);
+}
+
+/*
+ * Are all the values of array or document "iter" strings?
+ */
+static bool
+all_strings(const bson_iter_t *iter)
+{
+	bson_iter_t sub;
+
+	if (!bson_iter_recurse(iter, &sub))
+		return false;
+	while (bson_iter_next(&sub))
+		if (!BSON_ITER_HOLDS_UTF8(&sub))
+			return false;
+	return true;
+}
+
+/*
+ * Checks of handshake fields that libmongoc reads without care: lists of
+ * names holding anything but strings reach strcasecmp() as NULL (fields
+ * libmongoc type-checks itself are left to it).
+ */
+static const char *
+check_handshake_fields(const bson_t *doc)
+{
+	static const char *const lists[] = {"compression", "hosts", "passives",
+	"arbiters"};
+	bson_iter_t iter;
+	int			i;
+
+	for (i = 0; i < lengthof(lists); i++)
+		if (bson_iter_init_find(&iter, doc, lists[i]) &&
+			(!BSON_ITER_HOLDS_ARRAY(&iter) || !all_strings(&iter)))
+			return gettext_noop("A list of names in the handshake reply is not an array of strings.");
+	if (bson_iter_init_find(&iter, doc, "tags") &&
+		(!BSON_ITER_HOLDS_DOCUMENT(&iter) || !all_strings(&iter)))
+		return gettext_noop("The \"tags\" field of the handshake reply is not a document of strings.");
+	return NULL;
+}
+
+/*
+ * Checks of the first document that libmongoc reads without care: the
+ * handshake fields above, and a cursor batch element that is not a
+ * document, which silently ends the batch.
+ */
+static const char *
+check_first_document(const uint8 *data, size_t len)
+{
+	bson_t		doc;
+	bson_iter_t iter;
+	bson_iter_t sub;
+	const char *reason;
+
+	if (!bson_init_static(&doc, data, len))
+		return gettext_noop("A document's length does not match its contents.");
+	if ((reason = check_handshake_fields(&doc)) != NULL)
+		return reason;
+	if (bson_iter_init_find(&iter, &doc, "cursor") &&
+		BSON_ITER_HOLDS_DOCUMENT(&iter) && bson_iter_recurse(&iter, &sub))
+	{
+		while (bson_iter_next(&sub))
+		{
+			bson_iter_t batch;
+
+			if (strcmp(bson_iter_key(&sub), "firstBatch") != 0 &&
+				strcmp(bson_iter_key(&sub), "nextBatch") != 0)
+				continue;
+			if (!BSON_ITER_HOLDS_ARRAY(&sub) || !bson_iter_recurse(&sub, &batch))
+				return gettext_noop("A cursor batch is not an array.");
+			while (bson_iter_next(&batch))
+				if (!BSON_ITER_HOLDS_DOCUMENT(&batch))
+					return gettext_noop("A cursor batch holds a value that is not a document.");
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Check "count" documents (-1: any number) filling exactly the "len" bytes
+ * at "p"; the first one also with check_first_document() if "first".
+ */
+static const char *
+check_documents(const uint8 *p, size_t len, int64 count, bool first)
+{
+	int64		n = 0;
+
+	while (len > 0)
+	{
+		int32		doclen;
+
+		if (len < 4)
+			return gettext_noop("A document is cut off by the end of its section.");
+		doclen = read_int32(p);
+		if (doclen < 5 || (size_t) doclen > len)
+			return gettext_noop("A document's length exceeds its section.");
+		if (!bytes_ok(p, doclen))
+			return gettext_noop("A document is corrupt.");
+		if (first && n == 0)
+		{
+			const char *reason = check_first_document(p, doclen);
+
+			if (reason)
+				return reason;
+		}
+		p += doclen, len -= doclen, n++;
+	}
+	if (count >= 0 && n != count)
+		return gettext_noop("The number of documents does not match the reply's header.");
+	return NULL;
+}
+
+/*
+ * Check the sections of an OP_MSG: a body (kind 0) first, at most one
+ * document sequence (kind 1), each inside the message, which they fill.
+ */
+static const char *
+check_op_msg(const uint8 *msg, size_t len)
+{
+	uint32		flags;
+	size_t		pos = 20;
+	int			nsections = 0;
+
+	if (len < 21)
+		return gettext_noop("An OP_MSG reply is too short to hold a section.");
+	flags = (uint32) read_int32(msg + 16);
+	if (flags & 0xFFFF)
+		return gettext_noop("An OP_MSG reply sets flag bits the client does not accept (checksum, moreToCome or reserved bits).");
+	while (pos < len)
+	{
+		uint8		kind = msg[pos++];
+		int32		size;
+		const char *reason;
+
+		if (nsections == 2)
+			return gettext_noop("An OP_MSG reply has more than two sections.");
+		if (len - pos < 4)
+			return gettext_noop("An OP_MSG section is cut off by the end of the message.");
+		size = read_int32(msg + pos);
+		if (size < 5 || (size_t) size > len - pos)
+			return gettext_noop("An OP_MSG section's length does not fit the message.");
+		if (kind == 0)
+		{
+			if (nsections != 0)
+				return gettext_noop("An OP_MSG reply has more than one body section.");
+			reason = check_documents(msg + pos, size, 1, true);
+		}
+		else if (kind == 1)
+		{
+			const uint8 *nul = memchr(msg + pos + 4, 0, size - 4);
+
+			if (nsections == 0)
+				return gettext_noop("An OP_MSG reply does not start with a body section.");
+			if (nul == NULL)
+				return gettext_noop("An OP_MSG document sequence's identifier is not terminated.");
+			reason = check_documents(nul + 1, msg + pos + size - (nul + 1),
+									 -1, false);
+		}
+		else
+			return gettext_noop("An OP_MSG section is of an unknown kind.");
+		if (reason)
+			return reason;
+		pos += size;
+		nsections++;
+	}
+	if (nsections == 0)
+		return gettext_noop("An OP_MSG reply has no section.");
+	return NULL;
+}
+
+/*
+ * Check a whole reply; NULL if it is well-formed, else why not (a
+ * sentence marked for translation).
+ */
+const char *
+idx_check_reply(const uint8 *msg, size_t len)
+{
+	int32		opcode = read_int32(msg + 12);
+
+	if (opcode == OP_MSG)
+		return check_op_msg(msg, len);
+	if (opcode == OP_REPLY)
+	{
+		int32		nreturned;
+
+		if (len < 36)
+			return gettext_noop("An OP_REPLY reply is shorter than its header.");
+		nreturned = read_int32(msg + 32);
+		if (nreturned < 0)
+			return gettext_noop("An OP_REPLY reply has a negative document count.");
+		return check_documents(msg + 36, len - 36, nreturned, true);
+	}
+	if (opcode == OP_COMPRESSED)
+		return gettext_noop("The reply is compressed (OP_COMPRESSED), which the client did not ask for.");
+	return gettext_noop("The reply has an opcode the client does not accept.");
+}
