@@ -13,9 +13,13 @@
  * collection, fills it (index_build.c) and marks the definition 'valid'
  * with its statistics.  If the transaction (or the subtransaction) then
  * aborts, for whatever reason, a transaction callback drops the collection
- * again if this build created it, and its marker, with a client of its own
- * whose timeouts are short, and only WARNs if that fails: the definition
- * is rolled back, and nothing half-built survives in MongoDB.
+ * again if this build created it, with a client of its own whose timeouts
+ * are short, and only WARNs if that fails: the definition is rolled back,
+ * and nothing half-built survives in MongoDB.  The marker stays (this
+ * database's, for a definition that is gone), so that whatever the server
+ * still writes into the collection after the drop (a cancel interrupts
+ * only our wait for a bulk insert) is recognized as a leftover of this
+ * database's, which the next create_index of the name takes over.
  *
  * drop_index() deletes the definition at once and drops the collection
  * (if its marker is the definition's) at pre-commit, so that a rollback
@@ -112,7 +116,8 @@ typedef struct PendingDrop
 	char	   *collection;
 	char	   *definition_id;	/* of the collection's ownership marker */
 	bool		created;		/* DROP_ON_ABORT: this build created the
-								 * collection (else only the marker goes) */
+								 * collection: it goes, the marker stays;
+								 * else only the marker goes */
 } PendingDrop;
 
 /* Pending drops of the current transaction (in TopTransactionContext) */
@@ -537,16 +542,79 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 }
 
 /*
- * Drop a collection after an abort: a client of its own with short
- * timeouts, and a WARNING, never an error, if it does not work.
+ * Drop the collection a build created, after an abort; false (with
+ * *error) if that failed.  A missing collection is dropped already.
+ */
+static bool
+abort_drop_collection(mongoc_client_t *client, const PendingDrop *p,
+					  bson_error_t *error)
+{
+	bson_t		command = BSON_INITIALIZER;
+	bson_t		reply;
+	bool		ok;
+
+	BSON_APPEND_UTF8(&command, "drop", p->collection);
+	ok = mongoc_client_command_simple(client, p->database, &command, NULL,
+									  &reply, error);
+	bson_destroy(&reply);
+	bson_destroy(&command);
+	return ok || (error->domain == MONGOC_ERROR_SERVER &&
+				  error->code == MONGO_NAMESPACE_NOT_FOUND);
+}
+
+/*
+ * The DETAIL of a cleanup after an abort that did not work.
+ */
+static int
+abort_errdetail(const bson_error_t *error)
+{
+	if (error->domain == MONGOC_ERROR_SERVER)
+		return errdetail("MongoDB error %u: %s", error->code, error->message);
+	return errdetail("The server could not be reached or did not answer within %d ms.",
+					 IDX_CLEANUP_TIMEOUT_MS);
+}
+
+/*
+ * The WARNING for a cleanup after an abort that did not work.
+ */
+static void
+warn_after_abort(const PendingDrop *p, const bson_error_t *error)
+{
+	if (p->created)
+		ereport(WARNING,
+				(errmsg("could not drop index collection \"%s\" of database \"%s\" on server \"%s\" after the transaction aborted",
+						p->collection, p->database, p->servername),
+				 abort_errdetail(error),
+				 errhint("Drop the collection in MongoDB; creating an index of the same name also drops it.")));
+	else
+		ereport(WARNING,
+				(errmsg("could not delete the ownership marker of index collection \"%s\" of database \"%s\" on server \"%s\" after the transaction aborted",
+						p->collection, p->database, p->servername),
+				 abort_errdetail(error),
+				 errhint("Delete the collection's document in \"%s\" in MongoDB: the collection is not this index's.",
+						 IDX_OWNER_REGISTRY)));
+}
+
+/*
+ * Clean up after an abort: a client of its own with short timeouts, and a
+ * WARNING, never an error, if it does not work.
+ *
+ * If this build created the collection, drop it and keep the ownership
+ * marker: it names this cluster, this database and a definition that is
+ * gone, which the next create_index of the same name takes over whatever
+ * the collection then holds (index_owner.c).  A cancel interrupts only our
+ * wait, so the server may still be executing a bulk insert of entries,
+ * and an insert after the drop creates the collection again: without the
+ * marker, that collection would hold documents but no marker, and
+ * create_index would refuse it.  If the build did not create the
+ * collection (its claim found one it may not take), the marker goes: the
+ * collection is not ours to keep a claim on.
  */
 static void
 drop_after_abort(PendingDrop *p)
 {
 	mongoc_client_t *client = idx_stream_client_new(p->cleanup_uri,
 													p->servername);
-	bson_t		command = BSON_INITIALIZER;
-	bson_t		reply;
 	bson_error_t error;
 	bool		ok = false;
 
@@ -554,39 +622,16 @@ drop_after_abort(PendingDrop *p)
 	if (client != NULL)
 	{
 		mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
-		ok = true;
-		/* only what this build created, and only its own marker */
 		if (p->created)
-		{
-			BSON_APPEND_UTF8(&command, "drop", p->collection);
-			ok = mongoc_client_command_simple(client, p->database, &command,
-											  NULL, &reply, &error);
-			bson_destroy(&reply);
-			if (!ok && error.domain == MONGOC_ERROR_SERVER &&
-				error.code == MONGO_NAMESPACE_NOT_FOUND)
-				ok = true;
-		}
-		/* a leftover keeps it: the next build of the name takes it over */
-		if (ok)
-		{
-			bson_error_t ignored;
-
-			(void) idx_owner_release(client, p->database, p->collection,
-									 p->definition_id, &ignored);
-		}
+			ok = abort_drop_collection(client, p, &error);
+		else
+			ok = idx_owner_release(client, p->database, p->collection,
+								   p->definition_id, &error) ||
+				error.domain == 0;
 		idx_stream_client_destroy(client);
 	}
-	bson_destroy(&command);
-
 	if (!ok)
-		ereport(WARNING,
-				(errmsg("could not drop index collection \"%s\" of database \"%s\" on server \"%s\" after the transaction aborted",
-						p->collection, p->database, p->servername),
-				 error.domain == MONGOC_ERROR_SERVER
-				 ? errdetail("MongoDB error %u: %s", error.code, error.message)
-				 : errdetail("The server could not be reached or did not answer within %d ms.",
-							 IDX_CLEANUP_TIMEOUT_MS),
-				 errhint("Drop the collection in MongoDB; creating an index of the same name also drops it.")));
+		warn_after_abort(p, &error);
 }
 
 /*
@@ -947,10 +992,12 @@ index_collection_name(const char *collection, const char *name)
 
 /*
  * Claim the index collection with an ownership marker and create it: a
- * leftover of this database's (a build that could not clean up) is
- * dropped first, as is an existing collection without a marker if it is
- * empty; anything else of that name is an error (index_owner.c).  The
- * abort callback then drops only what this build created.
+ * leftover of this database's (an aborted build, whose late writes may
+ * have created the collection again after its cleanup dropped it) is
+ * dropped first, whatever it holds, as is an existing collection without
+ * a marker if it is empty; anything else of that name is an error
+ * (index_owner.c).  The abort callback then drops only what this build
+ * created, and keeps the marker of what it drops.
  */
 static void
 create_owned_collection(IdxIndexDef *def, const IdxTableInfo *info,

@@ -32,12 +32,20 @@
  *
  * create_index claims first and refuses (42P07) a collection whose marker
  * names another owner.  It takes over only (a) a marker of this database
- * for the same index name whose definition is gone (a build that could
- * not clean up after itself, or a table dropped with DROP FOREIGN TABLE:
- * index names are unique per database and create_index has already
- * inserted its own definition, so no live definition can have it), and
+ * for the same index name whose definition is gone (an aborted build, or
+ * a table dropped with DROP FOREIGN TABLE: index names are unique per
+ * database and create_index has already inserted its own definition, so
+ * no live definition can have it), whatever its collection holds, and
  * (b) a marker whose collection does not exist (it guards nothing).  A
  * collection without a marker is dropped only when it holds no document.
+ * The abort of a build drops the collection it created but keeps the
+ * marker (index_ddl.c): a bulk insert of entries whose wait was cancelled
+ * may still be running on the server and create the collection again
+ * after the drop, and (a) then lets this database build the index again
+ * while the other owners still see a marked collection.  Such a marker is
+ * replaced by the next create_index of the name (there is one marker per
+ * collection name, so they do not pile up per attempt); one of a name
+ * never used again stays, and guards nothing once its collection is gone.
  *
  * Routing checks the markers of a table's indexes with one find per table,
  * once per backend per definition (the result is cached with the server,
@@ -509,8 +517,9 @@ idx_owner_claim(mongoc_client_t *client, const char *servername,
 }
 
 /*
- * "collection" existed when create_index claimed it without a marker of
- * this database (see index_owner.h).
+ * "collection" existed after create_index claimed it (see index_owner.h).
+ * A leftover of this database's is ours whatever it holds: documents in
+ * it after its drop are late writes of the aborted build.
  */
 void
 idx_owner_check_unmarked(mongoc_client_t *client, const char *servername,
@@ -530,7 +539,8 @@ idx_owner_check_unmarked(mongoc_client_t *client, const char *servername,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("index collection \"%s\" of database \"%s\" was created by another session meanwhile",
 						collection, database)));
-	if (collection_has_documents(client, servername, database, collection))
+	if (claim != IDX_CLAIM_LEFTOVER &&
+		collection_has_documents(client, servername, database, collection))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_TABLE),
 				 errmsg("collection \"%s\" of database \"%s\" already exists and holds documents",

@@ -29,7 +29,9 @@ typedef enum IdxClaim
 {
 	IDX_CLAIM_NEW,				/* there was no marker */
 	IDX_CLAIM_LEFTOVER,			/* this database's, of a definition that is
-								 * gone: its collection may be dropped */
+								 * gone (an aborted build keeps its marker):
+								 * its collection may be dropped, whatever
+								 * it holds */
 	IDX_CLAIM_ORPHAN			/* a marker whose collection did not exist */
 } IdxClaim;
 
@@ -53,8 +55,9 @@ extern IdxClaim idx_owner_claim(mongoc_client_t *client,
 
 /*
  * create_index: "collection" existed though the claim found no marker (or
- * an orphan one).  Returns if it may be dropped (empty, claim still ours),
- * else raises an ERROR.
+ * an orphan one), or came back after a leftover was dropped.  Returns if
+ * it may be dropped (claim still ours, and empty unless a leftover), else
+ * raises an ERROR.
  */
 extern void idx_owner_check_unmarked(mongoc_client_t *client,
 									 const char *servername,

@@ -97,6 +97,47 @@ CREATE FOREIGN TABLE dotted2 (id int OPTIONS (field '_id'), "c.d" text)
   SERVER mongo OPTIONS (collection 'sn.dotted');
 SELECT idxtable.create_index('dotted2', ARRAY['"c.d"'], name => 'sn_dotted_c_d_idx');
 SELECT * FROM our_markers ORDER BY _id;
+-- a failed build (here a duplicate key) drops the collection it created
+-- but keeps its marker: this database's, for a definition that is gone
+INSERT INTO t VALUES (3, 'a');
+SELECT show_error($$SELECT idxtable.create_index('t', '{k}', is_unique => true, name => 'late')$$);
+SELECT * FROM our_markers WHERE _id = 'idxtable.snt.late';
+CREATE FOREIGN TABLE late (_id int, v text) SERVER mongo
+  OPTIONS (collection 'idxtable.snt.late');
+SELECT count(*) FROM late;
+-- the server may still be executing a bulk insert of the aborted build
+-- (a cancel interrupts only the wait for it), which creates the collection
+-- again after the drop, without a marker of its own: simulated here
+INSERT INTO late VALUES (1, 'late'), (2, 'late');
+-- the next build of the name takes that leftover over, documents and all
+DELETE FROM t WHERE id = 3;
+SELECT idxtable.create_index('t', '{k}', is_unique => true, name => 'late');
+SELECT * FROM idxtable.verify_index('late');
+CREATE FOREIGN TABLE late_entries (_id json, id int) SERVER mongo
+  OPTIONS (collection 'idxtable.snt.late');
+SELECT _id, id FROM late_entries ORDER BY id;
+SELECT * FROM our_markers WHERE _id = 'idxtable.snt.late';
+SELECT idxtable.drop_index('late');
+SELECT count(*) FROM late;
+-- the same leftover with the marker of another cluster's database, or of
+-- another database of this cluster, is refused and left as it is
+INSERT INTO t VALUES (3, 'a');
+SELECT show_error($$SELECT idxtable.create_index('t', '{k}', is_unique => true, name => 'late')$$);
+DELETE FROM t WHERE id = 3;
+INSERT INTO late VALUES (1, 'late'), (2, 'late');
+UPDATE owners SET system = '1234567890123456789', database_oid = 99,
+                  database = 'otherdb',
+                  definition = '11111111-2222-3333-4444-555555555555'
+ WHERE _id = 'idxtable.snt.late';
+SELECT show_error($$SELECT idxtable.create_index('t', '{k}', is_unique => true, name => 'late')$$);
+UPDATE owners SET system = (SELECT system_identifier::text FROM pg_control_system())
+ WHERE _id = 'idxtable.snt.late';
+-- (the DETAIL names this cluster's system identifier)
+SELECT split_part(show_error($$SELECT idxtable.create_index('t', '{k}', is_unique => true, name => 'late')$$),
+                  E'\n', 1);
+SELECT * FROM late ORDER BY _id;
+SELECT _id, database_oid, database FROM owners WHERE _id = 'idxtable.snt.late';
+SELECT count(*) FROM idxtable.indexes WHERE name = 'late';
 
 --
 -- 3. routing checks the marker once per backend: an index whose marker
@@ -195,6 +236,7 @@ DELETE FROM owners WHERE _id LIKE 'idxtable.sn%';
 DELETE FROM y_entries;
 DELETE FROM nomarker_entries;
 DELETE FROM copy_entries;
+DELETE FROM late;
 DELETE FROM taken;
 DELETE FROM a;
 DELETE FROM b;
