@@ -184,7 +184,7 @@ RESET statement_timeout;
 -- again after the cleanup dropped it: the cleanup keeps the ownership
 -- marker, so a new build of the same name takes that leftover over
 \! /usr/bin/python3 test/fixtures/failpoint.py insert --block 2000 --times 1
-SET statement_timeout = '800ms';
+SET statement_timeout = '1200ms';
 SELECT idxtable.create_index('people', '{name}', name => 'people_late');
 RESET statement_timeout;
 SELECT pg_sleep(2.5);
