@@ -1030,6 +1030,9 @@ create_owned_collection(IdxIndexDef *def, const IdxTableInfo *info,
 						   def->collection, true);
 	}
 	pending->created = true;
+	if (claim != IDX_CLAIM_LEFTOVER)
+		idx_owner_mark_created(client, servername, def->database,
+							   def->collection, def->definition_id);
 }
 
 /*

@@ -18,7 +18,8 @@
  *	{ _id: "idxtable.people.people_name", fact: "people",
  *	  index: "people_name", system: "<PostgreSQL system identifier>",
  *	  database_oid: <OID>, database: "<name>",
- *	  definition: "<index_defs.definition_id>", created: <date> }
+ *	  definition: "<index_defs.definition_id>", created: <date>,
+ *	  created_collection: <bool> }
  *
  * The marker is kept outside the index collection so that nothing which
  * reads entries (lookups, where {"_id.k0": null} also matches documents
@@ -35,9 +36,15 @@
  * for the same index name whose definition is gone (an aborted build, or
  * a table dropped with DROP FOREIGN TABLE: index names are unique per
  * database and create_index has already inserted its own definition, so
- * no live definition can have it), whatever its collection holds, and
- * (b) a marker whose collection does not exist (it guards nothing).  A
- * collection without a marker is dropped only when it holds no document.
+ * no live definition can have it) and that says the definition created
+ * its collection ("created_collection", set once the build has created
+ * it), whatever that collection holds, and (b) a marker whose collection
+ * does not exist (it guards nothing).  A collection without a marker is
+ * dropped only when it holds no document; so is one whose marker of this
+ * database never got as far as creating it (a claim refused because an
+ * unmarked collection held documents, whose cleanup could not delete the
+ * marker): that claim is taken over as if there were no marker, so a
+ * marker left by a refused attempt never makes another's collection ours.
  * The abort of a build drops the collection it created but keeps the
  * marker (index_ddl.c): a bulk insert of entries whose wait was cancelled
  * may still be running on the server and create the collection again
@@ -94,6 +101,7 @@ typedef struct OwnerMarker
 	int64		database_oid;
 	char	   *database;
 	char	   *definition;
+	bool		created_collection; /* the definition created the collection */
 } OwnerMarker;
 
 /* Routing's verdicts, per backend: key, and NULL or why not the index's */
@@ -172,7 +180,7 @@ system_identifier(void)
  */
 static bson_t *
 make_marker(const char *collection, const char *fact, const char *index,
-			const char *definition_id)
+			const char *definition_id, bool created_collection)
 {
 	bson_t	   *doc = bson_new();
 	char	   *dbname = get_database_name(MyDatabaseId);
@@ -185,7 +193,8 @@ make_marker(const char *collection, const char *fact, const char *index,
 		BSON_APPEND_INT64(doc, "database_oid", (int64) MyDatabaseId) &&
 		BSON_APPEND_UTF8(doc, "database", dbname ? dbname : "") &&
 		BSON_APPEND_UTF8(doc, "definition", definition_id) &&
-		bson_append_now_utc(doc, "created", -1);
+		bson_append_now_utc(doc, "created", -1) &&
+		BSON_APPEND_BOOL(doc, "created_collection", created_collection);
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -221,6 +230,9 @@ parse_marker(const bson_t *doc, OwnerMarker *m)
 	m->system = marker_string(doc, "system");
 	m->database = marker_string(doc, "database");
 	m->definition = marker_string(doc, "definition");
+	m->created_collection = bson_iter_init_find(&iter, doc,
+												"created_collection") &&
+		BSON_ITER_HOLDS_BOOL(&iter) && bson_iter_bool(&iter);
 	m->database_oid = -1;
 	if (bson_iter_init_find(&iter, doc, "database_oid") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))
@@ -466,6 +478,34 @@ report_taken(const char *database, const char *collection,
 }
 
 /*
+ * How create_index may take over the marker "old" that its claim found
+ * (see the file header), or an ERROR naming the owner: a leftover of this
+ * database's that created its collection; a claim of this database's that
+ * never created one, which counts as no marker at all (the collection, if
+ * any, is then checked as an unmarked one); a marker whose collection does
+ * not exist.
+ */
+static IdxClaim
+classify_marker(mongoc_client_t *client, const char *servername,
+				const char *database, const char *collection,
+				const OwnerMarker *old, const char *fact, const char *index,
+				const char *definition_id)
+{
+	bool		dead_claim_of_ours = marker_is_this_database(old) &&
+		strcmp(old->index, index) == 0 && strcmp(old->fact, fact) == 0 &&
+		strcmp(old->definition, definition_id) != 0;
+
+	if (dead_claim_of_ours && old->created_collection)
+		return IDX_CLAIM_LEFTOVER;
+	if (dead_claim_of_ours)
+		return IDX_CLAIM_NEW;
+	if (!collection_exists(client, servername, database, collection))
+		return IDX_CLAIM_ORPHAN;
+	report_taken(database, collection, old);
+	return IDX_CLAIM_NEW;		/* keep compiler quiet */
+}
+
+/*
  * Claim "collection" for definition "definition_id" (see the file header).
  */
 IdxClaim
@@ -474,13 +514,17 @@ idx_owner_claim(mongoc_client_t *client, const char *servername,
 				const char *fact, const char *index,
 				const char *definition_id)
 {
-	bson_t	   *marker = make_marker(collection, fact, index, definition_id);
+	bson_t	   *marker = make_marker(collection, fact, index, definition_id,
+									 false);
 	OwnerMarker old;
 	IdxClaim	claim;
 	int			attempt;
 
 	for (attempt = 0; attempt < 3; attempt++)
 	{
+		bson_t	   *takeover;
+		bool		taken;
+
 		if (insert_marker(client, servername, database, collection, marker))
 		{
 			bson_destroy(marker);
@@ -489,19 +533,15 @@ idx_owner_claim(mongoc_client_t *client, const char *servername,
 		if (!read_marker(client, servername, database, collection, &old))
 			continue;			/* deleted meanwhile: insert again */
 
-		if (marker_is_this_database(&old) &&
-			strcmp(old.index, index) == 0 && strcmp(old.fact, fact) == 0 &&
-			strcmp(old.definition, definition_id) != 0)
-			claim = IDX_CLAIM_LEFTOVER;
-		else if (!collection_exists(client, servername, database, collection))
-			claim = IDX_CLAIM_ORPHAN;
-		else
-		{
-			bson_destroy(marker);
-			report_taken(database, collection, &old);
-		}
-		if (take_over_marker(client, servername, database, collection,
-							 &old, marker))
+		claim = classify_marker(client, servername, database, collection,
+								&old, fact, index, definition_id);
+		/* a leftover's collection stays ours if this build fails too */
+		takeover = make_marker(collection, fact, index, definition_id,
+							   claim == IDX_CLAIM_LEFTOVER);
+		taken = take_over_marker(client, servername, database, collection,
+								 &old, takeover);
+		bson_destroy(takeover);
+		if (taken)
 		{
 			bson_destroy(marker);
 			return claim;
@@ -612,6 +652,51 @@ idx_owner_release(mongoc_client_t *client, const char *database,
 		deleted = bson_iter_as_int64(&iter);
 	bson_destroy(&reply);
 	return ok && deleted == 1;
+}
+
+/*
+ * Record in the definition's marker that it has created "collection", so
+ * that a later create_index of the name may take the collection over if
+ * this build is aborted (see the file header).
+ */
+void
+idx_owner_mark_created(mongoc_client_t *client, const char *servername,
+					   const char *database, const char *collection,
+					   const char *definition_id)
+{
+	mongoc_collection_t *registry;
+	bson_t	   *filter;
+	bson_t	   *update;
+	bson_t		reply;
+	bson_error_t error;
+	bson_iter_t iter;
+	bool		ok;
+	int64		matched = 0;
+
+	filter = BCON_NEW("_id", BCON_UTF8(collection),
+					  "definition", BCON_UTF8(definition_id));
+	update = BCON_NEW("$set", "{", "created_collection", BCON_BOOL(true),
+					  "}");
+	registry = mongoc_client_get_collection(client, database,
+											IDX_OWNER_REGISTRY);
+	ok = mongoc_collection_update_one(registry, filter, update, NULL,
+									  &reply, &error);
+	mongoc_collection_destroy(registry);
+	bson_destroy(filter);
+	bson_destroy(update);
+	if (ok && bson_iter_init_find(&iter, &reply, "matchedCount") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		matched = bson_iter_as_int64(&iter);
+	bson_destroy(&reply);
+	if (!ok)
+		idx_report_error(&error, servername,
+						 psprintf("writing the ownership marker of index collection \"%s\"",
+								  collection));
+	if (matched != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("index collection \"%s\" of database \"%s\" was claimed by another session meanwhile",
+						collection, database)));
 }
 
 

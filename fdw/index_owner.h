@@ -67,6 +67,16 @@ extern void idx_owner_check_unmarked(mongoc_client_t *client,
 									 IdxClaim claim);
 
 /*
+ * create_index: the definition has created "collection" (recorded in its
+ * marker, so that an aborted build's collection stays this database's).
+ */
+extern void idx_owner_mark_created(mongoc_client_t *client,
+								   const char *servername,
+								   const char *database,
+								   const char *collection,
+								   const char *definition_id);
+
+/*
  * drop_index: is the marker of "collection" this definition's?  If not, a
  * WARNING says that the collection stays, and false is returned.
  */

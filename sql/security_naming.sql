@@ -138,6 +138,21 @@ SELECT split_part(show_error($$SELECT idxtable.create_index('t', '{k}', is_uniqu
 SELECT * FROM late ORDER BY _id;
 SELECT _id, database_oid, database FROM owners WHERE _id = 'idxtable.snt.late';
 SELECT count(*) FROM idxtable.indexes WHERE name = 'late';
+-- a marker of this database that never got as far as creating its
+-- collection (a refused claim whose cleanup could not delete it) does not
+-- make another's unmarked collection ours: it is refused as if unmarked
+CREATE FOREIGN TABLE kept (_id int, v text) SERVER mongo
+  OPTIONS (collection 'idxtable.snt.kept');
+INSERT INTO kept VALUES (1, 'theirs'), (2, 'theirs');
+INSERT INTO owners
+  SELECT 'idxtable.snt.kept', 'snt', 'kept', system_identifier::text,
+         (SELECT oid FROM pg_database WHERE datname = current_database()),
+         current_database(), '22222222-3333-4444-5555-666666666666'
+    FROM pg_control_system();
+SELECT show_error($$SELECT idxtable.create_index('t', '{k}', name => 'kept')$$);
+SELECT * FROM kept ORDER BY _id;
+SELECT count(*) FROM owners WHERE _id = 'idxtable.snt.kept';
+DELETE FROM kept;
 
 --
 -- 3. routing checks the marker once per backend: an index whose marker
