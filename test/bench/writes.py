@@ -175,14 +175,16 @@ def verify(cur, counts, bad):
     indexes = [r[0] for r in cur.fetchall()]
     for index in indexes:
         try:
-            cur.execute("SELECT * FROM idxtable.verify_index(%s)", (index,))
-            checked, missing, orphan, stale = cur.fetchone()
+            cur.execute("SELECT checked, missing, orphan, stale, unconvertible "
+                        "FROM idxtable.verify_index(%s)", (index,))
+            checked, missing, orphan, stale, unconvertible = cur.fetchone()
         except psycopg2.Error as e:
             bad.append("verify_index(%s) failed: %s" % (index, str(e).strip().splitlines()[0]))
             continue
-        if missing or orphan or stale:
-            bad.append("verify_index(%s): %d checked, %d missing, %d orphan, %d stale"
-                       % (index, checked, missing, orphan, stale))
+        if missing or orphan or stale or unconvertible:
+            bad.append("verify_index(%s): %d checked, %d missing, %d orphan, %d stale, "
+                       "%d unconvertible"
+                       % (index, checked, missing, orphan, stale, unconvertible))
     return len(indexes)
 
 
