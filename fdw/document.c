@@ -13,7 +13,6 @@
 #include "utils/lsyscache.h"
 
 #include "convert.h"
-#include "convert_json.h"
 #include "document.h"
 #include "index_entry.h"
 

@@ -60,7 +60,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "deparse.h"
 #include "index_catalog.h"
 #include "index_ddl.h"

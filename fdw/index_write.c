@@ -17,7 +17,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_write.h"

@@ -48,7 +48,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "document.h"
 #include "index_catalog.h"
 #include "index_entry.h"

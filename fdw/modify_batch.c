@@ -39,7 +39,7 @@
 #include "utils/rel.h"
 
 #include "connection.h"
-#include "convert_json.h"
+#include "convert.h"
 #include "document.h"
 #include "index_entry.h"
 #include "modify_int.h"
