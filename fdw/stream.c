@@ -455,6 +455,11 @@ root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
 	return nready;
 }
 
+/*
+ * mongoc_stream_poll() on root streams: wait with root_poll_once() until a
+ * stream is ready or the timeout passes.  A pending interrupt (or a broken
+ * client) reports POLLERR on every stream.
+ */
 static ssize_t
 root_poll(mongoc_stream_poll_t *streams, size_t nstreams, int32_t timeout_msec)
 {
@@ -508,6 +513,9 @@ root_check_closed(mongoc_stream_t *stream)
 					  errno != EINTR);
 }
 
+/*
+ * Close the socket (the stream stays until libmongoc destroys it).
+ */
 static int
 root_close(mongoc_stream_t *stream)
 {
@@ -519,6 +527,9 @@ root_close(mongoc_stream_t *stream)
 	return 0;
 }
 
+/*
+ * Destroy a root stream and close its socket; also libmongoc's "failed".
+ */
 static void
 root_destroy(mongoc_stream_t *stream)
 {
@@ -526,12 +537,18 @@ root_destroy(mongoc_stream_t *stream)
 	bson_free(stream);
 }
 
+/*
+ * Nothing is buffered: writes go straight to the socket.
+ */
 static int
 root_flush(mongoc_stream_t *stream)
 {
 	return 0;
 }
 
+/*
+ * setsockopt() on the socket (mongoc_stream_setsockopt).
+ */
 static int
 root_setsockopt(mongoc_stream_t *stream, int level, int optname,
 				void *optval, mongoc_socklen_t optlen)
@@ -540,12 +557,19 @@ root_setsockopt(mongoc_stream_t *stream, int level, int optname,
 					  optlen);
 }
 
+/*
+ * Did the last read or write time out (mongoc_stream_timed_out)?
+ */
 static bool
 root_timed_out(mongoc_stream_t *stream)
 {
 	return ((RootStream *) stream)->timed_out;
 }
 
+/*
+ * Would the last zero-timeout read or write have blocked
+ * (mongoc_stream_should_retry, which libmongoc's TLS layer asks)?
+ */
 static bool
 root_should_retry(mongoc_stream_t *stream)
 {
@@ -837,6 +861,10 @@ check_writev(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 	return mongoc_stream_writev(cs->base, iov, iovcnt, timeout_msec);
 }
 
+/*
+ * Destroy the checking stream, the streams under it and its reply buffer;
+ * also libmongoc's "failed".
+ */
 static void
 check_destroy(mongoc_stream_t *stream)
 {
@@ -847,18 +875,27 @@ check_destroy(mongoc_stream_t *stream)
 	bson_free(cs);
 }
 
+/*
+ * Close the streams under the checking stream.
+ */
 static int
 check_close(mongoc_stream_t *stream)
 {
 	return mongoc_stream_close(((CheckStream *) stream)->base);
 }
 
+/*
+ * Flush the streams under the checking stream.
+ */
 static int
 check_flush(mongoc_stream_t *stream)
 {
 	return mongoc_stream_flush(((CheckStream *) stream)->base);
 }
 
+/*
+ * Pass setsockopt() down to the socket.
+ */
 static int
 check_setsockopt(mongoc_stream_t *stream, int level, int optname,
 				 void *optval, mongoc_socklen_t optlen)
@@ -867,12 +904,19 @@ check_setsockopt(mongoc_stream_t *stream, int level, int optname,
 									optname, optval, optlen);
 }
 
+/*
+ * The stream under the checking one (libmongoc finds the root stream
+ * through this, for polling and for TLS).
+ */
 static mongoc_stream_t *
 check_get_base(mongoc_stream_t *stream)
 {
 	return ((CheckStream *) stream)->base;
 }
 
+/*
+ * A broken client's connection counts as closed, so it is not reused.
+ */
 static bool
 check_check_closed(mongoc_stream_t *stream)
 {
@@ -881,12 +925,19 @@ check_check_closed(mongoc_stream_t *stream)
 	return cs->owner->broken || mongoc_stream_check_closed(cs->base);
 }
 
+/*
+ * Did the last operation of the streams below time out?
+ */
 static bool
 check_timed_out(mongoc_stream_t *stream)
 {
 	return mongoc_stream_timed_out(((CheckStream *) stream)->base);
 }
 
+/*
+ * Retry a blocked operation of the streams below, never on a broken
+ * client.
+ */
 static bool
 check_should_retry(mongoc_stream_t *stream)
 {
@@ -1014,6 +1065,9 @@ set_tls_options(StreamOwner *owner, const mongoc_uri_t *uri)
 		mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSALLOWINVALIDHOSTNAMES, false);
 }
 
+/*
+ * Free a stream owner and its copies of the URI's TLS strings.
+ */
 static void
 free_owner(StreamOwner *owner)
 {
@@ -1097,6 +1151,9 @@ idx_stream_client_destroy(mongoc_client_t *client)
 		free_owner(owner);
 }
 
+/*
+ * Was the client's connection broken by a cancel or a malformed reply?
+ */
 bool
 idx_stream_client_broken(mongoc_client_t *client)
 {
