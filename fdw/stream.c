@@ -710,18 +710,6 @@ connect_host(StreamOwner *owner, const mongoc_host_list_t *host,
  */
 
 /*
- * A little-endian int32 of the wire protocol.
- */
-static int32
-read_int32(const uint8 *p)
-{
-	uint32		v;
-
-	memcpy(&v, p, 4);
-	return (int32) BSON_UINT32_FROM_LE(v);
-}
-
-/*
  * Record a malformed reply and break the connection.
  */
 static void
@@ -785,7 +773,7 @@ read_reply(CheckStream *cs, int32_t timeout_msec)
 	cs->msglen = cs->served = 0;
 	if (!read_exact(cs, header, 4, deadline))
 		return false;
-	len = read_int32(header);
+	len = idx_wire_int32(header);
 	if (len < 16 || len > IDX_MAX_MESSAGE)
 	{
 		set_protocol_error(cs, gettext_noop("The reply's length is out of range."));
