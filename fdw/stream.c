@@ -177,11 +177,17 @@ msec_left(int64 deadline)
 
 /*
  * Keep an error thrown inside a callback, to be re-thrown once libmongoc
- * has returned.  Called in a PG_CATCH block.
+ * has returned.  Called in a PG_CATCH block, with the interrupt holdoff
+ * counts saved before its PG_TRY: errfinish() zeroes them for the handler,
+ * but a callback can run inside a holdoff section (abort processing), and
+ * its RESUME_INTERRUPTS() would then take the count below zero.
  */
 static void
-keep_wait_error(MemoryContext cxt)
+keep_wait_error(MemoryContext cxt, uint32 save_holdoff,
+				uint32 save_cancel_holdoff)
 {
+	InterruptHoldoffCount = save_holdoff;
+	QueryCancelHoldoffCount = save_cancel_holdoff;
 	MemoryContextSwitchTo(TopMemoryContext);
 	if (wait_error == NULL)
 		wait_error = CopyErrorData();
@@ -196,6 +202,8 @@ static int
 latch_wait(int wakeEvents, pgsocket fd, long timeout)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	uint32		save_holdoff = InterruptHoldoffCount;
+	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
 	volatile int rc = -1;
 
 	PG_TRY();
@@ -205,7 +213,7 @@ latch_wait(int wakeEvents, pgsocket fd, long timeout)
 	}
 	PG_CATCH();
 	{
-		keep_wait_error(cxt);
+		keep_wait_error(cxt, save_holdoff, save_cancel_holdoff);
 		rc = -1;
 	}
 	PG_END_TRY();
@@ -402,6 +410,8 @@ root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
 {
 	WaitEventSet *volatile set = NULL;
 	MemoryContext cxt = CurrentMemoryContext;
+	uint32		save_holdoff = InterruptHoldoffCount;
+	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
 	volatile ssize_t nready = -1;
 
 	PG_TRY();
@@ -446,7 +456,7 @@ root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
 	}
 	PG_CATCH();
 	{
-		keep_wait_error(cxt);
+		keep_wait_error(cxt, save_holdoff, save_cancel_holdoff);
 		if (set != NULL)
 			FreeWaitEventSet(set);
 		nready = -1;
