@@ -489,11 +489,12 @@ root_poll(mongoc_stream_poll_t *streams, size_t nstreams, int32_t timeout_msec)
 				streams[i].revents = POLLERR;
 			return nstreams;
 		}
-		if (deadline >= 0 && msec_left(deadline) == 0)
-			return 0;
+		/* poll at least once, as poll() does with a timeout of 0 */
 		n = root_poll_once(streams, nstreams, msec_left(deadline));
 		if (n > 0)
 			return n;
+		if (n == 0 && deadline >= 0 && msec_left(deadline) == 0)
+			return 0;
 	}
 }
 
