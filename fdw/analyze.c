@@ -24,7 +24,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "deparse.h"
 #include "idxtable_fdw.h"
 #include "index_stats.h"

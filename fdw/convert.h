@@ -139,6 +139,13 @@ extern void idx_append_datum(bson_t *doc, const char *key, int keylen,
 							 Datum value, bool isnull, Oid typid);
 
 /*
+ * Raise an ERROR (54000) if appending to a BSON document failed: libbson
+ * refuses to grow a document past its maximum size.  Every bson_append_*
+ * result goes through this.
+ */
+extern void idx_check_append(bool ok);
+
+/*
  * Append a column's value to a document being written: idx_append_datum,
  * except that JSON object keys MongoDB cannot store (empty, "$"-prefixed,
  * dotted) are errors naming the column.

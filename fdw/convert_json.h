@@ -72,7 +72,4 @@ extern char *idx_value_as_relaxed_json(const bson_iter_t *iter);
 /* "binary (subtype N, M bytes)", for messages */
 extern char *idx_describe_binary(bson_subtype_t subtype, uint32 len);
 
-/* Error if appending to a BSON document failed (maximum size) */
-extern void idx_check_append(bool ok);
-
 #endif							/* IDXTABLE_CONVERT_JSON_H */

@@ -50,7 +50,6 @@
 #include "utils/pg_locale.h"
 
 #include "convert.h"
-#include "convert_json.h"
 #include "deparse.h"
 
 /* Comparison strategies we translate */

@@ -13,8 +13,8 @@
 #include "utils/lsyscache.h"
 
 #include "convert.h"
-#include "convert_json.h"
 #include "document.h"
+#include "index_entry.h"
 
 /* MongoDB's maximum document size where the server does not say (16 MiB) */
 #define IDX_DEFAULT_MAX_BSON_SIZE	(16 * 1024 * 1024)
@@ -193,12 +193,12 @@ append_items(bson_t *doc, FieldItem *items, int n, TupleDesc tupdesc,
 }
 
 /*
- * Build the insert document of a row.
+ * Build the insert document of a row into "doc".
  */
-void
-idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
-					const Datum *values, const bool *nulls,
-					const bson_value_t *id, bson_t *doc)
+static void
+build_document(const IdxTableInfo *info, TupleDesc tupdesc,
+			   const Datum *values, const bool *nulls,
+			   const bson_value_t *id, bson_t *doc)
 {
 	FieldItem  *items = palloc(sizeof(FieldItem) * Max(tupdesc->natts, 1));
 	int			n = 0;
@@ -228,12 +228,12 @@ idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
 }
 
 /*
- * Build {$set: {...}} for the assigned columns.  Dotted paths are MongoDB
- * update paths already.
+ * Build {$set: {...}} for the assigned columns into "update".  Dotted
+ * paths are MongoDB update paths already.
  */
-void
-idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc, List *attnums,
-				  const Datum *values, const bool *nulls, bson_t *update)
+static void
+build_update(const IdxTableInfo *info, TupleDesc tupdesc, List *attnums,
+			 const Datum *values, const bool *nulls, bson_t *update)
 {
 	bson_t		set;
 	ListCell   *lc;
@@ -254,6 +254,57 @@ idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc, List *attnums,
 								attr->atttypid, &target);
 	}
 	idx_check_append(bson_append_document_end(update, &set));
+}
+
+/*
+ * The insert document of a row, palloc'd.  libbson builds in malloc'd
+ * memory, which an error while building (a JSON key MongoDB cannot store,
+ * a document over libbson's limit) must not leak: it is released before
+ * the error goes on.
+ */
+bson_t *
+idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
+					const Datum *values, const bool *nulls,
+					const bson_value_t *id)
+{
+	bson_t		doc = BSON_INITIALIZER;
+	bson_t	   *result;
+
+	PG_TRY();
+	{
+		build_document(info, tupdesc, values, nulls, id, &doc);
+		result = idx_bson_pcopy(&doc);
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(&doc);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/*
+ * The update document of an UPDATE, palloc'd (an error while building
+ * leaks nothing, as in idx_row_to_document).
+ */
+bson_t *
+idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc, List *attnums,
+				  const Datum *values, const bool *nulls)
+{
+	bson_t		update = BSON_INITIALIZER;
+	bson_t	   *result;
+
+	PG_TRY();
+	{
+		build_update(info, tupdesc, attnums, values, nulls, &update);
+		result = idx_bson_pcopy(&update);
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(&update);
+	}
+	PG_END_TRY();
+	return result;
 }
 
 /*

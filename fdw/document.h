@@ -42,21 +42,22 @@ extern void idx_id_value(Datum value, Oid typid, bson_value_t *out);
 extern bool idx_id_type_takes_objectid(Oid typid);
 
 /*
- * Build the document of a new fact from a row: every non-dropped column at
- * its field path (dotted paths become embedded documents), _id first.  The
- * row's _id must already be set (values[id_attnum - 1]); "id" is its BSON.
+ * The document of a new fact from a row, palloc'd (no bson_destroy): every
+ * non-dropped column at its field path (dotted paths become embedded
+ * documents), _id first.  The row's _id must already be set
+ * (values[id_attnum - 1]); "id" is its BSON.
  */
-extern void idx_row_to_document(const IdxTableInfo *info, TupleDesc tupdesc,
-								const Datum *values, const bool *nulls,
-								const bson_value_t *id, bson_t *doc);
+extern bson_t *idx_row_to_document(const IdxTableInfo *info,
+								   TupleDesc tupdesc, const Datum *values,
+								   const bool *nulls, const bson_value_t *id);
 
 /*
- * Build the update document {$set: {field: value, ...}} of an UPDATE that
- * assigns the columns "attnums" (an integer List).
+ * The update document {$set: {field: value, ...}} of an UPDATE that
+ * assigns the columns "attnums" (an integer List), palloc'd.
  */
-extern void idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc,
-							  List *attnums, const Datum *values,
-							  const bool *nulls, bson_t *update);
+extern bson_t *idx_row_to_update(const IdxTableInfo *info, TupleDesc tupdesc,
+								 List *attnums, const Datum *values,
+								 const bool *nulls);
 
 /*
  * Field paths: is "path" dot-separated non-empty names not starting with

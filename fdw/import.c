@@ -28,7 +28,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "idxtable_fdw.h"
 #include "option.h"
 

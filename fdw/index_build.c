@@ -40,7 +40,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "deparse.h"
 #include "index_ddl.h"
 #include "index_entry.h"

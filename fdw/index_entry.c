@@ -28,7 +28,6 @@
 #include "utils/timestamp.h"
 
 #include "convert.h"
-#include "convert_json.h"
 #include "index_entry.h"
 
 /* One distinct element of a multi-valued key */

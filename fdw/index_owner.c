@@ -830,7 +830,7 @@ read_verdicts(Oid relid, Oid userid, Oid serverid, List *defs)
 	bson_t	   *filter = collections_filter(defs);
 	bson_error_t error;
 	const bson_t *doc;
-	List	   *docs = NIL;
+	List	   *volatile docs = NIL;	/* read in PG_FINALLY */
 	ListCell   *lc;
 
 	registry = mongoc_client_get_collection(client, first->database,

@@ -30,7 +30,7 @@
 #include "utils/rel.h"
 
 #include "connection.h"
-#include "convert_json.h"
+#include "convert.h"
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_path.h"

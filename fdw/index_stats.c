@@ -25,7 +25,7 @@
 #include "utils/rel.h"
 
 #include "connection.h"
-#include "convert_json.h"
+#include "convert.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"

@@ -60,7 +60,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "deparse.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
@@ -1001,24 +1000,17 @@ report_unconvertible(VerifyState *st)
 
 	if (n == 0)
 		return;
-	if (st->hide_id)
-		ereport(WARNING,
-				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-				 errmsg_plural("%lld fact of collection \"%s\" could not be converted for index \"%s\" and was skipped",
-							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
-							   n, (long long) n, st->info->collection,
-							   st->def->name),
-				 errdetail("The first error was: %s.", st->first_error)));
-	else
-		ereport(WARNING,
-				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-				 errmsg_plural("%lld fact of collection \"%s\" could not be converted for index \"%s\" and was skipped",
-							   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
-							   n, (long long) n, st->info->collection,
-							   st->def->name),
-				 errdetail("The first error was: %s.  First _ids: %s%s.",
-						   st->first_error, st->bad_ids.data,
-						   n > IDX_VERIFY_NAMED_FACTS ? ", ..." : "")));
+	ereport(WARNING,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg_plural("%lld fact of collection \"%s\" could not be converted for index \"%s\" and was skipped",
+						   "%lld facts of collection \"%s\" could not be converted for index \"%s\" and were skipped",
+						   n, (long long) n, st->info->collection,
+						   st->def->name),
+			 st->hide_id ?
+			 errdetail("The first error was: %s.", st->first_error) :
+			 errdetail("The first error was: %s.  First _ids: %s%s.",
+					   st->first_error, st->bad_ids.data,
+					   n > IDX_VERIFY_NAMED_FACTS ? ", ..." : "")));
 }
 
 /*

@@ -17,7 +17,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_write.h"
@@ -323,7 +322,8 @@ entry_to_write(IdxIndexWriter *w, PendingEntry *pe, bson_t *buf)
 /*
  * Add one pending entry to a bulk: claims are inserted (a duplicate is the
  * unique check), everything else is an idempotent upsert of the entry,
- * conditional on the fact for claims being replaced.
+ * conditional on the fact for claims being replaced.  An entry libmongoc
+ * refuses to queue is an ERROR, and the bulk is destroyed first.
  */
 static void
 bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
@@ -357,11 +357,15 @@ bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
 	bson_destroy(&opts);
 	bson_destroy(&buf);
 	if (!ok)
+	{
+		/* the bulk is the caller's, but nobody else releases it now */
+		mongoc_bulk_operation_destroy(bulk);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("an index entry of foreign table \"%s\" cannot be stored in MongoDB",
 						w->info->relname),
 				 errdetail("libmongoc: %s", error.message)));
+	}
 }
 
 /*

@@ -48,7 +48,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "document.h"
 #include "index_catalog.h"
 #include "index_entry.h"
@@ -629,12 +628,8 @@ build_documents(IdxModifyState *ms, TupleTableSlot **slots,
 
 	for (i = 0; i < n; i++)
 	{
-		bson_t		doc = BSON_INITIALIZER;
-
-		idx_row_to_document(ms->info, tupdesc, slots[i]->tts_values,
-							slots[i]->tts_isnull, &ids[i], &doc);
-		docs[i] = idx_bson_pcopy(&doc);
-		bson_destroy(&doc);
+		docs[i] = idx_row_to_document(ms->info, tupdesc, slots[i]->tts_values,
+									  slots[i]->tts_isnull, &ids[i]);
 		idx_check_document_size(docs[i], max_size, ms->info, false);
 	}
 	return docs;
@@ -893,7 +888,6 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bool		indexed = idx_writer_nindexes(w) > 0;
 	mongoc_client_session_t *session;
 	bson_value_t id;
-	bson_t		built = BSON_INITIALIZER;
 	bson_t	   *update;
 	Datum	   *oldvals = NULL;
 	bool	   *oldnulls = NULL;
@@ -906,10 +900,9 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	slot_getallattrs(slot);
 
 	/* the update first: a value MongoDB cannot store fails before writes */
-	idx_row_to_update(ms->info, RelationGetDescr(ms->rel), ms->target_attrs,
-					  slot->tts_values, slot->tts_isnull, &built);
-	update = idx_bson_pcopy(&built);
-	bson_destroy(&built);
+	update = idx_row_to_update(ms->info, RelationGetDescr(ms->rel),
+							   ms->target_attrs, slot->tts_values,
+							   slot->tts_isnull);
 	idx_check_document_size(update, idx_modify_max_document_size(ms),
 							ms->info, true);
 	session = idx_modify_session(ms);

@@ -39,7 +39,7 @@
 #include "utils/rel.h"
 
 #include "connection.h"
-#include "convert_json.h"
+#include "convert.h"
 #include "document.h"
 #include "index_entry.h"
 #include "modify_int.h"
@@ -145,8 +145,7 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	bson_value_t id;
 	bson_t		iddoc = BSON_INITIALIZER;
 	BatchRow   *row;
-
-	bson_t		update = BSON_INITIALIZER;
+	bson_t	   *update = NULL;
 
 	if (ms->operation == CMD_UPDATE && ms->target_attrs == NIL)
 		return;					/* nothing MongoDB stores changes */
@@ -155,9 +154,9 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	{
 		/* a value MongoDB cannot store fails here, before this batch */
 		slot_getallattrs(slot);
-		idx_row_to_update(ms->info, RelationGetDescr(ms->rel),
-						  ms->target_attrs, slot->tts_values,
-						  slot->tts_isnull, &update);
+		update = idx_row_to_update(ms->info, RelationGetDescr(ms->rel),
+								   ms->target_attrs, slot->tts_values,
+								   slot->tts_isnull);
 	}
 	idx_check_append(BSON_APPEND_VALUE(&iddoc, "_id", &id));
 	if (in_batch(b, &iddoc))
@@ -168,11 +167,9 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	row->id = idx_bson_pcopy(&iddoc);
 	row->newtuple = (ms->operation == CMD_UPDATE)
 		? ExecCopySlotHeapTuple(slot) : NULL;
-	row->update = (ms->operation == CMD_UPDATE)
-		? idx_bson_pcopy(&update) : NULL;
+	row->update = update ? idx_bson_pcopy(update) : NULL;
 	MemoryContextSwitchTo(oldcxt);
 	bson_destroy(&iddoc);
-	bson_destroy(&update);
 	if (row->update)
 		idx_check_document_size(row->update,
 								idx_modify_max_document_size(ms), ms->info,

@@ -29,10 +29,11 @@
 #define IDX_MAX_DEPTH		200
 
 /*
- * A little-endian int32 of the wire protocol.
+ * A little-endian int32 of the wire protocol (the header's fields, and
+ * section and document lengths).
  */
-static int32
-read_int32(const uint8 *p)
+int32
+idx_wire_int32(const uint8 *p)
 {
 	uint32		v;
 
@@ -178,7 +179,7 @@ check_documents(const uint8 *p, size_t len, int64 count, bool first)
 
 		if (len < 4)
 			return gettext_noop("A document is cut off by the end of its section.");
-		doclen = read_int32(p);
+		doclen = idx_wire_int32(p);
 		if (doclen < 5 || (size_t) doclen > len)
 			return gettext_noop("A document's length exceeds its section.");
 		if (!bytes_ok(p, doclen))
@@ -210,7 +211,7 @@ check_op_msg(const uint8 *msg, size_t len)
 
 	if (len < 21)
 		return gettext_noop("An OP_MSG reply is too short to hold a section.");
-	flags = (uint32) read_int32(msg + 16);
+	flags = (uint32) idx_wire_int32(msg + 16);
 	if (flags & 0xFFFF)
 		return gettext_noop("An OP_MSG reply sets flag bits the client does not accept (checksum, moreToCome or reserved bits).");
 	while (pos < len)
@@ -223,7 +224,7 @@ check_op_msg(const uint8 *msg, size_t len)
 			return gettext_noop("An OP_MSG reply has more than two sections.");
 		if (len - pos < 4)
 			return gettext_noop("An OP_MSG section is cut off by the end of the message.");
-		size = read_int32(msg + pos);
+		size = idx_wire_int32(msg + pos);
 		if (size < 5 || (size_t) size > len - pos)
 			return gettext_noop("An OP_MSG section's length does not fit the message.");
 		if (kind == 0)
@@ -262,7 +263,7 @@ check_op_msg(const uint8 *msg, size_t len)
 const char *
 idx_check_reply(const uint8 *msg, size_t len)
 {
-	int32		opcode = read_int32(msg + 12);
+	int32		opcode = idx_wire_int32(msg + 12);
 
 	if (opcode == OP_MSG)
 		return check_op_msg(msg, len);
@@ -272,7 +273,7 @@ idx_check_reply(const uint8 *msg, size_t len)
 
 		if (len < 36)
 			return gettext_noop("An OP_REPLY reply is shorter than its header.");
-		nreturned = read_int32(msg + 32);
+		nreturned = idx_wire_int32(msg + 32);
 		if (nreturned < 0)
 			return gettext_noop("An OP_REPLY reply has a negative document count.");
 		return check_documents(msg + 36, len - 36, nreturned, true);

@@ -15,4 +15,7 @@
  */
 extern const char *idx_check_reply(const uint8 *msg, size_t len);
 
+/* A little-endian int32 of the wire protocol, at "p" (any alignment) */
+extern int32 idx_wire_int32(const uint8 *p);
+
 #endif							/* IDXTABLE_REPLY_CHECK_H */

@@ -27,7 +27,6 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "convert_json.h"
 #include "deparse.h"
 #include "idxtable_fdw.h"
 #include "option.h"

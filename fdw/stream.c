@@ -177,11 +177,17 @@ msec_left(int64 deadline)
 
 /*
  * Keep an error thrown inside a callback, to be re-thrown once libmongoc
- * has returned.  Called in a PG_CATCH block.
+ * has returned.  Called in a PG_CATCH block, with the interrupt holdoff
+ * counts saved before its PG_TRY: errfinish() zeroes them for the handler,
+ * but a callback can run inside a holdoff section (abort processing), and
+ * its RESUME_INTERRUPTS() would then take the count below zero.
  */
 static void
-keep_wait_error(MemoryContext cxt)
+keep_wait_error(MemoryContext cxt, uint32 save_holdoff,
+				uint32 save_cancel_holdoff)
 {
+	InterruptHoldoffCount = save_holdoff;
+	QueryCancelHoldoffCount = save_cancel_holdoff;
 	MemoryContextSwitchTo(TopMemoryContext);
 	if (wait_error == NULL)
 		wait_error = CopyErrorData();
@@ -196,6 +202,8 @@ static int
 latch_wait(int wakeEvents, pgsocket fd, long timeout)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	uint32		save_holdoff = InterruptHoldoffCount;
+	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
 	volatile int rc = -1;
 
 	PG_TRY();
@@ -205,7 +213,7 @@ latch_wait(int wakeEvents, pgsocket fd, long timeout)
 	}
 	PG_CATCH();
 	{
-		keep_wait_error(cxt);
+		keep_wait_error(cxt, save_holdoff, save_cancel_holdoff);
 		rc = -1;
 	}
 	PG_END_TRY();
@@ -402,6 +410,8 @@ root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
 {
 	WaitEventSet *volatile set = NULL;
 	MemoryContext cxt = CurrentMemoryContext;
+	uint32		save_holdoff = InterruptHoldoffCount;
+	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
 	volatile ssize_t nready = -1;
 
 	PG_TRY();
@@ -446,7 +456,7 @@ root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
 	}
 	PG_CATCH();
 	{
-		keep_wait_error(cxt);
+		keep_wait_error(cxt, save_holdoff, save_cancel_holdoff);
 		if (set != NULL)
 			FreeWaitEventSet(set);
 		nready = -1;
@@ -455,6 +465,11 @@ root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
 	return nready;
 }
 
+/*
+ * mongoc_stream_poll() on root streams: wait with root_poll_once() until a
+ * stream is ready or the timeout passes.  A pending interrupt (or a broken
+ * client) reports POLLERR on every stream.
+ */
 static ssize_t
 root_poll(mongoc_stream_poll_t *streams, size_t nstreams, int32_t timeout_msec)
 {
@@ -474,11 +489,12 @@ root_poll(mongoc_stream_poll_t *streams, size_t nstreams, int32_t timeout_msec)
 				streams[i].revents = POLLERR;
 			return nstreams;
 		}
-		if (deadline >= 0 && msec_left(deadline) == 0)
-			return 0;
+		/* poll at least once, as poll() does with a timeout of 0 */
 		n = root_poll_once(streams, nstreams, msec_left(deadline));
 		if (n > 0)
 			return n;
+		if (n == 0 && deadline >= 0 && msec_left(deadline) == 0)
+			return 0;
 	}
 }
 
@@ -508,6 +524,9 @@ root_check_closed(mongoc_stream_t *stream)
 					  errno != EINTR);
 }
 
+/*
+ * Close the socket (the stream stays until libmongoc destroys it).
+ */
 static int
 root_close(mongoc_stream_t *stream)
 {
@@ -519,6 +538,9 @@ root_close(mongoc_stream_t *stream)
 	return 0;
 }
 
+/*
+ * Destroy a root stream and close its socket; also libmongoc's "failed".
+ */
 static void
 root_destroy(mongoc_stream_t *stream)
 {
@@ -526,12 +548,18 @@ root_destroy(mongoc_stream_t *stream)
 	bson_free(stream);
 }
 
+/*
+ * Nothing is buffered: writes go straight to the socket.
+ */
 static int
 root_flush(mongoc_stream_t *stream)
 {
 	return 0;
 }
 
+/*
+ * setsockopt() on the socket (mongoc_stream_setsockopt).
+ */
 static int
 root_setsockopt(mongoc_stream_t *stream, int level, int optname,
 				void *optval, mongoc_socklen_t optlen)
@@ -540,12 +568,19 @@ root_setsockopt(mongoc_stream_t *stream, int level, int optname,
 					  optlen);
 }
 
+/*
+ * Did the last read or write time out (mongoc_stream_timed_out)?
+ */
 static bool
 root_timed_out(mongoc_stream_t *stream)
 {
 	return ((RootStream *) stream)->timed_out;
 }
 
+/*
+ * Would the last zero-timeout read or write have blocked
+ * (mongoc_stream_should_retry, which libmongoc's TLS layer asks)?
+ */
 static bool
 root_should_retry(mongoc_stream_t *stream)
 {
@@ -686,18 +721,6 @@ connect_host(StreamOwner *owner, const mongoc_host_list_t *host,
  */
 
 /*
- * A little-endian int32 of the wire protocol.
- */
-static int32
-read_int32(const uint8 *p)
-{
-	uint32		v;
-
-	memcpy(&v, p, 4);
-	return (int32) BSON_UINT32_FROM_LE(v);
-}
-
-/*
  * Record a malformed reply and break the connection.
  */
 static void
@@ -761,7 +784,7 @@ read_reply(CheckStream *cs, int32_t timeout_msec)
 	cs->msglen = cs->served = 0;
 	if (!read_exact(cs, header, 4, deadline))
 		return false;
-	len = read_int32(header);
+	len = idx_wire_int32(header);
 	if (len < 16 || len > IDX_MAX_MESSAGE)
 	{
 		set_protocol_error(cs, gettext_noop("The reply's length is out of range."));
@@ -837,6 +860,10 @@ check_writev(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 	return mongoc_stream_writev(cs->base, iov, iovcnt, timeout_msec);
 }
 
+/*
+ * Destroy the checking stream, the streams under it and its reply buffer;
+ * also libmongoc's "failed".
+ */
 static void
 check_destroy(mongoc_stream_t *stream)
 {
@@ -847,18 +874,27 @@ check_destroy(mongoc_stream_t *stream)
 	bson_free(cs);
 }
 
+/*
+ * Close the streams under the checking stream.
+ */
 static int
 check_close(mongoc_stream_t *stream)
 {
 	return mongoc_stream_close(((CheckStream *) stream)->base);
 }
 
+/*
+ * Flush the streams under the checking stream.
+ */
 static int
 check_flush(mongoc_stream_t *stream)
 {
 	return mongoc_stream_flush(((CheckStream *) stream)->base);
 }
 
+/*
+ * Pass setsockopt() down to the socket.
+ */
 static int
 check_setsockopt(mongoc_stream_t *stream, int level, int optname,
 				 void *optval, mongoc_socklen_t optlen)
@@ -867,12 +903,19 @@ check_setsockopt(mongoc_stream_t *stream, int level, int optname,
 									optname, optval, optlen);
 }
 
+/*
+ * The stream under the checking one (libmongoc finds the root stream
+ * through this, for polling and for TLS).
+ */
 static mongoc_stream_t *
 check_get_base(mongoc_stream_t *stream)
 {
 	return ((CheckStream *) stream)->base;
 }
 
+/*
+ * A broken client's connection counts as closed, so it is not reused.
+ */
 static bool
 check_check_closed(mongoc_stream_t *stream)
 {
@@ -881,12 +924,19 @@ check_check_closed(mongoc_stream_t *stream)
 	return cs->owner->broken || mongoc_stream_check_closed(cs->base);
 }
 
+/*
+ * Did the last operation of the streams below time out?
+ */
 static bool
 check_timed_out(mongoc_stream_t *stream)
 {
 	return mongoc_stream_timed_out(((CheckStream *) stream)->base);
 }
 
+/*
+ * Retry a blocked operation of the streams below, never on a broken
+ * client.
+ */
 static bool
 check_should_retry(mongoc_stream_t *stream)
 {
@@ -1014,6 +1064,9 @@ set_tls_options(StreamOwner *owner, const mongoc_uri_t *uri)
 		mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSALLOWINVALIDHOSTNAMES, false);
 }
 
+/*
+ * Free a stream owner and its copies of the URI's TLS strings.
+ */
 static void
 free_owner(StreamOwner *owner)
 {
@@ -1097,6 +1150,9 @@ idx_stream_client_destroy(mongoc_client_t *client)
 		free_owner(owner);
 }
 
+/*
+ * Was the client's connection broken by a cancel or a malformed reply?
+ */
 bool
 idx_stream_client_broken(mongoc_client_t *client)
 {
