@@ -438,8 +438,8 @@ idx_disconnect_all(void)
  * Remove anything that looks like a connection string from a libmongoc
  * message, in place, so that it can be shown in a detail line.
  */
-static char *
-scrub_message(const char *msg)
+char *
+idx_scrub_message(const char *msg)
 {
 	char	   *copy = pstrdup(msg);
 	char	   *p;
@@ -516,7 +516,7 @@ idx_report_error(const bson_error_t *error, const char *server,
 	char	   *detail;
 
 	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
-	detail = scrub_message(error->message);
+	detail = idx_scrub_message(error->message);
 
 	if (is_connection_error(error))
 		ereport(ERROR,
@@ -572,7 +572,7 @@ idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
 				 errmsg("MongoDB aborted the transaction on server \"%s\" while %s",
 						server, what),
 				 errdetail("MongoDB error %u: %s", copy.code,
-						   scrub_message(copy.message)),
+						   idx_scrub_message(copy.message)),
 				 errhint("The transaction can be retried.  MongoDB also aborts transactions that run longer than its transactionLifetimeLimitSeconds (60 s by default).")));
 	idx_report_error(&copy, server, what);
 }

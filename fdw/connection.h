@@ -40,6 +40,12 @@ extern mongoc_client_t *idx_get_client_for_rel(Oid relid, Oid userid,
 extern void idx_report_error(const bson_error_t *error, const char *server,
 							 const char *what) pg_attribute_noreturn();
 
+/*
+ * A copy of a libmongoc message with anything that looks like a connection
+ * string removed, for a detail line.
+ */
+extern char *idx_scrub_message(const char *msg);
+
 /* A command reply that failed: same, using the reply's code/errmsg */
 extern void idx_report_reply_error(const bson_t *reply,
 								   const bson_error_t *error,

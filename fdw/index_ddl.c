@@ -485,7 +485,8 @@ drop_at_commit(PendingDrop *p)
 		ereport(WARNING,
 				(errmsg("could not delete the ownership marker of dropped index collection \"%s\" of database \"%s\" on server \"%s\"",
 						p->collection, p->database, p->servername),
-				 errdetail("MongoDB error %u: %s", error.code, error.message)));
+				 errdetail("MongoDB error %u: %s", error.code,
+						   idx_scrub_message(error.message))));
 }
 
 /*
@@ -569,7 +570,8 @@ static int
 abort_errdetail(const bson_error_t *error)
 {
 	if (error->domain == MONGOC_ERROR_SERVER)
-		return errdetail("MongoDB error %u: %s", error->code, error->message);
+		return errdetail("MongoDB error %u: %s", error->code,
+						 idx_scrub_message(error->message));
 	return errdetail("The server could not be reached or did not answer within %d ms.",
 					 IDX_CLEANUP_TIMEOUT_MS);
 }

@@ -160,8 +160,11 @@ parse_consistency(const char *value)
 
 /*
  * Check a server "uri": it must parse as a MongoDB URI, must not carry
- * credentials or other secrets, and may name local files or sockets only
- * when a superuser sets it (see trust.c).  The URI itself is never
+ * credentials or other secrets, must not ask for wire compression
+ * (libmongoc 1.23 decompresses any compressed reply without checks, so
+ * the stream refuses them; stream.c checks again when it connects, for
+ * servers defined before this rule), and may name local files or sockets
+ * only when a superuser sets it (see trust.c).  The URI itself is never
  * repeated in a message, since a rejected one may well contain a password.
  */
 static void
@@ -170,6 +173,7 @@ validate_uri(const char *value)
 	bson_error_t error;
 	mongoc_uri_t *uri;
 	bool		has_credentials;
+	const bson_t *compressors;
 
 	uri = mongoc_uri_new_with_error(value, &error);
 	if (uri == NULL)
@@ -180,6 +184,7 @@ validate_uri(const char *value)
 
 	has_credentials = mongoc_uri_get_username(uri) != NULL ||
 		mongoc_uri_get_password(uri) != NULL;
+	compressors = mongoc_uri_get_compressors(uri);
 
 	PG_TRY();
 	{
@@ -188,6 +193,12 @@ validate_uri(const char *value)
 					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 					 errmsg("option \"uri\" must not contain credentials"),
 					 errhint("Put \"username\" and \"password\" in a user mapping.")));
+		if (compressors != NULL && !bson_empty(compressors))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"uri\" must not ask for wire compression"),
+					 errdetail("idxtable_fdw does not accept compressed replies."),
+					 errhint("Remove \"compressors\" from the uri.")));
 		idx_check_server_uri(uri);
 	}
 	PG_FINALLY();
