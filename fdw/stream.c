@@ -820,7 +820,10 @@ read_exact(CheckStream *cs, uint8 *buf, size_t len, int64 deadline)
 /*
  * Read the next whole reply from the base stream and validate it.  A
  * timeout of 0 (libmongoc's scanner, which found the socket readable)
- * waits up to connectTimeoutMS for the rest of the reply.
+ * waits up to connectTimeoutMS for the rest of the reply.  The buffer is
+ * kept for the life of the stream (check_destroy frees it): a server's
+ * batches are up to 16 MiB each, and allocating each afresh costs a
+ * fresh mapping and its page faults per reply.
  */
 static bool
 read_reply(CheckStream *cs, int32_t timeout_msec)
@@ -832,12 +835,6 @@ read_reply(CheckStream *cs, int32_t timeout_msec)
 	int32		len;
 	const char *reason;
 
-	if (cs->alloc > 1024 * 1024)
-	{
-		bson_free(cs->msg);
-		cs->msg = NULL;
-		cs->alloc = 0;
-	}
 	cs->msglen = cs->served = 0;
 	if (!read_exact(cs, header, 4, deadline))
 		return false;
