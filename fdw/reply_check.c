@@ -29,6 +29,18 @@
 #define IDX_MAX_DEPTH		200
 
 /*
+ * What a document being walked is, for the checks of the first document of
+ * a reply that ride on the same walk (see shape_check()).
+ */
+typedef enum WalkRole
+{
+	WALK_PLAIN,					/* no check beyond the framing */
+	WALK_BODY,					/* the first document */
+	WALK_CURSOR,				/* its first "cursor" field, a document */
+	WALK_BATCH					/* a firstBatch or nextBatch array in it */
+} WalkRole;
+
+/*
  * A little-endian int32 of the wire protocol.
  */
 static int32
@@ -41,16 +53,58 @@ read_int32(const uint8 *p)
 }
 
 /*
+ * The cursor batch checks of the first document, done on the element at
+ * "iter" of a document of role "role" while the framing is walked: a
+ * cursor batch element that is not a document silently ends the batch in
+ * libmongoc.  Records in "*shape" the first problem met (the walk meets
+ * them in the order a separate walk of the first "cursor" field would)
+ * and returns the role of the element's own contents.
+ */
+static WalkRole
+shape_check(const bson_iter_t *iter, WalkRole role, bool *seen_cursor,
+			const char **shape)
+{
+	const char *key;
+
+	if (role == WALK_PLAIN)
+		return WALK_PLAIN;
+	if (role == WALK_BATCH)
+	{
+		if (!BSON_ITER_HOLDS_DOCUMENT(iter) && *shape == NULL)
+			*shape = gettext_noop("A cursor batch holds a value that is not a document.");
+		return WALK_PLAIN;
+	}
+	key = bson_iter_key(iter);
+	if (role == WALK_BODY)
+	{
+		if (*seen_cursor || strcmp(key, "cursor") != 0)
+			return WALK_PLAIN;
+		*seen_cursor = true;
+		return BSON_ITER_HOLDS_DOCUMENT(iter) ? WALK_CURSOR : WALK_PLAIN;
+	}
+	if (strcmp(key, "firstBatch") != 0 && strcmp(key, "nextBatch") != 0)
+		return WALK_PLAIN;
+	if (BSON_ITER_HOLDS_ARRAY(iter))
+		return WALK_BATCH;
+	if (*shape == NULL)
+		*shape = gettext_noop("A cursor batch is not an array.");
+	return WALK_PLAIN;
+}
+
+/*
  * Is "doc" well-formed throughout: every element inside it, and every
  * nested document, array and code-with-scope scope framed as a document
  * (length prefix, trailing NUL)?  bson_validate() is not enough: it skips
  * a nested document whose trailing byte is wrong, which libmongoc's cursor
- * then asserts on.  Depth is bounded as MongoDB bounds it.
+ * then asserts on.  Depth is bounded as MongoDB bounds it.  The same walk
+ * makes the cursor batch checks of shape_check() on a document of a role
+ * other than WALK_PLAIN, so that a batch is walked once.
  */
 static bool
-document_ok(const bson_t *doc, int depth)
+document_ok(const bson_t *doc, int depth, WalkRole role, const char **shape)
 {
 	bson_iter_t iter;
+	bool		seen_cursor = false;
 
 	if (depth > IDX_MAX_DEPTH || !bson_iter_init(&iter, doc))
 		return false;
@@ -60,6 +114,7 @@ document_ok(const bson_t *doc, int depth)
 		uint32		len = 0;
 		uint32		codelen;
 		bson_t		sub;
+		WalkRole	subrole = shape_check(&iter, role, &seen_cursor, shape);
 
 		if (BSON_ITER_HOLDS_DOCUMENT(&iter))
 			bson_iter_document(&iter, &len, &data);
@@ -70,21 +125,28 @@ document_ok(const bson_t *doc, int depth)
 		else
 			continue;
 		if (data == NULL || !bson_init_static(&sub, data, len) ||
-			!document_ok(&sub, depth + 1))
+			!document_ok(&sub, depth + 1, subrole, shape))
 			return false;
 	}
 	return iter.err_off == 0;
 }
 
 /*
- * Is "len" bytes at "data" one well-formed BSON document?
+ * Is "len" bytes at "data" one well-formed BSON document?  With "shape"
+ * (the first document of a reply), also record in it the first problem of
+ * its cursor batches, or NULL.
  */
 static bool
-bytes_ok(const uint8 *data, size_t len)
+bytes_ok(const uint8 *data, size_t len, const char **shape)
 {
 	bson_t		doc;
+	const char *ignored = NULL;
 
-	return bson_init_static(&doc, data, len) && document_ok(&doc, 0);
+	if (shape)
+		*shape = NULL;
+	return bson_init_static(&doc, data, len) &&
+		document_ok(&doc, 0, shape ? WALK_BODY : WALK_PLAIN,
+					shape ? shape : &ignored);
 }
 
 /*
@@ -127,40 +189,21 @@ check_handshake_fields(const bson_t *doc)
 }
 
 /*
- * Checks of the first document that libmongoc reads without care: the
- * handshake fields above, and a cursor batch element that is not a
- * document, which silently ends the batch.
+ * Checks of the first document that libmongoc reads without care, once
+ * its framing has been checked: the handshake fields above, then the
+ * cursor batch problem "shape" found while walking it, if any.
  */
 static const char *
-check_first_document(const uint8 *data, size_t len)
+check_first_document(const uint8 *data, size_t len, const char *shape)
 {
 	bson_t		doc;
-	bson_iter_t iter;
-	bson_iter_t sub;
 	const char *reason;
 
 	if (!bson_init_static(&doc, data, len))
 		return gettext_noop("A document's length does not match its contents.");
 	if ((reason = check_handshake_fields(&doc)) != NULL)
 		return reason;
-	if (bson_iter_init_find(&iter, &doc, "cursor") &&
-		BSON_ITER_HOLDS_DOCUMENT(&iter) && bson_iter_recurse(&iter, &sub))
-	{
-		while (bson_iter_next(&sub))
-		{
-			bson_iter_t batch;
-
-			if (strcmp(bson_iter_key(&sub), "firstBatch") != 0 &&
-				strcmp(bson_iter_key(&sub), "nextBatch") != 0)
-				continue;
-			if (!BSON_ITER_HOLDS_ARRAY(&sub) || !bson_iter_recurse(&sub, &batch))
-				return gettext_noop("A cursor batch is not an array.");
-			while (bson_iter_next(&batch))
-				if (!BSON_ITER_HOLDS_DOCUMENT(&batch))
-					return gettext_noop("A cursor batch holds a value that is not a document.");
-		}
-	}
-	return NULL;
+	return shape;
 }
 
 /*
@@ -171,6 +214,7 @@ static const char *
 check_documents(const uint8 *p, size_t len, int64 count, bool first)
 {
 	int64		n = 0;
+	const char *shape = NULL;
 
 	while (len > 0)
 	{
@@ -181,11 +225,11 @@ check_documents(const uint8 *p, size_t len, int64 count, bool first)
 		doclen = read_int32(p);
 		if (doclen < 5 || (size_t) doclen > len)
 			return gettext_noop("A document's length exceeds its section.");
-		if (!bytes_ok(p, doclen))
+		if (!bytes_ok(p, doclen, (first && n == 0) ? &shape : NULL))
 			return gettext_noop("A document is corrupt.");
 		if (first && n == 0)
 		{
-			const char *reason = check_first_document(p, doclen);
+			const char *reason = check_first_document(p, doclen, shape);
 
 			if (reason)
 				return reason;
