@@ -76,12 +76,20 @@ typedef struct StreamOwner
 	char	   *ca_file;
 } StreamOwner;
 
-/* The root stream: a connected non-blocking socket */
+/*
+ * The root stream: a connected non-blocking socket.  Its waits share one
+ * WaitEventSet (MyLatch, postmaster death, the socket), built at the first
+ * wait and kept until the stream is closed: building a set per wait costs
+ * an epoll_create1, three epoll_ctl and a close each time.  It lives in
+ * TopMemoryContext, since libmongoc decides when streams die.
+ */
 typedef struct RootStream
 {
 	mongoc_stream_t vtable;
 	StreamOwner *owner;
 	pgsocket	fd;
+	WaitEventSet *set;			/* NULL until the first wait */
+	int			sock_pos;		/* the socket's event in "set" */
 	bool		timed_out;		/* the last operation timed out */
 	bool		would_block;	/* the last operation would have blocked */
 } RootStream;
@@ -221,12 +229,78 @@ latch_wait(int wakeEvents, pgsocket fd, long timeout)
 }
 
 /*
+ * Free the root stream's WaitEventSet, if built (never throws).
+ */
+static void
+free_wait_set(RootStream *rs)
+{
+	WaitEventSet *set = rs->set;
+
+	rs->set = NULL;
+	if (set != NULL)
+		FreeWaitEventSet(set);
+}
+
+/*
+ * Wait on the root stream's own WaitEventSet for "events" on its socket,
+ * building the set at the first wait: as WaitLatchOrSocket (the WL_* bits
+ * that occurred, WL_TIMEOUT if none) but never throws: -1 if it did (the
+ * error is kept).
+ */
+static int
+stream_wait(RootStream *rs, int events, long timeout)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	uint32		save_holdoff = InterruptHoldoffCount;
+	uint32		save_cancel_holdoff = QueryCancelHoldoffCount;
+	volatile int rc = -1;
+
+	PG_TRY();
+	{
+		WaitEvent	occurred[3];
+		int			n;
+		int			i;
+
+		if (rs->set == NULL)
+		{
+			WaitEventSet *set = CreateWaitEventSet(TopMemoryContext, 3);
+
+			rs->set = set;
+			AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
+							  NULL);
+			AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+							  NULL, NULL);
+			rs->sock_pos = AddWaitEventToSet(set, events, rs->fd, NULL, NULL);
+		}
+		else
+			ModifyWaitEvent(rs->set, rs->sock_pos, events, NULL);
+		n = WaitEventSetWait(rs->set, timeout, occurred, lengthof(occurred),
+							 PG_WAIT_EXTENSION);
+		rc = 0;
+		for (i = 0; i < n; i++)
+			rc |= occurred[i].events;
+		if (n == 0)
+			rc = WL_TIMEOUT;
+	}
+	PG_CATCH();
+	{
+		keep_wait_error(cxt, save_holdoff, save_cancel_holdoff);
+		free_wait_set(rs);
+		rc = -1;
+	}
+	PG_END_TRY();
+	return rc;
+}
+
+/*
  * Wait until "fd" is ready for "events" (WL_SOCKET_*) or "deadline"
- * passes, waking for interrupts.  1: ready, 0: timed out, -1: stopped
+ * passes, waking for interrupts; on the set of root stream "rs" if given
+ * (the socket is then its own).  1: ready, 0: timed out, -1: stopped
  * (errno ECANCELED).
  */
 static int
-wait_socket(StreamOwner *owner, pgsocket fd, int events, int64 deadline)
+wait_socket(StreamOwner *owner, RootStream *rs, pgsocket fd, int events,
+			int64 deadline)
 {
 	for (;;)
 	{
@@ -238,8 +312,11 @@ wait_socket(StreamOwner *owner, pgsocket fd, int events, int64 deadline)
 		timeout = msec_left(deadline);
 		if (timeout == 0)
 			return 0;
-		rc = latch_wait(WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events |
-						(timeout > 0 ? WL_TIMEOUT : 0), fd, timeout);
+		if (rs != NULL)
+			rc = stream_wait(rs, events, timeout);
+		else
+			rc = latch_wait(WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events |
+							(timeout > 0 ? WL_TIMEOUT : 0), fd, timeout);
 		if (rc < 0)
 			continue;			/* must_stop() sees the kept error */
 		if (rc & WL_LATCH_SET)
@@ -311,7 +388,8 @@ root_readv(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 			errno = EAGAIN;
 			return total > 0 ? total : -1;
 		}
-		rc = wait_socket(rs->owner, rs->fd, WL_SOCKET_READABLE, deadline);
+		rc = wait_socket(rs->owner, rs, rs->fd, WL_SOCKET_READABLE,
+						 deadline);
 		if (rc < 0)
 			return -1;
 		if (rc == 0)
@@ -386,7 +464,8 @@ root_writev(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 			errno = EAGAIN;
 			break;
 		}
-		rc = wait_socket(rs->owner, rs->fd, WL_SOCKET_WRITEABLE, deadline);
+		rc = wait_socket(rs->owner, rs, rs->fd, WL_SOCKET_WRITEABLE,
+						 deadline);
 		if (rc < 0)
 			break;
 		if (rc == 0)
@@ -403,7 +482,9 @@ root_writev(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 /*
  * Wait on several root streams (libmongoc's scanner) and our latch.  On
  * an interrupt every stream reports POLLERR: returning -1 would make the
- * scanner poll again until connectTimeoutMS.
+ * scanner poll again until connectTimeoutMS.  This builds a set per call
+ * rather than share the streams' own: the scanner polls once per
+ * connection and heartbeat, not once per round trip.
  */
 static ssize_t
 root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
@@ -532,6 +613,7 @@ root_close(mongoc_stream_t *stream)
 {
 	RootStream *rs = (RootStream *) stream;
 
+	free_wait_set(rs);
 	if (rs->fd != PGINVALID_SOCKET)
 		close(rs->fd);
 	rs->fd = PGINVALID_SOCKET;
@@ -643,7 +725,7 @@ connect_address(StreamOwner *owner, int family, const struct sockaddr *addr,
 		return fd;
 	if (errno == EINPROGRESS || errno == EINTR)
 	{
-		rc = wait_socket(owner, fd, WL_SOCKET_WRITEABLE, deadline);
+		rc = wait_socket(owner, NULL, fd, WL_SOCKET_WRITEABLE, deadline);
 		if (rc == 0)
 			errno = ETIMEDOUT;
 		else if (rc > 0 &&
@@ -763,7 +845,10 @@ read_exact(CheckStream *cs, uint8 *buf, size_t len, int64 deadline)
 /*
  * Read the next whole reply from the base stream and validate it.  A
  * timeout of 0 (libmongoc's scanner, which found the socket readable)
- * waits up to connectTimeoutMS for the rest of the reply.
+ * waits up to connectTimeoutMS for the rest of the reply.  The buffer is
+ * kept for the life of the stream (check_destroy frees it): a server's
+ * batches are up to 16 MiB each, and allocating each afresh costs a
+ * fresh mapping and its page faults per reply.
  */
 static bool
 read_reply(CheckStream *cs, int32_t timeout_msec)
@@ -775,12 +860,6 @@ read_reply(CheckStream *cs, int32_t timeout_msec)
 	int32		len;
 	const char *reason;
 
-	if (cs->alloc > 1024 * 1024)
-	{
-		bson_free(cs->msg);
-		cs->msg = NULL;
-		cs->alloc = 0;
-	}
 	cs->msglen = cs->served = 0;
 	if (!read_exact(cs, header, 4, deadline))
 		return false;
