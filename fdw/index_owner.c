@@ -376,6 +376,23 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 }
 
 /*
+ * The count "field" (matchedCount, upsertedCount, deletedCount) of the
+ * reply of a write that succeeded ("ok"), 0 otherwise; destroys the reply.
+ */
+static int64
+reply_count(bson_t *reply, const char *field, bool ok)
+{
+	bson_iter_t iter;
+	int64		count = 0;
+
+	if (ok && bson_iter_init_find(&iter, reply, field) &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		count = bson_iter_as_int64(&iter);
+	bson_destroy(reply);
+	return count;
+}
+
+/*
  * Replace the marker "old" (exactly as read: same owner and definition)
  * by "marker"; false if it changed meanwhile.
  */
@@ -388,7 +405,6 @@ take_over_marker(mongoc_client_t *client, const char *servername,
 	bson_t	   *filter;
 	bson_t		reply;
 	bson_error_t error;
-	bson_iter_t iter;
 	bool		ok;
 	int64		matched = 0;
 
@@ -402,10 +418,7 @@ take_over_marker(mongoc_client_t *client, const char *servername,
 									   &reply, &error);
 	mongoc_collection_destroy(registry);
 	bson_destroy(filter);
-	if (ok && bson_iter_init_find(&iter, &reply, "matchedCount") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		matched = bson_iter_as_int64(&iter);
-	bson_destroy(&reply);
+	matched = reply_count(&reply, "matchedCount", ok);
 	if (!ok)
 		idx_report_error(&error, servername,
 						 psprintf("taking over the ownership marker of index collection \"%s\"",
@@ -431,7 +444,6 @@ insert_marker(mongoc_client_t *client, const char *servername,
 	bson_t		reply;
 	bson_t		fields;
 	bson_error_t error;
-	bson_iter_t iter;
 	bool		ok;
 	int64		upserted = 0;
 
@@ -448,10 +460,7 @@ insert_marker(mongoc_client_t *client, const char *servername,
 	bson_destroy(&selector);
 	bson_destroy(&update);
 	bson_destroy(opts);
-	if (ok && bson_iter_init_find(&iter, &reply, "upsertedCount") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		upserted = bson_iter_as_int64(&iter);
-	bson_destroy(&reply);
+	upserted = reply_count(&reply, "upsertedCount", ok);
 	if (!ok && error.code == MONGO_DUPLICATE_KEY)
 		return false;			/* a concurrent claim won */
 	if (!ok)
@@ -634,7 +643,6 @@ idx_owner_release(mongoc_client_t *client, const char *database,
 	mongoc_collection_t *registry;
 	bson_t	   *filter;
 	bson_t		reply;
-	bson_iter_t iter;
 	bool		ok;
 	int64		deleted = 0;
 
@@ -647,10 +655,7 @@ idx_owner_release(mongoc_client_t *client, const char *database,
 	ok = mongoc_collection_delete_one(registry, filter, NULL, &reply, error);
 	mongoc_collection_destroy(registry);
 	bson_destroy(filter);
-	if (ok && bson_iter_init_find(&iter, &reply, "deletedCount") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		deleted = bson_iter_as_int64(&iter);
-	bson_destroy(&reply);
+	deleted = reply_count(&reply, "deletedCount", ok);
 	return ok && deleted == 1;
 }
 
@@ -669,7 +674,6 @@ idx_owner_mark_created(mongoc_client_t *client, const char *servername,
 	bson_t	   *update;
 	bson_t		reply;
 	bson_error_t error;
-	bson_iter_t iter;
 	bool		ok;
 	int64		matched = 0;
 
@@ -684,10 +688,7 @@ idx_owner_mark_created(mongoc_client_t *client, const char *servername,
 	mongoc_collection_destroy(registry);
 	bson_destroy(filter);
 	bson_destroy(update);
-	if (ok && bson_iter_init_find(&iter, &reply, "matchedCount") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		matched = bson_iter_as_int64(&iter);
-	bson_destroy(&reply);
+	matched = reply_count(&reply, "matchedCount", ok);
 	if (!ok)
 		idx_report_error(&error, servername,
 						 psprintf("writing the ownership marker of index collection \"%s\"",
