@@ -10,6 +10,7 @@ OBJS = \
 	fdw/index_verify.o \
 	fdw/modify.o \
 	fdw/modify_batch.o \
+	fdw/shard_key.o \
 	fdw/connection.o \
 	fdw/stream.o \
 	fdw/reply_check.o \

@@ -56,6 +56,7 @@
 #include "modify_int.h"
 #include "option.h"
 #include "scan.h"
+#include "shard_key.h"
 #include "xact.h"
 
 /* Most rows a statement remembers for undoing it (ordered mode) */
@@ -87,7 +88,8 @@ typedef struct UndoRecord
 {
 	UndoKind	kind;
 	bson_t	   *id;				/* {_id: <fact _id>} */
-	bson_t	   *before;			/* UPDATED, DELETED: the whole fact before */
+	bson_t	   *before;			/* UPDATED, DELETED: the whole fact before;
+								 * INSERTED: its shard key values, if any */
 } UndoRecord;
 
 static void remember_write(IdxModifyState *ms, UndoKind kind,
@@ -132,6 +134,17 @@ idxAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
 	var = makeVar(rtindex, info->id_attnum, attr->atttypid, attr->atttypmod,
 				  attr->attcollation, 0);
 	add_row_identity_var(root, var, rtindex, IDX_ROWID_NAME);
+
+	/*
+	 * A DELETE's filter needs the shard key values of the old row: ask for
+	 * the whole row, as the core does for UPDATE (the same Var, so that
+	 * the core's own request shares it).
+	 */
+	if (info->nshard_key > 0 && root->parse->commandType == CMD_DELETE)
+		add_row_identity_var(root,
+							 makeVar(rtindex, InvalidAttrNumber, RECORDOID,
+									 -1, InvalidOid, 0),
+							 rtindex, "wholerow");
 }
 
 /*
@@ -187,6 +200,14 @@ idxPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 								NameStr(TupleDescAttr(tupdesc, attno - 1)->attname),
 								RelationGetRelationName(rel)),
 						 errdetail("The column maps to \"_id\", which identifies a MongoDB document and cannot change."),
+						 errhint("Delete the row and insert it with the new value.")));
+			if (idx_shard_key_has_column(info, attno))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot update column \"%s\" of foreign table \"%s\"",
+								NameStr(TupleDescAttr(tupdesc, attno - 1)->attname),
+								RelationGetRelationName(rel)),
+						 errdetail("The column is in the option \"shard_key\"; changing a shard key value moves the document to another shard, which idxtable_fdw does not do."),
 						 errhint("Delete the row and insert it with the new value.")));
 			target_attrs = lappend_int(target_attrs, attno);
 		}
@@ -462,7 +483,8 @@ idx_modify_index_projection(IdxModifyState *ms, bson_t *projection)
  * the open transaction if "in_txn", else outside it.
  */
 static bson_t *
-fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
+fetch_fact(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard,
+		   bool in_txn)
 {
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		opts = BSON_INITIALIZER;
@@ -472,6 +494,8 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 	bson_t	   *result = NULL;
 
 	idx_check_append(BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id));
+	if (shard)
+		idx_shard_key_append(ms->info, &filter, shard);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
 	idx_modify_index_projection(ms, &projection);
 	idx_check_append(bson_append_document_end(&opts, &projection));
@@ -544,7 +568,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		/* a transaction fails the whole command: find the duplicate */
 		for (i = 0; i < n && first < 0; i++)
 		{
-			if (fetch_fact(ms, &ids[i], false) != NULL)
+			if (fetch_fact(ms, &ids[i], NULL, false) != NULL)
 				first = i;
 		}
 		ereport(ERROR,
@@ -721,7 +745,8 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	bson_destroy(&reply);
 	idx_modify_note_written(ms, n);
 	for (i = 0; i < n; i++)
-		remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
+		remember_write(ms, UNDO_INSERTED, &ids[i],
+					   idx_shard_key_of_document(ms->info, docs[i]));
 	idx_writer_reset(ms->writer);
 }
 
@@ -729,10 +754,13 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
  * findAndModify of the fact "id": $set "update", or remove it (update
  * NULL).  Returns the fact as it was before (with the index columns, or
  * everything if "full"), palloc'd, or NULL if there is no such fact.
+ * "shard" holds the fact's shard key values (see shard_key.c), if the
+ * table has a shard key.
  */
 static bson_t *
 find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
-				const bson_value_t *id, const bson_t *update, bool full)
+				const bson_value_t *id, const bson_t *shard,
+				const bson_t *update, bool full)
 {
 	mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
 	bson_t		query = BSON_INITIALIZER;
@@ -745,6 +773,7 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	bool		ok;
 
 	idx_check_append(BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id));
+	idx_shard_key_append(ms->info, &query, shard);
 	if (update)
 		mongoc_find_and_modify_opts_set_update(fam, update);
 	else
@@ -767,6 +796,7 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	{
 		PG_TRY();
 		{
+			idx_shard_key_check_refusal(ms->info, &reply, &error);
 			idx_report_reply_error(&reply, &error, ms->server->servername,
 								   psprintf("%s a document of collection \"%s\"",
 											update ? "updating" : "deleting",
@@ -879,6 +909,25 @@ idx_modify_old_row(IdxModifyState *ms, TupleTableSlot *planSlot, Datum **values,
 }
 
 /*
+ * The shard key values of the row being updated or deleted, as it was
+ * read (the whole-row junk column), or NULL if the table has no shard key.
+ */
+bson_t *
+idx_modify_target_shard_key(IdxModifyState *ms, TupleTableSlot *planSlot)
+{
+	Datum	   *values;
+	bool	   *nulls;
+
+	if (ms->info->nshard_key == 0)
+		return NULL;
+	if (!idx_modify_old_row(ms, planSlot, &values, &nulls))
+		elog(ERROR, "could not find the whole-row junk column of foreign table \"%s\"",
+			 ms->info->relname);
+	return idx_shard_key_of_row(ms->info, RelationGetDescr(ms->rel), values,
+								nulls);
+}
+
+/*
  * UPDATE one row (see the file header for the steps).
  */
 static TupleTableSlot *
@@ -915,7 +964,9 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		idx_writer_write_new(w, session);
 	}
 
-	before = find_and_modify(ms, session, &id, update, ms->ordered);
+	before = find_and_modify(ms, session, &id,
+							 idx_modify_target_shard_key(ms, planSlot),
+							 update, ms->ordered);
 	if (before == NULL)
 	{
 		/* the fact is gone: take back the entries written for it */
@@ -984,7 +1035,8 @@ delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bson_t	   *before;
 
 	idx_modify_target_id(ms, planSlot, &id);
-	before = find_and_modify(ms, session, &id, NULL,
+	before = find_and_modify(ms, session, &id,
+							 idx_modify_target_shard_key(ms, planSlot), NULL,
 							 ms->has_returning || ms->ordered);
 	if (before == NULL)
 		return NULL;
@@ -1062,9 +1114,9 @@ remember_write(IdxModifyState *ms, UndoKind kind, const bson_value_t *id,
  * Undo an INSERT: delete the fact, then its entries.
  */
 static void
-undo_insert(IdxModifyState *ms, const bson_value_t *id)
+undo_insert(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard)
 {
-	bson_t	   *was = find_and_modify(ms, NULL, id, NULL, false);
+	bson_t	   *was = find_and_modify(ms, NULL, id, shard, NULL, false);
 
 	if (was != NULL && idx_writer_nindexes(ms->writer) > 0)
 	{
@@ -1127,7 +1179,7 @@ undo_update(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 		bool	   *nownulls,
 				   *oldnulls;
 
-		now = fetch_fact(ms, id, false);
+		now = fetch_fact(ms, id, before, false);
 		if (now == NULL)
 			return;				/* deleted meanwhile */
 		idx_modify_doc_to_row(ms, ms->preconv, now, &nowvals, &nownulls);
@@ -1137,7 +1189,7 @@ undo_update(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 	}
 	restore_update(ms, before, &update);
 	if (!bson_empty(&update))
-		(void) find_and_modify(ms, NULL, id, &update, false);
+		(void) find_and_modify(ms, NULL, id, before, &update, false);
 	bson_destroy(&update);
 	if (indexed)
 		idx_writer_delete_old(w, NULL);
@@ -1218,7 +1270,7 @@ undo_statement(IdxModifyState *ms)
 			switch (rec->kind)
 			{
 				case UNDO_INSERTED:
-					undo_insert(ms, bson_iter_value(&iter));
+					undo_insert(ms, bson_iter_value(&iter), rec->before);
 					break;
 				case UNDO_UPDATED:
 					undo_update(ms, bson_iter_value(&iter), rec->before);

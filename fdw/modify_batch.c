@@ -20,6 +20,9 @@
  *	   (DELETE);
  *	4. the old entries: one bulk per index collection.
  *
+ * With a shard key (shard_key.c) the filters of steps 1 and 3 hold each
+ * fact's shard key values beside its _id.
+ *
  * Steps 1, 2 and 4 are skipped where no entry can change (no index, or an
  * UPDATE that assigns none of the indexed columns).  A row whose fact is
  * gone by step 1 (deleted by another transaction since the scan read it)
@@ -44,6 +47,7 @@
 #include "index_entry.h"
 #include "modify_int.h"
 #include "scan.h"
+#include "shard_key.h"
 #include "xact.h"
 
 /*
@@ -52,6 +56,7 @@
 typedef struct BatchRow
 {
 	bson_t	   *id;				/* {_id: <fact _id>} */
+	bson_t	   *shard;			/* its shard key values, or NULL */
 	HeapTuple	newtuple;		/* UPDATE: the new row */
 	bson_t	   *update;			/* UPDATE: its {$set: ...}, built (and so
 								 * checked) when the row is added */
@@ -146,6 +151,7 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	bson_t		iddoc = BSON_INITIALIZER;
 	BatchRow   *row;
 	bson_t	   *update = NULL;
+	bson_t	   *shard;
 
 	if (ms->operation == CMD_UPDATE && ms->target_attrs == NIL)
 		return;					/* nothing MongoDB stores changes */
@@ -158,6 +164,7 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 								   ms->target_attrs, slot->tts_values,
 								   slot->tts_isnull);
 	}
+	shard = idx_modify_target_shard_key(ms, planSlot);
 	idx_check_append(BSON_APPEND_VALUE(&iddoc, "_id", &id));
 	if (in_batch(b, &iddoc))
 		idx_modify_batch_flush(ms);
@@ -165,6 +172,7 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	oldcxt = MemoryContextSwitchTo(b->cxt);
 	row = &b->rows[b->n];
 	row->id = idx_bson_pcopy(&iddoc);
+	row->shard = shard ? idx_bson_pcopy(shard) : NULL;
 	row->newtuple = (ms->operation == CMD_UPDATE)
 		? ExecCopySlotHeapTuple(slot) : NULL;
 	row->update = update ? idx_bson_pcopy(update) : NULL;
@@ -205,6 +213,52 @@ ids_filter(IdxModifyBatch *b, bson_t *filter)
 }
 
 /*
+ * The filter of row i's fact: its _id and shard key values (palloc'd).
+ */
+static bson_t *
+row_filter(IdxModifyState *ms, BatchRow *row)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t	   *result;
+	bson_iter_t iter;
+
+	bson_iter_init_find(&iter, row->id, "_id");
+	idx_check_append(bson_append_iter(&filter, "_id", -1, &iter));
+	idx_shard_key_append(ms->info, &filter, row->shard);
+	result = idx_bson_pcopy(&filter);
+	bson_destroy(&filter);
+	return result;
+}
+
+/*
+ * The filter of all the batch's facts: {_id: {$in: [...]}}, or with a
+ * shard key {$or: [{_id, shard key}, ...]}, so that each fact is the one
+ * of the row read (_id is unique per shard only) and mongos can target it.
+ */
+static void
+batch_filter(IdxModifyState *ms, IdxModifyBatch *b, bson_t *filter)
+{
+	bson_t		list;
+	int			i;
+
+	if (ms->info->nshard_key == 0)
+	{
+		ids_filter(b, filter);
+		return;
+	}
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(filter, "$or", &list));
+	for (i = 0; i < b->n; i++)
+	{
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%d", i);
+		idx_check_append(BSON_APPEND_DOCUMENT(&list, key,
+											  row_filter(ms, &b->rows[i])));
+	}
+	idx_check_append(bson_append_array_end(filter, &list));
+}
+
+/*
  * Step 1: the batch's facts as they are, in the transaction; pre[i] is
  * row i's fact (index columns), or NULL if it is gone.
  */
@@ -220,7 +274,7 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	mongoc_cursor_t *cursor;
 	const bson_t *doc;
 
-	ids_filter(b, &filter);
+	batch_filter(ms, b, &filter);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
 	idx_modify_index_projection(ms, &projection);
 	idx_check_append(bson_append_document_end(&opts, &projection));
@@ -326,7 +380,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	{
 		bson_t		filter = BSON_INITIALIZER;
 
-		ids_filter(b, &filter);
+		batch_filter(ms, b, &filter);
 		ok = mongoc_bulk_operation_remove_many_with_opts(bulk, &filter, NULL,
 														 &error);
 		bson_destroy(&filter);
@@ -340,7 +394,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 			if (pre && pre[i] == NULL)
 				continue;		/* gone */
 			if (!mongoc_bulk_operation_update_one_with_opts(bulk,
-															b->rows[i].id,
+															row_filter(ms, &b->rows[i]),
 															b->rows[i].update,
 															NULL, &error))
 				idx_document_refused(ms->info, bulk, &error);
@@ -352,6 +406,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	{
 		PG_TRY();
 		{
+			idx_shard_key_check_refusal(ms->info, &reply, &error);
 			idx_report_reply_error(&reply, &error, ms->server->servername,
 								   psprintf("%s documents of collection \"%s\"",
 											ms->operation == CMD_DELETE ?

@@ -97,6 +97,10 @@ extern void idx_modify_target_id(IdxModifyState *ms, TupleTableSlot *planSlot,
 extern bool idx_modify_old_row(IdxModifyState *ms, TupleTableSlot *planSlot,
 							   Datum **values, bool **nulls);
 
+/* The shard key values of the row to UPDATE or DELETE, or NULL if none */
+extern bson_t *idx_modify_target_shard_key(IdxModifyState *ms,
+										   TupleTableSlot *planSlot);
+
 /*
  * Batches of UPDATE and DELETE (modify_batch.c): in transaction mode and
  * where the executor needs no row back (no RETURNING, row triggers or

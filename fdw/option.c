@@ -8,7 +8,7 @@
  * password, auth_source, password_required, and the secrets
  * tls_certificate_key_file_password and aws_session_token), on foreign
  * tables (database, collection, fetch_size, fetch_batch_size, batch_size,
- * consistency) and on columns (field).  Credentials and other secrets
+ * consistency, shard_key) and on columns (field).  Credentials and other secrets
  * belong in the user mapping only: a server URI that carries them is
  * refused, so that they never show up in pg_foreign_server or in messages.
  * Who may set what is in trust.c.
@@ -34,6 +34,7 @@
 
 #include "document.h"
 #include "option.h"
+#include "shard_key.h"
 #include "trust.h"
 
 /* Default number of documents per cursor batch */
@@ -74,6 +75,7 @@ static const IdxOption valid_options[] = {
 	{"fetch_batch_size", ForeignTableRelationId},
 	{"batch_size", ForeignTableRelationId},
 	{"consistency", ForeignTableRelationId},
+	{"shard_key", ForeignTableRelationId},
 	{"field", AttributeRelationId},
 	{NULL, InvalidOid}
 };
@@ -292,6 +294,8 @@ idxtable_fdw_validator(PG_FUNCTION_ARGS)
 			(void) parse_consistency(value);
 		else if (strcmp(def->defname, "field") == 0)
 			validate_field(value);
+		else if (strcmp(def->defname, "shard_key") == 0)
+			idx_shard_key_validate(value);
 		else if (strcmp(def->defname, "database") == 0 ||
 				 strcmp(def->defname, "collection") == 0)
 			validate_namespace_part(def->defname, value);
@@ -455,6 +459,9 @@ idx_get_table_info(Oid relid)
 			strcmp(info->fields[i], IDX_ID_FIELD) == 0)
 			info->id_attnum = attr->attnum;
 	}
+	val = find_option(table->options, "shard_key");
+	if (val != NULL)
+		idx_shard_key_resolve(info, val, tupdesc);
 	table_close(rel, AccessShareLock);
 
 	return info;

@@ -53,6 +53,8 @@ typedef struct IdxTableInfo
 									 * after an index lookup */
 	int			batch_size;		/* rows per batched INSERT */
 	IdxConsistency consistency; /* from the table, else the server */
+	int			nshard_key;		/* columns in option "shard_key" (0: none) */
+	AttrNumber *shard_key_attnums;	/* their attribute numbers */
 } IdxTableInfo;
 
 /* Resolve the options of a foreign table (server options as fallback) */
