@@ -1240,6 +1240,76 @@ def test_concurrent_clients(env):
     check(coll.count_documents({}) == 400)
 
 
+def sharded(env, name, key):
+    """A fresh collection t.<name> flagged as sharded on `key` (mongos's admin command)."""
+    coll = fresh(env, name)
+    env.client.admin.command("shardCollection", "t." + name, key=key)
+    return coll
+
+
+@test()
+def test_shard_collection_flags_and_lists(env):
+    coll = sharded(env, "shd_flag", {"region": 1, "n": 1})
+    entry = env.client.config.collections.find_one({"_id": "t.shd_flag"})
+    check(entry is not None and list(entry["key"].items()) == [("region", 1), ("n", 1)], str(entry))
+    check(entry["unique"] is False)
+    again = env.client.admin.command("shardCollection", "t.shd_flag", key={"region": 1, "n": 1})
+    check(again["collectionsharded"] == "t.shd_flag")
+    expect_error(23, env.client.admin.command, "shardCollection", "t.shd_flag", key={"n": 1})
+    expect_error(13, env.client.t.command, "shardCollection", "t.shd_flag", key={"n": 1})
+    expect_error(2, env.client.admin.command, "shardCollection", "t.shd_bad", key={"a": -1})
+    expect_error(2, env.client.admin.command, "shardCollection", "t.shd_bad", key={})
+    expect_error(73, env.client.admin.command, "shardCollection", "nodot", key={"a": 1})
+    check(env.client.admin.command("enableSharding", "t")["ok"] == 1.0)
+    coll.drop()
+    check(env.client.config.collections.find_one({"_id": "t.shd_flag"}) is None, "drop forgets the key")
+    coll.insert_one({"_id": 1})
+    check(coll.find_one_and_delete({"_id": 1}) == {"_id": 1}, "a re-created collection is not sharded")
+
+
+@test()
+def test_sharded_find_and_modify_needs_the_shard_key(env):
+    coll = sharded(env, "shd_fam", {"region": 1, "n": 1})
+    coll.insert_many([{"_id": i, "region": "eu" if i % 2 else "us", "n": i, "v": 0} for i in range(6)])
+    exc = expect_error(61, coll.find_one_and_update, {"_id": 1}, {"$set": {"v": 1}})
+    check("must contain the shard key" in str(exc), str(exc))
+    expect_error(61, coll.find_one_and_delete, {"_id": 1, "region": "eu"})
+    expect_error(61, coll.find_one_and_update, {"_id": 1, "region": "eu", "n": {"$gte": 1}}, {"$set": {"v": 1}})
+    expect_error(61, coll.find_one_and_update, {"_id": 1, "region": {"$in": ["eu"]}, "n": 1}, {"$set": {"v": 1}})
+    before = coll.find_one_and_update({"_id": 1, "region": "eu", "n": 1}, {"$set": {"v": 1}})
+    check(before == {"_id": 1, "region": "eu", "n": 1, "v": 0}, str(before))
+    before = coll.find_one_and_update({"$and": [{"region": "us"}, {"n": {"$eq": 2}}]}, {"$set": {"v": 2}})
+    check(before["_id"] == 2)
+    check(coll.find_one_and_delete({"_id": 3, "region": "eu", "n": 3})["_id"] == 3)
+    check(coll.count_documents({}) == 5 and coll.count_documents({"v": {"$gt": 0}}) == 2)
+    plain = fresh(env, "shd_plain")
+    plain.insert_one({"_id": 1, "region": "eu"})
+    check(plain.find_one_and_delete({"_id": 1})["_id"] == 1, "an unsharded collection takes any filter")
+
+
+@test()
+def test_sharded_single_writes_need_the_shard_key_or_id(env):
+    coll = sharded(env, "shd_one", {"region": 1, "n": 1})
+    coll.insert_many([{"_id": i, "region": "eu" if i % 2 else "us", "n": i, "v": 0} for i in range(6)])
+    check(coll.update_one({"_id": 1}, {"$set": {"v": 1}}).matched_count == 1, "exact _id")
+    check(coll.update_one({"region": "us", "n": 2}, {"$set": {"v": 2}}).matched_count == 1, "full shard key")
+    exc = expect_error(72, coll.update_one, {"region": "us"}, {"$set": {"v": 3}})
+    check("{multi:false}" in str(exc), str(exc))
+    expect_error(72, coll.update_one, {"_id": {"$in": [4]}}, {"$set": {"v": 3}})
+    expect_error(61, coll.update_one, {"_id": 40}, {"$set": {"v": 3}}, upsert=True)
+    check(coll.update_one({"_id": 40, "region": "eu", "n": 40}, {"$set": {"v": 3}}, upsert=True).upserted_id == 40)
+    check(coll.update_many({"region": "us"}, {"$set": {"v": 9}}).matched_count == 3, "multi is not restricted")
+    exc = expect_error(61, coll.delete_one, {"v": 9})
+    check("single delete" in str(exc), str(exc))
+    check(coll.delete_one({"_id": 0}).deleted_count == 1, "exact _id")
+    check(coll.delete_one({"region": "us", "n": 2, "v": 9}).deleted_count == 1, "full shard key")
+    check(coll.delete_many({"v": 9}).deleted_count == 1, "multi is not restricted")
+    bulk = coll.bulk_write([pymongo.UpdateOne({"_id": 1, "region": "eu", "n": 1}, {"$set": {"v": 5}}),
+                            pymongo.DeleteOne({"_id": 5})])
+    check(bulk.modified_count == 1 and bulk.deleted_count == 1)
+    check(sorted(d["_id"] for d in coll.find()) == [1, 3, 40])
+
+
 @test(own=True)
 def test_sigterm_exits_cleanly(env):
     server = env.start("shortlived")

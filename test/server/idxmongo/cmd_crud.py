@@ -9,6 +9,7 @@ from .context import prepare_insert
 from .errors import MongoError, bad_value
 from .mockops import LookupDatabase, apply_update, is_operator_update, project, run_stages, upsert_document
 from .query import choose_plan
+from .sharding import check_delete, check_find_and_modify, check_update
 
 
 def _name_arg(ctx):
@@ -182,6 +183,7 @@ def _apply_statement(ctx, name, index, stmt, upserted):
     spec = stmt.get("q") or {}
     update = stmt["u"]
     coll = ctx.coll(name)
+    check_update(coll, stmt)
     docs = ctx.query(coll, spec, limit=0 if stmt.get("multi") else 1)
     modified = 0
     for doc in docs:
@@ -231,6 +233,7 @@ def cmd_delete(ctx):
     for i, stmt in enumerate(cmd.get("deletes") or []):
         ctx.server.counters["delete"] += 1
         try:
+            check_delete(coll, stmt)
             for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0):
                 ctx.delete_doc(coll, doc)
                 n += 1
@@ -254,6 +257,7 @@ def cmd_find_and_modify(ctx):
     if not remove and update is None:
         raise MongoError(9, "Either an update or remove=true must be specified")
     coll = ctx.coll(name)
+    check_find_and_modify(coll, spec)
     docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1)
     if remove:
         ctx.server.counters["delete"] += 1

@@ -4,7 +4,7 @@ in one place: every change to the store goes through a method here."""
 
 from bson.objectid import ObjectId
 
-from . import journal
+from . import journal, sharding
 from .bsonkeys import REGEX, sort_key
 from .errors import MongoError, write_conflict
 from .query import ScanStats, execute
@@ -64,11 +64,13 @@ class Context:
     def drop_coll(self, coll):
         """Drop a collection."""
         self.server.store.drop(coll.db, coll.name)
+        sharding.forget(self.server.store, coll.db, coll.name)
         self.record_change(journal.drop_op, coll)
 
     def drop_db(self):
         """Drop the command's database."""
         self.server.store.drop_db(self.db)
+        sharding.forget(self.server.store, self.db)
         self.record_change(journal.drop_database_op, self.db)
 
     def overlay(self, coll):

@@ -9,7 +9,7 @@ import threading
 import time
 import traceback
 
-from . import cmd_admin, cmd_crud
+from . import cmd_admin, cmd_crud, sharding
 from .auth import Authenticator
 from .context import Context
 from .cursors import CursorRegistry
@@ -62,6 +62,7 @@ class Server:
         self.counters = collections.Counter()
         self.commands = dict(cmd_crud.COMMANDS)
         self.commands.update(cmd_admin.COMMANDS)
+        self.commands.update(sharding.COMMANDS)
         self.started = time.time()
         self.stop_event = threading.Event()
         self.conns_lock = threading.Lock()
