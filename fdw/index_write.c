@@ -35,6 +35,7 @@ typedef struct PendingEntry
 	bson_t	   *entry;			/* the entry document (static over palloc) */
 	bool		claim;			/* a unique key's claim (_id without id) */
 	bool		replace;		/* the old row had this _id: replace it */
+	bool		fresh;			/* a row without an old state (INSERT) */
 	bool		written;		/* written by the latest write_new */
 	bool		created;		/* ... as a new document (not over one with
 								 * the same _id that was there before) */
@@ -257,6 +258,7 @@ idx_writer_queue(IdxIndexWriter *w, int row,
 			pe->entry = newe[b];
 			pe->claim = idx_entry_is_claim(newe[b]);
 			pe->replace = (match >= 0);
+			pe->fresh = (oldvals == NULL);
 			pe->row = row;
 			pe->keyvalues = nkv + b * q->def->nkeys;
 			pe->keynulls = nkn + b * q->def->nkeys;
@@ -709,6 +711,10 @@ write_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
  * Ordered mode: a claim we could not insert is held by someone.  Take it
  * over if it is ours already, or an orphan (its fact lacks the key) older
  * than idxtable.unique_claim_timeout; otherwise it is a unique violation.
+ * A claim of our own _id is not ours for a new row (INSERT) whose _id
+ * already has a fact with the key: that is a second fact with the same
+ * _id, which a sharded collection takes where the shard key differs (_id
+ * is unique per shard only), so a unique index on _id must refuse it.
  */
 static void
 resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
@@ -743,6 +749,10 @@ resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
 			if (!same_value(bson_iter_value(&holder), &fact_id) &&
 				(claim_age_ms(claim) < idx_unique_claim_timeout ||
 				 fact_entry_now(w, q, &holder, pe->entry) != NULL))
+				break;
+			if (pe->fresh &&
+				same_value(bson_iter_value(&holder), &fact_id) &&
+				fact_entry_now(w, q, &holder, pe->entry) != NULL)
 				break;
 			done = write_claim(w, q, pe, &entry_id, bson_iter_value(&holder));
 		}
