@@ -31,6 +31,12 @@ foreign table with SQLSTATE 22023 (a key) or 54000 (the size) if it writes
 any row at all, and leave nothing of itself; it is not run on the local
 table (in a transaction, the local side is aborted alongside).
 
+With --sharded, fw's collection is flagged as sharded on {flag: 1}
+(mongos's shardCollection, which the test server emulates: findAndModify
+and single-document writes must then hold the shard key) and fw has the
+option shard_key 'flag'; flag is then never assigned, since idxtable_fdw
+refuses to change a shard key value.
+
 After each batch, random queries through the indexes run on fw with
 ``idxtable.enable_plain_scan = off`` and on lw: the results must be identical
 (the share that EXPLAIN shows routed through an index table is checked too);
@@ -74,6 +80,8 @@ INDEXES = [("fw_name", "{lower(name)}", "{}", True),
            ("fw_town_n", "{town,n}", "{}", False)]
 # small batches and fetches, so that statements span several of them
 TABLE_OPTIONS = "batch_size '3', fetch_size '7', fetch_batch_size '5'"
+# --sharded: the shard key of fw's collection (never assigned then)
+SHARD_KEY = "flag"
 
 MAX_DETAILED_FAILURES = 25
 VERIFY_EVERY = 10
@@ -199,6 +207,7 @@ class Generator:
         self.rng = rng
         self.ids = []
         self.names = []
+        self.frozen = set()     # columns never assigned (a shard key)
 
     def observe(self, rows):
         self.ids = [r[0] for r in rows]
@@ -316,7 +325,8 @@ class Generator:
     def assignments(self):
         rng = self.rng
         out = []
-        for col in rng.sample(["name", "town", "tags", "n", "flag", "j"], rng.choice([1, 1, 2, 2, 3])):
+        assignable = [c for c in ["name", "town", "tags", "n", "flag", "j"] if c not in self.frozen]
+        for col in rng.sample(assignable, rng.choice([1, 1, 2, 2, 3])):
             if col == "name":
                 r = rng.random()
                 if r < 0.15:
@@ -639,6 +649,8 @@ class Run:
         self.report = report
         self.args = args
         self.gen = Generator(rng)
+        if args.sharded:
+            self.gen.frozen = {SHARD_KEY}
         self.fw = Side("fw")
         self.lw = Side("lw")
         self.stats = {"statements": 0, "errors": 0, "queries": 0, "routed": 0, "transactions": 0,
@@ -653,11 +665,15 @@ class Run:
         client[DATABASE].drop_collection("fw")
         for name, _, _, _ in INDEXES:
             client[DATABASE].drop_collection("idxtable.fw.%s" % name)
+        options = TABLE_OPTIONS
+        if self.args.sharded:
+            client.admin.command("shardCollection", "%s.fw" % DATABASE, key={SHARD_KEY: 1})
+            options += ", shard_key '%s'" % SHARD_KEY
         client.close()
         cols = ", ".join("%s %s" % (c, COLUMN_TYPES[c]) for c in COLUMNS)
         for sql in ["DROP FOREIGN TABLE IF EXISTS fw", "DROP TABLE IF EXISTS lw",
                     "CREATE FOREIGN TABLE fw (%s) SERVER mongo OPTIONS (collection 'fw', consistency '%s', %s)"
-                    % (cols, self.mode, TABLE_OPTIONS),
+                    % (cols, self.mode, options),
                     "CREATE TABLE lw (%s, PRIMARY KEY (_id))" % cols,
                     "CREATE UNIQUE INDEX lw_name ON lw (lower(name))",
                     "CREATE INDEX lw_town ON lw (town) INCLUDE (n)",
@@ -934,6 +950,8 @@ def parse_args():
     parser.add_argument("--statements", type=int, default=8, help="statements per batch")
     parser.add_argument("--queries", type=int, default=6, help="queries after each batch")
     parser.add_argument("--mode", choices=MODES, action="append", help="only this mode (repeatable)")
+    parser.add_argument("--sharded", action="store_true",
+                        help="fw's collection sharded on {%s: 1}, with the option shard_key" % SHARD_KEY)
     parser.add_argument("--details", type=int, default=MAX_DETAILED_FAILURES,
                         help="failures reported in detail (the rest in one line each)")
     return parser.parse_args()
