@@ -544,8 +544,8 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard,
  */
 static void
 insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
-			  int n, mongoc_client_session_t *session, bson_t *reply,
-			  const bson_error_t *error)
+			  bson_t **docs, int n, mongoc_client_session_t *session,
+			  bson_t *reply, const bson_error_t *error)
 {
 	int		   *indexes,
 			   *codes;
@@ -606,6 +606,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		}
 		idx_check_append(bson_append_array_end(&in, &ids_in));
 		idx_check_append(bson_append_document_end(&filter, &in));
+		idx_shard_key_restrict(ms->info, &filter, docs, dup, n);
 		if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
 													&dreply, &derror))
 			idx_report_reply_error(&dreply, &derror, ms->server->servername,
@@ -734,7 +735,7 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	{
 		PG_TRY();
 		{
-			insert_failed(ms, slots, ids, n, session, &reply, &error);
+			insert_failed(ms, slots, ids, docs, n, session, &reply, &error);
 		}
 		PG_FINALLY();
 		{

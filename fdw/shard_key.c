@@ -274,6 +274,41 @@ idx_shard_key_append(const IdxTableInfo *info, bson_t *filter,
 }
 
 /*
+ * Restrict a filter that names several facts by _id (a multi-document
+ * delete) to the documents "docs" themselves: with a shard key, add
+ * {$or: [{_id, shard key values}, ...]} of those not marked in "skip", so
+ * that a document of another shard with the same _id is not touched.
+ */
+void
+idx_shard_key_restrict(const IdxTableInfo *info, bson_t *filter,
+					   bson_t **docs, const bool *skip, int n)
+{
+	bson_t		list;
+	int			i;
+	int			k = 0;
+
+	if (info->nshard_key == 0)
+		return;
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(filter, "$or", &list));
+	for (i = 0; i < n; i++)
+	{
+		bson_t		one;
+		bson_iter_t iter;
+		char		key[16];
+
+		if (skip && skip[i])
+			continue;
+		snprintf(key, sizeof(key), "%d", k++);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&list, key, &one));
+		if (bson_iter_init_find(&iter, docs[i], IDX_ID_FIELD))
+			idx_check_append(bson_append_iter(&one, IDX_ID_FIELD, -1, &iter));
+		idx_shard_key_append(info, &one, docs[i]);
+		idx_check_append(bson_append_document_end(&list, &one));
+	}
+	idx_check_append(bson_append_array_end(filter, &list));
+}
+
+/*
  * The error code and message of a failed write: the reply's own, or its
  * first write error's, else libmongoc's.
  */

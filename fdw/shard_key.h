@@ -39,6 +39,10 @@ extern bson_t *idx_shard_key_of_document(const IdxTableInfo *info,
 extern void idx_shard_key_append(const IdxTableInfo *info, bson_t *filter,
 								 const bson_t *source);
 
+/* Restrict a filter of several facts to the documents "docs" (not "skip") */
+extern void idx_shard_key_restrict(const IdxTableInfo *info, bson_t *filter,
+								   bson_t **docs, const bool *skip, int n);
+
 /* Raise a clear ERROR if a failed write is mongos's shard key refusal */
 extern void idx_shard_key_check_refusal(const IdxTableInfo *info,
 										const bson_t *reply,

@@ -88,6 +88,13 @@ SELECT _id, region, n, v FROM shorders ORDER BY _id;
 \! /usr/bin/python3 test/fixtures/documents.py show shorders
 SELECT (idxtable.verify_index('shorders_v')).*;
 
+-- a batch whose second fact has a duplicate _id (ordered mode): the first
+-- row's fact is removed again, by its _id and shard key values
+ALTER FOREIGN TABLE shorders OPTIONS (ADD consistency 'ordered', SET batch_size '2');
+SELECT show_error($$INSERT INTO shorders VALUES (20, 'eu', 20, 't'), (1, 'us', 1001, 'dup')$$);
+SELECT _id, region, n, v FROM shorders WHERE _id IN (1, 20);
+ALTER FOREIGN TABLE shorders OPTIONS (DROP consistency);
+
 -- _id is unique per shard only, unless it is the shard key: a unique
 -- index table on _id makes a duplicate _id a unique violation before any
 -- fact is written
