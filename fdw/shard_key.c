@@ -108,8 +108,9 @@ column_attnum(TupleDesc tupdesc, const char *name)
 
 /*
  * Resolve the option against the table's columns: info->shard_key_attnums
- * gets their attribute numbers, in the option's order.  info->fields must
- * be filled already.
+ * gets their attribute numbers, in the option's order.  Each column's field
+ * path (info->fields, filled already) is a shard key field; two columns of
+ * one field are refused.
  */
 void
 idx_shard_key_resolve(IdxTableInfo *info, const char *value,
@@ -118,6 +119,7 @@ idx_shard_key_resolve(IdxTableInfo *info, const char *value,
 	List	   *names = split_column_names(value);
 	ListCell   *lc;
 	int			n = 0;
+	int			i;
 
 	info->shard_key_attnums = palloc(sizeof(AttrNumber) * list_length(names));
 	foreach(lc, names)
@@ -130,6 +132,17 @@ idx_shard_key_resolve(IdxTableInfo *info, const char *value,
 					 errmsg("column \"%s\" named in option \"shard_key\" of foreign table \"%s\" does not exist",
 							(char *) lfirst(lc), info->relname),
 					 errhint("Change the option with ALTER FOREIGN TABLE ... OPTIONS (SET shard_key '...').")));
+		for (i = 0; i < n; i++)
+		{
+			if (strcmp(info->fields[info->shard_key_attnums[i] - 1],
+					   info->fields[attnum - 1]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("columns \"%s\" and \"%s\" named in option \"shard_key\" of foreign table \"%s\" map to the same field \"%s\"",
+								NameStr(TupleDescAttr(tupdesc, info->shard_key_attnums[i] - 1)->attname),
+								(char *) lfirst(lc), info->relname,
+								info->fields[attnum - 1])));
+		}
 		info->shard_key_attnums[n++] = attnum;
 	}
 	info->nshard_key = n;

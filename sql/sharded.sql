@@ -43,6 +43,10 @@ ALTER FOREIGN TABLE shorders OPTIONS (ADD shard_key 'region, region');
 ALTER FOREIGN TABLE shorders OPTIONS (ADD shard_key '');
 ALTER FOREIGN TABLE shorders OPTIONS (ADD shard_key 'region, "N"');
 SELECT count(*) FROM shorders;
+ALTER FOREIGN TABLE shorders ADD COLUMN region2 text OPTIONS (field 'region');
+ALTER FOREIGN TABLE shorders OPTIONS (SET shard_key 'region, region2');
+SELECT count(*) FROM shorders;
+ALTER FOREIGN TABLE shorders DROP COLUMN region2;
 -- a shard key without all the collection's fields is refused by mongos
 ALTER FOREIGN TABLE shorders OPTIONS (SET shard_key 'region');
 UPDATE shorders SET v = 'x' WHERE _id = 1;
