@@ -140,10 +140,12 @@ def shard_key_of(coll):
 
 
 def _has_full_shard_key(query, key):
+    """Does the filter hold an equality on every field of the shard key pattern?"""
     return all(_has_equality(query, path) for path in key)
 
 
 def _pattern(key):
+    """A shard key pattern as mongos prints it in its messages."""
     return "{ %s }" % ", ".join("%s: %s" % (p, '"hashed"' if k == "hashed" else 1) for p, k in key.items())
 
 
