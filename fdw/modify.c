@@ -201,14 +201,6 @@ idxPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 								RelationGetRelationName(rel)),
 						 errdetail("The column maps to \"_id\", which identifies a MongoDB document and cannot change."),
 						 errhint("Delete the row and insert it with the new value.")));
-			if (idx_shard_key_has_column(info, attno))
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot update column \"%s\" of foreign table \"%s\"",
-								NameStr(TupleDescAttr(tupdesc, attno - 1)->attname),
-								RelationGetRelationName(rel)),
-						 errdetail("The column is in the option \"shard_key\"; changing a shard key value moves the document to another shard, which idxtable_fdw does not do."),
-						 errhint("Delete the row and insert it with the new value.")));
 			target_attrs = lappend_int(target_attrs, attno);
 		}
 	}
@@ -271,6 +263,9 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	ms->pinned = true;
 	mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
 	ms->ordered = (mode == IDX_CONSISTENCY_ORDERED);
+	if (operation == CMD_UPDATE && ms->ordered)
+		idx_shard_key_check_ordered_update(ms->info, RelationGetDescr(rel),
+										   target_attrs);
 	ms->noted_before = idx_xact_has_ordered_write();
 	ms->facts = mongoc_client_get_collection(ms->client, ms->info->database,
 											 ms->info->collection);

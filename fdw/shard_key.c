@@ -19,10 +19,8 @@
  * fact for a write holds, beside the _id, the shard key values of the fact
  * as it was read: for UPDATE and DELETE those of the old row (the whole-row
  * junk column), for the undo of ordered mode those of the fact as it was
- * written or found.  Changing a shard key value is refused (see
- * idxPlanForeignModify): mongos moves such a document between shards only
- * in a transaction or retryable write, and the undo of ordered mode would
- * then have to address the document by values the row no longer shows.
+ * written or found.  A shard key value may change in transaction mode
+ * only (see idx_shard_key_check_ordered_update).
  *
  *-------------------------------------------------------------------------
  */
@@ -162,6 +160,37 @@ idx_shard_key_has_column(const IdxTableInfo *info, AttrNumber attnum)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * Refuse an UPDATE in ordered mode that assigns a shard key column.  A
+ * new shard key value moves the document to another shard, which mongos
+ * does only in a transaction or a retryable write, with the whole old
+ * shard key in the filter (src/mongo/db/exec/update_stage.cpp: 31025, 72,
+ * 20); outside a transaction that depends on the uri's retryWrites, and
+ * the undo of a failed ordered statement would have to find the document
+ * by values the row no longer shows.  In transaction mode the filter holds
+ * the old values, and the update goes through.
+ */
+void
+idx_shard_key_check_ordered_update(const IdxTableInfo *info,
+								   TupleDesc tupdesc, List *target_attrs)
+{
+	ListCell   *lc;
+
+	foreach(lc, target_attrs)
+	{
+		AttrNumber	attnum = lfirst_int(lc);
+
+		if (idx_shard_key_has_column(info, attnum))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot update column \"%s\" of foreign table \"%s\" in consistency mode 'ordered'",
+							NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname),
+							info->relname),
+					 errdetail("The column is in the option \"shard_key\": MongoDB moves a document to the shard of its new shard key value only inside a transaction, and a failed ordered statement could not be undone."),
+					 errhint("Use consistency 'transaction', or delete the row and insert it with the new value.")));
+	}
 }
 
 /*

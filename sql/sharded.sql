@@ -84,10 +84,14 @@ CREATE TRIGGER shorders_row BEFORE UPDATE OR DELETE ON shorders
 UPDATE shorders SET v = 'w' WHERE _id = 15;
 DELETE FROM shorders WHERE _id = 16;
 DROP TRIGGER shorders_row ON shorders;
--- changing a shard key value is refused (mongos would move the document
--- to another shard)
-UPDATE shorders SET region = 'ap' WHERE _id = 1;
-UPDATE shorders SET n = 100 WHERE _id = 1;
+-- a shard key value can change in transaction mode, where mongos moves
+-- the document to its new shard (the filter holds the old values): by
+-- findAndModify and by a batch; ordered mode refuses it
+UPDATE shorders SET region = 'ap' WHERE _id = 1 RETURNING *;
+UPDATE shorders SET n = n + 100, v = v || '>' WHERE _id IN (17, 18);
+ALTER FOREIGN TABLE shorders OPTIONS (ADD consistency 'ordered');
+UPDATE shorders SET region = 'eu' WHERE _id = 1;
+ALTER FOREIGN TABLE shorders OPTIONS (DROP consistency);
 SELECT _id, region, n, v FROM shorders ORDER BY _id;
 \! /usr/bin/python3 test/fixtures/documents.py show shorders
 SELECT (idxtable.verify_index('shorders_v')).*;

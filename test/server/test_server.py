@@ -1310,6 +1310,31 @@ def test_sharded_single_writes_need_the_shard_key_or_id(env):
     check(sorted(d["_id"] for d in coll.find()) == [1, 3, 40])
 
 
+@test()
+def test_sharded_shard_key_change_rules(env):
+    coll = sharded(env, "shd_change", {"region": 1, "n": 1})
+    coll.insert_many([{"_id": i, "region": "eu", "n": i, "v": 0} for i in range(4)])
+    plain = env.new_client(retryWrites=False).t.shd_change
+    exc = expect_error(20, plain.update_one, {"_id": 1, "region": "eu", "n": 1}, {"$set": {"region": "us"}})
+    check("retryWrites" in str(exc), str(exc))
+    expect_error(20, plain.find_one_and_update, {"_id": 1, "region": "eu", "n": 1}, {"$set": {"n": 10}})
+    expect_error(31025, coll.update_one, {"_id": 1}, {"$set": {"region": "us"}})
+    expect_error(72, coll.update_many, {"region": "eu", "n": 0}, {"$set": {"region": "us"}})
+    check(plain.update_one({"_id": 1}, {"$set": {"v": 1, "region": "eu"}}).modified_count == 1,
+          "an update that keeps the shard key values is not restricted")
+    check(coll.update_one({"_id": 2, "region": "eu", "n": 2}, {"$set": {"region": "us"}}).modified_count == 1,
+          "a retryable write may change the shard key")
+    plain_client = plain.database.client
+    with plain_client.start_session() as session:
+        with session.start_transaction():
+            before = plain.find_one_and_update(
+                {"_id": 3, "region": "eu", "n": 3}, {"$set": {"n": 30}}, session=session)
+            check(before["n"] == 3)
+    check(sorted((d["_id"], d["region"], d["n"]) for d in coll.find())
+          == [(0, "eu", 0), (1, "eu", 1), (2, "us", 2), (3, "eu", 30)])
+    plain_client.close()
+
+
 @test(own=True)
 def test_sigterm_exits_cleanly(env):
     server = env.start("shortlived")

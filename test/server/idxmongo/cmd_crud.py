@@ -9,7 +9,7 @@ from .context import prepare_insert
 from .errors import MongoError, bad_value
 from .mockops import LookupDatabase, apply_update, is_operator_update, project, run_stages, upsert_document
 from .query import choose_plan
-from .sharding import check_delete, check_find_and_modify, check_update
+from .sharding import check_delete, check_find_and_modify, check_shard_key_change, check_update
 
 
 def _name_arg(ctx):
@@ -188,6 +188,7 @@ def _apply_statement(ctx, name, index, stmt, upserted):
     modified = 0
     for doc in docs:
         new = _updated(doc, spec, update)
+        check_shard_key_change(ctx, coll, spec, doc, new, stmt.get("multi"))
         if not _same_document(doc, new):
             ctx.replace_doc(coll, doc, new)
             modified += 1
@@ -269,6 +270,7 @@ def cmd_find_and_modify(ctx):
     ctx.server.counters["update"] += 1
     if docs:
         new = _updated(docs[0], spec, update)
+        check_shard_key_change(ctx, coll, spec, docs[0], new, False)
         if not _same_document(docs[0], new):
             ctx.replace_doc(coll, docs[0], new)
         value = new if cmd.get("new") else docs[0]

@@ -12,6 +12,11 @@ instead):
   InvalidOptions (72); with `upsert: true` the full shard key is needed: ShardKeyNotFound (61);
 - delete with `limit: 1` whose filter holds neither: ShardKeyNotFound (61).
 
+And mongod 6.0's rules for an update that changes a document's shard key value
+(src/mongo/db/exec/update_stage.cpp): the filter must hold the full shard key (31025), the update must not
+be `multi` (InvalidOptions 72), and it must run in a transaction or as a retryable write (a `txnNumber`;
+IllegalOperation 20).  The document is not moved anywhere, there being one shard.
+
 Multi-document updates and deletes, inserts and reads are not restricted, as on mongos.
 """
 
@@ -20,7 +25,7 @@ import datetime
 from bson.objectid import ObjectId
 
 from . import journal
-from .bsonkeys import REGEX, sort_key
+from .bsonkeys import REGEX, leaf_values, sort_key
 from .errors import MongoError
 
 CONFIG_DB = "config"
@@ -184,6 +189,26 @@ def check_delete(coll, stmt):
         raise MongoError(61, "A single delete on a sharded collection must contain an exact match on _id (and "
                              "have the collection default collation) or contain the shard key (and have the "
                              "simple collation). Shard key pattern: %s" % _pattern(key))
+
+
+def _key_values(doc, key):
+    """The values of a document's shard key fields, comparable (a missing field is null)."""
+    return [[sort_key(v) for v in leaf_values(doc, path)[0]] for path in key]
+
+
+def check_shard_key_change(ctx, coll, query, old, new, multi):
+    """mongod 6.0: an update that changes a shard key value needs the full shard key in its filter, no
+    `multi`, and a transaction or a retryable write."""
+    key = shard_key_of(coll)
+    if key is None or _key_values(old, key) == _key_values(new, key):
+        return
+    if not _has_full_shard_key(query or {}, key):
+        raise MongoError(31025, "Shard key update is not allowed without specifying the full shard key in the query")
+    if multi:
+        raise MongoError(72, "Multi-update operations are not allowed when updating the shard key field.")
+    if ctx.txn is None and ctx.cmd.get("txnNumber") is None:
+        raise MongoError(20, "Must run update to shard key field in a multi-statement transaction or with "
+                             "retryWrites: true.")
 
 
 COMMANDS = {
