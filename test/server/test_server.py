@@ -1291,6 +1291,38 @@ def test_kill_server_before_and_after_update(env):
     check(server.stop() == 0)
 
 
+@test(own=True)
+def test_retryable_write_history_survives_kill(env):
+    server, client = journaled_server(env, "killretry")
+    with client.start_session() as s:
+        lsid = s.session_id
+        retryable(client, s, "update", "kr", 1, updates=[{"q": {"_id": 1}, "u": {"$set": {"a": 1}}, "upsert": True}])
+        arm_kill(client, "after", "insert")
+        expect_network_error(retryable, client, s, "insert", "kr", 2, documents=[{"_id": 2}, {"_id": 3}])
+    check(server.proc.wait(10) == 137)
+    server = env.restart(server, "killretry2")
+    client = env.new_client(server.uri(), retryWrites=False)
+    with client.start_session() as s:
+        s._server_session.session_id = lsid  # the driver's retry after the restart: the same session
+        again = retryable(client, s, "insert", "kr", 2, documents=[{"_id": 2}, {"_id": 3}])
+        check(again["n"] == 2 and again["retriedStmtIds"] == [0, 1] and "writeErrors" not in again,
+              "a retry after a restart is recognised (mongod's config.transactions): %r" % again)
+        expect_error(225, retryable, client, s, "update", "kr", 1,
+                     updates=[{"q": {"_id": 1}, "u": {"$set": {"a": 1}}, "upsert": True}])
+    for i in range(1200):  # enough changes for a checkpoint at the next start, which keeps the history
+        client.t.kr.update_one({"_id": 1}, {"$set": {"a": i}})
+    server, client = kill_and_restart(env, server, "killretry3")
+    check(os.path.getsize(os.path.join(env.tmpdir, "killretry.db", "journal.bson")) < 20000, "checkpointed")
+    server, client = kill_and_restart(env, server, "killretry4")
+    with client.start_session() as s:
+        s._server_session.session_id = lsid
+        again = retryable(client, s, "insert", "kr", 2, documents=[{"_id": 2}, {"_id": 3}])
+        check(again["n"] == 2 and again["retriedStmtIds"] == [0, 1], "kept by the checkpoint: %r" % again)
+    check(sorted(d["_id"] for d in client.t.kr.find()) == [1, 2, 3])
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
 # ---------------------------------------------------------------------------------------------- auth
 
 @test(own=True)

@@ -21,9 +21,10 @@ other image or another kind of write), and its id is listed in the reply's `retr
 run again. Multi-document updates and deletes cannot be retryable writes (InvalidOptions, 72, as a write
 error).
 
-The history lives in memory only: it is not journaled with --dbpath, so after a restart a retry runs its
-statements again (mongod keeps config.transactions across restarts). endSessions forgets the sessions'
-histories.
+With --dbpath, the statements a command recorded are journaled in the same record as its writes (as
+mongod writes config.transactions in the write's storage transaction), so a retry after a restart is
+still recognised; without it the history is lost with the process. endSessions forgets the sessions'
+histories (mongod's go when the sessions expire).
 
 Error labels (error_labels.cpp, ErrorLabelBuilder::isRetryableWriteError): an error reply to a retryable
 write, or to commitTransaction/abortTransaction, whose code or writeConcernError code is in mongod's
@@ -34,6 +35,7 @@ unless a failCommand failpoint gave the labels itself (errorLabels, even empty, 
 import threading
 
 from .errors import TRANSIENT, MongoError
+from .journal import session_op
 
 RETRYABLE_WRITE_COMMANDS = {"insert", "update", "delete", "findAndModify", "findandmodify"}
 COMMIT_OR_ABORT = {"commitTransaction", "abortTransaction"}
@@ -55,9 +57,10 @@ class History:
     """One session's record (mongod's config.transactions entry): its active txnNumber and, while that
     number belongs to a retryable write, the outcome of each statement executed under it."""
 
-    def __init__(self, number):
+    def __init__(self, key, number, statements=None):
+        self.key = key
         self.number = number
-        self.statements = {}
+        self.statements = dict(statements or {})
 
 
 class StatementLog:
@@ -69,6 +72,7 @@ class StatementLog:
         self.name = name
         self.stmt_ids = cmd.get("stmtIds")
         self.first = cmd.get("stmtId", 0)
+        self.new = []  # (stmt id, outcome) this attempt recorded, for the journal
         if self.stmt_ids is not None and not isinstance(self.stmt_ids, list):
             raise MongoError(14, "stmtIds must be an array")
         if isinstance(self.first, bool) or not isinstance(self.first, int):
@@ -94,7 +98,15 @@ class StatementLog:
 
     def record(self, index, outcome):
         """Remember what statement `index` wrote."""
-        self.history.statements[self.stmt_id(index)] = outcome
+        stmt_id = self.stmt_id(index)
+        self.history.statements[stmt_id] = outcome
+        self.new.append((stmt_id, outcome))
+
+    def journal(self, ctx):
+        """Journal the statements this attempt recorded with the command's changes (with --dbpath)."""
+        if self.new:
+            ctx.record_change(session_op, self.history.key, self.history.number, self.new)
+            self.new = []
 
     def annotate(self, reply):
         """Add the ids of the statements not executed again to a successful reply."""
@@ -110,10 +122,10 @@ class StatementLog:
 class RetryableWrites:
     """The sessions' histories, and the txnNumber rules shared with transactions."""
 
-    def __init__(self, txns):
+    def __init__(self, txns, journaled=None):
         self.txns = txns
         self.lock = threading.Lock()
-        self.histories = {}
+        self.histories = {key: History(key, number, stmts) for key, (number, stmts) in (journaled or {}).items()}
 
     def begin(self, ctx):
         """The StatementLog of a retryable write command (store lock held), or None for other commands.
@@ -141,7 +153,7 @@ class RetryableWrites:
                 raise MongoError(217, "Cannot retry a retryable write that has been converted into a "
                                       "transaction")
             if history is None or history.number < number:
-                history = self.histories[key] = History(number)
+                history = self.histories[key] = History(key, number)
         if txn is not None and txn.state == "active":
             self.txns.abort(txn)
         return StatementLog(history, ctx.cmd, ctx.name)

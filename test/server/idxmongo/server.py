@@ -57,7 +57,7 @@ class Server:
             self.journal = Journal(dbpath)
             self.journal.load(self.store)
         self.txns = TransactionManager(self.store, self.lock, txn_lifetime, self.journal)
-        self.retryable = RetryableWrites(self.txns)
+        self.retryable = RetryableWrites(self.txns, self.journal.sessions if self.journal else None)
         self.cursors = CursorRegistry()
         self.failpoints = FailPoints()
         self.auth = Authenticator(user, password) if user else None
@@ -193,6 +193,8 @@ class Server:
                 reply = self._execute(ctx, handler)
                 return ctx.retry.annotate(reply) if ctx.retry is not None else reply
             finally:
+                if ctx.retry is not None:
+                    ctx.retry.journal(ctx)
                 if ctx.changes:
                     self.journal.write(ctx.changes)
                 if failure is not None and failure.kill == "after":
