@@ -36,7 +36,6 @@ import psycopg2
 from bson.son import SON
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import faults  # noqa: E402
 from faults import (WRITES, Results, check_after_failure, connect_pg, facts, mongo_client,  # noqa: E402
                     mongo_db, reset_table, restore, setup_database, snapshot, verify_all)
 
