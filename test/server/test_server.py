@@ -30,6 +30,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.objectid import ObjectId
 from bson.regex import Regex
+from bson.son import SON
 from pymongo.errors import AutoReconnect, BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -810,6 +811,192 @@ def test_retryable_writes_are_not_transactions(env):
     check(env.client2.t.retry.find_one() == {"_id": 1, "a": 1})
 
 
+def retryable(client, session, name, coll, number, check=True, **fields):
+    """Run a write command as a retryable write: the session's lsid, txnNumber `number`, no autocommit
+    (with check=False the reply is returned whatever it says). Give each test its own client: pymongo
+    reuses the lsids of ended sessions."""
+    cmd = SON([(name, coll)])
+    cmd.update(fields)
+    cmd["txnNumber"] = Int64(number)
+    return client.t.command(cmd, session=session, check=check)
+
+
+@test()
+def test_retryable_insert_not_executed_twice(env):
+    coll = fresh(env, "rwi")
+    client = env.new_client()
+    with client.start_session() as s:
+        first = retryable(client, s, "insert", "rwi", 1, documents=[{"_id": 1}, {"_id": 2}])
+        check(first["n"] == 2 and "retriedStmtIds" not in first, first)
+        again = retryable(client, s, "insert", "rwi", 1, documents=[{"_id": 1}, {"_id": 2}])
+        check(again["n"] == 2 and again["retriedStmtIds"] == [0, 1] and "writeErrors" not in again,
+              "a retried insert is not executed again (no E11000): %r" % again)
+        # a partly executed ordered batch: statement 0 ran, 1 failed, 2 was never reached
+        coll.insert_one({"_id": 11})
+        part = retryable(client, s, "insert", "rwi", 2, documents=[{"_id": 10}, {"_id": 11}, {"_id": 12}])
+        check(part["n"] == 1 and part["writeErrors"][0]["index"] == 1, part)
+        coll.delete_one({"_id": 11})
+        rest = retryable(client, s, "insert", "rwi", 2, documents=[{"_id": 10}, {"_id": 11}, {"_id": 12}])
+        check(rest["n"] == 3 and rest["retriedStmtIds"] == [0] and "writeErrors" not in rest, rest)
+        # explicit statement ids: the driver sends none, mongod numbers from stmtId or takes stmtIds
+        retryable(client, s, "insert", "rwi", 3, documents=[{"_id": 20}, {"_id": 21}], stmtIds=[5, 6])
+        mixed = retryable(client, s, "insert", "rwi", 3, documents=[{"_id": 21}, {"_id": 22}], stmtIds=[6, 7])
+        check(mixed["n"] == 2 and mixed["retriedStmtIds"] == [6], mixed)
+        based = retryable(client, s, "insert", "rwi", 3, documents=[{"_id": 23}, {"_id": 24}], stmtId=7)
+        check(based["n"] == 2 and based["retriedStmtIds"] == [7], "stmtId 7 + 0 ran before: %r" % based)
+    check(sorted(d["_id"] for d in coll.find()) == [1, 2, 10, 11, 12, 20, 21, 22, 24])
+
+
+@test()
+def test_retryable_update_and_delete(env):
+    coll = fresh(env, "rwu")
+    coll.insert_many([{"_id": i, "n": 0} for i in range(4)])
+    client = env.new_client()
+    with client.start_session() as s:
+        updates = [{"q": {"_id": 0}, "u": {"$inc": {"n": 1}}}, {"q": {"_id": 9}, "u": {"$inc": {"n": 1}}},
+                   {"q": {"_id": 7}, "u": {"$set": {"n": 7}}, "upsert": True}]
+        first = retryable(client, s, "update", "rwu", 1, updates=updates)
+        check((first["n"], first["nModified"], first["upserted"]) == (2, 1, [{"index": 2, "_id": 7}]), first)
+        again = retryable(client, s, "update", "rwu", 1, updates=updates)
+        # statement 1 matched nothing: not recorded (no oplog entry on mongod), so it runs again
+        check((again["n"], again["nModified"], again["upserted"], again["retriedStmtIds"])
+              == (2, 1, [{"index": 2, "_id": 7}], [0, 2]), again)
+        check(coll.find_one({"_id": 0})["n"] == 1 and coll.count_documents({"_id": 7}) == 1)
+        multi = retryable(client, s, "update", "rwu", 2, updates=[{"q": {}, "u": {"$inc": {"n": 1}}, "multi": True}])
+        check(multi["n"] == 0 and multi["writeErrors"][0]["code"] == 72, multi)
+        deleted = retryable(client, s, "delete", "rwu", 3, deletes=[{"q": {"_id": 1}, "limit": 1}])
+        coll.insert_one({"_id": 1, "n": "back"})
+        again = retryable(client, s, "delete", "rwu", 3, deletes=[{"q": {"_id": 1}, "limit": 1}])
+        check(deleted["n"] == 1 and again["n"] == 1 and again["retriedStmtIds"] == [0], again)
+        check(coll.find_one({"_id": 1}) == {"_id": 1, "n": "back"}, "the retried delete did not run again")
+        many = retryable(client, s, "delete", "rwu", 4, deletes=[{"q": {}, "limit": 0}])
+        check(many["n"] == 0 and many["writeErrors"][0]["code"] == 72 and coll.count_documents({}) == 5, many)
+
+
+@test()
+def test_retryable_find_and_modify_returns_recorded_image(env):
+    coll = fresh(env, "rwf")
+    coll.insert_many([{"_id": 1, "n": 0, "x": "a"}, {"_id": 2, "n": 0}])
+    client = env.new_client()
+    with client.start_session() as s:
+        fam = dict(query={"_id": 1}, update={"$inc": {"n": 1}}, fields={"n": 1})
+        first = retryable(client, s, "findAndModify", "rwf", 1, new=True, **fam)
+        check(first["value"] == {"_id": 1, "n": 1} and "retriedStmtId" not in first, first)
+        again = retryable(client, s, "findAndModify", "rwf", 1, new=True, **fam)
+        # mongod returns the recorded post-image as stored (write_ops_retryability.cpp: no projection)
+        check(again["value"] == {"_id": 1, "n": 1, "x": "a"} and again["retriedStmtId"] == 0, again)
+        check(again["lastErrorObject"] == {"n": 1, "updatedExisting": True}, again)
+        check(coll.find_one({"_id": 1})["n"] == 1, "executed once")
+        expect_error(40612, retryable, client, s, "findAndModify", "rwf", 1, new=False, **fam)
+        expect_error(40609, retryable, client, s, "findAndModify", "rwf", 1, query={"_id": 1}, remove=True)
+        removed = retryable(client, s, "findAndModify", "rwf", 2, query={"_id": 2}, remove=True)
+        coll.insert_one({"_id": 2, "n": "back"})
+        again = retryable(client, s, "findAndModify", "rwf", 2, query={"_id": 2}, remove=True)
+        check(removed["value"] == again["value"] == {"_id": 2, "n": 0} and again["retriedStmtId"] == 0, again)
+        check(coll.find_one({"_id": 2}) == {"_id": 2, "n": "back"})
+        up = dict(query={"_id": 3}, update={"$set": {"n": 3}}, upsert=True, new=True)
+        first = retryable(client, s, "findAndModify", "rwf", 3, **up)
+        coll.delete_one({"_id": 3})
+        again = retryable(client, s, "findAndModify", "rwf", 3, **up)
+        check(first["value"] == again["value"] == {"_id": 3, "n": 3}, again)
+        check(again["lastErrorObject"] == {"n": 1, "updatedExisting": False, "upserted": 3}, again)
+        check(coll.count_documents({"_id": 3}) == 0, "the retried upsert did not insert again")
+
+
+@test()
+def test_retryable_write_newer_txn_number(env):
+    coll = fresh(env, "rwn")
+    client = env.new_client()
+    with client.start_session() as s:
+        retryable(client, s, "insert", "rwn", 5, documents=[{"_id": 1}])
+        retryable(client, s, "insert", "rwn", 6, documents=[{"_id": 2}])
+        exc = expect_error(225, retryable, client, s, "insert", "rwn", 5, documents=[{"_id": 1}])
+        check(exc.details["codeName"] == "TransactionTooOld")
+        # txnNumber 6 is a retryable write: no transaction can start at it or below it
+        txn = SON([("insert", "rwn"), ("documents", [{"_id": 3}]), ("txnNumber", Int64(6)),
+                   ("startTransaction", True), ("autocommit", False)])
+        expect_error(117, client.t.command, txn, session=s)
+        txn["txnNumber"] = Int64(4)
+        expect_error(225, client.t.command, txn, session=s)
+        txn["txnNumber"] = Int64(7)
+        client.t.command(txn, session=s)
+        client.admin.command(SON([("commitTransaction", 1), ("txnNumber", Int64(7)), ("autocommit", False)]),
+                                 session=s)
+        exc = expect_error(217, retryable, client, s, "insert", "rwn", 7, documents=[{"_id": 4}])
+        expect_error(225, retryable, client, s, "insert", "rwn", 6, documents=[{"_id": 2}])
+        again = retryable(client, s, "insert", "rwn", 8, documents=[{"_id": 2}])
+        check(again["writeErrors"][0]["code"] == 11000, "a new txnNumber forgets the old statements")
+    check(sorted(d["_id"] for d in coll.find()) == [1, 2, 3])
+
+
+@test()
+def test_fail_command_close_connection_after(env):
+    coll = fresh(env, "fca")
+    expect_error(2, env.client.admin.command, "configureFailPoint", "failCommand", mode={"times": 1},
+                 data={"failCommands": ["insert"], "closeConnection": "later"})
+    fail_point(env, {"times": 1}, failCommands=["insert"], closeConnection="after", appName="fca")
+    client = env.new_client(retryWrites=False, appname="fca")
+    try:
+        client.t.fca.insert_one({"_id": 1})
+        raise AssertionError("expected a network error")
+    except AutoReconnect:
+        pass
+    check(coll.count_documents({}) == 1, "closeConnection after: the insert was executed")
+    # the driver retries the write once after the network error; the retry is recognised
+    fail_point(env, {"times": 1}, failCommands=["insert", "update", "findAndModify", "delete"],
+               closeConnection="after", appName="fca")
+    client = env.new_client(retryWrites=True, appname="fca")
+    client.t.fca.insert_many([{"_id": 2}, {"_id": 3}])
+    for op in (lambda: client.t.fca.update_one({"_id": 2}, {"$inc": {"n": 1}}),
+               lambda: client.t.fca.find_one_and_update({"_id": 3}, {"$inc": {"n": 1}}),
+               lambda: client.t.fca.delete_one({"_id": 1})):
+        fail_point(env, {"times": 1}, failCommands=["update", "findAndModify", "delete"],
+                   closeConnection="after", appName="fca")
+        op()
+    check(sorted((d["_id"], d.get("n")) for d in coll.find()) == [(2, 1), (3, 1)])
+    # {skip, times}: the third matching command, once
+    fail_point(env, {"skip": 2, "times": 1}, failCommands=["find"], errorCode=2, appName="fca")
+    client.t.fca.find_one()
+    client.t.fca.find_one()
+    expect_error(2, client.t.fca.find_one)
+    client.t.fca.find_one()
+    fail_point(env, "off")
+
+
+@test()
+def test_retryable_write_error_label(env):
+    fresh(env, "rwl")
+    client = env.new_client()
+    with client.start_session() as s:
+        for number, (code, labels) in enumerate([(91, None), (11600, None), (10107, None), (11000, None),
+                                                 (189, [])]):
+            data = dict(failCommands=["insert"], errorCode=code)
+            if labels is not None:
+                data["errorLabels"] = labels
+            fail_point(env, {"times": 1}, **data)
+            reply = retryable(client, s, "insert", "rwl", 10 + number, check=False, documents=[{"x": 1}])
+            want = ["RetryableWriteError"] if code in (91, 11600, 10107) and labels is None else []
+            check(reply["code"] == code and reply.get("errorLabels", []) == want, "%s: %r" % (code, reply))
+        fail_point(env, {"times": 1}, failCommands=["insert"], errorCode=91)
+        reply = client.t.command(SON([("insert", "rwl"), ("documents", [{"x": 1}])]), session=s, check=False)
+        check(reply["code"] == 91 and "errorLabels" not in reply, "not a retryable write: no label")
+        s.start_transaction()
+        client.t.rwl.insert_one({"x": 2}, session=s)
+        fail_point(env, {"times": 1}, failCommands=["commitTransaction"], errorCode=189)
+        commit = SON([("commitTransaction", 1), ("txnNumber", s._server_session.transaction_id),
+                      ("autocommit", False)])
+        reply = client.admin.command(commit, session=s, check=False)
+        check(reply["code"] == 189 and reply.get("errorLabels") == ["RetryableWriteError"], reply)
+        s.commit_transaction()
+    sys.path.insert(0, HERE)
+    from idxmongo.retry import add_error_labels  # writeConcernError: the label rule itself
+    wce = {"n": 1, "writeConcernError": {"code": 91, "errmsg": "shutdown"}, "ok": 1.0}
+    check(add_error_labels("update", {"txnNumber": 1}, dict(wce)).get("errorLabels") == ["RetryableWriteError"])
+    check("errorLabels" not in add_error_labels("update", {"txnNumber": 1, "autocommit": False}, dict(wce)))
+    check("errorLabels" not in add_error_labels("update", {"txnNumber": 1},
+                                                {"n": 1, "writeConcernError": {"code": 64}, "ok": 1.0}))
+
+
 # ---------------------------------------------------------------------------------------------- failpoints
 
 def fail_point(env, mode, **data):
@@ -1100,6 +1287,38 @@ def test_kill_server_before_and_after_update(env):
     server = env.restart(server, "killupd4")
     client = env.new_client(server.uri(), retryWrites=False)
     check(client.t.u.find_one({"_id": 9}) == {"_id": 9}, "killServer after commitTransaction: committed")
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_retryable_write_history_survives_kill(env):
+    server, client = journaled_server(env, "killretry")
+    with client.start_session() as s:
+        lsid = s.session_id
+        retryable(client, s, "update", "kr", 1, updates=[{"q": {"_id": 1}, "u": {"$set": {"a": 1}}, "upsert": True}])
+        arm_kill(client, "after", "insert")
+        expect_network_error(retryable, client, s, "insert", "kr", 2, documents=[{"_id": 2}, {"_id": 3}])
+    check(server.proc.wait(10) == 137)
+    server = env.restart(server, "killretry2")
+    client = env.new_client(server.uri(), retryWrites=False)
+    with client.start_session() as s:
+        s._server_session.session_id = lsid  # the driver's retry after the restart: the same session
+        again = retryable(client, s, "insert", "kr", 2, documents=[{"_id": 2}, {"_id": 3}])
+        check(again["n"] == 2 and again["retriedStmtIds"] == [0, 1] and "writeErrors" not in again,
+              "a retry after a restart is recognised (mongod's config.transactions): %r" % again)
+        expect_error(225, retryable, client, s, "update", "kr", 1,
+                     updates=[{"q": {"_id": 1}, "u": {"$set": {"a": 1}}, "upsert": True}])
+    for i in range(1200):  # enough changes for a checkpoint at the next start, which keeps the history
+        client.t.kr.update_one({"_id": 1}, {"$set": {"a": i}})
+    server, client = kill_and_restart(env, server, "killretry3")
+    check(os.path.getsize(os.path.join(env.tmpdir, "killretry.db", "journal.bson")) < 20000, "checkpointed")
+    server, client = kill_and_restart(env, server, "killretry4")
+    with client.start_session() as s:
+        s._server_session.session_id = lsid
+        again = retryable(client, s, "insert", "kr", 2, documents=[{"_id": 2}, {"_id": 3}])
+        check(again["n"] == 2 and again["retriedStmtIds"] == [0, 1], "kept by the checkpoint: %r" % again)
+    check(sorted(d["_id"] for d in client.t.kr.find()) == [1, 2, 3])
     env.servers.remove(server)
     check(server.stop() == 0)
 

@@ -313,9 +313,11 @@ def cmd_abort_transaction(ctx):
 
 
 def cmd_end_sessions(ctx):
-    """endSessions: abort the sessions' open transactions."""
+    """endSessions: abort the sessions' open transactions, forget their retryable writes."""
     ids = ctx.cmd.get(ctx.name) or []
-    ctx.server.txns.end_sessions([bytes(s["id"]) for s in ids if isinstance(s, dict) and "id" in s])
+    keys = [bytes(s["id"]) for s in ids if isinstance(s, dict) and "id" in s]
+    ctx.server.txns.end_sessions(keys)
+    ctx.server.retryable.end_sessions(keys)
     return {"ok": 1.0}
 
 

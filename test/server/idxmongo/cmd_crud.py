@@ -10,6 +10,7 @@ from .errors import MongoError, bad_value
 from .mockops import LookupDatabase, apply_update, is_operator_update, project, run_stages, upsert_document
 from .query import choose_plan
 from .sharding import check_delete, check_find_and_modify, check_shard_key_change, check_update
+from .retry import find_and_modify_retry
 
 
 def _name_arg(ctx):
@@ -141,9 +142,13 @@ def cmd_insert(ctx):
     errors = []
     for i, doc in enumerate(docs):
         ctx.server.counters["insert"] += 1
+        if ctx.previous_outcome(i) is not None:
+            n += 1
+            continue
         try:
             ctx.insert_doc(coll, prepare_insert(doc))
             n += 1
+            ctx.record_outcome(i, {"n": 1})
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
             if ordered:
@@ -200,6 +205,15 @@ def _apply_statement(ctx, name, index, stmt, upserted):
     return 1, 0
 
 
+def _record_update(ctx, index, changed, upserted):
+    """Remember an update statement of a retryable write that wrote (mongod records the statements that
+    have an oplog entry; a retry counts an update as n 1, nModified 1)."""
+    if upserted and upserted[-1]["index"] == index:
+        ctx.record_outcome(index, {"n": 1, "nModified": 0, "upserted": upserted[-1]["_id"]})
+    elif changed:
+        ctx.record_outcome(index, {"n": 1, "nModified": 1})
+
+
 def cmd_update(ctx):
     """update: operator or replacement updates, multi, upsert."""
     cmd = ctx.cmd
@@ -210,10 +224,18 @@ def cmd_update(ctx):
     upserted = []
     for i, stmt in enumerate(cmd.get("updates") or []):
         ctx.server.counters["update"] += 1
+        prior = ctx.previous_outcome(i)
+        if prior is not None:
+            n, modified = n + prior["n"], modified + prior["nModified"]
+            if "upserted" in prior:
+                upserted.append({"index": i, "_id": prior["upserted"]})
+            continue
         try:
+            ctx.refuse_multi_retry(stmt.get("multi"), "multi=true")
             matched, changed = _apply_statement(ctx, name, i, stmt, upserted)
             n += matched
             modified += changed
+            _record_update(ctx, i, changed, upserted)
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
             if ordered:
@@ -233,11 +255,16 @@ def cmd_delete(ctx):
     errors = []
     for i, stmt in enumerate(cmd.get("deletes") or []):
         ctx.server.counters["delete"] += 1
+        if ctx.previous_outcome(i) is not None:
+            n += 1
+            continue
         try:
             check_delete(coll, stmt)
+            ctx.refuse_multi_retry(not stmt.get("limit"), "limit=0")
             for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0):
                 ctx.delete_doc(coll, doc)
                 n += 1
+                ctx.record_outcome(i, {"n": 1})
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
             if ordered:
@@ -257,6 +284,9 @@ def cmd_find_and_modify(ctx):
         raise MongoError(9, "Cannot specify both an update and remove=true")
     if not remove and update is None:
         raise MongoError(9, "Either an update or remove=true must be specified")
+    prior = ctx.previous_outcome(0)
+    if prior is not None:
+        return find_and_modify_retry(prior, cmd)
     coll = ctx.coll(name)
     check_find_and_modify(coll, spec)
     docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1)
@@ -264,20 +294,23 @@ def cmd_find_and_modify(ctx):
         ctx.server.counters["delete"] += 1
         if docs:
             ctx.delete_doc(coll, docs[0])
+            ctx.record_outcome(0, {"kind": "delete", "image": docs[0]})
         value = project(docs[0], fields) if docs else None
         return {"lastErrorObject": {"n": len(docs)}, "value": value, "ok": 1.0}
     _check_update_statement({"u": update, "arrayFilters": cmd.get("arrayFilters")})
     ctx.server.counters["update"] += 1
     if docs:
         new = _updated(docs[0], spec, update)
+        value = new if cmd.get("new") else docs[0]
         check_shard_key_change(ctx, coll, spec, docs[0], new, False)
         if not _same_document(docs[0], new):
             ctx.replace_doc(coll, docs[0], new)
-        value = new if cmd.get("new") else docs[0]
+            ctx.record_outcome(0, {"kind": "update", "image": value, "new": bool(cmd.get("new"))})
         leo = {"n": 1, "updatedExisting": True}
     elif cmd.get("upsert"):
         new = prepare_insert(upsert_document(spec, update))
         ctx.insert_doc(ctx.ensure_coll(name), new)
+        ctx.record_outcome(0, {"kind": "insert", "image": new})
         value = new if cmd.get("new") else None
         leo = {"n": 1, "updatedExisting": False, "upserted": new["_id"]}
     else:

@@ -23,6 +23,22 @@ class Context:
         self.txn = txn
         self.stats = ScanStats()
         self.changes = []  # journal ops of this command outside a transaction, written before the reply
+        self.retry = None  # a retryable write's StatementLog (retry.py)
+
+    def previous_outcome(self, index):
+        """What an earlier attempt of this retryable write recorded for statement `index` (it is then not
+        executed again), or None."""
+        return self.retry.previous(index) if self.retry is not None else None
+
+    def record_outcome(self, index, outcome):
+        """Remember what statement `index` of a retryable write wrote (nothing outside one)."""
+        if self.retry is not None:
+            self.retry.record(index, outcome)
+
+    def refuse_multi_retry(self, multi, what):
+        """A statement touching several documents cannot be a retryable write (InvalidOptions)."""
+        if multi and self.retry is not None:
+            raise MongoError(72, "Cannot use (or request) retryable writes with %s" % what)
 
     @property
     def store(self):

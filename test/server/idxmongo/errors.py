@@ -49,6 +49,7 @@ class MongoError(Exception):
         self.errmsg = errmsg
         self.labels = list(labels or [])
         self.extra = dict(extra or {})
+        self.fixed_labels = False  # labels given by a failpoint: the server adds none (retry.py)
 
     def to_reply(self):
         """The `ok: 0` reply document for this error."""

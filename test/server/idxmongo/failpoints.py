@@ -2,14 +2,24 @@
 
 Modes: "alwaysOn", "off", {times: N} (fire N times then turn off), {skip: N} (let N matching commands
 through, then fire every time). Data: failCommands, errorCode, closeConnection, errorLabels, appName,
-blockConnection/blockTimeMS. The handshake and configureFailPoint itself are never failed.
+blockConnection/blockTimeMS. The handshake and configureFailPoint itself are never failed. errorLabels,
+when given (even empty), are the error's labels: the server adds none of its own (mongod's
+errorLabelsOverride).
 
-Test-server extension (mongod has no such field): `killServer: "before"` makes the server process exit at
-once (os._exit, status KILL_EXIT_STATUS) when the failpoint fires, before executing the command and without
-replying, as if mongod were killed with SIGKILL at that moment; `killServer: "after"` executes the command,
-journals its effects (with --dbpath), then exits without sending the reply. It combines with the modes and
-with failCommands and appName like the other data; blockConnection still delays the command first, while
-errorCode and closeConnection are ignored. Restart the server with the same --dbpath to get its data back.
+Test-server extensions (mongod has no such field or mode):
+- `killServer: "before"` makes the server process exit at once (os._exit, status KILL_EXIT_STATUS) when
+  the failpoint fires, before executing the command and without replying, as if mongod were killed with
+  SIGKILL at that moment; `killServer: "after"` executes the command, journals its effects (with
+  --dbpath), then exits without sending the reply. Restart the server with the same --dbpath to get its
+  data back.
+- `closeConnection: "after"` executes the command, journals its effects, then closes the connection
+  without replying; the server stays up. (`closeConnection: true` closes it without executing the
+  command, as in mongod.)
+- mode `{skip: N, times: M}`: let N matching commands through, then fire M times (mongod takes `times`
+  and ignores `skip`).
+Both "after" forms combine with the modes and with failCommands and appName like the other data;
+blockConnection still delays the command first, while errorCode is ignored (and closeConnection, for
+killServer).
 """
 
 import threading
@@ -25,17 +35,21 @@ class FailCommand:
     """What a triggered failpoint asks the dispatcher to do."""
 
     def __init__(self, data):
-        self.close_connection = bool(data.get("closeConnection"))
+        close = data.get("closeConnection")
+        self.close_after = close == "after"  # test-server extension: execute, then close
+        self.close_connection = bool(close) and not self.close_after
         self.block_seconds = (data.get("blockTimeMS", 0) / 1000.0) if data.get("blockConnection") else 0.0
         self.error_code = data.get("errorCode")
-        self.labels = list(data.get("errorLabels") or [])
+        self.labels = data.get("errorLabels")  # None: the server's own labels
         self.kill = data.get("killServer")  # None, "before" or "after" (test-server extension)
 
     def error(self):
         """The error reply MongoError, or None when the failpoint only blocks."""
         if self.error_code is None:
             return None
-        return MongoError(int(self.error_code), "Failing command via 'failCommand' failpoint", labels=self.labels)
+        error = MongoError(int(self.error_code), "Failing command via 'failCommand' failpoint", labels=self.labels)
+        error.fixed_labels = self.labels is not None
+        return error
 
 
 class FailPoints:
@@ -45,6 +59,7 @@ class FailPoints:
         self.lock = threading.Lock()
         self.mode = "off"
         self.remaining = 0
+        self.skipping = 0  # {skip, times}: matching commands still to let through before `times` counts
         self.data = {}
         self.entered = 0
 
@@ -57,12 +72,16 @@ class FailPoints:
         data = dict(cmd.get("data") or {})
         if data.get("killServer") not in (None,) + KILL_MOMENTS:
             raise MongoError(2, "killServer must be \"before\" or \"after\"")
+        if isinstance(data.get("closeConnection"), str) and data["closeConnection"] != "after":
+            raise MongoError(2, "closeConnection must be a boolean or \"after\"")
         with self.lock:
             previous = self.entered
+            self.skipping = 0
             if mode in ("alwaysOn", "off"):
                 self.mode, self.remaining = mode, 0
             elif isinstance(mode, dict) and "times" in mode:
                 self.mode, self.remaining = "times", int(mode["times"])
+                self.skipping = max(0, int(mode.get("skip", 0)))
             elif isinstance(mode, dict) and "skip" in mode:
                 self.mode, self.remaining = "skip", int(mode["skip"])
             else:
@@ -81,6 +100,9 @@ class FailPoints:
             if self.mode == "off" or command_name not in (self.data.get("failCommands") or []):
                 return None
             if "appName" in self.data and self.data["appName"] != app_name:
+                return None
+            if self.skipping > 0:
+                self.skipping -= 1
                 return None
             if self.mode == "skip" and self.remaining > 0:
                 self.remaining -= 1

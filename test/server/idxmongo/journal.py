@@ -18,6 +18,9 @@ The ops, with their `db` and `coll`:
     {op: "dropIndex", name}
     {op: "drop"}                     the collection
     {op: "dropDatabase"}             (no `coll`)
+    {op: "session", lsid, txnNumber, stmts: [[stmtId, outcome], ...]}
+                                     statements a retryable write recorded (retry.py; mongod's
+                                     config.transactions), in the record of the write itself
 
 Consecutive inserts (replacements, deletions) in one collection share one op, which halves the cost of
 journaling a bulk write (pymongo's `bson` here is the pure-Python one).
@@ -37,7 +40,9 @@ import os
 import struct
 import sys
 
+from bson.binary import Binary
 from bson.errors import InvalidBSON
+from bson.int64 import Int64
 
 from .bsonkeys import sort_key
 from .codec import decode, encode
@@ -85,6 +90,12 @@ def drop_index_op(coll, name):
 def drop_op(coll):
     """A collection was dropped."""
     return {"op": "drop", "db": coll.db, "coll": coll.name}
+
+
+def session_op(session_key, number, stmts):
+    """Statements of a retryable write (with --dbpath; db and coll name mongod's collection for them)."""
+    return {"op": "session", "db": "config", "coll": "transactions", "lsid": Binary(session_key, 4),
+            "txnNumber": Int64(number), "stmts": [[stmt_id, outcome] for stmt_id, outcome in stmts]}
 
 
 def drop_database_op(db):
@@ -254,6 +265,7 @@ class Journal:
         self.path = os.path.join(dbpath, JOURNAL_FILE)
         self.lock_file = self._lock(os.path.join(dbpath, LOCK_FILE))
         self.file = None
+        self.sessions = {}  # session key -> [txnNumber, {stmtId: outcome}], replayed for retry.py
 
     @staticmethod
     def _lock(path):
@@ -279,6 +291,9 @@ class Journal:
         for record in records:
             for op in record["ops"]:
                 n_changes += op_size(op)
+                if op["op"] == "session":
+                    self._replay_session(op)
+                    continue
                 problem = apply_op(store, op)
                 if problem:
                     print(problem, file=sys.stderr)
@@ -289,13 +304,26 @@ class Journal:
         self.file = open(self.path, "ab")
         return n_changes
 
+    def _replay_session(self, op):
+        """A retryable write's statements: a newer txnNumber replaces the session's history."""
+        key = bytes(op["lsid"])
+        history = self.sessions.get(key)
+        if history is None or history[0] < op["txnNumber"]:
+            history = self.sessions[key] = [int(op["txnNumber"]), {}]
+        if history[0] == op["txnNumber"]:
+            history[1].update((stmt_id, outcome) for stmt_id, outcome in op["stmts"])
+
     def _checkpoint(self, store):
-        """Rewrite the journal as one record per collection (atomically: a kill leaves the old one)."""
+        """Rewrite the journal as one record per collection, and one for the sessions' retryable
+        writes (atomically: a kill leaves the old one)."""
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
             for colls in store.dbs.values():
                 for coll in colls.values():
                     f.write(encode({"ops": checkpoint_ops(coll)}))
+            if self.sessions:
+                f.write(encode({"ops": [session_op(key, number, stmts.items())
+                                        for key, (number, stmts) in self.sessions.items()]}))
         os.replace(tmp, self.path)
 
     def write(self, ops):

@@ -16,6 +16,7 @@ from .cursors import CursorRegistry
 from .errors import TRANSIENT, CloseConnection, MongoError, from_mongomock
 from .failpoints import KILL_EXIT_STATUS, FailPoints
 from .journal import Journal
+from .retry import RetryableWrites, add_error_labels
 from .storage import Store
 from .txn import TransactionManager
 from .wire import ProtocolError, encode_reply, read_request
@@ -56,6 +57,7 @@ class Server:
             self.journal = Journal(dbpath)
             self.journal.load(self.store)
         self.txns = TransactionManager(self.store, self.lock, txn_lifetime, self.journal)
+        self.retryable = RetryableWrites(self.txns, self.journal.sessions if self.journal else None)
         self.cursors = CursorRegistry()
         self.failpoints = FailPoints()
         self.auth = Authenticator(user, password) if user else None
@@ -159,9 +161,11 @@ class Server:
         started = time.monotonic()
         error = None
         try:
-            reply = self._dispatch(conn, request.db, name, cmd)
+            reply = add_error_labels(name, cmd, self._dispatch(conn, request.db, name, cmd))
         except MongoError as exc:
             reply = exc.to_reply()
+            if not exc.fixed_labels:
+                add_error_labels(name, cmd, reply)
         if reply.get("ok") != 1.0:
             error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
         elif reply.get("writeErrors"):
@@ -186,22 +190,28 @@ class Server:
         lock = contextlib.nullcontext() if name in UNLOCKED_COMMANDS else self.lock
         with lock:
             try:
-                return self._execute(ctx, handler)
+                ctx.retry = self.retryable.begin(ctx)
+                reply = self._execute(ctx, handler)
+                return ctx.retry.annotate(reply) if ctx.retry is not None else reply
             finally:
+                if ctx.retry is not None:
+                    ctx.retry.journal(ctx)
                 if ctx.changes:
                     self.journal.write(ctx.changes)
                 if failure is not None and failure.kill == "after":
                     self._kill(name, failure.kill)
+                if failure is not None and failure.close_after:
+                    raise CloseConnection()
 
     def _fail_before(self, failure, name):
         """Apply a triggered failCommand before the command runs: block, then exit the process
-        (killServer "before"), close the connection or raise the error. With killServer "after" the command
-        runs (errorCode and closeConnection are ignored)."""
+        (killServer "before"), close the connection or raise the error. With killServer "after" or
+        closeConnection "after" the command runs (errorCode is ignored) and _dispatch acts afterwards."""
         if failure.block_seconds:
             time.sleep(failure.block_seconds)
         if failure.kill == "before":
             self._kill(name, failure.kill)
-        if failure.kill is not None:
+        if failure.kill is not None or failure.close_after:
             return
         if failure.close_connection:
             raise CloseConnection()
@@ -228,6 +238,7 @@ class Server:
         if not isinstance(lsid, dict) or "id" not in lsid or number is None:
             raise MongoError(72, "transactions need lsid and txnNumber")
         session_key = bytes(lsid["id"])
+        self.retryable.check_transaction(session_key, number, bool(cmd.get("startTransaction")))
         if cmd.get("startTransaction"):
             txn = self.txns.start(session_key, number)
             self.counters["totalStarted"] += 1
