@@ -2,7 +2,8 @@
 
 Modes: "alwaysOn", "off", {times: N} (fire N times then turn off), {skip: N} (let N matching commands
 through, then fire every time). Data: failCommands, errorCode, closeConnection, errorLabels, appName,
-blockConnection/blockTimeMS. The handshake and configureFailPoint itself are never failed.
+blockConnection/blockTimeMS, writeConcernError (the command runs, and its reply carries this document as
+its writeConcernError, with errorLabels if given, as mongod's failCommand does when there is no errorCode). The handshake and configureFailPoint itself are never failed.
 
 Test-server extension (mongod has no such field): `killServer: "before"` makes the server process exit at
 once (os._exit, status KILL_EXIT_STATUS) when the failpoint fires, before executing the command and without
@@ -30,12 +31,21 @@ class FailCommand:
         self.error_code = data.get("errorCode")
         self.labels = list(data.get("errorLabels") or [])
         self.kill = data.get("killServer")  # None, "before" or "after" (test-server extension)
+        self.write_concern_error = data.get("writeConcernError")
 
     def error(self):
         """The error reply MongoError, or None when the failpoint only blocks."""
         if self.error_code is None:
             return None
         return MongoError(int(self.error_code), "Failing command via 'failCommand' failpoint", labels=self.labels)
+
+    def add_write_concern_error(self, reply):
+        """Put the configured writeConcernError (and errorLabels) into the reply of the executed command."""
+        if self.write_concern_error is None or reply.get("ok") != 1.0:
+            return
+        reply["writeConcernError"] = dict(self.write_concern_error)
+        if self.labels:
+            reply["errorLabels"] = list(self.labels)
 
 
 class FailPoints:

@@ -9,7 +9,7 @@ import threading
 import time
 import traceback
 
-from . import cmd_admin, cmd_crud
+from . import cmd_admin, cmd_crud, limits
 from .auth import Authenticator
 from .context import Context
 from .cursors import CursorRegistry
@@ -62,6 +62,8 @@ class Server:
         self.counters = collections.Counter()
         self.commands = dict(cmd_crud.COMMANDS)
         self.commands.update(cmd_admin.COMMANDS)
+        self.commands.update(limits.COMMANDS)
+        self.txn_size_limit = None  # --txn-size-limit: bytes a transaction may write (limits.py)
         self.started = time.time()
         self.stop_event = threading.Event()
         self.conns_lock = threading.Lock()
@@ -158,6 +160,8 @@ class Server:
         started = time.monotonic()
         error = None
         try:
+            if request.oversize:
+                raise limits.too_large_in_message(request.oversize)
             reply = self._dispatch(conn, request.db, name, cmd)
         except MongoError as exc:
             reply = exc.to_reply()
@@ -185,7 +189,10 @@ class Server:
         lock = contextlib.nullcontext() if name in UNLOCKED_COMMANDS else self.lock
         with lock:
             try:
-                return self._execute(ctx, handler)
+                reply = self._execute(ctx, handler)
+                if failure is not None:
+                    failure.add_write_concern_error(reply)
+                return reply
             finally:
                 if ctx.changes:
                     self.journal.write(ctx.changes)
