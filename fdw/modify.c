@@ -54,6 +54,7 @@
 #include "index_write.h"
 #include "modify.h"
 #include "modify_int.h"
+#include "mongo_limits.h"
 #include "option.h"
 #include "scan.h"
 #include "xact.h"
@@ -512,7 +513,9 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 }
 
 /*
- * The fact bulk insert of a batch failed.  A duplicate _id is a unique
+ * The fact bulk insert of a batch failed.  A write concern error means
+ * the facts were written: in ordered mode they are remembered for the
+ * statement's undo before the error is raised.  A duplicate _id is a unique
  * violation; in ordered mode the batch's other facts and all entries the
  * batch wrote are removed again first (entries it wrote over those of the
  * existing facts are written back as those facts have them).  Other errors are reported as they are (in ordered
@@ -530,6 +533,15 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 	int			first = -1;
 	int			i;
 
+	if (nerr == 0 && idx_is_write_concern_error(error))
+	{
+		/* all were written, only not acknowledged as asked: undo them */
+		for (i = 0; i < n; i++)
+			remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
+		idx_report_reply_error(reply, error, ms->server->servername,
+							   psprintf("inserting into collection \"%s\"",
+										ms->info->collection));
+	}
 	for (i = 0; i < nerr; i++)
 	{
 		if (codes[i] != 11000 || indexes[i] < 0 || indexes[i] >= n)
@@ -726,6 +738,30 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 }
 
 /*
+ * The "value" of a findAndModify reply (the document as it was), palloc'd,
+ * or NULL.
+ */
+static bson_t *
+reply_value(const bson_t *reply)
+{
+	bson_iter_t iter;
+	const uint8 *data;
+	uint32		len;
+	uint8	   *copy;
+	bson_t	   *result;
+
+	if (!bson_iter_init_find(&iter, reply, "value") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return NULL;
+	bson_iter_document(&iter, &len, &data);
+	copy = palloc(len);
+	memcpy(copy, data, len);
+	result = palloc(sizeof(bson_t));
+	bson_init_static(result, copy, len);
+	return result;
+}
+
+/*
  * findAndModify of the fact "id": $set "update", or remove it (update
  * NULL).  Returns the fact as it was before (with the index columns, or
  * everything if "full"), palloc'd, or NULL if there is no such fact.
@@ -740,7 +776,6 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	bson_t		extra = BSON_INITIALIZER;
 	bson_t		reply;
 	bson_error_t error;
-	bson_iter_t iter;
 	bson_t	   *result = NULL;
 	bool		ok;
 
@@ -767,6 +802,11 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	{
 		PG_TRY();
 		{
+			/* the write was made, only not acknowledged: undo it too */
+			if (idx_is_write_concern_error(&error) &&
+				(result = reply_value(&reply)) != NULL)
+				remember_write(ms, update ? UNDO_UPDATED : UNDO_DELETED, id,
+							   result);
 			idx_report_reply_error(&reply, &error, ms->server->servername,
 								   psprintf("%s a document of collection \"%s\"",
 											update ? "updating" : "deleting",
@@ -778,19 +818,7 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 		}
 		PG_END_TRY();
 	}
-	if (bson_iter_init_find(&iter, &reply, "value") &&
-		BSON_ITER_HOLDS_DOCUMENT(&iter))
-	{
-		const uint8 *data;
-		uint32		len;
-		uint8	   *copy;
-
-		bson_iter_document(&iter, &len, &data);
-		copy = palloc(len);
-		memcpy(copy, data, len);
-		result = palloc(sizeof(bson_t));
-		bson_init_static(result, copy, len);
-	}
+	result = reply_value(&reply);
 	bson_destroy(&reply);
 	return result;
 }
