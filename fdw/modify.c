@@ -513,6 +513,47 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 }
 
 /*
+ * Delete the facts ids[from..] of a failed insert batch that are not
+ * duplicates (dup[i]), with one deleteMany {_id: {$in: [...]}} of at most
+ * IDX_IN_LIST_MAX_BYTES of _ids; returns where the next one starts.
+ */
+static int
+remove_inserted(IdxModifyState *ms, bson_value_t *ids, const bool *dup,
+				int from, int n)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		ids_in;
+	bson_t		in;
+	bson_t		dreply;
+	bson_error_t derror;
+	int			k = 0;
+	int			i;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
+	for (i = from; i < n && ids_in.len < IDX_IN_LIST_MAX_BYTES; i++)
+	{
+		char		key[16];
+
+		if (dup[i])
+			continue;
+		snprintf(key, sizeof(key), "%d", k++);
+		idx_check_append(BSON_APPEND_VALUE(&ids_in, key, &ids[i]));
+	}
+	idx_check_append(bson_append_array_end(&in, &ids_in));
+	idx_check_append(bson_append_document_end(&filter, &in));
+	if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
+												&dreply, &derror))
+		idx_report_reply_error(&dreply, &derror, ms->server->servername,
+							   psprintf("removing the facts of a failed insert from collection \"%s\"",
+										ms->info->collection));
+	if (k > 0)
+		bson_destroy(&dreply);
+	bson_destroy(&filter);
+	return i;
+}
+
+/*
  * The fact bulk insert of a batch failed.  A write concern error means
  * the facts were written: in ordered mode they are remembered for the
  * statement's undo before the error is raised.  A duplicate _id is a unique
@@ -573,35 +614,9 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 
 	if (ms->ordered)
 	{
-		bson_t		filter = BSON_INITIALIZER;
-		bson_t		ids_in;
-		bson_t		in;
-		bson_t		dreply;
-		bson_error_t derror;
-		int			k = 0;
-
 		/* remove the facts of this batch that did get in */
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in));
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
-		for (i = 0; i < n; i++)
-		{
-			char		key[16];
-
-			if (dup[i])
-				continue;
-			snprintf(key, sizeof(key), "%d", k++);
-			idx_check_append(BSON_APPEND_VALUE(&ids_in, key, &ids[i]));
-		}
-		idx_check_append(bson_append_array_end(&in, &ids_in));
-		idx_check_append(bson_append_document_end(&filter, &in));
-		if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
-													&dreply, &derror))
-			idx_report_reply_error(&dreply, &derror, ms->server->servername,
-								   psprintf("removing the facts of a failed insert from collection \"%s\"",
-											ms->info->collection));
-		if (k > 0)
-			bson_destroy(&dreply);
-		bson_destroy(&filter);
+		for (i = 0; i < n;)
+			i = remove_inserted(ms, ids, dup, i, n);
 
 		/* then their entries */
 		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)

@@ -22,6 +22,7 @@ and checks, in the PostgreSQL of test/env (PGHOST...):
 The last line is "limits: N passed, M failed".
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ DATABASE = "idxtable_limits"
 LIFETIME = 3
 SIZE_LIMIT = 400000
 HINT_WORDS = ("smaller transactions", "consistency to 'ordered'")
+URI = None
 
 
 class Results:
@@ -54,12 +56,11 @@ class Results:
         sys.stdout.flush()
 
 
-def start_server(tmpdir):
-    """The test server with short limits; returns (process, port)."""
-    port_file = os.path.join(tmpdir, "port")
+def start_server(tmpdir, name, options):
+    """A test server with these options; returns (process, port)."""
+    port_file = os.path.join(tmpdir, name + ".port")
     proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--host", "127.0.0.1", "--port", "0",
-                             "--port-file", port_file, "--txn-lifetime", str(LIFETIME),
-                             "--txn-size-limit", str(SIZE_LIMIT)],
+                             "--port-file", port_file] + options,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 15
     while not os.path.exists(port_file):
@@ -70,8 +71,9 @@ def start_server(tmpdir):
         return proc, int(f.read())
 
 
-def setup_database(uri):
-    """The database with the extension and a server for the test server."""
+def setup_database(uri, plain_uri):
+    """The database with the extension, server "lim" for the test server with short limits and "plain"
+    for one with mongod's defaults."""
     admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
     admin.autocommit = True
     with admin.cursor() as cur:
@@ -85,15 +87,18 @@ def setup_database(uri):
         cur.execute("CREATE SERVER lim FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
                     (uri, DATABASE))
         cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER lim")
+        cur.execute("CREATE SERVER plain FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
+                    (plain_uri, DATABASE))
+        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER plain")
     return conn
 
 
-def table(conn, name, mode, extra=""):
+def table(conn, name, mode, extra="", server="lim"):
     """A fresh foreign table (_id text, v text, n int) in consistency `mode`."""
     with conn.cursor() as cur:
         cur.execute("DROP FOREIGN TABLE IF EXISTS %s" % name)
-        cur.execute("CREATE FOREIGN TABLE %s (_id text, v text, n int) SERVER lim "
-                    "OPTIONS (collection '%s', consistency '%s'%s)" % (name, name, mode, extra))
+        cur.execute("CREATE FOREIGN TABLE %s (_id text, v text, n int) SERVER %s "
+                    "OPTIONS (collection '%s', consistency '%s'%s)" % (name, server, name, mode, extra))
 
 
 def run(conn, statements):
@@ -221,19 +226,85 @@ def test_write_concern_commit(r, conn, db, client):
     r.check(run(conn, ["SELECT count(*) FROM wct"]) is None, "the session works afterwards")
 
 
+def test_namespace(r, conn, db):
+    """"<database>.<collection>" over 255 bytes: 42622 naming both, for tables and index collections."""
+    longdb = "d" * 63
+    with conn.cursor() as cur:
+        cur.execute("DROP SERVER IF EXISTS lim_long CASCADE")
+        cur.execute("CREATE SERVER lim_long FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
+                    (URI, longdb))
+        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER lim_long")
+        cur.execute("CREATE FOREIGN TABLE ns_long (_id text, k int) SERVER lim_long "
+                    "OPTIONS (collection '%s')" % ("c" * 195))
+        cur.execute("CREATE FOREIGN TABLE ns_ok (_id text, k int) SERVER lim_long "
+                    "OPTIONS (collection '%s', consistency 'ordered')" % ("c" * 150))
+    for sql in ["SELECT * FROM ns_long", "INSERT INTO ns_long VALUES ('1', 1)"]:
+        err = run(conn, [sql])
+        r.check(err is not None and err.pgcode == "42622" and "ns_long" in err.diag.message_primary
+                and longdb in (err.diag.message_detail or "") and "c" * 195 in (err.diag.message_detail or ""),
+                "%s: want 42622 naming database and collection, got %s" % (sql, describe(err)))
+    err = run(conn, ["INSERT INTO ns_ok VALUES ('1', 1)",
+                     "SELECT idxtable.create_index('ns_ok', '{k}', name => '%s')" % ("i" * 35)])
+    r.check(err is not None and err.pgcode == "42622" and longdb in err.diag.message_primary
+            and "too long" in err.diag.message_primary,
+            "index collection namespace: want 42622, got %s" % describe(err))
+    err = run(conn, ["SELECT idxtable.create_index('ns_ok', '{k}', name => '%s')" % ("i" * 20)])
+    r.check(err is None, "a namespace of 244 bytes is fine: %s" % describe(err))
+
+
+def test_large_in_lists(r, conn, db):  # db: on the server "plain"
+    """_ids of 20 KB with fetch_batch_size and batch_size at 100,000: every $in and bulk stays under 16 MB."""
+    rows = 1100
+    big_id = "repeat('x', 20000) || lpad(g::text, 5, '0')"
+    table(conn, "wide", "ordered", ", fetch_batch_size '100000', batch_size '100000'", server="plain")
+    err = run(conn, ["SELECT idxtable.create_index('wide', '{n}', name => 'wide_n')",
+                     "INSERT INTO wide SELECT %s, 'v', g %% 10 FROM generate_series(1, %d) g" % (big_id, rows)])
+    r.check(err is None, "loading 22 MB of _ids: %s" % describe(err))
+    err = run(conn, ["INSERT INTO wide SELECT %s, 'v', 0 FROM generate_series(%d, %d) g"
+                     % (big_id, rows - 2, rows + 1100)])
+    r.check(err is not None and err.pgcode == "23505", "a duplicate in a 22 MB batch: %s" % describe(err))
+    r.check(db.wide.count_documents({}) == rows, "the failed batch was removed again: %d"
+            % db.wide.count_documents({}))
+    with conn.cursor() as cur:
+        cur.execute("SET idxtable.enable_plain_scan = off")
+        try:
+            cur.execute("SELECT count(*), min(length(_id)) FROM wide WHERE n >= 0")
+            got = cur.fetchone()
+            r.check(got == (rows, 20005), "index scan fetching 22 MB of _ids: %s" % (got,))
+        except psycopg2.Error as exc:
+            r.check(False, "index scan fetching 22 MB of _ids: %s" % describe(exc))
+            cur.execute("ROLLBACK")
+        cur.execute("RESET idxtable.enable_plain_scan")
+    err = run(conn, ["SELECT * FROM idxtable.verify_index('wide_n')"])
+    r.check(err is None, "verify_index over 20 KB keys: %s" % describe(err))
+    with conn.cursor() as cur:
+        cur.execute("ALTER FOREIGN TABLE wide OPTIONS (SET consistency 'transaction')")
+    err = run(conn, ["UPDATE wide SET n = n + 100"])
+    r.check(err is None and db.wide.count_documents({"n": {"$gte": 100}}) == rows,
+            "UPDATE in batches of 22 MB of _ids: %s" % describe(err))
+    err = run(conn, ["DELETE FROM wide WHERE v = 'v'"])
+    r.check(err is None and db.wide.count_documents({}) == 0, "DELETE in batches: %s" % describe(err))
+
+
 def main():
     r = Results()
     tmpdir = tempfile.mkdtemp(prefix="idxtable_limits.")
-    proc, port = start_server(tmpdir)
+    proc, port = start_server(tmpdir, "lim", ["--txn-lifetime", str(LIFETIME), "--txn-size-limit", str(SIZE_LIMIT)])
+    plain_proc, plain_port = start_server(tmpdir, "plain", [])
     uri = "mongodb://127.0.0.1:%d/?replicaSet=rs0" % port
+    plain_uri = "mongodb://127.0.0.1:%d/?replicaSet=rs0" % plain_port
+    global URI
+    URI = uri
     client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)
     db = client[DATABASE]
+    plain_db = pymongo.MongoClient(plain_uri, serverSelectionTimeoutMS=10000)[DATABASE]
     try:
-        conn = setup_database(uri)
+        conn = setup_database(uri, plain_uri)
         selected = sys.argv[1:]
         for fn, args in [(test_lifetime, (r, conn, db)), (test_size, (r, conn, db)),
                          (test_write_concern_writes, (r, conn, db, client)),
-                         (test_write_concern_commit, (r, conn, db, client))]:
+                         (test_write_concern_commit, (r, conn, db, client)),
+                         (test_namespace, (r, conn, db)), (test_large_in_lists, (r, conn, plain_db))]:
             if selected and not any(s in fn.__name__ for s in selected):
                 continue
             started = time.time()
@@ -244,8 +315,10 @@ def main():
             print("%-30s %.1fs" % (fn.__name__, time.time() - started))
         conn.close()
     finally:
-        proc.terminate()
-        proc.wait(10)
+        for p in (proc, plain_proc):
+            p.terminate()
+            p.wait(10)
+        shutil.rmtree(tmpdir, ignore_errors=True)
     print("limits: %d passed, %d failed" % (r.passed, r.failed))
     return 1 if r.failed else 0
 
