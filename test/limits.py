@@ -17,7 +17,9 @@ and checks, in the PostgreSQL of test/env (PGHOST...):
   or, if it stays or cannot be satisfied (UnsatisfiableWriteConcern), the
   COMMIT fails with 08007 and says the outcome is unknown;
 - namespaces over 255 bytes and $in filters and bulks past 16 MB are kept
-  from the server (the test server refuses what mongod refuses).
+  from the server (the test server refuses what mongod refuses);
+- an UPDATE that makes a stored document pass 16 MiB is refused by the
+  server and reported as 54000, the document unchanged.
 
 The last line is "limits: N passed, M failed".
 """
@@ -169,6 +171,23 @@ def test_size(r, conn, db):
     r.check(err is None and len(ids(db, "big_ordered")) == 200, "ordered bulk load: %s" % describe(err))
 
 
+def test_document_grows_too_large(r, conn, db):
+    """An UPDATE whose $set fits but makes the stored document pass 16 MiB: the server refuses it (17419),
+    54000, in both modes, and the document is unchanged."""
+    for mode in ("transaction", "ordered"):
+        name = "grow_" + mode
+        table(conn, name, mode, server="plain")
+        err = run(conn, ["INSERT INTO %s VALUES ('1', repeat('a', 10000000), 1)" % name])
+        r.check(err is None, "a 10 MB row: %s" % describe(err))
+        with conn.cursor() as cur:
+            cur.execute("ALTER FOREIGN TABLE %s ADD COLUMN w text" % name)
+        err = run(conn, ["UPDATE %s SET w = repeat('b', 7000000), n = 2 WHERE _id = '1'" % name])
+        r.check(err is not None and err.pgcode == "54000", "%s: a document grown past 16 MiB: want 54000, got %s"
+                % (mode, describe(err)))
+        doc = db[name].find_one({"_id": "1"}, {"n": 1, "w": 1})
+        r.check(doc == {"_id": "1", "n": 1}, "%s: the document was changed: %s" % (mode, doc))
+
+
 def failpoint(client, commands, wce, times=1):
     """failCommand with a writeConcernError for the FDW's connections."""
     client.admin.command({"configureFailPoint": "failCommand", "mode": {"times": times},
@@ -304,7 +323,8 @@ def main():
         for fn, args in [(test_lifetime, (r, conn, db)), (test_size, (r, conn, db)),
                          (test_write_concern_writes, (r, conn, db, client)),
                          (test_write_concern_commit, (r, conn, db, client)),
-                         (test_namespace, (r, conn, db)), (test_large_in_lists, (r, conn, plain_db))]:
+                         (test_namespace, (r, conn, db)), (test_large_in_lists, (r, conn, plain_db)),
+                         (test_document_grows_too_large, (r, conn, plain_db))]:
             if selected and not any(s in fn.__name__ for s in selected):
                 continue
             started = time.time()
