@@ -29,6 +29,7 @@
 #include "utils/syscache.h"
 
 #include "connection.h"
+#include "mongo_limits.h"
 #include "option.h"
 #include "stream.h"
 #include "trust.h"
@@ -516,6 +517,7 @@ idx_report_error(const bson_error_t *error, const char *server,
 	char	   *detail;
 
 	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
+	idx_limits_check_error(error, server, what);	/* lifetime, size, w */
 	detail = idx_scrub_message(error->message);
 
 	if (is_connection_error(error))
@@ -565,6 +567,7 @@ idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
 
 	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
 	merge_reply_error(&copy, reply);
+	idx_limits_check_error(&copy, server, what);	/* lifetime, size, w */
 	if (reply && (mongoc_error_has_label(reply, "TransientTransactionError") ||
 				  (copy.domain == MONGOC_ERROR_SERVER && copy.code == 251)))
 		ereport(ERROR,

@@ -78,6 +78,7 @@
 #include "index_ddl.h"
 #include "index_entry.h"
 #include "index_owner.h"
+#include "mongo_limits.h"
 #include "option.h"
 #include "stream.h"
 
@@ -973,13 +974,25 @@ check_index_name(const char *name)
 }
 
 /*
- * The index collection: idxtable.<fact collection>.<index name>.
+ * The index collection: idxtable.<fact collection>.<index name>.  Its
+ * namespace "<database>.<collection>" must also fit mongod's 255 bytes.
  */
 static char *
-index_collection_name(const char *collection, const char *name)
+index_collection_name(const char *database, const char *collection,
+					  const char *name)
 {
 	char	   *result = psprintf("%s%s.%s", IDX_COLLECTION_PREFIX,
 								  collection, name);
+	int			nslen = (int) (strlen(database) + 1 + strlen(result));
+
+	if (nslen > IDX_MAX_NAMESPACE_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("the namespace of index collection \"%s\" in database \"%s\" would be too long (%d bytes)",
+						result, database, nslen),
+				 errdetail("MongoDB allows at most %d bytes for \"<database>.<collection>\".",
+						   IDX_MAX_NAMESPACE_BYTES),
+				 errhint("Choose a shorter index name.")));
 
 	if (strlen(result) >= IDX_MAX_COLLECTION_NAME)
 		ereport(ERROR,
@@ -1093,7 +1106,8 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 	}
 	info = idx_get_table_info(relid);
 	def->database = info->database;
-	def->collection = index_collection_name(info->collection, def->name);
+	def->collection = index_collection_name(info->database, info->collection,
+											def->name);
 
 	def->definition_id = idx_new_definition_id();
 	insert_definition(def, normalized);

@@ -34,6 +34,7 @@
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_path.h"
+#include "mongo_limits.h"
 #include "planner.h"
 #include "scan.h"
 #include "xact.h"
@@ -576,8 +577,10 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 
 /*
  * Read up to fetch_batch_size entries and start the find of their facts:
- * {_id: {$in: [...]}} combined with the pushed-down filter.  Returns false
- * when the lookup has no more entries.
+ * {_id: {$in: [...]}} combined with the pushed-down filter.  Large _ids
+ * end the batch early, once the list holds IDX_IN_LIST_MAX_BYTES, so that
+ * the find stays under MongoDB's 16 MB command size.  Returns false when
+ * the lookup has no more entries.
  */
 static bool
 fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
@@ -606,6 +609,7 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond));
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&idcond, "$in", &ids));
 	while (n < (uint32) state->info->fetch_batch_size &&
+		   ids.len < IDX_IN_LIST_MAX_BYTES &&
 		   (entry = next_entry(state, ix)) != NULL)
 	{
 		bson_iter_t iter;

@@ -64,6 +64,7 @@
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
+#include "mongo_limits.h"
 #include "option.h"
 #include "xact.h"
 
@@ -322,6 +323,11 @@ check_cursor(VerifyState *st, mongoc_cursor_t *cursor, const char *what)
 		idx_report_reply_error(reply, &error, st->servername, what);
 }
 
+static int	lookup_part(VerifyState *st, mongoc_collection_t *coll,
+						const char *field, bson_t **keys, int from, int nkeys,
+						const bson_t *projection, bool by_entry_id,
+						const char *what, int *alloc);
+
 /*
  * Read all documents of "coll" matching {field: {$in: [the "v" of each
  * key]}} into st->docs, each keyed by keyfn, sorted for find_read_doc().
@@ -331,24 +337,51 @@ lookup_batch(VerifyState *st, mongoc_collection_t *coll, const char *field,
 			 bson_t **keys, int nkeys, const bson_t *projection,
 			 bool by_entry_id, const char *what)
 {
+	int			alloc = nkeys + 16;
+	int			from = 0;
+
+	st->ndocs = 0;
+	st->docs = palloc(sizeof(ReadDoc) * alloc);
+	do
+	{
+		from = lookup_part(st, coll, field, keys, from, nkeys, projection,
+						   by_entry_id, what, &alloc);
+	} while (from < nkeys);
+	if (st->ndocs > 1)
+		qsort(st->docs, st->ndocs, sizeof(ReadDoc), compare_read_docs);
+}
+
+/*
+ * One find of lookup_batch(), for keys[from..] up to IDX_IN_LIST_MAX_BYTES
+ * of key values (so that the command stays under MongoDB's 16 MB), adding
+ * to st->docs; returns where the next one starts.
+ */
+static int
+lookup_part(VerifyState *st, mongoc_collection_t *coll, const char *field,
+			bson_t **keys, int from, int nkeys, const bson_t *projection,
+			bool by_entry_id, const char *what, int *alloc)
+{
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		cond,
 				list;
 	const bson_t *doc;
-	int			alloc = nkeys + 16;
 	int			i;
+	uint32		k = 0;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, field, &cond));
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
-	for (i = 0; i < nkeys; i++)
+	for (i = from; i < nkeys && list.len < IDX_IN_LIST_MAX_BYTES; i++)
 	{
 		bson_iter_t iter;
 		const char *idxkey;
 		char		buf[16];
 
-		bson_uint32_to_string(i, &idxkey, buf, sizeof(buf));
+		bson_uint32_to_string(k, &idxkey, buf, sizeof(buf));
 		if (bson_iter_init_find(&iter, keys[i], "v"))
+		{
 			idx_check_append(bson_append_iter(&list, idxkey, -1, &iter));
+			k++;
+		}
 	}
 	idx_check_append(bson_append_array_end(&cond, &list));
 	idx_check_append(bson_append_document_end(&filter, &cond));
@@ -356,17 +389,15 @@ lookup_batch(VerifyState *st, mongoc_collection_t *coll, const char *field,
 	st->lookup = open_stream(st, coll, &filter, projection);
 	bson_destroy(&filter);
 
-	st->ndocs = 0;
-	st->docs = palloc(sizeof(ReadDoc) * alloc);
 	while (mongoc_cursor_next(st->lookup, &doc))
 	{
 		ReadDoc    *rd;
 
 		CHECK_FOR_INTERRUPTS();
-		if (st->ndocs >= alloc)
+		if (st->ndocs >= *alloc)
 		{
-			alloc *= 2;
-			st->docs = repalloc(st->docs, sizeof(ReadDoc) * alloc);
+			*alloc *= 2;
+			st->docs = repalloc(st->docs, sizeof(ReadDoc) * *alloc);
 		}
 		rd = &st->docs[st->ndocs];
 		rd->doc = idx_bson_pcopy(doc);
@@ -378,8 +409,7 @@ lookup_batch(VerifyState *st, mongoc_collection_t *coll, const char *field,
 	check_cursor(st, st->lookup, what);
 	mongoc_cursor_destroy(st->lookup);
 	st->lookup = NULL;
-	if (st->ndocs > 1)
-		qsort(st->docs, st->ndocs, sizeof(ReadDoc), compare_read_docs);
+	return i;
 }
 
 

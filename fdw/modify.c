@@ -54,6 +54,7 @@
 #include "index_write.h"
 #include "modify.h"
 #include "modify_int.h"
+#include "mongo_limits.h"
 #include "option.h"
 #include "scan.h"
 #include "shard_key.h"
@@ -531,7 +532,54 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard,
 }
 
 /*
- * The fact bulk insert of a batch failed.  A duplicate _id is a unique
+ * Delete the facts ids[from..] of a failed insert batch that are not
+ * duplicates (dup[i]), with one deleteMany {_id: {$in: [...]}} of at most
+ * IDX_IN_LIST_MAX_BYTES of _ids; returns where the next one starts.
+ */
+static int
+remove_inserted(IdxModifyState *ms, bson_value_t *ids, bson_t **docs,
+				const bool *dup, int from, int n)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		ids_in;
+	bson_t		in;
+	bson_t		dreply;
+	bson_error_t derror;
+	int			k = 0;
+	int			i;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
+	/* with a shard key, the $or below repeats each _id beside its key */
+	for (i = from; i < n && ids_in.len < IDX_IN_LIST_MAX_BYTES /
+		 (ms->info->nshard_key > 0 ? 3 : 1); i++)
+	{
+		char		key[16];
+
+		if (dup[i])
+			continue;
+		snprintf(key, sizeof(key), "%d", k++);
+		idx_check_append(BSON_APPEND_VALUE(&ids_in, key, &ids[i]));
+	}
+	idx_check_append(bson_append_array_end(&in, &ids_in));
+	idx_check_append(bson_append_document_end(&filter, &in));
+	idx_shard_key_restrict(ms->info, &filter, docs + from, dup + from,
+						   i - from);
+	if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
+												&dreply, &derror))
+		idx_report_reply_error(&dreply, &derror, ms->server->servername,
+							   psprintf("removing the facts of a failed insert from collection \"%s\"",
+										ms->info->collection));
+	if (k > 0)
+		bson_destroy(&dreply);
+	bson_destroy(&filter);
+	return i;
+}
+
+/*
+ * The fact bulk insert of a batch failed.  A write concern error means
+ * the facts were written: in ordered mode they are remembered for the
+ * statement's undo before the error is raised.  A duplicate _id is a unique
  * violation; in ordered mode the batch's other facts and all entries the
  * batch wrote are removed again first (entries it wrote over those of the
  * existing facts are written back as those facts have them).  Other errors are reported as they are (in ordered
@@ -549,6 +597,15 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 	int			first = -1;
 	int			i;
 
+	if (nerr == 0 && idx_is_write_concern_error(error))
+	{
+		/* all were written, only not acknowledged as asked: undo them */
+		for (i = 0; i < n; i++)
+			remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
+		idx_report_reply_error(reply, error, ms->server->servername,
+							   psprintf("inserting into collection \"%s\"",
+										ms->info->collection));
+	}
 	for (i = 0; i < nerr; i++)
 	{
 		if (codes[i] != 11000 || indexes[i] < 0 || indexes[i] >= n)
@@ -580,36 +637,9 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 
 	if (ms->ordered)
 	{
-		bson_t		filter = BSON_INITIALIZER;
-		bson_t		ids_in;
-		bson_t		in;
-		bson_t		dreply;
-		bson_error_t derror;
-		int			k = 0;
-
 		/* remove the facts of this batch that did get in */
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in));
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
-		for (i = 0; i < n; i++)
-		{
-			char		key[16];
-
-			if (dup[i])
-				continue;
-			snprintf(key, sizeof(key), "%d", k++);
-			idx_check_append(BSON_APPEND_VALUE(&ids_in, key, &ids[i]));
-		}
-		idx_check_append(bson_append_array_end(&in, &ids_in));
-		idx_check_append(bson_append_document_end(&filter, &in));
-		idx_shard_key_restrict(ms->info, &filter, docs, dup, n);
-		if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
-													&dreply, &derror))
-			idx_report_reply_error(&dreply, &derror, ms->server->servername,
-								   psprintf("removing the facts of a failed insert from collection \"%s\"",
-											ms->info->collection));
-		if (k > 0)
-			bson_destroy(&dreply);
-		bson_destroy(&filter);
+		for (i = 0; i < n;)
+			i = remove_inserted(ms, ids, docs, dup, i, n);
 
 		/* then their entries */
 		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
@@ -747,6 +777,30 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 }
 
 /*
+ * The "value" of a findAndModify reply (the document as it was), palloc'd,
+ * or NULL.
+ */
+static bson_t *
+reply_value(const bson_t *reply)
+{
+	bson_iter_t iter;
+	const uint8 *data;
+	uint32		len;
+	uint8	   *copy;
+	bson_t	   *result;
+
+	if (!bson_iter_init_find(&iter, reply, "value") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return NULL;
+	bson_iter_document(&iter, &len, &data);
+	copy = palloc(len);
+	memcpy(copy, data, len);
+	result = palloc(sizeof(bson_t));
+	bson_init_static(result, copy, len);
+	return result;
+}
+
+/*
  * findAndModify of the fact "id": $set "update", or remove it (update
  * NULL).  Returns the fact as it was before (with the index columns, or
  * everything if "full"), palloc'd, or NULL if there is no such fact.
@@ -764,7 +818,6 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	bson_t		extra = BSON_INITIALIZER;
 	bson_t		reply;
 	bson_error_t error;
-	bson_iter_t iter;
 	bson_t	   *result = NULL;
 	bool		ok;
 
@@ -792,6 +845,11 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	{
 		PG_TRY();
 		{
+			/* the write was made, only not acknowledged: undo it too */
+			if (idx_is_write_concern_error(&error) &&
+				(result = reply_value(&reply)) != NULL)
+				remember_write(ms, update ? UNDO_UPDATED : UNDO_DELETED, id,
+							   result);
 			idx_shard_key_check_refusal(ms->info, &reply, &error);
 			idx_report_reply_error(&reply, &error, ms->server->servername,
 								   psprintf("%s a document of collection \"%s\"",
@@ -804,19 +862,7 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 		}
 		PG_END_TRY();
 	}
-	if (bson_iter_init_find(&iter, &reply, "value") &&
-		BSON_ITER_HOLDS_DOCUMENT(&iter))
-	{
-		const uint8 *data;
-		uint32		len;
-		uint8	   *copy;
-
-		bson_iter_document(&iter, &len, &data);
-		copy = palloc(len);
-		memcpy(copy, data, len);
-		result = palloc(sizeof(bson_t));
-		bson_init_static(result, copy, len);
-	}
+	result = reply_value(&reply);
 	bson_destroy(&reply);
 	return result;
 }

@@ -46,6 +46,7 @@
 #include "document.h"
 #include "index_entry.h"
 #include "modify_int.h"
+#include "mongo_limits.h"
 #include "scan.h"
 #include "shard_key.h"
 #include "xact.h"
@@ -69,6 +70,7 @@ typedef struct IdxModifyBatch
 	int			n;
 	BatchRow   *rows;
 	bool		entries_change; /* can entries change (steps 1, 2, 4)? */
+	int64		id_bytes;		/* of the rows' _ids, for the $in filters */
 } IdxModifyBatch;
 
 /*
@@ -139,7 +141,9 @@ in_batch(IdxModifyBatch *b, const bson_t *id)
 
 /*
  * Add a row to the batch; write the batch when it is full.  A second
- * change of a fact already in the batch writes the batch first.
+ * change of a fact already in the batch writes the batch first, as does a
+ * row whose _id would take the batch's {$in: [...]} filters (step 1, and
+ * the deleteMany of step 3) past IDX_IN_LIST_MAX_BYTES.
  */
 void
 idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
@@ -166,7 +170,8 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 	}
 	shard = idx_modify_target_shard_key(ms, planSlot);
 	idx_check_append(BSON_APPEND_VALUE(&iddoc, "_id", &id));
-	if (in_batch(b, &iddoc))
+	if (in_batch(b, &iddoc) ||
+		b->id_bytes + iddoc.len > IDX_IN_LIST_MAX_BYTES)
 		idx_modify_batch_flush(ms);
 
 	oldcxt = MemoryContextSwitchTo(b->cxt);
@@ -177,6 +182,7 @@ idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 		? ExecCopySlotHeapTuple(slot) : NULL;
 	row->update = update ? idx_bson_pcopy(update) : NULL;
 	MemoryContextSwitchTo(oldcxt);
+	b->id_bytes += iddoc.len;
 	bson_destroy(&iddoc);
 	if (row->update)
 		idx_check_document_size(row->update,
@@ -459,5 +465,6 @@ idx_modify_batch_flush(IdxModifyState *ms)
 		idx_writer_delete_old(ms->writer, session);
 	MemoryContextSwitchTo(oldcxt);
 	b->n = 0;
+	b->id_bytes = 0;
 	MemoryContextReset(b->cxt);
 }

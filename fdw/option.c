@@ -33,6 +33,7 @@
 #include "utils/rel.h"
 
 #include "document.h"
+#include "mongo_limits.h"
 #include "option.h"
 #include "shard_key.h"
 #include "trust.h"
@@ -401,6 +402,27 @@ idx_column_field(Oid relid, AttrNumber attnum)
 }
 
 /*
+ * mongod refuses a namespace "<database>.<collection>" over 255 bytes
+ * (InvalidNamespace); say so before any command is sent.
+ */
+static void
+check_namespace(const IdxTableInfo *info)
+{
+	int			nslen = (int) (strlen(info->database) + 1 +
+							   strlen(info->collection));
+
+	if (nslen > IDX_MAX_NAMESPACE_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("the MongoDB namespace of foreign table \"%s\" is too long (%d bytes)",
+						info->relname, nslen),
+				 errdetail("Database \"%s\" and collection \"%s\" make \"<database>.<collection>\" longer than the %d bytes MongoDB allows.",
+						   info->database, info->collection,
+						   IDX_MAX_NAMESPACE_BYTES),
+				 errhint("Choose a shorter collection or database name.")));
+}
+
+/*
  * Build the IdxTableInfo of a foreign table: namespace, per-column field
  * paths and the _id column.  Two columns mapping to the same field, or a
  * column mapped into _id's subfields while _id is also mapped, are allowed
@@ -425,6 +447,7 @@ idx_get_table_info(Oid relid)
 	info->database = val ? val : idx_server_database(server);
 	val = find_option(table->options, "collection");
 	info->collection = val ? val : info->relname;
+	check_namespace(info);
 	val = find_option(table->options, "fetch_size");
 	info->fetch_size = val ? parse_positive_int("fetch_size", val, 100000)
 		: idx_server_fetch_size(server);

@@ -25,6 +25,7 @@
 #include "utils/memutils.h"
 
 #include "connection.h"
+#include "mongo_limits.h"
 #include "xact.h"
 
 /* Attempts at commitTransaction while the result is unknown */
@@ -184,6 +185,7 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	{
 		if (!mongoc_client_session_start_transaction(x->session, NULL, &error))
 			idx_report_error(&error, servername, "starting a transaction");
+		idx_limits_note_txn_start(client, servername);
 		x->in_txn = true;
 		x->write_level = level;
 	}
@@ -260,6 +262,7 @@ idx_xact_forget_client(mongoc_client_t *client)
 {
 	IdxRemoteXact *x = find_xact(client);
 
+	idx_limits_forget_client(client);
 	if (x == NULL)
 		return;
 	if (x->session)
@@ -291,7 +294,8 @@ abort_remote(IdxRemoteXact *x)
 /*
  * Commit the MongoDB transaction, retrying while the outcome is unknown
  * (UnknownTransactionCommitResult), as MongoDB's drivers do.  Failure is
- * an ERROR, which makes the PostgreSQL COMMIT fail.
+ * an ERROR, which makes the PostgreSQL COMMIT fail; a write concern error
+ * that stays, or that no retry can satisfy, is "outcome unknown" (08007).
  */
 static void
 commit_remote(IdxRemoteXact *x)
@@ -311,12 +315,19 @@ commit_remote(IdxRemoteXact *x)
 			return;
 		}
 		if (attempt < IDX_COMMIT_ATTEMPTS &&
-			mongoc_error_has_label(&reply, "UnknownTransactionCommitResult"))
+			mongoc_error_has_label(&reply, "UnknownTransactionCommitResult") &&
+			!idx_write_concern_unsatisfiable(&error))
 		{
 			bson_destroy(&reply);
 			continue;
 		}
 		x->in_txn = false;
+		if (idx_is_write_concern_error(&error))
+		{
+			/* committed on the primary, not acknowledged: outcome unknown */
+			bson_destroy(&reply);
+			idx_report_commit_unknown(&error, x->servername);
+		}
 		{
 			/* keep the reply in palloc'd memory across the ereport */
 			uint8	   *data = palloc(reply.len);

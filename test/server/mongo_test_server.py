@@ -2,7 +2,8 @@
 """MongoDB-wire-compatible test server for the idxtable_fdw tests (stands in for mongod).
 
 Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--user NAME --password PW]
-                            [--log FILE] [--txn-lifetime SECONDS] [--dbpath DIR]
+                            [--log FILE] [--txn-lifetime SECONDS] [--txn-size-limit BYTES]
+                            [--dbpath DIR]
 With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
 With --dbpath every change is journaled in DIR before it is acknowledged, and replayed at the next start.
 The implementation lives in the idxmongo package next to this script.
@@ -32,7 +33,9 @@ def parse_args(argv):
     parser.add_argument("--password")
     parser.add_argument("--log", help="debug log of every command")
     parser.add_argument("--txn-lifetime", type=float, default=60.0,
-                        help="abort transactions idle this long (mongod's transactionLifetimeLimitSeconds)")
+                        help="abort transactions open this long (mongod's transactionLifetimeLimitSeconds)")
+    parser.add_argument("--txn-size-limit", type=int, default=0,
+                        help="fail a transaction writing more than this many bytes with TransactionTooLargeForCache")
     parser.add_argument("--dbpath", help="keep the data in this directory (a journal, replayed at start), so it "
                                          "survives the process being killed; without it the data lives in memory")
     args = parser.parse_args(argv)
@@ -49,6 +52,7 @@ def main(argv=None):
         server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath)
     except (OSError, RuntimeError) as exc:
         sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
+    server.txn_size_limit = args.txn_size_limit or None
     server.listen()
     if args.port_file:
         write_port_file(args.port_file, server.port)

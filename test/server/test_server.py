@@ -31,7 +31,8 @@ from bson.min_key import MinKey
 from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.son import SON
-from pymongo.errors import AutoReconnect, BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
+from pymongo.errors import (AutoReconnect, BulkWriteError, DuplicateKeyError, OperationFailure, WriteConcernError,
+                            WriteError)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_SCRIPT = os.path.join(HERE, "mongo_test_server.py")
@@ -70,7 +71,7 @@ def expect_error(code, fn, *args, **kwargs):
 class ServerProcess:
     """A server subprocess on a free port (--port 0 + --port-file), or on `port`; journaled with `dbpath`."""
 
-    def __init__(self, tmpdir, name, user=None, password=None, dbpath=None, port=0):
+    def __init__(self, tmpdir, name, user=None, password=None, dbpath=None, port=0, extra=()):
         self.port_file = os.path.join(tmpdir, name + ".port")
         self.log = os.path.join(tmpdir, name + ".log")
         if os.path.exists(self.port_file):
@@ -81,6 +82,7 @@ class ServerProcess:
             args += ["--user", user, "--password", password]
         if dbpath:
             args += ["--dbpath", dbpath]
+        args += list(extra)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.time() + 15
         while not os.path.exists(self.port_file):
@@ -125,9 +127,9 @@ class Env:
         self._auth = None
         self._big = None
 
-    def start(self, name, user=None, password=None, dbpath=None, port=0):
-        """Start another server instance."""
-        server = ServerProcess(self.tmpdir, name, user, password, dbpath, port)
+    def start(self, name, user=None, password=None, dbpath=None, port=0, extra=()):
+        """Start another server instance (`extra`: more command-line options)."""
+        server = ServerProcess(self.tmpdir, name, user, password, dbpath, port, extra)
         self.servers.append(server)
         return server
 
@@ -995,6 +997,124 @@ def test_retryable_write_error_label(env):
     check("errorLabels" not in add_error_labels("update", {"txnNumber": 1, "autocommit": False}, dict(wce)))
     check("errorLabels" not in add_error_labels("update", {"txnNumber": 1},
                                                 {"n": 1, "writeConcernError": {"code": 64}, "ok": 1.0}))
+
+
+# ---------------------------------------------------------------------------------------------- limits
+
+@test(own=True)
+def test_transaction_lifetime_counts_from_start(env):
+    server = env.start("lifetime", extra=["--txn-lifetime", "2"])
+    client = env.new_client(server.uri())
+    coll = client.t.life
+    check(client.admin.command("getParameter", 1, transactionLifetimeLimitSeconds=1)
+          ["transactionLifetimeLimitSeconds"] == 2)
+    with client.start_session() as session:
+        session.start_transaction()
+        started = time.time()
+        exc = None
+        for i in range(40):  # never idle for long: a busy transaction expires all the same
+            try:
+                coll.insert_one({"_id": i}, session=session)
+            except OperationFailure as error:
+                exc = error
+                break
+            time.sleep(0.25)
+        check(exc is not None and exc.code == 251, "a busy transaction outlived its lifetime: %s" % exc)
+        check(2 <= time.time() - started < 5, "aborted after the lifetime from its start")
+        check("TransientTransactionError" in exc.details.get("errorLabels", []))
+        expect_error(251, session.commit_transaction)
+    check(coll.count_documents({}) == 0, "the expired transaction's writes were rolled back")
+    server.stop()
+    env.servers.remove(server)
+
+
+@test(own=True)
+def test_transaction_size_limit(env):
+    server = env.start("txnsize", extra=["--txn-size-limit", "100000"])
+    client = env.new_client(server.uri())
+    coll = client.t.size
+    coll.insert_many([{"_id": i, "pad": "x" * 4000} for i in range(50)])  # no limit outside transactions
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.insert_many([{"_id": 100 + i, "pad": "y" * 4000} for i in range(20)], session=session)
+        try:
+            coll.insert_many([{"_id": 200 + i, "pad": "z" * 4000} for i in range(10)], session=session)
+            raise AssertionError("expected TransactionTooLargeForCache")
+        except OperationFailure as exc:
+            check(exc.code == 388, exc)
+            check("TransientTransactionError" not in exc.details.get("errorLabels", []),
+                  "not transient: retrying the same transaction hits the same limit")
+        expect_error(251, session.commit_transaction)
+    check(coll.count_documents({}) == 50, "the transaction was aborted")
+    server.stop()
+    env.servers.remove(server)
+
+
+@test(own=True)
+def test_documents_over_16_mib_refused(env):
+    coll = fresh(env, "big16")
+    big = "x" * (16 * 1024 * 1024 + 10)
+    header, body = raw_roundtrip(env.main.port, op_msg(
+        {"insert": "big16", "$db": "t"}, sequences=[("documents", [{"_id": 1, "a": big}])]))
+    reply = bson.decode(body[5:])
+    check(reply["ok"] == 1.0 and reply["n"] == 0 and reply["writeErrors"][0]["code"] == 2, reply)
+    check("object to insert too large" in reply["writeErrors"][0]["errmsg"])
+    header, body = raw_roundtrip(env.main.port, op_msg(
+        {"insert": "big16", "$db": "t"}, sequences=[("documents", [{"_id": 2, "a": big + "y" * 20000}])]))
+    reply = bson.decode(body[5:])
+    check(reply["ok"] == 0.0 and reply["code"] == 10334, reply)
+    coll.insert_one({"_id": 3, "a": "x" * (10 * 1024 * 1024)})
+    exc = expect_error(17419, coll.update_one, {"_id": 3}, {"$set": {"b": "y" * (7 * 1024 * 1024)}})
+    check("Resulting document after update is larger than 16777216" in str(exc))
+    expect_error(17419, coll.find_one_and_update, {"_id": 3}, {"$set": {"b": "y" * (7 * 1024 * 1024)}})
+    check(coll.find_one({"_id": 3}, {"b": 1}) == {"_id": 3} and coll.count_documents({}) == 1)
+    coll.drop()
+
+
+@test(own=True)
+def test_messages_over_48_mb_close_the_connection(env):
+    with socket.create_connection(("127.0.0.1", env.main.port), timeout=5) as sock:
+        sock.sendall(struct.pack("<iiii", 48000001, 1, 0, 2013))
+        check(sock.recv(16) == b"", "mongod closes the connection without a reply")
+    env.client.admin.command("ping")
+
+
+@test()
+def test_namespace_limit_255_bytes(env):
+    db = env.client.t
+    longest = "n" * (255 - len("t."))
+    db.drop_collection(longest)
+    db.create_collection(longest)
+    db[longest].insert_one({"_id": 1})
+    exc = expect_error(73, db.create_collection, longest + "n")
+    check("Fully qualified namespace is too long" in str(exc))
+    expect_error(73, db[longest + "n"].insert_one, {"_id": 1})
+    expect_error(73, db[longest + "n"].create_index, "a")
+    check(longest + "n" not in db.list_collection_names())
+    db.drop_collection(longest)
+
+
+@test()
+def test_fail_command_write_concern_error(env):
+    coll = fresh(env, "fpwce")
+    wce = {"code": 64, "codeName": "WriteConcernFailed", "errmsg": "waiting for replication timed out",
+           "errInfo": {"wtimeout": True}}
+    fail_point(env, {"times": 1}, failCommands=["insert"], writeConcernError=wce)
+    client = env.new_client(retryWrites=False)
+    try:
+        client.t.fpwce.insert_one({"_id": 1})
+        raise AssertionError("expected a WriteConcernError")
+    except WriteConcernError as exc:
+        check(exc.code == 64 and exc.details["errInfo"] == {"wtimeout": True}, exc.details)
+    check(coll.count_documents({}) == 1, "the command was executed")
+    fail_point(env, {"times": 2}, failCommands=["commitTransaction"], writeConcernError=wce)
+    with client.start_session() as session:
+        session.start_transaction()
+        client.t.fpwce.insert_one({"_id": 2}, session=session)
+        reply = client.admin.command("commitTransaction", session=session)
+        check(reply["ok"] == 1.0 and reply["writeConcernError"]["code"] == 64, reply)
+    check(coll.count_documents({}) == 2, "the transaction was committed")
+    fail_point(env, "off")
 
 
 # ---------------------------------------------------------------------------------------------- failpoints

@@ -4,7 +4,7 @@ in one place: every change to the store goes through a method here."""
 
 from bson.objectid import ObjectId
 
-from . import journal, sharding
+from . import journal, limits, sharding
 from .bsonkeys import REGEX, sort_key
 from .errors import MongoError, write_conflict
 from .query import ScanStats, execute
@@ -60,6 +60,8 @@ class Context:
         """The collection, created implicitly (and remembered by a transaction, to drop it on abort)."""
         if "$" in name or not name:
             raise MongoError(73, "Invalid collection name: %s" % name)
+        if self.coll(name) is None:
+            limits.check_namespace(self.db, name)
         coll, created = self.server.store.ensure(self.db, name, options)
         if created:
             if self.txn is not None:
@@ -107,6 +109,7 @@ class Context:
         idk = sort_key(doc["_id"])
         txns = self.server.txns
         txns.check_write(self.txn, coll, idk, doc)
+        limits.check_written(self, doc, self.name == "insert")
         try:
             coll.insert(doc)
         except DuplicateKey as exc:
@@ -123,6 +126,7 @@ class Context:
         idk = sort_key(old["_id"])
         txns = self.server.txns
         txns.check_write(self.txn, coll, idk, new)
+        limits.check_written(self, new, False)
         try:
             coll.replace(idk, new)
         except DuplicateKey as exc:

@@ -2,9 +2,10 @@
 
 Modes: "alwaysOn", "off", {times: N} (fire N times then turn off), {skip: N} (let N matching commands
 through, then fire every time). Data: failCommands, errorCode, closeConnection, errorLabels, appName,
-blockConnection/blockTimeMS. The handshake and configureFailPoint itself are never failed. errorLabels,
-when given (even empty), are the error's labels: the server adds none of its own (mongod's
-errorLabelsOverride).
+blockConnection/blockTimeMS, writeConcernError (the command runs, and its reply carries this document as
+its writeConcernError, with errorLabels if given, as mongod's failCommand does when there is no errorCode).
+The handshake and configureFailPoint itself are never failed. errorLabels, when given (even empty), are the
+error's labels: the server adds none of its own (mongod's errorLabelsOverride).
 
 Test-server extensions (mongod has no such field or mode):
 - `killServer: "before"` makes the server process exit at once (os._exit, status KILL_EXIT_STATUS) when
@@ -42,6 +43,7 @@ class FailCommand:
         self.error_code = data.get("errorCode")
         self.labels = data.get("errorLabels")  # None: the server's own labels
         self.kill = data.get("killServer")  # None, "before" or "after" (test-server extension)
+        self.write_concern_error = data.get("writeConcernError")
 
     def error(self):
         """The error reply MongoError, or None when the failpoint only blocks."""
@@ -50,6 +52,14 @@ class FailCommand:
         error = MongoError(int(self.error_code), "Failing command via 'failCommand' failpoint", labels=self.labels)
         error.fixed_labels = self.labels is not None
         return error
+
+    def add_write_concern_error(self, reply):
+        """Put the configured writeConcernError (and errorLabels) into the reply of the executed command."""
+        if self.write_concern_error is None or reply.get("ok") != 1.0:
+            return
+        reply["writeConcernError"] = dict(self.write_concern_error)
+        if self.labels:
+            reply["errorLabels"] = list(self.labels)
 
 
 class FailPoints:

@@ -9,7 +9,7 @@ import threading
 import time
 import traceback
 
-from . import cmd_admin, cmd_crud, sharding
+from . import cmd_admin, cmd_crud, limits, sharding
 from .auth import Authenticator
 from .context import Context
 from .cursors import CursorRegistry
@@ -65,6 +65,8 @@ class Server:
         self.commands = dict(cmd_crud.COMMANDS)
         self.commands.update(cmd_admin.COMMANDS)
         self.commands.update(sharding.COMMANDS)
+        self.commands.update(limits.COMMANDS)
+        self.txn_size_limit = None  # --txn-size-limit: bytes a transaction may write (limits.py)
         self.started = time.time()
         self.stop_event = threading.Event()
         self.conns_lock = threading.Lock()
@@ -161,6 +163,8 @@ class Server:
         started = time.monotonic()
         error = None
         try:
+            if request.oversize:
+                raise limits.too_large_in_message(request.oversize)
             reply = add_error_labels(name, cmd, self._dispatch(conn, request.db, name, cmd))
         except MongoError as exc:
             reply = exc.to_reply()
@@ -192,6 +196,8 @@ class Server:
             try:
                 ctx.retry = self.retryable.begin(ctx)
                 reply = self._execute(ctx, handler)
+                if failure is not None:
+                    failure.add_write_concern_error(reply)
                 return ctx.retry.annotate(reply) if ctx.retry is not None else reply
             finally:
                 if ctx.retry is not None:

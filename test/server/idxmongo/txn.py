@@ -5,8 +5,9 @@ TXN_WAIT_SECONDS, else WriteConflict with TransientTransactionError). Its writes
 shared store; the first time it touches a document the before-image (None for an insert) is recorded.
 Other sessions read before-images for touched documents (the "overlay"), so they never see uncommitted
 data, and their writes to touched documents or to unique keys the before-images hold fail with
-WriteConflict. Commit forgets the images; abort restores them. A transaction idle longer than its
-lifetime (MongoDB's transactionLifetimeLimitSeconds, 60 by default) is aborted by the reaper.
+WriteConflict. Commit forgets the images; abort restores them. A transaction open longer than its
+lifetime (MongoDB's transactionLifetimeLimitSeconds, 60 by default), counted from its start, is aborted by
+the reaper; its later commands get NoSuchTransaction (251, TransientTransactionError), as on mongod.
 
 With a journal (--dbpath), the transaction's changes are kept aside and journaled as one record at commit;
 an abort journals only the collections and indexes it leaves in place (see journal.surviving_creations).
@@ -38,6 +39,7 @@ class Transaction:
         self.created = set()  # namespaces the transaction created implicitly
         self.changes = []  # journal ops (with --dbpath), written at commit
         self.last_used = time.monotonic()
+        self.started = time.monotonic()  # the lifetime counts from here, as mongod's does
 
     def record(self, coll, idk, before):
         """Remember the before-image of a document the first time the transaction writes it."""
@@ -90,8 +92,9 @@ class TransactionManager:
                     self.abort(holder)
 
     def _expired(self, txn):
-        """Idle for longer than the transaction lifetime."""
-        return time.monotonic() - txn.last_used > self.lifetime
+        """Open for longer than the transaction lifetime, counted from its start whether it is busy or idle
+        (mongod's transactionLifetimeLimitSeconds)."""
+        return time.monotonic() - txn.started > self.lifetime
 
     def lookup(self, session_key, number):
         """The session's transaction with this number, still active; NoSuchTransaction/TransactionCommitted
@@ -158,7 +161,7 @@ class TransactionManager:
         self.end_sessions(list(self.sessions))
 
     def reap(self):
-        """Abort the active transaction if it has been idle past its lifetime (store lock held)."""
+        """Abort the active transaction if it has been open past its lifetime (store lock held)."""
         holder = self.active
         if holder is not None and holder.state == "active" and self._expired(holder):
             self.abort(holder)

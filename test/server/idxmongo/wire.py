@@ -9,6 +9,7 @@ import itertools
 import struct
 
 from .codec import decode, decode_all, encode
+from .limits import MAX_INTERNAL_SIZE, MAX_MESSAGE_SIZE
 
 OP_REPLY = 1
 OP_QUERY = 2004
@@ -34,6 +35,7 @@ class Request:
         self.db = db
         self.command = command
         self.more_to_come = more_to_come
+        self.oversize = None  # size of a BSON object over mongod's limit in the message, if any
 
 
 def _recv_exact(sock, n):
@@ -54,7 +56,7 @@ def read_request(sock):
     if header is None:
         return None
     length, request_id, _, opcode = _HEADER.unpack(header)
-    if length < 16 or length > 64 * 1024 * 1024:
+    if length < 16 or length > MAX_MESSAGE_SIZE:  # mongod closes the connection too
         raise ProtocolError("bad message length %d" % length)
     body = _recv_exact(sock, length - 16)
     if body is None:
@@ -92,14 +94,17 @@ def _parse_msg(request_id, body):
     pos = 4
     command = None
     sequences = []
+    oversize = None
     while pos < end:
         kind = body[pos]
         pos += 1
         size = struct.unpack_from("<i", body, pos)[0]
         if kind == 0:
             command = decode(body[pos:pos + size])
+            oversize = size if size > MAX_INTERNAL_SIZE else oversize
         elif kind == 1:
             ident, docs_start = _cstring(body, pos + 4)
+            oversize = _oversize_document(body, docs_start, pos + size) or oversize
             docs = decode_all(body[docs_start:pos + size])
             sequences.append((ident, docs))
         else:
@@ -109,7 +114,19 @@ def _parse_msg(request_id, body):
         raise ProtocolError("OP_MSG without a body section")
     for ident, docs in sequences:
         command.setdefault(ident, []).extend(docs)
-    return Request(request_id, OP_MSG, command.get("$db", "admin"), command, bool(flags & MORE_TO_COME))
+    request = Request(request_id, OP_MSG, command.get("$db", "admin"), command, bool(flags & MORE_TO_COME))
+    request.oversize = oversize
+    return request
+
+
+def _oversize_document(body, pos, end):
+    """The size of the first document of a sequence over mongod's BSON limit, or None."""
+    while pos + 4 <= end:
+        size = struct.unpack_from("<i", body, pos)[0]
+        if size > MAX_INTERNAL_SIZE:
+            return size
+        pos += max(size, 5)
+    return None
 
 
 def encode_reply(request, reply):

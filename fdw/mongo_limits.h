@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * mongo_limits.h
+ *		  MongoDB's limits: transaction lifetime and size, write concern
+ *		  errors, and the sizes of the commands the FDW builds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_MONGO_LIMITS_H
+#define IDXTABLE_MONGO_LIMITS_H
+
+#include <mongoc/mongoc.h>
+
+/*
+ * The most bytes of values one {$in: [...]} list the FDW builds may hold
+ * before it is cut into another command.  A command document may not pass
+ * 16 MiB (BSONObjMaxUserSize, plus 16 KiB for the command's own fields);
+ * half of that leaves room for the rest of the filter and for the one value
+ * that crosses the mark.
+ */
+#define IDX_IN_LIST_MAX_BYTES	(8 * 1024 * 1024)
+
+/* mongod's longest namespace, "database.collection", in bytes */
+#define IDX_MAX_NAMESPACE_BYTES 255
+
+/* Note that a MongoDB transaction starts now on this client */
+extern void idx_limits_note_txn_start(mongoc_client_t *client,
+									  const char *servername);
+
+/* Forget a client about to be destroyed */
+extern void idx_limits_forget_client(mongoc_client_t *client);
+
+/*
+ * Raise the ERROR for a failure that is one of MongoDB's limits: the
+ * transaction's lifetime or size, or a write concern that was not met.
+ * Returns if the error is none of these.
+ */
+extern void idx_limits_check_error(const bson_error_t *error,
+								   const char *server, const char *what);
+
+/* Is this a writeConcernError (the write was made, not acknowledged)? */
+extern bool idx_is_write_concern_error(const bson_error_t *error);
+
+/* Is it one that a retry cannot satisfy (spec: no retry of the commit)? */
+extern bool idx_write_concern_unsatisfiable(const bson_error_t *error);
+
+/* Raise the ERROR for a commit whose outcome MongoDB left unknown */
+extern void idx_report_commit_unknown(const bson_error_t *error,
+									  const char *server) pg_attribute_noreturn();
+
+#endif							/* IDXTABLE_MONGO_LIMITS_H */
