@@ -9,6 +9,7 @@ from .context import prepare_insert
 from .errors import MongoError, bad_value
 from .mockops import LookupDatabase, apply_update, is_operator_update, project, run_stages, upsert_document
 from .query import choose_plan
+from .txnrules import check_pipeline
 
 
 def _name_arg(ctx):
@@ -145,7 +146,7 @@ def cmd_insert(ctx):
             n += 1
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
-            if ordered:
+            if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
                 break
     return _write_reply(n, errors)
 
@@ -213,7 +214,7 @@ def cmd_update(ctx):
             modified += changed
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
-            if ordered:
+            if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
                 break
     extra = {"nModified": modified}
     if upserted:
@@ -236,7 +237,7 @@ def cmd_delete(ctx):
                 n += 1
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
-            if ordered:
+            if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
                 break
     return _write_reply(n, errors)
 
@@ -362,6 +363,8 @@ def cmd_aggregate(ctx):
     if cmd.get("explain"):
         raise MongoError(115, "aggregate explain is not supported by the test server")
     _check_collation(cmd)
+    if ctx.txn is not None:
+        check_pipeline(pipeline)
     coll = ctx.coll(name)
     if pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
         docs, rest = _coll_stats_stage(ctx, coll, pipeline[0]["$collStats"] or {}), pipeline[1:]

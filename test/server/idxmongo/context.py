@@ -33,9 +33,14 @@ class Context:
         """The collection `name` of the command's database, or None."""
         return self.server.store.get(self.db, name)
 
+    def note_write(self):
+        """Advance the cluster clock for a change: the reply's operationTime is the last change's time."""
+        self.conn.op_time = self.server.clock.tick()
+
     def record_change(self, make_op, *args):
         """Record a change for the journal (only with --dbpath): with this command's changes, or with its
-        transaction's, which are journaled at commit."""
+        transaction's, which are journaled at commit. Every change to the store passes here."""
+        self.note_write()
         if self.server.journal is None:
             return
         journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
@@ -48,6 +53,7 @@ class Context:
         if created:
             if self.txn is not None:
                 self.txn.created.add((self.db, name))
+                self.txn.namespaces.add((self.db, name))
             self.record_change(journal.create_op, coll)
         return coll
 
@@ -81,6 +87,8 @@ class Context:
             return []
         if not isinstance(filt or {}, dict):
             raise MongoError(2, "filter must be an object")
+        if self.txn is not None:
+            self.txn.namespaces.add((coll.db, coll.name))  # a read takes an intent lock too
         return execute(coll, filt, sort, skip, limit, self.overlay(coll), self.stats, plan, hint)
 
     def insert_doc(self, coll, doc):

@@ -29,13 +29,16 @@ class FailCommand:
         self.block_seconds = (data.get("blockTimeMS", 0) / 1000.0) if data.get("blockConnection") else 0.0
         self.error_code = data.get("errorCode")
         self.labels = list(data.get("errorLabels") or [])
+        self.labels_given = "errorLabels" in data  # given labels replace mongod's own (even when empty)
         self.kill = data.get("killServer")  # None, "before" or "after" (test-server extension)
 
     def error(self):
         """The error reply MongoError, or None when the failpoint only blocks."""
         if self.error_code is None:
             return None
-        return MongoError(int(self.error_code), "Failing command via 'failCommand' failpoint", labels=self.labels)
+        error = MongoError(int(self.error_code), "Failing command via 'failCommand' failpoint", labels=self.labels)
+        error.fixed_labels = self.labels_given
+        return error
 
 
 class FailPoints:
