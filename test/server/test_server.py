@@ -1112,6 +1112,38 @@ def test_ddl_waits_for_transaction_locks(env):
 
 
 @test(own=True)
+def test_ddl_waits_until_transaction_expires(env):
+    port_file = os.path.join(env.tmpdir, "lifetime.port")
+    proc = subprocess.Popen([PYTHON, SERVER_SCRIPT, "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,
+                             "--txn-lifetime", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 15
+        while not os.path.exists(port_file) and time.time() < deadline:
+            time.sleep(0.05)
+        with open(port_file) as f:
+            client = env.new_client("mongodb://127.0.0.1:%d/?replicaSet=rs0" % int(f.read()))
+        coll = client.t.expiring
+        coll.insert_one({"_id": 0})
+        session = client.start_session()
+        session.start_transaction()
+        coll.insert_one({"_id": 1}, session=session)
+        started = time.time()
+        client.t.command("create", "created_meanwhile")  # create takes no exclusive lock: no wait
+        check(time.time() - started < 0.5, "create does not wait")
+        client.t.command("drop", "expiring")  # waits until the idle transaction is aborted (2 s)
+        waited = time.time() - started
+        check(2 <= waited < 6, "the drop waited %.1f s" % waited)
+        exc = expect_error(251, session.commit_transaction)
+        check(exc.has_error_label("TransientTransactionError"))
+        check("expiring" not in client.t.list_collection_names())
+        session.end_session()
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@test(own=True)
 def test_cluster_time_and_operation_time(env):
     fresh(env, "ctime")
     raw = RawSession(env)
