@@ -1090,6 +1090,9 @@ def test_ddl_waits_for_transaction_locks(env):
         exc = expect_error(50, other.t.command, "dropIndexes", "txdl", index="a_1", maxTimeMS=300)
         check(exc.details["codeName"] == "MaxTimeMSExpired")
         coll.insert_one({"_id": 2}, session=session)  # the transaction's own statements go on
+        started = time.time()
+        other.t.command("createIndexes", "txdl", indexes=[{"key": {"a": 1}, "name": "a_1"}])
+        check(time.time() - started < 0.5, "a createIndexes of existing indexes does not wait")
         session.commit_transaction()
         drop["thread"].join(10)
     check("error" not in drop and drop["seconds"] >= 0.5, drop)

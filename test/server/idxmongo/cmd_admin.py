@@ -209,8 +209,8 @@ def cmd_create_indexes(ctx):
     if not isinstance(raw_specs, list) or not raw_specs:
         raise bad_value("Must specify at least one index to create")
     specs = [_index_spec(raw) for raw in raw_specs]
-    if ctx.txn is None:
-        _wait_for_transaction_locks(ctx, [name])
+    if ctx.txn is None and not _all_exist(ctx.coll(name), specs):
+        _wait_for_transaction_locks(ctx, [name])  # a no-op createIndexes takes no strong lock
     created = ctx.coll(name) is None
     if ctx.txn is not None and not created:
         _check_index_build_in_transaction(ctx, ctx.coll(name), specs)
@@ -227,6 +227,11 @@ def cmd_create_indexes(ctx):
         reply["note"] = "all indexes already exist"
     reply["ok"] = 1.0
     return reply
+
+
+def _all_exist(coll, specs):
+    """True if the collection exists and has every index of `specs` (85/86 on a conflicting one)."""
+    return coll is not None and all(_existing_equivalent(coll, spec) for spec in specs)
 
 
 def _check_index_build_in_transaction(ctx, coll, specs):

@@ -198,12 +198,11 @@ class Server:
             raise MongoError(59, "no such command: '%s'" % name)
         if self.auth is not None and conn.user is None and name not in cmd_admin.NO_AUTH_COMMANDS:
             raise MongoError(13, "command %s requires authentication" % name)
-        in_txn = txnrules.check_session_options(name, cmd)
+        in_txn = txnrules.check_session_options(cmd)
         failure = self.failpoints.check(name, conn.app_name)
         if failure is not None:
             self._fail_before(failure, name)
-        if in_txn:
-            txnrules.check_in_transaction(name, db, cmd)
+        txnrules.check_in_transaction(name, db, cmd, in_txn)
         if name not in OPCOUNTED_COMMANDS:
             self.counters["command"] += 1
         ctx = Context(self, conn, db, name, cmd, self._transaction_for(name, cmd))

@@ -50,9 +50,10 @@ def not_in_transaction(msg):
     return MongoError(263, msg)
 
 
-def check_session_options(name, cmd):
-    """Refuse the combinations of lsid, txnNumber, autocommit and startTransaction mongod refuses;
-    returns True when the command runs inside a multi-document transaction (autocommit: false)."""
+def check_session_options(cmd):
+    """Refuse the combinations of lsid, txnNumber, autocommit and startTransaction mongod refuses when it
+    reads them (before the failCommand failpoint); returns True when the command runs inside a
+    multi-document transaction (autocommit: false)."""
     has_lsid = isinstance(cmd.get("lsid"), dict) and "id" in cmd["lsid"]
     number = cmd.get("txnNumber")
     autocommit = cmd.get("autocommit")
@@ -69,18 +70,21 @@ def check_session_options(name, cmd):
         raise invalid("'startTransaction' field requires 'autocommit' field to also be specified")
     if start is not None and start is not True:
         raise invalid("Specifying startTransaction=false is not allowed.")
-    if number is not None and autocommit is None and name not in RETRYABLE_WRITE_COMMANDS:
-        raise MongoError(50768, "txnNumber may only be provided for multi-document transactions and retryable "
-                                "write commands. autocommit:false was not provided, and %s is not a retryable "
-                                "write command." % name)
     return autocommit is False
 
 
-def check_in_transaction(name, db, cmd):
-    """The checks mongod makes on a statement of a transaction before it checks out the session: the
-    command must be allowed in transactions, on an allowed database, with no writeConcern (except on
-    commit/abort) and a readConcern only on the first statement, at a level a transaction supports.
-    A refusal here neither starts nor aborts the transaction."""
+def check_in_transaction(name, db, cmd, in_txn):
+    """The checks mongod makes after the failCommand failpoint and before it checks out the session: a
+    txnNumber without autocommit only on a retryable write; in a transaction, the command must be allowed
+    in transactions, on an allowed database, with no writeConcern (except on commit/abort) and a
+    readConcern only on the first statement, at a level a transaction supports. A refusal here neither
+    starts nor aborts the transaction."""
+    if not in_txn:
+        if cmd.get("txnNumber") is not None and name not in RETRYABLE_WRITE_COMMANDS:
+            raise MongoError(50768, "txnNumber may only be provided for multi-document transactions and "
+                                    "retryable write commands. autocommit:false was not provided, and %s is "
+                                    "not a retryable write command." % name)
+        return
     start = cmd.get("startTransaction") is True
     if name == "count":
         raise not_in_transaction(COUNT_MESSAGE)
