@@ -1168,6 +1168,12 @@ def test_cluster_time_and_operation_time(env):
     check(raw.run("admin", {"ping": 1})["$clusterTime"]["clusterTime"] >= ahead, "gossip advances the clock")
     found = raw.run("t", {"find": "ctime", "readConcern": {"afterClusterTime": second["operationTime"]}})
     check(len(succeeded(found)["cursor"]["firstBatch"]) == 2)
+    future = Timestamp(ahead.time + 100, 1)
+    refused(raw.run("t", {"find": "ctime", "readConcern": {"afterClusterTime": future}}), 72,
+            "readConcern afterClusterTime value must not be greater than the current clusterTime")
+    gossiped = {"clusterTime": future, "signature": cluster["signature"]}  # unless gossiped with it
+    succeeded(raw.run("t", {"find": "ctime", "readConcern": {"afterClusterTime": future},
+                            "$clusterTime": gossiped}))
     with env.client.start_session() as session:  # pymongo gossips and keeps the times
         env.client.t.ctime.insert_one({"_id": 3}, session=session)
         check(session.cluster_time is not None and session.operation_time is not None)

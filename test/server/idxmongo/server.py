@@ -203,6 +203,7 @@ class Server:
         if failure is not None:
             self._fail_before(failure, name)
         txnrules.check_in_transaction(name, db, cmd, in_txn)
+        txnrules.check_cluster_time(cmd.get("readConcern"), self.clock.current())
         if name not in OPCOUNTED_COMMANDS:
             self.counters["command"] += 1
         ctx = Context(self, conn, db, name, cmd, self._transaction_for(name, cmd))

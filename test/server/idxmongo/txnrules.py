@@ -14,7 +14,10 @@ Sources (mongodb/mongo, 6.0 to 8.0; the rules are the same in these versions unl
   These checks run before the session is checked out, so a refused statement does not abort the
   transaction (jstests/core/txns/commands_not_allowed_in_txn.js, no_read_or_write_concerns_inside_txn.js).
 - db/error_labels.cpp isTransientTransactionError: the TransientTransactionError codes.
+- db/read_concern_mongod.cpp: afterClusterTime/atClusterTime must not be ahead of the cluster time.
 """
+
+from bson.timestamp import Timestamp
 
 from .errors import MongoError
 
@@ -118,6 +121,20 @@ def _check_read_concern(read_concern, start):
                       "order to run in a transaction")
     if "afterOpTime" in read_concern:
         raise invalid("The readConcern cannot specify 'afterOpTime' in a transaction")
+
+
+def check_cluster_time(read_concern, current):
+    """A readConcern afterClusterTime/atClusterTime later than the cluster clock (`current`, after the
+    command's own gossiped $clusterTime) is refused, as db/read_concern_mongod.cpp does; an earlier one
+    needs no wait here (this one-member set has applied every write)."""
+    if not isinstance(read_concern, dict):
+        return
+    for name in ("afterClusterTime", "atClusterTime"):
+        target = read_concern.get(name)
+        if isinstance(target, Timestamp) and target > current:
+            raise invalid("readConcern %s value must not be greater than the current clusterTime. Requested "
+                          "clusterTime: Timestamp(%d, %d); current clusterTime: Timestamp(%d, %d)"
+                          % (name, target.time, target.inc, current.time, current.inc))
 
 
 def check_pipeline(pipeline):
