@@ -87,11 +87,7 @@ def _wait_for_transaction_locks(ctx, names):
     it commits, aborts or expires; maxTimeMS bounds the wait (MaxTimeMSExpired, 50). The store lock is
     released while waiting, so other connections (and the transaction's own statements, which mongod
     grants on the locks the transaction already holds) go on."""
-    max_time = ctx.cmd.get("maxTimeMS")
-    deadline = None
-    if isinstance(max_time, (int, float)) and not isinstance(max_time, bool) and max_time > 0:
-        deadline = time.monotonic() + max_time / 1000.0
-    ctx.server.txns.wait_for_locks(ctx.txn, ctx.db, names, deadline)
+    ctx.server.txns.wait_for_locks(ctx.txn, ctx.db, names, ctx.deadline())
 
 
 def _txn_may_create(ctx, what):

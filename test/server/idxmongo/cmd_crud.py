@@ -136,6 +136,7 @@ def cmd_insert(ctx):
     cmd = ctx.cmd
     docs = cmd.get("documents") or []
     ordered = cmd.get("ordered", True)
+    ctx.wait_for_write_lock(_name_arg(ctx))
     coll = ctx.ensure_coll(_name_arg(ctx))
     n = 0
     errors = []
@@ -203,6 +204,7 @@ def cmd_update(ctx):
     cmd = ctx.cmd
     name = _name_arg(ctx)
     ordered = cmd.get("ordered", True)
+    ctx.wait_for_write_lock(name)
     n = modified = 0
     errors = []
     upserted = []
@@ -225,6 +227,7 @@ def cmd_update(ctx):
 def cmd_delete(ctx):
     """delete: each statement removes all matches (limit 0) or one (limit 1)."""
     cmd = ctx.cmd
+    ctx.wait_for_write_lock(_name_arg(ctx))
     coll = ctx.coll(_name_arg(ctx))
     ordered = cmd.get("ordered", True)
     n = 0
@@ -254,6 +257,7 @@ def cmd_find_and_modify(ctx):
         raise MongoError(9, "Cannot specify both an update and remove=true")
     if not remove and update is None:
         raise MongoError(9, "Either an update or remove=true must be specified")
+    ctx.wait_for_write_lock(name)
     coll = ctx.coll(name)
     docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1)
     if remove:

@@ -2,6 +2,8 @@
 helpers that every command uses, so transaction isolation, counters and the journal (--dbpath) are applied
 in one place: every change to the store goes through a method here."""
 
+import time
+
 from bson.objectid import ObjectId
 
 from . import journal
@@ -32,6 +34,18 @@ class Context:
     def coll(self, name):
         """The collection `name` of the command's database, or None."""
         return self.server.store.get(self.db, name)
+
+    def deadline(self):
+        """The command's maxTimeMS as a time.monotonic() deadline, or None."""
+        max_time = self.cmd.get("maxTimeMS")
+        if isinstance(max_time, (int, float)) and not isinstance(max_time, bool) and max_time > 0:
+            return time.monotonic() + max_time / 1000.0
+        return None
+
+    def wait_for_write_lock(self, name):
+        """Before a write command outside a transaction: queue behind a DDL waiting for the collection."""
+        if self.txn is None:
+            self.server.txns.wait_behind_ddl(self.db, name, self.deadline())
 
     def note_write(self):
         """Advance the cluster clock for a change: the reply's operationTime is the last change's time."""

@@ -70,6 +70,7 @@ class TransactionManager:
         self.journal = journal
         self.cond = threading.Condition()
         self.released = threading.Condition(store_lock)  # notified (store lock held) when a transaction ends
+        self.pending = {}  # (db, coll or None) -> number of DDL commands waiting for an exclusive lock on it
         self.active = None
         self.sessions = {}
 
@@ -135,11 +136,34 @@ class TransactionManager:
         holds a lock on the collections `names` of `db` (the whole database when None), as mongod's
         exclusive DDL lock request waits for the transaction's intent locks: until it commits, aborts or
         is aborted at the end of its lifetime by the reaper. MaxTimeMSExpired (50) at `deadline`
-        (time.monotonic(), None for no limit)."""
-        while True:
-            holder = self.active
-            if holder is None or holder is waiter_txn or holder.state != "active" or not holder.holds(db, names):
-                return
+        (time.monotonic(), None for no limit). While it waits, the request is pending: see wait_behind_ddl."""
+        keys = [(db, name) for name in names] if names is not None else [(db, None)]
+        for key in keys:
+            self.pending[key] = self.pending.get(key, 0) + 1
+        try:
+            self._wait_until(lambda: self._unlocked(waiter_txn, db, names), deadline)
+        finally:
+            for key in keys:
+                self.pending[key] -= 1
+                if not self.pending[key]:
+                    del self.pending[key]
+            self.released.notify_all()  # the queued writers run once this DDL's command has released the lock
+
+    def _unlocked(self, waiter_txn, db, names):
+        """No open transaction but the waiter's own holds the collections `names` of `db`."""
+        holder = self.active
+        return holder is None or holder is waiter_txn or holder.state != "active" or not holder.holds(db, names)
+
+    def wait_behind_ddl(self, db, name, deadline):
+        """A write outside a transaction waits (store lock held, released while waiting) while a DDL
+        command waits for an exclusive lock on the collection or its database: mongod queues a new intent
+        lock request behind an exclusive one, so the write runs after the DDL. Reads do not wait (they
+        take no collection lock on 5.0+), nor do a transaction's statements (granted on its own locks)."""
+        self._wait_until(lambda: (db, name) not in self.pending and (db, None) not in self.pending, deadline)
+
+    def _wait_until(self, ready, deadline):
+        """Wait on `released` until ready(); MaxTimeMSExpired (50) at `deadline` (None: no limit)."""
+        while not ready():
             timeout = 1.0
             if deadline is not None:
                 timeout = min(timeout, deadline - time.monotonic())
