@@ -4,9 +4,9 @@
  * Connects with the URI given as argv[1] (e.g.
  * mongodb://user:pw@127.0.0.1:PORT/?replicaSet=rs0&authSource=admin), pings,
  * inserts documents, reads them back through a cursor over several batches,
- * commits one transaction and aborts another.  Prints "c_smoke: ok" and exits 0
- * when every step behaves as with a real mongod; otherwise prints the failing
- * step and exits 1.
+ * commits one transaction and aborts another, and checks that a session keeps
+ * and gossips $clusterTime.  Prints "c_smoke: ok" and exits 0 when every step
+ * behaves as with a real mongod; otherwise prints the failing step and exits 1.
  *
  * Build: gcc c_smoke.c $(pkg-config --cflags --libs libmongoc-1.0)
  */
@@ -118,6 +118,62 @@ transaction(mongoc_client_t *client, mongoc_collection_t *coll, const char *tag,
 	mongoc_client_session_destroy(session);
 }
 
+/* The reply's $clusterTime seconds (0 when absent). */
+static uint32_t
+reply_cluster_seconds(const bson_t *reply)
+{
+	bson_iter_t iter;
+	uint32_t	t = 0,
+				i = 0;
+
+	if (bson_iter_init(&iter, reply) &&
+		bson_iter_find_descendant(&iter, "$clusterTime.clusterTime", &iter) &&
+		BSON_ITER_HOLDS_TIMESTAMP(&iter))
+		bson_iter_timestamp(&iter, &t, &i);
+	return t;
+}
+
+/* A session keeps the $clusterTime and operationTime of replies, and gossips its cluster time back:
+ * after advancing it by 1000 s, the server's next reply carries at least that time. */
+static void
+cluster_time(mongoc_client_t *client)
+{
+	bson_error_t error;
+	mongoc_client_session_t *session = mongoc_client_start_session(client, NULL, &error);
+	bson_t	   *ping = BCON_NEW("ping", BCON_INT32(1));
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_t	   *future;
+	const bson_t *kept;
+	static const uint8_t zero_hash[20];
+	uint32_t	t = 0,
+				i = 0;
+
+	if (!session || !mongoc_client_session_append(session, &opts, &error))
+		fail("start_session", &error);
+	if (!mongoc_client_command_with_opts(client, "admin", ping, NULL, &opts, &reply, &error))
+		fail("ping with session", &error);
+	bson_destroy(&reply);
+	kept = mongoc_client_session_get_cluster_time(session);
+	mongoc_client_session_get_operation_time(session, &t, &i);
+	if (!kept || t == 0)
+		fail("session keeps $clusterTime and operationTime", NULL);
+	future = BCON_NEW("clusterTime", BCON_TIMESTAMP(t + 1000, 1),
+					  "signature", "{",
+					  "hash", BCON_BIN(BSON_SUBTYPE_BINARY, zero_hash, sizeof(zero_hash)),
+					  "keyId", BCON_INT64(0), "}");
+	mongoc_client_session_advance_cluster_time(session, future);
+	if (!mongoc_client_command_with_opts(client, "admin", ping, NULL, &opts, &reply, &error))
+		fail("ping with advanced cluster time", &error);
+	if (reply_cluster_seconds(&reply) < t + 1000)
+		fail("$clusterTime gossiped back to the server", NULL);
+	bson_destroy(&reply);
+	bson_destroy(future);
+	bson_destroy(ping);
+	bson_destroy(&opts);
+	mongoc_client_session_destroy(session);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -135,6 +191,7 @@ main(int argc, char **argv)
 	if (!client)
 		fail("parse URI", NULL);
 	ping(client);
+	cluster_time(client);
 	coll = mongoc_client_get_collection(client, "c_smoke", "items");
 	if (!mongoc_collection_drop(coll, &error) && error.code != 26)
 		fail("drop", &error);

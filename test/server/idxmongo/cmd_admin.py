@@ -9,7 +9,7 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 
 from .cmd_crud import collection_stats
-from .errors import MongoError, bad_value, write_conflict
+from .errors import MongoError, bad_value
 from .matcher import compile_filter
 from .mockops import plain
 from .txn import no_such_transaction
@@ -81,13 +81,22 @@ def cmd_server_status(ctx):
     }
 
 
-def _guard_ddl(ctx, colls):
-    """DDL is refused inside a transaction and on collections an open transaction of another session wrote."""
-    if ctx.txn is not None:
-        raise MongoError(263, "Cannot run '%s' in a multi-document transaction." % ctx.name)
-    for coll in colls:
-        if ctx.overlay(coll):
-            raise write_conflict(False)
+def _wait_for_transaction_locks(ctx, names):
+    """DDL outside a transaction waits, as its exclusive lock request does on mongod, while an open
+    transaction of another session holds the collections `names` (the whole database when None): until
+    it commits, aborts or expires; maxTimeMS bounds the wait (MaxTimeMSExpired, 50). The store lock is
+    released while waiting, so other connections (and the transaction's own statements, which mongod
+    grants on the locks the transaction already holds) go on."""
+    ctx.server.txns.wait_for_locks(ctx.txn, ctx.db, names, ctx.deadline())
+
+
+def _txn_may_create(ctx, what):
+    """Explicit creation of a collection or an index in a transaction needs readConcern level local
+    (InvalidOptions, 72: jstests/core/txns/create_collection_and_index_read_concern... on mongod 4.4+;
+    the message is the test server's)."""
+    if ctx.txn is not None and ctx.txn.read_level != "local":
+        raise MongoError(72, "Cannot create %s in a multi-document transaction with readConcern level '%s': "
+                             "only 'local' is allowed" % (what, ctx.txn.read_level))
 
 
 def cmd_list_databases(ctx):
@@ -108,6 +117,7 @@ def cmd_list_databases(ctx):
 def cmd_create(ctx):
     """create: an explicit collection (NamespaceExists if it is there)."""
     name = ctx.cmd["create"]
+    _txn_may_create(ctx, "a collection")
     if ctx.coll(name) is not None:
         raise MongoError(48, "Collection %s.%s already exists." % (ctx.db, name))
     ctx.ensure_coll(name, {k: v for k, v in ctx.cmd.items()
@@ -118,17 +128,17 @@ def cmd_create(ctx):
 def cmd_drop(ctx):
     """drop: a collection and its indexes (NamespaceNotFound if missing, as mongod 6.0)."""
     name = ctx.cmd["drop"]
+    _wait_for_transaction_locks(ctx, [name])
     coll = ctx.coll(name)
     if coll is None:
         raise MongoError(26, "ns not found")
-    _guard_ddl(ctx, [coll])
     ctx.drop_coll(coll)
     return {"nIndexesWas": len(coll.indexes), "ns": coll.ns, "ok": 1.0}
 
 
 def cmd_drop_database(ctx):
     """dropDatabase."""
-    _guard_ddl(ctx, list(ctx.store.collections(ctx.db).values()))
+    _wait_for_transaction_locks(ctx, None)
     ctx.drop_db()
     return {"dropped": ctx.db, "ok": 1.0}
 
@@ -194,13 +204,16 @@ def cmd_create_indexes(ctx):
     raw_specs = ctx.cmd.get("indexes")
     if not isinstance(raw_specs, list) or not raw_specs:
         raise bad_value("Must specify at least one index to create")
-    if ctx.txn is None:
-        existing = ctx.coll(name)
-        _guard_ddl(ctx, [existing] if existing is not None else [])
+    specs = [_index_spec(raw) for raw in raw_specs]
+    if ctx.txn is None and not _all_exist(ctx.coll(name), specs):
+        _wait_for_transaction_locks(ctx, [name])  # a no-op createIndexes takes no strong lock
     created = ctx.coll(name) is None
+    if ctx.txn is not None and not created:
+        _check_index_build_in_transaction(ctx, ctx.coll(name), specs)
+    if ctx.txn is not None and created:
+        _txn_may_create(ctx, "an index")
     coll = ctx.ensure_coll(name)
     before = len(coll.indexes)
-    specs = [_index_spec(raw) for raw in raw_specs]
     for spec in specs:
         if not _existing_equivalent(coll, spec):
             ctx.add_index(coll, spec)
@@ -210,6 +223,26 @@ def cmd_create_indexes(ctx):
         reply["note"] = "all indexes already exist"
     reply["ok"] = 1.0
     return reply
+
+
+def _all_exist(coll, specs):
+    """True if the collection exists and has every index of `specs` (85/86 on a conflicting one)."""
+    return coll is not None and all(_existing_equivalent(coll, spec) for spec in specs)
+
+
+def _check_index_build_in_transaction(ctx, coll, specs):
+    """mongod builds indexes in a transaction only on a collection the transaction created and that is
+    still empty (create_indexes_cmd.cpp); requesting indexes that all exist already is fine."""
+    new = [spec for spec in specs if not _existing_equivalent(coll, spec)]
+    if not new:
+        return
+    if (ctx.db, coll.name) not in ctx.txn.created:
+        raise MongoError(263, "Cannot create new indexes on existing collection %s in a multi-document "
+                              "transaction." % coll.ns)
+    _txn_may_create(ctx, "an index")
+    if coll.docs:
+        raise MongoError(263, "Cannot create new indexes on non-empty collection %s in a multi-document "
+                              "transaction." % coll.ns)
 
 
 def cmd_list_indexes(ctx):
@@ -244,10 +277,10 @@ def _indexes_to_drop(coll, target):
 def cmd_drop_indexes(ctx):
     """dropIndexes (by name, names, key pattern or "*")."""
     name = ctx.cmd.get(ctx.name)
+    _wait_for_transaction_locks(ctx, [name])
     coll = ctx.coll(name)
     if coll is None:
         raise MongoError(26, "ns not found %s.%s" % (ctx.db, name))
-    _guard_ddl(ctx, [coll])
     was = len(coll.indexes)
     for index_name in _indexes_to_drop(coll, ctx.cmd.get("index")):
         if index_name == "_id_":
@@ -296,6 +329,7 @@ def cmd_commit_transaction(ctx):
     if txn.state == "active":
         ctx.server.txns.commit(txn)
         ctx.server.counters["totalCommitted"] += 1
+        ctx.note_write()
     return {"ok": 1.0}
 
 

@@ -11,6 +11,7 @@ from .mockops import LookupDatabase, apply_update, is_operator_update, project, 
 from .query import choose_plan
 from .sharding import check_delete, check_find_and_modify, check_shard_key_change, check_update
 from .retry import find_and_modify_retry
+from .txnrules import check_pipeline
 
 
 def _name_arg(ctx):
@@ -137,6 +138,7 @@ def cmd_insert(ctx):
     cmd = ctx.cmd
     docs = cmd.get("documents") or []
     ordered = cmd.get("ordered", True)
+    ctx.wait_for_write_lock(_name_arg(ctx))
     coll = ctx.ensure_coll(_name_arg(ctx))
     n = 0
     errors = []
@@ -151,7 +153,7 @@ def cmd_insert(ctx):
             ctx.record_outcome(i, {"n": 1})
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
-            if ordered:
+            if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
                 break
     return _write_reply(n, errors)
 
@@ -219,6 +221,7 @@ def cmd_update(ctx):
     cmd = ctx.cmd
     name = _name_arg(ctx)
     ordered = cmd.get("ordered", True)
+    ctx.wait_for_write_lock(name)
     n = modified = 0
     errors = []
     upserted = []
@@ -238,7 +241,7 @@ def cmd_update(ctx):
             _record_update(ctx, i, changed, upserted)
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
-            if ordered:
+            if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
                 break
     extra = {"nModified": modified}
     if upserted:
@@ -249,6 +252,7 @@ def cmd_update(ctx):
 def cmd_delete(ctx):
     """delete: each statement removes all matches (limit 0) or one (limit 1)."""
     cmd = ctx.cmd
+    ctx.wait_for_write_lock(_name_arg(ctx))
     coll = ctx.coll(_name_arg(ctx))
     ordered = cmd.get("ordered", True)
     n = 0
@@ -267,7 +271,7 @@ def cmd_delete(ctx):
                 ctx.record_outcome(i, {"n": 1})
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
-            if ordered:
+            if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
                 break
     return _write_reply(n, errors)
 
@@ -287,6 +291,7 @@ def cmd_find_and_modify(ctx):
     prior = ctx.previous_outcome(0)
     if prior is not None:
         return find_and_modify_retry(prior, cmd)
+    ctx.wait_for_write_lock(name)
     coll = ctx.coll(name)
     check_find_and_modify(coll, spec)
     docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1)
@@ -401,6 +406,8 @@ def cmd_aggregate(ctx):
     if cmd.get("explain"):
         raise MongoError(115, "aggregate explain is not supported by the test server")
     _check_collation(cmd)
+    if ctx.txn is not None:
+        check_pipeline(pipeline)
     coll = ctx.coll(name)
     if pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
         docs, rest = _coll_stats_stage(ctx, coll, pipeline[0]["$collStats"] or {}), pipeline[1:]

@@ -2,6 +2,8 @@
 helpers that every command uses, so transaction isolation, counters and the journal (--dbpath) are applied
 in one place: every change to the store goes through a method here."""
 
+import time
+
 from bson.objectid import ObjectId
 
 from . import journal, limits, sharding
@@ -49,9 +51,26 @@ class Context:
         """The collection `name` of the command's database, or None."""
         return self.server.store.get(self.db, name)
 
+    def deadline(self):
+        """The command's maxTimeMS as a time.monotonic() deadline, or None."""
+        max_time = self.cmd.get("maxTimeMS")
+        if isinstance(max_time, (int, float)) and not isinstance(max_time, bool) and max_time > 0:
+            return time.monotonic() + max_time / 1000.0
+        return None
+
+    def wait_for_write_lock(self, name):
+        """Before a write command outside a transaction: queue behind a DDL waiting for the collection."""
+        if self.txn is None:
+            self.server.txns.wait_behind_ddl(self.db, name, self.deadline())
+
+    def note_write(self):
+        """Advance the cluster clock for a change: the reply's operationTime is the last change's time."""
+        self.conn.op_time = self.server.clock.tick()
+
     def record_change(self, make_op, *args):
         """Record a change for the journal (only with --dbpath): with this command's changes, or with its
-        transaction's, which are journaled at commit."""
+        transaction's, which are journaled at commit. Every change to the store passes here."""
+        self.note_write()
         if self.server.journal is None:
             return
         journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
@@ -66,6 +85,7 @@ class Context:
         if created:
             if self.txn is not None:
                 self.txn.created.add((self.db, name))
+                self.txn.namespaces.add((self.db, name))
             self.record_change(journal.create_op, coll)
         return coll
 
@@ -101,6 +121,8 @@ class Context:
             return []
         if not isinstance(filt or {}, dict):
             raise MongoError(2, "filter must be an object")
+        if self.txn is not None:
+            self.txn.namespaces.add((coll.db, coll.name))  # a read takes an intent lock too
         return execute(coll, filt, sort, skip, limit, self.overlay(coll), self.stats, plan, hint)
 
     def insert_doc(self, coll, doc):

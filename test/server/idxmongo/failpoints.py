@@ -41,7 +41,8 @@ class FailCommand:
         self.close_connection = bool(close) and not self.close_after
         self.block_seconds = (data.get("blockTimeMS", 0) / 1000.0) if data.get("blockConnection") else 0.0
         self.error_code = data.get("errorCode")
-        self.labels = data.get("errorLabels")  # None: the server's own labels
+        self.labels = list(data.get("errorLabels") or [])
+        self.labels_given = "errorLabels" in data  # given labels replace mongod's own (even when empty)
         self.kill = data.get("killServer")  # None, "before" or "after" (test-server extension)
         self.write_concern_error = data.get("writeConcernError")
 
@@ -50,7 +51,7 @@ class FailCommand:
         if self.error_code is None:
             return None
         error = MongoError(int(self.error_code), "Failing command via 'failCommand' failpoint", labels=self.labels)
-        error.fixed_labels = self.labels is not None
+        error.fixed_labels = self.labels_given
         return error
 
     def add_write_concern_error(self, reply):

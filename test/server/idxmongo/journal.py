@@ -122,8 +122,8 @@ def add_op(ops, op):
 def surviving_creations(store, ops):
     """The collection and index creations among an aborted transaction's ops that the abort left in place.
 
-    Abort drops a collection the transaction created only when it is empty and has no other index, and it
-    never drops an index, so these stay in the store and must stay in the journal too.
+    Abort drops a collection the transaction created (with the indexes built on it) only when it is empty;
+    one another session wrote into stays in the store and must stay in the journal too.
     """
     kept = []
     for op in ops:

@@ -9,8 +9,9 @@ import threading
 import time
 import traceback
 
-from . import cmd_admin, cmd_crud, limits, sharding
+from . import cmd_admin, cmd_crud, limits, sharding, txnrules
 from .auth import Authenticator
+from .clusterclock import ClusterClock
 from .context import Context
 from .cursors import CursorRegistry
 from .errors import TRANSIENT, CloseConnection, MongoError, from_mongomock
@@ -42,6 +43,7 @@ class Connection:
         self.user = None
         self.sasl = None
         self.app_name = None
+        self.op_time = None  # cluster time of the current command's last write
 
 
 class Server:
@@ -59,6 +61,7 @@ class Server:
         self.txns = TransactionManager(self.store, self.lock, txn_lifetime, self.journal)
         self.retryable = RetryableWrites(self.txns, self.journal.sessions if self.journal else None)
         self.cursors = CursorRegistry()
+        self.clock = ClusterClock()
         self.failpoints = FailPoints()
         self.auth = Authenticator(user, password) if user else None
         self.counters = collections.Counter()
@@ -162,14 +165,17 @@ class Server:
         name = next(iter(cmd), "")
         started = time.monotonic()
         error = None
+        conn.op_time = None
+        self.clock.advance(cmd.get("$clusterTime"))
         try:
             if request.oversize:
                 raise limits.too_large_in_message(request.oversize)
             reply = add_error_labels(name, cmd, self._dispatch(conn, request.db, name, cmd))
         except MongoError as exc:
-            reply = exc.to_reply()
+            reply = self._labelled(exc, name, cmd).to_reply()
             if not exc.fixed_labels:
                 add_error_labels(name, cmd, reply)
+        self.clock.stamp(reply, conn.op_time)
         if reply.get("ok") != 1.0:
             error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
         elif reply.get("writeErrors"):
@@ -178,16 +184,35 @@ class Server:
                   (time.monotonic() - started) * 1000, " error=%s" % error if error else "")
         return reply
 
+    @staticmethod
+    def _labelled(exc, name, cmd):
+        """The error with mongod's TransientTransactionError label decided as db/error_labels.cpp does:
+        only on a statement of a transaction (txnNumber and autocommit present), by error code. Labels a
+        failCommand failpoint gave replace the computed ones, as on mongod."""
+        if getattr(exc, "fixed_labels", False):
+            return exc
+        labels = [label for label in exc.labels if label != TRANSIENT]
+        in_txn = cmd.get("txnNumber") is not None and cmd.get("autocommit") is not None
+        has_wc_error = "writeConcernError" in exc.extra
+        if in_txn and txnrules.is_transient(exc.code, name in txnrules.COMMIT_OR_ABORT, has_wc_error):
+            labels.insert(0, TRANSIENT)
+        exc.labels = labels
+        return exc
+
     def _dispatch(self, conn, db, name, cmd):
-        """Command lookup, authorization, failpoint, transaction binding, execution."""
+        """Command lookup, authorization, session options, failpoint, transaction rules and binding,
+        execution."""
         handler = self.commands.get(name)
         if handler is None:
             raise MongoError(59, "no such command: '%s'" % name)
         if self.auth is not None and conn.user is None and name not in cmd_admin.NO_AUTH_COMMANDS:
             raise MongoError(13, "command %s requires authentication" % name)
+        in_txn = txnrules.check_session_options(cmd)
         failure = self.failpoints.check(name, conn.app_name)
         if failure is not None:
             self._fail_before(failure, name)
+        txnrules.check_in_transaction(name, db, cmd, in_txn)
+        txnrules.check_cluster_time(cmd.get("readConcern"), self.clock.current())
         if name not in OPCOUNTED_COMMANDS:
             self.counters["command"] += 1
         ctx = Context(self, conn, db, name, cmd, self._transaction_for(name, cmd))
@@ -239,21 +264,19 @@ class Server:
         """
         if cmd.get("autocommit", True) is not False or name in cmd_admin.TXN_CONTROL_COMMANDS:
             return None
-        lsid = cmd.get("lsid")
-        number = cmd.get("txnNumber")
-        if not isinstance(lsid, dict) or "id" not in lsid or number is None:
-            raise MongoError(72, "transactions need lsid and txnNumber")
-        session_key = bytes(lsid["id"])
+        session_key = bytes(cmd["lsid"]["id"])  # check_session_options made sure of lsid and txnNumber
+        number = cmd["txnNumber"]
         self.retryable.check_transaction(session_key, number, bool(cmd.get("startTransaction")))
         if cmd.get("startTransaction"):
-            txn = self.txns.start(session_key, number)
+            txn = self.txns.start(session_key, number, (cmd.get("readConcern") or {}).get("level", "local"))
             self.counters["totalStarted"] += 1
             return txn
         return self.txns.lookup(session_key, number)
 
     def _execute(self, ctx, handler):
-        """Run the handler. Inside a transaction any error aborts it, and a write error is returned as a
-        command error, as mongod does."""
+        """Run the handler. Inside a transaction any error aborts it; a write error is returned as mongod's
+        write_ops_exec.cpp handleError does: a transient one (WriteConflict...) as a command error, any
+        other as the only entry of `writeErrors` in an ok:1 reply (the batch stops there, ordered or not)."""
         try:
             reply = handler(ctx)
         except MongoError:
@@ -269,9 +292,11 @@ class Server:
         if reply.get("writeErrors") and ctx.txn is not None:
             self._abort_on_error(ctx)
             first = dict(reply["writeErrors"][0])
-            first.pop("index", None)
-            code, errmsg = first.pop("code"), first.pop("errmsg")
-            raise MongoError(code, errmsg, labels=[TRANSIENT] if code == 112 else None, extra=first)
+            if txnrules.is_transient(first["code"], False):
+                first.pop("index", None)
+                code, errmsg = first.pop("code"), first.pop("errmsg")
+                raise MongoError(code, errmsg, extra=first)
+            reply["writeErrors"] = [first]
         return reply
 
     def _abort_on_error(self, ctx):

@@ -9,6 +9,10 @@ WriteConflict. Commit forgets the images; abort restores them. A transaction ope
 lifetime (MongoDB's transactionLifetimeLimitSeconds, 60 by default), counted from its start, is aborted by
 the reaper; its later commands get NoSuchTransaction (251, TransientTransactionError), as on mongod.
 
+A transaction holds the namespaces it read or wrote, as mongod's transaction holds intent locks on them
+until it ends: DDL on such a collection (or its database) from another session waits, with the store lock
+released, until the transaction commits, aborts or expires (see wait_for_locks).
+
 With a journal (--dbpath), the transaction's changes are kept aside and journaled as one record at commit;
 an abort journals only the collections and indexes it leaves in place (see journal.surviving_creations).
 """
@@ -30,9 +34,11 @@ def no_such_transaction(number):
 class Transaction:
     """One session's transaction: its number, state and before-images per namespace."""
 
-    def __init__(self, session_key, number):
+    def __init__(self, session_key, number, read_level="local"):
         self.session_key = session_key
         self.number = number
+        self.read_level = read_level  # the readConcern level of the first statement
+        self.namespaces = set()  # (db, coll) the transaction read or wrote: its "intent locks"
         self.state = "active"
         self.images = {}  # (db, coll) -> {id key: before-image or None}
         self.record_ids = {}  # (db, coll) -> {id key: record id of a document the transaction deleted}
@@ -44,6 +50,12 @@ class Transaction:
     def record(self, coll, idk, before):
         """Remember the before-image of a document the first time the transaction writes it."""
         self.images.setdefault((coll.db, coll.name), {}).setdefault(idk, before)
+        self.namespaces.add((coll.db, coll.name))
+
+    def holds(self, db, names):
+        """True if the transaction holds a lock on one of the collections `names` of `db` (on any of
+        its collections when `names` is None: a database-wide request, as dropDatabase makes)."""
+        return any(d == db and (names is None or n in names) for d, n in self.namespaces)
 
     def record_delete(self, coll, idk, record_id):
         """Remember where a deleted document stood in natural order, to put it back there on abort."""
@@ -59,10 +71,12 @@ class TransactionManager:
         self.lifetime = lifetime
         self.journal = journal
         self.cond = threading.Condition()
+        self.released = threading.Condition(store_lock)  # notified (store lock held) when a transaction ends
+        self.pending = {}  # (db, coll or None) -> number of DDL commands waiting for an exclusive lock on it
         self.active = None
         self.sessions = {}
 
-    def start(self, session_key, number):
+    def start(self, session_key, number, read_level="local"):
         """Begin a transaction (call without the store lock): wait for the slot, aborting an expired holder
         or this session's own older transaction."""
         current = self.sessions.get(session_key)
@@ -72,7 +86,7 @@ class TransactionManager:
         if current is not None and current.number == number:
             raise MongoError(251, "Transaction %s has already been started" % number, labels=[TRANSIENT])
         deadline = time.monotonic() + TXN_WAIT_SECONDS
-        txn = Transaction(session_key, number)
+        txn = Transaction(session_key, number, read_level)
         while True:
             with self.cond:
                 holder = self.active
@@ -113,11 +127,52 @@ class TransactionManager:
         return txn if txn is not None and txn.number == number else None
 
     def _release(self, txn):
-        """Free the slot held by `txn`."""
+        """Free the slot held by `txn` (store lock held) and wake the DDL waiting for its locks."""
         with self.cond:
             if self.active is txn:
                 self.active = None
             self.cond.notify_all()
+        self.released.notify_all()
+
+    def wait_for_locks(self, waiter_txn, db, names, deadline):
+        """Wait (store lock held, released while waiting) until no open transaction of another session
+        holds a lock on the collections `names` of `db` (the whole database when None), as mongod's
+        exclusive DDL lock request waits for the transaction's intent locks: until it commits, aborts or
+        is aborted at the end of its lifetime by the reaper. MaxTimeMSExpired (50) at `deadline`
+        (time.monotonic(), None for no limit). While it waits, the request is pending: see wait_behind_ddl."""
+        keys = [(db, name) for name in names] if names is not None else [(db, None)]
+        for key in keys:
+            self.pending[key] = self.pending.get(key, 0) + 1
+        try:
+            self._wait_until(lambda: self._unlocked(waiter_txn, db, names), deadline)
+        finally:
+            for key in keys:
+                self.pending[key] -= 1
+                if not self.pending[key]:
+                    del self.pending[key]
+            self.released.notify_all()  # the queued writers run once this DDL's command has released the lock
+
+    def _unlocked(self, waiter_txn, db, names):
+        """No open transaction but the waiter's own holds the collections `names` of `db`."""
+        holder = self.active
+        return holder is None or holder is waiter_txn or holder.state != "active" or not holder.holds(db, names)
+
+    def wait_behind_ddl(self, db, name, deadline):
+        """A write outside a transaction waits (store lock held, released while waiting) while a DDL
+        command waits for an exclusive lock on the collection or its database: mongod queues a new intent
+        lock request behind an exclusive one, so the write runs after the DDL. Reads do not wait (they
+        take no collection lock on 5.0+), nor do a transaction's statements (granted on its own locks)."""
+        self._wait_until(lambda: (db, name) not in self.pending and (db, None) not in self.pending, deadline)
+
+    def _wait_until(self, ready, deadline):
+        """Wait on `released` until ready(); MaxTimeMSExpired (50) at `deadline` (None: no limit)."""
+        while not ready():
+            timeout = 1.0
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    raise MongoError(50, "operation exceeded time limit")
+            self.released.wait(timeout)
 
     def commit(self, txn):
         """Make the transaction's writes permanent (store lock held): journaled as a unit."""
@@ -137,7 +192,7 @@ class TransactionManager:
                 coll.restore(images, txn.record_ids.get((db, name), {}))
         for db, name in txn.created:
             coll = self.store.get(db, name)
-            if coll is not None and not coll.docs and len(coll.indexes) == 1:
+            if coll is not None and not coll.docs:  # with the indexes the transaction built on it
                 self.store.drop(db, name)
         if self.journal is not None and txn.changes:
             kept = surviving_creations(self.store, txn.changes)
