@@ -153,6 +153,8 @@ def _legacy_command(value, key=None):
                 out[k] = {"$$sessionLsid": v}
             elif k in ("afterClusterTime", "recoveryToken") and v == 42:
                 out[k] = {"$$exists": True}
+            elif k == "updates" and isinstance(v, list):
+                out[k] = [_legacy_update_statement(u) for u in v]
             elif k == "getMore" and v in (42, Int64(42)):
                 out[k] = {"$$type": ["int", "long"]}
             else:
@@ -161,6 +163,15 @@ def _legacy_command(value, key=None):
     if isinstance(value, list):
         return [_legacy_command(v) for v in value]
     return value
+
+
+def _legacy_update_statement(stmt):
+    """An expected update statement; a driver may send multi/upsert at their defaults (false), as the
+    specifications' own conversion of these files to the unified format allows."""
+    out = _legacy_command(stmt)
+    for key in ("multi", "upsert"):
+        out.setdefault(key, {"$$unsetOrMatches": False})
+    return out
 
 
 def _legacy_error(result, op_error):

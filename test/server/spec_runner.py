@@ -28,7 +28,7 @@ import pymongo
 from bson import json_util
 from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions
-from pymongo import monitoring
+from pymongo import client_session, monitoring
 from pymongo.client_session import TransactionOptions
 from pymongo.errors import (BulkWriteError, ConfigurationError, ConnectionFailure, InvalidOperation,
                             OperationFailure, PyMongoError)
@@ -56,6 +56,11 @@ CODE_NAMES = {11000: "DuplicateKey", 112: "WriteConflict", 251: "NoSuchTransacti
               263: "OperationNotSupportedInTransaction", 50: "MaxTimeMSExpired", 24: "LockTimeout"}
 
 
+# withTransaction retries for 120 s (the convenient API's limit); no test here depends on that limit,
+# and a test that fails by retrying should not take two minutes.
+client_session._WITH_TRANSACTION_RETRY_TIME_LIMIT = 10
+
+
 class Skip(Exception):
     """A test or file this runner or the test server cannot run; the message is the reason."""
 
@@ -70,6 +75,9 @@ SKIP_RULES = [
      "needs mongod's internal failpoint onPrimaryTransactionalWrite (the test server has failCommand only)"),
     (lambda t: _uses(t, '"failGetMoreAfterCursorCheckout"'),
      "needs mongod's internal failpoint failGetMoreAfterCursorCheckout (the test server has failCommand only)"),
+    (lambda t: _uses(t, "read preference in a transaction must be primary"),
+     "expects the driver to refuse a secondary read preference in a transaction: pymongo 3.11 selects a "
+     "secondary first, and the test server's one-member replica set has none"),
     (lambda t: _uses(t, '"mapReduce"'), "mapReduce is not implemented by the test server"),
     (lambda t: _uses(t, '"estimatedDocumentCount"'), "estimatedDocumentCount: not implemented by this runner"),
 ]
@@ -197,9 +205,9 @@ def write_concern(doc):
 
 
 def read_preference(doc):
-    mode = doc["mode"]
-    name = {"primary": "PRIMARY", "primaryPreferred": "PRIMARY_PREFERRED", "secondary": "SECONDARY",
-            "secondaryPreferred": "SECONDARY_PREFERRED", "nearest": "NEAREST"}[mode]
+    mode = doc["mode"].lower()  # the legacy files capitalise it
+    name = {"primary": "PRIMARY", "primarypreferred": "PRIMARY_PREFERRED", "secondary": "SECONDARY",
+            "secondarypreferred": "SECONDARY_PREFERRED", "nearest": "NEAREST"}[mode]
     return getattr(ReadPreference, name)
 
 
@@ -304,6 +312,13 @@ class Runner:
         return None
 
     # -- setup ----------------------------------------------------------------------------------------
+    def kill_all_sessions(self):
+        """Abort the transactions a previous test left open (a failpoint can make its abort fail)."""
+        try:
+            self.internal.admin.command({"killAllSessions": []})
+        except OperationFailure:
+            pass
+
     def load_initial_data(self, initial):
         """initialData: drop each collection, create it, insert its documents (majority write concern)."""
         for coll in initial or []:
@@ -338,6 +353,7 @@ class Runner:
         reason = self.requirement_reason(test.get("runOnRequirements"))
         if reason:
             raise Skip(reason)
+        self.kill_all_sessions()
         self.load_initial_data(doc.get("initialData"))
         entities = Entities(self.uri)
         try:
@@ -358,8 +374,9 @@ class Runner:
             entities.close()
         self.check_outcome(test.get("outcome"))
 
-    def run_operation(self, entities, op):
-        """Execute one operation and check expectError / expectResult; saveResultAsEntity."""
+    def run_operation(self, entities, op, propagate=False):
+        """Execute one operation and check expectError / expectResult; saveResultAsEntity. With
+        `propagate` (inside a withTransaction callback) an error is raised again once checked."""
         result, exc = None, None
         try:
             result = self.execute(entities, op)
@@ -367,14 +384,16 @@ class Runner:
             raise
         except (PyMongoError, ValueError, TypeError) as err:
             exc = err
-        if op.get("ignoreResultAndError"):
-            return
-        if "expectError" in op:
+        ignore = op.get("ignoreResultAndError")
+        if "expectError" in op and not ignore:
             check_error(op["expectError"], exc)
-            return
-        if exc is not None:
+        elif exc is not None and not ignore and not propagate:
             raise MatchError("%s raised %r" % (op["name"], exc))
-        if "expectResult" in op:
+        if exc is not None:
+            if propagate:
+                raise exc
+            return
+        if "expectResult" in op and not ignore:
             match(op["expectResult"], result, entities, root=True, path=op["name"])
         if "saveResultAsEntity" in op:
             entities.map[op["saveResultAsEntity"]] = result
@@ -502,6 +521,7 @@ class Runner:
 def session_op(runner, entities, session, name, args):
     """startTransaction, commitTransaction, abortTransaction, withTransaction, endSession."""
     args.pop("session", None)
+    args.update(args.pop("options", None) or {})  # legacy: {options: {readConcern, ...}}
     if name == "startTransaction":
         return session.start_transaction(**txn_options(args))
     if name == "commitTransaction":
@@ -515,14 +535,17 @@ def session_op(runner, entities, session, name, args):
 
         def callback(_session):
             for op in callback_ops:
-                runner.run_operation(entities, op)
+                runner.run_operation(entities, op, propagate=True)
         return session.with_transaction(callback, **txn_options(args))
     raise Skip("session operation %s is not supported by this runner" % name)
 
 
 def _request(model):
     """A bulkWrite request of the CRUD spec as a pymongo write model."""
-    (kind, a), = model.items()
+    if "name" in model:  # legacy format: {name, arguments}
+        kind, a = model["name"], model["arguments"]
+    else:
+        (kind, a), = model.items()
     if kind == "insertOne":
         return InsertOne(a["document"])
     if kind in ("updateOne", "updateMany"):
@@ -568,11 +591,12 @@ def _find_kwargs(args):
 def collection_op(coll, name, args):
     """The CRUD operations the transactions and retryable-writes tests use, with their spec results."""
     session = args.get("session")
+    args.update(args.pop("options", None) or {})  # legacy: insertMany/bulkWrite {options: {ordered}}
     if name == "insertOne":
         return {"insertedId": coll.insert_one(args["document"], session=session).inserted_id}
     if name == "insertMany":
         res = coll.insert_many(args["documents"], ordered=args.get("ordered", True), session=session)
-        return {"insertedIds": dict(enumerate(res.inserted_ids))}
+        return {"insertedIds": {str(i): v for i, v in enumerate(res.inserted_ids)}}
     if name in ("updateOne", "updateMany", "replaceOne"):
         kw = _find_kwargs(args)
         fn = {"updateOne": coll.update_one, "updateMany": coll.update_many, "replaceOne": coll.replace_one}[name]
@@ -595,7 +619,7 @@ def collection_op(coll, name, args):
         kw = _find_kwargs(args)
         return list(coll.find(kw.pop("filter", {}), **kw))
     if name == "aggregate":
-        kw = {"batchSize": args["batchSize"]} if "batchSize" in args else {}
+        kw = {k: args[k] for k in ("batchSize", "maxTimeMS", "allowDiskUse") if k in args}
         return list(coll.aggregate(args["pipeline"], session=session, **kw))
     if name == "countDocuments":
         return coll.count_documents(args.get("filter", {}), session=session)
@@ -611,11 +635,11 @@ def collection_op(coll, name, args):
 def _bulk_write(coll, args, session):
     requests = [_request(r) for r in args["requests"]]
     res = coll.bulk_write(requests, ordered=args.get("ordered", True), session=session)
-    inserted = {i: r._doc["_id"] for i, r in enumerate(requests) if isinstance(r, InsertOne)}
+    inserted = {str(i): r._doc["_id"] for i, r in enumerate(requests) if isinstance(r, InsertOne)}
     return {"insertedCount": res.inserted_count, "matchedCount": res.matched_count,
             "modifiedCount": res.modified_count, "deletedCount": res.deleted_count,
             "upsertedCount": res.upserted_count, "insertedIds": inserted,
-            "upsertedIds": dict(res.upserted_ids or {})}
+            "upsertedIds": {str(i): v for i, v in (res.upserted_ids or {}).items()}}
 
 
 def database_op(db, name, args):
