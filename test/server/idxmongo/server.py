@@ -19,6 +19,7 @@ from .journal import Journal
 from .storage import Store
 from .txn import TransactionManager
 from .wire import ProtocolError, encode_reply, read_request
+from .writeconcern import add_write_concern_error
 
 LOG = logging.getLogger("idxmongo")
 
@@ -159,6 +160,7 @@ class Server:
         error = None
         try:
             reply = self._dispatch(conn, request.db, name, cmd)
+            add_write_concern_error(name, cmd, reply)
         except MongoError as exc:
             reply = exc.to_reply()
         if reply.get("ok") != 1.0:
