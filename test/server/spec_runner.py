@@ -14,6 +14,7 @@ Without --uri a fresh test server is started on a free port. SUBSTRING selects t
 """
 
 import argparse
+import copy
 import glob
 import os
 import signal
@@ -28,6 +29,7 @@ import pymongo
 from bson import json_util
 from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions
+from bson.int64 import Int64
 from pymongo import client_session, common, monitoring
 from pymongo.client_session import TransactionOptions
 from pymongo.errors import (BulkWriteError, ConfigurationError, ConnectionFailure, InvalidOperation,
@@ -43,8 +45,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_SCRIPT = os.path.join(HERE, "mongo_test_server.py")
 DEFAULT_DIR = os.path.join(HERE, "spec-tests")
 SCHEMA_MAX = (1, 4)
-SERVER_VERSION = (6, 0, 0)  # what the test server's buildInfo reports (idxmongo/cmd_admin.py)
-TOPOLOGY = "replicaset"     # hello: a one-member replica set rs0
 CODEC = CodecOptions(document_class=dict, uuid_representation=UuidRepresentation.UNSPECIFIED)
 FILES = ["transactions/legacy/*.json", "transactions/unified/*.json", "with_transaction/*.json",
          "retryable_writes/*.json", "unified/poc-transactions*.json", "unified/poc-retryable-writes.json"]
@@ -154,6 +154,7 @@ class Entities:
                 raise Skip("client option %s is not supported by this runner" % key)
         listener = Listener(body.get("ignoreCommandMonitoringEvents") or ())
         listener.observe = set(body.get("observeEvents") or ())
+        opts.setdefault("socketTimeoutMS", 30000)  # no operation waits for ever
         client = pymongo.MongoClient(self.uri, event_listeners=[listener], uuidRepresentation="unspecified",
                                      serverSelectionTimeoutMS=5000, **opts)
         self.map[body["id"]] = client
@@ -287,6 +288,7 @@ class Runner:
         self.internal = internal
         self.deadline = deadline
         self.failpoints = []
+        self.version, self.topology = self.describe_server()
         self.server_wce = self.probe_write_concern_error()
 
     def probe_write_concern_error(self):
@@ -306,30 +308,41 @@ class Runner:
             self.internal.drop_database("spec_runner_probe")
 
     # -- requirements ---------------------------------------------------------------------------------
-    @staticmethod
-    def requirement_reason(reqs):
+    def describe_server(self):
+        """(version tuple, topology) of the server, from buildInfo and hello; the test server says 6.0.0
+        and a one-member replica set (idxmongo/cmd_admin.py)."""
+        version = tuple(self.internal.admin.command("buildInfo")["versionArray"][:3])
+        hello = self.internal.admin.command("isMaster")
+        if hello.get("msg") == "isdbgrid":
+            topology = "sharded"
+        elif hello.get("setName"):
+            topology = "replicaset"
+        else:
+            topology = "single"
+        return version, topology
+
+    def requirement_reason(self, reqs):
         """None when one of the runOnRequirements is met, else the reason for skipping."""
         if not reqs:
             return None
         reasons = []
         for req in reqs:
-            reason = Runner._one_requirement(req)
+            reason = self._one_requirement(req)
             if reason is None:
                 return None
             reasons.append(reason)
         return reasons[0]
 
-    @staticmethod
-    def _one_requirement(req):
+    def _one_requirement(self, req):
         version = lambda s: tuple(int(x) for x in s.split("."))  # noqa: E731
-        if "minServerVersion" in req and SERVER_VERSION < version(req["minServerVersion"]):
+        if "minServerVersion" in req and self.version < version(req["minServerVersion"]):
             return "needs MongoDB >= %s" % req["minServerVersion"]
-        if "maxServerVersion" in req and SERVER_VERSION[:len(version(req["maxServerVersion"]))] > \
+        if "maxServerVersion" in req and self.version[:len(version(req["maxServerVersion"]))] > \
                 version(req["maxServerVersion"]):
-            return "needs MongoDB <= %s (the test server is %s)" % (req["maxServerVersion"],
-                                                                    ".".join(map(str, SERVER_VERSION)))
-        if "topologies" in req and TOPOLOGY not in req["topologies"]:
-            return "needs a %s topology (the test server is a replica set)" % "/".join(req["topologies"])
+            return "needs MongoDB <= %s (the server is %s)" % (req["maxServerVersion"],
+                                                               ".".join(map(str, self.version)))
+        if "topologies" in req and self.topology not in req["topologies"]:
+            return "needs a %s topology (the server is %s)" % ("/".join(req["topologies"]), self.topology)
         if req.get("serverless") == "require":
             return "needs serverless"
         if req.get("auth") is True:
@@ -720,11 +733,44 @@ def start_server(tmpdir):
         return proc, "mongodb://127.0.0.1:%d/?replicaSet=rs0" % int(f.read())
 
 
+# Mutations of a passing test (transactions/legacy/delete.json "delete") that the runner must report as
+# failures: each proves that one kind of assertion is really checked.
+SELF_CHECKS = [
+    ("a wrong expectResult", lambda t: t["operations"][1]["expectResult"].update(deletedCount=7)),
+    ("a wrong command field", lambda t: t["expectEvents"][0]["events"][0]["commandStartedEvent"]["command"]
+     .update(txnNumber=Int64(7))),
+    ("a field that must be absent", lambda t: t["expectEvents"][0]["events"][1]["commandStartedEvent"]["command"]
+     .update(lsid={"$$sessionLsid": "session1"})),
+    ("a missing event", lambda t: t["expectEvents"][0]["events"].pop()),
+    ("a wrong outcome", lambda t: t["outcome"][0]["documents"].append({"_id": 99})),
+    ("an error that does not happen", lambda t: t["operations"][1].update(expectError={"isError": True})),
+]
+
+
+def self_check(runner, opts):
+    """Run the mutated tests; returns the names of the mutations the runner failed to detect."""
+    doc = load_file(os.path.join(opts.dir, "transactions/legacy/delete.json"))
+    base = next(t for t in doc["tests"] if t["description"] == "delete")
+    undetected = []
+    for name, mutate in SELF_CHECKS:
+        test = copy.deepcopy(base)
+        mutate(test)
+        try:
+            runner.run_test(doc, test)
+            undetected.append(name)
+        except MatchError:
+            pass
+    return undetected
+
+
 def run_files(opts, uri, out):
     """Run every selected test; returns (passed, failed, skips {reason: [names]}, failures [names])."""
     internal = pymongo.MongoClient(uri, uuidRepresentation="unspecified", serverSelectionTimeoutMS=5000)
     runner = Runner(uri, internal, time.time() + opts.timeout)
     passed, skips, failures = 0, {}, []
+    for name in self_check(runner, opts):
+        failures.append("runner self-check: %s was not detected" % name)
+        out("FAIL runner self-check: a test with %s passed" % name)
     paths = sorted(p for pattern in FILES for p in glob.glob(os.path.join(opts.dir, pattern)))
     for path in paths:
         rel = os.path.relpath(path, opts.dir)
