@@ -755,30 +755,52 @@ SELF_CHECKS = [
 ]
 
 
+# The unified format's matching rules on small cases: (expected, actual, whether they match).
+MATCH_CASES = [
+    ({"n": 1}, {"n": Int64(1), "extra": 2}, True),            # numbers by value; extra root fields
+    ({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}}, False),       # no extra fields in nested documents
+    ({"a": {"$$exists": False}}, {"a": None}, False),
+    ({"a": {"$$unsetOrMatches": 1}}, {}, True),
+    ({"a": {"$$unsetOrMatches": 1}}, {"a": 2}, False),
+    ({"a": {"$$type": ["int", "long"]}}, {"a": 1.5}, False),
+    ([{"_id": 1}], [{"_id": 1}, {"_id": 2}], False),
+    ({"s": "x"}, {"s": 1}, False),
+]
+
+
 def self_check(runner, opts):
-    """Run the mutated tests; returns the names of the mutations the runner failed to detect."""
+    """Run the matching cases and the mutated tests; returns what the runner got wrong."""
+    wrong = []
+    for expected, actual, matches in MATCH_CASES:
+        try:
+            match(expected, actual, None)
+            if not matches:
+                wrong.append("a mismatch of %r and %r" % (expected, actual))
+        except MatchError:
+            if matches:
+                wrong.append("a match of %r and %r" % (expected, actual))
     doc = load_file(os.path.join(opts.dir, "transactions/legacy/delete.json"))
     base = next(t for t in doc["tests"] if t["description"] == "delete")
-    undetected = []
     for name, mutate in SELF_CHECKS:
         test = copy.deepcopy(base)
         mutate(test)
         try:
             runner.run_test(doc, test)
-            undetected.append(name)
+            wrong.append("a test with %s" % name)
         except MatchError:
             pass
-    return undetected
+    return wrong
 
 
 def run_files(opts, uri, out):
     """Run every selected test; returns (passed, failed, skips {reason: [names]}, failures [names])."""
-    internal = pymongo.MongoClient(uri, uuidRepresentation="unspecified", serverSelectionTimeoutMS=5000)
+    internal = pymongo.MongoClient(uri, uuidRepresentation="unspecified", serverSelectionTimeoutMS=5000,
+                                   socketTimeoutMS=30000)
     runner = Runner(uri, internal, time.time() + opts.timeout)
     passed, skips, failures = 0, {}, []
     for name in self_check(runner, opts):
         failures.append("runner self-check: %s was not detected" % name)
-        out("FAIL runner self-check: a test with %s passed" % name)
+        out("FAIL runner self-check: %s was not detected" % name)
     paths = sorted(p for pattern in FILES for p in glob.glob(os.path.join(opts.dir, pattern)))
     for path in paths:
         rel = os.path.relpath(path, opts.dir)
