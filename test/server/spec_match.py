@@ -108,6 +108,14 @@ def match(expected, actual, entities, root=True, path="$"):
     return None
 
 
+def match_root_documents(expected, actual, entities, path="$"):
+    """An iterable result (find, aggregate): same length, each document matched as a root-level one."""
+    if not isinstance(expected, list) or not isinstance(actual, list) or len(expected) != len(actual):
+        raise MatchError("%s: expected %r, got %r" % (path, expected, actual))
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        match(e, a, entities, True, "%s[%d]" % (path, i))
+
+
 def _match_operator(op, arg, actual, entities, root, path):
     """The special operators of the unified format's matching rules."""
     if op == "$$unsetOrMatches":

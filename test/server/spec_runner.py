@@ -38,7 +38,7 @@ from pymongo.read_concern import ReadConcern
 from pymongo.read_preferences import ReadPreference
 from pymongo.write_concern import WriteConcern
 
-from spec_match import MatchError, from_legacy, match
+from spec_match import MatchError, from_legacy, match, match_root_documents
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_SCRIPT = os.path.join(HERE, "mongo_test_server.py")
@@ -49,6 +49,7 @@ FILES = ["transactions/legacy/*.json", "transactions/unified/*.json", "with_tran
          "retryable_writes/*.json", "unified/poc-transactions*.json", "unified/poc-retryable-writes.json"]
 SENSITIVE = {"authenticate", "saslstart", "saslcontinue", "getnonce", "createuser", "updateuser",
              "copydbgetnonce", "copydbsaslstart", "copydb", "hello", "ismaster"}
+ITERABLE_RESULTS = {"find", "aggregate"}  # results whose documents are matched as root-level ones
 TXN_STATES = {1: "none", 2: "starting", 3: "in_progress", 4: "committed", 5: "committed", 6: "aborted"}
 # codeName of server errors that pymongo reports without one (write errors carry only the code)
 CODE_NAMES = {11000: "DuplicateKey", 112: "WriteConflict", 251: "NoSuchTransaction", 256: "TransactionCommitted",
@@ -443,7 +444,9 @@ class Runner:
             if propagate:
                 raise exc
             return
-        if "expectResult" in op and not ignore:
+        if "expectResult" in op and not ignore and op["name"] in ITERABLE_RESULTS:
+            match_root_documents(op["expectResult"], result, entities, path=op["name"])
+        elif "expectResult" in op and not ignore:
             match(op["expectResult"], result, entities, root=True, path=op["name"])
         if "saveResultAsEntity" in op:
             entities.map[op["saveResultAsEntity"]] = result
