@@ -1250,6 +1250,19 @@ def test_sigterm_exits_cleanly(env):
 
 
 @test()
+def test_fail_command_code_names(env):
+    """An error injected by failCommand carries mongod's codeName for the codes the driver specification
+    tests inject (src/mongo/base/error_codes.yml)."""
+    fresh(env, "fpn")
+    client = env.new_client(retryWrites=False)
+    for code, name in ((11601, "Interrupted"), (24, "LockTimeout"), (50, "MaxTimeMSExpired"),
+                       (267, "PreparedTransactionInProgress"), (246, "SnapshotUnavailable")):
+        fail_point(env, {"times": 1}, failCommands=["insert"], errorCode=code)
+        exc = expect_error(code, client.t.fpn.insert_one, {"x": 1})
+        check(exc.details["codeName"] == name, exc.details)
+
+
+@test()
 def test_unsatisfiable_write_concern(env):
     """A one-member replica set cannot satisfy w > 1 or an unknown tag: mongod applies the write and replies
     with a writeConcernError (100 UnsatisfiableWriteConcern / 79 UnknownReplWriteConcern)."""
