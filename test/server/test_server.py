@@ -2073,6 +2073,49 @@ def test_sigterm_exits_cleanly(env):
     check(server.stop() == 0, "exit code 0 after SIGTERM")
 
 
+@test()
+def test_fail_command_code_names(env):
+    """An error injected by failCommand carries mongod's codeName for the codes the driver specification
+    tests inject (src/mongo/base/error_codes.yml)."""
+    fresh(env, "fpn")
+    client = env.new_client(retryWrites=False)
+    for code, name in ((11601, "Interrupted"), (24, "LockTimeout"), (50, "MaxTimeMSExpired"),
+                       (267, "PreparedTransactionInProgress"), (246, "SnapshotUnavailable")):
+        fail_point(env, {"times": 1}, failCommands=["insert"], errorCode=code)
+        exc = expect_error(code, client.t.fpn.insert_one, {"x": 1})
+        check(exc.details["codeName"] == name, exc.details)
+
+
+@test()
+def test_unsatisfiable_write_concern(env):
+    """A one-member replica set cannot satisfy w > 1 or an unknown tag: mongod applies the write and replies
+    with a writeConcernError (100 UnsatisfiableWriteConcern / 79 UnknownReplWriteConcern)."""
+    from pymongo.errors import WriteConcernError
+    from pymongo.write_concern import WriteConcern
+    coll = fresh(env, "wcu")
+    for w, code in ((2, 100), ("dc1", 79)):
+        try:
+            coll.with_options(write_concern=WriteConcern(w=w)).insert_one({"w": str(w)})
+            raise AssertionError("expected a writeConcernError for w=%r" % (w,))
+        except WriteConcernError as exc:
+            check(exc.code == code and exc.details["codeName"] in ("UnsatisfiableWriteConcern",
+                                                                   "UnknownReplWriteConcern"), exc.details)
+    check(coll.count_documents({}) == 2, "the writes were applied")
+    coll.with_options(write_concern=WriteConcern(w=1)).insert_one({"w": "1"})
+    coll.with_options(write_concern=WriteConcern(w="majority")).insert_one({"w": "majority"})
+    reply = env.client.t.command({"insert": "wcu", "documents": [{"w": 3}], "writeConcern": {"w": 3}})
+    check(reply["writeConcernError"]["code"] == 100 and reply["n"] == 1, reply)
+    with env.client.start_session() as session:
+        session.start_transaction(write_concern=WriteConcern(w=3))
+        coll.insert_one({"w": "txn"}, session=session)
+        try:
+            session.commit_transaction()
+            raise AssertionError("expected a writeConcernError on commit")
+        except WriteConcernError as exc:
+            check(exc.code == 100, exc.details)
+    check(coll.count_documents({"w": "txn"}) == 1, "the transaction committed")
+
+
 def main():
     """Run the selected tests and print the summary line."""
     selected = sys.argv[1:]

@@ -36,6 +36,16 @@ CODE_NAMES = {
     11000: "DuplicateKey",
     50768: "NotARetryableWriteCommand",
 }
+# Names of the codes failCommand is given by the driver specification tests (src/mongo/base/error_codes.yml),
+# so that an injected error reports mongod's codeName rather than a generic one.
+CODE_NAMES.update({
+    6: "HostUnreachable", 7: "HostNotFound", 24: "LockTimeout", 50: "MaxTimeMSExpired", 79: "UnknownReplWriteConcern",
+    100: "UnsatisfiableWriteConcern",
+    51: "ManualInterventionRequired", 89: "NetworkTimeout", 91: "ShutdownInProgress", 189: "PrimarySteppedDown",
+    246: "SnapshotUnavailable", 262: "ExceededTimeLimit", 267: "PreparedTransactionInProgress",
+    9001: "SocketException", 10107: "NotWritablePrimary", 11600: "InterruptedAtShutdown", 11601: "Interrupted",
+    11602: "InterruptedDueToReplStateChange", 13435: "NotPrimaryNoSecondaryOk", 13436: "NotPrimaryOrSecondary",
+})
 
 TRANSIENT = "TransientTransactionError"
 

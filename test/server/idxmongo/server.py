@@ -21,6 +21,7 @@ from .retry import RetryableWrites, add_error_labels
 from .storage import Store
 from .txn import TransactionManager
 from .wire import ProtocolError, encode_reply, read_request
+from .writeconcern import add_write_concern_error
 
 LOG = logging.getLogger("idxmongo")
 
@@ -170,7 +171,9 @@ class Server:
         try:
             if request.oversize:
                 raise limits.too_large_in_message(request.oversize)
-            reply = add_error_labels(name, cmd, self._dispatch(conn, request.db, name, cmd))
+            reply = self._dispatch(conn, request.db, name, cmd)
+            add_write_concern_error(name, cmd, reply)
+            reply = add_error_labels(name, cmd, reply)
         except MongoError as exc:
             reply = self._labelled(exc, name, cmd).to_reply()
             if not exc.fixed_labels:
