@@ -28,7 +28,8 @@ OBJS = \
 	fdw/index_ddl.o \
 	fdw/index_owner.o \
 	fdw/index_build.o \
-	fdw/trust.o
+	fdw/trust.o \
+	fdw/protocol_read.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql

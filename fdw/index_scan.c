@@ -353,7 +353,7 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 			idx_xact_append_session(state->client, &opts);
 			ix->lookup = mongoc_collection_find_with_opts(ix->index_coll,
 														  &filter, &opts,
-														  NULL);
+														  state->read_prefs);
 		}
 		else
 			bson_reinit(&filter);	/* the half-built filter goes */
@@ -648,7 +648,7 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 			idx_xact_append_session(state->client, &opts);
 			state->cursor = mongoc_collection_find_with_opts(state->collection,
 															 &filter, &opts,
-															 NULL);
+															 state->read_prefs);
 			if (ordered)
 				order_batch(state, ix);
 		}

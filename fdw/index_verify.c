@@ -65,6 +65,7 @@
 #include "index_ddl.h"
 #include "index_entry.h"
 #include "option.h"
+#include "protocol_read.h"
 #include "xact.h"
 
 PG_FUNCTION_INFO_V1(idxtable_verify_index);
@@ -304,7 +305,8 @@ open_stream(VerifyState *st, mongoc_collection_t *coll, const bson_t *filter,
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
 	idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", IDX_VERIFY_BATCH));
 	idx_xact_append_session(st->client, &opts);
-	cursor = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
+	cursor = mongoc_collection_find_with_opts(coll, filter, &opts,
+											  idx_primary_read_prefs());
 	bson_destroy(&opts);
 	return cursor;
 }
@@ -483,7 +485,8 @@ find_one(VerifyState *st, mongoc_collection_t *coll, const bson_t *filter,
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
-	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
+	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts,
+												  idx_primary_read_prefs());
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(st->lookup, &doc))
 		result = idx_bson_pcopy(doc);

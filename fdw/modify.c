@@ -55,6 +55,7 @@
 #include "modify.h"
 #include "modify_int.h"
 #include "option.h"
+#include "protocol_read.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -478,7 +479,8 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (in_txn)
 		idx_xact_append_session(ms->client, &opts);
-	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
+	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts,
+											  idx_primary_read_prefs());
 	bson_destroy(&filter);
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(cursor, &doc))

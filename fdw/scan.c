@@ -31,6 +31,7 @@
 #include "idxtable_fdw.h"
 #include "option.h"
 #include "planner.h"
+#include "protocol_read.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -158,6 +159,7 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	state->attrs_used = idx_list_to_bitmap(list_nth(plan->fdw_private,
 												IdxPrivAttrsUsed));
 	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
+	state->read_prefs = idx_scan_read_prefs(node);
 
 	/* the leading fdw_exprs are the Params of the pushed-down clauses */
 	nparams = intVal(list_nth(plan->fdw_private, IdxPrivNumFilterParams));
@@ -269,7 +271,8 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 		state->pinned = true;
 		idx_xact_append_session(state->client, &opts);
 		state->cursor = mongoc_collection_find_with_opts(state->collection,
-														 &filter, &opts, NULL);
+														 &filter, &opts,
+														 state->read_prefs);
 	}
 	PG_FINALLY();
 	{

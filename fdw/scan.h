@@ -46,6 +46,7 @@ typedef struct IdxScanState
 	mongoc_collection_t *collection;
 	mongoc_cursor_t *cursor;
 	bool		pinned;			/* holds a pin on the client */
+	const mongoc_read_prefs_t *read_prefs;	/* NULL: the URI's */
 	MemoryContext scan_cxt;		/* owns this state; its reset releases */
 	MemoryContextCallback release_cb;
 

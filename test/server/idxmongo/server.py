@@ -10,6 +10,7 @@ import time
 import traceback
 
 from . import cmd_admin, cmd_crud
+from .cmdlog import CommandLog, cmd_recent_commands
 from .auth import Authenticator
 from .context import Context
 from .cursors import CursorRegistry
@@ -62,6 +63,8 @@ class Server:
         self.counters = collections.Counter()
         self.commands = dict(cmd_crud.COMMANDS)
         self.commands.update(cmd_admin.COMMANDS)
+        self.commands["recentCommands"] = cmd_recent_commands
+        self.cmdlog = CommandLog()
         self.started = time.time()
         self.stop_event = threading.Event()
         self.conns_lock = threading.Lock()
@@ -157,6 +160,7 @@ class Server:
         name = next(iter(cmd), "")
         started = time.monotonic()
         error = None
+        self.cmdlog.record(conn, request.db, name, cmd)
         try:
             reply = self._dispatch(conn, request.db, name, cmd)
         except MongoError as exc:
@@ -165,8 +169,10 @@ class Server:
             error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
         elif reply.get("writeErrors"):
             error = "writeErrors %s" % [e["code"] for e in reply["writeErrors"]]
-        LOG.debug("cmd=%s db=%s conn=%d ms=%.2f%s", name, request.db, conn.id,
-                  (time.monotonic() - started) * 1000, " error=%s" % error if error else "")
+        LOG.debug("cmd=%s db=%s conn=%d ms=%.2f%s%s", name, request.db, conn.id,
+                  (time.monotonic() - started) * 1000, " error=%s" % error if error else "",
+                  " readPreference=%s" % cmd["$readPreference"].get("mode")
+                  if isinstance(cmd.get("$readPreference"), dict) else "")
         return reply
 
     def _dispatch(self, conn, db, name, cmd):
