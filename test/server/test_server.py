@@ -678,6 +678,27 @@ def test_null_on_dotted_paths(env):
     check(coll.count_documents({}) == len(NULL_PATH_HITS))
 
 
+@test(own=True)
+def test_recent_commands_record_read_preference(env):
+    client = env.new_client(env.uri + "&readPreference=secondaryPreferred", appname="rp-test")
+    coll = client.t.recent
+    coll.drop()
+    coll.insert_one({"_id": 1})
+    env.client.admin.command("recentCommands", clear=True)
+    list(coll.find({"_id": 1}))
+    list(coll.with_options(read_preference=pymongo.ReadPreference.PRIMARY).find({"_id": 1}, limit=1))
+    got = [c for c in env.client.admin.command("recentCommands")["commands"] if c["appName"] == "rp-test"]
+    finds = [c for c in got if c["command"] == "find"]
+    check(len(finds) == 2, got)
+    check(finds[0]["readPreference"] == {"mode": "secondaryPreferred"}, finds[0])
+    check(finds[0]["db"] == "t" and finds[0]["collection"] == "recent" and finds[0]["filter"] == {"_id": 1})
+    check(finds[1]["readPreference"] in (None, {"mode": "primary"}) and finds[1]["limit"] == 1, finds[1])
+    check(not finds[0]["inTransaction"])
+    check(env.client.admin.command("recentCommands", clear=True)["commands"], "clear returns the records")
+    check(env.client.admin.command("recentCommands")["commands"] == [], "the ring is empty after clear")
+    client.close()
+
+
 @test()
 def test_collation_simple_is_accepted(env):
     coll = fresh(env, "coll_simple")
