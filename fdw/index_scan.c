@@ -35,6 +35,7 @@
 #include "index_entry.h"
 #include "index_path.h"
 #include "planner.h"
+#include "protocol_read.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -575,6 +576,22 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
+ * The collation of a fact fetch: the collection's default when the
+ * pushed-down filter compares no strings, so that the $in on _id can use
+ * the _id index (vouching_entry() then checks each fact's _id byte for
+ * byte); else NULL, the simple collation PostgreSQL's text semantics need.
+ */
+static const bson_t *
+fetch_collation(IdxScanState *state, IdxIndexScan *ix)
+{
+	if (idx_filter_compares_strings(ix->fact_filter))
+		return NULL;
+	return idx_collection_collation(state->client, state->server->servername,
+									state->info->database,
+									state->info->collection);
+}
+
+/*
  * Read up to fetch_batch_size entries and start the find of their facts:
  * {_id: {$in: [...]}} combined with the pushed-down filter.  Returns false
  * when the lookup has no more entries.
@@ -644,7 +661,8 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 		PG_TRY();
 		{
 			idx_append_find_options(&opts, state->info, ix->fetch_attrs,
-									state->info->fetch_batch_size);
+									state->info->fetch_batch_size,
+									fetch_collation(state, ix));
 			idx_xact_append_session(state->client, &opts);
 			state->cursor = mongoc_collection_find_with_opts(state->collection,
 															 &filter, &opts,

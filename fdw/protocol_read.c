@@ -17,7 +17,10 @@
 #include "postgres.h"
 
 #include "executor/executor.h"
+#include "utils/memutils.h"
 
+#include "convert.h"
+#include "index_entry.h"
 #include "protocol_read.h"
 
 /*
@@ -57,4 +60,296 @@ idx_scan_read_prefs(ForeignScanState *node)
 		 estate->es_rowmarks[scanrelid - 1] != NULL))
 		return idx_primary_read_prefs();
 	return NULL;
+}
+
+/*
+ * Default collations
+ *
+ * A collection created with a collation (say {locale: "en", strength: 2})
+ * builds its _id index under it, and a query can use an index only under
+ * the index's own collation.  Scans ask for the "simple" collation, which
+ * PostgreSQL's comparison of text needs, so on such a collection an _id
+ * lookup or a fact fetch by $in would read every document.  Lookups whose
+ * only string comparisons are on _id therefore run under the collection's
+ * collation, and the FDW keeps only the documents whose _id is exactly
+ * (byte for byte) one asked for.  Under a case-insensitive collation _id
+ * is unique case-insensitively, so at most one document answers each
+ * value.
+ */
+typedef struct CollationEntry
+{
+	char	   *servername;
+	char	   *database;
+	char	   *collection;
+	bson_t	   *collation;		/* NULL: none */
+} CollationEntry;
+
+static List *collation_cache = NIL;
+
+/*
+ * Read the default collation of a collection from listCollections; NULL
+ * if it has none, does not exist, or cannot be listed.
+ */
+static bson_t *
+fetch_collation(mongoc_client_t *client, const char *servername,
+				const char *database, const char *collection)
+{
+	mongoc_database_t *db = mongoc_client_get_database(client, database);
+	bson_t	   *opts = BCON_NEW("filter", "{", "name", BCON_UTF8(collection), "}");
+	mongoc_cursor_t *cursor;
+	const bson_t *info;
+	bson_iter_t top;
+	bson_iter_t iter;
+	bson_t	   *result = NULL;
+
+	cursor = mongoc_database_find_collections_with_opts(db, opts);
+	bson_destroy(opts);
+	if (mongoc_cursor_next(cursor, &info) &&
+		bson_iter_init(&top, info) &&
+		bson_iter_find_descendant(&top, "options.collation", &iter) &&
+		BSON_ITER_HOLDS_DOCUMENT(&iter))
+	{
+		const uint8_t *data;
+		uint32_t	len;
+		bson_t		doc;
+
+		bson_iter_document(&iter, &len, &data);
+		if (bson_init_static(&doc, data, len))
+			result = bson_copy(&doc);
+	}
+	else if (mongoc_cursor_error(cursor, NULL))
+		elog(DEBUG1, "could not read the options of collection \"%s\" on server \"%s\"; its lookups use the simple collation",
+			 collection, servername);
+	mongoc_cursor_destroy(cursor);
+	mongoc_database_destroy(db);
+	return result;
+}
+
+/*
+ * Is a collation document MongoDB's "simple" one?
+ */
+static bool
+collation_is_simple(const bson_t *collation)
+{
+	bson_iter_t iter;
+
+	return bson_count_keys(collation) == 1 &&
+		bson_iter_init_find(&iter, collation, "locale") &&
+		BSON_ITER_HOLDS_UTF8(&iter) &&
+		strcmp(bson_iter_utf8(&iter, NULL), "simple") == 0;
+}
+
+/*
+ * The collection's default collation (NULL: none), from the backend's
+ * cache or asked once with listCollections (not in the transaction: it
+ * carries no session, and mongod refuses listCollections in one).
+ */
+const bson_t *
+idx_collection_collation(mongoc_client_t *client, const char *servername,
+						 const char *database, const char *collection)
+{
+	CollationEntry *entry;
+	MemoryContext oldcxt;
+	ListCell   *lc;
+	bson_t	   *found;
+
+	foreach(lc, collation_cache)
+	{
+		entry = (CollationEntry *) lfirst(lc);
+		if (strcmp(entry->servername, servername) == 0 &&
+			strcmp(entry->database, database) == 0 &&
+			strcmp(entry->collection, collection) == 0)
+			return entry->collation;
+	}
+	found = fetch_collation(client, servername, database, collection);
+	if (found && collation_is_simple(found))
+	{
+		bson_destroy(found);
+		found = NULL;
+	}
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	entry = palloc(sizeof(CollationEntry));
+	entry->servername = pstrdup(servername);
+	entry->database = pstrdup(database);
+	entry->collection = pstrdup(collection);
+	entry->collation = found ? idx_bson_pcopy(found) : NULL;
+	collation_cache = lappend(collation_cache, entry);
+	MemoryContextSwitchTo(oldcxt);
+	if (found)
+		bson_destroy(found);
+	return entry->collation;
+}
+
+/*
+ * Walk a document or array for string values.
+ */
+static bool
+iter_has_strings(bson_iter_t *iter)
+{
+	while (bson_iter_next(iter))
+	{
+		bson_iter_t child;
+
+		if (BSON_ITER_HOLDS_UTF8(iter) || BSON_ITER_HOLDS_SYMBOL(iter))
+			return true;
+		if ((BSON_ITER_HOLDS_DOCUMENT(iter) || BSON_ITER_HOLDS_ARRAY(iter)) &&
+			bson_iter_recurse(iter, &child) && iter_has_strings(&child))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Does a filter compare any string?  Only such comparisons depend on the
+ * collation a find runs under.
+ */
+bool
+idx_filter_compares_strings(const bson_t *filter)
+{
+	bson_iter_t iter;
+
+	return bson_iter_init(&iter, filter) && iter_has_strings(&iter);
+}
+
+/*
+ * The BSON bytes of {"v": <value under iter>} as a palloc'd bytea-style
+ * copy (length word first), so that _ids compare byte for byte.
+ */
+static bytea *
+wrapped_id(const bson_iter_t *iter)
+{
+	bson_t		tmp = BSON_INITIALIZER;
+	bytea	   *result;
+
+	idx_check_append(bson_append_iter(&tmp, "v", 1, iter));
+	result = palloc(VARHDRSZ + tmp.len);
+	SET_VARSIZE(result, VARHDRSZ + tmp.len);
+	memcpy(VARDATA(result), bson_get_data(&tmp), tmp.len);
+	bson_destroy(&tmp);
+	return result;
+}
+
+/*
+ * The values of an _id condition {$eq: v} or {$in: [...]}; NIL (and
+ * *ok false) for any other form.
+ */
+static List *
+id_condition_values(bson_iter_t *cond, bool *ok)
+{
+	bson_iter_t ops;
+	bson_iter_t elems;
+	List	   *ids = NIL;
+
+	*ok = false;
+	if (!BSON_ITER_HOLDS_DOCUMENT(cond) || !bson_iter_recurse(cond, &ops) ||
+		!bson_iter_next(&ops))
+		return NIL;
+	if (strcmp(bson_iter_key(&ops), "$eq") == 0)
+		ids = list_make1(wrapped_id(&ops));
+	else if (strcmp(bson_iter_key(&ops), "$in") == 0 &&
+			 BSON_ITER_HOLDS_ARRAY(&ops) && bson_iter_recurse(&ops, &elems))
+	{
+		while (bson_iter_next(&elems))
+			ids = lappend(ids, wrapped_id(&elems));
+	}
+	else
+		return NIL;
+	*ok = !bson_iter_next(&ops);	/* nothing but the one operator */
+	return ids;
+}
+
+/*
+ * One element of a filter (a {key: condition} document): its _id values
+ * if it is an _id lookup ("*is_id"), else whether it compares strings.
+ */
+static bool
+lookup_clause(bson_iter_t *clause, List **ids, bool *is_id)
+{
+	bool		ok;
+
+	*is_id = false;
+	if (strcmp(bson_iter_key(clause), "_id") != 0)
+	{
+		bson_iter_t child;
+
+		if (BSON_ITER_HOLDS_UTF8(clause) || BSON_ITER_HOLDS_SYMBOL(clause))
+			return false;
+		return !((BSON_ITER_HOLDS_DOCUMENT(clause) ||
+				  BSON_ITER_HOLDS_ARRAY(clause)) &&
+				 bson_iter_recurse(clause, &child) &&
+				 iter_has_strings(&child));
+	}
+	*ids = id_condition_values(clause, &ok);
+	*is_id = ok;
+	return ok;
+}
+
+/*
+ * The _id values of an _id lookup whose other conditions compare no
+ * strings (see protocol_read.h); NIL otherwise.
+ */
+List *
+idx_id_lookup_values(const bson_t *filter)
+{
+	bson_iter_t iter;
+	bson_iter_t elems;
+	bson_iter_t clause;
+	List	   *ids = NIL;
+	bool		is_id;
+	bool		found = false;
+
+	if (!bson_iter_init(&iter, filter) || !bson_iter_next(&iter))
+		return NIL;
+	if (strcmp(bson_iter_key(&iter), "$and") != 0)
+		return lookup_clause(&iter, &ids, &is_id) && is_id &&
+			!bson_iter_next(&iter) ? ids : NIL;
+	if (!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &elems))
+		return NIL;
+	while (bson_iter_next(&elems))
+	{
+		List	   *these = NIL;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&elems) ||
+			!bson_iter_recurse(&elems, &clause) || !bson_iter_next(&clause) ||
+			!lookup_clause(&clause, &these, &is_id) || bson_iter_next(&clause))
+			return NIL;
+		if (is_id && !found)
+		{
+			ids = these;
+			found = true;
+		}
+		else if (is_id)
+			return NIL;			/* two _id conditions: not worth it */
+	}
+	return found && !bson_iter_next(&iter) ? ids : NIL;
+}
+
+/*
+ * Local recheck of a lookup run under the collection's collation: is the
+ * document's _id exactly one of those asked for?
+ */
+bool
+idx_doc_id_among(const bson_t *doc, List *ids)
+{
+	bson_iter_t iter;
+	bytea	   *id;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (!bson_iter_init_find(&iter, doc, "_id"))
+		return false;
+	id = wrapped_id(&iter);
+	foreach(lc, ids)
+	{
+		bytea	   *want = (bytea *) lfirst(lc);
+
+		if (VARSIZE(want) == VARSIZE(id) &&
+			memcmp(VARDATA(want), VARDATA(id), VARSIZE(id) - VARHDRSZ) == 0)
+		{
+			found = true;
+			break;
+		}
+	}
+	pfree(id);
+	return found;
 }

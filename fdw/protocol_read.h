@@ -13,6 +13,7 @@
 #include <mongoc/mongoc.h>
 
 #include "nodes/execnodes.h"
+#include "nodes/pg_list.h"
 
 /*
  * The read preference of reads whose answer decides a write (claims,
@@ -28,5 +29,34 @@ extern const mongoc_read_prefs_t *idx_primary_read_prefs(void);
  * UPDATE/SHARE), else NULL (the URI's readPreference).
  */
 extern const mongoc_read_prefs_t *idx_scan_read_prefs(ForeignScanState *node);
+
+/*
+ * The default collation of a collection (its listCollections options), or
+ * NULL when it has none (binary comparison).  Asked once per collection
+ * and backend, outside any MongoDB transaction; a collection that does not
+ * exist, or that the user may not list, counts as having none (finds then
+ * ask for "simple", which is always correct).  The result is owned by the
+ * cache.
+ */
+extern const bson_t *idx_collection_collation(mongoc_client_t *client,
+											  const char *servername,
+											  const char *database,
+											  const char *collection);
+
+/* Does a filter compare any string (a UTF-8 or symbol value at any depth)? */
+extern bool idx_filter_compares_strings(const bson_t *filter);
+
+/*
+ * The _id values an _id lookup filter asks for, each as the BSON bytes of
+ * {"v": value} (a list of bytea-like palloc'd copies, see
+ * idx_doc_id_among()), when the filter is an _id $eq/$in alone or in an
+ * $and whose other conditions compare no strings; else NIL.  Such a filter
+ * may run under the collection's collation, with the returned documents
+ * rechecked against these values.
+ */
+extern List *idx_id_lookup_values(const bson_t *filter);
+
+/* Is the _id of "doc" byte for byte one of "ids" (from idx_id_lookup_values)? */
+extern bool idx_doc_id_among(const bson_t *doc, List *ids);
 
 #endif							/* IDXTABLE_PROTOCOL_READ_H */

@@ -210,13 +210,16 @@ idx_eval_exprs(ForeignScanState *node, List *states, Datum *values,
 }
 
 /*
- * Append the find options: projection, batch size, and the "simple"
- * (binary) collation, which the pushdown rules for text assume even where
- * the collection has a default collation of its own.
+ * Append the find options: projection, batch size, and the collation:
+ * "simple" (binary), which the pushdown rules for text assume even where
+ * the collection has a default collation of its own, unless the caller
+ * passes that default for a lookup that compares no strings but _ids and
+ * rechecks them (protocol_read.c).
  */
 void
 idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
-						Bitmapset *attrs_used, int batch_size)
+						Bitmapset *attrs_used, int batch_size,
+						const bson_t *collation)
 {
 	bson_t		child;
 
@@ -224,9 +227,36 @@ idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
 	idx_build_projection(&child, info, attrs_used);
 	idx_check_append(bson_append_document_end(opts, &child));
 	idx_check_append(BSON_APPEND_INT32(opts, "batchSize", batch_size));
+	if (collation)
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT(opts, "collation", collation));
+		return;
+	}
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "collation", &child));
 	idx_check_append(BSON_APPEND_UTF8(&child, "locale", "simple"));
 	idx_check_append(bson_append_document_end(opts, &child));
+}
+
+/*
+ * The collation of a scan's find: the collection's default for an _id
+ * lookup that compares no other strings (its _ids to recheck go to
+ * state->recheck_ids), else NULL (simple).
+ */
+static const bson_t *
+scan_collation(IdxScanState *state, const bson_t *filter)
+{
+	const bson_t *collation;
+
+	state->recheck_ids = NIL;
+	if (state->id_lookup < 0)
+		return NULL;
+	collation = idx_collection_collation(state->client,
+										 state->server->servername,
+										 state->info->database,
+										 state->info->collection);
+	if (collation)
+		state->recheck_ids = idx_id_lookup_values(filter);
+	return state->recheck_ids != NIL ? collation : NULL;
 }
 
 /*
@@ -259,7 +289,8 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 		idx_build_filter(&filter, state->remote_conds, state->relid,
 						 state->info, &state->params);
 		idx_append_find_options(&opts, state->info, state->attrs_used,
-								state->info->fetch_size);
+								state->info->fetch_size,
+								scan_collation(state, &filter));
 		if (state->last_filter)
 			pfree(state->last_filter);
 		state->last_filter = idx_bson_as_json(&filter);
@@ -307,10 +338,14 @@ idxIterateForeignScan(ForeignScanState *node)
 	}
 
 	/* at the end the collection handle stays, as the "exhausted" marker */
-	doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
-							state->info->database);
-	if (doc == NULL)
-		return slot;
+	do
+	{
+		doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
+								state->info->database);
+		if (doc == NULL)
+			return slot;
+	} while (state->recheck_ids != NIL &&
+			 !idx_doc_id_among(doc, state->recheck_ids));
 
 	state->docs_fetched++;
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);

@@ -8,6 +8,7 @@ import time
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 
+from . import collation as collations
 from .cmd_crud import collection_stats
 from .errors import MongoError, bad_value, write_conflict
 from .matcher import compile_filter
@@ -110,8 +111,13 @@ def cmd_create(ctx):
     name = ctx.cmd["create"]
     if ctx.coll(name) is not None:
         raise MongoError(48, "Collection %s.%s already exists." % (ctx.db, name))
-    ctx.ensure_coll(name, {k: v for k, v in ctx.cmd.items()
-                           if k != "create" and not k.startswith("$") and k not in GENERIC_FIELDS})
+    options = {k: v for k, v in ctx.cmd.items()
+               if k != "create" and not k.startswith("$") and k not in GENERIC_FIELDS}
+    if "collation" in options:
+        collation = collations.parse(options.pop("collation"))
+        if collation != collations.SIMPLE:
+            options["collation"] = collation  # mongod stores and shows the fully specified form
+    ctx.ensure_coll(name, options)
     return {"ok": 1.0}
 
 
@@ -164,6 +170,17 @@ def _index_spec(raw):
     return spec
 
 
+def _index_collation(spec, coll):
+    """An index takes its own collation (`simple`: none), else the collection's default, as on mongod."""
+    if "collation" in spec:
+        collation = collations.parse(spec.pop("collation"))
+    else:
+        collation = collations.default_of(coll)
+    if collation and collation != collations.SIMPLE:
+        spec["collation"] = collation
+    return spec
+
+
 def _options_of(spec):
     """The parts of an index spec that must match for two specs to be "the same index"."""
     key = tuple((p, 1 if d > 0 else -1) for p, d in spec["key"].items())
@@ -200,7 +217,7 @@ def cmd_create_indexes(ctx):
     created = ctx.coll(name) is None
     coll = ctx.ensure_coll(name)
     before = len(coll.indexes)
-    specs = [_index_spec(raw) for raw in raw_specs]
+    specs = [_index_collation(_index_spec(raw), coll) for raw in raw_specs]
     for spec in specs:
         if not _existing_equivalent(coll, spec):
             ctx.add_index(coll, spec)

@@ -3,6 +3,7 @@ distinct, aggregate, explain."""
 
 import copy
 
+from . import collation as collations
 from .bsonkeys import leaf_values, MISSING, sort_key
 from .codec import encode
 from .context import prepare_insert
@@ -46,17 +47,8 @@ def sort_spec(spec):
 
 
 def _check_collation(cmd):
-    """Accept the `simple` collation (MongoDB's binary comparison, which is what this server does); refuse
-    every other locale rather than silently comparing strings by their bytes."""
-    collation = cmd.get("collation")
-    if collation is None:
-        return
-    if not isinstance(collation, dict):
-        raise MongoError(14, "collation must be an object")
-    locale = collation.get("locale")
-    if locale != "simple":
-        raise bad_value("collation locale %s not supported by the test server (only \"simple\")"
-                        % ('"%s"' % locale if isinstance(locale, str) else "(missing)"))
+    """Refuse a collation this server cannot compare by (collation.py) before anything runs."""
+    collations.parse(cmd.get("collation"))
 
 
 def _projection(spec):
@@ -89,7 +81,8 @@ def cmd_find(ctx):
     single = bool(cmd.get("singleBatch"))
     if limit < 0:
         limit, single = -limit, True
-    docs = ctx.query(ctx.coll(name), filt, sort_spec(cmd.get("sort")), skip, limit, hint=cmd.get("hint"))
+    docs = ctx.query(ctx.coll(name), filt, sort_spec(cmd.get("sort")), skip, limit, hint=cmd.get("hint"),
+                     collation=cmd.get("collation"))
     if projection and docs:
         project(docs[0], projection)  # reject a bad projection now rather than mid-cursor
     ctx.server.counters["query"] += 1
@@ -182,7 +175,7 @@ def _apply_statement(ctx, name, index, stmt, upserted):
     spec = stmt.get("q") or {}
     update = stmt["u"]
     coll = ctx.coll(name)
-    docs = ctx.query(coll, spec, limit=0 if stmt.get("multi") else 1)
+    docs = ctx.query(coll, spec, limit=0 if stmt.get("multi") else 1, collation=stmt.get("collation"))
     modified = 0
     for doc in docs:
         new = _updated(doc, spec, update)
@@ -231,7 +224,8 @@ def cmd_delete(ctx):
     for i, stmt in enumerate(cmd.get("deletes") or []):
         ctx.server.counters["delete"] += 1
         try:
-            for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0):
+            for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0,
+                                 collation=stmt.get("collation")):
                 ctx.delete_doc(coll, doc)
                 n += 1
         except MongoError as exc:
@@ -254,7 +248,7 @@ def cmd_find_and_modify(ctx):
     if not remove and update is None:
         raise MongoError(9, "Either an update or remove=true must be specified")
     coll = ctx.coll(name)
-    docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1)
+    docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1, collation=cmd.get("collation"))
     if remove:
         ctx.server.counters["delete"] += 1
         if docs:
@@ -292,7 +286,8 @@ def cmd_count(ctx):
     if not filt and not ctx.overlay(coll) and not cmd.get("hint"):
         n = max(0, len(coll.docs) - skip)
         return {"n": min(n, limit) if limit else n, "ok": 1.0}
-    return {"n": len(ctx.query(coll, filt, skip=skip, limit=limit, hint=cmd.get("hint"))), "ok": 1.0}
+    return {"n": len(ctx.query(coll, filt, skip=skip, limit=limit, hint=cmd.get("hint"),
+                                collation=cmd.get("collation"))), "ok": 1.0}
 
 
 def cmd_distinct(ctx):
@@ -302,7 +297,7 @@ def cmd_distinct(ctx):
     if not isinstance(key, str):
         raise MongoError(14, "'key' must be a string")
     values = {}
-    for doc in ctx.query(ctx.coll(_name_arg(ctx)), cmd.get("query") or {}):
+    for doc in ctx.query(ctx.coll(_name_arg(ctx)), cmd.get("query") or {}, collation=cmd.get("collation")):
         found, _ = leaf_values(doc, key)
         for value in found:
             if value is not MISSING:
@@ -368,7 +363,7 @@ def cmd_aggregate(ctx):
     else:
         parts, rest = _pushdown(pipeline)
         docs = ctx.query(coll, parts["$match"], parts["$sort"], parts["$skip"], parts["$limit"],
-                         hint=cmd.get("hint"))
+                         hint=cmd.get("hint"), collation=cmd.get("collation"))
     if rest:
         lookup_db = LookupDatabase(lambda other, filt: ctx.query(ctx.coll(other), filt))
         if not all(next(iter(stage), None) in READ_ONLY_STAGES for stage in rest if isinstance(stage, dict)):
