@@ -520,7 +520,7 @@ fact_has_entry(VerifyState *st, const bson_t *wrapped_id, const bson_t *entry)
 	fact = find_one(st, st->facts, &filter, &projection, facts_what(st));
 	bson_destroy(&filter);
 	bson_destroy(&projection);
-	if (fact == NULL)
+	if (fact == NULL || !idx_doc_id_is(fact, bson_iter_value(&iter)))
 		return false;
 
 	memset(st->nulls, true, sizeof(bool) * st->rowconv->natts);

@@ -600,7 +600,8 @@ fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
 					psprintf("checking an entry of index \"%s\"", q->def->name));
 	bson_destroy(&filter);
 	bson_destroy(&projection);
-	if (fact == NULL)
+	if (fact == NULL ||
+		!idx_doc_id_is(fact, bson_iter_value((bson_iter_t *) fact_id)))
 		return NULL;
 
 	values = palloc0(sizeof(Datum) * natts);

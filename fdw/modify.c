@@ -484,7 +484,7 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, bool in_txn)
 	bson_destroy(&filter);
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(cursor, &doc))
-		result = bson_copy(doc);
+		result = idx_doc_id_is(doc, id) ? bson_copy(doc) : NULL;
 	else if (mongoc_cursor_error(cursor, NULL))
 	{
 		PG_TRY();

@@ -353,3 +353,25 @@ idx_doc_id_among(const bson_t *doc, List *ids)
 	pfree(id);
 	return found;
 }
+
+/*
+ * Exact _id check of a document fetched by _id (see protocol_read.h).
+ */
+bool
+idx_doc_id_is(const bson_t *doc, const bson_value_t *id)
+{
+	bson_t		want = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bytea	   *have;
+	bool		same;
+
+	if (!bson_iter_init_find(&iter, doc, "_id"))
+		return false;
+	have = wrapped_id(&iter);
+	idx_check_append(BSON_APPEND_VALUE(&want, "v", id));
+	same = VARSIZE(have) - VARHDRSZ == want.len &&
+		memcmp(VARDATA(have), bson_get_data(&want), want.len) == 0;
+	bson_destroy(&want);
+	pfree(have);
+	return same;
+}

@@ -59,4 +59,11 @@ extern List *idx_id_lookup_values(const bson_t *filter);
 /* Is the _id of "doc" byte for byte one of "ids" (from idx_id_lookup_values)? */
 extern bool idx_doc_id_among(const bson_t *doc, List *ids);
 
+/*
+ * Is the _id of "doc" exactly (type and bytes) "id"?  A find by _id without
+ * a collation runs under the collection's default one, which may match
+ * another document (say 'ABC' for 'abc' under a case-insensitive one).
+ */
+extern bool idx_doc_id_is(const bson_t *doc, const bson_value_t *id);
+
 #endif							/* IDXTABLE_PROTOCOL_READ_H */
