@@ -8,9 +8,9 @@
  * secondaries.  The reads whose answer decides what the FDW writes next
  * (who holds a claim, whether a fact still has an entry, what a fact was
  * before an undo) must not see a lagging secondary: they name the primary
- * explicitly.  Inside a MongoDB transaction libmongoc sends every read to
- * the primary anyway (the transactions specification requires it); the
- * explicit preference matters outside one.
+ * explicitly.  Inside a MongoDB transaction every read follows the
+ * transaction's read preference, which xact.c sets to primary (libmongoc
+ * refuses any other there, as the transactions specification says).
  *
  *-------------------------------------------------------------------------
  */
@@ -100,28 +100,35 @@ fetch_collation(mongoc_client_t *client, const char *servername,
 	const bson_t *info;
 	bson_iter_t top;
 	bson_iter_t iter;
-	bson_t	   *result = NULL;
+	bson_t	   *volatile result = NULL;
 
 	cursor = mongoc_database_find_collections_with_opts(db, opts);
 	bson_destroy(opts);
-	if (mongoc_cursor_next(cursor, &info) &&
-		bson_iter_init(&top, info) &&
-		bson_iter_find_descendant(&top, "options.collation", &iter) &&
-		BSON_ITER_HOLDS_DOCUMENT(&iter))
+	PG_TRY();
 	{
-		const uint8_t *data;
-		uint32_t	len;
-		bson_t		doc;
+		if (mongoc_cursor_next(cursor, &info) &&
+			bson_iter_init(&top, info) &&
+			bson_iter_find_descendant(&top, "options.collation", &iter) &&
+			BSON_ITER_HOLDS_DOCUMENT(&iter))
+		{
+			const uint8_t *data;
+			uint32_t	len;
+			bson_t		doc;
 
-		bson_iter_document(&iter, &len, &data);
-		if (bson_init_static(&doc, data, len))
-			result = bson_copy(&doc);
+			bson_iter_document(&iter, &len, &data);
+			if (bson_init_static(&doc, data, len))
+				result = bson_copy(&doc);
+		}
+		else if (mongoc_cursor_error(cursor, NULL))
+			elog(DEBUG1, "could not read the options of collection \"%s\" on server \"%s\"; its lookups use the simple collation",
+				 collection, servername);
 	}
-	else if (mongoc_cursor_error(cursor, NULL))
-		elog(DEBUG1, "could not read the options of collection \"%s\" on server \"%s\"; its lookups use the simple collation",
-			 collection, servername);
-	mongoc_cursor_destroy(cursor);
-	mongoc_database_destroy(db);
+	PG_FINALLY();
+	{
+		mongoc_cursor_destroy(cursor);
+		mongoc_database_destroy(db);
+	}
+	PG_END_TRY();
 	return result;
 }
 

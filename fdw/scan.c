@@ -247,6 +247,7 @@ scan_collation(IdxScanState *state, const bson_t *filter)
 {
 	const bson_t *collation;
 
+	list_free_deep(state->recheck_ids);
 	state->recheck_ids = NIL;
 	if (state->id_lookup < 0)
 		return NULL;
