@@ -26,9 +26,10 @@
 /*
  * The primary read preference, made once per backend.  libmongoc copies
  * the preference into each cursor, so one instance serves every read.
- * (libmongoc 1.23 sends no $readPreference to a replica-set member for
- * primary, which the server reads as primary; to mongos it sends none
- * either, since primary is mongos's default.)
+ * For primary, libmongoc 1.23 sends no $readPreference, to mongos
+ * (mongoc-cmd.c, _mongoc_cmd_parts_assemble_mongos, after the Server
+ * Selection specification) nor to a replica-set member (as
+ * test/protocol_reads.py observes); servers read its absence as primary.
  */
 const mongoc_read_prefs_t *
 idx_primary_read_prefs(void)
