@@ -9,6 +9,7 @@ run against that server instead.
 
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -763,10 +764,13 @@ def test_collation_case_insensitive_matching(env):
     check([d["_id"] for d in coll.find({"_id": {"$in": ["aBc", 7]}})] == ["abc"])
     check([d["_id"] for d in coll.find({"s": "STRASSE"})] == ["abc"], "case folds compare equal")
     check([d["_id"] for d in coll.find({"t": "x"})] == [2])
+    check([d["_id"] for d in coll.find({"s": {"$type": "string"}, "_id": {"$type": "int"}})] == [2])
     check([d["_id"] for d in coll.find({"s": {"$gt": "A"}, "n": 1})] == ["abc"])
     check(list(coll.find({"_id": "ABC"}, collation={"locale": "simple"})) == [], "simple is binary")
     check([d["_id"] for d in coll.find({"_id": "abc"}, collation={"locale": "simple"})] == ["abc"])
-    check(list(coll.find({"_id": {"$regex": "^ABC$"}})) == [], "regular expressions ignore collations")
+    check([d["_id"] for d in coll.find({"_id": {"$regex": "^ABC$"}}, collation={"locale": "simple"})] == [])
+    expect_error(115, lambda: list(coll.find({"_id": {"$regex": "^abc$"}})))
+    expect_error(115, lambda: list(coll.find({"$or": [{"s": re.compile("x")}]})))
     # _id is unique under the collection's collation, as on mongod
     expect_error(11000, coll.insert_one, {"_id": "ABC"})
     check(coll.update_one({"_id": "ABC"}, {"$set": {"u": 1}}).modified_count == 1)
@@ -796,6 +800,11 @@ def test_collation_index_serves_only_its_collation(env):
     check(keys == 20 and docs == 20, (keys, docs))
     keys, docs = env.examined(lambda: list(coll.find({"v": "V3"}, collation=simple)))
     check(docs == 200, docs)
+    explained = env.client.t.command("explain", {"find": "coll_ci_index", "filter": {"_id": "K1"}})
+    check(explained["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "_id_", explained)
+    explained = env.client.t.command("explain", {"find": "coll_ci_index", "filter": {"_id": "k1"},
+                                                 "collation": simple})
+    check(explained["queryPlanner"]["winningPlan"]["stage"] == "COLLSCAN", explained)
     plain = fresh(env, "coll_plain_index")
     plain.insert_many([{"_id": i} for i in range(50)])
     keys, docs = env.examined(lambda: list(plain.find({"_id": 7}, collation=CI)))

@@ -388,9 +388,12 @@ def cmd_explain(ctx):
     docs = []
     plan_doc = {"stage": "EOF"}
     if coll is not None:
-        plan = choose_plan(coll, filt, sort, inner.get("hint"))
+        collation = collations.effective(inner.get("collation"), coll)
+        plan = choose_plan(coll, collations.fold_filter(filt) if collation else filt, sort, inner.get("hint"),
+                           collation)
         plan_doc = plan.describe()
-        docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan)
+        docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan,
+                         collation=inner.get("collation"))
     ns = "%s.%s" % (ctx.db, inner[kind])
     return {"queryPlanner": {"namespace": ns, "parsedQuery": filt, "winningPlan": plan_doc, "rejectedPlans": []},
             "executionStats": {"executionSuccess": True, "nReturned": len(docs),
