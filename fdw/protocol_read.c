@@ -89,11 +89,11 @@ static List *collation_cache = NIL;
 
 /*
  * Read the default collation of a collection from listCollections; NULL
- * if it has none, does not exist, or cannot be listed.
+ * if it has none, does not exist, or cannot be listed (then *failed).
  */
 static bson_t *
 fetch_collation(mongoc_client_t *client, const char *servername,
-				const char *database, const char *collection)
+				const char *database, const char *collection, bool *failed)
 {
 	mongoc_database_t *db = mongoc_client_get_database(client, database);
 	bson_t	   *opts = BCON_NEW("filter", "{", "name", BCON_UTF8(collection), "}");
@@ -120,7 +120,7 @@ fetch_collation(mongoc_client_t *client, const char *servername,
 			if (bson_init_static(&doc, data, len))
 				result = bson_copy(&doc);
 		}
-		else if (mongoc_cursor_error(cursor, NULL))
+		else if ((*failed = mongoc_cursor_error(cursor, NULL)))
 			elog(DEBUG1, "could not read the options of collection \"%s\" on server \"%s\"; its lookups use the simple collation",
 				 collection, servername);
 	}
@@ -160,6 +160,7 @@ idx_collection_collation(mongoc_client_t *client, const char *servername,
 	MemoryContext oldcxt;
 	ListCell   *lc;
 	bson_t	   *found;
+	bool		failed = false;
 
 	foreach(lc, collation_cache)
 	{
@@ -169,7 +170,9 @@ idx_collection_collation(mongoc_client_t *client, const char *servername,
 			strcmp(entry->collection, collection) == 0)
 			return entry->collation;
 	}
-	found = fetch_collation(client, servername, database, collection);
+	found = fetch_collation(client, servername, database, collection, &failed);
+	if (failed)
+		return NULL;			/* simple this time; asked again next time */
 	if (found && collation_is_simple(found))
 	{
 		bson_destroy(found);

@@ -34,9 +34,9 @@ extern const mongoc_read_prefs_t *idx_scan_read_prefs(ForeignScanState *node);
  * The default collation of a collection (its listCollections options), or
  * NULL when it has none (binary comparison).  Asked once per collection
  * and backend, outside any MongoDB transaction; a collection that does not
- * exist, or that the user may not list, counts as having none (finds then
- * ask for "simple", which is always correct).  The result is owned by the
- * cache.
+ * exist counts as having none, and so does one that cannot be listed (not
+ * cached: asked again next time).  Finds then ask for "simple", which is
+ * always correct, only slower.  The result is owned by the cache.
  */
 extern const bson_t *idx_collection_collation(mongoc_client_t *client,
 											  const char *servername,
