@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "executor/executor.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "convert.h"
@@ -385,4 +386,185 @@ idx_doc_id_is(const bson_t *doc, const bson_value_t *id)
 	bson_destroy(&want);
 	pfree(have);
 	return same;
+}
+
+/*
+ * One binary string equality a collated fetch rechecks: the top-level
+ * "field" (a string, or an array with such an element) must be one of
+ * "values" byte for byte.
+ */
+typedef struct StringEquality
+{
+	char	   *field;
+	List	   *values;			/* of text (the UTF-8 bytes) */
+} StringEquality;
+
+/*
+ * The strings of an $eq or $in condition, NIL with *ok false if it is
+ * anything else or also compares non-strings.
+ */
+static List *
+equality_strings(bson_iter_t *cond, bool *ok)
+{
+	bson_iter_t ops;
+	bson_iter_t elems;
+	List	   *values = NIL;
+	uint32		len;
+	const char *str;
+
+	*ok = false;
+	if (BSON_ITER_HOLDS_UTF8(cond))
+	{
+		str = bson_iter_utf8(cond, &len);
+		*ok = true;
+		return list_make1(cstring_to_text_with_len(str, len));
+	}
+	if (!BSON_ITER_HOLDS_DOCUMENT(cond) || !bson_iter_recurse(cond, &ops) ||
+		!bson_iter_next(&ops))
+		return NIL;
+	if (strcmp(bson_iter_key(&ops), "$eq") == 0 && BSON_ITER_HOLDS_UTF8(&ops))
+	{
+		str = bson_iter_utf8(&ops, &len);
+		values = list_make1(cstring_to_text_with_len(str, len));
+	}
+	else if (strcmp(bson_iter_key(&ops), "$in") == 0 &&
+			 BSON_ITER_HOLDS_ARRAY(&ops) && bson_iter_recurse(&ops, &elems))
+	{
+		while (bson_iter_next(&elems))
+		{
+			if (!BSON_ITER_HOLDS_UTF8(&elems))
+				return NIL;
+			str = bson_iter_utf8(&elems, &len);
+			values = lappend(values, cstring_to_text_with_len(str, len));
+		}
+	}
+	else
+		return NIL;
+	*ok = values != NIL && !bson_iter_next(&ops);
+	return values;
+}
+
+/*
+ * One clause {key: condition} of a fetch filter: fine if it compares no
+ * strings; a positive string equality on a top-level field adds a check;
+ * false for anything else.
+ */
+static bool
+equality_clause(bson_iter_t *clause, List **checks, List **fields)
+{
+	const char *key = bson_iter_key(clause);
+	StringEquality *eq;
+	bson_iter_t child;
+	bool		ok;
+	List	   *values;
+
+	if (!(BSON_ITER_HOLDS_UTF8(clause) || BSON_ITER_HOLDS_SYMBOL(clause)) &&
+		!((BSON_ITER_HOLDS_DOCUMENT(clause) || BSON_ITER_HOLDS_ARRAY(clause)) &&
+		  bson_iter_recurse(clause, &child) && iter_has_strings(&child)))
+		return true;			/* no string: the collation cannot matter */
+	if (key[0] == '$' || strchr(key, '.') != NULL)
+		return false;
+	values = equality_strings(clause, &ok);
+	if (!ok)
+		return false;
+	eq = palloc(sizeof(StringEquality));
+	eq->field = pstrdup(key);
+	eq->values = values;
+	*checks = lappend(*checks, eq);
+	*fields = lappend(*fields, eq->field);
+	return true;
+}
+
+/*
+ * Collect the string equalities of a fetch filter (see protocol_read.h).
+ */
+bool
+idx_string_equalities(const bson_t *filter, List **checks, List **fields)
+{
+	bson_iter_t iter;
+	bson_iter_t elems;
+	bson_iter_t clause;
+
+	*checks = NIL;
+	*fields = NIL;
+	if (!bson_iter_init(&iter, filter))
+		return false;
+	while (bson_iter_next(&iter))
+	{
+		if (strcmp(bson_iter_key(&iter), "$and") != 0)
+		{
+			if (!equality_clause(&iter, checks, fields))
+				return false;
+			continue;
+		}
+		if (!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &elems))
+			return false;
+		while (bson_iter_next(&elems))
+		{
+			if (!BSON_ITER_HOLDS_DOCUMENT(&elems) ||
+				!bson_iter_recurse(&elems, &clause))
+				return false;
+			while (bson_iter_next(&clause))
+			{
+				if (!equality_clause(&clause, checks, fields))
+					return false;
+			}
+		}
+	}
+	return true;
+}
+
+/*
+ * Is the string under "iter" byte for byte one of "values"?
+ */
+static bool
+string_among(bson_iter_t *iter, List *values)
+{
+	uint32		len;
+	const char *str;
+	ListCell   *lc;
+
+	if (!BSON_ITER_HOLDS_UTF8(iter))
+		return false;
+	str = bson_iter_utf8(iter, &len);
+	foreach(lc, values)
+	{
+		text	   *want = (text *) lfirst(lc);
+
+		if (VARSIZE_ANY_EXHDR(want) == len &&
+			memcmp(VARDATA_ANY(want), str, len) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The binary recheck of a collated fetch (see protocol_read.h): MongoDB's
+ * equality on a top-level field, an array matching through an element.
+ */
+bool
+idx_doc_passes_equalities(const bson_t *doc, List *checks)
+{
+	ListCell   *lc;
+
+	foreach(lc, checks)
+	{
+		StringEquality *eq = (StringEquality *) lfirst(lc);
+		bson_iter_t iter;
+		bson_iter_t elems;
+		bool		found = false;
+
+		if (!bson_iter_init_find(&iter, doc, eq->field))
+			return false;
+		if (BSON_ITER_HOLDS_ARRAY(&iter) && bson_iter_recurse(&iter, &elems))
+		{
+			while (!found && bson_iter_next(&elems))
+				found = string_among(&elems, eq->values);
+		}
+		else
+			found = string_among(&iter, eq->values);
+		if (!found)
+			return false;
+	}
+	return true;
 }

@@ -60,6 +60,22 @@ extern List *idx_id_lookup_values(const bson_t *filter);
 extern bool idx_doc_id_among(const bson_t *doc, List *ids);
 
 /*
+ * A fact fetch whose filter compares strings may still run under the
+ * collection's collation when every string comparison is a positive
+ * equality ({field: {$eq: s}} or {field: {$in: [s, ...]}}, field a
+ * top-level name) in the filter's conjunction: a collation can then only
+ * widen the result, and idx_doc_passes_equalities() narrows it back to
+ * the binary comparison.  Returns false (use the simple collation) for any
+ * other filter; else *checks (NIL if no string is compared) and *fields
+ * (the field names the check reads, which the projection must include).
+ */
+extern bool idx_string_equalities(const bson_t *filter, List **checks,
+								  List **fields);
+
+/* Does "doc" pass the binary string equalities of idx_string_equalities()? */
+extern bool idx_doc_passes_equalities(const bson_t *doc, List *checks);
+
+/*
  * Is the _id of "doc" exactly (type and bytes) "id"?  A find by _id without
  * a collation runs under the collection's default one, which may match
  * another document (say 'ABC' for 'abc' under a case-insensitive one).

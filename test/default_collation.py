@@ -7,13 +7,13 @@ a query under the index's collation.  The FDW reads the collection's default
 collation (listCollections) and runs _id lookups and the fact fetch of a
 routed query under it, rechecking each _id byte for byte, so that:
 
-- an _id lookup (=, IN) and a query routed through an index table on a
-  non-text key (or key-only) examine O(1) documents per row, not the whole
-  collection (serverStatus metrics.queryExecutor.scannedObjects); a routed
-  query with a text condition still fetches its facts under `simple`;
+- an _id lookup (=, IN) and a query routed through an index table (text
+  equalities in the fact fetch included) examine O(1) documents per row, not
+  the whole collection (serverStatus metrics.queryExecutor.scannedObjects);
 - the rows are exactly those PostgreSQL's comparison gives: `_id = 'abc'`
   does not return the row whose _id is 'Abc';
-- other pushed-down string comparisons keep the simple (binary) collation;
+- text equalities run under the collation are rechecked byte for byte; other
+  pushed-down string comparisons keep the simple (binary) collation;
 - on a collection without a default collation nothing changes: 'abc' and
   'ABC' are two rows.
 
@@ -143,9 +143,18 @@ def main():
     res.check(rows == [(N // 50,)], "routed by town: %s" % rows)
     res.check(docs <= 2 * (N // 50), "a key-only routed query for %d rows examined %d documents"
               % (N // 50, docs))
-    # a text condition in the fact fetch keeps the simple collation (a collection scan, exact rows)
-    rows, _ = query(conn, client, "SELECT _id FROM people WHERE town = 'Town7' ORDER BY 1")
+    # text equalities in the fact fetch run under the collation too, rechecked byte for byte
+    rows, docs = query(conn, client, "SELECT _id FROM people WHERE town = 'Town7' ORDER BY 1")
     res.check(rows == [("p%04d" % i,) for i in range(7, N, 50)], "routed by town, facts fetched: %s" % rows)
+    res.check(docs <= 2 * (N // 50), "a routed query on a text key examined %d documents" % docs)
+    rows, docs = query(conn, client, "SELECT _id FROM people WHERE town = 'Town7' AND name = 'NAME57'")
+    res.check(rows == [], "name = 'NAME57' matched %s" % rows)
+    res.check(docs <= 2 * (N // 50), "a routed query with a text condition examined %d documents" % docs)
+    rows, _ = query(conn, client, "SELECT _id FROM people WHERE town = 'Town7' AND name IN ('Name57', 'NAME107')")
+    res.check(rows == [("p0057",)], "name IN (...): %s" % rows)
+    # other text comparisons keep the simple collation (exact rows, a collection scan per batch)
+    rows, docs = query(conn, client, "SELECT count(*) FROM people WHERE town = 'Town7' AND name <> 'NAME57'")
+    res.check(rows == [(N // 50,)], "name <> 'NAME57': %s" % rows)
     rows, _ = query(conn, client, "SELECT count(*) FROM people WHERE town = 'TOWN7'")
     res.check(rows == [(0,)], "routed by town in the wrong case: %s" % rows)
     with conn.cursor() as cur:
