@@ -30,7 +30,8 @@ OBJS = \
 	fdw/index_owner.o \
 	fdw/index_build.o \
 	fdw/trust.o \
-	fdw/mongo_limits.o
+	fdw/mongo_limits.o \
+	fdw/protocol_read.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql

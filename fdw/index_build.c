@@ -43,6 +43,7 @@
 #include "deparse.h"
 #include "index_ddl.h"
 #include "index_entry.h"
+#include "protocol_read.h"
 
 /* Entries per bulk write */
 #define IDX_BUILD_BATCH		1000
@@ -123,7 +124,8 @@ open_fact_cursor(BuildState *st, Bitmapset *attrs)
 												 st->info->database,
 												 st->info->collection);
 		st->cursor = mongoc_collection_find_with_opts(st->facts, &filter,
-													  &opts, NULL);
+													  &opts,
+													  idx_primary_read_prefs());
 	}
 	PG_FINALLY();
 	{

@@ -88,6 +88,7 @@
 #include "connection.h"
 #include "index_catalog.h"
 #include "index_owner.h"
+#include "protocol_read.h"
 
 /* MongoDB's DuplicateKey */
 #define MONGO_DUPLICATE_KEY		11000
@@ -256,7 +257,8 @@ read_marker(mongoc_client_t *client, const char *servername,
 	BSON_APPEND_UTF8(&filter, "_id", collection);
 	registry = mongoc_client_get_collection(client, database,
 											IDX_OWNER_REGISTRY);
-	cursor = mongoc_collection_find_with_opts(registry, &filter, NULL, NULL);
+	cursor = mongoc_collection_find_with_opts(registry, &filter, NULL,
+											  idx_primary_read_prefs());
 	bson_destroy(&filter);
 	PG_TRY();
 	{
@@ -356,7 +358,8 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 	bool		any = false;
 
 	coll = mongoc_client_get_collection(client, database, collection);
-	cursor = mongoc_collection_find_with_opts(coll, &filter, opts, NULL);
+	cursor = mongoc_collection_find_with_opts(coll, &filter, opts,
+											  idx_primary_read_prefs());
 	bson_destroy(opts);
 	PG_TRY();
 	{
@@ -836,7 +839,8 @@ read_verdicts(Oid relid, Oid userid, Oid serverid, List *defs)
 
 	registry = mongoc_client_get_collection(client, first->database,
 											IDX_OWNER_REGISTRY);
-	cursor = mongoc_collection_find_with_opts(registry, filter, NULL, NULL);
+	cursor = mongoc_collection_find_with_opts(registry, filter, NULL,
+											  idx_primary_read_prefs());
 	bson_destroy(filter);
 	PG_TRY();
 	{

@@ -36,6 +36,7 @@
 #include "index_path.h"
 #include "mongo_limits.h"
 #include "planner.h"
+#include "protocol_read.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -55,6 +56,9 @@ typedef struct IdxIndexScan
 	IdxRowConv *entryconv;		/* covering: columns read from entries */
 	IdxRowConv *keyconv;		/* key-only: a fact's key columns */
 	Bitmapset  *fetch_attrs;	/* key-only: columns to fetch (+ keys) */
+	const bson_t *fetch_collation;	/* the collection's, or NULL: simple */
+	List	   *checks;			/* string equalities to recheck under it */
+	Bitmapset  *check_attrs;	/* the columns they read */
 
 	/* libmongoc objects, released by idx_index_scan_release() */
 	mongoc_collection_t *index_coll;
@@ -354,7 +358,7 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 			idx_xact_append_session(state->client, &opts);
 			ix->lookup = mongoc_collection_find_with_opts(ix->index_coll,
 														  &filter, &opts,
-														  NULL);
+														  state->read_prefs);
 		}
 		else
 			bson_reinit(&filter);	/* the half-built filter goes */
@@ -394,6 +398,48 @@ order_key_has_range(IdxIndexScan *ix)
 }
 
 /*
+ * Choose the collation of this execution's fact fetches: the collection's
+ * default, so that the $in on _id can use the _id index, when the
+ * pushed-down filter's string comparisons are positive equalities on
+ * columns (idx_string_equalities: the collation can only widen them, and
+ * vouching_entry() narrows each fact back to the binary comparison and
+ * checks its _id byte for byte); else the simple collation PostgreSQL's
+ * text semantics need.
+ */
+static void
+choose_fetch_collation(IdxScanState *state, IdxIndexScan *ix)
+{
+	List	   *fields;
+	ListCell   *lc;
+
+	ix->fetch_collation = NULL;
+	ix->checks = NIL;
+	ix->check_attrs = NULL;
+	if (!idx_string_equalities(ix->fact_filter, &ix->checks, &fields))
+		return;
+	foreach(lc, fields)
+	{
+		const char *field = (const char *) lfirst(lc);
+		int			attnum = state->info->natts;
+
+		while (attnum > 0 && (state->info->fields[attnum - 1] == NULL ||
+							  strcmp(state->info->fields[attnum - 1], field) != 0))
+			attnum--;
+		if (attnum == 0)
+		{
+			ix->checks = NIL;
+			return;				/* not a column's field: keep simple */
+		}
+		ix->check_attrs = bms_add_member(ix->check_attrs,
+										 attnum - FirstLowInvalidHeapAttributeNumber);
+	}
+	ix->fetch_collation = idx_collection_collation(state->client,
+												   state->server->servername,
+												   state->info->database,
+												   state->info->collection);
+}
+
+/*
  * Start this execution: evaluate the values, open the lookup, and build
  * the facts' filter.
  */
@@ -420,6 +466,7 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 		if (state->last_filter)
 			pfree(state->last_filter);
 		state->last_filter = idx_bson_as_json(ix->fact_filter);
+		choose_fetch_collation(state, ix);
 		state->collection = mongoc_client_get_collection(state->client,
 														 state->info->database,
 														 state->info->collection);
@@ -502,6 +549,8 @@ vouching_entry(IdxIndexScan *ix, const bson_t *doc, const bool *taken)
 
 	if (!bson_iter_init_find(&iter, doc, "_id"))
 		return -1;
+	if (ix->fetch_collation && !idx_doc_passes_equalities(doc, ix->checks))
+		return -1;				/* matched only under the collation */
 	id = raw_id(&iter, &len);
 	values = palloc0(sizeof(Datum) * Max(natts, 1));
 	nulls = palloc(sizeof(bool) * Max(natts, 1));
@@ -647,12 +696,16 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 	{
 		PG_TRY();
 		{
-			idx_append_find_options(&opts, state->info, ix->fetch_attrs,
-									state->info->fetch_batch_size);
+			idx_append_find_options(&opts, state->info,
+									ix->fetch_collation ?
+									bms_union(ix->fetch_attrs, ix->check_attrs) :
+									ix->fetch_attrs,
+									state->info->fetch_batch_size,
+									ix->fetch_collation);
 			idx_xact_append_session(state->client, &opts);
 			state->cursor = mongoc_collection_find_with_opts(state->collection,
 															 &filter, &opts,
-															 NULL);
+															 state->read_prefs);
 			if (ordered)
 				order_batch(state, ix);
 		}

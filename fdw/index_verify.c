@@ -66,6 +66,7 @@
 #include "index_entry.h"
 #include "mongo_limits.h"
 #include "option.h"
+#include "protocol_read.h"
 #include "xact.h"
 
 PG_FUNCTION_INFO_V1(idxtable_verify_index);
@@ -305,7 +306,8 @@ open_stream(VerifyState *st, mongoc_collection_t *coll, const bson_t *filter,
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
 	idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", IDX_VERIFY_BATCH));
 	idx_xact_append_session(st->client, &opts);
-	cursor = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
+	cursor = mongoc_collection_find_with_opts(coll, filter, &opts,
+											  idx_primary_read_prefs());
 	bson_destroy(&opts);
 	return cursor;
 }
@@ -513,7 +515,8 @@ find_one(VerifyState *st, mongoc_collection_t *coll, const bson_t *filter,
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
-	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
+	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts,
+												  idx_primary_read_prefs());
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(st->lookup, &doc))
 		result = idx_bson_pcopy(doc);
@@ -547,7 +550,7 @@ fact_has_entry(VerifyState *st, const bson_t *wrapped_id, const bson_t *entry)
 	fact = find_one(st, st->facts, &filter, &projection, facts_what(st));
 	bson_destroy(&filter);
 	bson_destroy(&projection);
-	if (fact == NULL)
+	if (fact == NULL || !idx_doc_id_is(fact, bson_iter_value(&iter)))
 		return false;
 
 	memset(st->nulls, true, sizeof(bool) * st->rowconv->natts);

@@ -20,6 +20,7 @@
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_write.h"
+#include "protocol_read.h"
 #include "xact.h"
 
 /* Attempts at taking over an orphaned unique claim that others race for */
@@ -551,7 +552,8 @@ find_one(IdxIndexWriter *w, mongoc_collection_t *coll, const bson_t *filter,
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
 	if (in_txn)
 		idx_xact_append_session(w->client, &opts);
-	cursor = mongoc_collection_find_with_opts(coll, filter, &opts, NULL);
+	cursor = mongoc_collection_find_with_opts(coll, filter, &opts,
+											  idx_primary_read_prefs());
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(cursor, &doc))
 		result = idx_bson_pcopy(doc);
@@ -600,7 +602,8 @@ fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
 					psprintf("checking an entry of index \"%s\"", q->def->name));
 	bson_destroy(&filter);
 	bson_destroy(&projection);
-	if (fact == NULL)
+	if (fact == NULL ||
+		!idx_doc_id_is(fact, bson_iter_value((bson_iter_t *) fact_id)))
 		return NULL;
 
 	values = palloc0(sizeof(Datum) * natts);

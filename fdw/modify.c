@@ -56,6 +56,7 @@
 #include "modify_int.h"
 #include "mongo_limits.h"
 #include "option.h"
+#include "protocol_read.h"
 #include "scan.h"
 #include "shard_key.h"
 #include "xact.h"
@@ -498,11 +499,12 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard,
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (in_txn)
 		idx_xact_append_session(ms->client, &opts);
-	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
+	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts,
+											  idx_primary_read_prefs());
 	bson_destroy(&filter);
 	bson_destroy(&opts);
 	if (mongoc_cursor_next(cursor, &doc))
-		result = bson_copy(doc);
+		result = idx_doc_id_is(doc, id) ? bson_copy(doc) : NULL;
 	else if (mongoc_cursor_error(cursor, NULL))
 	{
 		PG_TRY();

@@ -47,6 +47,7 @@
 #include "index_entry.h"
 #include "modify_int.h"
 #include "mongo_limits.h"
+#include "protocol_read.h"
 #include "scan.h"
 #include "shard_key.h"
 #include "xact.h"
@@ -286,7 +287,8 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	idx_check_append(bson_append_document_end(&opts, &projection));
 	if (!mongoc_client_session_append(session, &opts, &error))
 		elog(ERROR, "could not add the session to a read: %s", error.message);
-	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts, NULL);
+	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts,
+											  idx_primary_read_prefs());
 	bson_destroy(&filter);
 	bson_destroy(&opts);
 	PG_TRY();

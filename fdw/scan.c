@@ -31,6 +31,7 @@
 #include "idxtable_fdw.h"
 #include "option.h"
 #include "planner.h"
+#include "protocol_read.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -158,6 +159,7 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	state->attrs_used = idx_list_to_bitmap(list_nth(plan->fdw_private,
 												IdxPrivAttrsUsed));
 	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
+	state->read_prefs = idx_scan_read_prefs(node);
 
 	/* the leading fdw_exprs are the Params of the pushed-down clauses */
 	nparams = intVal(list_nth(plan->fdw_private, IdxPrivNumFilterParams));
@@ -208,13 +210,16 @@ idx_eval_exprs(ForeignScanState *node, List *states, Datum *values,
 }
 
 /*
- * Append the find options: projection, batch size, and the "simple"
- * (binary) collation, which the pushdown rules for text assume even where
- * the collection has a default collation of its own.
+ * Append the find options: projection, batch size, and the collation:
+ * "simple" (binary), which the pushdown rules for text assume even where
+ * the collection has a default collation of its own, unless the caller
+ * passes that default for a lookup that compares no strings but _ids and
+ * rechecks them (protocol_read.c).
  */
 void
 idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
-						Bitmapset *attrs_used, int batch_size)
+						Bitmapset *attrs_used, int batch_size,
+						const bson_t *collation)
 {
 	bson_t		child;
 
@@ -222,9 +227,37 @@ idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
 	idx_build_projection(&child, info, attrs_used);
 	idx_check_append(bson_append_document_end(opts, &child));
 	idx_check_append(BSON_APPEND_INT32(opts, "batchSize", batch_size));
+	if (collation)
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT(opts, "collation", collation));
+		return;
+	}
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "collation", &child));
 	idx_check_append(BSON_APPEND_UTF8(&child, "locale", "simple"));
 	idx_check_append(bson_append_document_end(opts, &child));
+}
+
+/*
+ * The collation of a scan's find: the collection's default for an _id
+ * lookup that compares no other strings (its _ids to recheck go to
+ * state->recheck_ids), else NULL (simple).
+ */
+static const bson_t *
+scan_collation(IdxScanState *state, const bson_t *filter)
+{
+	const bson_t *collation;
+
+	list_free_deep(state->recheck_ids);
+	state->recheck_ids = NIL;
+	if (state->id_lookup < 0)
+		return NULL;
+	collation = idx_collection_collation(state->client,
+										 state->server->servername,
+										 state->info->database,
+										 state->info->collection);
+	if (collation)
+		state->recheck_ids = idx_id_lookup_values(filter);
+	return state->recheck_ids != NIL ? collation : NULL;
 }
 
 /*
@@ -257,7 +290,8 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 		idx_build_filter(&filter, state->remote_conds, state->relid,
 						 state->info, &state->params);
 		idx_append_find_options(&opts, state->info, state->attrs_used,
-								state->info->fetch_size);
+								state->info->fetch_size,
+								scan_collation(state, &filter));
 		if (state->last_filter)
 			pfree(state->last_filter);
 		state->last_filter = idx_bson_as_json(&filter);
@@ -269,7 +303,8 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 		state->pinned = true;
 		idx_xact_append_session(state->client, &opts);
 		state->cursor = mongoc_collection_find_with_opts(state->collection,
-														 &filter, &opts, NULL);
+														 &filter, &opts,
+														 state->read_prefs);
 	}
 	PG_FINALLY();
 	{
@@ -304,10 +339,14 @@ idxIterateForeignScan(ForeignScanState *node)
 	}
 
 	/* at the end the collection handle stays, as the "exhausted" marker */
-	doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
-							state->info->database);
-	if (doc == NULL)
-		return slot;
+	do
+	{
+		doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
+								state->info->database);
+		if (doc == NULL)
+			return slot;
+	} while (state->recheck_ids != NIL &&
+			 !idx_doc_id_among(doc, state->recheck_ids));
 
 	state->docs_fetched++;
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);

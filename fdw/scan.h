@@ -46,6 +46,9 @@ typedef struct IdxScanState
 	mongoc_collection_t *collection;
 	mongoc_cursor_t *cursor;
 	bool		pinned;			/* holds a pin on the client */
+	const mongoc_read_prefs_t *read_prefs;	/* NULL: the URI's */
+	List	   *recheck_ids;	/* _ids a lookup under the collection's
+								 * collation asked for (protocol_read.h) */
 	MemoryContext scan_cxt;		/* owns this state; its reset releases */
 	MemoryContextCallback release_cb;
 
@@ -84,10 +87,11 @@ extern void idx_eval_exprs(ForeignScanState *node, List *states,
 
 /*
  * Append the find options for facts: projection of "attrs_used",
- * batchSize, and the simple collation.
+ * batchSize, and "collation" (NULL: the simple collation).
  */
 extern void idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
-									Bitmapset *attrs_used, int batch_size);
+									Bitmapset *attrs_used, int batch_size,
+									const bson_t *collation);
 
 /* "reading collection "x" of database "y"", for messages */
 extern char *idx_reading_what(const char *collection, const char *database);

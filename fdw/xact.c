@@ -26,6 +26,7 @@
 
 #include "connection.h"
 #include "mongo_limits.h"
+#include "protocol_read.h"
 #include "xact.h"
 
 /* Attempts at commitTransaction while the result is unknown */
@@ -154,6 +155,25 @@ check_not_doomed(IdxRemoteXact *x)
 }
 
 /*
+ * Start a MongoDB transaction on "session" whose reads go to the primary.
+ * Without a read preference of its own a transaction takes the client's,
+ * i.e. the URI's readPreference, and libmongoc refuses every read in it
+ * that is not primary (mongoc-cursor.c: "Read preference in a transaction
+ * must be primary"), so a SELECT after an INSERT would fail.
+ */
+static bool
+start_transaction(mongoc_client_session_t *session, bson_error_t *error)
+{
+	mongoc_transaction_opt_t *opts = mongoc_transaction_opts_new();
+	bool		ok;
+
+	mongoc_transaction_opts_set_read_prefs(opts, idx_primary_read_prefs());
+	ok = mongoc_client_session_start_transaction(session, opts, error);
+	mongoc_transaction_opts_destroy(opts);
+	return ok;
+}
+
+/*
  * Start (or continue) the MongoDB transaction for a write.
  */
 mongoc_client_session_t *
@@ -183,7 +203,7 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	}
 	if (!x->in_txn)
 	{
-		if (!mongoc_client_session_start_transaction(x->session, NULL, &error))
+		if (!start_transaction(x->session, &error))
 			idx_report_error(&error, servername, "starting a transaction");
 		idx_limits_note_txn_start(client, servername);
 		x->in_txn = true;

@@ -9,6 +9,7 @@ run against that server instead.
 
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -682,6 +683,27 @@ def test_null_on_dotted_paths(env):
     check(coll.count_documents({}) == len(NULL_PATH_HITS))
 
 
+@test(own=True)
+def test_recent_commands_record_read_preference(env):
+    client = env.new_client(env.uri + "&readPreference=secondaryPreferred", appname="rp-test")
+    coll = client.t.recent
+    coll.drop()
+    coll.insert_one({"_id": 1})
+    env.client.admin.command("recentCommands", clear=True)
+    list(coll.find({"_id": 1}))
+    list(coll.with_options(read_preference=pymongo.ReadPreference.PRIMARY).find({"_id": 1}, limit=1))
+    got = [c for c in env.client.admin.command("recentCommands")["commands"] if c["appName"] == "rp-test"]
+    finds = [c for c in got if c["command"] == "find"]
+    check(len(finds) == 2, got)
+    check(finds[0]["readPreference"] == {"mode": "secondaryPreferred"}, finds[0])
+    check(finds[0]["db"] == "t" and finds[0]["collection"] == "recent" and finds[0]["filter"] == {"_id": 1})
+    check(finds[1]["readPreference"] in (None, {"mode": "primary"}) and finds[1]["limit"] == 1, finds[1])
+    check(not finds[0]["inTransaction"])
+    check(env.client.admin.command("recentCommands", clear=True)["commands"], "clear returns the records")
+    check(env.client.admin.command("recentCommands")["commands"] == [], "the ring is empty after clear")
+    client.close()
+
+
 @test()
 def test_collation_simple_is_accepted(env):
     coll = fresh(env, "coll_simple")
@@ -696,11 +718,101 @@ def test_collation_simple_is_accepted(env):
 def test_collation_other_locales_are_refused(env):
     coll = fresh(env, "coll_locale")
     coll.insert_one({"_id": 1, "s": "a"})
-    exc = expect_error(2, lambda: list(coll.find({}, collation={"locale": "en", "strength": 2})))
-    check('collation locale "en" not supported by the test server' in str(exc), str(exc))
+    exc = expect_error(2, lambda: list(coll.find({}, collation={"locale": "en", "strength": 1})))
+    check('collation {locale: "en", strength: 1} not supported by the test server' in str(exc), str(exc))
     exc = expect_error(2, lambda: list(coll.aggregate([{"$match": {}}], collation={"locale": "fr"})))
-    check('collation locale "fr" not supported by the test server' in str(exc), str(exc))
+    check('collation {locale: "fr"} not supported by the test server' in str(exc), str(exc))
     expect_error(2, env.client.t.command, "find", "coll_locale", collation={})
+    expect_error(2, coll.update_one, {"_id": 1}, {"$set": {"x": 1}}, collation={"locale": "de"})
+    env.client.t.drop_collection("coll_locale_create")
+    expect_error(2, env.client.t.command, "create", "coll_locale_create", collation={"locale": "fr"})
+    check("coll_locale_create" not in env.client.t.list_collection_names())
+
+
+CI = {"locale": "en", "strength": 2}
+
+
+def ci_collection(env, name):
+    """A collection of database `t` created with the case-insensitive default collation."""
+    env.client.t.drop_collection(name)
+    env.client.t.command("create", name, collation=CI)
+    return env.client.t[name]
+
+
+@test(own=True)
+def test_collation_default_is_stored_and_inherited(env):
+    coll = ci_collection(env, "coll_ci_opts")
+    info = next(env.client.t.list_collections(filter={"name": "coll_ci_opts"}))
+    full = info["options"]["collation"]
+    check(full["locale"] == "en" and full["strength"] == 2 and full["caseLevel"] is False, info)
+    check(info["idIndex"]["collation"] == full, info)
+    coll.create_index("a")
+    coll.create_index("b", collation={"locale": "simple"})
+    indexes = {i["name"]: i for i in coll.list_indexes()}
+    check(indexes["_id_"]["collation"] == full and indexes["a_1"]["collation"] == full, indexes)
+    check("collation" not in indexes["b_1"], indexes["b_1"])
+    # the fully specified form is accepted back as a query's collation
+    coll.insert_one({"_id": "x"})
+    check([d["_id"] for d in coll.find({"_id": "X"}, collation=full)] == ["x"])
+    env.client.t.drop_collection("coll_simple_opts")
+    env.client.t.command("create", "coll_simple_opts", collation={"locale": "simple"})
+    info = next(env.client.t.list_collections(filter={"name": "coll_simple_opts"}))
+    check("collation" not in info["options"] and "collation" not in info["idIndex"], info)
+
+
+@test(own=True)
+def test_collation_case_insensitive_matching(env):
+    coll = ci_collection(env, "coll_ci_match")
+    coll.insert_many([{"_id": "abc", "s": "Straße", "n": 1}, {"_id": 2, "s": "b", "t": ["X", "y"]}])
+    check([d["_id"] for d in coll.find({"_id": "ABC"})] == ["abc"])
+    check([d["_id"] for d in coll.find({"_id": {"$in": ["aBc", 7]}})] == ["abc"])
+    check([d["_id"] for d in coll.find({"s": "STRASSE"})] == ["abc"], "case folds compare equal")
+    check([d["_id"] for d in coll.find({"t": "x"})] == [2])
+    check([d["_id"] for d in coll.find({"s": {"$type": "string"}, "_id": {"$type": "int"}})] == [2])
+    check([d["_id"] for d in coll.find({"s": {"$gt": "A"}, "n": 1})] == ["abc"])
+    check(list(coll.find({"_id": "ABC"}, collation={"locale": "simple"})) == [], "simple is binary")
+    check([d["_id"] for d in coll.find({"_id": "abc"}, collation={"locale": "simple"})] == ["abc"])
+    check([d["_id"] for d in coll.find({"_id": {"$regex": "^ABC$"}}, collation={"locale": "simple"})] == [])
+    expect_error(115, lambda: list(coll.find({"_id": {"$regex": "^abc$"}})))
+    expect_error(115, lambda: list(coll.find({"$or": [{"s": re.compile("x")}]})))
+    # _id is unique under the collection's collation, as on mongod
+    expect_error(11000, coll.insert_one, {"_id": "ABC"})
+    check(coll.update_one({"_id": "ABC"}, {"$set": {"u": 1}}).modified_count == 1)
+    check(coll.update_one({"_id": "ABC"}, {"$set": {"u": 2}},
+                          collation={"locale": "simple"}).matched_count == 0)
+    check(coll.find_one_and_update({"_id": "aBC"}, {"$set": {"u": 3}})["_id"] == "abc")
+    check(coll.count_documents({"_id": "ABC"}) == 1)
+    check(coll.delete_one({"_id": "ABC"}, collation={"locale": "simple"}).deleted_count == 0)
+    check(coll.delete_one({"_id": "ABC"}).deleted_count == 1)
+    plain = fresh(env, "coll_plain_ids")
+    plain.insert_many([{"_id": "abc"}, {"_id": "ABC"}])
+    check(len(list(plain.find({"_id": "abc"}, collation=CI))) == 2, "a query collation on a plain collection")
+
+
+@test(own=True)
+def test_collation_index_serves_only_its_collation(env):
+    coll = ci_collection(env, "coll_ci_index")
+    coll.insert_many([{"_id": "k%03d" % i, "v": "V%d" % (i % 10)} for i in range(200)])
+    coll.create_index("v")
+    simple = {"locale": "simple"}
+    got = []
+    keys, docs = env.examined(lambda: got.extend(coll.find({"_id": "K007"})))
+    check([d["_id"] for d in got] == ["k007"] and (keys, docs) == (1, 1), (got, keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"_id": "k007"}, collation=simple)))
+    check(keys == 0 and docs == 200, "a simple query cannot use the case-insensitive _id index: %s" % docs)
+    keys, docs = env.examined(lambda: list(coll.find({"v": "v3"})))
+    check(keys == 20 and docs == 20, (keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"v": "V3"}, collation=simple)))
+    check(docs == 200, docs)
+    explained = env.client.t.command("explain", {"find": "coll_ci_index", "filter": {"_id": "K1"}})
+    check(explained["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "_id_", explained)
+    explained = env.client.t.command("explain", {"find": "coll_ci_index", "filter": {"_id": "k1"},
+                                                 "collation": simple})
+    check(explained["queryPlanner"]["winningPlan"]["stage"] == "COLLSCAN", explained)
+    plain = fresh(env, "coll_plain_index")
+    plain.insert_many([{"_id": i} for i in range(50)])
+    keys, docs = env.examined(lambda: list(plain.find({"_id": 7}, collation=CI)))
+    check(docs == 50, "a case-insensitive query cannot use a simple index: %s" % docs)
 
 
 # ---------------------------------------------------------------------------------------------- transactions

@@ -8,6 +8,7 @@ import time
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 
+from . import collation as collations
 from .cmd_crud import collection_stats
 from .errors import MongoError, bad_value
 from .matcher import compile_filter
@@ -120,8 +121,13 @@ def cmd_create(ctx):
     _txn_may_create(ctx, "a collection")
     if ctx.coll(name) is not None:
         raise MongoError(48, "Collection %s.%s already exists." % (ctx.db, name))
-    ctx.ensure_coll(name, {k: v for k, v in ctx.cmd.items()
-                           if k != "create" and not k.startswith("$") and k not in GENERIC_FIELDS})
+    options = {k: v for k, v in ctx.cmd.items()
+               if k != "create" and not k.startswith("$") and k not in GENERIC_FIELDS}
+    if "collation" in options:
+        collation = collations.parse(options.pop("collation"))
+        if collation != collations.SIMPLE:
+            options["collation"] = collation  # mongod stores and shows the fully specified form
+    ctx.ensure_coll(name, options)
     return {"ok": 1.0}
 
 
@@ -174,6 +180,17 @@ def _index_spec(raw):
     return spec
 
 
+def _index_collation(spec, coll):
+    """An index takes its own collation (`simple`: none), else the collection's default, as on mongod."""
+    if "collation" in spec:
+        collation = collations.parse(spec.pop("collation"))
+    else:
+        collation = collations.default_of(coll)
+    if collation and collation != collations.SIMPLE:
+        spec["collation"] = collation
+    return spec
+
+
 def _options_of(spec):
     """The parts of an index spec that must match for two specs to be "the same index"."""
     key = tuple((p, 1 if d > 0 else -1) for p, d in spec["key"].items())
@@ -214,6 +231,7 @@ def cmd_create_indexes(ctx):
         _txn_may_create(ctx, "an index")
     coll = ctx.ensure_coll(name)
     before = len(coll.indexes)
+    specs = [_index_collation(spec, coll) for spec in specs]
     for spec in specs:
         if not _existing_equivalent(coll, spec):
             ctx.add_index(coll, spec)

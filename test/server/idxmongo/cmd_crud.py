@@ -3,6 +3,7 @@ distinct, aggregate, explain."""
 
 import copy
 
+from . import collation as collations
 from .bsonkeys import leaf_values, MISSING, sort_key
 from .codec import encode
 from .context import prepare_insert
@@ -49,17 +50,8 @@ def sort_spec(spec):
 
 
 def _check_collation(cmd):
-    """Accept the `simple` collation (MongoDB's binary comparison, which is what this server does); refuse
-    every other locale rather than silently comparing strings by their bytes."""
-    collation = cmd.get("collation")
-    if collation is None:
-        return
-    if not isinstance(collation, dict):
-        raise MongoError(14, "collation must be an object")
-    locale = collation.get("locale")
-    if locale != "simple":
-        raise bad_value("collation locale %s not supported by the test server (only \"simple\")"
-                        % ('"%s"' % locale if isinstance(locale, str) else "(missing)"))
+    """Refuse a collation this server cannot compare by (collation.py) before anything runs."""
+    collations.parse(cmd.get("collation"))
 
 
 def _projection(spec):
@@ -92,7 +84,8 @@ def cmd_find(ctx):
     single = bool(cmd.get("singleBatch"))
     if limit < 0:
         limit, single = -limit, True
-    docs = ctx.query(ctx.coll(name), filt, sort_spec(cmd.get("sort")), skip, limit, hint=cmd.get("hint"))
+    docs = ctx.query(ctx.coll(name), filt, sort_spec(cmd.get("sort")), skip, limit, hint=cmd.get("hint"),
+                     collation=cmd.get("collation"))
     if projection and docs:
         project(docs[0], projection)  # reject a bad projection now rather than mid-cursor
     ctx.server.counters["query"] += 1
@@ -191,7 +184,7 @@ def _apply_statement(ctx, name, index, stmt, upserted):
     update = stmt["u"]
     coll = ctx.coll(name)
     check_update(coll, stmt)
-    docs = ctx.query(coll, spec, limit=0 if stmt.get("multi") else 1)
+    docs = ctx.query(coll, spec, limit=0 if stmt.get("multi") else 1, collation=stmt.get("collation"))
     modified = 0
     for doc in docs:
         new = _updated(doc, spec, update)
@@ -265,7 +258,8 @@ def cmd_delete(ctx):
         try:
             check_delete(coll, stmt)
             ctx.refuse_multi_retry(not stmt.get("limit"), "limit=0")
-            for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0):
+            for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0,
+                                 collation=stmt.get("collation")):
                 ctx.delete_doc(coll, doc)
                 n += 1
                 ctx.record_outcome(i, {"n": 1})
@@ -294,7 +288,7 @@ def cmd_find_and_modify(ctx):
     ctx.wait_for_write_lock(name)
     coll = ctx.coll(name)
     check_find_and_modify(coll, spec)
-    docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1)
+    docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1, collation=cmd.get("collation"))
     if remove:
         ctx.server.counters["delete"] += 1
         if docs:
@@ -336,7 +330,8 @@ def cmd_count(ctx):
     if not filt and not ctx.overlay(coll) and not cmd.get("hint"):
         n = max(0, len(coll.docs) - skip)
         return {"n": min(n, limit) if limit else n, "ok": 1.0}
-    return {"n": len(ctx.query(coll, filt, skip=skip, limit=limit, hint=cmd.get("hint"))), "ok": 1.0}
+    return {"n": len(ctx.query(coll, filt, skip=skip, limit=limit, hint=cmd.get("hint"),
+                                collation=cmd.get("collation"))), "ok": 1.0}
 
 
 def cmd_distinct(ctx):
@@ -346,7 +341,7 @@ def cmd_distinct(ctx):
     if not isinstance(key, str):
         raise MongoError(14, "'key' must be a string")
     values = {}
-    for doc in ctx.query(ctx.coll(_name_arg(ctx)), cmd.get("query") or {}):
+    for doc in ctx.query(ctx.coll(_name_arg(ctx)), cmd.get("query") or {}, collation=cmd.get("collation")):
         found, _ = leaf_values(doc, key)
         for value in found:
             if value is not MISSING:
@@ -414,7 +409,7 @@ def cmd_aggregate(ctx):
     else:
         parts, rest = _pushdown(pipeline)
         docs = ctx.query(coll, parts["$match"], parts["$sort"], parts["$skip"], parts["$limit"],
-                         hint=cmd.get("hint"))
+                         hint=cmd.get("hint"), collation=cmd.get("collation"))
     if rest:
         lookup_db = LookupDatabase(lambda other, filt: ctx.query(ctx.coll(other), filt))
         if not all(next(iter(stage), None) in READ_ONLY_STAGES for stage in rest if isinstance(stage, dict)):
@@ -439,9 +434,12 @@ def cmd_explain(ctx):
     docs = []
     plan_doc = {"stage": "EOF"}
     if coll is not None:
-        plan = choose_plan(coll, filt, sort, inner.get("hint"))
+        collation = collations.effective(inner.get("collation"), coll)
+        plan = choose_plan(coll, collations.fold_filter(filt) if collation else filt, sort, inner.get("hint"),
+                           collation)
         plan_doc = plan.describe()
-        docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan)
+        docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan,
+                         collation=inner.get("collation"))
     ns = "%s.%s" % (ctx.db, inner[kind])
     return {"queryPlanner": {"namespace": ns, "parsedQuery": filt, "winningPlan": plan_doc, "rejectedPlans": []},
             "executionStats": {"executionSuccess": True, "nReturned": len(docs),

@@ -6,6 +6,7 @@ import time
 
 from bson.objectid import ObjectId
 
+from . import collation as collations
 from . import journal, limits, sharding
 from .bsonkeys import REGEX, sort_key
 from .errors import MongoError, write_conflict
@@ -115,15 +116,17 @@ class Context:
         """Before-images this command must read instead of another transaction's uncommitted writes."""
         return self.server.txns.overlay(self.txn, coll)
 
-    def query(self, coll, filt, sort=None, skip=0, limit=0, plan=None, hint=None):
-        """Matching documents as this command may see them (empty for a missing collection)."""
+    def query(self, coll, filt, sort=None, skip=0, limit=0, plan=None, hint=None, collation=None):
+        """Matching documents as this command may see them (empty for a missing collection), under the
+        `collation` given (a command's or statement's `collation` field), else the collection's default."""
         if coll is None:
             return []
         if not isinstance(filt or {}, dict):
             raise MongoError(2, "filter must be an object")
         if self.txn is not None:
             self.txn.namespaces.add((coll.db, coll.name))  # a read takes an intent lock too
-        return execute(coll, filt, sort, skip, limit, self.overlay(coll), self.stats, plan, hint)
+        return execute(coll, filt, sort, skip, limit, self.overlay(coll), self.stats, plan, hint,
+                       collations.effective(collation, coll))
 
     def insert_doc(self, coll, doc):
         """Insert with transaction bookkeeping; WriteConflict instead of E11000 when the key belongs to

@@ -15,6 +15,7 @@ from bson.min_key import MinKey
 from bson.regex import Regex
 
 from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, sort_documents, sort_key
+from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
 
@@ -176,12 +177,13 @@ def _provides_order(index, point_lists, sort):
     return directions.pop() if len(directions) == 1 else None
 
 
-def _plan_for_conjunction(coll, filt, sort):
-    """Best single-index plan for a conjunction, or None when no index applies to it."""
+def _plan_for_conjunction(coll, filt, sort, collation=None):
+    """Best single-index plan for a conjunction, or None when no index applies to it (an index whose
+    collation differs from the query's never does)."""
     conds = _conditions(filt)
     best = None
     for index in coll.indexes.values():
-        if not index.serves_queries:
+        if not index.serves_queries or index.collation != collation:
             continue
         found = _index_intervals(index, conds)
         if found is None:
@@ -195,11 +197,11 @@ def _plan_for_conjunction(coll, filt, sort):
     return best[1] if best else None
 
 
-def _plan_for_sort(coll, sort):
+def _plan_for_sort(coll, sort, collation=None):
     """A full scan of an index whose order gives `sort`, or None."""
     whole = [((BELOW_ALL,), True, (ABOVE_ALL,), False)]
     for index in coll.indexes.values():
-        if index.serves_queries:
+        if index.serves_queries and index.collation == collation:
             reverse = _provides_order(index, [], sort)
             if reverse is not None:
                 return Plan("IXSCAN", index, whole, ordered=True, reverse=reverse)
@@ -223,24 +225,26 @@ def _hinted_plan(coll, filt, sort, hint):
     return Plan("IXSCAN", index, intervals, ordered=reverse is not None, reverse=bool(reverse))
 
 
-def choose_plan(coll, filt, sort, hint=None):
+def choose_plan(coll, filt, sort, hint=None, collation=None):
     """Pick the access path for a query: the hinted one, else an index on the filter, a union for an
     indexable `$or`, an index giving the sort order, or a collection scan (`$natural` sorts always scan
-    the collection)."""
+    the collection). Only indexes of the query's `collation` (None: simple) are considered; the filter
+    must already be folded for it."""
     if hint:
         return _hinted_plan(coll, filt, sort, hint)
     if sort and sort[0][0] == "$natural":
         return Plan("COLLSCAN", ordered=True, reverse=sort[0][1] < 0)
-    plan = _plan_for_conjunction(coll, filt, sort)
+    plan = _plan_for_conjunction(coll, filt, sort, collation)
     if plan is not None:
         return plan
     branches = filt.get("$or")
     if isinstance(branches, list) and branches:
-        plans = [_plan_for_conjunction(coll, b, None) if isinstance(b, dict) else None for b in branches]
+        plans = [_plan_for_conjunction(coll, b, None, collation) if isinstance(b, dict) else None
+                 for b in branches]
         if all(p is not None for p in plans):
             return Plan("OR", branches=plans)
     if sort:
-        plan = _plan_for_sort(coll, sort)
+        plan = _plan_for_sort(coll, sort, collation)
         if plan is not None:
             return plan
     return Plan("COLLSCAN", ordered=not sort)
@@ -290,8 +294,11 @@ def _union_ids(plan, stats):
                 yield idk
 
 
-def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, plan=None, hint=None):
+def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, plan=None, hint=None,
+            collation=None):
     """Documents of `coll` matching `filt`, sorted, skipped and limited, as seen by the caller.
+
+    Under a `collation` (None: simple; else en/2, see collation.py) strings compare by their case folds.
 
     `overlay` ({id key: before-image or None}) hides another session's uncommitted writes: those documents
     are read in their before-image instead, and documents deleted by that transaction are still found.
@@ -301,8 +308,13 @@ def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, pl
     stats = stats if stats is not None else ScanStats()
     filt = filt or {}
     sort = sort or []
-    plan = plan or choose_plan(coll, filt, sort, hint)
+    if collation:
+        filt = fold_filter(filt)
+    plan = plan or choose_plan(coll, filt, sort, hint, collation)
     match = compile_filter(filt)
+    if collation:
+        folded_match = match
+        match = lambda doc: folded_match(fold(doc))  # noqa: E731
     ordered = plan.ordered and not overlay
     need = skip + limit if limit and ordered else None
     matches = []

@@ -10,6 +10,7 @@ import time
 import traceback
 
 from . import cmd_admin, cmd_crud, limits, sharding, txnrules
+from .cmdlog import CommandLog, cmd_recent_commands
 from .auth import Authenticator
 from .clusterclock import ClusterClock
 from .context import Context
@@ -71,6 +72,8 @@ class Server:
         self.commands.update(sharding.COMMANDS)
         self.commands.update(limits.COMMANDS)
         self.txn_size_limit = None  # --txn-size-limit: bytes a transaction may write (limits.py)
+        self.commands["recentCommands"] = cmd_recent_commands
+        self.cmdlog = CommandLog()
         self.started = time.time()
         self.stop_event = threading.Event()
         self.conns_lock = threading.Lock()
@@ -168,6 +171,7 @@ class Server:
         error = None
         conn.op_time = None
         self.clock.advance(cmd.get("$clusterTime"))
+        self.cmdlog.record(conn, request.db, name, cmd)
         try:
             if request.oversize:
                 raise limits.too_large_in_message(request.oversize)
@@ -183,8 +187,10 @@ class Server:
             error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
         elif reply.get("writeErrors"):
             error = "writeErrors %s" % [e["code"] for e in reply["writeErrors"]]
-        LOG.debug("cmd=%s db=%s conn=%d ms=%.2f%s", name, request.db, conn.id,
-                  (time.monotonic() - started) * 1000, " error=%s" % error if error else "")
+        LOG.debug("cmd=%s db=%s conn=%d ms=%.2f%s%s", name, request.db, conn.id,
+                  (time.monotonic() - started) * 1000, " error=%s" % error if error else "",
+                  " readPreference=%s" % cmd["$readPreference"].get("mode")
+                  if isinstance(cmd.get("$readPreference"), dict) else "")
         return reply
 
     @staticmethod

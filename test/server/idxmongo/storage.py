@@ -13,6 +13,7 @@ from bson.binary import Binary
 from sortedcontainers import SortedList
 
 from .bsonkeys import ABOVE_ALL, MISSING, format_document, leaf_values, sort_key
+from .collation import fold
 from .errors import MongoError
 from .matcher import compile_filter
 
@@ -43,6 +44,7 @@ class Index:
         self.sparse = bool(spec.get("sparse"))
         self.partial = spec.get("partialFilterExpression")
         self.partial_match = compile_filter(self.partial) if self.partial is not None else None
+        self.collation = spec.get("collation")  # None: simple; keys of strings are folded under en/2
         self.entries = SortedList()
         self.multikey = False
 
@@ -57,7 +59,7 @@ class Index:
         Raises CannotIndexParallelArrays (171) when two indexed fields are arrays, as MongoDB does.
         """
         if self.is_id:
-            return {(sort_key(doc["_id"]),): (doc["_id"],)}
+            return {(self._key(doc["_id"]),): (doc["_id"],)}
         if self.partial_match is not None and not self.partial_match(doc):
             return {}
         per_field = []
@@ -78,8 +80,12 @@ class Index:
             self.multikey = True
         keys = {(): ()}
         for values in per_field:
-            keys = {kt + (sort_key(v),): raw + (v,) for kt, raw in keys.items() for v in values}
+            keys = {kt + (self._key(v),): raw + (v,) for kt, raw in keys.items() for v in values}
         return keys
+
+    def _key(self, value):
+        """The sort key of one indexed value under the index's collation."""
+        return sort_key(fold(value) if self.collation else value)
 
     def holder_of(self, key_tuple, exclude_idk):
         """The id key of a document other than `exclude_idk` holding `key_tuple`, or None."""
@@ -110,7 +116,10 @@ class Collection:
         self.docs = {}
         self.record_ids = {}  # id key -> insertion sequence number (MongoDB's RecordId: natural order)
         self.next_record_id = 1
-        self.indexes = {"_id_": Index(dict(ID_INDEX_SPEC))}
+        id_spec = dict(ID_INDEX_SPEC)
+        if self.options.get("collation"):
+            id_spec["collation"] = self.options["collation"]
+        self.indexes = {"_id_": Index(id_spec)}
 
     @property
     def ns(self):

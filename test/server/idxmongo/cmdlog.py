@@ -1,0 +1,50 @@
+"""A ring of the commands the server received, for tests: `recentCommands` (a test-server-only admin command).
+
+Each record says what a driver sent that a test may need to assert on: the command's name, database and
+target collection, its `$readPreference` (None when the driver sent none, which mongod reads as primary), its
+`collation`, `filter` and `limit` (for find), whether it ran in a transaction, and the client's appName.
+"""
+
+import collections
+import threading
+
+RING_SIZE = 2000
+# Not recorded: the handshake, the monitors' heartbeats and the log's own reads.
+SKIPPED = {"hello", "isMaster", "ismaster", "recentCommands", "saslStart", "saslContinue", "endSessions"}
+
+
+class CommandLog:
+    """The last RING_SIZE commands (thread-safe)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.ring = collections.deque(maxlen=RING_SIZE)
+
+    def record(self, conn, db, name, cmd):
+        """Remember one command (before it runs)."""
+        if name in SKIPPED:
+            return
+        target = cmd.get(name)
+        entry = {"command": name, "db": db,
+                 "collection": target if isinstance(target, str) else None,
+                 "readPreference": cmd.get("$readPreference"),
+                 "inTransaction": "txnNumber" in cmd and cmd.get("autocommit") is False,
+                 "appName": conn.app_name}
+        for field in ("filter", "collation", "limit"):
+            if field in cmd:
+                entry[field] = cmd[field]
+        with self.lock:
+            self.ring.append(entry)
+
+    def take(self, clear):
+        """The records, oldest first; with `clear` the ring is emptied."""
+        with self.lock:
+            out = list(self.ring)
+            if clear:
+                self.ring.clear()
+        return out
+
+
+def cmd_recent_commands(ctx):
+    """recentCommands (test server only): {recentCommands: 1, clear: bool} -> {commands: [...]}."""
+    return {"commands": ctx.server.cmdlog.take(bool(ctx.cmd.get("clear"))), "ok": 1.0}
