@@ -6,6 +6,7 @@ OBJS = \
 	fdw/option.o \
 	fdw/document.o \
 	fdw/xact.o \
+	fdw/remote_error.o \
 	fdw/index_write.o \
 	fdw/index_verify.o \
 	fdw/modify.o \
