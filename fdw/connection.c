@@ -45,6 +45,7 @@ typedef struct IdxConnEntry
 	int			active_scans;	/* scans currently using the client */
 	bool		superuser_only; /* trust rules not yet checked for a
 								 * non-superuser (trust.c) */
+	IdxRemoteXact xact;			/* the client's MongoDB transaction */
 } IdxConnEntry;
 
 static HTAB *ConnectionHash = NULL;
@@ -53,7 +54,6 @@ static HTAB *ConnectionHash = NULL;
 static uint64 *round_trip_counter = NULL;
 
 static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
-static void idx_xact_callback(XactEvent event, void *arg);
 
 /*
  * APM hook: count every command libmongoc sends (find, getMore, ...) for
@@ -96,7 +96,7 @@ init_connection_cache(void)
 								  (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, idx_inval_callback,
 								  (Datum) 0);
-	RegisterXactCallback(idx_xact_callback, NULL);
+	idx_xact_register_callbacks();
 }
 
 /*
@@ -247,9 +247,10 @@ disconnect_entry(IdxConnEntry *entry)
 {
 	if (entry->client)
 	{
-		idx_xact_forget_client(entry->client);
+		idx_xact_release(&entry->xact);
 		idx_stream_client_destroy(entry->client);
 	}
+	memset(&entry->xact, 0, sizeof(entry->xact));
 	entry->client = NULL;
 	entry->invalidated = false;
 }
@@ -285,6 +286,7 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 		entry->client = NULL;
 		entry->invalidated = false;
 		entry->active_scans = 0;
+		memset(&entry->xact, 0, sizeof(entry->xact));
 	}
 
 	if (entry->client &&
@@ -302,6 +304,8 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 								  ObjectIdGetDatum(user->umid));
 		entry->client = connect_client(server, user);
 		entry->superuser_only = superuser_arg(user->userid);
+		entry->xact.client = entry->client;
+		strlcpy(entry->xact.servername, server->servername, NAMEDATALEN);
 	}
 	else if (entry->superuser_only && !superuser_arg(user->userid))
 		recheck_trust(entry, server, user);
@@ -383,27 +387,67 @@ idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
  * At commit no scan is open any more: drop invalidated clients.  At abort
  * the scans' cursors are released only later, when the portal's memory is
  * cleaned up, so clients are left alone (the next lookup drops them) and
- * only the pins are forgotten.
+ * only the pins are forgotten.  Called by xact.c's transaction callback,
+ * after the MongoDB transactions and the index DDL are done.
  */
-static void
-idx_xact_callback(XactEvent event, void *arg)
+void
+idx_conn_xact_end(bool commit)
 {
 	HASH_SEQ_STATUS scan;
 	IdxConnEntry *entry;
-	bool		commit = (event == XACT_EVENT_COMMIT ||
-						  event == XACT_EVENT_PARALLEL_COMMIT);
-
-	if (!commit && event != XACT_EVENT_ABORT &&
-		event != XACT_EVENT_PARALLEL_ABORT)
-		return;
 
 	idx_stream_reset_state();
+	if (ConnectionHash == NULL)
+		return;
 	hash_seq_init(&scan, ConnectionHash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
 		entry->active_scans = 0;
 		if (commit && entry->invalidated)
 			disconnect_entry(entry);
+	}
+}
+
+/*
+ * The transaction state kept beside a cached client, or NULL.
+ */
+struct IdxRemoteXact *
+idx_conn_xact(mongoc_client_t *client)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (ConnectionHash == NULL || client == NULL)
+		return NULL;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client == client)
+		{
+			hash_seq_term(&scan);
+			return &entry->xact;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Call "fn" on the transaction state of every connected client.  "fn" may
+ * raise an error (a failed commit): the scan is then ended by the abort.
+ */
+void
+idx_conn_foreach_xact(IdxConnXactFn fn, void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (ConnectionHash == NULL)
+		return;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client != NULL)
+			fn(&entry->xact, arg);
 	}
 }
 

@@ -54,6 +54,23 @@ extern uint64 *idx_count_round_trips(uint64 *counter);
 /* Pin (+1) or unpin (-1) a cached client while a scan holds a cursor */
 extern void idx_client_pin(mongoc_client_t *client, int delta);
 
+/*
+ * The MongoDB transaction state (xact.h) kept in the cache entry of a
+ * client, or NULL if the client is not a cached one.
+ */
+struct IdxRemoteXact;
+extern struct IdxRemoteXact *idx_conn_xact(mongoc_client_t *client);
+
+/* Call "fn" on the transaction state of every connected cached client */
+typedef void (*IdxConnXactFn) (struct IdxRemoteXact *x, void *arg);
+extern void idx_conn_foreach_xact(IdxConnXactFn fn, void *arg);
+
+/*
+ * Transaction end, called last by xact.c's callbacks: forget the pins and
+ * the stream's latched failures; at commit, drop invalidated clients.
+ */
+extern void idx_conn_xact_end(bool commit);
+
 /* Drop all idle cached clients; true if any was dropped */
 extern bool idx_disconnect_all(void);
 
