@@ -200,6 +200,29 @@ SELECT idxtable.create_index('xd', '{town}', name => 'xd_town');
 SELECT xd_check('xd', 'Oslo');
 \! /usr/bin/python3 test/fixtures/index_collections.py idxtable_xact
 
+--
+-- a failed ordered-mode statement whose undo fails too (the undo runs in
+-- a subtransaction of its own): the statement's own error is the one
+-- reported, the WARNING says what remains, indexes and facts agree, and
+-- the session goes on (a statement timeout still interrupts it)
+--
+CREATE FOREIGN TABLE xu (_id text, town text, n int)
+  SERVER mongo OPTIONS (database 'idxtable_xact', collection 'xu',
+                        consistency 'ordered', batch_size '2');
+INSERT INTO xu VALUES ('1', 'Oslo', 1);
+SELECT idxtable.create_index('xu', '{n}', is_unique => true, name => 'xu_n');
+\! /usr/bin/python3 test/fixtures/failpoint.py findAndModify 2 --times 1
+INSERT INTO xu VALUES ('20', 'Undo', 20), ('21', 'Undo', 21), ('22', 'Undo', 22), ('23', 'Undo', 1);
+\! /usr/bin/python3 test/fixtures/failpoint.py off
+SELECT _id, town, n FROM xu ORDER BY _id;
+SELECT * FROM idxtable.verify_index('xu_n');
+SET statement_timeout = '200ms';
+SELECT pg_sleep(2);
+RESET statement_timeout;
+-- and an undo that works leaves nothing
+INSERT INTO xu VALUES ('24', 'Undo', 24), ('25', 'Undo', 25), ('26', 'Undo', 26), ('27', 'Undo', 1);
+SELECT _id, town, n FROM xu ORDER BY _id;
+
 DROP FUNCTION xd_check(regclass, text);
-DROP FOREIGN TABLE xd, xo;
+DROP FOREIGN TABLE xd, xo, xu;
 \! /usr/bin/python3 test/fixtures/index_collections.py idxtable_xact drop
