@@ -7,6 +7,7 @@ OBJS = \
 	fdw/document.o \
 	fdw/xact.o \
 	fdw/remote_error.o \
+	fdw/handle.o \
 	fdw/index_write.o \
 	fdw/index_verify.o \
 	fdw/modify.o \

@@ -27,6 +27,7 @@
 #include "utils/syscache.h"
 
 #include "connection.h"
+#include "handle.h"
 #include "option.h"
 #include "stream.h"
 #include "trust.h"
@@ -198,21 +199,15 @@ static mongoc_client_t *
 connect_client(ForeignServer *server, UserMapping *user)
 {
 	mongoc_uri_t *uri = build_uri(server, user);
+	IdxHandle  *owned_uri = idx_own_uri(uri);
 	mongoc_client_t *client;
 	mongoc_apm_callbacks_t *callbacks;
 	bson_t		ping = BSON_INITIALIZER;
 	bson_error_t error;
 	bool		ok;
 
-	PG_TRY();
-	{
-		client = idx_stream_client_new(uri, server->servername);
-	}
-	PG_FINALLY();
-	{
-		mongoc_uri_destroy(uri);
-	}
-	PG_END_TRY();
+	client = idx_stream_client_new(uri, server->servername);
+	idx_release(owned_uri);
 	if (client == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -505,21 +500,15 @@ idx_count_documents(mongoc_client_t *client, const char *server,
 					const char *database, const char *collection)
 {
 	bson_t	   *command = bson_new();
+	IdxHandle  *owned = idx_own_bson(command);
 	bson_t		reply;
 	bson_iter_t iter;
 	int64		n = 0;
 
 	BSON_APPEND_UTF8(command, "count", collection);
-	PG_TRY();
-	{
-		idx_run_command(client, server, database, command, &reply,
-						psprintf("count on collection \"%s\"", collection));
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(command);
-	}
-	PG_END_TRY();
+	idx_run_command(client, server, database, command, &reply,
+					psprintf("count on collection \"%s\"", collection));
+	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "n") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))
 		n = bson_iter_as_int64(&iter);

@@ -91,6 +91,7 @@
 #include "utils/syscache.h"
 
 #include "connection.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -514,15 +515,16 @@ static void
 create_lookup_index(mongoc_client_t *client, const char *servername,
 					const IdxIndexDef *def)
 {
-	bson_t		command = BSON_INITIALIZER;
+	bson_t	   *command = bson_new();
+	IdxHandle  *owned = idx_own_bson(command);
 	bson_t		indexes,
 				index,
 				key;
 	bson_t		reply;
 	int			i;
 
-	BSON_APPEND_UTF8(&command, "createIndexes", def->collection);
-	BSON_APPEND_ARRAY_BEGIN(&command, "indexes", &indexes);
+	BSON_APPEND_UTF8(command, "createIndexes", def->collection);
+	BSON_APPEND_ARRAY_BEGIN(command, "indexes", &indexes);
 	BSON_APPEND_DOCUMENT_BEGIN(&indexes, "0", &index);
 	BSON_APPEND_DOCUMENT_BEGIN(&index, "key", &key);
 	for (i = 0; i < def->nkeys; i++)
@@ -541,20 +543,13 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 	bson_append_document_end(&index, &key);
 	BSON_APPEND_UTF8(&index, "name", "fact");
 	bson_append_document_end(&indexes, &index);
-	bson_append_array_end(&command, &indexes);
+	bson_append_array_end(command, &indexes);
 
-	PG_TRY();
-	{
-		idx_run_command(client, servername, def->database, &command, &reply,
-						psprintf("creating the lookup index of index collection \"%s\"",
-								 def->collection));
-		bson_destroy(&reply);
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(&command);
-	}
-	PG_END_TRY();
+	idx_run_command(client, servername, def->database, command, &reply,
+					psprintf("creating the lookup index of index collection \"%s\"",
+							 def->collection));
+	bson_destroy(&reply);
+	idx_release(owned);
 }
 
 /*
