@@ -212,7 +212,9 @@ CREATE FOREIGN TABLE xu (_id text, town text, n int)
 INSERT INTO xu VALUES ('1', 'Oslo', 1);
 SELECT idxtable.create_index('xu', '{n}', is_unique => true, name => 'xu_n');
 \! /usr/bin/python3 test/fixtures/failpoint.py findAndModify 2 --times 1
+BEGIN;
 INSERT INTO xu VALUES ('20', 'Undo', 20), ('21', 'Undo', 21), ('22', 'Undo', 22), ('23', 'Undo', 1);
+ROLLBACK;
 \! /usr/bin/python3 test/fixtures/failpoint.py off
 SELECT _id, town, n FROM xu ORDER BY _id;
 SELECT * FROM idxtable.verify_index('xu_n');
