@@ -212,9 +212,8 @@ CREATE FOREIGN TABLE xu (_id text, town text, n int)
 INSERT INTO xu VALUES ('1', 'Oslo', 1);
 SELECT idxtable.create_index('xu', '{n}', is_unique => true, name => 'xu_n');
 \! /usr/bin/python3 test/fixtures/failpoint.py findAndModify 2 --times 1
-BEGIN;
-INSERT INTO xu VALUES ('20', 'Undo', 20), ('21', 'Undo', 21), ('22', 'Undo', 22), ('23', 'Undo', 1);
-ROLLBACK;
+SELECT show_error($$INSERT INTO xu VALUES ('20', 'Undo', 20), ('21', 'Undo', 21),
+                                          ('22', 'Undo', 22), ('23', 'Undo', 1)$$);
 \! /usr/bin/python3 test/fixtures/failpoint.py off
 SELECT _id, town, n FROM xu ORDER BY _id;
 SELECT * FROM idxtable.verify_index('xu_n');
@@ -222,7 +221,8 @@ SET statement_timeout = '200ms';
 SELECT pg_sleep(2);
 RESET statement_timeout;
 -- and an undo that works leaves nothing
-INSERT INTO xu VALUES ('24', 'Undo', 24), ('25', 'Undo', 25), ('26', 'Undo', 26), ('27', 'Undo', 1);
+SELECT show_error($$INSERT INTO xu VALUES ('24', 'Undo', 24), ('25', 'Undo', 25),
+                                          ('26', 'Undo', 26), ('27', 'Undo', 1)$$);
 SELECT _id, town, n FROM xu ORDER BY _id;
 
 DROP FUNCTION xd_check(regclass, text);
