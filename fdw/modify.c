@@ -1183,16 +1183,18 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 /*
  * Undo the remembered writes, newest first.  Returns false (after a
  * WARNING) if there were too many to remember; an error undoing one is
- * raised, for undo_in_subtransaction() to turn into a WARNING.
+ * raised, for undo_in_subtransaction() to turn into a WARNING; *left
+ * then counts the rows not undone, of *total.
  */
 static bool
-undo_statement(IdxModifyState *ms)
+undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	List	   *records = ms->undo;
 	int			i;
 
 	ms->undo = NIL;				/* never twice */
+	*total = list_length(records);
 	if (ms->undo_overflow)
 	{
 		ereport(WARNING,
@@ -1208,6 +1210,7 @@ undo_statement(IdxModifyState *ms)
 		UndoRecord *rec = list_nth(records, i);
 		bson_iter_t iter;
 
+		*left = i + 1;
 		MemoryContextReset(ms->row_cxt);
 		MemoryContextSwitchTo(ms->row_cxt);
 		idx_writer_reset(ms->writer);
@@ -1245,6 +1248,8 @@ undo_in_subtransaction(IdxModifyState *ms)
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool ok = false;
+	volatile int left = 0;
+	volatile int total = 0;
 	uint32		holdoff;
 
 	HOLD_INTERRUPTS();
@@ -1253,7 +1258,7 @@ undo_in_subtransaction(IdxModifyState *ms)
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		ok = undo_statement(ms);
+		ok = undo_statement(ms, &left, &total);
 		ReleaseCurrentSubTransaction();
 	}
 	PG_CATCH();
@@ -1271,8 +1276,9 @@ undo_in_subtransaction(IdxModifyState *ms)
 		ereport(WARNING,
 				(errmsg("could not undo the writes of the failed statement to foreign table \"%s\"",
 						ms->info->relname),
-				 errdetail("%s", edata->message),
-				 errhint("Rows the statement wrote remain; idxtable.verify_index() and idxtable.repair_index() check and fix its indexes.")));
+				 errdetail("%d of the %d rows the statement wrote remain as written, after this error while undoing them: %s",
+						   left, total, edata->message),
+				 errhint("idxtable.verify_index() and idxtable.repair_index() check and fix the table's indexes.")));
 		FreeErrorData(edata);
 		ok = false;
 	}
