@@ -145,6 +145,7 @@ build_uri(ForeignServer *server, UserMapping *user)
 	const char *auth_source = lookup_option(user->options, "auth_source");
 	bson_error_t error;
 	mongoc_uri_t *uri;
+	IdxHandle  *owned;
 
 	if (uristr == NULL)
 		ereport(ERROR,
@@ -176,17 +177,10 @@ build_uri(ForeignServer *server, UserMapping *user)
 	mongoc_uri_set_appname(uri, "idxtable_fdw");
 
 	/* the mapping's secrets, then postgres_fdw's trust rules (trust.c) */
-	PG_TRY();
-	{
-		idx_apply_mapping_secrets(uri, user->options);
-		idx_check_connect_trust(server, user, uri);
-	}
-	PG_CATCH();
-	{
-		mongoc_uri_destroy(uri);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	owned = idx_own_uri(uri);
+	idx_apply_mapping_secrets(uri, user->options);
+	idx_check_connect_trust(server, user, uri);
+	idx_disown(owned);
 	return uri;
 }
 

@@ -81,3 +81,12 @@ idx_release(IdxHandle *owned)
 {
 	destroy_handle(owned);
 }
+
+/*
+ * Give an owned handle back to the caller (a function that returns it).
+ */
+void
+idx_disown(IdxHandle *owned)
+{
+	owned->handle = NULL;
+}

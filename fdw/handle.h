@@ -28,6 +28,9 @@ extern IdxHandle *idx_own(void *handle, void (*destroy) (void *));
 /* Destroy an owned handle now (the context then has nothing to do) */
 extern void idx_release(IdxHandle *owned);
 
+/* Take an owned handle back, undestroyed: the caller owns it again */
+extern void idx_disown(IdxHandle *owned);
+
 static inline IdxHandle *
 idx_own_cursor(mongoc_cursor_t *cursor)
 {
