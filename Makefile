@@ -6,6 +6,8 @@ OBJS = \
 	fdw/option.o \
 	fdw/document.o \
 	fdw/xact.o \
+	fdw/remote_error.o \
+	fdw/handle.o \
 	fdw/index_write.o \
 	fdw/index_verify.o \
 	fdw/modify.o \
@@ -37,7 +39,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth stream security security_catalog security_naming security_writes sharded
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth stream security security_catalog security_naming security_writes sharded xact_ddl
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -25,6 +25,7 @@
 #include "connection.h"
 #include "convert.h"
 #include "deparse.h"
+#include "handle.h"
 #include "idxtable_fdw.h"
 #include "index_stats.h"
 #include "option.h"
@@ -117,6 +118,10 @@ idxAcquireSampleRows(Relation relation, int elevel,
 	bson_t	   *opts;
 	mongoc_collection_t *collection;
 	mongoc_cursor_t *cursor;
+	IdxHandle  *owned_pipeline;
+	IdxHandle  *owned_opts;
+	IdxHandle  *owned_collection;
+	IdxHandle  *owned_cursor;
 
 	*totalrows = 0;
 	*totaldeadrows = 0;
@@ -133,33 +138,30 @@ idxAcquireSampleRows(Relation relation, int elevel,
 	ndocs = remote_document_count(client, server, info);
 
 	/*
-	 * Everything that can raise an error is done before the libmongoc
-	 * objects are created; from here on they are released in PG_FINALLY.
+	 * The libmongoc objects belong to the caller's memory context (handle.h)
+	 * until they are released here, so an error releases them too.
 	 */
 	pipeline = build_sample_pipeline(info, targrows);
+	owned_pipeline = idx_own_bson(pipeline);
 	opts = bson_new();
+	owned_opts = idx_own_bson(opts);
 	if (info->fetch_size > 0)
 		idx_check_append(BSON_APPEND_INT32(opts, "batchSize", info->fetch_size));
 
 	collection = mongoc_client_get_collection(client, info->database,
 											  info->collection);
+	owned_collection = idx_own_collection(collection);
 	cursor = mongoc_collection_aggregate(collection, MONGOC_QUERY_NONE,
 										 pipeline, opts, NULL);
+	owned_cursor = idx_own_cursor(cursor);
 
-	PG_TRY();
-	{
-		numrows = fetch_sample_rows(cursor, relation, rc, server->servername,
-									info->collection, rows, targrows);
-	}
-	PG_FINALLY();
-	{
-		MemoryContextSwitchTo(callercxt);
-		mongoc_cursor_destroy(cursor);
-		mongoc_collection_destroy(collection);
-		bson_destroy(opts);
-		bson_destroy(pipeline);
-	}
-	PG_END_TRY();
+	numrows = fetch_sample_rows(cursor, relation, rc, server->servername,
+								info->collection, rows, targrows);
+	MemoryContextSwitchTo(callercxt);
+	idx_release(owned_cursor);
+	idx_release(owned_collection);
+	idx_release(owned_opts);
+	idx_release(owned_pipeline);
 
 	/* the index tables' statistics come from the same sample */
 	idx_analyze_indexes(relation, rows, numrows, client, server->servername);
@@ -190,6 +192,7 @@ remote_document_count(mongoc_client_t *client, ForeignServer *server,
 					  const IdxTableInfo *info)
 {
 	bson_t	   *command;
+	IdxHandle  *owned;
 	bson_t		reply;
 	bson_iter_t iter;
 	double		ndocs = 0;
@@ -198,18 +201,11 @@ remote_document_count(mongoc_client_t *client, ForeignServer *server,
 	what = psprintf("count on collection \"%s\"", info->collection);
 
 	command = bson_new();
+	owned = idx_own_bson(command);
 	idx_check_append(BSON_APPEND_UTF8(command, "count", info->collection));
-
-	PG_TRY();
-	{
-		idx_run_command(client, server->servername, info->database,
-						command, &reply, what);
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(command);
-	}
-	PG_END_TRY();
+	idx_run_command(client, server->servername, info->database,
+					command, &reply, what);
+	idx_release(owned);
 
 	if (bson_iter_init_find(&iter, &reply, "n") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))
@@ -260,7 +256,7 @@ build_sample_pipeline(const IdxTableInfo *info, int targrows)
  * fetch_sample_rows
  *		Read the sample cursor into rows[], at most targrows of them.
  *
- * Runs inside the caller's PG_TRY, which owns the cursor.  Each document
+ * The caller's memory context owns the cursor (handle.h).  Each document
  * is converted in a per-row memory context that is reset for the next
  * one; heap_form_tuple() copies the values into the caller's context.
  */

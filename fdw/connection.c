@@ -1,18 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * connection.c
- *		  Cache of MongoDB clients and translation of libmongoc errors.
+ *		  Cache of MongoDB clients.
  *
  * Each backend keeps one mongoc_client_t per user mapping, created on first
  * use and kept for the life of the backend, so that a query costs no extra
  * round trip.  ALTER SERVER / ALTER USER MAPPING invalidate the entry; the
  * stale client is destroyed when no scan is using it (at the next lookup
- * outside a scan, or at transaction end).
+ * outside a scan, or at transaction end).  Beside each client the entry
+ * holds the state of its MongoDB transaction (xact.c).
  *
- * libmongoc's messages are never passed through as they are: the primary
- * message is ours and names the foreign server; the server's own message
- * goes into the detail with anything that looks like a connection string
- * removed, so credentials cannot leak.
+ * Errors are translated by remote_error.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,7 +27,7 @@
 #include "utils/syscache.h"
 
 #include "connection.h"
-#include "mongo_limits.h"
+#include "handle.h"
 #include "option.h"
 #include "stream.h"
 #include "trust.h"
@@ -48,6 +46,7 @@ typedef struct IdxConnEntry
 	int			active_scans;	/* scans currently using the client */
 	bool		superuser_only; /* trust rules not yet checked for a
 								 * non-superuser (trust.c) */
+	IdxRemoteXact xact;			/* the client's MongoDB transaction */
 } IdxConnEntry;
 
 static HTAB *ConnectionHash = NULL;
@@ -56,7 +55,6 @@ static HTAB *ConnectionHash = NULL;
 static uint64 *round_trip_counter = NULL;
 
 static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
-static void idx_xact_callback(XactEvent event, void *arg);
 
 /*
  * APM hook: count every command libmongoc sends (find, getMore, ...) for
@@ -99,7 +97,7 @@ init_connection_cache(void)
 								  (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, idx_inval_callback,
 								  (Datum) 0);
-	RegisterXactCallback(idx_xact_callback, NULL);
+	idx_xact_register_callbacks();
 }
 
 /*
@@ -147,6 +145,7 @@ build_uri(ForeignServer *server, UserMapping *user)
 	const char *auth_source = lookup_option(user->options, "auth_source");
 	bson_error_t error;
 	mongoc_uri_t *uri;
+	IdxHandle  *owned;
 
 	if (uristr == NULL)
 		ereport(ERROR,
@@ -178,17 +177,10 @@ build_uri(ForeignServer *server, UserMapping *user)
 	mongoc_uri_set_appname(uri, "idxtable_fdw");
 
 	/* the mapping's secrets, then postgres_fdw's trust rules (trust.c) */
-	PG_TRY();
-	{
-		idx_apply_mapping_secrets(uri, user->options);
-		idx_check_connect_trust(server, user, uri);
-	}
-	PG_CATCH();
-	{
-		mongoc_uri_destroy(uri);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	owned = idx_own_uri(uri);
+	idx_apply_mapping_secrets(uri, user->options);
+	idx_check_connect_trust(server, user, uri);
+	idx_disown(owned);
 	return uri;
 }
 
@@ -201,21 +193,15 @@ static mongoc_client_t *
 connect_client(ForeignServer *server, UserMapping *user)
 {
 	mongoc_uri_t *uri = build_uri(server, user);
+	IdxHandle  *owned_uri = idx_own_uri(uri);
 	mongoc_client_t *client;
 	mongoc_apm_callbacks_t *callbacks;
 	bson_t		ping = BSON_INITIALIZER;
 	bson_error_t error;
 	bool		ok;
 
-	PG_TRY();
-	{
-		client = idx_stream_client_new(uri, server->servername);
-	}
-	PG_FINALLY();
-	{
-		mongoc_uri_destroy(uri);
-	}
-	PG_END_TRY();
+	client = idx_stream_client_new(uri, server->servername);
+	idx_release(owned_uri);
 	if (client == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -250,9 +236,10 @@ disconnect_entry(IdxConnEntry *entry)
 {
 	if (entry->client)
 	{
-		idx_xact_forget_client(entry->client);
+		idx_xact_release(&entry->xact);
 		idx_stream_client_destroy(entry->client);
 	}
+	memset(&entry->xact, 0, sizeof(entry->xact));
 	entry->client = NULL;
 	entry->invalidated = false;
 }
@@ -288,6 +275,7 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 		entry->client = NULL;
 		entry->invalidated = false;
 		entry->active_scans = 0;
+		memset(&entry->xact, 0, sizeof(entry->xact));
 	}
 
 	if (entry->client &&
@@ -305,6 +293,8 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 								  ObjectIdGetDatum(user->umid));
 		entry->client = connect_client(server, user);
 		entry->superuser_only = superuser_arg(user->userid);
+		entry->xact.client = entry->client;
+		strlcpy(entry->xact.servername, server->servername, NAMEDATALEN);
 	}
 	else if (entry->superuser_only && !superuser_arg(user->userid))
 		recheck_trust(entry, server, user);
@@ -386,27 +376,67 @@ idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
  * At commit no scan is open any more: drop invalidated clients.  At abort
  * the scans' cursors are released only later, when the portal's memory is
  * cleaned up, so clients are left alone (the next lookup drops them) and
- * only the pins are forgotten.
+ * only the pins are forgotten.  Called by xact.c's transaction callback,
+ * after the MongoDB transactions and the index DDL are done.
  */
-static void
-idx_xact_callback(XactEvent event, void *arg)
+void
+idx_conn_xact_end(bool commit)
 {
 	HASH_SEQ_STATUS scan;
 	IdxConnEntry *entry;
-	bool		commit = (event == XACT_EVENT_COMMIT ||
-						  event == XACT_EVENT_PARALLEL_COMMIT);
-
-	if (!commit && event != XACT_EVENT_ABORT &&
-		event != XACT_EVENT_PARALLEL_ABORT)
-		return;
 
 	idx_stream_reset_state();
+	if (ConnectionHash == NULL)
+		return;
 	hash_seq_init(&scan, ConnectionHash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
 		entry->active_scans = 0;
 		if (commit && entry->invalidated)
 			disconnect_entry(entry);
+	}
+}
+
+/*
+ * The transaction state kept beside a cached client, or NULL.
+ */
+struct IdxRemoteXact *
+idx_conn_xact(mongoc_client_t *client)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (ConnectionHash == NULL || client == NULL)
+		return NULL;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client == client)
+		{
+			hash_seq_term(&scan);
+			return &entry->xact;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Call "fn" on the transaction state of every connected client.  "fn" may
+ * raise an error (a failed commit): the scan is then ended by the abort.
+ */
+void
+idx_conn_foreach_xact(IdxConnXactFn fn, void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (ConnectionHash == NULL)
+		return;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client != NULL)
+			fn(&entry->xact, arg);
 	}
 }
 
@@ -436,167 +466,6 @@ idx_disconnect_all(void)
 }
 
 /*
- * Remove anything that looks like a connection string from a libmongoc
- * message, in place, so that it can be shown in a detail line.
- */
-char *
-idx_scrub_message(const char *msg)
-{
-	char	   *copy = pstrdup(msg);
-	char	   *p;
-
-	while ((p = strstr(copy, "mongodb://")) != NULL ||
-		   (p = strstr(copy, "mongodb+srv://")) != NULL)
-	{
-		char	   *end = p;
-
-		while (*end && *end != ' ' && *end != '\'' && *end != '"')
-			end++;
-		memmove(p + 5, end, strlen(end) + 1);
-		memcpy(p, "(uri)", 5);
-	}
-	return copy;
-}
-
-/*
- * Is this libmongoc error a failure to reach or keep a connection?
- */
-static bool
-is_connection_error(const bson_error_t *error)
-{
-	return error->domain == MONGOC_ERROR_STREAM ||
-		error->domain == MONGOC_ERROR_SERVER_SELECTION ||
-		(error->domain == MONGOC_ERROR_CLIENT &&
-		 error->code == MONGOC_ERROR_CLIENT_AUTHENTICATE) ||
-		(error->domain == MONGOC_ERROR_SERVER && error->code == 18);
-}
-
-/*
- * Map a libmongoc / server error to a SQLSTATE.
- */
-static int
-error_sqlstate(const bson_error_t *error, bool connecting)
-{
-	if (is_connection_error(error))
-		return connecting ? ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
-			: ERRCODE_CONNECTION_FAILURE;
-	if (error->domain == MONGOC_ERROR_SERVER ||
-		error->domain == MONGOC_ERROR_WRITE_CONCERN)
-	{
-		switch (error->code)
-		{
-			case 11000:
-			case 11001:
-				return ERRCODE_UNIQUE_VIOLATION;
-			case 50:			/* MaxTimeMSExpired */
-			case 11601:			/* Interrupted */
-				return ERRCODE_QUERY_CANCELED;
-			case 13:			/* Unauthorized */
-				return ERRCODE_INSUFFICIENT_PRIVILEGE;
-			case 112:			/* WriteConflict */
-			case 251:			/* NoSuchTransaction */
-				return ERRCODE_T_R_SERIALIZATION_FAILURE;
-			case 257:			/* TransactionTooLarge */
-			case 10334:			/* BSONObjectTooLarge */
-			case 17419:			/* an update's result is over 16 MiB */
-			case 17420:			/* (older servers) */
-				return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
-		}
-	}
-	return ERRCODE_FDW_ERROR;
-}
-
-/*
- * Raise an ERROR for a failed operation on the server named "server".
- */
-void
-idx_report_error(const bson_error_t *error, const char *server,
-				 const char *what)
-{
-	bool		connecting = strcmp(what, "connecting to the server") == 0;
-	char	   *detail;
-
-	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
-	idx_limits_check_error(error, server, what);	/* lifetime, size, w */
-	detail = idx_scrub_message(error->message);
-
-	if (is_connection_error(error))
-		ereport(ERROR,
-				(errcode(error_sqlstate(error, connecting)),
-				 connecting
-				 ? errmsg("could not connect to server \"%s\"", server)
-				 : errmsg("lost connection to server \"%s\" while %s",
-						  server, what),
-				 errdetail("MongoDB: %s", detail)));
-
-	ereport(ERROR,
-			(errcode(error_sqlstate(error, false)),
-			 errmsg("MongoDB error on server \"%s\" while %s", server, what),
-			 errdetail("MongoDB error %u: %s", error->code, detail)));
-}
-
-/*
- * Prefer the reply's code and errmsg (the server's words) over libmongoc's
- * rewording, unless the connection itself failed.
- */
-static void
-merge_reply_error(bson_error_t *error, const bson_t *reply)
-{
-	bson_iter_t iter;
-
-	if (reply && bson_iter_init_find(&iter, reply, "code") &&
-		BSON_ITER_HOLDS_NUMBER(&iter) && error->domain != MONGOC_ERROR_STREAM)
-	{
-		error->domain = MONGOC_ERROR_SERVER;
-		error->code = (uint32) bson_iter_as_int64(&iter);
-		if (bson_iter_init_find(&iter, reply, "errmsg") &&
-			BSON_ITER_HOLDS_UTF8(&iter))
-			strlcpy(error->message, bson_iter_utf8(&iter, NULL),
-					sizeof(error->message));
-	}
-}
-
-/*
- * Raise an ERROR for a failed command with reply "reply".
- */
-void
-idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
-					   const char *server, const char *what)
-{
-	bson_error_t copy = *error;
-
-	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
-	merge_reply_error(&copy, reply);
-	idx_limits_check_error(&copy, server, what);	/* lifetime, size, w */
-	if (reply && (mongoc_error_has_label(reply, "TransientTransactionError") ||
-				  (copy.domain == MONGOC_ERROR_SERVER && copy.code == 251)))
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("MongoDB aborted the transaction on server \"%s\" while %s",
-						server, what),
-				 errdetail("MongoDB error %u: %s", copy.code,
-						   idx_scrub_message(copy.message)),
-				 errhint("The transaction can be retried.  MongoDB also aborts transactions that run longer than its transactionLifetimeLimitSeconds (60 s by default).")));
-	idx_report_error(&copy, server, what);
-}
-
-/*
- * Raise an ERROR for a cursor that failed.  Everything needed is copied to
- * the stack first, so the cursor can be released by the caller's cleanup.
- */
-void
-idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
-						const char *what)
-{
-	const bson_t *reply = NULL;
-	bson_error_t error;
-
-	mongoc_cursor_error_document(cursor, &error, &reply);
-	merge_reply_error(&error, reply);
-	idx_report_error(&error, server, what);
-}
-
-/*
  * Run "command" on "database"; on failure report it, destroying the reply.
  */
 void
@@ -609,7 +478,7 @@ idx_run_command(mongoc_client_t *client, const char *server,
 	if (!mongoc_client_command_simple(client, database, command, NULL, reply,
 									  &error))
 	{
-		merge_reply_error(&error, reply);
+		idx_merge_reply_error(&error, reply);
 		bson_destroy(reply);
 		idx_report_error(&error, server, what);
 	}
@@ -625,21 +494,15 @@ idx_count_documents(mongoc_client_t *client, const char *server,
 					const char *database, const char *collection)
 {
 	bson_t	   *command = bson_new();
+	IdxHandle  *owned = idx_own_bson(command);
 	bson_t		reply;
 	bson_iter_t iter;
 	int64		n = 0;
 
 	BSON_APPEND_UTF8(command, "count", collection);
-	PG_TRY();
-	{
-		idx_run_command(client, server, database, command, &reply,
-						psprintf("count on collection \"%s\"", collection));
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(command);
-	}
-	PG_END_TRY();
+	idx_run_command(client, server, database, command, &reply,
+					psprintf("count on collection \"%s\"", collection));
+	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "n") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))
 		n = bson_iter_as_int64(&iter);

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * connection.h
- *		  MongoDB client cache and error translation.
+ *		  MongoDB client cache.  (Error translation is remote_error.h,
+ *		  included here for the callers that used to find it here.)
  *
  *-------------------------------------------------------------------------
  */
@@ -13,6 +14,8 @@
 #include <mongoc/mongoc.h>
 
 #include "foreign/foreign.h"
+
+#include "remote_error.h"
 
 /*
  * Return the cached client for (server, user mapping), connecting on first
@@ -28,33 +31,6 @@ extern mongoc_client_t *idx_get_client(ForeignServer *server, UserMapping *user)
  */
 extern mongoc_client_t *idx_get_client_for_rel(Oid relid, Oid userid,
 											   ForeignServer **server);
-
-/*
- * Raise an ERROR for a failed MongoDB operation.  "server" names the
- * foreign server, "what" says what was being done ("find on collection
- * \"x\"").  The libmongoc message is reduced to its server-provided part
- * and never contains the URI or credentials.  Chooses the SQLSTATE from
- * the error domain/code (connection problems -> class 08, duplicate key
- * -> 23505, interrupted/timeouts -> 57014, everything else -> HV000).
- */
-extern void idx_report_error(const bson_error_t *error, const char *server,
-							 const char *what) pg_attribute_noreturn();
-
-/*
- * A copy of a libmongoc message with anything that looks like a connection
- * string removed, for a detail line.
- */
-extern char *idx_scrub_message(const char *msg);
-
-/* A command reply that failed: same, using the reply's code/errmsg */
-extern void idx_report_reply_error(const bson_t *reply,
-								   const bson_error_t *error,
-								   const char *server,
-								   const char *what) pg_attribute_noreturn();
-
-/* A cursor that failed: same, using its error document */
-extern void idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
-									const char *what) pg_attribute_noreturn();
 
 /*
  * Run a command on a database and return the reply (caller destroys it).
@@ -77,6 +53,23 @@ extern uint64 *idx_count_round_trips(uint64 *counter);
 
 /* Pin (+1) or unpin (-1) a cached client while a scan holds a cursor */
 extern void idx_client_pin(mongoc_client_t *client, int delta);
+
+/*
+ * The MongoDB transaction state (xact.h) kept in the cache entry of a
+ * client, or NULL if the client is not a cached one.
+ */
+struct IdxRemoteXact;
+extern struct IdxRemoteXact *idx_conn_xact(mongoc_client_t *client);
+
+/* Call "fn" on the transaction state of every connected cached client */
+typedef void (*IdxConnXactFn) (struct IdxRemoteXact *x, void *arg);
+extern void idx_conn_foreach_xact(IdxConnXactFn fn, void *arg);
+
+/*
+ * Transaction end, called last by xact.c's callbacks: forget the pins and
+ * the stream's latched failures; at commit, drop invalidated clients.
+ */
+extern void idx_conn_xact_end(bool commit);
 
 /* Drop all idle cached clients; true if any was dropped */
 extern bool idx_disconnect_all(void);

@@ -28,6 +28,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "handle.h"
 #include "idxtable_fdw.h"
 #include "option.h"
 
@@ -159,55 +160,53 @@ list_remote_collections(mongoc_client_t *client, const char *servername,
 	mongoc_database_t *db;
 	mongoc_cursor_t *cursor;
 	bson_t	   *opts;
+	const bson_t *doc;
+	bson_error_t error;
+	IdxHandle  *owned_opts;
+	IdxHandle  *owned_db;
+	IdxHandle  *owned_cursor;
 
 	opts = bson_new();
+	owned_opts = idx_own_bson(opts);
 	idx_check_append(BSON_APPEND_BOOL(opts, "nameOnly", true));
 	idx_check_append(BSON_APPEND_BOOL(opts, "authorizedCollections", true));
 	db = mongoc_client_get_database(client, database);
+	owned_db = idx_own_database(db);
 	cursor = mongoc_database_find_collections_with_opts(db, opts);
+	owned_cursor = idx_own_cursor(cursor);
 
-	PG_TRY();
+	while (mongoc_cursor_next(cursor, &doc))
 	{
-		const bson_t *doc;
-		bson_error_t error;
+		bson_iter_t iter;
+		ImportCollection *coll;
 
-		while (mongoc_cursor_next(cursor, &doc))
-		{
-			bson_iter_t iter;
-			ImportCollection *coll;
+		CHECK_FOR_INTERRUPTS();
+		nlisted++;
 
-			CHECK_FOR_INTERRUPTS();
-			nlisted++;
+		if (bson_iter_init_find(&iter, doc, "type") &&
+			BSON_ITER_HOLDS_UTF8(&iter) &&
+			strcmp(bson_iter_utf8(&iter, NULL), "view") == 0)
+			continue;
+		if (!bson_iter_init_find(&iter, doc, "name") ||
+			!BSON_ITER_HOLDS_UTF8(&iter) ||
+			strncmp(bson_iter_utf8(&iter, NULL), "system.", 7) == 0 ||
+			strncmp(bson_iter_utf8(&iter, NULL), "idxtable.", 9) == 0)
+			continue;			/* system and index-table collections */
 
-			if (bson_iter_init_find(&iter, doc, "type") &&
-				BSON_ITER_HOLDS_UTF8(&iter) &&
-				strcmp(bson_iter_utf8(&iter, NULL), "view") == 0)
-				continue;
-			if (!bson_iter_init_find(&iter, doc, "name") ||
-				!BSON_ITER_HOLDS_UTF8(&iter) ||
-				strncmp(bson_iter_utf8(&iter, NULL), "system.", 7) == 0 ||
-				strncmp(bson_iter_utf8(&iter, NULL), "idxtable.", 9) == 0)
-				continue;		/* system and index-table collections */
-
-			coll = (ImportCollection *) palloc(sizeof(ImportCollection));
-			coll->remote = pstrdup(bson_iter_utf8(&iter, NULL));
-			coll->local = to_server_encoding(coll->remote);
-			coll->tablename = truncate_name(coll->local);
-			result = lappend(result, coll);
-		}
-
-		if (mongoc_cursor_error(cursor, &error))
-			idx_report_error(&error, servername,
-							 psprintf("listCollections on database \"%s\"",
-									  database_local));
+		coll = (ImportCollection *) palloc(sizeof(ImportCollection));
+		coll->remote = pstrdup(bson_iter_utf8(&iter, NULL));
+		coll->local = to_server_encoding(coll->remote);
+		coll->tablename = truncate_name(coll->local);
+		result = lappend(result, coll);
 	}
-	PG_FINALLY();
-	{
-		mongoc_cursor_destroy(cursor);
-		mongoc_database_destroy(db);
-		bson_destroy(opts);
-	}
-	PG_END_TRY();
+
+	if (mongoc_cursor_error(cursor, &error))
+		idx_report_error(&error, servername,
+						 psprintf("listCollections on database \"%s\"",
+								  database_local));
+	idx_release(owned_cursor);
+	idx_release(owned_db);
+	idx_release(owned_opts);
 
 	if (nlisted == 0)
 		ereport(ERROR,
@@ -342,6 +341,10 @@ sample_collection_fields(mongoc_client_t *client, ForeignServer *server,
 	bson_t	   *opts;
 	mongoc_collection_t *collection;
 	mongoc_cursor_t *cursor;
+	const bson_t *doc;
+	bson_error_t error;
+	IdxHandle  *owned[4];		/* pipeline, opts, collection, cursor */
+	int			i;
 	int			fetch_size = idx_server_fetch_size(server);
 
 	ctl.keysize = sizeof(char *);
@@ -360,43 +363,34 @@ sample_collection_fields(mongoc_client_t *client, ForeignServer *server,
 
 	pipeline = BCON_NEW("pipeline", "[", "{", "$sample", "{",
 						"size", BCON_INT32(sample_size), "}", "}", "]");
+	owned[0] = idx_own_bson(pipeline);
 	opts = bson_new();
+	owned[1] = idx_own_bson(opts);
 	if (fetch_size > 0)
 		idx_check_append(BSON_APPEND_INT32(opts, "batchSize", fetch_size));
 
 	collection = mongoc_client_get_collection(client, database, coll->remote);
+	owned[2] = idx_own_collection(collection);
 	cursor = mongoc_collection_aggregate(collection, MONGOC_QUERY_NONE,
 										 pipeline, opts, NULL);
+	owned[3] = idx_own_cursor(cursor);
 
-	PG_TRY();
+	while (mongoc_cursor_next(cursor, &doc))
 	{
-		const bson_t *doc;
-		bson_error_t error;
+		CHECK_FOR_INTERRUPTS();
 
-		while (mongoc_cursor_next(cursor, &doc))
-		{
-			CHECK_FOR_INTERRUPTS();
-
-			MemoryContextReset(doccxt);
-			MemoryContextSwitchTo(doccxt);
-			record_document_fields(fields, doc, fieldcxt);
-			MemoryContextSwitchTo(fieldcxt);
-		}
-
-		if (mongoc_cursor_error(cursor, &error))
-			idx_report_error(&error, server->servername,
-							 psprintf("aggregate on collection \"%s\" of database \"%s\"",
-									  coll->local, database_local));
-	}
-	PG_FINALLY();
-	{
+		MemoryContextReset(doccxt);
+		MemoryContextSwitchTo(doccxt);
+		record_document_fields(fields, doc, fieldcxt);
 		MemoryContextSwitchTo(fieldcxt);
-		mongoc_cursor_destroy(cursor);
-		mongoc_collection_destroy(collection);
-		bson_destroy(opts);
-		bson_destroy(pipeline);
 	}
-	PG_END_TRY();
+
+	if (mongoc_cursor_error(cursor, &error))
+		idx_report_error(&error, server->servername,
+						 psprintf("aggregate on collection \"%s\" of database \"%s\"",
+								  coll->local, database_local));
+	for (i = 3; i >= 0; i--)
+		idx_release(owned[i]);
 
 	MemoryContextDelete(doccxt);
 	return fields;

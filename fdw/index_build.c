@@ -17,8 +17,9 @@
  * of distinct keys is counted exactly for unique indexes (one per entry)
  * and estimated with a HyperLogLog sketch of the key BSON otherwise.
  *
- * libmongoc objects (collections, cursor, bulk operation) are released on
- * every path, including errors and cancellation, by PG_FINALLY.
+ * libmongoc objects (collections, cursor, bulk operation) belong to the
+ * memory context they were made in (handle.h): the build releases them
+ * when done, and an error or cancel releases them with the context.
  *
  *-------------------------------------------------------------------------
  */
@@ -41,6 +42,7 @@
 #include "connection.h"
 #include "convert.h"
 #include "deparse.h"
+#include "handle.h"
 #include "index_ddl.h"
 #include "index_entry.h"
 #include "protocol_read.h"
@@ -65,11 +67,15 @@ typedef struct BuildState
 	Datum	   *values;			/* one fact's row */
 	bool	   *nulls;
 
-	/* libmongoc objects, released by release_build() */
+	/* libmongoc objects, owned by memory contexts (handle.h) */
 	mongoc_collection_t *facts;
 	mongoc_collection_t *index;
 	mongoc_cursor_t *cursor;
-	mongoc_bulk_operation_t *bulk;
+	mongoc_bulk_operation_t *bulk;	/* in batch_cxt */
+	IdxHandle  *owned_facts;
+	IdxHandle  *owned_index;
+	IdxHandle  *owned_cursor;
+	IdxHandle  *owned_bulk;
 
 	/* the current bulk: key values of each entry, for error messages */
 	MemoryContext batch_cxt;
@@ -84,55 +90,30 @@ typedef struct BuildState
 } BuildState;
 
 /*
- * Release the libmongoc objects of a build (safe to repeat).
- */
-static void
-release_build(BuildState *st)
-{
-	if (st->bulk)
-		mongoc_bulk_operation_destroy(st->bulk);
-	st->bulk = NULL;
-	if (st->cursor)
-		mongoc_cursor_destroy(st->cursor);
-	st->cursor = NULL;
-	if (st->index)
-		mongoc_collection_destroy(st->index);
-	st->index = NULL;
-	if (st->facts)
-		mongoc_collection_destroy(st->facts);
-	st->facts = NULL;
-}
-
-/*
  * Start the find over all facts.
  */
 static void
 open_fact_cursor(BuildState *st, Bitmapset *attrs)
 {
-	bson_t		filter = BSON_INITIALIZER;
-	bson_t		opts = BSON_INITIALIZER;
+	bson_t	   *filter = bson_new();
+	IdxHandle  *owned_filter = idx_own_bson(filter);
+	bson_t	   *opts = bson_new();
+	IdxHandle  *owned_opts = idx_own_bson(opts);
 	bson_t		child;
 
-	PG_TRY();
-	{
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child));
-		idx_build_projection(&child, st->info, attrs);
-		idx_check_append(bson_append_document_end(&opts, &child));
-		idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", st->info->fetch_size));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &child));
+	idx_build_projection(&child, st->info, attrs);
+	idx_check_append(bson_append_document_end(opts, &child));
+	idx_check_append(BSON_APPEND_INT32(opts, "batchSize", st->info->fetch_size));
 
-		st->facts = mongoc_client_get_collection(st->client,
-												 st->info->database,
-												 st->info->collection);
-		st->cursor = mongoc_collection_find_with_opts(st->facts, &filter,
-													  &opts,
-													  idx_primary_read_prefs());
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(&filter);
-		bson_destroy(&opts);
-	}
-	PG_END_TRY();
+	st->facts = mongoc_client_get_collection(st->client, st->info->database,
+											 st->info->collection);
+	st->owned_facts = idx_own_collection(st->facts);
+	st->cursor = mongoc_collection_find_with_opts(st->facts, filter, opts,
+												  idx_primary_read_prefs());
+	st->owned_cursor = idx_own_cursor(st->cursor);
+	idx_release(owned_opts);
+	idx_release(owned_filter);
 }
 
 /*
@@ -172,22 +153,16 @@ remember_keys(BuildState *st, Datum *keyvalues, bool *keynulls)
 static void
 count_distinct(BuildState *st, const Datum *keyvalues, const bool *keynulls)
 {
-	bson_t		key = BSON_INITIALIZER;
+	bson_t	   *key = bson_new();
+	IdxHandle  *owned = idx_own_bson(key);
 	int			k;
 
-	PG_TRY();
-	{
-		for (k = 0; k < st->def->nkeys; k++)
-			idx_append_key_value(&key, idx_key_field(k), keyvalues[k],
-								 st->def->keys[k].keytype, keynulls[k]);
-		addHyperLogLog(&st->distinct,
-					   hash_bytes(bson_get_data(&key), (int) key.len));
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(&key);
-	}
-	PG_END_TRY();
+	for (k = 0; k < st->def->nkeys; k++)
+		idx_append_key_value(key, idx_key_field(k), keyvalues[k],
+							 st->def->keys[k].keytype, keynulls[k]);
+	addHyperLogLog(&st->distinct,
+				   hash_bytes(bson_get_data(key), (int) key->len));
+	idx_release(owned);
 }
 
 /*
@@ -206,6 +181,8 @@ queue_entry(BuildState *st, bson_t *entry)
 		idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", true));
 		st->bulk = mongoc_collection_create_bulk_operation_with_opts(st->index,
 																	 &opts);
+		st->owned_bulk = idx_own(st->bulk, (void (*) (void *))
+								 mongoc_bulk_operation_destroy);
 		bson_destroy(&opts);
 	}
 	ok = mongoc_bulk_operation_insert_with_opts(st->bulk, entry, NULL, &error);
@@ -315,7 +292,7 @@ flush_batch(BuildState *st)
 		if (!mongoc_bulk_operation_execute(st->bulk, &reply, &error))
 			report_bulk_error(st, &reply, &error);
 		bson_destroy(&reply);
-		mongoc_bulk_operation_destroy(st->bulk);
+		idx_release(st->owned_bulk);
 		st->bulk = NULL;
 		st->entries += st->nbatch;
 		CHECK_FOR_INTERRUPTS(); /* a cancel that came during the write */
@@ -404,15 +381,18 @@ idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 
 		st.index = mongoc_client_get_collection(client, def->database,
 												def->collection);
+		st.owned_index = idx_own_collection(st.index);
 		open_fact_cursor(&st, attrs);
 		run_build(&st);
 	}
 	PG_FINALLY();
 	{
-		release_build(&st);
 		pgstat_progress_end_command();
 	}
 	PG_END_TRY();
+	idx_release(st.owned_cursor);
+	idx_release(st.owned_index);
+	idx_release(st.owned_facts);
 	MemoryContextDelete(st.batch_cxt);
 
 	result->entries = st.entries;

@@ -22,9 +22,26 @@
  * database's, which the next create_index of the name takes over.
  *
  * drop_index() deletes the definition at once and drops the collection
- * (if its marker is the definition's) at pre-commit, so that a rollback
- * keeps both, and a server that cannot be reached makes the commit fail
- * rather than leave a collection behind.
+ * (if its marker is the definition's) when the transaction commits, so
+ * that a rollback keeps both.  The transaction coordinator (xact.c) runs
+ * this file's end-of-transaction work after the MongoDB commits and
+ * aborts, never while a MongoDB transaction of ours is open.  If the
+ * transaction's foreign writes are not final yet (no MongoDB commit, no
+ * ordered-mode write), the drop runs at pre-commit and a server that
+ * cannot be reached makes the commit fail rather than leave a collection
+ * behind.  Otherwise failing the commit would keep a definition whose
+ * index misses the writes made after drop_index, so the drop runs after
+ * PostgreSQL's commit, and a failure is a WARNING that leaves the
+ * collection with its marker: a leftover of a definition that is gone,
+ * which the next create_index of that name takes over.
+ *
+ * Index DDL and foreign writes in one transaction.  create_index builds
+ * outside any MongoDB transaction, so it refuses to run once the
+ * transaction has one open (the build would miss its uncommitted writes);
+ * writes after it join the transaction as usual.  An ordered-mode write
+ * (final at once) to a table whose index the transaction dropped is
+ * refused: if the transaction then rolled back, the index would come back
+ * without that write's entries.
  *
  * Catalog SQL.  The definitions table belongs to the extension's owner.
  * Every statement on it (the lookups by name and the writes) goes through
@@ -74,6 +91,7 @@
 #include "utils/syscache.h"
 
 #include "connection.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -81,6 +99,7 @@
 #include "mongo_limits.h"
 #include "option.h"
 #include "stream.h"
+#include "xact.h"
 
 /* Timeouts of the client that drops collections after an abort */
 #define IDX_CLEANUP_TIMEOUT_MS	3000
@@ -110,8 +129,11 @@ typedef struct PendingDrop
 {
 	PendingKind kind;
 	SubTransactionId subid;		/* (sub)transaction that registered it */
+	Oid			relid;			/* the index's table */
+	char	   *index;			/* the index's name */
+	bool		done;			/* DROP_AT_COMMIT: dropped at pre-commit */
 	mongoc_client_t *client;	/* DROP_AT_COMMIT: cached client, pinned */
-	mongoc_uri_t *cleanup_uri;	/* DROP_ON_ABORT: for a client of its own */
+	mongoc_uri_t *cleanup_uri;	/* for a client of its own after the end */
 	char	   *servername;
 	char	   *database;
 	char	   *collection;
@@ -123,12 +145,6 @@ typedef struct PendingDrop
 
 /* Pending drops of the current transaction (in TopTransactionContext) */
 static List *pending_drops = NIL;
-static bool callbacks_registered = false;
-
-static void index_xact_callback(XactEvent event, void *arg);
-static void index_subxact_callback(SubXactEvent event,
-								   SubTransactionId mySubid,
-								   SubTransactionId parentSubid, void *arg);
 
 
 /* ----------------------------------------------------------------
@@ -500,15 +516,16 @@ static void
 create_lookup_index(mongoc_client_t *client, const char *servername,
 					const IdxIndexDef *def)
 {
-	bson_t		command = BSON_INITIALIZER;
+	bson_t	   *command = bson_new();
+	IdxHandle  *owned = idx_own_bson(command);
 	bson_t		indexes,
 				index,
 				key;
 	bson_t		reply;
 	int			i;
 
-	BSON_APPEND_UTF8(&command, "createIndexes", def->collection);
-	BSON_APPEND_ARRAY_BEGIN(&command, "indexes", &indexes);
+	BSON_APPEND_UTF8(command, "createIndexes", def->collection);
+	BSON_APPEND_ARRAY_BEGIN(command, "indexes", &indexes);
 	BSON_APPEND_DOCUMENT_BEGIN(&indexes, "0", &index);
 	BSON_APPEND_DOCUMENT_BEGIN(&index, "key", &key);
 	for (i = 0; i < def->nkeys; i++)
@@ -527,28 +544,21 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 	bson_append_document_end(&index, &key);
 	BSON_APPEND_UTF8(&index, "name", "fact");
 	bson_append_document_end(&indexes, &index);
-	bson_append_array_end(&command, &indexes);
+	bson_append_array_end(command, &indexes);
 
-	PG_TRY();
-	{
-		idx_run_command(client, servername, def->database, &command, &reply,
-						psprintf("creating the lookup index of index collection \"%s\"",
-								 def->collection));
-		bson_destroy(&reply);
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(&command);
-	}
-	PG_END_TRY();
+	idx_run_command(client, servername, def->database, command, &reply,
+					psprintf("creating the lookup index of index collection \"%s\"",
+							 def->collection));
+	bson_destroy(&reply);
+	idx_release(owned);
 }
 
 /*
- * Drop the collection a build created, after an abort; false (with
- * *error) if that failed.  A missing collection is dropped already.
+ * Drop a pending drop's collection after the transaction ended; false
+ * (with *error) if that failed.  A missing collection is dropped already.
  */
 static bool
-abort_drop_collection(mongoc_client_t *client, const PendingDrop *p,
+quiet_drop_collection(mongoc_client_t *client, const PendingDrop *p,
 					  bson_error_t *error)
 {
 	bson_t		command = BSON_INITIALIZER;
@@ -565,7 +575,7 @@ abort_drop_collection(mongoc_client_t *client, const PendingDrop *p,
 }
 
 /*
- * The DETAIL of a cleanup after an abort that did not work.
+ * The DETAIL of a cleanup after the transaction's end that did not work.
  */
 static int
 abort_errdetail(const bson_error_t *error)
@@ -599,6 +609,57 @@ warn_after_abort(const PendingDrop *p, const bson_error_t *error)
 }
 
 /*
+ * A client of its own for the cleanup of a pending drop after the
+ * transaction's end (the cached client's URI, short timeouts: interrupts
+ * are held then), or NULL.
+ */
+static mongoc_client_t *
+cleanup_client(const PendingDrop *p)
+{
+	mongoc_client_t *client = idx_stream_client_new(p->cleanup_uri,
+													p->servername);
+
+	if (client != NULL)
+		mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
+	return client;
+}
+
+/*
+ * Drop the collection of a dropped index after PostgreSQL's commit (the
+ * transaction's foreign writes were final before it), then its marker.  A
+ * failure is a WARNING: the definition is gone, so the collection left
+ * behind, still marked as this database's, is a leftover the next
+ * create_index of the name takes over, and no query reads it meanwhile.
+ */
+static void
+drop_after_commit(PendingDrop *p)
+{
+	mongoc_client_t *client = cleanup_client(p);
+	bson_error_t error;
+	bool		ok = false;
+
+	memset(&error, 0, sizeof(error));
+	if (client != NULL)
+	{
+		ok = quiet_drop_collection(client, p, &error);
+		if (ok && !idx_owner_release(client, p->database, p->collection,
+									 p->definition_id, &error) &&
+			error.domain != 0)
+			ereport(WARNING,
+					(errmsg("could not delete the ownership marker of dropped index collection \"%s\" of database \"%s\" on server \"%s\"",
+							p->collection, p->database, p->servername),
+					 abort_errdetail(&error)));
+		idx_stream_client_destroy(client);
+	}
+	if (!ok)
+		ereport(WARNING,
+				(errmsg("could not drop the collection \"%s\" of dropped index \"%s\" of database \"%s\" on server \"%s\" after the transaction committed",
+						p->collection, p->index, p->database, p->servername),
+				 abort_errdetail(&error),
+				 errhint("The collection is left over: drop it in MongoDB, or create an index of the same name on the same table, which takes it over.")));
+}
+
+/*
  * Clean up after an abort: a client of its own with short timeouts, and a
  * WARNING, never an error, if it does not work.
  *
@@ -616,17 +677,15 @@ warn_after_abort(const PendingDrop *p, const bson_error_t *error)
 static void
 drop_after_abort(PendingDrop *p)
 {
-	mongoc_client_t *client = idx_stream_client_new(p->cleanup_uri,
-													p->servername);
+	mongoc_client_t *client = cleanup_client(p);
 	bson_error_t error;
 	bool		ok = false;
 
 	memset(&error, 0, sizeof(error));
 	if (client != NULL)
 	{
-		mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
 		if (p->created)
-			ok = abort_drop_collection(client, p, &error);
+			ok = quiet_drop_collection(client, p, &error);
 		else
 			ok = idx_owner_release(client, p->database, p->collection,
 								   p->definition_id, &error) ||
@@ -657,42 +716,33 @@ forget_pending(PendingDrop *p)
  */
 static PendingDrop *
 add_pending_drop(PendingKind kind, mongoc_client_t *client,
-				 const char *servername, const char *database,
-				 const char *collection, const char *definition_id)
+				 const char *servername, const IdxIndexDef *def)
 {
 	MemoryContext oldcxt;
 	PendingDrop *p;
-
-	if (!callbacks_registered)
-	{
-		RegisterXactCallback(index_xact_callback, NULL);
-		RegisterSubXactCallback(index_subxact_callback, NULL);
-		callbacks_registered = true;
-	}
 
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
 	p = (PendingDrop *) palloc0(sizeof(PendingDrop));
 	p->kind = kind;
 	p->subid = GetCurrentSubTransactionId();
+	p->relid = def->relid;
+	p->index = pstrdup(def->name);
 	p->servername = pstrdup(servername);
-	p->database = pstrdup(database);
-	p->collection = pstrdup(collection);
-	p->definition_id = pstrdup(definition_id);
-	if (kind == DROP_ON_ABORT)
-	{
-		/* the cached client's URI (with credentials), short timeouts */
-		p->cleanup_uri = mongoc_uri_copy(mongoc_client_get_uri(client));
-		mongoc_uri_set_option_as_int32(p->cleanup_uri,
-									   MONGOC_URI_CONNECTTIMEOUTMS,
-									   IDX_CLEANUP_TIMEOUT_MS);
-		mongoc_uri_set_option_as_int32(p->cleanup_uri,
-									   MONGOC_URI_SOCKETTIMEOUTMS,
-									   IDX_CLEANUP_TIMEOUT_MS);
-		mongoc_uri_set_option_as_int32(p->cleanup_uri,
-									   MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-									   IDX_CLEANUP_TIMEOUT_MS);
-	}
-	else
+	p->database = pstrdup(def->database);
+	p->collection = pstrdup(def->collection);
+	p->definition_id = pstrdup(def->definition_id);
+	/* the cached client's URI (with credentials), short timeouts */
+	p->cleanup_uri = mongoc_uri_copy(mongoc_client_get_uri(client));
+	mongoc_uri_set_option_as_int32(p->cleanup_uri,
+								   MONGOC_URI_CONNECTTIMEOUTMS,
+								   IDX_CLEANUP_TIMEOUT_MS);
+	mongoc_uri_set_option_as_int32(p->cleanup_uri,
+								   MONGOC_URI_SOCKETTIMEOUTMS,
+								   IDX_CLEANUP_TIMEOUT_MS);
+	mongoc_uri_set_option_as_int32(p->cleanup_uri,
+								   MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+								   IDX_CLEANUP_TIMEOUT_MS);
+	if (kind == DROP_AT_COMMIT)
 	{
 		p->client = client;
 		idx_client_pin(client, 1);
@@ -703,70 +753,104 @@ add_pending_drop(PendingKind kind, mongoc_client_t *client,
 }
 
 /*
- * Top-level transaction end: drop the collections of dropped indexes at
- * pre-commit (an error aborts the commit), those of indexes created by
- * an aborted transaction at abort.
+ * Release every pending drop; the memory goes with the transaction.
  */
 static void
-index_xact_callback(XactEvent event, void *arg)
+forget_all_pending(void)
 {
 	ListCell   *lc;
-
-	if (pending_drops == NIL)
-		return;
-
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-			foreach(lc, pending_drops)
-			{
-				PendingDrop *p = (PendingDrop *) lfirst(lc);
-
-				if (p->kind == DROP_AT_COMMIT)
-					drop_at_commit(p);
-			}
-			return;
-		case XACT_EVENT_PRE_PREPARE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot prepare a transaction that created or dropped index tables")));
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			foreach(lc, pending_drops)
-			{
-				PendingDrop *p = (PendingDrop *) lfirst(lc);
-
-				if (p->kind == DROP_ON_ABORT)
-					drop_after_abort(p);
-			}
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
-			break;
-		default:
-			return;
-	}
 
 	foreach(lc, pending_drops)
 		forget_pending((PendingDrop *) lfirst(lc));
-	pending_drops = NIL;		/* the memory goes with the transaction */
+	pending_drops = NIL;
 }
 
 /*
- * Subtransaction end: a commit hands the pending drops to the parent; an
- * abort drops the collections it created and forgets the drops it
- * registered (their definitions are back).
+ * Pre-commit, after the MongoDB commits (xact.c): drop the collections of
+ * dropped indexes now if the transaction's foreign writes are not final
+ * yet (an error fails the commit and keeps everything), else leave them
+ * for idx_ddl_at_commit().
  */
-static void
-index_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					   SubTransactionId parentSubid, void *arg)
+void
+idx_ddl_pre_commit(bool writes_final)
 {
 	ListCell   *lc;
 
-	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
+	if (writes_final)
 		return;
+	foreach(lc, pending_drops)
+	{
+		PendingDrop *p = (PendingDrop *) lfirst(lc);
+
+		if (p->kind == DROP_AT_COMMIT && !p->done)
+		{
+			drop_at_commit(p);
+			p->done = true;
+		}
+	}
+}
+
+/*
+ * PREPARE TRANSACTION of a transaction that created or dropped indexes.
+ */
+void
+idx_ddl_pre_prepare(void)
+{
+	if (pending_drops != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that created or dropped index tables")));
+}
+
+/*
+ * After PostgreSQL's commit: the drops left for now, each a WARNING at
+ * worst.
+ */
+void
+idx_ddl_at_commit(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_drops)
+	{
+		PendingDrop *p = (PendingDrop *) lfirst(lc);
+
+		if (p->kind == DROP_AT_COMMIT && !p->done)
+			drop_after_commit(p);
+	}
+	forget_all_pending();
+}
+
+/*
+ * After the abort of the MongoDB transactions: drop the collections the
+ * aborted transaction's builds created.
+ */
+void
+idx_ddl_at_abort(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_drops)
+	{
+		PendingDrop *p = (PendingDrop *) lfirst(lc);
+
+		if (p->kind == DROP_ON_ABORT)
+			drop_after_abort(p);
+	}
+	forget_all_pending();
+}
+
+/*
+ * Subtransaction end, after the MongoDB transactions' (xact.c): a commit
+ * hands the pending drops to the parent; an abort drops the collections
+ * it created and forgets the drops it registered (their definitions are
+ * back).
+ */
+void
+idx_ddl_subxact_end(bool commit, SubTransactionId mySubid,
+					SubTransactionId parentSubid)
+{
+	ListCell   *lc;
 
 	foreach(lc, pending_drops)
 	{
@@ -774,7 +858,7 @@ index_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 		if (p->subid != mySubid)
 			continue;
-		if (event == SUBXACT_EVENT_COMMIT_SUB)
+		if (commit)
 		{
 			p->subid = parentSubid;
 			continue;
@@ -783,6 +867,32 @@ index_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			drop_after_abort(p);
 		forget_pending(p);
 		pending_drops = foreach_delete_current(pending_drops, lc);
+	}
+}
+
+/*
+ * Before a write in consistency mode 'ordered' to a table: refuse it if
+ * the transaction dropped one of the table's indexes.  The write is final
+ * at once, but the index would come back without its entries if the
+ * transaction rolled back.
+ */
+void
+idx_ddl_check_ordered_write(Oid relid, const char *relname)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_drops)
+	{
+		PendingDrop *p = (PendingDrop *) lfirst(lc);
+
+		if (p->kind == DROP_AT_COMMIT && p->relid == relid)
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("cannot write to foreign table \"%s\" in consistency mode 'ordered' in the transaction that dropped its index \"%s\"",
+							relname, p->index),
+					 errdetail("Ordered-mode writes are final at once; if the transaction rolled back, index \"%s\" on server \"%s\" would come back without their entries.",
+							   p->index, p->servername),
+					 errhint("Commit the transaction that drops the index before writing to the table.")));
 	}
 }
 
@@ -1024,9 +1134,7 @@ create_owned_collection(IdxIndexDef *def, const IdxTableInfo *info,
 	claim = idx_owner_claim(client, servername, def->database,
 							def->collection, info->collection, def->name,
 							def->definition_id);
-	pending = add_pending_drop(DROP_ON_ABORT, client, servername,
-							   def->database, def->collection,
-							   def->definition_id);
+	pending = add_pending_drop(DROP_ON_ABORT, client, servername, def);
 	if (claim == IDX_CLAIM_LEFTOVER)
 	{
 		/* ours now: if this build fails too, it goes (or stays marked) */
@@ -1048,6 +1156,28 @@ create_owned_collection(IdxIndexDef *def, const IdxTableInfo *info,
 	if (claim != IDX_CLAIM_LEFTOVER)
 		idx_owner_mark_created(client, servername, def->database,
 							   def->collection, def->definition_id);
+}
+
+/*
+ * Refuse create_index in a transaction that has a MongoDB transaction
+ * open (or doomed): the build reads and writes outside it, so the index
+ * would miss the transaction's uncommitted writes.  (Building inside it
+ * is no answer either: a MongoDB transaction cannot use a collection
+ * created after it started, and a build can exceed its size and time
+ * limits.)
+ */
+static void
+check_no_remote_transaction(const char *name)
+{
+	const char *server = idx_xact_open_server();
+
+	if (server != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("cannot create index \"%s\" in a transaction that has written to foreign tables of server \"%s\"",
+						name, server),
+				 errdetail("The index is built outside the MongoDB transaction, so it would miss the transaction's uncommitted writes."),
+				 errhint("Create the index in a transaction of its own, or before the transaction's first write to a foreign table.")));
 }
 
 /*
@@ -1104,6 +1234,7 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 		def->name = text_to_cstring(PG_GETARG_TEXT_PP(4));
 		check_index_name(def->name);
 	}
+	check_no_remote_transaction(def->name);
 	info = idx_get_table_info(relid);
 	def->database = info->database;
 	def->collection = index_collection_name(info->database, info->collection,
@@ -1142,10 +1273,10 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 	Oid			relid;
 	char	   *collection;
 	char	   *definition_id;
-	char	   *database;
 	Relation	rel;
 	ForeignServer *server;
 	mongoc_client_t *client;
+	IdxIndexDef dropped;
 
 	/* like DROP INDEX: no query may use the index meanwhile */
 	rel = idx_open_index_table(name, AccessExclusiveLock, ACL_NO_RIGHTS,
@@ -1159,11 +1290,16 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 
 	/* only a collection whose ownership marker is this definition's */
 	client = idx_get_client_for_rel(relid, InvalidOid, &server);
-	database = idx_table_database(relid);
-	if (idx_owner_check_drop(client, server->servername, database,
+	memset(&dropped, 0, sizeof(dropped));
+	dropped.name = name;
+	dropped.relid = relid;
+	dropped.database = idx_table_database(relid);
+	dropped.collection = collection;
+	dropped.definition_id = definition_id;
+	if (idx_owner_check_drop(client, server->servername, dropped.database,
 							 collection, name, definition_id))
 		add_pending_drop(DROP_AT_COMMIT, client, server->servername,
-						 database, collection, definition_id);
+						 &dropped);
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(rel, NoLock);
 

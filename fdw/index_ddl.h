@@ -123,4 +123,24 @@ extern void idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 							mongoc_client_t *client, const char *servername,
 							IdxBuildResult *result);
 
+/*
+ * The end of a (sub)transaction's index DDL, called by the transaction
+ * coordinator (xact.c) after the MongoDB transactions' commit or abort:
+ * the collections of dropped indexes go at pre-commit if no foreign write
+ * is final yet ("writes_final" false), else after the commit; those that
+ * aborted builds created go at abort.
+ */
+extern void idx_ddl_pre_commit(bool writes_final);
+extern void idx_ddl_pre_prepare(void);
+extern void idx_ddl_at_commit(void);
+extern void idx_ddl_at_abort(void);
+extern void idx_ddl_subxact_end(bool commit, SubTransactionId mySubid,
+								SubTransactionId parentSubid);
+
+/*
+ * Refuse a write in consistency mode 'ordered' to a table one of whose
+ * indexes the transaction dropped.
+ */
+extern void idx_ddl_check_ordered_write(Oid relid, const char *relname);
+
 #endif							/* IDXTABLE_INDEX_DDL_H */

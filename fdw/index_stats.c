@@ -26,6 +26,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -125,27 +126,21 @@ static double
 count_entries(const IdxIndexDef *def, mongoc_client_t *client,
 			  const char *servername)
 {
-	bson_t		command = BSON_INITIALIZER;
+	bson_t	   *command = bson_new();
+	IdxHandle  *owned = idx_own_bson(command);
 	bson_t		reply;
 	bson_iter_t iter;
 	double		result = 0;
 
-	idx_check_append(BSON_APPEND_UTF8(&command, "count", def->collection));
-	PG_TRY();
-	{
-		idx_run_command(client, servername, def->database, &command, &reply,
-						psprintf("counting index collection \"%s\"",
-								 def->collection));
-		if (bson_iter_init_find(&iter, &reply, "n") &&
-			BSON_ITER_HOLDS_NUMBER(&iter))
-			result = (double) bson_iter_as_int64(&iter);
-		bson_destroy(&reply);
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(&command);
-	}
-	PG_END_TRY();
+	idx_check_append(BSON_APPEND_UTF8(command, "count", def->collection));
+	idx_run_command(client, servername, def->database, command, &reply,
+					psprintf("counting index collection \"%s\"",
+							 def->collection));
+	if (bson_iter_init_find(&iter, &reply, "n") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		result = (double) bson_iter_as_int64(&iter);
+	bson_destroy(&reply);
+	idx_release(owned);
 	return result;
 }
 

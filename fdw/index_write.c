@@ -18,6 +18,7 @@
 #include "connection.h"
 #include "convert.h"
 #include "index_catalog.h"
+#include "index_ddl.h"
 #include "index_entry.h"
 #include "index_write.h"
 #include "protocol_read.h"
@@ -105,6 +106,8 @@ idx_writer_create(Relation rel, Oid userid, IdxTableInfo *info,
 	ListCell   *lc;
 	int			i;
 
+	if (ordered)
+		idx_ddl_check_ordered_write(RelationGetRelid(rel), info->relname);
 	w->info = info;
 	w->client = client;
 	w->servername = servername;

@@ -29,6 +29,7 @@
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
@@ -45,6 +46,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 
 #include "connection.h"
 #include "convert.h"
@@ -1275,18 +1277,20 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 }
 
 /*
- * Undo the remembered writes, newest first.  Returns true if all of them
- * were undone; otherwise WARNs and returns false.  Interrupts are held: a
- * second cancel must not stop the undo half way.
+ * Undo the remembered writes, newest first.  Returns false (after a
+ * WARNING) if there were too many to remember; an error undoing one is
+ * raised, for undo_in_subtransaction() to turn into a WARNING; *left
+ * then counts the rows not undone, of *total.
  */
 static bool
-undo_statement(IdxModifyState *ms)
+undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	List	   *records = ms->undo;
-	volatile bool ok = true;
+	int			i;
 
 	ms->undo = NIL;				/* never twice */
+	*total = list_length(records);
 	if (ms->undo_overflow)
 	{
 		ereport(WARNING,
@@ -1297,33 +1301,61 @@ undo_statement(IdxModifyState *ms)
 		return false;
 	}
 
+	for (i = list_length(records) - 1; i >= 0; i--)
+	{
+		UndoRecord *rec = list_nth(records, i);
+		bson_iter_t iter;
+
+		*left = i + 1;
+		MemoryContextReset(ms->row_cxt);
+		MemoryContextSwitchTo(ms->row_cxt);
+		idx_writer_reset(ms->writer);
+		bson_iter_init_find(&iter, rec->id, IDX_ID_FIELD);
+		switch (rec->kind)
+		{
+			case UNDO_INSERTED:
+				undo_insert(ms, bson_iter_value(&iter), rec->before);
+				break;
+			case UNDO_UPDATED:
+				undo_update(ms, bson_iter_value(&iter), rec->before);
+				break;
+			case UNDO_DELETED:
+				undo_delete(ms, bson_iter_value(&iter), rec->before);
+				break;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+	idx_writer_reset(ms->writer);
+	return true;
+}
+
+/*
+ * Run undo_statement() in a subtransaction of its own, as PL/pgSQL runs
+ * an exception block, so that an error while undoing (MongoDB refusing,
+ * the connection lost) is rolled back cleanly and cannot disturb the
+ * error being raised: it becomes a WARNING saying what was left, and
+ * false is returned.  Interrupts are held: a second cancel must not stop
+ * the undo half way (an error inside leaves the holdoff count raised by
+ * whatever held them then, so it is put back).
+ */
+static bool
+undo_in_subtransaction(IdxModifyState *ms)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool ok = false;
+	volatile int left = 0;
+	volatile int total = 0;
+	uint32		holdoff;
+
 	HOLD_INTERRUPTS();
+	holdoff = InterruptHoldoffCount;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		int			i;
-
-		for (i = list_length(records) - 1; i >= 0; i--)
-		{
-			UndoRecord *rec = list_nth(records, i);
-			bson_iter_t iter;
-
-			MemoryContextReset(ms->row_cxt);
-			MemoryContextSwitchTo(ms->row_cxt);
-			idx_writer_reset(ms->writer);
-			bson_iter_init_find(&iter, rec->id, IDX_ID_FIELD);
-			switch (rec->kind)
-			{
-				case UNDO_INSERTED:
-					undo_insert(ms, bson_iter_value(&iter), rec->before);
-					break;
-				case UNDO_UPDATED:
-					undo_update(ms, bson_iter_value(&iter), rec->before);
-					break;
-				case UNDO_DELETED:
-					undo_delete(ms, bson_iter_value(&iter), rec->before);
-					break;
-			}
-		}
+		ok = undo_statement(ms, &left, &total);
+		ReleaseCurrentSubTransaction();
 	}
 	PG_CATCH();
 	{
@@ -1332,24 +1364,31 @@ undo_statement(IdxModifyState *ms)
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		InterruptHoldoffCount = holdoff;
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		idx_writer_reset(ms->writer);
 		ereport(WARNING,
 				(errmsg("could not undo the writes of the failed statement to foreign table \"%s\"",
 						ms->info->relname),
-				 errdetail("%s", edata->message),
-				 errhint("Rows the statement wrote remain; idxtable.verify_index() and idxtable.repair_index() check and fix its indexes.")));
+				 errdetail("%d of the %d rows the statement wrote remain as written, after this error while undoing them: %s",
+						   left, total, edata->message),
+				 errhint("idxtable.verify_index() and idxtable.repair_index() check and fix the table's indexes.")));
 		FreeErrorData(edata);
 		ok = false;
 	}
 	PG_END_TRY();
-	RESUME_INTERRUPTS();
 	MemoryContextSwitchTo(oldcxt);
-	idx_writer_reset(ms->writer);
+	CurrentResourceOwner = oldowner;
+	RESUME_INTERRUPTS();
 	return ok;
 }
 
 /*
  * The statement failed in one of our callbacks (the error is being
- * raised): undo what it wrote in ordered mode, then raise the error on.
+ * raised): undo what it wrote in ordered mode, in a subtransaction, then
+ * raise the original error on.
  */
 static void
 pg_attribute_noreturn()
@@ -1359,7 +1398,7 @@ fail_statement(IdxModifyState *ms)
 
 	FlushErrorState();
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION &&
-		undo_statement(ms) && !ms->noted_before)
+		undo_in_subtransaction(ms) && !ms->noted_before)
 		idx_xact_unnote_ordered_write();	/* nothing of it remains */
 	ReThrowError(edata);
 }

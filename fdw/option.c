@@ -33,6 +33,7 @@
 #include "utils/rel.h"
 
 #include "document.h"
+#include "handle.h"
 #include "mongo_limits.h"
 #include "option.h"
 #include "shard_key.h"
@@ -175,6 +176,7 @@ validate_uri(const char *value)
 {
 	bson_error_t error;
 	mongoc_uri_t *uri;
+	IdxHandle  *owned;
 	bool		has_credentials;
 	const bson_t *compressors;
 
@@ -184,31 +186,25 @@ validate_uri(const char *value)
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"uri\""),
 				 errdetail("The value is not a valid MongoDB connection string.")));
+	owned = idx_own_uri(uri);
 
 	has_credentials = mongoc_uri_get_username(uri) != NULL ||
 		mongoc_uri_get_password(uri) != NULL;
 	compressors = mongoc_uri_get_compressors(uri);
 
-	PG_TRY();
-	{
-		if (has_credentials)
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-					 errmsg("option \"uri\" must not contain credentials"),
-					 errhint("Put \"username\" and \"password\" in a user mapping.")));
-		if (compressors != NULL && !bson_empty(compressors))
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-					 errmsg("option \"uri\" must not ask for wire compression"),
-					 errdetail("idxtable_fdw does not accept compressed replies."),
-					 errhint("Remove \"compressors\" from the uri.")));
-		idx_check_server_uri(uri);
-	}
-	PG_FINALLY();
-	{
-		mongoc_uri_destroy(uri);
-	}
-	PG_END_TRY();
+	if (has_credentials)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"uri\" must not contain credentials"),
+				 errhint("Put \"username\" and \"password\" in a user mapping.")));
+	if (compressors != NULL && !bson_empty(compressors))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"uri\" must not ask for wire compression"),
+				 errdetail("idxtable_fdw does not accept compressed replies."),
+				 errhint("Remove \"compressors\" from the uri.")));
+	idx_check_server_uri(uri);
+	idx_release(owned);
 }
 
 /*

@@ -3,13 +3,31 @@
  * xact.c
  *		  MongoDB transactions tied to the PostgreSQL transaction.
  *
- * One entry per client that ever wrote in transaction mode holds the
- * client's session for the client's whole life (a session runs one
- * transaction after another); the entry is dropped, and the session ended,
- * only when the connection cache destroys the client.  Keeping the session
- * alive past an abort matters: at XACT_EVENT_ABORT the scans' cursors,
- * which refer to the session, are released only later with the portal's
- * memory.
+ * The state of a client's MongoDB transaction (IdxRemoteXact) lives in the
+ * client's connection cache entry and holds the client's session for the
+ * client's whole life (a session runs one transaction after another); the
+ * session is ended only when the connection cache destroys the client.
+ * Keeping the session alive past an abort matters: at XACT_EVENT_ABORT the
+ * scans' cursors, which refer to the session, are released only later with
+ * the portal's memory.
+ *
+ * The transaction coordinator.  This file's two callbacks are the FDW's
+ * only transaction callbacks, so the order of the work at transaction end
+ * is fixed rather than that of registration:
+ *
+ *	 pre-commit:  commit every MongoDB transaction, then the pending index
+ *				  DDL (index_ddl.c), told whether foreign writes are final
+ *				  by now (a MongoDB commit or ordered-mode writes);
+ *	 commit:	  the index DDL deferred until PostgreSQL's commit;
+ *	 abort:		  abort every MongoDB transaction, then the index DDL's
+ *				  cleanup (dropping the collections of aborted builds);
+ *	 and last, the connection cache's cleanup (connection.c).
+ *
+ * Collection drops thus never go out while a MongoDB transaction of ours
+ * holds locks on the collection (on mongod a drop waits for them until
+ * the transaction expires), and a drop that fails after the MongoDB
+ * commit cannot roll back a PostgreSQL transaction whose foreign writes
+ * are already committed.  Subtransaction ends run in the same order.
  *
  * Subtransactions: "write_level" is the deepest nesting level that holds
  * foreign writes.  A subtransaction commit hands its writes to the parent;
@@ -25,6 +43,7 @@
 #include "utils/memutils.h"
 
 #include "connection.h"
+#include "index_ddl.h"
 #include "mongo_limits.h"
 #include "protocol_read.h"
 #include "xact.h"
@@ -32,17 +51,6 @@
 /* Attempts at commitTransaction while the result is unknown */
 #define IDX_COMMIT_ATTEMPTS 3
 
-typedef struct IdxRemoteXact
-{
-	mongoc_client_t *client;
-	char	   *servername;
-	mongoc_client_session_t *session;
-	bool		in_txn;			/* a MongoDB transaction is open */
-	int			write_level;	/* deepest nest level holding writes */
-	bool		doomed;			/* rolled back to a savepoint after writes */
-} IdxRemoteXact;
-
-static List *remote_xacts = NIL;	/* in TopMemoryContext */
 static bool callbacks_registered = false;
 static char *ordered_write_rel = NULL;	/* a table written in ordered mode */
 
@@ -51,28 +59,24 @@ static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
 
 /*
- * Find the entry of a client, or NULL.
+ * The transaction state of a client; an error if it is not a cached one
+ * (every client that writes comes from the connection cache).
  */
 static IdxRemoteXact *
 find_xact(mongoc_client_t *client)
 {
-	ListCell   *lc;
+	IdxRemoteXact *x = idx_conn_xact(client);
 
-	foreach(lc, remote_xacts)
-	{
-		IdxRemoteXact *x = lfirst(lc);
-
-		if (x->client == client)
-			return x;
-	}
-	return NULL;
+	if (x == NULL)
+		elog(ERROR, "MongoDB client is not in the connection cache");
+	return x;
 }
 
 /*
  * Register the transaction callbacks once per backend.
  */
-static void
-register_callbacks(void)
+void
+idx_xact_register_callbacks(void)
 {
 	if (callbacks_registered)
 		return;
@@ -183,17 +187,6 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	bson_error_t error;
 	int			level = GetCurrentTransactionNestLevel();
 
-	register_callbacks();
-	if (x == NULL)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-
-		x = palloc0(sizeof(IdxRemoteXact));
-		x->client = client;
-		x->servername = pstrdup(servername);
-		remote_xacts = lappend(remote_xacts, x);
-		MemoryContextSwitchTo(oldcxt);
-	}
 	check_not_doomed(x);
 	if (x->session == NULL)
 	{
@@ -219,7 +212,7 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 void
 idx_xact_note_ordered_write(const char *relname)
 {
-	register_callbacks();
+	idx_xact_register_callbacks();
 	if (ordered_write_rel == NULL)
 		ordered_write_rel = MemoryContextStrdup(TopMemoryContext, relname);
 }
@@ -251,7 +244,7 @@ idx_xact_unnote_ordered_write(void)
 void
 idx_xact_append_session(mongoc_client_t *client, bson_t *opts)
 {
-	IdxRemoteXact *x = find_xact(client);
+	IdxRemoteXact *x = idx_conn_xact(client);
 	bson_error_t error;
 
 	if (x == NULL)
@@ -269,27 +262,48 @@ idx_xact_append_session(mongoc_client_t *client, bson_t *opts)
 bool
 idx_xact_client_busy(mongoc_client_t *client)
 {
-	IdxRemoteXact *x = find_xact(client);
+	IdxRemoteXact *x = idx_conn_xact(client);
 
 	return x != NULL && x->in_txn;
+}
+
+/*
+ * Find an open (or doomed) MongoDB transaction, for
+ * idx_xact_open_server().
+ */
+static void
+find_open(IdxRemoteXact *x, void *arg)
+{
+	const char **server = (const char **) arg;
+
+	if (*server == NULL && (x->in_txn || x->doomed))
+		*server = x->servername;
+}
+
+/*
+ * The server of an open or doomed MongoDB transaction, or NULL.
+ */
+const char *
+idx_xact_open_server(void)
+{
+	const char *server = NULL;
+
+	idx_conn_foreach_xact(find_open, &server);
+	return server;
 }
 
 /*
  * End the client's session before the client is destroyed.
  */
 void
-idx_xact_forget_client(mongoc_client_t *client)
+idx_xact_release(IdxRemoteXact *x)
 {
-	IdxRemoteXact *x = find_xact(client);
-
-	idx_limits_forget_client(client);
-	if (x == NULL)
-		return;
+	if (x->client)
+		idx_limits_forget_client(x->client);
 	if (x->session)
 		mongoc_client_session_destroy(x->session);
-	remote_xacts = list_delete_ptr(remote_xacts, x);
-	pfree(x->servername);
-	pfree(x);
+	x->session = NULL;
+	x->in_txn = false;
 }
 
 /*
@@ -363,102 +377,143 @@ commit_remote(IdxRemoteXact *x)
 }
 
 /*
- * Commit at pre-commit, abort at abort, refuse PREPARE.
+ * Pre-commit of one client: refuse a doomed transaction, commit an open
+ * one and say so in *arg.
+ */
+static void
+pre_commit_one(IdxRemoteXact *x, void *arg)
+{
+	check_not_doomed(x);
+	if (x->in_txn)
+	{
+		commit_remote(x);
+		*(bool *) arg = true;
+	}
+}
+
+/*
+ * PREPARE TRANSACTION: refuse it if the client wrote.
+ */
+static void
+pre_prepare_one(IdxRemoteXact *x, void *arg)
+{
+	if (x->in_txn || x->doomed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that has written to foreign tables of server \"%s\"",
+						x->servername),
+				 errdetail("MongoDB transactions cannot take part in two-phase commit.")));
+}
+
+/*
+ * Abort one client's transaction.
+ */
+static void
+abort_one(IdxRemoteXact *x, void *arg)
+{
+	abort_remote(x);
+}
+
+/*
+ * Forget one client's transaction at the end of the PostgreSQL one.
+ */
+static void
+reset_one(IdxRemoteXact *x, void *arg)
+{
+	x->in_txn = false;
+	x->doomed = false;
+	x->write_level = 0;
+}
+
+/*
+ * The coordinator (see the head of this file): at pre-commit the MongoDB
+ * commits, then the index DDL; at abort the MongoDB aborts, then the index
+ * DDL's cleanup; PREPARE is refused; the connection cache's cleanup last.
  */
 static void
 xact_callback(XactEvent event, void *arg)
 {
-	ListCell   *lc;
+	bool		committed = false;
 
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			foreach(lc, remote_xacts)
-			{
-				IdxRemoteXact *x = lfirst(lc);
-
-				check_not_doomed(x);
-				if (x->in_txn)
-					commit_remote(x);
-			}
-			break;
+			idx_conn_foreach_xact(pre_commit_one, &committed);
+			idx_ddl_pre_commit(committed || ordered_write_rel != NULL);
+			return;
 		case XACT_EVENT_PRE_PREPARE:
-			foreach(lc, remote_xacts)
-			{
-				IdxRemoteXact *x = lfirst(lc);
-
-				if (x->in_txn || x->doomed)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("cannot prepare a transaction that has written to foreign tables of server \"%s\"",
-									x->servername),
-							 errdetail("MongoDB transactions cannot take part in two-phase commit.")));
-			}
+			idx_conn_foreach_xact(pre_prepare_one, NULL);
+			idx_ddl_pre_prepare();
+			return;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			idx_ddl_at_commit();
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			foreach(lc, remote_xacts)
-				abort_remote(lfirst(lc));
+			idx_conn_foreach_xact(abort_one, NULL);
 			if (ordered_write_rel)
 				ereport(WARNING,
 						(errmsg("writes to foreign table \"%s\" were not rolled back",
 								ordered_write_rel),
 						 errdetail("The table's consistency mode is 'ordered': each write is final when it is made.")));
+			idx_ddl_at_abort();
 			break;
 		default:
-			break;
+			return;
 	}
 
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_PREPARE)
-	{
-		foreach(lc, remote_xacts)
-		{
-			IdxRemoteXact *x = lfirst(lc);
-
-			x->in_txn = false;
-			x->doomed = false;
-			x->write_level = 0;
-		}
-		if (ordered_write_rel)
-			pfree(ordered_write_rel);
-		ordered_write_rel = NULL;
-	}
+	idx_conn_foreach_xact(reset_one, NULL);
+	if (ordered_write_rel)
+		pfree(ordered_write_rel);
+	ordered_write_rel = NULL;
+	if (event != XACT_EVENT_PREPARE)
+		idx_conn_xact_end(event == XACT_EVENT_COMMIT ||
+						  event == XACT_EVENT_PARALLEL_COMMIT);
 }
 
 /*
- * Hand writes to the parent at subtransaction commit; at subtransaction
- * abort, abort the MongoDB transaction if it holds writes of the aborted
- * subtransaction.
+ * Subtransaction end of one client: a commit hands the writes to the
+ * parent; an abort at or above the write level aborts the MongoDB
+ * transaction and dooms the PostgreSQL one.
+ */
+static void
+subxact_end_one(IdxRemoteXact *x, void *arg)
+{
+	bool		commit = *(bool *) arg;
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (!x->in_txn || x->write_level < level)
+		return;
+	if (commit)
+	{
+		x->write_level = level - 1;
+		return;
+	}
+	abort_remote(x);
+	x->doomed = true;
+	ereport(WARNING,
+			(errmsg("the MongoDB transaction on server \"%s\" was aborted",
+					x->servername),
+			 errdetail("MongoDB has no savepoints: writes to its foreign tables cannot be rolled back to a savepoint."),
+			 errhint("Roll back the whole transaction.")));
+}
+
+/*
+ * Subtransaction end: the MongoDB transactions first (an abort aborts
+ * them before the index DDL drops the collections a build of the
+ * subtransaction created), then the pending index DDL.
  */
 static void
 subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg)
 {
-	int			level = GetCurrentTransactionNestLevel();
-	ListCell   *lc;
+	bool		commit = (event == SUBXACT_EVENT_COMMIT_SUB);
 
 	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
 		return;
-	foreach(lc, remote_xacts)
-	{
-		IdxRemoteXact *x = lfirst(lc);
-
-		if (!x->in_txn || x->write_level < level)
-			continue;
-		if (event == SUBXACT_EVENT_COMMIT_SUB)
-			x->write_level = level - 1;
-		else
-		{
-			abort_remote(x);
-			x->doomed = true;
-			ereport(WARNING,
-					(errmsg("the MongoDB transaction on server \"%s\" was aborted",
-							x->servername),
-					 errdetail("MongoDB has no savepoints: writes to its foreign tables cannot be rolled back to a savepoint."),
-					 errhint("Roll back the whole transaction.")));
-		}
-	}
+	idx_conn_foreach_xact(subxact_end_one, &commit);
+	idx_ddl_subxact_end(commit, mySubid, parentSubid);
 }

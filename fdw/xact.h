@@ -24,6 +24,29 @@
 #include "option.h"
 
 /*
+ * The MongoDB transaction state of one cached client.  It lives in the
+ * client's connection cache entry (connection.c), beside the client it
+ * belongs to, and holds the client's session for the client's whole life.
+ */
+typedef struct IdxRemoteXact
+{
+	mongoc_client_t *client;	/* NULL: the entry is not connected */
+	char		servername[NAMEDATALEN];
+	mongoc_client_session_t *session;	/* NULL until the first write */
+	bool		in_txn;			/* a MongoDB transaction is open */
+	int			write_level;	/* deepest nest level holding writes */
+	bool		doomed;			/* rolled back to a savepoint after writes */
+} IdxRemoteXact;
+
+/*
+ * Register the transaction callbacks (once per backend).  They are the
+ * only ones of the FDW: they commit and abort the MongoDB transactions,
+ * then run the pending index DDL (index_ddl.c), then let the connection
+ * cache clean up, always in that order.
+ */
+extern void idx_xact_register_callbacks(void);
+
+/*
  * The consistency mode a write to this table uses: the option, or for the
  * default, "transaction" if the server supports transactions (a replica set
  * member or mongos of wire version 7/8 or later) and "ordered" otherwise.
@@ -56,10 +79,16 @@ extern void idx_xact_unnote_ordered_write(void);
  */
 extern void idx_xact_append_session(mongoc_client_t *client, bson_t *opts);
 
-/* The client is about to be destroyed: end its session */
-extern void idx_xact_forget_client(mongoc_client_t *client);
+/* The client of "x" is about to be destroyed: end its session */
+extern void idx_xact_release(IdxRemoteXact *x);
 
 /* Does the client have an open MongoDB transaction (holding its session)? */
 extern bool idx_xact_client_busy(mongoc_client_t *client);
+
+/*
+ * The server of a MongoDB transaction this PostgreSQL transaction has
+ * open (or has doomed by a rollback to a savepoint), or NULL if none.
+ */
+extern const char *idx_xact_open_server(void);
 
 #endif							/* IDXTABLE_XACT_H */
