@@ -21,7 +21,8 @@
  * open for at least the server's lifetime limit, which is asked for
  * (getParameter) only then, once per client; a user without the privilege
  * to ask gets mongod's default, 60 s.  The start of each client's
- * transaction is noted by idx_xact_begin_write().
+ * transaction, and the limit once asked, are kept in its transaction state
+ * beside the connection (IdxRemoteXact, set by idx_xact_begin_write()).
  *
  * A writeConcernError means the write was made on the primary but not
  * acknowledged as the write concern asks: a failover may still roll it
@@ -41,6 +42,7 @@
 
 #include "connection.h"
 #include "mongo_limits.h"
+#include "xact.h"
 
 /* mongod's default transactionLifetimeLimitSeconds */
 #define IDX_DEFAULT_TXN_LIFETIME 60
@@ -54,116 +56,65 @@
 #define MONGO_TXN_TOO_LARGE_FOR_CACHE 388
 
 /*
- * What is known of one client's transactions.
- */
-typedef struct IdxTxnClock
-{
-	mongoc_client_t *client;
-	char	   *servername;
-	TimestampTz started;		/* start of its latest transaction */
-	int			lifetime;		/* the server's limit in s, 0: not asked */
-} IdxTxnClock;
-
-static List *txn_clocks = NIL;	/* in TopMemoryContext */
-
-/*
- * The entry of a client, created if "create".
- */
-static IdxTxnClock *
-find_clock(mongoc_client_t *client, const char *servername, bool create)
-{
-	ListCell   *lc;
-	IdxTxnClock *clock;
-	MemoryContext oldcxt;
-
-	foreach(lc, txn_clocks)
-	{
-		clock = lfirst(lc);
-		if (clock->client == client)
-			return clock;
-	}
-	if (!create)
-		return NULL;
-	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-	clock = palloc0(sizeof(IdxTxnClock));
-	clock->client = client;
-	clock->servername = pstrdup(servername);
-	txn_clocks = lappend(txn_clocks, clock);
-	MemoryContextSwitchTo(oldcxt);
-	return clock;
-}
-
-/*
- * Note that a MongoDB transaction starts now on "client".
- */
-void
-idx_limits_note_txn_start(mongoc_client_t *client, const char *servername)
-{
-	find_clock(client, servername, true)->started = GetCurrentTimestamp();
-}
-
-/*
- * Forget a client about to be destroyed.
- */
-void
-idx_limits_forget_client(mongoc_client_t *client)
-{
-	IdxTxnClock *clock = find_clock(client, NULL, false);
-
-	if (clock == NULL)
-		return;
-	txn_clocks = list_delete_ptr(txn_clocks, clock);
-	pfree(clock->servername);
-	pfree(clock);
-}
-
-/*
  * The server's transactionLifetimeLimitSeconds, asked once per client;
  * mongod's default if the server does not say (getParameter needs a
  * privilege many users lack).  Errors are not raised: this runs while
  * another error is being reported.
  */
 static int
-server_lifetime(IdxTxnClock *clock)
+server_lifetime(IdxRemoteXact *x)
 {
 	bson_t	   *command;
 	bson_t		reply;
 	bson_error_t error;
 	bson_iter_t iter;
 
-	if (clock->lifetime > 0)
-		return clock->lifetime;
-	clock->lifetime = IDX_DEFAULT_TXN_LIFETIME;
+	if (x->lifetime > 0)
+		return x->lifetime;
+	x->lifetime = IDX_DEFAULT_TXN_LIFETIME;
 	command = BCON_NEW("getParameter", BCON_INT32(1),
 					   "transactionLifetimeLimitSeconds", BCON_INT32(1));
-	if (mongoc_client_command_simple(clock->client, "admin", command, NULL,
+	if (mongoc_client_command_simple(x->client, "admin", command, NULL,
 									 &reply, &error) &&
 		bson_iter_init_find(&iter, &reply, "transactionLifetimeLimitSeconds") &&
 		BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0)
-		clock->lifetime = (int) Min(bson_iter_as_int64(&iter), INT_MAX);
+		x->lifetime = (int) Min(bson_iter_as_int64(&iter), INT_MAX);
 	bson_destroy(&reply);
 	bson_destroy(command);
-	return clock->lifetime;
+	return x->lifetime;
 }
 
 /*
- * The newest transaction clock of a server, or NULL.
+ * The search of server_xact(): the cached client of server "name" whose
+ * MongoDB transaction started last.
  */
-static IdxTxnClock *
-server_clock(const char *server)
+typedef struct LatestXact
 {
-	ListCell   *lc;
-	IdxTxnClock *found = NULL;
+	const char *servername;
+	IdxRemoteXact *found;
+} LatestXact;
 
-	foreach(lc, txn_clocks)
-	{
-		IdxTxnClock *clock = lfirst(lc);
+static void
+consider_xact(IdxRemoteXact *x, void *arg)
+{
+	LatestXact *latest = (LatestXact *) arg;
 
-		if (strcmp(clock->servername, server) == 0 && clock->started != 0 &&
-			(found == NULL || clock->started > found->started))
-			found = clock;
-	}
-	return found;
+	if (x->started != 0 && strcmp(x->servername, latest->servername) == 0 &&
+		(latest->found == NULL || x->started > latest->found->started))
+		latest->found = x;
+}
+
+/*
+ * The transaction state (kept beside the connection, xact.h) of the
+ * server's client whose MongoDB transaction started last, or NULL.
+ */
+static IdxRemoteXact *
+server_xact(const char *server)
+{
+	LatestXact	latest = {server, NULL};
+
+	idx_conn_foreach_xact(consider_xact, &latest);
+	return latest.found;
 }
 
 /*
@@ -173,15 +124,15 @@ server_clock(const char *server)
 static bool
 lifetime_passed(const char *server, long *age, int *lifetime)
 {
-	IdxTxnClock *clock = server_clock(server);
+	IdxRemoteXact *x = server_xact(server);
 	long		secs;
 	int			usecs;
 
-	if (clock == NULL)
+	if (x == NULL)
 		return false;
-	TimestampDifference(clock->started, GetCurrentTimestamp(), &secs, &usecs);
+	TimestampDifference(x->started, GetCurrentTimestamp(), &secs, &usecs);
 	*age = secs;
-	*lifetime = server_lifetime(clock);
+	*lifetime = server_lifetime(x);
 	return secs + 1 >= *lifetime;
 }
 

@@ -23,13 +23,6 @@
 /* mongod's longest namespace, "database.collection", in bytes */
 #define IDX_MAX_NAMESPACE_BYTES 255
 
-/* Note that a MongoDB transaction starts now on this client */
-extern void idx_limits_note_txn_start(mongoc_client_t *client,
-									  const char *servername);
-
-/* Forget a client about to be destroyed */
-extern void idx_limits_forget_client(mongoc_client_t *client);
-
 /*
  * Raise the ERROR for a failure that is one of MongoDB's limits: the
  * transaction's lifetime or size, or a write concern that was not met.

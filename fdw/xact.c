@@ -198,7 +198,7 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	{
 		if (!start_transaction(x->session, &error))
 			idx_report_error(&error, servername, "starting a transaction");
-		idx_limits_note_txn_start(client, servername);
+		x->started = GetCurrentTimestamp();
 		x->in_txn = true;
 		x->write_level = level;
 	}
@@ -298,8 +298,6 @@ idx_xact_open_server(void)
 void
 idx_xact_release(IdxRemoteXact *x)
 {
-	if (x->client)
-		idx_limits_forget_client(x->client);
 	if (x->session)
 		mongoc_client_session_destroy(x->session);
 	x->session = NULL;

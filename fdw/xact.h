@@ -22,6 +22,7 @@
 #include <mongoc/mongoc.h>
 
 #include "option.h"
+#include "utils/timestamp.h"
 
 /*
  * The MongoDB transaction state of one cached client.  It lives in the
@@ -36,6 +37,9 @@ typedef struct IdxRemoteXact
 	bool		in_txn;			/* a MongoDB transaction is open */
 	int			write_level;	/* deepest nest level holding writes */
 	bool		doomed;			/* rolled back to a savepoint after writes */
+	TimestampTz started;		/* start of its latest MongoDB transaction */
+	int			lifetime;		/* the server's transaction lifetime limit in
+								 * s, 0: not asked yet (mongo_limits.c) */
 } IdxRemoteXact;
 
 /*
