@@ -35,6 +35,7 @@
 #include "index_entry.h"
 #include "index_path.h"
 #include "planner.h"
+#include "rowid.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -672,12 +673,18 @@ static TupleTableSlot *
 store_row(ForeignScanState *node, const IdxRowConv *conv, const bson_t *doc)
 {
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
 	MemoryContext oldcxt;
 
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
 	idx_document_to_row(conv, doc, slot->tts_values, slot->tts_isnull);
+	ExecStoreVirtualTuple(slot);
+	/* an entry holds its fact's _id, as stored, in "id" */
+	if (state->keep_ids)
+		idx_rowid_note(node, slot, state->info->id_attnum, doc,
+					   state->index->covering ? IDX_ENTRY_FACT_ID : "_id");
 	MemoryContextSwitchTo(oldcxt);
-	return ExecStoreVirtualTuple(slot);
+	return slot;
 }
 
 /*

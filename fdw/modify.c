@@ -55,6 +55,7 @@
 #include "modify.h"
 #include "modify_int.h"
 #include "option.h"
+#include "rowid.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -132,6 +133,11 @@ idxAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
 	var = makeVar(rtindex, info->id_attnum, attr->atttypid, attr->atttypmod,
 				  attr->attcollation, 0);
 	add_row_identity_var(root, var, rtindex, IDX_ROWID_NAME);
+
+	/* the handle of the _id as stored, where the value cannot rebuild it */
+	var = makeVar(rtindex, SelfItemPointerAttributeNumber, TIDOID, -1,
+				  InvalidOid, 0);
+	add_row_identity_var(root, var, rtindex, IDX_RAWID_NAME);
 }
 
 /*
@@ -272,6 +278,9 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 			elog(ERROR, "could not find junk _id column");
 		ms->wholerow_attno = ExecFindJunkAttributeInTlist(subplan->targetlist,
 														  "wholerow");
+		ms->rawid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist,
+													   IDX_RAWID_NAME);
+		ms->estate = estate;
 	}
 	MemoryContextSwitchTo(oldcxt);
 	return ms;
@@ -833,14 +842,24 @@ idx_modify_same_index_values(IdxModifyState *ms, const Datum *av, const bool *an
 }
 
 /*
- * The row identity (_id) of the row being updated or deleted, as BSON.
+ * The row identity (_id) of the row being updated or deleted, as BSON: the
+ * _id as the scan read it where the column's value cannot write it back
+ * exactly (rowid.h), else the one the value writes.
  */
 void
 idx_modify_target_id(IdxModifyState *ms, TupleTableSlot *planSlot, bson_value_t *id)
 {
 	bool		isnull;
-	Datum		value = ExecGetJunkAttribute(planSlot, ms->rowid_attno, &isnull);
+	Datum		value;
 
+	if (AttributeNumberIsValid(ms->rawid_attno))
+	{
+		value = ExecGetJunkAttribute(planSlot, ms->rawid_attno, &isnull);
+		if (!isnull &&
+			idx_rowid_lookup(ms->estate, (ItemPointer) DatumGetPointer(value), id))
+			return;
+	}
+	value = ExecGetJunkAttribute(planSlot, ms->rowid_attno, &isnull);
 	if (isnull)
 		elog(ERROR, "_id of the row to modify is NULL");
 	idx_id_value(value,

@@ -31,6 +31,7 @@
 #include "idxtable_fdw.h"
 #include "option.h"
 #include "planner.h"
+#include "rowid.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -158,6 +159,7 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	state->attrs_used = idx_list_to_bitmap(list_nth(plan->fdw_private,
 												IdxPrivAttrsUsed));
 	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
+	state->keep_ids = idx_rowid_scan_wanted(node);
 
 	/* the leading fdw_exprs are the Params of the pushed-down clauses */
 	nparams = intVal(list_nth(plan->fdw_private, IdxPrivNumFilterParams));
@@ -313,8 +315,10 @@ idxIterateForeignScan(ForeignScanState *node)
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
 	idx_document_to_row(state->rowconv, doc, slot->tts_values,
 						slot->tts_isnull);
-	MemoryContextSwitchTo(oldcxt);
 	ExecStoreVirtualTuple(slot);
+	if (state->keep_ids)
+		idx_rowid_note(node, slot, state->info->id_attnum, doc, "_id");
+	MemoryContextSwitchTo(oldcxt);
 	return slot;
 }
 
