@@ -313,7 +313,9 @@ def test_undefined_stored_and_matched_as_mongod_8(env):
     coll = fresh(env, "undef")
     nested = b"\x06h\x00"
     nested = struct.pack("<i", len(nested) + 5) + nested + b"\x00"
-    coll.insert_many([_undefined_doc(1, b"\x06f\x00"), _undefined_doc(2, b"\x0af\x00"), _undefined_doc(3, b""),
+    date = b"\x09d\x00" + struct.pack("<q", 6)  # other types are walked past (a 0x06 byte in a value)
+    coll.insert_many([_undefined_doc(1, date + b"\x06f\x00"), _undefined_doc(2, b"\x0af\x00" + date),
+                      _undefined_doc(3, b"\x05b\x00" + struct.pack("<i", 1) + b"\x00\x06"),
                       _undefined_doc(4, b"\x03g\x00" + nested)])
     raw = coll.with_options(codec_options=RAW).find_one({"_id": 1})
     check(b"\x06f\x00" in raw.raw, "undefined comes back as undefined, not null")
@@ -399,6 +401,17 @@ def test_projection(env):
     check(coll.find_one({}, {"b": 0, "e": 0}) == {"_id": 1, "a": 1})
     check(coll.find_one({}, {"e.f": 1}) == {"_id": 1, "e": [{"f": 1}, {"f": 3}]})
     check(list(coll.find_one({}, {"a": 1, "_id": 1})) == ["_id", "a"], "_id first")
+
+
+@test()
+def test_projection_through_arrays_with_scalars(env):
+    coll = fresh(env, "proj_arrays")
+    coll.insert_one({"_id": 1, "m": [{"v": 1, "w": 2}, 5, {"w": 3}, [{"v": 4, "w": 5}]], "s": 7})
+    check(coll.find_one({}, {"m.v": 1}) == {"_id": 1, "m": [{"v": 1}, {}, [{"v": 4}]]},
+          "an inclusion drops the scalar elements")
+    check(coll.find_one({}, {"m.v": 0, "s": 0}) == {"_id": 1, "m": [{"w": 2}, 5, {"w": 3}, [{"w": 5}]]},
+          "an exclusion keeps them")
+    check(coll.find_one({}, {"s.x": 1}) == {"_id": 1}, "a scalar under an included path is dropped")
 
 
 @test()

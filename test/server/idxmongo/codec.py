@@ -145,8 +145,10 @@ def _has_undefined(data, pos):
             return True
         if kind in (0x03, 0x04) and _has_undefined(data, value_pos):
             return True
-        pos = value_pos + (struct.unpack_from("<i", data, value_pos)[0] if kind in (0x03, 0x04)
-                           else _value_length(kind, data, value_pos))
+        if kind in (0x03, 0x04):
+            pos = value_pos + struct.unpack_from("<i", data, value_pos)[0]
+        else:
+            pos = value_pos + (8 if kind == 0x09 else _value_length(kind, data, value_pos))
     return False
 
 
