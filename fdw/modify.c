@@ -286,6 +286,32 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	return ms;
 }
 
+/*
+ * Is the scan of the target the subplan of the ModifyTable itself (no
+ * join), so that its end is the end of the rows to write?
+ */
+static bool
+scan_is_subplan(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	PlanState  *sub = outerPlanState(mtstate);
+
+	return sub != NULL && IsA(sub, ForeignScanState) &&
+		((Scan *) sub->plan)->scanrelid == rinfo->ri_RangeTableIndex;
+}
+
+static TupleTableSlot *run_step_flush(IdxModifyState *ms);
+
+/*
+ * The scan of the target ended: write the last batch now, while the
+ * executor can still take back the rows MongoDB did not match from its
+ * count (modify_batch.c).
+ */
+static void
+flush_at_scan_end(void *arg)
+{
+	run_step_flush((IdxModifyState *) arg);
+}
+
 void
 idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 					  List *fdw_private, int subplan_index, int eflags)
@@ -299,7 +325,11 @@ idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 							 boolVal(list_nth(fdw_private, IdxModPrivHasReturning)),
 							 outerPlanState(mtstate)->plan);
 	ms->may_repeat = boolVal(list_nth(fdw_private, IdxModPrivMayRepeat));
+	ms->can_set_tag = mtstate->canSetTag;
 	rinfo->ri_FdwState = ms;
+	if (ms->batch && scan_is_subplan(mtstate, rinfo))
+		idx_rowid_on_scan_end(ms->estate, rinfo->ri_RangeTableIndex,
+							  flush_at_scan_end, ms);
 }
 
 void
@@ -1411,6 +1441,15 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 	return result;
 }
 
+/*
+ * Write the batch (a step of its own).
+ */
+static TupleTableSlot *
+run_step_flush(IdxModifyState *ms)
+{
+	return run_step(ms, STEP_FLUSH, NULL, 0, NULL);
+}
+
 TupleTableSlot *
 idxExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 					 TupleTableSlot *slot, TupleTableSlot *planSlot)
@@ -1458,7 +1497,10 @@ idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 	if (ms == NULL)
 		return;
 	if (ms->batch)
-		run_step(ms, STEP_FLUSH, NULL, 0, NULL);
+	{
+		idx_rowid_on_scan_end(estate, rinfo->ri_RangeTableIndex, NULL, NULL);
+		run_step_flush(ms);
+	}
 	MemoryContextDelete(ms->cxt);
 	rinfo->ri_FdwState = NULL;
 }

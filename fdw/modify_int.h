@@ -39,6 +39,7 @@ typedef struct IdxModifyState
 	AttrNumber	wholerow_attno; /* junk whole row (UPDATE) */
 	AttrNumber	rawid_attno;	/* junk handle of the stored _id (rowid.h) */
 	struct EState *estate;		/* whose scans keep the stored _ids */
+	bool		can_set_tag;	/* the executor counts our rows (es_processed) */
 
 	IdxIndexWriter *writer;
 	IdxRowConv *preconv;		/* a fact's index columns (pre-images) */

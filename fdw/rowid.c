@@ -31,7 +31,16 @@ typedef struct RowIdStore
 	uint64		cap;
 	struct RowIdStore *next;
 	MemoryContextCallback forget_cb;
+	List	   *scan_ends;		/* ScanEnd *, in cxt */
 } RowIdStore;
+
+/* What to do when the scan of a target ends */
+typedef struct ScanEnd
+{
+	Index		scanrelid;
+	IdxScanEndFn fn;
+	void	   *arg;
+} ScanEnd;
 
 /* The live stores (few: one per executor state that has kept an _id) */
 static RowIdStore *stores = NULL;
@@ -187,4 +196,61 @@ idx_rowid_lookup(EState *estate, ItemPointer tid, bson_value_t *id)
 		elog(ERROR, "row _id handle " UINT64_FORMAT " is unknown", handle);
 	*id = *bson_iter_value(&iter);
 	return true;
+}
+
+/*
+ * Register (or, with fn NULL, clear) what to do when the scan of target
+ * "scanrelid" ends (see rowid.h).
+ */
+void
+idx_rowid_on_scan_end(EState *estate, Index scanrelid, IdxScanEndFn fn,
+					  void *arg)
+{
+	RowIdStore *s = get_store(estate, fn != NULL);
+	ListCell   *lc;
+	ScanEnd    *end;
+	MemoryContext oldcxt;
+
+	if (s == NULL)
+		return;
+	foreach(lc, s->scan_ends)
+	{
+		end = lfirst(lc);
+		if (end->scanrelid == scanrelid)
+		{
+			end->fn = fn;
+			end->arg = arg;
+			return;
+		}
+	}
+	if (fn == NULL)
+		return;
+	oldcxt = MemoryContextSwitchTo(s->cxt);
+	end = palloc(sizeof(ScanEnd));
+	end->scanrelid = scanrelid;
+	end->fn = fn;
+	end->arg = arg;
+	s->scan_ends = lappend(s->scan_ends, end);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * A scan of a target returned its last row: run what was registered.
+ */
+void
+idx_rowid_scan_end(ForeignScanState *node)
+{
+	RowIdStore *s = get_store(node->ss.ps.state, false);
+	Index		scanrelid = ((Scan *) node->ss.ps.plan)->scanrelid;
+	ListCell   *lc;
+
+	if (s == NULL)
+		return;
+	foreach(lc, s->scan_ends)
+	{
+		ScanEnd    *end = lfirst(lc);
+
+		if (end->scanrelid == scanrelid && end->fn != NULL)
+			end->fn(end->arg);
+	}
 }

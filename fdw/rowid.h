@@ -50,4 +50,15 @@ extern void idx_rowid_note(ForeignScanState *node, TupleTableSlot *slot,
 extern bool idx_rowid_lookup(EState *estate, ItemPointer tid,
 							 bson_value_t *id);
 
+/*
+ * The end of a scan of the target: an UPDATE or DELETE in batches whose
+ * subplan is that scan itself writes its last batch when the scan ends
+ * (before the executor reports the row count), through "fn".  Registered
+ * per executor state and range table index; fn NULL unregisters.
+ */
+typedef void (*IdxScanEndFn) (void *arg);
+extern void idx_rowid_on_scan_end(EState *estate, Index scanrelid,
+								  IdxScanEndFn fn, void *arg);
+extern void idx_rowid_scan_end(ForeignScanState *node);
+
 #endif							/* IDXTABLE_ROWID_H */

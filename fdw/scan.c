@@ -35,6 +35,8 @@
 #include "scan.h"
 #include "xact.h"
 
+static TupleTableSlot *iterate(ForeignScanState *node);
+
 /*
  * Destroy a cursor (a killCursors counts as a round trip of the scan) and
  * a collection handle, and clear the pointers.  Safe on NULLs.
@@ -283,10 +285,25 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
- * Return the next row, or an empty slot at the end.
+ * Return the next row, or an empty slot at the end; at the end of a scan
+ * of an UPDATE's or DELETE's target, tell the write (rowid.h).
  */
 TupleTableSlot *
 idxIterateForeignScan(ForeignScanState *node)
+{
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
+	TupleTableSlot *slot = iterate(node);
+
+	if (state->keep_ids && TupIsNull(slot))
+		idx_rowid_scan_end(node);
+	return slot;
+}
+
+/*
+ * The next row of a plain or index scan, or an empty slot at the end.
+ */
+static TupleTableSlot *
+iterate(ForeignScanState *node)
 {
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
