@@ -19,11 +19,13 @@
  *	  under the C collation (MongoDB compares UTF-8 bytes), in a UTF-8
  *	  database;
  *	- boolean, uuid, timestamp, timestamptz, date: all comparisons of
- *	  values of the column's own type; bytea: = and <>;
+ *	  values of the column's own type;
  *	- IS [NOT] NULL on any scalar column (MongoDB's {f: null} matches null
  *	  and missing, which both read as SQL NULL);
  *	- IN / = ANY(array) and <> ALL(array) of the above.
- * numeric, bpchar, json, jsonb and array columns are compared locally.
+ * numeric, bpchar, bytea, json, jsonb and array columns are compared
+ * locally (bytea reads a binary of any subtype, and MongoDB's equality
+ * would compare the subtype too: {b: BinData(0, x)} misses BinData(3, x)).
  *
  * undefined (deprecated BSON) reads as SQL NULL too, but from MongoDB 8.0
  * on {f: null}, $eq/$in with null no longer match it and $ne/$nin with null
@@ -179,13 +181,13 @@ column_kind(Oid typid)
 			return KIND_ORDERED;
 		case FLOAT4OID:
 		case FLOAT8OID:
-		case BYTEAOID:
 			return KIND_EQUALITY;
 		case TEXTOID:
 		case VARCHAROID:
 			return KIND_TEXT;
 		case NUMERICOID:
 		case BPCHAROID:
+		case BYTEAOID:			/* reads any binary subtype, compares one */
 			return KIND_NULLTEST_ONLY;
 		default:
 			return KIND_NONE;

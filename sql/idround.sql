@@ -36,6 +36,10 @@ CREATE FOREIGN TABLE idround_b (_id bytea, n int)
 SELECT * FROM idround_t ORDER BY n;
 SELECT * FROM idround_j ORDER BY n;
 SELECT * FROM idround_b ORDER BY n;
+-- bytea reads a binary of any subtype; MongoDB's equality would also compare
+-- the subtype, so bytea comparisons are evaluated locally
+EXPLAIN (VERBOSE, COSTS OFF) SELECT n FROM idround_b WHERE _id = '\x01010101010101010101010101010101';
+SELECT n FROM idround_b WHERE _id = '\x01010101010101010101010101010101' ORDER BY n;
 
 -- transaction mode, in batches (no RETURNING)
 SELECT idround_count('UPDATE idround_t SET n = n + 10 WHERE n = 1');
