@@ -98,9 +98,10 @@ get_store(EState *estate, bool create)
 }
 
 /*
- * Is this scan the target of the UPDATE or DELETE it belongs to?  (Another
- * scan of the same table, as in a self-join, has another range table
- * index.)
+ * Is this scan the target of an UPDATE or DELETE of the statement (also
+ * one in a WITH clause of a SELECT)?  Only those scans have a range table
+ * index among the result relations; another scan of the same table, as in
+ * a self-join, has another one.
  */
 bool
 idx_rowid_scan_wanted(ForeignScanState *node)
@@ -108,14 +109,12 @@ idx_rowid_scan_wanted(ForeignScanState *node)
 	PlannedStmt *stmt = node->ss.ps.state->es_plannedstmt;
 	Index		scanrelid = ((Scan *) node->ss.ps.plan)->scanrelid;
 
-	if (stmt == NULL ||
-		(stmt->commandType != CMD_UPDATE && stmt->commandType != CMD_DELETE))
-		return false;
-	return list_member_int(stmt->resultRelations, (int) scanrelid);
+	return stmt != NULL &&
+		list_member_int(stmt->resultRelations, (int) scanrelid);
 }
 
 /*
- * Keep {_id: <iter's value>} and return its handle.
+ * Keep a copy of "iddoc" ({_id: <stored _id>}) and return its handle.
  */
 static uint64
 keep_id(EState *estate, const bson_t *iddoc)

@@ -70,6 +70,10 @@ UPDATE idround_t SET n = 31 WHERE n = 21;
 RESET idxtable.enable_plain_scan;
 SELECT * FROM idround_t ORDER BY n;
 
+-- an UPDATE or DELETE in a WITH clause
+WITH u AS (UPDATE idround_t SET n = n + 1000 WHERE n = 103 RETURNING *) SELECT * FROM u;
+WITH u AS (UPDATE idround_t SET n = n - 1000 WHERE n = 1103 RETURNING *) SELECT * FROM u;
+
 -- ordered mode: row by row, each fact its own write
 ALTER FOREIGN TABLE idround_j OPTIONS (ADD consistency 'ordered');
 UPDATE idround_j SET n = 1000 WHERE n = 11;
