@@ -50,6 +50,7 @@
 #include "utils/uuid.h"
 
 #include "convert.h"
+#include "convert_path.h"
 #include "convert_json.h"
 #include "option.h"
 
@@ -1276,20 +1277,47 @@ idx_row_conv_create(TupleDesc tupdesc, const struct IdxTableInfo *info,
 }
 
 /*
- * Position "iter" on the value at "path" in "doc": a plain (case-sensitive)
- * key, or a dotted path through embedded documents and arrays.
+ * A scalar column's path crosses an array, where it has one value per
+ * element (convert_path.h).  2202E, the class of a subscript that does not
+ * select one element: the document is fine, the mapping cannot read it.
  */
-static bool
-find_field(const bson_t *doc, const char *path, bson_iter_t *iter)
+static void
+report_path_through_array(const IdxColumnConv *conv, const IdxConvSource *src,
+						  const char *path)
 {
-	if (strchr(path, '.') != NULL)
-	{
-		bson_iter_t top;
+	ereport(ERROR,
+			(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+			 errmsg("field path \"%s\" of column \"%s\" crosses an array",
+					path, conv->colname),
+			 errdetail_source(src),
+			 errhint("Map the path to an array column, which reads the values of all elements.")));
+}
 
-		return bson_iter_init(&top, doc) &&
-			bson_iter_find_descendant(&top, path, iter);
+/*
+ * The value of one column at its path, into *value / *isnull.
+ */
+static void
+read_column(const IdxRowConv *rc, int i, const IdxConvSource *src,
+			Datum *value, bool *isnull)
+{
+	bson_iter_t iter;
+
+	switch (idx_path_find(src->document, rc->fields[i], &iter))
+	{
+		case IDX_PATH_MISSING:
+			break;
+		case IDX_PATH_FOUND:
+			*value = idx_bson_to_datum(&iter, &rc->cols[i], src, isnull);
+			break;
+		case IDX_PATH_THROUGH_ARRAY:
+			if (!OidIsValid(rc->cols[i].elemtype))
+				report_path_through_array(&rc->cols[i], src, rc->fields[i]);
+			if (bson_iter_init_find(&iter,
+									idx_path_collect(src->document, rc->fields[i]),
+									"v"))
+				*value = idx_bson_to_datum(&iter, &rc->cols[i], src, isnull);
+			break;
 	}
-	return bson_iter_init(iter, doc) && bson_iter_find(iter, path);
 }
 
 /*
@@ -1308,16 +1336,12 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 
 	for (i = 0; i < rc->natts; i++)
 	{
-		bson_iter_t iter;
-
 		values[i] = (Datum) 0;
 		nulls[i] = true;
-		if (rc->fields[i] == NULL || !find_field(doc, rc->fields[i], &iter))
-			continue;
-		values[i] = idx_bson_to_datum(&iter, &rc->cols[i], &src, &nulls[i]);
+		if (rc->fields[i] != NULL)
+			read_column(rc, i, &src, &values[i], &nulls[i]);
 	}
 }
-
 
 /* ----------------------------------------------------------------
  *		Descriptions of BSON values

@@ -19,11 +19,27 @@
  *	  under the C collation (MongoDB compares UTF-8 bytes), in a UTF-8
  *	  database;
  *	- boolean, uuid, timestamp, timestamptz, date: all comparisons of
- *	  values of the column's own type; bytea: = and <>;
+ *	  values of the column's own type;
  *	- IS [NOT] NULL on any scalar column (MongoDB's {f: null} matches null
  *	  and missing, which both read as SQL NULL);
  *	- IN / = ANY(array) and <> ALL(array) of the above.
- * numeric, bpchar, json, jsonb and array columns are compared locally.
+ * numeric, bpchar, bytea, json, jsonb and array columns are compared
+ * locally (bytea reads a binary of any subtype, and MongoDB's equality
+ * would compare the subtype too: {b: BinData(0, x)} misses BinData(3, x)).
+ *
+ * undefined (deprecated BSON) reads as SQL NULL too, but from MongoDB 8.0
+ * on {f: null}, $eq/$in with null no longer match it and $ne/$nin with null
+ * do (8.0 compatibility notes).  So the null forms name it explicitly, in
+ * forms that select the same documents on 6.0, 7.0 and 8.0: IS NULL is
+ * {$or: [{f: null}, {f: {$type: "undefined"}}]}, and every form meant to
+ * exclude null ($ne, $nin with null) also has {$not: {$type: "undefined"}}.
+ *
+ * A dotted path that crosses an array has one value per element in
+ * MongoDB's matcher, and a scalar column cannot read such a document
+ * (convert_path.h: an error).  Such documents must come back, so that the
+ * error is raised as it would be with the clause evaluated locally: a
+ * clause on a dotted path "a.b.c" is {$or: [clause, {a: {$type: "array"}},
+ * {"a.b": {$type: "array"}}]}.
  *
  * Text columns may hold ObjectIds (read as 24 hex digits), so an equality
  * with such a string also matches the ObjectId, and text ranges also let
@@ -94,6 +110,8 @@ typedef struct BuildContext
 
 static void build_clause(Expr *expr, bool truth, bson_t *out,
 						 BuildContext *ctx);
+static void build_leaf(Expr *expr, bool truth, bson_t *out,
+					   BuildContext *ctx);
 
 /*
  * Strip RelabelType (binary-compatible casts such as varchar -> text).
@@ -163,13 +181,13 @@ column_kind(Oid typid)
 			return KIND_ORDERED;
 		case FLOAT4OID:
 		case FLOAT8OID:
-		case BYTEAOID:
 			return KIND_EQUALITY;
 		case TEXTOID:
 		case VARCHAROID:
 			return KIND_TEXT;
 		case NUMERICOID:
 		case BPCHAROID:
+		case BYTEAOID:			/* reads any binary subtype, compares one */
 			return KIND_NULLTEST_ONLY;
 		default:
 			return KIND_NONE;
@@ -640,6 +658,43 @@ append_value_to_array(bson_t *array, uint32 index, Datum value, Oid type,
 }
 
 /*
+ * Append "$not": {"$type": "undefined"} to a condition document: with null
+ * excluded, undefined (read as NULL too) must be excluded as well.
+ */
+static void
+append_not_undefined(bson_t *cond)
+{
+	bson_t		child;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(cond, "$not", &child));
+	idx_check_append(BSON_APPEND_UTF8(&child, "$type", "undefined"));
+	idx_check_append(bson_append_document_end(cond, &child));
+}
+
+/*
+ * Append {$or: [{field: null}, {field: {$type: "undefined"}}]}: the
+ * documents whose field reads as SQL NULL, on MongoDB 6.0 to 8.0.
+ */
+static void
+append_is_null(bson_t *out, const char *field)
+{
+	bson_t		array,
+				branch,
+				child;
+
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
+	idx_check_append(BSON_APPEND_NULL(&branch, field));
+	idx_check_append(bson_append_document_end(&array, &branch));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&branch, field, &child));
+	idx_check_append(BSON_APPEND_UTF8(&child, "$type", "undefined"));
+	idx_check_append(bson_append_document_end(&branch, &child));
+	idx_check_append(bson_append_document_end(&array, &branch));
+	idx_check_append(bson_append_array_end(out, &array));
+}
+
+/*
  * Append {field: {op: [values..., (null)]}} for $in / $nin.
  */
 static void
@@ -664,6 +719,8 @@ append_in_list(bson_t *out, const char *field, const char *op,
 		idx_check_append(BSON_APPEND_NULL(&array, key));
 	}
 	idx_check_append(bson_append_array_end(&child, &array));
+	if (add_null)
+		append_not_undefined(&child);
 	idx_check_append(bson_append_document_end(out, &child));
 }
 
@@ -910,14 +967,106 @@ build_junction(const char *op, List *args, bool truth, bson_t *out,
 }
 
 /*
+ * The field path of the column a leaf clause (not AND/OR/NOT) tests.
+ */
+static const char *
+leaf_field(Expr *expr, BuildContext *ctx)
+{
+	IdxComparison c;
+
+	switch (nodeTag(expr))
+	{
+		case T_Var:
+			return var_field(column_var(expr, ctx->relid), ctx);
+		case T_NullTest:
+			return var_field(column_var(((NullTest *) expr)->arg, ctx->relid),
+							 ctx);
+		case T_OpExpr:
+			if (!parse_comparison((OpExpr *) expr, ctx->relid, &c))
+				break;
+			return var_field(c.var, ctx);
+		case T_ScalarArrayOpExpr:
+			if (!parse_array_comparison((ScalarArrayOpExpr *) expr, ctx->relid,
+										&c))
+				break;
+			return var_field(c.var, ctx);
+		default:
+			break;
+	}
+	elog(ERROR, "unexpected clause in pushed-down filter");
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Translate a leaf clause on a dotted path "a.b.c" as {$or: [clause,
+ * {a: {$type: "array"}}, {"a.b": {$type: "array"}}]}: documents where the
+ * path crosses an array come back, and fail to read (see the file header).
+ */
+static void
+build_guarded_leaf(Expr *expr, bool truth, bson_t *out, BuildContext *ctx,
+				   const char *field)
+{
+	bson_t		array,
+				branch,
+				cond;
+	const char *dot;
+	uint32		i = 0;
+	char		key[16];
+
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
+	build_leaf(expr, truth, &branch, ctx);
+	idx_check_append(bson_append_document_end(&array, &branch));
+	for (dot = strchr(field, '.'); dot != NULL; dot = strchr(dot + 1, '.'))
+	{
+		snprintf(key, sizeof(key), "%u", ++i);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, key, &branch));
+		idx_check_append(bson_append_document_begin(&branch, field,
+													 (int) (dot - field),
+													 &cond));
+		idx_check_append(BSON_APPEND_UTF8(&cond, "$type", "array"));
+		idx_check_append(bson_append_document_end(&branch, &cond));
+		idx_check_append(bson_append_document_end(&array, &branch));
+	}
+	idx_check_append(bson_append_array_end(out, &array));
+}
+
+/*
  * Translate one clause, for truth value "truth" (T or F), into "out",
  * which receives the fields of one query document.
  */
 static void
 build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
 {
+	const char *field;
+
 	check_stack_depth();
 
+	if (IsA(expr, BoolExpr))
+	{
+		BoolExpr   *b = (BoolExpr *) expr;
+
+		if (b->boolop == NOT_EXPR)
+			build_clause(linitial(b->args), !truth, out, ctx);
+		else if ((b->boolop == AND_EXPR) == truth)
+			build_junction("$and", b->args, truth, out, ctx);
+		else
+			build_junction("$or", b->args, truth, out, ctx);
+		return;
+	}
+	field = leaf_field(expr, ctx);
+	if (strchr(field, '.') != NULL)
+		build_guarded_leaf(expr, truth, out, ctx, field);
+	else
+		build_leaf(expr, truth, out, ctx);
+}
+
+/*
+ * Translate a clause that is not AND/OR/NOT (see build_clause).
+ */
+static void
+build_leaf(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
+{
 	switch (nodeTag(expr))
 	{
 		case T_Var:
@@ -926,18 +1075,6 @@ build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
 														ctx),
 											  truth));
 			break;
-		case T_BoolExpr:
-			{
-				BoolExpr   *b = (BoolExpr *) expr;
-
-				if (b->boolop == NOT_EXPR)
-					build_clause(linitial(b->args), !truth, out, ctx);
-				else if ((b->boolop == AND_EXPR) == truth)
-					build_junction("$and", b->args, truth, out, ctx);
-				else
-					build_junction("$or", b->args, truth, out, ctx);
-				break;
-			}
 		case T_NullTest:
 			{
 				NullTest   *nt = (NullTest *) expr;
@@ -946,11 +1083,12 @@ build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
 				bson_t		child;
 
 				if ((nt->nulltesttype == IS_NULL) == truth)
-					idx_check_append(BSON_APPEND_NULL(out, field));
+					append_is_null(out, field);
 				else
 				{
 					idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
 					idx_check_append(BSON_APPEND_NULL(&child, "$ne"));
+					append_not_undefined(&child);
 					idx_check_append(bson_append_document_end(out, &child));
 				}
 				break;

@@ -37,6 +37,7 @@
 #include "mongo_limits.h"
 #include "planner.h"
 #include "protocol_read.h"
+#include "rowid.h"
 #include "scan.h"
 #include "xact.h"
 
@@ -729,12 +730,18 @@ static TupleTableSlot *
 store_row(ForeignScanState *node, const IdxRowConv *conv, const bson_t *doc)
 {
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
 	MemoryContext oldcxt;
 
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
 	idx_document_to_row(conv, doc, slot->tts_values, slot->tts_isnull);
+	ExecStoreVirtualTuple(slot);
+	/* an entry holds its fact's _id, as stored, in "id" */
+	if (state->keep_ids)
+		idx_rowid_note(node, slot, state->info->id_attnum, doc,
+					   state->index->covering ? IDX_ENTRY_FACT_ID : "_id");
 	MemoryContextSwitchTo(oldcxt);
-	return ExecStoreVirtualTuple(slot);
+	return slot;
 }
 
 /*

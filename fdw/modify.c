@@ -59,6 +59,7 @@
 #include "mongo_limits.h"
 #include "option.h"
 #include "protocol_read.h"
+#include "rowid.h"
 #include "scan.h"
 #include "shard_key.h"
 #include "xact.h"
@@ -149,6 +150,11 @@ idxAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
 							 makeVar(rtindex, InvalidAttrNumber, RECORDOID,
 									 -1, InvalidOid, 0),
 							 rtindex, "wholerow");
+
+	/* the handle of the _id as stored, where the value cannot rebuild it */
+	var = makeVar(rtindex, SelfItemPointerAttributeNumber, TIDOID, -1,
+				  InvalidOid, 0);
+	add_row_identity_var(root, var, rtindex, IDX_RAWID_NAME);
 }
 
 /*
@@ -292,9 +298,38 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 			elog(ERROR, "could not find junk _id column");
 		ms->wholerow_attno = ExecFindJunkAttributeInTlist(subplan->targetlist,
 														  "wholerow");
+		ms->rawid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist,
+													   IDX_RAWID_NAME);
+		ms->estate = estate;
 	}
 	MemoryContextSwitchTo(oldcxt);
 	return ms;
+}
+
+/*
+ * Is the scan of the target the subplan of the ModifyTable itself (no
+ * join), so that its end is the end of the rows to write?
+ */
+static bool
+scan_is_subplan(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	PlanState  *sub = outerPlanState(mtstate);
+
+	return sub != NULL && IsA(sub, ForeignScanState) &&
+		((Scan *) sub->plan)->scanrelid == rinfo->ri_RangeTableIndex;
+}
+
+static TupleTableSlot *run_step_flush(IdxModifyState *ms);
+
+/*
+ * The scan of the target ended: write the last batch now, while the
+ * executor can still take back the rows MongoDB did not match from its
+ * count (modify_batch.c).
+ */
+static void
+flush_at_scan_end(void *arg)
+{
+	run_step_flush((IdxModifyState *) arg);
 }
 
 void
@@ -310,7 +345,11 @@ idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 							 boolVal(list_nth(fdw_private, IdxModPrivHasReturning)),
 							 outerPlanState(mtstate)->plan);
 	ms->may_repeat = boolVal(list_nth(fdw_private, IdxModPrivMayRepeat));
+	ms->can_set_tag = mtstate->canSetTag;
 	rinfo->ri_FdwState = ms;
+	if (ms->batch && scan_is_subplan(mtstate, rinfo))
+		idx_rowid_on_scan_end(ms->estate, rinfo->ri_RangeTableIndex,
+							  flush_at_scan_end, ms);
 }
 
 void
@@ -909,14 +948,24 @@ idx_modify_same_index_values(IdxModifyState *ms, const Datum *av, const bool *an
 }
 
 /*
- * The row identity (_id) of the row being updated or deleted, as BSON.
+ * The row identity (_id) of the row being updated or deleted, as BSON: the
+ * _id as the scan read it where the column's value cannot write it back
+ * exactly (rowid.h), else the one the value writes.
  */
 void
 idx_modify_target_id(IdxModifyState *ms, TupleTableSlot *planSlot, bson_value_t *id)
 {
 	bool		isnull;
-	Datum		value = ExecGetJunkAttribute(planSlot, ms->rowid_attno, &isnull);
+	Datum		value;
 
+	if (AttributeNumberIsValid(ms->rawid_attno))
+	{
+		value = ExecGetJunkAttribute(planSlot, ms->rawid_attno, &isnull);
+		if (!isnull &&
+			idx_rowid_lookup(ms->estate, (ItemPointer) DatumGetPointer(value), id))
+			return;
+	}
+	value = ExecGetJunkAttribute(planSlot, ms->rowid_attno, &isnull);
 	if (isnull)
 		elog(ERROR, "_id of the row to modify is NULL");
 	idx_id_value(value,
@@ -1527,6 +1576,15 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 	return result;
 }
 
+/*
+ * Write the batch (a step of its own).
+ */
+static TupleTableSlot *
+run_step_flush(IdxModifyState *ms)
+{
+	return run_step(ms, STEP_FLUSH, NULL, 0, NULL);
+}
+
 TupleTableSlot *
 idxExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 					 TupleTableSlot *slot, TupleTableSlot *planSlot)
@@ -1574,7 +1632,10 @@ idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 	if (ms == NULL)
 		return;
 	if (ms->batch)
-		run_step(ms, STEP_FLUSH, NULL, 0, NULL);
+	{
+		idx_rowid_on_scan_end(estate, rinfo->ri_RangeTableIndex, NULL, NULL);
+		run_step_flush(ms);
+	}
 	MemoryContextDelete(ms->cxt);
 	rinfo->ri_FdwState = NULL;
 }

@@ -26,9 +26,10 @@
  * Steps 1, 2 and 4 are skipped where no entry can change (no index, or an
  * UPDATE that assigns none of the indexed columns).  A row whose fact is
  * gone by step 1 (deleted by another transaction since the scan read it)
- * is skipped, although the executor has counted it.  The last batch is
- * written when the statement ends (EndForeignModify), or before EXPLAIN
- * ANALYZE reports its counters.
+ * is skipped, and taken back from the executor's count (uncount_unmatched).
+ * The last batch is written when the scan of the target ends, where it is
+ * the plan's subplan, else when the statement ends (EndForeignModify), or
+ * before EXPLAIN ANALYZE reports its counters.
  *
  *-------------------------------------------------------------------------
  */
@@ -436,6 +437,25 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 }
 
 /*
+ * The executor counted every row of the batch when it was added; take back
+ * those MongoDB did not match (facts gone since the scan read them), so
+ * that the command tag counts the facts changed.  This works for every
+ * batch written while the executor runs: all but the last, and the last
+ * too where the scan of the target is the plan's direct subplan (modify.c
+ * writes it when the scan ends); after a join the last batch is written
+ * when the statement ends, after the count is reported.
+ */
+static void
+uncount_unmatched(IdxModifyState *ms, int64 unmatched)
+{
+	if (unmatched <= 0 || !ms->can_set_tag || ms->estate == NULL)
+		return;
+	if ((uint64) unmatched > ms->estate->es_processed)
+		unmatched = (int64) ms->estate->es_processed;
+	ms->estate->es_processed -= (uint64) unmatched;
+}
+
+/*
  * Write the batch (see the file header for the steps).
  */
 void
@@ -445,6 +465,7 @@ idx_modify_batch_flush(IdxModifyState *ms)
 	mongoc_client_session_t *session;
 	MemoryContext oldcxt;
 	bson_t	  **pre = NULL;
+	int64		written;
 	int			i;
 
 	if (b == NULL || b->n == 0)
@@ -462,7 +483,9 @@ idx_modify_batch_flush(IdxModifyState *ms)
 		}
 		idx_writer_write_new(ms->writer, session);
 	}
-	idx_modify_note_written(ms, (int) write_facts(ms, b, pre, session));
+	written = write_facts(ms, b, pre, session);
+	idx_modify_note_written(ms, (int) written);
+	uncount_unmatched(ms, b->n - written);
 	if (b->entries_change)
 		idx_writer_delete_old(ms->writer, session);
 	MemoryContextSwitchTo(oldcxt);

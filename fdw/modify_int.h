@@ -37,6 +37,9 @@ typedef struct IdxModifyState
 	bool		has_returning;
 	AttrNumber	rowid_attno;	/* junk _id in the subplan's output */
 	AttrNumber	wholerow_attno; /* junk whole row (UPDATE) */
+	AttrNumber	rawid_attno;	/* junk handle of the stored _id (rowid.h) */
+	struct EState *estate;		/* whose scans keep the stored _ids */
+	bool		can_set_tag;	/* the executor counts our rows (es_processed) */
 
 	IdxIndexWriter *writer;
 	IdxRowConv *preconv;		/* a fact's index columns (pre-images) */

@@ -32,8 +32,11 @@
 #include "option.h"
 #include "planner.h"
 #include "protocol_read.h"
+#include "rowid.h"
 #include "scan.h"
 #include "xact.h"
+
+static TupleTableSlot *iterate(ForeignScanState *node);
 
 /*
  * Destroy a cursor (a killCursors counts as a round trip of the scan) and
@@ -160,6 +163,7 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 												IdxPrivAttrsUsed));
 	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
 	state->read_prefs = idx_scan_read_prefs(node);
+	state->keep_ids = idx_rowid_scan_wanted(node);
 
 	/* the leading fdw_exprs are the Params of the pushed-down clauses */
 	nparams = intVal(list_nth(plan->fdw_private, IdxPrivNumFilterParams));
@@ -316,10 +320,25 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
- * Return the next row, or an empty slot at the end.
+ * Return the next row, or an empty slot at the end; at the end of a scan
+ * of an UPDATE's or DELETE's target, tell the write (rowid.h).
  */
 TupleTableSlot *
 idxIterateForeignScan(ForeignScanState *node)
+{
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
+	TupleTableSlot *slot = iterate(node);
+
+	if (state->keep_ids && TupIsNull(slot))
+		idx_rowid_scan_end(node);
+	return slot;
+}
+
+/*
+ * The next row of a plain or index scan, or an empty slot at the end.
+ */
+static TupleTableSlot *
+iterate(ForeignScanState *node)
 {
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
@@ -352,8 +371,10 @@ idxIterateForeignScan(ForeignScanState *node)
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
 	idx_document_to_row(state->rowconv, doc, slot->tts_values,
 						slot->tts_isnull);
-	MemoryContextSwitchTo(oldcxt);
 	ExecStoreVirtualTuple(slot);
+	if (state->keep_ids)
+		idx_rowid_note(node, slot, state->info->id_attnum, doc, "_id");
+	MemoryContextSwitchTo(oldcxt);
 	return slot;
 }
 

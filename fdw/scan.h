@@ -37,6 +37,8 @@ typedef struct IdxScanState
 	Index		relid;			/* range table index in remote_conds' Vars */
 	Bitmapset  *attrs_used;
 	int			id_lookup;
+	bool		keep_ids;		/* target of UPDATE/DELETE: rows carry the
+								 * handle of their stored _id (rowid.h) */
 
 	IdxRowConv *rowconv;
 	List	   *param_states;	/* ExprStates of the plan's fdw_exprs */

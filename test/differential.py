@@ -11,7 +11,8 @@ difference is a bug in the pushdown (or in the conversion of values).
 
 The documents mix BSON types on purpose (an int column holds int32, int64
 and integral doubles; a text column sometimes holds an ObjectId), fields are
-sometimes missing and sometimes null, and the literals come mostly from the
+sometimes missing, sometimes null and sometimes the deprecated undefined
+(which MongoDB 8.0's {f: null} no longer matches), and the literals come mostly from the
 values actually stored, so that equalities and boundaries hit.
 
 Environment (as exported by ``eval "$(test/env start)"``): PGHOST, PGPORT,
@@ -39,9 +40,13 @@ from dataclasses import dataclass, field
 
 import psycopg2
 import psycopg2.extras
+import bson
 from bson.decimal128 import Decimal128
 from bson.int64 import Int64
+from bson.binary import UuidRepresentation
+from bson.codec_options import CodecOptions
 from bson.objectid import ObjectId
+from bson.raw_bson import RawBSONDocument
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
@@ -54,7 +59,7 @@ MIN_PUSHDOWN_RATIO = 0.30
 # index tables on the foreign table (keys, included columns); the clauses
 # the planner routes through them are also run with routing off
 INDEX_TABLES = [(["i4"], []), (["t", "i8"], []), (["lower(t)"], []),
-                (["ts"], ["b"]), (["u"], []), (["vc"], ["i4", "d"]), (["b", "d"], [])]
+                (["ts"], ["b"]), (["u"], []), (["vc"], ["i4", "d"]), (["b", "d"], []), (["pv"], [])]
 # the run fails unless at least this many clauses went through an index table
 MIN_ROUTED = 12
 EXECUTIONS_PER_PREPARED = 7
@@ -99,7 +104,14 @@ COLUMNS = [
     Column("n", "numeric", "n", "numeric"),
 ]
 COLUMN = {c.name: c for c in COLUMNS}
-SELECT_LIST = ", ".join(c.name for c in COLUMNS)
+# An array column on a dotted path through an array of documents ("parts"
+# is sometimes an array of documents, scalars among them, sometimes a
+# document): it reads the values of all elements that are documents, an
+# array value spliced in.  Not in COLUMNS (the clause generators treat it
+# apart); every result compares it, and a multi-valued index table holds it.
+PARTS_COLUMN = "pv"
+PARTS_FIELD = "parts.v"
+SELECT_LIST = ", ".join([c.name for c in COLUMNS] + [PARTS_COLUMN])
 
 # The SQL type of a literal of each kind, when written with a cast.
 KIND_TYPE = {"int": "integer", "float": "float8", "text": "text", "bool": "boolean",
@@ -146,6 +158,29 @@ NUMERIC_DECIMALS = ["1.10", "-0.000001", "12345678901234567890.123456789", "1.5E
                     "Infinity", "-Infinity"]
 
 
+class Undefined:
+    """The deprecated BSON undefined (pymongo writes none): reads as NULL, and
+    MongoDB 8.0's {f: null} no longer matches it (the test server's neither)."""
+
+    def __repr__(self):
+        return "undefined"
+
+
+UNDEFINED = Undefined()
+STANDARD_UUIDS = CodecOptions(uuid_representation=UuidRepresentation.STANDARD)
+
+
+def encode_document(doc):
+    """A document for insert_many: as it is, or raw BSON with its undefined
+    top-level fields appended as BSON undefined."""
+    undefined = [k for k, v in doc.items() if v is UNDEFINED]
+    if not undefined:
+        return doc
+    raw = bson.encode({k: v for k, v in doc.items() if v is not UNDEFINED}, codec_options=STANDARD_UUIDS)[:-1]
+    raw += b"".join(b"\x06" + k.encode() + b"\x00" for k in undefined) + b"\x00"
+    return RawBSONDocument(len(raw).to_bytes(4, "little") + raw[4:])
+
+
 def fits(value, bounds):
     """Is the integer ``value`` within the inclusive ``bounds`` (lo, hi)?"""
     return bounds[0] <= value <= bounds[1]
@@ -180,11 +215,43 @@ class DocumentGenerator:
             if roll < 0.08:
                 continue                                  # missing
             value = None if roll < 0.15 else self.bson_value(column)
+            if value is None and roll < 0.11 and "." not in column.field:
+                value = UNDEFINED                         # reads as NULL too
             if column.field == "meta.vc":
                 self.put_meta(doc, value)
             else:
                 doc[column.field] = value
+        self.put_parts(doc)
         return doc
+
+    def put_parts(self, doc):
+        """``parts``: missing, null, a document with an array ``v`` (or none), or
+        an array of documents with or without ``v`` (a value, null or an array)
+        and of scalars."""
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.1:
+            return
+        if roll < 0.15:
+            doc["parts"] = None
+        elif roll < 0.25:
+            doc["parts"] = {"v": rng.sample(VC_POOL, rng.randint(0, 2))} if rng.random() < 0.7 else {}
+        else:
+            doc["parts"] = [self.part() for _ in range(rng.randint(0, 4))]
+
+    def part(self):
+        """One element of a ``parts`` array."""
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.5:
+            return {"v": rng.choice(VC_POOL), "w": rng.randint(0, 3)}
+        if roll < 0.6:
+            return {"v": None}
+        if roll < 0.75:
+            return {"v": rng.sample(VC_POOL, rng.randint(0, 2))}
+        if roll < 0.85:
+            return {"w": 1}
+        return rng.choice([5, "scalar", None])
 
     def put_meta(self, doc, value):
         """Store vc under meta.vc; a null vc is sometimes a null, empty or
@@ -273,13 +340,14 @@ def random_date(rng):
 
 
 def field_value(doc, path):
-    """The value at a dotted ``path`` of ``doc``; None if missing or null."""
+    """The value at a dotted ``path`` of ``doc``; None if missing, null or
+    undefined."""
     value = doc
     for part in path.split("."):
         if not isinstance(value, dict):
             return None
         value = value.get(part)
-    return value
+    return None if value is UNDEFINED else value
 
 
 def sql_value(column, value):
@@ -310,9 +378,26 @@ def sql_value(column, value):
     return value
 
 
+def parts_value(doc):
+    """What the array column on ``parts.v`` must read: through an array, the
+    ``v`` of every element that is a document having one (an array's
+    elements spliced in); under a document, its ``v`` array; else NULL."""
+    parts = doc.get("parts")
+    if isinstance(parts, dict):
+        return parts.get("v")
+    if not isinstance(parts, list):
+        return None
+    out = []
+    for element in parts:
+        if isinstance(element, dict) and "v" in element:
+            value = element["v"]
+            out.extend(value if isinstance(value, list) else [value])
+    return out
+
+
 def expected_row(doc):
     """The row the foreign table must return for ``doc``, column by column."""
-    return tuple(sql_value(c, field_value(doc, c.field)) for c in COLUMNS)
+    return tuple(sql_value(c, field_value(doc, c.field)) for c in COLUMNS) + (parts_value(doc),)
 
 
 # --------------------------------------------------------------------------
@@ -460,7 +545,8 @@ class ClauseGenerator:
         self.values = values
         self.leaves = [(30, self.comparison), (8, self.in_list), (7, self.array_op),
                        (8, self.null_test), (7, self.boolean), (5, self.text_function),
-                       (3, self.cross_column), (4, self.local_expression), (5, self.id_lookup)]
+                       (3, self.cross_column), (4, self.local_expression), (5, self.id_lookup),
+                       (4, self.parts_condition)]
 
     def clause(self, depth=None):
         """A random clause; ``depth`` bounds the nesting of AND / OR / NOT."""
@@ -619,6 +705,15 @@ class ClauseGenerator:
         if rng.random() < 0.1:
             return "(%s, %s) %s" % (self.column().name, self.column().name, test)
         return "%s %s" % (self.column().name, test)
+
+    def parts_condition(self):
+        """A condition on the array column read through an array (an index
+        table serves "= ANY"; the rest is evaluated locally)."""
+        rng = self.rng
+        value = quote(rng.choice(VC_POOL))
+        return rng.choice(["%s = ANY (pv)" % value, "%s = ANY (pv)" % value, "pv IS NULL",
+                           "pv = '{}'", "cardinality(pv) > 1", "pv @> ARRAY[%s]" % value,
+                           "NOT (%s = ANY (pv))" % value])
 
     def boolean(self):
         """The boolean column in its many spellings."""
@@ -794,7 +889,7 @@ def load_mongo(docs):
     client = mongo_client.connect()
     client.drop_database(DATABASE)
     collection = mongo_client.database(client, DATABASE)[COLLECTION]
-    collection.insert_many(docs)
+    collection.insert_many([encode_document(d) for d in docs])
     for key in ("i4", "t", "ts", "meta.vc"):
         collection.create_index(key)
     stored = collection.count_documents({})
@@ -830,8 +925,8 @@ def create_tables(conn, rows):
     """
     user = os.environ.get("MONGO_USER", "")
     definitions = ",\n  ".join(
-        "%s %s%s" % (c.name, c.sqltype, "" if c.field == c.name else " OPTIONS (field %s)" % quote(c.field))
-        for c in COLUMNS)
+        ["%s %s%s" % (c.name, c.sqltype, "" if c.field == c.name else " OPTIONS (field %s)" % quote(c.field))
+         for c in COLUMNS] + ["%s text[] OPTIONS (field %s)" % (PARTS_COLUMN, quote(PARTS_FIELD))])
     with conn.cursor() as cur:
         cur.execute("CREATE EXTENSION idxtable_fdw")
         # a fetch size below the row count keeps multi-batch cursors in play
@@ -846,10 +941,12 @@ def create_tables(conn, rows):
         cur.execute("CREATE FOREIGN TABLE ft (\n  %s\n) SERVER mongo OPTIONS (collection %s)"
                     % (definitions, quote(COLLECTION)))
         cur.execute("CREATE TABLE lt (\n  %s\n)" % ",\n  ".join(
-            "%s %s%s" % (c.name, c.sqltype, " PRIMARY KEY" if c.name == "id" else "") for c in COLUMNS))
-        template = "(%s)" % ", ".join("%%s::%s" % c.sqltype for c in COLUMNS)
+            ["%s %s%s" % (c.name, c.sqltype, " PRIMARY KEY" if c.name == "id" else "") for c in COLUMNS]
+            + ["%s text[]" % PARTS_COLUMN]))
+        template = "(%s)" % ", ".join(["%%s::%s" % c.sqltype for c in COLUMNS] + ["%s::text[]"])
         psycopg2.extras.execute_values(cur, "INSERT INTO lt VALUES %s",
-                       [[None if v is None else text_form(v) for v in row] for row in rows],
+                       [[v if isinstance(v, list) or v is None else text_form(v) for v in row]
+                        for row in rows],
                        template=template, page_size=500)
         for name in ("i4", "t", "ts"):
             cur.execute("CREATE INDEX ON lt (%s)" % name)
@@ -1001,7 +1098,8 @@ class Report:
                 print("    " + line)
         else:
             outcome = next((line for line in problem if line.startswith("foreign")), "")
-            print("FAIL %s (DIFF_SEED=%d): %s -- %s" % (name, self.seed, problem[0], outcome.splitlines()[0]))
+            print("FAIL %s (DIFF_SEED=%d): %s -- %s" % (name, self.seed, problem[0],
+                                                      (outcome.splitlines() or [""])[0]))
 
 
 def select_sql(table, clause):

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 
 import psycopg2
 import psycopg2.extras
+from bson.binary import Binary
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
@@ -97,6 +98,15 @@ MIN_ROUTED_SHARE = 0.5
 OID_LOWER = "5f43a1b2c3d4e5f607182930"   # written as an ObjectId
 OID_UPPER = "5F43A1B2C3D4E5F607182930"   # not lowercase hex: a string
 IDS = ["r%02d" % i for i in range(60)] + [OID_LOWER, OID_UPPER]
+# facts written into MongoDB directly with these _ids as strings: they read
+# like ObjectIds, so UPDATE and DELETE must use the _id as stored.  (An
+# INSERT of the same text writes an ObjectId, another fact: they are not
+# taken as duplicate _ids.)
+SEEDED_HEX_IDS = ["5f43a1b2c3d4e5f6071829%02x" % i for i in range(0x31, 0x37)]
+# the tables of the _id types a column value cannot write back exactly:
+# (foreign, local, _id type, seeded facts' _id as stored, as read)
+ID_TYPE_FACTS = 10
+ID_TYPE_STATEMENTS = 14
 _SYLLABLES = ["an", "bo", "ci", "de", "ev", "fa", "gu", "ha", "iv", "jo", "ki", "le"]
 NAME_BASES = sorted({a + b for a in _SYLLABLES for b in _SYLLABLES[:8]}) + ["émile", "zoë", "o'neil"]
 TOWNS = ["Oslo", "Rome", "Lima", "Kiev", "Bern"]
@@ -219,8 +229,9 @@ class Generator:
 
     def new_id(self, taken):
         rng = self.rng
-        if self.ids and rng.random() < 0.12:
-            return rng.choice(self.ids)                 # duplicate _id
+        dups = [i for i in self.ids if i not in SEEDED_HEX_IDS]
+        if dups and rng.random() < 0.12:
+            return rng.choice(dups)                     # duplicate _id
         if taken and rng.random() < 0.05:
             return rng.choice(sorted(taken))            # duplicate within the statement
         free = [i for i in IDS if i not in self.ids and i not in taken]
@@ -682,9 +693,79 @@ class Run:
                     "CREATE INDEX lw_tags ON lw USING gin (tags)",
                     "CREATE INDEX lw_town_n ON lw (town, n)"]:
             self.lw.execute(sql)
+        self.seed_hex_ids()
         for name, keys, include, unique in INDEXES:
             self.lw.execute("SELECT idxtable.create_index('fw', '%s', include => '%s', is_unique => %s, "
                             "name => '%s')" % (keys, include, "true" if unique else "false", name))
+
+    def seed_hex_ids(self):
+        """Facts whose _id is a string of 24 hex digits, written by another
+        client (before the index builds, which index them)."""
+        rng = self.rng
+        docs, rows = [], []
+        for number, rid in enumerate(SEEDED_HEX_IDS):
+            row = [rid, "seed%d" % number, self.gen.town(), rng.sample(TAGS, 2), self.gen.n(), self.gen.flag(),
+                   {"a": number}]
+            rows.append(row)
+            docs.append(dict(zip(COLUMNS, row)))
+        client = mongo_client.connect()
+        client[DATABASE]["fw"].insert_many(docs)
+        client.close()
+        with self.lw.conn.cursor() as cur:
+            psycopg2.extras.execute_values(cur, "INSERT INTO lw VALUES %s",
+                                           [r[:-1] + [as_jsonb(r[-1])] for r in rows])
+
+    # ---- _id types
+
+    def id_type_tables(self):
+        """(foreign, local, _id type, documents, local rows) for a jsonb _id whose
+        keys jsonb reorders and a bytea _id of binary subtype 3."""
+        jdocs = [{"_id": {"b": i, "a": "k%d" % i}, "n": i % 4} for i in range(ID_TYPE_FACTS)]
+        jrows = [(psycopg2.extras.Json({"b": i, "a": "k%d" % i}), i % 4) for i in range(ID_TYPE_FACTS)]
+        bdocs = [{"_id": Binary(bytes([i]) * 16, 3), "n": i % 4} for i in range(ID_TYPE_FACTS)]
+        brows = [(psycopg2.Binary(bytes([i]) * 16), i % 4) for i in range(ID_TYPE_FACTS)]
+        return [("fj", "lj", "jsonb", jdocs, jrows), ("fb", "lb", "bytea", bdocs, brows)]
+
+    def id_type_statement(self):
+        rng = self.rng
+        n = rng.randint(0, 5)
+        return Statement(rng.choice([
+            "UPDATE {t} SET n = n + 4 WHERE n = %d" % n,
+            "UPDATE {t} SET n = n + 1 WHERE n < %d RETURNING _id::text, n" % n,
+            "UPDATE {t} SET n = n * 2 WHERE n > %d AND n < %d" % (n, n + 3),
+            "DELETE FROM {t} WHERE n = %d" % n,
+            "DELETE FROM {t} WHERE n > %d RETURNING _id::text, n" % (n + 4),
+            "UPDATE {t} SET n = n - 1 WHERE _id IN (SELECT _id FROM {t} WHERE n = %d)" % n]))
+
+    def id_types(self):
+        """UPDATE and DELETE on facts whose _id the column cannot write back
+        exactly (written into MongoDB directly): the same outcomes and
+        contents as a local table."""
+        client = mongo_client.connect()
+        for foreign, local, idtype, docs, rows in self.id_type_tables():
+            self.where = "_id %s" % idtype
+            client[DATABASE].drop_collection(foreign)
+            client[DATABASE][foreign].insert_many(docs)
+            fside, lside = Side(foreign), Side(local)
+            for sql in ["DROP FOREIGN TABLE IF EXISTS %s" % foreign, "DROP TABLE IF EXISTS %s" % local,
+                        "CREATE FOREIGN TABLE %s (_id %s, n int) SERVER mongo OPTIONS (collection '%s', "
+                        "consistency '%s', %s)" % (foreign, idtype, foreign, self.mode, TABLE_OPTIONS),
+                        "CREATE TABLE %s (_id %s PRIMARY KEY, n int)" % (local, idtype)]:
+                lside.execute(sql)
+            with lside.conn.cursor() as cur:
+                psycopg2.extras.execute_values(cur, "INSERT INTO %s VALUES %%s" % local, rows)
+            for _ in range(ID_TYPE_STATEMENTS):
+                statement = self.id_type_statement()
+                foreign_out, local_out = fside.run(statement), lside.run(statement)
+                self.check(agree(foreign_out, local_out), "outcomes differ", [
+                    "sql: " + statement.show(), "foreign: " + foreign_out.show(),
+                    "local:   " + local_out.show()])
+                contents = [side.execute("SELECT _id::text, n FROM {t} ORDER BY _id, n") for side in (fside, lside)]
+                self.check(contents[0] == contents[1], "table contents differ",
+                           ["sql: " + statement.show()] + content_lines(contents[0], contents[1]))
+            fside.conn.close()
+            lside.conn.close()
+        client.close()
 
     # ---- checks
 
@@ -895,6 +976,8 @@ class Run:
         started = time.monotonic()
         self.where = "setup"
         self.create_tables()
+        self.id_types()
+        self.where = "setup"
         self.refresh_state()
         for number in range(self.args.batches):
             self.batch(number)

@@ -307,6 +307,41 @@ def test_dates_beyond_year_9999(env):
     check(element in reply, "the date comes back as the same BSON date")
 
 
+def _undefined_doc(doc_id, body):
+    """A raw document {_id: doc_id, ...body} (body: raw BSON elements)."""
+    body = b"\x10_id\x00" + struct.pack("<i", doc_id) + body
+    return bson.raw_bson.RawBSONDocument(struct.pack("<i", len(body) + 5) + body + b"\x00")
+
+
+@test()
+def test_undefined_stored_and_matched_as_mongod_8(env):
+    coll = fresh(env, "undef")
+    nested = b"\x06h\x00"
+    nested = struct.pack("<i", len(nested) + 5) + nested + b"\x00"
+    date = b"\x09d\x00" + struct.pack("<q", 6)  # other types are walked past (a 0x06 byte in a value)
+    coll.insert_many([_undefined_doc(1, date + b"\x06f\x00"), _undefined_doc(2, b"\x0af\x00" + date),
+                      _undefined_doc(3, b"\x05b\x00" + struct.pack("<i", 1) + b"\x00\x06"),
+                      _undefined_doc(4, b"\x03g\x00" + nested)])
+    raw = coll.with_options(codec_options=RAW).find_one({"_id": 1})
+    check(b"\x06f\x00" in raw.raw, "undefined comes back as undefined, not null")
+    raw = coll.with_options(codec_options=RAW).find_one({"_id": 4})
+    check(b"\x06h\x00" in raw.raw, "also inside an embedded document")
+
+    def ids(filt):
+        return sorted(d["_id"] for d in coll.find(filt))
+    check(ids({"f": None}) == [2, 3, 4], "8.0: {f: null} does not match undefined")
+    check(ids({"f": {"$in": [None]}}) == [2, 3, 4] and ids({"f": {"$eq": None}}) == [2, 3, 4])
+    check(ids({"f": {"$ne": None}}) == [1] and ids({"f": {"$nin": [None]}}) == [1], "8.0: $ne null matches it")
+    check(ids({"f": {"$type": "undefined"}}) == [1], "$type undefined")
+    check(ids({"f": {"$ne": None, "$not": {"$type": "undefined"}}}) == [], "$not $type undefined")
+    check(ids({"f": {"$lt": "x"}}) == [] and ids({"f": {"$gt": None}}) == [], "no comparison matches undefined")
+    check(ids({"g.h": None}) == [1, 2, 3], "8.0 also on a dotted path")
+    check(ids({"g.h": {"$type": "undefined"}}) == [4])
+    coll.update_one({"_id": 1}, {"$set": {"x": 1}})
+    raw = coll.with_options(codec_options=RAW).find_one({"_id": 1})
+    check(b"\x06f\x00" in raw.raw, "an update keeps the other fields' undefined")
+
+
 @test()
 def test_insert_assigns_object_id_first(env):
     coll = fresh(env, "ids")
@@ -371,6 +406,17 @@ def test_projection(env):
     check(coll.find_one({}, {"b": 0, "e": 0}) == {"_id": 1, "a": 1})
     check(coll.find_one({}, {"e.f": 1}) == {"_id": 1, "e": [{"f": 1}, {"f": 3}]})
     check(list(coll.find_one({}, {"a": 1, "_id": 1})) == ["_id", "a"], "_id first")
+
+
+@test()
+def test_projection_through_arrays_with_scalars(env):
+    coll = fresh(env, "proj_arrays")
+    coll.insert_one({"_id": 1, "m": [{"v": 1, "w": 2}, 5, {"w": 3}, [{"v": 4, "w": 5}]], "s": 7})
+    check(coll.find_one({}, {"m.v": 1}) == {"_id": 1, "m": [{"v": 1}, {}, [{"v": 4}]]},
+          "an inclusion drops the scalar elements")
+    check(coll.find_one({}, {"m.v": 0, "s": 0}) == {"_id": 1, "m": [{"w": 2}, 5, {"w": 3}, [{"w": 5}]]},
+          "an exclusion keeps them")
+    check(coll.find_one({}, {"s.x": 1}) == {"_id": 1}, "a scalar under an included path is dropped")
 
 
 @test()

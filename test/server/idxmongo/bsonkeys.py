@@ -1,7 +1,7 @@
 """MongoDB's BSON comparison order as Python sort keys, and dotted-path value extraction.
 
 `sort_key(value)` maps any decoded BSON value to a tuple whose Python ordering is MongoDB's ordering:
-MinKey < null < numbers < strings < documents < arrays < binData < ObjectId < bool < date < timestamp
+MinKey < undefined < null < numbers < strings < documents < arrays < binData < ObjectId < bool < date < timestamp
 < regex < code < MaxKey. Numbers of every type compare by value, so 1, 1.0 and Int64(1) give equal (and
 equally hashing) keys, which is what `_id` uniqueness and index lookups need.
 """
@@ -21,12 +21,13 @@ from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.timestamp import Timestamp
 
-from .codec import OutOfRangeDate, date_millis
+from .codec import UNDEFINED, OutOfRangeDate, date_millis
 
 MINKEY, NULL, NUMBER, STRING, DOCUMENT, ARRAY, BINARY, OBJECTID, BOOL, DATE, TIMESTAMP, REGEX, CODE = range(13)
 MAXKEY = 100
 
 NULL_KEY = (NULL, 1)
+UNDEFINED_KEY = (MINKEY, 1)  # mongod's canonical type 0: after MinKey, before null, equal to nothing else
 EMPTY_ARRAY_SORT_KEY = (NULL, 0)  # MongoDB sorts [] before null
 BELOW_ALL = (-1,)
 ABOVE_ALL = (1000,)
@@ -66,6 +67,8 @@ def sort_key(value):
     """The MongoDB-order sort key of one BSON value (a whole array compares element by element)."""
     if value is None or value is MISSING:
         return NULL_KEY
+    if value is UNDEFINED:
+        return UNDEFINED_KEY
     if isinstance(value, bool):
         return (BOOL, value)
     if isinstance(value, (int, float, Decimal128)):

@@ -1,9 +1,13 @@
-"""BSON encoding/decoding with pymongo's C codec, plus a fallback for dates beyond Python's datetime.
+"""BSON encoding/decoding with pymongo's C codec, plus a fallback for dates beyond Python's datetime and for
+the deprecated `undefined`.
 
 pymongo 3.11 cannot decode BSON dates before year 1 or after year 9999 (InvalidBSON), yet BSON allows any
 int64 of milliseconds (PostgreSQL timestamps reach year 294276). When the fast decoder refuses a document,
 it is decoded again element by element, turning such dates into `OutOfRangeDate`; the encoder writes them
-back as BSON dates. Only documents holding such dates take the slow path.
+back as BSON dates. It also decodes `undefined` (type 0x06) as None, so a document holding one is decoded
+element by element too, into the `UNDEFINED` marker, which the encoder writes back as undefined: the server
+stores undefined as mongod does, and the matcher (matcher.py) matches it as mongod 8.0 does. Only documents
+holding such values take the slow path (a document is walked only if it holds a 0x06 byte at all).
 """
 
 import datetime
@@ -36,6 +40,25 @@ class OutOfRangeDate:
         return "OutOfRangeDate(%d)" % self.millis
 
 
+class Undefined:
+    """The BSON `undefined` value (one instance, UNDEFINED; copies are the same object)."""
+
+    def __repr__(self):
+        return "UNDEFINED"
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return "UNDEFINED"
+
+
+UNDEFINED = Undefined()
+
+
 def date_millis(value):
     """Milliseconds since the epoch of a datetime or OutOfRangeDate."""
     if isinstance(value, OutOfRangeDate):
@@ -48,22 +71,27 @@ def date_millis(value):
 def decode(data):
     """Decode one BSON document."""
     try:
-        return bson.decode(data, codec_options=CODEC)
+        doc = bson.decode(data, codec_options=CODEC)
     except InvalidBSON:
         return _read_document(data, 0, False)
+    if b"\x06" in data and _has_undefined(data, 0):
+        return _read_document(data, 0, False)
+    return doc
 
 
 def decode_all(data):
     """Decode concatenated BSON documents (an OP_MSG document sequence)."""
-    try:
-        return bson.decode_all(data, CODEC)
-    except InvalidBSON:
-        docs, pos = [], 0
-        while pos < len(data):
-            size = struct.unpack_from("<i", data, pos)[0]
-            docs.append(decode(data[pos:pos + size]))
-            pos += size
-        return docs
+    if b"\x06" not in data:
+        try:
+            return bson.decode_all(data, CODEC)
+        except InvalidBSON:
+            pass
+    docs, pos = [], 0
+    while pos < len(data):
+        size = struct.unpack_from("<i", data, pos)[0]
+        docs.append(decode(data[pos:pos + size]))
+        pos += size
+    return docs
 
 
 def encode(doc):
@@ -106,6 +134,24 @@ def _value_length(kind, data, pos):
     raise InvalidBSON("unknown BSON type 0x%02x" % kind)
 
 
+def _has_undefined(data, pos):
+    """Whether the document (or array) at `pos` holds an undefined element, at any depth."""
+    end = pos + struct.unpack_from("<i", data, pos)[0] - 1
+    pos += 4
+    while pos < end:
+        kind = data[pos]
+        value_pos = pos + 1 + _cstring_length(data, pos + 1)
+        if kind == 0x06:
+            return True
+        if kind in (0x03, 0x04) and _has_undefined(data, value_pos):
+            return True
+        if kind in (0x03, 0x04):
+            pos = value_pos + struct.unpack_from("<i", data, value_pos)[0]
+        else:
+            pos = value_pos + (8 if kind == 0x09 else _value_length(kind, data, value_pos))
+    return False
+
+
 def _read_document(data, pos, as_array):
     """Element-by-element decoding of the document (or array) at `pos`."""
     end = pos + struct.unpack_from("<i", data, pos)[0] - 1
@@ -124,6 +170,8 @@ def _read_document(data, pos, as_array):
             millis = struct.unpack_from("<q", data, value_pos)[0]
             in_range = _MIN_MS <= millis <= _MAX_MS
             value = EPOCH + datetime.timedelta(milliseconds=millis) if in_range else OutOfRangeDate(millis)
+        elif kind == 0x06:
+            length, value = 0, UNDEFINED
         else:
             length = _value_length(kind, data, value_pos)
             element = data[pos:value_pos + length]
@@ -138,6 +186,8 @@ def _write_element(name, value):
     key = name.encode("utf-8") + b"\x00"
     if isinstance(value, OutOfRangeDate):
         return b"\x09" + key + struct.pack("<q", value.millis)
+    if value is UNDEFINED:
+        return b"\x06" + key
     if isinstance(value, dict):
         return b"\x03" + key + _write_document(value)
     if isinstance(value, (list, tuple)):

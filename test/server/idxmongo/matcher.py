@@ -10,12 +10,33 @@ and hands every other condition to mongomock's `filter_applies` unchanged.
 Through arrays the rule is MongoDB's: an array met in the middle of the path is searched element by element,
 documents only (other elements are skipped), and an array at the end of the path equals null if one of its
 elements is null. A numeric path component meeting an array is left to mongomock.
+
+`undefined` (codec.UNDEFINED) is matched as by mongod 8.0 (release notes, "Compatibility Changes in MongoDB
+8.0"): `{f: null}`, `$eq: null` and `$in: [null]` do not match it, `$ne: null` and `$nin: [null]` do, and
+`{f: {$type: "undefined"}}` matches it; no comparison operator ($lt, ...) matches it (type bracketing).
+mongomock gets the first ones right by itself (UNDEFINED is not None) and is taught the last two here.
 """
 
+from mongomock import filtering as _mm_filtering
 from mongomock.filtering import filter_applies
+
+from .codec import UNDEFINED
 
 _LOGICAL = ("$and", "$or", "$nor")
 
+
+def _teach_mongomock_undefined():
+    """Make mongomock's `$type: "undefined"` match UNDEFINED and its comparisons see it as a type of its own
+    (mongod's canonical type 0), so that `{f: {$lt: x}}` is false for it instead of an error."""
+    _mm_filtering.TYPE_MAP["undefined"] = lambda v: v is UNDEFINED
+    compare_type = _mm_filtering._get_compare_type
+
+    def get_compare_type(val):
+        return 0 if val is UNDEFINED else compare_type(val)
+    _mm_filtering._get_compare_type = get_compare_type
+
+
+_teach_mongomock_undefined()
 
 def _is_operator_doc(cond):
     """True for `{$op: ...}` condition documents (mongomock's rule: every key is an operator)."""

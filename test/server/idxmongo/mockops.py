@@ -11,6 +11,7 @@ from collections import OrderedDict
 
 import mongomock
 from mongomock import aggregate as mm_aggregate
+from mongomock import collection as mm_collection
 from mongomock.filtering import filter_applies
 from bson.int64 import Int64
 from bson.objectid import ObjectId
@@ -147,6 +148,43 @@ def _spec_id(spec):
     if isinstance(value, dict) and any(k.startswith("$") for k in value):
         value = value.get("$eq")
     return ObjectId() if value is None else value
+
+
+def _project_value(val, spec, is_include, container):
+    """A value under a sub-projection: documents are projected, arrays element by element (also nested
+    arrays); anything else is dropped by an inclusion and kept by an exclusion (None: dropped), as mongod
+    projects {"a.b": 1} over a: [{b: 1, c: 2}, 5, [{b: 3}]] to a: [{b: 1}, [{b: 3}]]."""
+    if isinstance(val, dict):
+        return _project_by_spec(val, spec, is_include, container)
+    if isinstance(val, (list, tuple)):
+        out = [_project_value(v, spec, is_include, container) for v in val]
+        return [v for v in out if v is not _DROPPED]
+    return _DROPPED if is_include else val
+
+
+_DROPPED = object()
+
+
+def _project_by_spec(doc, spec, is_include, container):
+    """mongomock's projection of one document, with array elements that are not documents handled as
+    mongod does (mongomock 4.1 fails on them with AttributeError)."""
+    if "$" in spec:
+        return _mm_project_by_spec(doc, spec, is_include, container)
+    out = container()
+    for key, val in doc.items():
+        sub = spec.get(key, _DROPPED)
+        if isinstance(sub, dict):
+            if isinstance(val, (dict, list, tuple)):
+                out[key] = _project_value(val, sub, is_include, container)
+            elif not is_include:
+                out[key] = copy.deepcopy(val)
+        elif (is_include and sub is not _DROPPED) or (not is_include and sub is _DROPPED):
+            out[key] = copy.deepcopy(val)
+    return out
+
+
+_mm_project_by_spec = mm_collection._project_by_spec
+mm_collection._project_by_spec = _project_by_spec
 
 
 def project(doc, projection):
