@@ -2192,6 +2192,12 @@ def test_on_primary_write_fail_before_commit(env):
             check(res["n"] == 2 and "writeErrors" not in res, res)
             again = retryable(client, s, "insert", "opf", 7, documents=[{"_id": 5}, {"_id": 6}])
             check(again["retriedStmtIds"] == [0, 1], "recorded one at a time: %r" % again)
+            # a duplicate key in the batch: rolled back (no firing), then one at a time, each firing
+            on_primary(env, "alwaysOn", closeConnection=False)
+            res = retryable(client, s, "insert", "opf", 8, documents=[{"_id": 10}, {"_id": 5}, {"_id": 11}],
+                            ordered=False)
+            check(res["n"] == 2 and [(e["index"], e["code"]) for e in res["writeErrors"]] == [(1, 11000)], res)
+            check(on_primary(env, "off") == 2, "fired for documents 0 and 2")
     finally:
         on_primary(env, "off")
 
