@@ -87,14 +87,13 @@ KNOWN_DIFFERENCES = {
 
 # Skips by what a test needs, checked before it runs: (predicate over the test document, reason).
 SKIP_RULES = [
-    (lambda t: _uses(t, '"onPrimaryTransactionalWrite"'),
-     "needs mongod's internal failpoint onPrimaryTransactionalWrite (the test server has failCommand only)"),
     (lambda t: _uses(t, "read preference in a transaction must be primary"),
      "expects the driver to refuse a secondary read preference in a transaction: pymongo 3.11 selects a "
      "secondary first, and a one-member replica set has none"),
 ]
-# Rules that apply only to a server without a secondary (the test server's replica set has one member).
-NO_SECONDARY_RULES = SKIP_RULES[1:]
+# Rules that apply only to a server without a secondary (the test server's replica set has one member):
+# today, all of them.
+NO_SECONDARY_RULES = SKIP_RULES[:]
 
 
 class Listener(monitoring.CommandListener):

@@ -2244,6 +2244,170 @@ def test_fail_command_code_names(env):
         check(exc.details["codeName"] == name, exc.details)
 
 
+# ---------------------------------------------------------------------------------- onPrimaryTransactionalWrite
+
+def on_primary(env, mode, **data):
+    """configureFailPoint onPrimaryTransactionalWrite (mongod's own); returns how often it fired under the
+    previous configuration."""
+    return env.client.admin.command("configureFailPoint", "onPrimaryTransactionalWrite", mode=mode,
+                                    data=data)["count"]
+
+
+@test()
+def test_on_primary_write_configure(env):
+    """The failpoint is accepted with mongod's data and refuses other types; only retryable writes fire it."""
+    coll = fresh(env, "opc")
+    try:
+        expect_error(14, on_primary, env, "alwaysOn", closeConnection="after")
+        expect_error(14, on_primary, env, "alwaysOn", failBeforeCommitExceptionCode="1")
+        expect_error(2, env.client.admin.command, "configureFailPoint", "noSuchFailPoint", mode="alwaysOn")
+        on_primary(env, "alwaysOn", failBeforeCommitExceptionCode=1)
+        plain = env.new_client(retryWrites=False).t.opc  # no txnNumber: not a retryable write
+        plain.insert_many([{"_id": 1}, {"_id": 2}])
+        plain.update_one({"_id": 1}, {"$set": {"a": 1}})
+        plain.delete_one({"_id": 2})
+        check(on_primary(env, "off") == 0, "writes without txnNumber do not evaluate the failpoint")
+        check(list(coll.find()) == [{"_id": 1, "a": 1}])
+    finally:
+        on_primary(env, "off")
+
+
+@test()
+def test_on_primary_write_close_connection(env):
+    """closeConnection (the default): the write is committed and recorded, the connection is closed without
+    a reply; the retry is recognised. An insert command's documents are committed together: one firing."""
+    coll = fresh(env, "opw")
+    client = env.new_client(retryWrites=False)
+    try:
+        with client.start_session() as s:
+            on_primary(env, {"times": 1})
+            docs = [{"_id": 1}, {"_id": 2}, {"_id": 3}]
+            expect_network_error(retryable, client, s, "insert", "opw", 1, documents=docs)
+            check(sorted(d["_id"] for d in coll.find()) == [1, 2, 3], "the insert was committed")
+            again = retryable(client, s, "insert", "opw", 1, documents=docs)
+            check(again["n"] == 3 and again["retriedStmtIds"] == [0, 1, 2], again)
+            check(on_primary(env, {"times": 1}) == 1, "one firing for the three documents")
+            updates = [{"q": {"_id": 1}, "u": {"$inc": {"n": 1}}}, {"q": {"_id": 2}, "u": {"$inc": {"n": 1}}}]
+            expect_network_error(retryable, client, s, "update", "opw", 2, updates=updates)
+            again = retryable(client, s, "update", "opw", 2, updates=updates)
+            check(again["nModified"] == 2 and again["retriedStmtIds"] == [0, 1], again)
+            check(on_primary(env, "off") == 1)
+        # the driver's own retry, for every kind of retryable write
+        client = env.new_client(retryWrites=True)
+        for op in (lambda: client.t.opw.insert_many([{"_id": 4}, {"_id": 5}]),
+                   lambda: client.t.opw.update_one({"_id": 4}, {"$inc": {"n": 1}}),
+                   lambda: client.t.opw.find_one_and_update({"_id": 5}, {"$inc": {"n": 1}}),
+                   lambda: client.t.opw.delete_one({"_id": 3})):
+            on_primary(env, {"times": 1})
+            op()
+            check(on_primary(env, "off") == 1, "fired once")
+    finally:
+        on_primary(env, "off")
+    check(sorted((d["_id"], d.get("n")) for d in coll.find()) == [(1, 1), (2, 1), (4, 1), (5, 1)])
+
+
+@test()
+def test_on_primary_write_fail_before_commit(env):
+    """failBeforeCommitExceptionCode: the statement is rolled back and not recorded; it fails with that
+    code (a write error at its index, or findAndModify's command error) and a retry executes it."""
+    coll = fresh(env, "opf")
+    coll.insert_many([{"_id": 0, "x": 0}, {"_id": 1, "x": 1}])
+    client = env.new_client(retryWrites=False)
+    try:
+        with client.start_session() as s:
+            # mongod's jstests/replsets/retryable_writes_failover.js-style check: the second statement fails
+            on_primary(env, {"skip": 1}, closeConnection=False, failBeforeCommitExceptionCode=1)
+            updates = [{"q": {"_id": 0}, "u": {"$inc": {"y": 1}}}, {"q": {"_id": 1}, "u": {"$inc": {"y": 1}}},
+                       {"q": {"_id": 2}, "u": {"$set": {"y": 1}}, "upsert": True}]
+            res = retryable(client, s, "update", "opf", 1, updates=updates)
+            check(res["nModified"] == 1 and [(e["index"], e["code"]) for e in res["writeErrors"]] == [(1, 1)], res)
+            check("Failing write for" in res["writeErrors"][0]["errmsg"], res)
+            on_primary(env, "off")
+            res = retryable(client, s, "update", "opf", 1, updates=updates)
+            check(res["n"] == 3 and res["retriedStmtIds"] == [0] and res["upserted"] == [{"index": 2, "_id": 2}],
+                  res)
+            check([d.get("y") for d in coll.find()] == [1, 1, 1], "each statement applied once")
+            # an upsert and a delete rolled back
+            on_primary(env, "alwaysOn", closeConnection=False, failBeforeCommitExceptionCode=1)
+            res = retryable(client, s, "update", "opf", 2,
+                            updates=[{"q": {"_id": 3}, "u": {"$set": {"y": 3}}, "upsert": True}])
+            check(res["n"] == 0 and "upserted" not in res and res["writeErrors"][0]["code"] == 1, res)
+            res = retryable(client, s, "delete", "opf", 3, deletes=[{"q": {"_id": 0}, "limit": 1}])
+            check(res["n"] == 0 and res["writeErrors"][0]["code"] == 1, res)
+            expect_error(1, retryable, client, s, "findAndModify", "opf", 4, query={"_id": 1},
+                         update={"$inc": {"y": 1}})
+            # an insert batch: committed together fails, then one at a time: the first fails (ordered)
+            res = retryable(client, s, "insert", "opf", 5, documents=[{"_id": 5}, {"_id": 6}])
+            check(res["n"] == 0 and [e["index"] for e in res["writeErrors"]] == [0], res)
+            res = retryable(client, s, "insert", "opf", 6, documents=[{"_id": 5}, {"_id": 6}], ordered=False)
+            check(res["n"] == 0 and [e["index"] for e in res["writeErrors"]] == [0, 1], res)
+            check(on_primary(env, "off") == 8, "fired for each write: 1 + 1 + 1 + (1 + 1) + (1 + 2)")
+            check(sorted((d["_id"], d.get("y")) for d in coll.find()) == [(0, 1), (1, 1), (2, 1)],
+                  "nothing the failing statements wrote remains")
+            # after {times: 1} on the batch, its documents go in one at a time without firing
+            on_primary(env, {"times": 1}, closeConnection=False, failBeforeCommitExceptionCode=1)
+            res = retryable(client, s, "insert", "opf", 7, documents=[{"_id": 5}, {"_id": 6}])
+            check(res["n"] == 2 and "writeErrors" not in res, res)
+            again = retryable(client, s, "insert", "opf", 7, documents=[{"_id": 5}, {"_id": 6}])
+            check(again["retriedStmtIds"] == [0, 1], "recorded one at a time: %r" % again)
+            # a duplicate key in the batch: rolled back (no firing), then one at a time, each firing
+            on_primary(env, "alwaysOn", closeConnection=False)
+            res = retryable(client, s, "insert", "opf", 8, documents=[{"_id": 10}, {"_id": 5}, {"_id": 11}],
+                            ordered=False)
+            check(res["n"] == 2 and [(e["index"], e["code"]) for e in res["writeErrors"]] == [(1, 11000)], res)
+            check(on_primary(env, "off") == 2, "fired for documents 0 and 2")
+    finally:
+        on_primary(env, "off")
+
+
+@test()
+def test_on_primary_write_transaction_commit(env):
+    """In a transaction the failpoint is evaluated once, at the commit of a transaction that wrote."""
+    coll = fresh(env, "opt")
+    client = env.new_client(retryWrites=False)
+    try:
+        on_primary(env, "alwaysOn", closeConnection=False, failBeforeCommitExceptionCode=1)
+        with client.start_session() as s:
+            s.start_transaction()
+            client.t.opt.insert_one({"_id": 1}, session=s)
+            client.t.opt.insert_one({"_id": 2}, session=s)
+            expect_error(1, s.commit_transaction)
+        check(on_primary(env, "off") == 1, "not fired by the transaction's statements")
+        check(coll.count_documents({}) == 0, "the failed commit aborted the transaction")
+        with client.start_session() as s:  # a read-only transaction writes no oplog entry: no firing
+            on_primary(env, "alwaysOn", failBeforeCommitExceptionCode=1)
+            s.start_transaction()
+            client.t.opt.find_one({}, session=s)
+            s.commit_transaction()
+            check(on_primary(env, {"times": 1}) == 0)
+            s.start_transaction()
+            client.t.opt.insert_one({"_id": 3}, session=s)
+            s.commit_transaction()  # the connection closes after the commit; the driver's retry succeeds
+        check(on_primary(env, "off") == 1)
+    finally:
+        on_primary(env, "off")
+    check([d["_id"] for d in coll.find()] == [3])
+
+
+@test(own=True)
+def test_on_primary_write_rollback_journaled(env):
+    """A statement rolled back by failBeforeCommitExceptionCode stays rolled back after a restart."""
+    server, client = journaled_server(env, "oprj")
+    client.t.r.insert_many([{"_id": 1, "n": 0}, {"_id": 2, "n": 0}])
+    client.admin.command("configureFailPoint", "onPrimaryTransactionalWrite", mode={"skip": 1},
+                         data={"closeConnection": False, "failBeforeCommitExceptionCode": 1})
+    with client.start_session() as s:
+        res = retryable(client, s, "update", "r", 1, updates=[{"q": {"_id": 1}, "u": {"$inc": {"n": 1}}},
+                                                              {"q": {"_id": 2}, "u": {"$inc": {"n": 1}}}])
+        check(res["nModified"] == 1, res)
+        res = retryable(client, s, "delete", "r", 2, deletes=[{"q": {"_id": 1}, "limit": 1}])
+        check(res["n"] == 0, res)
+    server, client = kill_and_restart(env, server, "oprj2")
+    check(list(client.t.r.find()) == [{"_id": 1, "n": 1}, {"_id": 2, "n": 0}], list(client.t.r.find()))
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
 @test()
 def test_unsatisfiable_write_concern(env):
     """A one-member replica set cannot satisfy w > 1 or an unknown tag: mongod applies the write and replies

@@ -338,6 +338,21 @@ def _session_key(ctx):
     return bytes(lsid["id"])
 
 
+def _on_primary_commit(ctx, txn):
+    """mongod evaluates onPrimaryTransactionalWrite once when a transaction that wrote commits (the commit's
+    oplog entry updates config.transactions; op_observer_impl.cpp). With failBeforeCommitExceptionCode the
+    commit fails and the transaction is aborted, as an error in commitTransaction aborts an unprepared
+    transaction; closeConnection lets the commit happen and ends the connection without a reply."""
+    if not (txn.images or txn.created):
+        return
+    try:
+        ctx.on_primary_write([])
+    except MongoError:
+        ctx.server.txns.abort(txn)
+        ctx.server.counters["totalAborted"] += 1
+        raise
+
+
 def cmd_commit_transaction(ctx):
     """commitTransaction: commit; repeating it after success is fine, after abort it is NoSuchTransaction."""
     number = ctx.cmd.get("txnNumber")
@@ -345,6 +360,7 @@ def cmd_commit_transaction(ctx):
     if txn is None or txn.state == "aborted":
         raise no_such_transaction(number)
     if txn.state == "active":
+        _on_primary_commit(ctx, txn)
         ctx.server.txns.commit(txn)
         ctx.server.counters["totalCommitted"] += 1
         ctx.note_write()
@@ -400,7 +416,7 @@ def cmd_logout(ctx):
 
 
 def cmd_configure_fail_point(ctx):
-    """configureFailPoint (failCommand only)."""
+    """configureFailPoint (failCommand and onPrimaryTransactionalWrite)."""
     if ctx.db != "admin":
         raise MongoError(13, "configureFailPoint may only be run against the admin database.")
     return ctx.server.failpoints.configure(ctx.cmd)

@@ -135,20 +135,78 @@ def cmd_insert(ctx):
     coll = ctx.ensure_coll(_name_arg(ctx))
     n = 0
     errors = []
+    batch_end, together = 0, False  # mongod's current batch (see _insert_together)
     for i, doc in enumerate(docs):
         ctx.server.counters["insert"] += 1
+        if together and i < batch_end:  # inserted with the batch an earlier document began
+            n += 1
+            continue
         if ctx.previous_outcome(i) is not None:
             n += 1
             continue
+        if i >= batch_end:
+            batch_end, together = _insert_together(ctx, coll, docs, i)
+            if together:
+                n += 1
+                continue
         try:
             ctx.insert_doc(coll, prepare_insert(doc))
-            n += 1
             ctx.record_outcome(i, {"n": 1})
+            n += 1
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
             if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
                 break
     return _write_reply(n, errors)
+
+
+# mongod's batches of an insert command (write_ops_exec.cpp, performInserts): internalInsertMaxBatchSize
+# documents, or until they reach insertVectorMaxBytes.
+INSERT_BATCH_DOCS = 64
+INSERT_BATCH_BYTES = 256 * 1024
+
+
+def _insert_batch(ctx, docs, start):
+    """The documents from `start` that mongod inserts together: up to a document already executed by an
+    earlier attempt or one that cannot be inserted as it is, within mongod's batch limits."""
+    batch = []
+    size = 0
+    for i in range(start, len(docs)):
+        if ctx.retry.executed(i) or len(batch) >= INSERT_BATCH_DOCS or size >= INSERT_BATCH_BYTES:
+            break
+        try:
+            doc = prepare_insert(docs[i])
+        except MongoError:
+            break
+        batch.append(doc)
+        size += len(encode(doc))
+    return batch
+
+
+def _insert_together(ctx, coll, docs, start):
+    """For a retryable write while onPrimaryTransactionalWrite is on: insert the batch that begins at
+    `start` as mongod does first, in one storage transaction that records all its statements and
+    evaluates the failpoint once (write_ops_exec.cpp, insertBatchAndHandleErrors). If any document fails,
+    or the failpoint throws, the whole batch is rolled back and mongod inserts the documents one at a
+    time. Returns the index after the batch and whether it was inserted together. (With the failpoint
+    off, both ways give the same result, so the test server always inserts one at a time then.)"""
+    if ctx.retry is None or ctx.txn is not None or not ctx.server.failpoints.on_primary_write_enabled():
+        return start, False
+    batch = _insert_batch(ctx, docs, start)
+    if len(batch) < 2:
+        return start, False
+    indexes = range(start, start + len(batch))
+    try:
+        for i, doc in zip(indexes, batch):
+            ctx.insert_doc(coll, doc)
+            ctx.record_outcome(i, {"n": 1}, fire=False)
+        ctx.on_primary_write(list(indexes))
+    except MongoError:
+        ctx.rollback_statement()
+        ctx.retry.forget(indexes)
+        ctx.begin_statement()  # the first document, one at a time
+        return start + len(batch), False
+    return start + len(batch), True
 
 
 def _same_document(a, b):
@@ -204,7 +262,11 @@ def _record_update(ctx, index, changed, upserted):
     """Remember an update statement of a retryable write that wrote (mongod records the statements that
     have an oplog entry; a retry counts an update as n 1, nModified 1)."""
     if upserted and upserted[-1]["index"] == index:
-        ctx.record_outcome(index, {"n": 1, "nModified": 0, "upserted": upserted[-1]["_id"]})
+        try:
+            ctx.record_outcome(index, {"n": 1, "nModified": 0, "upserted": upserted[-1]["_id"]})
+        except MongoError:  # onPrimaryTransactionalWrite rolled the upsert back
+            upserted.pop()
+            raise
     elif changed:
         ctx.record_outcome(index, {"n": 1, "nModified": 1})
 
@@ -229,9 +291,9 @@ def cmd_update(ctx):
         try:
             ctx.refuse_multi_retry(stmt.get("multi"), "multi=true")
             matched, changed = _apply_statement(ctx, name, i, stmt, upserted)
+            _record_update(ctx, i, changed, upserted)
             n += matched
             modified += changed
-            _record_update(ctx, i, changed, upserted)
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
             if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
@@ -261,8 +323,8 @@ def cmd_delete(ctx):
             for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0,
                                  collation=stmt.get("collation")):
                 ctx.delete_doc(coll, doc)
-                n += 1
                 ctx.record_outcome(i, {"n": 1})
+                n += 1
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
             if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch

@@ -3,6 +3,7 @@ helpers that every command uses, so transaction isolation, counters and the jour
 in one place: every change to the store goes through a method here."""
 
 import time
+import uuid
 
 from bson.objectid import ObjectId
 
@@ -27,16 +28,82 @@ class Context:
         self.stats = ScanStats()
         self.changes = []  # journal ops of this command outside a transaction, written before the reply
         self.retry = None  # a retryable write's StatementLog (retry.py)
+        self.unit = None  # the before-images of the current statement of a retryable write (StatementUnit)
+        self.close_connection = False  # onPrimaryTransactionalWrite ended the connection: send no reply
 
     def previous_outcome(self, index):
         """What an earlier attempt of this retryable write recorded for statement `index` (it is then not
-        executed again), or None."""
-        return self.retry.previous(index) if self.retry is not None else None
+        executed again), or None. Otherwise the statement starts here: its writes can be rolled back."""
+        if self.retry is None:
+            return None
+        outcome = self.retry.previous(index)
+        if outcome is None:
+            self.begin_statement()
+        return outcome
 
-    def record_outcome(self, index, outcome):
-        """Remember what statement `index` of a retryable write wrote (nothing outside one)."""
+    def begin_statement(self):
+        """Start a retryable write's statement (or an insert's batch): remember its before-images, so that
+        onPrimaryTransactionalWrite's failBeforeCommitExceptionCode can roll it back, as the exception
+        aborts mongod's WriteUnitOfWork."""
+        if self.retry is not None:
+            self.unit = StatementUnit(self.changes)
+
+    def record_outcome(self, index, outcome, fire=True):
+        """Remember what statement `index` of a retryable write wrote (nothing outside one); mongod then
+        evaluates onPrimaryTransactionalWrite (fire=False: an insert batch evaluates it once for all)."""
         if self.retry is not None:
             self.retry.record(index, outcome)
+            if fire:
+                self.on_primary_write([index])
+
+    def on_primary_write(self, indexes):
+        """mongod's onPrimaryTransactionalWrite failpoint, evaluated where a retryable write's statements
+        (`indexes`) are recorded or a transaction commits (transaction_participant.cpp,
+        _registerUpdateCacheOnCommit, called for each oplog entry that updates config.transactions):
+        closeConnection (default true) ends the connection while the command goes on, so its reply is
+        never sent; failBeforeCommitExceptionCode rolls the statements back, forgets them and raises that
+        error (a write error of the statement, or the command's error)."""
+        fired = self.server.failpoints.on_primary_write()
+        if fired is None:
+            return
+        if fired.close_connection:
+            self.close_connection = True
+        if fired.error_code is None:
+            return
+        if self.retry is not None:
+            self.rollback_statement()
+            self.retry.forget(indexes)
+        raise MongoError(int(fired.error_code), "Failing write for %s:%s due to failpoint. The write must "
+                         "not be reflected." % (self._session_text(), self.cmd.get("txnNumber")))
+
+    def _session_text(self):
+        """The command's lsid as mongod prints it in the failpoint's message."""
+        session_id = (self.cmd.get("lsid") or {}).get("id")
+        try:
+            return "{ id: UUID(\"%s\") }" % uuid.UUID(bytes=bytes(session_id))
+        except (TypeError, ValueError):
+            return "{ id: %r }" % (session_id,)
+
+    def rollback_statement(self):
+        """Undo the current statement's writes (mongod's aborted WriteUnitOfWork): restore its
+        before-images and take its changes out of the command's journal ops (a collection it created
+        stays, as mongod creates it in a unit of work of its own)."""
+        unit, self.unit = self.unit, None
+        if unit is None:
+            return
+        for (db, name), images in unit.images.items():
+            coll = self.server.store.get(db, name)
+            if coll is not None:
+                coll.restore(images, unit.record_ids.get((db, name), {}))
+        count, last_length = unit.changes_mark
+        tail = self.changes[count:]
+        del self.changes[count:]
+        if last_length is not None:
+            last = self.changes[-1]
+            del last[journal.BATCHED[last["op"]]][last_length:]
+        for op in tail:
+            if op["op"] == "create":
+                journal.add_op(self.changes, op)
 
     def refuse_multi_retry(self, multi, what):
         """A statement touching several documents cannot be a retryable write (InvalidOptions)."""
@@ -143,6 +210,8 @@ class Context:
             raise
         if self.txn is not None:
             self.txn.record(coll, idk, None)
+        if self.unit is not None:
+            self.unit.record(coll, idk, None)
         self.record_change(journal.insert_op, coll, [doc])
         self.server.counters["inserted"] += 1
 
@@ -160,6 +229,8 @@ class Context:
             raise
         if self.txn is not None:
             self.txn.record(coll, idk, old)
+        if self.unit is not None:
+            self.unit.record(coll, idk, old)
         self.record_change(journal.replace_op, coll, [new])
         self.server.counters["updated"] += 1
 
@@ -172,8 +243,31 @@ class Context:
         if self.txn is not None:
             self.txn.record(coll, idk, old)
             self.txn.record_delete(coll, idk, record_id)
+        if self.unit is not None:
+            self.unit.record(coll, idk, old, record_id)
         self.record_change(journal.delete_op, coll, [old["_id"]])
         self.server.counters["deleted"] += 1
+
+
+class StatementUnit:
+    """The before-images of the documents one statement of a retryable write changed (None for an
+    inserted one), and the record ids of those it deleted, to roll the statement back."""
+
+    def __init__(self, changes):
+        self.images = {}  # (db, coll) -> {id key: before-image or None}
+        self.record_ids = {}  # (db, coll) -> {id key: record id of a deleted document}
+        last = changes[-1] if changes else None
+        field = journal.BATCHED.get(last["op"]) if last is not None else None
+        # where the command's journal ops stood: their number, and the length of the last one's list (the
+        # statement's changes may be merged into it)
+        self.changes_mark = (len(changes), len(last[field]) if field is not None else None)
+
+    def record(self, coll, idk, before, record_id=None):
+        """Remember a document's state before the statement first changed it."""
+        key = (coll.db, coll.name)
+        self.images.setdefault(key, {}).setdefault(idk, before)
+        if record_id is not None:
+            self.record_ids.setdefault(key, {}).setdefault(idk, record_id)
 
 
 def prepare_insert(doc):

@@ -1,4 +1,5 @@
-"""The `failCommand` failpoint, as mongod's configureFailPoint test command implements it.
+"""mongod's `failCommand` and `onPrimaryTransactionalWrite` failpoints, as its configureFailPoint test
+command implements them.
 
 Modes: "alwaysOn", "off", {times: N} (fire N times then turn off), {skip: N} (let N matching commands
 through, then fire every time). Data: failCommands, errorCode, closeConnection, errorLabels, appName,
@@ -21,6 +22,14 @@ Test-server extensions (mongod has no such field or mode):
 Both "after" forms combine with the modes and with failCommands and appName like the other data;
 blockConnection still delays the command first, while errorCode is ignored (and closeConnection, for
 killServer).
+
+`onPrimaryTransactionalWrite` (mongod's own, transaction_participant.cpp, _registerUpdateCacheOnCommit) is
+evaluated inside the storage transaction of each write a session records: every oplog entry of a
+retryable write (one per statement that wrote; one for all the documents an insert command inserts
+together) and the commit of a transaction that wrote. Data: `closeConnection` (default true) ends the
+client's connection, while the command goes on and its reply is never sent; `failBeforeCommitExceptionCode`
+throws that error there, so the write is rolled back and not recorded. Modes as for failCommand; it has
+no failCommands or appName filter. See context.Context.on_primary_write for where it fires here.
 """
 
 import threading
@@ -63,44 +72,100 @@ class FailCommand:
             reply["errorLabels"] = list(self.labels)
 
 
+class OnPrimaryWrite:
+    """What a triggered onPrimaryTransactionalWrite asks the write to do."""
+
+    def __init__(self, data):
+        self.close_connection = bool(data.get("closeConnection", True))
+        self.error_code = data.get("failBeforeCommitExceptionCode")
+
+
+class FailPointState:
+    """One failpoint's mode, data and counters."""
+
+    def __init__(self):
+        self.mode = "off"
+        self.remaining = 0
+        self.skipping = 0  # {skip, times}: matching evaluations still to let through before `times` counts
+        self.data = {}
+        self.entered = 0
+
+    def set(self, mode, data):
+        """Set the mode and data (failpoint lock held); returns how often it fired under the previous
+        configuration (configureFailPoint's `count`)."""
+        previous = self.entered
+        self.skipping = 0
+        if mode in ("alwaysOn", "off"):
+            self.mode, self.remaining = mode, 0
+        elif isinstance(mode, dict) and "times" in mode:
+            self.mode, self.remaining = "times", int(mode["times"])
+            self.skipping = max(0, int(mode.get("skip", 0)))
+        elif isinstance(mode, dict) and "skip" in mode:
+            self.mode, self.remaining = "skip", int(mode["skip"])
+        else:
+            raise MongoError(2, "mode must be 'alwaysOn', 'off', {times: N} or {skip: N}")
+        if self.mode == "times" and self.remaining <= 0:
+            self.mode = "off"
+        self.data = data
+        self.entered = 0
+        return previous
+
+    def fires(self):
+        """Evaluate the failpoint once (failpoint lock held): True when it fires now."""
+        if self.mode == "off":
+            return False
+        if self.skipping > 0:
+            self.skipping -= 1
+            return False
+        if self.mode == "skip" and self.remaining > 0:
+            self.remaining -= 1
+            return False
+        if self.mode == "times":
+            self.remaining -= 1
+            if self.remaining <= 0:
+                self.mode = "off"
+        self.entered += 1
+        return True
+
+
+def _check_fail_command_data(data):
+    """Refuse the test-server extensions' unknown values."""
+    if data.get("killServer") not in (None,) + KILL_MOMENTS:
+        raise MongoError(2, "killServer must be \"before\" or \"after\"")
+    if isinstance(data.get("closeConnection"), str) and data["closeConnection"] != "after":
+        raise MongoError(2, "closeConnection must be a boolean or \"after\"")
+
+
+def _check_on_primary_data(data):
+    """closeConnection is a boolean, failBeforeCommitExceptionCode a number (mongod reads them with
+    Bool() and Number(), which assert on other types)."""
+    if not isinstance(data.get("closeConnection", True), bool):
+        raise MongoError(14, "onPrimaryTransactionalWrite: closeConnection must be a boolean")
+    code = data.get("failBeforeCommitExceptionCode")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, (int, float))):
+        raise MongoError(14, "onPrimaryTransactionalWrite: failBeforeCommitExceptionCode must be a number")
+
+
+DATA_CHECKS = {"failCommand": _check_fail_command_data, "onPrimaryTransactionalWrite": _check_on_primary_data}
+
+
 class FailPoints:
-    """Server-wide failpoint state."""
+    """Server-wide failpoint state: failCommand and onPrimaryTransactionalWrite."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.mode = "off"
-        self.remaining = 0
-        self.skipping = 0  # {skip, times}: matching commands still to let through before `times` counts
-        self.data = {}
-        self.entered = 0
+        self.points = {name: FailPointState() for name in DATA_CHECKS}
 
     def configure(self, cmd):
         """configureFailPoint: set mode and data; returns the reply."""
         name = cmd.get("configureFailPoint")
-        if name != "failCommand":
-            raise MongoError(2, "Unknown fail point: %s (the test server supports failCommand)" % name)
-        mode = cmd.get("mode")
+        if name not in self.points:
+            raise MongoError(2, "Unknown fail point: %s (the test server supports %s)"
+                             % (name, " and ".join(sorted(self.points))))
         data = dict(cmd.get("data") or {})
-        if data.get("killServer") not in (None,) + KILL_MOMENTS:
-            raise MongoError(2, "killServer must be \"before\" or \"after\"")
-        if isinstance(data.get("closeConnection"), str) and data["closeConnection"] != "after":
-            raise MongoError(2, "closeConnection must be a boolean or \"after\"")
+        DATA_CHECKS[name](data)
         with self.lock:
-            previous = self.entered
-            self.skipping = 0
-            if mode in ("alwaysOn", "off"):
-                self.mode, self.remaining = mode, 0
-            elif isinstance(mode, dict) and "times" in mode:
-                self.mode, self.remaining = "times", int(mode["times"])
-                self.skipping = max(0, int(mode.get("skip", 0)))
-            elif isinstance(mode, dict) and "skip" in mode:
-                self.mode, self.remaining = "skip", int(mode["skip"])
-            else:
-                raise MongoError(2, "mode must be 'alwaysOn', 'off', {times: N} or {skip: N}")
-            if self.mode == "times" and self.remaining <= 0:
-                self.mode = "off"
-            self.data = data
-            self.entered = 0
+            previous = self.points[name].set(cmd.get("mode"), data)
         return {"count": previous, "ok": 1.0}
 
     def check(self, command_name, app_name):
@@ -108,19 +173,20 @@ class FailPoints:
         if command_name in NEVER_FAILED:
             return None
         with self.lock:
-            if self.mode == "off" or command_name not in (self.data.get("failCommands") or []):
+            point = self.points["failCommand"]
+            if point.mode == "off" or command_name not in (point.data.get("failCommands") or []):
                 return None
-            if "appName" in self.data and self.data["appName"] != app_name:
+            if "appName" in point.data and point.data["appName"] != app_name:
                 return None
-            if self.skipping > 0:
-                self.skipping -= 1
-                return None
-            if self.mode == "skip" and self.remaining > 0:
-                self.remaining -= 1
-                return None
-            if self.mode == "times":
-                self.remaining -= 1
-                if self.remaining <= 0:
-                    self.mode = "off"
-            self.entered += 1
-            return FailCommand(self.data)
+            return FailCommand(point.data) if point.fires() else None
+
+    def on_primary_write(self):
+        """Evaluate onPrimaryTransactionalWrite for one recorded write: an OnPrimaryWrite, or None."""
+        with self.lock:
+            point = self.points["onPrimaryTransactionalWrite"]
+            return OnPrimaryWrite(point.data) if point.fires() else None
+
+    def on_primary_write_enabled(self):
+        """Whether onPrimaryTransactionalWrite is configured (not off)."""
+        with self.lock:
+            return self.points["onPrimaryTransactionalWrite"].mode != "off"

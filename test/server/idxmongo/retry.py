@@ -102,6 +102,18 @@ class StatementLog:
         self.history.statements[stmt_id] = outcome
         self.new.append((stmt_id, outcome))
 
+    def executed(self, index):
+        """Whether an earlier attempt recorded statement `index` (without listing it as retried)."""
+        return self.stmt_id(index) in self.history.statements
+
+    def forget(self, indexes):
+        """Forget statements this attempt recorded and then rolled back (onPrimaryTransactionalWrite's
+        failBeforeCommitExceptionCode: mongod's in-memory record is updated only on commit)."""
+        stmt_ids = {self.stmt_id(index) for index in indexes}
+        for stmt_id in stmt_ids:
+            self.history.statements.pop(stmt_id, None)
+        self.new = [(stmt_id, outcome) for stmt_id, outcome in self.new if stmt_id not in stmt_ids]
+
     def journal(self, ctx):
         """Journal the statements this attempt recorded with the command's changes (with --dbpath)."""
         if self.new:

@@ -240,8 +240,8 @@ class Server:
                     self.journal.write(ctx.changes)
                 if failure is not None and failure.kill == "after":
                     self._kill(name, failure.kill)
-                if failure is not None and failure.close_after:
-                    raise CloseConnection()
+                if (failure is not None and failure.close_after) or ctx.close_connection:
+                    raise CloseConnection()  # ctx.close_connection: onPrimaryTransactionalWrite
 
     def _fail_before(self, failure, name):
         """Apply a triggered failCommand before the command runs: block, then exit the process
