@@ -1449,6 +1449,81 @@ def test_txn_create_and_create_indexes_rules(env):
 
 
 @test(own=True)
+def test_txn_created_collections_invisible_until_commit(env):
+    client, other = env.client, env.new_client()
+    client.drop_database("t_ddl")
+    db, odb = client.t_ddl, other.t_ddl
+    with client.start_session() as session:
+        session.start_transaction()
+        db.command("create", "explicit", session=session)
+        db.explicit.create_index("a", session=session)
+        db.explicit.insert_one({"_id": 1, "a": 1}, session=session)
+        db.implicit.insert_one({"_id": 2}, session=session)
+        db.command("createIndexes", "by_index", indexes=[{"key": {"b": 1}, "name": "b_1"}], session=session)
+        check(db.explicit.find_one({"a": 1}, session=session) == {"_id": 1, "a": 1}, "the transaction sees it")
+        check("t_ddl" not in other.list_database_names() and odb.list_collection_names() == [],
+              "other sessions see neither the collections nor their database")
+        for name in ("explicit", "implicit", "by_index"):
+            check(odb[name].index_information() == {} and odb[name].find_one() is None, name)
+            check(odb[name].count_documents({}) == 0 and odb.command("count", name)["n"] == 0, name)
+            expect_error(26, odb.command, "listIndexes", name)
+            expect_error(26, odb.command, "collStats", name)
+        check(odb.explicit.update_many({}, {"$set": {"x": 1}}).matched_count == 0)
+        check(odb.explicit.delete_many({}).deleted_count == 0)
+        drop = run_in_thread(lambda: odb.command("drop", "implicit"))  # an exclusive lock: it waits
+        time.sleep(0.4)
+        check("seconds" not in drop, "drop waits for the transaction that created the collection")
+        session.commit_transaction()
+        drop["thread"].join(10)
+    check("error" not in drop and drop["seconds"] >= 0.4, "the drop ran after the commit: %s" % drop)
+    check(sorted(odb.list_collection_names()) == ["by_index", "explicit"])
+    check(sorted(odb.explicit.index_information()) == ["_id_", "a_1"] and list(odb.explicit.find()) == [{"_id": 1, "a": 1}])
+    check(sorted(odb.by_index.index_information()) == ["_id_", "b_1"])
+    with client.start_session() as session:
+        session.start_transaction()
+        db.command("create", "aborted", session=session)
+        db.aborted.create_index("c", session=session)
+        db.aborted.insert_one({"_id": 1}, session=session)
+        db.aborted_idx.create_index("d", session=session)
+        session.abort_transaction()
+    check(sorted(odb.list_collection_names()) == ["by_index", "explicit"], "an abort discards them")
+    odb.aborted.insert_one({"_id": 5})
+    check(sorted(odb.aborted.index_information()) == ["_id_"] and list(odb.aborted.find()) == [{"_id": 5}],
+          "with their indexes and documents")
+    client.drop_database("t_ddl")
+
+
+@test(own=True)
+def test_txn_created_collection_conflicts_with_another_sessions_creation(env):
+    client, other = env.client, env.new_client()
+    for how in ("create", "insert"):
+        fresh(env, "txcc")
+        with client.start_session() as session:
+            session.start_transaction()
+            client.t.command("create", "txcc", session=session)
+            client.t.txcc.create_index("a", session=session)
+            client.t.txcc.insert_one({"_id": 1}, session=session)
+            started = time.time()
+            if how == "create":  # no wait, no NamespaceExists: mongod's create takes no exclusive lock
+                other.t.command("create", "txcc")  # and does not see the uncommitted collection
+            other.t.txcc.insert_one({"_id": 2})  # (creating the collection, for "insert")
+            check(time.time() - started < 0.5, "%s: the other session does not wait" % how)
+            check(client.t.txcc.find_one({}, session=session) == {"_id": 1}, "the transaction sees its own")
+            exc = expect_error(112, session.commit_transaction)
+            check(exc.has_error_label("TransientTransactionError"), exc.details)
+        check(list(other.t.txcc.find()) == [{"_id": 2}], "%s: the other session's collection stays" % how)
+        check("a_1" not in other.t.txcc.index_information(), "without the transaction's index")
+    raw = RawSession(env)
+    succeeded(raw.txn("t", {"insert": "txcc_raw", "documents": [{"_id": 1}]}, start=True))
+    other.t.txcc_raw.insert_one({"_id": 2})
+    refused(raw.commit(), 112)
+    refused(raw.commit(), 251)  # the failed commit aborted the transaction
+    check(list(other.t.txcc_raw.find()) == [{"_id": 2}])
+    other.t.txcc_raw.drop()
+    raw.close()
+
+
+@test(own=True)
 def test_txn_write_errors_are_write_errors_and_abort(env):
     coll = fresh(env, "txwe")
     coll.create_index("u", unique=True, name="u_unique")
@@ -1858,6 +1933,49 @@ def test_dbpath_checkpoint_and_second_server_refused(env):
     before = state_of(client)
     server, client = kill_and_restart(env, server, "ckpt3")
     check(state_of(client) == before)
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_dbpath_collections_created_in_transactions(env):
+    server, client = journaled_server(env, "txddl")
+    other = env.new_client(server.uri(), retryWrites=False)
+    with client.start_session() as session:
+        session.start_transaction()
+        client.t.made.create_index("k", unique=True, session=session)
+        client.t.made.insert_many([{"_id": i, "k": i} for i in range(600)], session=session)
+        session.commit_transaction()
+    journal = os.path.join(env.tmpdir, "txddl.db", "journal.bson")
+    with open(journal, "rb") as f:
+        records = bson.decode_all(f.read())
+    made = [(op["op"], op["coll"]) for op in records[-1]["ops"]]
+    check(made == [("create", "made"), ("createIndex", "made"), ("insert", "made")],
+          "the creations are in the transaction's commit record: %s" % made)
+    with client.start_session() as session:  # a commit refused because another session created it meanwhile
+        session.start_transaction()
+        client.t.lost.create_index("q", session=session)
+        client.t.lost.insert_one({"_id": 1}, session=session)
+        other.t.lost.insert_one({"_id": 2})
+        expect_error(112, session.commit_transaction)
+    with client.start_session() as session:
+        session.start_transaction()
+        client.t.gone.create_index("z", session=session)
+        session.abort_transaction()
+    with open(journal, "rb") as f:
+        check(not any(op["coll"] == "gone" for record in bson.decode_all(f.read()) for op in record["ops"]
+                      if "coll" in op), "an abort journals nothing")
+    client.t.made.update_many({}, {"$inc": {"n": 1}})
+    client.t.made.update_many({}, {"$inc": {"n": 1}})
+    before = state_of(client)
+    check(("t", "gone") not in before and before[("t", "lost")][3] == [bson.encode({"_id": 2})])
+    size = os.path.getsize(journal)
+    server, client = kill_and_restart(env, server, "txddl2")
+    check(os.path.getsize(journal) < size / 2, "the journal was rewritten as a checkpoint")
+    check(state_of(client) == before, "a replay keeps what the transactions created, and only that")
+    expect_error(11000, client.t.made.insert_one, {"_id": 1000, "k": 5})
+    server, client = kill_and_restart(env, server, "txddl3")
+    check(state_of(client) == before, "and so does a replay of the checkpoint")
     env.servers.remove(server)
     check(server.stop() == 0)
 

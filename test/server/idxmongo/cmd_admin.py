@@ -254,7 +254,7 @@ def _check_index_build_in_transaction(ctx, coll, specs):
     new = [spec for spec in specs if not _existing_equivalent(coll, spec)]
     if not new:
         return
-    if (ctx.db, coll.name) not in ctx.txn.created:
+    if not ctx.txn.owns(coll):
         raise MongoError(263, "Cannot create new indexes on existing collection %s in a multi-document "
                               "transaction." % coll.ns)
     _txn_may_create(ctx, "an index")
@@ -343,7 +343,7 @@ def _on_primary_commit(ctx, txn):
     oplog entry updates config.transactions; op_observer_impl.cpp). With failBeforeCommitExceptionCode the
     commit fails and the transaction is aborted, as an error in commitTransaction aborts an unprepared
     transaction; closeConnection lets the commit happen and ends the connection without a reply."""
-    if not (txn.images or txn.created):
+    if not (txn.images or txn.pending):
         return
     try:
         ctx.on_primary_write([])
@@ -361,7 +361,11 @@ def cmd_commit_transaction(ctx):
         raise no_such_transaction(number)
     if txn.state == "active":
         _on_primary_commit(ctx, txn)
-        ctx.server.txns.commit(txn)
+        try:
+            ctx.server.txns.commit(txn)
+        except MongoError:
+            ctx.server.counters["totalAborted"] += 1
+            raise
         ctx.server.counters["totalCommitted"] += 1
         ctx.note_write()
     return {"ok": 1.0}

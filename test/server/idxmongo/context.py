@@ -116,7 +116,12 @@ class Context:
         return self.server.store
 
     def coll(self, name):
-        """The collection `name` of the command's database, or None."""
+        """The collection `name` of the command's database as the command sees it: one its transaction
+        created (visible to that transaction alone until commit), else the committed one, or None."""
+        if self.txn is not None:
+            own = self.txn.pending.get((self.db, name))
+            if own is not None:
+                return own
         return self.server.store.get(self.db, name)
 
     def deadline(self):
@@ -144,17 +149,19 @@ class Context:
         journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
 
     def ensure_coll(self, name, options=None):
-        """The collection, created implicitly (and remembered by a transaction, to drop it on abort)."""
+        """The collection, created if missing (explicitly or implicitly): in a transaction, as the
+        transaction's own until it commits."""
         if "$" in name or not name:
             raise MongoError(73, "Invalid collection name: %s" % name)
-        if self.coll(name) is None:
-            limits.check_namespace(self.db, name)
-        coll, created = self.server.store.ensure(self.db, name, options)
-        if created:
-            if self.txn is not None:
-                self.txn.created.add((self.db, name))
-                self.txn.namespaces.add((self.db, name))
-            self.record_change(journal.create_op, coll)
+        coll = self.coll(name)
+        if coll is not None:
+            return coll
+        limits.check_namespace(self.db, name)
+        if self.txn is not None:
+            coll = self.txn.create(self.db, name, options)
+        else:
+            coll, _ = self.server.store.ensure(self.db, name, options)
+        self.record_change(journal.create_op, coll)
         return coll
 
     def add_index(self, coll, spec):

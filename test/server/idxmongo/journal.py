@@ -1,12 +1,11 @@
 """Durability with --dbpath: a journal of every change to the store, replayed at start.
 
 The journal is `DIR/journal.bson`, a sequence of BSON records `{ops: [op, ...]}`, one per command that
-changed something and one per committed transaction, holding its writes as a unit. Each record is written
-and flushed before the command's reply is sent, so an acknowledged write survives the process being
-killed (kill -9, or the failCommand `killServer` extension); there is no fsync, so a machine crash may
-lose it. An aborted transaction writes nothing (apart from the collections and indexes its abort leaves
-in place, which the store keeps too), and an open one is lost with the process, as with a restart of
-mongod.
+changed something and one per committed transaction, holding its writes (and the collections and indexes
+it created) as a unit. Each record is written and flushed before the command's reply is sent, so an
+acknowledged write survives the process being killed (kill -9, or the failCommand `killServer` extension);
+there is no fsync, so a machine crash may lose it. An aborted transaction writes nothing, and an open one
+is lost with the process, as with a restart of mongod.
 
 The ops, with their `db` and `coll`:
 
@@ -117,26 +116,6 @@ def add_op(ops, op):
         last[field].extend(op[field])
     else:
         ops.append(op)
-
-
-def surviving_creations(store, ops):
-    """The collection and index creations among an aborted transaction's ops that the abort left in place.
-
-    Abort drops a collection the transaction created (with the indexes built on it) only when it is empty;
-    one another session wrote into stays in the store and must stay in the journal too.
-    """
-    kept = []
-    for op in ops:
-        if op["op"] not in ("create", "createIndex"):
-            continue
-        coll = store.get(op["db"], op["coll"])
-        if coll is None:
-            continue
-        if op["op"] == "create" and coll.uuid == op["uuid"]:
-            kept.append(create_op(coll))
-        elif op["op"] == "createIndex" and op["spec"]["name"] in coll.indexes:
-            kept.append(op)
-    return kept
 
 
 def checkpoint_ops(coll):

@@ -234,6 +234,10 @@ class Store:
         coll = colls[name] = Collection(db, name, options)
         return coll, True
 
+    def add(self, coll):
+        """Put in a collection built elsewhere (one a transaction created, at its commit)."""
+        self.dbs.setdefault(coll.db, {})[coll.name] = coll
+
     def drop(self, db, name):
         """Remove a collection; returns it or None."""
         colls = self.dbs.get(db, {})

@@ -13,15 +13,22 @@ A transaction holds the namespaces it read or wrote, as mongod's transaction hol
 until it ends: DDL on such a collection (or its database) from another session waits, with the store lock
 released, until the transaction commits, aborts or expires (see wait_for_locks).
 
-With a journal (--dbpath), the transaction's changes are kept aside and journaled as one record at commit;
-an abort journals only the collections and indexes it leaves in place (see journal.surviving_creations).
+A collection the transaction creates (`create`, `createIndexes` or a write that creates it implicitly) is
+its own until commit, as mongod 4.4+ keeps it as an uncommitted catalog entry: the transaction sees it (and
+the indexes it builds on it), every other session sees no such collection. Commit publishes it; abort
+discards it with its documents and indexes. Another session may meanwhile create a collection of the same
+name (create takes no exclusive lock on mongod); the transaction's commit then fails with WriteConflict and
+aborts it (jstests/core/txns/create_collection_parallel.js, create_indexes_parallel.js).
+
+With a journal (--dbpath), the transaction's changes (its collection and index creations included) are kept
+aside and journaled as one record at commit; an abort journals nothing.
 """
 
 import threading
 import time
 
 from .errors import TRANSIENT, MongoError, write_conflict
-from .journal import surviving_creations
+from .storage import Collection
 
 TXN_WAIT_SECONDS = 5.0
 
@@ -42,15 +49,27 @@ class Transaction:
         self.state = "active"
         self.images = {}  # (db, coll) -> {id key: before-image or None}
         self.record_ids = {}  # (db, coll) -> {id key: record id of a document the transaction deleted}
-        self.created = set()  # namespaces the transaction created implicitly
+        self.pending = {}  # (db, coll) -> Collection the transaction created: its own until commit
         self.changes = []  # journal ops (with --dbpath), written at commit
         self.last_used = time.monotonic()
         self.started = time.monotonic()  # the lifetime counts from here, as mongod's does
 
+    def create(self, db, name, options=None):
+        """A new collection of the transaction's own, invisible to other sessions until commit."""
+        coll = self.pending[(db, name)] = Collection(db, name, options)
+        self.namespaces.add((db, name))  # mongod's create holds an intent lock on the collection
+        return coll
+
+    def owns(self, coll):
+        """True for a collection the transaction created (and has not committed)."""
+        return self.pending.get((coll.db, coll.name)) is coll
+
     def record(self, coll, idk, before):
-        """Remember the before-image of a document the first time the transaction writes it."""
-        self.images.setdefault((coll.db, coll.name), {}).setdefault(idk, before)
+        """Remember the before-image of a document the first time the transaction writes it (none in a
+        collection of its own: nobody else sees it, and an abort discards it whole)."""
         self.namespaces.add((coll.db, coll.name))
+        if not self.owns(coll):
+            self.images.setdefault((coll.db, coll.name), {}).setdefault(idk, before)
 
     def holds(self, db, names):
         """True if the transaction holds a lock on one of the collections `names` of `db` (on any of
@@ -59,7 +78,8 @@ class Transaction:
 
     def record_delete(self, coll, idk, record_id):
         """Remember where a deleted document stood in natural order, to put it back there on abort."""
-        self.record_ids.setdefault((coll.db, coll.name), {}).setdefault(idk, record_id)
+        if not self.owns(coll):
+            self.record_ids.setdefault((coll.db, coll.name), {}).setdefault(idk, record_id)
 
 
 class TransactionManager:
@@ -175,7 +195,15 @@ class TransactionManager:
             self.released.wait(timeout)
 
     def commit(self, txn):
-        """Make the transaction's writes permanent (store lock held): journaled as a unit."""
+        """Make the transaction's writes permanent (store lock held): journaled as a unit, the collections
+        it created published. If another session created a collection of the same name meanwhile, the
+        transaction is aborted and the commit fails with WriteConflict (112), as on mongod."""
+        if any(self.store.get(db, name) is not None for db, name in txn.pending):
+            self.abort(txn)
+            raise write_conflict(in_txn=True)
+        for coll in txn.pending.values():
+            self.store.add(coll)
+        txn.pending = {}
         if self.journal is not None and txn.changes:
             self.journal.write(txn.changes)
         txn.state = "committed"
@@ -185,19 +213,13 @@ class TransactionManager:
         self._release(txn)
 
     def abort(self, txn):
-        """Undo the transaction's writes from its before-images (store lock held)."""
+        """Undo the transaction's writes from its before-images and discard the collections it created,
+        with their indexes (store lock held). Nothing is journaled."""
         for (db, name), images in txn.images.items():
             coll = self.store.get(db, name)
             if coll is not None:
                 coll.restore(images, txn.record_ids.get((db, name), {}))
-        for db, name in txn.created:
-            coll = self.store.get(db, name)
-            if coll is not None and not coll.docs:  # with the indexes the transaction built on it
-                self.store.drop(db, name)
-        if self.journal is not None and txn.changes:
-            kept = surviving_creations(self.store, txn.changes)
-            if kept:
-                self.journal.write(kept)
+        txn.pending = {}
         txn.state = "aborted"
         txn.images = {}
         txn.record_ids = {}
