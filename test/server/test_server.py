@@ -1496,7 +1496,7 @@ def test_txn_created_collections_invisible_until_commit(env):
 @test(own=True)
 def test_txn_created_collection_conflicts_with_another_sessions_creation(env):
     client, other = env.client, env.new_client()
-    for how in ("create", "insert"):
+    for how in ("create", "insert", "createIndexes"):
         fresh(env, "txcc")
         with client.start_session() as session:
             session.start_transaction()
@@ -1506,6 +1506,8 @@ def test_txn_created_collection_conflicts_with_another_sessions_creation(env):
             started = time.time()
             if how == "create":  # no wait, no NamespaceExists: mongod's create takes no exclusive lock
                 other.t.command("create", "txcc")  # and does not see the uncommitted collection
+            elif how == "createIndexes":  # nor does createIndexes when it creates the collection
+                other.t.command("createIndexes", "txcc", indexes=[{"key": {"z": 1}, "name": "z_1"}])
             other.t.txcc.insert_one({"_id": 2})  # (creating the collection, for "insert")
             check(time.time() - started < 0.5, "%s: the other session does not wait" % how)
             check(client.t.txcc.find_one({}, session=session) == {"_id": 1}, "the transaction sees its own")

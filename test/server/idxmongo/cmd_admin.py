@@ -222,8 +222,12 @@ def cmd_create_indexes(ctx):
     if not isinstance(raw_specs, list) or not raw_specs:
         raise bad_value("Must specify at least one index to create")
     specs = [_index_spec(raw) for raw in raw_specs]
-    if ctx.txn is None and not _all_exist(ctx.coll(name), specs):
-        _wait_for_transaction_locks(ctx, [name])  # a no-op createIndexes takes no strong lock
+    existing = ctx.coll(name)
+    if ctx.txn is None and existing is not None and not _all_exist(existing, specs):
+        # A no-op createIndexes takes no strong lock, nor does one that creates its collection: mongod
+        # builds on a new collection under intent locks (create_indexes_cmd.cpp
+        # runCreateIndexesOnNewCollection), also when a transaction created one of that name, unseen.
+        _wait_for_transaction_locks(ctx, [name])
     created = ctx.coll(name) is None
     if ctx.txn is not None and not created:
         _check_index_build_in_transaction(ctx, ctx.coll(name), specs)
