@@ -1468,6 +1468,7 @@ def test_txn_created_collections_invisible_until_commit(env):
             check(odb[name].count_documents({}) == 0 and odb.command("count", name)["n"] == 0, name)
             expect_error(26, odb.command, "listIndexes", name)
             expect_error(26, odb.command, "collStats", name)
+            expect_error(26, odb.command, "dropIndexes", name, index="*")  # at once: none for this session
         check(odb.explicit.update_many({}, {"$set": {"x": 1}}).matched_count == 0)
         check(odb.explicit.delete_many({}).deleted_count == 0)
         drop = run_in_thread(lambda: odb.command("drop", "implicit"))  # an exclusive lock: it waits

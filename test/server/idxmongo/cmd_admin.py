@@ -299,7 +299,10 @@ def _indexes_to_drop(coll, target):
 def cmd_drop_indexes(ctx):
     """dropIndexes (by name, names, key pattern or "*")."""
     name = ctx.cmd.get(ctx.name)
-    _wait_for_transaction_locks(ctx, [name])
+    # mongod looks the collection up under an intent lock first (drop_indexes.cpp): a missing one, or one
+    # an open transaction created (unseen by others), fails at once; an existing one waits for the locks.
+    if ctx.coll(name) is not None:
+        _wait_for_transaction_locks(ctx, [name])
     coll = ctx.coll(name)
     if coll is None:
         raise MongoError(26, "ns not found %s.%s" % (ctx.db, name))
