@@ -28,24 +28,12 @@ import sys
 import psycopg2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_collation"
 N = 500
 CI = {"locale": "en", "strength": 2}
-
-
-class Results:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print("FAIL: %s" % what)
 
 
 def connect_pg(dbname):

@@ -45,6 +45,7 @@ import psycopg2
 from bson.son import SON
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402
 
 DATABASE = "idxtable_faults"
@@ -84,22 +85,6 @@ FAIL_COMMANDS = ["insert", "update", "delete", "findAndModify", "find", "getMore
                  "commitTransaction", "abortTransaction"]
 MAX_STEPS = 40
 DRIFT = []  # ordered-mode cases that left drift for repair_index
-
-
-class Results:
-    """Pass/fail tally."""
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print("FAIL " + what)
-        sys.stdout.flush()
 
 
 def connect_pg():

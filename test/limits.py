@@ -33,6 +33,9 @@ import time
 import psycopg2
 import pymongo
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "server", "mongo_test_server.py")
 DATABASE = "idxtable_limits"
@@ -40,22 +43,6 @@ LIFETIME = 3
 SIZE_LIMIT = 400000
 HINT_WORDS = ("smaller transactions", "consistency to 'ordered'")
 URI = None
-
-
-class Results:
-    """Pass/fail tally."""
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print("FAIL " + what)
-        sys.stdout.flush()
 
 
 def start_server(tmpdir, name, options):

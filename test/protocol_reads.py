@@ -30,24 +30,12 @@ import psycopg2
 import pymongo.errors
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_protoreads"
 PROTOCOL_PREFIX = "idxtable."          # index collections and the owners registry
 READS = ("find", "aggregate", "count", "distinct", "listCollections")
-
-
-class Results:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print("FAIL: %s" % what)
 
 
 def connect_pg(dbname):

@@ -28,6 +28,9 @@ import time
 
 import psycopg2
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
+
 DATABASE = "idxtable_seclocks"
 OWNER = "regress_seclocks_owner"
 OTHER = "regress_seclocks_other"
@@ -39,22 +42,6 @@ CALLS = {
     "verify_index": "SELECT * FROM idxtable.verify_index('lt_k_idx')",
     "repair_index": "SELECT * FROM idxtable.repair_index('lt_k_idx')",
 }
-
-
-class Results:
-    """Pass/fail tally."""
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print("FAIL " + what)
-        sys.stdout.flush()
 
 
 def connect(role=None, autocommit=True):
