@@ -12,6 +12,7 @@ OBJS = \
 	fdw/index_verify.o \
 	fdw/modify.o \
 	fdw/modify_batch.o \
+	fdw/modify_undo.o \
 	fdw/shard_key.o \
 	fdw/rowid.o \
 	fdw/convert_path.o \
