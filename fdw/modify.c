@@ -49,6 +49,7 @@
 #include "connection.h"
 #include "convert.h"
 #include "document.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_write.h"
@@ -521,17 +522,10 @@ idx_modify_fetch_fact(IdxModifyState *ms, const bson_value_t *id,
 		result = idx_doc_id_is(doc, id) ? bson_copy(doc) : NULL;
 	else if (mongoc_cursor_error(cursor, NULL))
 	{
-		PG_TRY();
-		{
-			idx_report_cursor_error(cursor, ms->server->servername,
-									idx_reading_what(ms->info->collection,
-													 ms->info->database));
-		}
-		PG_FINALLY();
-		{
-			mongoc_cursor_destroy(cursor);
-		}
-		PG_END_TRY();
+		(void) idx_own_cursor(cursor);	/* the error destroys it */
+		idx_report_cursor_error(cursor, ms->server->servername,
+								idx_reading_what(ms->info->collection,
+												 ms->info->database));
 	}
 	mongoc_cursor_destroy(cursor);
 	if (result)
@@ -737,6 +731,7 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 {
 	mongoc_client_session_t *session;
 	mongoc_bulk_operation_t *bulk;
+	IdxHandle  *owned_bulk;
 	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
 	bson_t	  **docs;
 	bson_t		reply;
@@ -753,36 +748,22 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	docs = build_documents(ms, slots, ids, n);
 	session = idx_modify_session(ms);
 	bulk = queue_documents(ms, session, docs, n);
+	owned_bulk = idx_own_bulk(bulk);
 
-	PG_TRY();
-	{
-		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
-			idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
-							 slots[i]->tts_isnull, &ids[i]);
-		idx_writer_write_new(ms->writer, session);
-	}
-	PG_CATCH();
-	{
-		mongoc_bulk_operation_destroy(bulk);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
+		idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
+						 slots[i]->tts_isnull, &ids[i]);
+	idx_writer_write_new(ms->writer, session);
 
 	prev = idx_count_round_trips(&ms->round_trips);
 	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
 	idx_count_round_trips(prev);
-	mongoc_bulk_operation_destroy(bulk);
+	idx_release(owned_bulk);
 	if (!ok)
 	{
-		PG_TRY();
-		{
-			insert_failed(ms, slots, ids, docs, n, session, &reply, &error);
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		insert_failed(ms, slots, ids, docs, n, session, failed_reply, &error);
 	}
 	bson_destroy(&reply);
 	idx_modify_note_written(ms, n);
@@ -861,25 +842,19 @@ idx_modify_find_and_modify(IdxModifyState *ms,
 	bson_destroy(&extra);
 	if (!ok)
 	{
-		PG_TRY();
-		{
-			/* the write was made, only not acknowledged: undo it too */
-			if (idx_is_write_concern_error(&error) &&
-				(result = reply_value(&reply)) != NULL)
-				idx_modify_remember_write(ms,
-										  update ? UNDO_UPDATED : UNDO_DELETED,
-										  id, result);
-			idx_shard_key_check_refusal(ms->info, &reply, &error);
-			idx_report_reply_error(&reply, &error, ms->server->servername,
-								   psprintf("%s a document of collection \"%s\"",
-											update ? "updating" : "deleting",
-											ms->info->collection));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		/* the write was made, only not acknowledged: undo it too */
+		if (idx_is_write_concern_error(&error) &&
+			(result = reply_value(failed_reply)) != NULL)
+			idx_modify_remember_write(ms,
+									  update ? UNDO_UPDATED : UNDO_DELETED,
+									  id, result);
+		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
+		idx_report_reply_error(failed_reply, &error, ms->server->servername,
+							   psprintf("%s a document of collection \"%s\"",
+										update ? "updating" : "deleting",
+										ms->info->collection));
 	}
 	result = reply_value(&reply);
 	bson_destroy(&reply);

@@ -31,6 +31,7 @@
 #include "utils/resowner.h"
 
 #include "convert.h"
+#include "handle.h"
 #include "index_entry.h"
 #include "index_write.h"
 #include "modify_int.h"
@@ -188,17 +189,11 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 	}
 	if (!mongoc_collection_insert_one(ms->facts, before, NULL, &reply, &error))
 	{
-		PG_TRY();
-		{
-			idx_report_reply_error(&reply, &error, ms->server->servername,
-								   psprintf("restoring a document of collection \"%s\"",
-											ms->info->collection));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, ms->server->servername,
+							   psprintf("restoring a document of collection \"%s\"",
+										ms->info->collection));
 	}
 	bson_destroy(&reply);
 }
