@@ -12,6 +12,7 @@ OBJS = \
 	fdw/index_verify.o \
 	fdw/modify.o \
 	fdw/modify_batch.o \
+	fdw/modify_undo.o \
 	fdw/shard_key.o \
 	fdw/rowid.o \
 	fdw/convert_path.o \
@@ -19,6 +20,7 @@ OBJS = \
 	fdw/stream.o \
 	fdw/reply_check.o \
 	fdw/convert.o \
+	fdw/convert_write.o \
 	fdw/convert_json.o \
 	fdw/deparse.o \
 	fdw/planner.o \

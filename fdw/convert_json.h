@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * convert_json.h
- *		  Interface between convert.c and convert_json.c.
+ *		  Interface between convert.c, convert_write.c and convert_json.c.
  *
  * Internal to the conversion code: the rest of the FDW goes through
  * convert.h.  convert_json.c provides the json/jsonb conversions and the
  * ISO 8601 rendering of BSON dates; convert.c provides the error reporting
- * and text helpers that both files use.
+ * and text helpers that the files use; convert_write.c the writing
+ * direction (datum -> BSON).
  *
  *-------------------------------------------------------------------------
  */
@@ -21,6 +22,10 @@
 
 /* Milliseconds per day */
 #define MS_PER_DAY			INT64CONST(86400000)
+
+/* Days and milliseconds from the Unix epoch to the PostgreSQL epoch */
+#define EPOCH_DIFF_DAYS		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)
+#define EPOCH_DIFF_MS		(EPOCH_DIFF_DAYS * MS_PER_DAY)
 
 /* Buffer for an ISO 8601 rendering of any BSON date */
 #define DATE_STRING_LEN		48

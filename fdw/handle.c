@@ -90,3 +90,18 @@ idx_disown(IdxHandle *owned)
 {
 	owned->handle = NULL;
 }
+
+/*
+ * Move a failed operation's reply from the stack to the heap, owned by the
+ * current memory context, so that the error raised from it needs no
+ * PG_TRY block to destroy it.  Only error paths do this (a copy).
+ */
+bson_t *
+idx_own_reply(bson_t *reply)
+{
+	bson_t	   *copy = bson_copy(reply);
+
+	bson_destroy(reply);
+	idx_own_bson(copy);
+	return copy;
+}

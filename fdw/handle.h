@@ -3,15 +3,16 @@
  * handle.h
  *		  libmongoc handles owned by a memory context (handle.c).
  *
- * idx_own_*() hands a libmongoc handle (cursor, collection, heap bson_t,
- * URI) to the current memory context: it is destroyed when that context
- * is reset or deleted, so an error or cancel releases it without a
+ * idx_own_*() hands a libmongoc handle (cursor, collection, bulk, heap
+ * bson_t, URI) to the current memory context: it is destroyed when that
+ * context is reset or deleted, so an error or cancel releases it without a
  * PG_TRY block, as the scans release their cursors.  idx_release()
  * destroys it earlier, on the normal path; handles registered in one
  * context are destroyed in the reverse order of registration.
  *
  * Only heap objects may be owned: a bson_t on the stack is gone by the
- * time an error resets the context.
+ * time an error resets the context (idx_own_reply() moves a reply to the
+ * heap first).
  *
  *-------------------------------------------------------------------------
  */
@@ -51,6 +52,12 @@ idx_own_bson(bson_t *bson)
 }
 
 static inline IdxHandle *
+idx_own_bulk(mongoc_bulk_operation_t *bulk)
+{
+	return idx_own(bulk, (void (*) (void *)) mongoc_bulk_operation_destroy);
+}
+
+static inline IdxHandle *
 idx_own_database(mongoc_database_t *database)
 {
 	return idx_own(database, (void (*) (void *)) mongoc_database_destroy);
@@ -61,5 +68,12 @@ idx_own_uri(mongoc_uri_t *uri)
 {
 	return idx_own(uri, (void (*) (void *)) mongoc_uri_destroy);
 }
+
+/*
+ * A reply libmongoc filled into a bson_t on the stack (initialized even
+ * when the operation failed), moved to the heap and owned: the stack one
+ * is destroyed.  For the error paths that report from a reply.
+ */
+extern bson_t *idx_own_reply(bson_t *reply);
 
 #endif							/* IDXTABLE_HANDLE_H */

@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "convert.h"
+#include "handle.h"
 #include "index_entry.h"
 
 /* One distinct element of a multi-valued key */
@@ -409,27 +410,19 @@ idx_make_entry(const IdxIndexDef *def, const Datum *keyvalues,
 			   const Datum *values, const bool *nulls)
 {
 	bson_t	   *entry = bson_new();
+	IdxHandle  *owned = idx_own_bson(entry);	/* until it is built */
 
-	PG_TRY();
-	{
-		idx_append_entry_id(entry, "_id", def, keyvalues, keynulls, fact_id);
-		check_append(bson_append_value(entry, IDX_ENTRY_FACT_ID, -1,
-									   fact_id));
-		if (def->ninclude > 0)
-			append_included(entry, def, values, nulls);
-	}
-	PG_CATCH();
-	{
-		bson_destroy(entry);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	idx_append_entry_id(entry, "_id", def, keyvalues, keynulls, fact_id);
+	check_append(bson_append_value(entry, IDX_ENTRY_FACT_ID, -1, fact_id));
+	if (def->ninclude > 0)
+		append_included(entry, def, values, nulls);
+	idx_disown(owned);
 	return entry;
 }
 
 /*
  * All entry documents of one fact.  On error the entries built so far are
- * destroyed.
+ * destroyed (they are owned by the memory context until all are built).
  */
 int
 idx_build_entries(const IdxIndexDef *def, const Datum *values,
@@ -439,28 +432,23 @@ idx_build_entries(const IdxIndexDef *def, const Datum *values,
 	Datum	   *keyvalues;
 	bool	   *keynulls;
 	bson_t	  **result;
-	volatile int built = 0;
+	IdxHandle **owned;
 	int			n;
+	int			i;
 
 	n = idx_compute_keys(def, values, nulls, &keyvalues, &keynulls);
 	result = (bson_t **) palloc0(sizeof(bson_t *) * Max(n, 1));
-	PG_TRY();
+	owned = (IdxHandle **) palloc(sizeof(IdxHandle *) * Max(n, 1));
+	for (i = 0; i < n; i++)
 	{
-		for (; built < n; built++)
-			result[built] = idx_make_entry(def,
-										   keyvalues + built * def->nkeys,
-										   keynulls + built * def->nkeys,
-										   fact_id, values, nulls);
+		result[i] = idx_make_entry(def, keyvalues + i * def->nkeys,
+								   keynulls + i * def->nkeys,
+								   fact_id, values, nulls);
+		owned[i] = idx_own_bson(result[i]);
 	}
-	PG_CATCH();
-	{
-		int			i;
-
-		for (i = 0; i < built; i++)
-			bson_destroy(result[i]);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	for (i = 0; i < n; i++)
+		idx_disown(owned[i]);
+	pfree(owned);
 	*entries = result;
 	return n;
 }

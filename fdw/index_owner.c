@@ -86,7 +86,9 @@
 #include "utils/uuid.h"
 
 #include "connection.h"
+#include "handle.h"
 #include "index_catalog.h"
+#include "index_entry.h"
 #include "index_owner.h"
 #include "protocol_read.h"
 
@@ -249,6 +251,8 @@ read_marker(mongoc_client_t *client, const char *servername,
 {
 	mongoc_collection_t *registry;
 	mongoc_cursor_t *cursor;
+	IdxHandle  *owned_registry;
+	IdxHandle  *owned_cursor;
 	bson_t		filter = BSON_INITIALIZER;
 	bson_error_t error;
 	const bson_t *doc;
@@ -257,27 +261,22 @@ read_marker(mongoc_client_t *client, const char *servername,
 	BSON_APPEND_UTF8(&filter, "_id", collection);
 	registry = mongoc_client_get_collection(client, database,
 											IDX_OWNER_REGISTRY);
+	owned_registry = idx_own_collection(registry);
 	cursor = mongoc_collection_find_with_opts(registry, &filter, NULL,
 											  idx_primary_read_prefs());
 	bson_destroy(&filter);
-	PG_TRY();
+	owned_cursor = idx_own_cursor(cursor);
+	if (mongoc_cursor_next(cursor, &doc))
 	{
-		if (mongoc_cursor_next(cursor, &doc))
-		{
-			parse_marker(doc, m);
-			found = true;
-		}
-		else if (mongoc_cursor_error(cursor, &error))
-			idx_report_cursor_error(cursor, servername,
-									psprintf("reading the ownership marker of index collection \"%s\"",
-											 collection));
+		parse_marker(doc, m);
+		found = true;
 	}
-	PG_FINALLY();
-	{
-		mongoc_cursor_destroy(cursor);
-		mongoc_collection_destroy(registry);
-	}
-	PG_END_TRY();
+	else if (mongoc_cursor_error(cursor, &error))
+		idx_report_cursor_error(cursor, servername,
+								psprintf("reading the ownership marker of index collection \"%s\"",
+										 collection));
+	idx_release(owned_cursor);
+	idx_release(owned_registry);
 	return found;
 }
 
@@ -350,31 +349,29 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 {
 	mongoc_collection_t *coll;
 	mongoc_cursor_t *cursor;
+	IdxHandle  *owned_coll;
+	IdxHandle  *owned_cursor;
 	bson_t		filter = BSON_INITIALIZER;
-	bson_t	   *opts = BCON_NEW("limit", BCON_INT64(1),
-								"projection", "{", "_id", BCON_INT32(1), "}");
+	bson_t	   *opts;
 	bson_error_t error;
 	const bson_t *doc;
-	bool		any = false;
+	bool		any;
 
 	coll = mongoc_client_get_collection(client, database, collection);
+	owned_coll = idx_own_collection(coll);
+	opts = BCON_NEW("limit", BCON_INT64(1),
+					"projection", "{", "_id", BCON_INT32(1), "}");
 	cursor = mongoc_collection_find_with_opts(coll, &filter, opts,
 											  idx_primary_read_prefs());
 	bson_destroy(opts);
-	PG_TRY();
-	{
-		any = mongoc_cursor_next(cursor, &doc);
-		if (!any && mongoc_cursor_error(cursor, &error))
-			idx_report_cursor_error(cursor, servername,
-									psprintf("reading collection \"%s\"",
-											 collection));
-	}
-	PG_FINALLY();
-	{
-		mongoc_cursor_destroy(cursor);
-		mongoc_collection_destroy(coll);
-	}
-	PG_END_TRY();
+	owned_cursor = idx_own_cursor(cursor);
+	any = mongoc_cursor_next(cursor, &doc);
+	if (!any && mongoc_cursor_error(cursor, &error))
+		idx_report_cursor_error(cursor, servername,
+								psprintf("reading collection \"%s\"",
+										 collection));
+	idx_release(owned_cursor);
+	idx_release(owned_coll);
 	return any;
 }
 
@@ -831,41 +828,37 @@ read_verdicts(Oid relid, Oid userid, Oid serverid, List *defs)
 	const IdxIndexDef *first = (const IdxIndexDef *) linitial(defs);
 	mongoc_collection_t *registry;
 	mongoc_cursor_t *cursor;
-	bson_t	   *filter = collections_filter(defs);
+	IdxHandle  *owned_registry;
+	IdxHandle  *owned_cursor;
+	bson_t	   *filter;
 	bson_error_t error;
 	const bson_t *doc;
-	List	   *volatile docs = NIL;	/* read in PG_FINALLY */
+	List	   *docs = NIL;		/* palloc'd copies */
 	ListCell   *lc;
 
 	registry = mongoc_client_get_collection(client, first->database,
 											IDX_OWNER_REGISTRY);
+	owned_registry = idx_own_collection(registry);
+	filter = collections_filter(defs);
 	cursor = mongoc_collection_find_with_opts(registry, filter, NULL,
 											  idx_primary_read_prefs());
 	bson_destroy(filter);
-	PG_TRY();
+	owned_cursor = idx_own_cursor(cursor);
+	while (mongoc_cursor_next(cursor, &doc))
+		docs = lappend(docs, idx_bson_pcopy(doc));
+	if (mongoc_cursor_error(cursor, &error))
+		idx_report_cursor_error(cursor, server->servername,
+								psprintf("reading the ownership markers of the indexes of foreign table \"%s\"",
+										 get_rel_name(relid)));
+	foreach(lc, defs)
 	{
-		while (mongoc_cursor_next(cursor, &doc))
-			docs = lappend(docs, bson_copy(doc));
-		if (mongoc_cursor_error(cursor, &error))
-			idx_report_cursor_error(cursor, server->servername,
-									psprintf("reading the ownership markers of the indexes of foreign table \"%s\"",
-											 get_rel_name(relid)));
-		foreach(lc, defs)
-		{
-			IdxIndexDef *def = (IdxIndexDef *) lfirst(lc);
+		IdxIndexDef *def = (IdxIndexDef *) lfirst(lc);
 
-			judge(verdict_key(serverid, def), def,
-				  marker_of(docs, def->collection));
-		}
+		judge(verdict_key(serverid, def), def,
+			  marker_of(docs, def->collection));
 	}
-	PG_FINALLY();
-	{
-		foreach(lc, docs)
-			bson_destroy(lfirst(lc));
-		mongoc_cursor_destroy(cursor);
-		mongoc_collection_destroy(registry);
-	}
-	PG_END_TRY();
+	idx_release(owned_cursor);
+	idx_release(owned_registry);
 }
 
 /*

@@ -61,6 +61,7 @@
 #include "connection.h"
 #include "convert.h"
 #include "deparse.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -482,18 +483,12 @@ flush_fixes(VerifyState *st)
 		return;
 	if (!mongoc_bulk_operation_execute(st->bulk, &reply, &error))
 	{
-		PG_TRY();
-		{
-			idx_report_reply_error(&reply, &error, st->servername,
-								   psprintf("repairing index collection \"%s\" of database \"%s\"",
-											st->def->collection,
-											st->def->database));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, st->servername,
+							   psprintf("repairing index collection \"%s\" of database \"%s\"",
+										st->def->collection,
+										st->def->database));
 	}
 	bson_destroy(&reply);
 	mongoc_bulk_operation_destroy(st->bulk);
@@ -593,16 +588,10 @@ fix_claim(VerifyState *st, const ExpectedEntry *ee)
 		}
 		if (error.code != 11000)
 		{
-			PG_TRY();
-			{
-				idx_report_reply_error(&reply, &error, st->servername,
-									   index_what(st));
-			}
-			PG_FINALLY();
-			{
-				bson_destroy(&reply);
-			}
-			PG_END_TRY();
+			bson_t	   *failed_reply = idx_own_reply(&reply);
+
+			idx_report_reply_error(failed_reply, &error, st->servername,
+								   index_what(st));
 		}
 		bson_destroy(&reply);
 
@@ -628,16 +617,10 @@ fix_claim(VerifyState *st, const ExpectedEntry *ee)
 											   NULL, &reply, &error);
 			if (!ok)
 			{
-				PG_TRY();
-				{
-					idx_report_reply_error(&reply, &error, st->servername,
-										   index_what(st));
-				}
-				PG_FINALLY();
-				{
-					bson_destroy(&reply);
-				}
-				PG_END_TRY();
+				bson_t	   *failed_reply = idx_own_reply(&reply);
+
+				idx_report_reply_error(failed_reply, &error, st->servername,
+									   index_what(st));
 			}
 			if (bson_iter_init_find(&iter, &reply, "matchedCount") &&
 				BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0)

@@ -17,6 +17,7 @@
 
 #include "connection.h"
 #include "convert.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -520,16 +521,10 @@ run_bulk(IdxIndexWriter *w, IndexQueue *q, mongoc_bulk_operation_t **bulk,
 	if (n == 0 || i < n ||
 		mongoc_error_has_label(&reply, "TransientTransactionError"))
 	{
-		PG_TRY();
-		{
-			idx_report_reply_error(&reply, &error, w->servername,
-								   writing_what(q));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, w->servername,
+							   writing_what(q));
 	}
 	bson_destroy(&reply);
 	*dup_ops = indexes;
@@ -562,15 +557,8 @@ find_one(IdxIndexWriter *w, mongoc_collection_t *coll, const bson_t *filter,
 		result = idx_bson_pcopy(doc);
 	if (result == NULL && mongoc_cursor_error(cursor, NULL))
 	{
-		PG_TRY();
-		{
-			idx_report_cursor_error(cursor, w->servername, what);
-		}
-		PG_FINALLY();
-		{
-			mongoc_cursor_destroy(cursor);
-		}
-		PG_END_TRY();
+		(void) idx_own_cursor(cursor);	/* the error destroys it */
+		idx_report_cursor_error(cursor, w->servername, what);
 	}
 	mongoc_cursor_destroy(cursor);
 	return result;
@@ -698,16 +686,10 @@ write_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
 		written = false;
 	else if (!ok)
 	{
-		PG_TRY();
-		{
-			idx_report_reply_error(&reply, &error, w->servername,
-								   writing_what(q));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, w->servername,
+							   writing_what(q));
 	}
 	bson_destroy(&reply);
 	return written;

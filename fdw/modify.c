@@ -29,7 +29,6 @@
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/table.h"
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
@@ -46,11 +45,11 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/resowner.h"
 
 #include "connection.h"
 #include "convert.h"
 #include "document.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_entry.h"
 #include "index_write.h"
@@ -64,9 +63,6 @@
 #include "shard_key.h"
 #include "xact.h"
 
-/* Most rows a statement remembers for undoing it (ordered mode) */
-#define IDX_UNDO_MAX 100000
-
 /* Name of the row identity junk column (the _id column's value) */
 #define IDX_ROWID_NAME "idxtable_id"
 
@@ -77,28 +73,6 @@ enum IdxModifyPrivate
 	IdxModPrivHasReturning,
 	IdxModPrivMayRepeat			/* can the plan give a row twice (a join)? */
 };
-
-
-/*
- * One fact a statement wrote in ordered mode, and how it was before.
- */
-typedef enum UndoKind
-{
-	UNDO_INSERTED,
-	UNDO_UPDATED,
-	UNDO_DELETED
-} UndoKind;
-
-typedef struct UndoRecord
-{
-	UndoKind	kind;
-	bson_t	   *id;				/* {_id: <fact _id>} */
-	bson_t	   *before;			/* UPDATED, DELETED: the whole fact before;
-								 * INSERTED: its shard key values, if any */
-} UndoRecord;
-
-static void remember_write(IdxModifyState *ms, UndoKind kind,
-						   const bson_value_t *id, const bson_t *before);
 
 /*
  * Release libmongoc objects and the client pin (reset callback).
@@ -520,9 +494,9 @@ idx_modify_index_projection(IdxModifyState *ms, bson_t *projection)
  * A fact by _id with the index columns, or NULL (palloc'd copy); read in
  * the open transaction if "in_txn", else outside it.
  */
-static bson_t *
-fetch_fact(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard,
-		   bool in_txn)
+bson_t *
+idx_modify_fetch_fact(IdxModifyState *ms, const bson_value_t *id,
+					  const bson_t *shard, bool in_txn)
 {
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		opts = BSON_INITIALIZER;
@@ -548,17 +522,10 @@ fetch_fact(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard,
 		result = idx_doc_id_is(doc, id) ? bson_copy(doc) : NULL;
 	else if (mongoc_cursor_error(cursor, NULL))
 	{
-		PG_TRY();
-		{
-			idx_report_cursor_error(cursor, ms->server->servername,
-									idx_reading_what(ms->info->collection,
-													 ms->info->database));
-		}
-		PG_FINALLY();
-		{
-			mongoc_cursor_destroy(cursor);
-		}
-		PG_END_TRY();
+		(void) idx_own_cursor(cursor);	/* the error destroys it */
+		idx_report_cursor_error(cursor, ms->server->servername,
+								idx_reading_what(ms->info->collection,
+												 ms->info->database));
 	}
 	mongoc_cursor_destroy(cursor);
 	if (result)
@@ -644,7 +611,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 	{
 		/* all were written, only not acknowledged as asked: undo them */
 		for (i = 0; i < n; i++)
-			remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
+			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 		idx_report_reply_error(reply, error, ms->server->servername,
 							   psprintf("inserting into collection \"%s\"",
 										ms->info->collection));
@@ -663,7 +630,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		/* a transaction fails the whole command: find the duplicate */
 		for (i = 0; i < n && first < 0; i++)
 		{
-			if (fetch_fact(ms, &ids[i], NULL, false) != NULL)
+			if (idx_modify_fetch_fact(ms, &ids[i], NULL, false) != NULL)
 				first = i;
 		}
 		ereport(ERROR,
@@ -764,6 +731,7 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 {
 	mongoc_client_session_t *session;
 	mongoc_bulk_operation_t *bulk;
+	IdxHandle  *owned_bulk;
 	bson_value_t *ids = palloc(sizeof(bson_value_t) * n);
 	bson_t	  **docs;
 	bson_t		reply;
@@ -780,42 +748,29 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	docs = build_documents(ms, slots, ids, n);
 	session = idx_modify_session(ms);
 	bulk = queue_documents(ms, session, docs, n);
+	owned_bulk = idx_own_bulk(bulk);
 
-	PG_TRY();
-	{
-		for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
-			idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
-							 slots[i]->tts_isnull, &ids[i]);
-		idx_writer_write_new(ms->writer, session);
-	}
-	PG_CATCH();
-	{
-		mongoc_bulk_operation_destroy(bulk);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
+		idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
+						 slots[i]->tts_isnull, &ids[i]);
+	idx_writer_write_new(ms->writer, session);
 
 	prev = idx_count_round_trips(&ms->round_trips);
 	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
 	idx_count_round_trips(prev);
-	mongoc_bulk_operation_destroy(bulk);
+	idx_release(owned_bulk);
 	if (!ok)
 	{
-		PG_TRY();
-		{
-			insert_failed(ms, slots, ids, docs, n, session, &reply, &error);
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		insert_failed(ms, slots, ids, docs, n, session, failed_reply, &error);
 	}
 	bson_destroy(&reply);
 	idx_modify_note_written(ms, n);
 	for (i = 0; i < n; i++)
-		remember_write(ms, UNDO_INSERTED, &ids[i],
-					   idx_shard_key_of_document(ms->info, docs[i]));
+		idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i],
+								  idx_shard_key_of_document(ms->info,
+															docs[i]));
 	idx_writer_reset(ms->writer);
 }
 
@@ -850,10 +805,11 @@ reply_value(const bson_t *reply)
  * "shard" holds the fact's shard key values (see shard_key.c), if the
  * table has a shard key.
  */
-static bson_t *
-find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
-				const bson_value_t *id, const bson_t *shard,
-				const bson_t *update, bool full)
+bson_t *
+idx_modify_find_and_modify(IdxModifyState *ms,
+						   mongoc_client_session_t *session,
+						   const bson_value_t *id, const bson_t *shard,
+						   const bson_t *update, bool full)
 {
 	mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
 	bson_t		query = BSON_INITIALIZER;
@@ -886,24 +842,19 @@ find_and_modify(IdxModifyState *ms, mongoc_client_session_t *session,
 	bson_destroy(&extra);
 	if (!ok)
 	{
-		PG_TRY();
-		{
-			/* the write was made, only not acknowledged: undo it too */
-			if (idx_is_write_concern_error(&error) &&
-				(result = reply_value(&reply)) != NULL)
-				remember_write(ms, update ? UNDO_UPDATED : UNDO_DELETED, id,
-							   result);
-			idx_shard_key_check_refusal(ms->info, &reply, &error);
-			idx_report_reply_error(&reply, &error, ms->server->servername,
-								   psprintf("%s a document of collection \"%s\"",
-											update ? "updating" : "deleting",
-											ms->info->collection));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		/* the write was made, only not acknowledged: undo it too */
+		if (idx_is_write_concern_error(&error) &&
+			(result = reply_value(failed_reply)) != NULL)
+			idx_modify_remember_write(ms,
+									  update ? UNDO_UPDATED : UNDO_DELETED,
+									  id, result);
+		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
+		idx_report_reply_error(failed_reply, &error, ms->server->servername,
+							   psprintf("%s a document of collection \"%s\"",
+										update ? "updating" : "deleting",
+										ms->info->collection));
 	}
 	result = reply_value(&reply);
 	bson_destroy(&reply);
@@ -1059,9 +1010,9 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		idx_writer_write_new(w, session);
 	}
 
-	before = find_and_modify(ms, session, &id,
-							 idx_modify_target_shard_key(ms, planSlot),
-							 update, ms->ordered);
+	before = idx_modify_find_and_modify(ms, session, &id,
+										idx_modify_target_shard_key(ms, planSlot),
+										update, ms->ordered);
 	if (before == NULL)
 	{
 		/* the fact is gone: take back the entries written for it */
@@ -1071,7 +1022,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		return NULL;
 	}
 	idx_modify_note_written(ms, 1);
-	remember_write(ms, UNDO_UPDATED, &id, before);
+	idx_modify_remember_write(ms, UNDO_UPDATED, &id, before);
 
 	if (indexed)
 	{
@@ -1130,13 +1081,13 @@ delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	bson_t	   *before;
 
 	idx_modify_target_id(ms, planSlot, &id);
-	before = find_and_modify(ms, session, &id,
-							 idx_modify_target_shard_key(ms, planSlot), NULL,
-							 ms->has_returning || ms->ordered);
+	before = idx_modify_find_and_modify(ms, session, &id,
+										idx_modify_target_shard_key(ms, planSlot),
+										NULL, ms->has_returning || ms->ordered);
 	if (before == NULL)
 		return NULL;
 	idx_modify_note_written(ms, 1);
-	remember_write(ms, UNDO_DELETED, &id, before);
+	idx_modify_remember_write(ms, UNDO_DELETED, &id, before);
 	if (idx_writer_nindexes(ms->writer) > 0)
 	{
 		Datum	   *prevals;
@@ -1156,300 +1107,6 @@ delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 		ExecStoreVirtualTuple(slot);
 	}
 	return slot;
-}
-
-/* ----------------------------------------------------------------
- *		Undo of a failed statement (ordered mode)
- *
- * In ordered mode each write is final when it is made, but a statement
- * that fails in one of our callbacks (a unique violation on its third
- * row, a cancel) should leave nothing of itself, as it would in a local
- * table.  So the statement remembers the facts it wrote, each with the
- * fact as it was, and on such an error writes them back, newest first,
- * by the same crash-safe protocol as any write: index entries for the
- * restored state first, then the fact, then the entries of the state
- * undone.  A failure of the undo itself (or a statement past
- * IDX_UNDO_MAX rows) is a WARNING; the rows stay as they were written,
- * as after a crash.  Connection errors are not undone: the server is
- * unlikely to take the undo either.
- * ----------------------------------------------------------------
- */
-
-/*
- * Remember a fact the statement wrote, and how it was before.
- */
-static void
-remember_write(IdxModifyState *ms, UndoKind kind, const bson_value_t *id,
-			   const bson_t *before)
-{
-	MemoryContext oldcxt;
-	UndoRecord *rec;
-	bson_t		iddoc = BSON_INITIALIZER;
-
-	if (!ms->ordered || ms->undo_overflow)
-		return;
-	if (ms->nundo >= IDX_UNDO_MAX)
-	{
-		ms->undo_overflow = true;
-		return;
-	}
-	oldcxt = MemoryContextSwitchTo(ms->cxt);
-	rec = palloc(sizeof(UndoRecord));
-	rec->kind = kind;
-	idx_check_append(BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id));
-	rec->id = idx_bson_pcopy(&iddoc);
-	bson_destroy(&iddoc);
-	rec->before = before ? idx_bson_pcopy(before) : NULL;
-	ms->undo = lappend(ms->undo, rec);
-	ms->nundo++;
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
- * Undo an INSERT: delete the fact, then its entries.
- */
-static void
-undo_insert(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard)
-{
-	bson_t	   *was = find_and_modify(ms, NULL, id, shard, NULL, false);
-
-	if (was != NULL && idx_writer_nindexes(ms->writer) > 0)
-	{
-		Datum	   *vals;
-		bool	   *nulls;
-
-		idx_modify_doc_to_row(ms, ms->preconv, was, &vals, &nulls);
-		idx_writer_queue(ms->writer, 0, vals, nulls, NULL, NULL, id);
-		idx_writer_delete_old(ms->writer, NULL);
-	}
-}
-
-/*
- * The update that puts the assigned columns back as "before" had them:
- * $set what it had, $unset what it lacked.
- */
-static void
-restore_update(IdxModifyState *ms, const bson_t *before, bson_t *update)
-{
-	bson_t		set = BSON_INITIALIZER;
-	bson_t		unset = BSON_INITIALIZER;
-	ListCell   *lc;
-
-	foreach(lc, ms->target_attrs)
-	{
-		const char *path = ms->info->fields[lfirst_int(lc) - 1];
-		bson_iter_t iter;
-		bson_iter_t field;
-
-		if (bson_iter_init(&iter, before) &&
-			bson_iter_find_descendant(&iter, path, &field))
-			idx_check_append(bson_append_iter(&set, path, -1, &field));
-		else
-			idx_check_append(BSON_APPEND_UTF8(&unset, path, ""));
-	}
-	if (!bson_empty(&set))
-		idx_check_append(BSON_APPEND_DOCUMENT(update, "$set", &set));
-	if (!bson_empty(&unset))
-		idx_check_append(BSON_APPEND_DOCUMENT(update, "$unset", &unset));
-	bson_destroy(&set);
-	bson_destroy(&unset);
-}
-
-/*
- * Undo an UPDATE: entries of the old state, the fact, then the entries of
- * the state undone.
- */
-static void
-undo_update(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
-{
-	IdxIndexWriter *w = ms->writer;
-	bool		indexed = idx_writer_nindexes(w) > 0;
-	bson_t		update = BSON_INITIALIZER;
-	bson_t	   *now;
-
-	if (indexed)
-	{
-		Datum	   *nowvals,
-				   *oldvals;
-		bool	   *nownulls,
-				   *oldnulls;
-
-		now = fetch_fact(ms, id, before, false);
-		if (now == NULL)
-			return;				/* deleted meanwhile */
-		idx_modify_doc_to_row(ms, ms->preconv, now, &nowvals, &nownulls);
-		idx_modify_doc_to_row(ms, ms->preconv, before, &oldvals, &oldnulls);
-		idx_writer_queue(w, 0, nowvals, nownulls, oldvals, oldnulls, id);
-		idx_writer_write_new(w, NULL);
-	}
-	restore_update(ms, before, &update);
-	if (!bson_empty(&update))
-		(void) find_and_modify(ms, NULL, id, before, &update, false);
-	bson_destroy(&update);
-	if (indexed)
-		idx_writer_delete_old(w, NULL);
-}
-
-/*
- * Undo a DELETE: the entries, then the fact as it was.
- */
-static void
-undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
-{
-	bson_t		reply;
-	bson_error_t error;
-
-	if (idx_writer_nindexes(ms->writer) > 0)
-	{
-		Datum	   *vals;
-		bool	   *nulls;
-
-		idx_modify_doc_to_row(ms, ms->preconv, before, &vals, &nulls);
-		idx_writer_queue(ms->writer, 0, NULL, NULL, vals, nulls, id);
-		idx_writer_write_new(ms->writer, NULL);
-	}
-	if (!mongoc_collection_insert_one(ms->facts, before, NULL, &reply, &error))
-	{
-		PG_TRY();
-		{
-			idx_report_reply_error(&reply, &error, ms->server->servername,
-								   psprintf("restoring a document of collection \"%s\"",
-											ms->info->collection));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
-	}
-	bson_destroy(&reply);
-}
-
-/*
- * Undo the remembered writes, newest first.  Returns false (after a
- * WARNING) if there were too many to remember; an error undoing one is
- * raised, for undo_in_subtransaction() to turn into a WARNING; *left
- * then counts the rows not undone, of *total.
- */
-static bool
-undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	List	   *records = ms->undo;
-	int			i;
-
-	ms->undo = NIL;				/* never twice */
-	*total = list_length(records);
-	if (ms->undo_overflow)
-	{
-		ereport(WARNING,
-				(errmsg("the writes of the failed statement to foreign table \"%s\" were not undone",
-						ms->info->relname),
-				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is 'ordered'.",
-						   IDX_UNDO_MAX)));
-		return false;
-	}
-
-	for (i = list_length(records) - 1; i >= 0; i--)
-	{
-		UndoRecord *rec = list_nth(records, i);
-		bson_iter_t iter;
-
-		*left = i + 1;
-		MemoryContextReset(ms->row_cxt);
-		MemoryContextSwitchTo(ms->row_cxt);
-		idx_writer_reset(ms->writer);
-		bson_iter_init_find(&iter, rec->id, IDX_ID_FIELD);
-		switch (rec->kind)
-		{
-			case UNDO_INSERTED:
-				undo_insert(ms, bson_iter_value(&iter), rec->before);
-				break;
-			case UNDO_UPDATED:
-				undo_update(ms, bson_iter_value(&iter), rec->before);
-				break;
-			case UNDO_DELETED:
-				undo_delete(ms, bson_iter_value(&iter), rec->before);
-				break;
-		}
-	}
-	MemoryContextSwitchTo(oldcxt);
-	idx_writer_reset(ms->writer);
-	return true;
-}
-
-/*
- * Run undo_statement() in a subtransaction of its own, as PL/pgSQL runs
- * an exception block, so that an error while undoing (MongoDB refusing,
- * the connection lost) is rolled back cleanly and cannot disturb the
- * error being raised: it becomes a WARNING saying what was left, and
- * false is returned.  Interrupts are held: a second cancel must not stop
- * the undo half way (an error inside leaves the holdoff count raised by
- * whatever held them then, so it is put back).
- */
-static bool
-undo_in_subtransaction(IdxModifyState *ms)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool ok = false;
-	volatile int left = 0;
-	volatile int total = 0;
-	uint32		holdoff;
-
-	HOLD_INTERRUPTS();
-	holdoff = InterruptHoldoffCount;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
-	{
-		ok = undo_statement(ms, &left, &total);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		InterruptHoldoffCount = holdoff;
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		idx_writer_reset(ms->writer);
-		ereport(WARNING,
-				(errmsg("could not undo the writes of the failed statement to foreign table \"%s\"",
-						ms->info->relname),
-				 errdetail("%d of the %d rows the statement wrote remain as written, after this error while undoing them: %s",
-						   left, total, edata->message),
-				 errhint("idxtable.verify_index() and idxtable.repair_index() check and fix the table's indexes.")));
-		FreeErrorData(edata);
-		ok = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(oldcxt);
-	CurrentResourceOwner = oldowner;
-	RESUME_INTERRUPTS();
-	return ok;
-}
-
-/*
- * The statement failed in one of our callbacks (the error is being
- * raised): undo what it wrote in ordered mode, in a subtransaction, then
- * raise the original error on.
- */
-static void
-pg_attribute_noreturn()
-fail_statement(IdxModifyState *ms)
-{
-	ErrorData  *edata = CopyErrorData();
-
-	FlushErrorState();
-	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION &&
-		undo_in_subtransaction(ms) && !ms->noted_before)
-		idx_xact_unnote_ordered_write();	/* nothing of it remains */
-	ReThrowError(edata);
 }
 
 /*
@@ -1567,7 +1224,7 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 		idx_count_round_trips(prev);
 		MemoryContextSwitchTo(oldcxt);
 		if (ms->undo != NIL || ms->undo_overflow)
-			fail_statement(ms);
+			idx_modify_fail_statement(ms);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

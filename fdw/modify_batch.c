@@ -45,6 +45,7 @@
 #include "connection.h"
 #include "convert.h"
 #include "document.h"
+#include "handle.h"
 #include "index_entry.h"
 #include "modify_int.h"
 #include "mongo_limits.h"
@@ -280,6 +281,7 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	bson_t		projection;
 	bson_error_t error;
 	mongoc_cursor_t *cursor;
+	IdxHandle  *owned_cursor;
 	const bson_t *doc;
 
 	batch_filter(ms, b, &filter);
@@ -292,36 +294,30 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 											  idx_primary_read_prefs());
 	bson_destroy(&filter);
 	bson_destroy(&opts);
-	PG_TRY();
+	owned_cursor = idx_own_cursor(cursor);
+	while (mongoc_cursor_next(cursor, &doc))
 	{
-		while (mongoc_cursor_next(cursor, &doc))
-		{
-			bson_t		key = BSON_INITIALIZER;
-			bson_iter_t iter;
-			int			i;
+		bson_t		key = BSON_INITIALIZER;
+		bson_iter_t iter;
+		int			i;
 
-			if (bson_iter_init_find(&iter, doc, "_id"))
-				idx_check_append(bson_append_iter(&key, "_id", -1, &iter));
-			for (i = 0; i < b->n; i++)
+		if (bson_iter_init_find(&iter, doc, "_id"))
+			idx_check_append(bson_append_iter(&key, "_id", -1, &iter));
+		for (i = 0; i < b->n; i++)
+		{
+			if (pre[i] == NULL && idx_bson_same_bytes(b->rows[i].id, &key))
 			{
-				if (pre[i] == NULL && idx_bson_same_bytes(b->rows[i].id, &key))
-				{
-					pre[i] = idx_bson_pcopy(doc);
-					break;
-				}
+				pre[i] = idx_bson_pcopy(doc);
+				break;
 			}
-			bson_destroy(&key);
 		}
-		if (mongoc_cursor_error(cursor, NULL))
-			idx_report_cursor_error(cursor, ms->server->servername,
-									idx_reading_what(ms->info->collection,
-													 ms->info->database));
+		bson_destroy(&key);
 	}
-	PG_FINALLY();
-	{
-		mongoc_cursor_destroy(cursor);
-	}
-	PG_END_TRY();
+	if (mongoc_cursor_error(cursor, NULL))
+		idx_report_cursor_error(cursor, ms->server->servername,
+								idx_reading_what(ms->info->collection,
+												 ms->info->database));
+	idx_release(owned_cursor);
 	return pre;
 }
 
@@ -413,20 +409,14 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	mongoc_bulk_operation_destroy(bulk);
 	if (!ok)
 	{
-		PG_TRY();
-		{
-			idx_shard_key_check_refusal(ms->info, &reply, &error);
-			idx_report_reply_error(&reply, &error, ms->server->servername,
-								   psprintf("%s documents of collection \"%s\"",
-											ms->operation == CMD_DELETE ?
-											"deleting" : "updating",
-											ms->info->collection));
-		}
-		PG_FINALLY();
-		{
-			bson_destroy(&reply);
-		}
-		PG_END_TRY();
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
+		idx_report_reply_error(failed_reply, &error, ms->server->servername,
+							   psprintf("%s documents of collection \"%s\"",
+										ms->operation == CMD_DELETE ?
+										"deleting" : "updating",
+										ms->info->collection));
 	}
 	if (bson_iter_init_find(&iter, &reply,
 							ms->operation == CMD_DELETE ? "nRemoved" : "nMatched") &&

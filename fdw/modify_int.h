@@ -2,7 +2,8 @@
  *
  * modify_int.h
  *		  Internals shared by modify.c (the write callbacks, row by row and
- *		  INSERT batches) and modify_batch.c (UPDATE and DELETE batches).
+ *		  INSERT batches), modify_batch.c (UPDATE and DELETE batches) and
+ *		  modify_undo.c (the undo of a failed statement in ordered mode).
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +16,7 @@
 
 #include "executor/tuptable.h"
 #include "foreign/foreign.h"
+#include "nodes/execnodes.h"
 #include "nodes/nodes.h"
 #include "utils/relcache.h"
 
@@ -65,9 +67,19 @@ typedef struct IdxModifyState
 	/* ordered mode: the facts this statement wrote, for undoing it */
 	List	   *undo;			/* UndoRecord * */
 	int			nundo;
-	bool		undo_overflow;	/* more than IDX_UNDO_MAX */
+	bool		undo_overflow;	/* more than IDX_UNDO_MAX (modify_undo.c) */
 	bool		noted_before;	/* the transaction had ordered writes */
 } IdxModifyState;
+
+/*
+ * What a statement did to one fact in ordered mode (modify_undo.c).
+ */
+typedef enum UndoKind
+{
+	UNDO_INSERTED,
+	UNDO_UPDATED,
+	UNDO_DELETED
+} UndoKind;
 
 /* The session of this write: the transaction's (begun now if needed) */
 extern mongoc_client_session_t *idx_modify_session(IdxModifyState *ms);
@@ -103,6 +115,30 @@ extern bool idx_modify_old_row(IdxModifyState *ms, TupleTableSlot *planSlot,
 /* The shard key values of the row to UPDATE or DELETE, or NULL if none */
 extern bson_t *idx_modify_target_shard_key(IdxModifyState *ms,
 										   TupleTableSlot *planSlot);
+
+/* A fact by _id with the index columns, or NULL ("in_txn": in the txn) */
+extern bson_t *idx_modify_fetch_fact(IdxModifyState *ms,
+									 const bson_value_t *id,
+									 const bson_t *shard, bool in_txn);
+
+/* findAndModify of one fact ($set "update", or remove); the fact before */
+extern bson_t *idx_modify_find_and_modify(IdxModifyState *ms,
+										  mongoc_client_session_t *session,
+										  const bson_value_t *id,
+										  const bson_t *shard,
+										  const bson_t *update, bool full);
+
+/*
+ * The undo of a statement that failed in ordered mode (modify_undo.c):
+ * each write is remembered with the fact as it was; on an error in one of
+ * the callbacks the writes are undone in a subtransaction, then the error
+ * is raised on.
+ */
+extern void idx_modify_remember_write(IdxModifyState *ms, UndoKind kind,
+									  const bson_value_t *id,
+									  const bson_t *before);
+extern void idx_modify_fail_statement(IdxModifyState *ms)
+			pg_attribute_noreturn();
 
 /*
  * Batches of UPDATE and DELETE (modify_batch.c): in transaction mode and

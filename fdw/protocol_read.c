@@ -21,6 +21,7 @@
 #include "utils/memutils.h"
 
 #include "convert.h"
+#include "handle.h"
 #include "index_entry.h"
 #include "protocol_read.h"
 
@@ -96,41 +97,40 @@ static bson_t *
 fetch_collation(mongoc_client_t *client, const char *servername,
 				const char *database, const char *collection, bool *failed)
 {
-	mongoc_database_t *db = mongoc_client_get_database(client, database);
-	bson_t	   *opts = BCON_NEW("filter", "{", "name", BCON_UTF8(collection), "}");
+	mongoc_database_t *db;
+	bson_t	   *opts;
 	mongoc_cursor_t *cursor;
+	IdxHandle  *owned_db;
+	IdxHandle  *owned_cursor;
 	const bson_t *info;
 	bson_iter_t top;
 	bson_iter_t iter;
-	bson_t	   *volatile result = NULL;
+	bson_t	   *result = NULL;
 
+	db = mongoc_client_get_database(client, database);
+	owned_db = idx_own_database(db);
+	opts = BCON_NEW("filter", "{", "name", BCON_UTF8(collection), "}");
 	cursor = mongoc_database_find_collections_with_opts(db, opts);
 	bson_destroy(opts);
-	PG_TRY();
+	owned_cursor = idx_own_cursor(cursor);
+	if (mongoc_cursor_next(cursor, &info) &&
+		bson_iter_init(&top, info) &&
+		bson_iter_find_descendant(&top, "options.collation", &iter) &&
+		BSON_ITER_HOLDS_DOCUMENT(&iter))
 	{
-		if (mongoc_cursor_next(cursor, &info) &&
-			bson_iter_init(&top, info) &&
-			bson_iter_find_descendant(&top, "options.collation", &iter) &&
-			BSON_ITER_HOLDS_DOCUMENT(&iter))
-		{
-			const uint8_t *data;
-			uint32_t	len;
-			bson_t		doc;
+		const uint8_t *data;
+		uint32_t	len;
+		bson_t		doc;
 
-			bson_iter_document(&iter, &len, &data);
-			if (bson_init_static(&doc, data, len))
-				result = bson_copy(&doc);
-		}
-		else if ((*failed = mongoc_cursor_error(cursor, NULL)))
-			elog(DEBUG1, "could not read the options of collection \"%s\" on server \"%s\"; its lookups use the simple collation",
-				 collection, servername);
+		bson_iter_document(&iter, &len, &data);
+		if (bson_init_static(&doc, data, len))
+			result = bson_copy(&doc);
 	}
-	PG_FINALLY();
-	{
-		mongoc_cursor_destroy(cursor);
-		mongoc_database_destroy(db);
-	}
-	PG_END_TRY();
+	else if ((*failed = mongoc_cursor_error(cursor, NULL)))
+		elog(DEBUG1, "could not read the options of collection \"%s\" on server \"%s\"; its lookups use the simple collation",
+			 collection, servername);
+	idx_release(owned_cursor);
+	idx_release(owned_db);
 	return result;
 }
 

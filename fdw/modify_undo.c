@@ -1,0 +1,325 @@
+/*-------------------------------------------------------------------------
+ *
+ * modify_undo.c
+ *		  Undo of a statement that failed in ordered mode (modify.c).
+ *
+ * In ordered mode each write is final when it is made, but a statement
+ * that fails in one of our callbacks (a unique violation on its third
+ * row, a cancel) should leave nothing of itself, as it would in a local
+ * table.  So the statement remembers the facts it wrote, each with the
+ * fact as it was (idx_modify_remember_write), and on such an error
+ * (idx_modify_fail_statement) writes them back, newest first, by the same
+ * crash-safe protocol as any write: index entries for the restored state
+ * first, then the fact, then the entries of the state undone.
+ *
+ * The undo is remote work, so it never runs in a catch block as it is:
+ * the error is copied and flushed, and the undo runs in a subtransaction
+ * of its own, so that an error while undoing is rolled back cleanly and
+ * cannot corrupt the error being raised.  A failure of the undo itself
+ * (or a statement past IDX_UNDO_MAX rows) is a WARNING; the rows stay as
+ * they were written, as after a crash.  Connection errors are not undone:
+ * the server is unlikely to take the undo either.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "convert.h"
+#include "handle.h"
+#include "index_entry.h"
+#include "index_write.h"
+#include "modify_int.h"
+#include "option.h"
+#include "remote_error.h"
+#include "xact.h"
+
+/* Most rows a statement remembers for undoing it (ordered mode) */
+#define IDX_UNDO_MAX 100000
+
+/*
+ * One fact a statement wrote in ordered mode, and how it was before.
+ */
+typedef struct UndoRecord
+{
+	UndoKind	kind;
+	bson_t	   *id;				/* {_id: <fact _id>} */
+	bson_t	   *before;			/* UPDATED, DELETED: the whole fact before;
+								 * INSERTED: its shard key values, if any */
+} UndoRecord;
+
+/*
+ * Remember a fact the statement wrote, and how it was before.
+ */
+void
+idx_modify_remember_write(IdxModifyState *ms, UndoKind kind,
+						  const bson_value_t *id, const bson_t *before)
+{
+	MemoryContext oldcxt;
+	UndoRecord *rec;
+	bson_t		iddoc = BSON_INITIALIZER;
+
+	if (!ms->ordered || ms->undo_overflow)
+		return;
+	if (ms->nundo >= IDX_UNDO_MAX)
+	{
+		ms->undo_overflow = true;
+		return;
+	}
+	oldcxt = MemoryContextSwitchTo(ms->cxt);
+	rec = palloc(sizeof(UndoRecord));
+	rec->kind = kind;
+	idx_check_append(BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id));
+	rec->id = idx_bson_pcopy(&iddoc);
+	bson_destroy(&iddoc);
+	rec->before = before ? idx_bson_pcopy(before) : NULL;
+	ms->undo = lappend(ms->undo, rec);
+	ms->nundo++;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Undo an INSERT: delete the fact, then its entries.
+ */
+static void
+undo_insert(IdxModifyState *ms, const bson_value_t *id, const bson_t *shard)
+{
+	bson_t	   *was = idx_modify_find_and_modify(ms, NULL, id, shard, NULL,
+												 false);
+
+	if (was != NULL && idx_writer_nindexes(ms->writer) > 0)
+	{
+		Datum	   *vals;
+		bool	   *nulls;
+
+		idx_modify_doc_to_row(ms, ms->preconv, was, &vals, &nulls);
+		idx_writer_queue(ms->writer, 0, vals, nulls, NULL, NULL, id);
+		idx_writer_delete_old(ms->writer, NULL);
+	}
+}
+
+/*
+ * The update that puts the assigned columns back as "before" had them:
+ * $set what it had, $unset what it lacked.
+ */
+static void
+restore_update(IdxModifyState *ms, const bson_t *before, bson_t *update)
+{
+	bson_t		set = BSON_INITIALIZER;
+	bson_t		unset = BSON_INITIALIZER;
+	ListCell   *lc;
+
+	foreach(lc, ms->target_attrs)
+	{
+		const char *path = ms->info->fields[lfirst_int(lc) - 1];
+		bson_iter_t iter;
+		bson_iter_t field;
+
+		if (bson_iter_init(&iter, before) &&
+			bson_iter_find_descendant(&iter, path, &field))
+			idx_check_append(bson_append_iter(&set, path, -1, &field));
+		else
+			idx_check_append(BSON_APPEND_UTF8(&unset, path, ""));
+	}
+	if (!bson_empty(&set))
+		idx_check_append(BSON_APPEND_DOCUMENT(update, "$set", &set));
+	if (!bson_empty(&unset))
+		idx_check_append(BSON_APPEND_DOCUMENT(update, "$unset", &unset));
+	bson_destroy(&set);
+	bson_destroy(&unset);
+}
+
+/*
+ * Undo an UPDATE: entries of the old state, the fact, then the entries of
+ * the state undone.
+ */
+static void
+undo_update(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
+{
+	IdxIndexWriter *w = ms->writer;
+	bool		indexed = idx_writer_nindexes(w) > 0;
+	bson_t		update = BSON_INITIALIZER;
+	bson_t	   *now;
+
+	if (indexed)
+	{
+		Datum	   *nowvals,
+				   *oldvals;
+		bool	   *nownulls,
+				   *oldnulls;
+
+		now = idx_modify_fetch_fact(ms, id, before, false);
+		if (now == NULL)
+			return;				/* deleted meanwhile */
+		idx_modify_doc_to_row(ms, ms->preconv, now, &nowvals, &nownulls);
+		idx_modify_doc_to_row(ms, ms->preconv, before, &oldvals, &oldnulls);
+		idx_writer_queue(w, 0, nowvals, nownulls, oldvals, oldnulls, id);
+		idx_writer_write_new(w, NULL);
+	}
+	restore_update(ms, before, &update);
+	if (!bson_empty(&update))
+		(void) idx_modify_find_and_modify(ms, NULL, id, before, &update, false);
+	bson_destroy(&update);
+	if (indexed)
+		idx_writer_delete_old(w, NULL);
+}
+
+/*
+ * Undo a DELETE: the entries, then the fact as it was.
+ */
+static void
+undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
+{
+	bson_t		reply;
+	bson_error_t error;
+
+	if (idx_writer_nindexes(ms->writer) > 0)
+	{
+		Datum	   *vals;
+		bool	   *nulls;
+
+		idx_modify_doc_to_row(ms, ms->preconv, before, &vals, &nulls);
+		idx_writer_queue(ms->writer, 0, NULL, NULL, vals, nulls, id);
+		idx_writer_write_new(ms->writer, NULL);
+	}
+	if (!mongoc_collection_insert_one(ms->facts, before, NULL, &reply, &error))
+	{
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, ms->server->servername,
+							   psprintf("restoring a document of collection \"%s\"",
+										ms->info->collection));
+	}
+	bson_destroy(&reply);
+}
+
+/*
+ * Undo the remembered writes, newest first.  Returns false (after a
+ * WARNING) if there were too many to remember; an error undoing one is
+ * raised, for undo_in_subtransaction() to turn into a WARNING; *left
+ * then counts the rows not undone, of *total.
+ */
+static bool
+undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	List	   *records = ms->undo;
+	int			i;
+
+	ms->undo = NIL;				/* never twice */
+	*total = list_length(records);
+	if (ms->undo_overflow)
+	{
+		ereport(WARNING,
+				(errmsg("the writes of the failed statement to foreign table \"%s\" were not undone",
+						ms->info->relname),
+				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is 'ordered'.",
+						   IDX_UNDO_MAX)));
+		return false;
+	}
+
+	for (i = list_length(records) - 1; i >= 0; i--)
+	{
+		UndoRecord *rec = list_nth(records, i);
+		bson_iter_t iter;
+
+		*left = i + 1;
+		MemoryContextReset(ms->row_cxt);
+		MemoryContextSwitchTo(ms->row_cxt);
+		idx_writer_reset(ms->writer);
+		bson_iter_init_find(&iter, rec->id, IDX_ID_FIELD);
+		switch (rec->kind)
+		{
+			case UNDO_INSERTED:
+				undo_insert(ms, bson_iter_value(&iter), rec->before);
+				break;
+			case UNDO_UPDATED:
+				undo_update(ms, bson_iter_value(&iter), rec->before);
+				break;
+			case UNDO_DELETED:
+				undo_delete(ms, bson_iter_value(&iter), rec->before);
+				break;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+	idx_writer_reset(ms->writer);
+	return true;
+}
+
+/*
+ * Run undo_statement() in a subtransaction of its own, as PL/pgSQL runs
+ * an exception block, so that an error while undoing (MongoDB refusing,
+ * the connection lost) is rolled back cleanly and cannot disturb the
+ * error being raised: it becomes a WARNING saying what was left, and
+ * false is returned.  Interrupts are held: a second cancel must not stop
+ * the undo half way (an error inside leaves the holdoff count raised by
+ * whatever held them then, so it is put back).
+ */
+static bool
+undo_in_subtransaction(IdxModifyState *ms)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool ok = false;
+	volatile int left = 0;
+	volatile int total = 0;
+	uint32		holdoff;
+
+	HOLD_INTERRUPTS();
+	holdoff = InterruptHoldoffCount;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		ok = undo_statement(ms, &left, &total);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		InterruptHoldoffCount = holdoff;
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		idx_writer_reset(ms->writer);
+		ereport(WARNING,
+				(errmsg("could not undo the writes of the failed statement to foreign table \"%s\"",
+						ms->info->relname),
+				 errdetail("%d of the %d rows the statement wrote remain as written, after this error while undoing them: %s",
+						   left, total, edata->message),
+				 errhint("idxtable.verify_index() and idxtable.repair_index() check and fix the table's indexes.")));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	CurrentResourceOwner = oldowner;
+	RESUME_INTERRUPTS();
+	return ok;
+}
+
+/*
+ * The statement failed in one of our callbacks (the error is being
+ * raised): undo what it wrote in ordered mode, in a subtransaction, then
+ * raise the original error on.
+ */
+void
+idx_modify_fail_statement(IdxModifyState *ms)
+{
+	ErrorData  *edata = CopyErrorData();
+
+	FlushErrorState();
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION &&
+		undo_in_subtransaction(ms) && !ms->noted_before)
+		idx_xact_unnote_ordered_write();	/* nothing of it remains */
+	ReThrowError(edata);
+}
