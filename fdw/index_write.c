@@ -73,6 +73,9 @@ struct IdxIndexWriter
 	MemoryContextCallback release_cb;
 	uint64		written;
 	uint64		deleted;
+	bool		take_back;		/* ordered: a claim could not be resolved, so
+								 * the batch's new entries are to be taken
+								 * back (idx_writer_take_back()) */
 };
 
 /*
@@ -976,19 +979,42 @@ idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
 
 			if (!w->ordered || !pe->claim)
 				report_unique_violation(q, pe);
-			PG_TRY();
-			{
-				resolve_claim(w, q, pe);
-			}
-			PG_CATCH();
-			{
-				unwrite_rows(w, -1, NULL);
-				PG_RE_THROW();
-			}
-			PG_END_TRY();
+			/* an error takes the batch's entries back, in the statement's undo */
+			w->take_back = true;
+			resolve_claim(w, q, pe);
+			w->take_back = false;
 		}
 		w->written += list_length(q->inserts);
 	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Does the writer have entries to take back: a claim of its batch could
+ * not be resolved (write_entries), so its facts were never written?
+ */
+bool
+idx_writer_must_take_back(IdxIndexWriter *w)
+{
+	return w != NULL && w->take_back;
+}
+
+/*
+ * Take back the entries of the batch whose claim could not be resolved.
+ * Called by the statement's undo, in a subtransaction of its own, never
+ * while the error is being caught: removing them is remote work that can
+ * fail too.
+ */
+void
+idx_writer_take_back(IdxIndexWriter *w)
+{
+	MemoryContext oldcxt;
+
+	if (!idx_writer_must_take_back(w))
+		return;
+	w->take_back = false;		/* never twice */
+	oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	unwrite_rows(w, -1, NULL);
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -1034,5 +1060,6 @@ idx_writer_reset(IdxIndexWriter *w)
 		w->queues[i].inserts = NIL;
 		w->queues[i].deletes = NIL;
 	}
+	w->take_back = false;
 	MemoryContextReset(w->batch_cxt);
 }

@@ -84,6 +84,14 @@ extern void idx_writer_write_new(IdxIndexWriter *w,
 								 mongoc_client_session_t *session);
 
 /*
+ * Ordered mode: a claim of the batch could not be resolved (an error), so
+ * the batch's new entries must be taken back; the statement's undo does it
+ * with idx_writer_take_back(), in a subtransaction.
+ */
+extern bool idx_writer_must_take_back(IdxIndexWriter *w);
+extern void idx_writer_take_back(IdxIndexWriter *w);
+
+/*
  * Undo idx_writer_write_new() for one row of the batch (its fact was not
  * written): delete the entries it created; an entry it wrote over one with
  * the same _id (an existing fact's, when the row's _id is a duplicate) is

@@ -1223,7 +1223,8 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 	{
 		idx_count_round_trips(prev);
 		MemoryContextSwitchTo(oldcxt);
-		if (ms->undo != NIL || ms->undo_overflow)
+		if (ms->undo != NIL || ms->undo_overflow ||
+			idx_writer_must_take_back(ms->writer))
 			idx_modify_fail_statement(ms);
 		PG_RE_THROW();
 	}

@@ -213,6 +213,7 @@ undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
 
 	ms->undo = NIL;				/* never twice */
 	*total = list_length(records);
+	idx_writer_take_back(ms->writer);	/* entries of an unwritten batch */
 	if (ms->undo_overflow)
 	{
 		ereport(WARNING,
