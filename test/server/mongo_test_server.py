@@ -3,7 +3,7 @@
 
 Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--user NAME --password PW]
                             [--log FILE] [--txn-lifetime SECONDS] [--txn-size-limit BYTES]
-                            [--dbpath DIR]
+                            [--dbpath DIR] [--change-history N] [--periodic-noop-secs S]
 With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
 With --dbpath every change is journaled in DIR before it is acknowledged, and replayed at the next start.
 The implementation lives in the idxmongo package next to this script.
@@ -38,6 +38,12 @@ def parse_args(argv):
                         help="fail a transaction writing more than this many bytes with TransactionTooLargeForCache")
     parser.add_argument("--dbpath", help="keep the data in this directory (a journal, replayed at start), so it "
                                          "survives the process being killed; without it the data lives in memory")
+    parser.add_argument("--change-history", type=int, default=0,
+                        help="change-stream history: keep this many change events (default 1,000,000); a resume "
+                             "point older than the history fails with ChangeStreamHistoryLost (286)")
+    parser.add_argument("--periodic-noop-secs", type=float, default=10.0,
+                        help="write a no-op history entry when nothing was written for this long, so idle change "
+                             "streams advance (mongod's periodicNoopIntervalSecs, 10)")
     args = parser.parse_args(argv)
     if bool(args.user) != bool(args.password):
         parser.error("--user and --password go together")
@@ -53,6 +59,9 @@ def main(argv=None):
     except (OSError, RuntimeError) as exc:
         sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
     server.txn_size_limit = args.txn_size_limit or None
+    if args.change_history > 0:
+        server.changelog.limit = args.change_history
+    server.noop_interval = max(0.1, args.periodic_noop_secs)
     server.listen()
     if args.port_file:
         write_port_file(args.port_file, server.port)

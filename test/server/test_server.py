@@ -2559,6 +2559,166 @@ def test_unsatisfiable_write_concern(env):
     check(coll.count_documents({"w": "txn"}) == 1, "the transaction committed")
 
 
+# --- change streams (idxmongo/changestream.py, changelog.py) ---------------------------------------------
+
+def drain(stream, n, timeout=5.0):
+    """The next `n` events of a pymongo change stream (fails if they do not come within `timeout`)."""
+    events = []
+    deadline = time.time() + timeout
+    while len(events) < n:
+        check(time.time() < deadline, "only %d of %d events came: %s" % (len(events), n, events))
+        event = stream.try_next()
+        if event is not None:
+            events.append(event)
+    return events
+
+
+@test()
+def test_change_stream_crud_events(env):
+    """insert, update (updateDescription from the documents), replace and delete events, in mongod's field
+    order; a write that changes nothing has none; a multi-document write has one per document."""
+    coll = fresh(env, "cs_crud")
+    coll.insert_one({"_id": 0})
+    with coll.watch(max_await_time_ms=200) as stream:
+        coll.insert_one({"_id": 1, "a": 1, "arr": [1, 2, 3], "sub": {"x": 1, "y": 2}})
+        coll.update_one({"_id": 1}, {"$set": {"a": 2, "sub.x": 5, "n": None}, "$unset": {"sub.y": 1},
+                                     "$push": {"arr": 4}})
+        coll.update_one({"_id": 1}, {"$set": {"a": 2}})  # changes nothing: no event
+        coll.update_one({"_id": 1}, {"$pop": {"arr": 1}})
+        coll.replace_one({"_id": 1}, {"b": 1})
+        coll.delete_one({"_id": 1})
+        coll.insert_many([{"_id": i} for i in range(10, 13)])
+        coll.delete_many({"_id": {"$gte": 10}})
+        events = drain(stream, 11)
+        extra = stream.try_next()
+        check(extra is None, "no more events: %s" % (extra,))
+    ins, upd, pop, rep, dele = events[:5]
+    check(list(ins) == ["_id", "operationType", "clusterTime", "wallTime", "fullDocument", "ns", "documentKey"],
+          list(ins))
+    check(ins["operationType"] == "insert" and ins["fullDocument"]["arr"] == [1, 2, 3], ins)
+    check(ins["ns"] == {"db": "t", "coll": "cs_crud"} and ins["documentKey"] == {"_id": 1}, ins)
+    check(isinstance(ins["clusterTime"], Timestamp) and set(ins["_id"]) == {"_data"}, ins)
+    check(re.fullmatch("[0-9A-F]+", ins["_id"]["_data"]), ins["_id"])
+    check(list(upd) == ["_id", "operationType", "clusterTime", "wallTime", "ns", "documentKey",
+                        "updateDescription"], list(upd))
+    check(upd["updateDescription"] == {"updatedFields": {"a": 2, "arr.3": 4, "sub.x": 5, "n": None},
+                                       "removedFields": ["sub.y"], "truncatedArrays": []}, upd)
+    check(pop["updateDescription"] == {"updatedFields": {}, "removedFields": [],
+                                       "truncatedArrays": [{"field": "arr", "newSize": 3}]}, pop)
+    check(rep["operationType"] == "replace" and rep["fullDocument"] == {"_id": 1, "b": 1}
+          and "updateDescription" not in rep, rep)
+    check(dele["operationType"] == "delete" and "fullDocument" not in dele and dele["documentKey"] == {"_id": 1},
+          dele)
+    check([e["operationType"] for e in events[5:]] == ["insert"] * 3 + ["delete"] * 3, events[5:])
+    times = [e["clusterTime"] for e in events]
+    check(times == sorted(times) and len(set(times)) == len(times), times)
+
+
+@test()
+def test_change_stream_starts_after_now_and_initial_aggregate_never_waits(env):
+    """A stream without a start option sees nothing written before it opened; the aggregate answers at once
+    with an empty first batch and a postBatchResumeToken; getMore keeps a non-zero cursor id."""
+    coll = fresh(env, "cs_start")
+    coll.insert_one({"_id": 1})
+    started = time.time()
+    reply = env.client.t.command("aggregate", "cs_start", pipeline=[{"$changeStream": {}}], cursor={})
+    check(time.time() - started < 0.5, "the aggregate waited")
+    cursor = reply["cursor"]
+    check(cursor["firstBatch"] == [] and "postBatchResumeToken" in cursor and cursor["id"] != 0, cursor)
+    check(list(cursor) == ["firstBatch", "postBatchResumeToken", "id", "ns"], list(cursor))
+    more = env.client.t.command("getMore", cursor["id"], collection="cs_start", maxTimeMS=100)
+    check(more["cursor"]["nextBatch"] == [] and more["cursor"]["id"] == cursor["id"], more)
+    check(more["cursor"]["postBatchResumeToken"]["_data"] >= cursor["postBatchResumeToken"]["_data"], more)
+    coll.insert_one({"_id": 2})
+    more = env.client.t.command("getMore", cursor["id"], collection="cs_start", maxTimeMS=1000)
+    batch = more["cursor"]["nextBatch"]
+    check([e["documentKey"] for e in batch] == [{"_id": 2}], batch)
+    check(more["cursor"]["postBatchResumeToken"] == batch[-1]["_id"], more)
+    env.client.t.command("killCursors", "cs_start", cursors=[cursor["id"]])
+
+
+@test()
+def test_change_stream_await_data_timing(env):
+    """getMore waits up to maxTimeMS (default 1 s) for an event, returns as soon as one is written, and
+    does not block other connections meanwhile."""
+    coll = fresh(env, "cs_wait")
+    db = env.client.t
+    cursor = db.command("aggregate", "cs_wait", pipeline=[{"$changeStream": {}}], cursor={})["cursor"]
+    started = time.time()
+    more = db.command("getMore", cursor["id"], collection="cs_wait", maxTimeMS=700)
+    waited = time.time() - started
+    check(more["cursor"]["nextBatch"] == [] and 0.65 <= waited < 1.5, waited)
+    started = time.time()
+    more = db.command("getMore", cursor["id"], collection="cs_wait")
+    waited = time.time() - started
+    check(0.95 <= waited < 2.0, "default maxTimeMS is 1 s: waited %.2f" % waited)
+    timer = threading.Timer(0.3, lambda: env.client2.t.cs_wait.insert_one({"_id": 1}))
+    timer.start()
+    reads = []
+    reader = threading.Thread(target=lambda: reads.append((env.client2.t.cs_wait.find_one({"_id": 9}),
+                                                           time.time())))
+    started = time.time()
+    reader.start()
+    more = db.command("getMore", cursor["id"], collection="cs_wait", maxTimeMS=5000)
+    waited = time.time() - started
+    timer.join()
+    reader.join()
+    check([e["documentKey"] for e in more["cursor"]["nextBatch"]] == [{"_id": 1}], more)
+    check(0.25 <= waited < 1.5, "returned %.2f s after the getMore began" % waited)
+    check(reads and reads[0][1] - started < 0.25, "another connection was blocked by the waiting getMore")
+    db.command("killCursors", "cs_wait", cursors=[cursor["id"]])
+
+
+@test()
+def test_change_stream_resume_tokens_ordered_and_resume(env):
+    """Resume tokens sort as strings in stream order; resumeAfter and startAfter give the events after the
+    token, startAtOperationTime those at and after the time (inclusive)."""
+    coll = fresh(env, "cs_resume")
+    with coll.watch(max_await_time_ms=200) as stream:
+        coll.insert_many([{"_id": i} for i in range(6)])
+        events = drain(stream, 6)
+    tokens = [e["_id"]["_data"] for e in events]
+    check(tokens == sorted(tokens) and len(set(tokens)) == 6, tokens)
+    with coll.watch(resume_after=events[2]["_id"], max_await_time_ms=200) as stream:
+        check([e["documentKey"]["_id"] for e in drain(stream, 3)] == [3, 4, 5], "resumeAfter")
+        check(stream.try_next() is None)
+    with coll.watch(start_after=events[4]["_id"], max_await_time_ms=200) as stream:
+        check([e["documentKey"]["_id"] for e in drain(stream, 1)] == [5], "startAfter")
+    with coll.watch(start_at_operation_time=events[1]["clusterTime"], max_await_time_ms=200) as stream:
+        check([e["documentKey"]["_id"] for e in drain(stream, 5)] == [1, 2, 3, 4, 5], "startAtOperationTime")
+
+
+@test()
+def test_change_stream_transaction_events_at_commit(env):
+    """A transaction's writes appear at its commit, all with the commit's clusterTime, with txnNumber and
+    lsid first, tokens ordered by txnOpIndex; an aborted transaction produces nothing."""
+    coll = fresh(env, "cs_txn")
+    other = fresh(env, "cs_txn_other")
+    coll.insert_one({"_id": 0, "v": 0})
+    with coll.watch(max_await_time_ms=200) as stream:
+        with env.client.start_session() as session:
+            session.start_transaction()
+            coll.insert_one({"_id": 1}, session=session)
+            other.insert_one({"_id": 1}, session=session)
+            coll.update_one({"_id": 0}, {"$set": {"v": 1}}, session=session)
+            coll.delete_one({"_id": 1}, session=session)
+            check(stream.try_next() is None, "an event before the commit")
+            session.commit_transaction()
+            events = drain(stream, 3)
+            session.start_transaction()
+            coll.insert_one({"_id": 2}, session=session)
+            session.abort_transaction()
+        coll.insert_one({"_id": 3})
+        after = drain(stream, 1)
+    check([e["operationType"] for e in events] == ["insert", "update", "delete"], events)
+    check(len({e["clusterTime"] for e in events}) == 1, [e["clusterTime"] for e in events])
+    for event in events:
+        check(list(event)[:3] == ["txnNumber", "lsid", "_id"] and isinstance(event["txnNumber"], Int64), event)
+    tokens = [e["_id"]["_data"] for e in events]
+    check(tokens == sorted(tokens) and len(set(tokens)) == 3, tokens)
+    check(after[0]["documentKey"] == {"_id": 3} and "txnNumber" not in after[0], after)
+
+
 def main():
     """Run the selected tests and print the summary line."""
     selected = sys.argv[1:]

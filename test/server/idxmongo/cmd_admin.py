@@ -8,7 +8,9 @@ import time
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 
+from . import changestream
 from . import collation as collations
+from .changelog import wall_now
 from .cmd_crud import collection_stats
 from .errors import MongoError, bad_value
 from .matcher import compile_filter
@@ -375,6 +377,9 @@ def cmd_commit_transaction(ctx):
             raise
         ctx.server.counters["totalCommitted"] += 1
         ctx.note_write()
+        ctx.events.extend(changestream.stamp_commit(txn.events, ctx.conn.op_time, wall_now(), number,
+                                                    ctx.cmd.get("lsid")))
+        txn.events = []
     return {"ok": 1.0}
 
 

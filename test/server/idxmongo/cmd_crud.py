@@ -3,6 +3,7 @@ distinct, aggregate, explain."""
 
 import copy
 
+from . import changestream
 from . import collation as collations
 from .bsonkeys import leaf_values, MISSING, sort_key
 from .codec import encode
@@ -104,6 +105,11 @@ def cmd_get_more(ctx):
         raise MongoError(14, "getMore id must be a long")
     ns = "%s.%s" % (ctx.db, cmd.get("collection"))
     ctx.server.counters["getmore"] += 1
+    stream = ctx.server.cursors.cursors.get(int(cursor_id))
+    if getattr(stream, "is_stream", False):
+        reply = changestream.get_more(ctx, stream, ns)
+        ctx.server.counters["returned"] += len(reply["cursor"]["nextBatch"])
+        return reply
     cursor = ctx.server.cursors.get_more(int(cursor_id), ns, _batch_size(cmd.get("batchSize")))
     ctx.server.counters["returned"] += len(cursor["nextBatch"])
     return {"cursor": cursor, "ok": 1.0}
@@ -248,7 +254,7 @@ def _apply_statement(ctx, name, index, stmt, upserted):
         new = _updated(doc, spec, update)
         check_shard_key_change(ctx, coll, spec, doc, new, stmt.get("multi"))
         if not _same_document(doc, new):
-            ctx.replace_doc(coll, doc, new)
+            ctx.replace_doc(coll, doc, new, not is_operator_update(update))
             modified += 1
     if docs or not stmt.get("upsert"):
         return len(docs), modified
@@ -365,7 +371,7 @@ def cmd_find_and_modify(ctx):
         value = new if cmd.get("new") else docs[0]
         check_shard_key_change(ctx, coll, spec, docs[0], new, False)
         if not _same_document(docs[0], new):
-            ctx.replace_doc(coll, docs[0], new)
+            ctx.replace_doc(coll, docs[0], new, not is_operator_update(update))
             ctx.record_outcome(0, {"kind": "update", "image": value, "new": bool(cmd.get("new"))})
         leo = {"n": 1, "updatedExisting": True}
     elif cmd.get("upsert"):
@@ -452,6 +458,8 @@ def collection_stats(coll):
 def cmd_aggregate(ctx):
     """aggregate: leading $match/$sort/$skip/$limit through the planner, other stages through mongomock."""
     cmd = ctx.cmd
+    if changestream.is_change_stream(cmd) and "cursor" in cmd and not cmd.get("explain") and ctx.txn is None:
+        return changestream.open_stream(ctx)
     name = cmd.get("aggregate")
     if not isinstance(name, str):
         raise MongoError(115, "collection-less aggregations are not supported by the test server")

@@ -8,8 +8,9 @@ import uuid
 from bson.objectid import ObjectId
 
 from . import collation as collations
-from . import journal, limits, sharding
+from . import changestream, journal, limits, sharding
 from .bsonkeys import REGEX, sort_key
+from .changelog import wall_now
 from .errors import MongoError, write_conflict
 from .query import ScanStats, execute
 from .storage import DuplicateKey
@@ -30,6 +31,7 @@ class Context:
         self.retry = None  # a retryable write's StatementLog (retry.py)
         self.unit = None  # the before-images of the current statement of a retryable write (StatementUnit)
         self.close_connection = False  # onPrimaryTransactionalWrite ended the connection: send no reply
+        self.events = []  # change-stream entries of this command outside a transaction, published at its end
 
     def previous_outcome(self, index):
         """What an earlier attempt of this retryable write recorded for statement `index` (it is then not
@@ -47,6 +49,7 @@ class Context:
         aborts mongod's WriteUnitOfWork."""
         if self.retry is not None:
             self.unit = StatementUnit(self.changes)
+            self.unit.events_mark = len(self.events)
 
     def record_outcome(self, index, outcome, fire=True):
         """Remember what statement `index` of a retryable write wrote (nothing outside one); mongod then
@@ -95,6 +98,7 @@ class Context:
             coll = self.server.store.get(db, name)
             if coll is not None:
                 coll.restore(images, unit.record_ids.get((db, name), {}))
+        del self.events[unit.events_mark:]
         count, last_length = unit.changes_mark
         tail = self.changes[count:]
         del self.changes[count:]
@@ -148,6 +152,15 @@ class Context:
             return
         journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
 
+    def record_event(self, entry):
+        """Record a change-stream entry for the change just recorded (changelog.py): published when the
+        command ends, or kept with the transaction until its commit (then at the commit's time)."""
+        if self.txn is not None:
+            self.txn.events.append(entry)
+            return
+        entry.stamp(self.conn.op_time, wall_now())
+        self.events.append(entry)
+
     def ensure_coll(self, name, options=None):
         """The collection, created if missing (explicitly or implicitly): in a transaction, as the
         transaction's own until it commits."""
@@ -179,12 +192,17 @@ class Context:
         self.server.store.drop(coll.db, coll.name)
         sharding.forget(self.server.store, coll.db, coll.name)
         self.record_change(journal.drop_op, coll)
+        self.record_event(changestream.drop_entry(coll.db, coll.name))
 
     def drop_db(self):
-        """Drop the command's database."""
+        """Drop the command's database: change streams see a drop of each collection, then dropDatabase."""
+        for name in list(self.server.store.collections(self.db)):
+            self.note_write()
+            self.record_event(changestream.drop_entry(self.db, name))
         self.server.store.drop_db(self.db)
         sharding.forget(self.server.store, self.db)
         self.record_change(journal.drop_database_op, self.db)
+        self.record_event(changestream.drop_database_entry(self.db))
 
     def overlay(self, coll):
         """Before-images this command must read instead of another transaction's uncommitted writes."""
@@ -220,10 +238,12 @@ class Context:
         if self.unit is not None:
             self.unit.record(coll, idk, None)
         self.record_change(journal.insert_op, coll, [doc])
+        self.record_event(changestream.doc_entry("insert", coll, doc["_id"], fullDocument=doc))
         self.server.counters["inserted"] += 1
 
-    def replace_doc(self, coll, old, new):
-        """Replace a document with transaction bookkeeping and conflict checks."""
+    def replace_doc(self, coll, old, new, replacement=False):
+        """Replace a document with transaction bookkeeping and conflict checks (`replacement`: by a
+        replacement document, a `replace` event for change streams, else an `update`)."""
         idk = sort_key(old["_id"])
         txns = self.server.txns
         txns.check_write(self.txn, coll, idk, new)
@@ -239,6 +259,7 @@ class Context:
         if self.unit is not None:
             self.unit.record(coll, idk, old)
         self.record_change(journal.replace_op, coll, [new])
+        self.record_event(changestream.update_entry(coll, old, new, replacement))
         self.server.counters["updated"] += 1
 
     def delete_doc(self, coll, old):
@@ -253,6 +274,7 @@ class Context:
         if self.unit is not None:
             self.unit.record(coll, idk, old, record_id)
         self.record_change(journal.delete_op, coll, [old["_id"]])
+        self.record_event(changestream.doc_entry("delete", coll, old["_id"]))
         self.server.counters["deleted"] += 1
 
 

@@ -12,6 +12,9 @@ import traceback
 from . import cmd_admin, cmd_crud, limits, sharding, txnrules
 from .cmdlog import CommandLog, cmd_recent_commands
 from .auth import Authenticator
+from . import changestream
+from .changelog import ChangeLog
+from .changelog import wall_now as changelog_wall
 from .clusterclock import ClusterClock
 from .context import Context
 from .cursors import CursorRegistry
@@ -64,6 +67,8 @@ class Server:
         self.retryable = RetryableWrites(self.txns, self.journal.sessions if self.journal else None)
         self.cursors = CursorRegistry()
         self.clock = ClusterClock()
+        self.changelog = ChangeLog(self.clock.current())  # change streams' history (changelog.py)
+        self.noop_interval = 10.0  # --periodic-noop-secs: mongod's periodicNoopIntervalSecs
         self.failpoints = FailPoints()
         self.auth = Authenticator(user, password) if user else None
         self.counters = collections.Counter()
@@ -127,10 +132,22 @@ class Server:
 
     def _reap_loop(self):
         """Abort transactions idle past their lifetime and close idle cursors, once a second."""
-        while not self.stop_event.wait(REAP_INTERVAL_SECONDS):
+        while not self.stop_event.wait(min(REAP_INTERVAL_SECONDS, self.noop_interval / 2)):
             with self.lock:
                 self.txns.reap()
+                self._periodic_noop()
             self.cursors.reap()
+
+    def _periodic_noop(self):
+        """mongod's periodic no-op oplog entry (repl/noop_writer.cpp): when nothing was written for
+        --periodic-noop-secs, an entry no stream returns, so idle streams' postBatchResumeToken moves on
+        (store lock held, so it is ordered with the writes)."""
+        now = time.monotonic()
+        if now - self.changelog.last_write < self.noop_interval:
+            return
+        entry = changestream.noop_entry()
+        entry.stamp(self.clock.tick(), changelog_wall())
+        self.changelog.publish([entry], now)
 
     def _serve_connection(self, conn):
         """Read requests and answer them until the client leaves (or a failpoint closes the socket)."""
@@ -182,6 +199,7 @@ class Server:
             reply = self._labelled(exc, name, cmd).to_reply()
             if not exc.fixed_labels:
                 add_error_labels(name, cmd, reply)
+                changestream.add_labels(self, name, cmd, reply)
         self.clock.stamp(reply, conn.op_time)
         if reply.get("ok") != 1.0:
             error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
@@ -238,6 +256,8 @@ class Server:
                     ctx.retry.journal(ctx)
                 if ctx.changes:
                     self.journal.write(ctx.changes)
+                if ctx.events:
+                    self.changelog.publish(ctx.events, time.monotonic())
                 if failure is not None and failure.kill == "after":
                     self._kill(name, failure.kill)
                 if (failure is not None and failure.close_after) or ctx.close_connection:

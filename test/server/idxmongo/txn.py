@@ -51,6 +51,7 @@ class Transaction:
         self.record_ids = {}  # (db, coll) -> {id key: record id of a document the transaction deleted}
         self.pending = {}  # (db, coll) -> Collection the transaction created: its own until commit
         self.changes = []  # journal ops (with --dbpath), written at commit
+        self.events = []  # change-stream entries, published at commit (changelog.py)
         self.last_used = time.monotonic()
         self.started = time.monotonic()  # the lifetime counts from here, as mongod's does
 

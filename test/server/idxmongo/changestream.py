@@ -1,0 +1,463 @@
+"""Change streams: `aggregate` with `$changeStream` and its tailable, awaitData cursors, as mongod 6.0-8.0
+runs them (pipeline/document_source_change_stream*.cpp, commands/getmore_cmd.cpp; see
+/work/shared/notes/change-streams-facts.md and test/server/README.md, "Change streams").
+
+Events are read from the server's history (changelog.py). A stream has a position (the key of the last
+entry it scanned) and a postBatchResumeToken; the initial aggregate never waits, a getMore waits up to its
+maxTimeMS (default 1 s) for an event without holding the store lock.
+"""
+
+import copy
+import threading
+import time
+
+from bson.int64 import Int64
+from bson.raw_bson import RawBSONDocument
+from bson.timestamp import Timestamp
+
+from . import changelog
+from .bsonkeys import sort_key
+from .changelog import Entry, decode_token, hwm_key, key_time, token
+from .codec import encode
+from .cursors import DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES
+from .errors import MongoError
+from .mockops import run_stages
+from .retry import RETRIABLE_CODES
+
+OPTIONS = {"resumeAfter", "startAfter", "startAtOperationTime", "fullDocument", "fullDocumentBeforeChange",
+           "allChangesForCluster", "showExpandedEvents", "showMigrationEvents", "showSystemEvents"}
+# Stages allowed after $changeStream (docs/change_streams.md of mongod); other known ones: 20.
+ALLOWED_STAGES = {"$addFields", "$match", "$project", "$replaceRoot", "$replaceWith", "$redact", "$set",
+                  "$unset", "$changeStreamSplitLargeEvent"}
+KNOWN_STAGES = ALLOWED_STAGES | {
+    "$bucket", "$bucketAuto", "$collStats", "$count", "$densify", "$facet", "$fill", "$geoNear",
+    "$graphLookup", "$group", "$indexStats", "$limit", "$lookup", "$merge", "$out", "$sample", "$search",
+    "$setWindowFields", "$skip", "$sort", "$sortByCount", "$unionWith", "$unwind", "$documents",
+    "$changeStream", "$currentOp", "$listSessions", "$planCacheStats"}
+# Codes mongod labels ResumableChangeStreamError on a change stream's aggregate or getMore
+# (error_labels.cpp: retriable, network and retargeting errors, RetryChangeStream 234,
+# FailedToSatisfyReadPreference 133).
+RESUMABLE_CODES = RETRIABLE_CODES | {63, 133, 150, 234, 13388}
+DEFAULT_AWAIT_MS = 1000
+SCAN_CHUNK = 1000
+INTERNAL_DBS = {"admin", "config", "local"}
+NO_OP = "noop"
+
+
+def is_change_stream(cmd):
+    """True for an aggregate whose first stage is $changeStream."""
+    pipeline = cmd.get("pipeline")
+    return (isinstance(pipeline, list) and pipeline and isinstance(pipeline[0], dict)
+            and "$changeStream" in pipeline[0])
+
+
+class StreamCursor:
+    """One open change stream: what it watches, where it is, its pipeline after $changeStream."""
+
+    is_stream = True
+
+    def __init__(self, ns, db, coll, spec, stages, position, start_token, session):
+        self.id = 0
+        self.ns = ns
+        self.db = db  # None: the whole cluster
+        self.coll = coll  # None: a database or cluster stream
+        self.full_document = spec.get("fullDocument", "default")
+        self.stages = stages
+        self.position = position  # key of the last entry scanned (or the start position)
+        self.pbrt = start_token
+        self.last_returned = None  # key of the last event returned
+        self.session = session  # the lsid id bytes of the aggregate, or None
+        self.invalidated = False
+        self.lock = threading.Lock()
+        self.last_used = time.monotonic()
+
+
+# --- recording (called by context.py for every change) -------------------------------------------------
+
+def doc_entry(op, coll, doc_id, **fields):
+    """An entry for a change to one document."""
+    out = {}
+    if "fullDocument" in fields:
+        out["fullDocument"] = fields["fullDocument"]
+    out["documentKey"] = {"_id": doc_id}
+    if "updateDescription" in fields:
+        out["updateDescription"] = fields["updateDescription"]
+    return Entry(op, coll.db, coll.name, out)
+
+
+def update_entry(coll, old, new, replacement):
+    """The entry of an update: `replace` for a replacement, else `update` with the difference of the two
+    documents as updateDescription (mongod derives it from the update's oplog delta; the client sees the
+    same fields, see README)."""
+    if replacement:
+        return doc_entry("replace", coll, new["_id"], fullDocument=new)
+    updated, removed, truncated = {}, [], []
+    _diff(old, new, "", updated, removed, truncated)
+    return doc_entry("update", coll, new["_id"], updateDescription={
+        "updatedFields": updated, "removedFields": removed, "truncatedArrays": truncated})
+
+
+def _diff(old, new, prefix, updated, removed, truncated):
+    """Dotted paths of what changed from `old` to `new` (documents)."""
+    for name, value in new.items():
+        path = prefix + name
+        if name not in old:
+            updated[path] = value
+        elif not _same(old[name], value):
+            _diff_value(old[name], value, path, updated, removed, truncated)
+    removed.extend(prefix + name for name in old if name not in new)
+
+
+def _diff_value(old, new, path, updated, removed, truncated):
+    """The change of one field: into sub-documents and arrays element by element, else the new value."""
+    if isinstance(old, dict) and isinstance(new, dict) and list(old)[:1] == list(new)[:1] and old and new:
+        _diff(old, new, path + ".", updated, removed, truncated)
+    elif isinstance(old, list) and isinstance(new, list) and old and new:
+        if len(new) < len(old):
+            truncated.append({"field": path, "newSize": len(new)})
+        for i, value in enumerate(new):
+            if i >= len(old) or not _same(old[i], value):
+                updated["%s.%d" % (path, i)] = value
+    else:
+        updated[path] = new
+
+
+def _same(a, b):
+    """BSON equality (types and field order matter)."""
+    return type(a) is type(b) and encode({"v": a}) == encode({"v": b})
+
+
+def drop_entry(db, name):
+    """A drop of a collection."""
+    return Entry("drop", db, name, {})
+
+
+def rename_entry(db, name, to_db, to_name):
+    """A rename of a collection."""
+    return Entry("rename", db, name, {"to": {"db": to_db, "coll": to_name}})
+
+
+def drop_database_entry(db):
+    """A drop of a database (after one drop entry per collection)."""
+    return Entry("dropDatabase", db, None, {})
+
+
+def stamp_commit(entries, ts, wall, txn_number, lsid):
+    """A transaction's entries at its commit: all at the commit's time, numbered by txnOpIndex, with the
+    transaction's txnNumber and lsid (document_source_change_stream_unwind_transaction.cpp)."""
+    for index, entry in enumerate(entries):
+        entry.txn = (Int64(txn_number), lsid)
+        entry.stamp(ts, wall, index)
+    return entries
+
+
+def noop_entry():
+    """mongod's periodic no-op: moves idle streams' postBatchResumeToken, never an event."""
+    return Entry(NO_OP, None, None, {})
+
+
+# --- opening --------------------------------------------------------------------------------------------
+
+def _parse_spec(ctx, spec):
+    """Validate the $changeStream stage's options (an IDL struct on mongod: unknown fields are refused)."""
+    if not isinstance(spec, dict):
+        raise MongoError(50808, "$changeStream stage expects a document as argument")
+    for field in spec:
+        if field not in OPTIONS:
+            raise MongoError(40415, "BSON field '$changeStream.%s' is an unknown field." % field)
+    if "resumeAfter" in spec and "startAfter" in spec:
+        raise MongoError(50865, "Do not specify both 'resumeAfter' and 'startAfter' in a $changeStream stage")
+    if ("resumeAfter" in spec or "startAfter" in spec) and "startAtOperationTime" in spec:
+        raise MongoError(40674, "Only one type of resume option is allowed, but multiple were found.")
+    mode = spec.get("fullDocument", "default")
+    if mode not in ("default", "updateLookup", "whenAvailable", "required"):
+        raise MongoError(2, "'%s' is not a valid value for $changeStream.fullDocument" % (mode,))
+    if mode in ("whenAvailable", "required") or spec.get("fullDocumentBeforeChange", "off") != "off":
+        raise MongoError(115, "post- and pre-images of change streams are not supported by the test server")
+
+
+def _check_namespace(ctx, cluster):
+    """Which streams mongod allows where (document_source_change_stream.cpp, assertValidNamespace)."""
+    name = ctx.cmd.get("aggregate")
+    if cluster and (ctx.db != "admin" or name != 1):
+        raise MongoError(72, "A $changeStream with 'allChangesForCluster:true' may only be opened on the "
+                         "'admin' database, and with no collection name")
+    if not cluster and (ctx.db in INTERNAL_DBS or (isinstance(name, str) and name.startswith("system."))):
+        raise MongoError(73, "$changeStream may not be opened on the internal %s.%s namespace"
+                         % (ctx.db, name if isinstance(name, str) else "$cmd.aggregate"))
+    if not isinstance(name, str) and name != 1:
+        raise MongoError(73, "Invalid collection name for a $changeStream aggregate")
+
+
+def _check_stages(stages):
+    """Only the stages mongod allows after $changeStream."""
+    for stage in stages:
+        if not isinstance(stage, dict) or len(stage) != 1:
+            raise MongoError(40323, "A pipeline stage specification object must contain exactly one field.")
+        op = next(iter(stage))
+        if op not in KNOWN_STAGES:
+            raise MongoError(40324, "Unrecognized pipeline stage name: '%s'" % op)
+        if op not in ALLOWED_STAGES:
+            raise MongoError(20, "%s is not permitted in a $changeStream pipeline" % op)
+
+
+def _start(log, spec, clock):
+    """(position, start token) of a new stream: after a token, at a time (inclusive) or after now."""
+    given = spec.get("startAfter", spec.get("resumeAfter"))
+    if given is not None:
+        key, is_hwm, is_invalidate, same_run = decode_token(given)
+        if is_invalidate and "resumeAfter" in spec:
+            raise MongoError(260, "Attempting to resume a change stream using 'resumeAfter' is not allowed "
+                             "from an invalidate notification.")
+        if not same_run:
+            raise changelog.history_lost("the resume token is from an earlier run of the server")
+        with log.cond:
+            log.check_start(key, is_hwm)
+            cause = key[:14] + b"\x00" + key[15:] if is_invalidate else key
+            if not is_hwm and not log.find(cause):
+                raise MongoError(280, "cannot resume stream; the resume token was not found. %s" % given,
+                                 labels=["NonResumableChangeStreamError"])
+        return key, dict(given)
+    at = spec.get("startAtOperationTime")
+    if at is not None:
+        if not isinstance(at, Timestamp):
+            raise MongoError(14, "startAtOperationTime must be a timestamp")
+        key = hwm_key(at)
+        with log.cond:
+            log.check_start(key, True)
+        return key, token(key)
+    now = clock.current()
+    key = hwm_key(Timestamp(now.time, now.inc + 1))
+    return key, token(key)
+
+
+def open_stream(ctx):
+    """aggregate with $changeStream: check it, position the stream, reply with the first batch (never
+    waiting) and register the cursor."""
+    cmd = ctx.cmd
+    pipeline = cmd["pipeline"]
+    spec = pipeline[0]["$changeStream"]
+    _parse_spec(ctx, spec)
+    cluster = bool(spec.get("allChangesForCluster"))
+    _check_namespace(ctx, cluster)
+    stages = pipeline[1:]
+    _check_stages(stages)
+    name = cmd["aggregate"]
+    ns = "%s.%s" % (ctx.db, name if isinstance(name, str) else "$cmd.aggregate")
+    position, start_token = _start(ctx.server.changelog, spec, ctx.server.clock)
+    lsid = cmd.get("lsid")
+    session = bytes(lsid["id"]) if isinstance(lsid, dict) and "id" in lsid else None
+    cursor = StreamCursor(ns, None if cluster else ctx.db, name if isinstance(name, str) else None, spec,
+                          stages, position, start_token, session)
+    batch_size = (cmd.get("cursor") or {}).get("batchSize")
+    batch = _collect(ctx.server, cursor, DEFAULT_FIRST_BATCH if batch_size is None else int(batch_size))
+    if not cursor.invalidated:
+        registry = ctx.server.cursors
+        with registry.lock:
+            cursor.id = registry._new_id()
+            registry.cursors[cursor.id] = cursor
+    return {"cursor": _cursor_doc(cursor, "firstBatch", batch), "ok": 1.0}
+
+
+def _cursor_doc(cursor, field, batch):
+    """The reply's cursor in mongod's field order (query/cursor_response.cpp)."""
+    return {field: batch, "postBatchResumeToken": cursor.pbrt, "id": Int64(cursor.id), "ns": cursor.ns}
+
+
+# --- reading --------------------------------------------------------------------------------------------
+
+def _watches(cursor, entry):
+    """True if the entry belongs to the stream's namespace."""
+    if entry.op == NO_OP:
+        return False
+    if cursor.coll is not None:
+        return entry.db == cursor.db and entry.coll == cursor.coll
+    if entry.coll is not None and entry.coll.startswith("system."):
+        return False
+    if cursor.db is None:
+        return entry.db not in INTERNAL_DBS
+    return entry.db == cursor.db
+
+
+def _invalidates(cursor, entry):
+    """Drop or rename of a collection stream's collection, dropDatabase for a database stream."""
+    if cursor.coll is not None:
+        return entry.op in ("drop", "rename")
+    return cursor.db is not None and entry.op == "dropDatabase"
+
+
+def _event(server, cursor, entry):
+    """The event document of an entry, in mongod's field order (change_stream_event_transform.cpp)."""
+    doc = {}
+    if entry.txn is not None:
+        doc["txnNumber"], doc["lsid"] = entry.txn
+    fields = entry.fields
+    if "to" in fields:
+        doc["to"] = fields["to"]
+    doc["_id"] = token(entry.key)
+    doc["operationType"] = entry.op
+    doc["clusterTime"] = entry.ts
+    doc["wallTime"] = entry.wall
+    if "fullDocument" in fields:
+        doc["fullDocument"] = fields["fullDocument"]
+    elif entry.op == "update" and cursor.full_document == "updateLookup":
+        doc["fullDocument"] = _lookup(server, entry)
+    doc["ns"] = {"db": entry.db, "coll": entry.coll} if entry.coll is not None else {"db": entry.db}
+    if "documentKey" in fields:
+        doc["documentKey"] = fields["documentKey"]
+    if "updateDescription" in fields:
+        doc["updateDescription"] = fields["updateDescription"]
+    return doc
+
+
+def _lookup(server, entry):
+    """updateLookup: the document as it is now (committed), or None."""
+    with server.lock:
+        coll = server.store.get(entry.db, entry.coll)
+        if coll is None:
+            return None
+        idk = sort_key(entry.fields["documentKey"]["_id"])
+        images = server.txns.overlay(None, coll)
+        if images and idk in images:
+            return images[idk]
+        return coll.docs.get(idk)
+
+
+def _invalidate_event(entry):
+    """The invalidate event following the entry that caused it (check_invalidate.cpp)."""
+    key = entry.key[:14] + b"\x01" + entry.key[15:]
+    return key, {"_id": token(key), "operationType": "invalidate", "clusterTime": entry.ts,
+                 "wallTime": entry.wall}
+
+
+def _transformed(cursor, doc):
+    """The event after the stream's own stages (None if filtered out); 280 if they changed its _id."""
+    if not cursor.stages:
+        return doc
+    out = run_stages([copy.deepcopy(doc)], cursor.stages, None)
+    if not out:
+        return None
+    if out[0].get("_id") != doc["_id"]:
+        raise MongoError(280, "Encountered an event whose _id field, which contains the resume token, was "
+                         "modified by the pipeline. Modifying the _id field of an event makes it impossible "
+                         "to resume the stream from that point. Only transformations that retain the "
+                         "unmodified _id field are allowed.", labels=["NonResumableChangeStreamError"])
+    return out[0]
+
+
+def _collect(server, cursor, max_docs):
+    """Scan the history after the stream's position for up to `max_docs` events (None: no count limit)
+    within 16 MB; the postBatchResumeToken follows (plan_executor_pipeline.cpp)."""
+    log = server.changelog
+    batch, size = [], 0
+    while not cursor.invalidated and (max_docs is None or len(batch) < max_docs):
+        with log.cond:
+            entries = log.after(cursor.position, SCAN_CHUNK)
+        if not entries:
+            break
+        for entry in entries:
+            if max_docs is not None and len(batch) >= max_docs:
+                break
+            if _watches(cursor, entry):
+                docs = [(entry.key, _event(server, cursor, entry))]
+                if _invalidates(cursor, entry):
+                    docs.append(_invalidate_event(entry))
+                raw_docs = [(key, _transformed(cursor, doc)) for key, doc in docs]
+                raw_docs = [(key, _encode_event(doc)) for key, doc in raw_docs if doc is not None]
+                if batch and size + sum(len(raw) for _, raw in raw_docs) > MAX_BATCH_BYTES:
+                    return batch
+                for key, raw in raw_docs:
+                    batch.append(RawBSONDocument(raw))
+                    size += len(raw)
+                    cursor.last_returned = key
+                    cursor.pbrt = token(key)
+                cursor.invalidated = len(docs) > 1
+            cursor.position = entry.key
+            if cursor.invalidated:
+                cursor.pbrt = token(_invalidate_event(entry)[0])
+                return batch
+    mark = hwm_key(key_time(cursor.position))
+    if cursor.last_returned is None or mark > cursor.last_returned:
+        if mark > decode_token(cursor.pbrt)[0]:
+            cursor.pbrt = token(mark)
+    return batch
+
+
+def _encode_event(doc):
+    """BSON of an event keeping its field order (bson.encode moves a top-level `_id` first, but
+    txnNumber, lsid and a rename's `to` come before it on mongod)."""
+    raw = encode({"e": doc})
+    return raw[7:-1]  # int32 length, type 03, "e\0", the document, the terminating 0
+
+
+def _check_session(cursor, cmd):
+    """getMore must come from the aggregate's session (getmore_cmd.cpp, validateLSID)."""
+    lsid = cmd.get("lsid")
+    session = bytes(lsid["id"]) if isinstance(lsid, dict) and "id" in lsid else None
+    if cursor.session is not None and session is None:
+        raise MongoError(50737, "Cannot run getMore on cursor %d, which was created in a session, without "
+                         "an lsid" % cursor.id)
+    if cursor.session != session and session is not None:
+        raise MongoError(50738, "Cannot run getMore on cursor %d, which was created in session %s, in a "
+                         "different session" % (cursor.id, cursor.session))
+
+
+def get_more(ctx, cursor, ns):
+    """getMore of a change stream: wait up to maxTimeMS (default 1 s) for an event, store lock not held;
+    an empty batch when none came; cursor id 0 after an invalidate. A failed getMore closes the cursor."""
+    cmd = ctx.cmd
+    if cursor.ns != ns:
+        raise MongoError(43, "cursor id %d not found" % cursor.id)
+    _check_session(cursor, cmd)
+    batch_size = cmd.get("batchSize")
+    if batch_size is not None and batch_size <= 0:
+        raise MongoError(2, "Batch size for getMore must be positive, but received: %s" % batch_size)
+    max_time = cmd.get("maxTimeMS")
+    wait = DEFAULT_AWAIT_MS if max_time is None else max_time
+    deadline = time.monotonic() + wait / 1000.0
+    registry = ctx.server.cursors
+    with cursor.lock:
+        try:
+            batch = _wait_and_collect(ctx.server, cursor, int(batch_size) if batch_size else None, deadline)
+        except MongoError:
+            registry.kill([cursor.id])
+            raise
+        cursor.last_used = time.monotonic()
+        cursor_id = cursor.id
+        if cursor.invalidated:
+            registry.kill([cursor.id])
+            cursor.id = 0
+        reply = _cursor_doc(cursor, "nextBatch", batch)
+        cursor.id = cursor_id
+    return {"cursor": reply, "ok": 1.0}
+
+
+def _wait_and_collect(server, cursor, batch_size, deadline):
+    """Collect; while nothing came and time remains, wait for new history entries."""
+    log = server.changelog
+    while True:
+        batch = _collect(server, cursor, batch_size)
+        remaining = deadline - time.monotonic()
+        if batch or cursor.invalidated or remaining <= 0:
+            return batch
+        with log.cond:
+            if not log.keys or log.keys[-1] <= cursor.position:
+                log.cond.wait(remaining)
+
+
+def add_labels(server, name, cmd, reply):
+    """ResumableChangeStreamError on a change stream's aggregate or getMore error whose code mongod deems
+    resumable (error_labels.cpp, isResumableChangeStreamError)."""
+    code = reply.get("code")
+    if reply.get("ok") == 1.0 or code not in RESUMABLE_CODES or reply.get("errorLabels"):
+        return
+    if name == "aggregate":
+        stream = is_change_stream(cmd)
+    elif name == "getMore":
+        cursor_id = cmd.get("getMore")
+        stream = isinstance(cursor_id, int) and getattr(server.cursors.cursors.get(int(cursor_id)),
+                                                        "is_stream", False)
+    else:
+        stream = False
+    if stream:
+        reply["errorLabels"] = ["ResumableChangeStreamError"]
