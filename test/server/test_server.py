@@ -2719,6 +2719,243 @@ def test_change_stream_transaction_events_at_commit(env):
     check(after[0]["documentKey"] == {"_id": 3} and "txnNumber" not in after[0], after)
 
 
+@test()
+def test_change_stream_invalidate_on_drop_and_rename(env):
+    """drop and renameCollection of a collection stream's collection: the event, then invalidate (only _id,
+    operationType, clusterTime, wallTime) and cursor id 0 with the invalidate token as PBRT; startAfter
+    accepts that token (resumeAfter gives 260) and the stream sees the next collection of the name."""
+    db = env.client.t
+    coll = fresh(env, "cs_inv")
+    coll.insert_one({"_id": 0})
+    cursor = db.command("aggregate", "cs_inv", pipeline=[{"$changeStream": {}}], cursor={})["cursor"]
+    coll.drop()
+    reply = db.command("getMore", cursor["id"], collection="cs_inv", maxTimeMS=1000)["cursor"]
+    batch = reply["nextBatch"]
+    check([e["operationType"] for e in batch] == ["drop", "invalidate"], batch)
+    check(list(batch[1]) == ["_id", "operationType", "clusterTime", "wallTime"], batch[1])
+    check(batch[0]["ns"] == {"db": "t", "coll": "cs_inv"} and batch[1]["_id"]["_data"] > batch[0]["_id"]["_data"],
+          batch)
+    check(reply["id"] == 0 and reply["postBatchResumeToken"] == batch[1]["_id"], reply)
+    expect_error(43, db.command, "getMore", cursor["id"], collection="cs_inv")
+    expect_error(260, lambda: coll.watch(resume_after=batch[1]["_id"]))
+    with coll.watch(start_after=batch[1]["_id"], max_await_time_ms=200) as stream:
+        coll.insert_one({"_id": 1})
+        check([e["documentKey"] for e in drain(stream, 1)] == [{"_id": 1}], "startAfter an invalidate")
+    with coll.watch(max_await_time_ms=200) as stream:
+        env.client.admin.command("renameCollection", "t.cs_inv", to="t.cs_inv2")
+        events = drain(stream, 2)
+        check(not stream.alive, "the stream is closed after invalidate")
+    check(list(events[0])[0] == "to" and events[0]["to"] == {"db": "t", "coll": "cs_inv2"}, events[0])
+    check([e["operationType"] for e in events] == ["rename", "invalidate"], events)
+    check(env.client.t.cs_inv2.find_one() == {"_id": 1} and "cs_inv" not in db.list_collection_names(), "renamed")
+    env.client.t.cs_inv3.insert_one({"_id": 3})
+    expect_error(48, env.client.admin.command, "renameCollection", "t.cs_inv2", to="t.cs_inv3")
+    expect_error(13, env.client.t.command, "renameCollection", "t.cs_inv2", to="t.cs_inv3")
+    env.client.admin.command("renameCollection", "t.cs_inv2", to="t.cs_inv3", dropTarget=True)
+    check(list(env.client.t.cs_inv3.find()) == [{"_id": 1}], "dropTarget")
+    env.client.t.cs_inv3.drop()
+
+
+@test()
+def test_change_stream_database_and_cluster_level(env):
+    """A database stream (aggregate: 1, ns db.$cmd.aggregate) sees every collection of its database but
+    system.*, drops and renames without invalidating, and is invalidated by dropDatabase after one drop per
+    collection; a cluster stream on admin (allChangesForCluster) sees every database and never invalidates."""
+    client = env.client
+    client.drop_database("csdb")
+    cdb = client.csdb
+    cdb.a.insert_one({"_id": 0})
+    cluster = client.watch(max_await_time_ms=200)
+    with cdb.watch(max_await_time_ms=200) as stream:
+        cdb.a.insert_one({"_id": 1})
+        cdb.b.insert_one({"_id": 2})
+        client.t.other_db.insert_one({"_id": 3})
+        cdb.b.drop()
+        client.drop_database("csdb")
+        events = drain(stream, 6)
+        check(not stream.alive, "dropDatabase invalidates a database stream")
+    kinds = [(e["operationType"], e.get("ns")) for e in events]
+    check(kinds == [("insert", {"db": "csdb", "coll": "a"}), ("insert", {"db": "csdb", "coll": "b"}),
+                    ("drop", {"db": "csdb", "coll": "b"}), ("drop", {"db": "csdb", "coll": "a"}),
+                    ("dropDatabase", {"db": "csdb"}), ("invalidate", None)], kinds)
+    seen = [(e["operationType"], e["ns"].get("coll")) for e in drain(cluster, 6)]
+    check(("insert", "other_db") in seen and seen[-1] == ("dropDatabase", None), seen)
+    client.t.other_db.insert_one({"_id": 4})
+    check(drain(cluster, 1)[0]["documentKey"] == {"_id": 4}, "the cluster stream goes on")
+    cluster.close()
+    reply = cdb.command("aggregate", 1, pipeline=[{"$changeStream": {}}], cursor={})["cursor"]
+    check(reply["ns"] == "csdb.$cmd.aggregate", reply)
+    cdb.command("killCursors", "$cmd.aggregate", cursors=[reply["id"]])
+    client.t.other_db.drop()
+
+
+@test()
+def test_change_stream_legality_errors(env):
+    """mongod's codes for streams it refuses (document_source_change_stream.cpp, pipeline.cpp)."""
+    db, admin = env.client.t, env.client.admin
+    fresh(env, "cs_legal")
+    token = None
+    with db.cs_legal.watch(max_await_time_ms=100) as stream:
+        db.cs_legal.insert_one({"_id": 1})
+        token = drain(stream, 1)[0]["_id"]
+
+    def agg(database, target, spec, *stages):
+        return database.command("aggregate", target, pipeline=[{"$changeStream": spec}] + list(stages), cursor={})
+    expect_error(72, agg, db, 1, {"allChangesForCluster": True})
+    expect_error(72, agg, admin, "x", {"allChangesForCluster": True})
+    expect_error(73, agg, admin, 1, {})
+    expect_error(73, agg, env.client.local, "x", {})
+    expect_error(73, agg, db, "system.views", {})
+    expect_error(50865, agg, db, "cs_legal", {"resumeAfter": token, "startAfter": token})
+    expect_error(40674, agg, db, "cs_legal", {"resumeAfter": token, "startAtOperationTime": Timestamp(1, 1)})
+    expect_error(40415, agg, db, "cs_legal", {"bogus": 1})
+    expect_error(260, agg, db, "cs_legal", {"resumeAfter": {"_data": "zz"}})
+    expect_error(40324, agg, db, "cs_legal", {}, {"$bogus": {}})
+    expect_error(20, agg, db, "cs_legal", {}, {"$group": {"_id": None}})
+    exc = expect_error(280, agg, db, "cs_legal", {"startAtOperationTime": Timestamp(int(time.time()) - 1, 0)},
+                       {"$project": {"_id": 0}})
+    check("NonResumableChangeStreamError" in (exc.details.get("errorLabels") or []), exc.details)
+    with db.cs_legal.watch([{"$match": {"operationType": "insert"}}, {"$project": {"fullDocument": 0}}],
+                           max_await_time_ms=200) as stream:
+        db.cs_legal.delete_one({"_id": 1})
+        db.cs_legal.insert_one({"_id": 2, "x": 1})
+        event = drain(stream, 1)[0]
+        check(event["operationType"] == "insert" and "fullDocument" not in event, event)
+    with env.client.start_session() as session:
+        session.start_transaction()
+        expect_error(263, lambda: list(db.cs_legal.watch(session=session)))
+        session.abort_transaction()
+
+
+@test()
+def test_change_stream_resume_token_not_found_280(env):
+    """A resume token whose event is not at its position in the history fails with 280."""
+    coll = fresh(env, "cs_280")
+    with coll.watch(max_await_time_ms=100) as stream:
+        coll.insert_one({"_id": 1})
+        data = drain(stream, 1)[0]["_id"]["_data"]
+    forged = data[:-16] + ("0" if data[-16] != "0" else "1") + data[-15:]  # another event identity
+    expect_error(280, lambda: coll.watch(resume_after={"_data": forged}))
+
+
+@test()
+def test_change_stream_update_lookup(env):
+    """fullDocument: updateLookup adds the current document to update events (null once deleted)."""
+    coll = fresh(env, "cs_lookup")
+    coll.insert_one({"_id": 1, "v": 0})
+    with coll.watch(full_document="updateLookup", max_await_time_ms=200) as stream:
+        coll.update_one({"_id": 1}, {"$set": {"v": 1}})
+        first = drain(stream, 1)[0]
+        check(first["fullDocument"] == {"_id": 1, "v": 1}, first)
+        check(list(first).index("fullDocument") < list(first).index("ns"), list(first))
+        coll.update_one({"_id": 1}, {"$set": {"v": 2}})
+        coll.update_one({"_id": 1}, {"$set": {"v": 3}})
+        coll.delete_one({"_id": 1})
+        events = drain(stream, 3)
+    check([e.get("fullDocument", "absent") for e in events] == [None, None, "absent"], events)
+    with coll.watch(max_await_time_ms=200) as stream:
+        coll.insert_one({"_id": 2})
+        coll.update_one({"_id": 2}, {"$set": {"v": 1}})
+        events = drain(stream, 2)
+    check("fullDocument" not in events[1], "no fullDocument on updates by default")
+
+
+@test(own=True)
+def test_change_stream_history_lost_286(env):
+    """With --change-history N the oldest events are forgotten: resuming before them, or a stream that
+    fell behind, fails with ChangeStreamHistoryLost (286, NonResumableChangeStreamError); so does a resume
+    token of an earlier run after a restart (the history is not journaled)."""
+    dbpath = os.path.join(env.tmpdir, "cs286")
+    server = env.start("cs286", dbpath=dbpath, extra=["--change-history", "10"])
+    client = env.new_client(server.uri())
+    coll = client.t.h
+    with coll.watch(max_await_time_ms=100) as stream:
+        coll.insert_one({"_id": 0})
+        first = drain(stream, 1)[0]["_id"]
+    cursor = client.t.command("aggregate", "h", pipeline=[{"$changeStream": {}}], cursor={})["cursor"]
+    coll.insert_many([{"_id": i} for i in range(1, 40)])
+    exc = expect_error(286, client.t.command, "getMore", cursor["id"], collection="h")
+    check("NonResumableChangeStreamError" in exc.details.get("errorLabels", []), exc.details)
+    expect_error(286, lambda: coll.watch(resume_after=first))
+    expect_error(286, lambda: coll.watch(start_at_operation_time=Timestamp(int(time.time()) - 3600, 1)))
+    with coll.watch(max_await_time_ms=100) as stream:
+        coll.insert_one({"_id": 100})
+        recent = drain(stream, 1)[0]["_id"]
+    with coll.watch(resume_after=recent, max_await_time_ms=100) as stream:
+        check(stream.try_next() is None, "a recent token still resumes")
+    client.close()
+    server.kill()
+    server = env.restart(server, "cs286b")
+    client = env.new_client(server.uri())
+    check(client.t.h.count_documents({}) == 41, "the data survived")
+    expect_error(286, lambda: client.t.h.watch(resume_after=recent))
+    client.close()
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_change_stream_idle_postbatchresumetoken_advances(env):
+    """On an idle server the periodic no-op (--periodic-noop-secs) moves an empty batch's PBRT on."""
+    server = env.start("csnoop", extra=["--periodic-noop-secs", "0.5"])
+    client = env.new_client(server.uri())
+    db = client.t
+    cursor = db.command("aggregate", "idle", pipeline=[{"$changeStream": {}}], cursor={})["cursor"]
+    first = cursor["postBatchResumeToken"]["_data"]
+    reply = db.command("getMore", cursor["id"], collection="idle", maxTimeMS=1500)["cursor"]
+    check(reply["nextBatch"] == [] and reply["id"] == cursor["id"], reply)
+    check(reply["postBatchResumeToken"]["_data"] > first, (first, reply))
+    mark = db.command("insert", "other", documents=[{"_id": 1}])["operationTime"]  # a write elsewhere too
+    reply = db.command("getMore", cursor["id"], collection="idle", maxTimeMS=200)["cursor"]
+    check(reply["postBatchResumeToken"]["_data"][:18] >= "82%08X%08X" % (mark.time, mark.inc), (mark, reply))
+    client.close()
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test()
+def test_change_stream_get_more_session_and_labels(env):
+    """getMore from another session than the aggregate's fails (50738; without one 50737); resumable
+    errors on a stream's getMore carry ResumableChangeStreamError."""
+    db = env.client.t
+    fresh(env, "cs_lsid")
+    with env.client.start_session() as s1, env.client.start_session() as s2:
+        cursor = db.command("aggregate", "cs_lsid", pipeline=[{"$changeStream": {}}], cursor={},
+                            session=s1)["cursor"]
+        expect_error(50738, db.command, "getMore", cursor["id"], collection="cs_lsid", maxTimeMS=10,
+                     session=s2)
+    fail_point(env, {"times": 1}, failCommands=["getMore"], errorCode=6)
+    try:
+        exc = expect_error(6, env.client.t.command, "getMore", Int64(cursor["id"]), collection="cs_lsid",
+                           session=None)
+    except AssertionError:
+        raise
+    finally:
+        fail_point(env, "off")
+    check(exc.details.get("errorLabels") == ["ResumableChangeStreamError"], exc.details)
+
+
+@test()
+def test_change_stream_resumes_after_connection_kill(env):
+    """pymongo's watch() resumes after the connection is closed under a getMore (with the cached token):
+    every event arrives once, in order."""
+    coll = fresh(env, "cs_kill")
+    client = env.new_client(appname="cs_kill")
+    with client.t.cs_kill.watch(max_await_time_ms=200) as stream:
+        coll.insert_many([{"_id": i} for i in range(3)])
+        got = drain(stream, 2)
+        fail_point(env, {"times": 1}, failCommands=["getMore"], closeConnection=True, appName="cs_kill")
+        coll.insert_many([{"_id": i} for i in range(3, 6)])
+        got += drain(stream, 4)
+        check(stream.try_next() is None)
+    fail_point(env, "off")
+    check([e["documentKey"]["_id"] for e in got] == list(range(6)), got)
+    aggregates = [c for c in env.client.admin.command("recentCommands")["commands"]
+                  if c["appName"] == "cs_kill" and c["command"] == "aggregate"]
+    check(len(aggregates) == 2, "the stream was resumed once: %s" % aggregates)
+    client.close()
+
+
 def main():
     """Run the selected tests and print the summary line."""
     selected = sys.argv[1:]

@@ -10,6 +10,7 @@ from bson.objectid import ObjectId
 
 from . import changestream
 from . import collation as collations
+from . import limits
 from .changelog import wall_now
 from .cmd_crud import collection_stats
 from .errors import MongoError, bad_value
@@ -142,6 +143,32 @@ def cmd_drop(ctx):
         raise MongoError(26, "ns not found")
     ctx.drop_coll(coll)
     return {"nIndexesWas": len(coll.indexes), "ns": coll.ns, "ok": 1.0}
+
+
+def cmd_rename_collection(ctx):
+    """renameCollection (on admin) within a database; across databases is not supported here."""
+    if ctx.db != "admin":
+        raise MongoError(13, "renameCollection may only be run against the admin database.")
+    source, target = ctx.cmd.get("renameCollection"), ctx.cmd.get("to")
+    if not isinstance(source, str) or not isinstance(target, str):
+        raise MongoError(14, "renameCollection and to must be strings")
+    (db, _, name), (to_db, _, to_name) = source.partition("."), target.partition(".")
+    if not name or not to_name:
+        raise MongoError(73, "Invalid namespace specified '%s'" % (source if not name else target))
+    if db != to_db:
+        raise MongoError(115, "renameCollection across databases is not supported by the test server")
+    if name == to_name:
+        raise MongoError(20, "Can't rename a collection to itself")
+    limits.check_namespace(to_db, to_name)
+    ctx.server.txns.wait_for_locks(ctx.txn, db, [name, to_name], ctx.deadline())
+    coll = ctx.server.store.get(db, name)
+    if coll is None:
+        raise MongoError(26, "Source collection %s does not exist" % source)
+    existing = ctx.server.store.get(to_db, to_name)
+    if existing is not None and not ctx.cmd.get("dropTarget"):
+        raise MongoError(48, "target namespace exists")
+    ctx.rename_coll(coll, to_name, existing)
+    return {"ok": 1.0}
 
 
 def cmd_drop_database(ctx):
@@ -460,6 +487,7 @@ COMMANDS = {
     "create": cmd_create,
     "drop": cmd_drop,
     "dropDatabase": cmd_drop_database,
+    "renameCollection": cmd_rename_collection,
     "listCollections": cmd_list_collections,
     "createIndexes": cmd_create_indexes,
     "listIndexes": cmd_list_indexes,

@@ -194,6 +194,19 @@ class Context:
         self.record_change(journal.drop_op, coll)
         self.record_event(changestream.drop_entry(coll.db, coll.name))
 
+    def rename_coll(self, coll, to_name, target):
+        """Rename a collection within its database, dropping `target` (the collection of that name) first;
+        change streams see a rename (renameCollection with dropTarget)."""
+        if target is not None:
+            self.drop_coll(target)
+        old_name = coll.name
+        self.server.store.drop(coll.db, old_name)
+        sharding.forget(self.server.store, coll.db, old_name)
+        coll.name = to_name
+        self.server.store.add(coll)
+        self.record_change(journal.rename_op, coll.db, old_name, to_name)
+        self.record_event(changestream.rename_entry(coll.db, old_name, coll.db, to_name))
+
     def drop_db(self):
         """Drop the command's database: change streams see a drop of each collection, then dropDatabase."""
         for name in list(self.server.store.collections(self.db)):

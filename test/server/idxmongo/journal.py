@@ -97,6 +97,11 @@ def session_op(session_key, number, stmts):
             "txnNumber": Int64(number), "stmts": [[stmt_id, outcome] for stmt_id, outcome in stmts]}
 
 
+def rename_op(db, old, new):
+    """A collection was renamed (within its database)."""
+    return {"op": "rename", "db": db, "coll": old, "to": new}
+
+
 def drop_database_op(db):
     """A database was dropped."""
     return {"op": "dropDatabase", "db": db}
@@ -181,6 +186,13 @@ def _replay_drop(store, op):
     store.drop(op["db"], op["coll"])
 
 
+def _replay_rename(store, op):
+    """Rename a collection."""
+    coll = store.drop(op["db"], op["coll"])
+    coll.name = op["to"]
+    store.add(coll)
+
+
 def _replay_drop_database(store, op):
     """Drop a database."""
     store.drop_db(op["db"])
@@ -195,6 +207,7 @@ REPLAY = {
     "dropIndex": _replay_drop_index,
     "drop": _replay_drop,
     "dropDatabase": _replay_drop_database,
+    "rename": _replay_rename,
 }
 
 
