@@ -5,7 +5,8 @@
  * mongodb://user:pw@127.0.0.1:PORT/?replicaSet=rs0&authSource=admin), pings,
  * inserts documents, reads them back through a cursor over several batches,
  * commits one transaction and aborts another, and checks that a session keeps
- * and gossips $clusterTime.  Prints "c_smoke: ok" and exits 0 when every step
+ * and gossips $clusterTime, and follows a change stream (an insert by another
+ * client, then a resume from the token, as the FDW's applier will).  Prints "c_smoke: ok" and exits 0 when every step
  * behaves as with a real mongod; otherwise prints the failing step and exits 1.
  *
  * Build: gcc c_smoke.c $(pkg-config --cflags --libs libmongoc-1.0)
@@ -13,6 +14,7 @@
 #include <mongoc/mongoc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NDOCS 250
 
@@ -174,6 +176,90 @@ cluster_time(mongoc_client_t *client)
 	mongoc_client_session_destroy(session);
 }
 
+/* The next event of a change stream within about 5 s (NULL if none came); a stream error fails. */
+static const bson_t *
+next_event(mongoc_change_stream_t *stream)
+{
+	const bson_t *event;
+	const bson_t *error_doc;
+	bson_error_t error;
+
+	for (int tries = 0; tries < 25; tries++)
+	{
+		if (mongoc_change_stream_next(stream, &event))
+			return event;
+		if (mongoc_change_stream_error_document(stream, &error, &error_doc))
+			fail("change stream next", &error);
+	}
+	return NULL;
+}
+
+/* True if `event` is an insert of the document with _id `id`. */
+static bool
+is_insert_of(const bson_t *event, int32_t id)
+{
+	bson_iter_t iter;
+
+	if (!event || !bson_iter_init_find(&iter, event, "operationType") || !BSON_ITER_HOLDS_UTF8(&iter) ||
+		strcmp(bson_iter_utf8(&iter, NULL), "insert") != 0)
+		return false;
+	return bson_iter_init(&iter, event) && bson_iter_find_descendant(&iter, "documentKey._id", &iter) &&
+		BSON_ITER_HOLDS_INT32(&iter) && bson_iter_int32(&iter) == id;
+}
+
+/* Insert {_id: id} through `client` (another client than the stream's). */
+static void
+insert_id(mongoc_client_t *client, int32_t id)
+{
+	mongoc_collection_t *coll = mongoc_client_get_collection(client, "c_smoke", "cs");
+	bson_t	   *doc = BCON_NEW("_id", BCON_INT32(id));
+	bson_error_t error;
+
+	if (!mongoc_collection_insert_one(coll, doc, NULL, NULL, &error))
+		fail("insert for the change stream", &error);
+	bson_destroy(doc);
+	mongoc_collection_destroy(coll);
+}
+
+/* mongoc_collection_watch: an idle next() returns false without an error but leaves a resume token (the
+ * postBatchResumeToken); an insert by another client arrives; a new stream opened with resumeAfter the
+ * saved token sees only what came after it. */
+static void
+change_stream(mongoc_client_t *client, const char *uri)
+{
+	mongoc_client_t *other = mongoc_client_new(uri);
+	mongoc_collection_t *coll = mongoc_client_get_collection(client, "c_smoke", "cs");
+	bson_t	   *pipeline = bson_new();
+	bson_t	   *opts = BCON_NEW("maxAwaitTimeMS", BCON_INT64(200));
+	mongoc_change_stream_t *stream = mongoc_collection_watch(coll, pipeline, opts);
+	const bson_t *event;
+	const bson_t *error_doc;
+	bson_error_t error;
+	bson_t	   *token;
+
+	if (!other || mongoc_change_stream_error_document(stream, &error, &error_doc))
+		fail("collection_watch", &error);
+	if (mongoc_change_stream_next(stream, &event) || !mongoc_change_stream_get_resume_token(stream))
+		fail("idle change stream keeps a postBatchResumeToken", NULL);
+	insert_id(other, 1);
+	if (!is_insert_of(next_event(stream), 1))
+		fail("change stream sees another client's insert", NULL);
+	token = bson_copy(mongoc_change_stream_get_resume_token(stream));
+	mongoc_change_stream_destroy(stream);
+	insert_id(other, 2);
+	bson_destroy(opts);
+	opts = BCON_NEW("maxAwaitTimeMS", BCON_INT64(200), "resumeAfter", BCON_DOCUMENT(token));
+	stream = mongoc_collection_watch(coll, pipeline, opts);
+	if (!is_insert_of(next_event(stream), 2))
+		fail("change stream resumed from its token", NULL);
+	mongoc_change_stream_destroy(stream);
+	bson_destroy(token);
+	bson_destroy(opts);
+	bson_destroy(pipeline);
+	mongoc_collection_destroy(coll);
+	mongoc_client_destroy(other);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -204,6 +290,7 @@ main(int argc, char **argv)
 	transaction(client, coll, "aborted", false);
 	if (count_by_cursor(coll, "aborted") != 0)
 		fail("aborted transaction invisible", NULL);
+	change_stream(client, argv[1]);
 	mongoc_collection_destroy(coll);
 	mongoc_client_destroy(client);
 	mongoc_cleanup();

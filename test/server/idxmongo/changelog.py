@@ -15,6 +15,9 @@ Resume tokens ({_data: uppercase hex}) sort in stream order as strings:
   82 | clusterTime t (4 bytes) i (4) | type (00 high-water mark, 80 event) | txnOpIndex (4) |
   fromInvalidate (1) | event identity (4: crc32 of operationType and documentKey) | run id (4)
 A high-water mark at time T sorts before every event at T; an invalidate sorts right after its cause.
+An entry's position (its key) is the token up to fromInvalidate, unique since every change outside a
+transaction has its own cluster time; the identity is computed only when a token is made or checked,
+so recording costs little.
 The layout is this server's own (clients must treat tokens as opaque; change-streams spec).
 """
 
@@ -23,6 +26,7 @@ import datetime
 import os
 import struct
 import threading
+import time
 import zlib
 
 from bson.timestamp import Timestamp
@@ -41,9 +45,9 @@ def history_lost(what):
                       "the oplog (%s)." % what, labels=["NonResumableChangeStreamError"])
 
 
-def event_key(ts, op_index=0, identity=0, invalidate=False):
-    """The ordering key of an event (the token without its run id)."""
-    return struct.pack(">BIIBIBI", 0x82, ts.time, ts.inc, EVENT, op_index, 1 if invalidate else 0, identity)
+def event_key(ts, op_index=0, invalidate=False):
+    """The position of an event: its token without the identity and the run id."""
+    return struct.pack(">BIIBIB", 0x82, ts.time, ts.inc, EVENT, op_index, 1 if invalidate else 0)
 
 
 def hwm_key(ts):
@@ -51,22 +55,25 @@ def hwm_key(ts):
     return struct.pack(">BIIB", 0x82, ts.time, ts.inc, HWM)
 
 
-def token(key):
-    """The resume token document of a key."""
-    return {"_data": (key + struct.pack(">I", RUN_ID)).hex().upper()}
+def token(key, identity=None):
+    """The resume token document of a position (an event's: with its identity)."""
+    tail = struct.pack(">I", identity) if identity is not None else b""
+    return {"_data": (key + tail + struct.pack(">I", RUN_ID)).hex().upper()}
 
 
 def decode_token(doc):
-    """(key, is_hwm, is_invalidate, same_run) of a resume token; InvalidResumeToken (260) when malformed."""
+    """(key, is_hwm, is_invalidate, same_run, identity) of a resume token; InvalidResumeToken (260) when
+    malformed."""
     data = doc.get("_data") if isinstance(doc, dict) else None
     try:
         raw = bytes.fromhex(data)
     except (TypeError, ValueError):
         raise MongoError(260, "Bad resume token: _data of missing or of wrong type") from None
     if len(raw) == 14 and raw[0] == 0x82 and raw[9] == HWM:
-        return raw[:10], True, False, struct.unpack(">I", raw[10:])[0] == RUN_ID
+        return raw[:10], True, False, struct.unpack(">I", raw[10:])[0] == RUN_ID, None
     if len(raw) == 23 and raw[0] == 0x82 and raw[9] == EVENT:
-        return raw[:19], False, raw[14] == 1, struct.unpack(">I", raw[19:])[0] == RUN_ID
+        run, identity = struct.unpack(">I", raw[19:])[0], struct.unpack(">I", raw[15:19])[0]
+        return raw[:15], False, raw[14] == 1, run == RUN_ID, identity
     raise MongoError(260, "Bad resume token: unknown format")
 
 
@@ -82,29 +89,44 @@ def identity_of(op, doc_key):
 
 
 def wall_now():
-    """The wall clock in milliseconds, as BSON dates carry it (UTC, naive)."""
-    now = datetime.datetime.utcnow()
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+    """The wall clock (seconds since the epoch), turned into a BSON date when an event is built."""
+    return time.time()
+
+
+def wall_date(seconds):
+    """A wall clock reading as a BSON date (UTC, naive, milliseconds)."""
+    return datetime.datetime(1970, 1, 1) + datetime.timedelta(milliseconds=int(seconds * 1000))
 
 
 class Entry:
-    """One recorded change: `fields` hold the event's own fields (operationType, ns, documentKey, ...)."""
+    """One recorded change: the changed document's `_id`, the new document (insert, replace) or the
+    updateDescription (update), the target of a rename; kept as references, built into events on reading."""
 
-    __slots__ = ("key", "ts", "wall", "op", "db", "coll", "fields", "txn")
+    __slots__ = ("key", "ts", "wall", "op", "db", "coll", "doc_id", "doc", "desc", "to", "txn")
 
-    def __init__(self, op, db, coll, fields, txn=None):
+    def __init__(self, op, db, coll, doc_id=None, doc=None, desc=None, to=None):
         self.op = op
         self.db = db
         self.coll = coll
-        self.fields = fields
-        self.txn = txn  # (txnNumber, lsid) of a transaction's event
+        self.doc_id = doc_id
+        self.doc = doc
+        self.desc = desc
+        self.to = to
+        self.txn = None  # (txnNumber, lsid) of a transaction's event
         self.key = self.ts = self.wall = None
 
     def stamp(self, ts, wall, op_index=0):
         """Give the entry its place in the history."""
         self.ts = ts
         self.wall = wall
-        self.key = event_key(ts, op_index, identity_of(self.op, self.fields.get("documentKey")))
+        self.key = event_key(ts, op_index)
+
+    def identity(self):
+        """The event's identity, as its token carries it."""
+        return identity_of(self.op, {"_id": self.doc_id} if self.op in DOC_OPS else None)
+
+
+DOC_OPS = {"insert", "update", "replace", "delete"}
 
 
 class ChangeLog:
@@ -140,9 +162,9 @@ class ChangeLog:
             raise history_lost("the history holds changes after %s only" % key_time(self.horizon))
 
     def find(self, key):
-        """True if an entry with exactly this key is in the history (cond held)."""
+        """The entry at exactly this position, or None (cond held)."""
         i = bisect.bisect_left(self.keys, key)
-        return i < len(self.keys) and self.keys[i] == key
+        return self.entries[i] if i < len(self.keys) and self.keys[i] == key else None
 
     def after(self, key, max_entries):
         """Up to `max_entries` entries after position `key` (cond held); 286 if the history moved past it."""

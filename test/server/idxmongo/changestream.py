@@ -17,7 +17,7 @@ from bson.timestamp import Timestamp
 
 from . import changelog
 from .bsonkeys import sort_key
-from .changelog import Entry, decode_token, hwm_key, key_time, token
+from .changelog import DOC_OPS, Entry, decode_token, hwm_key, key_time, token, wall_date
 from .codec import encode
 from .cursors import DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES
 from .errors import MongoError
@@ -74,15 +74,9 @@ class StreamCursor:
 
 # --- recording (called by context.py for every change) -------------------------------------------------
 
-def doc_entry(op, coll, doc_id, **fields):
-    """An entry for a change to one document."""
-    out = {}
-    if "fullDocument" in fields:
-        out["fullDocument"] = fields["fullDocument"]
-    out["documentKey"] = {"_id": doc_id}
-    if "updateDescription" in fields:
-        out["updateDescription"] = fields["updateDescription"]
-    return Entry(op, coll.db, coll.name, out)
+def doc_entry(op, coll, doc_id, doc=None, desc=None):
+    """An entry for a change to one document (`doc`: the new document of an insert or replace)."""
+    return Entry(op, coll.db, coll.name, doc_id, doc, desc)
 
 
 def update_entry(coll, old, new, replacement):
@@ -90,10 +84,10 @@ def update_entry(coll, old, new, replacement):
     documents as updateDescription (mongod derives it from the update's oplog delta; the client sees the
     same fields, see README)."""
     if replacement:
-        return doc_entry("replace", coll, new["_id"], fullDocument=new)
+        return doc_entry("replace", coll, new["_id"], doc=new)
     updated, removed, truncated = {}, [], []
     _diff(old, new, "", updated, removed, truncated)
-    return doc_entry("update", coll, new["_id"], updateDescription={
+    return doc_entry("update", coll, new["_id"], desc={
         "updatedFields": updated, "removedFields": removed, "truncatedArrays": truncated})
 
 
@@ -129,17 +123,17 @@ def _same(a, b):
 
 def drop_entry(db, name):
     """A drop of a collection."""
-    return Entry("drop", db, name, {})
+    return Entry("drop", db, name)
 
 
 def rename_entry(db, name, to_db, to_name):
     """A rename of a collection."""
-    return Entry("rename", db, name, {"to": {"db": to_db, "coll": to_name}})
+    return Entry("rename", db, name, to={"db": to_db, "coll": to_name})
 
 
 def drop_database_entry(db):
     """A drop of a database (after one drop entry per collection)."""
-    return Entry("dropDatabase", db, None, {})
+    return Entry("dropDatabase", db, None)
 
 
 def stamp_commit(entries, ts, wall, txn_number, lsid):
@@ -153,7 +147,7 @@ def stamp_commit(entries, ts, wall, txn_number, lsid):
 
 def noop_entry():
     """mongod's periodic no-op: moves idle streams' postBatchResumeToken, never an event."""
-    return Entry(NO_OP, None, None, {})
+    return Entry(NO_OP, None, None)
 
 
 # --- opening --------------------------------------------------------------------------------------------
@@ -205,7 +199,7 @@ def _start(log, spec, clock):
     """(position, start token) of a new stream: after a token, at a time (inclusive) or after now."""
     given = spec.get("startAfter", spec.get("resumeAfter"))
     if given is not None:
-        key, is_hwm, is_invalidate, same_run = decode_token(given)
+        key, is_hwm, is_invalidate, same_run, identity = decode_token(given)
         if is_invalidate and "resumeAfter" in spec:
             raise MongoError(260, "Attempting to resume a change stream using 'resumeAfter' is not allowed "
                              "from an invalidate notification.")
@@ -213,8 +207,8 @@ def _start(log, spec, clock):
             raise changelog.history_lost("the resume token is from an earlier run of the server")
         with log.cond:
             log.check_start(key, is_hwm)
-            cause = key[:14] + b"\x00" + key[15:] if is_invalidate else key
-            if not is_hwm and not log.find(cause):
+            cause = log.find(key[:14] + b"\x00") if not is_hwm else None
+            if not is_hwm and (cause is None or cause.identity() != identity):
                 raise MongoError(280, "cannot resume stream; the resume token was not found. %s" % given,
                                  labels=["NonResumableChangeStreamError"])
         return key, dict(given)
@@ -291,22 +285,21 @@ def _event(server, cursor, entry):
     doc = {}
     if entry.txn is not None:
         doc["txnNumber"], doc["lsid"] = entry.txn
-    fields = entry.fields
-    if "to" in fields:
-        doc["to"] = fields["to"]
-    doc["_id"] = token(entry.key)
+    if entry.to is not None:
+        doc["to"] = entry.to
+    doc["_id"] = token(entry.key, entry.identity())
     doc["operationType"] = entry.op
     doc["clusterTime"] = entry.ts
-    doc["wallTime"] = entry.wall
-    if "fullDocument" in fields:
-        doc["fullDocument"] = fields["fullDocument"]
+    doc["wallTime"] = wall_date(entry.wall)
+    if entry.doc is not None:
+        doc["fullDocument"] = entry.doc
     elif entry.op == "update" and cursor.full_document == "updateLookup":
         doc["fullDocument"] = _lookup(server, entry)
     doc["ns"] = {"db": entry.db, "coll": entry.coll} if entry.coll is not None else {"db": entry.db}
-    if "documentKey" in fields:
-        doc["documentKey"] = fields["documentKey"]
-    if "updateDescription" in fields:
-        doc["updateDescription"] = fields["updateDescription"]
+    if entry.op in DOC_OPS:
+        doc["documentKey"] = {"_id": entry.doc_id}
+    if entry.desc is not None:
+        doc["updateDescription"] = entry.desc
     return doc
 
 
@@ -316,7 +309,7 @@ def _lookup(server, entry):
         coll = server.store.get(entry.db, entry.coll)
         if coll is None:
             return None
-        idk = sort_key(entry.fields["documentKey"]["_id"])
+        idk = sort_key(entry.doc_id)
         images = server.txns.overlay(None, coll)
         if images and idk in images:
             return images[idk]
@@ -325,9 +318,9 @@ def _lookup(server, entry):
 
 def _invalidate_event(entry):
     """The invalidate event following the entry that caused it (check_invalidate.cpp)."""
-    key = entry.key[:14] + b"\x01" + entry.key[15:]
-    return key, {"_id": token(key), "operationType": "invalidate", "clusterTime": entry.ts,
-                 "wallTime": entry.wall}
+    key = entry.key[:14] + b"\x01"
+    return key, {"_id": token(key, entry.identity()), "operationType": "invalidate", "clusterTime": entry.ts,
+                 "wallTime": wall_date(entry.wall)}
 
 
 def _transformed(cursor, doc):
@@ -362,19 +355,20 @@ def _collect(server, cursor, max_docs):
                 docs = [(entry.key, _event(server, cursor, entry))]
                 if _invalidates(cursor, entry):
                     docs.append(_invalidate_event(entry))
-                raw_docs = [(key, _transformed(cursor, doc)) for key, doc in docs]
-                raw_docs = [(key, _encode_event(doc)) for key, doc in raw_docs if doc is not None]
-                if batch and size + sum(len(raw) for _, raw in raw_docs) > MAX_BATCH_BYTES:
+                out = [(key, doc["_id"], _transformed(cursor, doc)) for key, doc in docs]
+                out = [(key, tok, _encode_event(doc)) for key, tok, doc in out if doc is not None]
+                if batch and size + sum(len(raw) for _, _, raw in out) > MAX_BATCH_BYTES:
                     return batch
-                for key, raw in raw_docs:
+                for key, tok, raw in out:
                     batch.append(RawBSONDocument(raw))
                     size += len(raw)
                     cursor.last_returned = key
-                    cursor.pbrt = token(key)
+                    cursor.pbrt = tok
                 cursor.invalidated = len(docs) > 1
+                if cursor.invalidated:
+                    cursor.pbrt = docs[1][1]["_id"]
             cursor.position = entry.key
             if cursor.invalidated:
-                cursor.pbrt = token(_invalidate_event(entry)[0])
                 return batch
     mark = hwm_key(key_time(cursor.position))
     if cursor.last_returned is None or mark > cursor.last_returned:

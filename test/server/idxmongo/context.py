@@ -251,7 +251,7 @@ class Context:
         if self.unit is not None:
             self.unit.record(coll, idk, None)
         self.record_change(journal.insert_op, coll, [doc])
-        self.record_event(changestream.doc_entry("insert", coll, doc["_id"], fullDocument=doc))
+        self.record_event(changestream.doc_entry("insert", coll, doc["_id"], doc))
         self.server.counters["inserted"] += 1
 
     def replace_doc(self, coll, old, new, replacement=False):
