@@ -40,7 +40,7 @@ def parse_args(argv):
     parser.add_argument("--dbpath", help="keep the data in this directory (a journal, replayed at start), so it "
                                          "survives the process being killed; without it the data lives in memory")
     parser.add_argument("--change-history", type=int, default=0,
-                        help="change-stream history: keep this many change events (default 1,000,000); a resume "
+                        help="change-stream history: keep this many change events (default 500,000); a resume "
                              "point older than the history fails with ChangeStreamHistoryLost (286)")
     parser.add_argument("--periodic-noop-secs", type=float, default=10.0,
                         help="write a no-op history entry when nothing was written for this long, so idle change "

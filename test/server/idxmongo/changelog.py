@@ -34,7 +34,7 @@ from bson.timestamp import Timestamp
 from .codec import encode
 from .errors import MongoError
 
-DEFAULT_LIMIT = 1000000
+DEFAULT_LIMIT = 500000
 HWM, EVENT = 0x00, 0x80
 RUN_ID = struct.unpack(">I", os.urandom(4))[0]
 
