@@ -2635,6 +2635,12 @@ def test_change_stream_starts_after_now_and_initial_aggregate_never_waits(env):
     check([e["documentKey"] for e in batch] == [{"_id": 2}], batch)
     check(more["cursor"]["postBatchResumeToken"] == batch[-1]["_id"], more)
     env.client.t.command("killCursors", "cs_start", cursors=[cursor["id"]])
+    coll.insert_many([{"_id": i} for i in range(3, 6)])
+    cursor = env.client.t.command("aggregate", "cs_start", pipeline=[{"$changeStream": {
+        "startAfter": batch[-1]["_id"]}}], cursor={"batchSize": 2})["cursor"]
+    check(len(cursor["firstBatch"]) == 2 and cursor["postBatchResumeToken"] == cursor["firstBatch"][-1]["_id"],
+          "a batch cut short by batchSize ends with the PBRT of its last event: %s" % cursor)
+    env.client.t.command("killCursors", "cs_start", cursors=[cursor["id"]])
 
 
 @test()
@@ -2924,15 +2930,20 @@ def test_change_stream_get_more_session_and_labels(env):
                             session=s1)["cursor"]
         expect_error(50738, db.command, "getMore", cursor["id"], collection="cs_lsid", maxTimeMS=10,
                      session=s2)
-    fail_point(env, {"times": 1}, failCommands=["getMore"], errorCode=6)
-    try:
-        exc = expect_error(6, env.client.t.command, "getMore", Int64(cursor["id"]), collection="cs_lsid",
-                           session=None)
-    except AssertionError:
-        raise
-    finally:
-        fail_point(env, "off")
-    check(exc.details.get("errorLabels") == ["ResumableChangeStreamError"], exc.details)
+        expect_error(50738, db.command, "getMore", cursor["id"], collection="cs_lsid", maxTimeMS=10)
+        fail_point(env, {"times": 1}, failCommands=["getMore"], errorCode=6)
+        try:
+            exc = expect_error(6, db.command, "getMore", cursor["id"], collection="cs_lsid", session=s1)
+        finally:
+            fail_point(env, "off")
+        check(exc.details.get("errorLabels") == ["ResumableChangeStreamError"], exc.details)
+        fail_point(env, {"times": 1}, failCommands=["getMore"], errorCode=72)
+        try:
+            exc = expect_error(72, db.command, "getMore", cursor["id"], collection="cs_lsid", session=s1)
+        finally:
+            fail_point(env, "off")
+        check(not exc.details.get("errorLabels"), exc.details)
+        db.command("killCursors", "cs_lsid", cursors=[cursor["id"]], session=s1)
 
 
 @test()

@@ -236,6 +236,8 @@ def open_stream(ctx):
     _check_namespace(ctx, cluster)
     stages = pipeline[1:]
     _check_stages(stages)
+    # events over 16 MB are not split here: the stage passes every event as it is
+    stages = [stage for stage in stages if "$changeStreamSplitLargeEvent" not in stage]
     name = cmd["aggregate"]
     ns = "%s.%s" % (ctx.db, name if isinstance(name, str) else "$cmd.aggregate")
     position, start_token = _start(ctx.server.changelog, spec, ctx.server.clock)
@@ -385,15 +387,18 @@ def _encode_event(doc):
 
 
 def _check_session(cursor, cmd):
-    """getMore must come from the aggregate's session (getmore_cmd.cpp, validateLSID)."""
+    """getMore must come from the aggregate's session (commands/getmore_cmd.cpp, validateLSID)."""
     lsid = cmd.get("lsid")
     session = bytes(lsid["id"]) if isinstance(lsid, dict) and "id" in lsid else None
+    if cursor.session is None and session is not None:
+        raise MongoError(50736, "Cannot run getMore on cursor %d, which was not created in a session, in "
+                         "session %s" % (cursor.id, session.hex()))
     if cursor.session is not None and session is None:
         raise MongoError(50737, "Cannot run getMore on cursor %d, which was created in a session, without "
                          "an lsid" % cursor.id)
-    if cursor.session != session and session is not None:
-        raise MongoError(50738, "Cannot run getMore on cursor %d, which was created in session %s, in a "
-                         "different session" % (cursor.id, cursor.session))
+    if cursor.session != session:
+        raise MongoError(50738, "Cannot run getMore on cursor %d, which was created in session %s, in "
+                         "session %s" % (cursor.id, cursor.session.hex(), session.hex()))
 
 
 def get_more(ctx, cursor, ns):
