@@ -2967,6 +2967,34 @@ def test_change_stream_resumes_after_connection_kill(env):
     client.close()
 
 
+@test()
+def test_change_stream_fail_get_more_after_cursor_checkout(env):
+    """mongod's failGetMoreAfterCursorCheckout: the getMore fails with errorCode, the cursor is closed, and
+    on a change stream a resumable code carries ResumableChangeStreamError, so watch() resumes."""
+    coll = fresh(env, "cs_checkout")
+    client = env.new_client(appname="cs_checkout")
+    with client.t.cs_checkout.watch(max_await_time_ms=200) as stream:
+        coll.insert_one({"_id": 1})
+        got = drain(stream, 1)
+        env.client.admin.command("configureFailPoint", "failGetMoreAfterCursorCheckout", mode={"times": 1},
+                                 data={"errorCode": 6, "appName": "cs_checkout"})
+        coll.insert_one({"_id": 2})
+        got += drain(stream, 1)
+    check([e["documentKey"]["_id"] for e in got] == [1, 2], got)
+    db = env.client.t
+    cursor = db.command("aggregate", "cs_checkout", pipeline=[{"$changeStream": {}}], cursor={})["cursor"]
+    env.client.admin.command("configureFailPoint", "failGetMoreAfterCursorCheckout", mode={"times": 1},
+                             data={"errorCode": 6})
+    exc = expect_error(6, db.command, "getMore", cursor["id"], collection="cs_checkout")
+    check(exc.details.get("errorLabels") == ["ResumableChangeStreamError"], exc.details)
+    expect_error(43, db.command, "getMore", cursor["id"], collection="cs_checkout")
+    find = db.command("find", "cs_checkout", batchSize=1)["cursor"]
+    env.client.admin.command("configureFailPoint", "failGetMoreAfterCursorCheckout", mode={"times": 1})
+    exc = expect_error(1, db.command, "getMore", find["id"], collection="cs_checkout")
+    check(not exc.details.get("errorLabels"), exc.details)
+    client.close()
+
+
 def main():
     """Run the selected tests and print the summary line."""
     selected = sys.argv[1:]

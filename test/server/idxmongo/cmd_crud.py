@@ -106,6 +106,8 @@ def cmd_get_more(ctx):
     ns = "%s.%s" % (ctx.db, cmd.get("collection"))
     ctx.server.counters["getmore"] += 1
     stream = ctx.server.cursors.cursors.get(int(cursor_id))
+    if stream is not None and stream.ns == ns:
+        _fail_after_checkout(ctx, stream)
     if getattr(stream, "is_stream", False):
         reply = changestream.get_more(ctx, stream, ns)
         ctx.server.counters["returned"] += len(reply["cursor"]["nextBatch"])
@@ -113,6 +115,17 @@ def cmd_get_more(ctx):
     cursor = ctx.server.cursors.get_more(int(cursor_id), ns, _batch_size(cmd.get("batchSize")))
     ctx.server.counters["returned"] += len(cursor["nextBatch"])
     return {"cursor": cursor, "ok": 1.0}
+
+
+def _fail_after_checkout(ctx, cursor):
+    """mongod's failGetMoreAfterCursorCheckout: the getMore fails and its cursor is closed."""
+    code = ctx.server.failpoints.get_more_checkout(ctx.conn.app_name)
+    if code is None:
+        return
+    ctx.server.cursors.kill([cursor.id])
+    resumable = getattr(cursor, "is_stream", False) and code in changestream.RESUMABLE_CODES
+    raise MongoError(code, "Hit the 'failGetMoreAfterCursorCheckout' failpoint",
+                     labels=["ResumableChangeStreamError"] if resumable else None)
 
 
 def cmd_kill_cursors(ctx):

@@ -30,6 +30,10 @@ together) and the commit of a transaction that wrote. Data: `closeConnection` (d
 client's connection, while the command goes on and its reply is never sent; `failBeforeCommitExceptionCode`
 throws that error there, so the write is rolled back and not recorded. Modes as for failCommand; it has
 no failCommands or appName filter. See context.Context.on_primary_write for where it fires here.
+
+`failGetMoreAfterCursorCheckout` (mongod's own, commands/getmore_cmd.cpp) fails a getMore after it found
+its cursor, with `errorCode` (InternalError, 1, if absent), an optional `appName` filter; the failed getMore
+closes the cursor, and on a change stream a resumable code gets ResumableChangeStreamError.
 """
 
 import threading
@@ -146,7 +150,15 @@ def _check_on_primary_data(data):
         raise MongoError(14, "onPrimaryTransactionalWrite: failBeforeCommitExceptionCode must be a number")
 
 
-DATA_CHECKS = {"failCommand": _check_fail_command_data, "onPrimaryTransactionalWrite": _check_on_primary_data}
+def _check_get_more_data(data):
+    """errorCode is a number (mongod reads it with safeNumberLong)."""
+    code = data.get("errorCode")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, (int, float))):
+        raise MongoError(14, "failGetMoreAfterCursorCheckout: errorCode must be a number")
+
+
+DATA_CHECKS = {"failCommand": _check_fail_command_data, "onPrimaryTransactionalWrite": _check_on_primary_data,
+               "failGetMoreAfterCursorCheckout": _check_get_more_data}
 
 
 class FailPoints:
@@ -185,6 +197,15 @@ class FailPoints:
         with self.lock:
             point = self.points["onPrimaryTransactionalWrite"]
             return OnPrimaryWrite(point.data) if point.fires() else None
+
+    def get_more_checkout(self, app_name):
+        """Evaluate failGetMoreAfterCursorCheckout for a getMore that found its cursor: the error code to
+        fail it with, or None."""
+        with self.lock:
+            point = self.points["failGetMoreAfterCursorCheckout"]
+            if point.mode == "off" or ("appName" in point.data and point.data["appName"] != app_name):
+                return None
+            return int(point.data.get("errorCode", 1)) if point.fires() else None
 
     def on_primary_write_enabled(self):
         """Whether onPrimaryTransactionalWrite is configured (not off)."""
