@@ -2995,6 +2995,45 @@ def test_change_stream_fail_get_more_after_cursor_checkout(env):
     client.close()
 
 
+@test()
+def test_change_stream_pre_and_post_images(env):
+    """collMod changeStreamPreAndPostImages: writes record their images, and fullDocument whenAvailable or
+    required (updates) and fullDocumentBeforeChange (updates, replaces, deletes) return them; without
+    images whenAvailable gives null and required fails with NoMatchingDocument (47). (pymongo 3.11's watch()
+    has no fullDocumentBeforeChange: raw commands.)"""
+    coll = fresh(env, "cs_images")
+    db = env.client.t
+
+    def open_stream(**spec):
+        return db.command("aggregate", "cs_images", pipeline=[{"$changeStream": spec}], cursor={})["cursor"]["id"]
+
+    def next_batch(cursor_id):
+        return db.command("getMore", cursor_id, collection="cs_images", maxTimeMS=500)["cursor"]["nextBatch"]
+    coll.insert_one({"_id": 1, "v": 0})
+    db.command("collMod", "cs_images", changeStreamPreAndPostImages={"enabled": True})
+    info = db.command("listCollections", filter={"name": "cs_images"})["cursor"]["firstBatch"][0]
+    check(info["options"].get("changeStreamPreAndPostImages") == {"enabled": True}, info)
+    cursor_id = open_stream(fullDocument="required", fullDocumentBeforeChange="required")
+    coll.update_one({"_id": 1}, {"$set": {"v": 1}})
+    coll.update_one({"_id": 1}, {"$set": {"v": 2}})  # the post-image is the document of that moment
+    coll.replace_one({"_id": 1}, {"w": 1})
+    coll.delete_one({"_id": 1})
+    events = next_batch(cursor_id)
+    check([(e.get("fullDocument"), e["fullDocumentBeforeChange"]) for e in events] ==
+          [({"_id": 1, "v": 1}, {"_id": 1, "v": 0}), ({"_id": 1, "v": 2}, {"_id": 1, "v": 1}),
+           ({"_id": 1, "w": 1}, {"_id": 1, "v": 2}), (None, {"_id": 1, "w": 1})], events)
+    db.command("collMod", "cs_images", changeStreamPreAndPostImages={"enabled": False})
+    coll.insert_one({"_id": 2})
+    cursor_id = open_stream(fullDocument="whenAvailable", fullDocumentBeforeChange="whenAvailable")
+    coll.update_one({"_id": 2}, {"$set": {"v": 1}})
+    event = next_batch(cursor_id)[0]
+    check(event["fullDocument"] is None and event["fullDocumentBeforeChange"] is None, event)
+    with coll.watch(full_document="required", max_await_time_ms=200) as stream:
+        coll.update_one({"_id": 2}, {"$set": {"v": 2}})
+        expect_error(47, drain, stream, 1)
+    expect_error(26, db.command, "collMod", "cs_no_such", changeStreamPreAndPostImages={"enabled": True})
+    expect_error(115, db.command, "collMod", "cs_images", validator={})
+
 def main():
     """Run the selected tests and print the summary line."""
     selected = sys.argv[1:]

@@ -102,7 +102,7 @@ class Entry:
     """One recorded change: the changed document's `_id`, the new document (insert, replace) or the
     updateDescription (update), the target of a rename; kept as references, built into events on reading."""
 
-    __slots__ = ("key", "ts", "wall", "op", "db", "coll", "doc_id", "doc", "desc", "to", "txn")
+    __slots__ = ("key", "ts", "wall", "op", "db", "coll", "doc_id", "doc", "desc", "to", "txn", "pre", "post")
 
     def __init__(self, op, db, coll, doc_id=None, doc=None, desc=None, to=None):
         self.op = op
@@ -113,6 +113,7 @@ class Entry:
         self.desc = desc
         self.to = to
         self.txn = None  # (txnNumber, lsid) of a transaction's event
+        self.pre = self.post = None  # pre- and post-images (changeStreamPreAndPostImages)
         self.key = self.ts = self.wall = None
 
     def stamp(self, ts, wall, op_index=0):

@@ -62,6 +62,7 @@ class StreamCursor:
         self.db = db  # None: the whole cluster
         self.coll = coll  # None: a database or cluster stream
         self.full_document = spec.get("fullDocument", "default")
+        self.before_change = spec.get("fullDocumentBeforeChange", "off")
         self.stages = stages
         self.position = position  # key of the last entry scanned (or the start position)
         self.pbrt = start_token
@@ -74,9 +75,14 @@ class StreamCursor:
 
 # --- recording (called by context.py for every change) -------------------------------------------------
 
-def doc_entry(op, coll, doc_id, doc=None, desc=None):
-    """An entry for a change to one document (`doc`: the new document of an insert or replace)."""
-    return Entry(op, coll.db, coll.name, doc_id, doc, desc)
+def doc_entry(op, coll, doc_id, doc=None, desc=None, pre=None, post=None):
+    """An entry for a change to one document (`doc`: the new document of an insert or replace); with the
+    collection's changeStreamPreAndPostImages enabled, the document before (`pre`) and, for an update,
+    after (`post`) the change, as mongod then records them."""
+    entry = Entry(op, coll.db, coll.name, doc_id, doc, desc)
+    if (coll.options.get("changeStreamPreAndPostImages") or {}).get("enabled"):
+        entry.pre, entry.post = pre, post
+    return entry
 
 
 def update_entry(coll, old, new, replacement):
@@ -84,11 +90,11 @@ def update_entry(coll, old, new, replacement):
     documents as updateDescription (mongod derives it from the update's oplog delta; the client sees the
     same fields, see README)."""
     if replacement:
-        return doc_entry("replace", coll, new["_id"], doc=new)
+        return doc_entry("replace", coll, new["_id"], doc=new, pre=old)
     updated, removed, truncated = {}, [], []
     _diff(old, new, "", updated, removed, truncated)
     return doc_entry("update", coll, new["_id"], desc={
-        "updatedFields": updated, "removedFields": removed, "truncatedArrays": truncated})
+        "updatedFields": updated, "removedFields": removed, "truncatedArrays": truncated}, pre=old, post=new)
 
 
 def _diff(old, new, prefix, updated, removed, truncated):
@@ -166,8 +172,9 @@ def _parse_spec(ctx, spec):
     mode = spec.get("fullDocument", "default")
     if mode not in ("default", "updateLookup", "whenAvailable", "required"):
         raise MongoError(2, "'%s' is not a valid value for $changeStream.fullDocument" % (mode,))
-    if mode in ("whenAvailable", "required") or spec.get("fullDocumentBeforeChange", "off") != "off":
-        raise MongoError(115, "post- and pre-images of change streams are not supported by the test server")
+    before = spec.get("fullDocumentBeforeChange", "off")
+    if before not in ("off", "whenAvailable", "required"):
+        raise MongoError(2, "'%s' is not a valid value for $changeStream.fullDocumentBeforeChange" % (before,))
 
 
 def _check_namespace(ctx, cluster):
@@ -297,12 +304,25 @@ def _event(server, cursor, entry):
         doc["fullDocument"] = entry.doc
     elif entry.op == "update" and cursor.full_document == "updateLookup":
         doc["fullDocument"] = _lookup(server, entry)
+    elif entry.op == "update" and cursor.full_document != "default":
+        doc["fullDocument"] = _image(entry, entry.post, cursor.full_document, "post")
     doc["ns"] = {"db": entry.db, "coll": entry.coll} if entry.coll is not None else {"db": entry.db}
     if entry.op in DOC_OPS:
         doc["documentKey"] = {"_id": entry.doc_id}
     if entry.desc is not None:
         doc["updateDescription"] = entry.desc
+    if cursor.before_change != "off" and entry.op in ("update", "replace", "delete"):
+        doc["fullDocumentBeforeChange"] = _image(entry, entry.pre, cursor.before_change, "pre")
     return doc
+
+
+def _image(entry, image, mode, kind):
+    """A recorded pre- or post-image (whenAvailable: null without one; required: NoMatchingDocument, 47)."""
+    if image is None and mode == "required":
+        raise MongoError(47, "Change stream was configured to require a %s-image for all update, delete and "
+                         "replace events, but the %s-image was not found for event: %s"
+                         % (kind, kind, token(entry.key, entry.identity())))
+    return image
 
 
 def _lookup(server, entry):

@@ -145,6 +145,32 @@ def cmd_drop(ctx):
     return {"nIndexesWas": len(coll.indexes), "ns": coll.ns, "ok": 1.0}
 
 
+def cmd_coll_mod(ctx):
+    """collMod: only changeStreamPreAndPostImages ({enabled: bool}) is supported here."""
+    name = ctx.cmd.get("collMod")
+    if not isinstance(name, str):
+        raise MongoError(73, "collMod needs a collection name")
+    changes = {k: v for k, v in ctx.cmd.items() if k != "collMod" and not k.startswith("$")
+               and k not in GENERIC_FIELDS}
+    if set(changes) - {"changeStreamPreAndPostImages"}:
+        raise MongoError(115, "collMod of %s is not supported by the test server" % ", ".join(sorted(changes)))
+    images = changes.get("changeStreamPreAndPostImages")
+    if images is not None and (not isinstance(images, dict) or set(images) != {"enabled"}
+                               or not isinstance(images["enabled"], bool)):
+        raise MongoError(40414, "changeStreamPreAndPostImages must be {enabled: <bool>}")
+    _wait_for_transaction_locks(ctx, [name])
+    coll = ctx.coll(name)
+    if coll is None:
+        raise MongoError(26, "ns does not exist")
+    options = dict(coll.options)
+    if images is not None:
+        options["changeStreamPreAndPostImages"] = {"enabled": images["enabled"]}
+        if not images["enabled"]:
+            del options["changeStreamPreAndPostImages"]
+    ctx.set_options(coll, options)
+    return {"ok": 1.0}
+
+
 def cmd_rename_collection(ctx):
     """renameCollection (on admin) within a database; across databases is not supported here."""
     if ctx.db != "admin":
@@ -488,6 +514,7 @@ COMMANDS = {
     "drop": cmd_drop,
     "dropDatabase": cmd_drop_database,
     "renameCollection": cmd_rename_collection,
+    "collMod": cmd_coll_mod,
     "listCollections": cmd_list_collections,
     "createIndexes": cmd_create_indexes,
     "listIndexes": cmd_list_indexes,

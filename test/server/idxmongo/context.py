@@ -194,6 +194,11 @@ class Context:
         self.record_change(journal.drop_op, coll)
         self.record_event(changestream.drop_entry(coll.db, coll.name))
 
+    def set_options(self, coll, options):
+        """Change a collection's options (collMod)."""
+        coll.options = options
+        self.record_change(journal.options_op, coll)
+
     def rename_coll(self, coll, to_name, target):
         """Rename a collection within its database, dropping `target` (the collection of that name) first;
         change streams see a rename (renameCollection with dropTarget)."""
@@ -287,7 +292,7 @@ class Context:
         if self.unit is not None:
             self.unit.record(coll, idk, old, record_id)
         self.record_change(journal.delete_op, coll, [old["_id"]])
-        self.record_event(changestream.doc_entry("delete", coll, old["_id"]))
+        self.record_event(changestream.doc_entry("delete", coll, old["_id"], pre=old))
         self.server.counters["deleted"] += 1
 
 

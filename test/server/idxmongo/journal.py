@@ -97,6 +97,11 @@ def session_op(session_key, number, stmts):
             "txnNumber": Int64(number), "stmts": [[stmt_id, outcome] for stmt_id, outcome in stmts]}
 
 
+def options_op(coll):
+    """A collection's options were changed (collMod)."""
+    return {"op": "options", "db": coll.db, "coll": coll.name, "options": coll.options}
+
+
 def rename_op(db, old, new):
     """A collection was renamed (within its database)."""
     return {"op": "rename", "db": db, "coll": old, "to": new}
@@ -186,6 +191,11 @@ def _replay_drop(store, op):
     store.drop(op["db"], op["coll"])
 
 
+def _replay_options(store, op):
+    """Set a collection's options."""
+    _existing(store, op).options = dict(op["options"])
+
+
 def _replay_rename(store, op):
     """Rename a collection."""
     coll = store.drop(op["db"], op["coll"])
@@ -208,6 +218,7 @@ REPLAY = {
     "drop": _replay_drop,
     "dropDatabase": _replay_drop_database,
     "rename": _replay_rename,
+    "options": _replay_options,
 }
 
 
