@@ -2921,8 +2921,9 @@ def test_change_stream_idle_postbatchresumetoken_advances(env):
 
 @test()
 def test_change_stream_get_more_session_and_labels(env):
-    """getMore from another session than the aggregate's fails (50738; without one 50737); resumable
-    errors on a stream's getMore carry ResumableChangeStreamError."""
+    """getMore from another session than the aggregate's fails (50738); resumable errors of a stream's
+    aggregate carry ResumableChangeStreamError, those failCommand injects into its getMore do not (mongod
+    knows the getMore's cursor only after the failpoint; see failGetMoreAfterCursorCheckout)."""
     db = env.client.t
     fresh(env, "cs_lsid")
     with env.client.start_session() as s1, env.client.start_session() as s2:
@@ -2936,10 +2937,17 @@ def test_change_stream_get_more_session_and_labels(env):
             exc = expect_error(6, db.command, "getMore", cursor["id"], collection="cs_lsid", session=s1)
         finally:
             fail_point(env, "off")
-        check(exc.details.get("errorLabels") == ["ResumableChangeStreamError"], exc.details)
-        fail_point(env, {"times": 1}, failCommands=["getMore"], errorCode=72)
+        check(not exc.details.get("errorLabels"), "failCommand fires before the cursor is known: %s"
+              % exc.details)
+        fail_point(env, {"times": 1}, failCommands=["aggregate"], errorCode=6)
         try:
-            exc = expect_error(72, db.command, "getMore", cursor["id"], collection="cs_lsid", session=s1)
+            exc = expect_error(6, db.command, "aggregate", "cs_lsid", pipeline=[{"$changeStream": {}}], cursor={})
+        finally:
+            fail_point(env, "off")
+        check(exc.details.get("errorLabels") == ["ResumableChangeStreamError"], exc.details)
+        fail_point(env, {"times": 1}, failCommands=["aggregate"], errorCode=72)
+        try:
+            exc = expect_error(72, db.command, "aggregate", "cs_lsid", pipeline=[{"$changeStream": {}}], cursor={})
         finally:
             fail_point(env, "off")
         check(not exc.details.get("errorLabels"), exc.details)

@@ -464,19 +464,14 @@ def _wait_and_collect(server, cursor, batch_size, deadline):
                 log.cond.wait(remaining)
 
 
-def add_labels(server, name, cmd, reply):
-    """ResumableChangeStreamError on a change stream's aggregate or getMore error whose code mongod deems
-    resumable (error_labels.cpp, isResumableChangeStreamError)."""
+def add_labels(name, cmd, reply):
+    """ResumableChangeStreamError on a change stream's aggregate error whose code mongod deems resumable
+    (error_labels.cpp, isResumableChangeStreamError, which parses the aggregate's pipeline). A getMore is
+    known to be a change stream's only once it checked out its cursor (the originating command in CurOp),
+    so a failCommand error on getMore has no label, and failGetMoreAfterCursorCheckout's has
+    (cmd_crud._fail_after_checkout)."""
     code = reply.get("code")
     if reply.get("ok") == 1.0 or code not in RESUMABLE_CODES or reply.get("errorLabels"):
         return
-    if name == "aggregate":
-        stream = is_change_stream(cmd)
-    elif name == "getMore":
-        cursor_id = cmd.get("getMore")
-        stream = isinstance(cursor_id, int) and getattr(server.cursors.cursors.get(int(cursor_id)),
-                                                        "is_stream", False)
-    else:
-        stream = False
-    if stream:
+    if name == "aggregate" and is_change_stream(cmd):
         reply["errorLabels"] = ["ResumableChangeStreamError"]

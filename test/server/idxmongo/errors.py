@@ -33,6 +33,10 @@ CODE_NAMES = {
     251: "NoSuchTransaction",
     256: "TransactionCommitted",
     263: "OperationNotSupportedInTransaction",
+    47: "NoMatchingDocument",
+    260: "InvalidResumeToken",
+    280: "ChangeStreamFatalError",
+    286: "ChangeStreamHistoryLost",
     11000: "DuplicateKey",
     50768: "NotARetryableWriteCommand",
 }

@@ -199,7 +199,7 @@ class Server:
             reply = self._labelled(exc, name, cmd).to_reply()
             if not exc.fixed_labels:
                 add_error_labels(name, cmd, reply)
-                changestream.add_labels(self, name, cmd, reply)
+                changestream.add_labels(name, cmd, reply)
         self.clock.stamp(reply, conn.op_time)
         if reply.get("ok") != 1.0:
             error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
