@@ -2889,11 +2889,17 @@ def test_change_stream_history_lost_286(env):
         recent = drain(stream, 1)[0]["_id"]
     with coll.watch(resume_after=recent, max_await_time_ms=100) as stream:
         check(stream.try_next() is None, "a recent token still resumes")
+    client.t.r1.insert_one({"_id": 1})
+    client.t.command("collMod", "r1", changeStreamPreAndPostImages={"enabled": True})
+    client.admin.command("renameCollection", "t.r1", to="t.r2")
     client.close()
     server.kill()
     server = env.restart(server, "cs286b")
     client = env.new_client(server.uri())
     check(client.t.h.count_documents({}) == 41, "the data survived")
+    infos = {c["name"]: c for c in client.t.list_collections()}
+    check("r1" not in infos and infos["r2"]["options"] == {"changeStreamPreAndPostImages": {"enabled": True}}
+          and client.t.r2.find_one() == {"_id": 1}, "renameCollection and collMod are journaled: %s" % infos)
     expect_error(286, lambda: client.t.h.watch(resume_after=recent))
     client.close()
     env.servers.remove(server)
