@@ -158,7 +158,7 @@ def noop_entry():
 
 # --- opening --------------------------------------------------------------------------------------------
 
-def _parse_spec(ctx, spec):
+def _parse_spec(spec):
     """Validate the $changeStream stage's options (an IDL struct on mongod: unknown fields are refused)."""
     if not isinstance(spec, dict):
         raise MongoError(50808, "$changeStream stage expects a document as argument")
@@ -238,7 +238,7 @@ def open_stream(ctx):
     cmd = ctx.cmd
     pipeline = cmd["pipeline"]
     spec = pipeline[0]["$changeStream"]
-    _parse_spec(ctx, spec)
+    _parse_spec(spec)
     cluster = bool(spec.get("allChangesForCluster"))
     _check_namespace(ctx, cluster)
     stages = pipeline[1:]
@@ -253,6 +253,9 @@ def open_stream(ctx):
     cursor = StreamCursor(ns, None if cluster else ctx.db, name if isinstance(name, str) else None, spec,
                           stages, position, start_token, session)
     batch_size = (cmd.get("cursor") or {}).get("batchSize")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, float))
+                                   or batch_size < 0):
+        raise MongoError(2, "BatchSize value must be non-negative, but received: %s" % (batch_size,))
     batch = _collect(ctx.server, cursor, DEFAULT_FIRST_BATCH if batch_size is None else int(batch_size))
     if not cursor.invalidated:
         registry = ctx.server.cursors
