@@ -895,6 +895,27 @@ SELF_CHECKS = [
     ("a wrong outcome", lambda t: t["outcome"][0]["documents"].append({"_id": 99})),
     ("an error that does not happen", lambda t: t["operations"][1].update(expectError={"isError": True})),
 ]
+TXN_SELF_CHECK = ("transactions/legacy/delete.json", "delete", SELF_CHECKS)
+
+
+def _swap_changes(test):
+    ops = test["operations"]
+    ops[5], ops[6] = ops[6], ops[5]
+
+
+# The same for change streams (with --change-streams): a passing test of each kind mutated.
+CHANGE_STREAM_SELF_CHECKS = [
+    ("change_streams/unified/change-streams.json", "Test insert, update, replace, and delete event types", [
+        ("a wrong change", lambda t: t["operations"][6]["expectResult"]["updateDescription"]
+         .update(updatedFields={"x": 3})),
+        ("changes in the wrong order", _swap_changes),
+        ("a wrong $changeStream stage", lambda t: t["expectEvents"][0]["events"][0]["commandStartedEvent"]
+         ["command"]["pipeline"][0]["$changeStream"].update(fullDocument="updateLookup")),
+    ]),
+    ("change_streams/unified/change-streams-resume-allowlist.json", "change stream resumes after a network error", [
+        ("a resume that does not happen", lambda t: t["operations"].pop(0)),
+    ]),
+]
 
 
 # The unified format's matching rules on small cases: (expected, actual, whether they match).
@@ -924,16 +945,18 @@ def self_check(runner, opts):
         except MatchError:
             if matches:
                 wrong.append("a match of %r and %r" % (expected, actual))
-    doc = load_file(os.path.join(opts.dir, "transactions/legacy/delete.json"))
-    base = next(t for t in doc["tests"] if t["description"] == "delete")
-    for name, mutate in SELF_CHECKS:
-        test = copy.deepcopy(base)
-        mutate(test)
-        try:
-            runner.run_test(doc, test)
-            wrong.append("a test with %s" % name)
-        except MatchError:
-            pass
+    checks = [TXN_SELF_CHECK] + (CHANGE_STREAM_SELF_CHECKS if opts.change_streams else [])
+    for path, description, mutations in checks:
+        doc = load_file(os.path.join(opts.dir, path))
+        base = next(t for t in doc["tests"] if t["description"] == description)
+        for name, mutate in mutations:
+            test = copy.deepcopy(base)
+            mutate(test)
+            try:
+                runner.run_test(doc, test)
+                wrong.append("a test with %s" % name)
+            except MatchError:
+                pass
     return wrong
 
 
