@@ -912,7 +912,8 @@ CHANGE_STREAM_SELF_CHECKS = [
         ("a wrong $changeStream stage", lambda t: t["expectEvents"][0]["events"][0]["commandStartedEvent"]
          ["command"]["pipeline"][0]["$changeStream"].update(fullDocument="updateLookup")),
     ]),
-    ("change_streams/unified/change-streams-resume-allowlist.json", "change stream resumes after a network error", [
+    ("change_streams/unified/change-streams-resume-allowlist.json",
+     "change stream resumes after a network error", [
         ("a resume that does not happen", lambda t: t["operations"].pop(0)),
     ]),
 ]
@@ -1012,8 +1013,9 @@ def main():
     parser.add_argument("--uri", help="run against this server instead of a fresh test server")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds for the whole run")
     parser.add_argument("-v", "--verbose", action="store_true")
-    parser.add_argument("--change-streams", action="store_true", default=CHANGE_STREAMS_DEFAULT,
-                        help="run the change-streams tests too")
+    parser.add_argument("--change-streams", action=argparse.BooleanOptionalAction,
+                        default=CHANGE_STREAMS_DEFAULT, help="run the change-streams tests (default: %s)"
+                        % ("yes" if CHANGE_STREAMS_DEFAULT else "no"))
     parser.add_argument("select", nargs="*")
     opts = parser.parse_args()
 
