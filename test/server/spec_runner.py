@@ -359,8 +359,9 @@ class Runner:
         """Whether collMod accepts changeStreamPreAndPostImages (probed once on a scratch collection)."""
         if "pre-images" not in self.probed:
             db = self.internal.get_database("spec_runner_probe")
+            self.internal.drop_database(db.name)
             try:
-                db.create_collection("probe")
+                db.command({"create": "probe"})
                 db.command({"collMod": "probe", "changeStreamPreAndPostImages": {"enabled": True}})
                 self.probed["pre-images"] = True
             except OperationFailure:
