@@ -3,7 +3,7 @@
 the test server.
 
 Run: /usr/bin/python3 test/server/spec_runner.py [--dir DIR] [--uri URI] [--timeout S] [-v]
-     [--change-streams] [SUBSTRING...]
+     [--no-change-streams] [SUBSTRING...]
 
 The test files (JSON) come from test/server/get_spec_tests (Debian's source of mongo-c-driver 1.23.1; see
 test/server/README.md, "Specification tests"): transactions (legacy and unified format), the convenient
@@ -55,9 +55,9 @@ FILES = ["transactions/legacy/*.json", "transactions/unified/*.json", "with_tran
          "change_streams/unified/*.json", "unified/poc-change-streams.json"]
 SPEC_STAMP = "mongo-c-driver-1.23.1-2.stamp"  # written by get_spec_tests: its version and revision
 CHANGE_STREAM_FILES = ("change_streams/", "unified/poc-change-streams.json")
-# The change-streams files run only with --change-streams while the test server's change streams are new.
-CHANGE_STREAMS_DEFAULT = False
-CHANGE_STREAMS_OFF = "change streams: run them with --change-streams"
+# The change-streams files run unless --no-change-streams is given (for a server without change streams).
+CHANGE_STREAMS_DEFAULT = True
+CHANGE_STREAMS_OFF = "change streams: not run (--no-change-streams)"
 # How long iterateUntilDocumentOrError waits for a change (each getMore waits up to the server's 1 s).
 ITERATE_LIMIT = 10.0
 SENSITIVE = {"authenticate", "saslstart", "saslcontinue", "getnonce", "createuser", "updateuser",
@@ -910,7 +910,7 @@ def _swap_changes(test):
     ops[5], ops[6] = ops[6], ops[5]
 
 
-# The same for change streams (with --change-streams): a passing test of each kind mutated.
+# The same for change streams (unless --no-change-streams): a passing test of each kind mutated.
 CHANGE_STREAM_SELF_CHECKS = [
     ("change_streams/unified/change-streams.json", "Test insert, update, replace, and delete event types", [
         ("a wrong change", lambda t: t["operations"][6]["expectResult"]["updateDescription"]
