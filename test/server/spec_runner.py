@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""MongoDB's driver specification tests for transactions and retryable writes, run against the test server.
+"""MongoDB's driver specification tests for transactions, retryable writes and change streams, run against
+the test server.
 
-Run: /usr/bin/python3 test/server/spec_runner.py [--dir DIR] [--uri URI] [--timeout S] [-v] [SUBSTRING...]
+Run: /usr/bin/python3 test/server/spec_runner.py [--dir DIR] [--uri URI] [--timeout S] [-v]
+     [--no-change-streams] [SUBSTRING...]
 
 The test files (JSON) come from test/server/get_spec_tests (Debian's source of mongo-c-driver 1.23.1; see
 test/server/README.md, "Specification tests"): transactions (legacy and unified format), the convenient
-transactions API (with_transaction), retryable writes, and the unified format's proof-of-concept files
-for both. Legacy files are converted to the unified format (spec_match.py) and everything runs through
-one interpreter of the unified test format, up to schema version 1.4, with pymongo as the driver.
+transactions API (with_transaction), retryable writes, change streams (unified format), and the unified
+format's proof-of-concept files for these. Legacy files are converted to the unified format (spec_match.py)
+and everything runs through one interpreter of the unified test format, up to schema version 1.7 (what
+these files use of it), with pymongo as the driver.
 Without --uri a fresh test server is started on a free port. SUBSTRING selects tests whose
 "file: description" contains it. Prints one line per test, the skips grouped by reason, and ends with
 `spec: N passed, M failed, K skipped`; exits non-zero on any failure.
@@ -17,6 +20,7 @@ import argparse
 import copy
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +35,7 @@ from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions
 from bson.int64 import Int64
 from pymongo import client_session, common, monitoring
+from pymongo.change_stream import ChangeStream, ClusterChangeStream, CollectionChangeStream, DatabaseChangeStream
 from pymongo.client_session import TransactionOptions
 from pymongo.errors import BulkWriteError, OperationFailure, PyMongoError
 from pymongo.operations import DeleteMany, DeleteOne, InsertOne, ReplaceOne, UpdateMany, UpdateOne
@@ -43,10 +48,18 @@ from spec_match import MatchError, from_legacy, match, match_root_documents
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_SCRIPT = os.path.join(HERE, "mongo_test_server.py")
 DEFAULT_DIR = os.path.join(HERE, "spec-tests")
-SCHEMA_MAX = (1, 4)
+SCHEMA_MAX = (1, 7)
 CODEC = CodecOptions(document_class=dict, uuid_representation=UuidRepresentation.UNSPECIFIED)
 FILES = ["transactions/legacy/*.json", "transactions/unified/*.json", "with_transaction/*.json",
-         "retryable_writes/*.json", "unified/poc-transactions*.json", "unified/poc-retryable-writes.json"]
+         "retryable_writes/*.json", "unified/poc-transactions*.json", "unified/poc-retryable-writes.json",
+         "change_streams/unified/*.json", "unified/poc-change-streams.json"]
+SPEC_STAMP = "mongo-c-driver-1.23.1-2.stamp"  # written by get_spec_tests: its version and revision
+CHANGE_STREAM_FILES = ("change_streams/", "unified/poc-change-streams.json")
+# The change-streams files run unless --no-change-streams is given (for a server without change streams).
+CHANGE_STREAMS_DEFAULT = True
+CHANGE_STREAMS_OFF = "change streams: not run (--no-change-streams)"
+# How long iterateUntilDocumentOrError waits for a change (each getMore waits up to the server's 1 s).
+ITERATE_LIMIT = 10.0
 SENSITIVE = {"authenticate", "saslstart", "saslcontinue", "getnonce", "createuser", "updateuser",
              "copydbgetnonce", "copydbsaslstart", "copydb", "hello", "ismaster"}
 ITERABLE_RESULTS = {"find", "aggregate"}  # results whose documents are matched as root-level ones
@@ -80,6 +93,15 @@ KNOWN_DIFFERENCES = {
     "unified/poc-retryable-writes.json: InsertOne fails after multiple retryable writeConcernErrors":
         "driver limitation: pymongo 3.11 does not copy a reply's errorLabels into a WriteConcernError, so it "
         "neither retries nor reports the RetryableWriteError label the server sends (seen with a command listener)",
+    "change_streams/unified/change-streams.json: Test that comment is set on getMore":
+        "driver limitation: pymongo 3.11 sends a change stream's comment on the aggregate only, not on its "
+        "getMores (pymongo/message.py _gen_get_more_command has no comment)",
+    "change_streams/unified/change-streams.json: Test array truncation":
+        "documented difference: pipeline updates are a gap of mongomock's update operators (code 115), and "
+        "this test truncates the array with one",
+    "change_streams/unified/change-streams.json: Test new structure in ns document MUST NOT err":
+        "documented difference: aggregation stages are mongomock's, and its $project makes a computed dotted "
+        "path ('ns.viewOn') a field with a dot in its name instead of a subdocument",
     "transactions/legacy/isolation.json: two transactions":
         "documented difference: transactions are serialized (a second one waits for the first, then gets "
         "WriteConflict) and read the latest committed data, not a snapshot",
@@ -153,7 +175,7 @@ class Entities:
     def _create_client(self, kind, body):
         """A pymongo client with uriOptions, monitoring the commands named by observeEvents."""
         opts = dict(body.get("uriOptions") or {})
-        for key in ("serverApi", "storeEventsAsEntities", "observeLogMessages"):
+        for key in ("serverApi", "storeEventsAsEntities", "observeLogMessages", "observeSensitiveCommands"):
             if key in body:
                 raise Skip("client option %s is not supported by this runner" % key)
         listener = Listener(body.get("ignoreCommandMonitoringEvents") or ())
@@ -193,7 +215,13 @@ class Entities:
         self.lsids[body["id"]] = session.session_id
 
     def close(self):
-        """End sessions and close clients."""
+        """Close change streams, end sessions and close clients."""
+        for value in self.map.values():
+            if isinstance(value, ChangeStream):
+                try:
+                    value.close()
+                except PyMongoError:
+                    pass
         for value in self.map.values():
             if isinstance(value, pymongo.client_session.ClientSession):
                 value.end_session()
@@ -298,6 +326,7 @@ class Runner:
         self.failpoints = []
         self.version, self.topology = self.describe_server()
         self.server_wce = self.probe_write_concern_error()
+        self.probed = {}  # lazily probed server features: failpoints, pre-images
 
     def probe_write_concern_error(self):
         """Whether the server's failCommand injects `writeConcernError`: without it, a test that expects a
@@ -314,6 +343,42 @@ class Runner:
         finally:
             self.internal.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
             self.internal.drop_database("spec_runner_probe")
+
+    def has_failpoint(self, name):
+        """Whether configureFailPoint knows the failpoint `name` (probed once, by turning it off)."""
+        key = "failpoint " + name
+        if key not in self.probed:
+            try:
+                self.internal.admin.command({"configureFailPoint": name, "mode": "off"})
+                self.probed[key] = True
+            except OperationFailure:
+                self.probed[key] = False
+        return self.probed[key]
+
+    def has_pre_images(self):
+        """Whether collMod accepts changeStreamPreAndPostImages (probed once on a scratch collection)."""
+        if "pre-images" not in self.probed:
+            db = self.internal.get_database("spec_runner_probe")
+            self.internal.drop_database(db.name)
+            try:
+                db.command({"create": "probe"})
+                db.command({"collMod": "probe", "changeStreamPreAndPostImages": {"enabled": True}})
+                self.probed["pre-images"] = True
+            except OperationFailure:
+                self.probed["pre-images"] = False
+            finally:
+                self.internal.drop_database("spec_runner_probe")
+        return self.probed["pre-images"]
+
+    def feature_reason(self, test):
+        """Why a test cannot run on this server (a failpoint or pre-images it lacks, probed), or None."""
+        for name in sorted(set(re.findall(r'"configureFailPoint": "([^"]+)"', json_util.dumps(test)))):
+            if name != "failCommand" and not self.has_failpoint(name):
+                return "needs mongod's failpoint %s, which this server does not have (probed)" % name
+        if _uses(test, '"changeStreamPreAndPostImages"') and not self.has_pre_images():
+            return ("needs change-stream pre- and post-images (collMod changeStreamPreAndPostImages, "
+                    "fullDocumentBeforeChange), which this server does not emulate (probed)")
+        return None
 
     # -- requirements ---------------------------------------------------------------------------------
     def describe_server(self):
@@ -403,7 +468,7 @@ class Runner:
             raise Skip("needs failCommand's writeConcernError, which this server does not inject (probed at start)")
         if "skipReason" in test:
             raise Skip("the test file says: " + test["skipReason"])
-        reason = self.requirement_reason(test.get("runOnRequirements"))
+        reason = self.requirement_reason(test.get("runOnRequirements")) or self.feature_reason(test)
         if reason:
             raise Skip(reason)
         self.kill_all_sessions()
@@ -473,6 +538,10 @@ class Runner:
                 target = target.client.get_database(target.name, codec_options=CODEC,
                                                     **rw_options(op["databaseOptions"]))
             return database_op(target, name, args)
+        if isinstance(target, pymongo.MongoClient) and name == "createChangeStream":
+            return create_change_stream(target, args)
+        if isinstance(target, ChangeStream):
+            return change_stream_op(target, name, args)
         raise Skip("operation %s on %s is not supported by this runner" % (name, type(target).__name__))
 
     def _no_op(self, entities, name, args):
@@ -685,6 +754,12 @@ def collection_op(coll, name, args):
         return coll.distinct(args["fieldName"], args.get("filter"), session=session)
     if name == "createIndex":
         return coll.create_index(list(args["keys"].items()), name=args.get("name"), session=session)
+    if name == "createChangeStream":
+        return create_change_stream(coll, args)
+    if name == "rename":
+        kw = {"dropTarget": args["dropTarget"]} if "dropTarget" in args else {}
+        coll.rename(args["to"], session=session, **kw)
+        return None
     raise Skip("collection operation %s is not supported by this runner" % name)
 
 
@@ -715,7 +790,76 @@ def database_op(db, name, args):
         return None
     if name == "listCollectionNames":
         return db.list_collection_names(session=session)
+    if name == "createChangeStream":
+        return create_change_stream(db, args)
     raise Skip("database operation %s is not supported by this runner" % name)
+
+
+# -- change streams ---------------------------------------------------------------------------------------
+class _StreamOptions:
+    """Options of createChangeStream that pymongo 3.11's watch() does not take, added where the change-streams
+    specification puts them: `comment` on the aggregate command, fullDocumentBeforeChange and
+    showExpandedEvents in the $changeStream stage (also when the stream resumes)."""
+    stage_extra = {}
+    command_extra = {}
+
+    def _change_stream_options(self):
+        options = super()._change_stream_options()
+        options.update(self.stage_extra)
+        return options
+
+    def _command_options(self):
+        options = super()._command_options()
+        options.update(self.command_extra)
+        return options
+
+
+WATCH_ARGS = {"fullDocument": "full_document", "resumeAfter": "resume_after", "startAfter": "start_after",
+              "startAtOperationTime": "start_at_operation_time", "maxAwaitTimeMS": "max_await_time_ms",
+              "batchSize": "batch_size", "collation": "collation"}
+
+
+def create_change_stream(target, args):
+    """createChangeStream on a client, database or collection: pymongo's change stream of that kind."""
+    kw = {name: None for name in WATCH_ARGS.values()}
+    kw["session"] = args.pop("session", None)
+    kw["pipeline"] = args.pop("pipeline", None) or []
+    stage = {k: args.pop(k) for k in ("fullDocumentBeforeChange", "showExpandedEvents") if k in args}
+    command = {k: args.pop(k) for k in ("comment",) if k in args}
+    for key in list(args):
+        if key not in WATCH_ARGS:
+            raise Skip("createChangeStream argument %s is not supported by this runner" % key)
+        kw[WATCH_ARGS[key]] = args.pop(key)
+    if isinstance(target, pymongo.MongoClient):
+        base, target = ClusterChangeStream, target.admin
+    elif isinstance(target, pymongo.database.Database):
+        base = DatabaseChangeStream
+    else:
+        base = CollectionChangeStream
+    cls = type("Spec" + base.__name__, (_StreamOptions, base), {"stage_extra": stage, "command_extra": command})
+    return cls(target, kw["pipeline"], kw["full_document"], kw["resume_after"], kw["max_await_time_ms"],
+               kw["batch_size"], kw["collation"], kw["start_at_operation_time"], kw["session"], kw["start_after"])
+
+
+def change_stream_op(stream, name, args):
+    """iterateUntilDocumentOrError (a getMore at a time, up to ITERATE_LIMIT s), iterateOnce (at most one
+    getMore; no change is a null result), close."""
+    if name == "iterateUntilDocumentOrError":
+        limit = time.time() + ITERATE_LIMIT
+        while True:
+            change = stream.try_next()
+            if change is not None:
+                return change
+            if not stream.alive:
+                raise MatchError("the change stream was closed before a change arrived")
+            if time.time() > limit:
+                raise MatchError("no change arrived within %d s" % ITERATE_LIMIT)
+    if name == "iterateOnce":
+        return stream.try_next()
+    if name == "close":
+        stream.close()
+        return None
+    raise Skip("change stream operation %s is not supported by this runner" % name)
 
 
 # -- files, server, main -------------------------------------------------------------------------------
@@ -758,6 +902,28 @@ SELF_CHECKS = [
     ("a wrong outcome", lambda t: t["outcome"][0]["documents"].append({"_id": 99})),
     ("an error that does not happen", lambda t: t["operations"][1].update(expectError={"isError": True})),
 ]
+TXN_SELF_CHECK = ("transactions/legacy/delete.json", "delete", SELF_CHECKS)
+
+
+def _swap_changes(test):
+    ops = test["operations"]
+    ops[5], ops[6] = ops[6], ops[5]
+
+
+# The same for change streams (unless --no-change-streams): a passing test of each kind mutated.
+CHANGE_STREAM_SELF_CHECKS = [
+    ("change_streams/unified/change-streams.json", "Test insert, update, replace, and delete event types", [
+        ("a wrong change", lambda t: t["operations"][6]["expectResult"]["updateDescription"]
+         .update(updatedFields={"x": 3})),
+        ("changes in the wrong order", _swap_changes),
+        ("a wrong $changeStream stage", lambda t: t["expectEvents"][0]["events"][0]["commandStartedEvent"]
+         ["command"]["pipeline"][0]["$changeStream"].update(fullDocument="updateLookup")),
+    ]),
+    ("change_streams/unified/change-streams-resume-allowlist.json",
+     "change stream resumes after a network error", [
+        ("a resume that does not happen", lambda t: t["operations"].pop(0)),
+    ]),
+]
 
 
 # The unified format's matching rules on small cases: (expected, actual, whether they match).
@@ -770,6 +936,9 @@ MATCH_CASES = [
     ({"a": {"$$type": ["int", "long"]}}, {"a": 1.5}, False),
     ([{"_id": 1}], [{"_id": 1}, {"_id": 2}], False),
     ({"s": "x"}, {"s": 1}, False),
+    ({"a": {"$$unsetOrMatches": {"$$exists": True}}}, {}, True),   # change streams' resumeAfter
+    ({"a": {"$$unsetOrMatches": {"$$exists": True}}}, {"a": {"_data": "82"}}, True),
+    ({"c": {"$$type": ["int", "long"]}}, {"c": Int64(5)}, True),
 ]
 
 
@@ -784,16 +953,18 @@ def self_check(runner, opts):
         except MatchError:
             if matches:
                 wrong.append("a match of %r and %r" % (expected, actual))
-    doc = load_file(os.path.join(opts.dir, "transactions/legacy/delete.json"))
-    base = next(t for t in doc["tests"] if t["description"] == "delete")
-    for name, mutate in SELF_CHECKS:
-        test = copy.deepcopy(base)
-        mutate(test)
-        try:
-            runner.run_test(doc, test)
-            wrong.append("a test with %s" % name)
-        except MatchError:
-            pass
+    checks = [TXN_SELF_CHECK] + (CHANGE_STREAM_SELF_CHECKS if opts.change_streams else [])
+    for path, description, mutations in checks:
+        doc = load_file(os.path.join(opts.dir, path))
+        base = next(t for t in doc["tests"] if t["description"] == description)
+        for name, mutate in mutations:
+            test = copy.deepcopy(base)
+            mutate(test)
+            try:
+                runner.run_test(doc, test)
+                wrong.append("a test with %s" % name)
+            except MatchError:
+                pass
     return wrong
 
 
@@ -816,6 +987,8 @@ def run_files(opts, uri, out):
             skips.setdefault(str(why), []).append(rel)
             continue
         file_reason = runner.requirement_reason(doc.get("runOnRequirements"))
+        if not opts.change_streams and rel.startswith(CHANGE_STREAM_FILES):
+            file_reason = CHANGE_STREAMS_OFF
         for test in tests:
             name = "%s: %s" % (rel, test["description"])
             if opts.select and not any(s in name for s in opts.select):
@@ -847,14 +1020,18 @@ def main():
     parser.add_argument("--uri", help="run against this server instead of a fresh test server")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds for the whole run")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--change-streams", action=argparse.BooleanOptionalAction,
+                        default=CHANGE_STREAMS_DEFAULT, help="run the change-streams tests (default: %s)"
+                        % ("yes" if CHANGE_STREAMS_DEFAULT else "no"))
     parser.add_argument("select", nargs="*")
     opts = parser.parse_args()
 
     def out(line):
         print(line)
         sys.stdout.flush()
-    if not os.path.isdir(opts.dir) or not glob.glob(os.path.join(opts.dir, "*.stamp")):
-        out("FAIL no specification tests in %s: run test/server/get_spec_tests" % opts.dir)
+    if not os.path.isfile(os.path.join(opts.dir, SPEC_STAMP)):
+        out("FAIL no specification tests (or an older selection of them) in %s: run test/server/get_spec_tests"
+            % opts.dir)
         out("spec: 0 passed, 1 failed")
         return 1
     started = time.time()
