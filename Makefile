@@ -10,6 +10,7 @@ OBJS = \
 	fdw/handle.o \
 	fdw/index_write.o \
 	fdw/index_verify.o \
+	fdw/index_repair.o \
 	fdw/modify.o \
 	fdw/modify_batch.o \
 	fdw/modify_undo.o \
