@@ -1,0 +1,142 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_state.h
+ *		  Shared memory of the change-stream applier: one slot per applier
+ *		  (database, foreign server, table owner) and one status entry per
+ *		  maintained index table, read by backends that route through it.
+ *
+ * The shared state exists only when idxtable_fdw is in
+ * shared_preload_libraries (idx_sync_enabled()).  Appliers write it;
+ * backends read it and ask an applier to catch up with a cluster time.
+ *
+ * Cluster times are MongoDB Timestamps packed as (seconds << 32) | increment,
+ * which orders them as MongoDB does; 0 means "none".
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_SYNC_STATE_H
+#define IDXTABLE_SYNC_STATE_H
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+
+typedef uint64 IdxClusterTime;
+
+#define IDX_CLUSTER_TIME(t, i)	(((uint64) (t) << 32) | (uint64) (i))
+#define IDX_CLUSTER_TIME_SECONDS(ct)	((uint32) ((ct) >> 32))
+
+/* Limits of the shared state (fixed at server start) */
+#define IDX_SYNC_MAX_APPLIERS	64
+#define IDX_SYNC_MAX_INDEXES	1024
+#define IDX_SYNC_ERROR_LEN		256
+#define IDX_SYNC_UUID_LEN		37	/* definition_id as text, with NUL */
+
+typedef enum IdxApplierState
+{
+	IDX_APPLIER_FREE = 0,		/* slot unused */
+	IDX_APPLIER_STARTING,		/* registered, not yet streaming */
+	IDX_APPLIER_RUNNING,		/* following its streams */
+	IDX_APPLIER_WAITING,		/* failed; restarted after a delay */
+	IDX_APPLIER_STOPPED			/* nothing to maintain; slot to be freed */
+} IdxApplierState;
+
+/*
+ * One applier.  Identity fields are set by whoever claims the slot and
+ * never change while it is in use; the rest is the applier's, under
+ * "mutex" except the atomics.
+ */
+typedef struct IdxApplierSlot
+{
+	slock_t		mutex;
+	IdxApplierState state;
+	Oid			dbid;			/* PostgreSQL database */
+	Oid			serverid;		/* foreign server */
+	Oid			ownerid;		/* owner of the tables (user mapping) */
+	pid_t		pid;			/* 0 when not running */
+	Latch	   *latch;			/* the applier's, to wake it */
+	TimestampTz started_at;
+	TimestampTz last_batch_at;
+	int			restarts;
+	char		last_error[IDX_SYNC_ERROR_LEN];
+
+	/* the highest cluster time a backend waits for (max, never lowered) */
+	pg_atomic_uint64 requested;
+
+	/* broadcast after every applied batch and on every state change */
+	ConditionVariable applied_cv;
+} IdxApplierSlot;
+
+/*
+ * One maintained index table, keyed by (database, definition_id).
+ */
+typedef struct IdxSyncIndexStatus
+{
+	Oid			dbid;
+	char		definition_id[IDX_SYNC_UUID_LEN];
+	int			slotno;			/* its applier's slot */
+	bool		streaming;		/* the applier follows its facts now */
+	IdxClusterTime applied_through; /* every change up to here is in it */
+	TimestampTz applied_at;		/* when applied_through last moved */
+	int64		events_applied;
+	int64		entries_written;
+	int64		conflicts;
+	char		last_error[IDX_SYNC_ERROR_LEN];
+} IdxSyncIndexStatus;
+
+/* Result of waiting for an index to catch up */
+typedef enum IdxSyncWaitResult
+{
+	IDX_SYNC_CAUGHT_UP,			/* applied_through >= the target */
+	IDX_SYNC_TIMED_OUT,			/* the applier runs but did not get there */
+	IDX_SYNC_UNMAINTAINED		/* no applier follows this index */
+} IdxSyncWaitResult;
+
+/* ---- set up (sync_state.c; called from _PG_init when preloading) ---- */
+extern void idx_sync_shmem_install(void);
+
+/* true if the shared state exists (the library is preloaded) */
+extern bool idx_sync_enabled(void);
+
+/* ---- slots ---- */
+extern IdxApplierSlot *idx_sync_slot(int slotno);
+
+/* The slot of (db, server, owner), claimed if none; -1 if all are taken */
+extern int	idx_sync_claim_slot(Oid dbid, Oid serverid, Oid ownerid);
+
+/* Free a slot and forget the status of its indexes */
+extern void idx_sync_release_slot(int slotno);
+
+/* Raise a slot's requested time to "target" and wake its applier */
+extern void idx_sync_request(int slotno, IdxClusterTime target);
+
+/* ---- index status ---- */
+
+/* Create or update an index's entry (applier): copies *status */
+extern void idx_sync_index_report(const IdxSyncIndexStatus *status);
+
+/* Remove an index's entry (dropped, or no longer followed) */
+extern void idx_sync_index_forget(Oid dbid, const char *definition_id);
+
+/* Copy an index's entry into *status; false if there is none */
+extern bool idx_sync_index_lookup(Oid dbid, const char *definition_id,
+								  IdxSyncIndexStatus *status);
+
+/*
+ * Wait until index (dbid, definition_id) has applied_through >= target,
+ * asking its applier to catch up; at most timeout_ms (interruptible).
+ * *waited_ms is set to the time spent.
+ */
+extern IdxSyncWaitResult idx_sync_wait(Oid dbid, const char *definition_id,
+									   IdxClusterTime target, int timeout_ms,
+									   int *waited_ms);
+
+/* Tell the launcher and the database's workers that definitions changed */
+extern void idx_sync_catalog_changed(Oid dbid);
+
+/* Per-database generation of definitions, bumped by the above */
+extern uint64 idx_sync_catalog_generation(Oid dbid);
+
+#endif							/* IDXTABLE_SYNC_STATE_H */
