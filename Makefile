@@ -39,7 +39,10 @@ OBJS = \
 	fdw/trust.o \
 	fdw/mongo_limits.o \
 	fdw/protocol_read.o \
-	fdw/sync/sync_state.o
+	fdw/sync/sync_state.o \
+	fdw/sync/sync_notify.o \
+	fdw/sync/sync_status.o \
+	fdw/sync/launcher.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql

@@ -99,6 +99,7 @@
 #include "mongo_limits.h"
 #include "option.h"
 #include "stream.h"
+#include "sync_state.h"
 #include "xact.h"
 
 /* Timeouts of the client that drops collections after an abort */
@@ -819,6 +820,7 @@ idx_ddl_at_commit(void)
 			drop_after_commit(p);
 	}
 	forget_all_pending();
+	idx_sync_at_commit();
 }
 
 /*
@@ -838,6 +840,7 @@ idx_ddl_at_abort(void)
 			drop_after_abort(p);
 	}
 	forget_all_pending();
+	idx_sync_at_abort();
 }
 
 /*
@@ -1181,6 +1184,20 @@ check_no_remote_transaction(const char *name)
 }
 
 /*
+ * Without the library preloaded no applier runs: say that the new index
+ * table misses the writes made to MongoDB directly.
+ */
+static void
+warn_unmaintained(const char *name)
+{
+	if (!idx_sync_enabled())
+		ereport(WARNING,
+				(errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+						name),
+				 errhint("Add idxtable_fdw to shared_preload_libraries and restart the server.")));
+}
+
+/*
  * idxtable.create_index(tbl, keys, include, is_unique, name) returns the
  * index name.
  */
@@ -1252,6 +1269,8 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 	mark_valid(def->name, &result);
 	CacheInvalidateRelcacheByRelid(relid);	/* replan queries on the table */
 	relation_close(rel, NoLock);
+	warn_unmaintained(def->name);
+	idx_sync_note_change(relid, true);
 
 	PG_RETURN_TEXT_P(cstring_to_text(def->name));
 }
@@ -1302,6 +1321,7 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 						 &dropped);
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(rel, NoLock);
+	idx_sync_note_change(relid, false);
 
 	PG_RETURN_VOID();
 }
