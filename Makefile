@@ -40,7 +40,10 @@ OBJS = \
 	fdw/trust.o \
 	fdw/mongo_limits.o \
 	fdw/protocol_read.o \
-	fdw/sync/sync_state.o
+	fdw/sync/sync_state.o \
+	fdw/sync/change_stream.o \
+	fdw/sync/applier.o \
+	fdw/sync/applier_stream.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
