@@ -713,8 +713,8 @@ dbworker_pass(long *next_ms)
 
 /*
  * before_shmem_exit of the database worker: terminate its appliers (no
- * one else would restart or stop them); their slots wait, without a
- * process, for the next database worker.
+ * one else would restart or stop them); their slots wait (WAITING),
+ * without a process, for the next database worker.
  */
 static void
 dbworker_exit(int code, Datum arg)
@@ -725,6 +725,16 @@ dbworker_exit(int code, Datum arg)
 	{
 		if (dbw_slots[i].handle != NULL)
 			TerminateBackgroundWorker(dbw_slots[i].handle);
+		if (dbw_slots[i].in_use && !dbw_slots[i].stopping)
+		{
+			IdxApplierSlot *slot = idx_sync_slot(i);
+
+			/* the pid stays: the next worker waits until it is gone */
+			SpinLockAcquire(&slot->mutex);
+			slot->state = IDX_APPLIER_WAITING;
+			SpinLockRelease(&slot->mutex);
+			ConditionVariableBroadcast(&slot->applied_cv);
+		}
 	}
 }
 
