@@ -122,7 +122,7 @@ void
 idx_sync_define_gucs(void)
 {
 	DefineCustomIntVariable("idxtable.launcher_naptime",
-							"Time between two looks of the idxtable_fdw launcher and database workers at the catalogs.",
+							"Sets the time between two passes of the idxtable_fdw launcher and database workers over the catalogs.",
 							"Changes of index tables made with idxtable_fdw's functions wake them at once; "
 							"this bounds the delay for other changes (DROP FOREIGN TABLE, ALTER ... OWNER).",
 							&idx_launcher_naptime,
@@ -153,8 +153,9 @@ idx_sync_register_launcher(void)
 }
 
 /*
- * The signal handlers and interrupt processing every worker shares, then
- * its wait for the latch: at most timeout_ms.
+ * The signal handlers every worker shares: SIGHUP reloads the
+ * configuration at the loop top, SIGTERM ends the worker at its next
+ * CHECK_FOR_INTERRUPTS.
  */
 static void
 worker_setup_signals(void)
