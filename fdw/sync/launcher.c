@@ -133,13 +133,16 @@ idx_sync_define_gucs(void)
 }
 
 /*
- * Register the launcher (static: from _PG_init while preloading).
+ * Register the launcher (static: from _PG_init while preloading); not
+ * during pg_upgrade, which must have the cluster to itself.
  */
 void
 idx_sync_register_launcher(void)
 {
 	BackgroundWorker bgw;
 
+	if (IsBinaryUpgrade)
+		return;
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS |
 		BGWORKER_BACKEND_DATABASE_CONNECTION;
