@@ -70,6 +70,7 @@
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_repair.h"
+#include "sync_state.h"
 #include "xact.h"
 
 PG_FUNCTION_INFO_V1(idxtable_rebuild_index);
@@ -217,6 +218,7 @@ idxtable_rebuild_index(PG_FUNCTION_ARGS)
 	idx_set_sync_from(name, sync_from);
 	CacheInvalidateRelcacheByRelid(def->relid); /* replan queries */
 	relation_close(rel, NoLock);
+	idx_sync_note_change(def->relid, true); /* sync_from moved */
 
 	PG_RETURN_INT64(entries);
 }
@@ -296,15 +298,6 @@ fill_concurrently(OnlineBuild *b)
 }
 
 /*
- * Tell the change-stream applier's processes that definitions changed.
- */
-static void
-catalog_changed(void)
-{
-	/* idx_sync_catalog_changed(MyDatabaseId) once sync_state.c is in */
-}
-
-/*
  * A duplicate key found by the repair pass is reported as the failure of
  * the build it is (the DETAIL, naming the key, stays).
  */
@@ -350,15 +343,15 @@ build_and_commit(OnlineBuild *b)
 		CurrentResourceOwner = oldowner;
 
 		idx_mark_index_failed(b->name, b->definition_id);
+		idx_sync_note_change(b->relid, false);
 		PopActiveSnapshot();
 		commit_step();
-		catalog_changed();
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
+	idx_sync_note_change(b->relid, false);
 	PopActiveSnapshot();
 	commit_step();
-	catalog_changed();
 }
 
 /*
@@ -389,8 +382,9 @@ idxtable_create_index_concurrently(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(oldcxt);
 	CacheInvalidateRelcacheByRelid(b.relid);
 	relation_close(ni.rel, NoLock);
+	idx_warn_unmaintained(b.name);
+	idx_sync_note_change(b.relid, true);	/* the workers learn at commit */
 	commit_step();
-	catalog_changed();
 
 	build_and_commit(&b);
 
