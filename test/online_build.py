@@ -18,6 +18,8 @@ Checks:
 - the writer sees the index 'building' in idxtable.indexes, and the build
   in pg_stat_progress_create_index as CREATE INDEX CONCURRENTLY with
   tuples_done moving;
+- all this for a non-unique index (town, with an included column) and a
+  unique one (lower(name), whose keys the writer's UPDATEs change);
 - afterwards the index is 'valid', has sync_from, its entries count is the
   number of facts (give or take the writer's last round), and
   idxtable.verify_index finds nothing missing, stale
@@ -125,14 +127,18 @@ class Writer:
         self.error = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run)
-        self.seq = 0
+        self.seq = Writer.rounds  # the next writer goes on from here
+
+    rounds = 0
 
     def one_round(self):
         self.seq += 1
+        Writer.rounds = self.seq
         i = self.seq
         self.latencies.append(timed(self.conn, "INSERT INTO ob VALUES (%s, %s, %s, %s)",
                                     ("w%05d" % i, "new%d" % i, TOWNS[i % len(TOWNS)], -i)))
-        self.latencies.append(timed(self.conn, "UPDATE ob SET town = %s, n = n + 1 WHERE _id = %s",
+        self.latencies.append(timed(self.conn, "UPDATE ob SET town = %s, n = n + 1, "
+                                    "name = name || 'u' WHERE _id = %s",
                                     (TOWNS[(i + 3) % len(TOWNS)], "f%05d" % (i * 7))))
         self.latencies.append(timed(self.conn, "DELETE FROM ob WHERE _id = %s",
                                     ("f%05d" % (i * 7 + 1),)))
@@ -193,18 +199,17 @@ class LockWatch:
         self.conn.close()
 
 
-def online(res):
-    """create_index_concurrently with a writer going on."""
+def online(res, index, call):
+    """create_index_concurrently (call) of index with a writer going on."""
     builder = connect()
-    writer = Writer("ob_town")
+    writer = Writer(index)
     writer.start()
     locks = LockWatch()
     time.sleep(0.3)
     start = time.monotonic()
     error = None
     try:
-        query(builder, "CALL idxtable.create_index_concurrently('ob', '{town}', "
-              "include => '{n}', name => 'ob_town')")
+        query(builder, call)
     except psycopg2.Error as e:
         error = "%s %s" % (e.pgcode, e)
     build_s = time.monotonic() - start
@@ -219,9 +224,9 @@ def online(res):
     lat = writer.latencies
     worst = max(lat) if lat else 99
     med = statistics.median(lat) if lat else 99
-    print("online build of %d facts: %.1f s; %d writes during it (%d while 'building'), "
+    print("online build of %s over %d facts: %.1f s; %d writes during it (%d while 'building'), "
           "latency median %.1f ms, max %.1f ms"
-          % (FACTS, build_s, len(lat), writer.building_writes, med * 1000, worst * 1000))
+          % (index, FACTS, build_s, len(lat), writer.building_writes, med * 1000, worst * 1000))
     res.check(worst < WRITE_BOUND_S,
               "slowest write during the online build: %.2f s (bound %.1f s)" % (worst, WRITE_BOUND_S))
     res.check(writer.building_writes >= MIN_WRITES,
@@ -239,7 +244,7 @@ def online(res):
               "tuples_done of the build did not move: %r" % sorted(set(done)))
 
     (state, entries, sync_from), = query(builder, "SELECT state, entries, sync_from "
-                                         "FROM idxtable.index_defs WHERE name = 'ob_town'")
+                                         "FROM idxtable.index_defs WHERE name = %s", (index,))
     (facts,), = query(builder, "SELECT count(*) FROM ob")
     res.check(state == "valid", "state after the build: %s" % state)
     res.check(sync_from is not None and sync_from > 0, "sync_from after the build: %r" % sync_from)
@@ -247,7 +252,7 @@ def online(res):
     res.check(entries is not None and abs(entries - facts) <= 3,
               "entries %r, facts %d" % (entries, facts))
     (checked, missing, orphan, stale, unconv), = query(
-        builder, "SELECT * FROM idxtable.verify_index('ob_town')")
+        builder, "SELECT * FROM idxtable.verify_index(%s)", (index,))
     res.check((checked, missing, orphan, stale, unconv) == (facts, 0, 0, 0, 0),
               "verify_index after the online build: checked %d missing %d orphan %d "
               "stale %d unconvertible %d (facts %d)"
@@ -293,7 +298,10 @@ def main():
     res = Results()
     setup()
     try:
-        online(res)
+        online(res, "ob_town", "CALL idxtable.create_index_concurrently('ob', '{town}', "
+               "include => '{n}', name => 'ob_town')")
+        online(res, "ob_name", "CALL idxtable.create_index_concurrently('ob', '{lower(name)}', "
+               "is_unique => true, name => 'ob_name')")
         blocking(res)
     finally:
         teardown()
