@@ -15,7 +15,8 @@
  * standalone mongod) gives sync_from NULL: unknown.
  *
  * rebuild_index(name) fills an index again from all facts with the repair
- * passes of verify_index (index_verify.c), under the ShareLock that
+ * passes of verify_index (index_verify.c, settled as below), under the
+ * ShareLock that
  * repair_index takes (writes through PostgreSQL wait; the stream covers
  * the others), and marks it valid with sync_from = the time before the
  * pass.  It is how a 'stale' index (its stream could not resume) comes
@@ -33,10 +34,15 @@
  *	   (RowExclusiveLock) do not wait for.  The fill is the repair pass, not
  *	   create_index's inserts: entries that concurrent writes put in first
  *	   are compared and kept, never a duplicate-key error.  A write racing
- *	   with the batch that covers its fact can leave that fact's entries
- *	   as the batch read it; the applier's re-application from sync_from
- *	   puts them right;
+ *	   with the batch that covers its fact could have its entries undone
+ *	   by the batch's fixes (made from the fact as the batch read it), so
+ *	   each batch is settled: its facts are read again after the fixes,
+ *	   and those that changed are repaired again until none did
+ *	   (index_verify.c).  Writes by other clients are also re-applied by
+ *	   the applier from sync_from;
  *	3. the definition is committed 'valid'.
+ * Each commit tells the sync workers (idx_sync_note_change), so that the
+ * applier follows the new index from its sync_from on.
  * If phase 2 fails (or is cancelled), the definition is committed 'failed'
  * and the error raised: the index collection stays until drop_index().
  * A session that dies in phase 2 leaves the definition 'building', which

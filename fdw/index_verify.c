@@ -34,6 +34,12 @@
  * only as it was read.  Every fix is complete by itself, so a cancelled or
  * failed repair leaves the index no worse than it found it.
  *
+ * rebuild_index and create_index_concurrently (index_online.c) fill an
+ * index with the same passes, repairing, and "settle" each batch of pass
+ * 1: its facts are read again after its fixes, and those that changed
+ * meanwhile (a write in flight, whose entries the fixes may have undone)
+ * are repaired again, until none did.
+ *
  * Both functions take a ShareLock on the foreign table, as CREATE INDEX
  * does: writes through PostgreSQL wait, so a write in flight is never
  * mistaken for drift.  Progress shows in pg_stat_progress_create_index
