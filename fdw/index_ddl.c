@@ -1235,8 +1235,8 @@ check_no_remote_transaction(const char *name)
  * Without the library preloaded no applier runs: say that the new index
  * table misses the writes made to MongoDB directly.
  */
-static void
-warn_unmaintained(const char *name)
+void
+idx_warn_unmaintained(const char *name)
 {
 	if (!idx_sync_enabled())
 		ereport(WARNING,
@@ -1330,7 +1330,7 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 	idx_mark_index_valid(ni.def->name, &result);
 	CacheInvalidateRelcacheByRelid(ni.def->relid);	/* replan queries */
 	relation_close(ni.rel, NoLock);
-	warn_unmaintained(ni.def->name);
+	idx_warn_unmaintained(ni.def->name);
 	idx_sync_note_change(ni.def->relid, true);
 
 	PG_RETURN_TEXT_P(cstring_to_text(ni.def->name));

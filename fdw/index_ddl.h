@@ -158,6 +158,9 @@ typedef struct IdxNewIndex
 extern void idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 								  IdxNewIndex *ni);
 
+/* WARNING that index "name" misses outside writes (no applier runs) */
+extern void idx_warn_unmaintained(const char *name);
+
 /*
  * MongoDB's cluster time now: the operationTime of a {ping: 1}, packed as
  * in sync_state.h; 0 if the server does not report one (no replica set).
