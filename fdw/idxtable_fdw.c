@@ -24,6 +24,7 @@
 #include "idxtable_fdw.h"
 #include "index_write.h"
 #include "modify.h"
+#include "sync_wait.h"
 
 PG_MODULE_MAGIC;
 
@@ -96,6 +97,7 @@ _PG_init(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	idx_sync_define_gucs();
 	MarkGUCPrefixReserved("idxtable");
 
 	mongoc_init();
