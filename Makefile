@@ -39,6 +39,7 @@ OBJS = \
 	fdw/trust.o \
 	fdw/mongo_limits.o \
 	fdw/protocol_read.o \
+	fdw/sync/sync_state.o \
 	fdw/sync/sync_wait.o
 
 EXTENSION = idxtable_fdw
