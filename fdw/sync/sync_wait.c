@@ -28,10 +28,12 @@
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "storage/condition_variable.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "connection.h"
 #include "handle.h"
@@ -300,18 +302,77 @@ report_unmaintained(const IdxIndexDef *def)
 }
 
 /*
+ * Wait until the applier of "def" has made the index's status entry, at
+ * most until "deadline": an index committed a moment ago has its slot
+ * (claimed at commit, idx_sync_expect_applier) before its applier has
+ * read the definition.  Returns true once the entry exists; false when no
+ * applier is coming (no slot, or one that is stopping) or time is up.
+ * The applier broadcasts its slot's condition variable on every state
+ * change and applied batch; the sleeps are short as well, so that a
+ * report without a broadcast is seen soon.
+ */
+static bool
+wait_for_status(const IdxIndexDef *def, TimestampTz deadline)
+{
+	ApplierView view;
+	int			prepared = -1;
+	bool		found;
+
+	for (;;)
+	{
+		long		remaining;
+
+		look_up_applier(def, &view);
+		found = view.has_status;
+		if (found || view.slotno < 0 || view.state == IDX_APPLIER_STOPPED)
+			break;
+		if (view.slotno != prepared)
+		{
+			/* look again once prepared, so that no broadcast is missed */
+			ConditionVariablePrepareToSleep(&idx_sync_slot(view.slotno)->applied_cv);
+			prepared = view.slotno;
+			continue;
+		}
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													deadline);
+		if (remaining <= 0)
+			break;
+		ConditionVariableTimedSleep(&idx_sync_slot(view.slotno)->applied_cv,
+									Min(remaining, 100), PG_WAIT_EXTENSION);
+	}
+	if (prepared >= 0)
+		ConditionVariableCancelSleep();
+	return found;
+}
+
+/*
  * Wait until "def" has applied every change through "target", or raise
  * the ERROR that says why it did not.
  */
 static void
 wait_for_index(const IdxIndexDef *def, IdxClusterTime target)
 {
+	TimestampTz deadline;
+	long		remaining;
 	int			waited_ms = 0;
 
 	if (!idx_sync_enabled())
 		report_unmaintained(def);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   idx_sync_wait_timeout);
+	if (!wait_for_status(def, deadline))
+	{
+		ApplierView view;
+
+		look_up_applier(def, &view);
+		if (view.slotno < 0 || view.state == IDX_APPLIER_STOPPED)
+			report_unmaintained(def);
+		report_behind(def, target);
+	}
+	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												deadline);
 	switch (idx_sync_wait(MyDatabaseId, def->definition_id, target,
-						  idx_sync_wait_timeout, &waited_ms))
+						  (int) remaining, &waited_ms))
 	{
 		case IDX_SYNC_CAUGHT_UP:
 			return;
