@@ -225,7 +225,7 @@ server_cluster_time(mongoc_client_t *client, const char *servername)
 				 errmsg("MongoDB server \"%s\" reports no cluster time, so its index tables cannot be read as current",
 						servername),
 				 errdetail("Only a replica set or a sharded cluster has change streams and cluster times."),
-				 errhint("SET idxtable.index_consistency = any to read index tables as far as they have been maintained.")));
+				 errhint("SET idxtable.index_consistency = 'any' to read index tables as far as they have been maintained.")));
 	return IDX_CLUSTER_TIME(t, i);
 }
 
@@ -259,14 +259,14 @@ report_behind(const IdxIndexDef *def, IdxClusterTime target)
 						   Min(IDX_CLUSTER_TIME_SECONDS(target),
 							   IDX_CLUSTER_TIME_SECONDS(view.status.applied_through)),
 						   cluster_time_text(target), idx_sync_wait_timeout),
-				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = any to read the index table as far as it has been maintained.")));
+				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
 			 errmsg("index table \"%s\" did not catch up with the writes made before the statement started",
 					def->name),
 			 errdetail("Its change-stream applier has applied no change yet and did not reach the statement's cluster time %s within %d ms.",
 					   cluster_time_text(target), idx_sync_wait_timeout),
-			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = any to read the index table as far as it has been maintained.")));
+			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
 }
 
 /*
@@ -283,7 +283,7 @@ report_unmaintained(const IdxIndexDef *def)
 				 errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
 						def->name),
 				 errdetail("idxtable_fdw is not in shared_preload_libraries, so no change-stream applier runs."),
-				 errhint("Add idxtable_fdw to shared_preload_libraries, or SET idxtable.index_consistency = any to read the index table as it is.")));
+				 errhint("Add idxtable_fdw to shared_preload_libraries, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
 	look_up_applier(def, &view);
 	if (view.slotno >= 0 && view.last_error[0] != '\0')
 		ereport(ERROR,
@@ -292,13 +292,13 @@ report_unmaintained(const IdxIndexDef *def)
 						def->name),
 				 errdetail("No change-stream applier follows it now; the last one failed: %s",
 						   view.last_error),
-				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = any to read the index table as it is.")));
+				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
 			 errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
 					def->name),
 			 errdetail("No change-stream applier follows it now."),
-			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = any to read the index table as it is.")));
+			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
 }
 
 /*
