@@ -259,19 +259,19 @@ report_behind(const IdxIndexDef *def, IdxClusterTime target)
 				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
 				 errmsg("index table \"%s\" did not catch up with the writes made before the statement started",
 						def->name),
-				 errdetail("Its change-stream applier has applied the changes through %s, %u seconds before the statement's cluster time %s, and did not get there within %d ms.",
+				 errdetail("Its change-stream applier has applied the changes through cluster time %s (increment %u), not yet through the statement's %s (increment %u), and did not get there within %d ms.",
 						   cluster_time_text(view.status.applied_through),
-						   IDX_CLUSTER_TIME_SECONDS(target) -
-						   Min(IDX_CLUSTER_TIME_SECONDS(target),
-							   IDX_CLUSTER_TIME_SECONDS(view.status.applied_through)),
-						   cluster_time_text(target), idx_sync_wait_timeout),
+						   (uint32) view.status.applied_through,
+						   cluster_time_text(target), (uint32) target,
+						   idx_sync_wait_timeout),
 				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
 			 errmsg("index table \"%s\" did not catch up with the writes made before the statement started",
 					def->name),
-			 errdetail("Its change-stream applier has applied no change yet and did not reach the statement's cluster time %s within %d ms.",
-					   cluster_time_text(target), idx_sync_wait_timeout),
+			 errdetail("Its change-stream applier has applied no change yet and did not reach the statement's cluster time %s (increment %u) within %d ms.",
+					   cluster_time_text(target), (uint32) target,
+					   idx_sync_wait_timeout),
 			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
 }
 
