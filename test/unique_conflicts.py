@@ -62,9 +62,11 @@ def setup():
     two unique index tables; returns (connection, pymongo collection)."""
     client = mongo_client.connect()
     client.drop_database(DBNAME)
-    # the applier starts at create_index's cluster time; a dropDatabase in
-    # the second before would be in its stream and stop it (error 260)
-    time.sleep(2.5)
+    # The applier starts at create_index's cluster time, a ping's
+    # operationTime: on an idle server, that of the last write, here the
+    # dropDatabase, whose invalidate would stop the stream (error 260, an
+    # applier issue reported to the lead).  A write elsewhere moves it on.
+    client[DBNAME + "_tick"]["tick"].insert_one({})
     admin = connect()
     rows(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DBNAME)
     rows(admin, "CREATE DATABASE %s" % DBNAME)
@@ -194,6 +196,7 @@ def main():
         rows(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DBNAME)
         admin.close()
         coll.database.client.drop_database(DBNAME)
+        coll.database.client.drop_database(DBNAME + "_tick")
     print(RES.summary("unique_conflicts"))
     return 1 if RES.failed else 0
 
