@@ -55,6 +55,31 @@ COMMENT ON TABLE idxtable.index_defs IS
 
 SELECT pg_catalog.pg_extension_config_dump('idxtable.index_defs', '');
 
+-- Unique key conflicts made by writers outside PostgreSQL: fact_id should
+-- have the key of a unique index, whose claim holder_id holds and has the
+-- key too.  Written by the change-stream applier and by repair_index (which
+-- first forgets its index's rows); runtime data, not dumped.  A user sees
+-- the rows of the indexes of the tables he may read.
+CREATE TABLE idxtable.conflicts (
+  index_name text NOT NULL
+    REFERENCES idxtable.index_defs (name) ON DELETE CASCADE,
+  key text,
+  fact_id text NOT NULL,
+  holder_id text NOT NULL,
+  found_at timestamptz NOT NULL,
+  PRIMARY KEY (index_name, fact_id, holder_id)
+);
+
+COMMENT ON TABLE idxtable.conflicts IS
+  'Unique keys of index tables that two facts share, written around the FDW';
+
+ALTER TABLE idxtable.conflicts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY conflicts_readable ON idxtable.conflicts FOR SELECT
+  USING (EXISTS (SELECT 1 FROM idxtable.index_defs d
+                  WHERE d.name OPERATOR(pg_catalog.=) index_name
+                    AND pg_catalog.has_table_privilege(d.tbl, 'SELECT')));
+GRANT SELECT ON idxtable.conflicts TO PUBLIC;
+
 CREATE VIEW idxtable.indexes AS
   SELECT name, tbl AS "table", keys, include, is_unique AS "unique",
          collection, state, entries
@@ -97,17 +122,19 @@ LANGUAGE C STRICT VOLATILE;
 -- What of an index collection does not match the facts of its table:
 -- missing = fact without its entry, orphan = entry without its fact,
 -- stale = entry whose key or included values differ from its fact's,
--- unconvertible = fact whose values do not fit their columns (skipped).
+-- unconvertible = fact whose values do not fit their columns (skipped),
+-- conflicts = fact whose unique key another fact has and holds the claim of.
 CREATE FUNCTION idxtable.verify_index(name text)
 RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint,
-               unconvertible bigint)
+               unconvertible bigint, conflicts bigint)
 AS 'MODULE_PATHNAME', 'idxtable_verify_index'
 LANGUAGE C STRICT VOLATILE;
 
--- Fix what verify_index finds; the same columns count what was fixed.
+-- Fix what verify_index finds; the same columns count what was fixed
+-- (conflicts: what was found and left in place, now in idxtable.conflicts).
 CREATE FUNCTION idxtable.repair_index(name text)
 RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint,
-               unconvertible bigint)
+               unconvertible bigint, conflicts bigint)
 AS 'MODULE_PATHNAME', 'idxtable_repair_index'
 LANGUAGE C STRICT VOLATILE;
 
@@ -141,7 +168,8 @@ RETURNS TABLE (definition_id uuid, streaming boolean,
 AS 'MODULE_PATHNAME', 'idxtable_sync_status'
 LANGUAGE C STRICT VOLATILE;
 
--- One row per index table; lag is NULL when no applier follows it.
+-- One row per index table; lag is NULL when no applier follows it;
+-- conflicts counts the index's rows of idxtable.conflicts.
 CREATE VIEW idxtable.sync_status AS
   SELECT d.name, d.state, s.applied_through,
          CASE WHEN s.streaming THEN
@@ -149,7 +177,10 @@ CREATE VIEW idxtable.sync_status AS
                                  OPERATOR(pg_catalog.-) s.applied_through,
                                interval '0')
          END AS lag,
-         s.events_applied, s.entries_written, s.conflicts, s.last_error
+         s.events_applied, s.entries_written,
+         (SELECT pg_catalog.count(*) FROM idxtable.conflicts c
+           WHERE c.index_name OPERATOR(pg_catalog.=) d.name) AS conflicts,
+         s.last_error
     FROM idxtable.index_defs d
     LEFT JOIN idxtable.sync_status() s
       ON s.definition_id OPERATOR(pg_catalog.=) d.definition_id;

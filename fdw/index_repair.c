@@ -20,6 +20,15 @@
  * over from a fact that lacks the key.  Every fix is complete by itself,
  * and applying a batch twice changes nothing.
  *
+ *		conflict	a unique claim the fact should have, held by another fact
+ *					that has the key too (a client writing straight into
+ *					MongoDB can make two facts share a unique key).  Not
+ *					missing, and not taken over: it is counted and reported
+ *					to st->on_conflict, which the applier and repair_index
+ *					use to record it in idxtable.conflicts; the claim stays
+ *					its holder's, and every other entry of both facts is
+ *					checked and repaired as usual.
+ *
  * idx_repair_facts() is the entry point for a list of fact _ids: it reads
  * the facts with one find {_id: {$in: [...]}}, and a fact that is gone
  * has all its entries counted as orphans (and deleted).  The change-stream
@@ -72,6 +81,8 @@ typedef struct FactItem
 	bool		gone;			/* no fact has this _id */
 	int			nentries;
 	ExpectedEntry *entries;
+	int			nconflicts;		/* unique key conflicts reported */
+	bool		resolved;		/* reported to on_resolved */
 } FactItem;
 
 /*
@@ -437,6 +448,7 @@ find_one(IdxRepairState *st, mongoc_collection_t *coll, const bson_t *filter,
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
+	idx_xact_append_session(st->client, &opts);
 	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts,
 												  idx_primary_read_prefs());
 	bson_destroy(&opts);
@@ -491,12 +503,52 @@ fact_has_entry(IdxRepairState *st, const bson_t *wrapped_id,
 }
 
 /*
- * Write a missing unique claim.  If another fact's entry holds the key,
- * take it over when that fact lacks the key; when it has it, two facts
- * share a unique key, which repair cannot fix.
+ * The _id ({"v": ...}) of the fact that holds "claim" if that is another
+ * fact than item's and it has the claim's key too: two facts share a
+ * unique key, a conflict that repair cannot fix.  NULL if the claim is
+ * item's own, or its holder lacks the key (a claim to take over).
  */
-static void
-fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
+static bson_t *
+conflicting_holder(IdxRepairState *st, const FactItem *item,
+				   const bson_t *claim)
+{
+	bson_t	   *holder = idx_repair_wrap_field(claim, IDX_ENTRY_FACT_ID);
+
+	if (holder == NULL || idx_bson_same_bytes(holder, item->id))
+		return NULL;
+	if (!fact_has_entry(st, holder, claim))
+		return NULL;
+	return holder;
+}
+
+/*
+ * Verify mode: the conflicting holder (see conflicting_holder()) of the
+ * claim that item's missing claim "ee" would be, or NULL.
+ */
+static bson_t *
+claim_conflict(IdxRepairState *st, const FactItem *item,
+			   const ExpectedEntry *ee)
+{
+	bson_t	   *claim = find_one(st, st->index, entry_id_key(ee->entry), NULL,
+								 idx_repair_index_what(st));
+
+	if (claim == NULL)
+		return NULL;
+	return conflicting_holder(st, item, claim);
+}
+
+/*
+ * Write item's missing unique claim "ee".  If another fact's entry holds
+ * the key, take it over when that fact lacks the key.  When it has it, two
+ * facts share a unique key: nothing is written, and the holder's _id
+ * ({"v": ...}) is returned for the conflict to be reported; NULL when the
+ * claim was written.
+ */
+static bool take_over_claim(IdxRepairState *st, const bson_t *claim,
+							const ExpectedEntry *ee);
+
+static bson_t *
+fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee)
 {
 	bson_t	   *holder_filter = entry_id_key(ee->entry);
 	int			attempt;
@@ -513,7 +565,7 @@ fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
 										 &error))
 		{
 			bson_destroy(&reply);
-			return;
+			return NULL;
 		}
 		if (error.code != 11000)
 		{
@@ -528,38 +580,11 @@ fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
 						 idx_repair_index_what(st));
 		if (claim == NULL)
 			continue;			/* gone meanwhile: insert again */
-		holder = idx_repair_wrap_field(claim, IDX_ENTRY_FACT_ID);
-		if (holder != NULL && fact_has_entry(st, holder, ee->entry))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNIQUE_VIOLATION),
-					 errmsg("could not repair unique index \"%s\"",
-							st->def->name),
-					 idx_errdetail_key_duplicated(idx_key_description(st->def,
-															   ee->keyvalues,
-															   ee->keynulls)),
-					 errhint("Change or delete one of the rows with this key, then repair the index again.")));
-		{
-			bson_t	   *selector = idx_entry_own_filter(claim);
-			bson_iter_t iter;
-			bool		ok;
-
-			ok = mongoc_collection_replace_one(st->index, selector, ee->entry,
-											   NULL, &reply, &error);
-			if (!ok)
-			{
-				bson_t	   *failed_reply = idx_own_reply(&reply);
-
-				idx_report_reply_error(failed_reply, &error, st->servername,
-									   idx_repair_index_what(st));
-			}
-			if (bson_iter_init_find(&iter, &reply, "matchedCount") &&
-				BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0)
-			{
-				bson_destroy(&reply);
-				return;
-			}
-			bson_destroy(&reply);
-		}
+		holder = conflicting_holder(st, item, claim);
+		if (holder != NULL)
+			return holder;
+		if (take_over_claim(st, claim, ee))
+			return NULL;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -567,6 +592,59 @@ fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
 					st->def->name),
 			 errdetail("The claim kept changing while it was repaired."),
 			 errhint("Retry when no other session writes the key.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Replace "claim", as it was read, by the claim "ee"; false if the claim
+ * changed meanwhile.
+ */
+static bool
+take_over_claim(IdxRepairState *st, const bson_t *claim,
+				const ExpectedEntry *ee)
+{
+	bson_t	   *selector = idx_entry_own_filter(claim);
+	bson_t		reply;
+	bson_error_t error;
+	bson_iter_t iter;
+	bool		matched;
+
+	if (!mongoc_collection_replace_one(st->index, selector, ee->entry, NULL,
+									   &reply, &error))
+	{
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, st->servername,
+							   idx_repair_index_what(st));
+	}
+	matched = bson_iter_init_find(&iter, &reply, "matchedCount") &&
+		BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0;
+	bson_destroy(&reply);
+	return matched;
+}
+
+/*
+ * Count (and report to st->on_conflict) the conflict of item's claim "ee"
+ * with the fact "holder" ({"v": _id}).
+ */
+static void
+report_conflict(IdxRepairState *st, FactItem *item,
+				const ExpectedEntry *ee, const bson_t *holder)
+{
+	bson_iter_t fact_iter;
+	bson_iter_t holder_iter;
+	char	   *desc;
+
+	st->counts.conflicts++;
+	item->nconflicts++;
+	if (st->on_conflict == NULL)
+		return;
+	if (!bson_iter_init_find(&fact_iter, item->id, "v") ||
+		!bson_iter_init_find(&holder_iter, holder, "v"))
+		elog(ERROR, "a unique key conflict without _ids");
+	desc = idx_key_description(st->def, ee->keyvalues, ee->keynulls);
+	st->on_conflict(st, desc, bson_iter_value(&fact_iter),
+					bson_iter_value(&holder_iter), st->conflict_arg);
 }
 
 
@@ -668,6 +746,8 @@ add_fact(IdxRepairState *st, const bson_t *doc)
 		return;
 	item->id = idx_repair_wrap_field(doc, "_id");
 	item->gone = false;
+	item->nconflicts = 0;
+	item->resolved = false;
 	item->nentries = idx_compute_keys(def, st->values, st->nulls,
 									  &keyvalues, &keynulls);
 	item->entries = palloc(sizeof(ExpectedEntry) * Max(item->nentries, 1));
@@ -684,6 +764,98 @@ add_fact(IdxRepairState *st, const bson_t *doc)
 		bson_destroy(entry);
 	}
 	st->nitems++;
+}
+
+/*
+ * The entry of a fact whose unique key's claim another fact holds: the
+ * claim "claim" with the fact's _id ("v" of wrapped_id) added to its _id,
+ * as an entry of a non-unique index or of a unique key with a NULL has it.
+ */
+static bson_t *
+conflict_entry(const bson_t *claim, const bson_t *wrapped_id)
+{
+	bson_t		entry = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_iter_t fact;
+	bson_t	   *result;
+
+	if (!bson_iter_init_find(&fact, wrapped_id, "v") ||
+		!bson_iter_init(&iter, claim))
+		elog(ERROR, "invalid unique key claim");
+	while (bson_iter_next(&iter))
+	{
+		bson_iter_t key;
+		bson_t		id;
+
+		if (strcmp(bson_iter_key(&iter), "_id") != 0)
+		{
+			idx_check_append(bson_append_iter(&entry, NULL, 0, &iter));
+			continue;
+		}
+		if (!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &key))
+			elog(ERROR, "invalid unique key claim");
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&entry, "_id", &id));
+		while (bson_iter_next(&key))
+			idx_check_append(bson_append_iter(&id, NULL, 0, &key));
+		idx_check_append(bson_append_iter(&id, IDX_ENTRY_FACT_ID, -1, &fact));
+		idx_check_append(bson_append_document_end(&entry, &id));
+	}
+	result = idx_bson_pcopy(&entry);
+	bson_destroy(&entry);
+	return result;
+}
+
+/*
+ * item's claim "ee" is held by another fact that has the key too.  The
+ * index has, instead of the claim, item's conflict entry (conflict_entry()),
+ * so that reads through the index, which recheck every fact, still find
+ * item: both facts have the key.  Check it as any entry; its absence is
+ * part of the conflict, not counted as missing.
+ */
+static void
+check_conflict_entry(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	bson_t	   *entry = conflict_entry(ee->entry, item->id);
+	bson_t	   *key = entry_id_key(entry);
+	ReadDoc    *rd = idx_repair_find_doc(st, key);
+
+	if (rd == NULL)
+	{
+		if (st->repair)
+			fix_replace(st, key, entry, true);
+		return;
+	}
+	rd->matched = true;			/* its _id holds item's: it is item's */
+	if (idx_bson_same_bytes(without_claim_time(rd->doc), entry))
+		return;
+	st->counts.stale++;
+	if (st->repair)
+		fix_replace(st, idx_entry_own_filter(rd->doc), entry, false);
+}
+
+/*
+ * A unique claim "ee" of item that the index lacks: missing (and written,
+ * repairing), or a conflict with another fact that has the key too.
+ */
+static void
+check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	bson_t	   *holder;
+
+	if (st->repair)
+	{
+		idx_repair_flush(st);	/* the holder may be a stale entry queued */
+		holder = fix_claim(st, item, ee);
+	}
+	else
+		holder = claim_conflict(st, item, ee);
+	if (holder == NULL)
+	{
+		st->counts.missing++;
+		return;
+	}
+	report_conflict(st, item, ee, holder);
+	check_conflict_entry(st, item, ee);
 }
 
 /*
@@ -710,15 +882,13 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 	}
 
 	/* not there (or a claim of another fact of the batch) */
-	st->counts.missing++;
-	if (!st->repair)
-		return;
 	if (idx_entry_is_claim(ee->entry))
 	{
-		idx_repair_flush(st);	/* the holder may be a stale entry queued */
-		fix_claim(st, ee);
+		check_claim(st, item, ee);
+		return;
 	}
-	else
+	st->counts.missing++;
+	if (st->repair)
 		fix_replace(st, entry_id_key(ee->entry), ee->entry, true);
 }
 
@@ -732,6 +902,8 @@ add_gone(IdxRepairState *st, bson_t *wrapped_id)
 
 	item->id = wrapped_id;
 	item->gone = true;
+	item->nconflicts = 0;
+	item->resolved = false;
 	item->nentries = 0;
 	item->entries = NULL;
 }
@@ -775,6 +947,99 @@ is_orphan(const ReadDoc *rd, bson_t **gone, int ngone)
 	return holder != NULL &&
 		bsearch(&holder, gone, ngone, sizeof(bson_t *),
 				compare_bson_ptrs) != NULL;
+}
+
+/*
+ * Remember a fact to check again after the batch, in st->wait_cxt.
+ */
+static void
+add_waiting(IdxRepairState *st, const bson_t *entry)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->wait_cxt);
+	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
+
+	if (id != NULL)
+	{
+		if (st->nwaiting >= st->maxwaiting)
+		{
+			st->maxwaiting = Max(16, st->maxwaiting * 2);
+			st->waiting = st->waiting == NULL ?
+				palloc(sizeof(bson_t *) * st->maxwaiting) :
+				repalloc(st->waiting, sizeof(bson_t *) * st->maxwaiting);
+		}
+		st->waiting[st->nwaiting++] = id;
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Repairing, the claim "claim" was deleted (its fact is gone, or no longer
+ * has the key).  Facts with conflict entries of that key (see
+ * check_conflict_entry()) waited for it: note them, to be checked again
+ * after the batch, when the first of them takes the claim.  The find is
+ * served by the index collection's "lookup" index on the key components.
+ */
+static void
+note_waiting(IdxRepairState *st, const bson_t *claim)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		projection = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_iter_t key;
+	const bson_t *doc;
+
+	if (!bson_iter_init_find(&iter, claim, "_id") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &key))
+		return;
+	while (bson_iter_next(&key))
+	{
+		char	   *path = psprintf("_id.%s", bson_iter_key(&key));
+
+		idx_check_append(bson_append_iter(&filter, path, -1, &key));
+	}
+	idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1));
+	st->lookup = idx_repair_open_stream(st, st->index, &filter, &projection);
+	bson_destroy(&filter);
+	bson_destroy(&projection);
+	while (mongoc_cursor_next(st->lookup, &doc))
+	{
+		CHECK_FOR_INTERRUPTS();
+		add_waiting(st, doc);
+	}
+	idx_repair_check_cursor(st, st->lookup, idx_repair_index_what(st));
+	mongoc_cursor_destroy(st->lookup);
+	st->lookup = NULL;
+}
+
+/*
+ * Repairing a unique index, "entry", an entry with its fact's _id (a
+ * conflict entry, or one of a key with a NULL), was deleted: if its fact
+ * is gone or has no conflict left, report it to st->on_resolved (once), so
+ * that the conflicts recorded for the fact are forgotten.
+ */
+static void
+note_resolved(IdxRepairState *st, const bson_t *entry)
+{
+	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
+	bson_iter_t iter;
+	int			i;
+
+	if (id == NULL || st->on_resolved == NULL ||
+		!bson_iter_init_find(&iter, id, "v"))
+		return;
+	for (i = 0; i < st->nitems; i++)
+	{
+		FactItem   *item = &st->items[i];
+
+		if (!idx_bson_same_bytes(item->id, id))
+			continue;
+		if (item->nconflicts == 0 && !item->resolved)
+		{
+			item->resolved = true;
+			st->on_resolved(st, bson_iter_value(&iter), st->conflict_arg);
+		}
+		return;
+	}
 }
 
 /*
@@ -825,6 +1090,19 @@ compare_fact_batch(IdxRepairState *st)
 			idx_repair_queue_delete(st, st->docs[i].doc);
 	}
 	idx_repair_flush(st);
+	if (st->repair)
+	{
+		/* claims freed: who waits for their keys?  conflicts resolved? */
+		for (i = 0; i < st->ndocs; i++)
+		{
+			if (st->docs[i].matched)
+				continue;
+			if (idx_entry_is_claim(st->docs[i].doc))
+				note_waiting(st, st->docs[i].doc);
+			else if (st->def->unique)
+				note_resolved(st, st->docs[i].doc);
+		}
+	}
 
 	st->counts.checked += nchecked;
 	st->nitems = 0;
@@ -840,6 +1118,8 @@ compare_fact_batch(IdxRepairState *st)
  * convert is counted and skipped.  Returns how many facts were checked;
  * st->batch_cxt is reset, so "facts" may live there.
  */
+static void recheck_waiting(IdxRepairState *st);
+
 int
 idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
 {
@@ -853,6 +1133,7 @@ idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
 		add_fact(st, facts[i]);
 	result = check_fact_batch(st);
 	MemoryContextSwitchTo(oldcxt);
+	recheck_waiting(st);
 	return result;
 }
 
@@ -952,27 +1233,35 @@ repair_entries_first(IdxRepairState *st, bson_t **keys, int nkeys)
  * names, most of them written through the FDW with their entries: so a
  * repair first only checks, and writes only a difference it confirms by
  * reading the entries again, then the facts (repair_entries_first()), as
- * one bulk write.  The counts are those of the confirmed difference.
- * Returns how many facts were checked (those that exist and convert, and
- * those that are gone).
+ * one bulk write.  The counts are those of the confirmed difference.  A
+ * fact in a unique key conflict is repaired too (its conflict entry is
+ * checked there), and reported to st->on_conflict then.  A claim deleted
+ * frees its key for a fact that waited for it as a conflict: those facts
+ * are checked again (recheck_waiting()).  Returns how many facts were
+ * checked (those that exist and convert, and those that are gone).
  */
-int
-idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
+static int
+repair_ids(IdxRepairState *st, const bson_value_t *ids, int n)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
 	bson_t	  **keys;
 	int			nkeys = distinct_ids(ids, n, &keys);
 	VerifyCounts before = st->counts;
 	bool		repair = st->repair;
+	IdxConflictCallback on_conflict = st->on_conflict;
 	int			result;
 
+	/* a conflict is reported by the repair below, which it leads to */
 	st->repair = false;
+	st->on_conflict = repair ? NULL : on_conflict;
 	read_named_facts(st, keys, nkeys);
 	result = check_fact_batch(st);
 	st->repair = repair;
+	st->on_conflict = on_conflict;
 	if (repair && (st->counts.missing != before.missing ||
 				   st->counts.stale != before.stale ||
-				   st->counts.orphan != before.orphan))
+				   st->counts.orphan != before.orphan ||
+				   st->counts.conflicts != before.conflicts))
 	{
 		/* keys live in batch_cxt, reset by the check: compute them again */
 		MemoryContextSwitchTo(st->batch_cxt);
@@ -981,6 +1270,56 @@ idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
 		result = repair_entries_first(st, keys, nkeys);
 	}
 	MemoryContextSwitchTo(oldcxt);
+	return result;
+}
+
+/*
+ * Check again the facts noted by note_waiting(): the first to want a freed
+ * claim takes it.  They are not counted as checked twice.  A round frees
+ * no claim unless the facts changed meanwhile; at most a few rounds.
+ */
+static void
+recheck_waiting(IdxRepairState *st)
+{
+	int			round;
+
+	for (round = 0; round < IDX_REPAIR_CLAIM_ATTEMPTS && st->nwaiting > 0;
+		 round++)
+	{
+		int			n = st->nwaiting;
+		bson_t	  **waiting = st->waiting;
+		bson_value_t *ids;
+		int64		checked = st->counts.checked;
+		int			i;
+
+		ids = MemoryContextAlloc(st->wait_cxt, sizeof(bson_value_t) * n);
+		for (i = 0; i < n; i++)
+		{
+			bson_iter_t iter;
+
+			if (!bson_iter_init_find(&iter, waiting[i], "v"))
+				elog(ERROR, "invalid fact _id");
+			ids[i] = *bson_iter_value(&iter);	/* points into waiting[i] */
+		}
+		st->waiting = NULL;
+		st->nwaiting = st->maxwaiting = 0;
+		repair_ids(st, ids, n);
+		st->counts.checked = checked;
+	}
+	st->waiting = NULL;
+	st->nwaiting = st->maxwaiting = 0;
+	MemoryContextReset(st->wait_cxt);
+}
+
+/*
+ * repair_ids(), then the facts that waited for a claim it freed.
+ */
+int
+idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
+{
+	int			result = repair_ids(st, ids, n);
+
+	recheck_waiting(st);
 	return result;
 }
 
@@ -1021,6 +1360,9 @@ idx_repair_begin(IdxRepairState *st, IdxIndexDef *def, IdxTableInfo *info,
 	st->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										  "idxtable_fdw verify batch",
 										  ALLOCSET_DEFAULT_SIZES);
+	st->wait_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										 "idxtable_fdw repair waiting facts",
+										 ALLOCSET_SMALL_SIZES);
 	st->facts = mongoc_client_get_collection(client, info->database,
 											 info->collection);
 	st->index = mongoc_client_get_collection(client, def->database,

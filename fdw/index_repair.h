@@ -48,10 +48,35 @@ typedef struct VerifyCounts
 	int64		orphan;
 	int64		stale;
 	int64		unconvertible;	/* facts whose values do not fit */
+	int64		conflicts;		/* unique keys that another fact holds */
 } VerifyCounts;
 
 /* How many unconvertible facts the WARNING names */
 #define IDX_VERIFY_NAMED_FACTS	5
+
+struct IdxRepairState;
+
+/*
+ * Called for a unique key conflict: the fact fact_id should have the
+ * unique key described by key_desc ("Key (...)=(...)" of
+ * idx_key_description(), NULL if the user may not see it), and holder_id,
+ * another fact that has that key too, holds its claim.  Repair leaves it
+ * in place, unless the callback raises an error.
+ */
+typedef void (*IdxConflictCallback) (struct IdxRepairState *st,
+									 const char *key_desc,
+									 const bson_value_t *fact_id,
+									 const bson_value_t *holder_id,
+									 void *arg);
+
+/*
+ * Called, repairing, when the fact fact_id no longer has a unique key
+ * conflict in the index (it is gone, or its conflict entry was deleted and
+ * none is left).
+ */
+typedef void (*IdxResolvedCallback) (struct IdxRepairState *st,
+									 const bson_value_t *fact_id,
+									 void *arg);
 
 /*
  * The state of a verify or repair of one index: set up by
@@ -88,6 +113,17 @@ typedef struct IdxRepairState
 	MemoryContext long_cxt;		/* lives as long as the function */
 	StringInfoData bad_ids;		/* the first unconvertible facts' _ids */
 	char	   *first_error;	/* the first conversion error's message */
+
+	/* facts to check again after a batch: their key's claim was freed */
+	MemoryContext wait_cxt;
+	bson_t	  **waiting;		/* {"v": _id} each, in wait_cxt */
+	int			nwaiting;
+	int			maxwaiting;
+
+	/* set by the caller after idx_repair_begin(), optional */
+	IdxConflictCallback on_conflict;
+	IdxResolvedCallback on_resolved;
+	void	   *conflict_arg;	/* passed to both */
 } IdxRepairState;
 
 /* Set up "st" for index "def" of the table described by info and desc */
