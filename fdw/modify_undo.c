@@ -219,8 +219,8 @@ undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
 		ereport(WARNING,
 				(errmsg("the writes of the failed statement to foreign table \"%s\" were not undone",
 						ms->info->relname),
-				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is 'ordered'.",
-						   IDX_UNDO_MAX)));
+				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is '%s'.",
+						   IDX_UNDO_MAX, idx_modify_mode_name(ms))));
 		return false;
 	}
 
