@@ -54,14 +54,33 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 -- fails in a write is undone (no row 7 remains) ...
 INSERT INTO ev VALUES ('7', 'Gus', 'Oslo', '{g}', 7), ('1', 'again', 'Oslo', '{}', 1);
 SELECT _id FROM ev ORDER BY _id;
--- ... an error elsewhere in the statement leaves the writes made so far,
--- and a rollback leaves them with a WARNING
+-- ... an error elsewhere in the statement leaves the batches of UPDATE and
+-- DELETE written before it (here none: the first is not full yet), and a
+-- rollback leaves the writes with a WARNING
 SELECT show_error($$UPDATE ev SET n = n + 100 WHERE n < 10 AND 1 / (n - 6) IS NOT NULL$$);
 SELECT _id, name, town, n FROM ev ORDER BY _id;
 BEGIN;
 DELETE FROM ev WHERE _id = '6';
 ROLLBACK;
 SELECT _id FROM ev ORDER BY _id;
+
+-- UPDATE and DELETE go in batches (one find of the facts for the undo, one
+-- bulk write); a batch that fails undoes the batches written before it
+ALTER FOREIGN TABLE ev OPTIONS (ADD batch_size '2');
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  UPDATE ev SET n = n + 1;
+\! /usr/bin/python3 test/fixtures/failpoint.py update 2 --skip 1
+UPDATE ev SET n = n + 1000, town = 'Bern';
+\! /usr/bin/python3 test/fixtures/failpoint.py off
+\! /usr/bin/python3 test/fixtures/failpoint.py delete 2 --skip 1
+DELETE FROM ev WHERE n < 100;
+\! /usr/bin/python3 test/fixtures/failpoint.py off
+\! /usr/bin/python3 test/fixtures/documents.py show ev
+-- a batch of one row is one findAndModify
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  DELETE FROM ev WHERE _id = '5';
+DELETE FROM ev WHERE n > 5;
+SELECT _id, n FROM ev ORDER BY _id;
 
 -- a unique index table on an eventual table is refused at the first write
 CREATE FOREIGN TABLE ev_u (_id text, email text)
