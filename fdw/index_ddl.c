@@ -1232,6 +1232,24 @@ check_no_remote_transaction(const char *name)
 }
 
 /*
+ * Refuse a unique index on a table whose writes are in consistency mode
+ * 'eventual' (the table's option, else the server's): those writes leave
+ * the entries to the applier, which can find a duplicate key only after
+ * both facts are written (modify.c refuses such writes too).
+ */
+void
+idx_ddl_check_unique_allowed(const IdxIndexDef *def, const IdxTableInfo *info)
+{
+	if (def->unique && info->consistency == IDX_CONSISTENCY_EVENTUAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot create unique index \"%s\" on foreign table \"%s\" in consistency mode 'eventual'",
+						def->name, info->relname),
+				 errdetail("In consistency mode 'eventual' the index tables are written after the facts, so a unique key cannot be enforced."),
+				 errhint("Set the option consistency of the table to 'transaction' or 'ordered' first, or create the index without is_unique.")));
+}
+
+/*
  * Without the library preloaded no applier runs: say that the new index
  * table misses the writes made to MongoDB directly.
  */
@@ -1299,6 +1317,7 @@ idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 	}
 	check_no_remote_transaction(def->name);
 	ni->info = idx_get_table_info(def->relid);
+	idx_ddl_check_unique_allowed(def, ni->info);
 	def->database = ni->info->database;
 	def->collection = index_collection_name(ni->info->database,
 											ni->info->collection, def->name);

@@ -188,4 +188,11 @@ extern void idx_ddl_subxact_end(bool commit, SubTransactionId mySubid,
  */
 extern void idx_ddl_check_ordered_write(Oid relid, const char *relname);
 
+/*
+ * Refuse a unique index on a table in consistency mode 'eventual' (for
+ * every way of creating an index).
+ */
+extern void idx_ddl_check_unique_allowed(const IdxIndexDef *def,
+										 const IdxTableInfo *info);
+
 #endif							/* IDXTABLE_INDEX_DDL_H */

@@ -167,6 +167,29 @@ idx_writer_create(Relation rel, Oid userid, IdxTableInfo *info,
 	return w;
 }
 
+/*
+ * A writer that maintains no index for writes in consistency mode
+ * 'eventual': the facts are written alone and the change-stream applier
+ * brings the index tables up to date (fdw/sync/applier.c), so the write
+ * costs what one to a table without index tables costs.
+ */
+IdxIndexWriter *
+idx_writer_create_facts_only(IdxTableInfo *info, mongoc_client_t *client,
+							 const char *servername)
+{
+	IdxIndexWriter *w = palloc0(sizeof(IdxIndexWriter));
+
+	w->info = info;
+	w->client = client;
+	w->servername = servername;
+	w->ordered = true;			/* no MongoDB transaction */
+	w->queues = palloc0(sizeof(IndexQueue));
+	w->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										 "idxtable_fdw index writes",
+										 ALLOCSET_DEFAULT_SIZES);
+	return w;
+}
+
 int
 idx_writer_nindexes(IdxIndexWriter *w)
 {

@@ -57,6 +57,14 @@ extern IdxIndexWriter *idx_writer_create(Relation rel, Oid userid,
 										 const char *servername,
 										 bool ordered);
 
+/*
+ * A writer of consistency mode 'eventual': no index maintained (the
+ * applier does it), so every idx_writer_* call below has nothing to do.
+ */
+extern IdxIndexWriter *idx_writer_create_facts_only(IdxTableInfo *info,
+													mongoc_client_t *client,
+													const char *servername);
+
 /* Number of maintained indexes */
 extern int	idx_writer_nindexes(IdxIndexWriter *w);
 

@@ -5,7 +5,7 @@
  *		  tables, keeping their index tables consistent (index_write.c).
  *
  * Rows are identified by the column mapped to _id, which the planner adds
- * as a row identity column.  Each write runs in one of two consistency
+ * as a row identity column.  Each write runs in one of three consistency
  * modes (option "consistency", resolved by xact.c):
  *
  *	INSERT	entries of the new rows, then the facts (one bulk write per
@@ -20,7 +20,12 @@
  * In transaction mode all of it runs in the MongoDB transaction of the
  * PostgreSQL transaction (xact.c).  In ordered mode each step is its own
  * MongoDB write, and the order above is what makes any prefix of the steps
- * a state that reads tolerate and repair_index fixes.
+ * a state that reads tolerate and repair_index fixes.  In eventual mode
+ * only the facts are written, each final when made as in ordered mode (so
+ * that a failed statement is undone the same way, and a read that waits
+ * for the applier sees the write at once), and the change-stream applier
+ * writes the entries (fdw/sync/applier.c).  Unique index tables cannot be
+ * enforced that way, so eventual writes refuse them.
  *
  *-------------------------------------------------------------------------
  */
@@ -215,6 +220,31 @@ modify_user(EState *estate, ResultRelInfo *rinfo)
 }
 
 /*
+ * Before a write in consistency mode 'eventual': refuse it if the table has
+ * a unique index table.  The applier writes the entries after the facts,
+ * so a duplicate key would be found only once both facts exist, too late
+ * to refuse the write that made it.
+ */
+static void
+check_eventual_indexes(Relation rel, Oid userid)
+{
+	ListCell   *lc;
+
+	foreach(lc, idx_get_indexes(RelationGetRelid(rel), userid))
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (def->unique && def->state != IDX_STATE_FAILED)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot write to foreign table \"%s\" in consistency mode 'eventual' because it has the unique index table \"%s\"",
+							RelationGetRelationName(rel), def->name),
+					 errdetail("In consistency mode 'eventual' the index tables are written after the facts, so a unique key cannot be enforced."),
+					 errhint("Set the option consistency of the table to 'transaction' or 'ordered', or drop the index with idxtable.drop_index().")));
+	}
+}
+
+/*
  * Set up the state of a write (INSERT, UPDATE, DELETE, COPY).
  */
 static IdxModifyState *
@@ -247,16 +277,25 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	idx_client_pin(ms->client, 1);
 	ms->pinned = true;
 	mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
-	ms->ordered = (mode == IDX_CONSISTENCY_ORDERED);
+	ms->eventual = (mode == IDX_CONSISTENCY_EVENTUAL);
+	ms->ordered = (mode == IDX_CONSISTENCY_ORDERED || ms->eventual);
 	if (operation == CMD_UPDATE && ms->ordered)
 		idx_shard_key_check_ordered_update(ms->info, RelationGetDescr(rel),
-										   target_attrs);
+										   target_attrs,
+										   idx_modify_mode_name(ms));
 	ms->noted_before = idx_xact_has_ordered_write();
 	ms->facts = mongoc_client_get_collection(ms->client, ms->info->database,
 											 ms->info->collection);
-	ms->writer = idx_writer_create(rel, modify_user(estate, rinfo),
-								   ms->info, ms->client,
-								   ms->server->servername, ms->ordered);
+	if (ms->eventual)
+	{
+		check_eventual_indexes(rel, modify_user(estate, rinfo));
+		ms->writer = idx_writer_create_facts_only(ms->info, ms->client,
+												  ms->server->servername);
+	}
+	else
+		ms->writer = idx_writer_create(rel, modify_user(estate, rinfo),
+									   ms->info, ms->client,
+									   ms->server->servername, ms->ordered);
 	ms->preconv = idx_writer_row_conv(ms->writer);
 	/* a key an outside fact holds must be in its unique index first */
 	if (operation != CMD_DELETE)
@@ -373,15 +412,28 @@ idx_modify_session(IdxModifyState *ms)
 }
 
 /*
- * Count facts written; in ordered mode they are final now, which the
- * transaction remembers for its warning at rollback.
+ * The consistency mode of the write, as the option "consistency" names it
+ * (for messages).
+ */
+const char *
+idx_modify_mode_name(IdxModifyState *ms)
+{
+	if (ms->eventual)
+		return "eventual";
+	return ms->ordered ? "ordered" : "transaction";
+}
+
+/*
+ * Count facts written; in ordered and eventual mode they are final now,
+ * which the transaction remembers for its warning at rollback.
  */
 void
 idx_modify_note_written(IdxModifyState *ms, int n)
 {
 	ms->facts_written += n;
 	if (ms->ordered)
-		idx_xact_note_ordered_write(ms->info->relname);
+		idx_xact_note_ordered_write(ms->info->relname,
+									idx_modify_mode_name(ms));
 }
 
 /*
@@ -1334,8 +1386,9 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	List	   *names = NIL;
 	ListCell   *lc;
 
-	foreach(lc, idx_get_indexes(relid,
-								modify_user(mtstate->ps.state, rinfo)))
+	/* in eventual mode the applier maintains them, not the write */
+	foreach(lc, info->consistency == IDX_CONSISTENCY_EVENTUAL ? NIL :
+			idx_get_indexes(relid, modify_user(mtstate->ps.state, rinfo)))
 	{
 		IdxIndexDef *def = lfirst(lc);
 
@@ -1345,12 +1398,12 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	if (names != NIL)
 		ExplainPropertyList("Index Tables Maintained", names, es);
 	if (ms)
-		ExplainPropertyText("Consistency",
-							ms->ordered ? "ordered" : "transaction", es);
+		ExplainPropertyText("Consistency", idx_modify_mode_name(ms), es);
 	else
 		ExplainPropertyText("Consistency",
 							info->consistency == IDX_CONSISTENCY_ORDERED ? "ordered"
 							: info->consistency == IDX_CONSISTENCY_TRANSACTION ? "transaction"
+							: info->consistency == IDX_CONSISTENCY_EVENTUAL ? "eventual"
 							: "transaction if supported, else ordered", es);
 	if (ms && ms->batch)
 		ExplainPropertyInteger("Batch Size", NULL, info->batch_size, es);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * modify_batch.c
- *		  UPDATE and DELETE in batches, in transaction mode.
+ *		  UPDATE and DELETE in batches, in transaction and eventual mode.
  *
  * Row by row, an UPDATE costs a findAndModify per row, plus a bulk of new
  * entries and one of old entries per index whose entries change.  In
@@ -22,6 +22,15 @@
  *
  * With a shard key (shard_key.c) the filters of steps 1 and 3 hold each
  * fact's shard key values beside its _id.
+ *
+ * In eventual mode there is no transaction and no entry to write, but a
+ * failed statement is undone as in ordered mode (modify_undo.c): step 1
+ * reads the whole facts, outside any transaction, and each is remembered
+ * for the undo before step 3 writes it.  The undo so restores a fact as
+ * the batch read it (a findAndModify per row, as ordered mode makes, would
+ * return it as it was at the write: the difference is a concurrent change
+ * between the two, which an undo of this statement overwrites either way).
+ * A batch of one row is one findAndModify instead, as in ordered mode.
  *
  * Steps 1, 2 and 4 are skipped where no entry can change (no index, or an
  * UPDATE that assigns none of the indexed columns).  A row whose fact is
@@ -84,7 +93,8 @@ idx_modify_batch_wanted(IdxModifyState *ms, ResultRelInfo *rinfo)
 {
 	TriggerDesc *trig = rinfo->ri_TrigDesc;
 
-	if (ms->ordered || ms->has_returning || ms->info->batch_size <= 1)
+	if ((ms->ordered && !ms->eventual) || ms->has_returning ||
+		ms->info->batch_size <= 1)
 		return false;
 	if (ms->operation != CMD_UPDATE && ms->operation != CMD_DELETE)
 		return false;
@@ -269,7 +279,8 @@ batch_filter(IdxModifyState *ms, IdxModifyBatch *b, bson_t *filter)
 
 /*
  * Step 1: the batch's facts as they are, in the transaction; pre[i] is
- * row i's fact (index columns), or NULL if it is gone.
+ * row i's fact (index columns; in eventual mode, outside a transaction,
+ * the whole fact, for the undo), or NULL if it is gone.
  */
 static bson_t **
 read_facts(IdxModifyState *ms, IdxModifyBatch *b,
@@ -285,10 +296,13 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	const bson_t *doc;
 
 	batch_filter(ms, b, &filter);
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
-	idx_modify_index_projection(ms, &projection);
-	idx_check_append(bson_append_document_end(&opts, &projection));
-	if (!mongoc_client_session_append(session, &opts, &error))
+	if (!ms->eventual)
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
+		idx_modify_index_projection(ms, &projection);
+		idx_check_append(bson_append_document_end(&opts, &projection));
+	}
+	if (session && !mongoc_client_session_append(session, &opts, &error))
 		elog(ERROR, "could not add the session to a read: %s", error.message);
 	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts,
 											  idx_primary_read_prefs());
@@ -377,7 +391,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	int			i;
 
 	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
-	if (!mongoc_client_session_append(session, &opts, &error))
+	if (session && !mongoc_client_session_append(session, &opts, &error))
 		elog(ERROR, "could not add the session to a write: %s", error.message);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
 	bson_destroy(&opts);
@@ -446,6 +460,52 @@ uncount_unmatched(IdxModifyState *ms, int64 unmatched)
 }
 
 /*
+ * Eventual mode: remember the facts step 3 is about to write, as step 1
+ * read them, for the undo of a statement that fails (modify_undo.c).  A
+ * fact step 3 then does not change (a failed bulk) is restored to what it
+ * holds, which changes nothing.
+ */
+static void
+remember_batch(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre)
+{
+	int			i;
+
+	for (i = 0; i < b->n; i++)
+	{
+		bson_iter_t iter;
+
+		if (pre[i] == NULL)
+			continue;			/* gone: step 3 does not write it */
+		bson_iter_init_find(&iter, b->rows[i].id, "_id");
+		idx_modify_remember_write(ms, ms->operation == CMD_DELETE ?
+								  UNDO_DELETED : UNDO_UPDATED,
+								  bson_iter_value(&iter), pre[i]);
+	}
+}
+
+/*
+ * Eventual mode, a batch of one row: one findAndModify, which returns the
+ * fact as it was for the undo, instead of a find and a bulk.  Returns how
+ * many facts it wrote.
+ */
+static int64
+write_one_fact(IdxModifyState *ms, BatchRow *row)
+{
+	bson_iter_t iter;
+	bson_t	   *before;
+
+	bson_iter_init_find(&iter, row->id, "_id");
+	before = idx_modify_find_and_modify(ms, NULL, bson_iter_value(&iter),
+										row->shard, row->update, true);
+	if (before == NULL)
+		return 0;				/* gone */
+	idx_modify_remember_write(ms, ms->operation == CMD_DELETE ?
+							  UNDO_DELETED : UNDO_UPDATED,
+							  bson_iter_value(&iter), before);
+	return 1;
+}
+
+/*
  * Write the batch (see the file header for the steps).
  */
 void
@@ -473,7 +533,17 @@ idx_modify_batch_flush(IdxModifyState *ms)
 		}
 		idx_writer_write_new(ms->writer, session);
 	}
-	written = write_facts(ms, b, pre, session);
+	if (ms->eventual && b->n == 1)
+		written = write_one_fact(ms, &b->rows[0]);
+	else
+	{
+		if (ms->eventual)
+		{
+			pre = read_facts(ms, b, session);
+			remember_batch(ms, b, pre);
+		}
+		written = write_facts(ms, b, pre, session);
+	}
 	idx_modify_note_written(ms, (int) written);
 	uncount_unmatched(ms, b->n - written);
 	if (b->entries_change)

@@ -34,7 +34,10 @@ typedef struct IdxModifyState
 	ForeignServer *server;
 	mongoc_client_t *client;
 	CmdType		operation;
-	bool		ordered;		/* consistency mode 'ordered' */
+	bool		ordered;		/* no MongoDB transaction: each write final
+								 * when made, a failed statement undone
+								 * (modes 'ordered' and 'eventual') */
+	bool		eventual;		/* mode 'eventual': the facts only */
 	List	   *target_attrs;	/* UPDATE: assigned columns */
 	bool		has_returning;
 	AttrNumber	rowid_attno;	/* junk _id in the subplan's output */
@@ -86,6 +89,9 @@ extern mongoc_client_session_t *idx_modify_session(IdxModifyState *ms);
 
 /* The largest document the server takes (asked once per statement) */
 extern int64 idx_modify_max_document_size(IdxModifyState *ms);
+
+/* The consistency mode of the write, as the option names it */
+extern const char *idx_modify_mode_name(IdxModifyState *ms);
 
 /* Count facts written (ordered mode: noted for the rollback warning) */
 extern void idx_modify_note_written(IdxModifyState *ms, int n);

@@ -170,7 +170,10 @@ undo_update(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 }
 
 /*
- * Undo a DELETE: the entries, then the fact as it was.
+ * Undo a DELETE: the entries, then the fact as it was.  A fact with that
+ * _id that is there again needs no restoring (a batch of eventual mode
+ * remembers its deletes before its deleteMany, which may have failed
+ * before it removed them).
  */
 static void
 undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
@@ -191,6 +194,8 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 	{
 		bson_t	   *failed_reply = idx_own_reply(&reply);
 
+		if (ms->eventual && error.code == 11000)
+			return;				/* not deleted: nothing to restore */
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
 							   psprintf("restoring a document of collection \"%s\"",
 										ms->info->collection));
@@ -219,8 +224,8 @@ undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
 		ereport(WARNING,
 				(errmsg("the writes of the failed statement to foreign table \"%s\" were not undone",
 						ms->info->relname),
-				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is 'ordered'.",
-						   IDX_UNDO_MAX)));
+				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is '%s'.",
+						   IDX_UNDO_MAX, idx_modify_mode_name(ms))));
 		return false;
 	}
 

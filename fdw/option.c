@@ -146,7 +146,7 @@ parse_positive_int(const char *name, const char *value, int maxval)
 }
 
 /*
- * Parse the "consistency" option: "transaction" or "ordered".
+ * Parse the "consistency" option: "transaction", "ordered" or "eventual".
  */
 static IdxConsistency
 parse_consistency(const char *value)
@@ -155,10 +155,12 @@ parse_consistency(const char *value)
 		return IDX_CONSISTENCY_TRANSACTION;
 	if (strcmp(value, "ordered") == 0)
 		return IDX_CONSISTENCY_ORDERED;
+	if (strcmp(value, "eventual") == 0)
+		return IDX_CONSISTENCY_EVENTUAL;
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 			 errmsg("invalid value for option \"consistency\": \"%s\"", value),
-			 errhint("Valid values are \"transaction\" and \"ordered\".")));
+			 errhint("Valid values are \"transaction\", \"ordered\" and \"eventual\".")));
 	return IDX_CONSISTENCY_DEFAULT;	/* keep compiler quiet */
 }
 

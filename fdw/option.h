@@ -22,14 +22,17 @@
  * How writes keep index tables consistent with the facts (option
  * "consistency"): in one MongoDB transaction per PostgreSQL transaction, or
  * by the crash-safe write order (index entries before facts, deletions of
- * entries after).  DEFAULT means "transaction where the server supports
- * it, else ordered", decided at the first write.
+ * entries after), or not at all: EVENTUAL writes the facts only, each
+ * final when made, and leaves the index tables to the change-stream
+ * applier (fdw/sync/).  DEFAULT means "transaction where the server
+ * supports it, else ordered", decided at the first write.
  */
 typedef enum IdxConsistency
 {
 	IDX_CONSISTENCY_DEFAULT,
 	IDX_CONSISTENCY_TRANSACTION,
-	IDX_CONSISTENCY_ORDERED
+	IDX_CONSISTENCY_ORDERED,
+	IDX_CONSISTENCY_EVENTUAL
 } IdxConsistency;
 
 /*

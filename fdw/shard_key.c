@@ -163,7 +163,8 @@ idx_shard_key_has_column(const IdxTableInfo *info, AttrNumber attnum)
 }
 
 /*
- * Refuse an UPDATE in ordered mode that assigns a shard key column.  A
+ * Refuse an UPDATE outside a MongoDB transaction (mode "ordered" or
+ * "eventual", named by "mode") that assigns a shard key column.  A
  * new shard key value moves the document to another shard, which mongos
  * does only in a transaction or a retryable write, with the whole old
  * shard key in the filter (src/mongo/db/exec/update_stage.cpp: 31025, 72,
@@ -174,7 +175,8 @@ idx_shard_key_has_column(const IdxTableInfo *info, AttrNumber attnum)
  */
 void
 idx_shard_key_check_ordered_update(const IdxTableInfo *info,
-								   TupleDesc tupdesc, List *target_attrs)
+								   TupleDesc tupdesc, List *target_attrs,
+								   const char *mode)
 {
 	ListCell   *lc;
 
@@ -185,10 +187,11 @@ idx_shard_key_check_ordered_update(const IdxTableInfo *info,
 		if (idx_shard_key_has_column(info, attnum))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot update column \"%s\" of foreign table \"%s\" in consistency mode 'ordered'",
+					 errmsg("cannot update column \"%s\" of foreign table \"%s\" in consistency mode '%s'",
 							NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname),
-							info->relname),
-					 errdetail("The column is in the option \"shard_key\": MongoDB moves a document to the shard of its new shard key value only inside a transaction, and a failed ordered statement could not be undone."),
+							info->relname, mode),
+					 errdetail("The column is in the option \"shard_key\": MongoDB moves a document to the shard of its new shard key value only inside a transaction, and a failed statement in consistency mode '%s' could not be undone.",
+							   mode),
 					 errhint("Use consistency 'transaction', or delete the row and insert it with the new value.")));
 	}
 }

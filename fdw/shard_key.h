@@ -26,10 +26,11 @@ extern void idx_shard_key_resolve(IdxTableInfo *info, const char *value,
 extern bool idx_shard_key_has_column(const IdxTableInfo *info,
 									 AttrNumber attnum);
 
-/* Refuse an ordered-mode UPDATE that assigns a shard key column */
+/* Refuse an UPDATE outside a transaction that assigns a shard key column */
 extern void idx_shard_key_check_ordered_update(const IdxTableInfo *info,
 											   TupleDesc tupdesc,
-											   List *target_attrs);
+											   List *target_attrs,
+											   const char *mode);
 
 /* The shard key values of a row, as BSON (palloc'd), or NULL if none */
 extern bson_t *idx_shard_key_of_row(const IdxTableInfo *info,

@@ -53,6 +53,8 @@
 
 static bool callbacks_registered = false;
 static char *ordered_write_rel = NULL;	/* a table written in ordered mode */
+static const char *ordered_write_mode = NULL;	/* its mode: "ordered" or
+												 * "eventual" */
 
 static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -128,8 +130,9 @@ idx_xact_mode(const IdxTableInfo *info, mongoc_client_t *client,
 {
 	bool		supported;
 
-	if (info->consistency == IDX_CONSISTENCY_ORDERED)
-		return IDX_CONSISTENCY_ORDERED;
+	if (info->consistency == IDX_CONSISTENCY_ORDERED ||
+		info->consistency == IDX_CONSISTENCY_EVENTUAL)
+		return info->consistency;	/* no MongoDB transaction needed */
 	supported = server_supports_transactions(client, servername);
 	if (info->consistency == IDX_CONSISTENCY_DEFAULT)
 		return supported ? IDX_CONSISTENCY_TRANSACTION : IDX_CONSISTENCY_ORDERED;
@@ -207,14 +210,18 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 }
 
 /*
- * Remember that a table was written in ordered mode in this transaction.
+ * Remember that a table was written outside a MongoDB transaction (mode
+ * "ordered" or "eventual", a string constant) in this transaction.
  */
 void
-idx_xact_note_ordered_write(const char *relname)
+idx_xact_note_ordered_write(const char *relname, const char *mode)
 {
 	idx_xact_register_callbacks();
 	if (ordered_write_rel == NULL)
+	{
 		ordered_write_rel = MemoryContextStrdup(TopMemoryContext, relname);
+		ordered_write_mode = mode;
+	}
 }
 
 /*
@@ -456,7 +463,8 @@ xact_callback(XactEvent event, void *arg)
 				ereport(WARNING,
 						(errmsg("writes to foreign table \"%s\" were not rolled back",
 								ordered_write_rel),
-						 errdetail("The table's consistency mode is 'ordered': each write is final when it is made.")));
+						 errdetail("The table's consistency mode is '%s': each write is final when it is made.",
+								   ordered_write_mode)));
 			idx_ddl_at_abort();
 			break;
 		default:

@@ -54,6 +54,7 @@ extern void idx_xact_register_callbacks(void);
  * The consistency mode a write to this table uses: the option, or for the
  * default, "transaction" if the server supports transactions (a replica set
  * member or mongos of wire version 7/8 or later) and "ordered" otherwise.
+ * "ordered" and "eventual" need no MongoDB transaction.
  * An explicit "transaction" on a server without transactions is an error.
  */
 extern IdxConsistency idx_xact_mode(const IdxTableInfo *info,
@@ -67,8 +68,12 @@ extern IdxConsistency idx_xact_mode(const IdxTableInfo *info,
 extern mongoc_client_session_t *idx_xact_begin_write(mongoc_client_t *client,
 													 const char *servername);
 
-/* Remember an ordered-mode write (for the warning at rollback) */
-extern void idx_xact_note_ordered_write(const char *relname);
+/*
+ * Remember a write outside a MongoDB transaction, in mode "ordered" or
+ * "eventual" (for the warning at rollback)
+ */
+extern void idx_xact_note_ordered_write(const char *relname,
+										const char *mode);
 
 /* Has the transaction made ordered-mode writes? */
 extern bool idx_xact_has_ordered_write(void);

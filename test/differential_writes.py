@@ -48,6 +48,19 @@ orphan = stale = 0.  When the tables have drifted apart (a discrepancy
 already reported), lw is reset to fw's contents, so that one bug is reported
 once and the run goes on.
 
+With --consistency eventual (or --mode eventual; not run by default) fw
+has consistency 'eventual': its writes write the facts only and the
+change-stream applier maintains the index tables, so it needs idxtable_fdw
+in shared_preload_libraries.  A unique index table is refused there (that
+is checked: 0A000), so fw_name is not unique and neither is lw's index on
+lower(name).  Routed reads wait for the applier by
+``idxtable.index_consistency = current`` (with a sync_wait_timeout of 30 s);
+verify_index runs only once every index table has applied_through past the
+time it is called (idxtable.sync_status), so that it checks the applier's
+work rather than its lag.  Without the setting (an applier but no waiting
+reads) the routed reads, and the writes' scans, do not go through index
+tables until the applier has caught up.
+
 Environment as for test/differential.py (PGHOST..., MONGO_URI, MONGO_USER,
 MONGO_PASSWORD).  DIFFW_SEED fixes the random seed; it is printed first.  The
 PostgreSQL and MongoDB databases ``idxtable_diffwrites`` are dropped and
@@ -73,6 +86,9 @@ import mongo_client  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_diffwrites"
 MODES = ("transaction", "ordered")
+ALL_MODES = MODES + ("eventual",)   # eventual only when asked for (it needs the applier)
+# how long the applier may take to catch up before a check (eventual)
+CATCHUP_TIMEOUT = 60.0
 COLUMNS = ["_id", "name", "town", "tags", "n", "flag", "j"]
 COLUMN_TYPES = {"_id": "text", "name": "text", "town": "text", "tags": "text[]",
                 "n": "integer", "flag": "boolean", "j": "jsonb"}
@@ -670,6 +686,8 @@ class Run:
                       "explained": 0, "resyncs": 0, "refused": 0, "passed": 0, "failed": 0}
         self.where = ""
         self.plain_scan = "on"
+        self.eventual = mode == "eventual"
+        self.waiting_reads = False      # eventual: idxtable.index_consistency exists
 
     # ---- setup
 
@@ -694,9 +712,18 @@ class Run:
                     "CREATE INDEX lw_town_n ON lw (town, n)"]:
             self.lw.execute(sql)
         self.seed_hex_ids()
+        if self.eventual:
+            # refused on an eventual table; then the same index without unique
+            refused = self.lw.run(Statement("SELECT idxtable.create_index('fw', '%s', is_unique => true, "
+                                            "name => 'fw_unique')" % INDEXES[0][1]))
+            self.check(refused.sqlstate == "0A000", "a unique index table on an eventual table: "
+                       "expected SQLSTATE 0A000, got %s" % refused.show())
+            self.lw.execute("DROP INDEX lw_name")
+            self.lw.execute("CREATE INDEX lw_name ON lw (lower(name))")
         for name, keys, include, unique in INDEXES:
             self.lw.execute("SELECT idxtable.create_index('fw', '%s', include => '%s', is_unique => %s, "
-                            "name => '%s')" % (keys, include, "true" if unique else "false", name))
+                            "name => '%s')" % (keys, include, "true" if unique and not self.eventual
+                                               else "false", name))
 
     def seed_hex_ids(self):
         """Facts whose _id is a string of 24 hex digits, written by another
@@ -818,8 +845,45 @@ class Run:
     def refresh_state(self):
         self.gen.observe(self.lw.execute("SELECT _id, name FROM {t} ORDER BY _id"))
 
+    def setup_eventual(self):
+        """Eventual mode: routed reads wait for the applier where they can; is there an applier?"""
+        self.fw.execute("SELECT count(*) FROM {t}")     # loads the library and its settings
+        self.waiting_reads = self.fw.execute(
+            "SELECT current_setting('idxtable.index_consistency', true) IS NOT NULL")[0][0]
+        if self.waiting_reads:
+            self.fw.execute("SET idxtable.index_consistency = current")
+            self.fw.execute("SET idxtable.sync_wait_timeout = 30000")
+        have = self.fw.execute("SELECT to_regclass('idxtable.sync_status') IS NOT NULL")[0][0]
+        self.check(have, "mode eventual needs the applier (idxtable.sync_status; "
+                   "shared_preload_libraries = idxtable_fdw)")
+        return have
+
+    def wait_applied(self, why):
+        """Eventual mode: wait until every index table has applied_through
+        past now (one check if it does not get there in time)."""
+        if not self.eventual:
+            return
+        since = self.fw.execute("SELECT clock_timestamp()")[0][0]
+        names = [name for name, _, _, _ in INDEXES]
+        deadline = time.monotonic() + CATCHUP_TIMEOUT
+        while True:
+            row = self.fw.execute("SELECT count(*) FILTER (WHERE applied_through >= '%s'), "
+                                  "string_agg(name || ': ' || coalesce(state, '?') || ' ' || "
+                                  "coalesce(applied_through::text, 'never') || "
+                                  "coalesce(' ' || last_error, ''), '; ') "
+                                  "FROM idxtable.sync_status WHERE name = ANY('{%s}')"
+                                  % (since, ",".join(names)))[0]
+            if row[0] == len(names):
+                return
+            if time.monotonic() > deadline:
+                self.check(False, "%s: the applier did not catch up within %.0f s: %s"
+                           % (why, CATCHUP_TIMEOUT, row[1]))
+                return
+            time.sleep(0.05)
+
     def verify_results(self):
         """{index: (checked, missing, orphan, stale) or the error}."""
+        self.wait_applied("before verify_index")
         out = {}
         for name, _, _, _ in INDEXES:
             try:
@@ -942,6 +1006,8 @@ class Run:
         self.refresh_state()
 
     def queries(self, count):
+        if self.eventual and not self.waiting_reads:
+            self.wait_applied("before the routed queries")
         self.fw.execute("SET idxtable.enable_plain_scan = off")
         for _ in range(count):
             statement = self.gen.query()
@@ -957,6 +1023,8 @@ class Run:
         self.where = "batch %d" % number
         # the writes' scans go through index tables in some batches
         self.plain_scan = "off" if self.rng.random() < 0.4 else "on"
+        if self.eventual and not self.waiting_reads:
+            self.plain_scan = "on"      # they would not see the applier's lag
         self.fw.execute("SET idxtable.enable_plain_scan = %s" % self.plain_scan)
         for s in range(self.args.statements):
             self.where = "batch %d statement %d" % (number, s)
@@ -976,6 +1044,8 @@ class Run:
         started = time.monotonic()
         self.where = "setup"
         self.create_tables()
+        if self.eventual and not self.setup_eventual():
+            return
         self.id_types()
         self.where = "setup"
         self.refresh_state()
@@ -1034,7 +1104,8 @@ def parse_args():
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--statements", type=int, default=8, help="statements per batch")
     parser.add_argument("--queries", type=int, default=6, help="queries after each batch")
-    parser.add_argument("--mode", choices=MODES, action="append", help="only this mode (repeatable)")
+    parser.add_argument("--mode", "--consistency", dest="mode", choices=ALL_MODES, action="append",
+                        help="only this consistency mode (repeatable; default %s)" % " and ".join(MODES))
     parser.add_argument("--sharded", action="store_true",
                         help="fw's collection sharded on {%s: 1}, with the option shard_key" % SHARD_KEY)
     parser.add_argument("--details", type=int, default=MAX_DETAILED_FAILURES,

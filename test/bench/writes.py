@@ -1,5 +1,5 @@
 """Write scenarios: bulk INSERT, UPDATE of an indexed key, DELETE, with 0, 1 and 3
-index tables, in both consistency modes ("transaction" and "ordered").
+index tables, in the consistency modes "transaction", "ordered" and "eventual".
 
 run() expects a database with the extension and the server "mongo" (bench.py
 makes it).  Per mode and index count it creates a foreign table w_<mode>_<n>idx
@@ -17,9 +17,20 @@ collections of its own (w_<mode>_<n>idx_r2, ...); after it, each table's row
 count is checked and every index table verified (idxtable.verify_index).  Every
 rows/s is compared with the insert without index tables of the same mode
 (x_ins0) and with the same statement without index tables (x_same0).
+
+In mode "eventual" the write leaves the index tables to the change-stream
+applier, and a unique index table is refused, so there the first index is
+{lower(email)} without is_unique.  While each statement runs, a second
+connection samples idxtable.sync_status every 0.1 s (and once right after):
+lag_ms is the largest lag of the table's index tables seen; catch_ms is the
+time from the statement's end until every one of them has applied_through at
+or past it (bounded by CATCHUP_TIMEOUT).  The next statement starts only then,
+so that the applier's work does not spill into the next measurement, and the
+index tables can be verified.
 """
 import csv
 import statistics
+import threading
 import time
 
 import psycopg2
@@ -29,7 +40,8 @@ import data
 import measure
 import report
 
-MODES = ("transaction", "ordered")
+MODES = ("transaction", "ordered", "eventual")
+CATCHUP_TIMEOUT = 120.0     # s an eventual statement's index tables may take to catch up
 # (keys, include, unique); a table with n indexes gets the first n
 INDEXES = [("{lower(email)}", None, True),
            ("{town,last_name}", None, False),
@@ -59,11 +71,14 @@ COLUMNS = [
     ("cpu/row", "cpu_ms_per_row", 7, ".3f"),
     ("x_ins0", "x_insert0", 6, ".3f"),
     ("x_same0", "x_same0", 7, ".3f"),
+    ("lag_ms", "lag_max_ms", 7, ".0f"),
+    ("catch_ms", "catchup_ms", 8, ".0f"),
 ]
 CSV_FIELDS = ["mode", "scenario", "indexes", "rows", "expected_rows", "executions", "wall_ms",
               "wall_min_ms", "wall_max_ms", "rows_s",
               "round_trips", "modify_rt", "scan_rt", "rt_per_row", "facts", "entries_w",
-              "entries_d", "cpu_ms", "cpu_ms_per_row", "x_insert0", "x_same0", "sql"]
+              "entries_d", "cpu_ms", "cpu_ms_per_row", "x_insert0", "x_same0", "lag_max_ms",
+              "catchup_ms", "sql"]
 
 
 def table_name(mode, n):
@@ -89,8 +104,76 @@ def create_table(cur, mode, n, name):
     for keys, include, unique in INDEXES[:n]:
         cur.execute("SELECT idxtable.create_index(%s::regclass, %s::text[], "
                     "include => %s::text[], is_unique => %s)",
-                    (name, keys, include or "{}", unique))
+                    (name, keys, include or "{}", unique and mode != "eventual"))
     return name
+
+
+class LagSampler:
+    """Samples max(lag) of some index tables in idxtable.sync_status from a connection of its own.
+
+    ok is False where the view does not exist (no applier): then nothing is sampled.
+    """
+
+    def __init__(self, dsn):
+        self.conn = psycopg2.connect(dsn)
+        self.conn.autocommit = True
+        self.cur = self.conn.cursor()
+        self.cur.execute("SELECT to_regclass('idxtable.sync_status') IS NOT NULL")
+        self.ok = self.cur.fetchone()[0]
+        self.thread = None
+
+    def sample(self, names):
+        """The largest lag (ms) of the index tables "names" now, or None."""
+        self.cur.execute("SELECT max(extract(epoch FROM lag)) * 1000 FROM idxtable.sync_status "
+                         "WHERE name = ANY(%s)", (names,))
+        value = self.cur.fetchone()[0]
+        return None if value is None else float(value)
+
+    def start(self, names):
+        """Sample every 0.1 s in a thread until stop()."""
+        self.names, self.max, self.stopping = names, None, threading.Event()
+        if not self.ok or not names:
+            return
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stopping.wait(0.1):
+            self._note(self.sample(self.names))
+
+    def _note(self, value):
+        if value is not None and (self.max is None or value > self.max):
+            self.max = value
+
+    def stop(self, since):
+        """Stop sampling; one more sample; then wait until the index tables have applied
+        everything up to "since" (a timestamptz).  Returns (max lag ms, catch-up ms)."""
+        if self.thread:
+            self.stopping.set()
+            self.thread.join()
+            self.thread = None
+        if not self.ok or not self.names or since is None:
+            return None, None
+        self._note(self.sample(self.names))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < CATCHUP_TIMEOUT:
+            self.cur.execute("SELECT count(*) = count(*) FILTER (WHERE applied_through >= %s) "
+                             "FROM idxtable.sync_status WHERE name = ANY(%s)",
+                             (since, self.names))
+            if self.cur.fetchone()[0]:
+                return self.max, (time.monotonic() - t0) * 1000.0
+            time.sleep(0.02)
+        return self.max, None
+
+    def close(self):
+        self.conn.close()
+
+
+def index_names(cur, name):
+    """The index tables of the foreign table "name"."""
+    cur.execute("SELECT coalesce(array_agg(name), '{}') FROM idxtable.indexes "
+                "WHERE \"table\" = %s::regclass", (name,))
+    return cur.fetchone()[0]
 
 
 def statements(name, n, k):
@@ -125,14 +208,28 @@ def parse_modify(lines):
     return out
 
 
-def measure_write(cur, sql, cpu):
-    """Run sql once as EXPLAIN (ANALYZE); wall and backend CPU around it, and the counters."""
+def measure_write(cur, sql, cpu, lag=None, names=None):
+    """Run sql once as EXPLAIN (ANALYZE); wall and backend CPU around it, and the counters.
+
+    With a LagSampler "lag": the applier's lag on the index tables "names" while it runs,
+    and the time it then takes to catch up.
+    """
+    if lag:
+        lag.start(names)
     c0 = cpu.read()
     t0 = time.perf_counter()
-    cur.execute("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, SUMMARY OFF) " + sql)
+    try:
+        cur.execute("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, SUMMARY OFF) " + sql)
+    except psycopg2.Error:
+        if lag:
+            lag.stop(None)
+        raise
     t1 = time.perf_counter()
     c1 = cpu.read()
     lines = [r[0] for r in cur.fetchall()]
+    if lag:
+        cur.execute("SELECT clock_timestamp()")
+        lag_max, catchup = lag.stop(cur.fetchone()[0])
     m = parse_modify(lines)
     m["scan_rt"] = measure.parse_explain(lines)["Round Trips"]
     m["round_trips"] = None if m["modify_rt"] is None else m["modify_rt"] + (m["scan_rt"] or 0)
@@ -141,6 +238,7 @@ def measure_write(cur, sql, cpu):
     m["rows"] = m["facts"]
     m["explain"] = lines
     m["sql"] = sql
+    m["lag_max_ms"], m["catchup_ms"] = (lag_max, catchup) if lag else (None, None)
     return m
 
 
@@ -156,10 +254,11 @@ def add_ratios(rows):
         r["x_same0"] = report.ratio(r.get("rows_s"), base.get((r["mode"], r["scenario"])))
 
 
-def verify(cur, counts, bad):
+def verify(cur, counts, bad, skip=()):
     """Row counts and idxtable.verify_index of the tables' index tables; problems go to bad.
 
-    Returns the number of index tables verified.
+    The index tables of the tables "skip" are not verified.  Returns the number of index
+    tables verified.
     """
     for name, expected in counts.items():
         cur.execute("SELECT count(*) FROM %s" % name)
@@ -168,7 +267,7 @@ def verify(cur, counts, bad):
             bad.append("%s has %d rows, expected %d" % (name, got, expected))
     try:
         cur.execute("SELECT name FROM idxtable.indexes WHERE \"table\" = ANY(%s::regclass[]) "
-                    "ORDER BY 1", (list(counts),))
+                    "ORDER BY 1", ([t for t in counts if t not in skip],))
     except psycopg2.Error as e:
         bad.append("idxtable.indexes not readable: %s" % str(e).strip().splitlines()[0])
         return 0
@@ -216,14 +315,21 @@ def summary(rows):
                 else ", ".join("%s %s" % kv for kv in per_mode.items()))
         out.append("round trips/row %-12s with %s indexes: %s"
                    % (scenario, "/".join(map(str, INDEX_COUNTS)), text))
-    ratios = [by[("ordered",) + key[1:]]["rows_s"] / r["rows_s"]
-              for key, r in by.items() if key[0] == "transaction" and r.get("rows_s")
-              and by.get(("ordered",) + key[1:], {}).get("rows_s")]
-    if ratios:
-        out.append("ordered / transaction rows/s: geometric mean %.3g over %d statements "
-                   "(min %.3g, median %.3g, max %.3g)"
-                   % (report._geomean(ratios), len(ratios), min(ratios),
-                      statistics.median(ratios), max(ratios)))
+    for other in MODES[1:]:
+        ratios = [by[(other,) + key[1:]]["rows_s"] / r["rows_s"]
+                  for key, r in by.items() if key[0] == "transaction" and r.get("rows_s")
+                  and by.get((other,) + key[1:], {}).get("rows_s")]
+        if ratios:
+            out.append("%s / transaction rows/s: geometric mean %.3g over %d statements "
+                       "(min %.3g, median %.3g, max %.3g)"
+                       % (other, report._geomean(ratios), len(ratios), min(ratios),
+                          statistics.median(ratios), max(ratios)))
+    lags = [(r["scenario"], r["indexes"], r.get("lag_max_ms"), r.get("catchup_ms"))
+            for r in rows if r["mode"] == "eventual" and r["indexes"] > 0]
+    if any(lag is not None for _, _, lag, _ in lags):
+        out.append("eventual: applier lag max / catch-up after the statement (ms): " + ", ".join(
+            "%s %d idx %s/%s" % (sc, n, "-" if lag is None else "%.0f" % lag,
+                                 "-" if c is None else "%.0f" % c) for sc, n, lag, c in lags))
     return out
 
 
@@ -250,6 +356,10 @@ def combine(key, expected, sql, ms, notes):
          "sql": sql, "executions": len(ms)}
     if not ms:
         return r
+    lags = [m["lag_max_ms"] for m in ms if m.get("lag_max_ms") is not None]
+    catchups = [m["catchup_ms"] for m in ms if m.get("catchup_ms") is not None]
+    r["lag_max_ms"] = max(lags) if lags else None
+    r["catchup_ms"] = statistics.median(catchups) if catchups else None
     for name in ("rows", "facts", "entries_w", "entries_d", "modify_rt", "scan_rt",
                  "round_trips"):
         r[name] = ms[0][name]
@@ -285,10 +395,14 @@ def run(cur, mdb, n, k, reps, log, explain=False):
     cpu = measure.BackendCpu(cur.fetchone()[0])
     if not cpu.ok:
         notes.append("backend CPU not readable from /proc: cpu_ms is blank")
+    lag = LagSampler(cur.connection.dsn)
+    if not lag.ok:
+        notes.append("no idxtable.sync_status (no applier): lag_ms and catch_ms are blank, "
+                     "and the index tables of mode eventual are not verified")
     runs, sqls, bad = {}, {}, []
     n_verified, check_s = 0, 0.0
     for rep in range(1, reps + 1):
-        counts = {}
+        counts, unverified = {}, set()
         for mode in (MODES if rep % 2 else MODES[::-1]):
             for nidx in INDEX_COUNTS:
                 name = table_name(mode, nidx) + ("_r%d" % rep if rep > 1 else "")
@@ -301,11 +415,14 @@ def run(cur, mdb, n, k, reps, log, explain=False):
                     log("  NOTE: " + notes[-1])
                     continue
                 counts[name] = n
+                names = index_names(cur, name) if mode == "eventual" else None
+                if mode == "eventual" and not lag.ok:
+                    unverified.add(name)
                 for scenario, sql, expected, shown in statements(name, n, k):
                     key = (mode, scenario, nidx)
                     sqls.setdefault(key, (expected, shown))
                     try:
-                        m = measure_write(cur, sql, cpu)
+                        m = measure_write(cur, sql, cpu, lag if names else None, names)
                     except psycopg2.Error as e:
                         notes.append("%s %s %d idx failed: %s"
                                      % (mode, scenario, nidx, str(e).strip().splitlines()[0]))
@@ -314,18 +431,26 @@ def run(cur, mdb, n, k, reps, log, explain=False):
                     runs.setdefault(key, []).append(m)
                     if scenario == "delete":
                         counts[name] -= m["rows"] or 0
-                    log("  run %d %-11s %-12s %d idx %6s rows %9.1f ms %6s rtrips"
-                        % (rep, mode, scenario, nidx, m["rows"], m["wall_ms"], m["round_trips"]))
+                    log("  run %d %-11s %-12s %d idx %6s rows %9.1f ms %6s rtrips%s"
+                        % (rep, mode, scenario, nidx, m["rows"], m["wall_ms"], m["round_trips"],
+                           "" if m["lag_max_ms"] is None and m["catchup_ms"] is None else
+                           "  lag %s ms, caught up after %s ms"
+                           % tuple("-" if v is None else "%.0f" % v
+                                   for v in (m["lag_max_ms"], m["catchup_ms"]))))
+                    if names and lag.ok and m["catchup_ms"] is None:
+                        notes.append("%s %s %d idx: the applier did not catch up within %.0f s"
+                                     % (mode, scenario, nidx, CATCHUP_TIMEOUT))
                     if explain:
                         log("\n".join("      " + line for line in m["explain"]))
         t_check = time.monotonic()
-        n_verified += verify(cur, counts, bad)
+        n_verified += verify(cur, counts, bad, unverified)
         if rep < reps:
             drop_tables(cur, mdb, counts)
         check_s += time.monotonic() - t_check
     rows = [combine(key, sqls[key][0], sqls[key][1], runs.get(key, []), notes)
             for key in sorted(sqls, key=lambda x: (MODES.index(x[0]), x[2]))]
     add_ratios(rows)
+    lag.close()
     notes.extend(bad or ["row counts as expected; verify_index clean on all %d index tables "
                          "(checks took %.0f s)" % (n_verified, check_s)])
     return rows, notes, time.monotonic() - t_run
