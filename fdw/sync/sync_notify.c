@@ -1,0 +1,229 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_notify.c
+ *		  Telling the applier's workers about catalog changes: at the commit
+ *		  of index DDL, when a foreign table or the extension is dropped,
+ *		  and when DROP DATABASE begins.
+ *
+ * Index DDL (create_index, drop_index, state changes) notes the foreign
+ * table it changed; at commit (idx_ddl_at_commit, after PostgreSQL's
+ * commit, so that the workers' next snapshot sees the change) the slot of
+ * each (server, owner) an index was created for is claimed, so that
+ * readers know an applier is coming before its process exists, and the
+ * database's catalog generation is bumped, which wakes the launcher, the
+ * database worker and the appliers.  An abort forgets the notes.
+ *
+ * An object access hook (installed only when preloaded) catches what
+ * index DDL does not see: DROP FOREIGN TABLE (whose definitions an event
+ * trigger deletes) and DROP EXTENSION mark the transaction's catalog
+ * changed; DROP DATABASE asks our workers in that database to exit at
+ * once, since it waits only 5 s for the database's other sessions.  The
+ * other commands that need a database to themselves (ALTER DATABASE
+ * RENAME and SET TABLESPACE, CREATE DATABASE from it as a template) have
+ * no such hook before their check: a ProcessUtility hook asks the
+ * workers to leave when the database's owner runs one of them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/objectaccess.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "sync_state.h"
+#include "sync_workers.h"
+#include "xact.h"
+
+/* (server, owner) pairs that got a new index in this transaction */
+typedef struct ExpectedApplier
+{
+	Oid			serverid;
+	Oid			ownerid;
+} ExpectedApplier;
+
+static List *expected_appliers = NIL;	/* in TopTransactionContext */
+static bool catalog_dirty = false;
+
+static object_access_hook_type prev_object_access_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/*
+ * The owner of relation "relid".
+ */
+static Oid
+relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Index DDL changed the index tables of foreign table "relid": tell the
+ * workers at commit.  "expect_applier": an index is maintained from then
+ * on, so its applier's slot is claimed at commit.
+ */
+void
+idx_sync_note_change(Oid relid, bool expect_applier)
+{
+	if (!idx_sync_enabled())
+		return;
+	idx_xact_register_callbacks();
+	catalog_dirty = true;
+	if (expect_applier)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+		ExpectedApplier *e = palloc(sizeof(ExpectedApplier));
+
+		e->serverid = GetForeignTable(relid)->serverid;
+		e->ownerid = relation_owner(relid);
+		expected_appliers = lappend(expected_appliers, e);
+		MemoryContextSwitchTo(oldcxt);
+	}
+}
+
+/*
+ * After PostgreSQL's commit: claim the expected appliers' slots and wake
+ * the workers.  Never throws (a full slot table is a WARNING).
+ */
+void
+idx_sync_at_commit(void)
+{
+	ListCell   *lc;
+
+	if (catalog_dirty && idx_sync_enabled())
+	{
+		foreach(lc, expected_appliers)
+		{
+			ExpectedApplier *e = (ExpectedApplier *) lfirst(lc);
+
+			idx_sync_expect_applier(MyDatabaseId, e->serverid, e->ownerid);
+		}
+		idx_sync_catalog_changed(MyDatabaseId);
+	}
+	idx_sync_at_abort();
+}
+
+/*
+ * At abort (and after the commit's work): forget the notes; their memory
+ * goes with the transaction.
+ */
+void
+idx_sync_at_abort(void)
+{
+	expected_appliers = NIL;
+	catalog_dirty = false;
+}
+
+/*
+ * object_access_hook: drops that concern the workers.
+ */
+static void
+sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+				   int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP)
+		return;
+	if (classId == DatabaseRelationId)
+		idx_sync_database_exclusive(objectId);
+	else if (classId == ExtensionRelationId ||
+			 (classId == RelationRelationId && subId == 0 &&
+			  get_rel_relkind(objectId) == RELKIND_FOREIGN_TABLE))
+	{
+		idx_xact_register_callbacks();
+		catalog_dirty = true;
+	}
+}
+
+/*
+ * The value of option "name" in a statement's options, or NULL.
+ */
+static const char *
+option_value(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, name) == 0 && def->arg != NULL)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/*
+ * The database a utility statement needs without other sessions (see the
+ * head of this file), or InvalidOid.
+ */
+static Oid
+exclusive_database(Node *stmt)
+{
+	const char *dbname = NULL;
+
+	if (IsA(stmt, RenameStmt) &&
+		((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
+		dbname = ((RenameStmt *) stmt)->subname;
+	else if (IsA(stmt, AlterDatabaseStmt) &&
+			 option_value(((AlterDatabaseStmt *) stmt)->options,
+						  "tablespace") != NULL)
+		dbname = ((AlterDatabaseStmt *) stmt)->dbname;
+	else if (IsA(stmt, CreatedbStmt))
+		dbname = option_value(((CreatedbStmt *) stmt)->options, "template");
+	return dbname ? get_database_oid(dbname, true) : InvalidOid;
+}
+
+/*
+ * ProcessUtility_hook: before a command that needs a database to itself,
+ * ask our workers there to leave (its owner's commands only, so that no
+ * one else can stop them at will).
+ */
+static void
+sync_process_utility(PlannedStmt *pstmt, const char *queryString,
+					 bool readOnlyTree, ProcessUtilityContext context,
+					 ParamListInfo params, QueryEnvironment *queryEnv,
+					 DestReceiver *dest, QueryCompletion *qc)
+{
+	Oid			dbid = exclusive_database(pstmt->utilityStmt);
+
+	if (OidIsValid(dbid) && pg_database_ownercheck(dbid, GetUserId()))
+		idx_sync_database_exclusive(dbid);
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/*
+ * Install the hooks (from _PG_init when preloaded).
+ */
+void
+idx_sync_install_object_hook(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = sync_object_access;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = sync_process_utility;
+}
