@@ -272,6 +272,7 @@ def fdw_writes_nothing(client, conn, db):
     except Exception as e:   # not the test server
         print("skip FDW writes count: %s" % e)
         return
+    written_before = entries_written(conn)
     for i in range(400, 460):
         r = row(i)
         q(conn, "INSERT INTO cust VALUES (%s, %s, %s, %s, %s, %s)",
@@ -289,7 +290,17 @@ def fdw_writes_nothing(client, conn, db):
           % (len(writes), 4 * len(INDEXES) * 2))
     bad = verify_clean(conn, "cust")
     check(not bad, "FDW writes: verify_index clean %s" % (bad or ""))
+    written = entries_written(conn)
+    # each marker: one entry written, then deleted, per index
+    more = {k: written[k] - written_before.get(k, 0) for k in written}
+    check(written and all(v <= 4 for v in more.values()),
+          "FDW writes: idxtable.sync_status counts only the markers' entries as written %s" % more)
     return extra
+
+
+def entries_written(conn):
+    return dict(q(conn, "SELECT name, entries_written FROM idxtable.sync_status "
+                        "WHERE name LIKE 'cust%' AND entries_written IS NOT NULL"))
 
 
 def load(db, table, first, count, stop):
@@ -318,6 +329,10 @@ def kill_applier(client, conn, db):
     time.sleep(0.5)
     q(conn, "SELECT pg_terminate_backend(%s)", (pid,))
     t0 = time.time()
+    while pid in applier_pids(conn) and time.time() - t0 < 5:
+        time.sleep(0.01)
+    gone = time.time() - t0
+    check(gone < 1.0, "kill: the applier exits within 1 s of SIGTERM (%.2f s)" % gone)
     new = wait_applier(conn, timeout=30, other_than=(pid,))
     check(new is not None, "kill: the applier was started again (%.1f s)" % (time.time() - t0))
     t.join()
