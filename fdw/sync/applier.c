@@ -74,6 +74,9 @@ spi_begin(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 }
 
+/*
+ * End the SPI block of spi_begin().
+ */
 static void
 spi_end(void)
 {
