@@ -41,6 +41,7 @@ OBJS = \
 	fdw/mongo_limits.o \
 	fdw/protocol_read.o \
 	fdw/sync/sync_state.o \
+	fdw/sync/sync_wait.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \
 	fdw/sync/launcher.o \
@@ -52,7 +53,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth build sync stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth build sync stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -26,6 +26,7 @@
 #include "index_write.h"
 #include "modify.h"
 #include "sync_state.h"
+#include "sync_wait.h"
 #include "sync_workers.h"
 
 PG_MODULE_MAGIC;
@@ -100,6 +101,7 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	idx_sync_define_gucs();
+	idx_sync_define_read_gucs();
 	MarkGUCPrefixReserved("idxtable");
 
 	/* the change-stream applier's processes exist only when preloaded */
