@@ -158,8 +158,8 @@ typedef struct IdxNewIndex
 extern void idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 								  IdxNewIndex *ni);
 
-/* WARNING that index "name" misses outside writes (no applier runs) */
-extern void idx_warn_unmaintained(const char *name);
+/* WARNING that index "name" of "relid" misses outside writes (no applier) */
+extern void idx_warn_unmaintained(const char *name, Oid relid);
 
 /*
  * MongoDB's cluster time now: the operationTime of a {ping: 1}, packed as

@@ -388,7 +388,7 @@ idxtable_create_index_concurrently(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(oldcxt);
 	CacheInvalidateRelcacheByRelid(b.relid);
 	relation_close(ni.rel, NoLock);
-	idx_warn_unmaintained(b.name);
+	idx_warn_unmaintained(b.name, b.relid);
 	idx_sync_note_change(b.relid, true);	/* the workers learn at commit */
 	commit_step();
 
