@@ -162,19 +162,22 @@ CREATE EVENT TRIGGER idxtable_drop_table_indexes ON sql_drop
 -- last_error holds the FDW's own messages, never a URI.
 CREATE FUNCTION idxtable.sync_status()
 RETURNS TABLE (definition_id uuid, streaming boolean,
-               applied_through timestamptz, applied_at timestamptz,
+               applied_through timestamptz, caught_up_at timestamptz,
                events_applied bigint, entries_written bigint,
                conflicts bigint, last_error text)
 AS 'MODULE_PATHNAME', 'idxtable_sync_status'
 LANGUAGE C STRICT VOLATILE;
 
--- One row per index table; lag is NULL when no applier follows it;
+-- One row per index table; lag is NULL when no applier follows it, and
+-- counts from the later of applied_through and the last time the applier
+-- found nothing pending in its stream (an idle server lags by nothing);
 -- conflicts counts the index's rows of idxtable.conflicts.
 CREATE VIEW idxtable.sync_status AS
   SELECT d.name, d.state, s.applied_through,
          CASE WHEN s.streaming THEN
            GREATEST(pg_catalog.clock_timestamp()
-                                 OPERATOR(pg_catalog.-) s.applied_through,
+                                 OPERATOR(pg_catalog.-)
+                               GREATEST(s.applied_through, s.caught_up_at),
                                interval '0')
          END AS lag,
          s.events_applied, s.entries_written,

@@ -297,6 +297,8 @@ idx_applier_report(AppStream *s, bool streaming)
 		AppIndex   *ix = lfirst(lc);
 
 		ix->status.streaming = streaming && ix->state != 's';
+		if (ix->status.streaming && s->caught_up)
+			ix->status.caught_up_at = now;
 		if (s->covered > ix->status.applied_through)
 		{
 			ix->status.applied_through = s->covered;

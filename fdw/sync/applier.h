@@ -42,6 +42,7 @@ typedef struct AppStream
 	TimestampTz saved_at;		/* when the position was last stored */
 	bool		unsaved;		/* the position moved since */
 	bool		events_unsaved; /* ... and events were applied */
+	bool		caught_up;		/* the last batch was empty: nothing pending */
 } AppStream;
 
 /* The applier (one per process) */

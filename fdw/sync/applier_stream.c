@@ -432,6 +432,7 @@ apply_batch(AppStream *s)
 		s->cs.start_after = true;	/* the PBRT is the invalidate's token */
 
 	advance_covered(s, &b);
+	s->caught_up = (b.nevents == 0);
 	if (b.nevents > 0 || s->covered != before)
 		s->unsaved = true;
 	if (b.nevents > 0)

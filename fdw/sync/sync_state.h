@@ -80,6 +80,7 @@ typedef struct IdxSyncIndexStatus
 	bool		streaming;		/* the applier follows its facts now */
 	IdxClusterTime applied_through; /* every change up to here is in it */
 	TimestampTz applied_at;		/* when applied_through last moved */
+	TimestampTz caught_up_at;	/* when its stream last had nothing pending */
 	int64		events_applied;
 	int64		entries_written;
 	int64		conflicts;

@@ -90,7 +90,7 @@ idxtable_sync_status(PG_FUNCTION_ARGS)
 		values[0] = uuid_datum(st->definition_id);
 		values[1] = BoolGetDatum(st->streaming);
 		values[2] = cluster_time_datum(st->applied_through, &nulls[2]);
-		values[3] = timestamp_datum(st->applied_at, &nulls[3]);
+		values[3] = timestamp_datum(st->caught_up_at, &nulls[3]);
 		values[4] = Int64GetDatum(st->events_applied);
 		values[5] = Int64GetDatum(st->entries_written);
 		values[6] = Int64GetDatum(st->conflicts);
