@@ -415,6 +415,21 @@ idx_server_change_streams(ForeignServer *server)
 }
 
 /*
+ * The same from a pg_foreign_server.srvoptions value ((Datum) 0 if NULL),
+ * for the sync workers, which read it through SPI: a woken worker's
+ * syscache may not have the ALTER SERVER yet, since the commit callback
+ * that wakes it runs before the commit's invalidations are sent.
+ */
+bool
+idx_srvoptions_change_streams(Datum srvoptions)
+{
+	char	   *val = find_option(untransformRelOptions(srvoptions),
+								  "change_streams");
+
+	return val ? parse_change_streams(val) : true;
+}
+
+/*
  * The field path of a column: its "field" option, else its name, which
  * must then be a valid field path (a column "$where" must not become an
  * operator).

@@ -64,6 +64,69 @@ SELECT count(*) FROM idxtable.appliers WHERE server = 'syncsrv';
 RESET ROLE;
 DROP ROLE regress_sync_reader;
 
+-- a fact written straight into MongoDB is applied: its entry appears in
+-- the index collection (within 10 s; found through the index with 'any',
+-- which does not wait for the applier)
+\! /usr/bin/python3 test/fixtures/documents.py delete sync_out '{}' >/dev/null
+CREATE FOREIGN TABLE sync_out (_id text, town text)
+  SERVER syncsrv OPTIONS (database 'idxtable_writes', collection 'sync_out');
+INSERT INTO sync_out VALUES ('1', 'Oslo');
+SELECT idxtable.create_index('sync_out', '{town}', name => 'sync_out_town');
+\! /usr/bin/python3 test/fixtures/documents.py insert sync_out '{"_id": "2", "town": "Rome"}'
+SET idxtable.index_consistency = 'any';
+SET idxtable.enable_plain_scan = off;
+DO $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN EXISTS (SELECT FROM sync_out WHERE town = 'Rome') AND
+              EXISTS (SELECT FROM idxtable.sync_status
+                       WHERE name = 'sync_out_town'
+                         AND applied_through IS NOT NULL);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+EXPLAIN (COSTS OFF) SELECT _id FROM sync_out WHERE town = 'Rome';
+SELECT _id, town FROM sync_out WHERE town = 'Rome';
+RESET idxtable.enable_plain_scan;
+RESET idxtable.index_consistency;
+\! /usr/bin/python3 test/fixtures/documents.py show idxtable.sync_out.sync_out_town
+SELECT name, state, applied_through IS NOT NULL AS applied, last_error
+  FROM idxtable.sync_status WHERE name = 'sync_out_town';
+
+-- change_streams 'off': the server's applier goes away (within 20 s), and
+-- with index_consistency current its index tables are not routed through;
+-- 'on' again: the applier comes back
+ALTER SERVER syncsrv OPTIONS (ADD change_streams 'off');
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXIT WHEN NOT EXISTS (SELECT FROM idxtable.appliers
+                           WHERE server = 'syncsrv');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT count(*) FROM idxtable.appliers WHERE server = 'syncsrv';
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF) SELECT _id FROM sync_out WHERE town = 'Rome';
+RESET idxtable.enable_plain_scan;
+-- an index created meanwhile warns and expects no applier
+SELECT idxtable.create_index('sync_out', '{lower(town)}', name => 'sync_out_lower');
+SELECT count(*) FROM idxtable.appliers WHERE server = 'syncsrv';
+SELECT idxtable.drop_index('sync_out_lower');
+SELECT show_error($$ALTER SERVER syncsrv OPTIONS (SET change_streams 'maybe')$$);
+ALTER SERVER syncsrv OPTIONS (SET change_streams 'on');
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXIT WHEN EXISTS (SELECT FROM idxtable.appliers
+                       WHERE server = 'syncsrv' AND pid IS NOT NULL);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT state FROM idxtable.appliers WHERE server = 'syncsrv';
+SELECT idxtable.drop_index('sync_out_town');
+DROP FOREIGN TABLE sync_out;
+
 -- without index tables left the applier goes away (within 20 s)
 SELECT idxtable.drop_index('sync_town');
 DO $$

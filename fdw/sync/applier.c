@@ -44,11 +44,13 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "applier.h"
@@ -125,20 +127,31 @@ stream_for(const char *database)
 
 /*
  * Add one index_defs row (of the SPI result) to the stream of its facts'
- * database.
+ * database.  A foreign table dropped since the query's snapshot is
+ * skipped: its drop bumps the catalog generation, so a reload follows
+ * (opening it would fail, and the applier with it).  The lock keeps it
+ * while its options are read.
  */
 static void
 add_index_row(HeapTuple tuple, TupleDesc desc)
 {
 	bool		isnull;
-	AppIndex   *ix = palloc0(sizeof(AppIndex));
+	AppIndex   *ix;
 	IdxTableInfo *info;
 	AppStream  *s;
 	char	   *state;
 	Datum		d;
+	Oid			relid = DatumGetObjectId(SPI_getbinval(tuple, desc, 2, &isnull));
 
+	LockRelationOid(relid, AccessShareLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+	{
+		UnlockRelationOid(relid, AccessShareLock);
+		return;
+	}
+	ix = palloc0(sizeof(AppIndex));
 	ix->name = TextDatumGetCString(SPI_getbinval(tuple, desc, 1, &isnull));
-	ix->relid = DatumGetObjectId(SPI_getbinval(tuple, desc, 2, &isnull));
+	ix->relid = relid;
 	state = TextDatumGetCString(SPI_getbinval(tuple, desc, 3, &isnull));
 	ix->state = strcmp(state, "stale") == 0 ? 's' :
 		strcmp(state, "building") == 0 ? 'b' : 'v';
@@ -151,6 +164,7 @@ add_index_row(HeapTuple tuple, TupleDesc desc)
 	ix->status.slotno = applier.slotno;
 
 	info = idx_get_table_info(ix->relid);
+	UnlockRelationOid(relid, AccessShareLock);
 	ix->collection = pstrdup(info->collection);
 	s = stream_for(info->database);
 	s->indexes = lappend(s->indexes, ix);
@@ -356,15 +370,37 @@ connect_applier(void)
 /*
  * Does our server still have change streams to follow?  ALTER SERVER ...
  * OPTIONS (change_streams 'off') bumps the catalog generation (see
- * sync_notify.c), so this is read again with the catalog.
+ * sync_notify.c), so this is read again with the catalog, through SPI
+ * (see idx_srvoptions_change_streams).  A server that is gone counts as on:
+ * load_catalog() then finds no index tables.
  */
 static bool
 server_streams_on(void)
 {
-	ForeignServer *server = GetForeignServerExtended(applier.slot->serverid,
-													 FSV_MISSING_OK);
+	static const char *query =
+		"SELECT srvoptions FROM pg_catalog.pg_foreign_server "
+		" WHERE oid OPERATOR(pg_catalog.=) $1";
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+	bool		on = true;		/* a dropped server: no index tables left */
 
-	return server != NULL && idx_server_change_streams(server);
+	values[0] = ObjectIdGetDatum(applier.slot->serverid);
+	spi_begin();
+	if (SPI_execute_with_args(query, 1, types, values, NULL, true, 1) !=
+		SPI_OK_SELECT)
+		elog(ERROR, "could not read foreign server %u",
+			 applier.slot->serverid);
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		srvoptions = SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1,
+											   &isnull);
+
+		on = idx_srvoptions_change_streams(isnull ? (Datum) 0 : srvoptions);
+	}
+	spi_end();
+	return on;
 }
 
 /*

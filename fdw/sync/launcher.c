@@ -440,19 +440,6 @@ server_name(Oid serverid)
 }
 
 /*
- * Does foreign server "serverid" exist and have change streams to follow
- * (its option change_streams)?  In a transaction.
- */
-static bool
-server_has_change_streams(Oid serverid)
-{
-	ForeignServer *server = GetForeignServerExtended(serverid,
-													 FSV_MISSING_OK);
-
-	return server != NULL && idx_server_change_streams(server);
-}
-
-/*
  * Mark, in dbw_slots, the slots of the (server, owner) pairs that have
  * index tables that are not failed (claiming a slot for each), or return
  * false if the extension is gone.  Servers with change_streams 'off' get
@@ -469,12 +456,14 @@ dbworker_read_pairs(void)
 		return false;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ret = SPI_execute("SELECT DISTINCT ft.ftserver, c.relowner"
+	ret = SPI_execute("SELECT DISTINCT ft.ftserver, c.relowner, s.srvoptions"
 					  "  FROM idxtable.index_defs d"
 					  "  JOIN pg_catalog.pg_foreign_table ft"
 					  "    ON ft.ftrelid OPERATOR(pg_catalog.=) d.tbl::pg_catalog.oid"
 					  "  JOIN pg_catalog.pg_class c"
 					  "    ON c.oid OPERATOR(pg_catalog.=) ft.ftrelid"
+					  "  JOIN pg_catalog.pg_foreign_server s"
+					  "    ON s.oid OPERATOR(pg_catalog.=) ft.ftserver"
 					  " WHERE d.state OPERATOR(pg_catalog.<>) 'failed'",
 					  true, 0);
 	if (ret != SPI_OK_SELECT)
@@ -487,10 +476,13 @@ dbworker_read_pairs(void)
 															  SPI_tuptable->tupdesc, 1, &isnull));
 		Oid			ownerid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 															 SPI_tuptable->tupdesc, 2, &isnull));
+		Datum		srvoptions = SPI_getbinval(SPI_tuptable->vals[i],
+											   SPI_tuptable->tupdesc, 3,
+											   &isnull);
 		int			slotno;
 
-		if (!server_has_change_streams(serverid))
-			continue;
+		if (!idx_srvoptions_change_streams(isnull ? (Datum) 0 : srvoptions))
+			continue;			/* change_streams 'off': no applier */
 		slotno = idx_sync_claim_slot(MyDatabaseId, serverid, ownerid);
 		if (slotno < 0)
 		{
@@ -646,9 +638,12 @@ dbworker_reconcile_slot(int slotno, bool stable, TimestampTz now)
 	}
 	else if (stable && ws->handle != NULL && !ws->stopping)
 	{
-		/* no index table left: stop it, free the slot once it is gone */
+		/*
+		 * no index table left, or change_streams 'off': stop it, free the
+		 * slot once it is gone
+		 */
 		ereport(LOG,
-				(errmsg("idxtable_fdw applier for foreign server \"%s\" stops: no index table is left to maintain",
+				(errmsg("idxtable_fdw applier for foreign server \"%s\" stops: no index table is left to maintain, or the server's option change_streams is off",
 						server_name(idx_sync_slot(slotno)->serverid))));
 		TerminateBackgroundWorker(ws->handle);
 		ws->stopping = true;
