@@ -262,9 +262,10 @@ def run_writes(args, mongo):
           % (n, k, "1 run" if reps == 1 else "median of %d runs" % reps, run_s))
     print("x_ins0: rows/s / rows/s of the insert without index tables in the same mode; "
           "x_same0: / the same statement without index tables")
-    print("lag_ms (mode eventual): the applier's largest lag on the table's index tables in "
-          "idxtable.sync_status, sampled every 0.1 s during the statement and once right after; "
-          "catch_ms: from the statement's end until all have applied_through past it")
+    print("lag_ms: the applier's largest lag on the table's index tables in idxtable.sync_status, "
+          "sampled every 0.1 s during the statement and once right after; catch_ms: from the "
+          "statement's end until routed reads with index_consistency current have waited for it "
+          "(the next statement starts only then)")
     print()
     for line in report.table(rows, writes.COLUMNS, min_width=0):
         print(line)

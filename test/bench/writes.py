@@ -20,13 +20,18 @@ rows/s is compared with the insert without index tables of the same mode
 
 In mode "eventual" the write leaves the index tables to the change-stream
 applier, and a unique index table is refused, so there the first index is
-{lower(email)} without is_unique.  While each statement runs, a second
-connection samples idxtable.sync_status every 0.1 s (and once right after):
-lag_ms is the largest lag of the table's index tables seen; catch_ms is the
-time from the statement's end until every one of them has applied_through at
-or past it (bounded by CATCHUP_TIMEOUT).  The next statement starts only then,
-so that the applier's work does not spill into the next measurement, and the
-index tables can be verified.
+{lower(email)} without is_unique.  While each statement on a table with index
+tables runs (any mode: the applier follows FDW writes too, and finds nothing
+to write for those of "transaction" and "ordered"), a second connection
+samples idxtable.sync_status every 0.1 s (and once right after): lag_ms is
+the largest lag of the table's index tables seen.  catch_ms is the time from
+the statement's end until the applier has applied it: routed reads through
+the table's index tables with idxtable.index_consistency = current, which wait
+for that (bounded by CATCHUP_TIMEOUT; without that setting, until every index
+table has applied_through at or past the statement's end, which an idle stream
+may reach only seconds later).  The next statement starts only then, so that
+the applier's work does not spill into the next measurement, and the index
+tables can be verified.
 """
 import csv
 import statistics
@@ -121,6 +126,14 @@ class LagSampler:
         self.cur.execute("SELECT to_regclass('idxtable.sync_status') IS NOT NULL")
         self.ok = self.cur.fetchone()[0]
         self.thread = None
+        self.table = None
+        self.cur.execute("LOAD 'idxtable_fdw'")
+        self.cur.execute("SELECT current_setting('idxtable.index_consistency', true) IS NOT NULL")
+        self.waits = self.cur.fetchone()[0]
+        if self.waits:
+            self.cur.execute("SET idxtable.index_consistency = current")
+            self.cur.execute("SET idxtable.sync_wait_timeout = %d" % (CATCHUP_TIMEOUT * 1000))
+            self.cur.execute("SET idxtable.enable_plain_scan = off")
 
     def sample(self, names):
         """The largest lag (ms) of the index tables "names" now, or None."""
@@ -129,9 +142,10 @@ class LagSampler:
         value = self.cur.fetchone()[0]
         return None if value is None else float(value)
 
-    def start(self, names):
+    def start(self, names, table=None):
         """Sample every 0.1 s in a thread until stop()."""
         self.names, self.max, self.stopping = names, None, threading.Event()
+        self.table = table
         if not self.ok or not names:
             return
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -156,6 +170,15 @@ class LagSampler:
             return None, None
         self._note(self.sample(self.names))
         t0 = time.monotonic()
+        if self.waits and self.table:
+            # each routed read waits until the applier has passed the write
+            try:
+                for where in ("lower(email) = 'nobody'", "town = 'Nowhere'",
+                              "town = 'Nowhere' AND last_name = 'Nobody'"):
+                    self.cur.execute("SELECT count(*) FROM %s WHERE %s" % (self.table, where))
+            except psycopg2.Error:
+                return self.max, None
+            return self.max, (time.monotonic() - t0) * 1000.0
         while time.monotonic() - t0 < CATCHUP_TIMEOUT:
             self.cur.execute("SELECT count(*) = count(*) FILTER (WHERE applied_through >= %s) "
                              "FROM idxtable.sync_status WHERE name = ANY(%s)",
@@ -208,14 +231,14 @@ def parse_modify(lines):
     return out
 
 
-def measure_write(cur, sql, cpu, lag=None, names=None):
+def measure_write(cur, sql, cpu, lag=None, names=None, table=None):
     """Run sql once as EXPLAIN (ANALYZE); wall and backend CPU around it, and the counters.
 
     With a LagSampler "lag": the applier's lag on the index tables "names" while it runs,
     and the time it then takes to catch up.
     """
     if lag:
-        lag.start(names)
+        lag.start(names, table)
     c0 = cpu.read()
     t0 = time.perf_counter()
     try:
@@ -324,12 +347,14 @@ def summary(rows):
                        "(min %.3g, median %.3g, max %.3g)"
                        % (other, report._geomean(ratios), len(ratios), min(ratios),
                           statistics.median(ratios), max(ratios)))
-    lags = [(r["scenario"], r["indexes"], r.get("lag_max_ms"), r.get("catchup_ms"))
-            for r in rows if r["mode"] == "eventual" and r["indexes"] > 0]
-    if any(lag is not None for _, _, lag, _ in lags):
-        out.append("eventual: applier lag max / catch-up after the statement (ms): " + ", ".join(
-            "%s %d idx %s/%s" % (sc, n, "-" if lag is None else "%.0f" % lag,
-                                 "-" if c is None else "%.0f" % c) for sc, n, lag, c in lags))
+    for mode in MODES:
+        lags = [(r["scenario"], r["indexes"], r.get("lag_max_ms"), r.get("catchup_ms"))
+                for r in rows if r["mode"] == mode and r["indexes"] > 0]
+        if any(lag is not None or c is not None for _, _, lag, c in lags):
+            out.append("%s: applier lag max / catch-up after the statement (ms): %s" % (
+                mode, ", ".join("%s %d idx %s/%s" % (sc, n, "-" if lag is None else "%.0f" % lag,
+                                                     "-" if c is None else "%.0f" % c)
+                                for sc, n, lag, c in lags)))
     return out
 
 
@@ -415,14 +440,14 @@ def run(cur, mdb, n, k, reps, log, explain=False):
                     log("  NOTE: " + notes[-1])
                     continue
                 counts[name] = n
-                names = index_names(cur, name) if mode == "eventual" else None
+                names = index_names(cur, name)
                 if mode == "eventual" and not lag.ok:
                     unverified.add(name)
                 for scenario, sql, expected, shown in statements(name, n, k):
                     key = (mode, scenario, nidx)
                     sqls.setdefault(key, (expected, shown))
                     try:
-                        m = measure_write(cur, sql, cpu, lag if names else None, names)
+                        m = measure_write(cur, sql, cpu, lag if names else None, names, name)
                     except psycopg2.Error as e:
                         notes.append("%s %s %d idx failed: %s"
                                      % (mode, scenario, nidx, str(e).strip().splitlines()[0]))
