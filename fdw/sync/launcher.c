@@ -86,8 +86,8 @@ int			idx_launcher_naptime = 10;
 #define DROPPING_SECS			10
 /* applier restart delays, ms; a run shorter than this is a quick failure */
 #define RESTART_MIN_MS			1000
-#define RESTART_MAX_MS			60000
-#define QUICK_FAILURE_MS		60000
+#define RESTART_MAX_MS			10000
+#define QUICK_FAILURE_MS		10000
 
 /* The launcher's knowledge of one database */
 typedef struct LauncherDb

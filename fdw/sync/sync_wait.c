@@ -39,6 +39,7 @@
 
 #include "connection.h"
 #include "handle.h"
+#include "option.h"
 #include "sync_state.h"
 #include "sync_wait.h"
 
@@ -327,11 +328,13 @@ report_unmaintained(const IdxIndexDef *def)
  * it streams; false, with *view as last seen, when no applier maintains
  * it or time is up.  The applier broadcasts its slot's condition variable
  * on every state change and report; the sleeps are short as well, so that
- * a report without a broadcast is seen soon.
+ * a report without a broadcast is seen soon.  "patient" (a write): an
+ * applier that has a slot but failed, or waits to be restarted, is waited
+ * for too, until the deadline.
  */
 static bool
 wait_until_streaming(const IdxIndexDef *def, TimestampTz deadline,
-					 ApplierView *view)
+					 bool patient, ApplierView *view)
 {
 	int			prepared = -1;
 	bool		streaming = false;
@@ -341,9 +344,10 @@ wait_until_streaming(const IdxIndexDef *def, TimestampTz deadline,
 		long		remaining;
 
 		look_up_applier(def, view);
-		if (!is_maintained(view))
+		if (!is_maintained(view) && !(patient && view->slotno >= 0))
 			break;
-		if (view->has_status && view->status.streaming)
+		if (view->has_status && view->status.streaming &&
+			view->status.last_error[0] == '\0')
 		{
 			streaming = true;
 			break;
@@ -370,11 +374,10 @@ wait_until_streaming(const IdxIndexDef *def, TimestampTz deadline,
 /*
  * Wait until "def" has applied every change through "target" (within
  * idxtable.sync_wait_timeout), or raise the ERROR that says why it did
- * not.  "for_write": an index no applier maintains is not waited for, as
- * the planner would not route through it (see idx_sync_wait_for_write).
+ * not.  "patient": see wait_until_streaming.
  */
 static void
-wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool for_write)
+wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   idx_sync_wait_timeout);
@@ -382,7 +385,7 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool for_write)
 
 	if (!idx_sync_enabled())
 		report_unmaintained(def);
-	while (wait_until_streaming(def, deadline, &view))
+	while (wait_until_streaming(def, deadline, patient, &view))
 	{
 		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
 																deadline);
@@ -406,8 +409,7 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool for_write)
 	/* time is up, or no applier maintains the index */
 	if (is_maintained(&view))
 		report_behind(def, target);
-	if (!for_write)
-		report_unmaintained(def);
+	report_unmaintained(def);
 }
 
 /*
@@ -447,11 +449,26 @@ key_reads_any(const IdxIndexDef *def, List *attrs)
 }
 
 /*
- * The wait of a write that claims unique keys (see sync_wait.h).  Only
- * indexes the planner would route through are waited for: with no applier
- * maintaining it (also one that stops while the write waits), or one known
- * to be behind, the claim checks the keys the index holds, as without the
- * applier; an index that does not catch up in time is an ERROR.
+ * Does an applier follow the facts of "def" when one runs: its server's
+ * option change_streams is on?
+ */
+static bool
+server_has_streams(const IdxIndexDef *def)
+{
+	ForeignTable *table = GetForeignTable(def->relid);
+
+	return idx_server_change_streams(GetForeignServer(table->serverid));
+}
+
+/*
+ * The wait of a write that claims unique keys (see sync_wait.h).  Every
+ * unique index that is not failed and whose server has change streams is
+ * waited for, also one whose applier is down, restarting or behind: a
+ * claim checked against an index that misses a key written outside would
+ * let a duplicate in, so an index that does not catch up in time is an
+ * ERROR (IX001), as for a routed read.  On a server whose option
+ * change_streams is off no applier ever runs, and the claim checks the
+ * keys the index holds, as before the applier.
  */
 void
 idx_sync_wait_for_write(List *defs, List *target_attrs,
@@ -469,7 +486,7 @@ idx_sync_wait_for_write(List *defs, List *target_attrs,
 
 		if (!def->unique || def->state == IDX_STATE_FAILED ||
 			(target_attrs != NIL && !key_reads_any(def, target_attrs)) ||
-			!idx_sync_routable(def))
+			!server_has_streams(def))
 			continue;
 		waits = lappend(waits, def);
 	}
