@@ -38,7 +38,8 @@ OBJS = \
 	fdw/index_build.o \
 	fdw/trust.o \
 	fdw/mongo_limits.o \
-	fdw/protocol_read.o
+	fdw/protocol_read.o \
+	fdw/sync/sync_state.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
@@ -49,7 +50,7 @@ REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)
 MONGOC_LIBS := $(shell pkg-config --libs libmongoc-1.0)
-PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw
+PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw -I$(srcdir)/fdw/sync
 SHLIB_LINK = $(MONGOC_LIBS)
 
 EXTRA_CLEAN = results regression.diffs regression.out
@@ -61,4 +62,4 @@ include $(PGXS)
 # PGXS tracks header dependencies only in a PostgreSQL build configured
 # with --enable-depend: rebuild every object when one of our headers
 # changes (struct layouts are shared between files).
-$(OBJS): $(wildcard $(srcdir)/fdw/*.h)
+$(OBJS): $(wildcard $(srcdir)/fdw/*.h $(srcdir)/fdw/sync/*.h)

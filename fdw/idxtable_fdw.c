@@ -17,6 +17,7 @@
 #include <mongoc/mongoc.h>
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
@@ -24,6 +25,7 @@
 #include "idxtable_fdw.h"
 #include "index_write.h"
 #include "modify.h"
+#include "sync_state.h"
 
 PG_MODULE_MAGIC;
 
@@ -97,6 +99,10 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("idxtable");
+
+	/* the change-stream applier's shared state exists only when preloaded */
+	if (process_shared_preload_libraries_in_progress)
+		idx_sync_shmem_install();
 
 	mongoc_init();
 	mongoc_log_set_handler(log_handler, NULL);

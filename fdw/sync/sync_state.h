@@ -139,4 +139,11 @@ extern void idx_sync_catalog_changed(Oid dbid);
 /* Per-database generation of definitions, bumped by the above */
 extern uint64 idx_sync_catalog_generation(Oid dbid);
 
+/*
+ * Claim the slot of (db, server, owner) (STARTING if it was free) and wake
+ * the launcher and the database's worker: an applier is known to be coming
+ * before its process exists (create_index, at commit).
+ */
+extern void idx_sync_expect_applier(Oid dbid, Oid serverid, Oid ownerid);
+
 #endif							/* IDXTABLE_SYNC_STATE_H */
