@@ -26,6 +26,7 @@
 #include "index_write.h"
 #include "modify.h"
 #include "sync_state.h"
+#include "sync_wait.h"
 
 PG_MODULE_MAGIC;
 
@@ -98,6 +99,7 @@ _PG_init(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	idx_sync_define_gucs();
 	MarkGUCPrefixReserved("idxtable");
 
 	/* the change-stream applier's shared state exists only when preloaded */
