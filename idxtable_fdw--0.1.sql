@@ -51,6 +51,31 @@ COMMENT ON TABLE idxtable.index_defs IS
 
 SELECT pg_catalog.pg_extension_config_dump('idxtable.index_defs', '');
 
+-- Unique key conflicts made by writers outside PostgreSQL: fact_id should
+-- have the key of a unique index, whose claim holder_id holds and has the
+-- key too.  Written by the change-stream applier and by repair_index (which
+-- first forgets its index's rows); runtime data, not dumped.  A user sees
+-- the rows of the indexes of the tables he may read.
+CREATE TABLE idxtable.conflicts (
+  index_name text NOT NULL
+    REFERENCES idxtable.index_defs (name) ON DELETE CASCADE,
+  key text,
+  fact_id text NOT NULL,
+  holder_id text NOT NULL,
+  found_at timestamptz NOT NULL,
+  PRIMARY KEY (index_name, fact_id, holder_id)
+);
+
+COMMENT ON TABLE idxtable.conflicts IS
+  'Unique keys of index tables that two facts share, written around the FDW';
+
+ALTER TABLE idxtable.conflicts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY conflicts_readable ON idxtable.conflicts FOR SELECT
+  USING (EXISTS (SELECT 1 FROM idxtable.index_defs d
+                  WHERE d.name OPERATOR(pg_catalog.=) index_name
+                    AND pg_catalog.has_table_privilege(d.tbl, 'SELECT')));
+GRANT SELECT ON idxtable.conflicts TO PUBLIC;
+
 CREATE VIEW idxtable.indexes AS
   SELECT name, tbl AS "table", keys, include, is_unique AS "unique",
          collection, state, entries
@@ -75,17 +100,19 @@ LANGUAGE C STRICT VOLATILE;
 -- What of an index collection does not match the facts of its table:
 -- missing = fact without its entry, orphan = entry without its fact,
 -- stale = entry whose key or included values differ from its fact's,
--- unconvertible = fact whose values do not fit their columns (skipped).
+-- unconvertible = fact whose values do not fit their columns (skipped),
+-- conflicts = fact whose unique key another fact has and holds the claim of.
 CREATE FUNCTION idxtable.verify_index(name text)
 RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint,
-               unconvertible bigint)
+               unconvertible bigint, conflicts bigint)
 AS 'MODULE_PATHNAME', 'idxtable_verify_index'
 LANGUAGE C STRICT VOLATILE;
 
--- Fix what verify_index finds; the same columns count what was fixed.
+-- Fix what verify_index finds; the same columns count what was fixed
+-- (conflicts: what was found and left in place, now in idxtable.conflicts).
 CREATE FUNCTION idxtable.repair_index(name text)
 RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint,
-               unconvertible bigint)
+               unconvertible bigint, conflicts bigint)
 AS 'MODULE_PATHNAME', 'idxtable_repair_index'
 LANGUAGE C STRICT VOLATILE;
 

@@ -20,6 +20,15 @@
  * over from a fact that lacks the key.  Every fix is complete by itself,
  * and applying a batch twice changes nothing.
  *
+ *		conflict	a unique claim the fact should have, held by another fact
+ *					that has the key too (a client writing straight into
+ *					MongoDB can make two facts share a unique key).  Not
+ *					missing, and not taken over: it is counted and reported
+ *					to st->on_conflict, which the applier and repair_index
+ *					use to record it in idxtable.conflicts; the claim stays
+ *					its holder's, and every other entry of both facts is
+ *					checked and repaired as usual.
+ *
  * idx_repair_facts() is the entry point for a list of fact _ids: it reads
  * the facts with one find {_id: {$in: [...]}}, and a fact that is gone
  * has all its entries counted as orphans (and deleted).  The change-stream
@@ -436,6 +445,7 @@ find_one(IdxRepairState *st, mongoc_collection_t *coll, const bson_t *filter,
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
+	idx_xact_append_session(st->client, &opts);
 	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts,
 												  idx_primary_read_prefs());
 	bson_destroy(&opts);
@@ -490,12 +500,52 @@ fact_has_entry(IdxRepairState *st, const bson_t *wrapped_id,
 }
 
 /*
- * Write a missing unique claim.  If another fact's entry holds the key,
- * take it over when that fact lacks the key; when it has it, two facts
- * share a unique key, which repair cannot fix.
+ * The _id ({"v": ...}) of the fact that holds "claim" if that is another
+ * fact than item's and it has the claim's key too: two facts share a
+ * unique key, a conflict that repair cannot fix.  NULL if the claim is
+ * item's own, or its holder lacks the key (a claim to take over).
  */
-static void
-fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
+static bson_t *
+conflicting_holder(IdxRepairState *st, const FactItem *item,
+				   const bson_t *claim)
+{
+	bson_t	   *holder = idx_repair_wrap_field(claim, IDX_ENTRY_FACT_ID);
+
+	if (holder == NULL || idx_bson_same_bytes(holder, item->id))
+		return NULL;
+	if (!fact_has_entry(st, holder, claim))
+		return NULL;
+	return holder;
+}
+
+/*
+ * Verify mode: the conflicting holder (see conflicting_holder()) of the
+ * claim that item's missing claim "ee" would be, or NULL.
+ */
+static bson_t *
+claim_conflict(IdxRepairState *st, const FactItem *item,
+			   const ExpectedEntry *ee)
+{
+	bson_t	   *claim = find_one(st, st->index, entry_id_key(ee->entry), NULL,
+								 idx_repair_index_what(st));
+
+	if (claim == NULL)
+		return NULL;
+	return conflicting_holder(st, item, claim);
+}
+
+/*
+ * Write item's missing unique claim "ee".  If another fact's entry holds
+ * the key, take it over when that fact lacks the key.  When it has it, two
+ * facts share a unique key: nothing is written, and the holder's _id
+ * ({"v": ...}) is returned for the conflict to be reported; NULL when the
+ * claim was written.
+ */
+static bool take_over_claim(IdxRepairState *st, const bson_t *claim,
+							const ExpectedEntry *ee);
+
+static bson_t *
+fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee)
 {
 	bson_t	   *holder_filter = entry_id_key(ee->entry);
 	int			attempt;
@@ -512,7 +562,7 @@ fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
 										 &error))
 		{
 			bson_destroy(&reply);
-			return;
+			return NULL;
 		}
 		if (error.code != 11000)
 		{
@@ -527,38 +577,11 @@ fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
 						 idx_repair_index_what(st));
 		if (claim == NULL)
 			continue;			/* gone meanwhile: insert again */
-		holder = idx_repair_wrap_field(claim, IDX_ENTRY_FACT_ID);
-		if (holder != NULL && fact_has_entry(st, holder, ee->entry))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNIQUE_VIOLATION),
-					 errmsg("could not repair unique index \"%s\"",
-							st->def->name),
-					 idx_errdetail_key_duplicated(idx_key_description(st->def,
-															   ee->keyvalues,
-															   ee->keynulls)),
-					 errhint("Change or delete one of the rows with this key, then repair the index again.")));
-		{
-			bson_t	   *selector = idx_entry_own_filter(claim);
-			bson_iter_t iter;
-			bool		ok;
-
-			ok = mongoc_collection_replace_one(st->index, selector, ee->entry,
-											   NULL, &reply, &error);
-			if (!ok)
-			{
-				bson_t	   *failed_reply = idx_own_reply(&reply);
-
-				idx_report_reply_error(failed_reply, &error, st->servername,
-									   idx_repair_index_what(st));
-			}
-			if (bson_iter_init_find(&iter, &reply, "matchedCount") &&
-				BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0)
-			{
-				bson_destroy(&reply);
-				return;
-			}
-			bson_destroy(&reply);
-		}
+		holder = conflicting_holder(st, item, claim);
+		if (holder != NULL)
+			return holder;
+		if (take_over_claim(st, claim, ee))
+			return NULL;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -566,6 +589,60 @@ fix_claim(IdxRepairState *st, const ExpectedEntry *ee)
 					st->def->name),
 			 errdetail("The claim kept changing while it was repaired."),
 			 errhint("Retry when no other session writes the key.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Replace "claim", as it was read, by the claim "ee"; false if the claim
+ * changed meanwhile.
+ */
+static bool
+take_over_claim(IdxRepairState *st, const bson_t *claim,
+				const ExpectedEntry *ee)
+{
+	bson_t	   *selector = idx_entry_own_filter(claim);
+	bson_t		reply;
+	bson_error_t error;
+	bson_iter_t iter;
+	bool		matched;
+
+	if (!mongoc_collection_replace_one(st->index, selector, ee->entry, NULL,
+									   &reply, &error))
+	{
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, st->servername,
+							   idx_repair_index_what(st));
+	}
+	matched = bson_iter_init_find(&iter, &reply, "matchedCount") &&
+		BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0;
+	bson_destroy(&reply);
+	return matched;
+}
+
+/*
+ * Count (and report to st->on_conflict) the conflict of item's claim "ee"
+ * with the fact "holder" ({"v": _id}).
+ */
+static void
+report_conflict(IdxRepairState *st, const FactItem *item,
+				const ExpectedEntry *ee, const bson_t *holder)
+{
+	bson_iter_t fact_iter;
+	bson_iter_t holder_iter;
+	char	   *desc;
+
+	st->counts.conflicts++;
+	if (st->on_conflict == NULL)
+		return;
+	if (!bson_iter_init_find(&fact_iter, item->id, "v") ||
+		!bson_iter_init_find(&holder_iter, holder, "v"))
+		elog(ERROR, "a unique key conflict without _ids");
+	desc = idx_key_description(st->def, ee->keyvalues, ee->keynulls);
+	if (desc != NULL && strncmp(desc, "Key ", 4) == 0)
+		desc += 4;
+	st->on_conflict(st, desc, bson_iter_value(&fact_iter),
+					bson_iter_value(&holder_iter), st->conflict_arg);
 }
 
 
@@ -686,6 +763,28 @@ add_fact(IdxRepairState *st, const bson_t *doc)
 }
 
 /*
+ * A unique claim "ee" of item that the index lacks: missing (and written,
+ * repairing), or a conflict with another fact that has the key too.
+ */
+static void
+check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	bson_t	   *holder;
+
+	if (st->repair)
+	{
+		idx_repair_flush(st);	/* the holder may be a stale entry queued */
+		holder = fix_claim(st, item, ee);
+	}
+	else
+		holder = claim_conflict(st, item, ee);
+	if (holder != NULL)
+		report_conflict(st, item, ee, holder);
+	else
+		st->counts.missing++;
+}
+
+/*
  * Compare one expected entry with what the index has for its fact.
  */
 static void
@@ -709,15 +808,13 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 	}
 
 	/* not there (or a claim of another fact of the batch) */
-	st->counts.missing++;
-	if (!st->repair)
-		return;
 	if (idx_entry_is_claim(ee->entry))
 	{
-		idx_repair_flush(st);	/* the holder may be a stale entry queued */
-		fix_claim(st, ee);
+		check_claim(st, item, ee);
+		return;
 	}
-	else
+	st->counts.missing++;
+	if (st->repair)
 		fix_replace(st, entry_id_key(ee->entry), ee->entry, true);
 }
 

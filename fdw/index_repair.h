@@ -47,10 +47,25 @@ typedef struct VerifyCounts
 	int64		orphan;
 	int64		stale;
 	int64		unconvertible;	/* facts whose values do not fit */
+	int64		conflicts;		/* unique keys that another fact holds */
 } VerifyCounts;
 
 /* How many unconvertible facts the WARNING names */
 #define IDX_VERIFY_NAMED_FACTS	5
+
+struct IdxRepairState;
+
+/*
+ * Called for a unique key conflict: the fact fact_id should have the
+ * unique key described by key_text (idx_key_description() without its
+ * "Key ", NULL if the user may not see it), and holder_id, another fact
+ * that has that key too, holds its claim.  Repair leaves it in place.
+ */
+typedef void (*IdxConflictCallback) (struct IdxRepairState *st,
+									 const char *key_text,
+									 const bson_value_t *fact_id,
+									 const bson_value_t *holder_id,
+									 void *arg);
 
 /*
  * The state of a verify or repair of one index: set up by
@@ -87,6 +102,10 @@ typedef struct IdxRepairState
 	MemoryContext long_cxt;		/* lives as long as the function */
 	StringInfoData bad_ids;		/* the first unconvertible facts' _ids */
 	char	   *first_error;	/* the first conversion error's message */
+
+	/* set by the caller after idx_repair_begin(), optional */
+	IdxConflictCallback on_conflict;
+	void	   *conflict_arg;
 } IdxRepairState;
 
 /* Set up "st" for index "def" of the table described by info and desc */

@@ -26,13 +26,21 @@
  * WARNING names the first few.  The claim time "t" of an ordered
  * mode unique claim is not part of the comparison.
  *
+ * "conflicts" counts the facts whose unique key's claim another fact
+ * holds that has the key too: two facts share a unique key, which a client
+ * writing straight into MongoDB can do.  Such a fact's claim is not
+ * "missing"; the claim stays its holder's.
+ *
  * repair_index fixes what it finds, batch by batch: a missing entry is
  * written (upserted by its _id); a unique key's claim held by another fact
- * is taken over if that fact lacks the key, and is a unique violation that
- * repair cannot fix if it has it; a stale entry is replaced or deleted and
- * an orphan deleted, each by the filter {_id, id} that matches the entry
- * only as it was read.  Every fix is complete by itself, so a cancelled or
- * failed repair leaves the index no worse than it found it.
+ * is taken over if that fact lacks the key, and is a conflict left in
+ * place if it has it (counted, recorded in idxtable.conflicts, whose rows
+ * for the index the repair replaces, and reported in a WARNING; the other
+ * entries of both facts are repaired as usual); a stale entry is replaced
+ * or deleted and an orphan deleted, each by the filter {_id, id} that
+ * matches the entry only as it was read.  Every fix is complete by itself,
+ * so a cancelled or failed repair leaves the index no worse than it found
+ * it.
  *
  * Both functions take a ShareLock on the foreign table, as CREATE INDEX
  * does: writes through PostgreSQL wait, so a write in flight is never
@@ -65,6 +73,7 @@
 #include "deparse.h"
 #include "handle.h"
 #include "index_catalog.h"
+#include "index_conflict.h"
 #include "index_ddl.h"
 #include "index_entry.h"
 #include "index_repair.h"
@@ -303,6 +312,26 @@ report_unconvertible(IdxRepairState *st)
 }
 
 /*
+ * WARNING about the unique key conflicts repair left in place.
+ */
+static void
+report_conflicts(IdxRepairState *st)
+{
+	int64		n = st->counts.conflicts;
+
+	if (n == 0)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg_plural("%lld fact of collection \"%s\" has a key of unique index \"%s\" that another fact has too",
+						   "%lld facts of collection \"%s\" have a key of unique index \"%s\" that another fact has too",
+						   n, (long long) n, st->info->collection,
+						   st->def->name),
+			 errdetail("The index keeps the entry of the fact that held the key first; the conflicts are listed in idxtable.conflicts."),
+			 errhint("Change or delete one of the rows with each key, then repair the index again.")));
+}
+
+/*
  * Run both passes over index "name".
  */
 static void
@@ -326,6 +355,11 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 				 errhint("Run it in a transaction of its own.")));
 	idx_repair_begin(&st, def, info, RelationGetDescr(rel), client,
 					 server->servername, repair);
+	if (repair)
+	{
+		idx_conflict_forget(def->name);
+		st.on_conflict = idx_conflict_callback;
+	}
 
 	pgstat_progress_start_command(PROGRESS_COMMAND_CREATE_INDEX,
 								  st.def->relid);
@@ -347,6 +381,8 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 	MemoryContextDelete(st.batch_cxt);
 	relation_close(rel, NoLock);
 	report_unconvertible(&st);
+	if (repair)
+		report_conflicts(&st);
 	*counts = st.counts;
 }
 
@@ -357,8 +393,8 @@ static Datum
 return_counts(FunctionCallInfo fcinfo, const VerifyCounts *counts)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 
 	InitMaterializedSRF(fcinfo, 0);
 	values[0] = Int64GetDatum(counts->checked);
@@ -366,12 +402,14 @@ return_counts(FunctionCallInfo fcinfo, const VerifyCounts *counts)
 	values[2] = Int64GetDatum(counts->orphan);
 	values[3] = Int64GetDatum(counts->stale);
 	values[4] = Int64GetDatum(counts->unconvertible);
+	values[5] = Int64GetDatum(counts->conflicts);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }
 
 /*
- * idxtable.verify_index(name): what is missing, orphaned or stale.
+ * idxtable.verify_index(name): what is missing, orphaned or stale, and
+ * the unique key conflicts.
  */
 Datum
 idxtable_verify_index(PG_FUNCTION_ARGS)
