@@ -37,17 +37,21 @@ OBJS = \
 	fdw/index_ddl.o \
 	fdw/index_owner.o \
 	fdw/index_build.o \
+	fdw/index_online.o \
 	fdw/trust.o \
 	fdw/mongo_limits.o \
 	fdw/protocol_read.o \
 	fdw/sync/sync_state.o \
-	fdw/sync/sync_wait.o
+	fdw/sync/sync_wait.o \
+	fdw/sync/change_stream.o \
+	fdw/sync/applier.o \
+	fdw/sync/applier_stream.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth conflicts build stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

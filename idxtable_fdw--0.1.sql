@@ -37,13 +37,17 @@ CREATE TABLE idxtable.index_defs (
   include text[] NOT NULL DEFAULT '{}',
   is_unique boolean NOT NULL,
   collection text NOT NULL,
-  state text NOT NULL CHECK (state IN ('building', 'valid', 'failed')),
+  state text NOT NULL CHECK (state IN ('building', 'valid', 'stale', 'failed')),
   entries bigint,
   distinct_keys bigint,
   -- names this definition in the ownership marker of its index collection
   -- (MongoDB collection idxtable.owners), so that a definition re-created
   -- with the same name is told apart
-  definition_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
+  definition_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+  -- the MongoDB cluster time, packed as (seconds << 32) | increment, from
+  -- which the change-stream applier re-applies the writes of any client to
+  -- this index: taken before its build read the facts; NULL if unknown
+  sync_from bigint
 );
 
 COMMENT ON TABLE idxtable.index_defs IS
@@ -91,6 +95,24 @@ CREATE FUNCTION idxtable.create_index(tbl regclass, keys text[],
 RETURNS text
 AS 'MODULE_PATHNAME', 'idxtable_create_index'
 LANGUAGE C VOLATILE;
+
+-- Like CREATE INDEX CONCURRENTLY: commits the definition as 'building'
+-- (maintained by writes from then on), builds it without blocking writes
+-- through the FDW, then commits it 'valid'.  Not in a transaction block;
+-- a failed build leaves the definition 'failed', for drop_index.
+CREATE PROCEDURE idxtable.create_index_concurrently(tbl regclass, keys text[],
+                                                    include text[] DEFAULT '{}',
+                                                    is_unique boolean DEFAULT false,
+                                                    name text DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'idxtable_create_index_concurrently'
+LANGUAGE C;
+
+-- Fill an index again from all facts (a stale one, for instance) and mark
+-- it valid; returns the number of entries.
+CREATE FUNCTION idxtable.rebuild_index(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idxtable_rebuild_index'
+LANGUAGE C STRICT VOLATILE;
 
 CREATE FUNCTION idxtable.drop_index(name text)
 RETURNS void
