@@ -155,3 +155,45 @@ $$;
 
 CREATE EVENT TRIGGER idxtable_drop_table_indexes ON sql_drop
   EXECUTE FUNCTION idxtable.drop_table_indexes();
+
+-- The change-stream applier (idxtable_fdw in shared_preload_libraries):
+-- what the appliers report of each index table, and the appliers of this
+-- database.  Both are empty without the library preloaded.  No secrets:
+-- last_error holds the FDW's own messages, never a URI.
+CREATE FUNCTION idxtable.sync_status()
+RETURNS TABLE (definition_id uuid, streaming boolean,
+               applied_through timestamptz, applied_at timestamptz,
+               events_applied bigint, entries_written bigint,
+               conflicts bigint, last_error text)
+AS 'MODULE_PATHNAME', 'idxtable_sync_status'
+LANGUAGE C STRICT VOLATILE;
+
+-- One row per index table; lag is NULL when no applier follows it.
+CREATE VIEW idxtable.sync_status AS
+  SELECT d.name, d.state, s.applied_through,
+         CASE WHEN s.streaming THEN
+           GREATEST(pg_catalog.clock_timestamp()
+                                 OPERATOR(pg_catalog.-) s.applied_through,
+                               interval '0')
+         END AS lag,
+         s.events_applied, s.entries_written, s.conflicts, s.last_error
+    FROM idxtable.index_defs d
+    LEFT JOIN idxtable.sync_status() s
+      ON s.definition_id OPERATOR(pg_catalog.=) d.definition_id;
+
+CREATE FUNCTION idxtable.appliers()
+RETURNS TABLE (serverid oid, ownerid oid, pid integer, state text,
+               started_at timestamptz, last_batch_at timestamptz,
+               restarts integer, last_error text)
+AS 'MODULE_PATHNAME', 'idxtable_appliers'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW idxtable.appliers AS
+  SELECT s.srvname AS server, pg_catalog.pg_get_userbyid(a.ownerid) AS owner,
+         a.pid, a.state, a.started_at, a.last_batch_at, a.restarts,
+         a.last_error
+    FROM idxtable.appliers() a
+    LEFT JOIN pg_catalog.pg_foreign_server s
+      ON s.oid OPERATOR(pg_catalog.=) a.serverid;
+
+GRANT SELECT ON idxtable.sync_status, idxtable.appliers TO PUBLIC;

@@ -99,6 +99,7 @@
 #include "mongo_limits.h"
 #include "option.h"
 #include "stream.h"
+#include "sync_state.h"
 #include "xact.h"
 
 /* Timeouts of the client that drops collections after an abort */
@@ -867,6 +868,7 @@ idx_ddl_at_commit(void)
 			drop_after_commit(p);
 	}
 	forget_all_pending();
+	idx_sync_at_commit();
 }
 
 /*
@@ -886,6 +888,7 @@ idx_ddl_at_abort(void)
 			drop_after_abort(p);
 	}
 	forget_all_pending();
+	idx_sync_at_abort();
 }
 
 /*
@@ -1229,6 +1232,20 @@ check_no_remote_transaction(const char *name)
 }
 
 /*
+ * Without the library preloaded no applier runs: say that the new index
+ * table misses the writes made to MongoDB directly.
+ */
+static void
+warn_unmaintained(const char *name)
+{
+	if (!idx_sync_enabled())
+		ereport(WARNING,
+				(errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+						name),
+				 errhint("Add idxtable_fdw to shared_preload_libraries and restart the server.")));
+}
+
+/*
  * The first half of create_index and create_index_concurrently, with the
  * same arguments (tbl, keys, include, is_unique, name): open the table
  * with "lockmode", resolve the definition, note the cluster time its
@@ -1313,6 +1330,8 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 	idx_mark_index_valid(ni.def->name, &result);
 	CacheInvalidateRelcacheByRelid(ni.def->relid);	/* replan queries */
 	relation_close(ni.rel, NoLock);
+	warn_unmaintained(ni.def->name);
+	idx_sync_note_change(ni.def->relid, true);
 
 	PG_RETURN_TEXT_P(cstring_to_text(ni.def->name));
 }
@@ -1363,6 +1382,7 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 						 &dropped);
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(rel, NoLock);
+	idx_sync_note_change(relid, false);
 
 	PG_RETURN_VOID();
 }

@@ -29,6 +29,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -50,6 +52,8 @@ typedef struct IdxSyncDatabase
 	uint64		generation;		/* bumped by idx_sync_catalog_changed */
 	pid_t		worker_pid;		/* its database worker, 0 if none */
 	Latch	   *worker_latch;
+	bool		no_extension;	/* its last worker found no idxtable_fdw */
+	TimestampTz dropping_at;	/* DROP DATABASE began then (or 0) */
 } IdxSyncDatabase;
 
 /* The whole shared state but the index hash */
@@ -501,6 +505,8 @@ find_database(Oid dbid, bool add)
 		free_entry->generation = 0;
 		free_entry->worker_pid = 0;
 		free_entry->worker_latch = NULL;
+		free_entry->no_extension = false;
+		free_entry->dropping_at = 0;
 	}
 	return add ? free_entry : NULL;
 }
@@ -690,4 +696,163 @@ idx_sync_database_worker_pid(Oid dbid)
 		pid = db->worker_pid;
 	SpinLockRelease(&sync_shared->db_mutex);
 	return pid;
+}
+
+/*
+ * A database worker that found no idxtable_fdw extension says so before
+ * it exits (the launcher then leaves the database alone for a while).
+ */
+void
+idx_sync_database_no_extension(Oid dbid)
+{
+	IdxSyncDatabase *db;
+
+	SpinLockAcquire(&sync_shared->db_mutex);
+	db = find_database(dbid, true);
+	if (db != NULL)
+		db->no_extension = true;
+	SpinLockRelease(&sync_shared->db_mutex);
+}
+
+/*
+ * What the launcher needs to know of database "dbid": its catalog
+ * generation, whether its last worker found no extension (the flag is
+ * cleared by reading it), and when a DROP DATABASE of it began.
+ */
+void
+idx_sync_database_info(Oid dbid, uint64 *generation, bool *no_extension,
+					   TimestampTz *dropping_at)
+{
+	IdxSyncDatabase *db;
+
+	SpinLockAcquire(&sync_shared->db_mutex);
+	db = find_database(dbid, false);
+	*generation = sync_shared->overflow_generation + (db ? db->generation : 0);
+	*no_extension = db ? db->no_extension : false;
+	*dropping_at = db ? db->dropping_at : 0;
+	if (db)
+		db->no_extension = false;
+	SpinLockRelease(&sync_shared->db_mutex);
+}
+
+/*
+ * DROP DATABASE of "dbid" begins: note it, so that the launcher starts
+ * no worker there for a while, and ask the database's worker and
+ * appliers to exit.  DROP DATABASE waits up to 5 s for the other
+ * sessions of the database to go (CountOtherDBBackends); ours then go
+ * within that time.
+ */
+void
+idx_sync_database_dropping(Oid dbid)
+{
+	IdxSyncDatabase *db;
+	pid_t		worker = 0;
+	int			i;
+
+	if (sync_shared == NULL)
+		return;
+	SpinLockAcquire(&sync_shared->db_mutex);
+	db = find_database(dbid, true);
+	if (db != NULL)
+	{
+		db->dropping_at = GetCurrentTimestamp();
+		worker = db->worker_pid;
+	}
+	SpinLockRelease(&sync_shared->db_mutex);
+	if (worker != 0)
+		kill(worker, SIGTERM);
+	for (i = 0; i < IDX_SYNC_MAX_APPLIERS; i++)
+	{
+		IdxApplierSlot *slot = &sync_shared->slots[i];
+		pid_t		pid = 0;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->state != IDX_APPLIER_FREE && slot->dbid == dbid)
+			pid = slot->pid;
+		SpinLockRelease(&slot->mutex);
+		if (pid != 0)
+			kill(pid, SIGTERM);
+	}
+}
+
+/*
+ * Database "dbid" is gone (or has no idxtable_fdw any more): free its
+ * slots and its entry.
+ */
+void
+idx_sync_forget_database(Oid dbid)
+{
+	IdxSyncDatabase *db;
+	int			i;
+
+	for (i = 0; i < IDX_SYNC_MAX_APPLIERS; i++)
+	{
+		IdxApplierSlot *slot = &sync_shared->slots[i];
+		bool		mine;
+
+		SpinLockAcquire(&slot->mutex);
+		mine = slot->state != IDX_APPLIER_FREE && slot->dbid == dbid;
+		SpinLockRelease(&slot->mutex);
+		if (mine)
+			idx_sync_release_slot(i);
+	}
+	SpinLockAcquire(&sync_shared->db_mutex);
+	db = find_database(dbid, false);
+	if (db != NULL && db->worker_pid == 0)
+		db->dbid = InvalidOid;
+	SpinLockRelease(&sync_shared->db_mutex);
+}
+
+/*
+ * Copy the fields of slot "slotno" into *info; false if it is free.
+ */
+bool
+idx_sync_applier_info(int slotno, IdxApplierInfo *info)
+{
+	IdxApplierSlot *slot = idx_sync_slot(slotno);
+
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	SpinLockAcquire(&slot->mutex);
+	info->state = slot->state;
+	info->dbid = slot->dbid;
+	info->serverid = slot->serverid;
+	info->ownerid = slot->ownerid;
+	info->pid = slot->pid;
+	info->started_at = slot->started_at;
+	info->last_batch_at = slot->last_batch_at;
+	info->restarts = slot->restarts;
+	memcpy(info->last_error, slot->last_error, IDX_SYNC_ERROR_LEN);
+	SpinLockRelease(&slot->mutex);
+	LWLockRelease(sync_shared->lock);
+	info->last_error[IDX_SYNC_ERROR_LEN - 1] = '\0';
+	info->requested = pg_atomic_read_u64(&slot->requested);
+	return info->state != IDX_APPLIER_FREE;
+}
+
+/*
+ * Copies (palloc'd) of the statuses of database "dbid"'s indexes.
+ */
+List *
+idx_sync_index_statuses(Oid dbid)
+{
+	List	   *result = NIL;
+	HASH_SEQ_STATUS seq;
+	IdxSyncIndexStatus *entry;
+
+	if (sync_shared == NULL)
+		return NIL;
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	hash_seq_init(&seq, sync_indexes);
+	while ((entry = (IdxSyncIndexStatus *) hash_seq_search(&seq)) != NULL)
+	{
+		IdxSyncIndexStatus *copy;
+
+		if (entry->dbid != dbid)
+			continue;
+		copy = palloc(sizeof(IdxSyncIndexStatus));
+		memcpy(copy, entry, sizeof(IdxSyncIndexStatus));
+		result = lappend(result, copy);
+	}
+	LWLockRelease(sync_shared->lock);
+	return result;
 }

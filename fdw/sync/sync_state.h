@@ -146,4 +146,17 @@ extern uint64 idx_sync_catalog_generation(Oid dbid);
  */
 extern void idx_sync_expect_applier(Oid dbid, Oid serverid, Oid ownerid);
 
+/* ---- index DDL (sync_notify.c) ---- */
+
+/*
+ * Index DDL changed the index tables of foreign table relid (create, drop,
+ * state change): at commit the workers are told; with expect_applier the
+ * applier's slot of the table's (server, owner) is claimed then.
+ */
+extern void idx_sync_note_change(Oid relid, bool expect_applier);
+
+/* From the transaction callbacks (index_ddl.c) */
+extern void idx_sync_at_commit(void);
+extern void idx_sync_at_abort(void);
+
 #endif							/* IDXTABLE_SYNC_STATE_H */

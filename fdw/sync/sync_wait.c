@@ -67,7 +67,7 @@ typedef struct ApplierView
  * Define idxtable.index_consistency and idxtable.sync_wait_timeout.
  */
 void
-idx_sync_define_gucs(void)
+idx_sync_define_read_gucs(void)
 {
 	DefineCustomEnumVariable("idxtable.index_consistency",
 							 "Sets what a query routed through an index table sees.",

@@ -39,7 +39,7 @@ extern int	idx_index_consistency;
 extern int	idx_sync_wait_timeout;	/* milliseconds */
 
 /* Define the GUCs above (from _PG_init) */
-extern void idx_sync_define_gucs(void);
+extern void idx_sync_define_read_gucs(void);
 
 /*
  * May the planner route a query through "def" (a valid index)?  Always
