@@ -69,8 +69,8 @@ import threading
 import time
 
 import psycopg2
-import psycopg2.extensions
 from bson import json_util
+from bson.objectid import ObjectId
 from bson.son import SON
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -501,6 +501,9 @@ class Run:
             index = routed_index(self.routed, query)
             routed = self.routed.run(query.sql, query.params)
             plain = self.plain.run(query.sql, query.params)
+            diagnosis = []
+            if index and not routed.failed() and not plain.failed() and routed.rows != plain.rows:
+                diagnosis = self.diagnose(index, query, routed.rows, plain.rows)
             fdw_insert = None
             if (query.kind == "email" and not plain.failed() and plain.rows
                     and self.rng.random() < FDW_INSERT_SHARE):
@@ -525,9 +528,33 @@ class Run:
                     stats["conflict mismatches"] += 1
                     lines.append("(the missing rows share their lower(email) with another fact: "
                                  "an outside duplicate of a unique key)")
-            self.check(ok, "routed != unrouted", lines + row_diff(hashable(routed.rows), hashable(plain.rows)))
+            self.check(ok, "routed != unrouted",
+                       lines + row_diff(hashable(routed.rows), hashable(plain.rows)) + diagnosis)
         if fdw_insert is not None:
             self.check_insert(*fdw_insert)
+
+    def diagnose(self, index, query, routed, plain, limit=3):
+        """What the index and its applier said when a routed query differed
+        (read while the writers are still held)."""
+        status = self.sync_status()
+        row = status.get(index, {}) if isinstance(status, dict) else {}
+        lines = ["sync_status(%s): %s" % (index, {k: row.get(k) for k in
+                                                  ("state", "applied_through", "lag", "last_error")})]
+        if query.kind in ("covering", "count"):
+            return lines
+        r, p = collections.Counter(hashable(routed)), collections.Counter(hashable(plain))
+        entries = mongo_client.database(self.mongo, DATABASE)["idxtable.%s.%s" % (COLLECTION, index)]
+        for fact in list(((r - p) + (p - r)).elements())[:limit]:
+            _id = ObjectId(fact[0]) if re.fullmatch(r"[0-9a-f]{24}", fact[0]) else fact[0]
+            found = [{k: e.get(k) for k in ("_id", "v")} for e in entries.find({"id": _id})]
+            lines.append("entries of %s: %s" % (fact[0], found or "none"))
+            if index == UNIQUE_INDEX and query.kind in ("email", "emails"):
+                key = lower(fact[2] if query.kind == "email" else fact[1])
+                claim = entries.find_one({"_id": {"k0": key}})
+                holder = claim and self.mongo[DATABASE][COLLECTION].find_one({"_id": claim.get("id")})
+                lines.append("claim of %r: %s (holder now: %s)" % (
+                    key, claim and claim.get("id"), holder and {k: holder.get(k) for k in ("_id", "email")}))
+        return lines
 
     def conflict_only(self, query, routed, plain):
         """Do the rows differ only by facts whose email another returned fact
@@ -712,6 +739,13 @@ class Run:
         unrecorded = {k: v for k, v in groups.items() if len([i for i in v if i not in recorded]) > 1}
         self.check(not unrecorded, "%d duplicated emails have more than one document not in idxtable.conflicts"
                    % len(unrecorded), ["%s: %s" % kv for kv in list(unrecorded.items())[:5]])
+        status = self.sync_status()
+        if isinstance(status, dict):
+            for name, _, _, _ in INDEXES:
+                shown = status.get(name, {}).get("conflicts")
+                want = len(rows) if name == UNIQUE_INDEX else 0
+                self.check(shown == want, "idxtable.sync_status shows %s conflicts for %s, idxtable.conflicts "
+                           "holds %d" % (shown, name, want))
 
     # ---- all of it
 
@@ -720,7 +754,8 @@ class Run:
         self.setup()
         self.queries = QueryGenerator(self.rng, self.pool)
         self.writers = [outside_writers.Writer(n, self.seed, self.pool, self.gate, DATABASE, COLLECTION,
-                                               rate=self.args.rate / self.args.writers)
+                                               rate=self.args.rate / self.args.writers,
+                                               duplicates=self.args.duplicates)
                         for n in range(self.args.writers)]
         self.reader = Reader(self.seed, self.pool, self.report)
         for thread in self.writers + [self.reader]:
@@ -772,6 +807,8 @@ def parse_args():
     parser.add_argument("--kill-every", type=float, default=4, help="seconds between applier kills")
     parser.add_argument("--restarts", type=int, default=1, help="test server restarts in its phase")
     parser.add_argument("--fault-every", type=float, default=3, help="seconds between failpoints")
+    parser.add_argument("--no-duplicates", dest="duplicates", action="store_false",
+                        help="the writers never write an email another document has")
     parser.add_argument("--phase", choices=PHASES, action="append", help="only this phase (repeatable)")
     parser.add_argument("--details", type=int, default=MAX_DETAILED_FAILURES,
                         help="failures reported in detail (the rest in one line each)")
