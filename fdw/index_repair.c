@@ -764,6 +764,73 @@ add_fact(IdxRepairState *st, const bson_t *doc)
 }
 
 /*
+ * The entry of a fact whose unique key's claim another fact holds: the
+ * claim "claim" with the fact's _id ("v" of wrapped_id) added to its _id,
+ * as an entry of a non-unique index or of a unique key with a NULL has it.
+ */
+static bson_t *
+conflict_entry(const bson_t *claim, const bson_t *wrapped_id)
+{
+	bson_t		entry = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_iter_t fact;
+	bson_t	   *result;
+
+	if (!bson_iter_init_find(&fact, wrapped_id, "v") ||
+		!bson_iter_init(&iter, claim))
+		elog(ERROR, "invalid unique key claim");
+	while (bson_iter_next(&iter))
+	{
+		bson_iter_t key;
+		bson_t		id;
+
+		if (strcmp(bson_iter_key(&iter), "_id") != 0)
+		{
+			idx_check_append(bson_append_iter(&entry, NULL, 0, &iter));
+			continue;
+		}
+		if (!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &key))
+			elog(ERROR, "invalid unique key claim");
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&entry, "_id", &id));
+		while (bson_iter_next(&key))
+			idx_check_append(bson_append_iter(&id, NULL, 0, &key));
+		idx_check_append(bson_append_iter(&id, IDX_ENTRY_FACT_ID, -1, &fact));
+		idx_check_append(bson_append_document_end(&entry, &id));
+	}
+	result = idx_bson_pcopy(&entry);
+	bson_destroy(&entry);
+	return result;
+}
+
+/*
+ * item's claim "ee" is held by another fact that has the key too.  The
+ * index has, instead of the claim, item's conflict entry (conflict_entry()),
+ * so that reads through the index, which recheck every fact, still find
+ * item: both facts have the key.  Check it as any entry; its absence is
+ * part of the conflict, not counted as missing.
+ */
+static void
+check_conflict_entry(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	bson_t	   *entry = conflict_entry(ee->entry, item->id);
+	bson_t	   *key = entry_id_key(entry);
+	ReadDoc    *rd = idx_repair_find_doc(st, key);
+
+	if (rd == NULL)
+	{
+		if (st->repair)
+			fix_replace(st, key, entry, true);
+		return;
+	}
+	rd->matched = true;			/* its _id holds item's: it is item's */
+	if (idx_bson_same_bytes(without_claim_time(rd->doc), entry))
+		return;
+	st->counts.stale++;
+	if (st->repair)
+		fix_replace(st, idx_entry_own_filter(rd->doc), entry, false);
+}
+
+/*
  * A unique claim "ee" of item that the index lacks: missing (and written,
  * repairing), or a conflict with another fact that has the key too.
  */
@@ -779,10 +846,13 @@ check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 	}
 	else
 		holder = claim_conflict(st, item, ee);
-	if (holder != NULL)
-		report_conflict(st, item, ee, holder);
-	else
+	if (holder == NULL)
+	{
 		st->counts.missing++;
+		return;
+	}
+	report_conflict(st, item, ee, holder);
+	check_conflict_entry(st, item, ee);
 }
 
 /*
@@ -875,6 +945,68 @@ is_orphan(const ReadDoc *rd, bson_t **gone, int ngone)
 }
 
 /*
+ * Remember a fact to check again after the batch, in st->wait_cxt.
+ */
+static void
+add_waiting(IdxRepairState *st, const bson_t *entry)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->wait_cxt);
+	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
+
+	if (id != NULL)
+	{
+		if (st->nwaiting >= st->maxwaiting)
+		{
+			st->maxwaiting = Max(16, st->maxwaiting * 2);
+			st->waiting = st->waiting == NULL ?
+				palloc(sizeof(bson_t *) * st->maxwaiting) :
+				repalloc(st->waiting, sizeof(bson_t *) * st->maxwaiting);
+		}
+		st->waiting[st->nwaiting++] = id;
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Repairing, the claim "claim" was deleted (its fact is gone, or no longer
+ * has the key).  Facts with conflict entries of that key (see
+ * check_conflict_entry()) waited for it: note them, to be checked again
+ * after the batch, when the first of them takes the claim.  The find is
+ * served by the index collection's "lookup" index on the key components.
+ */
+static void
+note_waiting(IdxRepairState *st, const bson_t *claim)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		projection = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_iter_t key;
+	const bson_t *doc;
+
+	if (!bson_iter_init_find(&iter, claim, "_id") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &key))
+		return;
+	while (bson_iter_next(&key))
+	{
+		char	   *path = psprintf("_id.%s", bson_iter_key(&key));
+
+		idx_check_append(bson_append_iter(&filter, path, -1, &key));
+	}
+	idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1));
+	st->lookup = idx_repair_open_stream(st, st->index, &filter, &projection);
+	bson_destroy(&filter);
+	bson_destroy(&projection);
+	while (mongoc_cursor_next(st->lookup, &doc))
+	{
+		CHECK_FOR_INTERRUPTS();
+		add_waiting(st, doc);
+	}
+	idx_repair_check_cursor(st, st->lookup, idx_repair_index_what(st));
+	mongoc_cursor_destroy(st->lookup);
+	st->lookup = NULL;
+}
+
+/*
  * The per-batch core: check (and repair) the facts of st->items against
  * the entries the index holds for them.  Returns how many facts were
  * checked; st->batch_cxt is reset.
@@ -922,6 +1054,13 @@ compare_fact_batch(IdxRepairState *st)
 			idx_repair_queue_delete(st, st->docs[i].doc);
 	}
 	idx_repair_flush(st);
+	if (st->repair)
+	{
+		/* claims freed: who waits for their keys? */
+		for (i = 0; i < st->ndocs; i++)
+			if (!st->docs[i].matched && idx_entry_is_claim(st->docs[i].doc))
+				note_waiting(st, st->docs[i].doc);
+	}
 
 	st->counts.checked += nchecked;
 	st->nitems = 0;
@@ -937,6 +1076,8 @@ compare_fact_batch(IdxRepairState *st)
  * convert is counted and skipped.  Returns how many facts were checked;
  * st->batch_cxt is reset, so "facts" may live there.
  */
+static void recheck_waiting(IdxRepairState *st);
+
 int
 idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
 {
@@ -950,6 +1091,7 @@ idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
 		add_fact(st, facts[i]);
 	result = check_fact_batch(st);
 	MemoryContextSwitchTo(oldcxt);
+	recheck_waiting(st);
 	return result;
 }
 
@@ -1049,27 +1191,35 @@ repair_entries_first(IdxRepairState *st, bson_t **keys, int nkeys)
  * names, most of them written through the FDW with their entries: so a
  * repair first only checks, and writes only a difference it confirms by
  * reading the entries again, then the facts (repair_entries_first()), as
- * one bulk write.  The counts are those of the confirmed difference.
- * Returns how many facts were checked (those that exist and convert, and
- * those that are gone).
+ * one bulk write.  The counts are those of the confirmed difference.  A
+ * fact in a unique key conflict is repaired too (its conflict entry is
+ * checked there), and reported to st->on_conflict then.  A claim deleted
+ * frees its key for a fact that waited for it as a conflict: those facts
+ * are checked again (recheck_waiting()).  Returns how many facts were
+ * checked (those that exist and convert, and those that are gone).
  */
-int
-idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
+static int
+repair_ids(IdxRepairState *st, const bson_value_t *ids, int n)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
 	bson_t	  **keys;
 	int			nkeys = distinct_ids(ids, n, &keys);
 	VerifyCounts before = st->counts;
 	bool		repair = st->repair;
+	IdxConflictCallback on_conflict = st->on_conflict;
 	int			result;
 
+	/* a conflict is reported by the repair below, which it leads to */
 	st->repair = false;
+	st->on_conflict = repair ? NULL : on_conflict;
 	read_named_facts(st, keys, nkeys);
 	result = check_fact_batch(st);
 	st->repair = repair;
+	st->on_conflict = on_conflict;
 	if (repair && (st->counts.missing != before.missing ||
 				   st->counts.stale != before.stale ||
-				   st->counts.orphan != before.orphan))
+				   st->counts.orphan != before.orphan ||
+				   st->counts.conflicts != before.conflicts))
 	{
 		/* keys live in batch_cxt, reset by the check: compute them again */
 		MemoryContextSwitchTo(st->batch_cxt);
@@ -1078,6 +1228,56 @@ idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
 		result = repair_entries_first(st, keys, nkeys);
 	}
 	MemoryContextSwitchTo(oldcxt);
+	return result;
+}
+
+/*
+ * Check again the facts noted by note_waiting(): the first to want a freed
+ * claim takes it.  They are not counted as checked twice.  A round frees
+ * no claim unless the facts changed meanwhile; at most a few rounds.
+ */
+static void
+recheck_waiting(IdxRepairState *st)
+{
+	int			round;
+
+	for (round = 0; round < IDX_REPAIR_CLAIM_ATTEMPTS && st->nwaiting > 0;
+		 round++)
+	{
+		int			n = st->nwaiting;
+		bson_t	  **waiting = st->waiting;
+		bson_value_t *ids;
+		int64		checked = st->counts.checked;
+		int			i;
+
+		ids = MemoryContextAlloc(st->wait_cxt, sizeof(bson_value_t) * n);
+		for (i = 0; i < n; i++)
+		{
+			bson_iter_t iter;
+
+			if (!bson_iter_init_find(&iter, waiting[i], "v"))
+				elog(ERROR, "invalid fact _id");
+			ids[i] = *bson_iter_value(&iter);	/* points into waiting[i] */
+		}
+		st->waiting = NULL;
+		st->nwaiting = st->maxwaiting = 0;
+		repair_ids(st, ids, n);
+		st->counts.checked = checked;
+	}
+	st->waiting = NULL;
+	st->nwaiting = st->maxwaiting = 0;
+	MemoryContextReset(st->wait_cxt);
+}
+
+/*
+ * repair_ids(), then the facts that waited for a claim it freed.
+ */
+int
+idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
+{
+	int			result = repair_ids(st, ids, n);
+
+	recheck_waiting(st);
 	return result;
 }
 
@@ -1118,6 +1318,9 @@ idx_repair_begin(IdxRepairState *st, IdxIndexDef *def, IdxTableInfo *info,
 	st->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										  "idxtable_fdw verify batch",
 										  ALLOCSET_DEFAULT_SIZES);
+	st->wait_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										 "idxtable_fdw repair waiting facts",
+										 ALLOCSET_SMALL_SIZES);
 	st->facts = mongoc_client_get_collection(client, info->database,
 											 info->collection);
 	st->index = mongoc_client_get_collection(client, def->database,

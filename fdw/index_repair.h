@@ -104,6 +104,12 @@ typedef struct IdxRepairState
 	StringInfoData bad_ids;		/* the first unconvertible facts' _ids */
 	char	   *first_error;	/* the first conversion error's message */
 
+	/* facts to check again after a batch: their key's claim was freed */
+	MemoryContext wait_cxt;
+	bson_t	  **waiting;		/* {"v": _id} each, in wait_cxt */
+	int			nwaiting;
+	int			maxwaiting;
+
 	/* set by the caller after idx_repair_begin(), optional */
 	IdxConflictCallback on_conflict;
 	void	   *conflict_arg;

@@ -535,18 +535,44 @@ raw_id(bson_iter_t *iter, uint32 *len)
 }
 
 /*
+ * Is "entry_id" (len bytes) the _id of the entry of index "def" with these
+ * key values for the fact fact_id?
+ */
+static bool
+entry_id_is(const IdxIndexDef *def, const Datum *kv, const bool *kn,
+			const bson_value_t *fact_id, const uint8 *entry_id, uint32 len)
+{
+	bson_t		tmp = BSON_INITIALIZER;
+	bson_iter_t it;
+	const uint8 *data;
+	uint32		dlen;
+	bool		match;
+
+	idx_append_entry_id(&tmp, "_id", def, kv, kn, fact_id);
+	bson_iter_init_find(&it, &tmp, "_id");
+	bson_iter_document(&it, &dlen, &data);
+	match = dlen == len && memcmp(data, entry_id, dlen) == 0;
+	bson_destroy(&tmp);
+	return match;
+}
+
+/*
  * Verification on read: the position of a batch entry that points to the
  * fact "doc" and is one of the fact's own entries now (its _id is what the
  * fact's key values give), skipping positions already "taken"; -1 if no
  * entry of the batch vouches for the fact.  An entry left behind by an
  * interrupted write (consistency 'ordered') or changed behind the FDW's
  * back is thereby never used: its fact is not returned through it, and a
- * fact reached through a stale and a current entry comes out once.
+ * fact reached through a stale and a current entry comes out once.  In a
+ * unique index, a fact whose key another fact's claim holds (a conflict
+ * made by a writer outside PostgreSQL) has an entry of the non-unique form
+ * instead (index_repair.c), which vouches for it as well.
  */
 static int
 vouching_entry(IdxIndexScan *ix, const bson_t *doc, const bool *taken)
 {
 	const IdxIndexDef *def = ix->def;
+	IdxIndexDef plain = *def;	/* the form of a conflict entry's _id */
 	bson_iter_t iter;
 	uint32		len;
 	char	   *id;
@@ -559,6 +585,7 @@ vouching_entry(IdxIndexScan *ix, const bson_t *doc, const bool *taken)
 				e,
 				i;
 
+	plain.unique = false;
 	if (!bson_iter_init_find(&iter, doc, "_id"))
 		return -1;
 	if (ix->fetch_collation && !idx_doc_passes_equalities(doc, ix->checks))
@@ -577,20 +604,13 @@ vouching_entry(IdxIndexScan *ix, const bson_t *doc, const bool *taken)
 			continue;
 		for (e = 0; e < n; e++)
 		{
-			bson_t		tmp = BSON_INITIALIZER;
-			bson_iter_t it;
-			const uint8 *data;
-			uint32		dlen;
-			bool		match;
-
-			idx_append_entry_id(&tmp, "_id", def, kv + e * def->nkeys,
-								kn + e * def->nkeys, bson_iter_value(&iter));
-			bson_iter_init_find(&it, &tmp, "_id");
-			bson_iter_document(&it, &dlen, &data);
-			match = dlen == ix->batch_entry_id_lens[i] &&
-				memcmp(data, ix->batch_entry_ids[i], dlen) == 0;
-			bson_destroy(&tmp);
-			if (match)
+			if (entry_id_is(def, kv + e * def->nkeys, kn + e * def->nkeys,
+							bson_iter_value(&iter), ix->batch_entry_ids[i],
+							ix->batch_entry_id_lens[i]) ||
+				(def->unique &&
+				 entry_id_is(&plain, kv + e * def->nkeys, kn + e * def->nkeys,
+							 bson_iter_value(&iter), ix->batch_entry_ids[i],
+							 ix->batch_entry_id_lens[i])))
 				return i;
 		}
 	}

@@ -328,7 +328,7 @@ report_conflicts(IdxRepairState *st)
 						   "%lld facts of collection \"%s\" have a key of unique index \"%s\" that another fact has too",
 						   n, (long long) n, st->info->collection,
 						   st->def->name),
-			 errdetail("The index keeps the entry of the fact that held the key first; the conflicts are listed in idxtable.conflicts."),
+			 errdetail("Each key stays claimed by the fact that held it first; reads through the index find all of them.  The conflicts are listed in idxtable.conflicts."),
 			 errhint("Change or delete one of the rows with each key, then repair the index again.")));
 }
 

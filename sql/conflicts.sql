@@ -35,7 +35,9 @@ SELECT conflicts FROM idxtable.repair_index('cfl_email');
 SELECT conflicts FROM idxtable.repair_index('cfl_codes');
 SELECT conflicts FROM idxtable.repair_index('cfl_town');
 -- then only the conflicts remain: the claims stay fact 1's, with its new
--- n; fact 3's own code c1 and fact 4's keys are in; no fact 3 under ann
+-- n; fact 3's own code c1 and fact 4's keys are in; fact 3 has under ann
+-- and a2 a conflict entry (an entry with its _id, as a non-unique index
+-- has), so that reads through the index find it too
 SELECT * FROM idxtable.verify_index('cfl_email');
 SELECT * FROM idxtable.verify_index('cfl_codes');
 SELECT * FROM idxtable.verify_index('cfl_town');
@@ -46,8 +48,11 @@ SELECT index_name, key, fact_id, holder_id, found_at <= now() AS found
 -- repeated, a repair records each conflict once
 SELECT conflicts FROM idxtable.repair_index('cfl_email');
 SELECT index_name, fact_id, holder_id FROM idxtable.conflicts ORDER BY 1, 2;
--- routed reads find the outside facts by their keys
+-- routed reads find the outside facts by their keys, also both facts of
+-- a key in conflict
 SET idxtable.enable_plain_scan = off;
+SELECT _id, n FROM cfl WHERE lower(email) = 'ann@x.org' ORDER BY _id;
+SELECT _id FROM cfl WHERE 'a2' = ANY (codes) ORDER BY _id;
 SELECT _id, n FROM cfl WHERE lower(email) = 'dee@x.org';
 SELECT _id FROM cfl WHERE 'c1' = ANY (codes) OR 'd1' = ANY (codes) ORDER BY _id;
 SELECT _id FROM cfl WHERE town = 'Lima';
@@ -96,6 +101,20 @@ SELECT conflicts FROM idxtable.repair_index('cfl_codes');
 SELECT * FROM idxtable.verify_index('cfl_email');
 SELECT * FROM idxtable.verify_index('cfl_codes');
 SELECT count(*) FROM idxtable.conflicts;
+
+-- covering reads (no facts read) find both facts of a key in conflict
+CREATE FOREIGN TABLE cfl_cov (_id text, email text, n int)
+  SERVER mongo OPTIONS (database 'idxtable_conflicts', collection 'cfl_cov');
+SELECT idxtable.create_index('cfl_cov', '{email}', include => '{n}',
+                             is_unique => true, name => 'cfl_cov_email');
+\! /usr/bin/python3 test/fixtures/outside_write.py idxtable_conflicts insert cfl_cov '{"_id": "1", "email": "bob@x.org", "n": 1}'
+\! /usr/bin/python3 test/fixtures/outside_write.py idxtable_conflicts insert cfl_cov '{"_id": "2", "email": "bob@x.org", "n": 2}'
+SELECT conflicts FROM idxtable.repair_index('cfl_cov_email');
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF) SELECT n FROM cfl_cov WHERE email = 'bob@x.org';
+SELECT n FROM cfl_cov WHERE email = 'bob@x.org' ORDER BY n;
+RESET idxtable.enable_plain_scan;
+DROP FOREIGN TABLE cfl_cov;
 
 -- the rows of an index go with it
 \! /usr/bin/python3 test/fixtures/outside_write.py idxtable_conflicts set cfl '{"_id": "4"}' '{"email": "ann@x.org"}'

@@ -59,6 +59,7 @@ RESET idxtable.enable_plain_scan;
 \! /usr/bin/python3 test/fixtures/documents.py insert vfy '{"_id": "7", "name": "ANN"}'
 SELECT * FROM idxtable.verify_index('vfy_name');
 SELECT * FROM idxtable.repair_index('vfy_name');
+-- (the entry that lets reads find fact 7 is an orphan once it is gone)
 \! /usr/bin/python3 test/fixtures/documents.py delete vfy '{"_id": "7"}'
 SELECT * FROM idxtable.repair_index('vfy_name');
 
