@@ -665,6 +665,28 @@ class Run:
             share = stats["routed"] / max(1, stats["pairs"])
             self.check(share >= MIN_ROUTED_SHARE, "only %d of %d pairs went through an index table"
                        % (stats["routed"], stats["pairs"]))
+            self.any_pairs(self.args.any_pairs)
+
+    def any_pairs(self, count):
+        """For information, what the pairs would see without the wait: the
+        same pairs with idxtable.index_consistency = any (the routed query
+        may miss the writes the applier has not applied yet: no check)."""
+        try:
+            self.routed.execute("SET idxtable.index_consistency = 'any'")
+        except psycopg2.Error:
+            return
+        stats = self.stats["any"]
+        for _ in range(count):
+            time.sleep(self.rng.uniform(0.01, 0.1))
+            query = self.queries.make()
+            with self.gate.paused():
+                index = routed_index(self.routed, query)
+                routed = self.routed.run(query.sql, query.params)
+                plain = self.plain.run(query.sql, query.params)
+            stats["pairs"] += 1
+            stats["routed"] += bool(index)
+            stats["differ"] += not routed.failed() and not plain.failed() and routed.rows != plain.rows
+        self.routed.execute("RESET idxtable.index_consistency")
 
     def phase_killed(self):
         self.run_phase(PHASES[1], self.kill_applier, self.args.kill_every)
@@ -805,6 +827,10 @@ class Run:
                       % (phase, s["pairs"], s["routed"], s["mismatches"], s["conflict mismatches"], s["IX001"],
                          s["errors"], s["fdw inserts"], r["queries"], r["IX001"], r["errors"], r["wrong"],
                          extra + "; " if extra else "", s["seconds"]))
+        if "any" in self.stats:
+            s = self.stats["any"]
+            print("with idxtable.index_consistency = 'any' (information, no check): %d pairs (%d routed), "
+                  "%d differ" % (s["pairs"], s["routed"], s["differ"]))
         for key, value in self.stats["end"].items():
             print("end: %s: %s" % (key, value))
         for key, value in self.stats["catch up"].items():
@@ -821,6 +847,8 @@ def parse_args():
     parser.add_argument("--kill-every", type=float, default=4, help="seconds between applier kills")
     parser.add_argument("--restarts", type=int, default=1, help="test server restarts in its phase")
     parser.add_argument("--fault-every", type=float, default=3, help="seconds between failpoints")
+    parser.add_argument("--any-pairs", type=int, default=20,
+                        help="pairs run with index_consistency 'any' after the steady phase (information)")
     parser.add_argument("--no-duplicates", dest="duplicates", action="store_false",
                         help="the writers never write an email another document has")
     parser.add_argument("--phase", choices=PHASES, action="append", help="only this phase (repeatable)")
