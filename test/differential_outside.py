@@ -99,21 +99,23 @@ APPLIER_BACK_SECONDS = 30
 # share of the email lookups that find a row followed by an INSERT of that email
 FDW_INSERT_SHARE = 0.4
 MAX_DETAILED_FAILURES = 20
-# failpoints for the applier's commands: (failpoint, data, mode)
+# failpoints for the applier's commands, (failpoint, data): each is on for
+# FAULT_WINDOW seconds while the writers write (other appliers of the
+# cluster share the appName; a window, unlike {times: 1}, reaches ours too)
 FAULTS = [
-    ("failCommand", {"failCommands": ["getMore"], "errorCode": 91}, {"times": 1}),        # ShutdownInProgress
-    ("failCommand", {"failCommands": ["getMore"], "closeConnection": True}, {"times": 1}),
-    ("failCommand", {"failCommands": ["aggregate"], "errorCode": 11600}, {"times": 2}),   # InterruptedAtShutdown
-    ("failCommand", {"failCommands": ["find"], "errorCode": 6}, {"times": 1}),            # HostUnreachable
-    ("failCommand", {"failCommands": ["find"], "closeConnection": True}, {"times": 1}),
-    ("failCommand", {"failCommands": ["insert", "update", "delete"], "errorCode": 91}, {"times": 1}),
-    ("failCommand", {"failCommands": ["insert", "update", "delete"], "closeConnection": True}, {"times": 1}),
-    ("failCommand", {"failCommands": ["update"], "errorCode": 2}, {"times": 1}),          # BadValue
-    ("failCommand", {"failCommands": ["getMore", "find"], "blockConnection": True, "blockTimeMS": 400},
-     {"times": 3}),
-    ("failCommand", {"failCommands": ["ping", "hello"], "errorCode": 189}, {"times": 1}),  # PrimarySteppedDown
-    ("failGetMoreAfterCursorCheckout", {"errorCode": 91}, {"times": 1}),
+    ("failCommand", {"failCommands": ["getMore"], "errorCode": 91}),          # ShutdownInProgress
+    ("failCommand", {"failCommands": ["getMore"], "closeConnection": True}),
+    ("failCommand", {"failCommands": ["aggregate"], "errorCode": 11600}),     # InterruptedAtShutdown
+    ("failCommand", {"failCommands": ["find"], "errorCode": 6}),              # HostUnreachable
+    ("failCommand", {"failCommands": ["find"], "closeConnection": True}),
+    ("failCommand", {"failCommands": ["insert", "update", "delete"], "errorCode": 91}),
+    ("failCommand", {"failCommands": ["insert", "update", "delete"], "closeConnection": True}),
+    ("failCommand", {"failCommands": ["update"], "errorCode": 2}),            # BadValue
+    ("failCommand", {"failCommands": ["getMore", "find"], "blockConnection": True, "blockTimeMS": 400}),
+    ("failCommand", {"failCommands": ["ping", "hello"], "errorCode": 189}),   # PrimarySteppedDown
+    ("failGetMoreAfterCursorCheckout", {"errorCode": 91}),
 ]
+FAULT_WINDOW = 0.3
 
 
 # --------------------------------------------------------------------------
@@ -621,14 +623,19 @@ class Run:
     def arm_fault(self):
         """A new failpoint for the applier's commands, if an applier runs
         (one that waits for its restart would not meet it)."""
-        if not self.applier_pids():
+        pids = self.applier_pids()
+        self.pids_seen.update(pids)
+        if not pids:
             self.stats[self.phase]["faults skipped (no applier)"] += 1
             return
-        name, data, mode = self.rng.choice(FAULTS)
+        name, data = self.rng.choice(FAULTS)
         data = dict(data, appName=APPLIER)
-        self.disarm_faults()
-        self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", mode), ("data", data)]))
+        self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", "alwaysOn"), ("data", data)]))
         self.stats[self.phase]["faults armed"] += 1
+        try:
+            time.sleep(FAULT_WINDOW)
+        finally:
+            self.disarm_faults()
 
     def disarm_faults(self):
         """Turn both failpoints off, counting how often they fired."""
@@ -708,10 +715,13 @@ class Run:
         self.run_phase(PHASES[2], self.restart_server, every)
 
     def phase_failpoints(self):
+        self.pids_seen = set()
         try:
             self.run_phase(PHASES[3], self.arm_fault, self.args.fault_every)
         finally:
             self.disarm_faults()
+        self.pids_seen.update(self.applier_pids())
+        self.stats[self.phase]["applier processes seen"] = len(self.pids_seen)
         self.check(self.stats[self.phase]["faults fired"] > 0,
                    "no failpoint fired: no command with appName %r reached MongoDB" % APPLIER)
 
@@ -816,7 +826,7 @@ class Run:
               % (sum(ops.values()), ", ".join("%s %d" % kv for kv in sorted(ops.items())), duplicates,
                  dict(errors) or "none"))
         disruptions = ["kills", "kills missed (no applier)", "restarts", "restart seconds", "faults armed",
-                       "faults fired", "faults skipped (no applier)"]
+                       "faults fired", "faults skipped (no applier)", "applier processes seen"]
         for phase in PHASES:
             if phase in self.stats:
                 s, r = self.stats[phase], self.reader.stats[phase]
