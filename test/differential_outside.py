@@ -14,9 +14,11 @@ duplicate emails straight into MongoDB, while
   the index tables (idxtable.enable_plain_scan = off) and then the same
   query with routing off (idxtable.enable_index_routing = off), and lets
   the writers go again.  With idxtable.index_consistency = current (the
-  default, checked) the two must return the same rows.  Now and then, in
-  the same pause, an INSERT through the FDW of an email an outside document
-  holds (another case of it) must fail with 23505;
+  default, checked) the two must return the same rows.  After a tenth of
+  the pairs, in the same pause, an INSERT through the FDW of an email a
+  document holds (another case of it; often the email written last, which
+  the applier may not have applied yet) must fail with 23505 (or IX001
+  outside phase 1), and is deleted again if it did not;
 - a reader thread runs random routed queries while the writers write: every
   row it gets must satisfy the query's condition (no stale entry may
   return a fact that no longer matches).
@@ -32,10 +34,13 @@ This runs in phases of --seconds each:
    the data: needs IDXTABLE_MONGO_DURABLE=1 at test/env start; the test
    server forgets its change-stream history, so the applier's resume fails
    with 286 and its indexes are rebuilt);
-4. failpoints: MongoDB's failCommand (and failGetMoreAfterCursorCheckout)
-   armed every --fault-every seconds with appName "idxtable_fdw applier", so
-   that only the applier's own commands fail (errors, closed connections,
-   delays).
+4. failpoints: MongoDB's failCommand (or failGetMoreAfterCursorCheckout)
+   on for FAULT_WINDOW seconds every --fault-every seconds, while an applier
+   runs, with appName "idxtable_fdw applier", so that only the appliers' own
+   commands fail (errors, closed connections, delays).
+
+After phase 1, --any-pairs pairs run with idxtable.index_consistency = any,
+for information only (how many differ without the wait).
 
 In phases 2-4 a routed query may fail with SQLSTATE IX001 (the index is not
 current within idxtable.sync_wait_timeout) while the applier restarts: such
@@ -48,8 +53,13 @@ show every index valid and applied through T within CATCH_UP_SECONDS.  Then
 verify_index of every index must find nothing missing, orphaned, stale or
 unconvertible; the unique-key conflicts it counts (column "conflicts") must
 be the documents that share a lower(email) with another one in MongoDB
-(each group of k counts k - 1), and every such document must be in
-idxtable.conflicts; the duplicates the writers wrote are reported beside.
+(each group of k counts k - 1), every such document but one per email must
+be in idxtable.conflicts, and idxtable.sync_status must show as many
+conflicts as idxtable.conflicts holds; the duplicates the writers wrote
+are reported beside.  A routed query that differs is shown with the
+index's sync_status, the entries of the differing facts and the claim of
+their email, read while the writers are still held.  --no-duplicates
+leaves the duplicate emails out.
 
 Environment as for test/differential.py (PGHOST..., MONGO_URI, MONGO_USER,
 MONGO_PASSWORD, IDXTABLE_ENV_DIR for restart-mongo).  DIFFO_SEED fixes the
@@ -86,6 +96,10 @@ INDEXES = [("customers_email", "{lower(email)}", "{}", True),
            ("customers_town", "{town}", "{first_name}", False),
            ("customers_tags", "{tags}", "{}", False)]
 UNIQUE_INDEX = "customers_email"
+# after the writes, a routed query through each index (see Run.barrier)
+BARRIERS = {"customers_email": "SELECT count(*) FROM customers WHERE lower(email) = 'nobody@example.org'",
+            "customers_town": "SELECT count(*) FROM customers WHERE town = 'Oslo'",
+            "customers_tags": "SELECT count(*) FROM customers WHERE 'vip' = ANY (tags)"}
 PHASES = ["steady", "applier killed", "server restarted", "failpoints"]
 APPLIER = "idxtable_fdw applier"          # its backend_type and its MongoDB appName
 NOT_CURRENT = "IX001"
@@ -753,6 +767,7 @@ class Run:
                 self.stats["end"]["events " + name] = row.get("events_applied")
                 self.stats["end"]["entries " + name] = row.get("entries_written")
                 self.stats["end"]["conflicts " + name] = row.get("conflicts")
+        self.barrier()
         expected, groups = self.expected_conflicts()
         for name, _, _, _ in INDEXES:
             try:
@@ -767,6 +782,17 @@ class Run:
                        "documents that share a unique key with another" % (name, row.get("conflicts"), want))
             self.stats["end"]["verify " + name] = " ".join("%s=%s" % kv for kv in row.items())
         self.check_conflicts_table(groups)
+
+    def barrier(self):
+        """A routed query through each index: with current it waits for the
+        cluster time of a ping, after every write (sync_status's
+        applied_through has whole seconds only)."""
+        for name, sql in BARRIERS.items():
+            index = routed_index(self.routed, Query("barrier", sql, ()))
+            out = self.routed.run(sql)
+            self.check(index == name and not out.failed(),
+                       "the routed query through %s after the writes: %s, %s"
+                       % (name, "Index Table: %s" % index if index else "not routed", out.show()))
 
     def expected_conflicts(self):
         """(documents beyond the first of each lower(email), the groups of
