@@ -53,6 +53,8 @@ EXPLAIN (COSTS OFF) EXECUTE town_ids('Town3');
 SET LOCAL idxtable.index_consistency = current;
 SET LOCAL idxtable.sync_wait_timeout = 100;
 SELECT show_error($$EXECUTE town_ids('Town3')$$);
+-- the failure invalidated the cached plan: planned again, a plain scan
+EXPLAIN (COSTS OFF) EXECUTE town_ids('Town3');
 ROLLBACK;
 DEALLOCATE town_ids;
 -- the same, committed: the applier of (mongo_sync, owner) starts and
@@ -93,6 +95,8 @@ BEGIN
   END LOOP;
 END $$;
 SELECT sync_explain($$SELECT id FROM sync_people WHERE town = 'Town3'$$);
+-- covering reads wait the same way
+SELECT sync_explain($$SELECT town FROM sync_people WHERE town = 'Town3'$$);
 -- a Sync Wait is a time: never negative, and below the timeout
 CREATE FUNCTION sync_wait_ms(query text) RETURNS float8
 LANGUAGE plpgsql AS $$
