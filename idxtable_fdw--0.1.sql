@@ -168,7 +168,8 @@ RETURNS TABLE (definition_id uuid, streaming boolean,
 AS 'MODULE_PATHNAME', 'idxtable_sync_status'
 LANGUAGE C STRICT VOLATILE;
 
--- One row per index table; lag is NULL when no applier follows it.
+-- One row per index table; lag is NULL when no applier follows it;
+-- conflicts counts the index's rows of idxtable.conflicts.
 CREATE VIEW idxtable.sync_status AS
   SELECT d.name, d.state, s.applied_through,
          CASE WHEN s.streaming THEN
@@ -176,7 +177,10 @@ CREATE VIEW idxtable.sync_status AS
                                  OPERATOR(pg_catalog.-) s.applied_through,
                                interval '0')
          END AS lag,
-         s.events_applied, s.entries_written, s.conflicts, s.last_error
+         s.events_applied, s.entries_written,
+         (SELECT pg_catalog.count(*) FROM idxtable.conflicts c
+           WHERE c.index_name OPERATOR(pg_catalog.=) d.name) AS conflicts,
+         s.last_error
     FROM idxtable.index_defs d
     LEFT JOIN idxtable.sync_status() s
       ON s.definition_id OPERATOR(pg_catalog.=) d.definition_id;

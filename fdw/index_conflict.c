@@ -12,9 +12,11 @@
  * applier and repair_index record each conflict here, one row per (index,
  * fact, holder): the key (as in the DETAIL of a unique violation, NULL if
  * the user who found it may not see key values), both _ids as relaxed
- * extended JSON, and when it was first found.  repair_index, which checks
- * every fact, first forgets what was recorded for its index; the rows of
- * an index go with its definition (ON DELETE CASCADE).
+ * extended JSON, and when it was first found.  The applier forgets a
+ * fact's rows when the repair core finds its conflicts resolved
+ * (on_resolved); repair_index, which checks every fact, first forgets what
+ * was recorded for its index; the rows of an index go with its definition
+ * (ON DELETE CASCADE).
  *
  * The table belongs to the extension's owner.  Its rows are written, as
  * index_ddl.c writes idxtable.index_defs, through SPI as that owner in a
@@ -36,6 +38,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "convert.h"
@@ -67,7 +70,8 @@ conflicts_owner(void)
 }
 
 /*
- * Run one statement through SPI.
+ * Run one statement through SPI, with a snapshot of its own if none is
+ * active (on error, the abort pops it).
  */
 static void
 conflicts_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
@@ -75,6 +79,14 @@ conflicts_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
 {
 	int			rc;
 
+	bool		pushed = false;
+
+	/* a background worker (the applier) may have no snapshot set */
+	if (!ActiveSnapshotSet())
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pushed = true;
+	}
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	rc = SPI_execute_with_args(sql, nargs, argtypes, args, argnulls, false, 0);
@@ -82,6 +94,8 @@ conflicts_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
 		elog(ERROR, "could not run \"%s\": %s", sql,
 			 SPI_result_code_string(rc));
 	SPI_finish();
+	if (pushed)
+		PopActiveSnapshot();
 }
 
 /*
@@ -141,8 +155,9 @@ id_text(const bson_value_t *id)
  * Record that the fact fact_id should have the unique key "key_text" of
  * index "index_name" (NULL: not to be shown), whose claim the fact
  * holder_id holds and has the key too.  A conflict already recorded stays
- * as it is, with the time it was first found.  Runs in the caller's
- * transaction.
+ * as it is, with the time it was first found; a row of the same fact and
+ * key with another holder (whose claim has since passed to this one) goes.
+ * Runs in the caller's transaction.
  */
 void
 idx_conflict_record(const char *index_name, const char *key_text,
@@ -162,7 +177,14 @@ idx_conflict_record(const char *index_name, const char *key_text,
 	}
 	args[2] = id_text(fact_id);
 	args[3] = id_text(holder_id);
-	conflicts_execute("INSERT INTO idxtable.conflicts "
+	conflicts_execute("WITH outdated AS ("
+					  "DELETE FROM idxtable.conflicts "
+					  "WHERE index_name OPERATOR(pg_catalog.=) $1 "
+					  "AND fact_id OPERATOR(pg_catalog.=) $3 "
+					  "AND COALESCE(key, '') OPERATOR(pg_catalog.=) "
+					  "COALESCE($2, '') "
+					  "AND holder_id OPERATOR(pg_catalog.<>) $4) "
+					  "INSERT INTO idxtable.conflicts "
 					  "(index_name, key, fact_id, holder_id, found_at) "
 					  "VALUES ($1, $2, $3, $4, pg_catalog.now()) "
 					  "ON CONFLICT (index_name, fact_id, holder_id) DO NOTHING",
@@ -170,13 +192,19 @@ idx_conflict_record(const char *index_name, const char *key_text,
 }
 
 /*
- * idx_conflict_record() as an IdxRepairState on_conflict callback.
+ * idx_conflict_record() as an IdxRepairState on_conflict callback, for
+ * the applier and repair_index.
  */
 void
-idx_conflict_callback(IdxRepairState *st, const char *key_text,
+idx_conflict_callback(IdxRepairState *st, const char *key_desc,
 					  const bson_value_t *fact_id,
 					  const bson_value_t *holder_id, void *arg)
 {
+	const char *key_text = key_desc;
+
+	/* the table's key column: "(...)=(...)" */
+	if (key_text != NULL && strncmp(key_text, "Key ", 4) == 0)
+		key_text += 4;
 	idx_conflict_record(st->def->name, key_text, fact_id, holder_id);
 }
 
@@ -194,4 +222,32 @@ idx_conflict_forget(const char *index_name)
 	conflicts_execute("DELETE FROM idxtable.conflicts "
 					  "WHERE index_name OPERATOR(pg_catalog.=) $1",
 					  1, argtypes, args, NULL);
+}
+
+/*
+ * Forget the conflicts recorded for the fact fact_id in index
+ * "index_name": it has none left.
+ */
+void
+idx_conflict_resolved(const char *index_name, const bson_value_t *fact_id)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(index_name);
+	args[1] = id_text(fact_id);
+	conflicts_execute("DELETE FROM idxtable.conflicts "
+					  "WHERE index_name OPERATOR(pg_catalog.=) $1 "
+					  "AND fact_id OPERATOR(pg_catalog.=) $2",
+					  2, argtypes, args, NULL);
+}
+
+/*
+ * idx_conflict_resolved() as an IdxRepairState on_resolved callback.
+ */
+void
+idx_conflict_resolved_callback(IdxRepairState *st,
+							   const bson_value_t *fact_id, void *arg)
+{
+	idx_conflict_resolved(st->def->name, fact_id);
 }

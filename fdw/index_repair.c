@@ -81,6 +81,8 @@ typedef struct FactItem
 	bool		gone;			/* no fact has this _id */
 	int			nentries;
 	ExpectedEntry *entries;
+	int			nconflicts;		/* unique key conflicts reported */
+	bool		resolved;		/* reported to on_resolved */
 } FactItem;
 
 /*
@@ -626,7 +628,7 @@ take_over_claim(IdxRepairState *st, const bson_t *claim,
  * with the fact "holder" ({"v": _id}).
  */
 static void
-report_conflict(IdxRepairState *st, const FactItem *item,
+report_conflict(IdxRepairState *st, FactItem *item,
 				const ExpectedEntry *ee, const bson_t *holder)
 {
 	bson_iter_t fact_iter;
@@ -634,14 +636,13 @@ report_conflict(IdxRepairState *st, const FactItem *item,
 	char	   *desc;
 
 	st->counts.conflicts++;
+	item->nconflicts++;
 	if (st->on_conflict == NULL)
 		return;
 	if (!bson_iter_init_find(&fact_iter, item->id, "v") ||
 		!bson_iter_init_find(&holder_iter, holder, "v"))
 		elog(ERROR, "a unique key conflict without _ids");
 	desc = idx_key_description(st->def, ee->keyvalues, ee->keynulls);
-	if (desc != NULL && strncmp(desc, "Key ", 4) == 0)
-		desc += 4;
 	st->on_conflict(st, desc, bson_iter_value(&fact_iter),
 					bson_iter_value(&holder_iter), st->conflict_arg);
 }
@@ -745,6 +746,8 @@ add_fact(IdxRepairState *st, const bson_t *doc)
 		return;
 	item->id = idx_repair_wrap_field(doc, "_id");
 	item->gone = false;
+	item->nconflicts = 0;
+	item->resolved = false;
 	item->nentries = idx_compute_keys(def, st->values, st->nulls,
 									  &keyvalues, &keynulls);
 	item->entries = palloc(sizeof(ExpectedEntry) * Max(item->nentries, 1));
@@ -899,6 +902,8 @@ add_gone(IdxRepairState *st, bson_t *wrapped_id)
 
 	item->id = wrapped_id;
 	item->gone = true;
+	item->nconflicts = 0;
+	item->resolved = false;
 	item->nentries = 0;
 	item->entries = NULL;
 }
@@ -1007,6 +1012,37 @@ note_waiting(IdxRepairState *st, const bson_t *claim)
 }
 
 /*
+ * Repairing a unique index, "entry", an entry with its fact's _id (a
+ * conflict entry, or one of a key with a NULL), was deleted: if its fact
+ * is gone or has no conflict left, report it to st->on_resolved (once), so
+ * that the conflicts recorded for the fact are forgotten.
+ */
+static void
+note_resolved(IdxRepairState *st, const bson_t *entry)
+{
+	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
+	bson_iter_t iter;
+	int			i;
+
+	if (id == NULL || st->on_resolved == NULL ||
+		!bson_iter_init_find(&iter, id, "v"))
+		return;
+	for (i = 0; i < st->nitems; i++)
+	{
+		FactItem   *item = &st->items[i];
+
+		if (!idx_bson_same_bytes(item->id, id))
+			continue;
+		if (item->nconflicts == 0 && !item->resolved)
+		{
+			item->resolved = true;
+			st->on_resolved(st, bson_iter_value(&iter), st->conflict_arg);
+		}
+		return;
+	}
+}
+
+/*
  * The per-batch core: check (and repair) the facts of st->items against
  * the entries the index holds for them.  Returns how many facts were
  * checked; st->batch_cxt is reset.
@@ -1056,10 +1092,16 @@ compare_fact_batch(IdxRepairState *st)
 	idx_repair_flush(st);
 	if (st->repair)
 	{
-		/* claims freed: who waits for their keys? */
+		/* claims freed: who waits for their keys?  conflicts resolved? */
 		for (i = 0; i < st->ndocs; i++)
-			if (!st->docs[i].matched && idx_entry_is_claim(st->docs[i].doc))
+		{
+			if (st->docs[i].matched)
+				continue;
+			if (idx_entry_is_claim(st->docs[i].doc))
 				note_waiting(st, st->docs[i].doc);
+			else if (st->def->unique)
+				note_resolved(st, st->docs[i].doc);
+		}
 	}
 
 	st->counts.checked += nchecked;

@@ -58,14 +58,24 @@ struct IdxRepairState;
 
 /*
  * Called for a unique key conflict: the fact fact_id should have the
- * unique key described by key_text (idx_key_description() without its
- * "Key ", NULL if the user may not see it), and holder_id, another fact
- * that has that key too, holds its claim.  Repair leaves it in place.
+ * unique key described by key_desc ("Key (...)=(...)" of
+ * idx_key_description(), NULL if the user may not see it), and holder_id,
+ * another fact that has that key too, holds its claim.  Repair leaves it
+ * in place, unless the callback raises an error.
  */
 typedef void (*IdxConflictCallback) (struct IdxRepairState *st,
-									 const char *key_text,
+									 const char *key_desc,
 									 const bson_value_t *fact_id,
 									 const bson_value_t *holder_id,
+									 void *arg);
+
+/*
+ * Called, repairing, when the fact fact_id no longer has a unique key
+ * conflict in the index (it is gone, or its conflict entry was deleted and
+ * none is left).
+ */
+typedef void (*IdxResolvedCallback) (struct IdxRepairState *st,
+									 const bson_value_t *fact_id,
 									 void *arg);
 
 /*
@@ -112,7 +122,8 @@ typedef struct IdxRepairState
 
 	/* set by the caller after idx_repair_begin(), optional */
 	IdxConflictCallback on_conflict;
-	void	   *conflict_arg;
+	IdxResolvedCallback on_resolved;
+	void	   *conflict_arg;	/* passed to both */
 } IdxRepairState;
 
 /* Set up "st" for index "def" of the table described by info and desc */

@@ -313,6 +313,23 @@ report_unconvertible(IdxRepairState *st)
 }
 
 /*
+ * A unique key conflict met by the build of a new index: a duplicate key,
+ * which fails the build as it fails create_index (index_online.c names the
+ * index in the message).
+ */
+static void
+conflict_fails_build(IdxRepairState *st, const char *key_desc,
+					 const bson_value_t *fact_id,
+					 const bson_value_t *holder_id, void *arg)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("could not repair unique index \"%s\"", st->def->name),
+			 idx_errdetail_key_duplicated(key_desc),
+			 errhint("Change or delete one of the rows with this key, then repair the index again.")));
+}
+
+/*
  * WARNING about the unique key conflicts repair left in place.
  */
 static void
@@ -352,7 +369,9 @@ idx_verify_run(IdxIndexDef *def, Relation rel, bool repair, int command,
 	client = idx_get_client_for_rel(def->relid, InvalidOid, &server);
 	idx_repair_begin(&st, def, info, RelationGetDescr(rel), client,
 					 server->servername, repair);
-	if (repair)
+	if (repair && command == PROGRESS_CREATEIDX_COMMAND_CREATE_CONCURRENTLY)
+		st.on_conflict = conflict_fails_build;
+	else if (repair)
 	{
 		idx_conflict_forget(def->name);
 		st.on_conflict = idx_conflict_callback;

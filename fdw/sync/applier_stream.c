@@ -46,6 +46,7 @@
 #include "connection.h"
 #include "convert.h"
 #include "index_catalog.h"
+#include "index_conflict.h"
 #include "index_repair.h"
 #include "option.h"
 #include "protocol_read.h"
@@ -143,6 +144,9 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
 		idx_repair_begin(&rs, def, idx_get_table_info(ix->relid),
 						 RelationGetDescr(rel), applier.client,
 						 applier.servername, true);
+		/* conflicts found and resolved: rows of idxtable.conflicts */
+		rs.on_conflict = idx_conflict_callback;
+		rs.on_resolved = idx_conflict_resolved_callback;
 		PG_TRY();
 		{
 			idx_repair_facts(&rs, ids, n);
