@@ -27,17 +27,18 @@ This runs in phases of --seconds each:
 
 1. steady: the applier runs (at least MIN_ROUTED_SHARE of the pairs must go
    through an index table, or the test proves nothing);
-2. applier killed: pg_terminate_backend of the process whose backend_type
+2. failpoints: MongoDB's failCommand (or failGetMoreAfterCursorCheckout)
+   on for FAULT_WINDOW seconds every --fault-every seconds (or after the
+   next pair when no applier ran or no command met it), with appName
+   "idxtable_fdw applier", so that only the appliers' own commands fail
+   (errors, closed connections, delays);
+3. applier killed: pg_terminate_backend of the process whose backend_type
    is "idxtable_fdw applier" every --kill-every seconds; its database
    worker starts it again;
-3. server restarted: test/env restart-mongo (kill -9 and restart, with
+4. server restarted: test/env restart-mongo (kill -9 and restart, with
    the data: needs IDXTABLE_MONGO_DURABLE=1 at test/env start; the test
    server forgets its change-stream history, so the applier's resume fails
-   with 286 and its indexes are rebuilt);
-4. failpoints: MongoDB's failCommand (or failGetMoreAfterCursorCheckout)
-   on for FAULT_WINDOW seconds every --fault-every seconds, while an applier
-   runs, with appName "idxtable_fdw applier", so that only the appliers' own
-   commands fail (errors, closed connections, delays).
+   with 286 and its indexes are rebuilt).
 
 After phase 1, --any-pairs pairs run with idxtable.index_consistency = any,
 for information only (how many differ without the wait).
@@ -100,7 +101,11 @@ UNIQUE_INDEX = "customers_email"
 BARRIERS = {"customers_email": "SELECT count(*) FROM customers WHERE lower(email) = 'nobody@example.org'",
             "customers_town": "SELECT count(*) FROM customers WHERE town = 'Oslo'",
             "customers_tags": "SELECT count(*) FROM customers WHERE 'vip' = ANY (tags)"}
-PHASES = ["steady", "applier killed", "server restarted", "failpoints"]
+# (in this order: the launcher restarts an applier that failed within 60 s
+# of its start after 1 s, 2 s, 4 s, ...: the failpoints come first, while
+# the delays are short)
+STEADY, FAILPOINTS, KILLED, RESTARTED = "steady", "failpoints", "applier killed", "server restarted"
+PHASES = [STEADY, FAILPOINTS, KILLED, RESTARTED]
 APPLIER = "idxtable_fdw applier"          # its backend_type and its MongoDB appName
 NOT_CURRENT = "IX001"
 UNIQUE_VIOLATION = "23505"
@@ -127,10 +132,9 @@ FAULTS = [
     ("failCommand", {"failCommands": ["insert", "update", "delete"], "closeConnection": True}),
     ("failCommand", {"failCommands": ["update"], "errorCode": 2}),            # BadValue
     ("failCommand", {"failCommands": ["getMore", "find"], "blockConnection": True, "blockTimeMS": 400}),
-    ("failCommand", {"failCommands": ["ping", "hello"], "errorCode": 189}),   # PrimarySteppedDown
     ("failGetMoreAfterCursorCheckout", {"errorCode": 91}),
 ]
-FAULT_WINDOW = 0.3
+FAULT_WINDOW = 0.5
 
 
 # --------------------------------------------------------------------------
@@ -360,7 +364,7 @@ class Reader(threading.Thread):
         self.report = report
         self.gate = outside_writers.Gate()
         self.stopped = threading.Event()
-        self.phase = PHASES[0]
+        self.phase = STEADY
         self.stats = collections.defaultdict(collections.Counter)    # phase -> counters
         self.failure = None
 
@@ -390,7 +394,7 @@ class Reader(threading.Thread):
         out = session.run(query.sql, query.params)
         stats["queries"] += 1
         if out.failed():
-            if out.sqlstate == NOT_CURRENT and phase != PHASES[0]:
+            if out.sqlstate == NOT_CURRENT and phase != STEADY:
                 stats["IX001"] += 1
                 return
             stats["errors"] += 1
@@ -534,7 +538,7 @@ class Run:
         if plain.failed():
             self.check(False, "the unrouted query failed", lines + ["unrouted: " + plain.show()])
         elif routed.failed():
-            if routed.sqlstate == NOT_CURRENT and self.phase != PHASES[0]:
+            if routed.sqlstate == NOT_CURRENT and self.phase != STEADY:
                 stats["IX001"] += 1
             else:
                 stats["errors"] += 1
@@ -614,7 +618,7 @@ class Run:
     def check_insert(self, email, out):
         stats = self.stats[self.phase]
         stats["fdw inserts"] += 1
-        if out.sqlstate == NOT_CURRENT and self.phase != PHASES[0]:
+        if out.sqlstate == NOT_CURRENT and self.phase != STEADY:
             stats["IX001"] += 1
             return
         self.check(out.sqlstate == UNIQUE_VIOLATION,
@@ -635,6 +639,7 @@ class Run:
         self.stats[self.phase]["kills"] += len(pids)
         if not pids:
             self.stats[self.phase]["kills missed (no applier)"] += 1
+        return bool(pids)
 
     def restart_server(self):
         """test/env restart-mongo, with the reader held (the writers go on and
@@ -654,7 +659,7 @@ class Run:
         self.pids_seen.update(pids)
         if not pids:
             self.stats[self.phase]["faults skipped (no applier)"] += 1
-            return
+            return False
         name, data = self.rng.choice(FAULTS)
         data = dict(data, appName=APPLIER)
         self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", "alwaysOn"), ("data", data)]))
@@ -662,13 +667,17 @@ class Run:
         try:
             time.sleep(FAULT_WINDOW)
         finally:
-            self.disarm_faults()
+            fired = self.disarm_faults()
+        return fired > 0
 
     def disarm_faults(self):
-        """Turn both failpoints off, counting how often they fired."""
+        """Turn both failpoints off; how often they fired (counted)."""
+        fired = 0
         for name in ("failCommand", "failGetMoreAfterCursorCheckout"):
             reply = self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", "off")]))
-            self.stats[self.phase]["faults fired"] += int(reply.get("count", 0))
+            fired += int(reply.get("count", 0))
+        self.stats[self.phase]["faults fired"] += fired
+        return fired
 
     def durable_test_server(self):
         """None if restart-mongo can run, else why not."""
@@ -690,12 +699,14 @@ class Run:
         while time.monotonic() < end:
             time.sleep(self.rng.uniform(0.01, 0.1))      # the writers write
             if disrupt and time.monotonic() >= next_disruption:
-                disrupt()
-                next_disruption = time.monotonic() + every
+                # one that did not take (no applier, a failpoint no command
+                # met) is tried again after the next pair
+                if disrupt() is not False:
+                    next_disruption = time.monotonic() + every
             self.pair()
         stats = self.stats[phase]
         stats["seconds"] = round(time.monotonic() - started, 1)
-        if phase == PHASES[0]:
+        if phase == STEADY:
             share = stats["routed"] / max(1, stats["pairs"])
             self.check(share >= MIN_ROUTED_SHARE, "only %d of %d pairs went through an index table"
                        % (stats["routed"], stats["pairs"]))
@@ -723,28 +734,25 @@ class Run:
         self.routed.execute("RESET idxtable.index_consistency")
 
     def phase_killed(self):
-        self.run_phase(PHASES[1], self.kill_applier, self.args.kill_every)
+        self.run_phase(KILLED, self.kill_applier, self.args.kill_every)
         self.check(self.stats[self.phase]["kills"] > 0, "no applier process to kill (backend_type %r)" % APPLIER)
-        deadline = time.monotonic() + APPLIER_BACK_SECONDS
-        while not self.applier_pids() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        self.check(bool(self.applier_pids()), "no applier runs %d s after the last kill" % APPLIER_BACK_SECONDS)
+        # that it comes back is checked at the end (sync_status)
 
     def phase_restarted(self):
         why_not = self.durable_test_server()
         if why_not and "MONGO_URI" in why_not:
-            print("%s: skipped (%s)" % (PHASES[2], why_not))
+            print("%s: skipped (%s)" % (RESTARTED, why_not))
             return
-        self.phase = PHASES[2]
+        self.phase = RESTARTED
         if not self.check(why_not is None, "cannot restart the test server: %s" % why_not):
             return
         every = max(1.0, self.args.seconds / max(1, self.args.restarts))
-        self.run_phase(PHASES[2], self.restart_server, every)
+        self.run_phase(RESTARTED, self.restart_server, every)
 
     def phase_failpoints(self):
         self.pids_seen = set()
         try:
-            self.run_phase(PHASES[3], self.arm_fault, self.args.fault_every)
+            self.run_phase(FAILPOINTS, self.arm_fault, self.args.fault_every)
         finally:
             self.disarm_faults()
         self.pids_seen.update(self.applier_pids())
@@ -841,14 +849,14 @@ class Run:
             thread.start()
         try:
             wanted = self.args.phase or PHASES
-            if PHASES[0] in wanted:
-                self.run_phase(PHASES[0])
-            if PHASES[1] in wanted:
-                self.phase_killed()
-            if PHASES[2] in wanted:
-                self.phase_restarted()
-            if PHASES[3] in wanted:
+            if STEADY in wanted:
+                self.run_phase(STEADY)
+            if FAILPOINTS in wanted:
                 self.phase_failpoints()
+            if KILLED in wanted:
+                self.phase_killed()
+            if RESTARTED in wanted:
+                self.phase_restarted()
         finally:
             for thread in self.writers:
                 thread.stop()
@@ -893,7 +901,7 @@ def parse_args():
     parser.add_argument("--seconds", type=float, default=10, help="length of each phase")
     parser.add_argument("--writers", type=int, default=3, help="outside writer threads")
     parser.add_argument("--rate", type=float, default=120, help="outside writes per second, all writers")
-    parser.add_argument("--kill-every", type=float, default=4, help="seconds between applier kills")
+    parser.add_argument("--kill-every", type=float, default=5, help="seconds between applier kills")
     parser.add_argument("--restarts", type=int, default=1, help="test server restarts in its phase")
     parser.add_argument("--fault-every", type=float, default=3, help="seconds between failpoints")
     parser.add_argument("--any-pairs", type=int, default=20,
