@@ -605,17 +605,24 @@ class Run:
         case of it): must fail with 23505 (or IX001 while the applier is
         away, outside the steady phase)."""
         if email is None:
-            return None, None
+            return None, None, None
         self.fdw_serial += 1
         _id = "fdw-%d" % self.fdw_serial
         out = self.routed.run("INSERT INTO customers (_id, first_name, email, town) VALUES (%s, 'Fdw', %s, 'Oslo')",
                               (_id, email.swapcase()))
+        why = []
         if not out.failed():
+            status = self.sync_status()
+            row = status.get(UNIQUE_INDEX, {}) if isinstance(status, dict) else {}
+            why.append("sync_status(%s): %s" % (UNIQUE_INDEX, {k: row.get(k) for k in
+                                                              ("state", "applied_through", "last_error")}))
+            appliers = self.admin.run("SELECT state, pid, restarts FROM idxtable.appliers")
+            why.append("idxtable.appliers (state, pid, restarts): %s" % appliers.show())
             # take it back, so that the writers' world stays theirs
             self.routed.run("DELETE FROM customers WHERE _id = %s", (_id,))
-        return email, out
+        return email, out, why
 
-    def check_insert(self, email, out):
+    def check_insert(self, email, out, why):
         stats = self.stats[self.phase]
         stats["fdw inserts"] += 1
         if out.sqlstate == NOT_CURRENT and self.phase != STEADY:
@@ -623,8 +630,8 @@ class Run:
             return
         self.check(out.sqlstate == UNIQUE_VIOLATION,
                    "an INSERT through the FDW of an email an outside document holds did not fail with 23505",
-                   ["email: %r (inserted in another case)" % email, "outcome: " + (out.show() if out.failed()
-                                                                                  else "inserted")])
+                   ["email: %r (inserted in another case)" % email,
+                    "outcome: " + (out.show() if out.failed() else "inserted")] + why)
 
     # ---- disruptions
 
