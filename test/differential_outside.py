@@ -758,6 +758,7 @@ class Run:
         self.run_phase(RESTARTED, self.restart_server, every)
 
     def phase_failpoints(self):
+        self.phase = FAILPOINTS
         try:
             self.disarm_faults()
         except pymongo.errors.OperationFailure as exc:
