@@ -43,12 +43,12 @@ OBJS = \
 	fdw/protocol_read.o \
 	fdw/sync/sync_state.o \
 	fdw/sync/sync_wait.o \
-	fdw/sync/sync_notify.o \
-	fdw/sync/sync_status.o \
-	fdw/sync/launcher.o \
 	fdw/sync/change_stream.o \
 	fdw/sync/applier.o \
-	fdw/sync/applier_stream.o
+	fdw/sync/applier_stream.o \
+	fdw/sync/sync_notify.o \
+	fdw/sync/sync_status.o \
+	fdw/sync/launcher.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql

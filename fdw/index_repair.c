@@ -537,6 +537,9 @@ claim_conflict(IdxRepairState *st, const FactItem *item,
 	return conflicting_holder(st, item, claim);
 }
 
+static bool take_over_claim(IdxRepairState *st, const bson_t *claim,
+							const ExpectedEntry *ee);
+
 /*
  * Write item's missing unique claim "ee".  If another fact's entry holds
  * the key, take it over when that fact lacks the key.  When it has it, two
@@ -544,9 +547,6 @@ claim_conflict(IdxRepairState *st, const FactItem *item,
  * ({"v": ...}) is returned for the conflict to be reported; NULL when the
  * claim was written.
  */
-static bool take_over_claim(IdxRepairState *st, const bson_t *claim,
-							const ExpectedEntry *ee);
-
 static bson_t *
 fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee)
 {

@@ -1,0 +1,946 @@
+#!/usr/bin/python3
+"""Differential test of index tables written behind the FDW's back.
+
+A customers collection (seeded with --documents documents) has three index
+tables: customers_email {lower(email)} unique, customers_town {town}
+INCLUDE {first_name}, and customers_tags, multi-valued {tags}.  Outside
+writers (threads with their own pymongo clients, test/fixtures/
+outside_writers.py) insert, update keys and included fields, change array
+elements, unset, replace, delete, commit small transactions and write
+duplicate emails straight into MongoDB, while
+
+- pairs of queries run: the main thread holds the writers (no write in
+  flight, none starts: a threading.Event gate), runs a random query through
+  the index tables (idxtable.enable_plain_scan = off) and then the same
+  query with routing off (idxtable.enable_index_routing = off), and lets
+  the writers go again.  With idxtable.index_consistency = current (the
+  default, checked) the two must return the same rows.  After a tenth of
+  the pairs, in the same pause, an INSERT through the FDW of an email a
+  document holds (another case of it; often the email written last, which
+  the applier may not have applied yet) must fail with 23505 (or IX001
+  outside phase 1), and is deleted again if it did not;
+- a reader thread runs random routed queries while the writers write: every
+  row it gets must satisfy the query's condition (no stale entry may
+  return a fact that no longer matches).
+
+This runs in phases of --seconds each:
+
+1. steady: the applier runs (at least MIN_ROUTED_SHARE of the pairs must go
+   through an index table, or the test proves nothing);
+2. failpoints: MongoDB's failCommand (or failGetMoreAfterCursorCheckout)
+   on for FAULT_WINDOW seconds every --fault-every seconds (or after the
+   next pair when no applier ran or no command met it), with appName
+   "idxtable_fdw applier", so that only the appliers' own commands fail
+   (errors, closed connections, delays);
+3. applier killed: pg_terminate_backend of the process whose backend_type
+   is "idxtable_fdw applier" every --kill-every seconds; its database
+   worker starts it again;
+4. server restarted: test/env restart-mongo (kill -9 and restart, with
+   the data: needs IDXTABLE_MONGO_DURABLE=1 at test/env start; the test
+   server forgets its change-stream history, so the applier's resume fails
+   with 286 and its indexes are rebuilt).
+
+After phase 1, --any-pairs pairs run with idxtable.index_consistency = any,
+for information only (how many differ without the wait).
+
+In phases 2-4 a routed query may fail with SQLSTATE IX001 (the index is not
+current within idxtable.sync_wait_timeout) while the applier restarts: such
+errors are counted and reported, never a wrong row; in phase 1 an IX001 is a
+failure.  Any other error is a failure.
+
+At the end the writers stop, a marker write (to another collection) gives
+the cluster time T that every write precedes, and idxtable.sync_status must
+show every index valid and applied through T within CATCH_UP_SECONDS.  Then
+verify_index of every index must find nothing missing, orphaned, stale or
+unconvertible; the unique-key conflicts it counts (column "conflicts") must
+be the documents that share a lower(email) with another one in MongoDB
+(each group of k counts k - 1), every such document but one per email must
+be in idxtable.conflicts, and idxtable.sync_status must show as many
+conflicts as idxtable.conflicts holds; the duplicates the writers wrote
+are reported beside.  A routed query that differs is shown with the
+index's sync_status, the entries of the differing facts and the claim of
+their email, read while the writers are still held.  --no-duplicates
+leaves the duplicate emails out.
+
+Environment as for test/differential.py (PGHOST..., MONGO_URI, MONGO_USER,
+MONGO_PASSWORD, IDXTABLE_ENV_DIR for restart-mongo).  DIFFO_SEED fixes the
+seed (printed first; the writers' threads interleave as they will, so a run
+repeats its choices, not its timing).  The PostgreSQL and MongoDB databases
+idxtable_diffoutside are dropped and created, and left in place.  The last
+line is "differential outside: N passed, M failed".
+"""
+import argparse
+import collections
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg2
+import pymongo.errors
+from bson import json_util
+from bson.objectid import ObjectId
+from bson.son import SON
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "fixtures"))
+import mongo_client  # noqa: E402  (test/fixtures)
+import outside_writers  # noqa: E402
+from outside_writers import TAGS, TOWNS  # noqa: E402
+
+DATABASE = "idxtable_diffoutside"
+COLLECTION = "customers"
+# (name, keys, include, unique)
+INDEXES = [("customers_email", "{lower(email)}", "{}", True),
+           ("customers_town", "{town}", "{first_name}", False),
+           ("customers_tags", "{tags}", "{}", False)]
+UNIQUE_INDEX = "customers_email"
+# after the writes, a routed query through each index (see Run.barrier)
+BARRIERS = {"customers_email": "SELECT count(*) FROM customers WHERE lower(email) = 'nobody@example.org'",
+            "customers_town": "SELECT count(*) FROM customers WHERE town = 'Oslo'",
+            "customers_tags": "SELECT count(*) FROM customers WHERE 'vip' = ANY (tags)"}
+# (in this order: the launcher restarts an applier that failed within 60 s
+# of its start after 1 s, 2 s, 4 s, ...: the failpoints come first, while
+# the delays are short)
+STEADY, FAILPOINTS, KILLED, RESTARTED = "steady", "failpoints", "applier killed", "server restarted"
+PHASES = [STEADY, FAILPOINTS, KILLED, RESTARTED]
+APPLIER = "idxtable_fdw applier"          # its backend_type and its MongoDB appName
+NOT_CURRENT = "IX001"
+UNIQUE_VIOLATION = "23505"
+MIN_ROUTED_SHARE = 0.5
+# an applier that failed less than 60 s after its start is started again
+# after 1 s, 2 s, 4 s, ... up to 60 s (launcher.c): after the phases the next
+# restart may be 30 s away
+CATCH_UP_SECONDS = 70
+APPLIER_BACK_SECONDS = 30
+# share of the pairs followed by an INSERT through the FDW of an email a
+# document holds
+FDW_INSERT_SHARE = 0.1
+MAX_DETAILED_FAILURES = 20
+# failpoints for the applier's commands, (failpoint, data): each is on for
+# FAULT_WINDOW seconds while the writers write (other appliers of the
+# cluster share the appName; a window, unlike {times: 1}, reaches ours too)
+FAULTS = [
+    ("failCommand", {"failCommands": ["getMore"], "errorCode": 91}),          # ShutdownInProgress
+    ("failCommand", {"failCommands": ["getMore"], "closeConnection": True}),
+    ("failCommand", {"failCommands": ["aggregate"], "errorCode": 11600}),     # InterruptedAtShutdown
+    ("failCommand", {"failCommands": ["find"], "errorCode": 6}),              # HostUnreachable
+    ("failCommand", {"failCommands": ["find"], "closeConnection": True}),
+    ("failCommand", {"failCommands": ["insert", "update", "delete"], "errorCode": 91}),
+    ("failCommand", {"failCommands": ["insert", "update", "delete"], "closeConnection": True}),
+    ("failCommand", {"failCommands": ["update"], "errorCode": 2}),            # BadValue
+    ("failCommand", {"failCommands": ["getMore", "find"], "blockConnection": True, "blockTimeMS": 400}),
+    ("failGetMoreAfterCursorCheckout", {"errorCode": 91}),
+]
+FAULT_WINDOW = 0.5
+
+
+# --------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------
+
+class Report:
+    """Pass/fail tally shared by the threads; failures print with the seed."""
+
+    def __init__(self, seed, details=MAX_DETAILED_FAILURES):
+        self.seed = seed
+        self.details = details
+        self.passed = 0
+        self.failed = 0
+        self.lock = threading.Lock()
+
+    def check(self, ok, where, what, lines=()):
+        with self.lock:
+            if ok:
+                self.passed += 1
+                return True
+            self.failed += 1
+            if self.failed <= self.details:
+                print("FAIL [%s] (DIFFO_SEED=%d) %s" % (where, self.seed, what))
+                for line in list(lines)[:12]:
+                    print("    " + line)
+            else:
+                if self.failed == self.details + 1:
+                    print("(further failures in one line each)")
+                print("FAIL [%s] %s" % (where, what))
+            sys.stdout.flush()
+            return False
+
+
+def first_line(exc):
+    text = (getattr(exc, "pgerror", None) or str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------
+# Queries
+# --------------------------------------------------------------------------
+
+class Query:
+    """A query with its parameters, and how to check one of its rows."""
+
+    def __init__(self, kind, sql, params, row_ok=None):
+        self.kind = kind
+        self.sql = sql
+        self.params = params
+        self.row_ok = row_ok          # row -> bool, or None (aggregates)
+
+    def show(self):
+        return "%s  %r" % (self.sql, self.params)
+
+
+def lower(text):
+    """PostgreSQL's lower() of the ASCII emails the writers write."""
+    return None if text is None else text.lower()
+
+
+class QueryGenerator:
+    """Random queries that the index tables serve; values from what the
+    writers wrote lately, so that they hit."""
+
+    def __init__(self, rng, pool):
+        self.rng = rng
+        self.pool = pool
+
+    def email(self):
+        email = self.pool.recent_email(self.rng)
+        if email is None or self.rng.random() < 0.05:
+            return "nobody%d@example.org" % self.rng.randrange(1000)
+        return lower(email)
+
+    def make(self):
+        rng = self.rng
+        kind = rng.choice(["email", "email", "emails", "town", "towns", "covering", "count",
+                           "town_null", "tag", "tags", "tag_town"])
+        if kind == "email":
+            v = self.email()
+            return Query(kind, "SELECT _id, first_name, email, town, tags FROM customers "
+                               "WHERE lower(email) = %s ORDER BY _id", (v,),
+                         lambda r, v=v: lower(r[2]) == v)
+        if kind == "emails":
+            vs = [self.email() for _ in range(rng.randint(2, 4))]
+            return Query(kind, "SELECT _id, email, town FROM customers WHERE lower(email) = ANY (%s) "
+                               "ORDER BY _id", (vs,), lambda r, vs=vs: lower(r[1]) in vs)
+        if kind == "town":
+            v = rng.choice(TOWNS)
+            return Query(kind, "SELECT _id, first_name, town, email FROM customers WHERE town = %s ORDER BY _id",
+                         (v,), lambda r, v=v: r[2] == v)
+        if kind == "towns":
+            vs = rng.sample(TOWNS, 2)
+            return Query(kind, "SELECT _id, town FROM customers WHERE town IN (%s, %s) ORDER BY _id",
+                         tuple(vs), lambda r, vs=vs: r[1] in vs)
+        if kind == "covering":
+            v = rng.choice(TOWNS)
+            return Query(kind, "SELECT town, first_name FROM customers WHERE town = %s ORDER BY first_name",
+                         (v,), lambda r, v=v: r[0] == v)
+        if kind == "count":
+            return Query(kind, "SELECT count(*), count(first_name) FROM customers WHERE town = %s",
+                         (rng.choice(TOWNS),))
+        if kind == "town_null":
+            return Query(kind, "SELECT _id, town FROM customers WHERE town IS NULL ORDER BY _id", (),
+                         lambda r: r[1] is None)
+        if kind == "tag":
+            v = rng.choice(TAGS)
+            return Query(kind, "SELECT _id, tags FROM customers WHERE %s = ANY (tags) ORDER BY _id", (v,),
+                         lambda r, v=v: r[1] is not None and v in r[1])
+        if kind == "tags":
+            vs = rng.sample(TAGS, 2)
+            return Query(kind, "SELECT _id, tags FROM customers WHERE tags && %s::text[] ORDER BY _id", (vs,),
+                         lambda r, vs=vs: r[1] is not None and bool(set(r[1]) & set(vs)))
+        v, t = rng.choice(TAGS), rng.choice(TOWNS)
+        return Query(kind, "SELECT _id, tags, town FROM customers WHERE %s = ANY (tags) AND town = %s "
+                           "ORDER BY _id", (v, t),
+                     lambda r, v=v, t=t: r[1] is not None and v in r[1] and r[2] == t)
+
+
+class Outcome:
+    def __init__(self, rows=None, sqlstate=None, error=None):
+        self.rows = rows
+        self.sqlstate = sqlstate
+        self.error = error
+
+    def failed(self):
+        return self.sqlstate is not None
+
+    def show(self, limit=4):
+        if self.failed():
+            return "ERROR %s: %s" % (self.sqlstate, self.error)
+        text = "%d rows" % len(self.rows)
+        if self.rows:
+            text += ": " + ", ".join(repr(r) for r in self.rows[:limit]) + (", ..." if len(self.rows) > limit else "")
+        return text
+
+
+class Session:
+    """One PostgreSQL connection (autocommit) with its settings."""
+
+    def __init__(self, settings=()):
+        self.settings = list(settings)
+        self.conn = None
+        self.connect()
+
+    def connect(self):
+        self.conn = psycopg2.connect(dbname=DATABASE, options="-c statement_timeout=30s")
+        self.conn.autocommit = True
+        for setting in self.settings:
+            self.execute(setting)
+
+    def execute(self, sql, params=()):
+        if self.conn.closed:
+            self.connect()
+        with self.conn.cursor() as cur:
+            cur.execute(sql, params)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else None
+
+    def run(self, sql, params=()):
+        """Rows or the error (the connection is re-made if it was lost)."""
+        try:
+            return Outcome(rows=self.execute(sql, params))
+        except psycopg2.Error as exc:
+            if exc.pgcode is None:
+                self.conn.close()
+            return Outcome(sqlstate=exc.pgcode or "connection", error=first_line(exc))
+
+    def dict_rows(self, sql, params=()):
+        if self.conn.closed:
+            self.connect()
+        with self.conn.cursor() as cur:
+            cur.execute(sql, params)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def close(self):
+        self.conn.close()
+
+
+ROUTED_SETTINGS = ["SET idxtable.enable_plain_scan = off"]
+PLAIN_SETTINGS = ["SET idxtable.enable_index_routing = off"]
+
+
+def routed_index(session, query):
+    """The index table EXPLAIN shows the query going through, or None."""
+    try:
+        plan = session.execute("EXPLAIN (COSTS OFF) " + query.sql, query.params)
+    except psycopg2.Error as exc:
+        return "EXPLAIN failed: %s" % first_line(exc)
+    for (line,) in plan:
+        m = re.search(r"Index Table: (\S+)", line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def row_diff(routed, plain, limit=4):
+    """How two results differ (as multisets; then in order)."""
+    r, p = collections.Counter(routed), collections.Counter(plain)
+    only_routed, only_plain = list((r - p).elements()), list((p - r).elements())
+    lines = ["routed: %d rows, unrouted: %d rows" % (len(routed), len(plain))]
+    lines += ["only routed:   %r" % (row,) for row in only_routed[:limit]]
+    lines += ["only unrouted: %r" % (row,) for row in only_plain[:limit]]
+    if len(only_routed) + len(only_plain) > 2 * limit:
+        lines.append("... (%d only routed, %d only unrouted)" % (len(only_routed), len(only_plain)))
+    if not only_routed and not only_plain:
+        lines.append("(the same rows in another order)")
+    return lines
+
+
+def hashable(rows):
+    return [tuple(tuple(v) if isinstance(v, list) else v for v in row) for row in rows]
+
+
+# --------------------------------------------------------------------------
+# The concurrent reader
+# --------------------------------------------------------------------------
+
+class Reader(threading.Thread):
+    """Routed queries while the writers write: every row must satisfy the
+    query's condition."""
+
+    def __init__(self, seed, pool, report):
+        super().__init__(name="reader", daemon=True)
+        self.gen = QueryGenerator(random.Random("%s/reader" % seed), pool)
+        self.report = report
+        self.gate = outside_writers.Gate()
+        self.stopped = threading.Event()
+        self.phase = STEADY
+        self.stats = collections.defaultdict(collections.Counter)    # phase -> counters
+        self.failure = None
+
+    def stop(self):
+        self.stopped.set()
+        self.join(60)
+
+    def run(self):
+        try:
+            session = Session(ROUTED_SETTINGS)
+            while not self.stopped.is_set():
+                if not self.gate.enter():
+                    continue
+                try:
+                    self.one(session)
+                finally:
+                    self.gate.leave()
+                self.stopped.wait(0.03)
+            session.close()
+        except Exception as exc:  # reported by the test
+            self.failure = "%s: %s" % (type(exc).__name__, exc)
+
+    def one(self, session):
+        query = self.gen.make()
+        phase = self.phase
+        stats = self.stats[phase]
+        out = session.run(query.sql, query.params)
+        stats["queries"] += 1
+        if out.failed():
+            if out.sqlstate == NOT_CURRENT and phase != STEADY:
+                stats["IX001"] += 1
+                return
+            stats["errors"] += 1
+            self.report.check(False, "%s: reader" % phase, "a routed query failed during writes",
+                              ["sql: " + query.show(), out.show()])
+            return
+        stats["rows"] += len(out.rows)
+        if query.row_ok is None:
+            return
+        bad = [r for r in out.rows if not query.row_ok(r)]
+        if bad:
+            stats["wrong"] += 1
+            self.report.check(False, "%s: reader" % phase,
+                              "a routed query returned %d rows that do not satisfy its condition" % len(bad),
+                              ["sql: " + query.show()] + ["row: %r" % (r,) for r in bad[:5]])
+
+
+# --------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------
+
+class Run:
+    def __init__(self, seed, args, report):
+        self.seed = seed
+        self.args = args
+        self.report = report
+        self.rng = random.Random("%s/main" % seed)
+        self.pool = None
+        self.gate = outside_writers.Gate()
+        self.writers = []
+        self.reader = None
+        self.routed = None
+        self.plain = None
+        self.admin = None
+        self.phase = "setup"
+        self.stats = collections.defaultdict(collections.Counter)
+        self.fdw_serial = 0
+        self.mongo = mongo_client.connect()
+
+    def check(self, ok, what, lines=()):
+        return self.report.check(ok, self.phase, what, lines)
+
+    # ---- setup
+
+    def setup(self):
+        self.mongo.drop_database(DATABASE)
+        admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
+        admin.autocommit = True
+        with admin.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
+            cur.execute("CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
+        admin.close()
+        self.admin = Session()
+        preload = self.admin.execute("SHOW shared_preload_libraries")[0][0]
+        self.check("idxtable_fdw" in [p.strip() for p in preload.split(",")],
+                   "idxtable_fdw is not in shared_preload_libraries (%r): no applier can run" % preload)
+        for sql, params in [
+                ("CREATE EXTENSION idxtable_fdw", ()),
+                ("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
+                 (os.environ["MONGO_URI"], DATABASE))]:
+            self.admin.execute(sql, params)
+        if os.environ.get("MONGO_USER"):
+            self.admin.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
+                               (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
+        else:
+            self.admin.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
+        self.admin.execute("CREATE FOREIGN TABLE customers (_id text, first_name text, last_name text, "
+                           "email text, town text, tags text[], n integer) SERVER mongo "
+                           "OPTIONS (collection '%s')" % COLLECTION)
+        self.pool = outside_writers.CustomerPool(random.Random("%s/seed" % self.seed), self.args.documents)
+        mongo_client.database(self.mongo, DATABASE)[COLLECTION].insert_many(self.pool.seed_documents())
+        for name, keys, include, unique in INDEXES:
+            self.admin.conn.notices.clear()
+            self.admin.execute("SELECT idxtable.create_index('customers', %s, include => %s, is_unique => %s, "
+                               "name => %s)", (keys, include, unique, name))
+            warned = [n.strip() for n in self.admin.conn.notices if "not maintained" in n]
+            self.check(not warned, "create_index(%s) warned that it is not maintained" % name, warned)
+        value = self.admin.execute("SHOW idxtable.index_consistency") if self.has_setting() else None
+        self.check(value == [("current",)], "idxtable.index_consistency is %r by default, not 'current'"
+                   % (value[0][0] if value else "not defined"))
+        self.routed = Session(ROUTED_SETTINGS)
+        self.plain = Session(PLAIN_SETTINGS)
+        self.wait_streaming("setup")
+
+    def has_setting(self):
+        return bool(self.admin.execute("SELECT 1 FROM pg_settings WHERE name = 'idxtable.index_consistency'"))
+
+    def sync_status(self):
+        """{index: row of idxtable.sync_status}, or the error text."""
+        try:
+            rows = self.admin.dict_rows("SELECT *, extract(epoch FROM applied_through) AS applied_epoch "
+                                        "FROM idxtable.sync_status")
+        except psycopg2.Error as exc:
+            return "idxtable.sync_status: %s" % first_line(exc)
+        return {r["name"]: r for r in rows}
+
+    def wait_streaming(self, why, through=None, seconds=APPLIER_BACK_SECONDS):
+        """Wait until every index is valid with an applied_through (>= the
+        epoch `through`); one check.  Returns the last sync_status."""
+        deadline = time.monotonic() + seconds
+        started = time.monotonic()
+        while True:
+            status = self.sync_status()
+            ok = isinstance(status, dict) and all(
+                name in status and status[name]["state"] == "valid"
+                and status[name]["applied_epoch"] is not None
+                and (through is None or float(status[name]["applied_epoch"]) >= through)
+                for name, _, _, _ in INDEXES)
+            if ok or time.monotonic() > deadline or isinstance(status, str):
+                break
+            time.sleep(0.25)
+        self.stats["catch up"][why] = time.monotonic() - started
+        self.check(ok, "%s: idxtable.sync_status did not show every index valid and applied%s within %d s"
+                   % (why, " through the last write" if through is not None else "", seconds),
+                   [status] if isinstance(status, str) else
+                   ["%s: %s" % (name, {k: status.get(name, {}).get(k) for k in
+                                       ("state", "applied_through", "lag", "last_error")})
+                    for name, _, _, _ in INDEXES])
+        return status
+
+    # ---- pairs
+
+    def pair(self):
+        """A routed query and the same unrouted, with the writers held."""
+        query = self.queries.make()
+        stats = self.stats[self.phase]
+        with self.gate.paused():
+            index = routed_index(self.routed, query)
+            routed = self.routed.run(query.sql, query.params)
+            plain = self.plain.run(query.sql, query.params)
+            diagnosis = []
+            if index and not routed.failed() and not plain.failed() and routed.rows != plain.rows:
+                diagnosis = self.diagnose(index, query, routed.rows, plain.rows)
+            fdw_insert = None
+            if self.rng.random() < FDW_INSERT_SHARE:
+                fdw_insert = self.insert_duplicate(self.held_email(query, plain))
+        stats["pairs"] += 1
+        if index:
+            stats["routed"] += 1
+        lines = ["sql: " + query.show(), "plan: %s" % (("Index Table: " + index) if index else "not routed")]
+        if plain.failed():
+            self.check(False, "the unrouted query failed", lines + ["unrouted: " + plain.show()])
+        elif routed.failed():
+            if routed.sqlstate == NOT_CURRENT and self.phase != STEADY:
+                stats["IX001"] += 1
+            else:
+                stats["errors"] += 1
+                self.check(False, "the routed query failed", lines + ["routed: " + routed.show()])
+        else:
+            ok = routed.rows == plain.rows
+            if not ok:
+                stats["mismatches"] += 1
+                if self.conflict_only(query, routed.rows, plain.rows):
+                    stats["conflict mismatches"] += 1
+                    lines.append("(the missing rows share their lower(email) with another fact: "
+                                 "an outside duplicate of a unique key)")
+            self.check(ok, "routed != unrouted",
+                       lines + row_diff(hashable(routed.rows), hashable(plain.rows)) + diagnosis)
+        if fdw_insert is not None and fdw_insert[0] is not None:
+            self.check_insert(*fdw_insert)
+
+    def diagnose(self, index, query, routed, plain, limit=3):
+        """What the index and its applier said when a routed query differed
+        (read while the writers are still held)."""
+        status = self.sync_status()
+        row = status.get(index, {}) if isinstance(status, dict) else {}
+        lines = ["sync_status(%s): %s" % (index, {k: row.get(k) for k in
+                                                  ("state", "applied_through", "lag", "last_error")})]
+        if query.kind in ("covering", "count"):
+            return lines
+        r, p = collections.Counter(hashable(routed)), collections.Counter(hashable(plain))
+        entries = mongo_client.database(self.mongo, DATABASE)["idxtable.%s.%s" % (COLLECTION, index)]
+        for fact in list(((r - p) + (p - r)).elements())[:limit]:
+            _id = ObjectId(fact[0]) if re.fullmatch(r"[0-9a-f]{24}", fact[0]) else fact[0]
+            found = [{k: e.get(k) for k in ("_id", "v")} for e in entries.find({"id": _id})]
+            lines.append("entries of %s: %s" % (fact[0], found or "none"))
+            if index == UNIQUE_INDEX and query.kind in ("email", "emails"):
+                key = lower(fact[2] if query.kind == "email" else fact[1])
+                claim = entries.find_one({"_id": {"k0": key}})
+                holder = claim and self.mongo[DATABASE][COLLECTION].find_one({"_id": claim.get("id")})
+                lines.append("claim of %r: %s (holder now: %s)" % (
+                    key, claim and claim.get("id"), holder and {k: holder.get(k) for k in ("_id", "email")}))
+        return lines
+
+    def conflict_only(self, query, routed, plain):
+        """Do the rows differ only by facts whose email another returned fact
+        shares (the unique index can hold one of them)?"""
+        if query.kind not in ("email", "emails"):
+            return False
+        at = 2 if query.kind == "email" else 1
+        keys = collections.Counter(lower(r[at]) for r in plain)
+        r, p = collections.Counter(hashable(routed)), collections.Counter(hashable(plain))
+        return all(keys[lower(row[at])] > 1 for row in ((r - p) + (p - r)).elements())
+
+    def held_email(self, query, plain):
+        """An email a document holds now (writers held): the one written
+        last (maybe not applied yet), or one the email query found."""
+        if query.kind == "email" and not plain.failed() and plain.rows and self.rng.random() < 0.5:
+            return plain.rows[0][2]
+        email = self.pool.latest_email()
+        if email is None:
+            return None
+        held = self.plain.run("SELECT count(*) FROM customers WHERE lower(email) = lower(%s)", (email,))
+        return email if not held.failed() and held.rows[0][0] > 0 else None
+
+    def insert_duplicate(self, email):
+        """INSERT through the FDW of an email an outside fact holds (another
+        case of it): must fail with 23505 (or IX001 while the applier is
+        away, outside the steady phase)."""
+        if email is None:
+            return None, None, None
+        self.fdw_serial += 1
+        _id = "fdw-%d" % self.fdw_serial
+        out = self.routed.run("INSERT INTO customers (_id, first_name, email, town) VALUES (%s, 'Fdw', %s, 'Oslo')",
+                              (_id, email.swapcase()))
+        why = []
+        if not out.failed():
+            status = self.sync_status()
+            row = status.get(UNIQUE_INDEX, {}) if isinstance(status, dict) else {}
+            why.append("sync_status(%s): %s" % (UNIQUE_INDEX, {k: row.get(k) for k in
+                                                              ("state", "applied_through", "last_error")}))
+            appliers = self.admin.run("SELECT state, pid, restarts FROM idxtable.appliers")
+            why.append("idxtable.appliers (state, pid, restarts): %s" % appliers.show())
+            # take it back, so that the writers' world stays theirs
+            self.routed.run("DELETE FROM customers WHERE _id = %s", (_id,))
+        return email, out, why
+
+    def check_insert(self, email, out, why):
+        stats = self.stats[self.phase]
+        stats["fdw inserts"] += 1
+        if out.sqlstate == NOT_CURRENT and self.phase != STEADY:
+            stats["IX001"] += 1
+            return
+        self.check(out.sqlstate == UNIQUE_VIOLATION,
+                   "an INSERT through the FDW of an email an outside document holds did not fail with 23505",
+                   ["email: %r (inserted in another case)" % email,
+                    "outcome: " + (out.show() if out.failed() else "inserted")] + why)
+
+    # ---- disruptions
+
+    def applier_pids(self):
+        return [r[0] for r in self.admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = %s AND datname = %s", (APPLIER, DATABASE))]
+
+    def kill_applier(self):
+        pids = self.applier_pids()
+        for pid in pids:
+            self.admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        self.stats[self.phase]["kills"] += len(pids)
+        if not pids:
+            self.stats[self.phase]["kills missed (no applier)"] += 1
+        return bool(pids)
+
+    def restart_server(self):
+        """test/env restart-mongo, with the reader held (the writers go on and
+        meet the restart)."""
+        with self.reader.gate.paused():
+            started = time.monotonic()
+            done = subprocess.run([os.path.join(HERE, "env"), "restart-mongo"], capture_output=True, text=True,
+                                  timeout=120)
+            self.stats[self.phase]["restart seconds"] += round(time.monotonic() - started, 1)
+        self.stats[self.phase]["restarts"] += 1
+        self.check(done.returncode == 0, "test/env restart-mongo failed", done.stderr.strip().splitlines()[-5:])
+
+    def arm_fault(self):
+        """A new failpoint for the applier's commands, if an applier runs
+        (one that waits for its restart would not meet it)."""
+        pids = self.applier_pids()
+        self.pids_seen.update(pids)
+        if not pids:
+            self.stats[self.phase]["faults skipped (no applier)"] += 1
+            return False
+        name, data = self.rng.choice(FAULTS)
+        data = dict(data, appName=APPLIER)
+        self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", "alwaysOn"), ("data", data)]))
+        self.stats[self.phase]["faults armed"] += 1
+        try:
+            time.sleep(FAULT_WINDOW)
+        finally:
+            fired = self.disarm_faults()
+        return fired > 0
+
+    def disarm_faults(self):
+        """Turn both failpoints off; how often they fired (counted)."""
+        fired = 0
+        for name in ("failCommand", "failGetMoreAfterCursorCheckout"):
+            reply = self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", "off")]))
+            fired += int(reply.get("count", 0))
+        self.stats[self.phase]["faults fired"] += fired
+        return fired
+
+    def durable_test_server(self):
+        """None if restart-mongo can run, else why not."""
+        state = os.environ.get("IDXTABLE_ENV_DIR", "/tmp/idxtable_fdw_env")
+        if not os.path.exists(os.path.join(state, "mongo.pid")):
+            return "no test server of test/env (MONGO_URI given)"
+        if not os.path.exists(os.path.join(state, "mongo.dbpath")):
+            return "test/env was started without IDXTABLE_MONGO_DURABLE=1"
+        return None
+
+    # ---- phases
+
+    def run_phase(self, phase, disrupt=None, every=None):
+        self.phase = phase
+        self.reader.phase = phase
+        started = time.monotonic()
+        end = started + self.args.seconds
+        next_disruption = started + (every / 2 if every else 0)
+        while time.monotonic() < end:
+            time.sleep(self.rng.uniform(0.01, 0.1))      # the writers write
+            if disrupt and time.monotonic() >= next_disruption:
+                # one that did not take (no applier, a failpoint no command
+                # met) is tried again after the next pair
+                if disrupt() is not False:
+                    next_disruption = time.monotonic() + every
+            self.pair()
+        stats = self.stats[phase]
+        stats["seconds"] = round(time.monotonic() - started, 1)
+        if phase == STEADY:
+            share = stats["routed"] / max(1, stats["pairs"])
+            self.check(share >= MIN_ROUTED_SHARE, "only %d of %d pairs went through an index table"
+                       % (stats["routed"], stats["pairs"]))
+            self.any_pairs(self.args.any_pairs)
+
+    def any_pairs(self, count):
+        """For information, what the pairs would see without the wait: the
+        same pairs with idxtable.index_consistency = any (the routed query
+        may miss the writes the applier has not applied yet: no check)."""
+        try:
+            self.routed.execute("SET idxtable.index_consistency = 'any'")
+        except psycopg2.Error:
+            return
+        stats = self.stats["any"]
+        for _ in range(count):
+            time.sleep(self.rng.uniform(0.01, 0.1))
+            query = self.queries.make()
+            with self.gate.paused():
+                index = routed_index(self.routed, query)
+                routed = self.routed.run(query.sql, query.params)
+                plain = self.plain.run(query.sql, query.params)
+            stats["pairs"] += 1
+            stats["routed"] += bool(index)
+            stats["differ"] += not routed.failed() and not plain.failed() and routed.rows != plain.rows
+        self.routed.execute("RESET idxtable.index_consistency")
+
+    def phase_killed(self):
+        self.run_phase(KILLED, self.kill_applier, self.args.kill_every)
+        self.check(self.stats[self.phase]["kills"] > 0, "no applier process to kill (backend_type %r)" % APPLIER)
+        # that it comes back is checked at the end (sync_status)
+
+    def phase_restarted(self):
+        why_not = self.durable_test_server()
+        if why_not and "MONGO_URI" in why_not:
+            print("%s: skipped (%s)" % (RESTARTED, why_not))
+            return
+        self.phase = RESTARTED
+        if not self.check(why_not is None, "cannot restart the test server: %s" % why_not):
+            return
+        every = max(1.0, self.args.seconds / max(1, self.args.restarts))
+        self.run_phase(RESTARTED, self.restart_server, every)
+
+    def phase_failpoints(self):
+        self.phase = FAILPOINTS
+        try:
+            self.disarm_faults()
+        except pymongo.errors.OperationFailure as exc:
+            # a mongod without enableTestCommands
+            print("%s: skipped (configureFailPoint: %s)" % (FAILPOINTS, exc))
+            return
+        self.pids_seen = set()
+        try:
+            self.run_phase(FAILPOINTS, self.arm_fault, self.args.fault_every)
+        finally:
+            self.disarm_faults()
+        self.pids_seen.update(self.applier_pids())
+        self.stats[self.phase]["applier processes seen"] = len(self.pids_seen)
+        self.check(self.stats[self.phase]["faults fired"] > 0,
+                   "no failpoint fired: no command with appName %r reached MongoDB" % APPLIER)
+
+    # ---- the end
+
+    def final(self):
+        self.phase = "end"
+        with self.mongo.start_session() as session:
+            mongo_client.database(self.mongo, DATABASE)["marker"].insert_one({"at": time.time()}, session=session)
+            through = session.operation_time
+        status = self.wait_streaming("after the writes", through.time if through else None, CATCH_UP_SECONDS)
+        if isinstance(status, dict):
+            for name, _, _, _ in INDEXES:
+                row = status.get(name, {})
+                self.stats["end"]["lag " + name] = str(row.get("lag"))
+                self.stats["end"]["events " + name] = row.get("events_applied")
+                self.stats["end"]["entries " + name] = row.get("entries_written")
+                self.stats["end"]["conflicts " + name] = row.get("conflicts")
+        self.barrier()
+        expected, groups = self.expected_conflicts()
+        for name, _, _, _ in INDEXES:
+            try:
+                row = self.admin.dict_rows("SELECT * FROM idxtable.verify_index(%s)", (name,))[0]
+            except psycopg2.Error as exc:
+                self.check(False, "verify_index(%s) failed: %s" % (name, first_line(exc)))
+                continue
+            drift = {k: row.get(k) for k in ("missing", "orphan", "stale", "unconvertible")}
+            self.check(all(v == 0 for v in drift.values()), "verify_index(%s) is not clean: %s" % (name, row))
+            want = expected if name == UNIQUE_INDEX else 0
+            self.check(row.get("conflicts") == want, "verify_index(%s) counts %s conflicts, MongoDB holds %d "
+                       "documents that share a unique key with another" % (name, row.get("conflicts"), want))
+            self.stats["end"]["verify " + name] = " ".join("%s=%s" % kv for kv in row.items())
+        self.check_conflicts_table(groups)
+
+    def barrier(self):
+        """A routed query through each index: with current it waits for the
+        cluster time of a ping, after every write (sync_status's
+        applied_through has whole seconds only)."""
+        for name, sql in BARRIERS.items():
+            index = routed_index(self.routed, Query("barrier", sql, ()))
+            out = self.routed.run(sql)
+            self.check(index == name and not out.failed(),
+                       "the routed query through %s after the writes: %s, %s"
+                       % (name, "Index Table: %s" % index if index else "not routed", out.show()))
+
+    def expected_conflicts(self):
+        """(documents beyond the first of each lower(email), the groups of
+        _ids sharing one) in MongoDB now."""
+        groups = collections.defaultdict(list)
+        for doc in mongo_client.database(self.mongo, DATABASE)[COLLECTION].find({}, {"email": 1}):
+            if isinstance(doc.get("email"), str):
+                groups[lower(doc["email"])].append(str(doc["_id"]))
+        groups = {k: v for k, v in groups.items() if len(v) > 1}
+        self.stats["end"]["duplicated emails"] = len(groups)
+        return sum(len(v) - 1 for v in groups.values()), groups
+
+    def check_conflicts_table(self, groups):
+        """Each document of a duplicated email but one is in idxtable.conflicts."""
+        try:
+            rows = self.admin.execute("SELECT fact_id, holder_id FROM idxtable.conflicts WHERE index_name = %s",
+                                      (UNIQUE_INDEX,))
+        except psycopg2.Error as exc:
+            self.check(False, "idxtable.conflicts: %s" % first_line(exc))
+            return
+        self.stats["end"]["idxtable.conflicts rows"] = len(rows)
+        recorded = {str(json_util.loads(r[0])) for r in rows}
+        unrecorded = {k: v for k, v in groups.items() if len([i for i in v if i not in recorded]) > 1}
+        self.check(not unrecorded, "%d duplicated emails have more than one document not in idxtable.conflicts"
+                   % len(unrecorded), ["%s: %s" % kv for kv in list(unrecorded.items())[:5]])
+        status = self.sync_status()
+        if isinstance(status, dict):
+            for name, _, _, _ in INDEXES:
+                shown = status.get(name, {}).get("conflicts")
+                want = len(rows) if name == UNIQUE_INDEX else 0
+                self.check(shown == want, "idxtable.sync_status shows %s conflicts for %s, idxtable.conflicts "
+                           "holds %d" % (shown, name, want))
+
+    # ---- all of it
+
+    def run(self):
+        started = time.monotonic()
+        self.setup()
+        self.queries = QueryGenerator(self.rng, self.pool)
+        self.writers = [outside_writers.Writer(n, self.seed, self.pool, self.gate, DATABASE, COLLECTION,
+                                               rate=self.args.rate / self.args.writers,
+                                               duplicates=self.args.duplicates)
+                        for n in range(self.args.writers)]
+        self.reader = Reader(self.seed, self.pool, self.report)
+        for thread in self.writers + [self.reader]:
+            thread.start()
+        try:
+            wanted = self.args.phase or PHASES
+            if STEADY in wanted:
+                self.run_phase(STEADY)
+            if FAILPOINTS in wanted:
+                self.phase_failpoints()
+            if KILLED in wanted:
+                self.phase_killed()
+            if RESTARTED in wanted:
+                self.phase_restarted()
+        finally:
+            for thread in self.writers:
+                thread.stop()
+            self.reader.stop()
+        self.phase = "threads"
+        for thread in self.writers + [self.reader]:
+            self.check(thread.failure is None, "%s died: %s" % (thread.name, thread.failure))
+        self.final()
+        self.summary(time.monotonic() - started)
+
+    def summary(self, elapsed):
+        ops, errors, duplicates = outside_writers.totals(self.writers)
+        print("writers: %d operations (%s), %d duplicate emails written, errors: %s"
+              % (sum(ops.values()), ", ".join("%s %d" % kv for kv in sorted(ops.items())), duplicates,
+                 dict(errors) or "none"))
+        disruptions = ["kills", "kills missed (no applier)", "restarts", "restart seconds", "faults armed",
+                       "faults fired", "faults skipped (no applier)", "applier processes seen"]
+        for phase in PHASES:
+            if phase in self.stats:
+                s, r = self.stats[phase], self.reader.stats[phase]
+                extra = ", ".join("%s %s" % (k, s[k]) for k in disruptions if k in s)
+                print("%s: %d pairs (%d routed): %d routed != unrouted (%d at an outside duplicate of a unique "
+                      "key), %d IX001, %d errors; %d INSERTs of held emails; reader: %d queries, %d IX001, "
+                      "%d errors, %d with wrong rows; %s%s s"
+                      % (phase, s["pairs"], s["routed"], s["mismatches"], s["conflict mismatches"], s["IX001"],
+                         s["errors"], s["fdw inserts"], r["queries"], r["IX001"], r["errors"], r["wrong"],
+                         extra + "; " if extra else "", s["seconds"]))
+        if "any" in self.stats:
+            s = self.stats["any"]
+            print("with idxtable.index_consistency = 'any' (information, no check): %d pairs (%d routed), "
+                  "%d differ" % (s["pairs"], s["routed"], s["differ"]))
+        for key, value in self.stats["end"].items():
+            print("end: %s: %s" % (key, value))
+        for key, value in self.stats["catch up"].items():
+            print("catch up (%s): %.1f s" % (key, value))
+        print("elapsed %.1f s" % elapsed)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--documents", type=int, default=1500, help="customers seeded before the index builds")
+    parser.add_argument("--seconds", type=float, default=10, help="length of each phase")
+    parser.add_argument("--writers", type=int, default=3, help="outside writer threads")
+    parser.add_argument("--rate", type=float, default=120, help="outside writes per second, all writers")
+    parser.add_argument("--kill-every", type=float, default=5, help="seconds between applier kills")
+    parser.add_argument("--restarts", type=int, default=1, help="test server restarts in its phase")
+    parser.add_argument("--fault-every", type=float, default=3, help="seconds between failpoints")
+    parser.add_argument("--any-pairs", type=int, default=20,
+                        help="pairs run with index_consistency 'any' after the steady phase (information)")
+    parser.add_argument("--no-duplicates", dest="duplicates", action="store_false",
+                        help="the writers never write an email another document has")
+    parser.add_argument("--phase", choices=PHASES, action="append", help="only this phase (repeatable)")
+    parser.add_argument("--details", type=int, default=MAX_DETAILED_FAILURES,
+                        help="failures reported in detail (the rest in one line each)")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    seed = int(os.environ.get("DIFFO_SEED") or random.SystemRandom().randrange(2 ** 32))
+    print("differential outside: seed %d (repeat with DIFFO_SEED=%d)" % (seed, seed), flush=True)
+    report = Report(seed, args.details)
+    try:
+        Run(seed, args, report).run()
+    except Exception as exc:  # a broken run is one failure more, and the tally still prints
+        report.check(False, "run", "aborted: %s: %s" % (type(exc).__name__, exc))
+    print("differential outside: %d passed, %d failed" % (report.passed, report.failed))
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
