@@ -35,6 +35,7 @@ from bson.timestamp import Timestamp
 
 from . import changelog, changestream
 from .changelog import DOC_OPS, Entry, hwm_key
+from .journal import BATCHED
 
 EV_FORMAT = struct.Struct(">IIIdB")
 KINDS = ["insert", "update", "replace", "delete", "drop", "rename", "dropDatabase", changestream.NO_OP]
@@ -53,7 +54,7 @@ def record_fields(ops, entries):
                                      entry.wall, KIND_CODE[entry.op]))
         if entry.op not in DOC_OPS:
             inline.append(_names(entry))
-    if sum(len(op[field]) for op in ops for field in (_batched(op),) if field) != len(entries) - len(inline):
+    if sum(len(op[BATCHED[op["op"]]]) for op in ops if op["op"] in BATCHED) != len(entries) - len(inline):
         # not one entry per document changed (which would be a bug): keep the entries whole
         fields["hist"] = [entry_doc(entry) for entry in entries]
     else:
@@ -63,11 +64,6 @@ def record_fields(ops, entries):
     if entries[0].txn is not None:
         fields["txn"] = list(entries[0].txn)
     return fields
-
-
-def _batched(op):
-    """The list field of a document op (insert, replace, delete), else None."""
-    return {"insert": "docs", "replace": "docs", "delete": "ids"}.get(op["op"])
 
 
 def _names(entry):
@@ -143,38 +139,50 @@ class DurableHistory:
         self.next = 0
         return bool(self.headers)
 
-    def insert(self, coll, doc):
-        """An insert was replayed."""
-        self._document("insert", lambda kind: changestream.doc_entry("insert", coll, doc["_id"], doc))
+    def inserted(self, coll, docs):
+        """An insert op was replayed."""
+        if self._take("insert", len(docs)):
+            self._place([changestream.doc_entry("insert", coll, doc["_id"], doc) for doc in docs])
 
-    def replace(self, coll, old, new):
-        """A replacement was replayed (`old`: the document before it): an update or replace entry."""
-        self._document("replace", lambda kind: changestream.update_entry(coll, old, new, kind == "replace"))
+    def replaced(self, coll, olds, news):
+        """A replace op was replayed (`olds`: the documents before it): update or replace entries."""
+        kinds = self._take("replace", len(news))
+        if kinds:
+            self._place([changestream.update_entry(coll, old, new, kind == "replace")
+                         for kind, old, new in zip(kinds, olds, news)])
 
-    def delete(self, coll, old):
-        """A deletion was replayed (`old`: the document deleted)."""
-        self._document("delete", lambda kind: changestream.doc_entry("delete", coll, old["_id"], pre=old))
+    def deleted(self, coll, olds):
+        """A delete op was replayed (`olds`: the documents deleted)."""
+        if self._take("delete", len(olds)):
+            self._place([changestream.doc_entry("delete", coll, old["_id"], pre=old) for old in olds])
 
-    def _document(self, op, make):
-        """The next document entry of the record, made by `make(kind)` (after the entries before it)."""
+    def _take(self, op, count):
+        """The kinds of the record's next `count` document entries, which `op` made (after the entries
+        before them: drops, renames...); [] when the entries do not match the ops (a bug: reported, the
+        record's remaining entries are left out of the history, the data is replayed all the same)."""
         self._inline_until_document()
-        if self.next >= len(self.headers) or OP_OF_KIND.get(self.headers[self.next][3]) != op:
-            raise KeyError("the journal's history entries do not match its %s op" % op)
-        self._made(make(self.headers[self.next][3]))
+        kinds = [header[3] for header in self.headers[self.next:self.next + count]]
+        if len(kinds) == count and all(OP_OF_KIND.get(kind) == op for kind in kinds):
+            return kinds
+        print("journal: the history entries of a record do not match its %s op" % op, file=sys.stderr)
+        del self.headers[self.next:]
+        return []
 
     def _inline_until_document(self):
         """Rebuild the entries up to the next document entry (drops, renames, ...)."""
         while self.next < len(self.headers) and self.headers[self.next][3] not in DOC_OPS:
             names = self.inline.pop(0) if self.inline else {}
-            self._made(Entry(self.headers[self.next][3], names.get("db"), names.get("coll"), to=names.get("to")))
+            kind = self.headers[self.next][3]
+            self._place([Entry(kind, names.get("db"), names.get("coll"), to=names.get("to"))])
 
-    def _made(self, entry):
-        """Place a rebuilt entry where its header says."""
-        ts, index, wall, _ = self.headers[self.next]
-        self.next += 1
-        entry.stamp(ts, wall, index)
-        entry.txn = self.txn
-        self.made.append(entry)
+    def _place(self, entries):
+        """Place rebuilt entries where the next headers say."""
+        txn = self.txn
+        for entry, (ts, index, wall, _) in zip(entries, self.headers[self.next:self.next + len(entries)]):
+            entry.stamp(ts, wall, index)
+            entry.txn = txn
+        self.next += len(entries)
+        self.made.extend(entries)
 
     def end(self):
         """Finish a record: its entries join the history (bounded by --change-history); returns how many

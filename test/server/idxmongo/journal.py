@@ -157,8 +157,8 @@ def _replay_insert(store, op, history=None):
     coll, _ = store.ensure(op["db"], op["coll"])
     for doc in op["docs"]:
         coll.insert(doc)
-        if history is not None:
-            history.insert(coll, doc)
+    if history is not None:
+        history.inserted(coll, op["docs"])
 
 
 def _existing(store, op):
@@ -170,25 +170,29 @@ def _existing(store, op):
 
 
 def _replay_replace(store, op, history=None):
-    """Replace documents by `_id` (`history`: as for _replay_insert, with the document replaced)."""
+    """Replace documents by `_id` (`history`: as for _replay_insert, with the documents replaced)."""
     coll = _existing(store, op)
+    olds = []
     for doc in op["docs"]:
         key = sort_key(doc["_id"])
-        old = coll.docs.get(key) if history is not None else None
-        coll.replace(key, doc)
         if history is not None:
-            history.replace(coll, old, doc)
+            olds.append(coll.docs.get(key))
+        coll.replace(key, doc)
+    if history is not None:
+        history.replaced(coll, olds, op["docs"])
 
 
 def _replay_delete(store, op, history=None):
-    """Delete documents by `_id` (`history`: as for _replay_insert, with the document deleted)."""
+    """Delete documents by `_id` (`history`: as for _replay_insert, with the documents deleted)."""
     coll = _existing(store, op)
+    olds = []
     for doc_id in op["ids"]:
         key = sort_key(doc_id)
-        old = coll.docs.get(key) if history is not None else None
-        coll.delete(key)
         if history is not None:
-            history.delete(coll, old)
+            olds.append(coll.docs.get(key))
+        coll.delete(key)
+    if history is not None:
+        history.deleted(coll, olds)
 
 
 def _replay_create_index(store, op):
