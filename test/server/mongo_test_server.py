@@ -60,12 +60,11 @@ def main(argv=None):
     # collector (README, "Change streams": the cost of recording changes).
     gc.set_threshold(10000, 10, 10)
     try:
-        server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath)
+        server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath,
+                        args.change_history if args.change_history > 0 else None)
     except (OSError, RuntimeError) as exc:
         sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
     server.txn_size_limit = args.txn_size_limit or None
-    if args.change_history > 0:
-        server.changelog.limit = args.change_history
     server.noop_interval = max(0.1, args.periodic_noop_secs)
     server.listen()
     if args.port_file:

@@ -136,10 +136,11 @@ class Env:
         return server
 
     def restart(self, server, name):
-        """Start `server` again on its port with its --dbpath (after it was killed or exited)."""
+        """Start `server` again on its port with its --dbpath and other options (after it was killed or
+        exited)."""
         self.servers.remove(server)
-        dbpath = server.proc.args[server.proc.args.index("--dbpath") + 1]
-        return self.start(name, dbpath=dbpath, port=server.port)
+        at = server.proc.args.index("--dbpath")
+        return self.start(name, dbpath=server.proc.args[at + 1], port=server.port, extra=server.proc.args[at + 2:])
 
     def new_client(self, uri=None, **kwargs):
         """A pymongo client with the test codec options."""
@@ -1836,9 +1837,9 @@ def state_of(client):
     return state
 
 
-def journaled_server(env, name):
+def journaled_server(env, name, extra=()):
     """A server with --dbpath in a new directory, and a client of it."""
-    server = env.start(name, dbpath=os.path.join(env.tmpdir, name + ".db"))
+    server = env.start(name, dbpath=os.path.join(env.tmpdir, name + ".db"), extra=extra)
     return server, env.new_client(server.uri(), retryWrites=False)
 
 
@@ -1917,7 +1918,7 @@ def test_dbpath_data_survives_kill(env):
 
 @test(own=True)
 def test_dbpath_checkpoint_and_second_server_refused(env):
-    server, client = journaled_server(env, "ckpt")
+    server, client = journaled_server(env, "ckpt", extra=["--change-history", "100"])
     coll = client.t.many
     coll.insert_many([{"_id": i, "n": 0} for i in range(600)])
     coll.update_many({}, {"$inc": {"n": 1}})
@@ -1942,7 +1943,7 @@ def test_dbpath_checkpoint_and_second_server_refused(env):
 
 @test(own=True)
 def test_dbpath_collections_created_in_transactions(env):
-    server, client = journaled_server(env, "txddl")
+    server, client = journaled_server(env, "txddl", extra=["--change-history", "100"])
     other = env.new_client(server.uri(), retryWrites=False)
     with client.start_session() as session:
         session.start_transaction()
@@ -2082,7 +2083,7 @@ def test_kill_server_before_and_after_update(env):
 
 @test(own=True)
 def test_retryable_write_history_survives_kill(env):
-    server, client = journaled_server(env, "killretry")
+    server, client = journaled_server(env, "killretry", extra=["--change-history", "100"])
     with client.start_session() as s:
         lsid = s.session_id
         retryable(client, s, "update", "kr", 1, updates=[{"q": {"_id": 1}, "u": {"$set": {"a": 1}}, "upsert": True}])
@@ -2869,8 +2870,8 @@ def test_change_stream_update_lookup(env):
 @test(own=True)
 def test_change_stream_history_lost_286(env):
     """With --change-history N the oldest events are forgotten: resuming before them, or a stream that
-    fell behind, fails with ChangeStreamHistoryLost (286, NonResumableChangeStreamError); so does a resume
-    token of an earlier run after a restart (the history is not journaled)."""
+    fell behind, fails with ChangeStreamHistoryLost (286, NonResumableChangeStreamError); with --dbpath the
+    bound holds across a restart (a recent token resumes, an old one is still 286)."""
     dbpath = os.path.join(env.tmpdir, "cs286")
     server = env.start("cs286", dbpath=dbpath, extra=["--change-history", "10"])
     client = env.new_client(server.uri())
@@ -2900,7 +2901,140 @@ def test_change_stream_history_lost_286(env):
     infos = {c["name"]: c for c in client.t.list_collections()}
     check("r1" not in infos and infos["r2"]["options"] == {"changeStreamPreAndPostImages": {"enabled": True}}
           and client.t.r2.find_one() == {"_id": 1}, "renameCollection and collMod are journaled: %s" % infos)
+    expect_error(286, lambda: client.t.h.watch(resume_after=first))
+    with client.t.h.watch(resume_after=recent, max_await_time_ms=100) as stream:
+        check(stream.try_next() is None, "a recent token resumes after the restart")
+    client.t.h.insert_many([{"_id": i} for i in range(200, 230)])
     expect_error(286, lambda: client.t.h.watch(resume_after=recent))
+    client.close()
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+def read_stream(stream, quiet=0.3):
+    """Every event a pymongo change stream gives until none comes for `quiet` seconds."""
+    events = []
+    while True:
+        event = stream.try_next()
+        if event is None:
+            time.sleep(quiet)
+            event = stream.try_next()
+            if event is None:
+                return events
+        events.append(event)
+
+
+@test(own=True)
+def test_change_stream_history_survives_kill_with_dbpath(env):
+    """With --dbpath the history is journaled with the data, as mongod's oplog: after kill -9 and a restart
+    a resume token of the earlier run gives exactly the events after it (the same events, tokens and
+    times as before the kill), then the writes after the restart; so does startAtOperationTime and an
+    idle stream's postBatchResumeToken; the cluster time goes on after the latest journaled time."""
+    server, client = journaled_server(env, "cshist")
+    db = client.get_database("t", codec_options=CODEC)
+    coll, other = db.a, db.b
+    db.create_collection("img", changeStreamPreAndPostImages={"enabled": True})
+    coll.insert_many([{"_id": i, "v": i, "arr": [i, i]} for i in range(5)])
+    with db.watch(max_await_time_ms=100) as stream:
+        coll.insert_one({"_id": 10})
+        token = drain(stream, 1)[0]["_id"]
+        coll.update_many({"_id": {"$lt": 3}}, {"$set": {"v": -1}, "$pop": {"arr": 1}})
+        coll.replace_one({"_id": 3}, {"r": 1})
+        coll.delete_one({"_id": 4})
+        with client.start_session() as session:
+            with session.start_transaction():
+                coll.insert_one({"_id": 20}, session=session)
+                other.insert_one({"_id": 1}, session=session)
+                coll.update_one({"_id": 20}, {"$set": {"t": 1}}, session=session)
+        db.img.insert_one({"_id": 1, "x": 1})
+        db.img.update_one({"_id": 1}, {"$set": {"x": 2}})
+        db.img.delete_one({"_id": 1})
+        other.rename("c")
+        client.scratch.d.insert_one({"_id": 1})
+        client.drop_database("scratch")
+        before = read_stream(stream)
+    check([e["operationType"] for e in before] == ["update"] * 3 + ["replace", "delete"] + ["insert", "insert",
+          "update"] + ["insert", "update", "delete", "rename"], [e["operationType"] for e in before])
+    with db.watch(max_await_time_ms=100) as stream:
+        check(stream.try_next() is None)
+        idle_token = stream.resume_token
+    last_time = db.command("ping")["operationTime"]
+    server, client = kill_and_restart(env, server, "cshist2")
+    db = client.get_database("t", codec_options=CODEC)
+    check(db.command("ping")["operationTime"] >= last_time, "the cluster time does not go back")
+    db.a.insert_one({"_id": 30})
+    with db.watch(resume_after=token, max_await_time_ms=100) as stream:
+        after = read_stream(stream)
+    check(after[:-1] == before, "the same events after the restart:\n%s\n%s" % (before, after[:-1]))
+    check(after[-1]["operationType"] == "insert" and after[-1]["documentKey"] == {"_id": 30}, after[-1])
+    check(after[-1]["clusterTime"] > last_time, after[-1])
+    check([e.get("fullDocument", "-") for e in after if e["ns"].get("coll") == "img"]
+          == [{"_id": 1, "x": 1}, "-", "-"], "events of a collection with pre- and post-images")
+    with db.watch(start_at_operation_time=before[0]["clusterTime"], max_await_time_ms=100) as stream:
+        check(read_stream(stream) == after, "startAtOperationTime of the earlier run")
+    with db.watch(start_after=idle_token, max_await_time_ms=100) as stream:
+        check([e["documentKey"] for e in read_stream(stream)] == [{"_id": 30}], "an idle stream's token")
+    images = db.command("aggregate", "img", cursor={}, pipeline=[{"$changeStream": {
+        "resumeAfter": token, "fullDocument": "required", "fullDocumentBeforeChange": "whenAvailable"}}])
+    check([(e.get("fullDocument"), e.get("fullDocumentBeforeChange")) for e in images["cursor"]["firstBatch"]]
+          == [({"_id": 1, "x": 1}, None), ({"_id": 1, "x": 2}, {"_id": 1, "x": 1}), (None, {"_id": 1, "x": 2})],
+          "pre- and post-images are journaled: %s" % images)
+    server, client = kill_and_restart(env, server, "cshist3")
+    with client.get_database("t", codec_options=CODEC).watch(resume_after=token, max_await_time_ms=100) as stream:
+        check(read_stream(stream) == after, "and again after a second restart")
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_change_stream_history_bounded_across_restarts(env):
+    """The journaled history keeps --change-history's bound: a checkpoint at start keeps only the last
+    entries, so the journal does not grow with the history, and the horizon stays where it was."""
+    server, client = journaled_server(env, "csbound", extra=["--change-history", "50"])
+    coll = client.t.n
+    coll.insert_one({"_id": 0, "n": 0})
+    with coll.watch(max_await_time_ms=100) as stream:
+        coll.update_one({"_id": 0}, {"$inc": {"n": 1}})
+        old = drain(stream, 1)[0]["_id"]
+    journal = os.path.join(env.tmpdir, "csbound.db", "journal.bson")
+    sizes = []
+    for round_ in range(3):
+        for _ in range(1500):
+            coll.update_one({"_id": 0}, {"$inc": {"n": 1}})
+        with coll.watch(max_await_time_ms=100) as stream:
+            coll.update_one({"_id": 0}, {"$inc": {"n": 1}})
+            recent = drain(stream, 1)[0]["_id"]
+        server, client = kill_and_restart(env, server, "csbound%d" % round_)
+        coll = client.t.n
+        sizes.append(os.path.getsize(journal))
+        check(coll.find_one()["n"] == 1 + 1501 * (round_ + 1), coll.find_one())
+        with coll.watch(resume_after=recent, max_await_time_ms=100) as stream:
+            check(stream.try_next() is None, "the last token resumes")
+        expect_error(286, lambda: coll.watch(resume_after=old))
+    check(max(sizes) < 20000 and sizes[2] < sizes[0] * 1.5, "the journal stays small: %s" % sizes)
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test(own=True)
+def test_change_stream_history_lost_at_restart_without_dbpath(env):
+    """Without --dbpath the history lives in memory: after a restart a token of the earlier run fails with
+    ChangeStreamHistoryLost (286), never skipping silently."""
+    server = env.start("csmem")
+    client = env.new_client(server.uri())
+    with client.t.m.watch(max_await_time_ms=100) as stream:
+        client.t.m.insert_one({"_id": 1})
+        token = drain(stream, 1)[0]["_id"]
+    started = client.t.command("ping")["operationTime"]
+    client.close()
+    check(server.kill() == -signal.SIGKILL)
+    time.sleep(1.1)  # a new in-memory server knows no earlier time: its clock starts at its wall-clock second
+    env.servers.remove(server)
+    server = env.start("csmem2", port=server.port)
+    client = env.new_client(server.uri())
+    client.t.m.insert_one({"_id": 2})
+    expect_error(286, lambda: client.t.m.watch(resume_after=token))
+    expect_error(286, lambda: client.t.m.watch(start_at_operation_time=started))
     client.close()
     env.servers.remove(server)
     check(server.stop() == 0)

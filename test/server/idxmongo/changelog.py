@@ -5,8 +5,10 @@ writes when it commits, all at the commit's cluster time, numbered by txnOpIndex
 (onPrimaryTransactionalWrite) or an aborted transaction leaves none. Entries are kept in cluster-time
 order, at most `limit` of them (--change-history); older ones are forgotten, and a resume point before
 the oldest kept one fails with ChangeStreamHistoryLost (286), as a resume past the oplog's start does on
-mongod. The history is not journaled: it starts empty at every start of the server, so a resume token of
-an earlier run (its run id differs) is history lost too, never a silent skip.
+mongod. With --dbpath the history is journaled with the data and replayed at start (histjournal.py), and
+the run id in tokens is the directory's, so tokens and times of an earlier run resume as on mongod, whose
+oplog survives a restart. Without --dbpath the history starts empty at every start of the server, so a
+resume token of an earlier run (its run id differs) is history lost, never a silent skip.
 
 A periodic no-op entry (mongod's periodicNoopIntervalSecs, repl/noop_writer.cpp: written when nothing was
 written for that long) lets an idle stream's postBatchResumeToken advance.
@@ -36,7 +38,13 @@ from .errors import MongoError
 
 DEFAULT_LIMIT = 500000
 HWM, EVENT = 0x00, 0x80
-RUN_ID = struct.unpack(">I", os.urandom(4))[0]
+RUN_ID = struct.unpack(">I", os.urandom(4))[0]  # this process's; with --dbpath the directory's
+
+
+def set_run_id(run_id):
+    """With --dbpath the run id is the directory's (histjournal.py), so tokens of earlier runs stay valid."""
+    global RUN_ID
+    RUN_ID = run_id
 
 
 def history_lost(what):

@@ -8,6 +8,7 @@ maxTimeMS (default 1 s) for an event without holding the store lock.
 """
 
 import copy
+import struct
 import threading
 import time
 
@@ -42,6 +43,8 @@ DEFAULT_AWAIT_MS = 1000
 SCAN_CHUNK = 1000
 INTERNAL_DBS = {"admin", "config", "local"}
 NO_OP = "noop"
+EXACT_TYPES = {str, int, bool, type(None), Int64}
+DOUBLE = struct.Struct("<d")
 
 
 def is_change_stream(cmd):
@@ -123,8 +126,16 @@ def _diff_value(old, new, path, updated, removed, truncated):
 
 
 def _same(a, b):
-    """BSON equality (types and field order matter)."""
-    return type(a) is type(b) and encode({"v": a}) == encode({"v": b})
+    """BSON equality (types and field order matter); strings, integers, booleans and null compare as
+    values, doubles bit for bit (-0.0 and NaNs), other types by their encoding (the journal's replay
+    computes every update's description here, so the common types must be cheap)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) in EXACT_TYPES:
+        return a == b
+    if type(a) is float:
+        return DOUBLE.pack(a) == DOUBLE.pack(b)
+    return encode({"v": a}) == encode({"v": b})
 
 
 def drop_entry(db, name):

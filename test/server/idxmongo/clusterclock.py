@@ -34,6 +34,13 @@ class ClusterClock:
                 self.last = Timestamp(self.last.time, self.last.inc + 1)
             return self.last
 
+    def restore(self, journaled):
+        """After a restart with --dbpath: never hand out a time at or before the latest one journaled (the
+        wall clock can be behind it, or in the same second), as mongod's clock starts from its oplog."""
+        with self.lock:
+            if journaled > self.last:
+                self.last = journaled
+
     def current(self):
         """The latest time handed out."""
         with self.lock:

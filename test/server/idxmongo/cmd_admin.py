@@ -424,7 +424,7 @@ def cmd_commit_transaction(ctx):
     if txn.state == "active":
         _on_primary_commit(ctx, txn)
         try:
-            ctx.server.txns.commit(txn)
+            ctx.changes.extend(ctx.server.txns.commit(txn))  # journaled with the events, before the reply
         except MongoError:
             ctx.server.counters["totalAborted"] += 1
             raise

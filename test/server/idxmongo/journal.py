@@ -24,10 +24,15 @@ The ops, with their `db` and `coll`:
 Consecutive inserts (replacements, deletions) in one collection share one op, which halves the cost of
 journaling a bulk write (pymongo's `bson` here is the pure-Python one).
 
-At start the records are replayed into the empty store. A last record cut short (a kill in the middle of
-writing it) is ignored and cut off the file. When the journal holds many more changes than the data it
-describes, it is rewritten as one record per collection (a checkpoint), so restarts stay fast. A lock on
-`DIR/mongod.lock` keeps a second server off the same directory.
+Records also carry the change-stream history (fields `ts`, `ev`, `x`, `txn`, `meta`, `hist`; see
+histjournal.py), so that resume tokens survive a restart as they do with mongod's oplog; a checkpoint keeps
+the history's last --change-history entries, so the journal stays bounded.
+
+At start the records are replayed into the empty store (and the history). A last record cut short (a kill
+in the middle of writing it) is ignored and cut off the file. When the journal holds many more changes than
+the data and the history it describes, it is rewritten as one record per collection and the history kept
+(a checkpoint), so restarts stay fast. A lock on `DIR/mongod.lock` keeps a second server off the same
+directory.
 
 Replay gives the same documents, indexes, options and collection uuids. Natural order can differ in one
 respect: documents a transaction inserted come back after those other sessions inserted while it was open
@@ -50,7 +55,7 @@ from .errors import MongoError
 JOURNAL_FILE = "journal.bson"
 LOCK_FILE = "mongod.lock"
 # Checkpoint at start when the journal holds more than this many changes per live object (document,
-# collection or index) ...
+# collection, index or change-stream history entry) ...
 CHECKPOINT_RATIO = 2
 # ... and at least this many changes in all.
 CHECKPOINT_MIN_CHANGES = 1000
@@ -146,11 +151,14 @@ def _replay_create(store, op):
     coll.options = dict(op["options"])
 
 
-def _replay_insert(store, op):
-    """Insert (the collection is created implicitly, as the live insert may have done)."""
+def _replay_insert(store, op, history=None):
+    """Insert (the collection is created implicitly, as the live insert may have done); `history`
+    (histjournal.py) rebuilds the change-stream entry of each document."""
     coll, _ = store.ensure(op["db"], op["coll"])
     for doc in op["docs"]:
         coll.insert(doc)
+    if history is not None:
+        history.inserted(coll, op["docs"])
 
 
 def _existing(store, op):
@@ -161,18 +169,30 @@ def _existing(store, op):
     return coll
 
 
-def _replay_replace(store, op):
-    """Replace documents by `_id`."""
+def _replay_replace(store, op, history=None):
+    """Replace documents by `_id` (`history`: as for _replay_insert, with the documents replaced)."""
     coll = _existing(store, op)
+    olds = []
     for doc in op["docs"]:
-        coll.replace(sort_key(doc["_id"]), doc)
+        key = sort_key(doc["_id"])
+        if history is not None:
+            olds.append(coll.docs.get(key))
+        coll.replace(key, doc)
+    if history is not None:
+        history.replaced(coll, olds, op["docs"])
 
 
-def _replay_delete(store, op):
-    """Delete documents by `_id`."""
+def _replay_delete(store, op, history=None):
+    """Delete documents by `_id` (`history`: as for _replay_insert, with the documents deleted)."""
     coll = _existing(store, op)
+    olds = []
     for doc_id in op["ids"]:
-        coll.delete(sort_key(doc_id))
+        key = sort_key(doc_id)
+        if history is not None:
+            olds.append(coll.docs.get(key))
+        coll.delete(key)
+    if history is not None:
+        history.deleted(coll, olds)
 
 
 def _replay_create_index(store, op):
@@ -222,10 +242,14 @@ REPLAY = {
 }
 
 
-def apply_op(store, op):
-    """Apply one journaled op to the store; returns an error message instead of raising."""
+def apply_op(store, op, history=None):
+    """Apply one journaled op to the store (a document op telling `history` its changes, if given);
+    returns an error message instead of raising."""
     try:
-        REPLAY[op["op"]](store, op)
+        if history is not None and op["op"] in BATCHED:
+            REPLAY[op["op"]](store, op, history)
+        else:
+            REPLAY[op["op"]](store, op)
     except (MongoError, KeyError) as exc:
         return "journal: cannot replay %s on %s.%s: %s" % (op.get("op"), op.get("db"), op.get("coll"), exc)
     return None
@@ -269,6 +293,7 @@ class Journal:
         self.lock_file = self._lock(os.path.join(dbpath, LOCK_FILE))
         self.file = None
         self.sessions = {}  # session key -> [txnNumber, {stmtId: outcome}], replayed for retry.py
+        self.history = None  # the change-stream history (histjournal.DurableHistory), journaled too
 
     @staticmethod
     def _lock(path):
@@ -281,30 +306,41 @@ class Journal:
             raise RuntimeError("%s is in use by another server" % os.path.dirname(path)) from exc
         return f
 
-    def load(self, store):
-        """Replay the journal into `store`, drop a cut-short tail, checkpoint if worthwhile, open for
-        appending. Replay problems (which would be bugs) are reported on stderr; returns the number of
-        changes replayed."""
+    def load(self, store, history=None):
+        """Replay the journal into `store` (and the change-stream `history`, histjournal.DurableHistory),
+        drop a cut-short tail, checkpoint if worthwhile, open for appending. Replay problems (which would
+        be bugs) are reported on stderr; returns the number of changes replayed."""
         data = b""
         if os.path.exists(self.path):
             with open(self.path, "rb") as f:
                 data = f.read()
         records, good = read_records(data)
-        n_changes = 0
-        for record in records:
-            for op in record["ops"]:
-                n_changes += op_size(op)
-                if op["op"] == "session":
-                    self._replay_session(op)
-                    continue
-                problem = apply_op(store, op)
-                if problem:
-                    print(problem, file=sys.stderr)
-        if n_changes > max(CHECKPOINT_MIN_CHANGES, CHECKPOINT_RATIO * live_objects(store)):
+        self.history = history
+        n_changes = sum(self._replay_record(store, record) for record in records)
+        kept = history.finish() if history is not None else 0
+        if n_changes > max(CHECKPOINT_MIN_CHANGES, CHECKPOINT_RATIO * (live_objects(store) + kept)):
             self._checkpoint(store)
         elif good < len(data):
             os.truncate(self.path, good)
         self.file = open(self.path, "ab")
+        if history is not None and history.needs_meta():
+            self._append(history.meta_record())
+        return n_changes
+
+    def _replay_record(self, store, record):
+        """Replay one record; the number of changes it held."""
+        hooks = self.history.begin(record) if self.history is not None else False
+        n_changes = 0
+        for op in record["ops"]:
+            n_changes += op_size(op)
+            if op["op"] == "session":
+                self._replay_session(op)
+                continue
+            problem = apply_op(store, op, self.history if hooks else None)
+            if problem:
+                print(problem, file=sys.stderr)
+        if self.history is not None:
+            n_changes += self.history.end()
         return n_changes
 
     def _replay_session(self, op):
@@ -317,8 +353,8 @@ class Journal:
             history[1].update((stmt_id, outcome) for stmt_id, outcome in op["stmts"])
 
     def _checkpoint(self, store):
-        """Rewrite the journal as one record per collection, and one for the sessions' retryable
-        writes (atomically: a kill leaves the old one)."""
+        """Rewrite the journal as one record per collection, one for the sessions' retryable writes and
+        the change-stream history kept (atomically: a kill leaves the old one)."""
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
             for colls in store.dbs.values():
@@ -327,9 +363,23 @@ class Journal:
             if self.sessions:
                 f.write(encode({"ops": [session_op(key, number, stmts.items())
                                         for key, (number, stmts) in self.sessions.items()]}))
+            if self.history is not None:
+                for record in self.history.checkpoint_records():
+                    f.write(encode(record))
         os.replace(tmp, self.path)
 
-    def write(self, ops):
-        """Append one record and flush it to the operating system (which keeps it if the process dies)."""
-        self.file.write(encode({"ops": ops}))
+    def write(self, ops, entries=(), ts=None):
+        """Append one record (with its change-stream history `entries` and the cluster time `ts`, when
+        the history is journaled) and flush it to the operating system (which keeps it if the process
+        dies)."""
+        record = {"ops": ops}
+        if self.history is not None:
+            record["ts"] = ts
+            if entries:
+                record.update(self.history.record_fields(ops, entries))
+        self._append(record)
+
+    def _append(self, record):
+        """Write and flush one record."""
+        self.file.write(encode(record))
         self.file.flush()

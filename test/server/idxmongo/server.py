@@ -13,13 +13,14 @@ from . import cmd_admin, cmd_crud, limits, sharding, txnrules
 from .cmdlog import CommandLog, cmd_recent_commands
 from .auth import Authenticator
 from . import changestream
-from .changelog import ChangeLog
+from .changelog import DEFAULT_LIMIT, ChangeLog
 from .changelog import wall_now as changelog_wall
 from .clusterclock import ClusterClock
 from .context import Context
 from .cursors import CursorRegistry
 from .errors import TRANSIENT, CloseConnection, MongoError, from_mongomock
 from .failpoints import KILL_EXIT_STATUS, FailPoints
+from .histjournal import DurableHistory
 from .journal import Journal
 from .retry import RetryableWrites, add_error_labels
 from .storage import Store
@@ -54,20 +55,22 @@ class Connection:
 class Server:
     """A MongoDB-wire-compatible server over an in-memory indexed store, journaled to `dbpath` if given."""
 
-    def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0, dbpath=None):
+    def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0, dbpath=None,
+                 change_history=None):
         self.host = host
         self.port = port
         self.lock = threading.RLock()
         self.store = Store()
+        self.clock = ClusterClock()
+        # change streams' history (changelog.py), kept to the last `change_history` entries
+        self.changelog = ChangeLog(self.clock.current(), change_history or DEFAULT_LIMIT)
         self.journal = None
         if dbpath:
             self.journal = Journal(dbpath)
-            self.journal.load(self.store)
-        self.txns = TransactionManager(self.store, self.lock, txn_lifetime, self.journal)
+            self.journal.load(self.store, DurableHistory(self.changelog, self.clock))
+        self.txns = TransactionManager(self.store, self.lock, txn_lifetime)
         self.retryable = RetryableWrites(self.txns, self.journal.sessions if self.journal else None)
         self.cursors = CursorRegistry()
-        self.clock = ClusterClock()
-        self.changelog = ChangeLog(self.clock.current())  # change streams' history (changelog.py)
         self.noop_interval = 10.0  # --periodic-noop-secs: mongod's periodicNoopIntervalSecs
         self.failpoints = FailPoints()
         self.auth = Authenticator(user, password) if user else None
@@ -147,6 +150,8 @@ class Server:
             return
         entry = changestream.noop_entry()
         entry.stamp(self.clock.tick(), changelog_wall())
+        if self.journal is not None:
+            self.journal.write([], [entry], entry.ts)
         self.changelog.publish([entry], now)
 
     def _serve_connection(self, conn):
@@ -254,8 +259,8 @@ class Server:
             finally:
                 if ctx.retry is not None:
                     ctx.retry.journal(ctx)
-                if ctx.changes:
-                    self.journal.write(ctx.changes)
+                if self.journal is not None and (ctx.changes or ctx.events):
+                    self.journal.write(ctx.changes, ctx.events, self.clock.current())
                 if ctx.events:
                     self.changelog.publish(ctx.events, time.monotonic())
                 if failure is not None and failure.kill == "after":

@@ -86,11 +86,10 @@ class Transaction:
 class TransactionManager:
     """The transaction slot, each session's latest transaction, and visibility rules for the others."""
 
-    def __init__(self, store, store_lock, lifetime, journal=None):
+    def __init__(self, store, store_lock, lifetime):
         self.store = store
         self.store_lock = store_lock
         self.lifetime = lifetime
-        self.journal = journal
         self.cond = threading.Condition()
         self.released = threading.Condition(store_lock)  # notified (store lock held) when a transaction ends
         self.pending = {}  # (db, coll or None) -> number of DDL commands waiting for an exclusive lock on it
@@ -196,22 +195,23 @@ class TransactionManager:
             self.released.wait(timeout)
 
     def commit(self, txn):
-        """Make the transaction's writes permanent (store lock held): journaled as a unit, the collections
-        it created published. If another session created a collection of the same name meanwhile, the
-        transaction is aborted and the commit fails with WriteConflict (112), as on mongod."""
+        """Make the transaction's writes permanent (store lock held): the collections it created published,
+        its journal ops (with --dbpath) returned, for commitTransaction to journal as one record with the
+        transaction's change-stream entries before its reply. If another session created a collection of
+        the same name meanwhile, the transaction is aborted and the commit fails with WriteConflict (112),
+        as on mongod."""
         if any(self.store.get(db, name) is not None for db, name in txn.pending):
             self.abort(txn)
             raise write_conflict(in_txn=True)
         for coll in txn.pending.values():
             self.store.add(coll)
         txn.pending = {}
-        if self.journal is not None and txn.changes:
-            self.journal.write(txn.changes)
+        changes, txn.changes = txn.changes, []
         txn.state = "committed"
         txn.images = {}
         txn.record_ids = {}
-        txn.changes = []
         self._release(txn)
+        return changes
 
     def abort(self, txn):
         """Undo the transaction's writes from its before-images and discard the collections it created,
