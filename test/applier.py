@@ -13,8 +13,8 @@ IDXTABLE_MONGO_DURABLE=1 for the restart case).  A foreign table ``cust`` with t
   commands with appName "idxtable_fdw applier");
 - the applier killed (pg_terminate_backend) during an outside load: started again, nothing lost;
 - the test server restarted (test/env restart-mongo; skipped unless IDXTABLE_MONGO_DURABLE=1): the
-  applier comes back and nothing is lost (the test server's history does not survive a restart, so the
-  stream cannot resume and the indexes are rebuilt: stale, then valid);
+  applier comes back, resumes from its stored position (the server's history survives a restart with
+  --dbpath, as mongod's oplog does: no rebuild) and nothing is lost;
 - a server with a small history (--change-history 50, its own test server): the applier is stopped, more
   than 50 changes are written, the stream cannot resume (286): the index becomes stale, is rebuilt and is
   valid again, with every change in it;
@@ -344,6 +344,8 @@ def restart_server(client, conn, db):
         print("skip server restart: test/env was not started with IDXTABLE_MONGO_DURABLE=1")
         return
     db.cust.insert_many([row(i) for i in range(5000, 5050)])
+    pglog = os.path.join(os.environ["IDXTABLE_ENV_DIR"], "pg", "server.log")
+    log_from = os.path.getsize(pglog)
     subprocess.run([os.path.join(HERE, "env"), "restart-mongo"], check=True, stdout=subprocess.DEVNULL)
     client2 = mongo_client.connect()
     db2 = client2[DATABASE]
@@ -354,6 +356,11 @@ def restart_server(client, conn, db):
     check_consistent(conn, db2, "cust", "server restart")
     states = q(conn, "SELECT DISTINCT state FROM idxtable.index_defs WHERE tbl = 'cust'::regclass")
     check(states == [("valid",)], "server restart: the index tables are valid again %s" % states)
+    with open(pglog, errors="replace") as f:
+        f.seek(log_from)
+        after = f.read()
+    check("resumes database" in after and 'rebuilding stale index "cust' not in after,
+          "server restart: the applier resumed from its position, without a rebuild")
     return client2, db2
 
 

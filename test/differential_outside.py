@@ -37,8 +37,8 @@ This runs in phases of --seconds each:
    worker starts it again;
 4. server restarted: test/env restart-mongo (kill -9 and restart, with
    the data: needs IDXTABLE_MONGO_DURABLE=1 at test/env start; the test
-   server forgets its change-stream history, so the applier's resume fails
-   with 286 and its indexes are rebuilt).
+   server keeps its change-stream history in its journal, as mongod keeps
+   its oplog, so the applier resumes from its stored position).
 
 After phase 1, --any-pairs pairs run with idxtable.index_consistency = any,
 for information only (how many differ without the wait).
