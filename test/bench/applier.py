@@ -267,8 +267,11 @@ def point_sql(email):
 
 
 def plan_of(cur, sql):
-    """(routed?, plan text, Sync Wait ms or None) from one EXPLAIN ANALYZE."""
-    cur.execute("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, SUMMARY OFF) " + sql)
+    """(routed?, plan text, Sync Wait ms or None) from one EXPLAIN ANALYZE.
+
+    With TIMING (the default): the FDW prints Sync Wait only then.
+    """
+    cur.execute("EXPLAIN (ANALYZE, VERBOSE, SUMMARY OFF) " + sql)
     lines = [r[0] for r in cur.fetchall()]
     parsed = measure.parse_explain(lines)
     waits = [float(m.group(1)) for m in map(_SYNC_WAIT.search, lines) if m]

@@ -111,7 +111,7 @@ SELECT name, state, applied_through IS NOT NULL AS streaming, events_applied, en
 \echo '\n>>> the very next query through an index table finds them: with idxtable.index_consistency'
 \echo '>>> = current (the default) a routed scan first waits until the applier has applied every write'
 \echo '>>> MongoDB acknowledged before the query started (Sync Wait)'
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, COSTS OFF, SUMMARY OFF)
   SELECT customer_id, first_name FROM customers
   WHERE town = 'Walla Walla' AND last_name = 'Lovelace';
 SELECT customer_id, first_name, last_name, town, email FROM customers
