@@ -36,20 +36,29 @@ OBJS = \
 	fdw/index_ddl.o \
 	fdw/index_owner.o \
 	fdw/index_build.o \
+	fdw/index_online.o \
 	fdw/trust.o \
 	fdw/mongo_limits.o \
-	fdw/protocol_read.o
+	fdw/protocol_read.o \
+	fdw/sync/sync_state.o \
+	fdw/sync/sync_wait.o \
+	fdw/sync/change_stream.o \
+	fdw/sync/applier.o \
+	fdw/sync/applier_stream.o \
+	fdw/sync/sync_notify.o \
+	fdw/sync/sync_status.o \
+	fdw/sync/launcher.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth build stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)
 MONGOC_LIBS := $(shell pkg-config --libs libmongoc-1.0)
-PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw
+PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw -I$(srcdir)/fdw/sync
 SHLIB_LINK = $(MONGOC_LIBS)
 
 EXTRA_CLEAN = results regression.diffs regression.out
@@ -61,4 +70,4 @@ include $(PGXS)
 # PGXS tracks header dependencies only in a PostgreSQL build configured
 # with --enable-depend: rebuild every object when one of our headers
 # changes (struct layouts are shared between files).
-$(OBJS): $(wildcard $(srcdir)/fdw/*.h)
+$(OBJS): $(wildcard $(srcdir)/fdw/*.h $(srcdir)/fdw/sync/*.h)

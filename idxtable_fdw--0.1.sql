@@ -37,13 +37,17 @@ CREATE TABLE idxtable.index_defs (
   include text[] NOT NULL DEFAULT '{}',
   is_unique boolean NOT NULL,
   collection text NOT NULL,
-  state text NOT NULL CHECK (state IN ('building', 'valid', 'failed')),
+  state text NOT NULL CHECK (state IN ('building', 'valid', 'stale', 'failed')),
   entries bigint,
   distinct_keys bigint,
   -- names this definition in the ownership marker of its index collection
   -- (MongoDB collection idxtable.owners), so that a definition re-created
   -- with the same name is told apart
-  definition_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
+  definition_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+  -- the MongoDB cluster time, packed as (seconds << 32) | increment, from
+  -- which the change-stream applier re-applies the writes of any client to
+  -- this index: taken before its build read the facts; NULL if unknown
+  sync_from bigint
 );
 
 COMMENT ON TABLE idxtable.index_defs IS
@@ -66,6 +70,24 @@ CREATE FUNCTION idxtable.create_index(tbl regclass, keys text[],
 RETURNS text
 AS 'MODULE_PATHNAME', 'idxtable_create_index'
 LANGUAGE C VOLATILE;
+
+-- Like CREATE INDEX CONCURRENTLY: commits the definition as 'building'
+-- (maintained by writes from then on), builds it without blocking writes
+-- through the FDW, then commits it 'valid'.  Not in a transaction block;
+-- a failed build leaves the definition 'failed', for drop_index.
+CREATE PROCEDURE idxtable.create_index_concurrently(tbl regclass, keys text[],
+                                                    include text[] DEFAULT '{}',
+                                                    is_unique boolean DEFAULT false,
+                                                    name text DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'idxtable_create_index_concurrently'
+LANGUAGE C;
+
+-- Fill an index again from all facts (a stale one, for instance) and mark
+-- it valid; returns the number of entries.
+CREATE FUNCTION idxtable.rebuild_index(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idxtable_rebuild_index'
+LANGUAGE C STRICT VOLATILE;
 
 CREATE FUNCTION idxtable.drop_index(name text)
 RETURNS void
@@ -106,3 +128,45 @@ $$;
 
 CREATE EVENT TRIGGER idxtable_drop_table_indexes ON sql_drop
   EXECUTE FUNCTION idxtable.drop_table_indexes();
+
+-- The change-stream applier (idxtable_fdw in shared_preload_libraries):
+-- what the appliers report of each index table, and the appliers of this
+-- database.  Both are empty without the library preloaded.  No secrets:
+-- last_error holds the FDW's own messages, never a URI.
+CREATE FUNCTION idxtable.sync_status()
+RETURNS TABLE (definition_id uuid, streaming boolean,
+               applied_through timestamptz, applied_at timestamptz,
+               events_applied bigint, entries_written bigint,
+               conflicts bigint, last_error text)
+AS 'MODULE_PATHNAME', 'idxtable_sync_status'
+LANGUAGE C STRICT VOLATILE;
+
+-- One row per index table; lag is NULL when no applier follows it.
+CREATE VIEW idxtable.sync_status AS
+  SELECT d.name, d.state, s.applied_through,
+         CASE WHEN s.streaming THEN
+           GREATEST(pg_catalog.clock_timestamp()
+                                 OPERATOR(pg_catalog.-) s.applied_through,
+                               interval '0')
+         END AS lag,
+         s.events_applied, s.entries_written, s.conflicts, s.last_error
+    FROM idxtable.index_defs d
+    LEFT JOIN idxtable.sync_status() s
+      ON s.definition_id OPERATOR(pg_catalog.=) d.definition_id;
+
+CREATE FUNCTION idxtable.appliers()
+RETURNS TABLE (serverid oid, ownerid oid, pid integer, state text,
+               started_at timestamptz, last_batch_at timestamptz,
+               restarts integer, last_error text)
+AS 'MODULE_PATHNAME', 'idxtable_appliers'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW idxtable.appliers AS
+  SELECT s.srvname AS server, pg_catalog.pg_get_userbyid(a.ownerid) AS owner,
+         a.pid, a.state, a.started_at, a.last_batch_at, a.restarts,
+         a.last_error
+    FROM idxtable.appliers() a
+    LEFT JOIN pg_catalog.pg_foreign_server s
+      ON s.oid OPERATOR(pg_catalog.=) a.serverid;
+
+GRANT SELECT ON idxtable.sync_status, idxtable.appliers TO PUBLIC;

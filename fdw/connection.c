@@ -54,6 +54,9 @@ static HTAB *ConnectionHash = NULL;
 /* Where to count commands sent (EXPLAIN ANALYZE round trips), or NULL */
 static uint64 *round_trip_counter = NULL;
 
+/* The appName of the clients made (idx_connect_private() changes it) */
+static const char *conn_appname = "idxtable_fdw";
+
 static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 
 /*
@@ -174,7 +177,7 @@ build_uri(ForeignServer *server, UserMapping *user)
 			mongoc_uri_set_password(uri, password);
 		mongoc_uri_set_auth_source(uri, auth_source ? auth_source : "admin");
 	}
-	mongoc_uri_set_appname(uri, "idxtable_fdw");
+	mongoc_uri_set_appname(uri, conn_appname);
 
 	/* the mapping's secrets, then postgres_fdw's trust rules (trust.c) */
 	owned = idx_own_uri(uri);
@@ -225,6 +228,31 @@ connect_client(ForeignServer *server, UserMapping *user)
 		idx_report_error(&error, server->servername,
 						 "connecting to the server");
 	}
+	return client;
+}
+
+/*
+ * A client for (server, user) that is not cached, with its own appName
+ * (the applier's, so that it can be told apart in the server's logs and
+ * failpoints).  The caller owns it: idx_stream_client_destroy().
+ */
+mongoc_client_t *
+idx_connect_private(ForeignServer *server, UserMapping *user,
+					const char *appname)
+{
+	const char *saved = conn_appname;
+	mongoc_client_t *client;
+
+	conn_appname = appname;
+	PG_TRY();
+	{
+		client = connect_client(server, user);
+	}
+	PG_FINALLY();
+	{
+		conn_appname = saved;
+	}
+	PG_END_TRY();
 	return client;
 }
 

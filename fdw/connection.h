@@ -33,6 +33,14 @@ extern mongoc_client_t *idx_get_client_for_rel(Oid relid, Oid userid,
 											   ForeignServer **server);
 
 /*
+ * A client of (server, user) outside the cache, with appName "appname";
+ * the caller destroys it with idx_stream_client_destroy().
+ */
+extern mongoc_client_t *idx_connect_private(ForeignServer *server,
+											UserMapping *user,
+											const char *appname);
+
+/*
  * Run a command on a database and return the reply (caller destroys it).
  * Errors are reported with idx_report_reply_error().
  */

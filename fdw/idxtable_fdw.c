@@ -17,6 +17,7 @@
 #include <mongoc/mongoc.h>
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
@@ -24,6 +25,9 @@
 #include "idxtable_fdw.h"
 #include "index_write.h"
 #include "modify.h"
+#include "sync_state.h"
+#include "sync_wait.h"
+#include "sync_workers.h"
 
 PG_MODULE_MAGIC;
 
@@ -96,7 +100,17 @@ _PG_init(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	idx_sync_define_gucs();
+	idx_sync_define_read_gucs();
 	MarkGUCPrefixReserved("idxtable");
+
+	/* the change-stream applier's processes exist only when preloaded */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		idx_sync_shmem_install();
+		idx_sync_install_object_hook();
+		idx_sync_register_launcher();
+	}
 
 	mongoc_init();
 	mongoc_log_set_handler(log_handler, NULL);

@@ -589,6 +589,8 @@ row_to_definition(Datum *values, bool *nulls, Oid relid)
 		def->state = IDX_STATE_VALID;
 	else if (strcmp(state, "building") == 0)
 		def->state = IDX_STATE_BUILDING;
+	else if (strcmp(state, "stale") == 0)
+		def->state = IDX_STATE_STALE;
 	else
 		def->state = IDX_STATE_FAILED;
 

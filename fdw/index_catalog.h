@@ -39,6 +39,9 @@ typedef enum IdxIndexState
 {
 	IDX_STATE_BUILDING,			/* maintained by writes, not used by reads */
 	IDX_STATE_VALID,			/* maintained and used */
+	IDX_STATE_STALE,			/* maintained by writes, not used by reads
+								 * until rebuilt (the change stream could not
+								 * resume) */
 	IDX_STATE_FAILED			/* neither; can only be dropped */
 } IdxIndexState;
 

@@ -99,6 +99,7 @@
 #include "mongo_limits.h"
 #include "option.h"
 #include "stream.h"
+#include "sync_state.h"
 #include "xact.h"
 
 /* Timeouts of the client that drops collections after an abort */
@@ -340,14 +341,16 @@ strings_to_text_array(char **strings, int n)
 }
 
 /*
- * Insert a definition in state 'building'.
+ * Insert a definition in state 'building', with the cluster time its
+ * change stream starts from (0: unknown, NULL).
  */
 static void
-insert_definition(const IdxIndexDef *def, char **keyspecs)
+insert_definition(const IdxIndexDef *def, char **keyspecs, uint64 sync_from)
 {
-	Oid			argtypes[7] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
-	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID};
-	Datum		args[7];
+	Oid			argtypes[8] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
+	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID, INT8OID};
+	Datum		args[8];
+	char		argnulls[9] = "        ";
 	char	  **includes;
 	int			i;
 
@@ -363,30 +366,76 @@ insert_definition(const IdxIndexDef *def, char **keyspecs)
 	args[4] = BoolGetDatum(def->unique);
 	args[5] = CStringGetTextDatum(def->collection);
 	args[6] = CStringGetTextDatum(def->definition_id);
+	args[7] = Int64GetDatum((int64) sync_from);
+	if (sync_from == 0)
+		argnulls[7] = 'n';
 	catalog_execute("INSERT INTO idxtable.index_defs "
 					"(name, tbl, keys, include, is_unique, collection, state, "
-					"definition_id) "
+					"definition_id, sync_from) "
 					"VALUES ($1, $2, $3, $4, $5, $6, 'building', "
-					"$7::pg_catalog.uuid)",
-					7, argtypes, args, NULL, NULL, NULL);
+					"$7::pg_catalog.uuid, $8)",
+					8, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
- * Mark a definition valid, with the statistics of its build.
+ * Mark a definition valid, with the statistics of its build (a negative
+ * distinct_keys is unknown: NULL, for ANALYZE to fill in).
  */
-static void
-mark_valid(const char *name, const IdxBuildResult *result)
+void
+idx_mark_index_valid(const char *name, const IdxBuildResult *result)
 {
 	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		args[3];
+	char		argnulls[4] = "   ";
 
 	args[0] = CStringGetTextDatum(name);
 	args[1] = Int64GetDatum(result->entries);
 	args[2] = Int64GetDatum(result->distinct_keys);
+	if (result->distinct_keys < 0)
+		argnulls[2] = 'n';
 	catalog_execute("UPDATE idxtable.index_defs "
 					"SET state = 'valid', entries = $2, distinct_keys = $3 "
 					"WHERE name OPERATOR(pg_catalog.=) $1",
-					3, argtypes, args, NULL, NULL, NULL);
+					3, argtypes, args, argnulls, NULL, NULL);
+}
+
+/*
+ * Mark definition "name" failed, if it is still the one with this
+ * definition_id.
+ */
+void
+idx_mark_index_failed(const char *name, const char *definition_id)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(name);
+	args[1] = CStringGetTextDatum(definition_id);
+	catalog_execute("UPDATE idxtable.index_defs SET state = 'failed' "
+					"WHERE name OPERATOR(pg_catalog.=) $1 "
+					"AND definition_id OPERATOR(pg_catalog.=) "
+					"$2::pg_catalog.uuid",
+					2, argtypes, args, NULL, NULL, NULL);
+}
+
+/*
+ * Set the cluster time the change stream of an index re-applies writes
+ * from (0: unknown, NULL).
+ */
+void
+idx_set_sync_from(const char *name, uint64 sync_from)
+{
+	Oid			argtypes[2] = {TEXTOID, INT8OID};
+	Datum		args[2];
+	char		argnulls[3] = "  ";
+
+	args[0] = CStringGetTextDatum(name);
+	args[1] = Int64GetDatum((int64) sync_from);
+	if (sync_from == 0)
+		argnulls[1] = 'n';
+	catalog_execute("UPDATE idxtable.index_defs SET sync_from = $2 "
+					"WHERE name OPERATOR(pg_catalog.=) $1",
+					2, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
@@ -819,6 +868,7 @@ idx_ddl_at_commit(void)
 			drop_after_commit(p);
 	}
 	forget_all_pending();
+	idx_sync_at_commit();
 }
 
 /*
@@ -838,6 +888,7 @@ idx_ddl_at_abort(void)
 			drop_after_abort(p);
 	}
 	forget_all_pending();
+	idx_sync_at_abort();
 }
 
 /*
@@ -1181,20 +1232,35 @@ check_no_remote_transaction(const char *name)
 }
 
 /*
- * idxtable.create_index(tbl, keys, include, is_unique, name) returns the
- * index name.
+ * Without the library preloaded no applier runs: say that the new index
+ * table misses the writes made to MongoDB directly.
  */
-Datum
-idxtable_create_index(PG_FUNCTION_ARGS)
+static void
+warn_unmaintained(const char *name)
 {
-	Oid			relid;
+	if (!idx_sync_enabled())
+		ereport(WARNING,
+				(errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+						name),
+				 errhint("Add idxtable_fdw to shared_preload_libraries and restart the server.")));
+}
+
+/*
+ * The first half of create_index and create_index_concurrently, with the
+ * same arguments (tbl, keys, include, is_unique, name): open the table
+ * with "lockmode", resolve the definition, note the cluster time its
+ * change stream is to start from (before anything reads the facts),
+ * insert the definition as 'building', and create its index collection
+ * with the collection's lookup index.  The caller fills it.
+ */
+void
+idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
+					  IdxNewIndex *ni)
+{
 	Relation	rel;
 	IdxIndexDef *def;
-	IdxTableInfo *info;
 	IdxDefError err;
-	IdxBuildResult result;
 	ForeignServer *server;
-	mongoc_client_t *client;
 	char	  **keyspecs;
 	char	  **includes = NULL;
 	char	  **normalized;
@@ -1205,13 +1271,10 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("the table and the keys of an index must not be null")));
-	relid = PG_GETARG_OID(0);
-
-	/* like CREATE INDEX: reads go on, writes wait */
-	rel = open_foreign_table(relid, ShareLock);
+	rel = open_foreign_table(PG_GETARG_OID(0), lockmode);
 
 	def = (IdxIndexDef *) palloc0(sizeof(IdxIndexDef));
-	def->relid = relid;
+	def->relid = RelationGetRelid(rel);
 	def->unique = PG_ARGISNULL(3) ? false : PG_GETARG_BOOL(3);
 	def->state = IDX_STATE_BUILDING;
 	keyspecs = text_array_argument(PG_GETARG_ARRAYTYPE_P(1), "keys", &nkeys);
@@ -1235,25 +1298,42 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 		check_index_name(def->name);
 	}
 	check_no_remote_transaction(def->name);
-	info = idx_get_table_info(relid);
-	def->database = info->database;
-	def->collection = index_collection_name(info->database, info->collection,
-											def->name);
-
+	ni->info = idx_get_table_info(def->relid);
+	def->database = ni->info->database;
+	def->collection = index_collection_name(ni->info->database,
+											ni->info->collection, def->name);
 	def->definition_id = idx_new_definition_id();
-	insert_definition(def, normalized);
 
-	client = idx_get_client_for_rel(relid, InvalidOid, &server);
-	create_owned_collection(def, info, client, server->servername);
-	create_lookup_index(client, server->servername, def);
+	ni->client = idx_get_client_for_rel(def->relid, InvalidOid, &server);
+	ni->servername = server->servername;
+	ni->sync_from = idx_cluster_time_now(ni->client, ni->servername);
+	insert_definition(def, normalized, ni->sync_from);
+	create_owned_collection(def, ni->info, ni->client, ni->servername);
+	create_lookup_index(ni->client, ni->servername, def);
+	ni->rel = rel;
+	ni->def = def;
+}
 
-	idx_build_index(def, info, client, server->servername, &result);
+/*
+ * idxtable.create_index(tbl, keys, include, is_unique, name) returns the
+ * index name.
+ */
+Datum
+idxtable_create_index(PG_FUNCTION_ARGS)
+{
+	IdxNewIndex ni;
+	IdxBuildResult result;
 
-	mark_valid(def->name, &result);
-	CacheInvalidateRelcacheByRelid(relid);	/* replan queries on the table */
-	relation_close(rel, NoLock);
+	/* like CREATE INDEX: reads go on, writes wait */
+	idx_create_definition(fcinfo, ShareLock, &ni);
+	idx_build_index(ni.def, ni.info, ni.client, ni.servername, &result);
+	idx_mark_index_valid(ni.def->name, &result);
+	CacheInvalidateRelcacheByRelid(ni.def->relid);	/* replan queries */
+	relation_close(ni.rel, NoLock);
+	warn_unmaintained(ni.def->name);
+	idx_sync_note_change(ni.def->relid, true);
 
-	PG_RETURN_TEXT_P(cstring_to_text(def->name));
+	PG_RETURN_TEXT_P(cstring_to_text(ni.def->name));
 }
 
 
@@ -1302,6 +1382,7 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 						 &dropped);
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(rel, NoLock);
+	idx_sync_note_change(relid, false);
 
 	PG_RETURN_VOID();
 }

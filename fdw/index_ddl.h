@@ -18,6 +18,7 @@
 #include <mongoc/mongoc.h>
 
 #include "access/tupdesc.h"
+#include "fmgr.h"
 #include "nodes/parsenodes.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
@@ -30,7 +31,7 @@
 #define IDX_CATALOG_TABLE		"index_defs"
 
 /* Columns of idxtable.index_defs */
-#define Natts_index_defs				10
+#define Natts_index_defs				11
 #define Anum_index_defs_name			1
 #define Anum_index_defs_tbl				2
 #define Anum_index_defs_keys			3
@@ -41,6 +42,7 @@
 #define Anum_index_defs_entries			8
 #define Anum_index_defs_distinct_keys	9
 #define Anum_index_defs_definition_id	10
+#define Anum_index_defs_sync_from		11
 
 /* Prefix of every index collection; IMPORT FOREIGN SCHEMA skips them */
 #define IDX_COLLECTION_PREFIX	"idxtable."
@@ -122,6 +124,46 @@ typedef struct IdxBuildResult
 extern void idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 							mongoc_client_t *client, const char *servername,
 							IdxBuildResult *result);
+
+/* Mark a definition valid with its statistics (distinct_keys < 0: NULL) */
+extern void idx_mark_index_valid(const char *name,
+								 const IdxBuildResult *result);
+
+/* Mark a definition failed if it is still the one with this definition_id */
+extern void idx_mark_index_failed(const char *name, const char *definition_id);
+
+/* Set the cluster time a definition's change stream starts from (0: NULL) */
+extern void idx_set_sync_from(const char *name, uint64 sync_from);
+
+/*
+ * A definition inserted as 'building' by idx_create_definition(), with its
+ * (locked) table, the table's MongoDB location and client, and the cluster
+ * time noted before the facts are read.
+ */
+typedef struct IdxNewIndex
+{
+	Relation	rel;
+	IdxIndexDef *def;
+	IdxTableInfo *info;
+	mongoc_client_t *client;
+	const char *servername;
+	uint64		sync_from;
+} IdxNewIndex;
+
+/*
+ * The first half of create_index(tbl, keys, include, is_unique, name),
+ * called with its arguments: the definition, 'building', and its empty
+ * index collection.
+ */
+extern void idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
+								  IdxNewIndex *ni);
+
+/*
+ * MongoDB's cluster time now: the operationTime of a {ping: 1}, packed as
+ * in sync_state.h; 0 if the server does not report one (no replica set).
+ */
+extern uint64 idx_cluster_time_now(mongoc_client_t *client,
+								   const char *servername);
 
 /*
  * The end of a (sub)transaction's index DDL, called by the transaction

@@ -54,6 +54,7 @@
 #include "connection.h"
 #include "index_catalog.h"
 #include "index_path.h"
+#include "sync_wait.h"
 #include "xact.h"
 
 /*
@@ -68,7 +69,9 @@ typedef struct IdxKeyCond
 } IdxKeyCond;
 
 /*
- * Valid index definitions of a table: only those are used for reads.
+ * Valid index definitions of a table: only those are used for reads, and
+ * with idxtable.index_consistency = current only those an applier keeps
+ * current with every writer (sync_wait.h).
  */
 List *
 idx_valid_indexes(Oid relid, Oid userid)
@@ -80,7 +83,7 @@ idx_valid_indexes(Oid relid, Oid userid)
 	{
 		IdxIndexDef *def = lfirst(lc);
 
-		if (def->state == IDX_STATE_VALID)
+		if (def->state == IDX_STATE_VALID && idx_sync_routable(def))
 			result = lappend(result, def);
 	}
 	return result;

@@ -251,6 +251,7 @@ idx_repair_check_cursor(IdxRepairState *st, mongoc_cursor_t *cursor,
 		idx_report_reply_error(reply, &error, st->servername, what);
 }
 
+static int	compare_fact_batch(IdxRepairState *st);
 static int	lookup_part(IdxRepairState *st, mongoc_collection_t *coll,
 						const char *field, bson_t **keys, int from, int nkeys,
 						const bson_t *projection, bool by_entry_id,
@@ -785,18 +786,28 @@ static int
 check_fact_batch(IdxRepairState *st)
 {
 	bson_t	  **ids = palloc(sizeof(bson_t *) * Max(st->nitems, 1));
+	int			i;
+
+	for (i = 0; i < st->nitems; i++)
+		ids[i] = st->items[i].id;
+	idx_repair_lookup(st, st->index, IDX_ENTRY_FACT_ID, ids, st->nitems,
+					  NULL, true, idx_repair_index_what(st));
+	return compare_fact_batch(st);
+}
+
+/*
+ * Compare the facts of st->items with their entries, read into st->docs.
+ */
+static int
+compare_fact_batch(IdxRepairState *st)
+{
 	bson_t	  **gone;
 	int			ngone;
 	int			nchecked = st->nitems;
 	int			i,
 				e;
 
-	for (i = 0; i < st->nitems; i++)
-		ids[i] = st->items[i].id;
 	gone = gone_ids(st, &ngone);
-	idx_repair_lookup(st, st->index, IDX_ENTRY_FACT_ID, ids, st->nitems,
-					  NULL, true, idx_repair_index_what(st));
-
 	for (i = 0; i < st->nitems; i++)
 		for (e = 0; e < st->items[i].nentries; e++)
 			check_expected(st, &st->items[i], &st->items[i].entries[e]);
@@ -882,25 +893,17 @@ distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
 }
 
 /*
- * Check (and, in repair mode, repair) the entries of the facts whose _ids
- * are ids[0..n-1], whether the facts exist or not: one find of the facts
- * by {_id: {$in: [...]}}, one of their entries by {id: {$in: [...]}}, one
- * bulk write of the difference.  The entries of a fact that is gone are
- * orphans.  A repeated _id counts once.  This is what the change-stream
- * applier calls for the _ids a stream names.  Returns how many facts were
- * checked (those that exist and convert, and those that are gone).
+ * Read the facts named by keys[0..nkeys-1] (one find by _id) into
+ * st->items: those that exist, with the entries they should have, and
+ * those that are gone.
  */
-int
-idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
+static void
+read_named_facts(IdxRepairState *st, bson_t **keys, int nkeys)
 {
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
 	bson_t		projection = BSON_INITIALIZER;
-	bson_t	  **keys;
-	int			nkeys = distinct_ids(ids, n, &keys);
 	ReadDoc    *facts;
 	int			nfacts;
 	int			i;
-	int			result;
 
 	idx_repair_projection(st, &projection);
 	idx_repair_lookup(st, st->facts, "_id", keys, nkeys, &projection, false,
@@ -916,7 +919,67 @@ idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
 			add_gone(st, keys[i]);
 	for (i = 0; i < nfacts; i++)
 		add_fact(st, facts[i].doc);
+}
+
+/*
+ * Repair the named facts reading their entries first, then the facts.  A
+ * write through the FDW that commits between the two reads then shows as
+ * old entries and new facts, and the fix moves the index towards the newer
+ * state (which that write also wrote), never back to an older one.
+ */
+static int
+repair_entries_first(IdxRepairState *st, bson_t **keys, int nkeys)
+{
+	ReadDoc    *entries;
+	int			nentries;
+
+	idx_repair_lookup(st, st->index, IDX_ENTRY_FACT_ID, keys, nkeys,
+					  NULL, true, idx_repair_index_what(st));
+	entries = st->docs;
+	nentries = st->ndocs;
+	read_named_facts(st, keys, nkeys);
+	st->docs = entries;
+	st->ndocs = nentries;
+	return compare_fact_batch(st);
+}
+
+/*
+ * Check (and, in repair mode, repair) the entries of the facts whose _ids
+ * are ids[0..n-1], whether the facts exist or not: one find of the facts
+ * by {_id: {$in: [...]}}, one of their entries by {id: {$in: [...]}}.  The
+ * entries of a fact that is gone are orphans.  A repeated _id counts once.
+ * This is what the change-stream applier calls for the _ids a stream
+ * names, most of them written through the FDW with their entries: so a
+ * repair first only checks, and writes only a difference it confirms by
+ * reading the entries again, then the facts (repair_entries_first()), as
+ * one bulk write.  The counts are those of the confirmed difference.
+ * Returns how many facts were checked (those that exist and convert, and
+ * those that are gone).
+ */
+int
+idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	bson_t	  **keys;
+	int			nkeys = distinct_ids(ids, n, &keys);
+	VerifyCounts before = st->counts;
+	bool		repair = st->repair;
+	int			result;
+
+	st->repair = false;
+	read_named_facts(st, keys, nkeys);
 	result = check_fact_batch(st);
+	st->repair = repair;
+	if (repair && (st->counts.missing != before.missing ||
+				   st->counts.stale != before.stale ||
+				   st->counts.orphan != before.orphan))
+	{
+		/* keys live in batch_cxt, reset by the check: compute them again */
+		MemoryContextSwitchTo(st->batch_cxt);
+		nkeys = distinct_ids(ids, n, &keys);
+		st->counts = before;
+		result = repair_entries_first(st, keys, nkeys);
+	}
 	MemoryContextSwitchTo(oldcxt);
 	return result;
 }

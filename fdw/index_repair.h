@@ -19,6 +19,7 @@
 #include "access/tupdesc.h"
 #include "lib/stringinfo.h"
 #include "nodes/bitmapset.h"
+#include "utils/relcache.h"
 
 #include "convert.h"
 #include "index_catalog.h"
@@ -104,6 +105,15 @@ extern int	idx_repair_facts(IdxRepairState *st, const bson_value_t *ids,
 
 /* The same for facts already read (projection: idx_repair_projection) */
 extern int	idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n);
+
+/*
+ * Both passes of verify_index (repair_index if "repair") over index "def"
+ * of the foreign table "rel", which the caller has opened and locked;
+ * progress is reported as "command", the pass over the facts as phase
+ * "fact_phase" (commands/progress.h).
+ */
+extern void idx_verify_run(IdxIndexDef *def, Relation rel, bool repair,
+						   int command, int fact_phase, VerifyCounts *counts);
 
 /* ---- shared with index_verify.c ---- */
 extern void idx_repair_projection(IdxRepairState *st, bson_t *projection);

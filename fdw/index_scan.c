@@ -39,6 +39,7 @@
 #include "protocol_read.h"
 #include "rowid.h"
 #include "scan.h"
+#include "sync_wait.h"
 #include "xact.h"
 
 /*
@@ -88,6 +89,10 @@ typedef struct IdxIndexScan
 	bson_t	   *batch_docs;		/* the facts, static bsons over copies */
 	bool	   *batch_found;
 	char	   *last_lookup;	/* the latest lookup filter, as JSON */
+
+	/* idxtable.index_consistency = current: the wait at the start */
+	bool		sync_waited;
+	double		sync_wait_ms;	/* the ping and the wait, for EXPLAIN */
 
 	uint64		entries_read;
 	uint64		facts_fetched;
@@ -180,6 +185,12 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 		ix->fetch_attrs = bms_union(state->attrs_used, keys);
 	}
 	state->index = ix;
+
+	/* see every write acknowledged before now (sync_wait.h) */
+	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		ix->sync_waited = idx_sync_wait_for_read(ix->def, state->client,
+												 state->server->servername,
+												 &ix->sync_wait_ms);
 }
 
 /*
@@ -798,8 +809,8 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 
 /*
  * EXPLAIN of an index scan: the index, its condition, the collections;
- * with VERBOSE the MongoDB filters; with ANALYZE entries read, facts
- * fetched and round trips.
+ * with VERBOSE the MongoDB filters; with ANALYZE the wait for the applier
+ * (with TIMING), entries read, facts fetched and round trips.
  */
 void
 idx_index_scan_explain(IdxScanState *state, ExplainState *es)
@@ -853,6 +864,9 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 	}
 	if (es->analyze)
 	{
+		/* a time, so only with TIMING (which stable outputs turn off) */
+		if (ix->sync_waited && es->timing)
+			ExplainPropertyFloat("Sync Wait", "ms", ix->sync_wait_ms, 3, es);
 		ExplainPropertyUInteger("Index Entries Read", NULL, ix->entries_read,
 								es);
 		if (!ix->covering)

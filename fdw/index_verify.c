@@ -220,10 +220,11 @@ check_entries(IdxRepairState *st)
  */
 
 /*
- * Start a phase of the progress report.
+ * Start a phase of the progress report of "command".
  */
 static void
-progress_phase(IdxRepairState *st, int phase, const char *collection)
+progress_phase(IdxRepairState *st, int command, int phase,
+			   const char *collection)
 {
 	const int	index[] = {
 		PROGRESS_CREATEIDX_COMMAND,
@@ -233,7 +234,7 @@ progress_phase(IdxRepairState *st, int phase, const char *collection)
 	};
 	int64		vals[4];
 
-	vals[0] = PROGRESS_CREATEIDX_COMMAND_REINDEX;
+	vals[0] = command;
 	vals[1] = phase;
 	vals[2] = idx_count_documents(st->client, st->servername,
 								  st->info->database, collection);
@@ -303,27 +304,23 @@ report_unconvertible(IdxRepairState *st)
 }
 
 /*
- * Run both passes over index "name".
+ * Run both passes over index "def" of the foreign table "rel" (opened and
+ * locked by the caller), repairing if "repair"; progress is reported as
+ * "command" (PROGRESS_CREATEIDX_COMMAND_*), the first pass as phase
+ * "fact_phase".  Used by verify_index and repair_index, and by
+ * rebuild_index and create_index_concurrently to fill an index.
  */
-static void
-verify_index(const char *name, bool repair, VerifyCounts *counts)
+void
+idx_verify_run(IdxIndexDef *def, Relation rel, bool repair, int command,
+			   int fact_phase, VerifyCounts *counts)
 {
 	IdxRepairState st;
-	Relation	rel;
 	ForeignServer *server;
-	IdxIndexDef *def;
 	IdxTableInfo *info;
 	mongoc_client_t *client;
 
-	def = open_index(name, repair, &rel);
 	info = idx_get_table_info(def->relid);
 	client = idx_get_client_for_rel(def->relid, InvalidOid, &server);
-	if (repair && idx_xact_client_busy(client))
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("repair_index cannot run in a transaction that has written to server \"%s\"",
-						server->servername),
-				 errhint("Run it in a transaction of its own.")));
 	idx_repair_begin(&st, def, info, RelationGetDescr(rel), client,
 					 server->servername, repair);
 
@@ -331,10 +328,10 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 								  st.def->relid);
 	PG_TRY();
 	{
-		progress_phase(&st, PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN,
-					   st.info->collection);
+		progress_phase(&st, command, fact_phase, st.info->collection);
 		check_facts(&st);
-		progress_phase(&st, PROGRESS_CREATEIDX_PHASE_VALIDATE_IDXSCAN,
+		progress_phase(&st, command,
+					   PROGRESS_CREATEIDX_PHASE_VALIDATE_IDXSCAN,
 					   st.def->collection);
 		check_entries(&st);
 	}
@@ -345,9 +342,32 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 	}
 	PG_END_TRY();
 	MemoryContextDelete(st.batch_cxt);
-	relation_close(rel, NoLock);
 	report_unconvertible(&st);
 	*counts = st.counts;
+}
+
+/*
+ * verify_index and repair_index of index "name".
+ */
+static void
+verify_index(const char *name, bool repair, VerifyCounts *counts)
+{
+	Relation	rel;
+	IdxIndexDef *def;
+	ForeignServer *server;
+	mongoc_client_t *client;
+
+	def = open_index(name, repair, &rel);
+	client = idx_get_client_for_rel(def->relid, InvalidOid, &server);
+	if (repair && idx_xact_client_busy(client))
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("repair_index cannot run in a transaction that has written to server \"%s\"",
+						server->servername),
+				 errhint("Run it in a transaction of its own.")));
+	idx_verify_run(def, rel, repair, PROGRESS_CREATEIDX_COMMAND_REINDEX,
+				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, counts);
+	relation_close(rel, NoLock);
 }
 
 /*

@@ -173,6 +173,21 @@ idx_writer_nindexes(IdxIndexWriter *w)
 	return w->nindexes;
 }
 
+/*
+ * The definitions of the maintained indexes (for the wait of writes that
+ * claim unique keys, sync_wait.h).
+ */
+List *
+idx_writer_indexes(IdxIndexWriter *w)
+{
+	List	   *result = NIL;
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+		result = lappend(result, w->queues[i].def);
+	return result;
+}
+
 Bitmapset *
 idx_writer_needed_attrs(IdxIndexWriter *w)
 {

@@ -32,6 +32,7 @@
 #include <mongoc/mongoc.h>
 
 #include "nodes/bitmapset.h"
+#include "nodes/pg_list.h"
 #include "utils/relcache.h"
 
 #include "option.h"
@@ -58,6 +59,9 @@ extern IdxIndexWriter *idx_writer_create(Relation rel, Oid userid,
 
 /* Number of maintained indexes */
 extern int	idx_writer_nindexes(IdxIndexWriter *w);
+
+/* Their definitions (IdxIndexDef *), in a new list */
+extern List *idx_writer_indexes(IdxIndexWriter *w);
 
 /* Columns that entries are computed from (attnums, as a bitmap) */
 extern Bitmapset *idx_writer_needed_attrs(IdxIndexWriter *w);

@@ -61,6 +61,7 @@
 #include "rowid.h"
 #include "scan.h"
 #include "shard_key.h"
+#include "sync_wait.h"
 #include "xact.h"
 
 /* Name of the row identity junk column (the _id column's value) */
@@ -257,6 +258,11 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 								   ms->info, ms->client,
 								   ms->server->servername, ms->ordered);
 	ms->preconv = idx_writer_row_conv(ms->writer);
+	/* a key an outside fact holds must be in its unique index first */
+	if (operation != CMD_DELETE)
+		idx_sync_wait_for_write(idx_writer_indexes(ms->writer),
+								operation == CMD_UPDATE ? target_attrs : NIL,
+								ms->client, ms->server->servername);
 	if (operation == CMD_DELETE && has_returning)
 		ms->fullconv = idx_row_conv_create(RelationGetDescr(rel), ms->info,
 										   NULL);

@@ -139,4 +139,24 @@ extern void idx_sync_catalog_changed(Oid dbid);
 /* Per-database generation of definitions, bumped by the above */
 extern uint64 idx_sync_catalog_generation(Oid dbid);
 
+/*
+ * Claim the slot of (db, server, owner) (STARTING if it was free) and wake
+ * the launcher and the database's worker: an applier is known to be coming
+ * before its process exists (create_index, at commit).
+ */
+extern void idx_sync_expect_applier(Oid dbid, Oid serverid, Oid ownerid);
+
+/* ---- index DDL (sync_notify.c) ---- */
+
+/*
+ * Index DDL changed the index tables of foreign table relid (create, drop,
+ * state change): at commit the workers are told; with expect_applier the
+ * applier's slot of the table's (server, owner) is claimed then.
+ */
+extern void idx_sync_note_change(Oid relid, bool expect_applier);
+
+/* From the transaction callbacks (index_ddl.c) */
+extern void idx_sync_at_commit(void);
+extern void idx_sync_at_abort(void);
+
 #endif							/* IDXTABLE_SYNC_STATE_H */

@@ -1,0 +1,497 @@
+/*-------------------------------------------------------------------------
+ *
+ * applier.c
+ *		  The change-stream applier: a background worker that keeps the
+ *		  index tables of one (database, foreign server, table owner) up to
+ *		  date with every change to their facts, by any MongoDB client.
+ *
+ * The database worker (launcher.c) claims a slot of the shared state for
+ * the triple and starts idx_applier_main() with the slot number.  The
+ * applier reads the index tables it maintains (not failed, of foreign
+ * tables of the server owned by the owner), groups them by the MongoDB
+ * database of their facts and follows one database-level change stream per
+ * database (applier_stream.c).  For every batch of events it brings each
+ * index of the named facts up to date (index_repair.c's idx_repair_facts:
+ * the entries each fact should have against those the index holds, only
+ * the difference written), then reports how far it has applied
+ * (idx_sync_index_report) and wakes the backends that wait for it.
+ *
+ * Work done for the table owner (reading facts, type input, computing
+ * entries) runs as the owner, as a security-restricted operation; the
+ * applier's own catalog reads and writes run as the bootstrap superuser
+ * with schema-qualified SQL.  A fact collection that is dropped or renamed
+ * makes its indexes "failed"; a stream that cannot resume (the history it
+ * needs is gone) makes its indexes "stale" until they are rebuilt.
+ *
+ * Any ERROR ends the worker (exit 1) after its message is copied into the
+ * slot and the statuses of its indexes; the database worker starts it
+ * again and it resumes from its stored position.  SIGTERM ends it at once
+ * (every wait, also on MongoDB, is a latch wait).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "applier.h"
+#include "connection.h"
+#include "option.h"
+#include "stream.h"
+
+PGDLLEXPORT void idx_applier_main(Datum main_arg);
+
+Applier		applier;
+
+/* How long a getMore waits for events on an idle stream */
+#define APPLIER_POLL_MS		25
+
+/*
+ * Begin an SPI block in the current transaction, with a snapshot.
+ */
+static void
+spi_begin(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+static void
+spi_end(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+}
+
+/*
+ * A cluster time for log lines: its wall-clock second and increment.
+ */
+char *
+idx_applier_time_str(IdxClusterTime ct)
+{
+	TimestampTz ts = time_t_to_timestamptz((pg_time_t) IDX_CLUSTER_TIME_SECONDS(ct));
+
+	return psprintf("%s (increment %u)", timestamptz_to_str(ts),
+					(uint32) ct);
+}
+
+/*
+ * The AppStream of MongoDB database "database", created if new.
+ */
+static AppStream *
+stream_for(const char *database)
+{
+	ListCell   *lc;
+	AppStream  *s;
+
+	foreach(lc, applier.streams)
+	{
+		s = lfirst(lc);
+		if (strcmp(s->database, database) == 0)
+			return s;
+	}
+	s = palloc0(sizeof(AppStream));
+	s->database = pstrdup(database);
+	s->cs.client = applier.client;
+	s->cs.servername = applier.servername;
+	s->cs.database = s->database;
+	applier.streams = lappend(applier.streams, s);
+	return s;
+}
+
+/*
+ * Add one index_defs row (of the SPI result) to the stream of its facts'
+ * database.
+ */
+static void
+add_index_row(HeapTuple tuple, TupleDesc desc)
+{
+	bool		isnull;
+	AppIndex   *ix = palloc0(sizeof(AppIndex));
+	IdxTableInfo *info;
+	AppStream  *s;
+	char	   *state;
+	Datum		d;
+
+	ix->name = TextDatumGetCString(SPI_getbinval(tuple, desc, 1, &isnull));
+	ix->relid = DatumGetObjectId(SPI_getbinval(tuple, desc, 2, &isnull));
+	state = TextDatumGetCString(SPI_getbinval(tuple, desc, 3, &isnull));
+	ix->state = strcmp(state, "stale") == 0 ? 's' :
+		strcmp(state, "building") == 0 ? 'b' : 'v';
+	strlcpy(ix->status.definition_id,
+			TextDatumGetCString(SPI_getbinval(tuple, desc, 4, &isnull)),
+			IDX_SYNC_UUID_LEN);
+	d = SPI_getbinval(tuple, desc, 5, &isnull);
+	ix->sync_from = isnull ? 0 : (IdxClusterTime) DatumGetInt64(d);
+	ix->status.dbid = MyDatabaseId;
+	ix->status.slotno = applier.slotno;
+
+	info = idx_get_table_info(ix->relid);
+	ix->collection = pstrdup(info->collection);
+	s = stream_for(info->database);
+	s->indexes = lappend(s->indexes, ix);
+}
+
+/*
+ * Read the index tables this applier maintains into applier.streams (in
+ * applier.cxt); false if there are none.  sync_from is read through
+ * to_jsonb so that a catalog without the column reads as NULL.
+ */
+static bool
+load_catalog(void)
+{
+	static const char *query =
+		"SELECT d.name, d.tbl::pg_catalog.oid, d.state, "
+		"       d.definition_id::pg_catalog.text, "
+		"       (pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->>) 'sync_from')::pg_catalog.int8 "
+		"  FROM idxtable.index_defs d "
+		"  JOIN pg_catalog.pg_foreign_table ft "
+		"    ON ft.ftrelid OPERATOR(pg_catalog.=) d.tbl::pg_catalog.oid "
+		"  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) ft.ftrelid "
+		" WHERE ft.ftserver OPERATOR(pg_catalog.=) $1 "
+		"   AND c.relowner OPERATOR(pg_catalog.=) $2 "
+		"   AND d.state OPERATOR(pg_catalog.<>) 'failed' "
+		" ORDER BY d.name";
+	Oid			types[2] = {OIDOID, OIDOID};
+	Datum		values[2];
+	MemoryContext old;
+	uint64		i;
+
+	applier.generation = idx_sync_catalog_generation(MyDatabaseId);
+	MemoryContextReset(applier.cxt);
+	applier.streams = NIL;
+	if (!OidIsValid(get_namespace_oid("idxtable", true)))
+		return false;
+
+	values[0] = ObjectIdGetDatum(applier.slot->serverid);
+	values[1] = ObjectIdGetDatum(applier.slot->ownerid);
+	spi_begin();
+	if (SPI_execute_with_args(query, 2, types, values, NULL, true, 0) !=
+		SPI_OK_SELECT)
+		elog(ERROR, "could not read the index tables to maintain");
+	old = MemoryContextSwitchTo(applier.cxt);
+	for (i = 0; i < SPI_processed; i++)
+		add_index_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
+	MemoryContextSwitchTo(old);
+	spi_end();
+	return applier.streams != NIL;
+}
+
+/*
+ * Set the state of the indexes of stream "s" whose state is one of
+ * "from_states" (letters as in AppIndex.state) to "to_state", in
+ * idxtable.index_defs, and tell the workers the catalog changed.
+ */
+void
+idx_applier_set_state(AppStream *s, const char *from_states,
+					  const char *to_state)
+{
+	static const char *query =
+		"UPDATE idxtable.index_defs SET state = $1 "
+		" WHERE definition_id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid "
+		"   AND state OPERATOR(pg_catalog.<>) 'failed'";
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	ListCell   *lc;
+	bool		any = false;
+
+	spi_begin();
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+		Datum		values[2];
+
+		if (strchr(from_states, ix->state) == NULL)
+			continue;
+		values[0] = CStringGetTextDatum(to_state);
+		values[1] = CStringGetTextDatum(ix->status.definition_id);
+		if (SPI_execute_with_args(query, 2, types, values, NULL, false, 0) !=
+			SPI_OK_UPDATE)
+			elog(ERROR, "could not update the state of index \"%s\"",
+				 ix->name);
+		ix->state = to_state[0] == 's' ? 's' : to_state[0] == 'v' ? 'v' : 'b';
+		ereport(LOG,
+				(errmsg("idxtable_fdw applier: index \"%s\" is now %s",
+						ix->name, to_state)));
+		any = true;
+	}
+	spi_end();
+	if (any)
+		idx_sync_catalog_changed(MyDatabaseId);
+}
+
+/*
+ * The fact collection "collection" of stream "s" was dropped or renamed:
+ * its indexes fail (routing stops, drop_index still works).
+ */
+void
+idx_applier_fail_collection(AppStream *s, const char *collection)
+{
+	static const char *query =
+		"UPDATE idxtable.index_defs SET state = 'failed' "
+		" WHERE definition_id OPERATOR(pg_catalog.=) $1::pg_catalog.uuid";
+	Oid			types[1] = {TEXTOID};
+	ListCell   *lc;
+
+	spi_begin();
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+		Datum		values[1];
+
+		if (strcmp(ix->collection, collection) != 0)
+			continue;
+		values[0] = CStringGetTextDatum(ix->status.definition_id);
+		if (SPI_execute_with_args(query, 1, types, values, NULL, false, 0) !=
+			SPI_OK_UPDATE)
+			elog(ERROR, "could not update the state of index \"%s\"",
+				 ix->name);
+		ereport(LOG,
+				(errmsg("idxtable_fdw applier: index \"%s\" failed: its collection \"%s\" of database \"%s\" was dropped or renamed",
+						ix->name, collection, s->database)));
+		idx_sync_index_forget(MyDatabaseId, ix->status.definition_id);
+	}
+	spi_end();
+	idx_sync_catalog_changed(MyDatabaseId);
+}
+
+/*
+ * Report the status of the indexes of "s" (applied through s->covered)
+ * and wake the backends waiting for them.
+ */
+void
+idx_applier_report(AppStream *s, bool streaming)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+
+		ix->status.streaming = streaming && ix->state != 's';
+		if (s->covered > ix->status.applied_through)
+		{
+			ix->status.applied_through = s->covered;
+			ix->status.applied_at = now;
+		}
+		idx_sync_index_report(&ix->status);
+	}
+	SpinLockAcquire(&applier.slot->mutex);
+	applier.slot->last_batch_at = now;
+	SpinLockRelease(&applier.slot->mutex);
+	ConditionVariableBroadcast(&applier.slot->applied_cv);
+}
+
+/*
+ * Close every stream, storing its position first.
+ */
+static void
+close_streams(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, applier.streams)
+	{
+		AppStream  *s = lfirst(lc);
+
+		if (s->open)
+			idx_applier_save_position(s, true);
+		idx_applier_close_stream(s);
+		idx_applier_report(s, false);
+	}
+}
+
+/*
+ * Connect to the server as the owner's user mapping, with our appName.
+ */
+static void
+connect_applier(void)
+{
+	ForeignServer *server = GetForeignServer(applier.slot->serverid);
+	UserMapping *user = GetUserMapping(applier.slot->ownerid,
+									   applier.slot->serverid);
+
+	applier.servername = MemoryContextStrdup(TopMemoryContext,
+											 server->servername);
+	applier.key = MemoryContextStrdup(TopMemoryContext,
+									  psprintf(UINT64_FORMAT "/%u/%s/%u",
+											   GetSystemIdentifier(),
+											   MyDatabaseId,
+											   server->servername,
+											   applier.slot->ownerid));
+	applier.client = idx_connect_private(server, user,
+										 "idxtable_fdw applier");
+}
+
+/*
+ * One round: reload the catalog if it changed (exit when there is nothing
+ * to maintain), then one step of every stream.  Returns false to stop.
+ */
+static bool
+applier_round(void)
+{
+	ListCell   *lc;
+
+	if (applier.streams == NIL ||
+		idx_sync_catalog_generation(MyDatabaseId) != applier.generation)
+	{
+		close_streams();
+		if (!load_catalog())
+			return false;
+	}
+	foreach(lc, applier.streams)
+	{
+		AppStream  *s = lfirst(lc);
+
+		if (!s->open)
+			idx_applier_open_stream(s);
+		if (applier.generation != idx_sync_catalog_generation(MyDatabaseId))
+			break;				/* states changed: reload first */
+		idx_applier_step(s, APPLIER_POLL_MS / list_length(applier.streams));
+	}
+	return true;
+}
+
+/*
+ * The main loop, one transaction per round.
+ */
+static void
+applier_loop(void)
+{
+	bool		more = true;
+
+	StartTransactionCommand();
+	connect_applier();
+	CommitTransactionCommand();
+	ereport(LOG,
+			(errmsg("idxtable_fdw applier for server \"%s\" started",
+					applier.servername)));
+
+	while (more)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		StartTransactionCommand();
+		more = applier_round();
+		CommitTransactionCommand();
+	}
+	ereport(LOG,
+			(errmsg("idxtable_fdw applier for server \"%s\" stops: it has no index tables to maintain",
+					applier.servername)));
+}
+
+/*
+ * An ERROR ends the worker: keep its message in the slot and in the
+ * statuses of its indexes (translated FDW messages, never a URI), log it
+ * and exit 1 so that the database worker starts it again.
+ */
+static void
+applier_failed(void)
+{
+	ErrorData  *edata;
+	ListCell   *lc;
+
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	SpinLockAcquire(&applier.slot->mutex);
+	strlcpy(applier.slot->last_error, edata->message, IDX_SYNC_ERROR_LEN);
+	SpinLockRelease(&applier.slot->mutex);
+	foreach(lc, applier.streams)
+	{
+		AppStream  *s = lfirst(lc);
+		ListCell   *lc2;
+
+		foreach(lc2, s->indexes)
+		{
+			AppIndex   *ix = lfirst(lc2);
+
+			strlcpy(ix->status.last_error, edata->message, IDX_SYNC_ERROR_LEN);
+			ix->status.streaming = false;
+			idx_sync_index_report(&ix->status);
+		}
+	}
+	ConditionVariableBroadcast(&applier.slot->applied_cv);
+	EmitErrorReport();
+	proc_exit(1);
+}
+
+/*
+ * At exit (also on FATAL): the slot no longer has a process to wake.
+ */
+static void
+applier_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&applier.slot->mutex);
+	applier.slot->pid = 0;
+	applier.slot->latch = NULL;
+	if (code == 0)
+		applier.slot->state = IDX_APPLIER_STOPPED;
+	SpinLockRelease(&applier.slot->mutex);
+	ConditionVariableBroadcast(&applier.slot->applied_cv);
+}
+
+/*
+ * Entry point of the applier (bgw_function_name), with the slot number.
+ */
+void
+idx_applier_main(Datum main_arg)
+{
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	memset(&applier, 0, sizeof(applier));
+	applier.slotno = DatumGetInt32(main_arg);
+	applier.slot = idx_sync_slot(applier.slotno);
+	BackgroundWorkerInitializeConnectionByOid(applier.slot->dbid,
+											  InvalidOid, 0);
+	pgstat_report_appname("idxtable_fdw applier");
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET,
+					PGC_S_OVERRIDE);
+	applier.cxt = AllocSetContextCreate(TopMemoryContext,
+										"idxtable_fdw applier catalog",
+										ALLOCSET_DEFAULT_SIZES);
+
+	SpinLockAcquire(&applier.slot->mutex);
+	applier.slot->pid = MyProcPid;
+	applier.slot->latch = MyLatch;
+	applier.slot->state = IDX_APPLIER_RUNNING;
+	applier.slot->started_at = GetCurrentTimestamp();
+	SpinLockRelease(&applier.slot->mutex);
+	ConditionVariableBroadcast(&applier.slot->applied_cv);
+	before_shmem_exit(applier_exit, (Datum) 0);
+
+	PG_TRY();
+	{
+		applier_loop();
+	}
+	PG_CATCH();
+	{
+		applier_failed();
+	}
+	PG_END_TRY();
+	proc_exit(0);
+}

@@ -1,0 +1,75 @@
+/*-------------------------------------------------------------------------
+ *
+ * applier.h
+ *		  The change-stream applier's own state, shared by applier.c (the
+ *		  worker, its catalog and its index states) and applier_stream.c
+ *		  (one stream per MongoDB database: batches, position, heartbeats).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_APPLIER_H
+#define IDXTABLE_APPLIER_H
+
+#include <mongoc/mongoc.h>
+
+#include "nodes/pg_list.h"
+
+#include "change_stream.h"
+#include "sync_state.h"
+
+/* An index table the applier maintains */
+typedef struct AppIndex
+{
+	char	   *name;
+	Oid			relid;			/* its foreign table */
+	char	   *collection;		/* the table's fact collection */
+	char		state;			/* 'v' valid, 'b' building, 's' stale */
+	IdxClusterTime sync_from;	/* from when its changes are needed; 0 if
+								 * unknown */
+	IdxSyncIndexStatus status;	/* as reported to the shared state */
+} AppIndex;
+
+/* One MongoDB database of fact collections: its stream and its indexes */
+typedef struct AppStream
+{
+	char	   *database;
+	List	   *indexes;		/* AppIndex * */
+	IdxChangeStream cs;
+	bool		open;
+	IdxClusterTime covered;		/* every event up to here is applied */
+	IdxClusterTime heartbeat_for;	/* the request the last heartbeat met */
+	TimestampTz heartbeat_at;
+	TimestampTz saved_at;		/* when the position was last stored */
+	bool		unsaved;		/* the position moved since */
+	bool		events_unsaved; /* ... and events were applied */
+} AppStream;
+
+/* The applier (one per process) */
+typedef struct Applier
+{
+	int			slotno;
+	IdxApplierSlot *slot;
+	char	   *servername;
+	char	   *key;			/* sysid/dboid/server/owner */
+	mongoc_client_t *client;	/* our own, appName "idxtable_fdw applier" */
+	uint64		generation;		/* catalog generation loaded */
+	List	   *streams;		/* AppStream * */
+	MemoryContext cxt;			/* the catalog's memory */
+} Applier;
+
+extern Applier applier;
+
+/* ---- applier.c ---- */
+extern void idx_applier_set_state(AppStream *s, const char *from_states,
+								  const char *to_state);
+extern void idx_applier_fail_collection(AppStream *s, const char *collection);
+extern void idx_applier_report(AppStream *s, bool streaming);
+extern char *idx_applier_time_str(IdxClusterTime ct);
+
+/* ---- applier_stream.c ---- */
+extern void idx_applier_open_stream(AppStream *s);
+extern void idx_applier_step(AppStream *s, int poll_ms);
+extern void idx_applier_save_position(AppStream *s, bool force);
+extern void idx_applier_close_stream(AppStream *s);
+
+#endif							/* IDXTABLE_APPLIER_H */

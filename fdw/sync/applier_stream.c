@@ -1,0 +1,762 @@
+/*-------------------------------------------------------------------------
+ *
+ * applier_stream.c
+ *		  The applier's work on one MongoDB database: its change stream,
+ *		  the batches of events applied to the index tables, the stored
+ *		  position, the heartbeats, and the rebuild after a lost history.
+ *
+ * Applied through.  Events come in cluster-time order, but the events of
+ * one transaction share its commit's clusterTime and a batch may end in
+ * the middle of them.  So after a batch whose last event has time T the
+ * stream has applied through T - 1 only, unless the batch's
+ * postBatchResumeToken is a later high-water mark (the server scanned on
+ * past T and found nothing more) or a getMore came back empty (every
+ * event of the oplog entry at T would have been returned at once): then
+ * through the PBRT's time.  A heartbeat, a single-document write of ours
+ * into <db>.idxtable.sync, has a cluster time no other event shares, so
+ * once its event is applied the stream has applied through its time.
+ * A backend that waits for time R raises the slot's "requested" time; the
+ * applier then writes a heartbeat (its time is at least R) and the stream
+ * passes it at once, also on an idle server.
+ *
+ * Position.  The PBRT after an applied batch, with the time applied
+ * through and the definition_ids of the indexes it covers, is upserted
+ * (w: majority) into <db>.idxtable.positions, a collection the stream does
+ * not watch: at most every second while events are applied, every ten
+ * seconds while only the PBRT moves, and before the stream is closed.  A
+ * restart resumes after it; an index not covered by it whose sync_from is
+ * older makes the stream start at that time instead.  Applying an event
+ * again changes nothing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "applier.h"
+#include "connection.h"
+#include "convert.h"
+#include "index_catalog.h"
+#include "index_repair.h"
+#include "option.h"
+#include "protocol_read.h"
+
+/* Collections of the applier in each MongoDB database */
+#define POSITIONS_COLLECTION	"idxtable.positions"
+#define SYNC_COLLECTION			"idxtable.sync"
+#define HEARTBEAT_PREFIX		"heartbeat:"
+
+/* Intervals (ms) between stored positions, and between heartbeats */
+#define SAVE_AFTER_EVENTS_MS	1000
+#define SAVE_IDLE_MS			10000
+#define HEARTBEAT_RETRY_MS		1000
+
+/* The _ids of the changed facts of one collection in a batch */
+typedef struct CollIds
+{
+	const char *collection;
+	bson_value_t *ids;			/* views into the stream's reply */
+	int			n;
+	int			alloc;
+	int64		events;
+} CollIds;
+
+/* What one batch of events says */
+typedef struct Batch
+{
+	List	   *colls;			/* CollIds * */
+	List	   *failed;			/* fact collections dropped or renamed */
+	int			nevents;
+	IdxClusterTime last_time;
+	const char *last_token;		/* _data of the last event's _id */
+	IdxClusterTime heartbeat_time;
+} Batch;
+
+static void apply_batch(AppStream *s);
+
+
+/* ----------------------------------------------------------------
+ *		Applying to one index
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The current definition of index "ix" (NULL if dropped or failed).
+ */
+static IdxIndexDef *
+current_def(AppIndex *ix)
+{
+	ListCell   *lc;
+
+	foreach(lc, idx_get_indexes(ix->relid, applier.slot->ownerid))
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (strcmp(def->definition_id, ix->status.definition_id) == 0)
+			return def->state == IDX_STATE_FAILED ? NULL : def;
+	}
+	return NULL;
+}
+
+/*
+ * Bring index "ix" up to date with the facts whose _ids are ids[0..n-1]
+ * (all its facts if ids is NULL), as the table owner in a
+ * security-restricted operation; returns the entries written.
+ */
+static int64
+repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
+{
+	Oid			save_userid;
+	int			save_sec;
+	Relation	rel;
+	IdxIndexDef *def = NULL;
+	IdxRepairState rs;
+	VerifyCounts counts;
+	int64		written = 0;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(applier.slot->ownerid,
+						   save_sec | SECURITY_RESTRICTED_OPERATION);
+	rel = try_relation_open(ix->relid, AccessShareLock);
+	if (rel != NULL)
+		def = current_def(ix);
+	if (def != NULL && ids == NULL)
+	{
+		/* index_verify.c's repair pass over every fact and every entry */
+		idx_verify_run(def, rel, true, PROGRESS_CREATEIDX_COMMAND_REINDEX,
+					   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, &counts);
+		written = counts.missing + counts.stale + counts.orphan;
+	}
+	else if (def != NULL)
+	{
+		idx_repair_begin(&rs, def, idx_get_table_info(ix->relid),
+						 RelationGetDescr(rel), applier.client,
+						 applier.servername, true);
+		PG_TRY();
+		{
+			idx_repair_facts(&rs, ids, n);
+		}
+		PG_FINALLY();
+		{
+			idx_repair_release(&rs);
+		}
+		PG_END_TRY();
+		written = rs.counts.missing + rs.counts.stale + rs.counts.orphan;
+		MemoryContextDelete(rs.batch_cxt);
+	}
+	if (rel != NULL)
+		relation_close(rel, AccessShareLock);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	return written;
+}
+
+/*
+ * Rebuild the stale indexes of "s" (a full repair pass each, the stream
+ * already open at a time before it), then make them valid.
+ */
+static void
+rebuild_stale(AppStream *s)
+{
+	ListCell   *lc;
+	bool		any = false;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+
+		if (ix->state != 's')
+			continue;
+		ereport(LOG,
+				(errmsg("idxtable_fdw applier: rebuilding stale index \"%s\"",
+						ix->name)));
+		ix->status.entries_written += repair_as_owner(ix, NULL, 0);
+		any = true;
+	}
+	if (any)
+		idx_applier_set_state(s, "s", "valid");
+}
+
+/*
+ * The stream of "s" cannot resume (its history is gone): its indexes
+ * become stale (routing through them stops, committed at once), the
+ * stream starts again at the server's current time T0, and each index is
+ * rebuilt from the facts as they are after T0; the stream then applies
+ * every change since T0.
+ */
+static void
+lost_history(AppStream *s)
+{
+	IdxClusterTime t0;
+
+	ereport(LOG,
+			(errmsg("idxtable_fdw applier: the change stream of database \"%s\" on server \"%s\" cannot resume",
+					s->database, applier.servername),
+			 errdetail("The history it needs is no longer on the server; its index tables are rebuilt.")));
+	idx_applier_set_state(s, "vs", "stale");
+	CommitTransactionCommand();
+	StartTransactionCommand();
+
+	t0 = idx_cs_server_time(applier.client, applier.servername, s->database);
+	if (idx_cs_open(&s->cs, NULL, t0) != IDX_CS_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not open the change stream of database \"%s\" on server \"%s\"",
+						s->database, applier.servername)));
+	s->open = true;
+	s->covered = t0 - 1;
+	s->unsaved = true;
+	idx_applier_report(s, false);
+	rebuild_stale(s);
+	apply_batch(s);
+	idx_applier_save_position(s, true);
+}
+
+
+/* ----------------------------------------------------------------
+ *		Batches
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The name of a fact collection of "s" equal to "coll", or NULL.
+ */
+static const char *
+fact_collection(AppStream *s, const char *coll)
+{
+	ListCell   *lc;
+
+	if (coll == NULL)
+		return NULL;
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+
+		if (strcmp(ix->collection, coll) == 0)
+			return ix->collection;
+	}
+	return NULL;
+}
+
+/*
+ * The UTF-8 string at "path" of "doc", or NULL.
+ */
+static const char *
+doc_string(const bson_t *doc, const char *path)
+{
+	bson_iter_t iter,
+				found;
+
+	if (bson_iter_init(&iter, doc) &&
+		bson_iter_find_descendant(&iter, path, &found) &&
+		BSON_ITER_HOLDS_UTF8(&found))
+		return bson_iter_utf8(&found, NULL);
+	return NULL;
+}
+
+/*
+ * Add a changed fact's _id to the batch.
+ */
+static void
+add_id(Batch *b, const char *collection, const bson_value_t *id)
+{
+	ListCell   *lc;
+	CollIds    *c = NULL;
+
+	foreach(lc, b->colls)
+	{
+		c = lfirst(lc);
+		if (c->collection == collection)
+			break;
+		c = NULL;
+	}
+	if (c == NULL)
+	{
+		c = palloc0(sizeof(CollIds));
+		c->collection = collection;
+		c->alloc = 64;
+		c->ids = palloc(sizeof(bson_value_t) * c->alloc);
+		b->colls = lappend(b->colls, c);
+	}
+	if (c->n >= c->alloc)
+	{
+		c->alloc *= 2;
+		c->ids = repalloc(c->ids, sizeof(bson_value_t) * c->alloc);
+	}
+	c->ids[c->n++] = *id;
+	c->events++;
+}
+
+/*
+ * A change of a document: a fact's _id to apply, or one of the heartbeats.
+ */
+static void
+note_document_event(AppStream *s, Batch *b, const bson_t *event,
+					const char *coll, IdxClusterTime time)
+{
+	bson_iter_t iter,
+				id;
+	const char *fact = fact_collection(s, coll);
+
+	if (!bson_iter_init(&iter, event) ||
+		!bson_iter_find_descendant(&iter, "documentKey._id", &id))
+		return;
+	if (fact != NULL)
+		add_id(b, fact, bson_iter_value(&id));
+	else if (coll != NULL && strcmp(coll, SYNC_COLLECTION) == 0 &&
+			 BSON_ITER_HOLDS_UTF8(&id) &&
+			 strncmp(bson_iter_utf8(&id, NULL), HEARTBEAT_PREFIX,
+					 strlen(HEARTBEAT_PREFIX)) == 0)
+		b->heartbeat_time = Max(b->heartbeat_time, time);
+}
+
+/*
+ * Take one event into the batch.
+ */
+static void
+note_event(AppStream *s, Batch *b, const bson_t *event)
+{
+	const char *op = doc_string(event, "operationType");
+	const char *coll = doc_string(event, "ns.coll");
+	IdxClusterTime time = idx_cs_event_time(event);
+
+	b->nevents++;
+	b->last_time = Max(b->last_time, time);
+	b->last_token = doc_string(event, "_id._data");
+	if (op == NULL)
+		return;
+	if (strcmp(op, "insert") == 0 || strcmp(op, "update") == 0 ||
+		strcmp(op, "replace") == 0 || strcmp(op, "delete") == 0)
+		note_document_event(s, b, event, coll, time);
+	else if (strcmp(op, "drop") == 0 || strcmp(op, "rename") == 0)
+	{
+		const char *to = doc_string(event, "to.coll");
+
+		if (fact_collection(s, coll))
+			b->failed = lappend(b->failed, (char *) fact_collection(s, coll));
+		if (fact_collection(s, to))
+			b->failed = lappend(b->failed, (char *) fact_collection(s, to));
+	}
+}
+
+/*
+ * How far the stream has applied after batch "b" (see the file header).
+ */
+static void
+advance_covered(AppStream *s, const Batch *b)
+{
+	IdxChangeStream *cs = &s->cs;
+	bool		token_is_last = false;
+
+	if (b->nevents == 0)
+	{
+		if (cs->token_moved && cs->token_time > 0)
+			s->covered = Max(s->covered, cs->token_time);
+		return;
+	}
+	if (cs->token && b->last_token)
+	{
+		const char *data = doc_string(cs->token, "_data");
+
+		token_is_last = data != NULL && strcmp(data, b->last_token) == 0;
+	}
+	if (!token_is_last && cs->token_time >= b->last_time)
+		s->covered = Max(s->covered, cs->token_time);
+	else if (b->last_time > 0)
+		s->covered = Max(s->covered, b->last_time - 1);
+	s->covered = Max(s->covered, b->heartbeat_time);
+}
+
+/*
+ * Apply the current batch of the stream of "s": each changed fact to each
+ * index of its collection, then the failures, then how far it got.
+ */
+static void
+apply_batch(AppStream *s)
+{
+	Batch		b;
+	bson_iter_t iter;
+	bson_t		event;
+	ListCell   *lc,
+			   *lc2;
+	IdxClusterTime before = s->covered;
+
+	memset(&b, 0, sizeof(b));
+	idx_cs_batch(&s->cs, &iter);
+	while (idx_cs_next_event(&iter, &event))
+		note_event(s, &b, &event);
+
+	foreach(lc, b.colls)
+	{
+		CollIds    *c = lfirst(lc);
+
+		foreach(lc2, s->indexes)
+		{
+			AppIndex   *ix = lfirst(lc2);
+
+			CHECK_FOR_INTERRUPTS();
+			if (strcmp(ix->collection, c->collection) != 0)
+				continue;
+			ix->status.entries_written += repair_as_owner(ix, c->ids, c->n);
+			ix->status.events_applied += c->events;
+		}
+	}
+	foreach(lc, b.failed)
+		idx_applier_fail_collection(s, lfirst(lc));
+
+	advance_covered(s, &b);
+	if (b.nevents > 0 || s->covered != before)
+		s->unsaved = true;
+	if (b.nevents > 0)
+		s->events_unsaved = true;
+	idx_applier_report(s, true);
+}
+
+
+/* ----------------------------------------------------------------
+ *		Position and heartbeats
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Read the stored position of the stream of "s": its token (caller
+ * destroys), the time applied through and the definition_ids it covers.
+ */
+static bool
+read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
+			  List **followed)
+{
+	mongoc_collection_t *coll;
+	mongoc_cursor_t *cursor;
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	const bson_t *doc;
+	bool		found = false;
+
+	coll = mongoc_client_get_collection(applier.client, s->database,
+										POSITIONS_COLLECTION);
+	idx_check_append(BSON_APPEND_UTF8(&filter, "_id", applier.key));
+	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
+	cursor = mongoc_collection_find_with_opts(coll, &filter, &opts,
+											  idx_primary_read_prefs());
+	bson_destroy(&filter);
+	bson_destroy(&opts);
+	*followed = NIL;
+	if (mongoc_cursor_next(cursor, &doc))
+	{
+		bson_iter_t iter,
+					list;
+
+		if (bson_iter_init_find(&iter, doc, "token") &&
+			BSON_ITER_HOLDS_DOCUMENT(&iter))
+		{
+			const uint8_t *data;
+			uint32_t	len;
+
+			bson_iter_document(&iter, &len, &data);
+			*token = bson_new_from_data(data, len);
+			found = *token != NULL;
+		}
+		if (bson_iter_init_find(&iter, doc, "clusterTime"))
+			*covered = idx_cs_iter_time(&iter);
+		if (bson_iter_init_find(&iter, doc, "indexes") &&
+			BSON_ITER_HOLDS_ARRAY(&iter) && bson_iter_recurse(&iter, &list))
+			while (bson_iter_next(&list))
+				if (BSON_ITER_HOLDS_UTF8(&list))
+					*followed = lappend(*followed,
+										pstrdup(bson_iter_utf8(&list, NULL)));
+	}
+	else
+	{
+		bson_error_t error;
+
+		if (mongoc_cursor_error(cursor, &error))
+		{
+			mongoc_cursor_destroy(cursor);
+			mongoc_collection_destroy(coll);
+			idx_report_error(&error, applier.servername,
+							 "reading the position of the change stream");
+		}
+	}
+	mongoc_cursor_destroy(cursor);
+	mongoc_collection_destroy(coll);
+	return found && *covered != 0;
+}
+
+/*
+ * Store the position of the stream of "s" (see the file header).
+ */
+void
+idx_applier_save_position(AppStream *s, bool force)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		updates,
+				update,
+				q,
+				u,
+				set,
+				list,
+				wc;
+	bson_t		reply;
+	ListCell   *lc;
+	uint32		k = 0;
+
+	if (!s->open || s->cs.token == NULL || !s->unsaved)
+		return;
+	if (!force && !TimestampDifferenceExceeds(s->saved_at, now,
+											  s->events_unsaved ? SAVE_AFTER_EVENTS_MS :
+											  SAVE_IDLE_MS))
+		return;
+
+	idx_check_append(BSON_APPEND_UTF8(&cmd, "update", POSITIONS_COLLECTION));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "updates", &updates));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&updates, "0", &update));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &q));
+	idx_check_append(BSON_APPEND_UTF8(&q, "_id", applier.key));
+	idx_check_append(bson_append_document_end(&update, &q));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &u));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set));
+	idx_check_append(BSON_APPEND_DOCUMENT(&set, "token", s->cs.token));
+	idx_check_append(idx_cs_append_time(&set, "clusterTime", s->covered));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&set, "indexes", &list));
+	foreach(lc, s->indexes)
+	{
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%u", k++);
+		idx_check_append(BSON_APPEND_UTF8(&list, key,
+										  ((AppIndex *) lfirst(lc))->status.definition_id));
+	}
+	idx_check_append(bson_append_array_end(&set, &list));
+	idx_check_append(bson_append_document_end(&u, &set));
+	idx_check_append(bson_append_document_end(&update, &u));
+	idx_check_append(BSON_APPEND_BOOL(&update, "upsert", true));
+	idx_check_append(bson_append_document_end(&updates, &update));
+	idx_check_append(bson_append_array_end(&cmd, &updates));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "writeConcern", &wc));
+	idx_check_append(BSON_APPEND_UTF8(&wc, "w", "majority"));
+	idx_check_append(bson_append_document_end(&cmd, &wc));
+	idx_run_command(applier.client, applier.servername, s->database, &cmd,
+					&reply, "storing the position of the change stream");
+	bson_destroy(&reply);
+	bson_destroy(&cmd);
+	s->saved_at = now;
+	s->unsaved = false;
+	s->events_unsaved = false;
+}
+
+/*
+ * A backend waits for a time this stream has not applied through: write
+ * a heartbeat, whose event the stream passes at once (its time is at least
+ * the requested one, as it is acknowledged after the request was made).
+ */
+static void
+maybe_heartbeat(AppStream *s)
+{
+	IdxClusterTime requested = pg_atomic_read_u64(&applier.slot->requested);
+	TimestampTz now;
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		updates,
+				update,
+				q,
+				u,
+				inc,
+				wc;
+	bson_t		reply;
+
+	if (requested <= s->covered)
+		return;
+	now = GetCurrentTimestamp();
+	if (requested <= s->heartbeat_for &&
+		!TimestampDifferenceExceeds(s->heartbeat_at, now, HEARTBEAT_RETRY_MS))
+		return;
+
+	idx_check_append(BSON_APPEND_UTF8(&cmd, "update", SYNC_COLLECTION));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "updates", &updates));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&updates, "0", &update));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &q));
+	idx_check_append(BSON_APPEND_UTF8(&q, "_id",
+									  psprintf(HEARTBEAT_PREFIX "%s", applier.key)));
+	idx_check_append(bson_append_document_end(&update, &q));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &u));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$inc", &inc));
+	idx_check_append(BSON_APPEND_INT64(&inc, "n", 1));
+	idx_check_append(bson_append_document_end(&u, &inc));
+	idx_check_append(bson_append_document_end(&update, &u));
+	idx_check_append(BSON_APPEND_BOOL(&update, "upsert", true));
+	idx_check_append(bson_append_document_end(&updates, &update));
+	idx_check_append(bson_append_array_end(&cmd, &updates));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "writeConcern", &wc));
+	idx_check_append(BSON_APPEND_UTF8(&wc, "w", "majority"));
+	idx_check_append(bson_append_document_end(&cmd, &wc));
+	idx_run_command(applier.client, applier.servername, s->database, &cmd,
+					&reply, "writing a heartbeat of the change stream");
+	bson_destroy(&reply);
+	bson_destroy(&cmd);
+	s->heartbeat_for = requested;
+	s->heartbeat_at = now;
+}
+
+
+/* ----------------------------------------------------------------
+ *		The stream
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The fact collections of "s" (distinct), for the stream's $match.
+ */
+static List *
+fact_collections(AppStream *s)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+		ListCell   *lc2;
+		bool		seen = false;
+
+		foreach(lc2, result)
+			seen = seen || strcmp(lfirst(lc2), ix->collection) == 0;
+		if (!seen)
+			result = lappend(result, ix->collection);
+	}
+	return result;
+}
+
+/*
+ * The oldest sync_from of the indexes of "s" not in "followed" (all of
+ * them if it is NIL), 0 if none is known.
+ */
+static IdxClusterTime
+oldest_needed(AppStream *s, List *followed)
+{
+	IdxClusterTime result = 0;
+	ListCell   *lc;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+		ListCell   *lc2;
+		bool		covered = false;
+
+		foreach(lc2, followed)
+			covered = covered ||
+				strcmp(lfirst(lc2), ix->status.definition_id) == 0;
+		if (!covered && ix->sync_from != 0 &&
+			(result == 0 || ix->sync_from < result))
+			result = ix->sync_from;
+	}
+	return result;
+}
+
+/*
+ * Open the stream of "s": after its stored position, or at the oldest
+ * sync_from of an index the position does not cover, or now.  Stale
+ * indexes are rebuilt once it is open.
+ */
+void
+idx_applier_open_stream(AppStream *s)
+{
+	MemoryContext old = MemoryContextSwitchTo(applier.cxt);
+	bson_t	   *token = NULL;
+	IdxClusterTime stored = 0;
+	List	   *followed;
+	bool		found;
+	IdxClusterTime needed;
+	IdxCsResult r;
+
+	s->cs.collections = fact_collections(s);
+	MemoryContextSwitchTo(old);
+	found = read_position(s, &token, &stored, &followed);
+	needed = oldest_needed(s, found ? followed : NIL);
+	if (found && (needed == 0 || needed > stored))
+	{
+		r = idx_cs_open(&s->cs, token, 0);
+		s->covered = stored;
+		s->unsaved = false;
+		ereport(LOG,
+				(errmsg("idxtable_fdw applier for server \"%s\" resumes database \"%s\" at %s",
+						applier.servername, s->database,
+						idx_applier_time_str(stored))));
+	}
+	else
+	{
+		IdxClusterTime start = needed ? needed :
+			idx_cs_server_time(applier.client, applier.servername, s->database);
+
+		r = idx_cs_open(&s->cs, NULL, start);
+		s->covered = start - 1;
+		s->unsaved = true;
+		ereport(LOG,
+				(errmsg("idxtable_fdw applier for server \"%s\" starts database \"%s\" at %s",
+						applier.servername, s->database,
+						idx_applier_time_str(start))));
+	}
+	if (token)
+		bson_destroy(token);
+	s->saved_at = GetCurrentTimestamp();
+	if (r == IDX_CS_HISTORY_LOST)
+	{
+		lost_history(s);
+		return;
+	}
+	s->open = true;
+	rebuild_stale(s);
+	apply_batch(s);
+}
+
+/*
+ * One getMore of the stream of "s" and the batch it brings.  A resumable
+ * error reopens the stream after its token; a closed cursor (invalidate)
+ * is reopened from the stored position by the next round.
+ */
+void
+idx_applier_step(AppStream *s, int poll_ms)
+{
+	IdxCsResult r;
+
+	maybe_heartbeat(s);
+	r = idx_cs_get_more(&s->cs, poll_ms);
+	if (r == IDX_CS_RESUMABLE && s->cs.token != NULL)
+	{
+		bson_t	   *token = bson_copy(s->cs.token);
+
+		r = idx_cs_open(&s->cs, token, 0);
+		bson_destroy(token);
+	}
+	if (r == IDX_CS_HISTORY_LOST)
+	{
+		lost_history(s);
+		return;
+	}
+	if (r != IDX_CS_OK)
+	{
+		idx_applier_save_position(s, true);
+		idx_applier_close_stream(s);
+		return;
+	}
+	apply_batch(s);
+	idx_applier_save_position(s, false);
+}
+
+/*
+ * Close the stream of "s" (its position is kept as it was stored).
+ */
+void
+idx_applier_close_stream(AppStream *s)
+{
+	idx_cs_close(&s->cs);
+	s->open = false;
+}

@@ -1,0 +1,496 @@
+/*-------------------------------------------------------------------------
+ *
+ * change_stream.c
+ *		  A database-level MongoDB change stream, followed with raw
+ *		  aggregate and getMore commands for the change-stream applier.
+ *
+ * libmongoc's mongoc_change_stream_t fixes the getMore's maxTimeMS when
+ * the stream is opened and resumes by itself in a loop; the applier needs
+ * to choose the wait per call (short when a backend waits for it) and to
+ * tell a lost history from a resumable error.  So the commands are sent
+ * as the driver would send them (mongodb/specifications change-streams):
+ * one explicit session whose lsid goes with the aggregate and every
+ * getMore (mongod refuses a getMore from another session: getmore_cmd.cpp
+ * validateLSID), the postBatchResumeToken (PBRT) of every reply kept as
+ * the position, and the errors classified as the specification says:
+ * a network error, CursorNotFound (43) or the ResumableChangeStreamError
+ * label on a getMore is resumable; ChangeStreamHistoryLost (286),
+ * ChangeStreamFatalError (280) and CappedPositionLost (136) mean the
+ * position is gone; anything else is an ERROR.
+ *
+ * Resume tokens are opaque to clients, except that mongod's (and the test
+ * server's) _data starts with the KeyString of the cluster time: the byte
+ * 0x82 then the Timestamp as 8 big-endian bytes (mongod
+ * src/mongo/db/pipeline/resume_token.cpp, ResumeTokenData::toDocument).
+ * idx_cs_token_time() reads that time to know how far an idle stream has
+ * scanned; a token of another shape gives 0 ("unknown"), and the applier
+ * then relies on the events and its heartbeats only.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "miscadmin.h"
+
+#include "change_stream.h"
+#include "connection.h"
+#include "convert.h"
+#include "stream.h"
+
+/* Error codes of mongod (src/mongo/base/error_codes.yml) */
+#define MONGO_CURSOR_NOT_FOUND		43
+#define MONGO_CAPPED_POSITION_LOST	136
+#define MONGO_CS_FATAL				280
+#define MONGO_CS_HISTORY_LOST		286
+
+/* The collection of the heartbeats, watched beside the fact collections */
+#define IDX_SYNC_COLLECTION "idxtable.sync"
+
+/*
+ * Append the $match stage: events of the watched collections (and the
+ * heartbeats), a rename onto one of them, and the events that end the
+ * stream of a database.
+ */
+static void
+append_match(IdxChangeStream *cs, bson_t *pipeline)
+{
+	bson_t		stage,
+				match,
+				or,
+				clause,
+				cond,
+				list;
+	ListCell   *lc;
+	int			i;
+	static const char *const fields[] = {"ns.coll", "to.coll"};
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(pipeline, "1", &stage));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$match", &match));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&match, "$or", &or));
+	for (i = 0; i < 2; i++)
+	{
+		uint32		k = 0;
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%d", i);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&or, key, &clause));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clause, fields[i], &cond));
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
+		foreach(lc, cs->collections)
+		{
+			snprintf(key, sizeof(key), "%u", k++);
+			idx_check_append(BSON_APPEND_UTF8(&list, key, lfirst(lc)));
+		}
+		snprintf(key, sizeof(key), "%u", k);
+		idx_check_append(BSON_APPEND_UTF8(&list, key, IDX_SYNC_COLLECTION));
+		idx_check_append(bson_append_array_end(&cond, &list));
+		idx_check_append(bson_append_document_end(&clause, &cond));
+		idx_check_append(bson_append_document_end(&or, &clause));
+	}
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&or, "2", &clause));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clause, "operationType", &cond));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
+	idx_check_append(BSON_APPEND_UTF8(&list, "0", "dropDatabase"));
+	idx_check_append(BSON_APPEND_UTF8(&list, "1", "invalidate"));
+	idx_check_append(bson_append_array_end(&cond, &list));
+	idx_check_append(bson_append_document_end(&clause, &cond));
+	idx_check_append(bson_append_document_end(&or, &clause));
+	idx_check_append(bson_append_array_end(&match, &or));
+	idx_check_append(bson_append_document_end(&stage, &match));
+	idx_check_append(bson_append_document_end(pipeline, &stage));
+}
+
+/*
+ * The aggregate command that opens the stream.
+ */
+static void
+build_aggregate(IdxChangeStream *cs, const bson_t *token,
+				IdxClusterTime start_at, bson_t *cmd)
+{
+	bson_t		pipeline,
+				stage,
+				spec,
+				cursor;
+
+	idx_check_append(BSON_APPEND_INT32(cmd, "aggregate", 1));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(cmd, "pipeline", &pipeline));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$changeStream", &spec));
+	if (token)
+		idx_check_append(BSON_APPEND_DOCUMENT(&spec, "resumeAfter", token));
+	else if (start_at != 0)
+		idx_check_append(idx_cs_append_time(&spec, "startAtOperationTime",
+											start_at));
+	idx_check_append(bson_append_document_end(&stage, &spec));
+	idx_check_append(bson_append_document_end(&pipeline, &stage));
+	append_match(cs, &pipeline);
+	idx_check_append(bson_append_array_end(cmd, &pipeline));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(cmd, "cursor", &cursor));
+	idx_check_append(BSON_APPEND_INT32(&cursor, "batchSize", IDX_CS_BATCH_SIZE));
+	idx_check_append(bson_append_document_end(cmd, &cursor));
+}
+
+/*
+ * Does the failed reply carry the error label "label"?
+ */
+static bool
+has_label(const bson_t *reply, const char *label)
+{
+	bson_iter_t iter,
+				labels;
+
+	if (!bson_iter_init_find(&iter, reply, "errorLabels") ||
+		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &labels))
+		return false;
+	while (bson_iter_next(&labels))
+		if (BSON_ITER_HOLDS_UTF8(&labels) &&
+			strcmp(bson_iter_utf8(&labels, NULL), label) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Classify the failure of a command of the stream: history lost,
+ * resumable (a getMore's only), or an ERROR naming the database.
+ */
+static IdxCsResult
+classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
+				 bool get_more)
+{
+	/* a cancel or terminate that made the I/O fail comes first */
+	idx_stream_raise_failure(cs->servername);
+
+	if (error->domain == MONGOC_ERROR_SERVER ||
+		error->domain == MONGOC_ERROR_WRITE_CONCERN)
+	{
+		if (error->code == MONGO_CS_HISTORY_LOST ||
+			error->code == MONGO_CS_FATAL ||
+			error->code == MONGO_CAPPED_POSITION_LOST)
+			return IDX_CS_HISTORY_LOST;
+		if (get_more && (error->code == MONGO_CURSOR_NOT_FOUND ||
+						 has_label(reply, "ResumableChangeStreamError")))
+			return IDX_CS_RESUMABLE;
+	}
+	else if (get_more && (error->domain == MONGOC_ERROR_STREAM ||
+						  error->domain == MONGOC_ERROR_SERVER_SELECTION))
+		return IDX_CS_RESUMABLE;
+
+	idx_merge_reply_error(error, reply);
+	idx_report_error(error, cs->servername,
+					 psprintf("following the change stream of database \"%s\"",
+							  cs->database));
+	return IDX_CS_OK;			/* keep compiler quiet */
+}
+
+/*
+ * Send a command of the stream within its session; the reply (also of a
+ * failure) is left in *reply.
+ */
+static bool
+run_in_session(IdxChangeStream *cs, const bson_t *cmd, bson_t *reply,
+			   bson_error_t *error)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	bool		ok;
+
+	if (!mongoc_client_session_append(cs->session, &opts, error))
+	{
+		bson_destroy(&opts);
+		bson_init(reply);
+		return false;
+	}
+	ok = mongoc_client_command_with_opts(cs->client, cs->database, cmd, NULL,
+										 &opts, reply, error);
+	bson_destroy(&opts);
+	CHECK_FOR_INTERRUPTS();
+	return ok;
+}
+
+/*
+ * Take the cursor of a successful reply: id, batch and PBRT.  The reply
+ * is kept (it owns the batch).
+ */
+static void
+take_reply(IdxChangeStream *cs, bson_t *reply, const char *batch_field)
+{
+	bson_iter_t iter,
+				cursor;
+
+	if (cs->reply)
+		bson_destroy(cs->reply);
+	cs->reply = bson_copy(reply);
+	cs->batch_field = batch_field;
+	if (!bson_iter_init_find(&iter, cs->reply, "cursor") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &cursor))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("the change stream of database \"%s\" on server \"%s\" returned no cursor",
+						cs->database, cs->servername)));
+	while (bson_iter_next(&cursor))
+	{
+		const char *key = bson_iter_key(&cursor);
+
+		if (strcmp(key, "id") == 0 && BSON_ITER_HOLDS_NUMBER(&cursor))
+			cs->cursor_id = bson_iter_as_int64(&cursor);
+		else if (strcmp(key, "postBatchResumeToken") == 0 &&
+				 BSON_ITER_HOLDS_DOCUMENT(&cursor))
+		{
+			const uint8_t *data;
+			uint32_t	len;
+			bson_t		token;
+
+			bson_iter_document(&cursor, &len, &data);
+			if (!bson_init_static(&token, data, len))
+				continue;
+			if (cs->token && !bson_equal(cs->token, &token))
+				cs->token_moved = true;
+			if (cs->token)
+				bson_destroy(cs->token);
+			cs->token = bson_copy(&token);
+			cs->token_time = idx_cs_token_time(cs->token);
+		}
+	}
+}
+
+/*
+ * Open the stream (see change_stream.h).
+ */
+IdxCsResult
+idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+
+	idx_cs_close(cs);
+	cs->session = mongoc_client_start_session(cs->client, NULL, &error);
+	if (cs->session == NULL)
+		idx_report_error(&error, cs->servername, "starting a session");
+	build_aggregate(cs, token, start_at, &cmd);
+	ok = run_in_session(cs, &cmd, &reply, &error);
+	bson_destroy(&cmd);
+	if (!ok)
+	{
+		IdxCsResult r = classify_failure(cs, &error, &reply, false);
+
+		bson_destroy(&reply);
+		return r;
+	}
+	cs->token_moved = false;
+	if (cs->token)
+		bson_destroy(cs->token);
+	cs->token = token ? bson_copy(token) : NULL;
+	cs->token_time = 0;
+	take_reply(cs, &reply, "firstBatch");
+	bson_destroy(&reply);
+	return IDX_CS_OK;
+}
+
+/*
+ * One getMore, waiting at most max_time_ms for events.
+ */
+IdxCsResult
+idx_cs_get_more(IdxChangeStream *cs, int max_time_ms)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+
+	if (cs->cursor_id == 0)
+		return IDX_CS_CLOSED;
+	idx_check_append(BSON_APPEND_INT64(&cmd, "getMore", cs->cursor_id));
+	idx_check_append(BSON_APPEND_UTF8(&cmd, "collection", "$cmd.aggregate"));
+	idx_check_append(BSON_APPEND_INT64(&cmd, "batchSize", IDX_CS_BATCH_SIZE));
+	idx_check_append(BSON_APPEND_INT64(&cmd, "maxTimeMS", Max(max_time_ms, 1)));
+	ok = run_in_session(cs, &cmd, &reply, &error);
+	bson_destroy(&cmd);
+	if (!ok)
+	{
+		IdxCsResult r = classify_failure(cs, &error, &reply, true);
+
+		bson_destroy(&reply);
+		cs->cursor_id = 0;		/* a failed getMore kills the cursor */
+		return r;
+	}
+	take_reply(cs, &reply, "nextBatch");
+	bson_destroy(&reply);
+	return IDX_CS_OK;
+}
+
+/*
+ * Set up "iter" over the events of the current batch (none if there is no
+ * batch).
+ */
+void
+idx_cs_batch(IdxChangeStream *cs, bson_iter_t *iter)
+{
+	bson_iter_t found;
+	char		path[32];
+
+	memset(iter, 0, sizeof(*iter));
+	if (cs->reply == NULL)
+		return;
+	snprintf(path, sizeof(path), "cursor.%s", cs->batch_field);
+	if (bson_iter_init(&found, cs->reply) &&
+		bson_iter_find_descendant(&found, path, iter) &&
+		BSON_ITER_HOLDS_ARRAY(iter) && bson_iter_recurse(iter, &found))
+		*iter = found;
+	else
+		memset(iter, 0, sizeof(*iter));
+}
+
+/*
+ * The next event of the batch (a static view into the kept reply).
+ */
+bool
+idx_cs_next_event(bson_iter_t *iter, bson_t *event)
+{
+	while (iter->raw != NULL && bson_iter_next(iter))
+	{
+		const uint8_t *data;
+		uint32_t	len;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(iter))
+			continue;
+		bson_iter_document(iter, &len, &data);
+		if (bson_init_static(event, data, len))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Kill the server cursor (best effort: the server forgets it anyway after
+ * its idle timeout) and end the session.
+ */
+void
+idx_cs_close(IdxChangeStream *cs)
+{
+	if (cs->cursor_id != 0 && cs->session != NULL &&
+		!idx_stream_client_broken(cs->client))
+	{
+		bson_t		cmd = BSON_INITIALIZER;
+		bson_t		cursors;
+		bson_t		reply;
+		bson_error_t error;
+
+		idx_check_append(BSON_APPEND_UTF8(&cmd, "killCursors", "$cmd.aggregate"));
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "cursors", &cursors));
+		idx_check_append(BSON_APPEND_INT64(&cursors, "0", cs->cursor_id));
+		idx_check_append(bson_append_array_end(&cmd, &cursors));
+		(void) run_in_session(cs, &cmd, &reply, &error);
+		bson_destroy(&reply);
+		bson_destroy(&cmd);
+	}
+	cs->cursor_id = 0;
+	if (cs->session)
+		mongoc_client_session_destroy(cs->session);
+	cs->session = NULL;
+	if (cs->reply)
+		bson_destroy(cs->reply);
+	cs->reply = NULL;
+}
+
+/*
+ * A BSON Timestamp as a packed cluster time.
+ */
+IdxClusterTime
+idx_cs_iter_time(const bson_iter_t *iter)
+{
+	uint32_t	t,
+				i;
+
+	if (!BSON_ITER_HOLDS_TIMESTAMP(iter))
+		return 0;
+	bson_iter_timestamp(iter, &t, &i);
+	return IDX_CLUSTER_TIME(t, i);
+}
+
+bool
+idx_cs_append_time(bson_t *doc, const char *key, IdxClusterTime ct)
+{
+	return bson_append_timestamp(doc, key, -1, (uint32_t) (ct >> 32),
+								 (uint32_t) ct);
+}
+
+/*
+ * The clusterTime of an event.
+ */
+IdxClusterTime
+idx_cs_event_time(const bson_t *event)
+{
+	bson_iter_t iter;
+
+	if (!bson_iter_init_find(&iter, event, "clusterTime"))
+		return 0;
+	return idx_cs_iter_time(&iter);
+}
+
+/*
+ * The cluster time at the start of a token's _data (see the file header),
+ * or 0.
+ */
+IdxClusterTime
+idx_cs_token_time(const bson_t *token)
+{
+	bson_iter_t iter;
+	const char *data;
+	uint32_t	len;
+	uint64		ct = 0;
+	int			i;
+
+	if (!bson_iter_init_find(&iter, token, "_data") ||
+		!BSON_ITER_HOLDS_UTF8(&iter))
+		return 0;
+	data = bson_iter_utf8(&iter, &len);
+	if (len < 18 || strncmp(data, "82", 2) != 0)
+		return 0;
+	for (i = 2; i < 18; i++)
+	{
+		char		c = data[i];
+		int			v;
+
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'A' && c <= 'F')
+			v = c - 'A' + 10;
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else
+			return 0;
+		ct = (ct << 4) | (uint64) v;
+	}
+	return ct;
+}
+
+/*
+ * The server's operationTime for a "ping" on "database": every change
+ * acknowledged before it has a cluster time at or below it.
+ */
+IdxClusterTime
+idx_cs_server_time(mongoc_client_t *client, const char *servername,
+				   const char *database)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_iter_t iter;
+	IdxClusterTime ct = 0;
+
+	idx_check_append(BSON_APPEND_INT32(&cmd, "ping", 1));
+	idx_run_command(client, servername, database, &cmd, &reply,
+					"reading the cluster time of the server");
+	bson_destroy(&cmd);
+	if (bson_iter_init_find(&iter, &reply, "operationTime"))
+		ct = idx_cs_iter_time(&iter);
+	bson_destroy(&reply);
+	if (ct == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("server \"%s\" reports no cluster time", servername),
+				 errhint("Index tables are maintained against outside writes only on a replica set or a sharded cluster.")));
+	return ct;
+}

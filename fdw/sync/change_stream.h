@@ -1,0 +1,92 @@
+/*-------------------------------------------------------------------------
+ *
+ * change_stream.h
+ *		  A database-level MongoDB change stream followed with raw aggregate
+ *		  and getMore commands (change_stream.c), for the applier.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_CHANGE_STREAM_H
+#define IDXTABLE_CHANGE_STREAM_H
+
+#include <mongoc/mongoc.h>
+
+#include "nodes/pg_list.h"
+
+#include "sync_state.h"
+
+/* Events per batch (the applier's batches of _ids) */
+#define IDX_CS_BATCH_SIZE	1000
+
+/* What came of opening a stream or of a getMore */
+typedef enum IdxCsResult
+{
+	IDX_CS_OK,					/* a batch (possibly empty) */
+	IDX_CS_RESUMABLE,			/* resumable error: reopen from the token */
+	IDX_CS_HISTORY_LOST,		/* 286/280/136: the position cannot resume */
+	IDX_CS_CLOSED				/* the server closed the cursor (invalidate) */
+} IdxCsResult;
+
+/*
+ * One change stream on one MongoDB database, watching the given fact
+ * collections (and idxtable.sync, the heartbeats).
+ */
+typedef struct IdxChangeStream
+{
+	mongoc_client_t *client;
+	const char *servername;
+	char	   *database;
+	List	   *collections;	/* names (char *) of watched collections */
+	mongoc_client_session_t *session;	/* one lsid for aggregate + getMores */
+	int64		cursor_id;		/* 0: not open */
+	bson_t	   *reply;			/* the last reply (owns the batch) */
+	const char *batch_field;	/* its firstBatch or nextBatch */
+	bson_t	   *token;			/* the postBatchResumeToken, or NULL */
+	bool		token_moved;	/* the PBRT changed since the open */
+	IdxClusterTime token_time;	/* cluster time of the PBRT, 0 unknown */
+	IdxClusterTime start_floor; /* everything before this was covered at
+								 * the open */
+} IdxChangeStream;
+
+/*
+ * Open "cs" (database, collections, client set by the caller) after
+ * "token" (resumeAfter) if given, else at "start_at" (inclusive), else
+ * now.  Raises an ERROR for errors that are not history lost.
+ */
+extern IdxCsResult idx_cs_open(IdxChangeStream *cs, const bson_t *token,
+							   IdxClusterTime start_at);
+
+/* Fetch the next batch, waiting at most max_time_ms on the server */
+extern IdxCsResult idx_cs_get_more(IdxChangeStream *cs, int max_time_ms);
+
+/*
+ * Iterate over the events of the current batch: idx_cs_batch() sets up
+ * "iter" (the caller's: bson_iter_t must not live in palloc'd memory, which
+ * is not aligned as libbson declares it), then each idx_cs_next_event()
+ * gives one event, valid until the next getMore.
+ */
+extern void idx_cs_batch(IdxChangeStream *cs, bson_iter_t *iter);
+extern bool idx_cs_next_event(bson_iter_t *iter, bson_t *event);
+
+/* Close the server cursor (best effort) and the session */
+extern void idx_cs_close(IdxChangeStream *cs);
+
+/* The cluster time of an event (0 if it has none) */
+extern IdxClusterTime idx_cs_event_time(const bson_t *event);
+
+/* The operationTime of a "ping" on "database" (the server's "now") */
+extern IdxClusterTime idx_cs_server_time(mongoc_client_t *client,
+										 const char *servername,
+										 const char *database);
+
+/* The cluster time a resume token starts with, or 0 if not decodable */
+extern IdxClusterTime idx_cs_token_time(const bson_t *token);
+
+/* Append a cluster time as a BSON Timestamp */
+extern bool idx_cs_append_time(bson_t *doc, const char *key,
+							   IdxClusterTime ct);
+
+/* Read a BSON Timestamp (0 if the iterator holds none) */
+extern IdxClusterTime idx_cs_iter_time(const bson_iter_t *iter);
+
+#endif							/* IDXTABLE_CHANGE_STREAM_H */

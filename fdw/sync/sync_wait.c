@@ -1,0 +1,456 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_wait.c
+ *		  Consistent reads through index tables (see sync_wait.h).
+ *
+ * An index table is "maintained" when the library is preloaded (the
+ * shared state exists), the applier slot of its (database, server, table
+ * owner) is starting or running, and the index's status entry, if the
+ * applier has made one yet, shows it streaming without an error.  It is
+ * "known to be behind" when a backend asked its applier for a cluster time
+ * the index has not reached and the index has not moved for longer than
+ * idxtable.sync_wait_timeout: a query would only time out.
+ *
+ * The cluster time a statement waits for is the operationTime of a ping
+ * sent on the statement's client without a session's transaction: on a
+ * replica-set member the time of the latest write the node has applied,
+ * so every write acknowledged to any client before the ping is at or
+ * before it (mongod's computeOperationTime, service_entry_point_common.cpp;
+ * mongos answers with its cluster time, which is as late).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "catalog/pg_class.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "storage/condition_variable.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "connection.h"
+#include "handle.h"
+#include "sync_state.h"
+#include "sync_wait.h"
+
+int			idx_index_consistency = IDX_READ_CURRENT;
+int			idx_sync_wait_timeout = 5000;
+
+static const struct config_enum_entry consistency_options[] = {
+	{"current", IDX_READ_CURRENT, false},
+	{"any", IDX_READ_ANY, false},
+	{NULL, 0, false}
+};
+
+/*
+ * What the shared state says about the applier of an index.
+ */
+typedef struct ApplierView
+{
+	int			slotno;			/* -1: no slot for the index's table */
+	IdxApplierState state;
+	TimestampTz started_at;
+	IdxClusterTime requested;
+	char		last_error[IDX_SYNC_ERROR_LEN];
+	bool		has_status;		/* the index has a status entry */
+	IdxSyncIndexStatus status;
+} ApplierView;
+
+/*
+ * Define idxtable.index_consistency and idxtable.sync_wait_timeout.
+ */
+void
+idx_sync_define_read_gucs(void)
+{
+	DefineCustomEnumVariable("idxtable.index_consistency",
+							 "Sets what a query routed through an index table sees.",
+							 "current: every write MongoDB acknowledged before the "
+							 "query started (the query waits for the change-stream "
+							 "applier); any: the index table as far as the applier "
+							 "has come, without waiting.",
+							 &idx_index_consistency,
+							 IDX_READ_CURRENT,
+							 consistency_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("idxtable.sync_wait_timeout",
+							"Longest wait of a routed query for the change-stream applier.",
+							"With idxtable.index_consistency = current, a routed scan "
+							"that waits longer fails; an index table whose applier "
+							"has not moved for longer while asked to is not routed "
+							"through.",
+							&idx_sync_wait_timeout,
+							5000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/*
+ * The owner of a relation (whose user mapping its applier connects with).
+ */
+static Oid
+table_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Fill *view with the applier slot of (this database, server, owner) and
+ * the index's status entry.  The shared state must exist.
+ */
+static void
+look_up_applier(const IdxIndexDef *def, ApplierView *view)
+{
+	Oid			serverid = GetForeignTable(def->relid)->serverid;
+	Oid			ownerid = table_owner(def->relid);
+	int			i;
+
+	memset(view, 0, sizeof(ApplierView));
+	view->slotno = -1;
+	for (i = 0; i < IDX_SYNC_MAX_APPLIERS && view->slotno < 0; i++)
+	{
+		IdxApplierSlot *slot = idx_sync_slot(i);
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->state != IDX_APPLIER_FREE && slot->dbid == MyDatabaseId &&
+			slot->serverid == serverid && slot->ownerid == ownerid)
+		{
+			view->slotno = i;
+			view->state = slot->state;
+			view->started_at = slot->started_at;
+			memcpy(view->last_error, slot->last_error, IDX_SYNC_ERROR_LEN);
+			view->last_error[IDX_SYNC_ERROR_LEN - 1] = '\0';
+		}
+		SpinLockRelease(&slot->mutex);
+		if (view->slotno >= 0)
+			view->requested = pg_atomic_read_u64(&slot->requested);
+	}
+	view->has_status = idx_sync_index_lookup(MyDatabaseId, def->definition_id,
+											 &view->status);
+	if (view->has_status)
+		view->status.last_error[IDX_SYNC_ERROR_LEN - 1] = '\0';
+}
+
+/*
+ * Does an applier maintain the index: a slot starting or running, and a
+ * status entry (if any yet) streaming without an error?
+ */
+static bool
+is_maintained(const ApplierView *view)
+{
+	if (view->slotno < 0 ||
+		(view->state != IDX_APPLIER_STARTING &&
+		 view->state != IDX_APPLIER_RUNNING))
+		return false;
+	if (!view->has_status)
+		return true;
+	return view->status.streaming && view->status.last_error[0] == '\0';
+}
+
+/*
+ * Is the index known to be behind: asked for a cluster time it has not
+ * reached, without moving for longer than idxtable.sync_wait_timeout
+ * (counted from the applier's start if it has not moved since)?
+ */
+static bool
+is_behind(const ApplierView *view)
+{
+	TimestampTz since;
+
+	if (!view->has_status || view->requested <= view->status.applied_through)
+		return false;
+	since = Max(view->status.applied_at, view->started_at);
+	return TimestampDifferenceExceeds(since, GetCurrentTimestamp(),
+									  idx_sync_wait_timeout);
+}
+
+/*
+ * May the planner route through "def" (see sync_wait.h)?
+ */
+bool
+idx_sync_routable(const IdxIndexDef *def)
+{
+	ApplierView view;
+
+	if (idx_index_consistency == IDX_READ_ANY)
+		return true;
+	if (!idx_sync_enabled())
+		return false;
+	look_up_applier(def, &view);
+	return is_maintained(&view) && !is_behind(&view);
+}
+
+/*
+ * The cluster time of the server: the operationTime of a ping, sent
+ * without a session (so never inside the session's MongoDB transaction).
+ * A server that tells none (a standalone mongod, which has no change
+ * streams either) cannot serve consistent reads.
+ */
+static IdxClusterTime
+server_cluster_time(mongoc_client_t *client, const char *servername)
+{
+	bson_t	   *command = BCON_NEW("ping", BCON_INT32(1));
+	IdxHandle  *owned = idx_own_bson(command);
+	bson_t		reply;
+	bson_iter_t iter;
+	uint32		t = 0;
+	uint32		i = 0;
+
+	idx_run_command(client, servername, "admin", command, &reply,
+					"asking for the cluster time");
+	idx_release(owned);
+	if (bson_iter_init_find(&iter, &reply, "operationTime") &&
+		BSON_ITER_HOLDS_TIMESTAMP(&iter))
+		bson_iter_timestamp(&iter, &t, &i);
+	bson_destroy(&reply);
+	if (t == 0 && i == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
+				 errmsg("MongoDB server \"%s\" reports no cluster time, so its index tables cannot be read as current",
+						servername),
+				 errdetail("Only a replica set or a sharded cluster has change streams and cluster times."),
+				 errhint("SET idxtable.index_consistency = 'any' to read index tables as far as they have been maintained.")));
+	return IDX_CLUSTER_TIME(t, i);
+}
+
+/*
+ * A cluster time as text (its seconds as a timestamp).
+ */
+static const char *
+cluster_time_text(IdxClusterTime ct)
+{
+	return timestamptz_to_str(time_t_to_timestamptz((pg_time_t)
+													IDX_CLUSTER_TIME_SECONDS(ct)));
+}
+
+/*
+ * ERROR: the index did not reach "target" within the timeout.
+ */
+static void
+report_behind(const IdxIndexDef *def, IdxClusterTime target)
+{
+	ApplierView view;
+
+	look_up_applier(def, &view);
+	if (view.has_status && view.status.applied_through != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
+				 errmsg("index table \"%s\" did not catch up with the writes made before the statement started",
+						def->name),
+				 errdetail("Its change-stream applier has applied the changes through %s, %u seconds before the statement's cluster time %s, and did not get there within %d ms.",
+						   cluster_time_text(view.status.applied_through),
+						   IDX_CLUSTER_TIME_SECONDS(target) -
+						   Min(IDX_CLUSTER_TIME_SECONDS(target),
+							   IDX_CLUSTER_TIME_SECONDS(view.status.applied_through)),
+						   cluster_time_text(target), idx_sync_wait_timeout),
+				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
+			 errmsg("index table \"%s\" did not catch up with the writes made before the statement started",
+					def->name),
+			 errdetail("Its change-stream applier has applied no change yet and did not reach the statement's cluster time %s within %d ms.",
+					   cluster_time_text(target), idx_sync_wait_timeout),
+			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
+}
+
+/*
+ * ERROR: no applier maintains the index.
+ */
+static void
+report_unmaintained(const IdxIndexDef *def)
+{
+	ApplierView view;
+
+	if (!idx_sync_enabled())
+		ereport(ERROR,
+				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
+				 errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+						def->name),
+				 errdetail("idxtable_fdw is not in shared_preload_libraries, so no change-stream applier runs."),
+				 errhint("Add idxtable_fdw to shared_preload_libraries, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
+	look_up_applier(def, &view);
+	if (view.slotno >= 0 && view.last_error[0] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
+				 errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+						def->name),
+				 errdetail("No change-stream applier follows it now; the last one failed: %s",
+						   view.last_error),
+				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
+			 errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+					def->name),
+			 errdetail("No change-stream applier follows it now."),
+			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
+}
+
+/*
+ * Wait until the applier of "def" has made the index's status entry, at
+ * most until "deadline": an index committed a moment ago has its slot
+ * (claimed at commit, idx_sync_expect_applier) before its applier has
+ * read the definition.  Returns true once the entry exists; false when no
+ * applier is coming (no slot, or one that is stopping) or time is up.
+ * The applier broadcasts its slot's condition variable on every state
+ * change and applied batch; the sleeps are short as well, so that a
+ * report without a broadcast is seen soon.
+ */
+static bool
+wait_for_status(const IdxIndexDef *def, TimestampTz deadline)
+{
+	ApplierView view;
+	int			prepared = -1;
+	bool		found;
+
+	for (;;)
+	{
+		long		remaining;
+
+		look_up_applier(def, &view);
+		found = view.has_status;
+		if (found || view.slotno < 0 || view.state == IDX_APPLIER_STOPPED)
+			break;
+		if (view.slotno != prepared)
+		{
+			/* look again once prepared, so that no broadcast is missed */
+			ConditionVariablePrepareToSleep(&idx_sync_slot(view.slotno)->applied_cv);
+			prepared = view.slotno;
+			continue;
+		}
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													deadline);
+		if (remaining <= 0)
+			break;
+		ConditionVariableTimedSleep(&idx_sync_slot(view.slotno)->applied_cv,
+									Min(remaining, 100), PG_WAIT_EXTENSION);
+	}
+	if (prepared >= 0)
+		ConditionVariableCancelSleep();
+	return found;
+}
+
+/*
+ * Wait until "def" has applied every change through "target", or raise
+ * the ERROR that says why it did not.
+ */
+static void
+wait_for_index(const IdxIndexDef *def, IdxClusterTime target)
+{
+	TimestampTz deadline;
+	long		remaining;
+	int			waited_ms = 0;
+
+	if (!idx_sync_enabled())
+		report_unmaintained(def);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   idx_sync_wait_timeout);
+	if (!wait_for_status(def, deadline))
+	{
+		ApplierView view;
+
+		look_up_applier(def, &view);
+		if (view.slotno < 0 || view.state == IDX_APPLIER_STOPPED)
+			report_unmaintained(def);
+		report_behind(def, target);
+	}
+	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												deadline);
+	switch (idx_sync_wait(MyDatabaseId, def->definition_id, target,
+						  (int) remaining, &waited_ms))
+	{
+		case IDX_SYNC_CAUGHT_UP:
+			return;
+		case IDX_SYNC_TIMED_OUT:
+			report_behind(def, target);
+			break;
+		case IDX_SYNC_UNMAINTAINED:
+			report_unmaintained(def);
+			break;
+	}
+}
+
+/*
+ * The wait of a routed scan (see sync_wait.h).
+ */
+bool
+idx_sync_wait_for_read(const IdxIndexDef *def, mongoc_client_t *client,
+					   const char *servername, double *elapsed_ms)
+{
+	instr_time	start;
+	instr_time	duration;
+
+	if (idx_index_consistency == IDX_READ_ANY)
+		return false;
+	INSTR_TIME_SET_CURRENT(start);
+	wait_for_index(def, server_cluster_time(client, servername));
+	INSTR_TIME_SET_CURRENT(duration);
+	INSTR_TIME_SUBTRACT(duration, start);
+	*elapsed_ms = INSTR_TIME_GET_MILLISEC(duration);
+	return true;
+}
+
+/*
+ * Does a key component of "def" read a column of "attrs" (attnums)?
+ */
+static bool
+key_reads_any(const IdxIndexDef *def, List *attrs)
+{
+	int			k;
+
+	for (k = 0; k < def->nkeys; k++)
+	{
+		if (list_member_int(attrs, def->keys[k].attnum))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The wait of a write that claims unique keys (see sync_wait.h).  Only
+ * indexes the planner would route through are waited for: with no applier
+ * maintaining it, or one known to be behind, the claim checks the keys the
+ * index holds, as without the applier.
+ */
+void
+idx_sync_wait_for_write(List *defs, List *target_attrs,
+						mongoc_client_t *client, const char *servername)
+{
+	List	   *waits = NIL;
+	ListCell   *lc;
+	IdxClusterTime target;
+
+	if (idx_index_consistency == IDX_READ_ANY || !idx_sync_enabled())
+		return;
+	foreach(lc, defs)
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (!def->unique || def->state == IDX_STATE_FAILED ||
+			(target_attrs != NIL && !key_reads_any(def, target_attrs)) ||
+			!idx_sync_routable(def))
+			continue;
+		waits = lappend(waits, def);
+	}
+	if (waits == NIL)
+		return;
+	target = server_cluster_time(client, servername);
+	foreach(lc, waits)
+		wait_for_index(lfirst(lc), target);
+	list_free(waits);
+}

@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_workers.h
+ *		  The launcher and the database workers of the change-stream applier
+ *		  (launcher.c), and the parts of the shared state only they use
+ *		  (sync_state.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_SYNC_WORKERS_H
+#define IDXTABLE_SYNC_WORKERS_H
+
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
+#include "storage/latch.h"
+
+#include "sync_state.h"
+
+/* bgw_type of each kind of worker, also its application_name */
+#define IDX_LAUNCHER_TYPE		"idxtable_fdw launcher"
+#define IDX_DBWORKER_TYPE		"idxtable_fdw database worker"
+#define IDX_APPLIER_TYPE		"idxtable_fdw applier"
+
+/* Databases the shared state tracks (catalog generations, workers) */
+#define IDX_SYNC_MAX_DATABASES	64
+
+/* A copy of an applier slot's fields, for the views */
+typedef struct IdxApplierInfo
+{
+	IdxApplierState state;
+	Oid			dbid;
+	Oid			serverid;
+	Oid			ownerid;
+	pid_t		pid;
+	TimestampTz started_at;
+	TimestampTz last_batch_at;
+	int			restarts;
+	uint64		requested;
+	char		last_error[IDX_SYNC_ERROR_LEN];
+} IdxApplierInfo;
+
+/* idxtable.launcher_naptime, in seconds (launcher.c) */
+extern int	idx_launcher_naptime;
+
+/* in launcher.c */
+extern void idx_sync_define_gucs(void);
+extern void idx_sync_register_launcher(void);
+
+/* in sync_notify.c */
+extern void idx_sync_install_object_hook(void);
+
+/* in sync_state.c: the launcher's and database workers' latches */
+extern void idx_sync_attach_launcher(void);
+extern void idx_sync_attach_database_worker(Oid dbid);
+extern void idx_sync_wake_database_worker(Oid dbid);
+extern pid_t idx_sync_database_worker_pid(Oid dbid);
+extern void idx_sync_database_no_extension(Oid dbid);
+extern void idx_sync_database_info(Oid dbid, uint64 *generation,
+								   bool *no_extension,
+								   TimestampTz *dropping_at);
+extern void idx_sync_database_dropping(Oid dbid);
+extern void idx_sync_forget_database(Oid dbid);
+extern bool idx_sync_applier_info(int slotno, IdxApplierInfo *info);
+extern List *idx_sync_index_statuses(Oid dbid);
+
+#endif							/* IDXTABLE_SYNC_WORKERS_H */
