@@ -42,18 +42,18 @@ OBJS = \
 	fdw/protocol_read.o \
 	fdw/sync/sync_state.o \
 	fdw/sync/sync_wait.o \
-	fdw/sync/change_stream.o \
-	fdw/sync/applier.o \
-	fdw/sync/applier_stream.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \
-	fdw/sync/launcher.o
+	fdw/sync/launcher.o \
+	fdw/sync/change_stream.o \
+	fdw/sync/applier.o \
+	fdw/sync/applier_stream.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth build stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth build sync stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -195,6 +195,20 @@ worker_sleep(long timeout_ms)
  */
 
 /*
+ * RegisterDynamicBackgroundWorker, with the handle in TopMemoryContext:
+ * it outlives the transaction the worker may be started in.
+ */
+static bool
+register_worker(BackgroundWorker *bgw, BackgroundWorkerHandle **handle)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	bool		ok = RegisterDynamicBackgroundWorker(bgw, handle);
+
+	MemoryContextSwitchTo(oldcxt);
+	return ok;
+}
+
+/*
  * The OIDs of the databases a worker may connect to (not templates, not
  * half-dropped), read from pg_database in "cxt".
  */
@@ -250,7 +264,7 @@ launcher_start_worker(LauncherDb *db)
 	snprintf(bgw.bgw_type, BGW_MAXLEN, IDX_DBWORKER_TYPE);
 	bgw.bgw_main_arg = ObjectIdGetDatum(db->dbid);
 	bgw.bgw_notify_pid = MyProcPid;
-	if (!RegisterDynamicBackgroundWorker(&bgw, &db->handle))
+	if (!register_worker(&bgw, &db->handle))
 	{
 		db->handle = NULL;
 		if (!warned)
@@ -543,7 +557,7 @@ dbworker_start_applier(int slotno, TimestampTz now)
 	bgw.bgw_notify_pid = MyProcPid;
 
 	dbworker_set_state(slotno, IDX_APPLIER_STARTING, false);
-	if (!RegisterDynamicBackgroundWorker(&bgw, &ws->handle))
+	if (!register_worker(&bgw, &ws->handle))
 	{
 		ws->handle = NULL;
 		ws->restart_at = TimestampTzPlusMilliseconds(now, RESTART_MAX_MS);
