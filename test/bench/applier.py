@@ -146,8 +146,11 @@ def create_indexes(cur, have, want, log):
 
 
 def read_status(cur, names):
-    """{name: (state, streaming, events_applied, entries_written, lag seconds, last_error)}."""
-    cur.execute("SELECT name, state, applied_through IS NOT NULL, events_applied, "
+    """{name: (state, streaming, events_applied, entries_written, lag seconds, last_error)}.
+
+    streaming: the view's lag is not NULL (an applier follows the index now).
+    """
+    cur.execute("SELECT name, state, lag IS NOT NULL, events_applied, "
                 "entries_written, extract(epoch FROM lag), last_error "
                 "FROM idxtable.sync_status WHERE name = ANY(%s)", (names,))
     return {r[0]: r[1:] for r in cur.fetchall()}
