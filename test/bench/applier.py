@@ -51,6 +51,7 @@ POLL_S = 0.01           # the poller's interval between reads of idxtable.sync_s
 QUIET_S = 1.0           # counters unchanged this long: the applier has caught up
 READY_TIMEOUT_S = 90.0  # to wait for the applier to follow new index tables
 SPARE = 200             # customers no writer touches (the point queries read them)
+EXPLAIN_EVERY = 5       # every 5th point query with current is an EXPLAIN ANALYZE
 _SYNC_WAIT = re.compile(r"Sync Wait:\s*([0-9.]+)\s*ms")
 
 # (heading, key, width, format) for report.table
@@ -300,7 +301,9 @@ class Queries:
     def run(self, reps=None, until=None):
         """Alternate current/any reps times (or until perf_counter() >= until).
 
-        Returns ({level: [wall ms]}, {level: [errors]}, [sync wait ms of current]).
+        Every EXPLAIN_EVERY-th turn of current runs as EXPLAIN ANALYZE instead,
+        in its place (not timed), for its Sync Wait.  Returns ({level: [wall
+        ms]}, {level: [errors]}, [Sync Wait ms of current]).
         """
         walls = {level: [] for level in self.curs}
         errors = {level: [] for level in self.curs}
@@ -309,23 +312,26 @@ class Queries:
         while (reps is None or i < reps) and (until is None or time.perf_counter() < until):
             sql = self.sqls[i % len(self.sqls)]
             for level in (("current", "any") if i % 2 == 0 else ("any", "current")):
-                cur = self.curs[level]
-                t0 = time.perf_counter()
                 try:
-                    cur.execute(sql)
-                    rows = cur.rowcount
+                    if level == "current" and i % EXPLAIN_EVERY == EXPLAIN_EVERY // 2:
+                        w = plan_of(self.curs[level], sql)[2]
+                        waits.extend([] if w is None else [w])
+                    else:
+                        self.timed(level, sql, walls, errors)
                 except psycopg2.Error as e:
                     errors[level].append(first_line(e))
-                    continue
-                walls[level].append((time.perf_counter() - t0) * 1000.0)
-                if rows != 1:
-                    errors[level].append("%d rows instead of 1" % rows)
-            if i % 10 == 5:
-                w = plan_of(self.curs["current"], sql)[2]
-                if w is not None:
-                    waits.append(w)
             i += 1
         return walls, errors, waits
+
+    def timed(self, level, sql, walls, errors):
+        """Run sql in the session of level; its wall time into walls, a wrong row count
+        into errors."""
+        cur = self.curs[level]
+        t0 = time.perf_counter()
+        cur.execute(sql)
+        walls[level].append((time.perf_counter() - t0) * 1000.0)
+        if cur.rowcount != 1:
+            errors[level].append("%d rows instead of 1" % cur.rowcount)
 
     def close(self):
         for cur in self.curs.values():
@@ -350,8 +356,8 @@ def query_rows(label, walls, errors, waits, plans):
             r["added_ms"] = r["median_ms"] - base
             if waits:
                 r["sync_wait_ms"] = statistics.median(waits)
-                notes.append("Sync Wait median %.1f ms (%d EXPLAIN ANALYZE)"
-                             % (r["sync_wait_ms"], len(waits)))
+                notes.append("Sync Wait median %.1f ms, max %.1f ms (%d EXPLAIN ANALYZE)"
+                             % (r["sync_wait_ms"], max(waits), len(waits)))
         if errors[level]:
             notes.append("%d FAILED: %s" % (len(errors[level]), errors[level][0]))
         r["note"] = "; ".join(notes)
