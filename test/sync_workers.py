@@ -10,6 +10,8 @@ shared_preload_libraries=idxtable_fdw):
 - idxtable.launcher_naptime is a SIGHUP setting (ALTER SYSTEM + reload);
 - pg_terminate_backend(applier): a new applier process within a few
   seconds, counted in idxtable.appliers.restarts and logged;
+- pg_terminate_backend(database worker): its applier leaves with it, and
+  both are started again;
 - drop_index of the last index table: the applier goes away;
 - DROP EXTENSION: the database worker and the applier go away;
 - a database without the extension gets no applier and keeps no worker;
@@ -184,6 +186,23 @@ def test_naptime():
     RES.check(value, "idxtable.launcher_naptime reloads to 1s")
 
 
+def test_dbworker_restart():
+    """pg_terminate_backend(database worker): its applier goes with it, and
+    the launcher starts both again (naptime 1 s)."""
+    old_dbw = [r[0] for r in workers(DBWORKER, DATABASE)]
+    old_app = [r[0] for r in workers(APPLIER, DATABASE)]
+    if not old_dbw or not old_app:
+        RES.check(False, "a database worker and an applier run: %r %r" % (old_dbw, old_app))
+        return
+    query("SELECT pg_terminate_backend(%s)", [old_dbw[0]])
+    RES.check(wait_for(lambda: old_app[0] not in [r[0] for r in workers(APPLIER, DATABASE)], 5),
+              "the applier leaves with its database worker")
+    new_dbw = wait_for(lambda: [r for r in workers(DBWORKER, DATABASE) if r[0] != old_dbw[0]], 5)
+    RES.check(len(new_dbw) == 1, "a new database worker within 5 s: %r" % new_dbw)
+    new_app = wait_for(lambda: [r for r in workers(APPLIER, DATABASE) if r[0] != old_app[0]], 5)
+    RES.check(len(new_app) == 1, "and a new applier: %r" % new_app)
+
+
 def test_drop_index():
     """Without index tables left the applier goes away; the worker stays."""
     query("SELECT idxtable.drop_index('facts_k')", dbname=DATABASE)
@@ -291,6 +310,7 @@ def main():
         test_restart(pid)
         test_log()
         test_naptime()
+        test_dbworker_restart()
         test_drop_index()
         test_drop_extension()
         test_plain_database()

@@ -122,7 +122,7 @@ void
 idx_sync_define_gucs(void)
 {
 	DefineCustomIntVariable("idxtable.launcher_naptime",
-							"Time between two looks of the idxtable_fdw launcher and database workers at the catalogs.",
+							"Sets the time between two passes of the idxtable_fdw launcher and database workers over the catalogs.",
 							"Changes of index tables made with idxtable_fdw's functions wake them at once; "
 							"this bounds the delay for other changes (DROP FOREIGN TABLE, ALTER ... OWNER).",
 							&idx_launcher_naptime,
@@ -133,13 +133,16 @@ idx_sync_define_gucs(void)
 }
 
 /*
- * Register the launcher (static: from _PG_init while preloading).
+ * Register the launcher (static: from _PG_init while preloading); not
+ * during pg_upgrade, which must have the cluster to itself.
  */
 void
 idx_sync_register_launcher(void)
 {
 	BackgroundWorker bgw;
 
+	if (IsBinaryUpgrade)
+		return;
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS |
 		BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -153,8 +156,9 @@ idx_sync_register_launcher(void)
 }
 
 /*
- * The signal handlers and interrupt processing every worker shares, then
- * its wait for the latch: at most timeout_ms.
+ * The signal handlers every worker shares: SIGHUP reloads the
+ * configuration at the loop top, SIGTERM ends the worker at its next
+ * CHECK_FOR_INTERRUPTS.
  */
 static void
 worker_setup_signals(void)
@@ -713,8 +717,8 @@ dbworker_pass(long *next_ms)
 
 /*
  * before_shmem_exit of the database worker: terminate its appliers (no
- * one else would restart or stop them); their slots wait, without a
- * process, for the next database worker.
+ * one else would restart or stop them); their slots wait (WAITING),
+ * without a process, for the next database worker.
  */
 static void
 dbworker_exit(int code, Datum arg)
@@ -725,6 +729,16 @@ dbworker_exit(int code, Datum arg)
 	{
 		if (dbw_slots[i].handle != NULL)
 			TerminateBackgroundWorker(dbw_slots[i].handle);
+		if (dbw_slots[i].in_use && !dbw_slots[i].stopping)
+		{
+			IdxApplierSlot *slot = idx_sync_slot(i);
+
+			/* the pid stays: the next worker waits until it is gone */
+			SpinLockAcquire(&slot->mutex);
+			slot->state = IDX_APPLIER_WAITING;
+			SpinLockRelease(&slot->mutex);
+			ConditionVariableBroadcast(&slot->applied_cv);
+		}
 	}
 }
 
