@@ -238,11 +238,15 @@ idx_applier_set_state(AppStream *s, const char *from_states,
 }
 
 /*
- * The fact collection "collection" of stream "s" was dropped or renamed:
- * its indexes fail (routing stops, drop_index still works).
+ * The fact collection "collection" of stream "s" was dropped or renamed at
+ * cluster time "at": its indexes fail (routing stops, drop_index still
+ * works).  Not those whose sync_from is at or after it: their build read
+ * the facts after the drop (a stream that starts at a sync_from includes
+ * the changes at that very time).
  */
 void
-idx_applier_fail_collection(AppStream *s, const char *collection)
+idx_applier_fail_collection(AppStream *s, const char *collection,
+							IdxClusterTime at)
 {
 	static const char *query =
 		"UPDATE idxtable.index_defs SET state = 'failed' "
@@ -256,7 +260,7 @@ idx_applier_fail_collection(AppStream *s, const char *collection)
 		AppIndex   *ix = lfirst(lc);
 		Datum		values[1];
 
-		if (strcmp(ix->collection, collection) != 0)
+		if (strcmp(ix->collection, collection) != 0 || ix->sync_from >= at)
 			continue;
 		values[0] = CStringGetTextDatum(ix->status.definition_id);
 		if (SPI_execute_with_args(query, 1, types, values, NULL, false, 0) !=

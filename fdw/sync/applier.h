@@ -62,7 +62,8 @@ extern Applier applier;
 /* ---- applier.c ---- */
 extern void idx_applier_set_state(AppStream *s, const char *from_states,
 								  const char *to_state);
-extern void idx_applier_fail_collection(AppStream *s, const char *collection);
+extern void idx_applier_fail_collection(AppStream *s, const char *collection,
+										IdxClusterTime at);
 extern void idx_applier_report(AppStream *s, bool streaming);
 extern char *idx_applier_time_str(IdxClusterTime ct);
 

@@ -75,6 +75,8 @@ typedef struct Batch
 {
 	List	   *colls;			/* CollIds * */
 	List	   *failed;			/* fact collections dropped or renamed */
+	List	   *failed_at;		/* ... and when (IdxClusterTime *) */
+	bool		invalidated;	/* the stream was invalidated */
 	int			nevents;
 	IdxClusterTime last_time;
 	const char *last_token;		/* _data of the last event's _id */
@@ -339,12 +341,22 @@ note_event(AppStream *s, Batch *b, const bson_t *event)
 	else if (strcmp(op, "drop") == 0 || strcmp(op, "rename") == 0)
 	{
 		const char *to = doc_string(event, "to.coll");
+		int			i;
 
-		if (fact_collection(s, coll))
-			b->failed = lappend(b->failed, (char *) fact_collection(s, coll));
-		if (fact_collection(s, to))
-			b->failed = lappend(b->failed, (char *) fact_collection(s, to));
+		for (i = 0; i < 2; i++)
+		{
+			const char *fact = fact_collection(s, i == 0 ? coll : to);
+			IdxClusterTime *at = palloc(sizeof(IdxClusterTime));
+
+			*at = time;
+			if (fact == NULL)
+				continue;
+			b->failed = lappend(b->failed, (char *) fact);
+			b->failed_at = lappend(b->failed_at, at);
+		}
 	}
+	else if (strcmp(op, "invalidate") == 0)
+		b->invalidated = true;
 }
 
 /*
@@ -409,8 +421,11 @@ apply_batch(AppStream *s)
 			ix->status.events_applied += c->events;
 		}
 	}
-	foreach(lc, b.failed)
-		idx_applier_fail_collection(s, lfirst(lc));
+	forboth(lc, b.failed, lc2, b.failed_at)
+		idx_applier_fail_collection(s, lfirst(lc),
+									*(IdxClusterTime *) lfirst(lc2));
+	if (b.invalidated)
+		s->cs.start_after = true;	/* the PBRT is the invalidate's token */
 
 	advance_covered(s, &b);
 	if (b.nevents > 0 || s->covered != before)
@@ -432,7 +447,7 @@ apply_batch(AppStream *s)
  */
 static bool
 read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
-			  List **followed)
+			  List **followed, bool *start_after)
 {
 	mongoc_collection_t *coll;
 	mongoc_cursor_t *cursor;
@@ -467,6 +482,8 @@ read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
 		}
 		if (bson_iter_init_find(&iter, doc, "clusterTime"))
 			*covered = idx_cs_iter_time(&iter);
+		*start_after = bson_iter_init_find(&iter, doc, "startAfter") &&
+			bson_iter_as_bool(&iter);
 		if (bson_iter_init_find(&iter, doc, "indexes") &&
 			BSON_ITER_HOLDS_ARRAY(&iter) && bson_iter_recurse(&iter, &list))
 			while (bson_iter_next(&list))
@@ -527,6 +544,7 @@ idx_applier_save_position(AppStream *s, bool force)
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set));
 	idx_check_append(BSON_APPEND_DOCUMENT(&set, "token", s->cs.token));
 	idx_check_append(idx_cs_append_time(&set, "clusterTime", s->covered));
+	idx_check_append(BSON_APPEND_BOOL(&set, "startAfter", s->cs.start_after));
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&set, "indexes", &list));
 	foreach(lc, s->indexes)
 	{
@@ -674,15 +692,17 @@ idx_applier_open_stream(AppStream *s)
 	IdxClusterTime stored = 0;
 	List	   *followed;
 	bool		found;
+	bool		start_after = false;
 	IdxClusterTime needed;
 	IdxCsResult r;
 
 	s->cs.collections = fact_collections(s);
 	MemoryContextSwitchTo(old);
-	found = read_position(s, &token, &stored, &followed);
+	found = read_position(s, &token, &stored, &followed, &start_after);
 	needed = oldest_needed(s, found ? followed : NIL);
 	if (found && (needed == 0 || needed > stored))
 	{
+		s->cs.start_after = start_after;
 		r = idx_cs_open(&s->cs, token, 0);
 		s->covered = stored;
 		s->unsaved = false;
@@ -733,7 +753,7 @@ idx_applier_step(AppStream *s, int poll_ms)
 	{
 		bson_t	   *token = bson_copy(s->cs.token);
 
-		r = idx_cs_open(&s->cs, token, 0);
+		r = idx_cs_open(&s->cs, token, 0);	/* keeps cs->start_after */
 		bson_destroy(token);
 	}
 	if (r == IDX_CS_HISTORY_LOST)

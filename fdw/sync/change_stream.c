@@ -119,7 +119,9 @@ build_aggregate(IdxChangeStream *cs, const bson_t *token,
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$changeStream", &spec));
 	if (token)
-		idx_check_append(BSON_APPEND_DOCUMENT(&spec, "resumeAfter", token));
+		idx_check_append(BSON_APPEND_DOCUMENT(&spec, cs->start_after ?
+											  "startAfter" : "resumeAfter",
+											  token));
 	else if (start_at != 0)
 		idx_check_append(idx_cs_append_time(&spec, "startAtOperationTime",
 											start_at));
@@ -245,7 +247,10 @@ take_reply(IdxChangeStream *cs, bson_t *reply, const char *batch_field)
 			if (!bson_init_static(&token, data, len))
 				continue;
 			if (cs->token && !bson_equal(cs->token, &token))
+			{
 				cs->token_moved = true;
+				cs->start_after = false;	/* past the invalidate */
+			}
 			if (cs->token)
 				bson_destroy(cs->token);
 			cs->token = bson_copy(&token);

@@ -43,6 +43,8 @@ typedef struct IdxChangeStream
 	const char *batch_field;	/* its firstBatch or nextBatch */
 	bson_t	   *token;			/* the postBatchResumeToken, or NULL */
 	bool		token_moved;	/* the PBRT changed since the open */
+	bool		start_after;	/* the token is an invalidate's: reopen with
+								 * startAfter (resumeAfter refuses it) */
 	IdxClusterTime token_time;	/* cluster time of the PBRT, 0 unknown */
 	IdxClusterTime start_floor; /* everything before this was covered at
 								 * the open */
@@ -50,8 +52,9 @@ typedef struct IdxChangeStream
 
 /*
  * Open "cs" (database, collections, client set by the caller) after
- * "token" (resumeAfter) if given, else at "start_at" (inclusive), else
- * now.  Raises an ERROR for errors that are not history lost.
+ * "token" if given (startAfter if cs->start_after, else resumeAfter), else
+ * at "start_at" (inclusive), else now.  Raises an ERROR for errors that
+ * are not history lost.
  */
 extern IdxCsResult idx_cs_open(IdxChangeStream *cs, const bson_t *token,
 							   IdxClusterTime start_at);

@@ -1,0 +1,485 @@
+#!/usr/bin/python3
+"""Test of the change-stream applier: index tables stay correct when other clients write to MongoDB.
+
+Run inside ``eval "$(test/env start)"`` (PostgreSQL with idxtable_fdw in shared_preload_libraries; with
+IDXTABLE_MONGO_DURABLE=1 for the restart case).  A foreign table ``cust`` with three index tables
+({lower(email)} unique, {town} INCLUDE {first_name}, multi-valued {tags}); then:
+
+- outside writes: pymongo inserts, updates keys and included columns, replaces, deletes, changes array
+  elements and commits a transaction of several documents; once the applier has applied them, every
+  index's verify_index is clean and routed queries (idxtable.enable_plain_scan = off) equal the same
+  queries unrouted (idxtable.enable_index_routing = off);
+- FDW writes: the applier writes nothing to the index collections (the test server's recentCommands,
+  commands with appName "idxtable_fdw applier");
+- the applier killed (pg_terminate_backend) during an outside load: started again, nothing lost;
+- the test server restarted (test/env restart-mongo; skipped unless IDXTABLE_MONGO_DURABLE=1): the
+  applier comes back and nothing is lost (the test server's history does not survive a restart, so the
+  stream cannot resume and the indexes are rebuilt: stale, then valid);
+- a server with a small history (--change-history 50, its own test server): the applier is stopped, more
+  than 50 changes are written, the stream cannot resume (286): the index becomes stale, is rebuilt and is
+  valid again, with every change in it;
+- the fact collection dropped: its index tables become failed;
+- measured: events/s applied with 1 and with 3 index tables (printed).
+
+"Applied" is observed from MongoDB alone: a marker document written outside after the writes, then a
+second one written once the first has its entries, is in the index collections only after the batch
+holding every earlier change was applied (batches are applied one after another).
+
+The last line is ``applier: N passed, M failed``.
+"""
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "fixtures"))
+import mongo_client  # noqa: E402
+
+DATABASE = "idxtable_applier"
+TOWNS = ["Oslo", "Rome", "Lima", "Kiev", "Bern"]
+TAGS = ["a", "b", "c", "d", "e"]
+INDEXES = [("cust_email", "{lower(email)}", "{}", True),
+           ("cust_town", "{town}", "{first_name}", False),
+           ("cust_tags", "{tags}", "{}", False)]
+APPLIER = "idxtable_fdw applier"
+SYNC_TIMEOUT = 60
+
+passed = 0
+failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok   %s" % what)
+    else:
+        failed += 1
+        print("FAIL %s" % what)
+    sys.stdout.flush()
+
+
+def pg(dbname=DATABASE):
+    conn = psycopg2.connect(dbname=dbname)
+    conn.autocommit = True
+    return conn
+
+
+def q(conn, sql, args=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall() if cur.description else None
+
+
+# --------------------------------------------------------------------------
+# Setup
+# --------------------------------------------------------------------------
+
+def create_server(conn, name, uri, user, password, database):
+    q(conn, "CREATE SERVER %s FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %%s, database %%s)" % name,
+      (uri, database))
+    if user:
+        q(conn, "CREATE USER MAPPING FOR CURRENT_USER SERVER %s OPTIONS (username %%s, password %%s)" % name,
+          (user, password))
+    else:
+        q(conn, "CREATE USER MAPPING FOR CURRENT_USER SERVER %s" % name)
+
+
+def create_table(conn, table, server, indexes):
+    q(conn, "CREATE FOREIGN TABLE %s (_id text, email text, town text, first_name text, tags text[], n int) "
+            "SERVER %s OPTIONS (collection '%s')" % (table, server, table))
+    for name, keys, include, unique in indexes:
+        q(conn, "SELECT idxtable.create_index(%s, %s, include => %s, is_unique => %s, name => %s)",
+          (table, keys, include, unique, name.replace("cust", table)))
+
+
+def setup():
+    client = mongo_client.connect()
+    client.drop_database(DATABASE)
+    admin = pg(os.environ.get("PGDATABASE", "postgres"))
+    q(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
+    q(admin, "CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
+    admin.close()
+    conn = pg()
+    q(conn, "CREATE EXTENSION idxtable_fdw")
+    if os.environ.get("APPLIER_TEST_START"):
+        q(conn, "CREATE FUNCTION %s(oid, oid) RETURNS int AS 'applier_start' LANGUAGE C"
+          % os.environ["APPLIER_TEST_START"])
+    create_server(conn, "mongo", os.environ["MONGO_URI"], os.environ.get("MONGO_USER"),
+                  os.environ.get("MONGO_PASSWORD", ""), DATABASE)
+    create_table(conn, "cust", "mongo", INDEXES)
+    rows = [row(i) for i in range(200)]
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO cust VALUES (%s, %s, %s, %s, %s, %s)",
+                        [(r["_id"], r["email"], r["town"], r["first_name"], r["tags"], r["n"]) for r in rows])
+    return client, conn
+
+
+def row(i, rng=random):
+    return {"_id": "c%05d" % i, "email": "User%05d@Example.com" % i, "town": rng.choice(TOWNS),
+            "first_name": rng.choice(["Ann", "Bob", "Cyd", "Dag"]),
+            "tags": rng.sample(TAGS, rng.randint(0, 3)), "n": i}
+
+
+# --------------------------------------------------------------------------
+# The applier and its progress
+# --------------------------------------------------------------------------
+
+def applier_pids(conn):
+    return [r[0] for r in q(conn, "SELECT pid FROM pg_stat_activity WHERE backend_type = %s "
+                                  "AND datname = current_database()", (APPLIER,))]
+
+
+def wait_applier(conn, timeout=30, other_than=(), server="mongo"):
+    """The pid of a running applier (a new one if other_than is given), or None."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        pids = [p for p in applier_pids(conn) if p not in other_than]
+        if pids:
+            return pids[0]
+        if os.environ.get("APPLIER_TEST_START"):   # before the launcher exists: a throwaway starter
+            q(conn, "SELECT %s((SELECT oid FROM pg_foreign_server WHERE srvname = %%s), "
+                    "(SELECT oid FROM pg_roles WHERE rolname = current_user))"
+              % os.environ["APPLIER_TEST_START"], (server,))
+        time.sleep(0.2)
+    return None
+
+
+def index_collections(conn, table):
+    return [r[0] for r in q(conn, "SELECT collection FROM idxtable.index_defs WHERE tbl = %s::regclass",
+                            (table,))]
+
+
+def marker_applied(db, colls, marker_id):
+    return all(db[c].find_one({"id": marker_id}) is not None for c in colls)
+
+
+def sync(conn, db, table, timeout=SYNC_TIMEOUT):
+    """Wait until every change written to `table`'s facts so far is applied (see the module doc)."""
+    colls = index_collections(conn, table)
+    deadline = time.time() + timeout
+    for k in range(2):
+        marker = "~marker%d-%d" % (k, random.randrange(10 ** 9))
+        db[table].insert_one({"_id": marker, "email": marker + "@m", "town": "Marker", "tags": ["m"], "n": -1})
+        while not marker_applied(db, colls, marker):
+            if time.time() > deadline:
+                db[table].delete_one({"_id": marker})
+                return False
+            time.sleep(0.02)
+        db[table].delete_one({"_id": marker})
+    # the deletes of the markers: wait until their entries are gone
+    while any(db[c].count_documents({"id": {"$regex": "^~marker"}}) for c in colls):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def verify_clean(conn, table):
+    bad = []
+    for (name,) in q(conn, "SELECT name FROM idxtable.index_defs WHERE tbl = %s::regclass ORDER BY name",
+                     (table,)):
+        checked, missing, orphan, stale, unconvertible = q(conn, "SELECT * FROM idxtable.verify_index(%s)",
+                                                           (name,))[0]
+        if missing or orphan or stale:
+            bad.append((name, missing, orphan, stale))
+    return bad
+
+
+def queries(table):
+    out = []
+    for t in TOWNS + ["Nowhere"]:
+        out.append("SELECT _id, first_name FROM %s WHERE town = '%s' ORDER BY _id" % (table, t))
+    for i in (0, 3, 17, 150, 199, 250, 260, 5000):
+        out.append("SELECT _id FROM %s WHERE lower(email) = 'user%05d@example.com' ORDER BY _id" % (table, i))
+    for tag in TAGS:
+        out.append("SELECT _id FROM %s WHERE '%s' = ANY (tags) ORDER BY _id" % (table, tag))
+    return out
+
+
+def routed_equals_unrouted(conn, table):
+    """Mismatching queries, and how many were routed."""
+    diffs = []
+    routed = 0
+    for sql in queries(table):
+        q(conn, "SET idxtable.enable_plain_scan = off")
+        plan = "\n".join(r[0] for r in q(conn, "EXPLAIN " + sql))
+        routed += "index" in plan.lower() and "idxtable" in plan.lower() or "Index Table" in plan
+        a = q(conn, sql)
+        q(conn, "RESET idxtable.enable_plain_scan")
+        q(conn, "SET idxtable.enable_index_routing = off")
+        b = q(conn, sql)
+        q(conn, "RESET idxtable.enable_index_routing")
+        if a != b:
+            diffs.append(sql)
+    return diffs, routed
+
+
+def check_consistent(conn, db, table, what):
+    ok = sync(conn, db, table)
+    check(ok, "%s: the applier applied every change (within %d s)" % (what, SYNC_TIMEOUT))
+    bad = verify_clean(conn, table)
+    check(not bad, "%s: verify_index clean %s" % (what, bad or ""))
+    diffs, _ = routed_equals_unrouted(conn, table)
+    check(not diffs, "%s: routed queries equal unrouted ones %s" % (what, diffs[:3] or ""))
+
+
+# --------------------------------------------------------------------------
+# Cases
+# --------------------------------------------------------------------------
+
+def outside_writes(client, conn, db):
+    coll = db.cust
+    rng = random.Random(11)
+    coll.insert_many([row(i, rng) for i in range(200, 260)])
+    coll.insert_one(row(260, rng))
+    for i in range(0, 40):
+        coll.update_one({"_id": "c%05d" % i}, {"$set": {"town": rng.choice(TOWNS)}})
+    for i in range(40, 60):
+        coll.update_one({"_id": "c%05d" % i}, {"$set": {"email": "Moved%05d@Example.com" % i}})
+    for i in range(60, 80):
+        coll.update_one({"_id": "c%05d" % i}, {"$set": {"first_name": "Zed%d" % i}})
+    for i in range(80, 90):
+        coll.replace_one({"_id": "c%05d" % i}, row(i, rng) | {"email": "Replaced%05d@Example.com" % i})
+    coll.delete_many({"_id": {"$in": ["c%05d" % i for i in range(90, 100)]}})
+    for i in range(100, 110):
+        coll.update_one({"_id": "c%05d" % i}, {"$push": {"tags": "e"}})
+        coll.update_one({"_id": "c%05d" % (i + 10)}, {"$pull": {"tags": {"$in": ["a", "b"]}}})
+        coll.update_one({"_id": "c%05d" % (i + 20), "tags.0": {"$exists": True}}, {"$set": {"tags.0": "d"}})
+    coll.update_many({"_id": {"$in": ["c%05d" % i for i in range(130, 140)]}}, {"$unset": {"town": ""}})
+    with client.start_session() as s:
+        with s.start_transaction():
+            coll.insert_one(row(300, rng), session=s)
+            coll.update_one({"_id": "c00140"}, {"$set": {"town": "Bern", "email": "Txn@Example.com"}}, session=s)
+            coll.delete_one({"_id": "c00141"}, session=s)
+            coll.update_one({"_id": "c00142"}, {"$set": {"tags": ["a", "b", "c"]}}, session=s)
+    check_consistent(conn, db, "cust", "outside writes")
+
+
+def applier_write_commands(admin_db):
+    cmds = admin_db.command({"recentCommands": 1, "clear": True})["commands"]
+    return [c for c in cmds if c.get("appName") == APPLIER and c.get("command") in ("insert", "update", "delete")
+            and c.get("collection") not in ("idxtable.positions", "idxtable.sync")]
+
+
+def fdw_writes_nothing(client, conn, db):
+    admin_db = client.admin
+    if not sync(conn, db, "cust"):
+        check(False, "FDW writes: synced before")
+        return
+    try:
+        applier_write_commands(admin_db)
+    except Exception as e:   # not the test server
+        print("skip FDW writes count: %s" % e)
+        return
+    for i in range(400, 460):
+        r = row(i)
+        q(conn, "INSERT INTO cust VALUES (%s, %s, %s, %s, %s, %s)",
+          (r["_id"], r["email"], r["town"], r["first_name"], r["tags"], r["n"]))
+    q(conn, "UPDATE cust SET town = 'Lima', first_name = 'Fdw' WHERE n BETWEEN 400 AND 430")
+    q(conn, "UPDATE cust SET tags = '{a,b}' WHERE n BETWEEN 431 AND 440")
+    q(conn, "DELETE FROM cust WHERE n BETWEEN 441 AND 450")
+    ok = sync(conn, db, "cust")
+    writes = [c for c in applier_write_commands(admin_db)]
+    # the markers of sync() are outside writes the applier must apply: one insert and one delete each
+    # per index collection; nothing else
+    extra = [c for c in writes if not c.get("filter") or "~marker" not in str(c)]
+    check(ok and len(writes) <= 4 * len(INDEXES) * 2,
+          "FDW writes: the applier wrote only the markers' entries (%d write commands, at most %d)"
+          % (len(writes), 4 * len(INDEXES) * 2))
+    bad = verify_clean(conn, "cust")
+    check(not bad, "FDW writes: verify_index clean %s" % (bad or ""))
+    return extra
+
+
+def load(db, table, first, count, stop):
+    coll = db[table]
+    rng = random.Random(first)
+    for i in range(first, first + count):
+        if stop.is_set():
+            break
+        k = rng.random()
+        if k < 0.5:
+            coll.insert_one(row(i, rng))
+        elif k < 0.8:
+            coll.update_one({"_id": "c%05d" % rng.randrange(0, 300)}, {"$set": {"town": rng.choice(TOWNS)}})
+        else:
+            coll.delete_one({"_id": "c%05d" % rng.randrange(0, 300)})
+
+
+def kill_applier(client, conn, db):
+    pid = wait_applier(conn)
+    check(pid is not None, "kill: an applier runs")
+    if pid is None:
+        return
+    stop = threading.Event()
+    t = threading.Thread(target=load, args=(db, "cust", 1000, 1500, stop))
+    t.start()
+    time.sleep(0.5)
+    q(conn, "SELECT pg_terminate_backend(%s)", (pid,))
+    t0 = time.time()
+    new = wait_applier(conn, timeout=30, other_than=(pid,))
+    check(new is not None, "kill: the applier was started again (%.1f s)" % (time.time() - t0))
+    t.join()
+    check_consistent(conn, db, "cust", "kill during a load")
+
+
+def restart_server(client, conn, db):
+    if os.environ.get("IDXTABLE_MONGO_DURABLE") != "1" or "IDXTABLE_ENV_DIR" not in os.environ:
+        print("skip server restart: test/env was not started with IDXTABLE_MONGO_DURABLE=1")
+        return
+    db.cust.insert_many([row(i) for i in range(5000, 5050)])
+    subprocess.run([os.path.join(HERE, "env"), "restart-mongo"], check=True, stdout=subprocess.DEVNULL)
+    client2 = mongo_client.connect()
+    db2 = client2[DATABASE]
+    time.sleep(1)   # the applier fails on the lost connection and is started again
+    check(wait_applier(conn, timeout=90) is not None, "server restart: an applier runs again")
+    db2.cust.insert_many([row(i) for i in range(5050, 5100)])
+    db2.cust.update_many({"n": {"$gte": 5000, "$lt": 5020}}, {"$set": {"town": "Rome"}})
+    check_consistent(conn, db2, "cust", "server restart")
+    states = q(conn, "SELECT DISTINCT state FROM idxtable.index_defs WHERE tbl = 'cust'::regclass")
+    check(states == [("valid",)], "server restart: the index tables are valid again %s" % states)
+    return client2, db2
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def small_history(conn):
+    port = free_port()
+    log = open(os.path.join(os.environ.get("IDXTABLE_ENV_DIR", "/tmp"), "applier_small.log"), "w")
+    server = subprocess.Popen([sys.executable, os.path.join(HERE, "server", "mongo_test_server.py"),
+                               "--port", str(port), "--change-history", "50"],
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        import pymongo
+        uri = "mongodb://127.0.0.1:%d/?replicaSet=rs0" % port
+        deadline = time.time() + 20
+        while True:
+            try:
+                small = pymongo.MongoClient(uri, serverSelectionTimeoutMS=500)
+                small.admin.command("ping")
+                break
+            except Exception:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+        db = small[DATABASE]
+        create_server(conn, "small", uri, None, None, DATABASE)
+        create_table(conn, "hist", "small", INDEXES[1:2])
+        known = tuple(applier_pids(conn))
+        pid = wait_applier(conn, other_than=known, server="small")
+        ok = sync(conn, db, "hist")
+        check(pid is not None and ok, "small history: an applier follows the second server")
+        # stop it, write more than the history holds, let it come back
+        q(conn, "SELECT pg_terminate_backend(%s)", (pid,))
+        db.hist.insert_many([row(i) for i in range(0, 200)])
+        db.hist.update_many({"n": {"$lt": 50}}, {"$set": {"town": "Kiev"}})
+        wait_applier(conn, timeout=30, other_than=(pid,) + known, server="small")
+        states = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            s = q(conn, "SELECT state FROM idxtable.index_defs WHERE tbl = 'hist'::regclass")[0][0]
+            if not states or states[-1] != s:
+                states.append(s)
+            if s == "valid" and "stale" in states:
+                break
+            time.sleep(0.05)
+        stale_logged = "stale" in states or stale_in_log()
+        check(stale_logged, "small history: 286 made the index stale (states seen %s)" % states)
+        check(states[-1] == "valid", "small history: rebuilt and valid again")
+        check_consistent(conn, db, "hist", "small history")
+        small.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(10)
+        log.close()
+
+
+def stale_in_log():
+    path = os.path.join(os.environ.get("IDXTABLE_ENV_DIR", ""), "pg", "server.log")
+    try:
+        with open(path) as f:
+            return "index \"hist_town\" is now stale" in f.read()
+    except OSError:
+        return False
+
+
+def drop_collection(client, conn, db):
+    q(conn, "CREATE FOREIGN TABLE gone (_id text, town text) SERVER mongo OPTIONS (collection 'gone')")
+    q(conn, "INSERT INTO gone VALUES ('g1', 'Oslo')")
+    q(conn, "SELECT idxtable.create_index('gone', '{town}', name => 'gone_town')")
+    time.sleep(0.5)
+    db.gone.insert_one({"_id": "g2", "town": "Rome"})
+    deadline = time.time() + 20
+    while time.time() < deadline and not db[index_collections(conn, "gone")[0]].find_one({"id": "g2"}):
+        time.sleep(0.05)
+    db.gone.drop()
+    state = None
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        state = q(conn, "SELECT state FROM idxtable.index_defs WHERE name = 'gone_town'")[0][0]
+        if state == "failed":
+            break
+        time.sleep(0.05)
+    check(state == "failed", "drop: the index of a dropped fact collection is failed (%s)" % state)
+    q(conn, "SELECT idxtable.drop_index('gone_town')")
+
+
+def measure(client, conn, db):
+    results = {}
+    for n_indexes in (1, 3):
+        table = "bench%d" % n_indexes
+        q(conn, "DROP FOREIGN TABLE IF EXISTS %s" % table)
+        db[table].drop()
+        create_table(conn, table, "mongo", INDEXES[:n_indexes] if n_indexes == 3 else INDEXES[1:2])
+        sync(conn, db, table)
+        n = 3000
+        docs = [row(i) for i in range(n)]
+        for d in docs:
+            d["email"] = "B%d-%s" % (n_indexes, d["email"])
+        t0 = time.time()
+        db[table].insert_many(docs)
+        ok = sync(conn, db, table, timeout=300)
+        elapsed = time.time() - t0
+        results[n_indexes] = n / elapsed if ok else 0
+        print("measure: %d events applied with %d index table(s) in %.2f s: %.0f events/s"
+              % (n, n_indexes, elapsed, results[n_indexes]))
+        bad = verify_clean(conn, table)
+        check(ok and not bad, "measure with %d index table(s): all applied, verify clean" % n_indexes)
+    return results
+
+
+def main():
+    client, conn = setup()
+    db = client[DATABASE]
+    pid = wait_applier(conn)
+    check(pid is not None, "an applier runs for the table's server")
+    outside_writes(client, conn, db)
+    fdw_writes_nothing(client, conn, db)
+    kill_applier(client, conn, db)
+    restarted = restart_server(client, conn, db)
+    if restarted:
+        client, db = restarted
+    drop_collection(client, conn, db)
+    small_history(conn)
+    if "--measure" in sys.argv or os.environ.get("APPLIER_MEASURE"):
+        measure(client, conn, db)
+    print("applier: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
