@@ -24,7 +24,7 @@ RESET idxtable.index_consistency;
 \getenv mongo_password MONGO_PASSWORD
 SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
 CREATE SERVER mongo_sync FOREIGN DATA WRAPPER idxtable_fdw
-  OPTIONS (uri :'mongo_uri', database 'idxtable_sync');
+  OPTIONS (uri :'mongo_uri', database 'idxtable_regress');
 \if :have_user
 CREATE USER MAPPING FOR CURRENT_USER SERVER mongo_sync
   OPTIONS (username :'mongo_user', password :'mongo_password');

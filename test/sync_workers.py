@@ -15,8 +15,9 @@ shared_preload_libraries=idxtable_fdw):
 - drop_index of the last index table: the applier goes away;
 - DROP EXTENSION: the database worker and the applier go away;
 - a database without the extension gets no applier and keeps no worker;
-- a plain DROP DATABASE of a database with workers succeeds (the workers
-  leave at once; DROP DATABASE waits only 5 s for other sessions).
+- ALTER DATABASE RENAME and a plain DROP DATABASE of a database with
+  workers succeed (the workers leave at once; these commands wait only 5 s
+  for other sessions).
 
 Then a second PostgreSQL (its own IDXTABLE_ENV_DIR, the same MongoDB) is
 started with IDXTABLE_NO_PRELOAD=1: no idxtable_fdw process, create_index
@@ -248,7 +249,17 @@ def test_drop_database():
     setup_database(DATABASE)
     query("SELECT idxtable.create_index('facts', '{k}', name => 'facts_k')", dbname=DATABASE)
     RES.check(wait_for(lambda: workers(APPLIER, DATABASE), 10), "the applier runs again")
-    # the index collection goes with the MongoDB database below
+    # ALTER DATABASE RENAME needs the database to itself too
+    start = time.monotonic()
+    try:
+        query("ALTER DATABASE %s RENAME TO %s_r" % (DATABASE, DATABASE))
+        query("ALTER DATABASE %s_r RENAME TO %s" % (DATABASE, DATABASE))
+        ok = True
+    except psycopg2.Error as e:
+        ok = False
+        print("ALTER DATABASE RENAME: %s" % e)
+    RES.check(ok and time.monotonic() - start < 4.5,
+              "ALTER DATABASE RENAME succeeds (%.1f s)" % (time.monotonic() - start))
     start = time.monotonic()
     try:
         query("DROP DATABASE %s" % DATABASE)

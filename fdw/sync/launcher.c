@@ -27,10 +27,10 @@
  * appliers; their slots stay claimed (WAITING) for the next database
  * worker, and are freed by the launcher when the database is gone.
  *
- * DROP DATABASE waits up to 5 s for the database's other sessions to
- * leave.  An object access hook (sync_notify.c) asks our workers in the
- * database to exit when it begins, and the launcher starts none there
- * for the next ten seconds.
+ * DROP DATABASE, ALTER DATABASE RENAME and the like wait up to 5 s for
+ * the database's other sessions to leave.  Hooks (sync_notify.c) ask our
+ * workers in the database to exit when one begins, and the launcher
+ * starts none there for the next ten seconds.
  *
  * Catalog SQL runs through SPI in a transaction with a snapshot, with
  * search_path = pg_catalog, pg_temp for the worker's whole session and

@@ -17,7 +17,11 @@
  * index DDL does not see: DROP FOREIGN TABLE (whose definitions an event
  * trigger deletes) and DROP EXTENSION mark the transaction's catalog
  * changed; DROP DATABASE asks our workers in that database to exit at
- * once, since it waits only 5 s for the database's other sessions.
+ * once, since it waits only 5 s for the database's other sessions.  The
+ * other commands that need a database to themselves (ALTER DATABASE
+ * RENAME and SET TABLESPACE, CREATE DATABASE from it as a template) have
+ * no such hook before their check: a ProcessUtility hook asks the
+ * workers to leave when the database's owner runs one of them.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,11 +29,15 @@
 
 #include "access/htup_details.h"
 #include "catalog/objectaccess.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
@@ -49,6 +57,7 @@ static List *expected_appliers = NIL;	/* in TopTransactionContext */
 static bool catalog_dirty = false;
 
 static object_access_hook_type prev_object_access_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /*
  * The owner of relation "relid".
@@ -135,7 +144,7 @@ sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (access != OAT_DROP)
 		return;
 	if (classId == DatabaseRelationId)
-		idx_sync_database_dropping(objectId);
+		idx_sync_database_exclusive(objectId);
 	else if (classId == ExtensionRelationId ||
 			 (classId == RelationRelationId && subId == 0 &&
 			  get_rel_relkind(objectId) == RELKIND_FOREIGN_TABLE))
@@ -146,11 +155,75 @@ sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 }
 
 /*
- * Install the object access hook (from _PG_init when preloaded).
+ * The value of option "name" in a statement's options, or NULL.
+ */
+static const char *
+option_value(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, name) == 0 && def->arg != NULL)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/*
+ * The database a utility statement needs without other sessions (see the
+ * head of this file), or InvalidOid.
+ */
+static Oid
+exclusive_database(Node *stmt)
+{
+	const char *dbname = NULL;
+
+	if (IsA(stmt, RenameStmt) &&
+		((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
+		dbname = ((RenameStmt *) stmt)->subname;
+	else if (IsA(stmt, AlterDatabaseStmt) &&
+			 option_value(((AlterDatabaseStmt *) stmt)->options,
+						  "tablespace") != NULL)
+		dbname = ((AlterDatabaseStmt *) stmt)->dbname;
+	else if (IsA(stmt, CreatedbStmt))
+		dbname = option_value(((CreatedbStmt *) stmt)->options, "template");
+	return dbname ? get_database_oid(dbname, true) : InvalidOid;
+}
+
+/*
+ * ProcessUtility_hook: before a command that needs a database to itself,
+ * ask our workers there to leave (its owner's commands only, so that no
+ * one else can stop them at will).
+ */
+static void
+sync_process_utility(PlannedStmt *pstmt, const char *queryString,
+					 bool readOnlyTree, ProcessUtilityContext context,
+					 ParamListInfo params, QueryEnvironment *queryEnv,
+					 DestReceiver *dest, QueryCompletion *qc)
+{
+	Oid			dbid = exclusive_database(pstmt->utilityStmt);
+
+	if (OidIsValid(dbid) && pg_database_ownercheck(dbid, GetUserId()))
+		idx_sync_database_exclusive(dbid);
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/*
+ * Install the hooks (from _PG_init when preloaded).
  */
 void
 idx_sync_install_object_hook(void)
 {
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = sync_object_access;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = sync_process_utility;
 }

@@ -53,7 +53,7 @@ typedef struct IdxSyncDatabase
 	pid_t		worker_pid;		/* its database worker, 0 if none */
 	Latch	   *worker_latch;
 	bool		no_extension;	/* its last worker found no idxtable_fdw */
-	TimestampTz dropping_at;	/* DROP DATABASE began then (or 0) */
+	TimestampTz dropping_at;	/* DROP DATABASE or the like began then */
 } IdxSyncDatabase;
 
 /* The whole shared state but the index hash */
@@ -736,14 +736,15 @@ idx_sync_database_info(Oid dbid, uint64 *generation, bool *no_extension,
 }
 
 /*
- * DROP DATABASE of "dbid" begins: note it, so that the launcher starts
- * no worker there for a while, and ask the database's worker and
- * appliers to exit.  DROP DATABASE waits up to 5 s for the other
- * sessions of the database to go (CountOtherDBBackends); ours then go
+ * A command that needs database "dbid" without other sessions begins
+ * (DROP DATABASE, ALTER DATABASE RENAME, ...): note it, so that the
+ * launcher starts no worker there for a while, and ask the database's
+ * worker and appliers to exit.  These commands wait up to 5 s for the
+ * other sessions of the database to go (CountOtherDBBackends); ours go
  * within that time.
  */
 void
-idx_sync_database_dropping(Oid dbid)
+idx_sync_database_exclusive(Oid dbid)
 {
 	IdxSyncDatabase *db;
 	pid_t		worker = 0;

@@ -6,9 +6,9 @@
  * An index table is "maintained" when the library is preloaded (the
  * shared state exists), the applier slot of its (database, server, table
  * owner) is starting or running, and the index's status entry, if the
- * applier has made one yet, shows it streaming without an error.  It is
- * "known to be behind" when a backend asked its applier for a cluster time
- * the index has not reached and the index has not moved for longer than
+ * applier has made one yet, carries no error.  It is "known to be behind"
+ * when a backend asked its applier for a cluster time the index has not
+ * reached and the index has not moved for longer than
  * idxtable.sync_wait_timeout: a query would only time out.
  *
  * The cluster time a statement waits for is the operationTime of a ping
@@ -62,6 +62,11 @@ typedef struct ApplierView
 	bool		has_status;		/* the index has a status entry */
 	IdxSyncIndexStatus status;
 } ApplierView;
+
+static void report_behind(const IdxIndexDef *def, IdxClusterTime target)
+			pg_attribute_noreturn();
+static void report_unmaintained(const IdxIndexDef *def)
+			pg_attribute_noreturn();
 
 /*
  * Define idxtable.index_consistency and idxtable.sync_wait_timeout.
@@ -148,8 +153,11 @@ look_up_applier(const IdxIndexDef *def, ApplierView *view)
 }
 
 /*
- * Does an applier maintain the index: a slot starting or running, and a
- * status entry (if any yet) streaming without an error?
+ * Does an applier maintain the index, or is one about to: its slot is
+ * starting or running, and its status entry, if the applier has made one
+ * yet, carries no error?  (An entry that is not streaming without an
+ * error is a moment's state: the applier is opening or reopening its
+ * streams, after a change of the definitions.)
  */
 static bool
 is_maintained(const ApplierView *view)
@@ -158,9 +166,7 @@ is_maintained(const ApplierView *view)
 		(view->state != IDX_APPLIER_STARTING &&
 		 view->state != IDX_APPLIER_RUNNING))
 		return false;
-	if (!view->has_status)
-		return true;
-	return view->status.streaming && view->status.last_error[0] == '\0';
+	return !view->has_status || view->status.last_error[0] == '\0';
 }
 
 /*
@@ -253,19 +259,19 @@ report_behind(const IdxIndexDef *def, IdxClusterTime target)
 				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
 				 errmsg("index table \"%s\" did not catch up with the writes made before the statement started",
 						def->name),
-				 errdetail("Its change-stream applier has applied the changes through %s, %u seconds before the statement's cluster time %s, and did not get there within %d ms.",
+				 errdetail("Its change-stream applier has applied the changes through cluster time %s (increment %u), not yet through the statement's %s (increment %u), and did not get there within %d ms.",
 						   cluster_time_text(view.status.applied_through),
-						   IDX_CLUSTER_TIME_SECONDS(target) -
-						   Min(IDX_CLUSTER_TIME_SECONDS(target),
-							   IDX_CLUSTER_TIME_SECONDS(view.status.applied_through)),
-						   cluster_time_text(target), idx_sync_wait_timeout),
+						   (uint32) view.status.applied_through,
+						   cluster_time_text(target), (uint32) target,
+						   idx_sync_wait_timeout),
 				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
 			 errmsg("index table \"%s\" did not catch up with the writes made before the statement started",
 					def->name),
-			 errdetail("Its change-stream applier has applied no change yet and did not reach the statement's cluster time %s within %d ms.",
-					   cluster_time_text(target), idx_sync_wait_timeout),
+			 errdetail("Its change-stream applier has applied no change yet and did not reach the statement's cluster time %s (increment %u) within %d ms.",
+					   cluster_time_text(target), (uint32) target,
+					   idx_sync_wait_timeout),
 			 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as far as it has been maintained.")));
 }
 
@@ -302,86 +308,111 @@ report_unmaintained(const IdxIndexDef *def)
 }
 
 /*
- * Wait until the applier of "def" has made the index's status entry, at
- * most until "deadline": an index committed a moment ago has its slot
- * (claimed at commit, idx_sync_expect_applier) before its applier has
- * read the definition.  Returns true once the entry exists; false when no
- * applier is coming (no slot, or one that is stopping) or time is up.
- * The applier broadcasts its slot's condition variable on every state
- * change and applied batch; the sleeps are short as well, so that a
- * report without a broadcast is seen soon.
+ * Wait until the applier of "def" follows the index (its status entry
+ * exists and is streaming), at most until "deadline": an index committed
+ * a moment ago has its slot (claimed at commit, idx_sync_expect_applier)
+ * before its applier has read the definition, and an applier reopening
+ * its streams reports them not streaming for a moment.  Returns true once
+ * it streams; false, with *view as last seen, when no applier maintains
+ * it or time is up.  The applier broadcasts its slot's condition variable
+ * on every state change and report; the sleeps are short as well, so that
+ * a report without a broadcast is seen soon.
  */
 static bool
-wait_for_status(const IdxIndexDef *def, TimestampTz deadline)
+wait_until_streaming(const IdxIndexDef *def, TimestampTz deadline,
+					 ApplierView *view)
 {
-	ApplierView view;
 	int			prepared = -1;
-	bool		found;
+	bool		streaming = false;
 
 	for (;;)
 	{
 		long		remaining;
 
-		look_up_applier(def, &view);
-		found = view.has_status;
-		if (found || view.slotno < 0 || view.state == IDX_APPLIER_STOPPED)
+		look_up_applier(def, view);
+		if (!is_maintained(view))
 			break;
-		if (view.slotno != prepared)
+		if (view->has_status && view->status.streaming)
+		{
+			streaming = true;
+			break;
+		}
+		if (view->slotno != prepared)
 		{
 			/* look again once prepared, so that no broadcast is missed */
-			ConditionVariablePrepareToSleep(&idx_sync_slot(view.slotno)->applied_cv);
-			prepared = view.slotno;
+			ConditionVariablePrepareToSleep(&idx_sync_slot(view->slotno)->applied_cv);
+			prepared = view->slotno;
 			continue;
 		}
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
 													deadline);
 		if (remaining <= 0)
 			break;
-		ConditionVariableTimedSleep(&idx_sync_slot(view.slotno)->applied_cv,
+		ConditionVariableTimedSleep(&idx_sync_slot(view->slotno)->applied_cv,
 									Min(remaining, 100), PG_WAIT_EXTENSION);
 	}
 	if (prepared >= 0)
 		ConditionVariableCancelSleep();
-	return found;
+	return streaming;
 }
 
 /*
- * Wait until "def" has applied every change through "target", or raise
- * the ERROR that says why it did not.
+ * Wait until "def" has applied every change through "target" (within
+ * idxtable.sync_wait_timeout), or raise the ERROR that says why it did
+ * not.  "for_write": an index no applier maintains is not waited for, as
+ * the planner would not route through it (see idx_sync_wait_for_write).
  */
 static void
-wait_for_index(const IdxIndexDef *def, IdxClusterTime target)
+wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool for_write)
 {
-	TimestampTz deadline;
-	long		remaining;
-	int			waited_ms = 0;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   idx_sync_wait_timeout);
 
 	if (!idx_sync_enabled())
-		report_unmaintained(def);
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   idx_sync_wait_timeout);
-	if (!wait_for_status(def, deadline))
+	{
+		if (!for_write)
+			report_unmaintained(def);
+		return;
+	}
+	for (;;)
 	{
 		ApplierView view;
+		long		remaining;
+		int			waited_ms = 0;
 
-		look_up_applier(def, &view);
-		if (view.slotno < 0 || view.state == IDX_APPLIER_STOPPED)
-			report_unmaintained(def);
-		report_behind(def, target);
-	}
-	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-												deadline);
-	switch (idx_sync_wait(MyDatabaseId, def->definition_id, target,
-						  (int) remaining, &waited_ms))
-	{
-		case IDX_SYNC_CAUGHT_UP:
+		if (!wait_until_streaming(def, deadline, &view))
+		{
+			if (is_maintained(&view))
+				report_behind(def, target); /* time is up */
+			if (!for_write)
+				report_unmaintained(def);
 			return;
-		case IDX_SYNC_TIMED_OUT:
-			report_behind(def, target);
-			break;
-		case IDX_SYNC_UNMAINTAINED:
-			report_unmaintained(def);
-			break;
+		}
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													deadline);
+		switch (idx_sync_wait(MyDatabaseId, def->definition_id, target,
+							  (int) remaining, &waited_ms))
+		{
+			case IDX_SYNC_CAUGHT_UP:
+				return;
+			case IDX_SYNC_TIMED_OUT:
+				report_behind(def, target);
+				break;
+			case IDX_SYNC_UNMAINTAINED:
+				/* it stopped streaming: wait again, unless it streams */
+				look_up_applier(def, &view);
+				if (!is_maintained(&view) ||
+					(view.has_status && view.status.streaming) ||
+					remaining <= 0)
+				{
+					if (is_maintained(&view) && remaining <= 0)
+						report_behind(def, target);
+					if (!for_write)
+						report_unmaintained(def);
+					return;
+				}
+				break;
+		}
 	}
 }
 
@@ -398,7 +429,7 @@ idx_sync_wait_for_read(const IdxIndexDef *def, mongoc_client_t *client,
 	if (idx_index_consistency == IDX_READ_ANY)
 		return false;
 	INSTR_TIME_SET_CURRENT(start);
-	wait_for_index(def, server_cluster_time(client, servername));
+	wait_for_index(def, server_cluster_time(client, servername), false);
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
 	*elapsed_ms = INSTR_TIME_GET_MILLISEC(duration);
@@ -424,8 +455,9 @@ key_reads_any(const IdxIndexDef *def, List *attrs)
 /*
  * The wait of a write that claims unique keys (see sync_wait.h).  Only
  * indexes the planner would route through are waited for: with no applier
- * maintaining it, or one known to be behind, the claim checks the keys the
- * index holds, as without the applier.
+ * maintaining it (also one that stops while the write waits), or one known
+ * to be behind, the claim checks the keys the index holds, as without the
+ * applier; an index that does not catch up in time is an ERROR.
  */
 void
 idx_sync_wait_for_write(List *defs, List *target_attrs,
@@ -451,6 +483,6 @@ idx_sync_wait_for_write(List *defs, List *target_attrs,
 		return;
 	target = server_cluster_time(client, servername);
 	foreach(lc, waits)
-		wait_for_index(lfirst(lc), target);
+		wait_for_index(lfirst(lc), target, true);
 	list_free(waits);
 }

@@ -47,7 +47,7 @@ extern void idx_sync_define_gucs(void);
 extern void idx_sync_register_launcher(void);
 
 /* in sync_notify.c */
-extern void idx_sync_install_object_hook(void);
+extern void idx_sync_install_object_hook(void);	/* and the utility hook */
 
 /* in sync_state.c: the launcher's and database workers' latches */
 extern void idx_sync_attach_launcher(void);
@@ -58,7 +58,7 @@ extern void idx_sync_database_no_extension(Oid dbid);
 extern void idx_sync_database_info(Oid dbid, uint64 *generation,
 								   bool *no_extension,
 								   TimestampTz *dropping_at);
-extern void idx_sync_database_dropping(Oid dbid);
+extern void idx_sync_database_exclusive(Oid dbid);
 extern void idx_sync_forget_database(Oid dbid);
 extern bool idx_sync_applier_info(int slotno, IdxApplierInfo *info);
 extern List *idx_sync_index_statuses(Oid dbid);
