@@ -34,18 +34,6 @@ SELECT idxtable.create_index('customers', '{town,last_name}');
 SELECT idxtable.create_index('customers', '{lower(email)}', is_unique => true);
 SELECT idxtable.create_index('customers', '{last_name}', include => '{first_name}');
 SELECT name, keys, include, "unique", collection, state, entries FROM idxtable.indexes;
-\set ECHO none
--- not shown: wait (at most 30 s) until the change-stream applier (below)
--- follows every new index table; until then a routed query with
--- idxtable.index_consistency = current can fail (SQLSTATE IX001)
-DO $$
-BEGIN
-  FOR i IN 1..300 LOOP
-    EXIT WHEN NOT EXISTS (SELECT FROM idxtable.sync_status WHERE lag IS NULL);
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END $$;
-\set ECHO queries
 
 \echo '\n>>> composite key: one lookup in the index collection, one fetch of the facts by _id'
 EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
@@ -102,6 +90,14 @@ SELECT backend_type, count(*) FROM pg_stat_activity
   WHERE backend_type LIKE 'idxtable_fdw%' AND (datname IS NULL OR datname = current_database())
   GROUP BY backend_type ORDER BY backend_type;
 \set ECHO none
+-- not shown: wait (at most 30 s) until the applier follows every index table
+DO $$
+BEGIN
+  FOR i IN 1..300 LOOP
+    EXIT WHEN NOT EXISTS (SELECT FROM idxtable.sync_status WHERE lag IS NULL);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
 SELECT bool_and(lag IS NOT NULL) AS streaming FROM idxtable.sync_status \gset
 \if :streaming
 \else
