@@ -21,13 +21,14 @@ first index table (unique lower(email)), then:
                  in small bulks every TICK_S; a poller thread reads the counters
                  every POLL_S.  A bulk's lag is the time from its acknowledgement
                  until the counters of every index table include it; the lag
-                 column of idxtable.sync_status (now() - applied_through, whole
-                 seconds of cluster time) is sampled as well.  The load runs twice
+                 column of idxtable.sync_status (clock_timestamp() -
+                 applied_through, whole seconds of cluster time) is sampled too.  The load runs twice
                  as long as `seconds`: lag alone first, then with the busy queries.
 
 At the end every index table must be clean in idxtable.verify_index.
 """
 import csv
+import math
 import re
 import statistics
 import threading
@@ -84,10 +85,11 @@ def percentile(values, q):
     v = sorted(values)
     if not v:
         return None
-    return v[min(len(v) - 1, max(0, int(round(q * len(v) + 0.5)) - 1))]
+    return v[min(len(v), max(1, math.ceil(q * len(v)))) - 1]
 
 
 def first_line(e):
+    """The first line of an exception's message (its class name if it has none)."""
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
@@ -208,6 +210,7 @@ class Writer:
         self.seq = 0
 
     def ops(self, k):
+        """The next k updates (customers in a fixed stride, so k < n - SPARE are distinct)."""
         out = []
         for _ in range(k):
             self.seq += 1
@@ -267,6 +270,7 @@ def burst(cur, writer, names, events, log):
 
 
 def point_sql(email):
+    """The point query for the customer with this e-mail address."""
     return "SELECT * FROM %s WHERE lower(email) = %s" % (TABLE, scenarios.lit(email.lower()))
 
 
@@ -334,6 +338,7 @@ class Queries:
             errors[level].append("%d rows instead of 1" % cur.rowcount)
 
     def close(self):
+        """Close both sessions."""
         for cur in self.curs.values():
             cur.connection.close()
 
@@ -375,6 +380,7 @@ def steady(db, writer, names, rate, seconds, base, queries, log):
     failures = []
 
     def write_loop():
+        """per_tick updates every tick; (ack time, total) after each bulk."""
         t_next, total = time.perf_counter(), 0
         try:
             while not stop.is_set():
@@ -388,6 +394,7 @@ def steady(db, writer, names, rate, seconds, base, queries, log):
             failures.append("writer: " + first_line(e))
 
     def poll_loop():
+        """The counters every POLL_S until stopped (after the writer, once drained)."""
         cur = connect(db).cursor()
         try:
             while not stop_polling.is_set():
@@ -491,6 +498,7 @@ def verify(cur, names):
 
 
 def summary(rows):
+    """The section's summary lines: rates, lags, what current adds."""
     out = []
     bursts = {r["indexes"]: r for r in rows if r["measurement"].startswith("burst")}
     if all(bursts.get(n, {}).get("events_s") for n in (1, 3)):
@@ -508,6 +516,7 @@ def summary(rows):
 
 
 def write_csv(path, rows):
+    """The table's rows (full precision, plus Sync Wait and the lag column) as CSV."""
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
