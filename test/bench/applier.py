@@ -205,16 +205,18 @@ class Writer:
         d = data.Dataset(1)
         self.coll = coll
         self.ids = n - SPARE
+        # a prime stride that does not divide ids visits every customer once per cycle
+        self.stride = 7919 if self.ids % 7919 else 7907
         self.towns = d.tail_towns[:50] + ["Redmond"]
         self.lasts = d.last_names[:200]
         self.seq = 0
 
     def ops(self, k):
-        """The next k updates (customers in a fixed stride, so k < n - SPARE are distinct)."""
+        """The next k updates: any n - SPARE consecutive ones touch distinct customers."""
         out = []
         for _ in range(k):
             self.seq += 1
-            out.append(update_op(1 + (self.seq * 7919) % self.ids, self.seq,
+            out.append(update_op(1 + (self.seq * self.stride) % self.ids, self.seq,
                                  self.towns, self.lasts))
         return out
 
