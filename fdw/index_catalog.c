@@ -18,7 +18,9 @@
  * be a key) is returned with state IDX_STATE_FAILED, with one WARNING per
  * backend, and can only be dropped.  So is one whose index collection is
  * not its own (index_owner.c checks the ownership markers, once per
- * backend per definition).
+ * backend per definition).  States 'building' and 'stale' (written by
+ * the applier when a change stream cannot resume) are maintained by
+ * writes but not used by reads.
  *
  *-------------------------------------------------------------------------
  */

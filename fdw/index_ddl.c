@@ -1232,17 +1232,32 @@ check_no_remote_transaction(const char *name)
 }
 
 /*
- * Without the library preloaded no applier runs: say that the new index
- * table misses the writes made to MongoDB directly.
+ * Without the library preloaded, or on a server whose option
+ * change_streams is 'off', no applier runs: say that the new index table
+ * "name" of foreign table "relid" misses the writes made to MongoDB
+ * directly.
  */
-static void
-warn_unmaintained(const char *name)
+void
+idx_warn_unmaintained(const char *name, Oid relid)
 {
+	ForeignServer *server;
+
 	if (!idx_sync_enabled())
+	{
 		ereport(WARNING,
 				(errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
 						name),
 				 errhint("Add idxtable_fdw to shared_preload_libraries and restart the server.")));
+		return;
+	}
+	server = GetForeignServer(GetForeignTable(relid)->serverid);
+	if (!idx_server_change_streams(server))
+		ereport(WARNING,
+				(errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+						name),
+				 errdetail("Foreign server \"%s\" has option change_streams set to off.",
+						   server->servername),
+				 errhint("Set change_streams to on if the server offers change streams to its user mapping (a replica set or a sharded cluster, and the changeStream privilege).")));
 }
 
 /*
@@ -1330,7 +1345,7 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 	idx_mark_index_valid(ni.def->name, &result);
 	CacheInvalidateRelcacheByRelid(ni.def->relid);	/* replan queries */
 	relation_close(ni.rel, NoLock);
-	warn_unmaintained(ni.def->name);
+	idx_warn_unmaintained(ni.def->name, ni.def->relid);
 	idx_sync_note_change(ni.def->relid, true);
 
 	PG_RETURN_TEXT_P(cstring_to_text(ni.def->name));

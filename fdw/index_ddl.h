@@ -158,6 +158,9 @@ typedef struct IdxNewIndex
 extern void idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 								  IdxNewIndex *ni);
 
+/* WARNING that index "name" of "relid" misses outside writes (no applier) */
+extern void idx_warn_unmaintained(const char *name, Oid relid);
+
 /*
  * MongoDB's cluster time now: the operationTime of a {ping: 1}, packed as
  * in sync_state.h; 0 if the server does not report one (no replica set).

@@ -15,7 +15,8 @@
  * standalone mongod) gives sync_from NULL: unknown.
  *
  * rebuild_index(name) fills an index again from all facts with the repair
- * passes of verify_index (index_verify.c), under the ShareLock that
+ * passes of verify_index (index_verify.c, settled as below), under the
+ * ShareLock that
  * repair_index takes (writes through PostgreSQL wait; the stream covers
  * the others), and marks it valid with sync_from = the time before the
  * pass.  It is how a 'stale' index (its stream could not resume) comes
@@ -33,10 +34,15 @@
  *	   (RowExclusiveLock) do not wait for.  The fill is the repair pass, not
  *	   create_index's inserts: entries that concurrent writes put in first
  *	   are compared and kept, never a duplicate-key error.  A write racing
- *	   with the batch that covers its fact can leave that fact's entries
- *	   as the batch read it; the applier's re-application from sync_from
- *	   puts them right;
+ *	   with the batch that covers its fact could have its entries undone
+ *	   by the batch's fixes (made from the fact as the batch read it), so
+ *	   each batch is settled: its facts are read again after the fixes,
+ *	   and those that changed are repaired again until none did
+ *	   (index_verify.c).  Writes by other clients are also re-applied by
+ *	   the applier from sync_from;
  *	3. the definition is committed 'valid'.
+ * Each commit tells the sync workers (idx_sync_note_change), so that the
+ * applier follows the new index from its sync_from on.
  * If phase 2 fails (or is cancelled), the definition is committed 'failed'
  * and the error raised: the index collection stays until drop_index().
  * A session that dies in phase 2 leaves the definition 'building', which
@@ -70,6 +76,7 @@
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_repair.h"
+#include "sync_state.h"
 #include "xact.h"
 
 PG_FUNCTION_INFO_V1(idxtable_rebuild_index);
@@ -152,7 +159,7 @@ fill_index(IdxIndexDef *def, Relation rel, int command)
 	mongoc_client_t *client;
 
 	idx_verify_run(def, rel, true, command, PROGRESS_CREATEIDX_PHASE_BUILD,
-				   &counts);
+				   true, &counts);
 	if (counts.unconvertible > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
@@ -217,6 +224,7 @@ idxtable_rebuild_index(PG_FUNCTION_ARGS)
 	idx_set_sync_from(name, sync_from);
 	CacheInvalidateRelcacheByRelid(def->relid); /* replan queries */
 	relation_close(rel, NoLock);
+	idx_sync_note_change(def->relid, true); /* sync_from moved */
 
 	PG_RETURN_INT64(entries);
 }
@@ -296,15 +304,6 @@ fill_concurrently(OnlineBuild *b)
 }
 
 /*
- * Tell the change-stream applier's processes that definitions changed.
- */
-static void
-catalog_changed(void)
-{
-	/* idx_sync_catalog_changed(MyDatabaseId) once sync_state.c is in */
-}
-
-/*
  * A duplicate key found by the repair pass is reported as the failure of
  * the build it is (the DETAIL, naming the key, stays).
  */
@@ -350,15 +349,15 @@ build_and_commit(OnlineBuild *b)
 		CurrentResourceOwner = oldowner;
 
 		idx_mark_index_failed(b->name, b->definition_id);
+		idx_sync_note_change(b->relid, false);
 		PopActiveSnapshot();
 		commit_step();
-		catalog_changed();
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
+	idx_sync_note_change(b->relid, false);
 	PopActiveSnapshot();
 	commit_step();
-	catalog_changed();
 }
 
 /*
@@ -389,8 +388,9 @@ idxtable_create_index_concurrently(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(oldcxt);
 	CacheInvalidateRelcacheByRelid(b.relid);
 	relation_close(ni.rel, NoLock);
+	idx_warn_unmaintained(b.name, b.relid);
+	idx_sync_note_change(b.relid, true);	/* the workers learn at commit */
 	commit_step();
-	catalog_changed();
 
 	build_and_commit(&b);
 

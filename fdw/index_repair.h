@@ -110,10 +110,13 @@ extern int	idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n);
  * Both passes of verify_index (repair_index if "repair") over index "def"
  * of the foreign table "rel", which the caller has opened and locked;
  * progress is reported as "command", the pass over the facts as phase
- * "fact_phase" (commands/progress.h).
+ * "fact_phase" (commands/progress.h).  With "settle" (a build), each batch
+ * of facts is read again after its repair, and the facts that changed
+ * meanwhile are repaired again, until none did.
  */
 extern void idx_verify_run(IdxIndexDef *def, Relation rel, bool repair,
-						   int command, int fact_phase, VerifyCounts *counts);
+						   int command, int fact_phase, bool settle,
+						   VerifyCounts *counts);
 
 /* ---- shared with index_verify.c ---- */
 extern void idx_repair_projection(IdxRepairState *st, bson_t *projection);

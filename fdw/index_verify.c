@@ -34,6 +34,12 @@
  * only as it was read.  Every fix is complete by itself, so a cancelled or
  * failed repair leaves the index no worse than it found it.
  *
+ * rebuild_index and create_index_concurrently (index_online.c) fill an
+ * index with the same passes, repairing, and "settle" each batch of pass
+ * 1: its facts are read again after its fixes, and those that changed
+ * meanwhile (a write in flight, whose entries the fixes may have undone)
+ * are repaired again, until none did.
+ *
  * Both functions take a ShareLock on the foreign table, as CREATE INDEX
  * does: writes through PostgreSQL wait, so a write in flight is never
  * mistaken for drift.  Progress shows in pg_stat_progress_create_index
@@ -73,6 +79,9 @@
 #include "protocol_read.h"
 #include "xact.h"
 
+/* Rounds of settling a batch of a build whose facts keep changing */
+#define IDX_SETTLE_ROUNDS	10
+
 PG_FUNCTION_INFO_V1(idxtable_verify_index);
 PG_FUNCTION_INFO_V1(idxtable_repair_index);
 
@@ -92,18 +101,145 @@ fact_batch_done(IdxRepairState *st, int n)
 }
 
 /*
- * Pass 1: every fact against its entries.  The facts are streamed and
- * handed, a batch at a time, to the core the change-stream applier uses
- * (index_repair.c).
+ * The facts named by keys[0..n-1] ({"v": _id} each) as they are now, read
+ * with one find: an array parallel to keys, in "cxt", with NULL for a fact
+ * that is gone.
+ */
+static bson_t **
+read_versions(IdxRepairState *st, bson_t **keys, int n, MemoryContext cxt)
+{
+	bson_t		projection = BSON_INITIALIZER;
+	bson_t	  **result = MemoryContextAllocZero(cxt, sizeof(bson_t *) * Max(n, 1));
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	int			i;
+
+	idx_repair_projection(st, &projection);
+	idx_repair_lookup(st, st->facts, "_id", keys, n, &projection, false,
+					  idx_repair_facts_what(st));
+	bson_destroy(&projection);
+	MemoryContextSwitchTo(cxt);
+	for (i = 0; i < n; i++)
+	{
+		ReadDoc    *doc = idx_repair_find_doc(st, keys[i]);
+
+		if (doc != NULL)
+			result[i] = idx_bson_pcopy(doc->doc);
+	}
+	st->ndocs = 0;
+	MemoryContextReset(st->batch_cxt);
+	MemoryContextSwitchTo(oldcxt);
+	return result;
+}
+
+/*
+ * Are two versions of a fact (NULL: gone), read with the same projection,
+ * the same?
+ */
+static bool
+same_version(const bson_t *a, const bson_t *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return a->len == b->len &&
+		memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
+}
+
+/*
+ * The _ids inside keys[0..n-1] ({"v": _id} each).
+ */
+static bson_value_t *
+key_values(bson_t **keys, int n)
+{
+	bson_value_t *ids = palloc(sizeof(bson_value_t) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		bson_iter_t iter;
+
+		if (!bson_iter_init_find(&iter, keys[i], "v"))
+			elog(ERROR, "fact key without its value");
+		ids[i] = *bson_iter_value(&iter);
+	}
+	return ids;
+}
+
+/*
+ * After a batch of a build's pass was repaired: read its facts again, and
+ * repair again those that changed meanwhile (or went), until none did.  A
+ * write that ran between the batch's read of a fact and its fixes may have
+ * had its entries undone by them; its fact then differs from the version
+ * the batch used.  A write whose fact is unchanged once the fixes are made
+ * comes after them, and brings its own entries.  In "cxt" (reset by the
+ * caller).
  */
 static void
-check_facts(IdxRepairState *st)
+settle_batch(IdxRepairState *st, bson_t **facts, int n, MemoryContext cxt)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	bson_t	  **keys = palloc(sizeof(bson_t *) * Max(n, 1));
+	bson_t	  **before = facts;
+	int			round;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		keys[i] = idx_repair_wrap_field(facts[i], "_id");
+	for (round = 0; n > 0; round++)
+	{
+		bson_t	  **after = read_versions(st, keys, n, cxt);
+		int			nchanged = 0;
+
+		for (i = 0; i < n; i++)
+			if (!same_version(before[i], after[i]))
+			{
+				keys[nchanged] = keys[i];
+				after[nchanged] = after[i];
+				nchanged++;
+			}
+		if (nchanged > 0 && round >= IDX_SETTLE_ROUNDS)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not build index \"%s\": its facts kept changing while they were read",
+							st->def->name),
+					 errhint("Retry when fewer writes go to the table.")));
+		if (nchanged > 0)
+			(void) idx_repair_facts(st, key_values(keys, nchanged), nchanged);
+		before = after;
+		n = nchanged;
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Repair (or check) one batch of facts read by the pass; with a settle
+ * context, settle it (see settle_batch).
+ */
+static void
+fact_batch(IdxRepairState *st, bson_t **facts, int n, MemoryContext settle)
+{
+	fact_batch_done(st, idx_repair_fact_docs(st, facts, n));
+	if (settle != NULL)
+	{
+		settle_batch(st, facts, n, settle);
+		MemoryContextReset(settle);
+	}
+}
+
+/*
+ * Pass 1: every fact against its entries.  The facts are streamed and
+ * handed, a batch at a time, to the core the change-stream applier uses
+ * (index_repair.c).  With "settle", each batch is settled against writes
+ * that run meanwhile (a build that does not block writers).
+ */
+static void
+check_facts(IdxRepairState *st, bool settle)
 {
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		projection = BSON_INITIALIZER;
 	bson_t	  **facts;
 	const bson_t *doc;
 	int			n = 0;
+	MemoryContext settle_cxt = NULL;
 	MemoryContext oldcxt;
 
 	idx_repair_projection(st, &projection);
@@ -113,20 +249,27 @@ check_facts(IdxRepairState *st)
 
 	facts = MemoryContextAlloc(CurrentMemoryContext,
 							   sizeof(bson_t *) * IDX_VERIFY_BATCH);
-	oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	if (settle)
+		settle_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										   "idxtable_fdw settle batch",
+										   ALLOCSET_DEFAULT_SIZES);
+	/* the facts of a batch to be settled must outlive its repair */
+	oldcxt = MemoryContextSwitchTo(settle ? settle_cxt : st->batch_cxt);
 	while (mongoc_cursor_next(st->cursor, &doc))
 	{
 		CHECK_FOR_INTERRUPTS();
 		facts[n++] = idx_bson_pcopy(doc);
 		if (n >= IDX_VERIFY_BATCH)
 		{
-			fact_batch_done(st, idx_repair_fact_docs(st, facts, n));
+			fact_batch(st, facts, n, settle_cxt);
 			n = 0;
 		}
 	}
 	idx_repair_check_cursor(st, st->cursor, idx_repair_facts_what(st));
-	fact_batch_done(st, idx_repair_fact_docs(st, facts, n));
+	fact_batch(st, facts, n, settle_cxt);
 	MemoryContextSwitchTo(oldcxt);
+	if (settle_cxt != NULL)
+		MemoryContextDelete(settle_cxt);
 	mongoc_cursor_destroy(st->cursor);
 	st->cursor = NULL;
 }
@@ -308,11 +451,12 @@ report_unconvertible(IdxRepairState *st)
  * locked by the caller), repairing if "repair"; progress is reported as
  * "command" (PROGRESS_CREATEIDX_COMMAND_*), the first pass as phase
  * "fact_phase".  Used by verify_index and repair_index, and by
- * rebuild_index and create_index_concurrently to fill an index.
+ * rebuild_index and create_index_concurrently to fill an index, which
+ * "settle" the batches of the first pass against writes that run meanwhile.
  */
 void
 idx_verify_run(IdxIndexDef *def, Relation rel, bool repair, int command,
-			   int fact_phase, VerifyCounts *counts)
+			   int fact_phase, bool settle, VerifyCounts *counts)
 {
 	IdxRepairState st;
 	ForeignServer *server;
@@ -329,7 +473,7 @@ idx_verify_run(IdxIndexDef *def, Relation rel, bool repair, int command,
 	PG_TRY();
 	{
 		progress_phase(&st, command, fact_phase, st.info->collection);
-		check_facts(&st);
+		check_facts(&st, settle);
 		progress_phase(&st, command,
 					   PROGRESS_CREATEIDX_PHASE_VALIDATE_IDXSCAN,
 					   st.def->collection);
@@ -366,7 +510,7 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 						server->servername),
 				 errhint("Run it in a transaction of its own.")));
 	idx_verify_run(def, rel, repair, PROGRESS_CREATEIDX_COMMAND_REINDEX,
-				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, counts);
+				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, false, counts);
 	relation_close(rel, NoLock);
 }
 

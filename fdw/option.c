@@ -65,6 +65,7 @@ static const IdxOption valid_options[] = {
 	{"connect_timeout_ms", ForeignServerRelationId},
 	{"socket_timeout_ms", ForeignServerRelationId},
 	{"server_selection_timeout_ms", ForeignServerRelationId},
+	{"change_streams", ForeignServerRelationId},
 	{"username", UserMappingRelationId},
 	{"password", UserMappingRelationId},
 	{"auth_source", UserMappingRelationId},
@@ -160,6 +161,23 @@ parse_consistency(const char *value)
 			 errmsg("invalid value for option \"consistency\": \"%s\"", value),
 			 errhint("Valid values are \"transaction\" and \"ordered\".")));
 	return IDX_CONSISTENCY_DEFAULT;	/* keep compiler quiet */
+}
+
+/*
+ * Parse the server option "change_streams": a Boolean ("on", "off", ...).
+ */
+static bool
+parse_change_streams(const char *value)
+{
+	bool		result;
+
+	if (!parse_bool(value, &result))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"change_streams\": \"%s\"",
+						value),
+				 errhint("Valid values are \"on\" and \"off\".")));
+	return result;
 }
 
 /*
@@ -289,6 +307,8 @@ idxtable_fdw_validator(PG_FUNCTION_ARGS)
 			(void) parse_positive_int(def->defname, value, INT_MAX);
 		else if (strcmp(def->defname, "consistency") == 0)
 			(void) parse_consistency(value);
+		else if (strcmp(def->defname, "change_streams") == 0)
+			(void) parse_change_streams(value);
 		else if (strcmp(def->defname, "field") == 0)
 			validate_field(value);
 		else if (strcmp(def->defname, "shard_key") == 0)
@@ -376,6 +396,20 @@ idx_server_fetch_size(ForeignServer *server)
 
 	return val ? parse_positive_int("fetch_size", val, 100000)
 		: IDX_DEFAULT_FETCH_SIZE;
+}
+
+/*
+ * Does the server have change streams an applier may follow?  Its option
+ * "change_streams" ('on' by default); 'off' for a standalone mongod, a
+ * user without the changeStream privilege or a service without them: its
+ * index tables are then maintained only by writes through PostgreSQL.
+ */
+bool
+idx_server_change_streams(ForeignServer *server)
+{
+	char	   *val = find_option(server->options, "change_streams");
+
+	return val ? parse_change_streams(val) : true;
 }
 
 /*

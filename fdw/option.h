@@ -63,6 +63,7 @@ extern IdxTableInfo *idx_get_table_info(Oid relid);
 /* Option lookups shared by several modules */
 extern char *idx_server_database(ForeignServer *server);
 extern int	idx_server_fetch_size(ForeignServer *server);
+extern bool idx_server_change_streams(ForeignServer *server);
 
 /* Field path of a column, from its "field" option or its name */
 extern char *idx_column_field(Oid relid, AttrNumber attnum);

@@ -18,6 +18,19 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER mongo
 CREATE USER MAPPING FOR CURRENT_USER SERVER mongo;
 \endif
 SELECT srvname, srvoptions[2] FROM pg_foreign_server;
+-- the same MongoDB as a server without change streams for us: no applier
+-- follows it, so the tests that change facts directly in MongoDB (writes,
+-- verify, build, security_writes) find that drift with verify_index
+-- rather than racing an applier that repairs it
+CREATE SERVER mongo_nostream FOREIGN DATA WRAPPER idxtable_fdw
+  OPTIONS (uri :'mongo_uri', database 'idxtable_regress',
+           change_streams 'off');
+\if :have_user
+CREATE USER MAPPING FOR CURRENT_USER SERVER mongo_nostream
+  OPTIONS (username :'mongo_user', password :'mongo_password');
+\else
+CREATE USER MAPPING FOR CURRENT_USER SERVER mongo_nostream;
+\endif
 -- run a statement and show its SQLSTATE, message and detail (no source
 -- locations, which would tie the expected output to line numbers)
 CREATE FUNCTION show_error(stmt text) RETURNS text LANGUAGE plpgsql AS $$

@@ -93,6 +93,8 @@ BEGIN
   END LOOP;
 END $$;
 SELECT sync_explain($$SELECT id FROM sync_people WHERE town = 'Town3'$$);
+-- covering reads wait the same way
+SELECT sync_explain($$SELECT town FROM sync_people WHERE town = 'Town3'$$);
 -- a Sync Wait is a time: never negative, and below the timeout
 CREATE FUNCTION sync_wait_ms(query text) RETURNS float8
 LANGUAGE plpgsql AS $$

@@ -109,9 +109,6 @@ def setup():
     admin.close()
     conn = pg()
     q(conn, "CREATE EXTENSION idxtable_fdw")
-    if os.environ.get("APPLIER_TEST_START"):
-        q(conn, "CREATE FUNCTION %s(oid, oid) RETURNS int AS 'applier_start' LANGUAGE C"
-          % os.environ["APPLIER_TEST_START"])
     create_server(conn, "mongo", os.environ["MONGO_URI"], os.environ.get("MONGO_USER"),
                   os.environ.get("MONGO_PASSWORD", ""), DATABASE)
     create_table(conn, "cust", "mongo", INDEXES)
@@ -137,17 +134,13 @@ def applier_pids(conn):
                                   "AND datname = current_database()", (APPLIER,))]
 
 
-def wait_applier(conn, timeout=30, other_than=(), server="mongo"):
+def wait_applier(conn, timeout=30, other_than=()):
     """The pid of a running applier (a new one if other_than is given), or None."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         pids = [p for p in applier_pids(conn) if p not in other_than]
         if pids:
             return pids[0]
-        if os.environ.get("APPLIER_TEST_START"):   # before the launcher exists: a throwaway starter
-            q(conn, "SELECT %s((SELECT oid FROM pg_foreign_server WHERE srvname = %%s), "
-                    "(SELECT oid FROM pg_roles WHERE rolname = current_user))"
-              % os.environ["APPLIER_TEST_START"], (server,))
         time.sleep(0.2)
     return None
 
@@ -279,6 +272,7 @@ def fdw_writes_nothing(client, conn, db):
     except Exception as e:   # not the test server
         print("skip FDW writes count: %s" % e)
         return
+    written_before = entries_written(conn)
     for i in range(400, 460):
         r = row(i)
         q(conn, "INSERT INTO cust VALUES (%s, %s, %s, %s, %s, %s)",
@@ -296,7 +290,17 @@ def fdw_writes_nothing(client, conn, db):
           % (len(writes), 4 * len(INDEXES) * 2))
     bad = verify_clean(conn, "cust")
     check(not bad, "FDW writes: verify_index clean %s" % (bad or ""))
+    written = entries_written(conn)
+    # each marker: one entry written, then deleted, per index
+    more = {k: written[k] - written_before.get(k, 0) for k in written}
+    check(written and all(v <= 4 for v in more.values()),
+          "FDW writes: idxtable.sync_status counts only the markers' entries as written %s" % more)
     return extra
+
+
+def entries_written(conn):
+    return dict(q(conn, "SELECT name, entries_written FROM idxtable.sync_status "
+                        "WHERE name LIKE 'cust%' AND entries_written IS NOT NULL"))
 
 
 def load(db, table, first, count, stop):
@@ -325,6 +329,10 @@ def kill_applier(client, conn, db):
     time.sleep(0.5)
     q(conn, "SELECT pg_terminate_backend(%s)", (pid,))
     t0 = time.time()
+    while pid in applier_pids(conn) and time.time() - t0 < 5:
+        time.sleep(0.01)
+    gone = time.time() - t0
+    check(gone < 1.0, "kill: the applier exits within 1 s of SIGTERM (%.2f s)" % gone)
     new = wait_applier(conn, timeout=30, other_than=(pid,))
     check(new is not None, "kill: the applier was started again (%.1f s)" % (time.time() - t0))
     t.join()
@@ -380,14 +388,14 @@ def small_history(conn):
         create_server(conn, "small", uri, None, None, DATABASE)
         create_table(conn, "hist", "small", INDEXES[1:2])
         known = tuple(applier_pids(conn))
-        pid = wait_applier(conn, other_than=known, server="small")
+        pid = wait_applier(conn, other_than=known)
         ok = sync(conn, db, "hist")
         check(pid is not None and ok, "small history: an applier follows the second server")
         # stop it, write more than the history holds, let it come back
         q(conn, "SELECT pg_terminate_backend(%s)", (pid,))
         db.hist.insert_many([row(i) for i in range(0, 200)])
         db.hist.update_many({"n": {"$lt": 50}}, {"$set": {"town": "Kiev"}})
-        wait_applier(conn, timeout=30, other_than=(pid,) + known, server="small")
+        wait_applier(conn, timeout=30, other_than=(pid,) + known)
         states = []
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -421,11 +429,12 @@ def drop_collection(client, conn, db):
     q(conn, "CREATE FOREIGN TABLE gone (_id text, town text) SERVER mongo OPTIONS (collection 'gone')")
     q(conn, "INSERT INTO gone VALUES ('g1', 'Oslo')")
     q(conn, "SELECT idxtable.create_index('gone', '{town}', name => 'gone_town')")
-    time.sleep(0.5)
     db.gone.insert_one({"_id": "g2", "town": "Rome"})
     deadline = time.time() + 20
     while time.time() < deadline and not db[index_collections(conn, "gone")[0]].find_one({"id": "g2"}):
         time.sleep(0.05)
+    check(db[index_collections(conn, "gone")[0]].find_one({"id": "g2"}) is not None,
+          "a new index table is followed at once (its catalog change wakes the applier)")
     db.gone.drop()
     state = None
     deadline = time.time() + 20

@@ -4,7 +4,7 @@ them neither wait for nor block a lock on the table.
 
 A table's owner works on it from two sessions; a role without privileges on
 it (regress_seclocks_other) calls idxtable.create_index, drop_index,
-verify_index and repair_index meanwhile:
+verify_index, repair_index and rebuild_index meanwhile:
 
 - while the owner holds ACCESS EXCLUSIVE on the table, each call fails with
   42501 at once (well within the 3 s statement_timeout the caller runs
@@ -41,6 +41,7 @@ CALLS = {
     "drop_index": "SELECT idxtable.drop_index('lt_k_idx')",
     "verify_index": "SELECT * FROM idxtable.verify_index('lt_k_idx')",
     "repair_index": "SELECT * FROM idxtable.repair_index('lt_k_idx')",
+    "rebuild_index": "SELECT idxtable.rebuild_index('lt_k_idx')",
 }
 
 
@@ -197,7 +198,7 @@ def owner_not_blocked(res, other, name, sql, lockmode, situation):
 def while_owner_works(res, other):
     worst = owner_not_blocked(res, other, "drop_index", CALLS["drop_index"],
                               "ACCESS SHARE", "reads")
-    for name in ("create_index", "verify_index", "repair_index"):
+    for name in ("create_index", "verify_index", "repair_index", "rebuild_index"):
         worst = max(worst, owner_not_blocked(res, other, name, CALLS[name],
                                              "ROW EXCLUSIVE", "writes"))
     print("while the owner reads or writes: slowest refusal or owner lock %.3f s" % worst)

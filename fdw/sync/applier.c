@@ -60,6 +60,9 @@ PGDLLEXPORT void idx_applier_main(Datum main_arg);
 
 Applier		applier;
 
+/* the server's option change_streams turned 'off': the applier stops */
+static bool applier_server_off = false;
+
 /* How long a getMore waits for events on an idle stream */
 #define APPLIER_POLL_MS		25
 
@@ -74,6 +77,9 @@ spi_begin(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 }
 
+/*
+ * End the SPI block of spi_begin().
+ */
 static void
 spi_end(void)
 {
@@ -346,8 +352,23 @@ connect_applier(void)
 }
 
 /*
+ * Does our server still have change streams to follow?  ALTER SERVER ...
+ * OPTIONS (change_streams 'off') bumps the catalog generation (see
+ * sync_notify.c), so this is read again with the catalog.
+ */
+static bool
+server_streams_on(void)
+{
+	ForeignServer *server = GetForeignServerExtended(applier.slot->serverid,
+													 FSV_MISSING_OK);
+
+	return server != NULL && idx_server_change_streams(server);
+}
+
+/*
  * One round: reload the catalog if it changed (exit when there is nothing
- * to maintain), then one step of every stream.  Returns false to stop.
+ * to maintain, or the server's change_streams is now 'off'), then one
+ * step of every stream.  Returns false to stop.
  */
 static bool
 applier_round(void)
@@ -358,6 +379,11 @@ applier_round(void)
 		idx_sync_catalog_generation(MyDatabaseId) != applier.generation)
 	{
 		close_streams();
+		if (!server_streams_on())
+		{
+			applier_server_off = true;
+			return false;
+		}
 		if (!load_catalog())
 			return false;
 	}
@@ -401,9 +427,14 @@ applier_loop(void)
 		more = applier_round();
 		CommitTransactionCommand();
 	}
-	ereport(LOG,
-			(errmsg("idxtable_fdw applier for server \"%s\" stops: it has no index tables to maintain",
-					applier.servername)));
+	if (applier_server_off)
+		ereport(LOG,
+				(errmsg("idxtable_fdw applier for server \"%s\" stops: the server's option change_streams is off",
+						applier.servername)));
+	else
+		ereport(LOG,
+				(errmsg("idxtable_fdw applier for server \"%s\" stops: it has no index tables to maintain",
+						applier.servername)));
 }
 
 /*

@@ -135,7 +135,7 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
 	{
 		/* index_verify.c's repair pass over every fact and every entry */
 		idx_verify_run(def, rel, true, PROGRESS_CREATEIDX_COMMAND_REINDEX,
-					   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, &counts);
+					   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, true, &counts);
 		written = counts.missing + counts.stale + counts.orphan;
 	}
 	else if (def != NULL)

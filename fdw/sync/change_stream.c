@@ -415,6 +415,9 @@ idx_cs_iter_time(const bson_iter_t *iter)
 	return IDX_CLUSTER_TIME(t, i);
 }
 
+/*
+ * Append a packed cluster time as a BSON Timestamp.
+ */
 bool
 idx_cs_append_time(bson_t *doc, const char *key, IdxClusterTime ct)
 {

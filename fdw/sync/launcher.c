@@ -70,6 +70,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "option.h"
 #include "sync_state.h"
 #include "sync_workers.h"
 
@@ -439,9 +440,23 @@ server_name(Oid serverid)
 }
 
 /*
+ * Does foreign server "serverid" exist and have change streams to follow
+ * (its option change_streams)?  In a transaction.
+ */
+static bool
+server_has_change_streams(Oid serverid)
+{
+	ForeignServer *server = GetForeignServerExtended(serverid,
+													 FSV_MISSING_OK);
+
+	return server != NULL && idx_server_change_streams(server);
+}
+
+/*
  * Mark, in dbw_slots, the slots of the (server, owner) pairs that have
  * index tables that are not failed (claiming a slot for each), or return
- * false if the extension is gone.  In a transaction, through SPI.
+ * false if the extension is gone.  Servers with change_streams 'off' get
+ * no applier.  In a transaction, through SPI.
  */
 static bool
 dbworker_read_pairs(void)
@@ -472,9 +487,11 @@ dbworker_read_pairs(void)
 															  SPI_tuptable->tupdesc, 1, &isnull));
 		Oid			ownerid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 															 SPI_tuptable->tupdesc, 2, &isnull));
-		int			slotno = idx_sync_claim_slot(MyDatabaseId, serverid,
-												 ownerid);
+		int			slotno;
 
+		if (!server_has_change_streams(serverid))
+			continue;
+		slotno = idx_sync_claim_slot(MyDatabaseId, serverid, ownerid);
 		if (slotno < 0)
 		{
 			if (!warned)

@@ -16,7 +16,8 @@
  * An object access hook (installed only when preloaded) catches what
  * index DDL does not see: DROP FOREIGN TABLE (whose definitions an event
  * trigger deletes) and DROP EXTENSION mark the transaction's catalog
- * changed; DROP DATABASE asks our workers in that database to exit at
+ * changed, and so does ALTER SERVER of one of our servers (its option
+ * change_streams starts or stops its appliers); DROP DATABASE asks our workers in that database to exit at
  * once, since it waits only 5 s for the database's other sessions.  The
  * other commands that need a database to themselves (ALTER DATABASE
  * RENAME and SET TABLESPACE, CREATE DATABASE from it as a template) have
@@ -34,6 +35,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_foreign_server.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
@@ -42,9 +44,13 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "option.h"
 #include "sync_state.h"
 #include "sync_workers.h"
 #include "xact.h"
+
+/* The FDW handler (idxtable_fdw.c), to recognise our foreign servers */
+extern Datum idxtable_fdw_handler(PG_FUNCTION_ARGS);
 
 /* (server, owner) pairs that got a new index in this transaction */
 typedef struct ExpectedApplier
@@ -94,7 +100,9 @@ idx_sync_note_change(Oid relid, bool expect_applier)
 
 		e->serverid = GetForeignTable(relid)->serverid;
 		e->ownerid = relation_owner(relid);
-		expected_appliers = lappend(expected_appliers, e);
+		/* a server with change_streams 'off' gets no applier */
+		if (idx_server_change_streams(GetForeignServer(e->serverid)))
+			expected_appliers = lappend(expected_appliers, e);
 		MemoryContextSwitchTo(oldcxt);
 	}
 }
@@ -133,7 +141,30 @@ idx_sync_at_abort(void)
 }
 
 /*
- * object_access_hook: drops that concern the workers.
+ * Is foreign server "serverid" one of idxtable_fdw's (its wrapper's
+ * handler is ours, whatever the wrapper is called)?
+ */
+static bool
+server_is_ours(Oid serverid)
+{
+	ForeignServer *server = GetForeignServerExtended(serverid,
+													 FSV_MISSING_OK);
+	ForeignDataWrapper *fdw;
+	FmgrInfo	handler;
+
+	if (server == NULL)
+		return false;
+	fdw = GetForeignDataWrapper(server->fdwid);
+	if (!OidIsValid(fdw->fdwhandler))
+		return false;
+	fmgr_info(fdw->fdwhandler, &handler);
+	return handler.fn_addr == idxtable_fdw_handler;
+}
+
+/*
+ * object_access_hook: drops that concern the workers, and ALTER SERVER of
+ * one of our servers (its option change_streams starts or stops its
+ * appliers).
  */
 static void
 sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
@@ -141,6 +172,13 @@ sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 {
 	if (prev_object_access_hook)
 		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access == OAT_POST_ALTER && classId == ForeignServerRelationId &&
+		server_is_ours(objectId))
+	{
+		idx_xact_register_callbacks();
+		catalog_dirty = true;
+		return;
+	}
 	if (access != OAT_DROP)
 		return;
 	if (classId == DatabaseRelationId)

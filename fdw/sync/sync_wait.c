@@ -24,6 +24,7 @@
 
 #include <limits.h>
 
+#include "access/htup_details.h"
 #include "catalog/pg_class.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
@@ -236,13 +237,15 @@ server_cluster_time(mongoc_client_t *client, const char *servername)
 }
 
 /*
- * A cluster time as text (its seconds as a timestamp).
+ * A cluster time's seconds as a timestamp, palloc'd (timestamptz_to_str's
+ * result is a static buffer, and a message shows two times).
  */
-static const char *
+static char *
 cluster_time_text(IdxClusterTime ct)
 {
-	return timestamptz_to_str(time_t_to_timestamptz((pg_time_t)
-													IDX_CLUSTER_TIME_SECONDS(ct)));
+	pg_time_t	seconds = IDX_CLUSTER_TIME_SECONDS(ct);
+
+	return pstrdup(timestamptz_to_str(time_t_to_timestamptz(seconds)));
 }
 
 /*
@@ -367,53 +370,36 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool for_write)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   idx_sync_wait_timeout);
+	ApplierView view;
 
 	if (!idx_sync_enabled())
+		report_unmaintained(def);
+	while (wait_until_streaming(def, deadline, &view))
 	{
-		if (!for_write)
-			report_unmaintained(def);
-		return;
-	}
-	for (;;)
-	{
-		ApplierView view;
-		long		remaining;
-		int			waited_ms = 0;
+		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+																deadline);
+		int			waited_ms;
+		IdxSyncWaitResult result;
 
-		if (!wait_until_streaming(def, deadline, &view))
-		{
-			if (is_maintained(&view))
-				report_behind(def, target); /* time is up */
-			if (!for_write)
-				report_unmaintained(def);
+		result = idx_sync_wait(MyDatabaseId, def->definition_id, target,
+							   (int) remaining, &waited_ms);
+		if (result == IDX_SYNC_CAUGHT_UP)
 			return;
-		}
-		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-													deadline);
-		switch (idx_sync_wait(MyDatabaseId, def->definition_id, target,
-							  (int) remaining, &waited_ms))
+		if (result == IDX_SYNC_TIMED_OUT || remaining <= 0)
+			report_behind(def, target);
+		/* unmaintained: wait again if it stopped streaming for a moment */
+		look_up_applier(def, &view);
+		if (view.has_status && view.status.streaming)
 		{
-			case IDX_SYNC_CAUGHT_UP:
-				return;
-			case IDX_SYNC_TIMED_OUT:
-				report_behind(def, target);
-				break;
-			case IDX_SYNC_UNMAINTAINED:
-				/* it stopped streaming: wait again, unless it streams */
-				look_up_applier(def, &view);
-				if (!is_maintained(&view) ||
-					(view.has_status && view.status.streaming) ||
-					remaining <= 0)
-				{
-					if (is_maintained(&view) && remaining <= 0)
-						report_behind(def, target);
-					if (!for_write)
-						report_unmaintained(def);
-					return;
-				}
-				break;
+			view.slotno = -1;	/* it streams, but not for this applier */
+			break;
 		}
 	}
+	/* time is up, or no applier maintains the index */
+	if (is_maintained(&view))
+		report_behind(def, target);
+	if (!for_write)
+		report_unmaintained(def);
 }
 
 /*
