@@ -32,6 +32,7 @@
 #include "storage/condition_variable.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/plancache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -249,13 +250,17 @@ cluster_time_text(IdxClusterTime ct)
 }
 
 /*
- * ERROR: the index did not reach "target" within the timeout.
+ * ERROR: the index did not reach "target" within the timeout.  Cached
+ * plans are invalidated first, so that a prepared statement routed
+ * through the index is planned again (as a plain scan while the index is
+ * behind) when it runs next, instead of failing again.
  */
 static void
 report_behind(const IdxIndexDef *def, IdxClusterTime target)
 {
 	ApplierView view;
 
+	ResetPlanCache();
 	look_up_applier(def, &view);
 	if (view.has_status && view.status.applied_through != 0)
 		ereport(ERROR,
@@ -279,12 +284,15 @@ report_behind(const IdxIndexDef *def, IdxClusterTime target)
 }
 
 /*
- * ERROR: no applier maintains the index.
+ * ERROR: no applier maintains the index (cached plans are invalidated, as
+ * in report_behind).
  */
 static void
 report_unmaintained(const IdxIndexDef *def)
 {
 	ApplierView view;
+
+	ResetPlanCache();
 
 	if (!idx_sync_enabled())
 		ereport(ERROR,
