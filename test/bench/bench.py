@@ -3,6 +3,7 @@
 
     test/bench/bench.py [--sizes 100000,1000000] [--quick] [--reps N] [--only TEXT]
                         [--writes-only | --no-writes] [--write-rows N]
+                        [--applier-only | --no-applier] [--applier-events N]
 
 Needs the environment of `eval "$(test/env start)"` (test/bench/run provides
 it).  For each size: loads customers and movies into MongoDB database
@@ -12,6 +13,10 @@ index tables, ANALYZEs, then runs every scenario with index routing on
 ("index") and off ("plain").  Prints a table and a summary per size and
 writes test/bench/results-<size>.csv.  Then the write scenarios (writes.py) in
 database idxtable_bench_writes (dropped first): test/bench/results-writes.csv.
+Then the applier (applier.py: outside writes with pymongo, the change-stream
+applier's rate and lag, routed reads with index_consistency current and any) in
+database idxtable_bench_applier (dropped first): test/bench/results-applier.csv.
+--writes-only and --applier-only select sections (both: both).
 """
 import argparse
 import os
@@ -25,6 +30,7 @@ import psycopg2.extras
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+import applier  # noqa: E402
 import data  # noqa: E402
 import measure  # noqa: E402
 import mongo_client  # noqa: E402
@@ -36,6 +42,9 @@ DB = "idxtable_bench"
 WRITE_DB = "idxtable_bench_writes"
 WRITE_ROWS, WRITE_ROWS_QUICK = 10000, 2000     # rows per bulk insert
 WRITE_KEYED = 1000                              # rows per UPDATE / DELETE (at most rows/4)
+APPLIER_DB = "idxtable_bench_applier"
+# (customers, burst events, seconds of each half of the steady load, idle query pairs)
+APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 15.0, 100), (5000, 2000, 5.0, 30)
 GUC = "idxtable.enable_index_routing"
 # 1,000,000 is supported, but not the default: on the Python test server its
 # setup takes ~9 minutes (measured: loading 23 s, the six index builds 45-123 s
@@ -279,6 +288,30 @@ def run_writes(args, mongo):
     log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
 
 
+def run_applier(args, mongo):
+    """The applier section, in a database of its own; print and write its results."""
+    n, events, seconds, idle_reps = APPLIER_RUN_QUICK if args.quick else APPLIER_RUN
+    events = args.applier_events or events
+    log("== applier: %d outside updates per burst, steady load 2 x %.0f s ==" % (events, seconds))
+    recreate_database(create=False, db=APPLIER_DB)
+    mongo.drop_database(APPLIER_DB)
+    setup_server(APPLIER_DB).close()
+    try:
+        rows, notes, run_s = applier.run(APPLIER_DB, mongo_client.database(mongo, APPLIER_DB),
+                                         max(n, events + applier.SPARE), events, seconds,
+                                         idle_reps, log)
+    except applier.Unavailable as e:
+        print()
+        print("idxtable_fdw applier benchmark: not run: %s" % e)
+        log("  NOTE: applier section not run: %s" % e)
+        return
+    applier.print_report(rows, notes, max(n, events + applier.SPARE), run_s)
+    sys.stdout.flush()
+    path = os.path.join(HERE, "results-applier.csv")
+    applier.write_csv(path, rows)
+    log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default=None,
@@ -291,7 +324,13 @@ def main():
     ap.add_argument("--only", help="run only scenarios whose name contains this text")
     ap.add_argument("--explain", action="store_true", help="print each EXPLAIN ANALYZE to stderr")
     ap.add_argument("--writes-only", action="store_true", help="only the write scenarios")
-    ap.add_argument("--no-writes", action="store_true", help="only the read scenarios")
+    ap.add_argument("--no-writes", action="store_true", help="no write scenarios")
+    ap.add_argument("--applier-only", action="store_true",
+                    help="only the applier section (with --writes-only: those two)")
+    ap.add_argument("--no-applier", action="store_true", help="no applier section")
+    ap.add_argument("--applier-events", type=int, default=None,
+                    help="outside updates per burst in the applier section (default %d, "
+                    "--quick %d)" % (APPLIER_RUN[1], APPLIER_RUN_QUICK[1]))
     ap.add_argument("--write-rows", type=int, default=None,
                     help="rows per bulk INSERT (default %d, --quick %d)"
                     % (WRITE_ROWS, WRITE_ROWS_QUICK))
@@ -300,19 +339,26 @@ def main():
         ap.error("--quick and --sizes exclude each other")
     if args.writes_only and args.no_writes:
         ap.error("--writes-only and --no-writes exclude each other")
+    if args.applier_only and args.no_applier:
+        ap.error("--applier-only and --no-applier exclude each other")
+    only = args.writes_only or args.applier_only
+    do_writes = args.writes_only or not (only or args.no_writes)
+    do_applier = args.applier_only or not (only or args.no_applier)
     sizes = [QUICK_SIZE] if args.quick else \
         [int(x.replace("_", "")) for x in (args.sizes or DEFAULT_SIZES).split(",") if x]
     for var in ("MONGO_URI", "PGHOST"):
         if not os.environ.get(var):
             sys.exit("bench.py: %s is not set; run test/bench/run, or eval \"$(test/env start)\" first"
                      % var)
-    if not args.quick and not args.sizes and not args.writes_only:
+    if not args.quick and not args.sizes and not only:
         log(BIG_NOTE)
     mongo = mongo_client.connect()
-    for size in ([] if args.writes_only else sizes):
+    for size in ([] if only else sizes):
         run_size(size, args, mongo)
-    if not args.no_writes:
+    if do_writes:
         run_writes(args, mongo)
+    if do_applier:
+        run_applier(args, mongo)
 
 
 if __name__ == "__main__":

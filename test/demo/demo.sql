@@ -84,6 +84,47 @@ SELECT customer_id, town FROM customers WHERE town = 'Seattle' AND last_name = '
 SELECT name, (idxtable.verify_index(name)).* FROM idxtable.indexes ORDER BY name;
 DELETE FROM customers WHERE customer_id = 900001;
 
+\echo '\n>>> other applications write to MongoDB directly: a background worker, the applier, follows'
+\echo '>>> MongoDB''s change stream and brings every index table up to date (idxtable_fdw is preloaded)'
+SELECT backend_type, count(*) FROM pg_stat_activity
+  WHERE backend_type LIKE 'idxtable_fdw%' AND (datname IS NULL OR datname = current_database())
+  GROUP BY backend_type ORDER BY backend_type;
+\set ECHO none
+-- not shown: wait (at most 30 s) until the applier follows every index table
+DO $$
+BEGIN
+  FOR i IN 1..300 LOOP
+    EXIT WHEN NOT EXISTS (SELECT FROM idxtable.sync_status WHERE lag IS NULL);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT bool_and(lag IS NOT NULL) AS streaming FROM idxtable.sync_status \gset
+\if :streaming
+\else
+\echo '(the applier does not follow every index table: is idxtable_fdw in shared_preload_libraries?)'
+\endif
+\set ECHO queries
+\echo '\n>>> idxtable.sync_status before: the FDW''s own writes above came through the stream too, with nothing left to write'
+SELECT name, state, lag IS NOT NULL AS streaming, events_applied, entries_written,
+       conflicts, last_error
+  FROM idxtable.sync_status ORDER BY name;
+\! /usr/bin/python3 test/demo/outside_writes.py
+\echo '\n>>> the very next query through an index table finds them: with idxtable.index_consistency'
+\echo '>>> = current (the default) a routed scan first waits until the applier has applied every write'
+\echo '>>> MongoDB acknowledged before the query started (Sync Wait)'
+EXPLAIN (ANALYZE, COSTS OFF, SUMMARY OFF)
+  SELECT customer_id, first_name FROM customers
+  WHERE town = 'Walla Walla' AND last_name = 'Lovelace';
+SELECT customer_id, first_name, last_name, town, email FROM customers
+  WHERE town = 'Walla Walla' AND last_name = 'Lovelace' ORDER BY customer_id;
+SELECT customer_id, email FROM customers WHERE lower(email) = 'grace.hopper@navy.example';
+SELECT customer_id, email FROM customers WHERE lower(email) = 'ada.lovelace@engine.example';
+SELECT count(*) AS old_key_left FROM customers WHERE lower(email) = 'tim.davis4242@example.com';
+\echo '\n>>> idxtable.sync_status after: the outside writes applied, and the index entries written for them'
+SELECT name, state, lag, events_applied, entries_written, conflicts, last_error
+  FROM idxtable.sync_status ORDER BY name;
+SELECT name, (idxtable.verify_index(name)).* FROM idxtable.indexes ORDER BY name;
+
 \echo '\n>>> IMPORT FOREIGN SCHEMA infers the columns from sampled documents'
 CREATE SCHEMA imported;
 IMPORT FOREIGN SCHEMA idxtable_demo FROM SERVER demo_mongo INTO imported;

@@ -1,0 +1,594 @@
+"""The applier section: how fast the change-stream applier brings index tables up to
+date with writes made straight to MongoDB, how far it lags behind a steady outside
+write load, and what idxtable.index_consistency = current adds to a routed query.
+
+run() expects a database with the extension and the server "mongo" (bench.py makes
+it) in a PostgreSQL that preloads idxtable_fdw.  It loads n customers into the
+collection a_customers (pymongo), creates the foreign table a_customers and its
+first index table (unique lower(email)), then:
+
+  burst, 1 idx   pymongo updates `events` distinct customers (town, last_name and
+                 email each get a new value) in unordered bulk writes; measured
+                 from the first write until the events_applied counter of every
+                 index table in idxtable.sync_status has grown by `events`
+  burst, 3 idx   the same after adding {town,last_name} and {town} INCLUDE
+                 {first_name,last_name}
+  point query    SELECT * FROM a_customers WHERE lower(email) = <a customer nobody
+                 writes>, routed through the unique index table, in two sessions:
+                 index_consistency = current and = any, taking turns; on an idle
+                 server, then while the steady load below runs
+  lag            a writer thread updates customers at half the 3-index burst rate,
+                 in small bulks every TICK_S; a poller thread reads the counters
+                 every POLL_S.  A bulk's lag is the time from its acknowledgement
+                 until the counters of every index table include it; the lag
+                 column of idxtable.sync_status (clock_timestamp() -
+                 applied_through, whole seconds of cluster time) is sampled too.  The load runs twice
+                 as long as `seconds`: lag alone first, then with the busy queries.
+
+At the end every index table must be clean in idxtable.verify_index.
+"""
+import csv
+import math
+import re
+import statistics
+import threading
+import time
+
+import psycopg2
+import pymongo
+
+import data
+import measure
+import report
+import scenarios
+
+TABLE = "a_customers"
+INDEXES = [("{lower(email)}", None, True),          # as writes.py: a table with n gets the first n
+           ("{town,last_name}", None, False),
+           ("{town}", "{first_name,last_name}", False)]
+BULK = 1000             # updates per bulk_write of a burst
+TICK_S = 0.02           # the steady writer's interval between bulks
+POLL_S = 0.01           # the poller's interval between reads of idxtable.sync_status
+QUIET_S = 1.0           # counters unchanged this long: the applier has caught up
+READY_TIMEOUT_S = 90.0  # to wait for the applier to follow new index tables
+SPARE = 200             # customers no writer touches (the point queries read them)
+EXPLAIN_EVERY = 5       # every 5th point query with current is an EXPLAIN ANALYZE
+_SYNC_WAIT = re.compile(r"Sync Wait:\s*([0-9.]+)\s*ms")
+
+# (heading, key, width, format) for report.table
+COLUMNS = [
+    ("measurement", "measurement", 29, "s"),
+    ("idx", "indexes", 3, "d"),
+    ("events", "events", 7, "d"),
+    ("seconds", "seconds", 7, ".2f"),
+    ("events/s", "events_s", 8, ".0f"),
+    ("entries/s", "entries_s", 9, ".0f"),
+    ("runs", "runs", 5, "d"),
+    ("median_ms", "median_ms", 9, ".2f"),
+    ("p99_ms", "p99_ms", 8, ".2f"),
+    ("max_ms", "max_ms", 8, ".1f"),
+    ("x_any", "x_any", 6, ".3g"),
+    ("+ms", "added_ms", 7, ".2f"),
+    ("note", "note", 0, "s"),
+]
+CSV_FIELDS = ["measurement", "indexes", "events", "seconds", "events_s", "entries_s",
+              "drain_events_s", "runs", "median_ms", "p99_ms", "max_ms", "x_any", "added_ms",
+              "sync_wait_ms", "lag_col_median_s", "lag_col_p99_s", "note"]
+
+
+class Unavailable(Exception):
+    """This build or server cannot run the applier section (the message says why)."""
+
+
+def percentile(values, q):
+    """The q-quantile (0..1) of values by nearest rank; None if there are none."""
+    v = sorted(values)
+    if not v:
+        return None
+    return v[min(len(v), max(1, math.ceil(q * len(v)))) - 1]
+
+
+def first_line(e):
+    """The first line of an exception's message (its class name if it has none)."""
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def connect(dsn_db, settings=()):
+    """A psycopg2 connection in autocommit with the given (GUC, value) pairs set."""
+    conn = psycopg2.connect(dbname=dsn_db)
+    conn.autocommit = True
+    cur = conn.cursor()
+    for name, value in settings:
+        cur.execute("SELECT set_config(%s, %s, false)", (name, value))
+    return conn
+
+
+def check_prerequisites(cur):
+    """Raise Unavailable unless the applier and idxtable.sync_status are there."""
+    cur.execute("SHOW shared_preload_libraries")
+    preload = cur.fetchone()[0]
+    if "idxtable_fdw" not in [p.strip().strip('"') for p in preload.split(",")]:
+        raise Unavailable("idxtable_fdw is not in shared_preload_libraries (%r): no applier runs"
+                          % preload)
+    cur.execute("SELECT to_regclass('idxtable.sync_status') IS NOT NULL")
+    if not cur.fetchone()[0]:
+        raise Unavailable("idxtable.sync_status does not exist in this build")
+    cur.execute("SELECT count(*) FROM pg_settings WHERE name = 'idxtable.index_consistency'")
+    if not cur.fetchone()[0]:
+        raise Unavailable("the setting idxtable.index_consistency does not exist in this build")
+
+
+def load(cur, mdb, n, log):
+    """n customers in MongoDB, the foreign table over them; returns {_id: email}."""
+    mdb.drop_collection(TABLE)
+    emails = {}
+    t0 = time.monotonic()
+    for batch in data.Dataset(n).customers():
+        mdb[TABLE].insert_many(batch, ordered=False)
+        emails.update((doc["_id"], doc["email"]) for doc in batch)
+    log("  loaded %d customers in %.1f s" % (n, time.monotonic() - t0))
+    cur.execute("CREATE FOREIGN TABLE %s (customer_id int OPTIONS (field '_id'), town text, "
+                "last_name text, first_name text, email text, balance int) SERVER mongo "
+                "OPTIONS (collection %%s)" % TABLE, (TABLE,))
+    cur.execute("ANALYZE %s" % TABLE)
+    return emails
+
+
+def create_indexes(cur, have, want, log):
+    """Add index tables have..want-1 of INDEXES; return the names of all of them."""
+    for keys, include, unique in INDEXES[have:want]:
+        t0 = time.monotonic()
+        cur.execute("SELECT idxtable.create_index(%s::regclass, %s::text[], "
+                    "include => %s::text[], is_unique => %s)",
+                    (TABLE, keys, include or "{}", unique))
+        log("  index %s%s built in %.1f s: %s" % (keys, " INCLUDE " + include if include else "",
+                                                   time.monotonic() - t0, cur.fetchone()[0]))
+    cur.execute("SELECT name FROM idxtable.indexes WHERE \"table\" = %s::regclass ORDER BY name",
+                (TABLE,))
+    return [r[0] for r in cur.fetchall()]
+
+
+def read_status(cur, names):
+    """{name: (state, streaming, events_applied, entries_written, lag seconds, last_error)}.
+
+    streaming: the view's lag is not NULL (an applier follows the index now).
+    """
+    cur.execute("SELECT name, state, lag IS NOT NULL, events_applied, "
+                "entries_written, extract(epoch FROM lag), last_error "
+                "FROM idxtable.sync_status WHERE name = ANY(%s)", (names,))
+    return {r[0]: r[1:] for r in cur.fetchall()}
+
+
+def counters(status, names):
+    """(min events_applied, sum entries_written) over names; None if one is missing."""
+    try:
+        return (min(int(status[n][2] or 0) for n in names),
+                sum(int(status[n][3] or 0) for n in names))
+    except KeyError:
+        return None
+
+
+def wait_ready(cur, names, log):
+    """Wait until the applier follows every index table and its counters stand still.
+
+    Returns the counters then.  Raises Unavailable if it does not get there.
+    """
+    t0 = time.monotonic()
+    last, since = None, time.monotonic()
+    while True:
+        st = read_status(cur, names)
+        now = time.monotonic()
+        ready = all(n in st and st[n][1] for n in names)
+        c = counters(st, names) if ready else None
+        if c != last:
+            last, since = c, now
+        elif c is not None and now - since >= QUIET_S:
+            log("  applier follows %d index table(s) (after %.1f s)" % (len(names), now - t0))
+            return c
+        if now - t0 > READY_TIMEOUT_S:
+            raise Unavailable("after %.0f s the applier does not follow every index table: %s"
+                              % (READY_TIMEOUT_S, {n: st.get(n) for n in names}))
+        time.sleep(0.05)
+
+
+def update_op(cid, seq, towns, lasts):
+    """An update of customer cid that changes a key of every index table."""
+    return pymongo.UpdateOne({"_id": cid}, {"$set": {
+        "town": towns[seq % len(towns)], "last_name": lasts[seq % len(lasts)],
+        "email": "Outside.%d.c%d@Bench.example" % (seq, cid)}})
+
+
+class Writer:
+    """Outside updates of customers 1..n-SPARE, each with a fresh unique e-mail."""
+
+    def __init__(self, coll, n):
+        d = data.Dataset(1)
+        self.coll = coll
+        self.ids = n - SPARE
+        # a prime stride that does not divide ids visits every customer once per cycle
+        self.stride = 7919 if self.ids % 7919 else 7907
+        self.towns = d.tail_towns[:50] + ["Redmond"]
+        self.lasts = d.last_names[:200]
+        self.seq = 0
+
+    def ops(self, k):
+        """The next k updates: any n - SPARE consecutive ones touch distinct customers."""
+        out = []
+        for _ in range(k):
+            self.seq += 1
+            out.append(update_op(1 + (self.seq * self.stride) % self.ids, self.seq,
+                                 self.towns, self.lasts))
+        return out
+
+    def write(self, k):
+        """k updates in one unordered bulk write; returns how many changed a document."""
+        return self.coll.bulk_write(self.ops(k), ordered=False).modified_count
+
+
+def wait_applied(cur, names, target, timeout_s, series=None):
+    """Poll until the min events_applied reaches target; time.perf_counter() then, or None."""
+    t_end = time.perf_counter() + timeout_s
+    while True:
+        c = counters(read_status(cur, names), names)
+        now = time.perf_counter()
+        if series is not None and c is not None:
+            series.append((now, c[0]))
+        if c is not None and c[0] >= target:
+            return now, c
+        if now > t_end:
+            return None, c
+        time.sleep(POLL_S)
+
+
+def burst(cur, writer, names, events, log):
+    """Write `events` outside updates at once; measure until every index table has them."""
+    base = wait_ready(cur, names, log)
+    t0 = time.perf_counter()
+    written = 0
+    while written < events:
+        k = min(BULK, events - written)
+        if writer.write(k) != k:
+            raise RuntimeError("an outside bulk update changed fewer than %d customers" % k)
+        written += k
+    t_written = time.perf_counter()
+    series = []
+    t_done, c = wait_applied(cur, names, base[0] + events, max(60.0, events / 50.0), series)
+    r = {"measurement": "burst of %d updates" % events, "indexes": len(names), "events": events}
+    if t_done is None:
+        r["note"] = ("NOT APPLIED: after %.0f s the counters show %s of %d events"
+                     % (time.perf_counter() - t0, None if c is None else c[0] - base[0], events))
+        return r
+    at_written = max([n for t, n in series if t <= t_written] or [base[0]]) - base[0]
+    r.update(seconds=t_done - t0, events_s=events / (t_done - t0),
+             entries_s=(c[1] - base[1]) / (t_done - t0),
+             note="pymongo wrote it in %.2f s; %d entries written"
+             % (t_written - t0, c[1] - base[1]))
+    if t_done > t_written and at_written < events:
+        r["drain_events_s"] = (events - at_written) / (t_done - t_written)
+        r["note"] += "; %.0f events/s after the writes ended" % r["drain_events_s"]
+    log("  burst %d idx: %d events applied in %.2f s (%.0f events/s; written in %.2f s)"
+        % (len(names), events, r["seconds"], r["events_s"], t_written - t0))
+    return r
+
+
+def point_sql(email):
+    """The point query for the customer with this e-mail address."""
+    return "SELECT * FROM %s WHERE lower(email) = %s" % (TABLE, scenarios.lit(email.lower()))
+
+
+def plan_of(cur, sql):
+    """(routed?, plan text, Sync Wait ms or None) from one EXPLAIN ANALYZE.
+
+    With TIMING (the default): the FDW prints Sync Wait only then.
+    """
+    cur.execute("EXPLAIN (ANALYZE, VERBOSE, SUMMARY OFF) " + sql)
+    lines = [r[0] for r in cur.fetchall()]
+    parsed = measure.parse_explain(lines)
+    waits = [float(m.group(1)) for m in map(_SYNC_WAIT.search, lines) if m]
+    return measure.uses_index(parsed), measure.describe_plan(parsed), (waits[0] if waits else None)
+
+
+class Queries:
+    """The point query in two sessions (current, any), taking turns."""
+
+    def __init__(self, db, emails):
+        self.curs = {}
+        for level in ("current", "any"):
+            conn = connect(db, [("idxtable.index_consistency", level)])
+            self.curs[level] = conn.cursor()
+        # ASCII only: lower() is then the same in Python and in any database locale
+        self.sqls = [point_sql(emails[cid]) for cid in sorted(emails)[-SPARE:]
+                     if emails[cid].isascii()]
+
+    def plans(self):
+        """{level: (routed, plan, sync wait)} of one query."""
+        return {level: plan_of(cur, self.sqls[0]) for level, cur in self.curs.items()}
+
+    def run(self, reps=None, until=None):
+        """Alternate current/any reps times (or until perf_counter() >= until).
+
+        Every EXPLAIN_EVERY-th turn of current runs as EXPLAIN ANALYZE instead,
+        in its place (not timed), for its Sync Wait.  Returns ({level: [wall
+        ms]}, {level: [errors]}, [Sync Wait ms of current]).
+        """
+        walls = {level: [] for level in self.curs}
+        errors = {level: [] for level in self.curs}
+        waits = []
+        i = 0
+        while (reps is None or i < reps) and (until is None or time.perf_counter() < until):
+            sql = self.sqls[i % len(self.sqls)]
+            for level in (("current", "any") if i % 2 == 0 else ("any", "current")):
+                try:
+                    if level == "current" and i % EXPLAIN_EVERY == EXPLAIN_EVERY // 2:
+                        w = plan_of(self.curs[level], sql)[2]
+                        waits.extend([] if w is None else [w])
+                    else:
+                        self.timed(level, sql, walls, errors)
+                except psycopg2.Error as e:
+                    errors[level].append(first_line(e))
+            i += 1
+        return walls, errors, waits
+
+    def timed(self, level, sql, walls, errors):
+        """Run sql in the session of level; its wall time into walls, a wrong row count
+        into errors."""
+        cur = self.curs[level]
+        t0 = time.perf_counter()
+        cur.execute(sql)
+        walls[level].append((time.perf_counter() - t0) * 1000.0)
+        if cur.rowcount != 1:
+            errors[level].append("%d rows instead of 1" % cur.rowcount)
+
+    def close(self):
+        """Close both sessions."""
+        for cur in self.curs.values():
+            cur.connection.close()
+
+
+def query_rows(label, walls, errors, waits, plans):
+    """Two table rows (any, current) of one query measurement."""
+    rows = []
+    base = statistics.median(walls["any"]) if walls["any"] else None
+    for level in ("any", "current"):
+        w = walls[level]
+        r = {"measurement": "point query %s, %s" % (label, level), "indexes": None,
+             "runs": len(w)}
+        if w:
+            r.update(median_ms=statistics.median(w), p99_ms=percentile(w, 0.99), max_ms=max(w))
+        notes = []
+        routed, plan, _ = plans[level]
+        notes.append(plan if routed else "NOT ROUTED: " + plan)
+        if level == "current" and w and base:
+            r["x_any"] = r["median_ms"] / base
+            r["added_ms"] = r["median_ms"] - base
+            if waits:
+                r["sync_wait_ms"] = statistics.median(waits)
+                notes.append("Sync Wait median %.1f ms, max %.1f ms (%d EXPLAIN ANALYZE)"
+                             % (r["sync_wait_ms"], max(waits), len(waits)))
+        if errors[level]:
+            notes.append("%d FAILED: %s" % (len(errors[level]), errors[level][0]))
+        r["note"] = "; ".join(notes)
+        rows.append(r)
+    return rows
+
+
+def steady(db, writer, names, rate, seconds, base, queries, log):
+    """The steady load at `rate` updates/s for 2 x seconds; lag rows, busy query rows."""
+    per_tick = max(1, int(round(rate * TICK_S)))
+    tick = per_tick / rate
+    acks = []                   # (perf_counter at acknowledgement, cumulative events)
+    samples = []                # (perf_counter, min events_applied, max lag column s)
+    stop, stop_polling = threading.Event(), threading.Event()
+    failures = []
+
+    def write_loop():
+        """per_tick updates every tick; (ack time, total) after each bulk."""
+        t_next, total = time.perf_counter(), 0
+        try:
+            while not stop.is_set():
+                total += writer.write(per_tick)
+                acks.append((time.perf_counter(), total))
+                t_next += tick
+                delay = t_next - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+        except Exception as e:      # noqa: BLE001 -- reported in the table
+            failures.append("writer: " + first_line(e))
+
+    def poll_loop():
+        """The counters every POLL_S until stopped (after the writer, once drained)."""
+        cur = connect(db).cursor()
+        try:
+            while not stop_polling.is_set():
+                st = read_status(cur, names)
+                c = counters(st, names)
+                lag = [st[n][4] for n in names if n in st and st[n][4] is not None]
+                if c is not None:
+                    samples.append((time.perf_counter(), c[0] - base,
+                                    float(max(lag)) if lag else None))
+                time.sleep(POLL_S)
+        except Exception as e:      # noqa: BLE001
+            failures.append("poller: " + first_line(e))
+        finally:
+            cur.connection.close()
+
+    threads = [threading.Thread(target=write_loop), threading.Thread(target=poll_loop)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    t_half = time.perf_counter()
+    walls, errors, waits = queries.run(until=t_half + seconds)
+    t_end = time.perf_counter()
+    stop.set()
+    threads[0].join()
+    total = acks[-1][1] if acks else 0
+    t_done, t_limit = None, time.perf_counter() + max(60.0, total / 50.0)
+    while t_done is None and time.perf_counter() < t_limit and threads[1].is_alive():
+        t_done = next((t for t, n, _ in reversed(samples[-5:]) if n >= total), None)
+        time.sleep(POLL_S)
+    stop_polling.set()
+    threads[1].join()
+    log("  steady load: %d updates in %.1f s (target %.0f/s), all applied %s"
+        % (total, t_end - t0, rate,
+           "%.2f s after the last" % (t_done - t_end) if t_done else "NOT within the timeout"))
+
+    rows = []
+    for label, lo, hi in (("lag, steady load", t0, t_half), ("lag, load + queries", t_half, t_end)):
+        rows.append(lag_row(label, len(names), rate, acks, samples, lo, hi, failures))
+    return rows, (walls, errors, waits)
+
+
+def lag_row(label, nidx, rate, acks, samples, lo, hi, failures):
+    """The lag of the bulks acknowledged between lo and hi, from the poller's samples."""
+    mine = [(t, n) for t, n in acks if lo <= t < hi]
+    prev = max([n for t, n in acks if t < lo] or [0])
+    lags, missing, j = [], 0, 0
+    for t_ack, n in mine:
+        while j < len(samples) and (samples[j][0] < t_ack or samples[j][1] < n):
+            j += 1
+        if j >= len(samples):
+            missing += 1
+            continue
+        lags.append((samples[j][0] - t_ack) * 1000.0)
+    events = (mine[-1][1] - prev) if mine else 0
+    r = {"measurement": "%s (%.0f/s)" % (label, rate), "indexes": nidx, "events": events,
+         "seconds": hi - lo, "events_s": events / (hi - lo) if hi > lo else None,
+         "runs": len(lags)}
+    notes = ["a bulk every %.0f ms; its lag: acknowledged -> the counters (read every %.0f ms) "
+             "include it" % (TICK_S * 1000, POLL_S * 1000)]
+    if lags:
+        r.update(median_ms=statistics.median(lags), p99_ms=percentile(lags, 0.99),
+                 max_ms=max(lags))
+    col = [s[2] for s in samples if lo <= s[0] < hi and s[2] is not None]
+    if col:
+        r["lag_col_median_s"], r["lag_col_p99_s"] = statistics.median(col), percentile(col, 0.99)
+        notes.append("sync_status.lag median %.2f s, p99 %.2f s"
+                     % (r["lag_col_median_s"], r["lag_col_p99_s"]))
+    if missing:
+        notes.append("%d bulks NOT APPLIED in the samples" % missing)
+    notes.extend(failures)
+    r["note"] = "; ".join(notes)
+    return r
+
+
+def status_problems(cur, names):
+    """What idxtable.sync_status shows wrong with the index tables (empty: nothing)."""
+    cur.execute("SELECT name, state, conflicts, last_error FROM idxtable.sync_status "
+                "WHERE name = ANY(%s) ORDER BY name", (names,))
+    return ["sync_status %s: state %s, %s conflicts, last_error %s"
+            % (name, state, conflicts, last_error)
+            for name, state, conflicts, last_error in cur.fetchall()
+            if state != "valid" or conflicts or last_error]
+
+
+def verify(cur, names):
+    """Problems idxtable.verify_index finds in the index tables (empty: clean)."""
+    bad = []
+    for name in names:
+        try:
+            cur.execute("SELECT checked, missing, orphan, stale, unconvertible "
+                        "FROM idxtable.verify_index(%s)", (name,))
+            checked, missing, orphan, stale, unconvertible = cur.fetchone()
+        except psycopg2.Error as e:
+            bad.append("verify_index(%s) failed: %s" % (name, first_line(e)))
+            continue
+        if missing or orphan or stale or unconvertible:
+            bad.append("verify_index(%s): %d checked, %d missing, %d orphan, %d stale, "
+                       "%d unconvertible" % (name, checked, missing, orphan, stale, unconvertible))
+    return bad
+
+
+def summary(rows):
+    """The section's summary lines: rates, lags, what current adds."""
+    out = []
+    bursts = {r["indexes"]: r for r in rows if r["measurement"].startswith("burst")}
+    if all(bursts.get(n, {}).get("events_s") for n in (1, 3)):
+        out.append("applier: %.0f events/s with 1 index table, %.0f with 3 (%.2fx)"
+                   % (bursts[1]["events_s"], bursts[3]["events_s"],
+                      bursts[3]["events_s"] / bursts[1]["events_s"]))
+    for r in rows:
+        if r["measurement"].startswith("lag") and r.get("median_ms") is not None:
+            out.append("%s: median %.1f ms, p99 %.1f ms over %d bulks"
+                       % (r["measurement"], r["median_ms"], r["p99_ms"], r["runs"]))
+        if r["measurement"].endswith("current") and r.get("added_ms") is not None:
+            out.append("%s: %+.2f ms over any (%.3gx)"
+                       % (r["measurement"].replace(", current", ""), r["added_ms"], r["x_any"]))
+    return out
+
+
+def write_csv(path, rows):
+    """The table's rows (full precision, plus Sync Wait and the lag column) as CSV."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            rec = {k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS}
+            for k in CSV_FIELDS[3:-1]:
+                if isinstance(r.get(k), float):
+                    rec[k] = "%.4g" % r[k]
+            w.writerow(rec)
+
+
+def run(db, mdb, n, events, seconds, idle_reps, log):
+    """The whole section; returns (rows, notes, seconds taken).
+
+    db: the PostgreSQL database (server "mongo" made); mdb: its MongoDB database
+    (pymongo).  Raises Unavailable if this build or server has no applier.
+    """
+    t_run = time.monotonic()
+    conn = connect(db)
+    cur = conn.cursor()
+    check_prerequisites(cur)
+    if n < events + SPARE:
+        n = events + SPARE
+    emails = load(cur, mdb, n, log)
+    writer = Writer(mdb[TABLE], n)
+    rows, notes = [], []
+
+    names = create_indexes(cur, 0, 1, log)
+    rows.append(burst(cur, writer, names, events, log))
+    names = create_indexes(cur, 1, 3, log)
+    rows.append(burst(cur, writer, names, events, log))
+
+    queries = Queries(db, emails)
+    wait_ready(cur, names, log)
+    plans = queries.plans()
+    walls, errors, waits = queries.run(reps=idle_reps)
+    idle = query_rows("idle", walls, errors, waits, plans)
+    log("  point query idle: any %s ms, current %s ms (medians)"
+        % tuple(("%.2f" % r["median_ms"]) if r.get("median_ms") else "-" for r in idle))
+
+    rows.extend(idle)
+    rate3 = rows[1].get("events_s")
+    if rate3:
+        base = wait_ready(cur, names, log)[0]
+        lag_rows, busy_q = steady(db, writer, names, rate3 / 2.0, seconds, base, queries, log)
+        rows.extend(lag_rows)
+        rows.extend(query_rows("busy", *busy_q, plans=plans))
+    else:
+        notes.append("no steady load and no busy queries: the 3-index burst was not applied")
+    queries.close()
+
+    wait_ready(cur, names, log)
+    notes.extend(status_problems(cur, names))
+    bad = verify(cur, names)
+    notes.extend(bad or ["verify_index clean on all %d index tables after the run" % len(names)])
+    conn.close()
+    return rows, notes, time.monotonic() - t_run
+
+
+def print_report(rows, notes, n, run_s):
+    """The section's table and summary on stdout."""
+    print()
+    print("idxtable_fdw applier benchmark: %d customers, updates made with pymongo straight to "
+          "MongoDB (%.0f s in all)" % (n, run_s))
+    print("x_any, +ms: current / and - any (medians); lag: per bulk of the steady writer, "
+          "from its acknowledgement until idxtable.sync_status counts it applied")
+    print()
+    for line in report.table(rows, COLUMNS, min_width=0):
+        print(line)
+    print()
+    print("summary (applier):")
+    for line in summary(rows) + notes:
+        print("  " + line)
