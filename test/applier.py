@@ -179,8 +179,9 @@ def verify_clean(conn, table):
     bad = []
     for (name,) in q(conn, "SELECT name FROM idxtable.index_defs WHERE tbl = %s::regclass ORDER BY name",
                      (table,)):
-        checked, missing, orphan, stale, unconvertible = q(conn, "SELECT * FROM idxtable.verify_index(%s)",
-                                                           (name,))[0]
+        checked, missing, orphan, stale, unconvertible = q(
+            conn, "SELECT checked, missing, orphan, stale, unconvertible FROM idxtable.verify_index(%s)",
+            (name,))[0]
         if missing or orphan or stale:
             bad.append((name, missing, orphan, stale))
     return bad
@@ -340,7 +341,9 @@ def kill_applier(client, conn, db):
 
 
 def restart_server(client, conn, db):
-    if os.environ.get("IDXTABLE_MONGO_DURABLE") != "1" or "IDXTABLE_ENV_DIR" not in os.environ:
+    envdir = os.environ.get("IDXTABLE_ENV_DIR", "/tmp/idxtable_fdw_env")
+    os.environ["IDXTABLE_ENV_DIR"] = envdir
+    if not os.path.exists(os.path.join(envdir, "mongo.dbpath")):
         print("skip server restart: test/env was not started with IDXTABLE_MONGO_DURABLE=1")
         return
     db.cust.insert_many([row(i) for i in range(5000, 5050)])

@@ -251,12 +251,12 @@ def online(res, index, call):
     # entries is counted when the build ends; the writer's last round may follow
     res.check(entries is not None and abs(entries - facts) <= 3,
               "entries %r, facts %d" % (entries, facts))
-    (checked, missing, orphan, stale, unconv), = query(
+    (checked, missing, orphan, stale, unconv, conflicts), = query(
         builder, "SELECT * FROM idxtable.verify_index(%s)", (index,))
-    res.check((checked, missing, orphan, stale, unconv) == (facts, 0, 0, 0, 0),
+    res.check((checked, missing, orphan, stale, unconv, conflicts) == (facts, 0, 0, 0, 0, 0),
               "verify_index after the online build: checked %d missing %d orphan %d "
-              "stale %d unconvertible %d (facts %d)"
-              % (checked, missing, orphan, stale, unconv, facts))
+              "stale %d unconvertible %d conflicts %d (facts %d)"
+              % (checked, missing, orphan, stale, unconv, conflicts, facts))
     query(builder, "SET idxtable.enable_plain_scan = off")
     (routed,), = query(builder, "SELECT count(*) FROM ob WHERE town = 'Oslo'")
     query(builder, "SET idxtable.enable_plain_scan = on")
