@@ -28,6 +28,36 @@
  * older makes the stream start at that time instead.  Applying an event
  * again changes nothing.
  *
+ * Markers.  A write through the FDW in transaction mode writes its facts
+ * and their entries in one MongoDB transaction, and at its pre-commit a
+ * marker into <db>.idxtable.sync (xact_marker.c) that lists, per fact
+ * collection, the index tables every write of the transaction to it
+ * maintained.  All events of a transaction carry its lsid and txnNumber,
+ * so the events of the facts and the marker's own event (the last of the
+ * transaction) are matched by them within a batch.  A fact event whose
+ * marker is in the same batch is not applied to the index tables its
+ * marker lists for its collection (still counted, and applied_through
+ * moves as before); no read of those facts or entries is made for it.
+ * Everything else is applied as ever: events of a transaction without a
+ * marker in the batch (an outside writer, ordered or eventual mode, a
+ * transaction cut by the end of a batch), and the index tables the marker
+ * does not list (a write through another foreign table over the same
+ * collection without them).  Skipping is exact because the transaction
+ * wrote those facts and exactly the entries they need atomically, from
+ * the facts as its snapshot had them; a later change of the same facts has
+ * events of its own; and a change before it that the index lacked at its
+ * snapshot has its own event, applied (with the repair's confirm step,
+ * index_repair.c) before or in this batch, reading the facts as they are
+ * then.  The one case left is a repair write of ours to the index that
+ * the transaction's snapshot did not see: its write of entries the fact
+ * then had could survive beside the transaction's.  So a marker counts
+ * for an index only if everything the applier wrote to it is older than
+ * a time the transaction's session knew before it started (the marker's
+ * "after"; fixed_through, a ping's time after our writes), only for valid
+ * indexes (a build's writes are not ours), and not for an index with
+ * unique key conflicts (freeing a conflicting key must reach the repair,
+ * which hands the key to the fact that waited for it).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -55,26 +85,40 @@
 #define POSITIONS_COLLECTION	"idxtable.positions"
 #define SYNC_COLLECTION			"idxtable.sync"
 #define HEARTBEAT_PREFIX		"heartbeat:"
+#define MARKER_PREFIX			"fdw:"
 
 /* Intervals (ms) between stored positions, and between heartbeats */
 #define SAVE_AFTER_EVENTS_MS	1000
 #define SAVE_IDLE_MS			10000
 #define HEARTBEAT_RETRY_MS		1000
 
+/* The marker of a transaction through the FDW (see the file header) */
+typedef struct Marker
+{
+	const uint8_t *lsid;		/* the event's lsid, raw (a view) */
+	uint32_t	lsid_len;
+	int64		txn;			/* the event's txnNumber */
+	IdxClusterTime after;		/* a time its snapshot includes; 0 unknown */
+	bson_t		doc;			/* its fullDocument (a view) */
+} Marker;
+
 /* The _ids of the changed facts of one collection in a batch */
 typedef struct CollIds
 {
 	const char *collection;
 	bson_value_t *ids;			/* views into the stream's reply */
+	Marker	  **marks;			/* the marker of each id's event, or NULL */
 	int			n;
 	int			alloc;
 	int64		events;
+	bool		marked;			/* any marks[i] set */
 } CollIds;
 
 /* What one batch of events says */
 typedef struct Batch
 {
 	List	   *colls;			/* CollIds * */
+	List	   *markers;		/* Marker * */
 	List	   *failed;			/* fact collections dropped or renamed */
 	List	   *failed_at;		/* ... and when (IdxClusterTime *) */
 	bool		invalidated;	/* the stream was invalidated */
@@ -157,12 +201,41 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
 		}
 		PG_END_TRY();
 		written = rs.counts.missing + rs.counts.stale + rs.counts.orphan;
+		if (rs.counts.conflicts > 0)
+			ix->wrote = true;	/* a conflict entry may have been written */
 		MemoryContextDelete(rs.batch_cxt);
 	}
 	if (rel != NULL)
 		relation_close(rel, AccessShareLock);
 	SetUserIdAndSecContext(save_userid, save_sec);
+	if (written > 0)
+		ix->wrote = true;
 	return written;
+}
+
+/*
+ * After repairs of the indexes of "s": those that were written have had
+ * every write of ours by the server's time now (markers, file header).
+ * "all": every index (a start: an earlier process may have written).
+ */
+static void
+note_fixes(AppStream *s, bool all)
+{
+	ListCell   *lc;
+	IdxClusterTime now = 0;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+
+		if (!ix->wrote && !all)
+			continue;
+		if (now == 0)
+			now = idx_cs_server_time(applier.client, applier.servername,
+									 s->database);
+		ix->fixed_through = now;
+		ix->wrote = false;
+	}
 }
 
 /*
@@ -188,7 +261,10 @@ rebuild_stale(AppStream *s)
 		any = true;
 	}
 	if (any)
+	{
+		note_fixes(s, false);
 		idx_applier_set_state(s, "s", "valid");
+	}
 }
 
 /*
@@ -220,6 +296,7 @@ lost_history(AppStream *s)
 	s->open = true;
 	s->covered = t0 - 1;
 	s->unsaved = true;
+	note_fixes(s, true);
 	idx_applier_report(s, false);
 	rebuild_stale(s);
 	apply_batch(s);
@@ -272,7 +349,8 @@ doc_string(const bson_t *doc, const char *path)
  * Add a changed fact's _id to the batch.
  */
 static void
-add_id(Batch *b, const char *collection, const bson_value_t *id)
+add_id(Batch *b, const char *collection, const bson_value_t *id,
+	   Marker *marker)
 {
 	ListCell   *lc;
 	CollIds    *c = NULL;
@@ -290,15 +368,97 @@ add_id(Batch *b, const char *collection, const bson_value_t *id)
 		c->collection = collection;
 		c->alloc = 64;
 		c->ids = palloc(sizeof(bson_value_t) * c->alloc);
+		c->marks = palloc(sizeof(Marker *) * c->alloc);
 		b->colls = lappend(b->colls, c);
 	}
 	if (c->n >= c->alloc)
 	{
 		c->alloc *= 2;
 		c->ids = repalloc(c->ids, sizeof(bson_value_t) * c->alloc);
+		c->marks = repalloc(c->marks, sizeof(Marker *) * c->alloc);
 	}
+	c->marks[c->n] = marker;
+	c->marked = c->marked || marker != NULL;
 	c->ids[c->n++] = *id;
 	c->events++;
+}
+
+/*
+ * The lsid (raw) and txnNumber of an event of a transaction; false if it
+ * has none.
+ */
+static bool
+event_txn(const bson_t *event, const uint8_t **lsid, uint32_t *lsid_len,
+		  int64 *txn)
+{
+	bson_iter_t iter;
+
+	if (!bson_iter_init_find(&iter, event, "lsid") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return false;
+	bson_iter_document(&iter, lsid_len, lsid);
+	if (!bson_iter_init_find(&iter, event, "txnNumber") ||
+		!BSON_ITER_HOLDS_NUMBER(&iter))
+		return false;
+	*txn = bson_iter_as_int64(&iter);
+	return true;
+}
+
+/*
+ * The marker of the transaction of "event" in the batch, or NULL.
+ */
+static Marker *
+event_marker(Batch *b, const bson_t *event)
+{
+	const uint8_t *lsid;
+	uint32_t	len;
+	int64		txn;
+	ListCell   *lc;
+
+	if (b->markers == NIL || !event_txn(event, &lsid, &len, &txn))
+		return NULL;
+	foreach(lc, b->markers)
+	{
+		Marker	   *m = lfirst(lc);
+
+		if (m->txn == txn && m->lsid_len == len &&
+			memcmp(m->lsid, lsid, len) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/*
+ * If "event" writes the marker of a transaction through the FDW (an
+ * insert or replace of an "fdw:" document of idxtable.sync, in a
+ * transaction), add it to the batch's markers.
+ */
+static void
+note_marker(Batch *b, const bson_t *event)
+{
+	const char *op = doc_string(event, "operationType");
+	const char *coll = doc_string(event, "ns.coll");
+	const char *id = doc_string(event, "documentKey._id");
+	bson_iter_t iter;
+	Marker	   *m;
+	const uint8_t *data;
+	uint32_t	len;
+
+	if (op == NULL || coll == NULL || id == NULL ||
+		strcmp(coll, SYNC_COLLECTION) != 0 ||
+		strncmp(id, MARKER_PREFIX, strlen(MARKER_PREFIX)) != 0 ||
+		(strcmp(op, "insert") != 0 && strcmp(op, "replace") != 0) ||
+		!bson_iter_init_find(&iter, event, "fullDocument") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return;
+	m = palloc0(sizeof(Marker));
+	bson_iter_document(&iter, &len, &data);
+	if (!bson_init_static(&m->doc, data, len) ||
+		!event_txn(event, &m->lsid, &m->lsid_len, &m->txn))
+		return;
+	if (bson_iter_init_find(&iter, &m->doc, "after"))
+		m->after = idx_cs_iter_time(&iter);
+	b->markers = lappend(b->markers, m);
 }
 
 /*
@@ -316,7 +476,7 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 		!bson_iter_find_descendant(&iter, "documentKey._id", &id))
 		return;
 	if (fact != NULL)
-		add_id(b, fact, bson_iter_value(&id));
+		add_id(b, fact, bson_iter_value(&id), event_marker(b, event));
 	else if (coll != NULL && strcmp(coll, SYNC_COLLECTION) == 0 &&
 			 BSON_ITER_HOLDS_UTF8(&id) &&
 			 strncmp(bson_iter_utf8(&id, NULL), HEARTBEAT_PREFIX,
@@ -392,6 +552,84 @@ advance_covered(AppStream *s, const Batch *b)
 }
 
 /*
+ * Does marker "m" list index "defid" for collection "collection"?
+ */
+static bool
+marker_lists(Marker *m, const char *collection, const char *defid)
+{
+	bson_iter_t iter,
+				items,
+				item,
+				ids;
+
+	if (!bson_iter_init_find(&iter, &m->doc, "maintained") ||
+		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &items))
+		return false;
+	while (bson_iter_next(&items))
+	{
+		const char *c;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&items) ||
+			!bson_iter_recurse(&items, &item) ||
+			!bson_iter_find(&item, "c") || !BSON_ITER_HOLDS_UTF8(&item))
+			continue;
+		c = bson_iter_utf8(&item, NULL);
+		if (strcmp(c, collection) != 0 ||
+			!bson_iter_recurse(&items, &item) ||
+			!bson_iter_find(&item, "i") || !BSON_ITER_HOLDS_ARRAY(&item) ||
+			!bson_iter_recurse(&item, &ids))
+			continue;
+		while (bson_iter_next(&ids))
+			if (BSON_ITER_HOLDS_UTF8(&ids) &&
+				strcmp(bson_iter_utf8(&ids, NULL), defid) == 0)
+				return true;
+	}
+	return false;
+}
+
+/*
+ * May index "ix" take marker "m" for its write (see the file header)?
+ */
+static bool
+marker_counts(AppIndex *ix, Marker *m, const char *collection)
+{
+	return ix->state == 'v' && m->after != 0 && ix->fixed_through != 0 &&
+		ix->fixed_through < m->after &&
+		marker_lists(m, collection, ix->status.definition_id);
+}
+
+/*
+ * The _ids of "c" to apply to index "ix" (in *ids; returns how many):
+ * those of the events whose marker does not count for it.
+ */
+static int
+ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids)
+{
+	bool	   *skip;
+	bool		any = false;
+	int			i,
+				n = 0;
+
+	*ids = c->ids;
+	if (!c->marked)
+		return c->n;
+	skip = palloc0(sizeof(bool) * c->n);
+	for (i = 0; i < c->n; i++)
+	{
+		skip[i] = c->marks[i] != NULL &&
+			marker_counts(ix, c->marks[i], c->collection);
+		any = any || skip[i];
+	}
+	if (!any || idx_applier_has_conflicts(ix))
+		return c->n;
+	*ids = palloc(sizeof(bson_value_t) * Max(c->n, 1));
+	for (i = 0; i < c->n; i++)
+		if (!skip[i])
+			(*ids)[n++] = c->ids[i];
+	return n;
+}
+
+/*
  * Apply the current batch of the stream of "s": each changed fact to each
  * index of its collection, then the failures, then how far it got.
  */
@@ -406,6 +644,10 @@ apply_batch(AppStream *s)
 	IdxClusterTime before = s->covered;
 
 	memset(&b, 0, sizeof(b));
+	/* the markers first: a transaction's marker is its last event */
+	idx_cs_batch(&s->cs, &iter);
+	while (idx_cs_next_event(&iter, &event))
+		note_marker(&b, &event);
 	idx_cs_batch(&s->cs, &iter);
 	while (idx_cs_next_event(&iter, &event))
 		note_event(s, &b, &event);
@@ -417,14 +659,19 @@ apply_batch(AppStream *s)
 		foreach(lc2, s->indexes)
 		{
 			AppIndex   *ix = lfirst(lc2);
+			bson_value_t *ids;
+			int			n;
 
 			CHECK_FOR_INTERRUPTS();
 			if (strcmp(ix->collection, c->collection) != 0)
 				continue;
-			ix->status.entries_written += repair_as_owner(ix, c->ids, c->n);
+			n = ids_to_apply(ix, c, &ids);
+			if (n > 0)
+				ix->status.entries_written += repair_as_owner(ix, ids, n);
 			ix->status.events_applied += c->events;
 		}
 	}
+	note_fixes(s, false);
 	forboth(lc, b.failed, lc2, b.failed_at)
 		idx_applier_fail_collection(s, lfirst(lc),
 									*(IdxClusterTime *) lfirst(lc2));
@@ -738,6 +985,7 @@ idx_applier_open_stream(AppStream *s)
 		return;
 	}
 	s->open = true;
+	note_fixes(s, true);		/* an earlier process may have written */
 	rebuild_stale(s);
 	apply_batch(s);
 }
