@@ -375,6 +375,20 @@ def fdw_transactions_read_nothing(client, conn, db):
           q(conn, "SELECT _id FROM cust WHERE lower(email) = 'user00530@example.com'") == [("c00530",)],
           "markers: an outside write of the same period is applied")
 
+    # a transaction of more facts than a batch of events: its marker comes in a later batch
+    fdw_insert(conn, 590)
+    wait_current(conn)
+    applier_reads(admin_db)
+    q(conn, "INSERT INTO cust SELECT 'c' || lpad(i::text, 5, '0'), 'Big' || i || '@Example.com', 'Rome', 'Big', "
+            "'{b}', i FROM generate_series(600, 3099) i")
+    wait_current(conn)
+    reads = applier_reads(admin_db)
+    big = ["c%05d" % i for i in range(600, 3100)]
+    check(not reads_naming(reads, big) and q(conn, "SELECT count(*) FROM cust WHERE first_name = 'Big'") == [(2500,)],
+          "markers: the applier read none of a transaction of 2,500 facts (%d of %d reads)"
+          % (len(reads_naming(reads, big)), len(reads)))
+    q(conn, "DELETE FROM cust WHERE first_name = 'Big'")
+
     # a transaction that also writes through a table without the index tables: no marker counts
     q(conn, "CREATE FOREIGN TABLE cust_bare (_id text, email text, town text, first_name text, tags text[], "
             "n int) SERVER mongo OPTIONS (collection 'cust')")

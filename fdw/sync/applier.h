@@ -46,6 +46,10 @@ typedef struct AppStream
 	bool		unsaved;		/* the position moved since */
 	bool		events_unsaved; /* ... and events were applied */
 	bool		caught_up;		/* the last batch was empty: nothing pending */
+	List	   *deferred;		/* facts of a transaction cut by the end of
+								 * the last batch, waiting for its marker */
+	int			ndeferred;
+	MemoryContext defer_cxt;	/* their memory */
 } AppStream;
 
 /* The applier (one per process) */

@@ -58,6 +58,14 @@
  * unique key conflicts (freeing a conflicting key must reach the repair,
  * which hands the key to the fact that waited for it).
  *
+ * A transaction's marker is its last event, so a batch can end between
+ * its facts and its marker.  The facts of the transaction the batch ends
+ * in (when its postBatchResumeToken is that last event's: more of it may
+ * follow) then wait for the next batch, copied (AppStream.deferred); the
+ * time applied through stays before the transaction's, and the position
+ * is not stored while they wait (a restart reads them again).  If the
+ * stream is closed or reopened first, or too many wait, they are applied.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -77,6 +85,7 @@
 #include "convert.h"
 #include "index_catalog.h"
 #include "index_conflict.h"
+#include "index_entry.h"
 #include "index_repair.h"
 #include "option.h"
 #include "protocol_read.h"
@@ -126,7 +135,28 @@ typedef struct Batch
 	IdxClusterTime last_time;
 	const char *last_token;		/* _data of the last event's _id */
 	IdxClusterTime heartbeat_time;
+	/* the transaction of the batch's last event, if it may go on */
+	bool		defer;
+	List	   *new_deferred;	/* DeferredId *, in the stream's new
+								 * defer_cxt */
+	const uint8_t *tail_lsid;
+	uint32_t	tail_lsid_len;
+	int64		tail_txn;
 } Batch;
+
+/* A fact of a transaction cut by the end of a batch (see the header) */
+typedef struct DeferredId
+{
+	const char *collection;
+	bson_value_t id;			/* a view into "wrapped" */
+	bson_t	   *wrapped;		/* {"v": _id}, palloc'd */
+	uint8_t    *lsid;
+	uint32_t	lsid_len;
+	int64		txn;
+} DeferredId;
+
+/* At most this many facts wait for their transaction's marker */
+#define MAX_DEFERRED	(10 * IDX_CS_BATCH_SIZE)
 
 static void apply_batch(AppStream *s);
 
@@ -408,15 +438,10 @@ event_txn(const bson_t *event, const uint8_t **lsid, uint32_t *lsid_len,
  * The marker of the transaction of "event" in the batch, or NULL.
  */
 static Marker *
-event_marker(Batch *b, const bson_t *event)
+find_marker(Batch *b, const uint8_t *lsid, uint32_t len, int64 txn)
 {
-	const uint8_t *lsid;
-	uint32_t	len;
-	int64		txn;
 	ListCell   *lc;
 
-	if (b->markers == NIL || !event_txn(event, &lsid, &len, &txn))
-		return NULL;
 	foreach(lc, b->markers)
 	{
 		Marker	   *m = lfirst(lc);
@@ -426,6 +451,61 @@ event_marker(Batch *b, const bson_t *event)
 			return m;
 	}
 	return NULL;
+}
+
+/*
+ * The marker of the transaction of "event" in the batch, or NULL.
+ */
+static Marker *
+event_marker(Batch *b, const bson_t *event)
+{
+	const uint8_t *lsid;
+	uint32_t	len;
+	int64		txn;
+
+	if (b->markers == NIL || !event_txn(event, &lsid, &len, &txn))
+		return NULL;
+	return find_marker(b, lsid, len, txn);
+}
+
+/*
+ * Is (lsid, txn) the transaction of the batch's last event, whose facts
+ * wait for the next batch?
+ */
+static bool
+is_deferred_txn(Batch *b, const uint8_t *lsid, uint32_t len, int64 txn)
+{
+	return b->defer && b->tail_txn == txn && b->tail_lsid_len == len &&
+		memcmp(b->tail_lsid, lsid, len) == 0;
+}
+
+/*
+ * Keep a fact of the transaction the batch ends in for the next batch, in
+ * the new list "*into" (in s->defer_cxt).
+ */
+static void
+defer_id(AppStream *s, List **into, const char *collection,
+		 const bson_value_t *id, const uint8_t *lsid, uint32_t len,
+		 int64 txn)
+{
+	MemoryContext old = MemoryContextSwitchTo(s->defer_cxt);
+	DeferredId *d = palloc0(sizeof(DeferredId));
+	bson_t		wrapped = BSON_INITIALIZER;
+	bson_iter_t iter;
+
+	idx_check_append(bson_append_value(&wrapped, "v", 1, id));
+	d->wrapped = idx_bson_pcopy(&wrapped);
+	bson_destroy(&wrapped);
+	if (!bson_iter_init_find(&iter, d->wrapped, "v"))
+		elog(ERROR, "invalid fact _id");
+	d->id = *bson_iter_value(&iter);
+	d->collection = collection;
+	d->lsid = palloc(Max(len, 1));
+	memcpy(d->lsid, lsid, len);
+	d->lsid_len = len;
+	d->txn = txn;
+	*into = lappend(*into, d);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -476,7 +556,18 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 		!bson_iter_find_descendant(&iter, "documentKey._id", &id))
 		return;
 	if (fact != NULL)
-		add_id(b, fact, bson_iter_value(&id), event_marker(b, event));
+	{
+		const uint8_t *lsid;
+		uint32_t	len;
+		int64		txn;
+
+		if (b->defer && event_txn(event, &lsid, &len, &txn) &&
+			is_deferred_txn(b, lsid, len, txn))
+			defer_id(s, &b->new_deferred, fact, bson_iter_value(&id), lsid,
+					 len, txn);
+		else
+			add_id(b, fact, bson_iter_value(&id), event_marker(b, event));
+	}
 	else if (coll != NULL && strcmp(coll, SYNC_COLLECTION) == 0 &&
 			 BSON_ITER_HOLDS_UTF8(&id) &&
 			 strncmp(bson_iter_utf8(&id, NULL), HEARTBEAT_PREFIX,
@@ -630,29 +721,16 @@ ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids)
 }
 
 /*
- * Apply the current batch of the stream of "s": each changed fact to each
- * index of its collection, then the failures, then how far it got.
+ * Apply the facts of batch "b" to the indexes of "s", each to each index
+ * of its collection, but not those whose marker counts for the index.
  */
 static void
-apply_batch(AppStream *s)
+repair_colls(AppStream *s, Batch *b)
 {
-	Batch		b;
-	bson_iter_t iter;
-	bson_t		event;
 	ListCell   *lc,
 			   *lc2;
-	IdxClusterTime before = s->covered;
 
-	memset(&b, 0, sizeof(b));
-	/* the markers first: a transaction's marker is its last event */
-	idx_cs_batch(&s->cs, &iter);
-	while (idx_cs_next_event(&iter, &event))
-		note_marker(&b, &event);
-	idx_cs_batch(&s->cs, &iter);
-	while (idx_cs_next_event(&iter, &event))
-		note_event(s, &b, &event);
-
-	foreach(lc, b.colls)
+	foreach(lc, b->colls)
 	{
 		CollIds    *c = lfirst(lc);
 
@@ -672,6 +750,127 @@ apply_batch(AppStream *s)
 		}
 	}
 	note_fixes(s, false);
+}
+
+/*
+ * Does the batch end inside a transaction whose marker it lacks, so that
+ * its facts wait for the next batch (see the file header)?  The last
+ * event is "last"; the PBRT must be its token (else the server scanned
+ * past the transaction's end).
+ */
+static void
+note_tail(AppStream *s, Batch *b, const bson_t *last)
+{
+	const char *data = s->cs.token ? doc_string(s->cs.token, "_data") : NULL;
+	const char *last_token = doc_string(last, "_id._data");
+
+	b->defer = event_txn(last, &b->tail_lsid, &b->tail_lsid_len,
+						 &b->tail_txn) &&
+		find_marker(b, b->tail_lsid, b->tail_lsid_len, b->tail_txn) == NULL &&
+		data != NULL && last_token != NULL && strcmp(data, last_token) == 0 &&
+		s->ndeferred < MAX_DEFERRED;
+}
+
+/*
+ * The facts that waited for this batch: into it (with their marker, if
+ * it came), or waiting on if their transaction still goes on.
+ */
+static void
+take_deferred(AppStream *s, Batch *b)
+{
+	ListCell   *lc;
+
+	foreach(lc, s->deferred)
+	{
+		DeferredId *d = lfirst(lc);
+
+		if (is_deferred_txn(b, d->lsid, d->lsid_len, d->txn))
+			defer_id(s, &b->new_deferred, d->collection, &d->id, d->lsid,
+					 d->lsid_len, d->txn);
+		else
+			add_id(b, d->collection, &d->id,
+				   find_marker(b, d->lsid, d->lsid_len, d->txn));
+	}
+}
+
+/*
+ * Forget the facts that waited (their memory too).
+ */
+static void
+forget_deferred(AppStream *s)
+{
+	if (s->defer_cxt)
+		MemoryContextDelete(s->defer_cxt);
+	s->defer_cxt = NULL;
+	s->deferred = NIL;
+	s->ndeferred = 0;
+}
+
+/*
+ * Apply the facts that waited for their marker now, as any (the stream is
+ * closed or reopened, or its position is to be stored).
+ */
+static void
+apply_deferred(AppStream *s)
+{
+	Batch		b;
+	ListCell   *lc;
+
+	if (s->deferred == NIL)
+		return;
+	memset(&b, 0, sizeof(b));
+	foreach(lc, s->deferred)
+	{
+		DeferredId *d = lfirst(lc);
+
+		add_id(&b, d->collection, &d->id, NULL);
+	}
+	repair_colls(s, &b);
+	forget_deferred(s);
+}
+
+/*
+ * Apply the current batch of the stream of "s": each changed fact to each
+ * index of its collection, then the failures, then how far it got.
+ */
+static void
+apply_batch(AppStream *s)
+{
+	Batch		b;
+	bson_iter_t iter;
+	bson_t		event;
+	bson_t		last;
+	bool		any = false;
+	ListCell   *lc,
+			   *lc2;
+	IdxClusterTime before = s->covered;
+	MemoryContext old_defer_cxt = s->defer_cxt;
+
+	memset(&b, 0, sizeof(b));
+	/* the markers first: a transaction's marker is its last event */
+	idx_cs_batch(&s->cs, &iter);
+	while (idx_cs_next_event(&iter, &event))
+	{
+		note_marker(&b, &event);
+		last = event;
+		any = true;
+	}
+	if (any)
+		note_tail(s, &b, &last);
+	s->defer_cxt = AllocSetContextCreate(TopMemoryContext,
+										 "idxtable_fdw applier deferred facts",
+										 ALLOCSET_SMALL_SIZES);
+	take_deferred(s, &b);
+	idx_cs_batch(&s->cs, &iter);
+	while (idx_cs_next_event(&iter, &event))
+		note_event(s, &b, &event);
+
+	repair_colls(s, &b);
+	/* the old deferred facts are applied or copied: their memory goes */
+	if (old_defer_cxt)
+		MemoryContextDelete(old_defer_cxt);
+	s->deferred = b.new_deferred;
+	s->ndeferred = list_length(b.new_deferred);
 	forboth(lc, b.failed, lc2, b.failed_at)
 		idx_applier_fail_collection(s, lfirst(lc),
 									*(IdxClusterTime *) lfirst(lc2));
@@ -781,6 +980,10 @@ idx_applier_save_position(AppStream *s, bool force)
 
 	if (!s->open || s->cs.token == NULL || !s->unsaved)
 		return;
+	/* the token is past facts that wait for their marker */
+	if (s->deferred != NIL && !force)
+		return;
+	apply_deferred(s);
 	if (!force && !TimestampDifferenceExceeds(s->saved_at, now,
 											  s->events_unsaved ? SAVE_AFTER_EVENTS_MS :
 											  SAVE_IDLE_MS))
@@ -1002,6 +1205,8 @@ idx_applier_step(AppStream *s, int poll_ms)
 
 	maybe_heartbeat(s);
 	r = idx_cs_get_more(&s->cs, poll_ms);
+	if (r != IDX_CS_OK)
+		apply_deferred(s);		/* the stream is reopened past them */
 	if (r == IDX_CS_RESUMABLE && s->cs.token != NULL)
 	{
 		bson_t	   *token = bson_copy(s->cs.token);
@@ -1030,6 +1235,7 @@ idx_applier_step(AppStream *s, int poll_ms)
 void
 idx_applier_close_stream(AppStream *s)
 {
+	forget_deferred(s);			/* not stored: read again after the position */
 	idx_cs_close(&s->cs);
 	s->open = false;
 }
