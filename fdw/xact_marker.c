@@ -121,7 +121,9 @@ find_maintained(IdxRemoteXact *x, const char *database,
 }
 
 /*
- * Does "defs" (IdxIndexDef *) hold the definition "defid"?
+ * Does "defs" (IdxIndexDef *) hold the definition "defid", valid?  Only
+ * valid index tables are marked: a building or stale one is written by its
+ * build or rebuild at the same time, which the transaction may not see.
  */
 static bool
 defs_contain(List *defs, const char *defid)
@@ -129,8 +131,13 @@ defs_contain(List *defs, const char *defid)
 	ListCell   *lc;
 
 	foreach(lc, defs)
-		if (strcmp(((IdxIndexDef *) lfirst(lc))->definition_id, defid) == 0)
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (def->state == IDX_STATE_VALID &&
+			strcmp(def->definition_id, defid) == 0)
 			return true;
+	}
 	return false;
 }
 
@@ -166,8 +173,9 @@ idx_xact_note_maintained(mongoc_client_t *client, const char *servername,
 	m->database = pstrdup(database);
 	m->collection = pstrdup(collection);
 	foreach(lc, defs)
-		m->defids = lappend(m->defids,
-							pstrdup(((IdxIndexDef *) lfirst(lc))->definition_id));
+		if (((IdxIndexDef *) lfirst(lc))->state == IDX_STATE_VALID)
+			m->defids = lappend(m->defids,
+								pstrdup(((IdxIndexDef *) lfirst(lc))->definition_id));
 	x->maintained = lappend(x->maintained, m);
 	MemoryContextSwitchTo(old);
 }

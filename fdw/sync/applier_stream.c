@@ -243,10 +243,48 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
 	return written;
 }
 
+/* What this process wrote to each index, by time (AppFix *) */
+typedef struct AppFix
+{
+	char		definition_id[IDX_SYNC_UUID_LEN];
+	IdxClusterTime fixed_through;
+} AppFix;
+
+static List *process_fixes = NIL;	/* in TopMemoryContext */
+static IdxClusterTime process_floor = 0;	/* before: an earlier process */
+
+/*
+ * The entry of index "ix" in process_fixes, added if new.
+ */
+static AppFix *
+process_fix(AppIndex *ix)
+{
+	ListCell   *lc;
+	AppFix	   *f;
+	MemoryContext old;
+
+	foreach(lc, process_fixes)
+	{
+		f = lfirst(lc);
+		if (strcmp(f->definition_id, ix->status.definition_id) == 0)
+			return f;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	f = palloc0(sizeof(AppFix));
+	strlcpy(f->definition_id, ix->status.definition_id, IDX_SYNC_UUID_LEN);
+	process_fixes = lappend(process_fixes, f);
+	MemoryContextSwitchTo(old);
+	return f;
+}
+
 /*
  * After repairs of the indexes of "s": those that were written have had
  * every write of ours by the server's time now (markers, file header).
- * "all": every index (a start: an earlier process may have written).
+ * "all" (the stream opens): every index takes what this process knows of
+ * it, and no less than the time this process first opened a stream (an
+ * earlier process may have written anything before).  An index created
+ * since needs no more: its build wrote before any transaction that marks
+ * it began (a marker lists valid index tables only).
  */
 static void
 note_fixes(AppStream *s, bool all)
@@ -254,17 +292,23 @@ note_fixes(AppStream *s, bool all)
 	ListCell   *lc;
 	IdxClusterTime now = 0;
 
+	if (all && process_floor == 0)
+		process_floor = idx_cs_server_time(applier.client, applier.servername,
+										   s->database);
 	foreach(lc, s->indexes)
 	{
 		AppIndex   *ix = lfirst(lc);
+		AppFix	   *f = process_fix(ix);
 
-		if (!ix->wrote && !all)
-			continue;
-		if (now == 0)
-			now = idx_cs_server_time(applier.client, applier.servername,
-									 s->database);
-		ix->fixed_through = now;
-		ix->wrote = false;
+		if (ix->wrote)
+		{
+			if (now == 0)
+				now = idx_cs_server_time(applier.client, applier.servername,
+										 s->database);
+			f->fixed_through = now;
+			ix->wrote = false;
+		}
+		ix->fixed_through = Max(f->fixed_through, process_floor);
 	}
 }
 
