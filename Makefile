@@ -6,6 +6,7 @@ OBJS = \
 	fdw/option.o \
 	fdw/document.o \
 	fdw/xact.o \
+	fdw/xact_marker.o \
 	fdw/remote_error.o \
 	fdw/handle.o \
 	fdw/index_write.o \

@@ -406,9 +406,16 @@ idxGetForeignModifyBatchSize(ResultRelInfo *rinfo)
 mongoc_client_session_t *
 idx_modify_session(IdxModifyState *ms)
 {
+	mongoc_client_session_t *session;
+
 	if (ms->ordered)
 		return NULL;
-	return idx_xact_begin_write(ms->client, ms->server->servername);
+	session = idx_xact_begin_write(ms->client, ms->server->servername);
+	/* for the transaction's marker: these facts need no applier */
+	idx_xact_note_maintained(ms->client, ms->server->servername,
+							 ms->info->database, ms->info->collection,
+							 idx_writer_indexes(ms->writer));
+	return session;
 }
 
 /*

@@ -15,9 +15,11 @@
  * only transaction callbacks, so the order of the work at transaction end
  * is fixed rather than that of registration:
  *
- *	 pre-commit:  commit every MongoDB transaction, then the pending index
- *				  DDL (index_ddl.c), told whether foreign writes are final
- *				  by now (a MongoDB commit or ordered-mode writes);
+ *	 pre-commit:  commit every MongoDB transaction (after writing into it
+ *				  the marker of what its writes maintained, xact_marker.c),
+ *				  then the pending index DDL (index_ddl.c), told whether
+ *				  foreign writes are final by now (a MongoDB commit or
+ *				  ordered-mode writes);
  *	 commit:	  the index DDL deferred until PostgreSQL's commit;
  *	 abort:		  abort every MongoDB transaction, then the index DDL's
  *				  cleanup (dropping the collections of aborted builds);
@@ -199,6 +201,13 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	}
 	if (!x->in_txn)
 	{
+		uint32_t	t = 0,
+					i = 0;
+
+		/* before it starts: a time its snapshot includes (xact_marker.c) */
+		mongoc_client_session_get_operation_time(x->session, &t, &i);
+		x->known_before = ((uint64) t << 32) | (uint64) i;
+		x->maintained = NIL;
 		if (!start_transaction(x->session, &error))
 			idx_report_error(&error, servername, "starting a transaction");
 		x->started = GetCurrentTimestamp();
@@ -391,6 +400,7 @@ pre_commit_one(IdxRemoteXact *x, void *arg)
 	check_not_doomed(x);
 	if (x->in_txn)
 	{
+		idx_xact_write_markers(x);
 		commit_remote(x);
 		*(bool *) arg = true;
 	}
@@ -428,6 +438,7 @@ reset_one(IdxRemoteXact *x, void *arg)
 	x->in_txn = false;
 	x->doomed = false;
 	x->write_level = 0;
+	x->maintained = NIL;		/* was in TopTransactionContext */
 }
 
 /*

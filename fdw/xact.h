@@ -21,6 +21,7 @@
 
 #include <mongoc/mongoc.h>
 
+#include "nodes/pg_list.h"
 #include "option.h"
 #include "utils/timestamp.h"
 
@@ -40,6 +41,11 @@ typedef struct IdxRemoteXact
 	TimestampTz started;		/* start of its latest MongoDB transaction */
 	int			lifetime;		/* the server's transaction lifetime limit in
 								 * s, 0: not asked yet (mongo_limits.c) */
+	/* for the applier's marker (xact_marker.c), in TopTransactionContext */
+	List	   *maintained;		/* IdxXactMaintained *: what the writes of
+								 * the open transaction maintained */
+	uint64		known_before;	/* a cluster time the session knew before
+								 * the transaction started (0: none) */
 } IdxRemoteXact;
 
 /*
@@ -99,5 +105,24 @@ extern bool idx_xact_client_busy(mongoc_client_t *client);
  * open (or has doomed by a rollback to a savepoint), or NULL if none.
  */
 extern const char *idx_xact_open_server(void);
+
+/* ---- xact_marker.c: what a transaction's writes maintained ---- */
+
+/*
+ * A write in transaction mode to fact collection "collection" of MongoDB
+ * database "database" maintained the index tables "defs" (IdxIndexDef *);
+ * the transaction's marker lists, per fact collection, the index tables
+ * every such write maintained.
+ */
+extern void idx_xact_note_maintained(mongoc_client_t *client,
+									 const char *servername,
+									 const char *database,
+									 const char *collection, List *defs);
+
+/*
+ * Pre-commit of the MongoDB transaction of "x": write its markers into
+ * <db>.idxtable.sync, in the transaction (see xact_marker.c).
+ */
+extern void idx_xact_write_markers(IdxRemoteXact *x);
 
 #endif							/* IDXTABLE_XACT_H */

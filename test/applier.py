@@ -11,6 +11,10 @@ IDXTABLE_MONGO_DURABLE=1 for the restart case).  A foreign table ``cust`` with t
   queries unrouted (idxtable.enable_index_routing = off);
 - FDW writes: the applier writes nothing to the index collections (the test server's recentCommands,
   commands with appName "idxtable_fdw applier");
+- FDW writes in transaction mode carry a marker: the applier reads neither their facts nor their entries,
+  while an outside write of the same period is applied; a transaction that also writes the collection
+  through a foreign table without the index tables is applied (the server's transaction events carry
+  lsid and txnNumber, checked with pymongo's watch());
 - the applier killed (pg_terminate_backend) during an outside load: started again, nothing lost;
 - the test server restarted (test/env restart-mongo; skipped unless IDXTABLE_MONGO_DURABLE=1): the
   applier comes back, resumes from its stored position (the server's history survives a restart with
@@ -179,9 +183,8 @@ def verify_clean(conn, table):
     bad = []
     for (name,) in q(conn, "SELECT name FROM idxtable.index_defs WHERE tbl = %s::regclass ORDER BY name",
                      (table,)):
-        checked, missing, orphan, stale, unconvertible = q(
-            conn, "SELECT checked, missing, orphan, stale, unconvertible FROM idxtable.verify_index(%s)",
-            (name,))[0]
+        missing, orphan, stale = q(conn, "SELECT missing, orphan, stale FROM idxtable.verify_index(%s)",
+                                   (name,))[0]
         if missing or orphan or stale:
             bad.append((name, missing, orphan, stale))
     return bad
@@ -297,6 +300,115 @@ def fdw_writes_nothing(client, conn, db):
     check(written and all(v <= 4 for v in more.values()),
           "FDW writes: idxtable.sync_status counts only the markers' entries as written %s" % more)
     return extra
+
+
+def applier_reads(admin_db):
+    """The applier's finds since the last call (of facts and of entries), with their filters."""
+    cmds = admin_db.command({"recentCommands": 1, "clear": True})["commands"]
+    return [c for c in cmds if c.get("appName") == APPLIER and c.get("command") == "find"
+            and c.get("collection") not in ("idxtable.positions", "idxtable.sync")]
+
+
+def reads_naming(reads, ids):
+    return [c for c in reads if any(i in str(c.get("filter")) for i in ids)]
+
+
+def wait_current(conn):
+    """A routed query with index_consistency current: returns once the applier has applied everything
+    acknowledged so far (its wait writes a heartbeat, not an entry)."""
+    q(conn, "SET idxtable.enable_plain_scan = off")
+    q(conn, "SET idxtable.index_consistency = current")
+    rows = q(conn, "SELECT _id FROM cust WHERE town = 'Oslo'")
+    q(conn, "RESET idxtable.enable_plain_scan")
+    return rows
+
+
+def fdw_insert(conn, i, town=None):
+    r = row(i)
+    q(conn, "INSERT INTO cust VALUES (%s, %s, %s, %s, %s, %s)",
+      (r["_id"], r["email"], town or r["town"], r["first_name"], r["tags"], r["n"]))
+
+
+def transaction_events_carry_lsid(client, db):
+    """The server's change events of a transaction carry its lsid and txnNumber (pymongo's watch())."""
+    with db.watch([{"$match": {"ns.coll": "cs_probe"}}], max_await_time_ms=200) as stream:
+        with client.start_session() as s:
+            with s.start_transaction():
+                db.cs_probe.insert_one({"x": 1}, session=s)
+        change = stream.try_next()
+        for _ in range(50):
+            if change is not None:
+                break
+            change = stream.try_next()
+    db.cs_probe.drop()
+    return change is not None and "lsid" in change and "txnNumber" in change
+
+
+def fdw_transactions_read_nothing(client, conn, db):
+    """Writes through the FDW in transaction mode carry a marker: the applier reads neither their facts
+    nor their entries, while an outside write of the same period is applied; a transaction that also
+    writes the collection through a foreign table without the index tables is applied."""
+    admin_db = client.admin
+    check(transaction_events_carry_lsid(client, db),
+          "markers: the server's transaction events carry lsid and txnNumber (pymongo watch())")
+    check(sync(conn, db, "cust"), "markers: synced before")
+    fdw_insert(conn, 500)       # its session's first commit since the applier's last writes
+    wait_current(conn)
+    applier_reads(admin_db)
+    fdw_ids = ["c%05d" % i for i in range(510, 521)]
+    for i in range(510, 518):
+        fdw_insert(conn, i)
+    q(conn, "UPDATE cust SET town = 'Lima', first_name = 'Mk' WHERE n BETWEEN 510 AND 513")
+    q(conn, "UPDATE cust SET tags = '{c,d}' WHERE n = 514")
+    q(conn, "DELETE FROM cust WHERE n IN (515, 516)")
+    q(conn, "BEGIN")
+    fdw_insert(conn, 520)
+    q(conn, "UPDATE cust SET email = 'Mk517@Example.com' WHERE n = 517")
+    q(conn, "COMMIT")
+    db.cust.insert_one(row(530) | {"town": "Bern"})
+    wait_current(conn)
+    reads = applier_reads(admin_db)
+    check(not reads_naming(reads, fdw_ids),
+          "markers: the applier read no facts or entries of FDW writes in transaction mode (%d of %d reads)"
+          % (len(reads_naming(reads, fdw_ids)), len(reads)))
+    check(reads_naming(reads, ["c00530"]) != [] and
+          q(conn, "SELECT _id FROM cust WHERE lower(email) = 'user00530@example.com'") == [("c00530",)],
+          "markers: an outside write of the same period is applied")
+
+    # a transaction of more facts than a batch of events: its marker comes in a later batch
+    fdw_insert(conn, 590)
+    wait_current(conn)
+    applier_reads(admin_db)
+    q(conn, "INSERT INTO cust SELECT 'c' || lpad(i::text, 5, '0'), 'Big' || i || '@Example.com', 'Rome', 'Big', "
+            "'{b}', i FROM generate_series(600, 3099) i")
+    wait_current(conn)
+    reads = applier_reads(admin_db)
+    big = ["c%05d" % i for i in range(600, 3100)]
+    check(not reads_naming(reads, big) and q(conn, "SELECT count(*) FROM cust WHERE first_name = 'Big'") == [(2500,)],
+          "markers: the applier read none of a transaction of 2,500 facts (%d of %d reads)"
+          % (len(reads_naming(reads, big)), len(reads)))
+    q(conn, "DELETE FROM cust WHERE first_name = 'Big'")
+
+    # a transaction that also writes through a table without the index tables: no marker counts
+    q(conn, "CREATE FOREIGN TABLE cust_bare (_id text, email text, town text, first_name text, tags text[], "
+            "n int) SERVER mongo OPTIONS (collection 'cust')")
+    fdw_insert(conn, 540)
+    wait_current(conn)
+    applier_reads(admin_db)
+    q(conn, "BEGIN")
+    q(conn, "UPDATE cust SET first_name = 'Mix' WHERE n = 540")
+    q(conn, "UPDATE cust_bare SET town = 'Kiev' WHERE n = 540")
+    q(conn, "COMMIT")
+    wait_current(conn)
+    reads = applier_reads(admin_db)
+    q(conn, "SET idxtable.enable_plain_scan = off")
+    found = q(conn, "SELECT _id, first_name FROM cust WHERE town = 'Kiev' AND n = 540")
+    q(conn, "RESET idxtable.enable_plain_scan")
+    check(reads_naming(reads, ["c00540"]) != [] and found == [("c00540", "Mix")],
+          "markers: a transaction also writing through a table without the index tables is applied %s" % found)
+    q(conn, "DROP FOREIGN TABLE cust_bare")
+    bad = verify_clean(conn, "cust")
+    check(not bad, "markers: verify_index clean %s" % (bad or ""))
 
 
 def entries_written(conn):
@@ -488,6 +600,7 @@ def main():
     check(pid is not None, "an applier runs for the table's server")
     outside_writes(client, conn, db)
     fdw_writes_nothing(client, conn, db)
+    fdw_transactions_read_nothing(client, conn, db)
     kill_applier(client, conn, db)
     restarted = restart_server(client, conn, db)
     if restarted:

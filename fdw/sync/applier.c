@@ -297,6 +297,31 @@ idx_applier_fail_collection(AppStream *s, const char *collection,
 }
 
 /*
+ * Has index "ix" unique key conflicts recorded in idxtable.conflicts?
+ * (A write that frees a conflicting key must then reach the repair, which
+ * hands the key to the fact that waited for it: applier_stream.c.)
+ */
+bool
+idx_applier_has_conflicts(AppIndex *ix)
+{
+	static const char *query =
+		"SELECT 1 FROM idxtable.conflicts "
+		" WHERE index_name OPERATOR(pg_catalog.=) $1 LIMIT 1";
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		result;
+
+	values[0] = CStringGetTextDatum(ix->name);
+	spi_begin();
+	if (SPI_execute_with_args(query, 1, types, values, NULL, true, 1) !=
+		SPI_OK_SELECT)
+		elog(ERROR, "could not read the conflicts of index \"%s\"", ix->name);
+	result = SPI_processed > 0;
+	spi_end();
+	return result;
+}
+
+/*
  * Report the status of the indexes of "s" (applied through s->covered)
  * and wake the backends waiting for them.
  */

@@ -27,6 +27,9 @@ typedef struct AppIndex
 	IdxClusterTime sync_from;	/* from when its changes are needed; 0 if
 								 * unknown */
 	IdxSyncIndexStatus status;	/* as reported to the shared state */
+	IdxClusterTime fixed_through;	/* every entry the applier wrote to it
+									 * is at or before this time */
+	bool		wrote;			/* wrote entries since fixed_through */
 } AppIndex;
 
 /* One MongoDB database of fact collections: its stream and its indexes */
@@ -43,6 +46,10 @@ typedef struct AppStream
 	bool		unsaved;		/* the position moved since */
 	bool		events_unsaved; /* ... and events were applied */
 	bool		caught_up;		/* the last batch was empty: nothing pending */
+	List	   *deferred;		/* facts of a transaction cut by the end of
+								 * the last batch, waiting for its marker */
+	int			ndeferred;
+	MemoryContext defer_cxt;	/* their memory */
 } AppStream;
 
 /* The applier (one per process) */
@@ -67,6 +74,7 @@ extern void idx_applier_fail_collection(AppStream *s, const char *collection,
 										IdxClusterTime at);
 extern void idx_applier_report(AppStream *s, bool streaming);
 extern char *idx_applier_time_str(IdxClusterTime ct);
+extern bool idx_applier_has_conflicts(AppIndex *ix);
 
 /* ---- applier_stream.c ---- */
 extern void idx_applier_open_stream(AppStream *s);

@@ -28,6 +28,44 @@
  * older makes the stream start at that time instead.  Applying an event
  * again changes nothing.
  *
+ * Markers.  A write through the FDW in transaction mode writes its facts
+ * and their entries in one MongoDB transaction, and at its pre-commit a
+ * marker into <db>.idxtable.sync (xact_marker.c) that lists, per fact
+ * collection, the index tables every write of the transaction to it
+ * maintained.  All events of a transaction carry its lsid and txnNumber,
+ * so the events of the facts and the marker's own event (the last of the
+ * transaction) are matched by them within a batch.  A fact event whose
+ * marker is in the same batch is not applied to the index tables its
+ * marker lists for its collection (still counted, and applied_through
+ * moves as before); no read of those facts or entries is made for it.
+ * Everything else is applied as ever: events of a transaction without a
+ * marker in the batch (an outside writer, ordered or eventual mode, a
+ * transaction cut by the end of a batch), and the index tables the marker
+ * does not list (a write through another foreign table over the same
+ * collection without them).  Skipping is exact because the transaction
+ * wrote those facts and exactly the entries they need atomically, from
+ * the facts as its snapshot had them; a later change of the same facts has
+ * events of its own; and a change before it that the index lacked at its
+ * snapshot has its own event, applied (with the repair's confirm step,
+ * index_repair.c) before or in this batch, reading the facts as they are
+ * then.  The one case left is a repair write of ours to the index that
+ * the transaction's snapshot did not see: its write of entries the fact
+ * then had could survive beside the transaction's.  So a marker counts
+ * for an index only if everything the applier wrote to it is older than
+ * a time the transaction's session knew before it started (the marker's
+ * "after"; fixed_through, a ping's time after our writes), only for valid
+ * indexes (a build's writes are not ours), and not for an index with
+ * unique key conflicts (freeing a conflicting key must reach the repair,
+ * which hands the key to the fact that waited for it).
+ *
+ * A transaction's marker is its last event, so a batch can end between
+ * its facts and its marker.  The facts of the transaction the batch ends
+ * in (when its postBatchResumeToken is that last event's: more of it may
+ * follow) then wait for the next batch, copied (AppStream.deferred); the
+ * time applied through stays before the transaction's, and the position
+ * is not stored while they wait (a restart reads them again).  If the
+ * stream is closed or reopened first, or too many wait, they are applied.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -47,6 +85,7 @@
 #include "convert.h"
 #include "index_catalog.h"
 #include "index_conflict.h"
+#include "index_entry.h"
 #include "index_repair.h"
 #include "option.h"
 #include "protocol_read.h"
@@ -55,26 +94,40 @@
 #define POSITIONS_COLLECTION	"idxtable.positions"
 #define SYNC_COLLECTION			"idxtable.sync"
 #define HEARTBEAT_PREFIX		"heartbeat:"
+#define MARKER_PREFIX			"fdw:"
 
 /* Intervals (ms) between stored positions, and between heartbeats */
 #define SAVE_AFTER_EVENTS_MS	1000
 #define SAVE_IDLE_MS			10000
 #define HEARTBEAT_RETRY_MS		1000
 
+/* The marker of a transaction through the FDW (see the file header) */
+typedef struct Marker
+{
+	const uint8_t *lsid;		/* the event's lsid, raw (a view) */
+	uint32_t	lsid_len;
+	int64		txn;			/* the event's txnNumber */
+	IdxClusterTime after;		/* a time its snapshot includes; 0 unknown */
+	bson_t		doc;			/* its fullDocument (a view) */
+} Marker;
+
 /* The _ids of the changed facts of one collection in a batch */
 typedef struct CollIds
 {
 	const char *collection;
 	bson_value_t *ids;			/* views into the stream's reply */
+	Marker	  **marks;			/* the marker of each id's event, or NULL */
 	int			n;
 	int			alloc;
 	int64		events;
+	bool		marked;			/* any marks[i] set */
 } CollIds;
 
 /* What one batch of events says */
 typedef struct Batch
 {
 	List	   *colls;			/* CollIds * */
+	List	   *markers;		/* Marker * */
 	List	   *failed;			/* fact collections dropped or renamed */
 	List	   *failed_at;		/* ... and when (IdxClusterTime *) */
 	bool		invalidated;	/* the stream was invalidated */
@@ -82,7 +135,28 @@ typedef struct Batch
 	IdxClusterTime last_time;
 	const char *last_token;		/* _data of the last event's _id */
 	IdxClusterTime heartbeat_time;
+	/* the transaction of the batch's last event, if it may go on */
+	bool		defer;
+	List	   *new_deferred;	/* DeferredId *, in the stream's new
+								 * defer_cxt */
+	const uint8_t *tail_lsid;
+	uint32_t	tail_lsid_len;
+	int64		tail_txn;
 } Batch;
+
+/* A fact of a transaction cut by the end of a batch (see the header) */
+typedef struct DeferredId
+{
+	const char *collection;
+	bson_value_t id;			/* a view into "wrapped" */
+	bson_t	   *wrapped;		/* {"v": _id}, palloc'd */
+	uint8_t    *lsid;
+	uint32_t	lsid_len;
+	int64		txn;
+} DeferredId;
+
+/* At most this many facts wait for their transaction's marker */
+#define MAX_DEFERRED	(10 * IDX_CS_BATCH_SIZE)
 
 static void apply_batch(AppStream *s);
 
@@ -157,12 +231,85 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
 		}
 		PG_END_TRY();
 		written = rs.counts.missing + rs.counts.stale + rs.counts.orphan;
+		if (rs.counts.conflicts > 0)
+			ix->wrote = true;	/* a conflict entry may have been written */
 		MemoryContextDelete(rs.batch_cxt);
 	}
 	if (rel != NULL)
 		relation_close(rel, AccessShareLock);
 	SetUserIdAndSecContext(save_userid, save_sec);
+	if (written > 0)
+		ix->wrote = true;
 	return written;
+}
+
+/* What this process wrote to each index, by time (AppFix *) */
+typedef struct AppFix
+{
+	char		definition_id[IDX_SYNC_UUID_LEN];
+	IdxClusterTime fixed_through;
+} AppFix;
+
+static List *process_fixes = NIL;	/* in TopMemoryContext */
+static IdxClusterTime process_floor = 0;	/* before: an earlier process */
+
+/*
+ * The entry of index "ix" in process_fixes, added if new.
+ */
+static AppFix *
+process_fix(AppIndex *ix)
+{
+	ListCell   *lc;
+	AppFix	   *f;
+	MemoryContext old;
+
+	foreach(lc, process_fixes)
+	{
+		f = lfirst(lc);
+		if (strcmp(f->definition_id, ix->status.definition_id) == 0)
+			return f;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	f = palloc0(sizeof(AppFix));
+	strlcpy(f->definition_id, ix->status.definition_id, IDX_SYNC_UUID_LEN);
+	process_fixes = lappend(process_fixes, f);
+	MemoryContextSwitchTo(old);
+	return f;
+}
+
+/*
+ * After repairs of the indexes of "s": those that were written have had
+ * every write of ours by the server's time now (markers, file header).
+ * "all" (the stream opens): every index takes what this process knows of
+ * it, and no less than the time this process first opened a stream (an
+ * earlier process may have written anything before).  An index created
+ * since needs no more: its build wrote before any transaction that marks
+ * it began (a marker lists valid index tables only).
+ */
+static void
+note_fixes(AppStream *s, bool all)
+{
+	ListCell   *lc;
+	IdxClusterTime now = 0;
+
+	if (all && process_floor == 0)
+		process_floor = idx_cs_server_time(applier.client, applier.servername,
+										   s->database);
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+		AppFix	   *f = process_fix(ix);
+
+		if (ix->wrote)
+		{
+			if (now == 0)
+				now = idx_cs_server_time(applier.client, applier.servername,
+										 s->database);
+			f->fixed_through = now;
+			ix->wrote = false;
+		}
+		ix->fixed_through = Max(f->fixed_through, process_floor);
+	}
 }
 
 /*
@@ -188,7 +335,10 @@ rebuild_stale(AppStream *s)
 		any = true;
 	}
 	if (any)
+	{
+		note_fixes(s, false);
 		idx_applier_set_state(s, "s", "valid");
+	}
 }
 
 /*
@@ -220,6 +370,7 @@ lost_history(AppStream *s)
 	s->open = true;
 	s->covered = t0 - 1;
 	s->unsaved = true;
+	note_fixes(s, true);
 	idx_applier_report(s, false);
 	rebuild_stale(s);
 	apply_batch(s);
@@ -272,7 +423,8 @@ doc_string(const bson_t *doc, const char *path)
  * Add a changed fact's _id to the batch.
  */
 static void
-add_id(Batch *b, const char *collection, const bson_value_t *id)
+add_id(Batch *b, const char *collection, const bson_value_t *id,
+	   Marker *marker)
 {
 	ListCell   *lc;
 	CollIds    *c = NULL;
@@ -290,15 +442,147 @@ add_id(Batch *b, const char *collection, const bson_value_t *id)
 		c->collection = collection;
 		c->alloc = 64;
 		c->ids = palloc(sizeof(bson_value_t) * c->alloc);
+		c->marks = palloc(sizeof(Marker *) * c->alloc);
 		b->colls = lappend(b->colls, c);
 	}
 	if (c->n >= c->alloc)
 	{
 		c->alloc *= 2;
 		c->ids = repalloc(c->ids, sizeof(bson_value_t) * c->alloc);
+		c->marks = repalloc(c->marks, sizeof(Marker *) * c->alloc);
 	}
+	c->marks[c->n] = marker;
+	c->marked = c->marked || marker != NULL;
 	c->ids[c->n++] = *id;
 	c->events++;
+}
+
+/*
+ * The lsid (raw) and txnNumber of an event of a transaction; false if it
+ * has none.
+ */
+static bool
+event_txn(const bson_t *event, const uint8_t **lsid, uint32_t *lsid_len,
+		  int64 *txn)
+{
+	bson_iter_t iter;
+
+	if (!bson_iter_init_find(&iter, event, "lsid") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return false;
+	bson_iter_document(&iter, lsid_len, lsid);
+	if (!bson_iter_init_find(&iter, event, "txnNumber") ||
+		!BSON_ITER_HOLDS_NUMBER(&iter))
+		return false;
+	*txn = bson_iter_as_int64(&iter);
+	return true;
+}
+
+/*
+ * The marker of the transaction of "event" in the batch, or NULL.
+ */
+static Marker *
+find_marker(Batch *b, const uint8_t *lsid, uint32_t len, int64 txn)
+{
+	ListCell   *lc;
+
+	foreach(lc, b->markers)
+	{
+		Marker	   *m = lfirst(lc);
+
+		if (m->txn == txn && m->lsid_len == len &&
+			memcmp(m->lsid, lsid, len) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/*
+ * The marker of the transaction of "event" in the batch, or NULL.
+ */
+static Marker *
+event_marker(Batch *b, const bson_t *event)
+{
+	const uint8_t *lsid;
+	uint32_t	len;
+	int64		txn;
+
+	if (b->markers == NIL || !event_txn(event, &lsid, &len, &txn))
+		return NULL;
+	return find_marker(b, lsid, len, txn);
+}
+
+/*
+ * Is (lsid, txn) the transaction of the batch's last event, whose facts
+ * wait for the next batch?
+ */
+static bool
+is_deferred_txn(Batch *b, const uint8_t *lsid, uint32_t len, int64 txn)
+{
+	return b->defer && b->tail_txn == txn && b->tail_lsid_len == len &&
+		memcmp(b->tail_lsid, lsid, len) == 0;
+}
+
+/*
+ * Keep a fact of the transaction the batch ends in for the next batch, in
+ * the new list "*into" (in s->defer_cxt).
+ */
+static void
+defer_id(AppStream *s, List **into, const char *collection,
+		 const bson_value_t *id, const uint8_t *lsid, uint32_t len,
+		 int64 txn)
+{
+	MemoryContext old = MemoryContextSwitchTo(s->defer_cxt);
+	DeferredId *d = palloc0(sizeof(DeferredId));
+	bson_t		wrapped = BSON_INITIALIZER;
+	bson_iter_t iter;
+
+	idx_check_append(bson_append_value(&wrapped, "v", 1, id));
+	d->wrapped = idx_bson_pcopy(&wrapped);
+	bson_destroy(&wrapped);
+	if (!bson_iter_init_find(&iter, d->wrapped, "v"))
+		elog(ERROR, "invalid fact _id");
+	d->id = *bson_iter_value(&iter);
+	d->collection = collection;
+	d->lsid = palloc(Max(len, 1));
+	memcpy(d->lsid, lsid, len);
+	d->lsid_len = len;
+	d->txn = txn;
+	*into = lappend(*into, d);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * If "event" writes the marker of a transaction through the FDW (an
+ * insert or replace of an "fdw:" document of idxtable.sync, in a
+ * transaction), add it to the batch's markers.
+ */
+static void
+note_marker(Batch *b, const bson_t *event)
+{
+	const char *op = doc_string(event, "operationType");
+	const char *coll = doc_string(event, "ns.coll");
+	const char *id = doc_string(event, "documentKey._id");
+	bson_iter_t iter;
+	Marker	   *m;
+	const uint8_t *data;
+	uint32_t	len;
+
+	if (op == NULL || coll == NULL || id == NULL ||
+		strcmp(coll, SYNC_COLLECTION) != 0 ||
+		strncmp(id, MARKER_PREFIX, strlen(MARKER_PREFIX)) != 0 ||
+		(strcmp(op, "insert") != 0 && strcmp(op, "replace") != 0) ||
+		!bson_iter_init_find(&iter, event, "fullDocument") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return;
+	m = palloc0(sizeof(Marker));
+	bson_iter_document(&iter, &len, &data);
+	if (!bson_init_static(&m->doc, data, len) ||
+		!event_txn(event, &m->lsid, &m->lsid_len, &m->txn))
+		return;
+	if (bson_iter_init_find(&iter, &m->doc, "after"))
+		m->after = idx_cs_iter_time(&iter);
+	b->markers = lappend(b->markers, m);
 }
 
 /*
@@ -316,7 +600,18 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 		!bson_iter_find_descendant(&iter, "documentKey._id", &id))
 		return;
 	if (fact != NULL)
-		add_id(b, fact, bson_iter_value(&id));
+	{
+		const uint8_t *lsid;
+		uint32_t	len;
+		int64		txn;
+
+		if (b->defer && event_txn(event, &lsid, &len, &txn) &&
+			is_deferred_txn(b, lsid, len, txn))
+			defer_id(s, &b->new_deferred, fact, bson_iter_value(&id), lsid,
+					 len, txn);
+		else
+			add_id(b, fact, bson_iter_value(&id), event_marker(b, event));
+	}
 	else if (coll != NULL && strcmp(coll, SYNC_COLLECTION) == 0 &&
 			 BSON_ITER_HOLDS_UTF8(&id) &&
 			 strncmp(bson_iter_utf8(&id, NULL), HEARTBEAT_PREFIX,
@@ -392,6 +687,193 @@ advance_covered(AppStream *s, const Batch *b)
 }
 
 /*
+ * Does marker "m" list index "defid" for collection "collection"?
+ */
+static bool
+marker_lists(Marker *m, const char *collection, const char *defid)
+{
+	bson_iter_t iter,
+				items,
+				item,
+				ids;
+
+	if (!bson_iter_init_find(&iter, &m->doc, "maintained") ||
+		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &items))
+		return false;
+	while (bson_iter_next(&items))
+	{
+		const char *c;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&items) ||
+			!bson_iter_recurse(&items, &item) ||
+			!bson_iter_find(&item, "c") || !BSON_ITER_HOLDS_UTF8(&item))
+			continue;
+		c = bson_iter_utf8(&item, NULL);
+		if (strcmp(c, collection) != 0 ||
+			!bson_iter_recurse(&items, &item) ||
+			!bson_iter_find(&item, "i") || !BSON_ITER_HOLDS_ARRAY(&item) ||
+			!bson_iter_recurse(&item, &ids))
+			continue;
+		while (bson_iter_next(&ids))
+			if (BSON_ITER_HOLDS_UTF8(&ids) &&
+				strcmp(bson_iter_utf8(&ids, NULL), defid) == 0)
+				return true;
+	}
+	return false;
+}
+
+/*
+ * May index "ix" take marker "m" for its write (see the file header)?
+ */
+static bool
+marker_counts(AppIndex *ix, Marker *m, const char *collection)
+{
+	return ix->state == 'v' && m->after != 0 && ix->fixed_through != 0 &&
+		ix->fixed_through < m->after &&
+		marker_lists(m, collection, ix->status.definition_id);
+}
+
+/*
+ * The _ids of "c" to apply to index "ix" (in *ids; returns how many):
+ * those of the events whose marker does not count for it.
+ */
+static int
+ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids)
+{
+	bool	   *skip;
+	bool		any = false;
+	int			i,
+				n = 0;
+
+	*ids = c->ids;
+	if (!c->marked)
+		return c->n;
+	skip = palloc0(sizeof(bool) * c->n);
+	for (i = 0; i < c->n; i++)
+	{
+		skip[i] = c->marks[i] != NULL &&
+			marker_counts(ix, c->marks[i], c->collection);
+		any = any || skip[i];
+	}
+	if (!any || idx_applier_has_conflicts(ix))
+		return c->n;
+	*ids = palloc(sizeof(bson_value_t) * Max(c->n, 1));
+	for (i = 0; i < c->n; i++)
+		if (!skip[i])
+			(*ids)[n++] = c->ids[i];
+	return n;
+}
+
+/*
+ * Apply the facts of batch "b" to the indexes of "s", each to each index
+ * of its collection, but not those whose marker counts for the index.
+ */
+static void
+repair_colls(AppStream *s, Batch *b)
+{
+	ListCell   *lc,
+			   *lc2;
+
+	foreach(lc, b->colls)
+	{
+		CollIds    *c = lfirst(lc);
+
+		foreach(lc2, s->indexes)
+		{
+			AppIndex   *ix = lfirst(lc2);
+			bson_value_t *ids;
+			int			n;
+
+			CHECK_FOR_INTERRUPTS();
+			if (strcmp(ix->collection, c->collection) != 0)
+				continue;
+			n = ids_to_apply(ix, c, &ids);
+			if (n > 0)
+				ix->status.entries_written += repair_as_owner(ix, ids, n);
+			ix->status.events_applied += c->events;
+		}
+	}
+	note_fixes(s, false);
+}
+
+/*
+ * Does the batch end inside a transaction whose marker it lacks, so that
+ * its facts wait for the next batch (see the file header)?  The last
+ * event is "last"; the PBRT must be its token (else the server scanned
+ * past the transaction's end).
+ */
+static void
+note_tail(AppStream *s, Batch *b, const bson_t *last)
+{
+	const char *data = s->cs.token ? doc_string(s->cs.token, "_data") : NULL;
+	const char *last_token = doc_string(last, "_id._data");
+
+	b->defer = event_txn(last, &b->tail_lsid, &b->tail_lsid_len,
+						 &b->tail_txn) &&
+		find_marker(b, b->tail_lsid, b->tail_lsid_len, b->tail_txn) == NULL &&
+		data != NULL && last_token != NULL && strcmp(data, last_token) == 0 &&
+		s->ndeferred < MAX_DEFERRED;
+}
+
+/*
+ * The facts that waited for this batch: into it (with their marker, if
+ * it came), or waiting on if their transaction still goes on.
+ */
+static void
+take_deferred(AppStream *s, Batch *b)
+{
+	ListCell   *lc;
+
+	foreach(lc, s->deferred)
+	{
+		DeferredId *d = lfirst(lc);
+
+		if (is_deferred_txn(b, d->lsid, d->lsid_len, d->txn))
+			defer_id(s, &b->new_deferred, d->collection, &d->id, d->lsid,
+					 d->lsid_len, d->txn);
+		else
+			add_id(b, d->collection, &d->id,
+				   find_marker(b, d->lsid, d->lsid_len, d->txn));
+	}
+}
+
+/*
+ * Forget the facts that waited (their memory too).
+ */
+static void
+forget_deferred(AppStream *s)
+{
+	if (s->defer_cxt)
+		MemoryContextDelete(s->defer_cxt);
+	s->defer_cxt = NULL;
+	s->deferred = NIL;
+	s->ndeferred = 0;
+}
+
+/*
+ * Apply the facts that waited for their marker now, as any (the stream is
+ * closed or reopened, or its position is to be stored).
+ */
+static void
+apply_deferred(AppStream *s)
+{
+	Batch		b;
+	ListCell   *lc;
+
+	if (s->deferred == NIL)
+		return;
+	memset(&b, 0, sizeof(b));
+	foreach(lc, s->deferred)
+	{
+		DeferredId *d = lfirst(lc);
+
+		add_id(&b, d->collection, &d->id, NULL);
+	}
+	repair_colls(s, &b);
+	forget_deferred(s);
+}
+
+/*
  * Apply the current batch of the stream of "s": each changed fact to each
  * index of its collection, then the failures, then how far it got.
  */
@@ -401,30 +883,38 @@ apply_batch(AppStream *s)
 	Batch		b;
 	bson_iter_t iter;
 	bson_t		event;
+	bson_t		last;
+	bool		any = false;
 	ListCell   *lc,
 			   *lc2;
 	IdxClusterTime before = s->covered;
+	MemoryContext old_defer_cxt = s->defer_cxt;
 
 	memset(&b, 0, sizeof(b));
+	/* the markers first: a transaction's marker is its last event */
+	idx_cs_batch(&s->cs, &iter);
+	while (idx_cs_next_event(&iter, &event))
+	{
+		note_marker(&b, &event);
+		last = event;
+		any = true;
+	}
+	if (any)
+		note_tail(s, &b, &last);
+	s->defer_cxt = AllocSetContextCreate(TopMemoryContext,
+										 "idxtable_fdw applier deferred facts",
+										 ALLOCSET_SMALL_SIZES);
+	take_deferred(s, &b);
 	idx_cs_batch(&s->cs, &iter);
 	while (idx_cs_next_event(&iter, &event))
 		note_event(s, &b, &event);
 
-	foreach(lc, b.colls)
-	{
-		CollIds    *c = lfirst(lc);
-
-		foreach(lc2, s->indexes)
-		{
-			AppIndex   *ix = lfirst(lc2);
-
-			CHECK_FOR_INTERRUPTS();
-			if (strcmp(ix->collection, c->collection) != 0)
-				continue;
-			ix->status.entries_written += repair_as_owner(ix, c->ids, c->n);
-			ix->status.events_applied += c->events;
-		}
-	}
+	repair_colls(s, &b);
+	/* the old deferred facts are applied or copied: their memory goes */
+	if (old_defer_cxt)
+		MemoryContextDelete(old_defer_cxt);
+	s->deferred = b.new_deferred;
+	s->ndeferred = list_length(b.new_deferred);
 	forboth(lc, b.failed, lc2, b.failed_at)
 		idx_applier_fail_collection(s, lfirst(lc),
 									*(IdxClusterTime *) lfirst(lc2));
@@ -534,6 +1024,10 @@ idx_applier_save_position(AppStream *s, bool force)
 
 	if (!s->open || s->cs.token == NULL || !s->unsaved)
 		return;
+	/* the token is past facts that wait for their marker */
+	if (s->deferred != NIL && !force)
+		return;
+	apply_deferred(s);
 	if (!force && !TimestampDifferenceExceeds(s->saved_at, now,
 											  s->events_unsaved ? SAVE_AFTER_EVENTS_MS :
 											  SAVE_IDLE_MS))
@@ -738,6 +1232,7 @@ idx_applier_open_stream(AppStream *s)
 		return;
 	}
 	s->open = true;
+	note_fixes(s, true);		/* an earlier process may have written */
 	rebuild_stale(s);
 	apply_batch(s);
 }
@@ -754,6 +1249,8 @@ idx_applier_step(AppStream *s, int poll_ms)
 
 	maybe_heartbeat(s);
 	r = idx_cs_get_more(&s->cs, poll_ms);
+	if (r != IDX_CS_OK)
+		apply_deferred(s);		/* the stream is reopened past them */
 	if (r == IDX_CS_RESUMABLE && s->cs.token != NULL)
 	{
 		bson_t	   *token = bson_copy(s->cs.token);
@@ -782,6 +1279,7 @@ idx_applier_step(AppStream *s, int poll_ms)
 void
 idx_applier_close_stream(AppStream *s)
 {
+	forget_deferred(s);			/* not stored: read again after the position */
 	idx_cs_close(&s->cs);
 	s->open = false;
 }
