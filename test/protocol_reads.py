@@ -79,7 +79,10 @@ def commands(mongo):
 
 
 def reads(cmds, collection=None):
+    # Only the FDW backends' commands: the change-stream applier that follows
+    # this server (appName "idxtable_fdw applier") reads and writes on its own.
     return [c for c in cmds if c["command"] in READS and c["db"] == DATABASE
+            and c.get("appName") == "idxtable_fdw"
             and (collection is None or c["collection"] == collection)]
 
 
