@@ -320,7 +320,11 @@ idx_applier_fail_collection(AppStream *s, const char *collection,
 
 /*
  * Report the status of the indexes of "s" (applied through s->covered)
- * and wake the backends waiting for them.
+ * and wake the backends waiting for them.  caught_up_at: now after an
+ * empty batch; after a complete batch (applied by now) the time its
+ * getMore was sent, as every event committed before then was in it or
+ * earlier.  Under a steady load it is what keeps sync_status's lag close
+ * to the real one (applied_through has whole seconds).
  */
 void
 idx_applier_report(AppStream *s, bool streaming)
@@ -335,6 +339,9 @@ idx_applier_report(AppStream *s, bool streaming)
 		ix->status.streaming = streaming && ix->state != 's';
 		if (ix->status.streaming && s->caught_up)
 			ix->status.caught_up_at = now;
+		else if (ix->status.streaming &&
+				 s->complete_since > ix->status.caught_up_at)
+			ix->status.caught_up_at = s->complete_since;
 		if (s->covered > ix->status.applied_through)
 		{
 			ix->status.applied_through = s->covered;
@@ -342,6 +349,7 @@ idx_applier_report(AppStream *s, bool streaming)
 		}
 		idx_sync_index_report(&ix->status);
 	}
+	s->complete_since = 0;		/* it held for this batch only */
 	SpinLockAcquire(&applier.slot->mutex);
 	applier.slot->last_batch_at = now;
 	SpinLockRelease(&applier.slot->mutex);

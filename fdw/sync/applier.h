@@ -43,6 +43,8 @@ typedef struct AppStream
 	bool		unsaved;		/* the position moved since */
 	bool		events_unsaved; /* ... and events were applied */
 	bool		caught_up;		/* the last batch was empty: nothing pending */
+	TimestampTz complete_since; /* the last batch held every event committed
+								 * before this time (sent its getMore), or 0 */
 } AppStream;
 
 /* The applier (one per process) */
