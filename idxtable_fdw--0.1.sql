@@ -169,9 +169,11 @@ AS 'MODULE_PATHNAME', 'idxtable_sync_status'
 LANGUAGE C STRICT VOLATILE;
 
 -- One row per index table; lag is NULL when no applier follows it, and
--- counts from the later of applied_through and the last time the applier
--- found nothing pending in its stream (an idle server lags by nothing);
--- conflicts counts the index's rows of idxtable.conflicts.
+-- counts from the later of applied_through (whole seconds) and
+-- caught_up_at, the last time every event committed before it was applied
+-- (an empty batch: its answer; a batch below the batch size: its getMore's
+-- sending), so an idle server lags by nothing and a steady load by its
+-- real lag; conflicts counts the index's rows of idxtable.conflicts.
 CREATE VIEW idxtable.sync_status AS
   SELECT d.name, d.state, s.applied_through,
          CASE WHEN s.streaming THEN

@@ -569,6 +569,66 @@ def drop_collection(client, conn, db):
     q(conn, "SELECT idxtable.drop_index('gone_town')")
 
 
+def status_of(conn, table):
+    return {r[0]: r[1:] for r in q(conn, "SELECT name, events_applied, entries_written, applied_through "
+                                         "FROM idxtable.sync_status WHERE name LIKE %s "
+                                         "AND applied_through IS NOT NULL", (table + "_%",))}
+
+
+def counters_kept(client, conn, db):
+    """A create_index/drop_index of another index on the server reloads the applier's catalog: the
+    other indexes' counters and applied_through never go back."""
+    db.cust.insert_many([row(i) for i in range(6000, 6020)])
+    sync(conn, db, "cust")
+    before = status_of(conn, "cust")
+    q(conn, "SELECT idxtable.create_index('cust', '{n}', name => 'cust_n')")
+    db.cust.insert_one(row(6020))
+    sync(conn, db, "cust")
+    after = status_of(conn, "cust")
+    q(conn, "SELECT idxtable.drop_index('cust_n')")
+    back = [(n, before[n], after.get(n)) for n in before
+            if after.get(n) is None or any(a < b for a, b in zip(after[n], before[n]))]
+    check(before and not back,
+          "reload: create_index of another index keeps the counters and applied_through %s" % back)
+
+
+def recreated_server(client, conn, db):
+    """A server dropped and created again under the same name starts fresh (the position key holds
+    the server's OID), it does not resume the old server's position."""
+    pglog = os.path.join(os.environ.get("IDXTABLE_ENV_DIR", ""), "pg", "server.log")
+    uri = (os.environ["MONGO_URI"], os.environ.get("MONGO_USER"), os.environ.get("MONGO_PASSWORD", ""))
+    create_server(conn, "again", uri[0], uri[1], uri[2], DATABASE)
+    q(conn, "CREATE FOREIGN TABLE again_t (_id text, town text) SERVER again OPTIONS (collection 'again_t')")
+    q(conn, "SELECT idxtable.create_index('again_t', '{town}', name => 'again_town')")
+    db.again_t.insert_one({"_id": "a1", "town": "Oslo"})
+    coll = index_collections(conn, "again_t")[0]
+    deadline = time.time() + 20
+    while time.time() < deadline and not db[coll].find_one({"id": "a1"}):
+        time.sleep(0.05)
+    time.sleep(1.5)     # a stored position
+    oid = q(conn, "SELECT oid FROM pg_foreign_server WHERE srvname = 'again'")[0][0]
+    stored = [d["_id"] for d in db["idxtable.positions"].find({}) if "/again@%d/" % oid in d["_id"]]
+    check(len(stored) == 1, "re-created server: the position key names the server and its OID %s" % stored)
+    q(conn, "DROP SERVER again CASCADE")
+    db.again_t.insert_one({"_id": "a2", "town": "Rome"})
+    log_from = os.path.getsize(pglog) if os.path.exists(pglog) else 0
+    create_server(conn, "again", uri[0], uri[1], uri[2], DATABASE)
+    q(conn, "CREATE FOREIGN TABLE again_t (_id text, town text) SERVER again OPTIONS (collection 'again_t')")
+    q(conn, "SELECT idxtable.create_index('again_t', '{town}', name => 'again_town')")
+    line = None
+    deadline = time.time() + 30
+    while time.time() < deadline and line is None:
+        with open(pglog, errors="replace") as f:
+            f.seek(log_from)
+            for ln in f:
+                if 'for server "again"' in ln and "database" in ln:
+                    line = ln.strip()
+        time.sleep(0.2)
+    check(line is not None and "starts database" in line,
+          "re-created server: its applier starts at its own sync_from, not the old position (%s)" % line)
+    q(conn, "DROP SERVER again CASCADE")
+
+
 def measure(client, conn, db):
     results = {}
     for n_indexes in (1, 3):
@@ -606,6 +666,8 @@ def main():
     if restarted:
         client, db = restarted
     drop_collection(client, conn, db)
+    counters_kept(client, conn, db)
+    recreated_server(client, conn, db)
     small_history(conn)
     if "--measure" in sys.argv or os.environ.get("APPLIER_MEASURE"):
         measure(client, conn, db)

@@ -126,6 +126,28 @@ stream_for(const char *database)
 }
 
 /*
+ * Start the status of "ix" from its shared entry, if it has one: a catalog
+ * reload or a restart of the applier must not zero its counters nor move
+ * applied_through back.  applied_through stays right when the stream
+ * restarts earlier (a new index with an older sync_from, or a stored
+ * position older than the last report): the index holds every change up to
+ * it, and replaying older changes repairs entries idempotently;
+ * idx_applier_report only raises it.  The error of a failed applier is
+ * not kept: the index is followed again (routing depends on that).
+ */
+static void
+keep_status(AppIndex *ix)
+{
+	IdxSyncIndexStatus old;
+
+	if (idx_sync_index_lookup(MyDatabaseId, ix->status.definition_id, &old))
+		ix->status = old;
+	ix->status.slotno = applier.slotno;
+	ix->status.streaming = false;
+	ix->status.last_error[0] = '\0';	/* a failed applier's: it runs again */
+}
+
+/*
  * Add one index_defs row (of the SPI result) to the stream of its facts'
  * database.  A foreign table dropped since the query's snapshot is
  * skipped: its drop bumps the catalog generation, so a reload follows
@@ -161,7 +183,7 @@ add_index_row(HeapTuple tuple, TupleDesc desc)
 	d = SPI_getbinval(tuple, desc, 5, &isnull);
 	ix->sync_from = isnull ? 0 : (IdxClusterTime) DatumGetInt64(d);
 	ix->status.dbid = MyDatabaseId;
-	ix->status.slotno = applier.slotno;
+	keep_status(ix);
 
 	info = idx_get_table_info(ix->relid);
 	UnlockRelationOid(relid, AccessShareLock);
@@ -323,7 +345,11 @@ idx_applier_has_conflicts(AppIndex *ix)
 
 /*
  * Report the status of the indexes of "s" (applied through s->covered)
- * and wake the backends waiting for them.
+ * and wake the backends waiting for them.  caught_up_at: now after an
+ * empty batch; after a complete batch (applied by now) the time its
+ * getMore was sent, as every event committed before then was in it or
+ * earlier.  Under a steady load it is what keeps sync_status's lag close
+ * to the real one (applied_through has whole seconds).
  */
 void
 idx_applier_report(AppStream *s, bool streaming)
@@ -338,6 +364,9 @@ idx_applier_report(AppStream *s, bool streaming)
 		ix->status.streaming = streaming && ix->state != 's';
 		if (ix->status.streaming && s->caught_up)
 			ix->status.caught_up_at = now;
+		else if (ix->status.streaming && s->ndeferred == 0 &&
+				 s->complete_since > ix->status.caught_up_at)
+			ix->status.caught_up_at = s->complete_since;
 		if (s->covered > ix->status.applied_through)
 		{
 			ix->status.applied_through = s->covered;
@@ -345,6 +374,7 @@ idx_applier_report(AppStream *s, bool streaming)
 		}
 		idx_sync_index_report(&ix->status);
 	}
+	s->complete_since = 0;		/* it held for this batch only */
 	SpinLockAcquire(&applier.slot->mutex);
 	applier.slot->last_batch_at = now;
 	SpinLockRelease(&applier.slot->mutex);
@@ -383,10 +413,11 @@ connect_applier(void)
 	applier.servername = MemoryContextStrdup(TopMemoryContext,
 											 server->servername);
 	applier.key = MemoryContextStrdup(TopMemoryContext,
-									  psprintf(UINT64_FORMAT "/%u/%s/%u",
+									  psprintf(UINT64_FORMAT "/%u/%s@%u/%u",
 											   GetSystemIdentifier(),
 											   MyDatabaseId,
 											   server->servername,
+											   server->serverid,
 											   applier.slot->ownerid));
 	applier.client = idx_connect_private(server, user,
 										 "idxtable_fdw applier");

@@ -50,6 +50,8 @@ typedef struct AppStream
 								 * the last batch, waiting for its marker */
 	int			ndeferred;
 	MemoryContext defer_cxt;	/* their memory */
+	TimestampTz complete_since; /* the last batch held every event committed
+								 * before this time (sent its getMore), or 0 */
 } AppStream;
 
 /* The applier (one per process) */

@@ -1238,6 +1238,27 @@ idx_applier_open_stream(AppStream *s)
 }
 
 /*
+ * Did the current batch of "s" bring everything the server had?  A
+ * getMore of a change stream returns what it finds up to the end of the
+ * (majority-committed) oplog unless the batch fills: batchSize events or
+ * the 16 MB of a reply.  A batch below both (a reply under half of 16 MB,
+ * to be safe) is taken as complete.
+ */
+static bool
+batch_complete(AppStream *s)
+{
+	bson_iter_t iter;
+	int			n = 0;
+
+	if (s->cs.reply == NULL || s->cs.reply->len >= 8 * 1024 * 1024)
+		return false;
+	idx_cs_batch(&s->cs, &iter);
+	while (bson_iter_next(&iter))
+		n++;
+	return n < IDX_CS_BATCH_SIZE;
+}
+
+/*
  * One getMore of the stream of "s" and the batch it brings.  A resumable
  * error reopens the stream after its token; a closed cursor (invalidate)
  * is reopened from the stored position by the next round.
@@ -1246,8 +1267,10 @@ void
 idx_applier_step(AppStream *s, int poll_ms)
 {
 	IdxCsResult r;
+	TimestampTz asked;
 
 	maybe_heartbeat(s);
+	asked = GetCurrentTimestamp();
 	r = idx_cs_get_more(&s->cs, poll_ms);
 	if (r != IDX_CS_OK)
 		apply_deferred(s);		/* the stream is reopened past them */
@@ -1269,6 +1292,8 @@ idx_applier_step(AppStream *s, int poll_ms)
 		idx_applier_close_stream(s);
 		return;
 	}
+	if (batch_complete(s))
+		s->complete_since = asked;
 	apply_batch(s);
 	idx_applier_save_position(s, false);
 }
