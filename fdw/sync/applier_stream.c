@@ -1004,21 +1004,60 @@ read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
 }
 
 /*
+ * Upsert {_id: id} of "collection" in the stream's database with update
+ * "u", acknowledged by a majority (the position and the heartbeats).  A
+ * write error or write concern error in the reply is an ERROR like a
+ * failed command: the applier must not believe a position or heartbeat
+ * stored that is not.
+ */
+static void
+majority_upsert(AppStream *s, const char *collection, const char *id,
+				const bson_t *u, const char *what)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		updates,
+				update,
+				q,
+				wc;
+	bson_t		reply;
+	bson_iter_t iter;
+	bson_error_t error;
+
+	idx_check_append(BSON_APPEND_UTF8(&cmd, "update", collection));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "updates", &updates));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&updates, "0", &update));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &q));
+	idx_check_append(BSON_APPEND_UTF8(&q, "_id", id));
+	idx_check_append(bson_append_document_end(&update, &q));
+	idx_check_append(BSON_APPEND_DOCUMENT(&update, "u", u));
+	idx_check_append(BSON_APPEND_BOOL(&update, "upsert", true));
+	idx_check_append(bson_append_document_end(&updates, &update));
+	idx_check_append(bson_append_array_end(&cmd, &updates));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "writeConcern", &wc));
+	idx_check_append(BSON_APPEND_UTF8(&wc, "w", "majority"));
+	idx_check_append(bson_append_document_end(&cmd, &wc));
+	idx_run_command(applier.client, applier.servername, s->database, &cmd,
+					&reply, what);
+	bson_destroy(&cmd);
+	if (bson_iter_init_find(&iter, &reply, "writeErrors") ||
+		bson_iter_init_find(&iter, &reply, "writeConcernError"))
+	{
+		memset(&error, 0, sizeof(error));
+		idx_report_reply_error(&reply, &error, applier.servername, what);
+	}
+	bson_destroy(&reply);
+}
+
+/*
  * Store the position of the stream of "s" (see the file header).
  */
 void
 idx_applier_save_position(AppStream *s, bool force)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	bson_t		cmd = BSON_INITIALIZER;
-	bson_t		updates,
-				update,
-				q,
-				u,
-				set,
-				list,
-				wc;
-	bson_t		reply;
+	bson_t		u = BSON_INITIALIZER;
+	bson_t		set,
+				list;
 	ListCell   *lc;
 	uint32		k = 0;
 
@@ -1033,13 +1072,6 @@ idx_applier_save_position(AppStream *s, bool force)
 											  SAVE_IDLE_MS))
 		return;
 
-	idx_check_append(BSON_APPEND_UTF8(&cmd, "update", POSITIONS_COLLECTION));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "updates", &updates));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&updates, "0", &update));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &q));
-	idx_check_append(BSON_APPEND_UTF8(&q, "_id", applier.key));
-	idx_check_append(bson_append_document_end(&update, &q));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &u));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set));
 	idx_check_append(BSON_APPEND_DOCUMENT(&set, "token", s->cs.token));
 	idx_check_append(idx_cs_append_time(&set, "clusterTime", s->covered));
@@ -1055,17 +1087,9 @@ idx_applier_save_position(AppStream *s, bool force)
 	}
 	idx_check_append(bson_append_array_end(&set, &list));
 	idx_check_append(bson_append_document_end(&u, &set));
-	idx_check_append(bson_append_document_end(&update, &u));
-	idx_check_append(BSON_APPEND_BOOL(&update, "upsert", true));
-	idx_check_append(bson_append_document_end(&updates, &update));
-	idx_check_append(bson_append_array_end(&cmd, &updates));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "writeConcern", &wc));
-	idx_check_append(BSON_APPEND_UTF8(&wc, "w", "majority"));
-	idx_check_append(bson_append_document_end(&cmd, &wc));
-	idx_run_command(applier.client, applier.servername, s->database, &cmd,
-					&reply, "storing the position of the change stream");
-	bson_destroy(&reply);
-	bson_destroy(&cmd);
+	majority_upsert(s, POSITIONS_COLLECTION, applier.key, &u,
+					"storing the position of the change stream");
+	bson_destroy(&u);
 	s->saved_at = now;
 	s->unsaved = false;
 	s->events_unsaved = false;
@@ -1081,14 +1105,8 @@ maybe_heartbeat(AppStream *s)
 {
 	IdxClusterTime requested = pg_atomic_read_u64(&applier.slot->requested);
 	TimestampTz now;
-	bson_t		cmd = BSON_INITIALIZER;
-	bson_t		updates,
-				update,
-				q,
-				u,
-				inc,
-				wc;
-	bson_t		reply;
+	bson_t		u = BSON_INITIALIZER;
+	bson_t		inc;
 
 	if (requested <= s->covered)
 		return;
@@ -1097,28 +1115,13 @@ maybe_heartbeat(AppStream *s)
 		!TimestampDifferenceExceeds(s->heartbeat_at, now, HEARTBEAT_RETRY_MS))
 		return;
 
-	idx_check_append(BSON_APPEND_UTF8(&cmd, "update", SYNC_COLLECTION));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "updates", &updates));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&updates, "0", &update));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &q));
-	idx_check_append(BSON_APPEND_UTF8(&q, "_id",
-									  psprintf(HEARTBEAT_PREFIX "%s", applier.key)));
-	idx_check_append(bson_append_document_end(&update, &q));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &u));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$inc", &inc));
 	idx_check_append(BSON_APPEND_INT64(&inc, "n", 1));
 	idx_check_append(bson_append_document_end(&u, &inc));
-	idx_check_append(bson_append_document_end(&update, &u));
-	idx_check_append(BSON_APPEND_BOOL(&update, "upsert", true));
-	idx_check_append(bson_append_document_end(&updates, &update));
-	idx_check_append(bson_append_array_end(&cmd, &updates));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "writeConcern", &wc));
-	idx_check_append(BSON_APPEND_UTF8(&wc, "w", "majority"));
-	idx_check_append(bson_append_document_end(&cmd, &wc));
-	idx_run_command(applier.client, applier.servername, s->database, &cmd,
-					&reply, "writing a heartbeat of the change stream");
-	bson_destroy(&reply);
-	bson_destroy(&cmd);
+	majority_upsert(s, SYNC_COLLECTION,
+					psprintf(HEARTBEAT_PREFIX "%s", applier.key), &u,
+					"writing a heartbeat of the change stream");
+	bson_destroy(&u);
 	s->heartbeat_for = requested;
 	s->heartbeat_at = now;
 }
