@@ -730,6 +730,43 @@ def test_null_on_dotted_paths(env):
     check(coll.count_documents({}) == len(NULL_PATH_HITS))
 
 
+IN_FAST_VALUES = [1, 2, 2.0, 2.5, Int64(3), True, False, 0, -0.0, "a", "A", "", None, float("nan"),
+                  Decimal128("2"), Decimal128("NaN"), [1, "a"], {"x": 1}, [[1]], [None], 2 ** 53 + 1,
+                  float(2 ** 53)]
+
+
+@test()
+def test_in_lists_match_as_equalities(env):
+    """The matcher looks `$in` lists up in a set (matcher._in_set): every `{f: {$in: L}}` and `{$or:
+    [{f: {$in: L}}, ...]}` finds what the same equalities joined by $or find, on top-level and dotted
+    paths, through arrays and across numeric types, bools, NaN and Decimal128."""
+    coll = fresh(env, "in_fast")
+    rnd = random.Random(7)
+    docs = []
+    for i in range(300):
+        v = rnd.choice(IN_FAST_VALUES)
+        shape = i % 4
+        doc = {"_id": i, "f": v} if shape == 0 else \
+            {"_id": i, "a": {"b": v}} if shape == 1 else \
+            {"_id": i, "a": [{"b": v}, {"b": rnd.choice(IN_FAST_VALUES)}]} if shape == 2 else \
+            {"_id": i, "f": [v, rnd.choice(IN_FAST_VALUES)], "a": 5}
+        docs.append(doc)
+    coll.insert_many(docs)
+    keyable = [v for v in IN_FAST_VALUES if v is not None and not isinstance(v, (list, dict))
+               and v == v and not isinstance(v, Decimal128)]
+    for _ in range(60):
+        path = rnd.choice(["f", "a.b"])
+        values = rnd.sample(keyable, rnd.randint(1, 4))
+        got = sorted(d["_id"] for d in coll.find({path: {"$in": values}}))
+        want = sorted(d["_id"] for d in coll.find({"$or": [{path: {"$eq": v}} for v in values]}))
+        check(got == want, "%s $in %s: %s, as equalities %s" % (path, values, got, want))
+        both = {"$or": [{"f": {"$in": values}}, {"a.b": {"$in": values}}]}
+        got = sorted(d["_id"] for d in coll.find(both))
+        want = sorted(d["_id"] for d in coll.find({"$or": [{p: {"$eq": v}} for p in ("f", "a.b")
+                                                           for v in values]}))
+        check(got == want, "$or of $in %s: %s, as equalities %s" % (values, got, want))
+
+
 @test(own=True)
 def test_recent_commands_record_read_preference(env):
     client = env.new_client(env.uri + "&readPreference=secondaryPreferred", appname="rp-test")

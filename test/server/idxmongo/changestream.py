@@ -21,7 +21,8 @@ from .bsonkeys import sort_key
 from .changelog import DOC_OPS, Entry, decode_token, hwm_key, key_time, token, wall_date
 from .codec import encode
 from .cursors import DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES
-from .errors import MongoError
+from .errors import MongoError, bad_value, from_mongomock
+from .matcher import compile_filter
 from .mockops import run_stages
 from .retry import RETRIABLE_CODES
 
@@ -67,6 +68,10 @@ class StreamCursor:
         self.full_document = spec.get("fullDocument", "default")
         self.before_change = spec.get("fullDocumentBeforeChange", "off")
         self.stages = stages
+        self.match_only = all(isinstance(st, dict) and list(st) == ["$match"] for st in stages)
+        self.match = None  # the compiled $match stages (match_only)
+        self.early = None  # whether they refer to operationType and namespaces only
+        self.early_seen = {}  # (op, db, coll, to) -> whether _filtered_early drops it
         self.position = position  # key of the last entry scanned (or the start position)
         self.pbrt = start_token
         self.last_returned = None  # key of the last event returned
@@ -359,10 +364,81 @@ def _invalidate_event(entry):
                  "wallTime": wall_date(entry.wall)}
 
 
+def _compiled_matches(stages):
+    """One predicate for a pipeline of $match stages (errors as run_stages reports them)."""
+    tests = []
+    for stage in stages:
+        filt = stage["$match"]
+        if not isinstance(filt, dict):
+            raise bad_value("the match filter must be an expression in an object")
+        tests.append(compile_filter(filt))
+
+    def match(doc):
+        try:
+            return all(t(doc) for t in tests)
+        except Exception as exc:  # malformed filters, reported by mongomock with assorted exception types
+            raise from_mongomock(exc) from exc
+    return match
+
+
+# The fields of an event that _filtered_early can give without building it
+_EARLY_FIELDS = frozenset(("operationType", "ns", "to"))
+
+
+def _filter_fields(filt, out):
+    """The top-level fields a filter refers to (None in `out` for what cannot be told)."""
+    if not isinstance(filt, dict):
+        out.add(None)
+        return out
+    for key, value in filt.items():
+        if key in ("$and", "$or", "$nor") and isinstance(value, list):
+            for sub in value:
+                _filter_fields(sub, out)
+        elif key.startswith("$"):
+            out.add(None)  # $expr, $where, $text...: anything
+        else:
+            out.add(key.split(".", 1)[0])
+    return out
+
+
+def _filtered_early(cursor, entry):
+    """Whether the stream's $match stages drop this entry's event for sure, told from its
+    operationType and namespaces alone when they refer to nothing else (as mongod rewrites a
+    change stream's $match on those fields into a filter of the oplog scan, before any event is
+    built: change_stream_filter_helpers.cpp). An entry that also invalidates the stream is never
+    dropped here."""
+    if not cursor.match_only or _invalidates(cursor, entry):
+        return False
+    if cursor.early is None:
+        fields = set()
+        for stage in cursor.stages:
+            _filter_fields(stage["$match"], fields)
+        cursor.early = fields <= _EARLY_FIELDS
+        if cursor.early and cursor.match is None:
+            cursor.match = _compiled_matches(cursor.stages)
+    if not cursor.early:
+        return False
+    to = entry.to
+    seen = (entry.op, entry.db, entry.coll, None if to is None else tuple(sorted(to.items())))
+    dropped = cursor.early_seen.get(seen)
+    if dropped is None:
+        probe = {"operationType": entry.op,
+                 "ns": {"db": entry.db, "coll": entry.coll} if entry.coll is not None else {"db": entry.db}}
+        if to is not None:
+            probe["to"] = to
+        dropped = cursor.early_seen[seen] = not cursor.match(probe)
+    return dropped
+
+
 def _transformed(cursor, doc):
     """The event after the stream's own stages (None if filtered out); 280 if they changed its _id."""
     if not cursor.stages:
         return doc
+    if cursor.match_only:
+        # $match stages only read the event: no private copy, one compiled predicate per stream
+        if cursor.match is None:
+            cursor.match = _compiled_matches(cursor.stages)
+        return doc if cursor.match(doc) else None
     out = run_stages([copy.deepcopy(doc)], cursor.stages, None)
     if not out:
         return None
@@ -387,7 +463,7 @@ def _collect(server, cursor, max_docs):
         for entry in entries:
             if max_docs is not None and len(batch) >= max_docs:
                 break
-            if _watches(cursor, entry):
+            if _watches(cursor, entry) and not _filtered_early(cursor, entry):
                 docs = [(entry.key, _event(server, cursor, entry))]
                 if _invalidates(cursor, entry):
                     docs.append(_invalidate_event(entry))

@@ -17,6 +17,7 @@ elements is null. A numeric path component meeting an array is left to mongomock
 mongomock gets the first ones right by itself (UNDEFINED is not None) and is taught the last two here.
 """
 
+from bson.objectid import ObjectId
 from mongomock import filtering as _mm_filtering
 from mongomock.filtering import filter_applies
 
@@ -190,12 +191,94 @@ def _compile(filt):
     return _all(tests)
 
 
+_MISSING = object()
+
+
+def _in_key(value):
+    """A hashable key under which `value` equals exactly the values of the same key in MongoDB's
+    simple-collation equality, or None for a value this is not sure of (numbers compare by value across
+    int, Int64 and double as on mongod; NaN, Decimal128, dates and the rest: None; bool too, which
+    mongomock takes as equal to 0 and 1, unlike mongod, and which is left to mongomock as before)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return ("n", value)
+    if isinstance(value, float):
+        return None if value != value else ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, ObjectId):
+        return ("o", value)
+    return None
+
+
+def _path_value(doc, parts):
+    """The value at a dotted path through documents only; _MISSING where the path ends (or a scalar
+    stands in the middle of it), None where an array or a non-document is met (mongomock decides)."""
+    value = doc
+    for part in parts:
+        if isinstance(value, list) or not isinstance(value, dict):
+            return None if value is doc or isinstance(value, list) else _MISSING
+        value = value.get(part, _MISSING)
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def _in_set(field, values):
+    """Predicate for `{field: {$in: values}}` (values all with an _in_key) by set lookup instead of
+    mongomock's scan of the list for every document (quadratic for the `$in` of hundreds of _ids that
+    a batch reads). A path through an array, or a value without a key, goes to mongomock."""
+    keys = {_in_key(v) for v in values}
+    slow = _mongomock({field: {"$in": values}})
+    parts = field.split(".")
+
+    def test(doc):
+        value = _path_value(doc, parts)
+        if value is _MISSING:
+            return False
+        if value is None:
+            return slow(doc)
+        items = value if isinstance(value, list) else (value,)
+        found = [_in_key(v) for v in items]
+        if any(k is None for k in found):
+            return slow(doc)
+        return any(k in keys for k in found)
+    return test
+
+
+def _in_fast_path(filt):
+    """Whether `filt` is `{field: {$in: [...]}}` with values _in_set can take (no numeric path part)."""
+    if not isinstance(filt, dict) or len(filt) != 1:
+        return False
+    (field, cond), = filt.items()
+    if (field.startswith("$") or any(p == "" or p.isdigit() for p in field.split("."))
+            or not isinstance(cond, dict) or list(cond) != ["$in"]):
+        return False
+    values = cond["$in"]
+    return isinstance(values, list) and len(values) > 0 and all(_in_key(v) is not None for v in values)
+
+
+def _or_fast_path(filt):
+    """Whether `filt` is `{$or: [...]}` of filters that all take _in_fast_path (a change stream's $match)."""
+    if not isinstance(filt, dict) or list(filt) != ["$or"]:
+        return False
+    subs = filt["$or"]
+    return isinstance(subs, list) and len(subs) > 0 and all(_in_fast_path(sub) for sub in subs)
+
+
 def compile_filter(filt):
     """A predicate `doc -> bool` for a query filter, with MongoDB's null semantics on dotted paths.
 
-    Filters without such comparisons go to mongomock's `filter_applies` as they are."""
+    Filters without such comparisons go to mongomock's `filter_applies` as they are, except a single
+    `$in` on a path, or an `$or` of those, which are looked up in sets (_in_set)."""
     if not filt:
         return lambda doc: True
+    if _in_fast_path(filt):
+        (field, cond), = filt.items()
+        return _in_set(field, cond["$in"])
+    if _or_fast_path(filt):
+        return _any([_in_set(field, cond["$in"]) for sub in filt["$or"] for field, cond in sub.items()])
     if isinstance(filt, dict) and has_null_path_conditions(filt):
         return _compile(filt)
     return _mongomock(filt)
