@@ -44,6 +44,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -57,6 +58,7 @@
 #include "connection.h"
 #include "option.h"
 #include "stream.h"
+#include "sync_workers.h"
 
 PGDLLEXPORT void idx_applier_main(Datum main_arg);
 
@@ -495,6 +497,45 @@ applier_round(void)
 }
 
 /*
+ * After a round whose batches brought events without filling up, and
+ * with no stream behind, let more events come before the next getMore
+ * (idxtable.applier_batch_delay): a run of small writes, one getMore
+ * each, is then applied in a few batches instead of a confirming read of
+ * the facts and entries per write.  A backend that waits for a time we
+ * have not applied (its request sets our latch) ends the delay at once,
+ * and none starts while one waits.  Outside any transaction.
+ */
+static void
+gather_events(void)
+{
+	ListCell   *lc;
+	bool		partial = false;
+	IdxClusterTime requested;
+
+	if (idx_applier_batch_delay <= 0)
+		return;
+	requested = pg_atomic_read_u64(&applier.slot->requested);
+	foreach(lc, applier.streams)
+	{
+		AppStream  *s = lfirst(lc);
+
+		if (!s->open)
+			continue;
+		if (!s->caught_up && !s->partial)
+			return;				/* a full batch: more is waiting now */
+		if (requested > s->covered)
+			return;				/* a backend waits */
+		partial = partial || s->partial;
+	}
+	if (!partial)
+		return;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 idx_applier_batch_delay, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * The main loop, one transaction per round.
  */
 static void
@@ -520,6 +561,8 @@ applier_loop(void)
 		StartTransactionCommand();
 		more = applier_round();
 		CommitTransactionCommand();
+		if (more)
+			gather_events();
 	}
 	if (applier_server_off)
 		ereport(LOG,

@@ -46,6 +46,8 @@ typedef struct AppStream
 	bool		unsaved;		/* the position moved since */
 	bool		events_unsaved; /* ... and events were applied */
 	bool		caught_up;		/* the last batch was empty: nothing pending */
+	bool		partial;		/* the last batch had events, but did not
+								 * fill: more may follow soon */
 	List	   *deferred;		/* facts of a transaction cut by the end of
 								 * the last batch, waiting for its marker */
 	int			ndeferred;

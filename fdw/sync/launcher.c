@@ -80,6 +80,9 @@ PGDLLEXPORT void idx_database_worker_main(Datum main_arg);
 /* idxtable.launcher_naptime, seconds */
 int			idx_launcher_naptime = 10;
 
+/* idxtable.applier_batch_delay, milliseconds */
+int			idx_applier_batch_delay = 100;
+
 /* naptimes before a database without the extension is looked at again */
 #define NO_EXTENSION_NAPS		10
 /* seconds after the start of a DROP DATABASE in which no worker starts */
@@ -116,8 +119,8 @@ typedef struct DbWorkerSlot
 static DbWorkerSlot dbw_slots[IDX_SYNC_MAX_APPLIERS];
 
 /*
- * Define idxtable.launcher_naptime (from _PG_init, preloaded or not, so
- * that SHOW and ALTER SYSTEM know it).
+ * Define idxtable.launcher_naptime and idxtable.applier_batch_delay (from
+ * _PG_init, preloaded or not, so that SHOW and ALTER SYSTEM know them).
  */
 void
 idx_sync_define_gucs(void)
@@ -130,6 +133,15 @@ idx_sync_define_gucs(void)
 							10, 1, INT_MAX / 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("idxtable.applier_batch_delay",
+							"Sets how long an applier lets changes gather after a batch that did not fill.",
+							"A longer delay applies a run of small writes in fewer, larger batches; "
+							"a query that waits for the applier ends the delay at once.  0 turns it off.",
+							&idx_applier_batch_delay,
+							100, 0, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 }
 

@@ -42,6 +42,9 @@ typedef struct IdxApplierInfo
 /* idxtable.launcher_naptime, in seconds (launcher.c) */
 extern int	idx_launcher_naptime;
 
+/* idxtable.applier_batch_delay, in milliseconds (launcher.c) */
+extern int	idx_applier_batch_delay;
+
 /* in launcher.c */
 extern void idx_sync_define_gucs(void);
 extern void idx_sync_register_launcher(void);
