@@ -1173,31 +1173,106 @@ distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
 	return nkeys;
 }
 
+/* The image of a fact deleted (idx_repair_facts_known) */
+const bson_t idx_repair_fact_gone;
+
+/* One mention of a fact _id, for last_images() */
+typedef struct Mention
+{
+	bson_t	   *key;			/* {"v": _id} */
+	int			pos;			/* its place in the caller's list */
+} Mention;
+
+static int
+compare_mentions(const void *a, const void *b)
+{
+	const Mention *ma = a;
+	const Mention *mb = b;
+	int			c = compare_bson(ma->key, mb->key);
+
+	return c != 0 ? c : (ma->pos > mb->pos) - (ma->pos < mb->pos);
+}
+
+/*
+ * For each of the distinct keys[0..nkeys-1] (sorted, from distinct_ids()),
+ * the image of its last mention in ids/images[0..n-1] (or NULL).
+ */
+static const bson_t **
+last_images(const bson_value_t *ids, const bson_t *const *images, int n,
+			bson_t **keys, int nkeys)
+{
+	Mention    *m = palloc(sizeof(Mention) * Max(n, 1));
+	const bson_t **known = palloc0(sizeof(bson_t *) * Max(nkeys, 1));
+	int			i,
+				k = 0;
+
+	for (i = 0; i < n; i++)
+	{
+		m[i].key = wrap_value(&ids[i]);
+		m[i].pos = i;
+	}
+	qsort(m, n, sizeof(Mention), compare_mentions);
+	for (i = 0; i < n; i++)
+	{
+		if (i + 1 < n && compare_bson(m[i].key, m[i + 1].key) == 0)
+			continue;			/* not the last mention of its _id */
+		while (k < nkeys && compare_bson(keys[k], m[i].key) < 0)
+			k++;
+		if (k < nkeys && compare_bson(keys[k], m[i].key) == 0)
+			known[k] = images[m[i].pos];
+	}
+	return known;
+}
+
 /*
  * Read the facts named by keys[0..nkeys-1] (one find by _id) into
  * st->items: those that exist, with the entries they should have, and
- * those that are gone.
+ * those that are gone.  With "images", a fact whose images[i] is set is
+ * taken from there (IDX_REPAIR_GONE: gone) and not read.
  */
 static void
-read_named_facts(IdxRepairState *st, bson_t **keys, int nkeys)
+read_named_facts(IdxRepairState *st, bson_t **keys, int nkeys,
+				 const bson_t *const *images)
 {
 	bson_t		projection = BSON_INITIALIZER;
+	bson_t	  **unknown = keys;
+	int			nunknown = nkeys;
 	ReadDoc    *facts;
 	int			nfacts;
 	int			i;
 
-	idx_repair_projection(st, &projection);
-	idx_repair_lookup(st, st->facts, "_id", keys, nkeys, &projection, false,
-					  idx_repair_facts_what(st));
-	bson_destroy(&projection);
+	if (images != NULL)
+	{
+		unknown = palloc(sizeof(bson_t *) * Max(nkeys, 1));
+		nunknown = 0;
+		for (i = 0; i < nkeys; i++)
+			if (images[i] == NULL)
+				unknown[nunknown++] = keys[i];
+	}
+	st->ndocs = 0;
+	if (nunknown > 0)
+	{
+		idx_repair_projection(st, &projection);
+		idx_repair_lookup(st, st->facts, "_id", unknown, nunknown,
+						  &projection, false, idx_repair_facts_what(st));
+		bson_destroy(&projection);
+	}
 	facts = st->docs;
 	nfacts = st->ndocs;
 
 	st->items = palloc(sizeof(FactItem) * Max(nkeys + nfacts, 1));
 	st->nitems = 0;
 	for (i = 0; i < nkeys; i++)
-		if (idx_repair_find_doc(st, keys[i]) == NULL)
+	{
+		const bson_t *image = images ? images[i] : NULL;
+
+		if (image == IDX_REPAIR_GONE ||
+			(image == NULL && nunknown > 0 &&
+			 idx_repair_find_doc(st, keys[i]) == NULL))
 			add_gone(st, keys[i]);
+		else if (image != NULL)
+			add_fact(st, image);
+	}
 	for (i = 0; i < nfacts; i++)
 		add_fact(st, facts[i].doc);
 }
@@ -1218,7 +1293,7 @@ repair_entries_first(IdxRepairState *st, bson_t **keys, int nkeys)
 					  NULL, true, idx_repair_index_what(st));
 	entries = st->docs;
 	nentries = st->ndocs;
-	read_named_facts(st, keys, nkeys);
+	read_named_facts(st, keys, nkeys, NULL);
 	st->docs = entries;
 	st->ndocs = nentries;
 	return compare_fact_batch(st);
@@ -1241,11 +1316,14 @@ repair_entries_first(IdxRepairState *st, bson_t **keys, int nkeys)
  * checked (those that exist and convert, and those that are gone).
  */
 static int
-repair_ids(IdxRepairState *st, const bson_value_t *ids, int n)
+repair_ids(IdxRepairState *st, const bson_value_t *ids,
+		   const bson_t *const *images, int n)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
 	bson_t	  **keys;
 	int			nkeys = distinct_ids(ids, n, &keys);
+	const bson_t **known = images ? last_images(ids, images, n, keys, nkeys)
+		: NULL;
 	VerifyCounts before = st->counts;
 	bool		repair = st->repair;
 	IdxConflictCallback on_conflict = st->on_conflict;
@@ -1254,7 +1332,7 @@ repair_ids(IdxRepairState *st, const bson_value_t *ids, int n)
 	/* a conflict is reported by the repair below, which it leads to */
 	st->repair = false;
 	st->on_conflict = repair ? NULL : on_conflict;
-	read_named_facts(st, keys, nkeys);
+	read_named_facts(st, keys, nkeys, known);
 	result = check_fact_batch(st);
 	st->repair = repair;
 	st->on_conflict = on_conflict;
@@ -1303,7 +1381,7 @@ recheck_waiting(IdxRepairState *st)
 		}
 		st->waiting = NULL;
 		st->nwaiting = st->maxwaiting = 0;
-		repair_ids(st, ids, n);
+		repair_ids(st, ids, NULL, n);
 		st->counts.checked = checked;
 	}
 	st->waiting = NULL;
@@ -1317,7 +1395,26 @@ recheck_waiting(IdxRepairState *st)
 int
 idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
 {
-	int			result = repair_ids(st, ids, n);
+	return idx_repair_facts_known(st, ids, NULL, n);
+}
+
+/*
+ * idx_repair_facts() for a caller that may know the facts: images[i] is
+ * the fact ids[i] as of a change the caller saw (IDX_REPAIR_GONE: deleted
+ * then), or NULL if unknown; of an _id named more than once, its last
+ * mention counts.  The first, checking pass takes a known fact as it is
+ * given instead of reading it; whatever difference it finds is confirmed
+ * by reading the entries and then the facts as they are now, as ever, so
+ * a fact that has changed since only costs that second look.  The
+ * change-stream applier gives the documents of insert and replace events
+ * and the deletes: for a write through the FDW, which wrote the entries
+ * before the facts, its first pass then reads just the entries.
+ */
+int
+idx_repair_facts_known(IdxRepairState *st, const bson_value_t *ids,
+					   const bson_t *const *images, int n)
+{
+	int			result = repair_ids(st, ids, images, n);
 
 	recheck_waiting(st);
 	return result;

@@ -139,6 +139,18 @@ extern void idx_repair_release(IdxRepairState *st);
 extern int	idx_repair_facts(IdxRepairState *st, const bson_value_t *ids,
 							 int n);
 
+/*
+ * What a caller may know of a named fact (idx_repair_facts_known): its
+ * document as of its last change, or that it was deleted then.
+ */
+extern const bson_t idx_repair_fact_gone;
+
+#define IDX_REPAIR_GONE (&idx_repair_fact_gone)
+
+extern int	idx_repair_facts_known(IdxRepairState *st,
+								   const bson_value_t *ids,
+								   const bson_t *const *images, int n);
+
 /* The same for facts already read (projection: idx_repair_projection) */
 extern int	idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n);
 

@@ -116,6 +116,8 @@ typedef struct CollIds
 {
 	const char *collection;
 	bson_value_t *ids;			/* views into the stream's reply */
+	const bson_t **images;		/* each id's fact as its event left it, or
+								 * NULL (index_repair.h) */
 	Marker	  **marks;			/* the marker of each id's event, or NULL */
 	int			n;
 	int			alloc;
@@ -187,10 +189,12 @@ current_def(AppIndex *ix)
 /*
  * Bring index "ix" up to date with the facts whose _ids are ids[0..n-1]
  * (all its facts if ids is NULL), as the table owner in a
- * security-restricted operation; returns the entries written.
+ * security-restricted operation; returns the entries written.  images
+ * (or NULL) holds what the events said of the facts (event_image()).
  */
 static int64
-repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
+repair_as_owner(AppIndex *ix, const bson_value_t *ids,
+				const bson_t *const *images, int n)
 {
 	Oid			save_userid;
 	int			save_sec;
@@ -223,7 +227,7 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids, int n)
 		rs.on_resolved = idx_conflict_resolved_callback;
 		PG_TRY();
 		{
-			idx_repair_facts(&rs, ids, n);
+			idx_repair_facts_known(&rs, ids, images, n);
 		}
 		PG_FINALLY();
 		{
@@ -331,7 +335,7 @@ rebuild_stale(AppStream *s)
 		ereport(LOG,
 				(errmsg("idxtable_fdw applier: rebuilding stale index \"%s\"",
 						ix->name)));
-		ix->status.entries_written += repair_as_owner(ix, NULL, 0);
+		ix->status.entries_written += repair_as_owner(ix, NULL, NULL, 0);
 		any = true;
 	}
 	if (any)
@@ -424,7 +428,7 @@ doc_string(const bson_t *doc, const char *path)
  */
 static void
 add_id(Batch *b, const char *collection, const bson_value_t *id,
-	   Marker *marker)
+	   const bson_t *image, Marker *marker)
 {
 	ListCell   *lc;
 	CollIds    *c = NULL;
@@ -442,6 +446,7 @@ add_id(Batch *b, const char *collection, const bson_value_t *id,
 		c->collection = collection;
 		c->alloc = 64;
 		c->ids = palloc(sizeof(bson_value_t) * c->alloc);
+		c->images = palloc(sizeof(bson_t *) * c->alloc);
 		c->marks = palloc(sizeof(Marker *) * c->alloc);
 		b->colls = lappend(b->colls, c);
 	}
@@ -449,8 +454,10 @@ add_id(Batch *b, const char *collection, const bson_value_t *id,
 	{
 		c->alloc *= 2;
 		c->ids = repalloc(c->ids, sizeof(bson_value_t) * c->alloc);
+		c->images = repalloc(c->images, sizeof(bson_t *) * c->alloc);
 		c->marks = repalloc(c->marks, sizeof(Marker *) * c->alloc);
 	}
+	c->images[c->n] = image;
 	c->marks[c->n] = marker;
 	c->marked = c->marked || marker != NULL;
 	c->ids[c->n++] = *id;
@@ -586,6 +593,36 @@ note_marker(Batch *b, const bson_t *event)
 }
 
 /*
+ * The fact as an event left it, for the first look of the repair
+ * (index_repair.h): the document of an insert or a replace (a view into
+ * the reply), IDX_REPAIR_GONE for a delete, NULL for an update (its
+ * event holds only the change).
+ */
+static const bson_t *
+event_image(const bson_t *event)
+{
+	const char *op = doc_string(event, "operationType");
+	bson_iter_t iter;
+	const uint8_t *data;
+	uint32_t	len;
+	bson_t	   *image;
+
+	if (op == NULL)
+		return NULL;
+	if (strcmp(op, "delete") == 0)
+		return IDX_REPAIR_GONE;
+	if ((strcmp(op, "insert") != 0 && strcmp(op, "replace") != 0) ||
+		!bson_iter_init_find(&iter, event, "fullDocument") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return NULL;
+	bson_iter_document(&iter, &len, &data);
+	image = palloc(sizeof(bson_t));
+	if (!bson_init_static(image, data, len))
+		return NULL;
+	return image;
+}
+
+/*
  * A change of a document: a fact's _id to apply, or one of the heartbeats.
  */
 static void
@@ -610,7 +647,8 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 			defer_id(s, &b->new_deferred, fact, bson_iter_value(&id), lsid,
 					 len, txn);
 		else
-			add_id(b, fact, bson_iter_value(&id), event_marker(b, event));
+			add_id(b, fact, bson_iter_value(&id), event_image(event),
+				   event_marker(b, event));
 	}
 	else if (coll != NULL && strcmp(coll, SYNC_COLLECTION) == 0 &&
 			 BSON_ITER_HOLDS_UTF8(&id) &&
@@ -738,7 +776,8 @@ marker_counts(AppIndex *ix, Marker *m, const char *collection)
  * those of the events whose marker does not count for it.
  */
 static int
-ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids)
+ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids,
+			 const bson_t *const **images)
 {
 	bool	   *skip;
 	bool		any = false;
@@ -746,6 +785,7 @@ ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids)
 				n = 0;
 
 	*ids = c->ids;
+	*images = c->images;
 	if (!c->marked)
 		return c->n;
 	skip = palloc0(sizeof(bool) * c->n);
@@ -757,6 +797,7 @@ ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids)
 	}
 	if (!any || idx_applier_has_conflicts(ix))
 		return c->n;
+	*images = NULL;				/* a later event of an _id may be skipped */
 	*ids = palloc(sizeof(bson_value_t) * Max(c->n, 1));
 	for (i = 0; i < c->n; i++)
 		if (!skip[i])
@@ -782,14 +823,16 @@ repair_colls(AppStream *s, Batch *b)
 		{
 			AppIndex   *ix = lfirst(lc2);
 			bson_value_t *ids;
+			const bson_t *const *images;
 			int			n;
 
 			CHECK_FOR_INTERRUPTS();
 			if (strcmp(ix->collection, c->collection) != 0)
 				continue;
-			n = ids_to_apply(ix, c, &ids);
+			n = ids_to_apply(ix, c, &ids, &images);
 			if (n > 0)
-				ix->status.entries_written += repair_as_owner(ix, ids, n);
+				ix->status.entries_written += repair_as_owner(ix, ids, images,
+															  n);
 			ix->status.events_applied += c->events;
 		}
 	}
@@ -832,7 +875,7 @@ take_deferred(AppStream *s, Batch *b)
 			defer_id(s, &b->new_deferred, d->collection, &d->id, d->lsid,
 					 d->lsid_len, d->txn);
 		else
-			add_id(b, d->collection, &d->id,
+			add_id(b, d->collection, &d->id, NULL,
 				   find_marker(b, d->lsid, d->lsid_len, d->txn));
 	}
 }
@@ -867,7 +910,7 @@ apply_deferred(AppStream *s)
 	{
 		DeferredId *d = lfirst(lc);
 
-		add_id(&b, d->collection, &d->id, NULL);
+		add_id(&b, d->collection, &d->id, NULL, NULL);
 	}
 	repair_colls(s, &b);
 	forget_deferred(s);
@@ -1271,8 +1314,10 @@ idx_applier_step(AppStream *s, int poll_ms)
 {
 	IdxCsResult r;
 	TimestampTz asked;
+	bool		complete;
 
 	maybe_heartbeat(s);
+	s->partial = false;
 	asked = GetCurrentTimestamp();
 	r = idx_cs_get_more(&s->cs, poll_ms);
 	if (r != IDX_CS_OK)
@@ -1295,9 +1340,11 @@ idx_applier_step(AppStream *s, int poll_ms)
 		idx_applier_close_stream(s);
 		return;
 	}
-	if (batch_complete(s))
+	complete = batch_complete(s);
+	if (complete)
 		s->complete_since = asked;
 	apply_batch(s);
+	s->partial = complete && !s->caught_up;
 	idx_applier_save_position(s, false);
 }
 
@@ -1310,4 +1357,5 @@ idx_applier_close_stream(AppStream *s)
 	forget_deferred(s);			/* not stored: read again after the position */
 	idx_cs_close(&s->cs);
 	s->open = false;
+	s->partial = false;
 }
