@@ -15,6 +15,10 @@ IDXTABLE_MONGO_DURABLE=1 for the restart case).  A foreign table ``cust`` with t
   while an outside write of the same period is applied; a transaction that also writes the collection
   through a foreign table without the index tables is applied (the server's transaction events carry
   lsid and txnNumber, checked with pymongo's watch());
+- FDW inserts and deletes in ordered mode: the applier takes those facts from their events and reads only
+  their entries;
+- idxtable.applier_batch_delay: 40 single outside inserts are applied in a few batches, and a query that
+  waits for the applier ends a delay of 10 s at once;
 - the applier killed (pg_terminate_backend) during an outside load: started again, nothing lost;
 - the test server restarted (test/env restart-mongo; skipped unless IDXTABLE_MONGO_DURABLE=1): the
   applier comes back, resumes from its stored position (the server's history survives a restart with
@@ -411,6 +415,79 @@ def fdw_transactions_read_nothing(client, conn, db):
     check(not bad, "markers: verify_index clean %s" % (bad or ""))
 
 
+def fdw_ordered_reads_entries_only(client, conn, db):
+    """Inserts and deletes through the FDW in ordered mode: the applier takes the facts from their events
+    (an insert's document, a delete's absence) and reads only their entries; an update's fact is read."""
+    admin_db = client.admin
+    q(conn, "ALTER FOREIGN TABLE cust OPTIONS (ADD consistency 'ordered')")
+    try:
+        fdw_insert(conn, 700)
+        wait_current(conn)
+        applier_reads(admin_db)
+        ids = ["c%05d" % i for i in range(710, 716)]
+        for i in range(710, 716):
+            fdw_insert(conn, i)
+        q(conn, "DELETE FROM cust WHERE n IN (714, 715)")
+        q(conn, "UPDATE cust SET town = 'Kiev' WHERE n = 713")
+        wait_current(conn)
+        reads = reads_naming(applier_reads(admin_db), ids)
+        fact_reads = [c for c in reads if c.get("collection") == "cust"]
+        updated = [c for c in fact_reads if "c00713" in str(c.get("filter"))]
+        check(reads and len(fact_reads) == len(updated) and updated,
+              "ordered writes: the applier read the entries of the facts inserted and deleted, and only "
+              "the updated fact (%d fact reads, %d naming the updated one, %d reads in all)"
+              % (len(fact_reads), len(updated), len(reads)))
+    finally:
+        q(conn, "ALTER FOREIGN TABLE cust OPTIONS (DROP consistency)")
+    bad = verify_clean(conn, "cust")
+    check(not bad, "ordered writes: verify_index clean %s" % (bad or ""))
+
+
+def set_batch_delay(conn, ms):
+    q(conn, "ALTER SYSTEM SET idxtable.applier_batch_delay = %d" % ms if ms is not None
+      else "ALTER SYSTEM RESET idxtable.applier_batch_delay")
+    q(conn, "SELECT pg_reload_conf()")
+    time.sleep(0.5)
+
+
+def batch_delay(client, conn, db):
+    """idxtable.applier_batch_delay: a run of small outside writes is applied in a few batches, and a
+    query that waits for the applier ends the delay at once."""
+    admin_db = client.admin
+    set_batch_delay(conn, 200)
+    try:
+        wait_current(conn)
+        applier_reads(admin_db)
+        ids = ["c%05d" % i for i in range(800, 840)]
+        t0 = time.time()
+        for i in range(800, 840):
+            db.cust.insert_one(row(i) | {"town": "Bern"})
+            time.sleep(0.01)
+        elapsed = time.time() - t0
+        wait_current(conn)
+        reads = reads_naming(applier_reads(admin_db), ids)
+        # per index and batch: its entries, then (they are missing) the entries and facts again
+        most = int((elapsed / 0.2 + 3) * 3 * len(INDEXES))
+        check(len(reads) <= most,
+              "batch delay: 40 single inserts over %.2f s applied with %d reads (at most %d: three per "
+              "index and batch of 200 ms; one batch per insert would take up to %d)"
+              % (elapsed, len(reads), most, 40 * 3 * len(INDEXES)))
+        set_batch_delay(conn, 10000)
+        wait_current(conn)
+        db.cust.insert_one(row(850) | {"town": "Bern"})
+        t0 = time.time()
+        q(conn, "SET idxtable.enable_plain_scan = off")
+        q(conn, "SET idxtable.index_consistency = current")
+        found = q(conn, "SELECT _id FROM cust WHERE lower(email) = 'user00850@example.com'")
+        waited = time.time() - t0
+        q(conn, "RESET idxtable.enable_plain_scan")
+        check(found == [("c00850",)] and waited < 5,
+              "batch delay 10 s: a query waiting for the applier finds an outside insert after %.2f s %s"
+              % (waited, found))
+    finally:
+        set_batch_delay(conn, None)
+
+
 def entries_written(conn):
     return dict(q(conn, "SELECT name, entries_written FROM idxtable.sync_status "
                         "WHERE name LIKE 'cust%' AND entries_written IS NOT NULL"))
@@ -661,6 +738,8 @@ def main():
     outside_writes(client, conn, db)
     fdw_writes_nothing(client, conn, db)
     fdw_transactions_read_nothing(client, conn, db)
+    fdw_ordered_reads_entries_only(client, conn, db)
+    batch_delay(client, conn, db)
     kill_applier(client, conn, db)
     restarted = restart_server(client, conn, db)
     if restarted:
