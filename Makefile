@@ -28,6 +28,10 @@ OBJS = \
 	fdw/deparse.o \
 	fdw/planner.o \
 	fdw/scan.o \
+	fdw/upper.o \
+	fdw/order_path.o \
+	fdw/agg_path.o \
+	fdw/index_agg.o \
 	fdw/index_path.o \
 	fdw/index_scan.o \
 	fdw/index_stats.o \

@@ -28,6 +28,7 @@
 #include "sync_state.h"
 #include "sync_wait.h"
 #include "sync_workers.h"
+#include "upper.h"
 
 PG_MODULE_MAGIC;
 
@@ -39,6 +40,8 @@ void		_PG_init(void);
 /* idxtable.enable_index_routing: may the planner use index tables? */
 bool		idxtable_enable_index_routing = true;
 bool		idxtable_enable_plain_scan = true;
+bool		idxtable_enable_order_pushdown = true;
+bool		idxtable_enable_aggregate_pushdown = true;
 
 /*
  * libmongoc's own log lines: those below WARNING are dropped, the others
@@ -90,6 +93,22 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("idxtable.enable_order_pushdown",
+							 "Lets the planner push ORDER BY, LIMIT and OFFSET down to MongoDB.",
+							 "Off sorts and limits in PostgreSQL, for comparisons.",
+							 &idxtable_enable_order_pushdown,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("idxtable.enable_aggregate_pushdown",
+							 "Lets the planner push aggregates and GROUP BY down to MongoDB.",
+							 "Off aggregates in PostgreSQL, for comparisons.",
+							 &idxtable_enable_aggregate_pushdown,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("idxtable.unique_claim_timeout",
 							"Age after which an orphaned unique-key claim may be taken over.",
 							"In consistency mode 'ordered', a unique key's claim whose "
@@ -128,6 +147,7 @@ idxtable_fdw_handler(PG_FUNCTION_ARGS)
 	routine->GetForeignRelSize = idxGetForeignRelSize;
 	routine->GetForeignPaths = idxGetForeignPaths;
 	routine->GetForeignPlan = idxGetForeignPlan;
+	routine->GetForeignUpperPaths = idxGetForeignUpperPaths;
 	routine->BeginForeignScan = idxBeginForeignScan;
 	routine->IterateForeignScan = idxIterateForeignScan;
 	routine->ReScanForeignScan = idxReScanForeignScan;

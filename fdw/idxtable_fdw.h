@@ -20,6 +20,8 @@
 /* idxtable_fdw.c: the GUC idxtable.enable_index_routing */
 extern bool idxtable_enable_index_routing;
 extern bool idxtable_enable_plain_scan;
+extern bool idxtable_enable_order_pushdown;
+extern bool idxtable_enable_aggregate_pushdown;
 
 /* planner.c */
 extern void idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,

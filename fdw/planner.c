@@ -31,6 +31,7 @@
 #include "index_path.h"
 #include "option.h"
 #include "planner.h"
+#include "upper.h"
 
 /* Assumed collection size when ANALYZE has never run */
 #define DEFAULT_COLLECTION_SIZE 1000.0
@@ -163,6 +164,11 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *fdw_exprs;
 	ListCell   *lc;
 
+	/* a path above the scan (upper.h) is planned by its owner */
+	if (IS_UPPER_REL(baserel))
+		return idx_upper_plan(root, baserel, best_path, tlist, scan_clauses,
+							  outer_plan);
+
 	foreach(lc, scan_clauses)
 	{
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
@@ -188,6 +194,9 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	fdw_exprs = idx_collect_params(remote_conds);
 	fdw_private = lappend(fdw_private,
 						  makeInteger(list_length(fdw_exprs)));
+	fdw_private = lappend(fdw_private, NIL);	/* IdxPrivSort */
+	fdw_private = lappend(fdw_private, makeInteger(-1));	/* IdxPrivLimit */
+	fdw_private = lappend(fdw_private, makeInteger(0));	/* IdxPrivOffset */
 
 	/* an index path adds its lookup to fdw_private and fdw_exprs */
 	if (best_path->fdw_private != NIL)

@@ -32,6 +32,9 @@ typedef struct IdxRelInfo
 /* Kinds of scans (first element of fdw_private) */
 #define IDX_SCAN_PLAIN	0		/* one find on the collection */
 #define IDX_SCAN_INDEX	1		/* index lookup, then facts by _id */
+#define IDX_SCAN_AGG	2		/* aggregate pipeline on the facts (agg_path.c) */
+#define IDX_SCAN_INDEX_AGG 3	/* count/group/min/max on an index collection
+								 * (index_agg.c) */
 
 /*
  * fdw_private of every scan starts with these; fdw_exprs starts with the
@@ -51,7 +54,17 @@ enum IdxScanPrivateIndex
 	IdxPrivIdLookup,
 	/* how many leading fdw_exprs are Params of the pushed-down clauses */
 	IdxPrivNumFilterParams,
-	/* index scans only: see index_path.h */
+	/* the order the scan returns rows in, pushed down: NIL for none (a List
+	 * whose items order_path.c and index_path.c define) */
+	IdxPrivSort,
+	/* rows the executor asks for at most (OFFSET + LIMIT, Integer), -1 if
+	 * unknown: a plain scan passes it as the find's limit; an index scan
+	 * sizes its first lookup and fetch from it */
+	IdxPrivLimit,
+	/* rows a plain scan skips first (OFFSET, Integer), pushed as skip */
+	IdxPrivOffset,
+	/* what follows depends on the scan kind: index scans see index_path.h;
+	 * IDX_SCAN_AGG and IDX_SCAN_INDEX_AGG are their owners' */
 	IdxPrivIndexFirst
 };
 

@@ -34,6 +34,7 @@
 #include "protocol_read.h"
 #include "rowid.h"
 #include "scan.h"
+#include "upper.h"
 #include "xact.h"
 
 static TupleTableSlot *iterate(ForeignScanState *node);
@@ -121,11 +122,24 @@ idx_list_to_bitmap(List *list)
 Oid
 idx_scan_user(ForeignScanState *node)
 {
-	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	RangeTblEntry *rte = exec_rt_fetch(plan->scan.scanrelid,
+	RangeTblEntry *rte = exec_rt_fetch(idx_scan_rtindex(node),
 									   node->ss.ps.state);
 
 	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+}
+
+/*
+ * The range table index of the foreign table read: the scan's own, or for
+ * a scan above it (an upper path, scanrelid 0) the one its plan names.
+ */
+Index
+idx_scan_rtindex(ForeignScanState *node)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+
+	if (plan->scan.scanrelid > 0)
+		return plan->scan.scanrelid;
+	return intVal(list_nth(plan->fdw_private, IdxPrivRelid));
 }
 
 /*
@@ -137,7 +151,8 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	EState	   *estate = node->ss.ps.state;
-	Relation	rel = node->ss.ss_currentRelation;
+	Relation	rel = node->ss.ss_currentRelation;	/* NULL above a scan */
+	Oid			relid = exec_rt_fetch(idx_scan_rtindex(node), estate)->relid;
 	MemoryContext scan_cxt;
 	MemoryContext oldcxt;
 	IdxScanState *state;
@@ -155,7 +170,8 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	MemoryContextRegisterResetCallback(scan_cxt, &state->release_cb);
 	node->fdw_state = state;
 
-	state->info = idx_get_table_info(RelationGetRelid(rel));
+	state->kind = intVal(list_nth(plan->fdw_private, IdxPrivScanKind));
+	state->info = idx_get_table_info(relid);
 	state->remote_conds = (List *) list_nth(plan->fdw_private,
 											IdxPrivRemoteConds);
 	state->relid = intVal(list_nth(plan->fdw_private, IdxPrivRelid));
@@ -175,17 +191,23 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 
 	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 	{
-		state->rowconv = idx_row_conv_create(RelationGetDescr(rel),
-											 state->info, state->attrs_used);
-		state->client = idx_get_client_for_rel(RelationGetRelid(rel),
-											   idx_scan_user(node),
+		/* rows of the table; a scan above it makes its own (upper.h) */
+		if (rel != NULL)
+			state->rowconv = idx_row_conv_create(RelationGetDescr(rel),
+												 state->info,
+												 state->attrs_used);
+		state->client = idx_get_client_for_rel(relid, idx_scan_user(node),
 											   &state->server);
 	}
 	else
 		state->server = GetForeignServer(state->info->serverid);
 
-	if (intVal(list_nth(plan->fdw_private, IdxPrivScanKind)) == IDX_SCAN_INDEX)
+	if (state->kind == IDX_SCAN_INDEX)
 		idx_index_scan_begin(node, state, eflags);
+	else if (state->kind == IDX_SCAN_AGG)
+		idx_agg_scan_begin(node, state, eflags);
+	else if (state->kind == IDX_SCAN_INDEX_AGG)
+		idx_index_agg_scan_begin(node, state, eflags);
 
 	MemoryContextSwitchTo(oldcxt);
 }
@@ -348,6 +370,10 @@ iterate(ForeignScanState *node)
 	CHECK_FOR_INTERRUPTS();
 	if (state->index)
 		return idx_index_scan_next(node, state);
+	if (state->kind == IDX_SCAN_AGG)
+		return idx_agg_scan_next(node, state);
+	if (state->kind == IDX_SCAN_INDEX_AGG)
+		return idx_index_agg_scan_next(node, state);
 	ExecClearTuple(slot);
 
 	if (state->cursor == NULL)
@@ -388,6 +414,10 @@ idxReScanForeignScan(ForeignScanState *node)
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 
 	release_cursor(state);
+	if (state->kind == IDX_SCAN_AGG)
+		idx_agg_scan_rescan(state);
+	else if (state->kind == IDX_SCAN_INDEX_AGG)
+		idx_index_agg_scan_rescan(state);
 }
 
 /*
@@ -401,6 +431,10 @@ idxEndForeignScan(ForeignScanState *node)
 	if (state == NULL)
 		return;
 	release_cursor(state);
+	if (state->kind == IDX_SCAN_AGG)
+		idx_agg_scan_end(state);
+	else if (state->kind == IDX_SCAN_INDEX_AGG)
+		idx_index_agg_scan_end(state);
 }
 
 /*
@@ -414,6 +448,16 @@ idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	char	   *ns = psprintf("%s.%s", state->info->database,
 							  state->info->collection);
 
+	if (state->kind == IDX_SCAN_AGG)
+	{
+		idx_agg_scan_explain(state, es);
+		return;
+	}
+	if (state->kind == IDX_SCAN_INDEX_AGG)
+	{
+		idx_index_agg_scan_explain(state, es);
+		return;
+	}
 	if (state->index)
 	{
 		idx_index_scan_explain(state, es);

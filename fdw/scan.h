@@ -57,6 +57,11 @@ typedef struct IdxScanState
 	/* index scans: the lookup and fact fetch state (index_scan.c) */
 	struct IdxIndexScan *index;
 
+	/* scan kinds IDX_SCAN_AGG and IDX_SCAN_INDEX_AGG: their owners' state */
+	int			kind;			/* IDX_SCAN_* of the plan */
+	struct IdxAggScan *agg;		/* agg_path.c */
+	struct IdxIndexAggScan *index_agg;	/* index_agg.c */
+
 	/* for EXPLAIN ANALYZE */
 	char	   *last_filter;	/* the filter of the latest find, as JSON */
 	uint64		docs_fetched;
@@ -80,6 +85,7 @@ extern const bson_t *idx_scan_next_doc(IdxScanState *state,
 /* Integer list (fdw_private) back to an attribute bitmap */
 /* The user a scan reads its table as (a view's owner, else the current user) */
 extern Oid	idx_scan_user(ForeignScanState *node);
+extern Index idx_scan_rtindex(ForeignScanState *node);
 
 extern Bitmapset *idx_list_to_bitmap(List *list);
 

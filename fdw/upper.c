@@ -1,0 +1,67 @@
+/*-------------------------------------------------------------------------
+ *
+ * upper.c
+ *		  GetForeignUpperPaths: offer the upper paths of each stage (owners
+ *		  in upper.h), and hand an upper path's GetForeignPlan to its owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "optimizer/pathnode.h"
+
+#include "idxtable_fdw.h"
+#include "upper.h"
+
+/*
+ * Add the upper paths MongoDB can run for "stage" of "input_rel" (a scan
+ * of one foreign table, or an upper relation over one) to "output_rel".
+ * Only the first call for an output relation adds paths (postgres_fdw
+ * does the same: the stages can be reached twice).
+ */
+void
+idxGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage,
+						RelOptInfo *input_rel, RelOptInfo *output_rel,
+						void *extra)
+{
+	if (input_rel->fdw_private == NULL || output_rel->fdw_private != NULL)
+		return;
+	switch (stage)
+	{
+		case UPPERREL_GROUP_AGG:
+			idx_add_agg_paths(root, input_rel, output_rel,
+							  (GroupPathExtraData *) extra);
+			idx_add_index_agg_paths(root, input_rel, output_rel,
+									(GroupPathExtraData *) extra);
+			break;
+		case UPPERREL_FINAL:
+			idx_add_final_paths(root, input_rel, output_rel,
+								(FinalPathExtraData *) extra);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * GetForeignPlan of an upper path: its owner builds the ForeignScan.
+ */
+ForeignScan *
+idx_upper_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
+			   List *tlist, List *scan_clauses, Plan *outer_plan)
+{
+	switch ((IdxUpperKind) intVal(linitial(best_path->fdw_private)))
+	{
+		case IDX_UPPER_FINAL:
+			return idx_order_plan(root, rel, best_path, tlist, scan_clauses,
+								  outer_plan);
+		case IDX_UPPER_AGG:
+			return idx_agg_plan(root, rel, best_path, tlist, scan_clauses,
+								outer_plan);
+		case IDX_UPPER_INDEX_AGG:
+			return idx_index_agg_plan(root, rel, best_path, tlist,
+									  scan_clauses, outer_plan);
+	}
+	elog(ERROR, "unrecognized idxtable_fdw upper path kind");
+	return NULL;				/* keep compiler quiet */
+}

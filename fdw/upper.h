@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * upper.h
+ *		  Paths above the scan of a foreign table: ORDER BY/LIMIT/OFFSET and
+ *		  aggregates pushed down to MongoDB (upper.c dispatches them).
+ *
+ * Each kind of upper path has an owner file:
+ *		order_path.c	LIMIT/OFFSET (UPPERREL_FINAL) over a plain scan
+ *		agg_path.c		aggregates and GROUP BY as an aggregate pipeline on
+ *						the fact collection (UPPERREL_GROUP_AGG), executed
+ *						as scan kind IDX_SCAN_AGG
+ *		index_agg.c		count, GROUP BY a key, min/max of a key answered
+ *						from an index collection (UPPERREL_GROUP_AGG),
+ *						executed as scan kind IDX_SCAN_INDEX_AGG
+ * An upper ForeignPath's fdw_private starts with an Integer IdxUpperKind,
+ * by which idx_upper_plan() hands GetForeignPlan to the owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_UPPER_H
+#define IDXTABLE_UPPER_H
+
+#include "foreign/fdwapi.h"
+#include "nodes/pathnodes.h"
+#include "nodes/plannodes.h"
+
+#include "scan.h"
+
+/* First element of an upper ForeignPath's fdw_private (Integer) */
+typedef enum IdxUpperKind
+{
+	IDX_UPPER_FINAL = 1,		/* order_path.c */
+	IDX_UPPER_AGG,				/* agg_path.c */
+	IDX_UPPER_INDEX_AGG			/* index_agg.c */
+} IdxUpperKind;
+
+/* upper.c */
+extern void idxGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage,
+									RelOptInfo *input_rel, RelOptInfo *output_rel,
+									void *extra);
+extern ForeignScan *idx_upper_plan(PlannerInfo *root, RelOptInfo *rel,
+								   ForeignPath *best_path, List *tlist,
+								   List *scan_clauses, Plan *outer_plan);
+
+/* order_path.c */
+extern void idx_add_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
+								RelOptInfo *final_rel, FinalPathExtraData *extra);
+extern ForeignScan *idx_order_plan(PlannerInfo *root, RelOptInfo *rel,
+								   ForeignPath *best_path, List *tlist,
+								   List *scan_clauses, Plan *outer_plan);
+
+/* agg_path.c */
+extern void idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
+							  RelOptInfo *grouped_rel, GroupPathExtraData *extra);
+extern ForeignScan *idx_agg_plan(PlannerInfo *root, RelOptInfo *rel,
+								 ForeignPath *best_path, List *tlist,
+								 List *scan_clauses, Plan *outer_plan);
+extern void idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state,
+							   int eflags);
+extern TupleTableSlot *idx_agg_scan_next(ForeignScanState *node,
+										 IdxScanState *state);
+extern void idx_agg_scan_rescan(IdxScanState *state);
+extern void idx_agg_scan_end(IdxScanState *state);
+extern void idx_agg_scan_explain(IdxScanState *state, ExplainState *es);
+
+/* index_agg.c */
+extern void idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
+									RelOptInfo *grouped_rel,
+									GroupPathExtraData *extra);
+extern ForeignScan *idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel,
+									   ForeignPath *best_path, List *tlist,
+									   List *scan_clauses, Plan *outer_plan);
+extern void idx_index_agg_scan_begin(ForeignScanState *node,
+									 IdxScanState *state, int eflags);
+extern TupleTableSlot *idx_index_agg_scan_next(ForeignScanState *node,
+											   IdxScanState *state);
+extern void idx_index_agg_scan_rescan(IdxScanState *state);
+extern void idx_index_agg_scan_end(IdxScanState *state);
+extern void idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es);
+
+#endif							/* IDXTABLE_UPPER_H */
