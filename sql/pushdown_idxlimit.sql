@@ -52,7 +52,7 @@ RESET idxtable.enable_plain_scan;
 -- rows run into the NULL keys (read last) or past the first batches (the
 -- routed side takes the index wherever it can)
 SET idxtable.enable_plain_scan = off;
-CREATE FUNCTION same_order(query text) RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION idxlimit_same_order(query text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   routed text;
   plain text;
@@ -63,7 +63,7 @@ BEGIN
   SET LOCAL idxtable.enable_index_routing = on;
   RETURN CASE WHEN routed IS NOT DISTINCT FROM plain THEN 'same order: ' ELSE 'DIFFERENT: ' END || query;
 END $$;
-SELECT same_order(q) FROM (VALUES
+SELECT idxlimit_same_order(q) FROM (VALUES
   ('SELECT id, n FROM lim WHERE grp = 1 ORDER BY n LIMIT 10'),
   ('SELECT id, n FROM lim ORDER BY n LIMIT 5 OFFSET 10'),
   ('SELECT n, grp FROM lim ORDER BY n LIMIT 5 OFFSET 2985'),
@@ -72,7 +72,7 @@ SELECT same_order(q) FROM (VALUES
   ('SELECT id, n FROM lim WHERE grp = 1 AND id > 2950 ORDER BY n LIMIT 30')
 ) AS v(q);
 RESET idxtable.enable_plain_scan;
-DROP FUNCTION same_order(text);
+DROP FUNCTION idxlimit_same_order(text);
 SELECT idxtable.drop_index('lim_grp_n');
 SELECT idxtable.drop_index('lim_n_grp');
 --
