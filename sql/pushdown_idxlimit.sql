@@ -73,6 +73,38 @@ SELECT idxlimit_same_order(q) FROM (VALUES
 ) AS v(q);
 RESET idxtable.enable_plain_scan;
 DROP FUNCTION idxlimit_same_order(text);
+-- an index whose collection turns out not to be its own when a scan
+-- reads its ownership marker (planning reads none): an unordered scan
+-- reads the facts instead, an ordered one fails once and drops the cached
+-- plans, which are made without the index from then on
+CREATE FOREIGN TABLE lim_owners (_id text, system text, database_oid bigint,
+  database text, definition text)
+  SERVER mongo_nostream OPTIONS (collection 'idxtable.owners');
+SELECT system, database_oid, database, definition FROM lim_owners
+  WHERE _id = 'idxtable.idxlimit_lim.lim_n_grp' \gset mine_
+UPDATE lim_owners SET system = '1234567890123456789', database_oid = 99,
+  database = 'otherdb', definition = '11111111-2222-3333-4444-555555555555'
+  WHERE _id = 'idxtable.idxlimit_lim.lim_n_grp';
+\c
+SET idxtable.index_consistency = 'any';
+SET idxtable.enable_plain_scan = off;
+SET plan_cache_mode = force_generic_plan;
+PREPARE first_n AS SELECT n FROM lim ORDER BY n LIMIT 3;
+EXPLAIN (COSTS OFF) EXECUTE first_n;
+SELECT split_part(show_error('EXECUTE first_n'), E'\n', 1);
+EXECUTE first_n;
+EXPLAIN (COSTS OFF) EXECUTE first_n;
+DEALLOCATE first_n;
+\c
+SET idxtable.index_consistency = 'any';
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF) SELECT n, grp FROM lim WHERE n = 5;
+SELECT n, grp FROM lim WHERE n = 5;
+UPDATE lim_owners SET system = :'mine_system',
+  database_oid = :mine_database_oid, database = :'mine_database',
+  definition = :'mine_definition'
+  WHERE _id = 'idxtable.idxlimit_lim.lim_n_grp';
+DROP FOREIGN TABLE lim_owners;
 SELECT idxtable.drop_index('lim_grp_n');
 SELECT idxtable.drop_index('lim_n_grp');
 --
