@@ -566,6 +566,10 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 				 errhint("Run it in a transaction of its own.")));
 	idx_verify_run(def, rel, repair, PROGRESS_CREATEIDX_COMMAND_REINDEX,
 				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, false, counts);
+	/* entries right under the collations' current versions: not stale */
+	if (repair || (counts->missing == 0 && counts->orphan == 0 &&
+				   counts->stale == 0))
+		idx_refresh_collation_versions(def);
 	relation_close(rel, NoLock);
 }
 
