@@ -51,12 +51,10 @@
 #include "utils/ruleutils.h"
 
 #include "deparse.h"
-#include "connection.h"
 #include "index_catalog.h"
 #include "index_collate.h"
 #include "index_path.h"
 #include "sync_wait.h"
-#include "xact.h"
 
 /*
  * One index condition found while matching clauses to an index.
@@ -68,6 +66,32 @@ typedef struct IdxKeyCond
 	Expr	   *value;			/* value expression, or NULL (IS NULL) */
 	RestrictInfo *rinfo;		/* the clause it came from */
 } IdxKeyCond;
+
+/*
+ * Elements of an index path's fdw_private (ForeignPath.fdw_private),
+ * built once by add_index_path() and read by idx_index_plan_private().
+ */
+enum IdxIndexPathPrivateIndex
+{
+	/* IDX_SCAN_INDEX, which tells an index path from others (Integer) */
+	IdxPathScanKind,
+	/* the index definition's name (String) */
+	IdxPathIndexName,
+	/* 1 if the entries answer the query: no fact is read (Integer) */
+	IdxPathCovering,
+	/*
+	 * the index conditions: a List of Lists (key position Integer, IdxCondOp
+	 * Integer, value Expr or NULL for IS NULL)
+	 */
+	IdxPathConds,
+	/* key position whose order the rows follow, or -1 (Integer) */
+	IdxPathOrderKey,
+	/* rows the query asks for at most, or -1 (Integer, see IdxPrivLimit) */
+	IdxPathLimit
+};
+
+static List *index_path_private(const IdxIndexDef *def, bool covering,
+								List *conds, int order_key, int limit);
 
 /*
  * Valid index definitions of a table: only those are used for reads, and
@@ -444,25 +468,19 @@ covered_attrs(const IdxIndexDef *def)
 }
 
 /*
- * Are the table's writes in consistency mode 'ordered'?  Then an entry may
- * be an orphan or stale (see index_write.h), and only reads that recheck
- * each fact may use the index: no covering reads.
+ * May a plan read the table's entries without their facts?  Not when its
+ * writes are in consistency mode 'ordered': then an entry may be an orphan
+ * or stale (see index_write.h), and only reads that recheck each fact may
+ * use the index.  Without a mode of its own the table's mode depends on
+ * whether the server has transactions, which planning does not ask (it
+ * never talks to MongoDB): the covering plan is made, and its execution
+ * reads the facts after all on a server without transactions
+ * (idx_index_scan_begin).
  */
 static bool
-writes_are_ordered(const IdxTableInfo *info, RelOptInfo *baserel)
+covering_allowed(const IdxTableInfo *info)
 {
-	ForeignServer *server;
-	mongoc_client_t *client;
-
-	if (info->consistency != IDX_CONSISTENCY_DEFAULT)
-		return info->consistency == IDX_CONSISTENCY_ORDERED;
-	/* as the user the executor will read as (the view owner, say) */
-	client = idx_get_client_for_rel(info->relid,
-									OidIsValid(baserel->userid)
-									? baserel->userid : GetUserId(),
-									&server);
-	return idx_xact_mode(info, client, server->servername) ==
-		IDX_CONSISTENCY_ORDERED;
+	return info->consistency != IDX_CONSISTENCY_ORDERED;
 }
 
 /*
@@ -491,7 +509,7 @@ index_covers(const IdxIndexDef *def, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	covered = covered_attrs(def);
 	if (covered == NULL || !bms_is_subset(needed, covered))
 		return false;
-	return !writes_are_ordered(fpinfo->table, baserel);
+	return covering_allowed(fpinfo->table);
 }
 
 /*
@@ -656,20 +674,47 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		IdxKeyCond *cond = lfirst(lc);
 
 		private_conds = lappend(private_conds,
-								list_make4(makeInteger(cond->keypos),
+								list_make3(makeInteger(cond->keypos),
 										   makeInteger(cond->op),
-										   cond->value,
-										   cond->rinfo->clause));
+										   cond->value));
 	}
 
 	add_path(baserel, (Path *)
 			 create_foreignscan_path(root, baserel, NULL, rows,
 									 startup_cost, total_cost, pathkeys,
 									 required_outer, NULL,
-									 list_make4(makeString(def->name),
-												makeInteger(covering),
-												private_conds,
-												makeInteger(order_key))));
+									 index_path_private(def, covering,
+														private_conds,
+														order_key, -1)));
+}
+
+/*
+ * The fdw_private of an index path (enum IdxIndexPathPrivateIndex).
+ */
+static List *
+index_path_private(const IdxIndexDef *def, bool covering, List *conds,
+				   int order_key, int limit)
+{
+	List	   *result = NIL;
+
+	/* in the order of the enum */
+	result = lappend(result, makeInteger(IDX_SCAN_INDEX));
+	result = lappend(result, makeString(pstrdup(def->name)));
+	result = lappend(result, makeInteger(covering));
+	result = lappend(result, conds);
+	result = lappend(result, makeInteger(order_key));
+	result = lappend(result, makeInteger(limit));
+	return result;
+}
+
+/*
+ * Is "path" an index path (one of idx_add_index_paths)?
+ */
+bool
+idx_is_index_path(const ForeignPath *path)
+{
+	return path->fdw_private != NIL &&
+		intVal(list_nth(path->fdw_private, IdxPathScanKind)) == IDX_SCAN_INDEX;
 }
 
 /*
@@ -840,31 +885,45 @@ cond_text(PlannerInfo *root, const IdxIndexDef *def, int keypos, IdxCondOp op,
 }
 
 /*
- * Complete the plan of an index path (see index_path.h).
+ * The index definition a path of the relation names.
  */
-void
-idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
-					  ForeignPath *best_path, List **fdw_private,
-					  List **fdw_exprs, List **local_exprs)
+static IdxIndexDef *
+path_index_def(IdxRelInfo *fpinfo, const char *name)
 {
-	IdxRelInfo *fpinfo = baserel->fdw_private;
-	char	   *name = strVal(linitial(best_path->fdw_private));
-	bool		covering = intVal(lsecond(best_path->fdw_private));
-	List	   *path_conds = lthird(best_path->fdw_private);
-	IdxIndexDef *def = NULL;
-	List	   *conds = NIL;
-	StringInfoData text;
 	ListCell   *lc;
 
 	foreach(lc, fpinfo->indexes)
 	{
-		if (strcmp(((IdxIndexDef *) lfirst(lc))->name, name) == 0)
-			def = lfirst(lc);
-	}
-	Assert(def != NULL);
+		IdxIndexDef *def = lfirst(lc);
 
+		if (strcmp(def->name, name) == 0)
+			return def;
+	}
+	elog(ERROR, "index table \"%s\" of an index path is not among the relation's",
+		 name);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * The index part of the plan of an index path (see index_path.h).
+ */
+List *
+idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
+					   ForeignPath *best_path, List *remote_conds,
+					   List **fdw_exprs, List **local_exprs,
+					   Bitmapset **attrs_used, int *limit)
+{
+	List	   *path_private = best_path->fdw_private;
+	IdxIndexDef *def;
+	bool		covering = intVal(list_nth(path_private, IdxPathCovering));
+	List	   *conds = NIL;
+	StringInfoData text;
+	ListCell   *lc;
+
+	def = path_index_def(baserel->fdw_private,
+						 strVal(list_nth(path_private, IdxPathIndexName)));
 	initStringInfo(&text);
-	foreach(lc, path_conds)
+	foreach(lc, (List *) list_nth(path_private, IdxPathConds))
 	{
 		List	   *pc = lfirst(lc);
 		int			keypos = intVal(linitial(pc));
@@ -884,20 +943,17 @@ idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
 
 	if (covering)
 	{
-		Bitmapset  *attrs = bms_copy(fpinfo->attrs_used);
-		List	   *remote_conds = list_nth(*fdw_private, IdxPrivRemoteConds);
-
 		/* no fact is read: every clause is evaluated on the entries */
 		*local_exprs = list_concat_unique_ptr(*local_exprs, remote_conds);
-		pull_varattnos((Node *) *local_exprs, baserel->relid, &attrs);
-		list_nth_cell(*fdw_private, IdxPrivAttrsUsed)->ptr_value =
-			idx_bitmap_to_list(attrs);
+		pull_varattnos((Node *) *local_exprs, baserel->relid, attrs_used);
 	}
+	*limit = intVal(list_nth(path_private, IdxPathLimit));
 
-	linitial(*fdw_private) = makeInteger(IDX_SCAN_INDEX);
-	*fdw_private = lappend(*fdw_private, makeString(def->name));
-	*fdw_private = lappend(*fdw_private, makeInteger(covering));
-	*fdw_private = lappend(*fdw_private, conds);
-	*fdw_private = lappend(*fdw_private, makeString(text.data));
-	*fdw_private = lappend(*fdw_private, lfourth(best_path->fdw_private));
+	/* in the order of enum IdxIndexPrivateIndex */
+	return list_make5(makeString(def->name),
+					  makeInteger(covering),
+					  conds,
+					  makeString(text.data),
+					  makeInteger(intVal(list_nth(path_private,
+												  IdxPathOrderKey))));
 }

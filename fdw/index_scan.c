@@ -149,6 +149,22 @@ entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
 }
 
 /*
+ * Must a covering plan read the facts after all?  A table without a
+ * consistency mode of its own writes in its server's: 'ordered' on a
+ * server without transactions, and then an entry may be an orphan or
+ * stale (index_write.h), so that only reads that recheck each fact may use
+ * the index.  Planning does not ask the server (index_path.c): here, at
+ * executor start, the client is connected and knows it.
+ */
+static bool
+covering_needs_facts(IdxScanState *state)
+{
+	return state->info->consistency == IDX_CONSISTENCY_DEFAULT &&
+		idx_xact_mode(state->info, state->client,
+					  state->server->servername) == IDX_CONSISTENCY_ORDERED;
+}
+
+/*
  * Set up the index part of a scan.
  */
 void
@@ -161,7 +177,8 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 
 	ix->def = find_index(RelationGetRelid(rel), idx_scan_user(node),
 						 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)));
-	ix->covering = intVal(list_nth(plan->fdw_private, IdxPrivCovering));
+	ix->covering = intVal(list_nth(plan->fdw_private, IdxPrivCovering)) &&
+		((eflags & EXEC_FLAG_EXPLAIN_ONLY) || !covering_needs_facts(state));
 	ix->conds = list_nth(plan->fdw_private, IdxPrivIndexConds);
 	ix->cond_text = strVal(list_nth(plan->fdw_private, IdxPrivIndexCondText));
 	ix->value_exprs = plan->fdw_exprs;
