@@ -115,6 +115,7 @@ typedef struct OwnerVerdict
 } OwnerVerdict;
 
 static List *verdicts = NIL;
+static bool defer_reads = false;	/* see idx_owner_defer_reads */
 
 
 /* ----------------------------------------------------------------
@@ -880,7 +881,7 @@ idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 			find_verdict(verdict_key(serverid, def)) == NULL)
 			unjudged = lappend(unjudged, def);
 	}
-	if (unjudged != NIL)
+	if (unjudged != NIL && !defer_reads)
 		read_verdicts(relid, userid, serverid, unjudged);
 
 	foreach(lc, defs)
@@ -897,4 +898,16 @@ idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 			def->owner_problem = v->problem;
 		}
 	}
+}
+
+/*
+ * Defer the reads of markers (see index_owner.h).
+ */
+bool
+idx_owner_defer_reads(bool defer)
+{
+	bool		previous = defer_reads;
+
+	defer_reads = defer;
+	return previous;
 }
