@@ -864,13 +864,16 @@ read_verdicts(Oid relid, Oid userid, Oid serverid, List *defs)
 
 /*
  * Mark the definitions whose collection is not theirs as failed (see the
- * file header); the markers not judged yet are read with one find.
+ * file header); the markers not judged yet are read with one find, unless
+ * reads are deferred.  Returns whether every definition has its verdict
+ * (a caller that keeps the verdicts must not keep them otherwise).
  */
-void
+bool
 idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 {
 	Oid			serverid = GetForeignTable(relid)->serverid;
 	List	   *unjudged = NIL;
+	bool		judged_all = true;
 	ListCell   *lc;
 
 	foreach(lc, defs)
@@ -881,7 +884,9 @@ idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 			find_verdict(verdict_key(serverid, def)) == NULL)
 			unjudged = lappend(unjudged, def);
 	}
-	if (unjudged != NIL && !defer_reads)
+	if (unjudged != NIL && defer_reads)
+		judged_all = false;
+	else if (unjudged != NIL)
 		read_verdicts(relid, userid, serverid, unjudged);
 
 	foreach(lc, defs)
@@ -898,6 +903,7 @@ idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 			def->owner_problem = v->problem;
 		}
 	}
+	return judged_all;
 }
 
 /*

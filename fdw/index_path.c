@@ -51,6 +51,7 @@
 #include "utils/ruleutils.h"
 
 #include "deparse.h"
+#include "idxtable_fdw.h"
 #include "index_catalog.h"
 #include "index_collate.h"
 #include "index_owner.h"
@@ -663,9 +664,10 @@ is_index_cond(List *conds, RestrictInfo *rinfo)
 
 /*
  * The rows the query takes from an index path at most (LIMIT + OFFSET),
- * or -1 if unknown.  Known only when the scan's rows go straight to the
- * LIMIT: the relation is the query's only one, the path is not
- * parameterized, and its order is the query's (or the query has none).
+ * or -1 if unknown or idxtable.enable_order_pushdown is off.  Known only
+ * when the scan's rows go straight to the LIMIT: the relation is the
+ * query's only one, the path is not parameterized, and its order is the
+ * query's (or the query has none).
  *
  * The scan then sizes its first lookup batch and fact fetch from it
  * (index_scan.c), "first_batch" entries: as many as the rows asked for
@@ -682,7 +684,7 @@ path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
 	ListCell   *lc;
 
 	*first_batch = -1;
-	if (root->limit_tuples < 1 || root->limit_tuples > PG_INT32_MAX ||
+	if (!idxtable_enable_order_pushdown || root->limit_tuples < 1 || root->limit_tuples > PG_INT32_MAX ||
 		required_outer != NULL || baserel->reloptkind != RELOPT_BASEREL ||
 		!bms_equal(root->all_baserels, baserel->relids))
 		return -1;

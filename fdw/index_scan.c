@@ -115,11 +115,8 @@ typedef struct IdxIndexScan
 
 /*
  * Find an index definition of the table by name, with its ownership
- * marker checked: planning does not read markers (index_path.c), so a plan
- * may name an index whose collection turns out not to be its own.  Then
- * the cached plans go, so that the next planning, which knows the verdict,
- * leaves the index out.  EXPLAIN without ANALYZE ("explain_only") talks
- * to MongoDB no more than planning does.
+ * marker checked unless "explain_only" (EXPLAIN without ANALYZE talks to
+ * MongoDB no more than planning does).
  */
 static IdxIndexDef *
 find_index(Oid relid, Oid userid, const char *name, bool explain_only)
@@ -142,19 +139,8 @@ find_index(Oid relid, Oid userid, const char *name, bool explain_only)
 	{
 		IdxIndexDef *def = lfirst(lc);
 
-		if (strcmp(def->name, name) != 0)
-			continue;
-		if (def->owner_problem != NULL)
-		{
-			ResetPlanCache();
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("cannot read foreign table \"%s\" through its index \"%s\": the index's collection does not carry the index's ownership marker",
-							get_rel_name(relid), name),
-					 errdetail_internal("%s", def->owner_problem),
-					 errhint("Run the query again: it is planned without the index now.")));
-		}
-		return def;
+		if (strcmp(def->name, name) == 0)
+			return def;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -162,6 +148,37 @@ find_index(Oid relid, Oid userid, const char *name, bool explain_only)
 					name, get_rel_name(relid)),
 			 errhint("The plan is older than the index; run the query again.")));
 	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Planning does not read ownership markers (index_path.c), so a plan may
+ * name an index whose collection turns out, when the scan starts, not to
+ * be the index's (idx_owner_check_indexes has said so in a WARNING).  Its
+ * entries are never read: the scan reads the facts as a plain scan does,
+ * which is exact because every clause the lookup served also stayed in
+ * the pushed-down filter or the local quals; only an ordered scan, whose
+ * rows nothing sorts, cannot, and fails after dropping the cached plans,
+ * so that the next planning, which knows the verdict, leaves the index
+ * out.  Returns true when the scan is to be a plain one.
+ */
+static bool
+scan_without_index(IdxScanState *state, const IdxIndexDef *def,
+				   int order_key)
+{
+	if (def->owner_problem == NULL)
+		return false;
+	if (order_key >= 0)
+	{
+		ResetPlanCache();
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot read foreign table \"%s\" in the order of its index \"%s\": the index's collection does not carry the index's ownership marker",
+						state->info->relname, def->name),
+				 errdetail_internal("%s", def->owner_problem),
+				 errhint("Run the query again: it is planned without the index now.")));
+	}
+	state->kind = IDX_SCAN_PLAIN;
+	return true;
 }
 
 /*
@@ -214,12 +231,19 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	Relation	rel = node->ss.ss_currentRelation;
-	IdxIndexScan *ix = palloc0(sizeof(IdxIndexScan));
+	IdxIndexScan *ix;
+	IdxIndexDef *def;
 	int			nexprs = list_length(plan->fdw_exprs);
 
-	ix->def = find_index(RelationGetRelid(rel), idx_scan_user(node),
-						 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)),
-						 (eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0);
+	def = find_index(RelationGetRelid(rel), idx_scan_user(node),
+					 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)),
+					 (eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0);
+	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) &&
+		scan_without_index(state, def,
+						   intVal(list_nth(plan->fdw_private, IdxPrivOrderKey))))
+		return;
+	ix = palloc0(sizeof(IdxIndexScan));
+	ix->def = def;
 	ix->covering = intVal(list_nth(plan->fdw_private, IdxPrivCovering)) &&
 		((eflags & EXEC_FLAG_EXPLAIN_ONLY) || !covering_needs_facts(state));
 	ix->conds = list_nth(plan->fdw_private, IdxPrivIndexConds);
@@ -981,7 +1005,10 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 																  ix->def->keys[ix->order_key].attnum,
 																  false))),
 							es);
-	if (ix->first_batch > 0)
+	/* a LIMIT made the first batch smaller than a full one */
+	if (ix->first_batch > 0 &&
+		ix->first_batch < (ix->covering ? state->info->fetch_size :
+						   state->info->fetch_batch_size))
 		ExplainPropertyInteger("First Batch", "entries", ix->first_batch, es);
 	ExplainPropertyText("Collection",
 						psprintf("%s.%s", state->info->database,
