@@ -210,9 +210,10 @@ idx_key_lookup_datum(const IdxIndexKey *key, Datum value)
 }
 
 /*
- * Should text keys of column "attr" be stored as sort keys of its
- * collation?  Plain (not multi-valued) column keys only: lower()/upper()
- * and element keys serve equalities alone, which need no sort key.
+ * The collation whose sort keys a new definition's key "key" should hold:
+ * its column's, for a plain (not multi-valued) text key under a collation
+ * that gives trustworthy sort keys; lower()/upper() and element keys serve
+ * equalities alone, which need no sort key.
  */
 Oid
 idx_key_sortcoll(const IdxIndexKey *key)
