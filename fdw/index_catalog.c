@@ -41,6 +41,7 @@
 #include "parser/scansup.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -606,10 +607,13 @@ row_to_definition(Datum *values, bool *nulls, Oid relid)
 									   &row->nkeys);
 	row->includes = text_array_strings(values[Anum_index_defs_include - 1],
 									   &row->ninclude);
+	/* copies: the tuple's page is released before the keys are resolved */
 	if (!nulls[Anum_index_defs_key_collations - 1])
-		row->key_collations = values[Anum_index_defs_key_collations - 1];
+		row->key_collations =
+			datumCopy(values[Anum_index_defs_key_collations - 1], false, -1);
 	if (!nulls[Anum_index_defs_collation_versions - 1])
-		row->collation_versions = values[Anum_index_defs_collation_versions - 1];
+		row->collation_versions =
+			datumCopy(values[Anum_index_defs_collation_versions - 1], false, -1);
 	return row;
 }
 
