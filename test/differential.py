@@ -1301,9 +1301,11 @@ def main():
                    % (100 * ratio, 100 * MIN_PUSHDOWN_RATIO)])
 
     index_ordered = 0
+    phase_started = time.monotonic()
     for number, query in enumerate(collated_order_cases(random.Random(seed + 1))):
         index_ordered += run_collated_order_case(session, number, query, report)
-    print("collated order: %d queries ordered by an index table" % index_ordered)
+    print("collated order: %d queries ordered by an index table (%.1fs)"
+          % (index_ordered, time.monotonic() - phase_started))
     report.result("collated order coverage", None if index_ordered >= 6 else
                   ["only %d queries on ti were ordered by an index table, need 6" % index_ordered])
 
