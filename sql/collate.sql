@@ -124,6 +124,11 @@ SELECT name, state FROM idxtable.indexes WHERE name = 'collate_words_w';
 SET idxtable.enable_plain_scan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM collate_words WHERE w = 'zebra';
 RESET idxtable.enable_plain_scan;
+-- in a read-only transaction verify_index verifies without recording
+BEGIN READ ONLY;
+SELECT (idxtable.verify_index('collate_words_w')).*;
+COMMIT;
+SELECT name, state FROM idxtable.indexes WHERE name = 'collate_words_w';
 -- verify_index finds the entries right under the version now: valid again
 SELECT (idxtable.verify_index('collate_words_w')).*;
 SELECT name, state FROM idxtable.indexes WHERE name = 'collate_words_w';
