@@ -53,6 +53,7 @@
 #include "deparse.h"
 #include "idxtable_fdw.h"
 #include "index_catalog.h"
+#include "index_collate.h"
 #include "index_owner.h"
 #include "index_path.h"
 #include "sync_wait.h"
@@ -127,7 +128,8 @@ idx_valid_indexes(Oid relid, Oid userid)
 	{
 		IdxIndexDef *def = lfirst(lc);
 
-		if (def->state == IDX_STATE_VALID && idx_sync_routable(def))
+		if (def->state == IDX_STATE_VALID && !def->collation_changed &&
+			idx_sync_routable(def))
 			result = lappend(result, def);
 	}
 	return result;
@@ -188,16 +190,33 @@ is_lookup_value(Node *node, Index relid)
 }
 
 /*
- * The condition an operator makes on a key, if its btree strategy is one
- * an index lookup can serve.  Text orders only under the C collation
- * (MongoDB compares UTF-8 bytes); equality needs a deterministic one.
+ * Do the stored values of text key "key" come in the order of collation
+ * "collid"?  Sort keys of that very collation do; the strings themselves
+ * do under a collation that orders as bytes (MongoDB compares bytes).
  */
 static bool
-operator_cond(Oid opno, Oid keytype, Oid collid, bool allow_range,
+text_key_orders_as(const IdxIndexKey *key, Oid collid)
+{
+	if (!OidIsValid(collid))
+		return false;
+	if (OidIsValid(key->sortcoll))
+		return key->sortcoll == collid;
+	return idx_collation_bytewise(collid);
+}
+
+/*
+ * The condition an operator makes on a key, if its btree strategy is one
+ * an index lookup can serve.  Text ranges need entries in the order of
+ * the operator's collation (text_key_orders_as); equality needs a
+ * deterministic one (byte equality; sort keys keep the text after them).
+ */
+static bool
+operator_cond(Oid opno, const IdxIndexKey *key, Oid collid, bool allow_range,
 			  IdxCondOp *op)
 {
 	List	   *interps = get_op_btree_interpretation(opno);
 	int			strategy;
+	Oid			keytype = key->keytype;
 	bool		is_text = (keytype == TEXTOID || keytype == VARCHAROID);
 
 	if (interps == NIL)
@@ -210,7 +229,7 @@ operator_cond(Oid opno, Oid keytype, Oid collid, bool allow_range,
 			(OidIsValid(collid) && get_collation_isdeterministic(collid));
 	}
 	if (!allow_range || keytype == BOOLOID ||
-		(is_text && !(OidIsValid(collid) && lc_collate_is_c(collid))))
+		(is_text && !text_key_orders_as(key, collid)))
 		return false;
 	switch (strategy)
 	{
@@ -285,7 +304,7 @@ match_opexpr(OpExpr *opexpr, Index relid, const IdxIndexKey *key,
 	}
 	if (!is_lookup_value(right, relid) ||
 		!idx_compatible_types(key->keytype, exprType(right)) ||
-		!operator_cond(opno, key->keytype, opexpr->inputcollid,
+		!operator_cond(opno, key, opexpr->inputcollid,
 					   key->kind == IDX_KEY_COLUMN, &cond->op))
 		return false;
 	cond->value = (Expr *) right;
@@ -311,7 +330,7 @@ match_saop(ScalarArrayOpExpr *saop, Index relid, const IdxIndexKey *key,
 		if (!is_column(array, relid, key->attnum) ||
 			!is_lookup_value(scalar, relid) ||
 			!idx_compatible_types(key->keytype, exprType(scalar)) ||
-			!operator_cond(saop->opno, key->keytype, saop->inputcollid,
+			!operator_cond(saop->opno, key, saop->inputcollid,
 						   false, &op))
 			return false;
 		cond->op = ICOND_EQ;
@@ -323,7 +342,7 @@ match_saop(ScalarArrayOpExpr *saop, Index relid, const IdxIndexKey *key,
 		!(IsA(array, Const) || IsA(array, Param)) ||
 		!idx_compatible_types(key->keytype,
 							 get_element_type(exprType(array))) ||
-		!operator_cond(saop->opno, key->keytype, saop->inputcollid, false,
+		!operator_cond(saop->opno, key, saop->inputcollid, false,
 					   &op))
 		return false;
 	cond->op = ICOND_IN;
@@ -567,8 +586,9 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 /*
  * Can the rows of an index path come out in the order of key "keypos"?
  * Only for a plain column whose BSON order is PostgreSQL's (integers,
- * dates and timestamps, uuid, boolean, and text under the C collation),
- * right after an equality prefix of single values.  Returns the pathkeys
+ * dates and timestamps, uuid, boolean, and text whose entries are in the
+ * order of the column's collation: text_key_orders_as), right after an
+ * equality prefix of single values.  Returns the pathkeys
  * (ASC NULLS LAST, the default of ORDER BY) if the query can use them.
  */
 static List *
@@ -610,7 +630,7 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 		case BOOLOID:
 			break;
 		case TEXTOID:
-			if (OidIsValid(collid) && lc_collate_is_c(collid))
+			if (text_key_orders_as(key, collid))
 				break;
 			return NIL;
 		default:

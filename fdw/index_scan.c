@@ -195,7 +195,9 @@ entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
 	einfo->fields = palloc0(sizeof(char *) * Max(einfo->natts, 1));
 	for (i = 0; i < def->nkeys; i++)
 	{
-		if (def->keys[i].kind == IDX_KEY_COLUMN && !def->keys[i].multi)
+		if (OidIsValid(def->keys[i].sortcoll))
+			einfo->fields[def->keys[i].attnum - 1] = idx_key_original_path(i);
+		else if (def->keys[i].kind == IDX_KEY_COLUMN && !def->keys[i].multi)
 			einfo->fields[def->keys[i].attnum - 1] =
 				psprintf("_id.%s", idx_key_field(i));
 	}
@@ -302,7 +304,7 @@ idx_index_scan_release(IdxScanState *state)
  * (NULL elements never match).
  */
 static bool
-append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
+append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
 	Oid			elemtype = ARR_ELEMTYPE(arr);
@@ -322,12 +324,14 @@ append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
 	for (i = 0; i < nelems; i++)
 	{
-		char		key[16];
+		char		pos[16];
 
 		if (nulls[i])
 			continue;
-		snprintf(key, sizeof(key), "%u", n++);
-		idx_append_key_value(&list, key, elems[i], elemtype, false);
+		snprintf(pos, sizeof(pos), "%u", n++);
+		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
+							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
+							 false);
 	}
 	idx_check_append(bson_append_array_end(doc, &list));
 	return n > 0;
@@ -376,8 +380,8 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 				return false;
 			else if (op == ICOND_IN)
 			{
-				if (!append_in_values(&child, ix->values[exprpos],
-									  exprType(list_nth(ix->value_exprs, exprpos))))
+				if (!append_in_values(&child, &ix->def->keys[k],
+									  ix->values[exprpos]))
 					return false;
 			}
 			else
@@ -393,8 +397,11 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 				if (op == ICOND_LT &&
 					(type == TIMESTAMPOID || type == TIMESTAMPTZOID))
 					mop = "$lte";
-				idx_append_key_value(&child, mop, ix->values[exprpos], type,
-									 false);
+				idx_append_key_value(&child, mop,
+									 idx_key_lookup_datum(&ix->def->keys[k],
+														  ix->values[exprpos]),
+									 OidIsValid(ix->def->keys[k].sortcoll)
+									 ? TEXTOID : type, false);
 			}
 		}
 		if (any)
