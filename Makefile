@@ -26,6 +26,7 @@ OBJS = \
 	fdw/convert_write.o \
 	fdw/convert_json.o \
 	fdw/deparse.o \
+	fdw/deparse_expr.o \
 	fdw/planner.o \
 	fdw/scan.o \
 	fdw/upper.o \
