@@ -1181,6 +1181,14 @@ build_junction(const char *op, List *args, bool truth, bson_t *out,
 	else
 		memset(partner, -1, sizeof(int) * list_length(args));
 
+	/* two bounds that make one range are the filter itself */
+	if (list_length(args) == 2 && partner[0] == 1)
+	{
+		build_clause(linitial(args), lsecond(args), truth, out, ctx);
+		pfree(partner);
+		return;
+	}
+
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, op, &array));
 	for (i = 0; i < list_length(args); i++)
 	{
