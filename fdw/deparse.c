@@ -23,7 +23,10 @@
  *	  values of the column's own type;
  *	- IS [NOT] NULL on any scalar column (MongoDB's {f: null} matches null
  *	  and missing, which both read as SQL NULL);
- *	- IN / = ANY(array) and <> ALL(array) of the above.
+ *	- IN / = ANY(array) and <> ALL(array) of the above;
+ *	- comparisons of two columns (deparse_expr.c).
+ * In a conjunction, a lower and an upper bound on one field become one
+ * condition document {f: {$gt: a, $lt: b}} (pair_range_bounds).
  * numeric, bpchar, bytea, json, jsonb and array columns are compared
  * locally (bytea reads a binary of any subtype, and MongoDB's equality
  * would compare the subtype too: {b: BinData(0, x)} misses BinData(3, x)).
@@ -87,7 +90,6 @@ typedef enum IdxColKind
 {
 	KIND_NONE,					/* nothing pushed */
 	KIND_NULLTEST_ONLY,			/* scalar, but comparisons stay local */
-	KIND_EQUALITY,				/* = and <> */
 	KIND_ORDERED,				/* all comparisons */
 	KIND_FLOAT,					/* all comparisons, NaN named explicitly */
 	KIND_TEXT					/* depends on the collation */
@@ -292,8 +294,6 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 		case KIND_ORDERED:
 		case KIND_FLOAT:
 			return IDX_PUSH_EXACT;
-		case KIND_EQUALITY:
-			return is_equality ? IDX_PUSH_EXACT : IDX_PUSH_NONE;
 		case KIND_TEXT:
 			if (GetDatabaseEncoding() != PG_UTF8 || !OidIsValid(collid))
 				return IDX_PUSH_NONE;

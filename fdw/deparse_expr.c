@@ -24,8 +24,19 @@
  *	- floats: aggregation sorts NaN below every number (and equal to NaN),
  *	  PostgreSQL above, so "<" and "<=" name NaN explicitly (float_order).
  * Under NOT the comparison is negated; both fields must still be non-null.
- * Arithmetic (a + 1 < b) is not pushed: PostgreSQL raises an error on
- * integer overflow where MongoDB widens to int64 or double.
+ *
+ * Integer sums and differences of columns and constants ("a + 1 < b",
+ * "a - b >= 10") are pushed too, but only as a superset, rechecked locally
+ * (LOSSY): PostgreSQL raises an error on int2/int4 overflow where MongoDB
+ * widens to int64, and a field may hold an integral double, whose
+ * arithmetic is exact only up to 2^53.  So the $expr also lets through
+ * every document where a field is not a number within +-2^48 (with at
+ * most 16 operands no sum reaches 2^53, in int64 or double), and every one
+ * where an int2/int4 step leaves its type's range, so that the local
+ * recheck raises PostgreSQL's error there:
+ * {$or: [{$not: [a in range]}, ..., step out of range, ..., a + 1 < b]},
+ * the guards first ($or evaluates its operands in order and stops at the
+ * first true one, so $add never meets a string or a date).
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +46,9 @@
 
 #include "access/stratnum.h"
 #include "catalog/pg_type.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/value.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
 #include "convert.h"
@@ -48,6 +62,20 @@ typedef struct ColumnComparison
 	int			strategy;		/* BT*StrategyNumber or ROWCOMPARE_NE */
 	bool		is_float;
 } ColumnComparison;
+
+/* Bounds of the integer arithmetic pushed (see the file header) */
+#define ARITH_MAX_OPERANDS 16
+#define ARITH_BOUND (INT64CONST(1) << 48)
+
+/* A comparison of integer sums and differences, taken apart */
+typedef struct ArithComparison
+{
+	Expr	   *left;
+	Expr	   *right;
+	int			strategy;
+	List	   *fields;			/* distinct fields of the columns used */
+	int			noperands;
+} ArithComparison;
 
 /*
  * The family of types whose values compare with each other as in
@@ -131,31 +159,165 @@ parse_column_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 }
 
 /*
- * Plan time: is "op" a comparison of two columns that can be pushed as an
- * $expr filter?  It is then exact (see the file header).
+ * Is "funcid" integer + or - (of any two integer types)?  Sets "is_plus".
+ */
+static bool
+integer_plus_minus(Oid funcid, bool *is_plus)
+{
+	switch (funcid)
+	{
+		case F_INT2PL:
+		case F_INT4PL:
+		case F_INT8PL:
+		case F_INT24PL:
+		case F_INT42PL:
+		case F_INT28PL:
+		case F_INT82PL:
+		case F_INT48PL:
+		case F_INT84PL:
+			*is_plus = true;
+			return true;
+		case F_INT2MI:
+		case F_INT4MI:
+		case F_INT8MI:
+		case F_INT24MI:
+		case F_INT42MI:
+		case F_INT28MI:
+		case F_INT82MI:
+		case F_INT48MI:
+		case F_INT84MI:
+			*is_plus = false;
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * The value of a non-null integer constant, if it is one.
+ */
+static bool
+integer_const(Expr *expr, int64 *value)
+{
+	Const	   *c;
+
+	if (!IsA(expr, Const) || ((Const *) expr)->constisnull)
+		return false;
+	c = (Const *) expr;
+	switch (c->consttype)
+	{
+		case INT2OID:
+			*value = DatumGetInt16(c->constvalue);
+			return true;
+		case INT4OID:
+			*value = DatumGetInt32(c->constvalue);
+			return true;
+		case INT8OID:
+			*value = DatumGetInt64(c->constvalue);
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Is "expr" an integer column (top-level field), an integer constant
+ * within +-2^48, or a sum or difference of such terms?  Collects the
+ * fields and counts the operands.
+ */
+static bool
+arith_term(Expr *expr, Index relid, const IdxTableInfo *info,
+		   ArithComparison *out)
+{
+	Var		   *var;
+	int64		value;
+	bool		is_plus;
+
+	expr = idx_strip_relabel(expr);
+	if (expr == NULL || ++out->noperands > ARITH_MAX_OPERANDS)
+		return false;
+	if ((var = expr_column(expr, relid, info)) != NULL)
+	{
+		out->fields = list_append_unique(out->fields,
+										 makeString(info->fields[var->varattno - 1]));
+		return type_family(var->vartype) == INT8OID;
+	}
+	if (integer_const(expr, &value))
+		return value >= -ARITH_BOUND && value <= ARITH_BOUND;
+	if (!IsA(expr, OpExpr) || list_length(((OpExpr *) expr)->args) != 2 ||
+		!integer_plus_minus(get_opcode(((OpExpr *) expr)->opno), &is_plus))
+		return false;
+	out->noperands--;			/* the operator is no operand */
+	return arith_term(linitial(((OpExpr *) expr)->args), relid, info, out) &&
+		arith_term(lsecond(((OpExpr *) expr)->args), relid, info, out);
+}
+
+/*
+ * Take apart a comparison of integer sums and differences of columns and
+ * constants, with at least one column and one operator (plain "column op
+ * value" and "column op column" have their own forms).
+ */
+static bool
+parse_arith_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
+					   ArithComparison *out)
+{
+	List	   *interps;
+
+	memset(out, 0, sizeof(*out));
+	if (list_length(op->args) != 2)
+		return false;
+	out->left = idx_strip_relabel(linitial(op->args));
+	out->right = idx_strip_relabel(lsecond(op->args));
+	if (!(IsA(out->left, OpExpr) || IsA(out->right, OpExpr)) ||
+		type_family(exprType((Node *) out->left)) != INT8OID ||
+		type_family(exprType((Node *) out->right)) != INT8OID ||
+		!arith_term(out->left, relid, info, out) ||
+		!arith_term(out->right, relid, info, out) || out->fields == NIL)
+		return false;
+	interps = get_op_btree_interpretation(op->opno);
+	if (interps == NIL)
+		return false;
+	out->strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	return out->strategy == ROWCOMPARE_NE ||
+		(out->strategy >= BTLessStrategyNumber &&
+		 out->strategy <= BTGreaterStrategyNumber);
+}
+
+/*
+ * Plan time: is "op" a comparison of two columns (exact) or of integer
+ * arithmetic (a superset, rechecked locally) that can be pushed as an
+ * $expr filter?  See the file header.
  */
 IdxPushKind
 idx_classify_column_comparison(OpExpr *op, Index relid,
 							   const IdxTableInfo *info)
 {
 	ColumnComparison c;
+	ArithComparison a;
 
-	return parse_column_comparison(op, relid, info, &c)
-		? IDX_PUSH_EXACT : IDX_PUSH_NONE;
+	if (parse_column_comparison(op, relid, info, &c))
+		return IDX_PUSH_EXACT;
+	if (parse_arith_comparison(op, relid, info, &a))
+		return IDX_PUSH_LOSSY;
+	return IDX_PUSH_NONE;
 }
 
 /*
- * The field of the left column of a pushed column comparison (a top-level
+ * The field of the first column of a pushed $expr comparison (a top-level
  * field: no guard for paths through arrays is needed).
  */
 const char *
 idx_column_comparison_field(OpExpr *op, Index relid, const IdxTableInfo *info)
 {
 	ColumnComparison c;
+	ArithComparison a;
 
-	if (!parse_column_comparison(op, relid, info, &c))
-		elog(ERROR, "unexpected clause in pushed-down filter");
-	return info->fields[c.left->varattno - 1];
+	if (parse_column_comparison(op, relid, info, &c))
+		return info->fields[c.left->varattno - 1];
+	if (parse_arith_comparison(op, relid, info, &a))
+		return strVal(linitial(a.fields));
+	elog(ERROR, "unexpected clause in pushed-down filter");
+	return NULL;				/* keep compiler quiet */
 }
 
 /*
@@ -262,17 +424,191 @@ negate_strategy(int strategy)
 	}
 }
 
+/* aggregation comparison operators by btree strategy */
+static const char *const strategy_ops[] = {NULL, "$lt", "$lte", "$eq", "$gte", "$gt"};
+
 /*
- * Translate a comparison of two columns for truth value "truth" (T or F,
- * see deparse.c) into the fields of one query document: both fields not
- * null, and the $expr.
+ * Append an integer term as an aggregation expression under "key":
+ * "$field", a number, {$add: [l, r]} or {$subtract: [l, r]}.
+ */
+static void
+append_term(bson_t *out, const char *key, Expr *expr, const IdxTableInfo *info,
+			Index relid)
+{
+	Var		   *var;
+	int64		value;
+	bool		is_plus = false;
+	bson_t		child,
+				args;
+
+	expr = idx_strip_relabel(expr);
+	if ((var = expr_column(expr, relid, info)) != NULL)
+	{
+		char	   *path = psprintf("$%s", info->fields[var->varattno - 1]);
+
+		idx_check_append(BSON_APPEND_UTF8(out, key, path));
+		pfree(path);
+		return;
+	}
+	if (integer_const(expr, &value))
+	{
+		idx_check_append(BSON_APPEND_INT64(out, key, value));
+		return;
+	}
+	if (!IsA(expr, OpExpr) ||
+		!integer_plus_minus(get_opcode(((OpExpr *) expr)->opno), &is_plus))
+		elog(ERROR, "unexpected expression in pushed-down filter");
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, key, &child));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, is_plus ? "$add" : "$subtract",
+											 &args));
+	append_term(&args, "0", linitial(((OpExpr *) expr)->args), info, relid);
+	append_term(&args, "1", lsecond(((OpExpr *) expr)->args), info, relid);
+	idx_check_append(bson_append_array_end(&child, &args));
+	idx_check_append(bson_append_document_end(out, &child));
+}
+
+/*
+ * Append {op: [term, bound]} as element "*index" of an array.
+ */
+static void
+append_term_cmp(bson_t *array, uint32 *index, const char *op, Expr *term,
+				int64 bound, const IdxTableInfo *info, Index relid)
+{
+	bson_t		child,
+				args;
+	char		key[16];
+
+	snprintf(key, sizeof(key), "%u", (*index)++);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(array, key, &child));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, op, &args));
+	append_term(&args, "0", term, info, relid);
+	idx_check_append(BSON_APPEND_INT64(&args, "1", bound));
+	idx_check_append(bson_append_array_end(&child, &args));
+	idx_check_append(bson_append_document_end(array, &child));
+}
+
+/*
+ * Append to the $or array the alternatives that let a document through for
+ * the local recheck: a field that is not a number within +-2^48, then
+ * every int2/int4 step of "expr" outside its type's range.
+ */
+static void
+append_arith_escapes(bson_t *array, uint32 *index, Expr *expr,
+					 const IdxTableInfo *info, Index relid)
+{
+	OpExpr	   *op;
+	int64		lo,
+				hi;
+
+	expr = idx_strip_relabel(expr);
+	if (!IsA(expr, OpExpr))
+		return;
+	op = (OpExpr *) expr;
+	append_arith_escapes(array, index, linitial(op->args), info, relid);
+	append_arith_escapes(array, index, lsecond(op->args), info, relid);
+	if (op->opresulttype == INT8OID)
+		return;					/* within +-2^52: no int8 overflow */
+	lo = op->opresulttype == INT2OID ? PG_INT16_MIN : PG_INT32_MIN;
+	hi = op->opresulttype == INT2OID ? PG_INT16_MAX : PG_INT32_MAX;
+	append_term_cmp(array, index, "$lt", expr, lo, info, relid);
+	append_term_cmp(array, index, "$gt", expr, hi, info, relid);
+}
+
+/*
+ * Append {$not: [{$and: [{$gte: ["$f", -2^48]}, {$lte: ["$f", 2^48]}]}]}
+ * as element "*index" of an array: the field is no number within range
+ * (strings, dates and booleans sort above numbers, null below).
+ */
+static void
+append_out_of_bound(bson_t *array, uint32 *index, const char *field)
+{
+	bson_t		not,
+				list,
+				and,
+				both;
+	char		key[16];
+	char	   *path = psprintf("$%s", field);
+	snprintf(key, sizeof(key), "%u", (*index)++);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(array, key, &not));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&not, "$not", &list));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&list, "0", &and));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&and, "$and", &both));
+	{
+		uint32		i = 0;
+		const char *ops[] = {"$gte", "$lte"};
+		int64		bounds[] = {-ARITH_BOUND, ARITH_BOUND};
+		int			k;
+
+		for (k = 0; k < 2; k++)
+		{
+			bson_t		cmp,
+						args;
+
+			snprintf(key, sizeof(key), "%u", i++);
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&both, key, &cmp));
+			idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, ops[k], &args));
+			idx_check_append(BSON_APPEND_UTF8(&args, "0", path));
+			idx_check_append(BSON_APPEND_INT64(&args, "1", bounds[k]));
+			idx_check_append(bson_append_array_end(&cmp, &args));
+			idx_check_append(bson_append_document_end(&both, &cmp));
+		}
+	}
+	idx_check_append(bson_append_array_end(&and, &both));
+	idx_check_append(bson_append_document_end(&list, &and));
+	idx_check_append(bson_append_array_end(&not, &list));
+	idx_check_append(bson_append_document_end(array, &not));
+	pfree(path);
+}
+
+/*
+ * Translate a comparison of integer arithmetic (see the file header): the
+ * fields not null, and {$expr: {$or: [escapes..., comparison]}}.
+ */
+static void
+build_arith_comparison(ArithComparison *a, bool truth, bson_t *out,
+					   Index relid, const IdxTableInfo *info)
+{
+	int			strategy = truth ? a->strategy : negate_strategy(a->strategy);
+	bson_t		expr,
+				array,
+				cmp,
+				args;
+	uint32		index = 0;
+	char		key[16];
+	ListCell   *lc;
+
+	foreach(lc, a->fields)
+		append_not_null(out, strVal(lfirst(lc)));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, "$expr", &expr));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&expr, "$or", &array));
+	foreach(lc, a->fields)
+		append_out_of_bound(&array, &index, strVal(lfirst(lc)));
+	append_arith_escapes(&array, &index, a->left, info, relid);
+	append_arith_escapes(&array, &index, a->right, info, relid);
+	snprintf(key, sizeof(key), "%u", index);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, key, &cmp));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, strategy == ROWCOMPARE_NE ?
+											 "$ne" : strategy_ops[strategy],
+											 &args));
+	append_term(&args, "0", a->left, info, relid);
+	append_term(&args, "1", a->right, info, relid);
+	idx_check_append(bson_append_array_end(&cmp, &args));
+	idx_check_append(bson_append_document_end(&array, &cmp));
+	idx_check_append(bson_append_array_end(&expr, &array));
+	idx_check_append(bson_append_document_end(out, &expr));
+}
+
+/*
+ * Translate a comparison of two columns, or of integer arithmetic, for
+ * truth value "truth" (T or F, see deparse.c) into the fields of one query
+ * document: the fields not null, and the $expr.
  */
 void
 idx_build_column_comparison(OpExpr *op, bool truth, bson_t *out, Index relid,
 							const IdxTableInfo *info)
 {
-	static const char *const ops[] = {NULL, "$lt", "$lte", "$eq", "$gte", "$gt"};
 	ColumnComparison c;
+	ArithComparison arith;
 	const char *left,
 			   *right;
 	char	   *a,
@@ -280,7 +616,12 @@ idx_build_column_comparison(OpExpr *op, bool truth, bson_t *out, Index relid,
 	int			strategy;
 
 	if (!parse_column_comparison(op, relid, info, &c))
-		elog(ERROR, "unexpected clause in pushed-down filter");
+	{
+		if (!parse_arith_comparison(op, relid, info, &arith))
+			elog(ERROR, "unexpected clause in pushed-down filter");
+		build_arith_comparison(&arith, truth, out, relid, info);
+		return;
+	}
 	left = info->fields[c.left->varattno - 1];
 	right = info->fields[c.right->varattno - 1];
 	append_not_null(out, left);
@@ -293,7 +634,7 @@ idx_build_column_comparison(OpExpr *op, bool truth, bson_t *out, Index relid,
 	if (strategy == ROWCOMPARE_NE)
 		append_cmp(out, "$expr", "$ne", a, b);
 	else if (!c.is_float || strategy == BTEqualStrategyNumber)
-		append_cmp(out, "$expr", ops[strategy], a, b);
+		append_cmp(out, "$expr", strategy_ops[strategy], a, b);
 	else if (strategy < BTEqualStrategyNumber)
 		append_float_order(out, "$expr", a, b,
 						   strategy == BTLessEqualStrategyNumber);

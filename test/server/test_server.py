@@ -2263,13 +2263,31 @@ def test_expr_comparisons(env):
                                               "$expr": {"$lt": ["$a", "$b"]}}))
     check(got == [1, 6], got)
     check(coll.count_documents({"$or": [{"_id": 1}, {"$expr": {"$gt": ["$a", "$b"]}}]}) == 3)
+    # arithmetic: null or missing gives null, integers exact, int64 overflow widens to double; $or stops at
+    # its first true operand, so the $add after it never sees the string
+    coll.insert_many([{"_id": 20, "a": Int64(2 ** 63 - 1), "b": 1}, {"_id": 21, "a": "s", "b": 1},
+                      {"_id": 22, "a": 2 ** 31 - 1, "b": 2 ** 31}])
+    for expr, expected in [
+            ({"$eq": [{"$add": ["$a", 1]}, "$b"]}, [1, 7, 22]),
+            ({"$lt": [{"$subtract": ["$b", "$a"]}, 0]}, [2, 3, 4, 6, 7, 20]),
+            ({"$gt": [{"$add": ["$a", "$b"]}, 2 ** 63 - 1]}, [20]),
+            ({"$or": [{"$eq": [{"$type": "$a"}, "x"]}, {"$gt": [{"$add": ["$a", 1]}, 0]}]}, None)]:
+        if expected is None:
+            expect_error(168, lambda: list(coll.find({"$expr": expr})))
+            continue
+        got = sorted(d["_id"] for d in coll.find({"_id": {"$ne": 21}, "$expr": expr}))
+        check(got == expected, "$expr %s: %s, expected %s" % (expr, got, expected))
+    got = sorted(d["_id"] for d in coll.find({"$expr": {"$or": [{"$gt": ["$a", 10 ** 6]},
+                                                                {"$gt": [{"$add": ["$a", 1]}, 2]}]}}))
+    check(got == [2, 5, 8, 20, 21, 22], got)
 
 
 @test(own=True)
 def test_expr_refuses_what_it_does_not_emulate(env):
     coll = fresh(env, "expr_refuse")
     coll.insert_one({"_id": 1, "a": 1})
-    expect_error(168, lambda: list(coll.find({"$expr": {"$add": ["$a", 1]}})))
+    expect_error(168, lambda: list(coll.find({"$expr": {"$multiply": ["$a", 2]}})))
+    expect_error(16554, lambda: list(coll.find({"$expr": {"$add": ["$_id", "$a", "x"]}})))
 
 
 @test(own=True)

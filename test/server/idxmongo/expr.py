@@ -2,12 +2,18 @@
 
 mongomock's `$expr` raises KeyError on a missing field, compares with Python's `==` (NaN unequal to itself) and
 accepts nonsense, so the matcher hands `$expr` here. Supported: field paths (`"$a"`, `"$a.b"` through embedded
-documents; a missing field is "missing"), literals, `$literal`, `$and`, `$or`, `$not`, and the comparisons `$eq`,
-`$ne`, `$lt`, `$lte`, `$gt`, `$gte`. Comparisons use BSON order (bsonkeys.sort_key: numbers of every type by value,
+documents; a missing field is "missing"), literals, `$literal`, `$and`, `$or`, `$not` (`$and`/`$or` stop at the
+first operand that decides, as mongod's do), the comparisons `$eq`, `$ne`, `$lt`, `$lte`, `$gt`, `$gte`, and
+`$add`/`$subtract` of numbers (null or missing gives null; integers exact, widened to double beyond int64 as
+mongod does; any other operand, dates included, is refused with 16554/16556, stricter than mongod). Comparisons use BSON order (bsonkeys.sort_key: numbers of every type by value,
 NaN equal to NaN and below every other number, as mongod's Value::compare), with missing equal to undefined
 and below null (canonical type 0 for both). Any other
 operator is refused with mongod's InvalidPipelineOperator (168), so that the FDW can rely on nothing more.
 """
+
+import decimal
+
+from bson.decimal128 import Decimal128
 
 from .bsonkeys import NUMBER, UNDEFINED_KEY, sort_key
 from .codec import UNDEFINED
@@ -54,6 +60,33 @@ def _truthy(value):
     return not (key[0] == NUMBER and len(key) == 3 and key[2] == 0)
 
 
+def _number(value, op):
+    """A numeric operand of $add/$subtract as a Python number (None for null/missing)."""
+    if value is None or value is MISSING_VALUE or value is UNDEFINED:
+        return None
+    if isinstance(value, Decimal128):
+        return value.to_decimal()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise MongoError(16554 if op == "$add" else 16556,
+                     "%s only supports numeric types in this test server, not %s" % (op, type(value).__name__))
+
+
+def _arithmetic(op, args, doc):
+    """$add (any number of operands) or $subtract (two)."""
+    if not isinstance(args, list) or (op == "$subtract" and len(args) != 2):
+        raise MongoError(16020, "Expression %s takes exactly 2 arguments." % op)
+    values = [_number(evaluate(a, doc), op) for a in args]
+    if any(v is None for v in values):
+        return None
+    if any(isinstance(v, decimal.Decimal) for v in values):
+        values = [decimal.Decimal(repr(v)) if isinstance(v, float) else decimal.Decimal(v) for v in values]
+    result = values[0] - values[1] if op == "$subtract" else sum(values[1:], values[0])
+    if isinstance(result, int) and not -2 ** 63 <= result < 2 ** 63:
+        return float(result)
+    return result
+
+
 def evaluate(expr, doc):
     """The value of aggregation expression `expr` on `doc`."""
     if isinstance(expr, str):
@@ -79,6 +112,8 @@ def evaluate(expr, doc):
         args = args if isinstance(args, list) else [args]
         values = (_truthy(evaluate(a, doc)) for a in args)
         return all(values) if op == "$and" else any(values)
+    if op in ("$add", "$subtract"):
+        return _arithmetic(op, args, doc)
     if op == "$not":
         args = args if isinstance(args, list) else [args]
         if len(args) != 1:
