@@ -51,7 +51,9 @@
 #include "utils/ruleutils.h"
 
 #include "deparse.h"
+#include "idxtable_fdw.h"
 #include "index_catalog.h"
+#include "index_owner.h"
 #include "index_path.h"
 #include "sync_wait.h"
 
@@ -86,24 +88,42 @@ enum IdxIndexPathPrivateIndex
 	/* key position whose order the rows follow, or -1 (Integer) */
 	IdxPathOrderKey,
 	/* rows the query asks for at most, or -1 (Integer, see IdxPrivLimit) */
-	IdxPathLimit
+	IdxPathLimit,
+	/* entries of the first lookup batch, or -1 (Integer) */
+	IdxPathFirstBatch
 };
 
 static List *index_path_private(const IdxIndexDef *def, bool covering,
-								List *conds, int order_key, int limit);
+								List *conds, int order_key, int limit,
+								int first_batch);
 
 /*
  * Valid index definitions of a table: only those are used for reads, and
  * with idxtable.index_consistency = current only those an applier keeps
- * current with every writer (sync_wait.h).
+ * current with every writer (sync_wait.h).  Planning never talks to
+ * MongoDB: an index whose ownership marker this backend has not read yet
+ * counts as valid, and the scan that uses it checks the marker when it
+ * starts (index_scan.c).
  */
 List *
 idx_valid_indexes(Oid relid, Oid userid)
 {
 	List	   *result = NIL;
+	List	   *defs;
+	bool		deferred = idx_owner_defer_reads(true);
 	ListCell   *lc;
 
-	foreach(lc, idx_get_indexes(relid, userid))
+	PG_TRY();
+	{
+		defs = idx_get_indexes(relid, userid);
+	}
+	PG_FINALLY();
+	{
+		idx_owner_defer_reads(deferred);
+	}
+	PG_END_TRY();
+
+	foreach(lc, defs)
 	{
 		IdxIndexDef *def = lfirst(lc);
 
@@ -600,6 +620,65 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 }
 
 /*
+ * Is "rinfo" the clause of one of the conditions "conds"?
+ */
+static bool
+is_index_cond(List *conds, RestrictInfo *rinfo)
+{
+	ListCell   *lc;
+
+	foreach(lc, conds)
+	{
+		if (((IdxKeyCond *) lfirst(lc))->rinfo == rinfo)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The rows the query takes from an index path at most (LIMIT + OFFSET),
+ * or -1 if unknown or idxtable.enable_order_pushdown is off.  Known only
+ * when the scan's rows go straight to the LIMIT: the relation is the
+ * query's only one, the path is not parameterized, and its order is the
+ * query's (or the query has none).
+ *
+ * The scan then sizes its first lookup batch and fact fetch from it
+ * (index_scan.c), "first_batch" entries: as many as the rows asked for
+ * when every restriction clause is an index condition (only a stale entry
+ * can then miss its fact), else as many as the other clauses' selectivity
+ * says give that many rows.  The batches grow if they were not enough.
+ */
+static int
+path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
+			   List *pathkeys, Relids required_outer, int *first_batch)
+{
+	List	   *others = NIL;
+	Selectivity sel;
+	ListCell   *lc;
+
+	*first_batch = -1;
+	if (!idxtable_enable_order_pushdown || root->limit_tuples < 1 || root->limit_tuples > PG_INT32_MAX ||
+		required_outer != NULL || baserel->reloptkind != RELOPT_BASEREL ||
+		!bms_equal(root->all_baserels, baserel->relids))
+		return -1;
+	if (root->query_pathkeys != NIL &&
+		!pathkeys_contained_in(root->query_pathkeys, pathkeys))
+		return -1;
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
+
+		if (!rinfo->pseudoconstant && !is_index_cond(conds, rinfo))
+			others = lappend(others, rinfo);
+	}
+	sel = clauselist_selectivity(root, others, baserel->relid, JOIN_INNER,
+								 NULL);
+	*first_batch = (int) Min(ceil(root->limit_tuples / Max(sel, 1e-6)),
+							 PG_INT32_MAX / 2);
+	return (int) root->limit_tuples;
+}
+
+/*
  * Add one index path for "def" with conditions "conds".
  */
 static void
@@ -616,6 +695,8 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	List	   *private_conds = NIL;
 	List	   *pathkeys;
 	int			order_key;
+	int			limit;
+	int			first_batch;
 	ListCell   *lc;
 
 	if (required_outer)
@@ -641,6 +722,8 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		order_key = -1;
 	else
 		total_cost += ROUND_TRIP_COST;	/* NULL keys are read separately */
+	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,
+						   &first_batch);
 
 	foreach(lc, conds)
 	{
@@ -658,7 +741,8 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 									 required_outer, NULL,
 									 index_path_private(def, covering,
 														private_conds,
-														order_key, -1)));
+														order_key, limit,
+														first_batch)));
 }
 
 /*
@@ -666,7 +750,7 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
  */
 static List *
 index_path_private(const IdxIndexDef *def, bool covering, List *conds,
-				   int order_key, int limit)
+				   int order_key, int limit, int first_batch)
 {
 	List	   *result = NIL;
 
@@ -677,6 +761,7 @@ index_path_private(const IdxIndexDef *def, bool covering, List *conds,
 	result = lappend(result, conds);
 	result = lappend(result, makeInteger(order_key));
 	result = lappend(result, makeInteger(limit));
+	result = lappend(result, makeInteger(first_batch));
 	return result;
 }
 
@@ -890,6 +975,7 @@ idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
 	IdxIndexDef *def;
 	bool		covering = intVal(list_nth(path_private, IdxPathCovering));
 	List	   *conds = NIL;
+	List	   *result = NIL;
 	StringInfoData text;
 	ListCell   *lc;
 
@@ -923,10 +1009,11 @@ idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
 	*limit = intVal(list_nth(path_private, IdxPathLimit));
 
 	/* in the order of enum IdxIndexPrivateIndex */
-	return list_make5(makeString(def->name),
-					  makeInteger(covering),
-					  conds,
-					  makeString(text.data),
-					  makeInteger(intVal(list_nth(path_private,
-												  IdxPathOrderKey))));
+	result = lappend(result, makeString(def->name));
+	result = lappend(result, makeInteger(covering));
+	result = lappend(result, conds);
+	result = lappend(result, makeString(text.data));
+	result = lappend(result, list_nth(path_private, IdxPathOrderKey));
+	result = lappend(result, list_nth(path_private, IdxPathFirstBatch));
+	return result;
 }

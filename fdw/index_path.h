@@ -49,7 +49,12 @@ enum IdxIndexPrivateIndex
 	 * key position whose order the rows follow (ASC NULLS LAST), or -1
 	 * (Integer)
 	 */
-	IdxPrivOrderKey
+	IdxPrivOrderKey,
+	/*
+	 * entries of the first lookup batch and fact fetch under a LIMIT, or -1
+	 * for full batches (Integer; index_path.c: path_row_limit)
+	 */
+	IdxPrivFirstBatch
 };
 
 /* Valid index definitions of a table (routing reads only those) */
