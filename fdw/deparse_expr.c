@@ -515,6 +515,24 @@ append_arith_escapes(bson_t *array, uint32 *index, Expr *expr,
 }
 
 /*
+ * Append key: {op: [path, bound]}.
+ */
+static void
+append_path_bound(bson_t *out, const char *key, const char *op,
+				  const char *path, int64 bound)
+{
+	bson_t		cmp,
+				args;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, key, &cmp));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, op, &args));
+	idx_check_append(BSON_APPEND_UTF8(&args, "0", path));
+	idx_check_append(BSON_APPEND_INT64(&args, "1", bound));
+	idx_check_append(bson_append_array_end(&cmp, &args));
+	idx_check_append(bson_append_document_end(out, &cmp));
+}
+
+/*
  * Append {$not: [{$and: [{$gte: ["$f", -2^48]}, {$lte: ["$f", 2^48]}]}]}
  * as element "*index" of an array: the field is no number within range
  * (strings, dates and booleans sort above numbers, null below).
@@ -528,31 +546,14 @@ append_out_of_bound(bson_t *array, uint32 *index, const char *field)
 				both;
 	char		key[16];
 	char	   *path = psprintf("$%s", field);
+
 	snprintf(key, sizeof(key), "%u", (*index)++);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(array, key, &not));
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&not, "$not", &list));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&list, "0", &and));
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&and, "$and", &both));
-	{
-		uint32		i = 0;
-		const char *ops[] = {"$gte", "$lte"};
-		int64		bounds[] = {-ARITH_BOUND, ARITH_BOUND};
-		int			k;
-
-		for (k = 0; k < 2; k++)
-		{
-			bson_t		cmp,
-						args;
-
-			snprintf(key, sizeof(key), "%u", i++);
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&both, key, &cmp));
-			idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, ops[k], &args));
-			idx_check_append(BSON_APPEND_UTF8(&args, "0", path));
-			idx_check_append(BSON_APPEND_INT64(&args, "1", bounds[k]));
-			idx_check_append(bson_append_array_end(&cmp, &args));
-			idx_check_append(bson_append_document_end(&both, &cmp));
-		}
-	}
+	append_path_bound(&both, "0", "$gte", path, -ARITH_BOUND);
+	append_path_bound(&both, "1", "$lte", path, ARITH_BOUND);
 	idx_check_append(bson_append_array_end(&and, &both));
 	idx_check_append(bson_append_document_end(&list, &and));
 	idx_check_append(bson_append_array_end(&not, &list));
