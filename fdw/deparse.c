@@ -14,7 +14,8 @@
  * A clause is pushed only if its comparison means the same in MongoDB:
  *	- integers (int2/int4/int8, also across those types): all comparisons;
  *	  MongoDB compares int32, int64 and double by value;
- *	- float4/float8: = and <> only (NaN orders differently);
+ *	- float4/float8: all comparisons; PostgreSQL sorts NaN above every
+ *	  number, MongoDB below, so ranges name NaN explicitly (append_float_range);
  *	- text/varchar: = and <> under a deterministic collation, ranges only
  *	  under the C collation (MongoDB compares UTF-8 bytes), in a UTF-8
  *	  database;
@@ -22,7 +23,10 @@
  *	  values of the column's own type;
  *	- IS [NOT] NULL on any scalar column (MongoDB's {f: null} matches null
  *	  and missing, which both read as SQL NULL);
- *	- IN / = ANY(array) and <> ALL(array) of the above.
+ *	- IN / = ANY(array) and <> ALL(array) of the above;
+ *	- comparisons of two columns (deparse_expr.c).
+ * In a conjunction, a lower and an upper bound on one field become one
+ * condition document {f: {$gt: a, $lt: b}} (pair_range_bounds).
  * numeric, bpchar, bytea, json, jsonb and array columns are compared
  * locally (bytea reads a binary of any subtype, and MongoDB's equality
  * would compare the subtype too: {b: BinData(0, x)} misses BinData(3, x)).
@@ -51,6 +55,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "access/stratnum.h"
 #include "access/sysattr.h"
@@ -84,8 +90,8 @@ typedef enum IdxColKind
 {
 	KIND_NONE,					/* nothing pushed */
 	KIND_NULLTEST_ONLY,			/* scalar, but comparisons stay local */
-	KIND_EQUALITY,				/* = and <> */
 	KIND_ORDERED,				/* all comparisons */
+	KIND_FLOAT,					/* all comparisons, NaN named explicitly */
 	KIND_TEXT					/* depends on the collation */
 } IdxColKind;
 
@@ -98,7 +104,23 @@ typedef struct IdxComparison
 	Expr	   *value;			/* Const or Param (relabels stripped) */
 	IdxCmp		cmp;
 	bool		is_text;
+	bool		is_float;
 } IdxComparison;
+
+/*
+ * One bound of a range on a field, as MongoDB must apply it: "op" is the
+ * comparison after NOT has been applied (CMP_LT to CMP_GE).
+ */
+typedef struct IdxBound
+{
+	IdxCmp		op;
+	Datum		value;
+	Oid			type;
+} IdxBound;
+
+/* MongoDB's operator for each range comparison, and each one's negation */
+static const char *const range_ops[] = {NULL, NULL, "$lt", "$lte", "$gt", "$gte"};
+static const IdxCmp negated_cmp[] = {CMP_NE, CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT};
 
 /* Execution-time state of the filter builder */
 typedef struct BuildContext
@@ -108,7 +130,7 @@ typedef struct BuildContext
 	const IdxParamValues *params;
 } BuildContext;
 
-static void build_clause(Expr *expr, bool truth, bson_t *out,
+static void build_clause(Expr *expr, Expr *pair, bool truth, bson_t *out,
 						 BuildContext *ctx);
 static void build_leaf(Expr *expr, bool truth, bson_t *out,
 					   BuildContext *ctx);
@@ -181,7 +203,7 @@ column_kind(Oid typid)
 			return KIND_ORDERED;
 		case FLOAT4OID:
 		case FLOAT8OID:
-			return KIND_EQUALITY;
+			return KIND_FLOAT;
 		case TEXTOID:
 		case VARCHAROID:
 			return KIND_TEXT;
@@ -270,9 +292,8 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 	switch (kind)
 	{
 		case KIND_ORDERED:
+		case KIND_FLOAT:
 			return IDX_PUSH_EXACT;
-		case KIND_EQUALITY:
-			return is_equality ? IDX_PUSH_EXACT : IDX_PUSH_NONE;
 		case KIND_TEXT:
 			if (GetDatabaseEncoding() != PG_UTF8 || !OidIsValid(collid))
 				return IDX_PUSH_NONE;
@@ -286,37 +307,84 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 }
 
 /*
+ * Does "node" refer to a column of the scanned relation (at this query
+ * level)?
+ */
+static bool
+refers_to_rel(Node *node, Index relid)
+{
+	return bms_is_member(relid, pull_varnos(NULL, node));
+}
+
+/*
+ * Split a binary operator clause into the side that refers to the scanned
+ * relation and the side that does not, in either order (deparse.h).
+ * Returns false when both or neither side refer to it, or when the
+ * operator, needed commuted, has no commutator.
+ */
+bool
+idx_split_comparison(OpExpr *op, Index relid, IdxSplitComparison *out)
+{
+	Expr	   *left,
+			   *right;
+	bool		in_left;
+
+	if (list_length(op->args) != 2)
+		return false;
+	left = linitial(op->args);
+	right = lsecond(op->args);
+	in_left = refers_to_rel((Node *) left, relid);
+	if (in_left == refers_to_rel((Node *) right, relid))
+		return false;
+	out->operand = in_left ? left : right;
+	out->other = in_left ? right : left;
+	out->opno = in_left ? op->opno : get_commutator(op->opno);
+	return OidIsValid(out->opno);
+}
+
+/*
  * Take apart "column op value" (in either order).  Returns false if the
  * expression has another shape.
  */
 static bool
 parse_comparison(OpExpr *op, Index relid, IdxComparison *out)
 {
-	Expr	   *left,
-			   *right;
-	Oid			opno = op->opno;
+	IdxSplitComparison split;
 
-	if (list_length(op->args) != 2)
+	if (!idx_split_comparison(op, relid, &split))
 		return false;
-	left = linitial(op->args);
-	right = lsecond(op->args);
-
-	out->var = column_var(left, relid);
-	out->value = value_expr(right);
-	if (out->var == NULL || out->value == NULL)
-	{
-		out->var = column_var(right, relid);
-		out->value = value_expr(left);
-		if (out->var == NULL || out->value == NULL)
-			return false;
-		opno = get_commutator(opno);
-		if (!OidIsValid(opno))
-			return false;
-	}
-	if (!operator_comparison(opno, &out->cmp))
+	out->var = column_var(split.operand, relid);
+	out->value = value_expr(split.other);
+	if (out->var == NULL || out->value == NULL ||
+		!operator_comparison(split.opno, &out->cmp))
 		return false;
 	out->is_text = column_kind(var_type(out->var)) == KIND_TEXT;
+	out->is_float = column_kind(var_type(out->var)) == KIND_FLOAT;
 	return idx_compatible_types(var_type(out->var), exprType((Node *) out->value));
+}
+
+/*
+ * Is a float NaN?
+ */
+static bool
+float_is_nan(Datum value, Oid type)
+{
+	if (type == FLOAT4OID)
+		return isnan(DatumGetFloat4(value));
+	if (type == FLOAT8OID)
+		return isnan(DatumGetFloat8(value));
+	return false;
+}
+
+/*
+ * Can a filter compare with "value" as PostgreSQL would?  NaN can: the
+ * filter builder names it explicitly (append_float_range); $eq, $in and
+ * $nin treat NaN as equal to NaN, as PostgreSQL does.
+ */
+static bool
+value_is_exact(Datum value, Oid type)
+{
+	return float_is_nan(value, type) || idx_datum_is_exact_in_bson(value, type);
 }
 
 /*
@@ -330,8 +398,8 @@ value_pushability(Expr *value)
 		return IDX_PUSH_LOSSY;
 	if (((Const *) value)->constisnull)
 		return IDX_PUSH_EXACT;
-	return idx_datum_is_exact_in_bson(((Const *) value)->constvalue,
-									  ((Const *) value)->consttype)
+	return value_is_exact(((Const *) value)->constvalue,
+						  ((Const *) value)->consttype)
 		? IDX_PUSH_EXACT : IDX_PUSH_NONE;
 }
 
@@ -363,7 +431,7 @@ array_pushability(Expr *value)
 					  &elems, &nulls, &nelems);
 	for (i = 0; i < nelems; i++)
 	{
-		if (!nulls[i] && !idx_datum_is_exact_in_bson(elems[i], ARR_ELEMTYPE(arr)))
+		if (!nulls[i] && !value_is_exact(elems[i], ARR_ELEMTYPE(arr)))
 			return IDX_PUSH_NONE;
 	}
 	return IDX_PUSH_EXACT;
@@ -391,6 +459,7 @@ parse_array_comparison(ScalarArrayOpExpr *saop, Index relid,
 		return false;
 	elemtype = get_element_type(exprType((Node *) out->value));
 	out->is_text = column_kind(var_type(out->var)) == KIND_TEXT;
+	out->is_float = column_kind(var_type(out->var)) == KIND_FLOAT;
 	return OidIsValid(elemtype) && idx_compatible_types(var_type(out->var), elemtype);
 }
 
@@ -449,7 +518,7 @@ idx_classify_clause(Expr *clause, Index relid, const IdxTableInfo *info)
 				OpExpr	   *op = (OpExpr *) clause;
 
 				if (!parse_comparison(op, relid, &c))
-					return IDX_PUSH_NONE;
+					return idx_classify_column_comparison(op, relid, info);
 				return weaker(comparison_pushability(column_kind(var_type(c.var)),
 													 c.cmp, op->inputcollid),
 							  value_pushability(c.value));
@@ -725,14 +794,16 @@ append_in_list(bson_t *out, const char *field, const char *op,
 }
 
 /*
- * Append {field: {op: value}}; text ranges become
- * {$or: [{field: {op: value}}, {field: {$type: "objectId"}}]}.
+ * Append {field: {op: value, ...}} for one or two bounds (a merged range,
+ * which MongoDB serves as one index interval); text ranges become
+ * {$or: [{field: {...}}, {field: {$type: "objectId"}}]}.
  */
 static void
-append_range(bson_t *out, const char *field, const char *op, Datum value,
-			 Oid type, bool is_text)
+append_range(bson_t *out, const char *field, const IdxBound *bounds,
+			 int nbounds, bool is_text)
 {
 	bson_t		child;
+	int			i;
 
 	if (is_text)
 	{
@@ -741,7 +812,7 @@ append_range(bson_t *out, const char *field, const char *op, Datum value,
 
 		idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
-		append_range(&branch, field, op, value, type, false);
+		append_range(&branch, field, bounds, nbounds, false);
 		idx_check_append(bson_append_document_end(&array, &branch));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&branch, field, &child));
@@ -752,8 +823,68 @@ append_range(bson_t *out, const char *field, const char *op, Datum value,
 		return;
 	}
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
-	idx_append_datum(&child, op, -1, value, false, type);
+	for (i = 0; i < nbounds; i++)
+		idx_append_datum(&child, range_ops[bounds[i].op], -1, bounds[i].value,
+						 false, bounds[i].type);
 	idx_check_append(bson_append_document_end(out, &child));
+}
+
+/*
+ * Append {field: {$eq: NaN}}.
+ */
+static void
+append_is_nan(bson_t *out, const char *field)
+{
+	bson_t		child;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
+	idx_check_append(BSON_APPEND_DOUBLE(&child, "$eq", NAN));
+	idx_check_append(bson_append_document_end(out, &child));
+}
+
+/*
+ * Append a one-sided range on a float column.  PostgreSQL sorts NaN above
+ * every number and finds it equal to itself; MongoDB's $lt and $gt never
+ * match NaN, and its $lte and $gte match it only against NaN (mongod's
+ * src/mongo/db/matcher/expression_leaf.cpp, ComparisonMatchExpression::
+ * matchesSingleElement; index bounds agree, NaN sorting below -Infinity).
+ * So a lower bound adds {field: {$eq: NaN}}, and a bound at NaN becomes:
+ * "> NaN" nothing, ">= NaN" {$eq: NaN}, "< NaN" every number
+ * ({$gte: -Infinity}), "<= NaN" every number or NaN.
+ */
+static void
+append_float_range(bson_t *out, const char *field, const IdxBound *bound)
+{
+	bool		nan = float_is_nan(bound->value, bound->type);
+	bool		add_nan = nan ? bound->op == CMP_LE :
+		(bound->op == CMP_GT || bound->op == CMP_GE);
+	IdxBound	numbers = {CMP_GE, Float8GetDatum(-INFINITY), FLOAT8OID};
+	bson_t		array,
+				branch;
+
+	if (nan && bound->op == CMP_GT)
+	{
+		append_match_nothing(out);
+		return;
+	}
+	if (nan && bound->op == CMP_GE)
+	{
+		append_is_nan(out, field);
+		return;
+	}
+	if (!add_nan)
+	{
+		append_range(out, field, nan ? &numbers : bound, 1, false);
+		return;
+	}
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
+	append_range(&branch, field, nan ? &numbers : bound, 1, false);
+	idx_check_append(bson_append_document_end(&array, &branch));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch));
+	append_is_nan(&branch, field);
+	idx_check_append(bson_append_document_end(&array, &branch));
+	idx_check_append(bson_append_array_end(out, &array));
 }
 
 /*
@@ -763,10 +894,9 @@ append_range(bson_t *out, const char *field, const char *op, Datum value,
  */
 static void
 build_comparison(const char *field, IdxCmp cmp, bool truth, Datum value,
-				 Oid type, bool is_text, bson_t *out)
+				 Oid type, bool is_text, bool is_float, bson_t *out)
 {
-	static const char *const true_ops[] = {NULL, NULL, "$lt", "$lte", "$gt", "$gte"};
-	static const char *const false_ops[] = {NULL, NULL, "$gte", "$gt", "$lte", "$lt"};
+	IdxBound	bound;
 
 	if (cmp == CMP_EQ || cmp == CMP_NE)
 	{
@@ -787,8 +917,13 @@ build_comparison(const char *field, IdxCmp cmp, bool truth, Datum value,
 						   type, is_text, !positive);
 		return;
 	}
-	append_range(out, field, truth ? true_ops[cmp] : false_ops[cmp], value,
-				 type, is_text);
+	bound.op = truth ? cmp : negated_cmp[cmp];
+	bound.value = value;
+	bound.type = type;
+	if (is_float)
+		append_float_range(out, field, &bound);
+	else
+		append_range(out, field, &bound, 1, is_text);
 }
 
 /*
@@ -827,7 +962,8 @@ build_placeholder(const char *field, IdxCmp cmp, bool truth, Param *param,
 /*
  * Translate "column op value".  A NULL value makes the comparison NULL
  * (neither T nor F); a parameter value BSON cannot hold exactly matches
- * everything (the clause is rechecked locally).
+ * everything (the clause is rechecked locally).  "column op column" goes
+ * to deparse_expr.c.
  */
 static void
 build_opexpr(OpExpr *op, bool truth, bson_t *out, BuildContext *ctx)
@@ -838,7 +974,10 @@ build_opexpr(OpExpr *op, bool truth, bson_t *out, BuildContext *ctx)
 	Oid			type;
 
 	if (!parse_comparison(op, ctx->relid, &c))
-		elog(ERROR, "unexpected clause in pushed-down filter");
+	{
+		idx_build_column_comparison(op, truth, out, ctx->relid, ctx->info);
+		return;
+	}
 
 	if (!resolve_value(c.value, ctx, &value, &isnull))
 	{
@@ -852,10 +991,10 @@ build_opexpr(OpExpr *op, bool truth, bson_t *out, BuildContext *ctx)
 		return;
 	}
 	type = exprType((Node *) c.value);
-	if (!idx_datum_is_exact_in_bson(value, type))
+	if (!value_is_exact(value, type))
 		return;					/* {}: everything; rechecked locally */
 	build_comparison(var_field(c.var, ctx), c.cmp, truth, value, type,
-					 c.is_text, out);
+					 c.is_text, c.is_float, out);
 }
 
 /*
@@ -918,7 +1057,7 @@ build_array_comparison(ScalarArrayOpExpr *saop, bool truth, bson_t *out,
 	{
 		if (nulls[i])
 			has_null = true;
-		else if (!idx_datum_is_exact_in_bson(elems[i], elemtype))
+		else if (!value_is_exact(elems[i], elemtype))
 			return;				/* {}: everything; rechecked locally */
 		else
 			elems[nvalues++] = elems[i];
@@ -942,28 +1081,131 @@ build_array_comparison(ScalarArrayOpExpr *saop, bool truth, bson_t *out,
 }
 
 /*
- * Append {"$and"|"$or": [T/F of each argument]}.
+ * If "expr" is a range comparison ("column < value", ...) with a known,
+ * non-null, exact value (not NaN), its comparison and its bound under
+ * "truth".
+ */
+static bool
+range_bound(Expr *expr, bool truth, BuildContext *ctx, IdxComparison *c,
+			IdxBound *bound)
+{
+	bool		isnull;
+
+	if (!IsA(expr, OpExpr) || !parse_comparison((OpExpr *) expr, ctx->relid, c) ||
+		c->cmp == CMP_EQ || c->cmp == CMP_NE ||
+		!resolve_value(c->value, ctx, &bound->value, &isnull) || isnull)
+		return false;
+	bound->type = exprType((Node *) c->value);
+	bound->op = truth ? c->cmp : negated_cmp[c->cmp];
+	return idx_datum_is_exact_in_bson(bound->value, bound->type);
+}
+
+/*
+ * Pair the lower and upper bounds on one field among the arguments of a
+ * conjunction: partner[i] is the argument merged with argument i into one
+ * {field: {$gt: a, $lt: b}}, or -1.  MongoDB intersects such bounds
+ * itself; one condition document is what every planner (the test server's
+ * too) serves as one index interval, and reads better in EXPLAIN.
+ */
+static void
+pair_range_bounds(List *args, bool truth, BuildContext *ctx, int *partner)
+{
+	int			n = list_length(args);
+	IdxComparison *cs = palloc_array(IdxComparison, n);
+	IdxBound   *bs = palloc_array(IdxBound, n);
+	bool	   *is_range = palloc_array(bool, n);
+	int			i,
+				j;
+
+	for (i = 0; i < n; i++)
+	{
+		partner[i] = -1;
+		is_range[i] = range_bound(list_nth(args, i), truth, ctx, &cs[i], &bs[i]);
+	}
+	for (i = 0; i < n; i++)
+	{
+		for (j = i + 1; j < n && is_range[i] && partner[i] < 0; j++)
+		{
+			if (is_range[j] && partner[j] < 0 &&
+				(bs[i].op >= CMP_GT) != (bs[j].op >= CMP_GT) &&
+				var_type(cs[i].var) == var_type(cs[j].var) &&
+				strcmp(var_field(cs[i].var, ctx), var_field(cs[j].var, ctx)) == 0)
+			{
+				partner[i] = j;
+				partner[j] = i;
+			}
+		}
+	}
+}
+
+/*
+ * Translate two range comparisons on one field (pair_range_bounds) into
+ * one condition document, lower bound first.  With an upper bound neither
+ * NaN nor the ObjectIds of a text range need a branch of their own except
+ * text's (append_range).
+ */
+static void
+build_range_pair(Expr *a, Expr *b, bool truth, bson_t *out, BuildContext *ctx)
+{
+	IdxComparison c;
+	IdxBound	bounds[2];
+
+	if (!range_bound(a, truth, ctx, &c, &bounds[0]) ||
+		!range_bound(b, truth, ctx, &c, &bounds[1]))
+		elog(ERROR, "unexpected clause in pushed-down filter");
+	if (bounds[0].op < CMP_GT)
+	{
+		IdxBound	tmp = bounds[0];
+
+		bounds[0] = bounds[1];
+		bounds[1] = tmp;
+	}
+	append_range(out, var_field(c.var, ctx), bounds, 2, c.is_text);
+}
+
+/*
+ * Append {"$and"|"$or": [T/F of each argument]}; in a conjunction, a lower
+ * and an upper bound on one field become one element.
  */
 static void
 build_junction(const char *op, List *args, bool truth, bson_t *out,
 			   BuildContext *ctx)
 {
 	bson_t		array;
-	ListCell   *lc;
-	uint32		i = 0;
+	int		   *partner = palloc_array(int, list_length(args));
+	uint32		key_index = 0;
+	int			i;
+
+	if (strcmp(op, "$and") == 0)
+		pair_range_bounds(args, truth, ctx, partner);
+	else
+		memset(partner, -1, sizeof(int) * list_length(args));
+
+	/* two bounds that make one range are the filter itself */
+	if (list_length(args) == 2 && partner[0] == 1)
+	{
+		build_clause(linitial(args), lsecond(args), truth, out, ctx);
+		pfree(partner);
+		return;
+	}
 
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, op, &array));
-	foreach(lc, args)
+	for (i = 0; i < list_length(args); i++)
 	{
 		bson_t		child;
 		char		key[16];
 
-		snprintf(key, sizeof(key), "%u", i++);
+		if (partner[i] >= 0 && partner[i] < i)
+			continue;			/* merged into an earlier element */
+		snprintf(key, sizeof(key), "%u", key_index++);
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, key, &child));
-		build_clause(lfirst(lc), truth, &child, ctx);
+		build_clause(list_nth(args, i),
+					 partner[i] >= 0 ? list_nth(args, partner[i]) : NULL,
+					 truth, &child, ctx);
 		idx_check_append(bson_append_document_end(&array, &child));
 	}
 	idx_check_append(bson_append_array_end(out, &array));
+	pfree(partner);
 }
 
 /*
@@ -983,7 +1225,8 @@ leaf_field(Expr *expr, BuildContext *ctx)
 							 ctx);
 		case T_OpExpr:
 			if (!parse_comparison((OpExpr *) expr, ctx->relid, &c))
-				break;
+				return idx_column_comparison_field((OpExpr *) expr, ctx->relid,
+												   ctx->info);
 			return var_field(c.var, ctx);
 		case T_ScalarArrayOpExpr:
 			if (!parse_array_comparison((ScalarArrayOpExpr *) expr, ctx->relid,
@@ -1003,8 +1246,8 @@ leaf_field(Expr *expr, BuildContext *ctx)
  * path crosses an array come back, and fail to read (see the file header).
  */
 static void
-build_guarded_leaf(Expr *expr, bool truth, bson_t *out, BuildContext *ctx,
-				   const char *field)
+build_guarded_leaf(Expr *expr, Expr *pair, bool truth, bson_t *out,
+				   BuildContext *ctx, const char *field)
 {
 	bson_t		array,
 				branch,
@@ -1015,7 +1258,10 @@ build_guarded_leaf(Expr *expr, bool truth, bson_t *out, BuildContext *ctx,
 
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
-	build_leaf(expr, truth, &branch, ctx);
+	if (pair)
+		build_range_pair(expr, pair, truth, &branch, ctx);
+	else
+		build_leaf(expr, truth, &branch, ctx);
 	idx_check_append(bson_append_document_end(&array, &branch));
 	for (dot = strchr(field, '.'); dot != NULL; dot = strchr(dot + 1, '.'))
 	{
@@ -1033,10 +1279,12 @@ build_guarded_leaf(Expr *expr, bool truth, bson_t *out, BuildContext *ctx,
 
 /*
  * Translate one clause, for truth value "truth" (T or F), into "out",
- * which receives the fields of one query document.
+ * which receives the fields of one query document.  "pair", if not NULL,
+ * is a range comparison merged with "expr" (pair_range_bounds).
  */
 static void
-build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
+build_clause(Expr *expr, Expr *pair, bool truth, bson_t *out,
+			 BuildContext *ctx)
 {
 	const char *field;
 
@@ -1047,7 +1295,7 @@ build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
 		BoolExpr   *b = (BoolExpr *) expr;
 
 		if (b->boolop == NOT_EXPR)
-			build_clause(linitial(b->args), !truth, out, ctx);
+			build_clause(linitial(b->args), NULL, !truth, out, ctx);
 		else if ((b->boolop == AND_EXPR) == truth)
 			build_junction("$and", b->args, truth, out, ctx);
 		else
@@ -1056,7 +1304,9 @@ build_clause(Expr *expr, bool truth, bson_t *out, BuildContext *ctx)
 	}
 	field = leaf_field(expr, ctx);
 	if (strchr(field, '.') != NULL)
-		build_guarded_leaf(expr, truth, out, ctx, field);
+		build_guarded_leaf(expr, pair, truth, out, ctx, field);
+	else if (pair)
+		build_range_pair(expr, pair, truth, out, ctx);
 	else
 		build_leaf(expr, truth, out, ctx);
 }
@@ -1120,7 +1370,7 @@ idx_build_filter(bson_t *filter, List *conds, Index relid,
 	ctx.params = params;
 
 	if (list_length(conds) == 1)
-		build_clause(linitial(conds), true, filter, &ctx);
+		build_clause(linitial(conds), NULL, true, filter, &ctx);
 	else if (conds != NIL)
 		build_junction("$and", conds, true, filter, &ctx);
 }

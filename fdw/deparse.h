@@ -43,9 +43,38 @@ extern Expr *idx_strip_relabel(Expr *expr);
  */
 extern bool idx_compatible_types(Oid coltype, Oid valtype);
 
+/*
+ * A binary operator clause split into the side that refers to the scanned
+ * relation ("operand": a column, a key expression) and the side that does
+ * not ("other": a constant, a parameter, another relation's column).
+ * "opno" is the operator with the operand on its left: the commutator when
+ * the operand was on the right.
+ */
+typedef struct IdxSplitComparison
+{
+	Expr	   *operand;
+	Expr	   *other;
+	Oid			opno;
+} IdxSplitComparison;
+
+/*
+ * The one recognizer of "operand op other" in either order, shared by the
+ * filter builder (column op value) and index routing (key op lookup value).
+ */
+extern bool idx_split_comparison(OpExpr *op, Index relid,
+								 IdxSplitComparison *out);
+
 /* Plan time: can "clause" (over relation "relid") be pushed down? */
 extern IdxPushKind idx_classify_clause(Expr *clause, Index relid,
 									   const IdxTableInfo *info);
+
+/* deparse_expr.c: comparisons of two columns as an $expr filter */
+extern IdxPushKind idx_classify_column_comparison(OpExpr *op, Index relid,
+												  const IdxTableInfo *info);
+extern const char *idx_column_comparison_field(OpExpr *op, Index relid,
+											   const IdxTableInfo *info);
+extern void idx_build_column_comparison(OpExpr *op, bool truth, bson_t *out,
+										Index relid, const IdxTableInfo *info);
 
 /* Number of distinct _id values the clause selects, or -1 if it is no _id lookup */
 extern int	idx_id_lookup_count(Expr *clause, Index relid,

@@ -259,6 +259,7 @@ match_opexpr(OpExpr *opexpr, Index relid, const IdxIndexKey *key,
 	Node	   *left,
 			   *right;
 	Oid			opno = opexpr->opno;
+	IdxSplitComparison split;
 
 	if (list_length(opexpr->args) != 2)
 		return false;
@@ -292,22 +293,14 @@ match_opexpr(OpExpr *opexpr, Index relid, const IdxIndexKey *key,
 		return true;
 	}
 
-	if (!is_key_expr(left, relid, key))
-	{
-		Node	   *tmp = left;
-
-		left = right;
-		right = tmp;
-		opno = get_commutator(opno);
-		if (!OidIsValid(opno) || !is_key_expr(left, relid, key))
-			return false;
-	}
-	if (!is_lookup_value(right, relid) ||
-		!idx_compatible_types(key->keytype, exprType(right)) ||
-		!operator_cond(opno, key, opexpr->inputcollid,
+	if (!idx_split_comparison(opexpr, relid, &split) ||
+		!is_key_expr((Node *) split.operand, relid, key) ||
+		!is_lookup_value((Node *) split.other, relid) ||
+		!idx_compatible_types(key->keytype, exprType((Node *) split.other)) ||
+		!operator_cond(split.opno, key, opexpr->inputcollid,
 					   key->kind == IDX_KEY_COLUMN, &cond->op))
 		return false;
-	cond->value = (Expr *) right;
+	cond->value = split.other;
 	return true;
 }
 

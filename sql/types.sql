@@ -46,6 +46,7 @@ SELECT id FROM types WHERE zip = '98052';
 -- values BSON cannot hold exactly are compared locally
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM types WHERE ts = '2020-01-02 03:04:05.0061';
 SELECT id FROM types WHERE ts = '2020-01-02 03:04:05.0061';
+-- NaN is pushed: MongoDB's $eq, like PostgreSQL, finds NaN equal to NaN
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM types WHERE f8 = 'NaN';
 SELECT id FROM types WHERE f8 = 'NaN';
 -- numeric, json and arrays are compared locally

@@ -134,7 +134,7 @@ INT8_POOL = [0, 1, -1, 5, 42, 3000000000, -3000000000, 2 ** 31, -2 ** 31 - 1,
              1234567890123, 9223372036854775807, -9223372036854775808]
 F8_POOL = [0.0, -0.0, 1.0, -1.0, 1.5, -2.25, 0.1, 0.30000000000000004, 3.0,
            123456.789, 1e300, -1e300, 5e-324, 2.5e-308, 1e16,
-           9007199254740994.0, math.inf, -math.inf]
+           9007199254740994.0, math.inf, -math.inf, math.nan]
 TEXT_POOL = ["", "a", "A", "ab", "aB", "abc", "b", "B", "z", "zzz", "é", "e", "E",
              "ß", "ss", "SS", "日本", "日本語", "Ω", " a", "a ", "a%b", "a_c", "o'neil",
              "5f43a1b2c3d4e5f607182930", "5F43A1B2C3D4E5F607182930", "~"]
@@ -547,8 +547,10 @@ class ClauseGenerator:
 
     Leaves are chosen so that most of them can be pushed down (comparisons
     with constants of the column's type, IN lists, = ANY / <> ALL, IS NULL,
-    boolean columns) and some cannot (functions, LIKE, cross-column
-    comparisons, float and text ranges, sub-millisecond timestamps, ...),
+    boolean columns, float ranges with NaN among the values and literals,
+    comparisons of two integer columns) and some cannot (functions, LIKE,
+    comparisons across type families, text ranges outside "C",
+    sub-millisecond timestamps, ...),
     so that both the remote filter and the local recheck are exercised and
     mixed inside AND / OR / NOT.
     """
@@ -752,8 +754,13 @@ class ClauseGenerator:
         ])
 
     def cross_column(self):
-        """Comparisons between two columns (never pushed)."""
-        return self.rng.choice(["i4 < i8", "i4 = id", "id > i8", "t = vc", "t COLLATE \"C\" > vc",
+        """Comparisons between two columns: pushed as an $expr within a type
+        family (integers; a float with itself), integer arithmetic as a
+        superset rechecked locally (int4 overflow errors included), else
+        evaluated locally."""
+        return self.rng.choice(["i4 < i8", "i4 = id", "id > i8", "i8 >= id", "NOT (i4 <= i8)", "i4 <> i8",
+                                "f8 >= f8", "NOT (f8 < f8)", "i4 + 1 < i8", "NOT (i8 - i4 >= 0)",
+                                "id + i4 > 0", "i4 - id + 3 = i8", "t = vc", "t COLLATE \"C\" > vc",
                                 "f8 > i4", "ts::date = d", "n = i4", "n < f8", "d > ts"])
 
     def local_expression(self):

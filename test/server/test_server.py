@@ -7,6 +7,7 @@ Starts its own server instances on free ports; exits non-zero on any failure and
 run against that server instead.
 """
 
+import math
 import os
 import random
 import re
@@ -2224,6 +2225,106 @@ def test_counters_indexed_field(env):
     check(len(found) == 3 and (keys, docs) == (3, 3), (keys, docs))
     keys, docs = env.examined(lambda: list(coll.find({"u": 5, "k": None})))
     check((keys, docs) == (0, 0), "null equality served by the index: %s" % ((keys, docs),))
+
+
+@test(own=True)
+def test_counters_range_bounds_intersected(env):
+    """Several bounds on one field use one index interval, in one condition document or across an $and
+    (mongod intersects the bounds of a conjunction); explain shows the index and the keys examined."""
+    coll = env.big()
+    for filt in ({"k": {"$gte": 10, "$lte": 19}},
+                 {"$and": [{"k": {"$gte": 10}}, {"k": {"$lte": 19}}]},
+                 {"$and": [{"k": {"$gt": 5, "$lte": 19}}, {"k": {"$gte": 10, "$lt": 40}}]}):
+        found = []
+        keys, docs = env.examined(lambda: found.extend(coll.find(filt)))
+        check(sorted(d["k"] for d in found) == list(range(10, 20)) and (keys, docs) == (10, 10),
+              (filt, keys, docs))
+        plan = env.client.perf.command("explain", {"find": "big", "filter": filt})
+        check(plan["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "k_1", plan)
+        check(plan["executionStats"]["totalKeysExamined"] == 10, plan["executionStats"])
+    keys, docs = env.examined(lambda: list(coll.find({"$and": [{"k": {"$gt": 30}}, {"k": {"$lt": 20}}]})))
+    check((keys, docs) == (0, 0), "disjoint bounds examine nothing: %s" % ((keys, docs),))
+
+
+NAN = float("nan")
+NAN_DOCS = [{"_id": 1, "f": NAN}, {"_id": 2, "f": 1.5}, {"_id": 3, "f": -math.inf}, {"_id": 4, "f": None},
+            {"_id": 5}, {"_id": 6, "f": math.inf}, {"_id": 7, "f": [2.5, NAN]}]
+NAN_CASES = [
+    ({"f": NAN}, [1, 7]), ({"f": {"$eq": NAN}}, [1, 7]), ({"f": {"$gte": NAN}}, [1, 7]),
+    ({"f": {"$lte": NAN}}, [1, 7]), ({"f": {"$gt": NAN}}, []), ({"f": {"$lt": NAN}}, []),
+    ({"f": {"$ne": NAN}}, [2, 3, 4, 5, 6]), ({"f": {"$in": [NAN, 1.5]}}, [1, 2, 7]),
+    ({"f": {"$nin": [NAN, None]}}, [2, 3, 6]), ({"f": {"$gt": 0}}, [2, 6, 7]), ({"f": {"$lt": 2}}, [2, 3]),
+    ({"f": {"$gte": -math.inf}}, [2, 3, 6, 7]), ({"f": {"$not": {"$eq": NAN}}}, [2, 3, 4, 5, 6]),
+    ({"$or": [{"f": {"$gt": 2}}, {"f": {"$eq": NAN}}]}, [1, 6, 7]),
+]
+
+
+@test()
+def test_nan_comparisons(env):
+    """NaN equals NaN and nothing else; $lt/$gt never match it, $lte/$gte only against NaN (mongod's
+    ComparisonMatchExpression); with and without an index on the field."""
+    coll = fresh(env, "nan_cmp")
+    coll.insert_many(NAN_DOCS)
+    for hint in (None, "f_1"):
+        if hint:
+            coll.create_index("f", name="f_1")
+        for filt, expected in NAN_CASES:
+            cursor = coll.find(filt).sort("_id", 1)
+            got = [d["_id"] for d in (cursor.hint(hint) if hint else cursor)]
+            check(got == expected, "hint %s, filter %s: %s, expected %s" % (hint, filt, got, expected))
+
+
+EXPR_DOCS = [{"_id": 1, "a": 1, "b": 2}, {"_id": 2, "a": Int64(3), "b": 2.0}, {"_id": 3, "a": None, "b": 2},
+             {"_id": 4, "b": 2}, {"_id": 5, "a": Int64(5), "b": 5.0}, {"_id": 6, "a": NAN, "b": 1.0},
+             {"_id": 7, "a": NAN, "b": NAN}, {"_id": 8, "a": 2 ** 53 + 1, "b": float(2 ** 53)}]
+EXPR_CASES = [
+    ({"$lt": ["$a", "$b"]}, [1, 3, 4, 6]),  # null, missing and NaN sort below numbers
+    ({"$gt": ["$a", "$b"]}, [2, 8]),  # int64 against double: exact
+    ({"$eq": ["$a", "$b"]}, [5, 7]), ({"$ne": ["$a", "$b"]}, [1, 2, 3, 4, 6, 8]),
+    ({"$lte": ["$a", None]}, [3, 4]), ({"$eq": ["$a", NAN]}, [6, 7]),
+    ({"$and": [{"$ne": ["$a", NAN]}, {"$or": [{"$eq": ["$b", NAN]}, {"$lt": ["$a", "$b"]}]}]}, [1, 3, 4]),
+    ({"$not": [{"$gte": ["$a", "$b"]}]}, [1, 3, 4, 6]), ({"$eq": ["$c.d", "$e"]}, [1, 2, 3, 4, 5, 6, 7, 8]),
+]
+
+
+@test()
+def test_expr_comparisons(env):
+    """$expr compares in BSON order: numbers by value (int64 against double exactly), NaN equal to NaN and
+    below every number, null and missing below both; with a query operator next to it."""
+    coll = fresh(env, "expr_cmp")
+    coll.insert_many(EXPR_DOCS)
+    for expr, expected in EXPR_CASES:
+        got = sorted(d["_id"] for d in coll.find({"$expr": expr}))
+        check(got == expected, "$expr %s: %s, expected %s" % (expr, got, expected))
+    got = sorted(d["_id"] for d in coll.find({"a": {"$ne": None, "$not": {"$type": "undefined"}},
+                                              "$expr": {"$lt": ["$a", "$b"]}}))
+    check(got == [1, 6], got)
+    check(coll.count_documents({"$or": [{"_id": 1}, {"$expr": {"$gt": ["$a", "$b"]}}]}) == 3)
+    # arithmetic: null or missing gives null, integers exact, int64 overflow widens to double; $or stops at
+    # its first true operand, so the $add after it never sees the string
+    coll.insert_many([{"_id": 20, "a": Int64(2 ** 63 - 1), "b": 1}, {"_id": 21, "a": "s", "b": 1},
+                      {"_id": 22, "a": 2 ** 31 - 1, "b": 2 ** 31}])
+    for expr, expected in [
+            ({"$eq": [{"$add": ["$a", 1]}, "$b"]}, [1, 7, 22]),
+            ({"$lt": [{"$subtract": ["$b", "$a"]}, 0]}, [2, 3, 4, 6, 7, 20]),
+            ({"$gt": [{"$add": ["$a", "$b"]}, 2 ** 63 - 1]}, [20]),
+            ({"$or": [{"$eq": [{"$type": "$a"}, "x"]}, {"$gt": [{"$add": ["$a", 1]}, 0]}]}, None)]:
+        if expected is None:
+            expect_error(168, lambda: list(coll.find({"$expr": expr})))
+            continue
+        got = sorted(d["_id"] for d in coll.find({"_id": {"$ne": 21}, "$expr": expr}))
+        check(got == expected, "$expr %s: %s, expected %s" % (expr, got, expected))
+    got = sorted(d["_id"] for d in coll.find({"$expr": {"$or": [{"$gt": ["$a", 10 ** 6]},
+                                                                {"$gt": [{"$add": ["$a", 1]}, 2]}]}}))
+    check(got == [2, 5, 8, 20, 21, 22], got)
+
+
+@test(own=True)
+def test_expr_refuses_what_it_does_not_emulate(env):
+    coll = fresh(env, "expr_refuse")
+    coll.insert_one({"_id": 1, "a": 1})
+    expect_error(168, lambda: list(coll.find({"$expr": {"$multiply": ["$a", 2]}})))
+    expect_error(16554, lambda: list(coll.find({"$expr": {"$add": ["$_id", "$a", "x"]}})))
 
 
 @test(own=True)

@@ -89,9 +89,10 @@ def fold_filter(filt):
 
 
 def _fold_operands(value):
-    """Fold the values a filter compares; `$type` names stay as they are."""
+    """Fold the values a filter compares; `$type` names stay as they are, and so does `$expr` (its strings
+    are field paths; string comparisons inside `$expr` are not emulated under a collation)."""
     if isinstance(value, dict):
-        return {k: v if k == "$type" else _fold_operands(v) for k, v in value.items()}
+        return {k: v if k in ("$type", "$expr") else _fold_operands(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_fold_operands(v) for v in value]
     return fold(value)

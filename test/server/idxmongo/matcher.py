@@ -15,13 +15,26 @@ elements is null. A numeric path component meeting an array is left to mongomock
 8.0"): `{f: null}`, `$eq: null` and `$in: [null]` do not match it, `$ne: null` and `$nin: [null]` do, and
 `{f: {$type: "undefined"}}` matches it; no comparison operator ($lt, ...) matches it (type bracketing).
 mongomock gets the first ones right by itself (UNDEFINED is not None) and is taught the last two here.
+
+NaN is matched as by mongod (src/mongo/db/matcher/expression_leaf.cpp, ComparisonMatchExpression): equal to NaN
+(double or decimal) and to nothing else, so `{f: NaN}`, `$eq`, `$lte`, `$gte` with NaN and `$in` lists holding
+NaN match NaN values, and `$ne`/`$nin` exclude them; `$lt`/`$gt` never match NaN. mongomock uses Python's
+`nan != nan`; the conditions with a NaN operand are evaluated here, on every path.
+
+`$expr` (at the top or inside `$and`/`$or`/`$nor`) is evaluated by expr.py, not by mongomock.
 """
+
+import math
 
 from bson.objectid import ObjectId
 from mongomock import filtering as _mm_filtering
 from mongomock.filtering import filter_applies
 
+from bson.decimal128 import Decimal128
+
+from .bsonkeys import leaf_values
 from .codec import UNDEFINED
+from . import expr as _expr
 
 _LOGICAL = ("$and", "$or", "$nor")
 
@@ -44,22 +57,35 @@ def _is_operator_doc(cond):
     return isinstance(cond, dict) and bool(cond) and all(k.startswith("$") for k in cond)
 
 
-def _is_null_op(op, arg):
-    """Whether one operator of a condition document compares with null in a way this module evaluates."""
+def is_nan(value):
+    """Whether a value is a double or decimal NaN."""
+    if isinstance(value, float):
+        return math.isnan(value)
+    return isinstance(value, Decimal128) and value.to_decimal().is_nan()
+
+
+def _is_null_op(op, arg, dotted=True):
+    """Whether one operator of a condition document compares with null (on a dotted path) or NaN in a way
+    this module evaluates."""
     if op in ("$eq", "$ne"):
-        return arg is None
+        return (dotted and arg is None) or is_nan(arg)
+    if op in ("$gte", "$lte"):
+        return is_nan(arg)
     if op in ("$in", "$nin"):
-        return isinstance(arg, list) and any(v is None for v in arg)
+        return isinstance(arg, list) and any((dotted and v is None) or is_nan(v) for v in arg)
     if op == "$not":
-        return _is_operator_doc(arg) and _is_null_condition(arg)
+        return _is_operator_doc(arg) and _is_null_condition(arg, dotted)
     return False
 
 
-def _is_null_condition(cond):
-    """Whether a condition on a path (literal or operator document) involves a null comparison."""
+def _is_null_condition(cond, dotted=True):
+    """Whether a condition on a path (literal or operator document) involves a null comparison (counted
+    only on dotted paths) or a NaN comparison."""
     if cond is None:
+        return dotted
+    if is_nan(cond):
         return True
-    return _is_operator_doc(cond) and any(_is_null_op(op, arg) for op, arg in cond.items())
+    return _is_operator_doc(cond) and any(_is_null_op(op, arg, dotted) for op, arg in cond.items())
 
 
 def _is_filter_list(value):
@@ -70,10 +96,12 @@ def _is_filter_list(value):
 def has_null_path_conditions(filt):
     """Whether a filter holds a null comparison on a dotted path that mongomock would get wrong."""
     for key, value in filt.items():
+        if key == "$expr":
+            return True
         if key in _LOGICAL:
             if _is_filter_list(value) and any(has_null_path_conditions(sub) for sub in value):
                 return True
-        elif not key.startswith("$") and "." in key and _is_null_condition(value):
+        elif not key.startswith("$") and _is_null_condition(value, "." in key):
             return True
     return False
 
@@ -114,6 +142,16 @@ def _equals_null(path):
     return test
 
 
+def _equals_nan(path):
+    """Predicate for `{path: NaN}`: a value the path reaches (array elements included) is NaN."""
+    return lambda doc: isinstance(doc, dict) and any(is_nan(v) for v in leaf_values(doc, path)[0])
+
+
+def _equals(path, value):
+    """Predicate for `{path: value}` with null or NaN."""
+    return _equals_nan(path) if is_nan(value) else _equals_null(path)
+
+
 def _mongomock(filt):
     """Predicate running mongomock's matcher."""
     return lambda doc: filter_applies(filt, doc)
@@ -134,9 +172,14 @@ def _any(tests):
 
 
 def _in_with_null(path, values):
-    """Predicate for `{path: {$in: values}}` where values hold null: equal to null, or to one of the others."""
-    others = [v for v in values if v is not None]
-    tests = [_equals_null(path)]
+    """Predicate for `{path: {$in: values}}` where values hold null or NaN: equal to one of those, or to one
+    of the others."""
+    others = [v for v in values if v is not None and not is_nan(v)]
+    tests = []
+    if any(v is None for v in values):
+        tests.append(_equals_null(path))
+    if any(is_nan(v) for v in values):
+        tests.append(_equals_nan(path))
     if others:
         tests.append(_mongomock({path: {"$in": others}}))
     return _any(tests)
@@ -147,17 +190,17 @@ def _condition_tests(path, cond):
 
     Each operator of a condition document is a predicate of its own in MongoDB, so the null comparisons are
     split off and the remaining operators stay together for mongomock ($regex with $options, for one)."""
-    if cond is None:
-        return [_equals_null(path)]
+    if cond is None or is_nan(cond):
+        return [_equals(path, cond)]
     tests = []
     rest = {}
     for op, arg in cond.items():
         if not _is_null_op(op, arg):
             rest[op] = arg
-        elif op == "$eq":
-            tests.append(_equals_null(path))
+        elif op in ("$eq", "$gte", "$lte"):
+            tests.append(_equals(path, arg))
         elif op == "$ne":
-            tests.append(_negate(_equals_null(path)))
+            tests.append(_negate(_equals(path, arg)))
         elif op == "$in":
             tests.append(_in_with_null(path, arg))
         elif op == "$nin":
@@ -174,7 +217,9 @@ def _compile(filt):
     tests = []
     rest = {}
     for key, value in filt.items():
-        if key in _LOGICAL and _is_filter_list(value) and any(has_null_path_conditions(s) for s in value):
+        if key == "$expr":
+            tests.append(_expr.predicate(value))
+        elif key in _LOGICAL and _is_filter_list(value) and any(has_null_path_conditions(s) for s in value):
             subs = [compile_filter(sub) for sub in value]
             if key == "$and":
                 tests.append(_all(subs))
@@ -182,7 +227,7 @@ def _compile(filt):
                 tests.append(_any(subs))
             else:
                 tests.append(_negate(_any(subs)))
-        elif not key.startswith("$") and "." in key and _is_null_condition(value):
+        elif not key.startswith("$") and _is_null_condition(value, "." in key):
             tests.extend(_condition_tests(key, value))
         else:
             rest[key] = value

@@ -120,13 +120,34 @@ def _condition_bounds(cond, multikey):
     return None if interval is None else ("range", interval)
 
 
+def _intersect(a, b):
+    """The intersection of two intervals (lo, lo_incl, hi, hi_incl); empty ones have lo above hi."""
+    if a[0] != b[0]:
+        lower = max((a[0], a[1]), (b[0], b[1]))
+    else:
+        lower = (a[0], a[1] and b[1])
+    if a[2] != b[2]:
+        upper = min((a[2], a[3]), (b[2], b[3]))
+    else:
+        upper = (a[2], a[3] and b[3])
+    return (lower[0], lower[1], upper[0], upper[1])
+
+
 def _path_bounds(conds, multikey):
-    """Best bounds among all conditions on one path: the fewest points, else the first range."""
+    """Best bounds among all conditions on one path: the fewest points, else the ranges intersected (as
+    mongod's index bounds builder does for a conjunction; on a multikey index the first range only, since
+    different array elements may satisfy each)."""
     found = [b for b in (_condition_bounds(c, multikey) for c in conds) if b is not None]
     points = [b for b in found if b[0] == "points"]
     if points:
         return min(points, key=lambda b: len(b[1]))
-    return found[0] if found else None
+    if not found:
+        return None
+    interval = found[0][1]
+    if not multikey:
+        for other in found[1:]:
+            interval = _intersect(interval, other[1])
+    return ("range", interval)
 
 
 def _index_intervals(index, conds):
