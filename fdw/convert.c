@@ -228,6 +228,20 @@ is_plain_ascii(const char *str, uint32 len)
 }
 
 /*
+ * Is the database's encoding UTF-8?  It cannot change while a backend is
+ * connected, so it is looked up once rather than once per string.
+ */
+static inline bool
+database_is_utf8(void)
+{
+	static int	encoding = -1;
+
+	if (encoding < 0)
+		encoding = GetDatabaseEncoding();
+	return encoding == PG_UTF8;
+}
+
+/*
  * Turn a BSON string (UTF-8, "len" bytes, NUL-terminated by the BSON
  * format) into a NUL-terminated string in the server encoding.  Invalid
  * UTF-8 and embedded zero bytes are rejected.  The result may point into
@@ -246,7 +260,7 @@ idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
 		 !pg_verify_mbstr(PG_UTF8, str, (int) len, true)))
 		idx_report_wrong_type(conv, src, "string with invalid UTF-8 or a zero byte");
 
-	if (GetDatabaseEncoding() == PG_UTF8)
+	if (database_is_utf8())
 		return unconstify(char *, str);
 
 	state.conv = conv;
@@ -339,12 +353,15 @@ text_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	char		oidbuf[25];
 	const char *str;
 	char	   *server;
+	size_t		utf8len;
 	uint32		len;
 
-	switch (bson_iter_type(iter))
+	/* libbson's checked accessors would only test the type again */
+	switch (bson_iter_type_unsafe(iter))
 	{
 		case BSON_TYPE_UTF8:
-			str = bson_iter_utf8(iter, &len);
+			str = bson_iter_utf8_unsafe(iter, &utf8len);
+			len = (uint32) utf8len;
 			break;
 		case BSON_TYPE_SYMBOL:
 			str = bson_iter_symbol(iter, &len);
@@ -426,13 +443,14 @@ int_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
 	int64		value;
 
-	switch (bson_iter_type(iter))
+	/* libbson's checked accessors would only test the type again */
+	switch (bson_iter_type_unsafe(iter))
 	{
 		case BSON_TYPE_INT32:
-			value = bson_iter_int32(iter);
+			value = bson_iter_int32_unsafe(iter);
 			break;
 		case BSON_TYPE_INT64:
-			value = bson_iter_int64(iter);
+			value = bson_iter_int64_unsafe(iter);
 			break;
 		case BSON_TYPE_DOUBLE:
 			{
@@ -741,7 +759,7 @@ Datum
 idx_bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 				  const IdxConvSource *src, bool *isnull)
 {
-	bson_type_t type = bson_iter_type(iter);
+	bson_type_t type = bson_iter_type_unsafe(iter);	/* iter is on an element */
 
 	*isnull = false;
 	if (type == BSON_TYPE_NULL || type == BSON_TYPE_UNDEFINED)
@@ -1030,6 +1048,21 @@ read_column(const IdxRowConv *rc, int i, const IdxConvSource *src,
 }
 
 /*
+ * memcmp(a, b, len) == 0 for the short keys of documents, where the call
+ * costs more than the comparison.
+ */
+static inline bool
+same_bytes(const char *a, const char *b, uint32 len)
+{
+	uint32		i;
+
+	for (i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/*
  * Walk the top-level elements of "doc" once, noting in rc->top_iter where
  * each of rc's top-level fields is.  The first element with a field's name
  * counts, as for bson_iter_find(); the walk stops when every field has
@@ -1050,7 +1083,7 @@ locate_top_fields(const IdxRowConv *rc, const bson_t *doc)
 	while (bson_iter_next(&iter))
 	{
 		uint32		klen = bson_iter_key_len(&iter);
-		const char *key = bson_iter_key(&iter);
+		const char *key = bson_iter_key_unsafe(&iter);
 		int			k;
 
 		for (k = 0; k < rc->ntop; k++)
@@ -1058,7 +1091,7 @@ locate_top_fields(const IdxRowConv *rc, const bson_t *doc)
 			int			j = (next + k) % rc->ntop;
 
 			if (rc->top_found[j] || rc->top_len[j] != klen ||
-				memcmp(rc->top_name[j], key, klen) != 0)
+				!same_bytes(rc->top_name[j], key, klen))
 				continue;
 			rc->top_found[j] = true;
 			rc->top_iter[j] = iter;
