@@ -213,15 +213,18 @@ idx_call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
 static inline bool
 is_plain_ascii(const char *str, uint32 len)
 {
+	const unsigned char *s = (const unsigned char *) str;
 	uint32		whole = len & ~(uint32) 7;
 	uint32		i;
 
-	if (whole > 0 && !is_valid_ascii((const unsigned char *) str, (int) whole))
-		return false;
-	for (i = whole; i < len; i++)
+	/* the last eight bytes, overlapping the whole words, cover the rest */
+	if (len >= 8)
+		return is_valid_ascii(s, (int) whole) &&
+			(whole == len || is_valid_ascii(s + len - 8, 8));
+	for (i = 0; i < len; i++)
 	{
 		/* 0 wraps to 0xFF; bytes from 0x80 land at 0x7F and above */
-		if ((uint8) ((uint8) str[i] - 1) >= 0x7F)
+		if ((uint8) (s[i] - 1) >= 0x7F)
 			return false;
 	}
 	return true;
@@ -1088,8 +1091,10 @@ locate_top_fields(const IdxRowConv *rc, const bson_t *doc)
 
 		for (k = 0; k < rc->ntop; k++)
 		{
-			int			j = (next + k) % rc->ntop;
+			int			j = next + k;
 
+			if (j >= rc->ntop)
+				j -= rc->ntop;
 			if (rc->top_found[j] || rc->top_len[j] != klen ||
 				!same_bytes(rc->top_name[j], key, klen))
 				continue;
