@@ -245,14 +245,12 @@ database_is_utf8(void)
 }
 
 /*
- * Turn a BSON string (UTF-8, "len" bytes, NUL-terminated by the BSON
- * format) into a NUL-terminated string in the server encoding.  Invalid
- * UTF-8 and embedded zero bytes are rejected.  The result may point into
- * the BSON buffer; it must not be modified.
+ * idx_utf8_to_server() past its fast path: check the string as UTF-8, and
+ * convert it to the server encoding if that is not UTF-8.
  */
-char *
-idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
-			   const IdxConvSource *src)
+static char *
+utf8_to_server_checked(const char *str, uint32 len, const IdxColumnConv *conv,
+					   const IdxConvSource *src)
 {
 	ErrorContextCallback errcb;
 	ConvErrorState state;
@@ -277,6 +275,33 @@ idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
 
 	error_context_stack = errcb.previous;
 	return result;
+}
+
+/*
+ * idx_utf8_to_server(), inlined where the scan converts strings: ASCII in a
+ * UTF-8 database is returned as it is.
+ */
+static inline char *
+utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	if (database_is_utf8() && len <= (uint32) PG_INT32_MAX &&
+		is_plain_ascii(str, len))
+		return unconstify(char *, str);
+	return utf8_to_server_checked(str, len, conv, src);
+}
+
+/*
+ * Turn a BSON string (UTF-8, "len" bytes, NUL-terminated by the BSON
+ * format) into a NUL-terminated string in the server encoding.  Invalid
+ * UTF-8 and embedded zero bytes are rejected.  The result may point into
+ * the BSON buffer; it must not be modified.
+ */
+char *
+idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	return utf8_to_server(str, len, conv, src);
 }
 
 
@@ -377,7 +402,7 @@ text_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 		default:
 			idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	}
-	server = idx_utf8_to_server(str, len, conv, src);
+	server = utf8_to_server(str, len, conv, src);
 
 	/*
 	 * textin, and varcharin without a typmod, only copy the string: do that
