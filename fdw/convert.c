@@ -67,6 +67,8 @@ typedef struct ConvErrorState
 static void report_inexact(const IdxColumnConv *conv,
 						   const IdxConvSource *src,
 						   const char *value) pg_attribute_noreturn();
+static Datum bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
+						   const IdxConvSource *src, bool *isnull);
 
 
 /* ----------------------------------------------------------------
@@ -767,7 +769,7 @@ array_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 		idx_report_corrupt(conv, src);
 	while (i < nelems && bson_iter_next(&child))
 	{
-		values[i] = idx_bson_to_datum(&child, &elemconv, src, &nulls[i]);
+		values[i] = bson_to_datum(&child, &elemconv, src, &nulls[i]);
 		i++;
 	}
 
@@ -786,6 +788,17 @@ array_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 Datum
 idx_bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 				  const IdxConvSource *src, bool *isnull)
+{
+	return bson_to_datum(iter, conv, src, isnull);
+}
+
+/*
+ * idx_bson_to_datum(), called directly by the row conversion below (a call
+ * of the exported function goes through the PLT, once per value).
+ */
+static Datum
+bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
+			  const IdxConvSource *src, bool *isnull)
 {
 	bson_type_t type = bson_iter_type_unsafe(iter);	/* iter is on an element */
 
@@ -1159,8 +1172,8 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 		if (j >= 0)
 		{
 			if (rc->top_found[j])
-				values[i] = idx_bson_to_datum(&rc->top_iter[j], &rc->cols[i],
-											  &src, &nulls[i]);
+				values[i] = bson_to_datum(&rc->top_iter[j], &rc->cols[i],
+										  &src, &nulls[i]);
 		}
 		else if (rc->fields[i] != NULL)
 			read_column(rc, i, &src, &values[i], &nulls[i]);

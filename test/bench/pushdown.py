@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 
@@ -30,7 +31,7 @@ GUCS = ("idxtable.enable_order_pushdown", "idxtable.enable_aggregate_pushdown")
 PATHS = (("on", "on"), ("off", "off"))
 FDW_DEFAULT_FETCH_SIZE = 1000       # IDX_DEFAULT_FETCH_SIZE in fdw/option.c
 SCAN_SQL = "SELECT * FROM customers"
-RAW_RUNS, RAW_RUNS_QUICK = 9, 7     # measured runs of each side of the ratio
+RAW_RUNS, RAW_RUNS_QUICK = 9, 7     # turns of the scan CPU ratio (a run of each side)
 RATIO_TARGET = 1.3                  # issue 12, section 5
 
 COLUMNS = [
@@ -207,82 +208,97 @@ def find_options(cur):
                        "collation": {"locale": "simple"}})
 
 
-def raw_runs(binary, database, opts, runs):
-    """[(rows, cpu_ms)] of `runs` measured reads by rawscan (after its warm-up)."""
-    out = subprocess.run([binary, os.environ["MONGO_URI"], database, "customers", opts,
-                          str(runs)], capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise Unavailable("rawscan failed: " + (out.stderr or out.stdout).strip()[-300:])
-    result = []
-    for line in out.stdout.splitlines():
-        f = line.split()
-        result.append((int(f[1]), float(f[3])))
-    return result
+class RawReader:
+    """rawscan in its interactive mode: one measured read per call of run()."""
+
+    def __init__(self, binary, database, opts):
+        self.proc = subprocess.Popen([binary, os.environ["MONGO_URI"], database, "customers",
+                                      opts, "0"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.proc.stdin.close()
+            raise Unavailable("rawscan failed: " + self.proc.stderr.read().strip()[-300:])
+
+    def run(self):
+        """(rows, cpu_ms) of one read."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        f = self.proc.stdout.readline().split()
+        if len(f) < 4:
+            raise Unavailable("rawscan failed: " + self.proc.stderr.read().strip()[-300:])
+        return int(f[1]), float(f[3])
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
-def backend_runs(cur, cpu, sql, runs):
-    """[(rows, cpu_ms)] of `runs` executions of sql after one warm-up."""
+def backend_run(cur, cpu, sql):
+    """(rows, cpu_ms) of one execution of sql."""
+    c0 = cpu.read()
     cur.execute(sql)
-    cur.fetchall()
-    result = []
-    for _ in range(runs):
-        c0 = cpu.read()
-        cur.execute(sql)
-        n = len(cur.fetchall())
-        c1 = cpu.read()
-        result.append((n, (c1 - c0) * 1000.0))
-    return result
+    n = len(cur.fetchall())
+    c1 = cpu.read()
+    return n, (c1 - c0) * 1000.0
 
 
 def scan_ratio(cur, cpu, database, rows_expected, runs, log):
     """Backend CPU per row of a full scan ÷ the raw reader's; a list of result dicts.
 
-    The sides take turns (raw, scan only, to the client, twice over), so that
-    a busy neighbour slows all of them; each figure is the fastest of its
-    runs (the CPU time of a run only grows when the machine is busy: caches,
-    shared cores).  For scale, the same rows from a heap table (a temporary
-    copy): what PostgreSQL itself spends on a scan and on sending rows to the
-    client, which no FDW can save; "to the client less PostgreSQL's sending"
-    takes the heap's send cost (its client run less its scan) off the
-    foreign table's client run.
+    The sides take turns run by run (raw, scan only, to the client, and the
+    heap copy's two), and each ratio is the median of the ratios of the runs
+    of one turn, so that a load that comes and goes on the machine slows the
+    raw reader and the backend alike; the milliseconds are medians too.
+    For scale, the same rows from a heap table (a temporary copy): what
+    PostgreSQL itself spends on a scan and on sending the rows to the client,
+    which no FDW can save; "to the client less PostgreSQL's sending" takes
+    the heap's send cost (its client run less its scan) off the foreign
+    table's client run.
     """
     if not cpu.ok:
         raise Unavailable("backend CPU not readable from /proc")
     tmpdir = tempfile.mkdtemp(prefix="idxbench-raw-")
     explain = "EXPLAIN (ANALYZE, TIMING OFF, SUMMARY OFF) "
+    heap_sql = SCAN_SQL.replace("customers", "bench_heap_copy")
+    sqls = (("scan", explain + SCAN_SQL), ("client", SCAN_SQL),
+            ("heap scan", explain + heap_sql), ("heap client", heap_sql))
+    raw = None
     try:
         binary = build_rawscan(tmpdir)
         opts = find_options(cur)
         log("  raw reader: find %s.customers {} with %s" % (database, opts))
         cur.execute("CREATE TEMP TABLE bench_heap_copy AS " + SCAN_SQL)
-        heap_sql = SCAN_SQL.replace("customers", "bench_heap_copy")
-        runs_of = {k: [] for k in ("raw", "scan", "client", "heap scan", "heap client")}
-        half = max(1, (runs + 1) // 2)
-        for _ in range(2):
-            runs_of["raw"] += raw_runs(binary, database, opts, half)
-            runs_of["scan"] += backend_runs(cur, cpu, explain + SCAN_SQL, half)
-            runs_of["client"] += backend_runs(cur, cpu, SCAN_SQL, half)
-            runs_of["heap scan"] += backend_runs(cur, cpu, explain + heap_sql, half)
-            runs_of["heap client"] += backend_runs(cur, cpu, heap_sql, half)
+        raw = RawReader(binary, database, opts)
+        for _, sql in sqls:                     # warm-up
+            backend_run(cur, cpu, sql)
+        turns = []
+        for _ in range(runs):
+            turn = {"raw": raw.run()}
+            for key, sql in sqls:
+                turn[key] = backend_run(cur, cpu, sql)
+            turns.append(turn)
         cur.execute("DROP TABLE bench_heap_copy")
     finally:
+        if raw is not None:
+            raw.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
-    bad = [n for k in ("raw", "client", "heap client") for n, _ in runs_of[k]
-           if n != rows_expected]
+    bad = [t[k][0] for t in turns for k in ("raw", "client", "heap client")
+           if t[k][0] != rows_expected]
     if bad:
         raise Unavailable("row counts differ from %d: %s" % (rows_expected, sorted(set(bad))))
-    best = {k: min(c for _, c in v) for k, v in runs_of.items()}
-    send = max(0.0, best["heap client"] - best["heap scan"])
+    for t in turns:
+        t["less send"] = (None, t["client"][1] - max(0.0, t["heap client"][1] - t["heap scan"][1]))
     out = []
-    for what, ms, key in (("raw libmongoc", best["raw"], "raw"),
-                          ("scan only", best["scan"], "scan"),
-                          ("rows to the client", best["client"], "client"),
-                          ("heap: scan only", best["heap scan"], "heap scan"),
-                          ("heap: to the client", best["heap client"], "heap client"),
-                          ("to the client less PostgreSQL's sending", best["client"] - send,
-                           "client")):
-        out.append({"what": what, "cpu_ms": ms, "runs": len(runs_of[key]),
-                    "ratio": ms / best["raw"] if best["raw"] > 0 else None,
+    for what, key in (("raw libmongoc", "raw"), ("scan only", "scan"),
+                      ("rows to the client", "client"), ("heap: scan only", "heap scan"),
+                      ("heap: to the client", "heap client"),
+                      ("to the client less PostgreSQL's sending", "less send")):
+        ms = statistics.median(t[key][1] for t in turns)
+        ratios = [t[key][1] / t["raw"][1] for t in turns if t["raw"][1] > 0]
+        out.append({"what": what, "cpu_ms": ms, "runs": len(turns),
+                    "ratio": statistics.median(ratios) if ratios else None,
+                    "ratio_min": min(ratios) if ratios else None,
+                    "ratio_max": max(ratios) if ratios else None,
                     "us_per_row": ms * 1000.0 / rows_expected})
     return out
 
@@ -305,9 +321,11 @@ def print_report(size, rows, scen, ratio, notes, reps):
     if isinstance(ratio, str):
         print("  not measured: " + ratio)
     else:
+        print("  %-40s %8s     %10s  %6s  %s" % ("", "cpu", "cpu/row", "×", "× of single turns"))
         for r in ratio:
-            print("  %-40s %8.2f ms  %6.3f µs/row  %5.2f×  (fastest of %d)"
-                  % (r["what"], r["cpu_ms"], r["us_per_row"], r["ratio"], r["runs"]))
+            print("  %-40s %8.2f ms  %6.3f µs/row  %5.2f×  %.2f–%.2f (median of %d turns)"
+                  % (r["what"], r["cpu_ms"], r["us_per_row"], r["ratio"], r["ratio_min"],
+                     r["ratio_max"], r["runs"]))
     for n in notes:
         print("  " + n)
 

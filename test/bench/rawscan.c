@@ -11,6 +11,10 @@
  *
  *   rows <documents> cpu_ms <process CPU, user + system> wall_ms <elapsed>
  *
+ * With RUNS 0, after the warm-up it prints "ready" and then runs one read
+ * for each line it reads on stdin, until EOF, so that the bench can take
+ * turns with the backend run by run.
+ *
  * Each document is only taken from the cursor (mongoc_cursor_next), as the
  * FDW takes it before converting it: what the backend spends beyond this is
  * the FDW's and PostgreSQL's.  The credentials come from MONGO_USER and
@@ -61,6 +65,20 @@ scan_once(mongoc_collection_t *coll, const bson_t *opts)
 	return n;
 }
 
+/* One read, measured, and its line on stdout. */
+static void
+measured_run(mongoc_collection_t *coll, const bson_t *opts)
+{
+	double		c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+	double		w0 = clock_ms(CLOCK_MONOTONIC);
+	long		n = scan_once(coll, opts);
+	double		c1 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+	double		w1 = clock_ms(CLOCK_MONOTONIC);
+
+	printf("rows %ld cpu_ms %.3f wall_ms %.3f\n", n, c1 - c0, w1 - w0);
+	fflush(stdout);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -95,16 +113,17 @@ main(int argc, char **argv)
 	coll = mongoc_client_get_collection(client, argv[2], argv[3]);
 
 	scan_once(coll, opts);		/* warm-up */
-	for (i = 0; i < runs; i++)
+	if (runs == 0)
 	{
-		double		c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
-		double		w0 = clock_ms(CLOCK_MONOTONIC);
-		long		n = scan_once(coll, opts);
-		double		c1 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
-		double		w1 = clock_ms(CLOCK_MONOTONIC);
+		char		line[64];
 
-		printf("rows %ld cpu_ms %.3f wall_ms %.3f\n", n, c1 - c0, w1 - w0);
+		printf("ready\n");
+		fflush(stdout);
+		while (fgets(line, sizeof(line), stdin) != NULL)
+			measured_run(coll, opts);
 	}
+	for (i = 0; i < runs; i++)
+		measured_run(coll, opts);
 	mongoc_collection_destroy(coll);
 	bson_destroy(opts);
 	mongoc_client_destroy(client);
