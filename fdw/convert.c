@@ -233,8 +233,9 @@ is_plain_ascii(const char *str, uint32 len)
 }
 
 /*
- * Is the database's encoding UTF-8?  It cannot change while a backend is
- * connected, so it is looked up once rather than once per string.
+ * Is the database's encoding UTF-8?  It cannot change once a backend is
+ * connected to its database, so from then on it is looked up once rather
+ * than once per string.
  */
 static inline bool
 database_is_utf8(void)
@@ -242,7 +243,11 @@ database_is_utf8(void)
 	static int	encoding = -1;
 
 	if (encoding < 0)
+	{
+		if (!OidIsValid(MyDatabaseId))
+			return GetDatabaseEncoding() == PG_UTF8;
 		encoding = GetDatabaseEncoding();
+	}
 	return encoding == PG_UTF8;
 }
 
