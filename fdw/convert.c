@@ -40,6 +40,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
+#include "utils/ascii.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/lsyscache.h"
@@ -66,6 +67,8 @@ typedef struct ConvErrorState
 static void report_inexact(const IdxColumnConv *conv,
 						   const IdxConvSource *src,
 						   const char *value) pg_attribute_noreturn();
+static Datum bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
+						   const IdxConvSource *src, bool *isnull);
 
 
 /* ----------------------------------------------------------------
@@ -204,24 +207,68 @@ idx_call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
 }
 
 /*
- * Turn a BSON string (UTF-8, "len" bytes, NUL-terminated by the BSON
- * format) into a NUL-terminated string in the server encoding.  Invalid
- * UTF-8 and embedded zero bytes are rejected.  The result may point into
- * the BSON buffer; it must not be modified.
+ * Are the "len" bytes at "str" ASCII without zero bytes?  Such a string is
+ * valid UTF-8, so the common case skips pg_verify_mbstr()'s character by
+ * character walk, which is costly on the short strings of a typical
+ * document.  Eight bytes at a time as PostgreSQL's own fast path does.
  */
-char *
-idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
-			   const IdxConvSource *src)
+static inline bool
+is_plain_ascii(const char *str, uint32 len)
+{
+	const unsigned char *s = (const unsigned char *) str;
+	uint32		whole = len & ~(uint32) 7;
+	uint32		i;
+
+	/* the last eight bytes, overlapping the whole words, cover the rest */
+	if (len >= 8)
+		return is_valid_ascii(s, (int) whole) &&
+			(whole == len || is_valid_ascii(s + len - 8, 8));
+	for (i = 0; i < len; i++)
+	{
+		/* 0 wraps to 0xFF; bytes from 0x80 land at 0x7F and above */
+		if ((uint8) (s[i] - 1) >= 0x7F)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Is the database's encoding UTF-8?  It cannot change once a backend is
+ * connected to its database, so from then on it is looked up once rather
+ * than once per string.
+ */
+static inline bool
+database_is_utf8(void)
+{
+	static int	encoding = -1;
+
+	if (encoding < 0)
+	{
+		if (!OidIsValid(MyDatabaseId))
+			return GetDatabaseEncoding() == PG_UTF8;
+		encoding = GetDatabaseEncoding();
+	}
+	return encoding == PG_UTF8;
+}
+
+/*
+ * idx_utf8_to_server() past its fast path: check the string as UTF-8, and
+ * convert it to the server encoding if that is not UTF-8.
+ */
+static char *
+utf8_to_server_checked(const char *str, uint32 len, const IdxColumnConv *conv,
+					   const IdxConvSource *src)
 {
 	ErrorContextCallback errcb;
 	ConvErrorState state;
 	char	   *result;
 
 	if (len > (uint32) PG_INT32_MAX ||
-		!pg_verify_mbstr(PG_UTF8, str, (int) len, true))
+		(!is_plain_ascii(str, len) &&
+		 !pg_verify_mbstr(PG_UTF8, str, (int) len, true)))
 		idx_report_wrong_type(conv, src, "string with invalid UTF-8 or a zero byte");
 
-	if (GetDatabaseEncoding() == PG_UTF8)
+	if (database_is_utf8())
 		return unconstify(char *, str);
 
 	state.conv = conv;
@@ -235,6 +282,33 @@ idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
 
 	error_context_stack = errcb.previous;
 	return result;
+}
+
+/*
+ * idx_utf8_to_server(), inlined where the scan converts strings: ASCII in a
+ * UTF-8 database is returned as it is.
+ */
+static inline char *
+utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	if (database_is_utf8() && len <= (uint32) PG_INT32_MAX &&
+		is_plain_ascii(str, len))
+		return unconstify(char *, str);
+	return utf8_to_server_checked(str, len, conv, src);
+}
+
+/*
+ * Turn a BSON string (UTF-8, "len" bytes, NUL-terminated by the BSON
+ * format) into a NUL-terminated string in the server encoding.  Invalid
+ * UTF-8 and embedded zero bytes are rejected.  The result may point into
+ * the BSON buffer; it must not be modified.
+ */
+char *
+idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
+			   const IdxConvSource *src)
+{
+	return utf8_to_server(str, len, conv, src);
 }
 
 
@@ -313,12 +387,16 @@ text_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 {
 	char		oidbuf[25];
 	const char *str;
+	char	   *server;
+	size_t		utf8len;
 	uint32		len;
 
-	switch (bson_iter_type(iter))
+	/* libbson's checked accessors would only test the type again */
+	switch (bson_iter_type_unsafe(iter))
 	{
 		case BSON_TYPE_UTF8:
-			str = bson_iter_utf8(iter, &len);
+			str = bson_iter_utf8_unsafe(iter, &utf8len);
+			len = (uint32) utf8len;
 			break;
 		case BSON_TYPE_SYMBOL:
 			str = bson_iter_symbol(iter, &len);
@@ -331,7 +409,22 @@ text_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 		default:
 			idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	}
-	return idx_call_input_function(conv, src, idx_utf8_to_server(str, len, conv, src));
+	server = utf8_to_server(str, len, conv, src);
+
+	/*
+	 * textin, and varcharin without a typmod, only copy the string: do that
+	 * here, without the call and the strlen (in UTF-8 the length is known).
+	 * bpchar pads and varchar(n) checks, so those go through their input
+	 * functions.
+	 */
+	if (conv->typid == TEXTOID ||
+		(conv->typid == VARCHAROID && conv->typmod < (int32) VARHDRSZ))
+	{
+		if (server != str)
+			len = strlen(server);
+		return PointerGetDatum(cstring_to_text_with_len(server, (int) len));
+	}
+	return idx_call_input_function(conv, src, server);
 }
 
 /*
@@ -385,13 +478,14 @@ int_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
 	int64		value;
 
-	switch (bson_iter_type(iter))
+	/* libbson's checked accessors would only test the type again */
+	switch (bson_iter_type_unsafe(iter))
 	{
 		case BSON_TYPE_INT32:
-			value = bson_iter_int32(iter);
+			value = bson_iter_int32_unsafe(iter);
 			break;
 		case BSON_TYPE_INT64:
-			value = bson_iter_int64(iter);
+			value = bson_iter_int64_unsafe(iter);
 			break;
 		case BSON_TYPE_DOUBLE:
 			{
@@ -680,7 +774,7 @@ array_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 		idx_report_corrupt(conv, src);
 	while (i < nelems && bson_iter_next(&child))
 	{
-		values[i] = idx_bson_to_datum(&child, &elemconv, src, &nulls[i]);
+		values[i] = bson_to_datum(&child, &elemconv, src, &nulls[i]);
 		i++;
 	}
 
@@ -700,7 +794,18 @@ Datum
 idx_bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 				  const IdxConvSource *src, bool *isnull)
 {
-	bson_type_t type = bson_iter_type(iter);
+	return bson_to_datum(iter, conv, src, isnull);
+}
+
+/*
+ * idx_bson_to_datum(), called directly by the row conversion below (a call
+ * of the exported function goes through the PLT, once per value).
+ */
+static Datum
+bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
+			  const IdxConvSource *src, bool *isnull)
+{
+	bson_type_t type = bson_iter_type_unsafe(iter);	/* iter is on an element */
 
 	*isnull = false;
 	if (type == BSON_TYPE_NULL || type == BSON_TYPE_UNDEFINED)
@@ -862,6 +967,45 @@ idx_conv_init(IdxColumnConv *conv, const char *colname, Oid typid,
 }
 
 /*
+ * Collect the distinct top-level fields of rc's columns (see IdxRowConv),
+ * in attribute order.  Dotted paths stay with idx_path_find().
+ */
+static void
+build_top_fields(IdxRowConv *rc)
+{
+	int			n = Max(rc->natts, 1);
+	int			i;
+
+	rc->ntop = 0;
+	rc->top_name = (const char **) palloc(sizeof(char *) * n);
+	rc->top_len = (uint32 *) palloc(sizeof(uint32) * n);
+	rc->top_of = (int *) palloc(sizeof(int) * n);
+	rc->top_found = (bool *) palloc0(sizeof(bool) * n);
+	/* libbson declares bson_iter_t 128-byte aligned; palloc aligns less */
+	rc->top_iter = (bson_iter_t *)
+		TYPEALIGN(BSON_ALIGNOF(bson_iter_t),
+				  palloc0(sizeof(bson_iter_t) * n + BSON_ALIGNOF(bson_iter_t)));
+	for (i = 0; i < rc->natts; i++)
+	{
+		int			j;
+
+		rc->top_of[i] = -1;
+		if (rc->fields[i] == NULL || strchr(rc->fields[i], '.') != NULL)
+			continue;
+		for (j = 0; j < rc->ntop; j++)
+			if (strcmp(rc->top_name[j], rc->fields[i]) == 0)
+				break;
+		if (j == rc->ntop)
+		{
+			rc->top_name[j] = rc->fields[i];
+			rc->top_len[j] = strlen(rc->fields[i]);
+			rc->ntop++;
+		}
+		rc->top_of[i] = j;
+	}
+}
+
+/*
  * Build the row converters of a scan.  Only the attributes the query uses
  * (all of them for a whole-row reference or a NULL attrs_used) get a field
  * path; the others, and dropped columns, always come back NULL.
@@ -901,6 +1045,7 @@ idx_row_conv_create(TupleDesc tupdesc, const struct IdxTableInfo *info,
 					  attr->atttypid, attr->atttypmod);
 		rc->fields[i] = pstrdup(info->fields[i]);
 	}
+	build_top_fields(rc);
 	return rc;
 }
 
@@ -949,7 +1094,67 @@ read_column(const IdxRowConv *rc, int i, const IdxConvSource *src,
 }
 
 /*
- * Fill values/nulls from a document; missing fields are NULL.
+ * memcmp(a, b, len) == 0 for the short keys of documents, where the call
+ * costs more than the comparison.
+ */
+static inline bool
+same_bytes(const char *a, const char *b, uint32 len)
+{
+	uint32		i;
+
+	for (i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/*
+ * Walk the top-level elements of "doc" once, noting in rc->top_iter where
+ * each of rc's top-level fields is.  The first element with a field's name
+ * counts, as for bson_iter_find(); the walk stops when every field has
+ * been seen.  The search for the next field starts after the last one
+ * found, so that documents whose fields come in the usual order cost one
+ * comparison per element.
+ */
+static void
+locate_top_fields(const IdxRowConv *rc, const bson_t *doc)
+{
+	bson_iter_t iter;
+	int			left = rc->ntop;
+	int			next = 0;
+
+	memset(rc->top_found, 0, sizeof(bool) * rc->ntop);
+	if (left == 0 || !bson_iter_init(&iter, doc))
+		return;
+	while (bson_iter_next(&iter))
+	{
+		uint32		klen = bson_iter_key_len(&iter);
+		const char *key = bson_iter_key_unsafe(&iter);
+		int			k;
+
+		for (k = 0; k < rc->ntop; k++)
+		{
+			int			j = next + k;
+
+			if (j >= rc->ntop)
+				j -= rc->ntop;
+			if (rc->top_found[j] || rc->top_len[j] != klen ||
+				!same_bytes(rc->top_name[j], key, klen))
+				continue;
+			rc->top_found[j] = true;
+			rc->top_iter[j] = iter;
+			next = j + 1;
+			if (--left == 0)
+				return;
+			break;
+		}
+	}
+}
+
+/*
+ * Fill values/nulls from a document; missing fields are NULL.  Columns are
+ * converted in attribute order (the first one that does not fit is the
+ * one an error names), top-level fields from one walk of the document.
  */
 void
 idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
@@ -962,11 +1167,20 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 	src.document = doc;
 	src.hide_id = rc->hide_id;
 
+	locate_top_fields(rc, doc);
 	for (i = 0; i < rc->natts; i++)
 	{
+		int			j = rc->top_of[i];
+
 		values[i] = (Datum) 0;
 		nulls[i] = true;
-		if (rc->fields[i] != NULL)
+		if (j >= 0)
+		{
+			if (rc->top_found[j])
+				values[i] = bson_to_datum(&rc->top_iter[j], &rc->cols[i],
+										  &src, &nulls[i]);
+		}
+		else if (rc->fields[i] != NULL)
 			read_column(rc, i, &src, &values[i], &nulls[i]);
 	}
 }

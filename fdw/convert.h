@@ -92,6 +92,19 @@ typedef struct IdxRowConv
 	const char **fields;		/* per attribute: dotted path, or NULL */
 	const char *collection;		/* for messages */
 	bool		hide_id;		/* messages leave out the document's _id */
+
+	/*
+	 * The distinct top-level fields (paths without a dot) that columns read,
+	 * all located in one walk of each document rather than one search per
+	 * column.  top_of[i] is attribute i's entry, or -1; top_found and
+	 * top_iter are per-document scratch space.
+	 */
+	int			ntop;
+	const char **top_name;
+	uint32	   *top_len;
+	int		   *top_of;			/* per attribute */
+	bool	   *top_found;
+	bson_iter_t *top_iter;
 } IdxRowConv;
 
 /*

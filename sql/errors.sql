@@ -12,6 +12,14 @@ SELECT show_error(format('SELECT * FROM %s WHERE id = %L', t, id))
                ('bad_int', 'string_in_int'), ('bad_int', 'bool_in_int'),
                ('bad_text', 'doc_in_text'), ('bad_date', 'date_not_midnight'),
                ('bad_f4', 'f4_precision'), ('bad_vc', 'long_varchar')) AS v(t, id);
+-- strings: a zero byte is refused wherever it lies; non-ASCII UTF-8 reads as is
+CREATE FOREIGN TABLE bad_str (id text OPTIONS (field '_id'), str text,
+  vc varchar OPTIONS (field 'str')) SERVER mongo OPTIONS (collection 'bad');
+SELECT show_error(format('SELECT %s FROM bad_str WHERE id = %L', c, id))
+  FROM (VALUES ('zero_short'), ('zero_first_word'), ('zero_tail')) AS v(id),
+       (VALUES ('str'), ('vc')) AS w(c);
+SELECT id, str, vc, octet_length(str) FROM bad_str
+  WHERE id IN ('multibyte', 'multibyte_tail', 'ascii_words') ORDER BY id;
 -- a server nobody listens on: class 08, naming the server
 CREATE SERVER nowhere FOREIGN DATA WRAPPER idxtable_fdw
   OPTIONS (uri 'mongodb://127.0.0.1:1/', server_selection_timeout_ms '300', connect_timeout_ms '300');

@@ -2,6 +2,7 @@
 """idxtable_fdw benchmark: index-table routing against the plain MongoDB find.
 
     test/bench/bench.py [--sizes 100000,1000000] [--quick] [--reps N] [--only TEXT]
+                        [--pushdown-only | --no-pushdown]
                         [--writes-only | --no-writes] [--write-rows N]
                         [--applier-only | --no-applier] [--applier-events N]
 
@@ -11,7 +12,12 @@ idxtable_bench (dropped first), creates PostgreSQL database idxtable_bench
 (dropped first) with the foreign tables, the local table orders and the
 index tables, ANALYZEs, then runs every scenario with index routing on
 ("index") and off ("plain").  Prints a table and a summary per size and
-writes test/bench/results-<size>.csv.  Then the write scenarios (writes.py) in
+writes test/bench/results-<size>.csv.  Then, in the same database, the
+pushdown table (pushdown.py: issue 12's queries with the pushdown GUCs on and
+off, and the scan CPU against a raw libmongoc reader built from rawscan.c):
+test/bench/results-pushdown-<size>.csv; --pushdown-only runs just that (with
+the index tables it needs) and no write or applier section.  Then the write
+scenarios (writes.py) in
 database idxtable_bench_writes (dropped first): test/bench/results-writes.csv.
 Then the applier (applier.py: outside writes with pymongo, the change-stream
 applier's rate and lag, routed reads with index_consistency current and any) in
@@ -34,6 +40,7 @@ import applier  # noqa: E402
 import data  # noqa: E402
 import measure  # noqa: E402
 import mongo_client  # noqa: E402
+import pushdown  # noqa: E402
 import report  # noqa: E402
 import scenarios  # noqa: E402
 import writes  # noqa: E402
@@ -65,6 +72,8 @@ INDEXES = [
     ("customers", "{last_name}", None, False),
     ("movies", "{actors}", None, False),
 ]
+# the index tables the pushdown queries use (all that --pushdown-only builds)
+PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}")}
 
 
 def log(msg=""):
@@ -131,8 +140,9 @@ def have_create_index(cur):
     return cur.fetchone()[0] > 0
 
 
-def create_indexes(cur, notes):
-    """The benchmark's index tables; returns {description: seconds}."""
+def create_indexes(cur, notes, keys_only=None):
+    """The benchmark's index tables (of customers with keys in keys_only, if given);
+    returns {description: seconds}."""
     times = {}
     if not have_create_index(cur):
         notes.append("idxtable.create_index() does not exist in this build: no index tables "
@@ -140,6 +150,8 @@ def create_indexes(cur, notes):
         log("  NOTE: " + notes[-1])
         return times
     for table, keys, include, unique in INDEXES:
+        if keys_only is not None and (table, keys) not in keys_only:
+            continue
         desc = "%s %s%s%s" % (table, keys, " INCLUDE " + include if include else "",
                               " UNIQUE" if unique else "")
         args, params = ["%s::regclass", "%s::text[]"], [table, keys]
@@ -178,7 +190,7 @@ def run_size(size, args, mongo):
 
     conn = setup_postgres(d)
     cur = conn.cursor()
-    index_times = create_indexes(cur, notes)
+    index_times = create_indexes(cur, notes, PUSHDOWN_INDEXES if args.pushdown_only else None)
     setup_s = sum(load_times.values()) + sum(index_times.values())
     if setup_s > SLOW_LOAD_S:
         notes.append("loading and index builds took %.0f s (> %.0f s)" % (setup_s, SLOW_LOAD_S))
@@ -205,6 +217,10 @@ def run_size(size, args, mongo):
     if not cpu.ok:
         notes.append("backend CPU not readable from /proc: cpu_ms is blank")
     counters = measure.MongoCounters(mongo)
+    if args.pushdown_only:
+        run_pushdown(cur, d, cpu, counters, args, size)
+        conn.close()
+        return
 
     scen = scenarios.build(d)
     if args.only:
@@ -223,7 +239,6 @@ def run_size(size, args, mongo):
             if args.explain:
                 log("\n".join("      " + line for line in m["explain"]))
     cur.execute("RESET %s" % GUC)
-    conn.close()
     run_s = time.monotonic() - t_run
 
     report.add_ratios(rows)
@@ -247,6 +262,28 @@ def run_size(size, args, mongo):
     sys.stdout.flush()
     path = os.path.join(HERE, "results-%d.csv" % size)
     report.write_csv(path, size, rows, {s.key: s.sql for s in scen})
+    log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
+    if not args.no_pushdown:
+        run_pushdown(cur, d, cpu, counters, args, size)
+    conn.close()
+
+
+def run_pushdown(cur, d, cpu, counters, args, size):
+    """The pushdown table and the scan CPU ratio (pushdown.py) of one size; print and
+    write them."""
+    reps = args.reps or 3
+    log("== pushdown: %d customers ==" % size)
+    rows, scen, notes = pushdown.run(cur, d, cpu, counters, reps, log, explain=args.explain)
+    runs = args.reps or (pushdown.RAW_RUNS_QUICK if args.quick else pushdown.RAW_RUNS)
+    try:
+        ratio = pushdown.scan_ratio(cur, cpu, DB, d.size, runs, log)
+    except pushdown.Unavailable as e:
+        ratio = str(e)
+        log("  NOTE: scan CPU ratio not measured: %s" % e)
+    pushdown.print_report(size, rows, scen, ratio, notes, reps)
+    sys.stdout.flush()
+    path = os.path.join(HERE, "results-pushdown-%d.csv" % size)
+    pushdown.write_csv(path, size, rows, scen, ratio)
     log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
 
 
@@ -323,6 +360,11 @@ def main():
                     "statement (default 3, --quick 1)")
     ap.add_argument("--only", help="run only scenarios whose name contains this text")
     ap.add_argument("--explain", action="store_true", help="print each EXPLAIN ANALYZE to stderr")
+    ap.add_argument("--pushdown-only", action="store_true",
+                    help="only the pushdown table and the scan CPU ratio (no routing "
+                    "table, writes or applier)")
+    ap.add_argument("--no-pushdown", action="store_true",
+                    help="no pushdown table or scan CPU ratio")
     ap.add_argument("--writes-only", action="store_true", help="only the write scenarios")
     ap.add_argument("--no-writes", action="store_true", help="no write scenarios")
     ap.add_argument("--applier-only", action="store_true",
@@ -341,9 +383,11 @@ def main():
         ap.error("--writes-only and --no-writes exclude each other")
     if args.applier_only and args.no_applier:
         ap.error("--applier-only and --no-applier exclude each other")
+    if args.pushdown_only and (args.no_pushdown or args.writes_only or args.applier_only):
+        ap.error("--pushdown-only excludes --no-pushdown, --writes-only and --applier-only")
     only = args.writes_only or args.applier_only
-    do_writes = args.writes_only or not (only or args.no_writes)
-    do_applier = args.applier_only or not (only or args.no_applier)
+    do_writes = args.writes_only or not (only or args.no_writes or args.pushdown_only)
+    do_applier = args.applier_only or not (only or args.no_applier or args.pushdown_only)
     sizes = [QUICK_SIZE] if args.quick else \
         [int(x.replace("_", "")) for x in (args.sizes or DEFAULT_SIZES).split(",") if x]
     for var in ("MONGO_URI", "PGHOST"):

@@ -13,7 +13,7 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 # EXPLAIN (ANALYZE, VERBOSE) properties of a foreign scan that the bench reads
 _PROP = re.compile(r"^\s*(Index Table|Index Entries Read|Facts Fetched|Documents Fetched|"
                    r"Round Trips|Access|Collection):\s*(.*?)\s*$")
-_SCAN = re.compile(r"Foreign Scan on (\S+)")
+_SCAN = re.compile(r"Foreign Scan(?: on (\S+))?")      # no "on" above a join or aggregate
 _NODE = re.compile(r"^\s*->\s")
 _COUNTS = ("Index Entries Read", "Facts Fetched", "Documents Fetched", "Round Trips")
 
@@ -82,7 +82,7 @@ def parse_explain(lines):
     for line in lines:
         m = _SCAN.search(line)
         if m:
-            current = {"relation": m.group(1)}
+            current = {"relation": m.group(1) or "(upper)"}
             scans.append(current)
             continue
         if current is None:

@@ -41,19 +41,20 @@ def ratio(a, b):
     return a / b
 
 
-def add_ratios(rows):
-    """Put index/plain ratios on each "index" row (the row before its "plain" row)."""
+def add_ratios(rows, ratios=RATIOS, num="index", den="plain"):
+    """Put num/den ratios (index/plain by default) on each num row, from the den row
+    of the same scenario."""
     by = {(r["scenario"], r["path"]): r for r in rows}
     for r in rows:
-        for _, name in RATIOS:
+        for _, name in ratios:
             r.setdefault(name, None)
-        if r["path"] != "index":
+        if r["path"] != num:
             continue
-        plain = by.get((r["scenario"], "plain"))
-        if plain is None:
+        other = by.get((r["scenario"], den))
+        if other is None:
             continue
-        for key, name in RATIOS:
-            r[name] = ratio(r.get(key), plain.get(key))
+        for key, name in ratios:
+            r[name] = ratio(r.get(key), other.get(key))
 
 
 def _cell(value, width, fmt):
@@ -116,16 +117,16 @@ def summary(rows, skew_keys=("skew: Redmond", "skew: rare town")):
     return out
 
 
-def write_csv(path, size, rows, sql_by_key):
+def write_csv(path, size, rows, sql_by_key, fields=CSV_FIELDS):
     """The table's rows (all measured values, full precision) as CSV."""
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            rec = {k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS}
+            rec = {k: ("" if r.get(k) is None else r.get(k)) for k in fields}
             rec["size"] = size
             rec["sql"] = sql_by_key.get(r["scenario"], "")
-            for k in ("cpu_ms", "wall_ms", "r_docs", "r_rt", "r_cpu", "r_wall"):
+            for k in ("cpu_ms", "wall_ms", "r_docs", "r_keys", "r_rt", "r_cpu", "r_wall"):
                 if r.get(k) is not None:
                     rec[k] = "%.4g" % r[k]
             w.writerow(rec)
