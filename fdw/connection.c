@@ -104,31 +104,13 @@ init_connection_cache(void)
 }
 
 /*
- * Look up a generic option in a DefElem list.
- */
-static const char *
-lookup_option(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *def = (DefElem *) lfirst(lc);
-
-		if (strcmp(def->defname, name) == 0)
-			return defGetString(def);
-	}
-	return NULL;
-}
-
-/*
  * Copy an integer server option into the URI as a libmongoc option.
  */
 static void
 apply_int_option(mongoc_uri_t *uri, List *options, const char *optname,
 				 const char *urioption)
 {
-	const char *val = lookup_option(options, optname);
+	const char *val = idx_find_option(options, optname);
 
 	if (val)
 		mongoc_uri_set_option_as_int32(uri, urioption, atoi(val));
@@ -142,10 +124,10 @@ apply_int_option(mongoc_uri_t *uri, List *options, const char *optname,
 static mongoc_uri_t *
 build_uri(ForeignServer *server, UserMapping *user)
 {
-	const char *uristr = lookup_option(server->options, "uri");
-	const char *username = lookup_option(user->options, "username");
-	const char *password = lookup_option(user->options, "password");
-	const char *auth_source = lookup_option(user->options, "auth_source");
+	const char *uristr = idx_find_option(server->options, "uri");
+	const char *username = idx_find_option(user->options, "username");
+	const char *password = idx_find_option(user->options, "password");
+	const char *auth_source = idx_find_option(user->options, "auth_source");
 	bson_error_t error;
 	mongoc_uri_t *uri;
 	IdxHandle  *owned;
