@@ -4,6 +4,7 @@ MODULE_big = idxtable_fdw
 OBJS = \
 	fdw/idxtable_fdw.o \
 	fdw/option.o \
+	fdw/table_size.o \
 	fdw/document.o \
 	fdw/xact.o \
 	fdw/xact_marker.o \

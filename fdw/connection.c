@@ -496,8 +496,9 @@ idx_run_command(mongoc_client_t *client, const char *server,
 
 /*
  * The metadata count of a collection's documents (the "count" command
- * without a filter: fast, possibly inexact), for progress reports; 0 if
- * the server does not say.
+ * without a filter, as estimatedDocumentCount: fast, possibly inexact),
+ * for ANALYZE, planning before it (table_size.c) and progress reports; 0
+ * if the server does not say.
  */
 int64
 idx_count_documents(mongoc_client_t *client, const char *server,
@@ -511,7 +512,8 @@ idx_count_documents(mongoc_client_t *client, const char *server,
 
 	BSON_APPEND_UTF8(command, "count", collection);
 	idx_run_command(client, server, database, command, &reply,
-					psprintf("count on collection \"%s\"", collection));
+					psprintf("counting the documents of collection \"%s\" of database \"%s\"",
+							 collection, database));
 	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "n") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))

@@ -48,7 +48,7 @@ extern void idx_run_command(mongoc_client_t *client, const char *server,
 							const char *database, const bson_t *command,
 							bson_t *reply, const char *what);
 
-/* Metadata count of a collection's documents, for progress (0: unknown) */
+/* Metadata count of a collection's documents (0: unknown) */
 extern int64 idx_count_documents(mongoc_client_t *client, const char *server,
 								 const char *database,
 								 const char *collection);
