@@ -72,8 +72,6 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	baserel->fdw_private = fpinfo;
 	fpinfo->table = idx_get_table_info(foreigntableid);
 	fpinfo->id_lookup = -1;
-	if (idxtable_enable_index_routing)
-		fpinfo->indexes = idx_valid_indexes(foreigntableid, baserel->userid);
 
 	foreach(lc, baserel->baserestrictinfo)
 	{
@@ -98,6 +96,15 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 		if (ids >= 0 && (fpinfo->id_lookup < 0 || ids < fpinfo->id_lookup))
 			fpinfo->id_lookup = ids;
 	}
+
+	/*
+	 * Index tables, unless the scan reads one document by _id: nothing is
+	 * cheaper than that (an index path costs a round trip and at least one
+	 * entry more), so the definitions need not even be looked at.
+	 */
+	if (idxtable_enable_index_routing &&
+		(fpinfo->id_lookup < 0 || fpinfo->id_lookup > 1))
+		fpinfo->indexes = idx_valid_indexes(foreigntableid, baserel->userid);
 
 	/* columns needed: the target list plus everything evaluated locally */
 	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid,
