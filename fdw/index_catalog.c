@@ -696,9 +696,11 @@ read_definitions(Relation defs, Oid relid)
  * does every ALTER of the table itself (columns, options).  Everything
  * goes on a relcache reset, an invalidation of index_defs itself
  * (TRUNCATE, DROP EXTENSION) and a change of any foreign server (its
- * "database" option) or foreign table row.  The invalidations of a
- * commit arrive before a query that waited for its locks plans (the lock
- * manager processes them), and one's own changes at the next command.
+ * "database" option) or foreign table row.  Every read first processes
+ * the invalidations that have arrived, so a planning sees what was
+ * committed before it, as the heap scan it replaces did (a query that
+ * waited for drop_index's lock included); one's own changes are seen
+ * from the next command on.
  *
  * Callers get a list of their own, but the strings and arrays inside
  * stay the cache's: an invalidated entry's context is therefore moved
@@ -846,6 +848,8 @@ cached_definitions(Oid relid)
 
 	if (defs_cache == NULL)
 		init_defs_cache();
+	/* changes committed since the last lock taken (cheap if none) */
+	AcceptInvalidationMessages();
 	defsrel = defs_relid();
 	if (!OidIsValid(defsrel))
 		return NIL;
