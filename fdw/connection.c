@@ -58,6 +58,10 @@ static uint64 *round_trip_counter = NULL;
 static const char *conn_appname = "idxtable_fdw";
 
 static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
+static void run_command_at(mongoc_client_t *client, const char *server,
+						   const char *database, const bson_t *command,
+						   const mongoc_read_prefs_t *read_prefs,
+						   bson_t *reply, const char *what);
 
 /*
  * APM hook: count every command libmongoc sends (find, getMore, ...) for
@@ -476,17 +480,30 @@ idx_disconnect_all(void)
 }
 
 /*
- * Run "command" on "database"; on failure report it, destroying the reply.
+ * Run "command" on "database" on the primary; on failure report it,
+ * destroying the reply.
  */
 void
 idx_run_command(mongoc_client_t *client, const char *server,
 				const char *database, const bson_t *command, bson_t *reply,
 				const char *what)
 {
+	run_command_at(client, server, database, command, NULL, reply, what);
+}
+
+/*
+ * The same on a server "read_prefs" selects (NULL: the primary).
+ */
+static void
+run_command_at(mongoc_client_t *client, const char *server,
+			   const char *database, const bson_t *command,
+			   const mongoc_read_prefs_t *read_prefs, bson_t *reply,
+			   const char *what)
+{
 	bson_error_t error;
 
-	if (!mongoc_client_command_simple(client, database, command, NULL, reply,
-									  &error))
+	if (!mongoc_client_command_simple(client, database, command, read_prefs,
+									  reply, &error))
 	{
 		idx_merge_reply_error(&error, reply);
 		bson_destroy(reply);
@@ -498,11 +515,23 @@ idx_run_command(mongoc_client_t *client, const char *server,
  * The metadata count of a collection's documents (the "count" command
  * without a filter, as estimatedDocumentCount: fast, possibly inexact),
  * for ANALYZE, planning before it (table_size.c) and progress reports; 0
- * if the server does not say.
+ * if the server does not say.  Asks the primary.
  */
 int64
 idx_count_documents(mongoc_client_t *client, const char *server,
 					const char *database, const char *collection)
+{
+	return idx_count_documents_at(client, server, database, collection,
+								  NULL);
+}
+
+/*
+ * The same, asking a server "read_prefs" selects (NULL: the primary).
+ */
+int64
+idx_count_documents_at(mongoc_client_t *client, const char *server,
+					   const char *database, const char *collection,
+					   const mongoc_read_prefs_t *read_prefs)
 {
 	bson_t	   *command = bson_new();
 	IdxHandle  *owned = idx_own_bson(command);
@@ -511,9 +540,9 @@ idx_count_documents(mongoc_client_t *client, const char *server,
 	int64		n = 0;
 
 	BSON_APPEND_UTF8(command, "count", collection);
-	idx_run_command(client, server, database, command, &reply,
-					psprintf("counting the documents of collection \"%s\" of database \"%s\"",
-							 collection, database));
+	run_command_at(client, server, database, command, read_prefs, &reply,
+				   psprintf("counting the documents of collection \"%s\" of database \"%s\"",
+							collection, database));
 	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "n") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))

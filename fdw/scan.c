@@ -201,7 +201,8 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 											   &state->server);
 		/* a count planning wanted and could not take (table_size.h) */
 		idx_refresh_document_count(state->info, state->client,
-								   state->server->servername);
+								   state->server->servername,
+								   state->read_prefs);
 	}
 	else
 		state->server = GetForeignServer(state->info->serverid);

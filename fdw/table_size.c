@@ -12,7 +12,9 @@
  * server, database and collection.  Planning never talks to MongoDB: when
  * it finds no count, it marks the collection as wanted, and the next
  * scan of the table counts at executor start (not for EXPLAIN without
- * ANALYZE), outside the scan's round trips.  So the first query of a
+ * ANALYZE), outside the scan's round trips, with the scan's read
+ * preference (the URI's for a plain read, the primary for one that
+ * decides a write).  So the first query of a
  * backend on a never-analyzed table without index tables is planned with
  * DEFAULT_COLLECTION_SIZE, the next ones with the count.  A count older
  * than IDX_COUNT_MAX_AGE_MS is taken again the same way.  ANALYZE counts
@@ -115,18 +117,19 @@ count_is_old(const TableSizeEntry *entry)
 
 /*
  * Count the collection (one "count" command, not counted as a round trip
- * of any scan) into its entry.
+ * of any scan) into its entry, on a server "read_prefs" selects (NULL: the
+ * primary).
  */
 static void
 count_into(const IdxTableInfo *info, mongoc_client_t *client,
-		   const char *servername)
+		   const char *servername, const mongoc_read_prefs_t *read_prefs)
 {
 	uint64	   *previous = idx_count_round_trips(NULL);
 	TableSizeEntry *entry;
 	int64		n;
 
-	n = idx_count_documents(client, servername, info->database,
-							info->collection);
+	n = idx_count_documents_at(client, servername, info->database,
+							   info->collection, read_prefs);
 	idx_count_round_trips(previous);
 	/* looked up after the command: an invalidation may have removed it */
 	entry = size_entry(info);
@@ -154,7 +157,8 @@ idx_cached_document_count(const IdxTableInfo *info)
  */
 void
 idx_refresh_document_count(const IdxTableInfo *info, mongoc_client_t *client,
-						   const char *servername)
+						   const char *servername,
+						   const mongoc_read_prefs_t *read_prefs)
 {
 	TableSizeEntry *entry;
 
@@ -162,7 +166,8 @@ idx_refresh_document_count(const IdxTableInfo *info, mongoc_client_t *client,
 		return;					/* planning wanted nothing yet */
 	entry = size_entry(info);
 	if (entry->wanted && count_is_old(entry))
-		count_into(info, client, servername);
+		count_into(info, client, servername,
+				   read_prefs ? read_prefs : mongoc_client_get_read_prefs(client));
 }
 
 /*
@@ -175,6 +180,6 @@ idx_analyze_document_count(const IdxTableInfo *info, mongoc_client_t *client,
 	TableSizeEntry *entry = size_entry(info);
 
 	if (fresh || entry->count < 0 || entry->counted_in != MyProc->lxid)
-		count_into(info, client, servername);
+		count_into(info, client, servername, NULL);
 	return size_entry(info)->count;
 }

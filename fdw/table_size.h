@@ -21,11 +21,13 @@ extern double idx_cached_document_count(const IdxTableInfo *info);
 
 /*
  * Executor start of a scan (not for EXPLAIN alone): count the collection
- * if planning asked for it and the cached count is missing or old.
+ * if planning asked for it and the cached count is missing or old, with
+ * the scan's read preference (NULL: the client's, as a find's).
  */
 extern void idx_refresh_document_count(const IdxTableInfo *info,
 									   mongoc_client_t *client,
-									   const char *servername);
+									   const char *servername,
+									   const mongoc_read_prefs_t *read_prefs);
 
 /*
  * ANALYZE: count the collection now ("fresh") or, within the transaction
