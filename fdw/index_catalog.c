@@ -696,7 +696,7 @@ read_definitions(Relation defs, Oid relid)
  * does every ALTER of the table itself (columns, options).  Everything
  * goes on a relcache reset, an invalidation of index_defs itself
  * (TRUNCATE, DROP EXTENSION) and a change of any foreign server (its
- * "database" option) or foreign table row.  Every read first processes
+ * "database" option), foreign table row or collation.  Every read first processes
  * the invalidations that have arrived, so a planning sees what was
  * committed before it, as the heap scan it replaces did (a query that
  * waited for drop_index's lock included); one's own changes are seen
@@ -788,8 +788,8 @@ defs_relcache_callback(Datum arg, Oid relid)
 }
 
 /*
- * Syscache invalidation of a foreign server or foreign table: drop
- * everything (rare).
+ * Syscache invalidation of a foreign server, a foreign table or a
+ * collation (a key's): drop everything (rare).
  */
 static void
 defs_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
@@ -815,6 +815,8 @@ init_defs_cache(void)
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, defs_syscache_callback,
 								  (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, defs_syscache_callback,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(COLLOID, defs_syscache_callback,
 								  (Datum) 0);
 }
 
