@@ -1104,8 +1104,7 @@ idxtable_index_defs_changed(PG_FUNCTION_ARGS)
 			continue;
 		tbl = heap_getattr(tuples[i], Anum_index_defs_tbl,
 						   RelationGetDescr(trigdata->tg_relation), &isnull);
-		if (!isnull &&
-			SearchSysCacheExists1(RELOID, ObjectIdGetDatum(DatumGetObjectId(tbl))))
+		if (!isnull && SearchSysCacheExists1(RELOID, tbl))
 			CacheInvalidateRelcacheByRelid(DatumGetObjectId(tbl));
 	}
 	return PointerGetDatum(NULL);

@@ -165,9 +165,10 @@ idx_refresh_document_count(const IdxTableInfo *info, mongoc_client_t *client,
 	if (size_cache == NULL)
 		return;					/* planning wanted nothing yet */
 	entry = size_entry(info);
+	if (read_prefs == NULL)
+		read_prefs = mongoc_client_get_read_prefs(client);	/* as a find's */
 	if (entry->wanted && count_is_old(entry))
-		count_into(info, client, servername,
-				   read_prefs ? read_prefs : mongoc_client_get_read_prefs(client));
+		count_into(info, client, servername, read_prefs);
 }
 
 /*
