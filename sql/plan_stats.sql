@@ -44,8 +44,8 @@ SELECT relname, reltuples FROM pg_class WHERE relname = 'ps_numbers';
 -- 3. changes made by another session reach this one's cache and plans
 CREATE EXTENSION dblink;
 SELECT dblink_connect('other',
-         format('dbname=%s port=%s host=%s', current_database(),
-                current_setting('port'),
+         format('dbname=%s user=%s port=%s host=%s', current_database(),
+                current_user, current_setting('port'),
                 split_part(current_setting('unix_socket_directories'), ',', 1)));
 SET plan_cache_mode = force_generic_plan;
 PREPARE ps_q(int) AS SELECT count(*) FROM ps_numbers WHERE v = $1;
