@@ -4,6 +4,7 @@ MODULE_big = idxtable_fdw
 OBJS = \
 	fdw/idxtable_fdw.o \
 	fdw/option.o \
+	fdw/table_size.o \
 	fdw/document.o \
 	fdw/xact.o \
 	fdw/xact_marker.o \
@@ -61,7 +62,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond plan_stats
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -64,6 +64,17 @@ COMMENT ON TABLE idxtable.index_defs IS
 
 SELECT pg_catalog.pg_extension_config_dump('idxtable.index_defs', '');
 
+-- Backends cache the definitions (and plans using them): every change of
+-- a row, whoever makes it, invalidates the relcache entry of its table.
+CREATE FUNCTION idxtable.index_defs_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idxtable_index_defs_changed'
+LANGUAGE C;
+
+CREATE TRIGGER index_defs_changed
+  AFTER INSERT OR UPDATE OR DELETE ON idxtable.index_defs
+  FOR EACH ROW EXECUTE FUNCTION idxtable.index_defs_changed();
+
 -- Unique key conflicts made by writers outside PostgreSQL: fact_id should
 -- have the key of a unique index, whose claim holder_id holds and has the
 -- key too.  Written by the change-stream applier and by repair_index (which

@@ -29,6 +29,7 @@
 #include "idxtable_fdw.h"
 #include "index_stats.h"
 #include "option.h"
+#include "table_size.h"
 
 /* Number of documents assumed to make up one "page" of a collection */
 #define IDX_DOCS_PER_PAGE	100
@@ -37,9 +38,6 @@ static int	idxAcquireSampleRows(Relation relation, int elevel,
 								 HeapTuple *rows, int targrows,
 								 double *totalrows,
 								 double *totaldeadrows);
-static double remote_document_count(mongoc_client_t *client,
-									ForeignServer *server,
-									const IdxTableInfo *info);
 static bson_t *build_sample_pipeline(const IdxTableInfo *info, int targrows);
 static int	fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
 							  const IdxRowConv *rc, const char *servername,
@@ -55,7 +53,8 @@ static int	fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
  * members of an inheritance tree, so an estimate proportional to the
  * document count (one page per IDX_DOCS_PER_PAGE documents, at least one)
  * is all we need.  The count comes from the "count" command without a
- * query, which MongoDB answers from collection metadata.
+ * query, which MongoDB answers from collection metadata (table_size.c,
+ * which also keeps it for the sampling and for planning).
  */
 bool
 idxAnalyzeForeignTable(Relation relation,
@@ -73,7 +72,8 @@ idxAnalyzeForeignTable(Relation relation,
 	client = idx_get_client_for_rel(RelationGetRelid(relation),
 									relation->rd_rel->relowner, &server);
 
-	ndocs = remote_document_count(client, server, info);
+	ndocs = idx_analyze_document_count(info, client, server->servername,
+									   true);
 
 	pages = ceil(ndocs / IDX_DOCS_PER_PAGE);
 	if (pages < 1)
@@ -135,7 +135,9 @@ idxAcquireSampleRows(Relation relation, int elevel,
 									relation->rd_rel->relowner, &server);
 	rc = idx_row_conv_create(RelationGetDescr(relation), info, NULL);
 
-	ndocs = remote_document_count(client, server, info);
+	/* the count idxAnalyzeForeignTable just took */
+	ndocs = idx_analyze_document_count(info, client, server->servername,
+									   false);
 
 	/*
 	 * The libmongoc objects belong to the caller's memory context (handle.h)
@@ -177,44 +179,6 @@ idxAcquireSampleRows(Relation relation, int elevel,
 					ndocs, numrows)));
 
 	return numrows;
-}
-
-/*
- * remote_document_count
- *		Estimated number of documents in the table's collection.
- *
- * Runs {count: <collection>} without a query, which is answered from
- * metadata rather than by scanning.  A reply without a usable "n" (which
- * MongoDB does not send) counts as empty rather than failing ANALYZE.
- */
-static double
-remote_document_count(mongoc_client_t *client, ForeignServer *server,
-					  const IdxTableInfo *info)
-{
-	bson_t	   *command;
-	IdxHandle  *owned;
-	bson_t		reply;
-	bson_iter_t iter;
-	double		ndocs = 0;
-	char	   *what;
-
-	what = psprintf("count on collection \"%s\"", info->collection);
-
-	command = bson_new();
-	owned = idx_own_bson(command);
-	idx_check_append(BSON_APPEND_UTF8(command, "count", info->collection));
-	idx_run_command(client, server->servername, info->database,
-					command, &reply, what);
-	idx_release(owned);
-
-	if (bson_iter_init_find(&iter, &reply, "n") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		ndocs = (double) bson_iter_as_int64(&iter);
-	bson_destroy(&reply);
-
-	pfree(what);
-
-	return (ndocs > 0) ? ndocs : 0;
 }
 
 /*

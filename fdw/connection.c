@@ -58,6 +58,10 @@ static uint64 *round_trip_counter = NULL;
 static const char *conn_appname = "idxtable_fdw";
 
 static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
+static void run_command_at(mongoc_client_t *client, const char *server,
+						   const char *database, const bson_t *command,
+						   const mongoc_read_prefs_t *read_prefs,
+						   bson_t *reply, const char *what);
 
 /*
  * APM hook: count every command libmongoc sends (find, getMore, ...) for
@@ -104,31 +108,13 @@ init_connection_cache(void)
 }
 
 /*
- * Look up a generic option in a DefElem list.
- */
-static const char *
-lookup_option(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *def = (DefElem *) lfirst(lc);
-
-		if (strcmp(def->defname, name) == 0)
-			return defGetString(def);
-	}
-	return NULL;
-}
-
-/*
  * Copy an integer server option into the URI as a libmongoc option.
  */
 static void
 apply_int_option(mongoc_uri_t *uri, List *options, const char *optname,
 				 const char *urioption)
 {
-	const char *val = lookup_option(options, optname);
+	const char *val = idx_find_option(options, optname);
 
 	if (val)
 		mongoc_uri_set_option_as_int32(uri, urioption, atoi(val));
@@ -142,10 +128,10 @@ apply_int_option(mongoc_uri_t *uri, List *options, const char *optname,
 static mongoc_uri_t *
 build_uri(ForeignServer *server, UserMapping *user)
 {
-	const char *uristr = lookup_option(server->options, "uri");
-	const char *username = lookup_option(user->options, "username");
-	const char *password = lookup_option(user->options, "password");
-	const char *auth_source = lookup_option(user->options, "auth_source");
+	const char *uristr = idx_find_option(server->options, "uri");
+	const char *username = idx_find_option(user->options, "username");
+	const char *password = idx_find_option(user->options, "password");
+	const char *auth_source = idx_find_option(user->options, "auth_source");
 	bson_error_t error;
 	mongoc_uri_t *uri;
 	IdxHandle  *owned;
@@ -494,17 +480,30 @@ idx_disconnect_all(void)
 }
 
 /*
- * Run "command" on "database"; on failure report it, destroying the reply.
+ * Run "command" on "database" on the primary; on failure report it,
+ * destroying the reply.
  */
 void
 idx_run_command(mongoc_client_t *client, const char *server,
 				const char *database, const bson_t *command, bson_t *reply,
 				const char *what)
 {
+	run_command_at(client, server, database, command, NULL, reply, what);
+}
+
+/*
+ * The same on a server "read_prefs" selects (NULL: the primary).
+ */
+static void
+run_command_at(mongoc_client_t *client, const char *server,
+			   const char *database, const bson_t *command,
+			   const mongoc_read_prefs_t *read_prefs, bson_t *reply,
+			   const char *what)
+{
 	bson_error_t error;
 
-	if (!mongoc_client_command_simple(client, database, command, NULL, reply,
-									  &error))
+	if (!mongoc_client_command_simple(client, database, command, read_prefs,
+									  reply, &error))
 	{
 		idx_merge_reply_error(&error, reply);
 		bson_destroy(reply);
@@ -514,12 +513,25 @@ idx_run_command(mongoc_client_t *client, const char *server,
 
 /*
  * The metadata count of a collection's documents (the "count" command
- * without a filter: fast, possibly inexact), for progress reports; 0 if
- * the server does not say.
+ * without a filter, as estimatedDocumentCount: fast, possibly inexact),
+ * for ANALYZE, planning before it (table_size.c) and progress reports; 0
+ * if the server does not say.  Asks the primary.
  */
 int64
 idx_count_documents(mongoc_client_t *client, const char *server,
 					const char *database, const char *collection)
+{
+	return idx_count_documents_at(client, server, database, collection,
+								  NULL);
+}
+
+/*
+ * The same, asking a server "read_prefs" selects (NULL: the primary).
+ */
+int64
+idx_count_documents_at(mongoc_client_t *client, const char *server,
+					   const char *database, const char *collection,
+					   const mongoc_read_prefs_t *read_prefs)
 {
 	bson_t	   *command = bson_new();
 	IdxHandle  *owned = idx_own_bson(command);
@@ -528,8 +540,9 @@ idx_count_documents(mongoc_client_t *client, const char *server,
 	int64		n = 0;
 
 	BSON_APPEND_UTF8(command, "count", collection);
-	idx_run_command(client, server, database, command, &reply,
-					psprintf("count on collection \"%s\"", collection));
+	run_command_at(client, server, database, command, read_prefs, &reply,
+				   psprintf("counting the documents of collection \"%s\" of database \"%s\"",
+							collection, database));
 	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "n") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))

@@ -48,10 +48,16 @@ extern void idx_run_command(mongoc_client_t *client, const char *server,
 							const char *database, const bson_t *command,
 							bson_t *reply, const char *what);
 
-/* Metadata count of a collection's documents, for progress (0: unknown) */
+/* Metadata count of a collection's documents (0: unknown), on the primary */
 extern int64 idx_count_documents(mongoc_client_t *client, const char *server,
 								 const char *database,
 								 const char *collection);
+/* The same on a server the read preference selects (NULL: the primary) */
+extern int64 idx_count_documents_at(mongoc_client_t *client,
+									const char *server,
+									const char *database,
+									const char *collection,
+									const mongoc_read_prefs_t *read_prefs);
 
 /*
  * Count commands sent from now on into *counter (NULL stops); returns the

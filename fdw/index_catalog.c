@@ -3,10 +3,11 @@
  * index_catalog.c
  *		  Reading index-table definitions from idxtable.index_defs.
  *
- * idx_get_indexes() runs at planning time for every foreign table, so it
- * reads the small definitions table directly (a heap scan with a key on
- * "tbl", no SPI) and does nothing more when the table has no definitions.
- * It reads with a fresh MVCC snapshot rather than the statement's: a
+ * idx_get_indexes() runs at planning time for every foreign table, so
+ * each backend caches the resolved definitions per table, invalidated
+ * through the relcache (see "The per-backend cache" below).  A miss reads
+ * the small definitions table directly (a heap scan with a key on "tbl",
+ * no SPI), with a fresh MVCC snapshot rather than the statement's: a
  * query that waited for drop_index() (which locks the foreign table) must
  * see the definition gone, as it would see a dropped PostgreSQL index
  * (during a parallel operation, which cannot take one, the query's).
@@ -36,13 +37,16 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
+#include "commands/trigger.h"
 #include "foreign/foreign.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "parser/scansup.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -56,6 +60,9 @@
 #include "index_ddl.h"
 #include "index_entry.h"
 #include "index_owner.h"
+#include "option.h"
+
+PG_FUNCTION_INFO_V1(idxtable_index_defs_changed);
 
 /* Entry field names "k0".."k31" and "i0".."i31", built on first use */
 static char key_field_names[INDEX_MAX_KEYS][8];
@@ -122,35 +129,6 @@ idx_index_defs_relid(void)
 }
 
 /*
- * Where a foreign table's documents are: its "database" option, else the
- * server's, and its "collection" option, else the table's name (as
- * idx_get_table_info() says, without looking at the columns).
- */
-static void
-table_location(Oid relid, char **database, char **collection)
-{
-	ForeignTable *table = GetForeignTable(relid);
-	ListCell   *lc;
-
-	*database = NULL;
-	if (collection)
-		*collection = NULL;
-	foreach(lc, table->options)
-	{
-		DefElem    *def = (DefElem *) lfirst(lc);
-
-		if (strcmp(def->defname, "database") == 0)
-			*database = defGetString(def);
-		else if (collection && strcmp(def->defname, "collection") == 0)
-			*collection = defGetString(def);
-	}
-	if (*database == NULL)
-		*database = idx_server_database(GetForeignServer(table->serverid));
-	if (collection && *collection == NULL)
-		*collection = get_rel_name(relid);
-}
-
-/*
  * The MongoDB database of a foreign table.
  */
 char *
@@ -158,7 +136,7 @@ idx_table_database(Oid relid)
 {
 	char	   *database;
 
-	table_location(relid, &database, NULL);
+	idx_table_namespace(relid, &database, NULL);
 	return database;
 }
 
@@ -723,13 +701,15 @@ row_name_cmp(const ListCell *a, const ListCell *b)
 }
 
 /*
- * All index definitions of a foreign table, in any state, by name.
+ * Read the definitions of a foreign table from index_defs (open, locked,
+ * as "defs") and resolve them, in the current memory context, without the
+ * ownership check.  Reads with a fresh MVCC snapshot (see the file
+ * header); during a parallel operation, which cannot take one, with the
+ * query's.
  */
-List *
-idx_get_indexes(Oid relid, Oid userid)
+static List *
+read_definitions(Relation defs, Oid relid)
 {
-	Oid			defs_relid = idx_index_defs_relid();
-	Relation	defs;
 	TableScanDesc scan;
 	ScanKeyData skey;
 	Snapshot	snapshot;
@@ -738,15 +718,6 @@ idx_get_indexes(Oid relid, Oid userid)
 	List	   *result = NIL;
 	ListCell   *lc;
 
-	if (!OidIsValid(defs_relid))
-		return NIL;
-
-	defs = table_open(defs_relid, AccessShareLock);
-	if (RelationGetDescr(defs)->natts != Natts_index_defs)
-		elog(ERROR, "%s.%s has an unexpected layout",
-			 IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE);
-
-	/* a parallel operation cannot take a new snapshot: use the query's */
 	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot() :
 								GetLatestSnapshot());
 	ScanKeyInit(&skey, Anum_index_defs_tbl, BTEqualStrategyNumber, F_OIDEQ,
@@ -769,7 +740,7 @@ idx_get_indexes(Oid relid, Oid userid)
 		char	   *database;
 		char	   *collection;
 
-		table_location(relid, &database, &collection);
+		idx_table_namespace(relid, &database, &collection);
 		list_sort(rows, row_name_cmp);
 		foreach(lc, rows)
 		{
@@ -782,9 +753,359 @@ idx_get_indexes(Oid relid, Oid userid)
 			result = lappend(result, row->def);
 		}
 		table_close(ftrel, AccessShareLock);
-		/* collections that are not their index's make it unusable */
-		idx_owner_check_indexes(relid, userid, result);
 	}
-	table_close(defs, AccessShareLock);
 	return result;
+}
+
+
+/* ----------------------------------------------------------------
+ *		The per-backend cache of definitions
+ *
+ * Planning reads the definitions of every foreign table it sees, so each
+ * backend keeps them, resolved, per table: a hash table from the table's
+ * OID to the list, each entry with a memory context of its own.  An entry
+ * goes when the table's relcache entry is invalidated: every change of
+ * index_defs does that for the table of the changed row (the trigger
+ * idxtable.index_defs_changed() calls idx_index_defs_changed(), below,
+ * for every writer: create_index and drop_index, ANALYZE's statistics,
+ * the applier's state changes, pg_restore, a superuser's UPDATE), and so
+ * does every ALTER of the table itself (columns, options).  Everything
+ * goes on a relcache reset, an invalidation of index_defs itself
+ * (TRUNCATE, DROP EXTENSION) and a change of any foreign server (its
+ * "database" option), foreign table row or collation.  Every read first
+ * processes the invalidations that have arrived, so a planning sees what was
+ * committed before it, as the heap scan it replaces did (a query that
+ * waited for drop_index's lock included); one's own changes are seen
+ * from the next command on.
+ *
+ * Callers get a list of their own, but the strings and arrays inside
+ * stay the cache's: an invalidated entry's context is therefore moved
+ * under TopTransactionContext, which goes at the end of the transaction
+ * (after every transaction callback; no caller keeps a definition
+ * longer).  An entry read while an invalidation arrived (the
+ * read itself takes locks, which processes them) is not kept, since it
+ * may predate the change; nor is one read with the query's snapshot (in
+ * parallel mode), nor any in a background worker: the applier runs no
+ * planner, and reads the latest definitions every time.
+ * ----------------------------------------------------------------
+ */
+
+typedef struct DefsCacheEntry
+{
+	Oid			relid;			/* hash key */
+	MemoryContext cxt;			/* holds defs and everything they point to */
+	List	   *defs;			/* resolved IdxIndexDefs, by name */
+	bool		owners_checked; /* defs carry the ownership verdicts */
+} DefsCacheEntry;
+
+static HTAB *defs_cache = NULL;
+
+/* OID of index_defs while known, or InvalidOid */
+static Oid	cached_defs_relid = InvalidOid;
+
+/* Bumped by every invalidation callback (reads compare it) */
+static uint64 defs_inval_count = 0;
+
+/*
+ * Drop an entry's context: at the end of the transaction (see above), at
+ * once outside one.
+ */
+static void
+retire_context(MemoryContext cxt)
+{
+	if (TopTransactionContext != NULL)
+		MemoryContextSetParent(cxt, TopTransactionContext);
+	else
+		MemoryContextDelete(cxt);
+}
+
+/*
+ * Drop every entry.
+ */
+static void
+flush_all_definitions(void)
+{
+	HASH_SEQ_STATUS scan;
+	DefsCacheEntry *entry;
+
+	cached_defs_relid = InvalidOid;
+	if (defs_cache == NULL)
+		return;
+	hash_seq_init(&scan, defs_cache);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		retire_context(entry->cxt);
+		hash_search(defs_cache, &entry->relid, HASH_REMOVE, NULL);
+	}
+}
+
+/*
+ * Relcache invalidation: drop the table's entry, or everything.
+ */
+static void
+defs_relcache_callback(Datum arg, Oid relid)
+{
+	DefsCacheEntry *entry;
+
+	defs_inval_count++;
+	if (!OidIsValid(relid) || relid == cached_defs_relid)
+	{
+		flush_all_definitions();
+		return;
+	}
+	if (defs_cache == NULL)
+		return;
+	entry = hash_search(defs_cache, &relid, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		retire_context(entry->cxt);
+		hash_search(defs_cache, &relid, HASH_REMOVE, NULL);
+	}
+}
+
+/*
+ * Syscache invalidation of a foreign server, a foreign table or a
+ * collation (a key's): drop everything (rare).
+ */
+static void
+defs_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	defs_inval_count++;
+	flush_all_definitions();
+}
+
+/*
+ * Create the hash table and register the callbacks, once per backend.
+ */
+static void
+init_defs_cache(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(DefsCacheEntry);
+	ctl.hcxt = CacheMemoryContext;
+	defs_cache = hash_create("idxtable_fdw index definitions", 64, &ctl,
+							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	CacheRegisterRelcacheCallback(defs_relcache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, defs_syscache_callback,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, defs_syscache_callback,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(COLLOID, defs_syscache_callback,
+								  (Datum) 0);
+}
+
+/*
+ * OID of index_defs, remembered until an invalidation.
+ */
+static Oid
+defs_relid(void)
+{
+	if (!OidIsValid(cached_defs_relid))
+		cached_defs_relid = idx_index_defs_relid();
+	return cached_defs_relid;
+}
+
+/*
+ * The cached definitions of a table (any state, before the ownership
+ * check), read into the cache first if needed.  The list and everything
+ * in it belong to the cache: callers copy the structs they change.
+ */
+static List *
+cached_definitions(Oid relid)
+{
+	Oid			defsrel;
+	DefsCacheEntry *entry;
+	Relation	defs;
+	MemoryContext cxt;
+	MemoryContext oldcxt;
+	List	   *result;
+	uint64		inval_count;
+	bool		use_cache;
+
+	if (defs_cache == NULL)
+		init_defs_cache();
+	/* changes committed since the last lock taken (cheap if none) */
+	AcceptInvalidationMessages();
+	defsrel = defs_relid();
+	if (!OidIsValid(defsrel))
+		return NIL;
+	/* background workers (the applier) do not plan: they read each time */
+	use_cache = MyBackendType == B_BACKEND && !IsInParallelMode();
+	entry = use_cache ? hash_search(defs_cache, &relid, HASH_FIND, NULL) : NULL;
+	if (entry != NULL)
+		return entry->defs;
+
+	inval_count = defs_inval_count;
+	defs = table_open(defsrel, AccessShareLock);
+	if (RelationGetDescr(defs)->natts != Natts_index_defs)
+		elog(ERROR, "%s.%s has an unexpected layout",
+			 IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE);
+	/* a child of the caller's context until complete: errors free it */
+	cxt = AllocSetContextCreate(CurrentMemoryContext,
+								"idxtable_fdw index definitions",
+								ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(cxt);
+	result = read_definitions(defs, relid);
+	MemoryContextSwitchTo(oldcxt);
+	table_close(defs, AccessShareLock);
+
+	MemoryContextSetParent(cxt, CacheMemoryContext);
+	if (!use_cache || inval_count != defs_inval_count)
+	{
+		retire_context(cxt);	/* possibly outdated: used once */
+		return result;
+	}
+	entry = hash_search(defs_cache, &relid, HASH_ENTER, NULL);
+	entry->cxt = cxt;
+	entry->defs = result;
+	entry->owners_checked = false;
+	return result;
+}
+
+/*
+ * Ownership verdicts never change for a definition in a backend
+ * (index_owner.c caches them by server, collection and definition id, all
+ * fixed for a cache entry): once "checked" (copies of the entry's "defs",
+ * in order) are judged, store the verdicts in the entry, unless it went
+ * meanwhile, so that the next reads skip the check.
+ */
+static void
+remember_verdicts(Oid relid, List *defs, List *checked)
+{
+	DefsCacheEntry *entry;
+	ListCell   *lc1;
+	ListCell   *lc2;
+
+	if (defs_cache == NULL || MyBackendType != B_BACKEND)
+		return;
+	entry = hash_search(defs_cache, &relid, HASH_FIND, NULL);
+	if (entry == NULL || entry->defs != defs)
+		return;
+	forboth(lc1, entry->defs, lc2, checked)
+	{
+		IdxIndexDef *def = lfirst(lc1);
+		IdxIndexDef *judged = lfirst(lc2);
+
+		def->state = judged->state;
+		if (judged->owner_problem != NULL)
+			def->owner_problem = MemoryContextStrdup(entry->cxt,
+													 judged->owner_problem);
+	}
+	entry->owners_checked = true;
+}
+
+/*
+ * Has the cached list "defs" of the table its ownership verdicts?
+ */
+static bool
+verdicts_known(Oid relid, List *defs)
+{
+	DefsCacheEntry *entry;
+
+	if (defs_cache == NULL || MyBackendType != B_BACKEND)
+		return false;
+	entry = hash_search(defs_cache, &relid, HASH_FIND, NULL);
+	return entry != NULL && entry->defs == defs && entry->owners_checked;
+}
+
+/*
+ * All index definitions of a foreign table, in any state, by name; those
+ * whose index collection is not theirs are failed (index_owner.c).  The
+ * structs are the caller's (palloc'd), what they point to the cache's.
+ */
+List *
+idx_get_indexes(Oid relid, Oid userid)
+{
+	List	   *defs = cached_definitions(relid);
+	List	   *result = NIL;
+	IdxIndexDef *copies;
+	ListCell   *lc;
+
+	if (defs == NIL)
+		return NIL;
+	copies = palloc(sizeof(IdxIndexDef) * list_length(defs));
+	foreach(lc, defs)
+	{
+		IdxIndexDef *def = &copies[foreach_current_index(lc)];
+
+		memcpy(def, lfirst(lc), sizeof(IdxIndexDef));
+		result = lappend(result, def);
+	}
+	/* collections that are not their index's make it unusable */
+	if (!verdicts_known(relid, defs) &&
+		idx_owner_check_indexes(relid, userid, result))
+		remember_verdicts(relid, defs, result);
+	return result;
+}
+
+/*
+ * The number of facts a valid index table of the table counted (its
+ * "entries", from its build or the latest ANALYZE), or -1 if none can
+ * tell: only an index without a multi-valued key has one entry per fact.
+ * With several, the largest count (the newest, for a growing table).
+ * No ownership check: the count is the catalog's own.
+ */
+double
+idx_indexed_fact_count(Oid relid)
+{
+	double		result = -1;
+	ListCell   *lc;
+
+	foreach(lc, cached_definitions(relid))
+	{
+		IdxIndexDef *def = lfirst(lc);
+		bool		multi = false;
+		int			k;
+
+		if (def->state != IDX_STATE_VALID || def->entries < 0)
+			continue;
+		for (k = 0; k < def->nkeys; k++)
+			multi |= def->keys[k].multi;
+		if (!multi)
+			result = Max(result, def->entries);
+	}
+	return result;
+}
+
+/*
+ * idxtable.index_defs_changed(): the row trigger of index_defs.  Every
+ * change of a definition invalidates the relcache entry of its table (of
+ * the old and the new row's), at commit for the other backends, at the
+ * next command for this one: cached definitions and cached plans of the
+ * table are then rebuilt.  A table already dropped needs nothing.
+ */
+Datum
+idxtable_index_defs_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	HeapTuple	tuples[2];
+	int			i;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		RelationGetRelid(trigdata->tg_relation) != idx_index_defs_relid())
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function %s must be fired as a row trigger of %s.%s",
+						"idxtable.index_defs_changed()",
+						IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE)));
+
+	tuples[0] = trigdata->tg_trigtuple;
+	tuples[1] = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : NULL;
+	for (i = 0; i < 2; i++)
+	{
+		bool		isnull;
+		Datum		tbl;
+
+		if (tuples[i] == NULL)
+			continue;
+		tbl = heap_getattr(tuples[i], Anum_index_defs_tbl,
+						   RelationGetDescr(trigdata->tg_relation), &isnull);
+		if (!isnull && SearchSysCacheExists1(RELOID, tbl))
+			CacheInvalidateRelcacheByRelid(DatumGetObjectId(tbl));
+	}
+	return PointerGetDatum(NULL);
 }

@@ -100,6 +100,12 @@ typedef struct IdxIndexDef
  */
 extern List *idx_get_indexes(Oid relid, Oid userid);
 
+/*
+ * Facts counted by a valid single-valued index table of the table (its
+ * "entries"), or -1: a row count for planning before ANALYZE.
+ */
+extern double idx_indexed_fact_count(Oid relid);
+
 /* Name of key component i inside the entry _id ("k0", "k1", ...) */
 extern const char *idx_key_field(int i);
 

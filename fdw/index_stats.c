@@ -120,31 +120,6 @@ estimate_distinct_keys(const IdxIndexDef *def, Relation rel, HeapTuple *rows,
 }
 
 /*
- * Number of entries of an index collection, from its metadata.
- */
-static double
-count_entries(const IdxIndexDef *def, mongoc_client_t *client,
-			  const char *servername)
-{
-	bson_t	   *command = bson_new();
-	IdxHandle  *owned = idx_own_bson(command);
-	bson_t		reply;
-	bson_iter_t iter;
-	double		result = 0;
-
-	idx_check_append(BSON_APPEND_UTF8(command, "count", def->collection));
-	idx_run_command(client, servername, def->database, command, &reply,
-					psprintf("counting index collection \"%s\"",
-							 def->collection));
-	if (bson_iter_init_find(&iter, &reply, "n") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		result = (double) bson_iter_as_int64(&iter);
-	bson_destroy(&reply);
-	idx_release(owned);
-	return result;
-}
-
-/*
  * Refresh entries and distinct keys of every valid index of "rel" from the
  * rows ANALYZE sampled.
  */
@@ -169,7 +144,9 @@ idx_analyze_indexes(Relation rel, HeapTuple *rows, int numrows,
 
 		if (def->state != IDX_STATE_VALID)
 			continue;
-		entries = count_entries(def, client, servername);
+		entries = (double) idx_count_documents(client, servername,
+											   def->database,
+											   def->collection);
 		distinct = def->unique ? entries :
 			estimate_distinct_keys(def, rel, rows, numrows, entries);
 		idx_set_index_stats(def->name, (int64) entries,

@@ -343,8 +343,8 @@ idxtable_fdw_validator(PG_FUNCTION_ARGS)
 /*
  * Find the value of option "name" in a DefElem list, or NULL.
  */
-static char *
-find_option(List *options, const char *name)
+char *
+idx_find_option(List *options, const char *name)
 {
 	ListCell   *cell;
 
@@ -365,13 +365,13 @@ find_option(List *options, const char *name)
 char *
 idx_server_database(ForeignServer *server)
 {
-	char	   *db = find_option(server->options, "database");
+	char	   *db = idx_find_option(server->options, "database");
 	char	   *uristr;
 
 	if (db)
 		return db;
 
-	uristr = find_option(server->options, "uri");
+	uristr = idx_find_option(server->options, "uri");
 	if (uristr)
 	{
 		mongoc_uri_t *uri = mongoc_uri_new_with_error(uristr, NULL);
@@ -394,7 +394,7 @@ idx_server_database(ForeignServer *server)
 int
 idx_server_fetch_size(ForeignServer *server)
 {
-	char	   *val = find_option(server->options, "fetch_size");
+	char	   *val = idx_find_option(server->options, "fetch_size");
 
 	return val ? parse_positive_int("fetch_size", val, 100000)
 		: IDX_DEFAULT_FETCH_SIZE;
@@ -409,7 +409,7 @@ idx_server_fetch_size(ForeignServer *server)
 bool
 idx_server_change_streams(ForeignServer *server)
 {
-	char	   *val = find_option(server->options, "change_streams");
+	char	   *val = idx_find_option(server->options, "change_streams");
 
 	return val ? parse_change_streams(val) : true;
 }
@@ -423,7 +423,7 @@ idx_server_change_streams(ForeignServer *server)
 bool
 idx_srvoptions_change_streams(Datum srvoptions)
 {
-	char	   *val = find_option(untransformRelOptions(srvoptions),
+	char	   *val = idx_find_option(untransformRelOptions(srvoptions),
 								  "change_streams");
 
 	return val ? parse_change_streams(val) : true;
@@ -438,7 +438,7 @@ char *
 idx_column_field(Oid relid, AttrNumber attnum)
 {
 	List	   *options = GetForeignColumnOptions(relid, attnum);
-	char	   *field = find_option(options, "field");
+	char	   *field = idx_find_option(options, "field");
 
 	if (field == NULL)
 	{
@@ -470,6 +470,27 @@ check_namespace(const IdxTableInfo *info)
 }
 
 /*
+ * Where a foreign table's documents are: its "database" option, else the
+ * server's, and its "collection" option, else the table's name.  Only the
+ * options are read (not the columns), so this works for a table whose
+ * columns no longer map, and costs two syscache lookups.
+ */
+void
+idx_table_namespace(Oid relid, char **database, char **collection)
+{
+	ForeignTable *table = GetForeignTable(relid);
+	char	   *val;
+
+	val = idx_find_option(table->options, "database");
+	*database = val ? val :
+		idx_server_database(GetForeignServer(table->serverid));
+	if (collection == NULL)
+		return;
+	val = idx_find_option(table->options, "collection");
+	*collection = val ? val : get_rel_name(relid);
+}
+
+/*
  * Build the IdxTableInfo of a foreign table: namespace, per-column field
  * paths and the _id column.  Two columns mapping to the same field, or a
  * column mapped into _id's subfields while _id is also mapped, are allowed
@@ -490,28 +511,25 @@ idx_get_table_info(Oid relid)
 	info->relname = get_rel_name(relid);
 	info->serverid = server->serverid;
 
-	val = find_option(table->options, "database");
-	info->database = val ? val : idx_server_database(server);
-	val = find_option(table->options, "collection");
-	info->collection = val ? val : info->relname;
+	idx_table_namespace(relid, &info->database, &info->collection);
 	check_namespace(info);
-	val = find_option(table->options, "fetch_size");
+	val = idx_find_option(table->options, "fetch_size");
 	info->fetch_size = val ? parse_positive_int("fetch_size", val, 100000)
 		: idx_server_fetch_size(server);
-	val = find_option(table->options, "fetch_batch_size");
+	val = idx_find_option(table->options, "fetch_batch_size");
 	if (val == NULL)
-		val = find_option(server->options, "fetch_batch_size");
+		val = idx_find_option(server->options, "fetch_batch_size");
 	info->fetch_batch_size = val
 		? parse_positive_int("fetch_batch_size", val, 100000)
 		: IDX_DEFAULT_FETCH_BATCH_SIZE;
-	val = find_option(table->options, "batch_size");
+	val = idx_find_option(table->options, "batch_size");
 	if (val == NULL)
-		val = find_option(server->options, "batch_size");
+		val = idx_find_option(server->options, "batch_size");
 	info->batch_size = val ? parse_positive_int("batch_size", val, 100000)
 		: IDX_DEFAULT_BATCH_SIZE;
-	val = find_option(table->options, "consistency");
+	val = idx_find_option(table->options, "consistency");
 	if (val == NULL)
-		val = find_option(server->options, "consistency");
+		val = idx_find_option(server->options, "consistency");
 	info->consistency = val ? parse_consistency(val) : IDX_CONSISTENCY_DEFAULT;
 
 	rel = table_open(relid, AccessShareLock);
@@ -529,7 +547,7 @@ idx_get_table_info(Oid relid)
 			strcmp(info->fields[i], IDX_ID_FIELD) == 0)
 			info->id_attnum = attr->attnum;
 	}
-	val = find_option(table->options, "shard_key");
+	val = idx_find_option(table->options, "shard_key");
 	if (val != NULL)
 		idx_shard_key_resolve(info, val, tupdesc);
 	table_close(rel, AccessShareLock);

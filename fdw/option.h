@@ -64,6 +64,9 @@ typedef struct IdxTableInfo
 extern IdxTableInfo *idx_get_table_info(Oid relid);
 
 /* Option lookups shared by several modules */
+extern char *idx_find_option(List *options, const char *name);
+extern void idx_table_namespace(Oid relid, char **database,
+								char **collection);
 extern char *idx_server_database(ForeignServer *server);
 extern int	idx_server_fetch_size(ForeignServer *server);
 extern bool idx_server_change_streams(ForeignServer *server);

@@ -5,8 +5,11 @@
  *
  * Each restriction clause is classified once (deparse.c): pushed down
  * exactly, pushed down and rechecked, or evaluated locally.  Row counts
- * come from ANALYZE (pg_class.reltuples and column statistics); without
- * them a collection is assumed to hold DEFAULT_COLLECTION_SIZE documents.
+ * come from ANALYZE (pg_class.reltuples and column statistics); before
+ * it, from the entry count of a valid index table (the facts its build
+ * or the latest ANALYZE counted), else from MongoDB's metadata count
+ * cached by the backend (table_size.c), else a collection is assumed to
+ * hold DEFAULT_COLLECTION_SIZE documents.  Nothing here talks to MongoDB.
  *
  * Costs model what MongoDB does: a lookup by _id touches only the matching
  * documents, anything else examines every document of the collection; each
@@ -28,13 +31,32 @@
 
 #include "deparse.h"
 #include "idxtable_fdw.h"
+#include "index_catalog.h"
 #include "index_path.h"
 #include "option.h"
 #include "planner.h"
+#include "table_size.h"
 #include "upper.h"
 
 /* Assumed collection size when ANALYZE has never run */
 #define DEFAULT_COLLECTION_SIZE 1000.0
+
+/*
+ * The number of documents of a table that was never analyzed (see the
+ * file header).  A count of 0 is not taken: the collection was empty when
+ * counted and has likely been filled since (an index table created with
+ * the table, say), as PostgreSQL assumes ten pages for a heap table that
+ * was empty and never vacuumed.
+ */
+static double
+unanalyzed_size(const IdxTableInfo *table)
+{
+	double		count = idx_indexed_fact_count(table->relid);
+
+	if (count <= 0)
+		count = idx_cached_document_count(table);
+	return count <= 0 ? DEFAULT_COLLECTION_SIZE : count;
+}
 
 /*
  * Estimate the relation's size and classify its restriction clauses.
@@ -50,8 +72,6 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	baserel->fdw_private = fpinfo;
 	fpinfo->table = idx_get_table_info(foreigntableid);
 	fpinfo->id_lookup = -1;
-	if (idxtable_enable_index_routing)
-		fpinfo->indexes = idx_valid_indexes(foreigntableid, baserel->userid);
 
 	foreach(lc, baserel->baserestrictinfo)
 	{
@@ -77,6 +97,15 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 			fpinfo->id_lookup = ids;
 	}
 
+	/*
+	 * Index tables, unless the scan reads one document by _id: nothing is
+	 * cheaper than that (an index path costs a round trip and at least one
+	 * entry more), so the definitions need not even be looked at.
+	 */
+	if (idxtable_enable_index_routing &&
+		(fpinfo->id_lookup < 0 || fpinfo->id_lookup > 1))
+		fpinfo->indexes = idx_valid_indexes(foreigntableid, baserel->userid);
+
 	/* columns needed: the target list plus everything evaluated locally */
 	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid,
 				   &fpinfo->attrs_used);
@@ -85,7 +114,7 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 					   baserel->relid, &fpinfo->attrs_used);
 
 	if (baserel->tuples < 0)
-		baserel->tuples = DEFAULT_COLLECTION_SIZE;
+		baserel->tuples = unanalyzed_size(fpinfo->table);
 	sel = clauselist_selectivity(root, baserel->baserestrictinfo, 0,
 								 JOIN_INNER, NULL);
 	baserel->rows = clamp_row_est(baserel->tuples * sel);

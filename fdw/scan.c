@@ -34,6 +34,7 @@
 #include "protocol_read.h"
 #include "rowid.h"
 #include "scan.h"
+#include "table_size.h"
 #include "upper.h"
 #include "xact.h"
 
@@ -198,6 +199,10 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 												 state->attrs_used);
 		state->client = idx_get_client_for_rel(relid, idx_scan_user(node),
 											   &state->server);
+		/* a count planning wanted and could not take (table_size.h) */
+		idx_refresh_document_count(state->info, state->client,
+								   state->server->servername,
+								   state->read_prefs);
 	}
 	else
 		state->server = GetForeignServer(state->info->serverid);

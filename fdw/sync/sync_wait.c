@@ -26,6 +26,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_foreign_table.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
@@ -119,13 +120,31 @@ table_owner(Oid relid)
 }
 
 /*
+ * The server of a foreign table (a syscache lookup: planning calls this
+ * for every index of the table, and GetForeignTable() would parse the
+ * table's options each time).
+ */
+static Oid
+table_server(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(relid));
+	Oid			serverid;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for foreign table %u", relid);
+	serverid = ((Form_pg_foreign_table) GETSTRUCT(tup))->ftserver;
+	ReleaseSysCache(tup);
+	return serverid;
+}
+
+/*
  * Fill *view with the applier slot of (this database, server, owner) and
  * the index's status entry.  The shared state must exist.
  */
 static void
 look_up_applier(const IdxIndexDef *def, ApplierView *view)
 {
-	Oid			serverid = GetForeignTable(def->relid)->serverid;
+	Oid			serverid = table_server(def->relid);
 	Oid			ownerid = table_owner(def->relid);
 	int			i;
 

@@ -5,6 +5,7 @@
                         [--pushdown-only | --no-pushdown]
                         [--writes-only | --no-writes] [--write-rows N]
                         [--applier-only | --no-applier] [--applier-events N]
+                        [--planning-only | --no-planning]
 
 Needs the environment of `eval "$(test/env start)"` (test/bench/run provides
 it).  For each size: loads customers and movies into MongoDB database
@@ -22,7 +23,10 @@ database idxtable_bench_writes (dropped first): test/bench/results-writes.csv.
 Then the applier (applier.py: outside writes with pymongo, the change-stream
 applier's rate and lag, routed reads with index_consistency current and any) in
 database idxtable_bench_applier (dropped first): test/bench/results-applier.csv.
---writes-only and --applier-only select sections (both: both).
+Then the planning section (planning.py): the planning time of a point query on a
+table with 20 index tables against one without, in database
+idxtable_bench_planning (dropped first).  --writes-only, --applier-only and
+--planning-only select sections (several: those).
 """
 import argparse
 import os
@@ -41,6 +45,7 @@ import data  # noqa: E402
 import measure  # noqa: E402
 import mongo_client  # noqa: E402
 import pushdown  # noqa: E402
+import planning  # noqa: E402
 import report  # noqa: E402
 import scenarios  # noqa: E402
 import writes  # noqa: E402
@@ -50,6 +55,7 @@ WRITE_DB = "idxtable_bench_writes"
 WRITE_ROWS, WRITE_ROWS_QUICK = 10000, 2000     # rows per bulk insert
 WRITE_KEYED = 1000                              # rows per UPDATE / DELETE (at most rows/4)
 APPLIER_DB = "idxtable_bench_applier"
+PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
 APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 15.0, 100), (5000, 2000, 5.0, 30)
 GUC = "idxtable.enable_index_routing"
@@ -349,6 +355,25 @@ def run_applier(args, mongo):
     log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
 
 
+def run_planning(args, mongo):
+    """The planning section (planning.py), in a database of its own."""
+    log("== planning: a point query with 0 and %d index tables ==" % planning.COLUMNS)
+    recreate_database(create=False, db=PLANNING_DB)
+    mongo.drop_database(PLANNING_DB)
+    conn = setup_server(PLANNING_DB)
+    rows, lines = planning.run(conn, mongo_client.database(mongo, PLANNING_DB), args.quick, log)
+    conn.close()
+    print()
+    print("idxtable_fdw planning benchmark: EXPLAIN's planning time of a point query on a table "
+          "without index tables and on one with %d (%d documents each, ANALYZEd; mean of the "
+          "fastest 90%% of %d runs)" % (planning.COLUMNS, planning.DOCS,
+                                       planning.RUNS_QUICK if args.quick else planning.RUNS))
+    print()
+    for line in lines:
+        print(line)
+    sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default=None,
@@ -370,6 +395,9 @@ def main():
     ap.add_argument("--applier-only", action="store_true",
                     help="only the applier section (with --writes-only: those two)")
     ap.add_argument("--no-applier", action="store_true", help="no applier section")
+    ap.add_argument("--planning-only", action="store_true",
+                    help="only the planning section (planning time with 0 and 20 index tables)")
+    ap.add_argument("--no-planning", action="store_true", help="no planning section")
     ap.add_argument("--applier-events", type=int, default=None,
                     help="outside updates per burst in the applier section (default %d, "
                     "--quick %d)" % (APPLIER_RUN[1], APPLIER_RUN_QUICK[1]))
@@ -383,11 +411,14 @@ def main():
         ap.error("--writes-only and --no-writes exclude each other")
     if args.applier_only and args.no_applier:
         ap.error("--applier-only and --no-applier exclude each other")
-    if args.pushdown_only and (args.no_pushdown or args.writes_only or args.applier_only):
-        ap.error("--pushdown-only excludes --no-pushdown, --writes-only and --applier-only")
-    only = args.writes_only or args.applier_only
+    if args.planning_only and args.no_planning:
+        ap.error("--planning-only and --no-planning exclude each other")
+    if args.pushdown_only and (args.no_pushdown or args.writes_only or args.applier_only or args.planning_only):
+        ap.error("--pushdown-only excludes --no-pushdown, --writes-only, --applier-only and --planning-only")
+    only = args.writes_only or args.applier_only or args.planning_only
     do_writes = args.writes_only or not (only or args.no_writes or args.pushdown_only)
     do_applier = args.applier_only or not (only or args.no_applier or args.pushdown_only)
+    do_planning = args.planning_only or not (only or args.no_planning or args.pushdown_only)
     sizes = [QUICK_SIZE] if args.quick else \
         [int(x.replace("_", "")) for x in (args.sizes or DEFAULT_SIZES).split(",") if x]
     for var in ("MONGO_URI", "PGHOST"):
@@ -403,6 +434,8 @@ def main():
         run_writes(args, mongo)
     if do_applier:
         run_applier(args, mongo)
+    if do_planning:
+        run_planning(args, mongo)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,97 @@
+--
+-- plan_stats: planning before ANALYZE, and the per-backend cache of index
+-- definitions.  A never-analyzed table takes its size from a valid index
+-- table's entries, else from MongoDB's count of its collection, which
+-- planning never asks for itself: the next scan takes it at executor
+-- start.  A change of index_defs in another session (create_index,
+-- drop_index, a state change) is seen by the next planning here, cached
+-- plans included.
+--
+-- server mongo_nostream: no applier, so routing needs 'any'
+SET idxtable.index_consistency = 'any';
+CREATE FOREIGN TABLE ps_numbers (id int OPTIONS (field '_id'), v int, label text)
+  SERVER mongo_nostream OPTIONS (collection 'numbers');
+CREATE FOREIGN TABLE ps_people (id int OPTIONS (field '_id'), name text)
+  SERVER mongo_nostream OPTIONS (collection 'people');
+CREATE FOREIGN TABLE ps_empty (id int OPTIONS (field '_id'))
+  SERVER mongo_nostream OPTIONS (collection 'empty');
+SELECT relname, reltuples FROM pg_class
+ WHERE relname IN ('ps_numbers', 'ps_people', 'ps_empty') ORDER BY 1;
+
+-- 1. no statistics, no index table: the default size, and EXPLAIN alone
+-- never asks MongoDB; a scan does, and the next planning has the count
+EXPLAIN SELECT * FROM ps_people;
+EXPLAIN SELECT * FROM ps_people;
+SELECT count(*) FROM ps_people;
+EXPLAIN SELECT * FROM ps_people;
+-- the count is not one of the scan's round trips
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM ps_empty;
+-- an empty collection's count is not taken: it may have been filled since
+EXPLAIN SELECT * FROM ps_empty;
+
+-- 2. a valid index table: its entries are the table's size, and a
+-- selective lookup uses it without ANALYZE
+SELECT idxtable.create_index('ps_numbers', '{v}', name => 'ps_numbers_v');
+SELECT state, entries FROM idxtable.index_defs WHERE name = 'ps_numbers_v';
+EXPLAIN SELECT * FROM ps_numbers;
+EXPLAIN SELECT * FROM ps_numbers WHERE v = 3;
+SELECT count(*), min(id), max(id) FROM ps_numbers WHERE v = 3;
+SET idxtable.enable_index_routing = off;
+SELECT count(*), min(id), max(id) FROM ps_numbers WHERE v = 3;
+RESET idxtable.enable_index_routing;
+SELECT relname, reltuples FROM pg_class WHERE relname = 'ps_numbers';
+
+-- 3. changes made by another session reach this one's cache and plans
+CREATE EXTENSION dblink;
+SELECT dblink_connect('other',
+         format('dbname=%s user=%s port=%s host=%s', current_database(),
+                current_user, current_setting('port'),
+                split_part(current_setting('unix_socket_directories'), ',', 1)));
+SET plan_cache_mode = force_generic_plan;
+PREPARE ps_q(int) AS SELECT count(*) FROM ps_numbers WHERE v = $1;
+EXPLAIN (COSTS OFF) EXECUTE ps_q(3);
+EXPLAIN (COSTS OFF) SELECT * FROM ps_numbers WHERE v = 3;
+-- drop_index there: planned without the index here
+SELECT * FROM dblink('other', $$SELECT idxtable.drop_index('ps_numbers_v')::text$$)
+  AS t(dropped text);
+EXPLAIN (COSTS OFF) SELECT * FROM ps_numbers WHERE v = 3;
+EXPLAIN (COSTS OFF) EXECUTE ps_q(3);
+EXECUTE ps_q(3);
+-- create_index there: routed here again
+SELECT * FROM dblink('other',
+  $$SELECT idxtable.create_index('ps_numbers', '{v}', name => 'ps_numbers_v')$$)
+  AS t(created text);
+EXPLAIN (COSTS OFF) SELECT * FROM ps_numbers WHERE v = 3;
+EXPLAIN (COSTS OFF) EXECUTE ps_q(3);
+-- a state change by hand (as the applier makes them) there: not routed
+SELECT dblink_exec('other',
+  $$UPDATE idxtable.index_defs SET state = 'stale' WHERE name = 'ps_numbers_v'$$);
+EXPLAIN (COSTS OFF) SELECT * FROM ps_numbers WHERE v = 3;
+EXPLAIN (COSTS OFF) EXECUTE ps_q(3);
+SELECT dblink_exec('other',
+  $$UPDATE idxtable.index_defs SET state = 'valid' WHERE name = 'ps_numbers_v'$$);
+EXPLAIN (COSTS OFF) EXECUTE ps_q(3);
+EXECUTE ps_q(3);
+-- and one's own changes at once, also inside a transaction that rolls back
+BEGIN;
+UPDATE idxtable.index_defs SET state = 'stale' WHERE name = 'ps_numbers_v';
+EXPLAIN (COSTS OFF) SELECT * FROM ps_numbers WHERE v = 3;
+ROLLBACK;
+EXPLAIN (COSTS OFF) SELECT * FROM ps_numbers WHERE v = 3;
+DEALLOCATE ps_q;
+RESET plan_cache_mode;
+SELECT dblink_disconnect('other');
+DROP EXTENSION dblink;
+
+-- 4. the trigger function is index_defs' alone
+SELECT show_error('SELECT idxtable.index_defs_changed()');
+CREATE TABLE ps_other (tbl regclass);
+CREATE TRIGGER ps_other_changed AFTER INSERT ON ps_other
+  FOR EACH ROW EXECUTE FUNCTION idxtable.index_defs_changed();
+SELECT show_error($$INSERT INTO ps_other VALUES ('ps_numbers')$$);
+DROP TABLE ps_other;
+
+-- clean up
+SELECT idxtable.drop_index('ps_numbers_v');
+DROP FOREIGN TABLE ps_numbers, ps_people, ps_empty;
+RESET idxtable.index_consistency;
