@@ -1,52 +1,864 @@
 /*-------------------------------------------------------------------------
  *
  * index_agg.c
- *		  count, GROUP BY an indexed key and min/max of it answered from an index
- *		  collection (UPPERREL_GROUP_AGG; scan kind IDX_SCAN_INDEX_AGG).
- *		  Not yet built: no paths are added.
+ *		  count(*) answered from an index collection (UPPERREL_GROUP_AGG;
+ *		  scan kind IDX_SCAN_INDEX_AGG).
+ *
+ * "SELECT count(*) FROM t WHERE <conditions on an index's keys>" becomes a
+ * "count" command on the index collection, whose filter the collection's
+ * lookup index serves by itself: mongod counts index keys (COUNT_SCAN) and
+ * examines no document.  That count is the number of matching facts only
+ * where every fact has exactly one entry the filter can match and the
+ * filter is every condition of the query, exactly:
+ *
+ *	- no multi-valued key (a fact has one entry per element);
+ *	- every WHERE clause is an equality, IN list, IS NULL or range on a
+ *	  plain key column, pushed down exactly into the fact filter too (the
+ *	  fallback below), forming an equality prefix and at most one range;
+ *	- key types whose entries hold the value itself: integers, text (ranges
+ *	  only under "C"), boolean (equality), date, uuid; never timestamps,
+ *	  whose keys drop sub-millisecond digits;
+ *	- entries that are trusted as covering reads trust them: not in
+ *	  "ordered" mode (orphaned entries and claims), and with
+ *	  idxtable.index_consistency = current after the same wait for the
+ *	  applier as a routed scan (sync_wait.h).  A unique index's claim and a
+ *	  conflict's entry of the non-unique form are each the one entry of
+ *	  their fact.
+ *
+ * A table without a consistency mode of its own is planned this way; if
+ * the executor finds its server without transactions (writes "ordered"),
+ * or the index no longer valid, it counts the facts with the pushed-down
+ * filter instead, which is exact too.  Inside a MongoDB transaction the
+ * count runs as an aggregate ($match, $count), since MongoDB refuses the
+ * count command in transactions.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/stratnum.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/tlist.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
+#include "utils/ruleutils.h"
+
+#include "connection.h"
+#include "handle.h"
+#include "idxtable_fdw.h"
+#include "index_catalog.h"
+#include "index_entry.h"
+#include "index_path.h"
+#include "planner.h"
+#include "remote_error.h"
+#include "sync_wait.h"
 #include "upper.h"
+#include "xact.h"
 
 /*
- * Add the ForeignPaths that push the grouping of "input_rel" down.
+ * Elements of fdw_private after IdxPrivIndexFirst, for IDX_SCAN_INDEX_AGG.
  */
-void
-idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
-									RelOptInfo *grouped_rel, GroupPathExtraData *extra)
+enum IdxIndexAggPrivateIndex
 {
+	/* the index name (String) */
+	IdxAggPrivIndexName = IdxPrivIndexFirst,
+	/* conditions: List of integer Lists (key position, IdxCondOp, position
+	 * of the value in fdw_exprs or -1) */
+	IdxAggPrivConds,
+	/* the conditions as text, for EXPLAIN (String) */
+	IdxAggPrivCondText,
+	/* per column of fdw_scan_tlist: 1 the count, 0 a constant (Integers) */
+	IdxAggPrivOutputs
+};
+
+/* A condition on one key, found while matching the WHERE clauses */
+typedef struct AggCond
+{
+	int			keypos;
+	IdxCondOp	op;
+	Expr	   *value;			/* Const or Param; NULL for IS NULL */
+} AggCond;
+
+/*
+ * Execution state of a count from an index collection.
+ */
+typedef struct IdxIndexAggScan
+{
+	char	   *name;			/* the index's */
+	IdxIndexDef *def;			/* NULL: the facts are counted */
+	List	   *conds;
+	char	   *cond_text;
+	List	   *outputs;
+	List	   *value_exprs;	/* fdw_exprs */
+	List	   *value_states;
+	Datum	   *values;
+	bool	   *nulls;
+	bool		done;			/* the row has been returned */
+	bool		in_txn;			/* the count ran in a MongoDB transaction */
+	bool		sync_waited;
+	double		sync_wait_ms;
+	int64		count;
+	char	   *last_filter;	/* the count's filter, as JSON */
+} IdxIndexAggScan;
+
+/*
+ * Is "agg" count(*) without DISTINCT, ORDER BY or FILTER?
+ */
+static bool
+is_count_star(Node *node)
+{
+	Aggref	   *agg = (Aggref *) node;
+
+	return IsA(node, Aggref) && agg->aggfnoid == F_COUNT_ &&
+		agg->aggstar && agg->aggfilter == NULL && agg->aggdistinct == NIL &&
+		agg->aggorder == NIL && agg->agglevelsup == 0 &&
+		agg->aggsplit == AGGSPLIT_SIMPLE;
 }
 
 /*
- * GetForeignPlan of a path of idx_add_index_agg_paths().
+ * Can a key of this type be matched exactly by a condition of strategy
+ * "strategy" under collation "collid"?  Key values must be the column's
+ * values themselves (no timestamp: its keys are rounded to milliseconds),
+ * and ordered as PostgreSQL orders them for ranges.
+ */
+static bool
+exact_key_strategy(Oid keytype, int strategy, Oid collid)
+{
+	bool		range = strategy != BTEqualStrategyNumber;
+
+	switch (keytype)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case DATEOID:
+		case UUIDOID:
+			return true;
+		case BOOLOID:
+			return !range;
+		case TEXTOID:
+		case VARCHAROID:
+			if (!OidIsValid(collid))
+				return false;
+			return range ? lc_collate_is_c(collid) :
+				get_collation_isdeterministic(collid);
+		default:
+			return false;
+	}
+}
+
+/*
+ * The plain, single-valued key of "def" that "node" reads, or -1.
+ */
+static int
+key_of_var(const IdxIndexDef *def, Node *node, Index relid)
+{
+	Var		   *var = (Var *) idx_strip_relabel((Expr *) node);
+	int			k;
+
+	if (var == NULL || !IsA(var, Var) || var->varno != relid ||
+		var->varlevelsup != 0)
+		return -1;
+	for (k = 0; k < def->nkeys; k++)
+	{
+		if (def->keys[k].kind == IDX_KEY_COLUMN && !def->keys[k].multi &&
+			def->keys[k].attnum == var->varattno)
+			return k;
+	}
+	return -1;
+}
+
+/*
+ * Is "node" a value a lookup can take: a constant or an outside parameter?
+ */
+static bool
+is_value(Node *node)
+{
+	node = (Node *) idx_strip_relabel((Expr *) node);
+	return node != NULL && (IsA(node, Const) ||
+							(IsA(node, Param) &&
+							 ((Param *) node)->paramkind == PARAM_EXTERN));
+}
+
+/*
+ * Match "key op value" (or commuted) exactly.
+ */
+static bool
+match_op(const IdxIndexDef *def, OpExpr *op, Index relid, AggCond *cond)
+{
+	Node	   *left = linitial(op->args);
+	Node	   *right = lsecond(op->args);
+	Oid			opno = op->opno;
+	List	   *interps;
+	int			strategy;
+	static const IdxCondOp ops[] = {0, ICOND_LT, ICOND_LE, ICOND_EQ,
+	ICOND_GE, ICOND_GT};
+
+	if (list_length(op->args) != 2)
+		return false;
+	cond->keypos = key_of_var(def, left, relid);
+	if (cond->keypos < 0)
+	{
+		Node	   *tmp = left;
+
+		left = right;
+		right = tmp;
+		opno = get_commutator(opno);
+		cond->keypos = key_of_var(def, left, relid);
+		if (cond->keypos < 0 || !OidIsValid(opno))
+			return false;
+	}
+	if (!is_value(right) ||
+		!idx_compatible_types(def->keys[cond->keypos].keytype,
+							  exprType(right)))
+		return false;
+	interps = get_op_btree_interpretation(opno);
+	if (interps == NIL)
+		return false;
+	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	if (strategy < BTLessStrategyNumber ||
+		strategy > BTGreaterStrategyNumber ||
+		!exact_key_strategy(def->keys[cond->keypos].keytype, strategy,
+							op->inputcollid))
+		return false;
+	cond->op = ops[strategy];
+	cond->value = (Expr *) idx_strip_relabel((Expr *) right);
+	return true;
+}
+
+/*
+ * Match "key = ANY (array value)" exactly.
+ */
+static bool
+match_in(const IdxIndexDef *def, ScalarArrayOpExpr *saop, Index relid,
+		 AggCond *cond)
+{
+	Node	   *array = (Node *) idx_strip_relabel(lsecond(saop->args));
+	List	   *interps;
+
+	cond->keypos = key_of_var(def, linitial(saop->args), relid);
+	if (!saop->useOr || cond->keypos < 0 || !is_value(array) ||
+		!idx_compatible_types(def->keys[cond->keypos].keytype,
+							  get_element_type(exprType(array))))
+		return false;
+	interps = get_op_btree_interpretation(saop->opno);
+	if (interps == NIL ||
+		((OpBtreeInterpretation *) linitial(interps))->strategy !=
+		BTEqualStrategyNumber ||
+		!exact_key_strategy(def->keys[cond->keypos].keytype,
+							BTEqualStrategyNumber, saop->inputcollid))
+		return false;
+	cond->op = ICOND_IN;
+	cond->value = (Expr *) array;
+	return true;
+}
+
+/*
+ * Match one WHERE clause to a key of "def" exactly.
+ */
+static bool
+match_agg_clause(const IdxIndexDef *def, Expr *clause, Index relid,
+				 AggCond *cond)
+{
+	cond->value = NULL;
+	if (IsA(clause, OpExpr))
+		return match_op(def, (OpExpr *) clause, relid, cond);
+	if (IsA(clause, ScalarArrayOpExpr))
+		return match_in(def, (ScalarArrayOpExpr *) clause, relid, cond);
+	if (IsA(clause, NullTest) &&
+		((NullTest *) clause)->nulltesttype == IS_NULL &&
+		!((NullTest *) clause)->argisrow)
+	{
+		cond->keypos = key_of_var(def, (Node *) ((NullTest *) clause)->arg,
+								  relid);
+		cond->op = ICOND_NULL;
+		return cond->keypos >= 0;
+	}
+	return false;
+}
+
+/*
+ * Do the conditions make a lookup the index serves exactly: on each key in
+ * order one equality (=, IN, IS NULL), then on the next at most one lower
+ * and one upper bound, and nothing after?
+ */
+static bool
+conds_form_prefix(const IdxIndexDef *def, List *conds)
+{
+	int			k;
+	int			used = 0;
+
+	for (k = 0; k < def->nkeys; k++)
+	{
+		int			eq = 0,
+					lower = 0,
+					upper = 0;
+		ListCell   *lc;
+
+		foreach(lc, conds)
+		{
+			AggCond    *cond = lfirst(lc);
+
+			if (cond->keypos != k)
+				continue;
+			if (cond->op == ICOND_EQ || cond->op == ICOND_IN ||
+				cond->op == ICOND_NULL)
+				eq++;
+			else if (cond->op == ICOND_GT || cond->op == ICOND_GE)
+				lower++;
+			else
+				upper++;
+		}
+		used += eq + lower + upper;
+		if (eq == 1 && lower + upper == 0)
+			continue;
+		if (eq > 0 || lower > 1 || upper > 1)
+			return false;
+		break;
+	}
+	return used == list_length(conds);
+}
+
+/*
+ * Match every WHERE clause of "baserel" to "def"; NIL if one does not
+ * match exactly, or the index cannot count facts.
+ */
+static List *
+match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
+				  IdxRelInfo *fpinfo)
+{
+	List	   *conds = NIL;
+	ListCell   *lc;
+	int			k;
+
+	for (k = 0; k < def->nkeys; k++)
+	{
+		if (def->keys[k].multi)
+			return NIL;			/* one entry per element */
+	}
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
+		AggCond		cond;
+
+		/* the facts' filter must be exact too: the count's fallback */
+		if (rinfo->pseudoconstant ||
+			!list_member_ptr(fpinfo->remote_exact, rinfo) ||
+			!match_agg_clause(def, rinfo->clause, baserel->relid, &cond))
+			return NIL;
+		conds = lappend(conds, palloc_object(AggCond));
+		*(AggCond *) llast(conds) = cond;
+	}
+	if (conds == NIL || !conds_form_prefix(def, conds))
+		return NIL;
+	return conds;
+}
+
+/*
+ * Is the grouping target count(*)s and constants only, with no GROUP BY,
+ * HAVING or grouping sets?
+ */
+static bool
+target_is_counts(PlannerInfo *root, GroupPathExtraData *extra)
+{
+	Query	   *parse = root->parse;
+	PathTarget *target = root->upper_targets[UPPERREL_GROUP_AGG];
+	bool		any = false;
+	ListCell   *lc;
+
+	if (parse->groupClause != NIL || parse->groupingSets != NIL ||
+		extra->havingQual != NULL ||
+		extra->patype != PARTITIONWISE_AGGREGATE_NONE || target == NULL)
+		return false;
+	foreach(lc, target->exprs)
+	{
+		Node	   *node = lfirst(lc);
+
+		if (is_count_star(node))
+			any = true;
+		else if (!IsA(node, Const))
+			return false;
+	}
+	return any;
+}
+
+/*
+ * Add the ForeignPaths that push the grouping of "input_rel" down: a count
+ * from the index collection of each valid index that matches every WHERE
+ * clause exactly.
+ */
+void
+idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
+						RelOptInfo *grouped_rel, GroupPathExtraData *extra)
+{
+	IdxRelInfo *fpinfo = input_rel->fdw_private;
+	ListCell   *lc;
+
+	if (!idxtable_enable_aggregate_pushdown ||
+		input_rel->reloptkind != RELOPT_BASEREL ||
+		fpinfo->table->consistency == IDX_CONSISTENCY_ORDERED ||
+		!target_is_counts(root, extra))
+		return;
+
+	foreach(lc, fpinfo->indexes)
+	{
+		IdxIndexDef *def = lfirst(lc);
+		List	   *conds = match_all_clauses(def, input_rel, fpinfo);
+		double		entries;
+		Cost		cost;
+
+		if (conds == NIL)
+			continue;
+		entries = clamp_row_est(input_rel->tuples *
+								clauselist_selectivity(root,
+													   input_rel->baserestrictinfo,
+													   0, JOIN_INNER, NULL));
+		/* one round trip; the server reads keys only */
+		cost = ROUND_TRIP_COST + entries * INDEX_ENTRY_COST * 0.5;
+		if (grouped_rel->fdw_private == NULL)
+			grouped_rel->fdw_private = fpinfo;
+		add_path(grouped_rel, (Path *)
+				 create_foreign_upper_path(root, grouped_rel,
+										   root->upper_targets[UPPERREL_GROUP_AGG],
+										   1, cost, cost, NIL, NULL,
+										   list_make4(makeInteger(IDX_UPPER_INDEX_AGG),
+													  makeString(def->name),
+													  conds,
+													  makeInteger(input_rel->relid))));
+	}
+}
+
+/*
+ * The index definition of the table named "name" among "indexes", or NULL.
+ */
+static IdxIndexDef *
+index_named(List *indexes, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, indexes)
+	{
+		if (strcmp(((IdxIndexDef *) lfirst(lc))->name, name) == 0)
+			return lfirst(lc);
+	}
+	return NULL;
+}
+
+/*
+ * GetForeignPlan of a path of idx_add_index_agg_paths(): the common
+ * fdw_private prefix (the pushed-down clauses, for the fallback), then the
+ * index, its conditions and what each output column is.
  */
 ForeignScan *
 idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 				   List *tlist, List *scan_clauses, Plan *outer_plan)
 {
-	elog(ERROR, "idxtable_fdw: this aggregate pushdown is not built yet");
-	return NULL;				/* keep compiler quiet */
+	RelOptInfo *baserel = find_base_rel(root,
+										intVal(lfourth(best_path->fdw_private)));
+	IdxRelInfo *fpinfo = baserel->fdw_private;
+	IdxIndexDef *def = index_named(fpinfo->indexes,
+								   strVal(lsecond(best_path->fdw_private)));
+	List	   *remote_conds = NIL;
+	List	   *fdw_exprs;
+	List	   *fdw_private;
+	List	   *conds = NIL;
+	List	   *outputs = NIL;
+	List	   *scan_tlist;
+	List	   *context;
+	StringInfoData text;
+	ListCell   *lc;
+
+	Assert(def != NULL);
+	foreach(lc, baserel->baserestrictinfo)
+		remote_conds = lappend(remote_conds,
+							   lfirst_node(RestrictInfo, lc)->clause);
+	fdw_exprs = idx_collect_params(remote_conds);
+	fdw_private = list_make5(makeInteger(IDX_SCAN_INDEX_AGG), remote_conds,
+							 makeInteger(baserel->relid), NIL,
+							 makeInteger(-1));
+	fdw_private = lappend(fdw_private, makeInteger(list_length(fdw_exprs)));
+	fdw_private = lappend(fdw_private, NIL);	/* IdxPrivSort */
+	fdw_private = lappend(fdw_private, makeInteger(-1));	/* IdxPrivLimit */
+	fdw_private = lappend(fdw_private, makeInteger(0));	/* IdxPrivOffset */
+
+	foreach(lc, (List *) lthird(best_path->fdw_private))
+	{
+		AggCond    *cond = lfirst(lc);
+		int			exprpos = -1;
+
+		if (cond->value)
+		{
+			fdw_exprs = lappend(fdw_exprs, cond->value);
+			exprpos = list_length(fdw_exprs) - 1;
+		}
+		conds = lappend(conds, list_make3_int(cond->keypos, cond->op, exprpos));
+	}
+
+	context = deparse_context_for(get_rel_name(def->relid), def->relid);
+	initStringInfo(&text);
+	foreach(lc, remote_conds)
+		appendStringInfo(&text, "%s%s", text.len > 0 ? " AND " : "",
+						 deparse_expression(lfirst(lc), context, false, false));
+
+	scan_tlist = add_to_flat_tlist(NIL,
+								   root->upper_targets[UPPERREL_GROUP_AGG]->exprs);
+	foreach(lc, scan_tlist)
+		outputs = lappend(outputs,
+						  makeInteger(is_count_star((Node *) lfirst_node(TargetEntry, lc)->expr)));
+
+	fdw_private = lappend(fdw_private, makeString(def->name));
+	fdw_private = lappend(fdw_private, conds);
+	fdw_private = lappend(fdw_private, makeString(text.data));
+	fdw_private = lappend(fdw_private, outputs);
+
+	return make_foreignscan(tlist, NIL, 0, fdw_exprs, fdw_private,
+							scan_tlist, NIL, outer_plan);
 }
 
 /*
- * Executor start of a scan of this kind.
+ * Executor start: the index (if it is still valid, and the table's writes
+ * keep its entries exact), the values, and with
+ * idxtable.index_consistency = current the wait for the applier.
  */
 void
 idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 {
-	elog(ERROR, "idxtable_fdw: this aggregate pushdown is not built yet");
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	IdxIndexAggScan *ia = palloc0(sizeof(IdxIndexAggScan));
+	int			nexprs = list_length(plan->fdw_exprs);
+	char	   *name = strVal(list_nth(plan->fdw_private, IdxAggPrivIndexName));
+
+	ia->conds = list_nth(plan->fdw_private, IdxAggPrivConds);
+	ia->cond_text = strVal(list_nth(plan->fdw_private, IdxAggPrivCondText));
+	ia->outputs = list_nth(plan->fdw_private, IdxAggPrivOutputs);
+	ia->value_exprs = plan->fdw_exprs;
+	ia->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
+	ia->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
+	ia->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
+	ia->name = name;
+	state->index_agg = ia;
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;					/* EXPLAIN talks to no server */
+
+	/* an index that is gone or not the table's: count the facts instead */
+	ia->def = index_named(idx_valid_indexes(state->info->relid,
+											idx_scan_user(node)), name);
+	if (ia->def != NULL &&
+		idx_xact_mode(state->info, state->client,
+					  state->server->servername) == IDX_CONSISTENCY_ORDERED)
+		ia->def = NULL;			/* entries may be orphans */
+	if (ia->def != NULL)
+		ia->sync_waited = idx_sync_wait_for_read(ia->def, state->client,
+												 state->server->servername,
+												 &ia->sync_wait_ms);
 }
 
 /*
- * The next row, or an empty slot at the end.
+ * Append the values of an IN list as key values; false if it holds none
+ * (NULL elements never match).
+ */
+static bool
+append_in_list(bson_t *doc, Datum arraydatum)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems,
+				i;
+	uint32		n = 0;
+	bson_t		list;
+
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
+					  &elems, &nulls, &nelems);
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
+	for (i = 0; i < nelems; i++)
+	{
+		char		key[16];
+
+		if (nulls[i])
+			continue;
+		snprintf(key, sizeof(key), "%u", n++);
+		idx_append_key_value(&list, key, elems[i], elemtype, false);
+	}
+	idx_check_append(bson_append_array_end(doc, &list));
+	return n > 0;
+}
+
+/*
+ * Append one condition's operator and value to the key's sub-document.
+ * Returns false when it can match nothing (a NULL value, an empty list).
+ */
+static bool
+append_cond(IdxIndexAggScan *ia, bson_t *child, IdxCondOp op, int exprpos)
+{
+	static const char *const ops[] = {"$eq", "$in", "$eq", "$lt", "$lte", "$gt", "$gte"};
+
+	if (op == ICOND_NULL)
+	{
+		idx_check_append(BSON_APPEND_NULL(child, "$eq"));
+		return true;
+	}
+	if (ia->nulls[exprpos])
+		return false;
+	if (op == ICOND_IN)
+		return append_in_list(child, ia->values[exprpos]);
+	idx_append_key_value(child, ops[op], ia->values[exprpos],
+						 exprType(list_nth(ia->value_exprs, exprpos)), false);
+	return true;
+}
+
+/*
+ * Build the count's filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a, $lt:
+ * b}} from the conditions and this execution's values, in key order, as
+ * the lookup of a routed scan does.  Returns false, leaving "filter"
+ * unfinished, when the conditions can match nothing.
+ */
+static bool
+build_count_filter(IdxIndexAggScan *ia, bson_t *filter)
+{
+	int			k;
+	int			done = 0;
+
+	for (k = 0; done < list_length(ia->conds); k++)
+	{
+		bson_t		child;
+		bool		any = false;
+		ListCell   *lc;
+
+		foreach(lc, ia->conds)
+		{
+			List	   *cond = lfirst(lc);
+
+			if (linitial_int(cond) != k)
+				continue;
+			if (!any)
+				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter,
+															psprintf("_id.%s", idx_key_field(k)),
+															&child));
+			any = true;
+			done++;
+			if (!append_cond(ia, &child, lsecond_int(cond), lthird_int(cond)))
+				return false;
+		}
+		if (any)
+			idx_check_append(bson_append_document_end(filter, &child));
+	}
+	return true;
+}
+
+/*
+ * Run "command" on "database" as a read (the scan's read preference, in
+ * the session of an open MongoDB transaction); the reply is a heap copy
+ * owned by the current memory context through *handle.
+ */
+static bson_t *
+run_read(IdxScanState *state, const char *database, const bson_t *command,
+		 const char *what, IdxHandle **handle)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_t	   *owned;
+	bson_error_t error;
+	bool		ok;
+	uint64	   *previous;
+
+	idx_xact_append_session(state->client, &opts);
+	previous = idx_count_round_trips(&state->round_trips);
+	ok = mongoc_client_read_command_with_opts(state->client, database,
+											  command, state->read_prefs,
+											  &opts, &reply, &error);
+	idx_count_round_trips(previous);
+	bson_destroy(&opts);
+	if (!ok)
+	{
+		owned = idx_own_reply(&reply);
+		idx_merge_reply_error(&error, owned);
+		idx_report_error(&error, state->server->servername, what);
+	}
+	owned = bson_copy(&reply);
+	bson_destroy(&reply);
+	*handle = idx_own_bson(owned);
+	return owned;
+}
+
+/*
+ * The number a count reply holds: "n" of a count command, or "n" of the
+ * first document of an aggregate's first batch (none: 0).
+ */
+static int64
+reply_count(const bson_t *reply, bool aggregate, const char *what,
+			const char *servername)
+{
+	bson_iter_t iter;
+
+	if (aggregate)
+	{
+		bson_iter_t batch;
+
+		if (!bson_iter_init_find(&iter, reply, "cursor") ||
+			!BSON_ITER_HOLDS_DOCUMENT(&iter) ||
+			!bson_iter_recurse(&iter, &batch) ||
+			!bson_iter_find(&batch, "firstBatch") ||
+			!BSON_ITER_HOLDS_ARRAY(&batch) ||
+			!bson_iter_recurse(&batch, &iter))
+			goto bad;
+		if (!bson_iter_next(&iter))
+			return 0;			/* $count of nothing gives no document */
+		if (!BSON_ITER_HOLDS_DOCUMENT(&iter) ||
+			!bson_iter_recurse(&iter, &batch) ||
+			!bson_iter_find(&batch, "n"))
+			goto bad;
+		iter = batch;
+	}
+	else if (!bson_iter_init_find(&iter, reply, "n"))
+		goto bad;
+	if ((BSON_ITER_HOLDS_INT32(&iter) || BSON_ITER_HOLDS_INT64(&iter)) &&
+		bson_iter_as_int64(&iter) >= 0)
+		return bson_iter_as_int64(&iter);
+bad:
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("MongoDB server \"%s\" sent a reply without a count while %s",
+					servername, what)));
+	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * Count the documents of "collection" matching "filter": a count command,
+ * or inside a MongoDB transaction (which refuses count) an aggregate with
+ * $match and $count.
+ */
+static int64
+count_documents(IdxScanState *state, const char *database,
+				const char *collection, const bson_t *filter)
+{
+	bson_t	   *command = bson_new();
+	IdxHandle  *owned = idx_own_bson(command);
+	bool		aggregate = idx_xact_client_busy(state->client);
+	char	   *what = psprintf("counting collection \"%s\" of database \"%s\"",
+								collection, database);
+	bson_t	   *reply;
+	IdxHandle  *reply_owned;
+	int64		n;
+
+	if (aggregate)
+	{
+		bson_t		pipeline,
+					stage,
+					child;
+
+		idx_check_append(BSON_APPEND_UTF8(command, "aggregate", collection));
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(command, "pipeline", &pipeline));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage));
+		idx_check_append(BSON_APPEND_DOCUMENT(&stage, "$match", filter));
+		idx_check_append(bson_append_document_end(&pipeline, &stage));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "1", &stage));
+		idx_check_append(BSON_APPEND_UTF8(&stage, "$count", "n"));
+		idx_check_append(bson_append_document_end(&pipeline, &stage));
+		idx_check_append(bson_append_array_end(command, &pipeline));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(command, "cursor", &child));
+		idx_check_append(bson_append_document_end(command, &child));
+	}
+	else
+	{
+		idx_check_append(BSON_APPEND_UTF8(command, "count", collection));
+		idx_check_append(BSON_APPEND_DOCUMENT(command, "query", filter));
+	}
+	reply = run_read(state, database, command, what, &reply_owned);
+	n = reply_count(reply, aggregate, what, state->server->servername);
+	idx_release(reply_owned);
+	idx_release(owned);
+	return n;
+}
+
+/*
+ * Run this execution's count: on the index collection, or (no usable
+ * index) on the facts with the pushed-down filter.
+ */
+static int64
+run_count(ForeignScanState *node, IdxScanState *state, IdxIndexAggScan *ia)
+{
+	bson_t	   *filter = bson_new();
+	IdxHandle  *owned = idx_own_bson(filter);
+	int64		n = 0;
+
+	idx_eval_exprs(node, ia->value_states, ia->values, ia->nulls);
+	ia->in_txn = idx_xact_client_busy(state->client);
+	if (ia->def == NULL)
+	{
+		idx_eval_exprs(node, state->param_states, state->params.values,
+					   state->params.nulls);
+		idx_build_filter(filter, state->remote_conds, state->relid,
+						 state->info, &state->params);
+		ia->last_filter = idx_bson_as_json(filter);
+		n = count_documents(state, state->info->database,
+							state->info->collection, filter);
+	}
+	else if (build_count_filter(ia, filter))
+	{
+		ia->last_filter = idx_bson_as_json(filter);
+		n = count_documents(state, ia->def->database, ia->def->collection,
+							filter);
+	}
+	else
+		ia->last_filter = NULL; /* matches nothing: no round trip */
+	idx_release(owned);
+	return n;
+}
+
+/*
+ * The one row: each column the count or its constant.
  */
 TupleTableSlot *
 idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
 {
-	return ExecClearTuple(node->ss.ss_ScanTupleSlot);
+	IdxIndexAggScan *ia = state->index_agg;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	MemoryContext oldcxt;
+	ListCell   *lc,
+			   *lc2;
+	int			i = 0;
+
+	ExecClearTuple(slot);
+	if (ia->done)
+		return slot;
+	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	ia->count = run_count(node, state, ia);
+	MemoryContextSwitchTo(oldcxt);
+	ia->done = true;
+
+	forboth(lc, ia->outputs, lc2, plan->fdw_scan_tlist)
+	{
+		Expr	   *expr = lfirst_node(TargetEntry, lc2)->expr;
+
+		if (intVal(lfirst(lc)))
+		{
+			slot->tts_values[i] = Int64GetDatum(ia->count);
+			slot->tts_isnull[i] = false;
+		}
+		else
+		{
+			slot->tts_values[i] = ((Const *) expr)->constvalue;
+			slot->tts_isnull[i] = ((Const *) expr)->constisnull;
+		}
+		i++;
+	}
+	return ExecStoreVirtualTuple(slot);
 }
 
 /*
@@ -55,10 +867,11 @@ idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
 void
 idx_index_agg_scan_rescan(IdxScanState *state)
 {
+	state->index_agg->done = false;
 }
 
 /*
- * Release what the scan holds.
+ * Release what the scan holds: nothing outlives run_count().
  */
 void
 idx_index_agg_scan_end(IdxScanState *state)
@@ -66,9 +879,26 @@ idx_index_agg_scan_end(IdxScanState *state)
 }
 
 /*
- * EXPLAIN of the scan.
+ * EXPLAIN: the index and its conditions; VERBOSE the count's filter once
+ * run; ANALYZE the wait, the count and the round trips.
  */
 void
 idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
 {
+	IdxIndexAggScan *ia = state->index_agg;
+
+	ExplainPropertyText("Index Table", psprintf("%s (count)", ia->name), es);
+	ExplainPropertyText("Index Cond", ia->cond_text, es);
+	if (!es->analyze)
+		return;
+	if (ia->done && ia->def == NULL)
+		ExplainPropertyText("Counted", "facts (the index cannot count them)",
+							es);
+	if (es->verbose && ia->last_filter)
+		ExplainPropertyText("MongoDB Count Filter", ia->last_filter, es);
+	if (ia->sync_waited && es->timing)
+		ExplainPropertyFloat("Sync Wait", "ms", ia->sync_wait_ms, 3, es);
+	ExplainPropertyText("Command", ia->in_txn ? "aggregate ($count)" : "count",
+						es);
+	ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 }
