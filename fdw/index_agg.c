@@ -48,8 +48,11 @@
 #include "optimizer/tlist.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
+#include "utils/plancache.h"
 #include "utils/ruleutils.h"
 
 #include "connection.h"
@@ -77,7 +80,10 @@ enum IdxIndexAggPrivateIndex
 	/* the conditions as text, for EXPLAIN (String) */
 	IdxAggPrivCondText,
 	/* per column of fdw_scan_tlist: 1 the count, 0 a constant (Integers) */
-	IdxAggPrivOutputs
+	IdxAggPrivOutputs,
+	/* 1 if counting the facts with the pushed-down filter is exact as long
+	 * as the parameter values are exact in BSON (Integer) */
+	IdxAggPrivFactsExact
 };
 
 /* A condition on one key, found while matching the WHERE clauses */
@@ -86,6 +92,7 @@ typedef struct AggCond
 	int			keypos;
 	IdxCondOp	op;
 	Expr	   *value;			/* Const or Param; NULL for IS NULL */
+	Expr	   *clause;			/* the WHERE clause it comes from */
 } AggCond;
 
 /*
@@ -102,7 +109,9 @@ typedef struct IdxIndexAggScan
 	List	   *value_states;
 	Datum	   *values;
 	bool	   *nulls;
+	bool		facts_exact;	/* the plan's IdxAggPrivFactsExact */
 	bool		done;			/* the row has been returned */
+	bool		ran;			/* a command was sent */
 	bool		in_txn;			/* the count ran in a MongoDB transaction */
 	bool		sync_waited;
 	double		sync_wait_ms;
@@ -175,6 +184,17 @@ key_of_var(const IdxIndexDef *def, Node *node, Index relid)
 			return k;
 	}
 	return -1;
+}
+
+/*
+ * Is key "keypos" of "def" text?
+ */
+static bool
+is_text_key(const IdxIndexDef *def, int keypos)
+{
+	Oid			type = def->keys[keypos].keytype;
+
+	return type == TEXTOID || type == VARCHAROID;
 }
 
 /*
@@ -270,6 +290,19 @@ match_agg_clause(const IdxIndexDef *def, Expr *clause, Index relid,
 				 AggCond *cond)
 {
 	cond->value = NULL;
+	if (IsA(clause, Var) || is_notclause(clause))
+	{
+		/* a boolean key alone (true) or under NOT (false) */
+		Node	   *arg = IsA(clause, Var) ? (Node *) clause :
+		(Node *) get_notclausearg(clause);
+
+		cond->keypos = key_of_var(def, arg, relid);
+		if (cond->keypos < 0 || def->keys[cond->keypos].keytype != BOOLOID)
+			return false;
+		cond->op = ICOND_EQ;
+		cond->value = (Expr *) makeBoolConst(IsA(clause, Var), false);
+		return true;
+	}
 	if (IsA(clause, OpExpr))
 		return match_op(def, (OpExpr *) clause, relid, cond);
 	if (IsA(clause, ScalarArrayOpExpr))
@@ -329,12 +362,24 @@ conds_form_prefix(const IdxIndexDef *def, List *conds)
 }
 
 /*
+ * list_sort comparator: conditions in key order.
+ */
+static int
+cond_cmp(const ListCell *a, const ListCell *b)
+{
+	return ((AggCond *) lfirst(a))->keypos - ((AggCond *) lfirst(b))->keypos;
+}
+
+/*
  * Match every WHERE clause of "baserel" to "def"; NIL if one does not
- * match exactly, or the index cannot count facts.
+ * match exactly, or the index cannot count facts.  *facts_exact says
+ * whether counting the facts with the pushed-down filter is exact too
+ * (the fallback of idx_index_agg_scan_begin): every clause pushed down
+ * exactly, or only for being a parameter, whose value is checked then.
  */
 static List *
 match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
-				  IdxRelInfo *fpinfo)
+				  IdxRelInfo *fpinfo, bool *facts_exact)
 {
 	List	   *conds = NIL;
 	ListCell   *lc;
@@ -345,21 +390,29 @@ match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
 		if (def->keys[k].multi)
 			return NIL;			/* one entry per element */
 	}
+	*facts_exact = true;
 	foreach(lc, baserel->baserestrictinfo)
 	{
 		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
 		AggCond		cond;
 
-		/* the facts' filter must be exact too: the count's fallback */
 		if (rinfo->pseudoconstant ||
-			!list_member_ptr(fpinfo->remote_exact, rinfo) ||
+			list_member_ptr(fpinfo->local_conds, rinfo) ||
 			!match_agg_clause(def, rinfo->clause, baserel->relid, &cond))
 			return NIL;
+		/* a lossy text range lets other types through; a Param is checked */
+		if (!list_member_ptr(fpinfo->remote_exact, rinfo) &&
+			!(cond.value && IsA(cond.value, Param) &&
+			  (cond.op == ICOND_EQ || cond.op == ICOND_IN ||
+			   !is_text_key(def, cond.keypos))))
+			*facts_exact = false;
+		cond.clause = rinfo->clause;
 		conds = lappend(conds, palloc_object(AggCond));
 		*(AggCond *) llast(conds) = cond;
 	}
 	if (conds == NIL || !conds_form_prefix(def, conds))
 		return NIL;
+	list_sort(conds, cond_cmp);
 	return conds;
 }
 
@@ -412,11 +465,20 @@ idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 	foreach(lc, fpinfo->indexes)
 	{
 		IdxIndexDef *def = lfirst(lc);
-		List	   *conds = match_all_clauses(def, input_rel, fpinfo);
+		bool		facts_exact;
+		List	   *conds = match_all_clauses(def, input_rel, fpinfo,
+											  &facts_exact);
 		double		entries;
 		Cost		cost;
 
-		if (conds == NIL)
+		/*
+		 * A table without a consistency mode of its own finds out at
+		 * executor start whether its server writes "ordered"; then the facts
+		 * are counted instead, which must be exact.
+		 */
+		if (conds == NIL ||
+			(!facts_exact &&
+			 fpinfo->table->consistency == IDX_CONSISTENCY_DEFAULT))
 			continue;
 		entries = clamp_row_est(input_rel->tuples *
 								clauselist_selectivity(root,
@@ -430,10 +492,11 @@ idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 				 create_foreign_upper_path(root, grouped_rel,
 										   root->upper_targets[UPPERREL_GROUP_AGG],
 										   1, cost, cost, NIL, NULL,
-										   list_make4(makeInteger(IDX_UPPER_INDEX_AGG),
+										   list_make5(makeInteger(IDX_UPPER_INDEX_AGG),
 													  makeString(def->name),
 													  conds,
-													  makeInteger(input_rel->relid))));
+													  makeInteger(input_rel->relid),
+													  makeInteger(facts_exact))));
 	}
 }
 
@@ -505,9 +568,15 @@ idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 
 	context = deparse_context_for(get_rel_name(def->relid), def->relid);
 	initStringInfo(&text);
-	foreach(lc, remote_conds)
+	foreach(lc, (List *) lthird(best_path->fdw_private))
+	{
+		Node	   *clause = copyObject((Node *) ((AggCond *) lfirst(lc))->clause);
+
+		/* the context names the table as range table entry 1 */
+		ChangeVarNodes(clause, baserel->relid, 1, 0);
 		appendStringInfo(&text, "%s%s", text.len > 0 ? " AND " : "",
-						 deparse_expression(lfirst(lc), context, false, false));
+						 deparse_expression(clause, context, false, false));
+	}
 
 	scan_tlist = add_to_flat_tlist(NIL,
 								   root->upper_targets[UPPERREL_GROUP_AGG]->exprs);
@@ -519,6 +588,7 @@ idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 	fdw_private = lappend(fdw_private, conds);
 	fdw_private = lappend(fdw_private, makeString(text.data));
 	fdw_private = lappend(fdw_private, outputs);
+	fdw_private = lappend(fdw_private, list_nth(best_path->fdw_private, 4));
 
 	return make_foreignscan(tlist, NIL, 0, fdw_exprs, fdw_private,
 							scan_tlist, NIL, outer_plan);
@@ -540,6 +610,7 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
 	ia->conds = list_nth(plan->fdw_private, IdxAggPrivConds);
 	ia->cond_text = strVal(list_nth(plan->fdw_private, IdxAggPrivCondText));
 	ia->outputs = list_nth(plan->fdw_private, IdxAggPrivOutputs);
+	ia->facts_exact = intVal(list_nth(plan->fdw_private, IdxAggPrivFactsExact));
 	ia->value_exprs = plan->fdw_exprs;
 	ia->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	ia->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
@@ -755,6 +826,7 @@ count_documents(IdxScanState *state, const char *database,
 	IdxHandle  *reply_owned;
 	int64		n;
 
+	state->index_agg->ran = true;
 	if (aggregate)
 	{
 		bson_t		pipeline,
@@ -786,6 +858,67 @@ count_documents(IdxScanState *state, const char *database,
 }
 
 /*
+ * Is a parameter value (an array: each element) exact in BSON?
+ */
+static bool
+param_is_exact(Oid type, Datum value)
+{
+	Oid			elemtype = get_element_type(type);
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems,
+				i;
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+
+	if (!OidIsValid(elemtype))
+		return idx_datum_is_exact_in_bson(value, type);
+	arr = DatumGetArrayTypeP(value);
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
+					  &elems, &nulls, &nelems);
+	for (i = 0; i < nelems; i++)
+	{
+		if (!nulls[i] && !idx_datum_is_exact_in_bson(elems[i], elemtype))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Before counting the facts instead of the entries: is that exact?  Only
+ * if the plan says so and this execution's parameter values are exact in
+ * BSON (an inexact one makes the pushed-down filter match everything).
+ * Otherwise the query fails, and cached plans are dropped.
+ */
+static void
+check_facts_countable(IdxScanState *state, IdxIndexAggScan *ia)
+{
+	bool		exact = ia->facts_exact;
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, state->params.params)
+	{
+		if (!state->params.nulls[i] &&
+			!param_is_exact(exprType(lfirst(lc)), state->params.values[i]))
+			exact = false;
+		i++;
+	}
+	if (exact)
+		return;
+	ResetPlanCache();
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot count the rows of foreign table \"%s\" through index table \"%s\"",
+					state->info->relname, ia->name),
+			 errdetail("The index table cannot be read now, and the conditions pushed down to the facts do not select the rows exactly."),
+			 errhint("Run the query again, or with idxtable.enable_aggregate_pushdown off.")));
+}
+
+/*
  * Run this execution's count: on the index collection, or (no usable
  * index) on the facts with the pushed-down filter.
  */
@@ -802,6 +935,7 @@ run_count(ForeignScanState *node, IdxScanState *state, IdxIndexAggScan *ia)
 	{
 		idx_eval_exprs(node, state->param_states, state->params.values,
 					   state->params.nulls);
+		check_facts_countable(state, ia);
 		idx_build_filter(filter, state->remote_conds, state->relid,
 						 state->info, &state->params);
 		ia->last_filter = idx_bson_as_json(filter);
@@ -898,7 +1032,8 @@ idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
 		ExplainPropertyText("MongoDB Count Filter", ia->last_filter, es);
 	if (ia->sync_waited && es->timing)
 		ExplainPropertyFloat("Sync Wait", "ms", ia->sync_wait_ms, 3, es);
-	ExplainPropertyText("Command", ia->in_txn ? "aggregate ($count)" : "count",
-						es);
+	if (ia->ran)
+		ExplainPropertyText("Command",
+							ia->in_txn ? "aggregate ($count)" : "count", es);
 	ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 }
