@@ -39,6 +39,7 @@ OBJS = \
 	fdw/import.o \
 	fdw/index_catalog.o \
 	fdw/index_entry.o \
+	fdw/index_collate.o \
 	fdw/index_ddl.o \
 	fdw/index_owner.o \
 	fdw/index_build.o \
@@ -59,13 +60,16 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxagg
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_idxagg
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)
 MONGOC_LIBS := $(shell pkg-config --libs libmongoc-1.0)
 PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw -I$(srcdir)/fdw/sync
-SHLIB_LINK = $(MONGOC_LIBS)
+# ICU sort keys of text index keys (index_collate.c): the library the
+# server was built with
+ICU_LIBS := $(shell pkg-config --libs icu-i18n icu-uc 2>/dev/null)
+SHLIB_LINK = $(MONGOC_LIBS) $(ICU_LIBS)
 
 EXTRA_CLEAN = results regression.diffs regression.out
 

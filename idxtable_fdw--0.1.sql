@@ -47,7 +47,16 @@ CREATE TABLE idxtable.index_defs (
   -- the MongoDB cluster time, packed as (seconds << 32) | increment, from
   -- which the change-stream applier re-applies the writes of any client to
   -- this index: taken before its build read the facts; NULL if unknown
-  sync_from bigint
+  sync_from bigint,
+  -- per key: the collation whose sort keys the entries hold (a text key
+  -- under a collation that does not order as bytes do), else NULL; NULL
+  -- for no such key
+  key_collations regcollation[],
+  -- per key: that collation's version (idxtable.collation_version) when
+  -- the entries were written; another version makes the index stale for
+  -- reads until verify_index finds it intact, or repair_index or
+  -- rebuild_index rewrites it
+  collation_versions text[]
 );
 
 COMMENT ON TABLE idxtable.index_defs IS
@@ -80,9 +89,26 @@ CREATE POLICY conflicts_readable ON idxtable.conflicts FOR SELECT
                     AND pg_catalog.has_table_privilege(d.tbl, 'SELECT')));
 GRANT SELECT ON idxtable.conflicts TO PUBLIC;
 
+-- The version of a collation as its provider reports it now (the database
+-- default's included, which pg_collation_actual_version leaves NULL)
+CREATE FUNCTION idxtable.collation_version(regcollation)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idxtable_collation_version'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
 CREATE VIEW idxtable.indexes AS
   SELECT name, tbl AS "table", keys, include, is_unique AS "unique",
-         collection, state, entries
+         collection,
+         CASE WHEN state OPERATOR(pg_catalog.=) 'valid' AND EXISTS (
+                SELECT 1
+                  FROM ROWS FROM (pg_catalog.unnest(key_collations),
+                                  pg_catalog.unnest(collation_versions))
+                       AS c(coll, version)
+                 WHERE c.coll IS NOT NULL
+                   AND c.version IS DISTINCT FROM
+                       idxtable.collation_version(c.coll))
+              THEN 'stale' ELSE state END AS state,
+         entries
     FROM idxtable.index_defs;
 
 GRANT USAGE ON SCHEMA idxtable TO PUBLIC;

@@ -41,15 +41,18 @@
 #include "parser/scansup.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/uuid.h"
 
 #include "convert.h"
 #include "index_catalog.h"
+#include "index_collate.h"
 #include "index_ddl.h"
 #include "index_entry.h"
 #include "index_owner.h"
@@ -361,6 +364,7 @@ resolve_key(TupleDesc tupdesc, const char *relname, const char *spec,
 							 pstrdup("lower() and upper() keys need a text or varchar column."));
 		key->keytype = TEXTOID; /* what lower() and upper() return */
 	}
+	key->sortcoll = idx_key_sortcoll(key);
 
 	if (normalized)
 		*normalized = normalize_key_spec(kind, colname);
@@ -561,6 +565,8 @@ typedef struct DefRow
 	int			nkeys;
 	char	  **includes;
 	int			ninclude;
+	Datum		key_collations;	/* regcollation[], or 0 (NULL) */
+	Datum		collation_versions; /* text[], or 0 (NULL) */
 } DefRow;
 
 /*
@@ -601,6 +607,13 @@ row_to_definition(Datum *values, bool *nulls, Oid relid)
 									   &row->nkeys);
 	row->includes = text_array_strings(values[Anum_index_defs_include - 1],
 									   &row->ninclude);
+	/* copies: the tuple's page is released before the keys are resolved */
+	if (!nulls[Anum_index_defs_key_collations - 1])
+		row->key_collations =
+			datumCopy(values[Anum_index_defs_key_collations - 1], false, -1);
+	if (!nulls[Anum_index_defs_collation_versions - 1])
+		row->collation_versions =
+			datumCopy(values[Anum_index_defs_collation_versions - 1], false, -1);
 	return row;
 }
 
@@ -636,6 +649,68 @@ resolve_row(DefRow *row, Relation ftrel, const char *collection)
 		if (def->state != IDX_STATE_FAILED)
 			warn_unusable(def, RelationGetRelationName(ftrel), &err);
 		def->state = IDX_STATE_FAILED;
+	}
+}
+
+/*
+ * Give the resolved keys of a row the collations their entries were
+ * written under (not the columns' current ones: entries keep their form
+ * until rebuilt), and see whether a collation's version has changed since.
+ */
+static void
+apply_key_collations(DefRow *row, const char *relname)
+{
+	IdxIndexDef *def = row->def;
+	Datum	   *colls = NULL;
+	bool	   *collnulls = NULL;
+	char	  **versions = NULL;
+	int			ncolls = 0;
+	int			nversions = 0;
+	int			k;
+
+	if (row->key_collations)
+		deconstruct_array(DatumGetArrayTypeP(row->key_collations),
+						  REGCOLLATIONOID, sizeof(Oid), true, TYPALIGN_INT,
+						  &colls, &collnulls, &ncolls);
+	if (row->collation_versions)
+	{
+		Datum	   *elems;
+		bool	   *elemnulls;
+
+		deconstruct_array(DatumGetArrayTypeP(row->collation_versions),
+						  TEXTOID, -1, false, TYPALIGN_INT,
+						  &elems, &elemnulls, &nversions);
+		versions = palloc0(sizeof(char *) * Max(nversions, 1));
+		for (k = 0; k < nversions; k++)
+			versions[k] = elemnulls[k] ? NULL : TextDatumGetCString(elems[k]);
+	}
+	for (k = 0; k < def->nkeys; k++)
+	{
+		IdxIndexKey *key = &def->keys[k];
+		const char *now;
+		const char *then;
+
+		key->sortcoll = InvalidOid;
+		if (k >= ncolls || collnulls[k] || key->kind != IDX_KEY_COLUMN ||
+			key->multi ||
+			(key->keytype != TEXTOID && key->keytype != VARCHAROID))
+			continue;
+		key->sortcoll = DatumGetObjectId(colls[k]);
+		if (!SearchSysCacheExists1(COLLOID, colls[k]))
+		{
+			IdxDefError err;
+
+			err.message = psprintf("the collation of its key \"%s\" no longer exists",
+								   get_attname(def->relid, key->attnum, false));
+			warn_unusable(def, relname, &err);
+			def->state = IDX_STATE_FAILED;
+			return;
+		}
+		now = idx_collation_version(key->sortcoll);
+		then = k < nversions ? versions[k] : NULL;
+		if ((now == NULL) != (then == NULL) ||
+			(now && strcmp(now, then) != 0))
+			def->collation_changed = true;
 	}
 }
 
@@ -702,6 +777,8 @@ idx_get_indexes(Oid relid, Oid userid)
 
 			row->def->database = database;
 			resolve_row(row, ftrel, collection);
+			if (row->def->state != IDX_STATE_FAILED)
+				apply_key_collations(row, RelationGetRelationName(ftrel));
 			result = lappend(result, row->def);
 		}
 		table_close(ftrel, AccessShareLock);

@@ -10,13 +10,18 @@
  *
  *	{ _id: { k0: <key 0>, k1: <key 1>, ..., id: <fact _id> },
  *	  id: <fact _id>,
- *	  v: { i0: <included column 0>, i1: ... } }		-- only with INCLUDE
+ *	  v: { i0: <included column 0>, i1: ...,			-- INCLUDE columns
+ *		   c0: <text of key 0>, ... } }				-- sort-key keys
  *
  * For a unique index whose key has no NULL component the _id is
  * { k0: ..., k1: ... } without "id", so MongoDB's own _id index rejects a
  * second fact with the same key.  Keys are BSON values written by the FDW
  * from PostgreSQL datums (integers as int64, text as strings, ...), so all
  * entries of one index compare within one BSON type per key component.
+ * A text key under a collation that does not order as bytes do holds the
+ * collation's sort key followed by the text (index_collate.h), and the
+ * text alone in "v.c<k>" for covering reads; "v" is there only if it has
+ * something in it.
  *
  *-------------------------------------------------------------------------
  */
@@ -54,6 +59,9 @@ typedef struct IdxIndexKey
 	Oid			keytype;		/* type of one key value: the column's type,
 								 * or its element type when multi */
 	Oid			collation;		/* collation for lower()/upper() */
+	Oid			sortcoll;		/* the entries hold this collation's sort
+								 * keys (index_collate.h), or InvalidOid:
+								 * the value itself */
 } IdxIndexKey;
 
 typedef struct IdxIndexDef
@@ -74,11 +82,15 @@ typedef struct IdxIndexDef
 								 * collection's ownership marker */
 	char	   *owner_problem;	/* why the collection is not this index's
 								 * (state is then failed), or NULL */
+	bool		collation_changed;	/* a sortcoll's version is not the one
+									 * the entries were written under: stale
+									 * for reads until repaired or rebuilt */
 } IdxIndexDef;
 
 /* Field names inside an entry */
 #define IDX_ENTRY_FACT_ID	"id"	/* in _id and at top level */
 #define IDX_ENTRY_INCLUDE	"v"
+#define IDX_ENTRY_ORIGINAL	"c"	/* "v.c<k>": the text of sort-key key k */
 
 /*
  * All index definitions of a foreign table, any state (palloc'd); those

@@ -341,16 +341,55 @@ strings_to_text_array(char **strings, int n)
 }
 
 /*
+ * The key_collations of a definition: a regcollation[] with the sort-key
+ * collation of each key (NULL elements for the others); false, with no
+ * array, if no key has one.
+ */
+static bool
+key_collations_array(const IdxIndexDef *def, Datum *array)
+{
+	Datum	   *elems = (Datum *) palloc(sizeof(Datum) * def->nkeys);
+	bool	   *nulls = (bool *) palloc(sizeof(bool) * def->nkeys);
+	int			dims[1] = {def->nkeys};
+	int			lbs[1] = {1};
+	bool		any = false;
+	int			k;
+
+	for (k = 0; k < def->nkeys; k++)
+	{
+		elems[k] = ObjectIdGetDatum(def->keys[k].sortcoll);
+		nulls[k] = !OidIsValid(def->keys[k].sortcoll);
+		any |= !nulls[k];
+	}
+	if (!any)
+		return false;
+	*array = PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs,
+												REGCOLLATIONOID, sizeof(Oid),
+												true, TYPALIGN_INT));
+	return true;
+}
+
+/*
+ * SQL: the current versions of the collations of "key_collations" (the
+ * column, or a parameter in an INSERT), element by element.
+ */
+#define COLLATION_VERSIONS_SQL(colls) \
+	"(SELECT pg_catalog.array_agg(" \
+	"idxtable.collation_version(u.c) ORDER BY u.o) " \
+	"FROM pg_catalog.unnest(" colls ") WITH ORDINALITY AS u(c, o))"
+
+/*
  * Insert a definition in state 'building', with the cluster time its
- * change stream starts from (0: unknown, NULL).
+ * change stream starts from (0: unknown, NULL), the collations whose sort
+ * keys its entries hold and their current versions.
  */
 static void
 insert_definition(const IdxIndexDef *def, char **keyspecs, uint64 sync_from)
 {
-	Oid			argtypes[8] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
-	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID, INT8OID};
-	Datum		args[8];
-	char		argnulls[9] = "        ";
+	Oid			argtypes[9] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
+	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID, INT8OID, REGCOLLATIONARRAYOID};
+	Datum		args[9];
+	char		argnulls[10] = "         ";
 	char	  **includes;
 	int			i;
 
@@ -369,12 +408,16 @@ insert_definition(const IdxIndexDef *def, char **keyspecs, uint64 sync_from)
 	args[7] = Int64GetDatum((int64) sync_from);
 	if (sync_from == 0)
 		argnulls[7] = 'n';
+	if (!key_collations_array(def, &args[8]))
+		argnulls[8] = 'n';
 	catalog_execute("INSERT INTO idxtable.index_defs "
 					"(name, tbl, keys, include, is_unique, collection, state, "
-					"definition_id, sync_from) "
+					"definition_id, sync_from, key_collations, "
+					"collation_versions) "
 					"VALUES ($1, $2, $3, $4, $5, $6, 'building', "
-					"$7::pg_catalog.uuid, $8)",
-					8, argtypes, args, argnulls, NULL, NULL);
+					"$7::pg_catalog.uuid, $8, $9, "
+					COLLATION_VERSIONS_SQL("$9") ")",
+					9, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
@@ -394,9 +437,32 @@ idx_mark_index_valid(const char *name, const IdxBuildResult *result)
 	if (result->distinct_keys < 0)
 		argnulls[2] = 'n';
 	catalog_execute("UPDATE idxtable.index_defs "
-					"SET state = 'valid', entries = $2, distinct_keys = $3 "
+					"SET state = 'valid', entries = $2, distinct_keys = $3, "
+					"collation_versions = "
+					COLLATION_VERSIONS_SQL("key_collations") " "
 					"WHERE name OPERATOR(pg_catalog.=) $1",
 					3, argtypes, args, argnulls, NULL, NULL);
+}
+
+/*
+ * Record the current versions of the collations whose sort keys the
+ * entries of "def" hold, once verify_index found them all right or
+ * repair_index made them so (a no-op when they have not changed).
+ */
+void
+idx_refresh_collation_versions(const IdxIndexDef *def)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	if (!def->collation_changed)
+		return;
+	args[0] = CStringGetTextDatum(def->name);
+	catalog_execute("UPDATE idxtable.index_defs "
+					"SET collation_versions = "
+					COLLATION_VERSIONS_SQL("key_collations") " "
+					"WHERE name OPERATOR(pg_catalog.=) $1",
+					1, argtypes, args, NULL, NULL, NULL);
 }
 
 /*

@@ -31,7 +31,7 @@
 #define IDX_CATALOG_TABLE		"index_defs"
 
 /* Columns of idxtable.index_defs */
-#define Natts_index_defs				11
+#define Natts_index_defs				13
 #define Anum_index_defs_name			1
 #define Anum_index_defs_tbl				2
 #define Anum_index_defs_keys			3
@@ -43,6 +43,8 @@
 #define Anum_index_defs_distinct_keys	9
 #define Anum_index_defs_definition_id	10
 #define Anum_index_defs_sync_from		11
+#define Anum_index_defs_key_collations	12
+#define Anum_index_defs_collation_versions	13
 
 /* Prefix of every index collection; IMPORT FOREIGN SCHEMA skips them */
 #define IDX_COLLECTION_PREFIX	"idxtable."
@@ -128,6 +130,12 @@ extern void idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 /* Mark a definition valid with its statistics (distinct_keys < 0: NULL) */
 extern void idx_mark_index_valid(const char *name,
 								 const IdxBuildResult *result);
+
+/*
+ * Record the current versions of the sort-key collations of "def" (its
+ * entries were found or made right under them): no longer stale for them.
+ */
+extern void idx_refresh_collation_versions(const IdxIndexDef *def);
 
 /* Mark a definition failed if it is still the one with this definition_id */
 extern void idx_mark_index_failed(const char *name, const char *definition_id);

@@ -29,6 +29,7 @@
 
 #include "convert.h"
 #include "handle.h"
+#include "index_collate.h"
 #include "index_entry.h"
 
 /* One distinct element of a multi-valued key */
@@ -178,7 +179,8 @@ idx_append_key_value(bson_t *doc, const char *field, Datum value, Oid type,
 
 /*
  * The value of a key component computed from a (non-null) column value:
- * lower() or upper() under the key's collation, or the value itself.
+ * lower() or upper() under the key's collation, the stored form of a
+ * sort-key key, or the value itself.
  */
 Datum
 idx_key_datum(const IdxIndexKey *key, Datum value)
@@ -192,7 +194,44 @@ idx_key_datum(const IdxIndexKey *key, Datum value)
 		case IDX_KEY_COLUMN:
 			break;
 	}
+	return idx_key_lookup_datum(key, value);
+}
+
+/*
+ * The value a lookup compares key component "key" with, for a (non-null)
+ * value of the key's type: the stored form for a sort-key key.
+ */
+Datum
+idx_key_lookup_datum(const IdxIndexKey *key, Datum value)
+{
+	if (OidIsValid(key->sortcoll))
+		return idx_sortkey_encode(key->sortcoll, value);
 	return value;
+}
+
+/*
+ * The collation whose sort keys a new definition's key "key" should hold:
+ * its column's, for a plain (not multi-valued) text key under a collation
+ * that gives trustworthy sort keys; lower()/upper() and element keys serve
+ * equalities alone, which need no sort key.
+ */
+Oid
+idx_key_sortcoll(const IdxIndexKey *key)
+{
+	if (key->kind != IDX_KEY_COLUMN || key->multi ||
+		(key->keytype != TEXTOID && key->keytype != VARCHAROID) ||
+		!idx_collation_has_sortkeys(key->collation))
+		return InvalidOid;
+	return key->collation;
+}
+
+/*
+ * The path of the text of sort-key key "k" inside an entry ("v.c0").
+ */
+char *
+idx_key_original_path(int k)
+{
+	return psprintf("%s.%s%d", IDX_ENTRY_INCLUDE, IDX_ENTRY_ORIGINAL, k);
 }
 
 /*
@@ -380,7 +419,24 @@ idx_append_entry_id(bson_t *doc, const char *field, const IdxIndexDef *def,
 }
 
 /*
- * Append the included columns as the sub-document "v": {i0: .., i1: ..}.
+ * Does any key of "def" hold sort keys?
+ */
+static bool
+has_sortkey_keys(const IdxIndexDef *def)
+{
+	int			k;
+
+	for (k = 0; k < def->nkeys; k++)
+	{
+		if (OidIsValid(def->keys[k].sortcoll))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Append the included columns and the texts of sort-key keys as the
+ * sub-document "v": {i0: .., i1: .., c0: ..}.
  */
 static void
 append_included(bson_t *doc, const IdxIndexDef *def, const Datum *values,
@@ -398,6 +454,17 @@ append_included(bson_t *doc, const IdxIndexDef *def, const Datum *values,
 		idx_append_datum(&child, idx_include_field(i), -1, values[att],
 						 nulls[att], get_atttype(def->relid, def->include[i]));
 	}
+	for (i = 0; i < def->nkeys; i++)
+	{
+		int			att = def->keys[i].attnum - 1;
+		char		field[16];
+
+		if (!OidIsValid(def->keys[i].sortcoll))
+			continue;
+		snprintf(field, sizeof(field), "%s%d", IDX_ENTRY_ORIGINAL, i);
+		idx_append_datum(&child, field, -1, values[att], nulls[att],
+						 TEXTOID);
+	}
 	check_append(bson_append_document_end(doc, &child));
 }
 
@@ -414,7 +481,7 @@ idx_make_entry(const IdxIndexDef *def, const Datum *keyvalues,
 
 	idx_append_entry_id(entry, "_id", def, keyvalues, keynulls, fact_id);
 	check_append(bson_append_value(entry, IDX_ENTRY_FACT_ID, -1, fact_id));
-	if (def->ninclude > 0)
+	if (def->ninclude > 0 || has_sortkey_keys(def))
 		append_included(entry, def, values, nulls);
 	idx_disown(owned);
 	return entry;
@@ -547,6 +614,15 @@ idx_key_description(const IdxIndexDef *def, const Datum *keyvalues,
 		if (keynulls[k])
 		{
 			appendStringInfoString(&buf, "null");
+			continue;
+		}
+		if (OidIsValid(def->keys[k].sortcoll))
+		{
+			text	   *t = DatumGetTextPP(keyvalues[k]);
+
+			appendStringInfoString(&buf,
+								   idx_sortkey_original(VARDATA_ANY(t),
+														VARSIZE_ANY_EXHDR(t)));
 			continue;
 		}
 		getTypeOutputInfo(def->keys[k].keytype, &outfunc, &isvarlena);

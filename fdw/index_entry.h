@@ -10,7 +10,9 @@
  *
  *	smallint, integer, bigint	int64, always (so one BSON type per key)
  *	text, varchar				UTF-8 string (lower()/upper() keys: of the
- *								lowered/uppered text)
+ *								lowered/uppered text); a plain key under a
+ *								collation that does not order as bytes do:
+ *								its sort key, then the text (index_collate.h)
  *	boolean						bool
  *	date, timestamp,			BSON date, milliseconds since the epoch, UTC
  *	timestamptz					(sub-millisecond digits are dropped, rounding
@@ -61,8 +63,27 @@ extern const char *idx_key_type_list(void);
 extern void idx_append_key_value(bson_t *doc, const char *field, Datum value,
 								 Oid type, bool isnull);
 
-/* Apply the key's lower()/upper() to a non-null value (identity otherwise) */
+/*
+ * The key value of a non-null column value: lower()/upper() applied, the
+ * stored form of a sort-key key (index_collate.h), or the value itself.
+ */
 extern Datum idx_key_datum(const IdxIndexKey *key, Datum value);
+
+/*
+ * The value a lookup compares with key "key", from a non-null value of the
+ * key's type (a text for sort-key keys, as idx_key_datum makes them).
+ */
+extern Datum idx_key_lookup_datum(const IdxIndexKey *key, Datum value);
+
+/*
+ * The collation whose sort keys a new definition's key "key" should hold
+ * (its column's, if that collation does not order as bytes and gives
+ * trustworthy sort keys), or InvalidOid.
+ */
+extern Oid	idx_key_sortcoll(const IdxIndexKey *key);
+
+/* "v.c<k>": where an entry holds the text of sort-key key k (palloc'd) */
+extern char *idx_key_original_path(int k);
 
 /*
  * The key values of all entries of one fact, before BSON: on return,

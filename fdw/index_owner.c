@@ -115,6 +115,7 @@ typedef struct OwnerVerdict
 } OwnerVerdict;
 
 static List *verdicts = NIL;
+static bool defer_reads = false;	/* see idx_owner_defer_reads */
 
 
 /* ----------------------------------------------------------------
@@ -863,13 +864,16 @@ read_verdicts(Oid relid, Oid userid, Oid serverid, List *defs)
 
 /*
  * Mark the definitions whose collection is not theirs as failed (see the
- * file header); the markers not judged yet are read with one find.
+ * file header); the markers not judged yet are read with one find, unless
+ * reads are deferred.  Returns whether every definition has its verdict
+ * (a caller that keeps the verdicts must not keep them otherwise).
  */
-void
+bool
 idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 {
 	Oid			serverid = GetForeignTable(relid)->serverid;
 	List	   *unjudged = NIL;
+	bool		judged_all = true;
 	ListCell   *lc;
 
 	foreach(lc, defs)
@@ -880,7 +884,9 @@ idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 			find_verdict(verdict_key(serverid, def)) == NULL)
 			unjudged = lappend(unjudged, def);
 	}
-	if (unjudged != NIL)
+	if (unjudged != NIL && defer_reads)
+		judged_all = false;
+	else if (unjudged != NIL)
 		read_verdicts(relid, userid, serverid, unjudged);
 
 	foreach(lc, defs)
@@ -897,4 +903,17 @@ idx_owner_check_indexes(Oid relid, Oid userid, List *defs)
 			def->owner_problem = v->problem;
 		}
 	}
+	return judged_all;
+}
+
+/*
+ * Defer the reads of markers (see index_owner.h).
+ */
+bool
+idx_owner_defer_reads(bool defer)
+{
+	bool		previous = defer_reads;
+
+	defer_reads = defer;
+	return previous;
 }

@@ -95,11 +95,20 @@ extern bool idx_owner_release(mongoc_client_t *client, const char *database,
 							  const char *definition_id, bson_error_t *error);
 
 /*
- * Routing: mark the definitions (IdxIndexDef) of a table whose collection
+ * Reads: mark the definitions (IdxIndexDef) of a table whose collection
  * is not theirs as failed, with a WARNING once per backend.  Each index
  * is checked once per backend, connecting as "userid" (InvalidOid: the
- * current user) if a marker has to be read.
+ * current user) if a marker has to be read.  Returns false if some
+ * definition is left unjudged because reads are deferred (below).
  */
-extern void idx_owner_check_indexes(Oid relid, Oid userid, List *defs);
+extern bool idx_owner_check_indexes(Oid relid, Oid userid, List *defs);
+
+/*
+ * While true, idx_owner_check_indexes reads no marker: planning, which
+ * never talks to MongoDB, sees only the verdicts already made (an index
+ * not judged yet is judged when a scan of it starts).  Returns the
+ * previous setting.
+ */
+extern bool idx_owner_defer_reads(bool defer);
 
 #endif							/* IDXTABLE_INDEX_OWNER_H */

@@ -51,11 +51,12 @@
 #include "utils/ruleutils.h"
 
 #include "deparse.h"
-#include "connection.h"
+#include "idxtable_fdw.h"
 #include "index_catalog.h"
+#include "index_collate.h"
+#include "index_owner.h"
 #include "index_path.h"
 #include "sync_wait.h"
-#include "xact.h"
 
 /*
  * One index condition found while matching clauses to an index.
@@ -69,21 +70,66 @@ typedef struct IdxKeyCond
 } IdxKeyCond;
 
 /*
+ * Elements of an index path's fdw_private (ForeignPath.fdw_private),
+ * built once by add_index_path() and read by idx_index_plan_private().
+ */
+enum IdxIndexPathPrivateIndex
+{
+	/* IDX_SCAN_INDEX, which tells an index path from others (Integer) */
+	IdxPathScanKind,
+	/* the index definition's name (String) */
+	IdxPathIndexName,
+	/* 1 if the entries answer the query: no fact is read (Integer) */
+	IdxPathCovering,
+	/*
+	 * the index conditions: a List of Lists (key position Integer, IdxCondOp
+	 * Integer, value Expr or NULL for IS NULL)
+	 */
+	IdxPathConds,
+	/* key position whose order the rows follow, or -1 (Integer) */
+	IdxPathOrderKey,
+	/* rows the query asks for at most, or -1 (Integer, see IdxPrivLimit) */
+	IdxPathLimit,
+	/* entries of the first lookup batch, or -1 (Integer) */
+	IdxPathFirstBatch
+};
+
+static List *index_path_private(const IdxIndexDef *def, bool covering,
+								List *conds, int order_key, int limit,
+								int first_batch);
+
+/*
  * Valid index definitions of a table: only those are used for reads, and
  * with idxtable.index_consistency = current only those an applier keeps
- * current with every writer (sync_wait.h).
+ * current with every writer (sync_wait.h).  Planning never talks to
+ * MongoDB: an index whose ownership marker this backend has not read yet
+ * counts as valid, and the scan that uses it checks the marker when it
+ * starts (index_scan.c).
  */
 List *
 idx_valid_indexes(Oid relid, Oid userid)
 {
 	List	   *result = NIL;
+	List	   *defs;
+	bool		deferred = idx_owner_defer_reads(true);
 	ListCell   *lc;
 
-	foreach(lc, idx_get_indexes(relid, userid))
+	PG_TRY();
+	{
+		defs = idx_get_indexes(relid, userid);
+	}
+	PG_FINALLY();
+	{
+		idx_owner_defer_reads(deferred);
+	}
+	PG_END_TRY();
+
+	foreach(lc, defs)
 	{
 		IdxIndexDef *def = lfirst(lc);
 
-		if (def->state == IDX_STATE_VALID && idx_sync_routable(def))
+		if (def->state == IDX_STATE_VALID && !def->collation_changed &&
+			idx_sync_routable(def))
 			result = lappend(result, def);
 	}
 	return result;
@@ -144,16 +190,33 @@ is_lookup_value(Node *node, Index relid)
 }
 
 /*
- * The condition an operator makes on a key, if its btree strategy is one
- * an index lookup can serve.  Text orders only under the C collation
- * (MongoDB compares UTF-8 bytes); equality needs a deterministic one.
+ * Do the stored values of text key "key" come in the order of collation
+ * "collid"?  Sort keys of that very collation do; the strings themselves
+ * do under a collation that orders as bytes (MongoDB compares bytes).
  */
 static bool
-operator_cond(Oid opno, Oid keytype, Oid collid, bool allow_range,
+text_key_orders_as(const IdxIndexKey *key, Oid collid)
+{
+	if (!OidIsValid(collid))
+		return false;
+	if (OidIsValid(key->sortcoll))
+		return key->sortcoll == collid;
+	return idx_collation_bytewise(collid);
+}
+
+/*
+ * The condition an operator makes on a key, if its btree strategy is one
+ * an index lookup can serve.  Text ranges need entries in the order of
+ * the operator's collation (text_key_orders_as); equality needs a
+ * deterministic one (byte equality; sort keys keep the text after them).
+ */
+static bool
+operator_cond(Oid opno, const IdxIndexKey *key, Oid collid, bool allow_range,
 			  IdxCondOp *op)
 {
 	List	   *interps = get_op_btree_interpretation(opno);
 	int			strategy;
+	Oid			keytype = key->keytype;
 	bool		is_text = (keytype == TEXTOID || keytype == VARCHAROID);
 
 	if (interps == NIL)
@@ -166,7 +229,7 @@ operator_cond(Oid opno, Oid keytype, Oid collid, bool allow_range,
 			(OidIsValid(collid) && get_collation_isdeterministic(collid));
 	}
 	if (!allow_range || keytype == BOOLOID ||
-		(is_text && !(OidIsValid(collid) && lc_collate_is_c(collid))))
+		(is_text && !text_key_orders_as(key, collid)))
 		return false;
 	switch (strategy)
 	{
@@ -241,7 +304,7 @@ match_opexpr(OpExpr *opexpr, Index relid, const IdxIndexKey *key,
 	}
 	if (!is_lookup_value(right, relid) ||
 		!idx_compatible_types(key->keytype, exprType(right)) ||
-		!operator_cond(opno, key->keytype, opexpr->inputcollid,
+		!operator_cond(opno, key, opexpr->inputcollid,
 					   key->kind == IDX_KEY_COLUMN, &cond->op))
 		return false;
 	cond->value = (Expr *) right;
@@ -267,7 +330,7 @@ match_saop(ScalarArrayOpExpr *saop, Index relid, const IdxIndexKey *key,
 		if (!is_column(array, relid, key->attnum) ||
 			!is_lookup_value(scalar, relid) ||
 			!idx_compatible_types(key->keytype, exprType(scalar)) ||
-			!operator_cond(saop->opno, key->keytype, saop->inputcollid,
+			!operator_cond(saop->opno, key, saop->inputcollid,
 						   false, &op))
 			return false;
 		cond->op = ICOND_EQ;
@@ -279,7 +342,7 @@ match_saop(ScalarArrayOpExpr *saop, Index relid, const IdxIndexKey *key,
 		!(IsA(array, Const) || IsA(array, Param)) ||
 		!idx_compatible_types(key->keytype,
 							 get_element_type(exprType(array))) ||
-		!operator_cond(saop->opno, key->keytype, saop->inputcollid, false,
+		!operator_cond(saop->opno, key, saop->inputcollid, false,
 					   &op))
 		return false;
 	cond->op = ICOND_IN;
@@ -425,25 +488,19 @@ covered_attrs(const IdxIndexDef *def)
 }
 
 /*
- * Are the table's writes in consistency mode 'ordered'?  Then an entry may
- * be an orphan or stale (see index_write.h), and only reads that recheck
- * each fact may use the index: no covering reads.
+ * May a plan read the table's entries without their facts?  Not when its
+ * writes are in consistency mode 'ordered': then an entry may be an orphan
+ * or stale (see index_write.h), and only reads that recheck each fact may
+ * use the index.  Without a mode of its own the table's mode depends on
+ * whether the server has transactions, which planning does not ask (it
+ * never talks to MongoDB): the covering plan is made, and its execution
+ * reads the facts after all on a server without transactions
+ * (idx_index_scan_begin).
  */
 static bool
-writes_are_ordered(const IdxTableInfo *info, RelOptInfo *baserel)
+covering_allowed(const IdxTableInfo *info)
 {
-	ForeignServer *server;
-	mongoc_client_t *client;
-
-	if (info->consistency != IDX_CONSISTENCY_DEFAULT)
-		return info->consistency == IDX_CONSISTENCY_ORDERED;
-	/* as the user the executor will read as (the view owner, say) */
-	client = idx_get_client_for_rel(info->relid,
-									OidIsValid(baserel->userid)
-									? baserel->userid : GetUserId(),
-									&server);
-	return idx_xact_mode(info, client, server->servername) ==
-		IDX_CONSISTENCY_ORDERED;
+	return info->consistency != IDX_CONSISTENCY_ORDERED;
 }
 
 /*
@@ -472,7 +529,7 @@ index_covers(const IdxIndexDef *def, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	covered = covered_attrs(def);
 	if (covered == NULL || !bms_is_subset(needed, covered))
 		return false;
-	return !writes_are_ordered(fpinfo->table, baserel);
+	return covering_allowed(fpinfo->table);
 }
 
 /*
@@ -529,8 +586,9 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 /*
  * Can the rows of an index path come out in the order of key "keypos"?
  * Only for a plain column whose BSON order is PostgreSQL's (integers,
- * dates and timestamps, uuid, boolean, and text under the C collation),
- * right after an equality prefix of single values.  Returns the pathkeys
+ * dates and timestamps, uuid, boolean, and text whose entries are in the
+ * order of the column's collation: text_key_orders_as), right after an
+ * equality prefix of single values.  Returns the pathkeys
  * (ASC NULLS LAST, the default of ORDER BY) if the query can use them.
  */
 static List *
@@ -572,7 +630,7 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 		case BOOLOID:
 			break;
 		case TEXTOID:
-			if (OidIsValid(collid) && lc_collate_is_c(collid))
+			if (text_key_orders_as(key, collid))
 				break;
 			return NIL;
 		default:
@@ -586,6 +644,65 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 									(Expr *) makeVar(baserel->relid, key->attnum,
 													 type, typmod, collid, 0),
 									NULL, tce->lt_opr, baserel->relids, false);
+}
+
+/*
+ * Is "rinfo" the clause of one of the conditions "conds"?
+ */
+static bool
+is_index_cond(List *conds, RestrictInfo *rinfo)
+{
+	ListCell   *lc;
+
+	foreach(lc, conds)
+	{
+		if (((IdxKeyCond *) lfirst(lc))->rinfo == rinfo)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The rows the query takes from an index path at most (LIMIT + OFFSET),
+ * or -1 if unknown or idxtable.enable_order_pushdown is off.  Known only
+ * when the scan's rows go straight to the LIMIT: the relation is the
+ * query's only one, the path is not parameterized, and its order is the
+ * query's (or the query has none).
+ *
+ * The scan then sizes its first lookup batch and fact fetch from it
+ * (index_scan.c), "first_batch" entries: as many as the rows asked for
+ * when every restriction clause is an index condition (only a stale entry
+ * can then miss its fact), else as many as the other clauses' selectivity
+ * says give that many rows.  The batches grow if they were not enough.
+ */
+static int
+path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
+			   List *pathkeys, Relids required_outer, int *first_batch)
+{
+	List	   *others = NIL;
+	Selectivity sel;
+	ListCell   *lc;
+
+	*first_batch = -1;
+	if (!idxtable_enable_order_pushdown || root->limit_tuples < 1 || root->limit_tuples > PG_INT32_MAX ||
+		required_outer != NULL || baserel->reloptkind != RELOPT_BASEREL ||
+		!bms_equal(root->all_baserels, baserel->relids))
+		return -1;
+	if (root->query_pathkeys != NIL &&
+		!pathkeys_contained_in(root->query_pathkeys, pathkeys))
+		return -1;
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
+
+		if (!rinfo->pseudoconstant && !is_index_cond(conds, rinfo))
+			others = lappend(others, rinfo);
+	}
+	sel = clauselist_selectivity(root, others, baserel->relid, JOIN_INNER,
+								 NULL);
+	*first_batch = (int) Min(ceil(root->limit_tuples / Max(sel, 1e-6)),
+							 PG_INT32_MAX / 2);
+	return (int) root->limit_tuples;
 }
 
 /*
@@ -605,6 +722,8 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	List	   *private_conds = NIL;
 	List	   *pathkeys;
 	int			order_key;
+	int			limit;
+	int			first_batch;
 	ListCell   *lc;
 
 	if (required_outer)
@@ -630,26 +749,57 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		order_key = -1;
 	else
 		total_cost += ROUND_TRIP_COST;	/* NULL keys are read separately */
+	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,
+						   &first_batch);
 
 	foreach(lc, conds)
 	{
 		IdxKeyCond *cond = lfirst(lc);
 
 		private_conds = lappend(private_conds,
-								list_make4(makeInteger(cond->keypos),
+								list_make3(makeInteger(cond->keypos),
 										   makeInteger(cond->op),
-										   cond->value,
-										   cond->rinfo->clause));
+										   cond->value));
 	}
 
 	add_path(baserel, (Path *)
 			 create_foreignscan_path(root, baserel, NULL, rows,
 									 startup_cost, total_cost, pathkeys,
 									 required_outer, NULL,
-									 list_make4(makeString(def->name),
-												makeInteger(covering),
-												private_conds,
-												makeInteger(order_key))));
+									 index_path_private(def, covering,
+														private_conds,
+														order_key, limit,
+														first_batch)));
+}
+
+/*
+ * The fdw_private of an index path (enum IdxIndexPathPrivateIndex).
+ */
+static List *
+index_path_private(const IdxIndexDef *def, bool covering, List *conds,
+				   int order_key, int limit, int first_batch)
+{
+	List	   *result = NIL;
+
+	/* in the order of the enum */
+	result = lappend(result, makeInteger(IDX_SCAN_INDEX));
+	result = lappend(result, makeString(pstrdup(def->name)));
+	result = lappend(result, makeInteger(covering));
+	result = lappend(result, conds);
+	result = lappend(result, makeInteger(order_key));
+	result = lappend(result, makeInteger(limit));
+	result = lappend(result, makeInteger(first_batch));
+	return result;
+}
+
+/*
+ * Is "path" an index path (one of idx_add_index_paths)?
+ */
+bool
+idx_is_index_path(const ForeignPath *path)
+{
+	return path->fdw_private != NIL &&
+		intVal(list_nth(path->fdw_private, IdxPathScanKind)) == IDX_SCAN_INDEX;
 }
 
 /*
@@ -820,31 +970,46 @@ cond_text(PlannerInfo *root, const IdxIndexDef *def, int keypos, IdxCondOp op,
 }
 
 /*
- * Complete the plan of an index path (see index_path.h).
+ * The index definition a path of the relation names.
  */
-void
-idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
-					  ForeignPath *best_path, List **fdw_private,
-					  List **fdw_exprs, List **local_exprs)
+static IdxIndexDef *
+path_index_def(IdxRelInfo *fpinfo, const char *name)
 {
-	IdxRelInfo *fpinfo = baserel->fdw_private;
-	char	   *name = strVal(linitial(best_path->fdw_private));
-	bool		covering = intVal(lsecond(best_path->fdw_private));
-	List	   *path_conds = lthird(best_path->fdw_private);
-	IdxIndexDef *def = NULL;
-	List	   *conds = NIL;
-	StringInfoData text;
 	ListCell   *lc;
 
 	foreach(lc, fpinfo->indexes)
 	{
-		if (strcmp(((IdxIndexDef *) lfirst(lc))->name, name) == 0)
-			def = lfirst(lc);
-	}
-	Assert(def != NULL);
+		IdxIndexDef *def = lfirst(lc);
 
+		if (strcmp(def->name, name) == 0)
+			return def;
+	}
+	elog(ERROR, "index table \"%s\" of an index path is not among the relation's",
+		 name);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * The index part of the plan of an index path (see index_path.h).
+ */
+List *
+idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
+					   ForeignPath *best_path, List *remote_conds,
+					   List **fdw_exprs, List **local_exprs,
+					   Bitmapset **attrs_used, int *limit)
+{
+	List	   *path_private = best_path->fdw_private;
+	IdxIndexDef *def;
+	bool		covering = intVal(list_nth(path_private, IdxPathCovering));
+	List	   *conds = NIL;
+	List	   *result = NIL;
+	StringInfoData text;
+	ListCell   *lc;
+
+	def = path_index_def(baserel->fdw_private,
+						 strVal(list_nth(path_private, IdxPathIndexName)));
 	initStringInfo(&text);
-	foreach(lc, path_conds)
+	foreach(lc, (List *) list_nth(path_private, IdxPathConds))
 	{
 		List	   *pc = lfirst(lc);
 		int			keypos = intVal(linitial(pc));
@@ -864,20 +1029,18 @@ idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
 
 	if (covering)
 	{
-		Bitmapset  *attrs = bms_copy(fpinfo->attrs_used);
-		List	   *remote_conds = list_nth(*fdw_private, IdxPrivRemoteConds);
-
 		/* no fact is read: every clause is evaluated on the entries */
 		*local_exprs = list_concat_unique_ptr(*local_exprs, remote_conds);
-		pull_varattnos((Node *) *local_exprs, baserel->relid, &attrs);
-		list_nth_cell(*fdw_private, IdxPrivAttrsUsed)->ptr_value =
-			idx_bitmap_to_list(attrs);
+		pull_varattnos((Node *) *local_exprs, baserel->relid, attrs_used);
 	}
+	*limit = intVal(list_nth(path_private, IdxPathLimit));
 
-	linitial(*fdw_private) = makeInteger(IDX_SCAN_INDEX);
-	*fdw_private = lappend(*fdw_private, makeString(def->name));
-	*fdw_private = lappend(*fdw_private, makeInteger(covering));
-	*fdw_private = lappend(*fdw_private, conds);
-	*fdw_private = lappend(*fdw_private, makeString(text.data));
-	*fdw_private = lappend(*fdw_private, lfourth(best_path->fdw_private));
+	/* in the order of enum IdxIndexPrivateIndex */
+	result = lappend(result, makeString(def->name));
+	result = lappend(result, makeInteger(covering));
+	result = lappend(result, conds);
+	result = lappend(result, makeString(text.data));
+	result = lappend(result, list_nth(path_private, IdxPathOrderKey));
+	result = lappend(result, list_nth(path_private, IdxPathFirstBatch));
+	return result;
 }

@@ -49,7 +49,12 @@ enum IdxIndexPrivateIndex
 	 * key position whose order the rows follow (ASC NULLS LAST), or -1
 	 * (Integer)
 	 */
-	IdxPrivOrderKey
+	IdxPrivOrderKey,
+	/*
+	 * entries of the first lookup batch and fact fetch under a LIMIT, or -1
+	 * for full batches (Integer; index_path.c: path_row_limit)
+	 */
+	IdxPrivFirstBatch
 };
 
 /* Valid index definitions of a table (routing reads only those) */
@@ -59,13 +64,20 @@ extern List *idx_valid_indexes(Oid relid, Oid userid);
 extern void idx_add_index_paths(PlannerInfo *root, RelOptInfo *baserel,
 								IdxRelInfo *fpinfo);
 
+/* Is the path one of idx_add_index_paths()? */
+extern bool idx_is_index_path(const ForeignPath *path);
+
 /*
- * Complete the plan of an index path: append the index part of
- * fdw_private and the lookup values to fdw_exprs; a covering scan
- * evaluates every clause locally.
+ * The index part of the plan of an index path: returns the elements of
+ * fdw_private from IdxPrivIndexFirst on, appends the lookup values to
+ * fdw_exprs, and sets the rows the scan is asked for (IdxPrivLimit).  A
+ * covering scan evaluates every clause locally: the pushed-down ones join
+ * local_exprs and their columns attrs_used.
  */
-extern void idx_finish_index_plan(PlannerInfo *root, RelOptInfo *baserel,
-								  ForeignPath *best_path, List **fdw_private,
-								  List **fdw_exprs, List **local_exprs);
+extern List *idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
+									ForeignPath *best_path,
+									List *remote_conds, List **fdw_exprs,
+									List **local_exprs,
+									Bitmapset **attrs_used, int *limit);
 
 #endif							/* IDXTABLE_INDEX_PATH_H */

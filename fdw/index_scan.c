@@ -27,12 +27,14 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/plancache.h"
 #include "utils/rel.h"
 
 #include "connection.h"
 #include "convert.h"
 #include "index_catalog.h"
 #include "index_entry.h"
+#include "index_owner.h"
 #include "index_path.h"
 #include "mongo_limits.h"
 #include "planner.h"
@@ -90,6 +92,18 @@ typedef struct IdxIndexScan
 	bool	   *batch_found;
 	char	   *last_lookup;	/* the latest lookup filter, as JSON */
 
+	/*
+	 * Under a LIMIT, the lookup's batches and the fact fetches hold
+	 * "batch_target" entries: "first_batch" (IdxPrivFirstBatch, -1: none)
+	 * at first, then twice as many each time, up to fetch_size and
+	 * fetch_batch_size (batch_target 0: those sizes).
+	 */
+	int			first_batch;
+	int			batch_target;
+	uint64		exec_entries;	/* entries read in this execution */
+	uint64		next_grow;		/* ... when the lookup's batch is used up */
+	int			fetches;		/* fact fetches in this execution */
+
 	/* idxtable.index_consistency = current: the wait at the start */
 	bool		sync_waited;
 	double		sync_wait_ms;	/* the ping and the wait, for EXPLAIN */
@@ -100,14 +114,28 @@ typedef struct IdxIndexScan
 } IdxIndexScan;
 
 /*
- * Find an index definition of the table by name.
+ * Find an index definition of the table by name, with its ownership
+ * marker checked unless "explain_only" (EXPLAIN without ANALYZE talks to
+ * MongoDB no more than planning does).
  */
 static IdxIndexDef *
-find_index(Oid relid, Oid userid, const char *name)
+find_index(Oid relid, Oid userid, const char *name, bool explain_only)
 {
+	List	   *defs;
+	bool		deferred = idx_owner_defer_reads(explain_only);
 	ListCell   *lc;
 
-	foreach(lc, idx_get_indexes(relid, userid))
+	PG_TRY();
+	{
+		defs = idx_get_indexes(relid, userid);
+	}
+	PG_FINALLY();
+	{
+		idx_owner_defer_reads(deferred);
+	}
+	PG_END_TRY();
+
+	foreach(lc, defs)
 	{
 		IdxIndexDef *def = lfirst(lc);
 
@@ -120,6 +148,37 @@ find_index(Oid relid, Oid userid, const char *name)
 					name, get_rel_name(relid)),
 			 errhint("The plan is older than the index; run the query again.")));
 	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Planning does not read ownership markers (index_path.c), so a plan may
+ * name an index whose collection turns out, when the scan starts, not to
+ * be the index's (idx_owner_check_indexes has said so in a WARNING).  Its
+ * entries are never read: the scan reads the facts as a plain scan does,
+ * which is exact because every clause the lookup served also stayed in
+ * the pushed-down filter or the local quals; only an ordered scan, whose
+ * rows nothing sorts, cannot, and fails after dropping the cached plans,
+ * so that the next planning, which knows the verdict, leaves the index
+ * out.  Returns true when the scan is to be a plain one.
+ */
+static bool
+scan_without_index(IdxScanState *state, const IdxIndexDef *def,
+				   int order_key)
+{
+	if (def->owner_problem == NULL)
+		return false;
+	if (order_key >= 0)
+	{
+		ResetPlanCache();
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot read foreign table \"%s\" in the order of its index \"%s\": the index's collection does not carry the index's ownership marker",
+						state->info->relname, def->name),
+				 errdetail_internal("%s", def->owner_problem),
+				 errhint("Run the query again: it is planned without the index now.")));
+	}
+	state->kind = IDX_SCAN_PLAIN;
+	return true;
 }
 
 /*
@@ -136,7 +195,9 @@ entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
 	einfo->fields = palloc0(sizeof(char *) * Max(einfo->natts, 1));
 	for (i = 0; i < def->nkeys; i++)
 	{
-		if (def->keys[i].kind == IDX_KEY_COLUMN && !def->keys[i].multi)
+		if (OidIsValid(def->keys[i].sortcoll))
+			einfo->fields[def->keys[i].attnum - 1] = idx_key_original_path(i);
+		else if (def->keys[i].kind == IDX_KEY_COLUMN && !def->keys[i].multi)
 			einfo->fields[def->keys[i].attnum - 1] =
 				psprintf("_id.%s", idx_key_field(i));
 	}
@@ -147,6 +208,22 @@ entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
 }
 
 /*
+ * Must a covering plan read the facts after all?  A table without a
+ * consistency mode of its own writes in its server's: 'ordered' on a
+ * server without transactions, and then an entry may be an orphan or
+ * stale (index_write.h), so that only reads that recheck each fact may use
+ * the index.  Planning does not ask the server (index_path.c): here, at
+ * executor start, the client is connected and knows it.
+ */
+static bool
+covering_needs_facts(IdxScanState *state)
+{
+	return state->info->consistency == IDX_CONSISTENCY_DEFAULT &&
+		idx_xact_mode(state->info, state->client,
+					  state->server->servername) == IDX_CONSISTENCY_ORDERED;
+}
+
+/*
  * Set up the index part of a scan.
  */
 void
@@ -154,12 +231,21 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	Relation	rel = node->ss.ss_currentRelation;
-	IdxIndexScan *ix = palloc0(sizeof(IdxIndexScan));
+	IdxIndexScan *ix;
+	IdxIndexDef *def;
 	int			nexprs = list_length(plan->fdw_exprs);
 
-	ix->def = find_index(RelationGetRelid(rel), idx_scan_user(node),
-						 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)));
-	ix->covering = intVal(list_nth(plan->fdw_private, IdxPrivCovering));
+	def = find_index(RelationGetRelid(rel), idx_scan_user(node),
+					 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)),
+					 (eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0);
+	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) &&
+		scan_without_index(state, def,
+						   intVal(list_nth(plan->fdw_private, IdxPrivOrderKey))))
+		return;
+	ix = palloc0(sizeof(IdxIndexScan));
+	ix->def = def;
+	ix->covering = intVal(list_nth(plan->fdw_private, IdxPrivCovering)) &&
+		((eflags & EXEC_FLAG_EXPLAIN_ONLY) || !covering_needs_facts(state));
 	ix->conds = list_nth(plan->fdw_private, IdxPrivIndexConds);
 	ix->cond_text = strVal(list_nth(plan->fdw_private, IdxPrivIndexCondText));
 	ix->value_exprs = plan->fdw_exprs;
@@ -167,6 +253,7 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	ix->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
 	ix->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
 	ix->order_key = intVal(list_nth(plan->fdw_private, IdxPrivOrderKey));
+	ix->first_batch = intVal(list_nth(plan->fdw_private, IdxPrivFirstBatch));
 	ix->batch_cxt = AllocSetContextCreate(state->scan_cxt,
 										  "idxtable_fdw ordered batch",
 										  ALLOCSET_DEFAULT_SIZES);
@@ -217,7 +304,7 @@ idx_index_scan_release(IdxScanState *state)
  * (NULL elements never match).
  */
 static bool
-append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
+append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
 	Oid			elemtype = ARR_ELEMTYPE(arr);
@@ -237,12 +324,14 @@ append_in_values(bson_t *doc, Datum arraydatum, Oid arraytype)
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
 	for (i = 0; i < nelems; i++)
 	{
-		char		key[16];
+		char		pos[16];
 
 		if (nulls[i])
 			continue;
-		snprintf(key, sizeof(key), "%u", n++);
-		idx_append_key_value(&list, key, elems[i], elemtype, false);
+		snprintf(pos, sizeof(pos), "%u", n++);
+		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
+							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
+							 false);
 	}
 	idx_check_append(bson_append_array_end(doc, &list));
 	return n > 0;
@@ -291,8 +380,8 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 				return false;
 			else if (op == ICOND_IN)
 			{
-				if (!append_in_values(&child, ix->values[exprpos],
-									  exprType(list_nth(ix->value_exprs, exprpos))))
+				if (!append_in_values(&child, &ix->def->keys[k],
+									  ix->values[exprpos]))
 					return false;
 			}
 			else
@@ -308,14 +397,61 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 				if (op == ICOND_LT &&
 					(type == TIMESTAMPOID || type == TIMESTAMPTZOID))
 					mop = "$lte";
-				idx_append_key_value(&child, mop, ix->values[exprpos], type,
-									 false);
+				idx_append_key_value(&child, mop,
+									 idx_key_lookup_datum(&ix->def->keys[k],
+														  ix->values[exprpos]),
+									 OidIsValid(ix->def->keys[k].sortcoll)
+									 ? TEXTOID : type, false);
 			}
 		}
 		if (any)
 			idx_check_append(bson_append_document_end(filter, &child));
 	}
 	return true;
+}
+
+/*
+ * Entries of the lookup's next batch.
+ */
+static int
+lookup_batch_size(IdxScanState *state, IdxIndexScan *ix)
+{
+	if (ix->batch_target > 0)
+		return Min(ix->batch_target, state->info->fetch_size);
+	return state->info->fetch_size;
+}
+
+/*
+ * Entries, and so facts, of the next fact fetch.
+ */
+static int
+fact_batch_size(IdxScanState *state, IdxIndexScan *ix)
+{
+	if (ix->batch_target > 0)
+		return Min(ix->batch_target, state->info->fetch_batch_size);
+	return state->info->fetch_batch_size;
+}
+
+/*
+ * The rows asked for did not come from the batches read so far (some
+ * were filtered out, or the plan's LIMIT is not all the executor wants):
+ * double the batches, up to their full sizes.  The lookup's next getMore
+ * asks for the new size (libmongoc sends a cursor's batchSize option with
+ * each getMore, mongoc-cursor.c: _mongoc_cursor_prepare_getmore_command;
+ * mongoc_cursor_set_batch_size changes it only if it is an int64).
+ */
+static void
+grow_batches(IdxScanState *state, IdxIndexScan *ix)
+{
+	if (ix->batch_target <= 0)
+		return;
+	if (ix->batch_target >= Max(state->info->fetch_size,
+								state->info->fetch_batch_size) / 2)
+		ix->batch_target = 0;
+	else
+		ix->batch_target *= 2;
+	if (ix->lookup)
+		mongoc_cursor_set_batch_size(ix->lookup, lookup_batch_size(state, ix));
 }
 
 /*
@@ -357,8 +493,9 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 											   1));
 				idx_check_append(bson_append_document_end(&opts, &child));
 			}
-			idx_check_append(BSON_APPEND_INT32(&opts, "batchSize",
-										   state->info->fetch_size));
+			/* int64, which mongoc_cursor_set_batch_size() can overwrite */
+			idx_check_append(BSON_APPEND_INT64(&opts, "batchSize",
+										   lookup_batch_size(state, ix)));
 
 			if (ix->index_coll == NULL)
 				ix->index_coll = mongoc_client_get_collection(state->client,
@@ -466,9 +603,13 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 
 	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
 	ix->started = true;
+	ix->batch_target = Max(ix->first_batch, 0);
+	ix->exec_entries = 0;
+	ix->fetches = 0;
 	ix->phase = (ix->order_key >= 0 && !order_key_has_range(ix)) ? 1 : 0;
 	if (!open_lookup(state, ix))
 		ix->lookup_done = true;
+	ix->next_grow = lookup_batch_size(state, ix);
 
 	if (!ix->covering)
 	{
@@ -494,6 +635,13 @@ next_entry(IdxScanState *state, IdxIndexScan *ix)
 {
 	const bson_t *entry;
 
+	/* covering: the lookup's batch is used up, and rows are still wanted */
+	if (ix->covering && ix->batch_target > 0 &&
+		ix->exec_entries >= ix->next_grow)
+	{
+		grow_batches(state, ix);
+		ix->next_grow += lookup_batch_size(state, ix);
+	}
 	for (;;)
 	{
 		if (ix->lookup_done)
@@ -513,6 +661,7 @@ next_entry(IdxScanState *state, IdxIndexScan *ix)
 			ix->lookup_done = true;
 	}
 	ix->entries_read++;
+	ix->exec_entries++;
 	return entry;
 }
 
@@ -657,7 +806,8 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * Read up to fetch_batch_size entries and start the find of their facts:
+ * Read up to fetch_batch_size entries (fewer under a LIMIT, see
+ * grow_batches) and start the find of their facts:
  * {_id: {$in: [...]}} combined with the pushed-down filter.  Large _ids
  * end the batch early, once the list holds IDX_IN_LIST_MAX_BYTES, so that
  * the find stays under MongoDB's 16 MB command size.  Returns false when
@@ -675,7 +825,12 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 	uint32		n = 0;
 	const bson_t *entry;
 	bool		ordered = ix->order_key >= 0;
+	uint32		max;
 
+	/* the facts of the batches so far were not enough */
+	if (ix->fetches++ > 0)
+		grow_batches(state, ix);
+	max = fact_batch_size(state, ix);
 	MemoryContextReset(ix->batch_cxt);
 	ix->batch_ids = MemoryContextAlloc(ix->batch_cxt, sizeof(char *) *
 									   state->info->fetch_batch_size);
@@ -689,7 +844,7 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clauses, "0", &idclause));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond));
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&idcond, "$in", &ids));
-	while (n < (uint32) state->info->fetch_batch_size &&
+	while (n < max &&
 		   ids.len < IDX_IN_LIST_MAX_BYTES &&
 		   (entry = next_entry(state, ix)) != NULL)
 	{
@@ -850,6 +1005,11 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 																  ix->def->keys[ix->order_key].attnum,
 																  false))),
 							es);
+	/* a LIMIT made the first batch smaller than a full one */
+	if (ix->first_batch > 0 &&
+		ix->first_batch < (ix->covering ? state->info->fetch_size :
+						   state->info->fetch_batch_size))
+		ExplainPropertyInteger("First Batch", "entries", ix->first_batch, es);
 	ExplainPropertyText("Collection",
 						psprintf("%s.%s", state->info->database,
 								 state->info->collection), es);

@@ -62,6 +62,7 @@
 
 #include "access/relation.h"
 #include "access/sysattr.h"
+#include "access/xact.h"
 #include "commands/progress.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
@@ -566,6 +567,13 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 				 errhint("Run it in a transaction of its own.")));
 	idx_verify_run(def, rel, repair, PROGRESS_CREATEIDX_COMMAND_REINDEX,
 				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, false, counts);
+	/*
+	 * Entries right under the collations' current versions: not stale (a
+	 * read-only transaction, a standby's say, verifies without recording).
+	 */
+	if (repair || (counts->missing == 0 && counts->orphan == 0 &&
+				   counts->stale == 0 && !XactReadOnly))
+		idx_refresh_collation_versions(def);
 	relation_close(rel, NoLock);
 }
 

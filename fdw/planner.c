@@ -162,6 +162,10 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *local_exprs = NIL;
 	List	   *fdw_private;
 	List	   *fdw_exprs;
+	List	   *index_private = NIL;
+	Bitmapset  *attrs_used = bms_copy(fpinfo->attrs_used);
+	int			nparams;
+	int			limit = -1;
 	ListCell   *lc;
 
 	/* a path above the scan (upper.h) is planned by its owner */
@@ -186,22 +190,27 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 			local_exprs = lappend(local_exprs, ri->clause);
 	}
 
-	fdw_private = list_make5(makeInteger(IDX_SCAN_PLAIN),
+	fdw_exprs = idx_collect_params(remote_conds);
+	nparams = list_length(fdw_exprs);
+
+	/* an index path adds its lookup values to fdw_exprs, its part to the plan */
+	if (idx_is_index_path(best_path))
+		index_private = idx_index_plan_private(root, baserel, best_path,
+											   remote_conds, &fdw_exprs,
+											   &local_exprs, &attrs_used,
+											   &limit);
+
+	fdw_private = list_make5(makeInteger(index_private != NIL ?
+										 IDX_SCAN_INDEX : IDX_SCAN_PLAIN),
 							 remote_conds,
 							 makeInteger(baserel->relid),
-							 idx_bitmap_to_list(fpinfo->attrs_used),
+							 idx_bitmap_to_list(attrs_used),
 							 makeInteger(fpinfo->id_lookup));
-	fdw_exprs = idx_collect_params(remote_conds);
-	fdw_private = lappend(fdw_private,
-						  makeInteger(list_length(fdw_exprs)));
+	fdw_private = lappend(fdw_private, makeInteger(nparams));
 	fdw_private = lappend(fdw_private, NIL);	/* IdxPrivSort */
-	fdw_private = lappend(fdw_private, makeInteger(-1));	/* IdxPrivLimit */
+	fdw_private = lappend(fdw_private, makeInteger(limit));	/* IdxPrivLimit */
 	fdw_private = lappend(fdw_private, makeInteger(0));	/* IdxPrivOffset */
-
-	/* an index path adds its lookup to fdw_private and fdw_exprs */
-	if (best_path->fdw_private != NIL)
-		idx_finish_index_plan(root, baserel, best_path, &fdw_private,
-							  &fdw_exprs, &local_exprs);
+	fdw_private = list_concat(fdw_private, index_private);
 
 	/*
 	 * The parameters of the pushed-down clauses go to fdw_exprs, so that the

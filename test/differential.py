@@ -59,7 +59,8 @@ MIN_PUSHDOWN_RATIO = 0.30
 # index tables on the foreign table (keys, included columns); the clauses
 # the planner routes through them are also run with routing off
 INDEX_TABLES = [(["i4"], []), (["t", "i8"], []), (["lower(t)"], []),
-                (["ts"], ["b"]), (["u"], []), (["vc"], ["i4", "d"]), (["b", "d"], []), (["pv"], [])]
+                (["ts"], ["b"]), (["u"], []), (["vc"], ["i4", "d"]), (["b", "d"], []), (["pv"], []),
+                (["ti"], ["i4"]), (["b", "ti"], [])]
 # the run fails unless at least this many clauses went through an index table
 MIN_ROUTED = 12
 EXECUTIONS_PER_PREPARED = 7
@@ -97,6 +98,9 @@ COLUMNS = [
     Column("t", "text", "t", "text"),
     # a dotted path, so that pushdown into embedded documents is exercised too
     Column("vc", "varchar(20)", "meta.vc", "text"),
+    # an ICU collation: its index tables hold sort keys, and serve ranges
+    # and order under it (the local table has the same collation)
+    Column("ti", 'text COLLATE "en-x-icu"', "ti", "text"),
     Column("b", "boolean", "b", "bool"),
     Column("ts", "timestamptz", "ts", "ts"),
     Column("d", "date", "d", "date"),
@@ -134,6 +138,10 @@ F8_POOL = [0.0, -0.0, 1.0, -1.0, 1.5, -2.25, 0.1, 0.30000000000000004, 3.0,
 TEXT_POOL = ["", "a", "A", "ab", "aB", "abc", "b", "B", "z", "zzz", "é", "e", "E",
              "ß", "ss", "SS", "日本", "日本語", "Ω", " a", "a ", "a%b", "a_c", "o'neil",
              "5f43a1b2c3d4e5f607182930", "5F43A1B2C3D4E5F607182930", "~"]
+# mixed cases, accents and punctuation, which ICU orders unlike bytes
+TI_POOL = ["", "a", "A", "ab", "aB", "a b", "a-b", "b", "B", "z", "Zoo", "zebra", "é", "e", "E",
+           "eclair", "Eclair", "éclair", "Éclair", "cote", "côte", "coté", "côté", "ß", "ss",
+           "straße", "strasse", "äpfel", "apfel", "Apfel", "日本", "Ω", "1", "10", "9", "~"]
 VC_POOL = ["", "x", "X", "xy", "abc", "ABC", "é", "naïve", "日本", "zz top",
            "abcdefghijklmnopqrst", "日本日本日本日本日本日本日本日本日本日本"]
 OBJECT_IDS = [ObjectId("5f43a1b2c3d4e5f607182930"), ObjectId("000000000000000000000000"),
@@ -282,7 +290,7 @@ class DocumentGenerator:
         if kind == "text":
             if column.name == "t" and rng.random() < 0.06:
                 return rng.choice(OBJECT_IDS)
-            return rng.choice(TEXT_POOL if column.name == "t" else VC_POOL)
+            return rng.choice(text_pool(column))
         if kind == "bool":
             return rng.random() < 0.5
         if kind == "ts":
@@ -337,6 +345,11 @@ def random_timestamp(rng):
 def random_date(rng):
     """A date between 1990 and 2030."""
     return datetime.date(1990, 1, 1) + datetime.timedelta(days=rng.randrange(40 * 365))
+
+
+def text_pool(column):
+    """The text values of ``column``."""
+    return {"t": TEXT_POOL, "ti": TI_POOL}.get(column.name, VC_POOL)
 
 
 def field_value(doc, path):
@@ -484,7 +497,7 @@ class LiteralValues:
         if kind == "text":
             if column.name == "t" and rng.random() < 0.1:
                 return str(rng.choice(OBJECT_IDS))
-            return rng.choice(TEXT_POOL if column.name == "t" else VC_POOL)
+            return rng.choice(text_pool(column))
         if kind == "bool":
             return rng.random() < 0.5
         if kind == "ts":
@@ -526,7 +539,7 @@ class LiteralValues:
 
 COMPARISONS = ["=", "<>", "<", "<=", ">", ">="]
 COMMUTED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-TEXT_COLLATIONS = ['"C"', '"C"', '"POSIX"', None, None, None]
+TEXT_COLLATIONS = ['"C"', '"C"', '"POSIX"', '"en-x-icu"', None, None, None]
 
 
 class ClauseGenerator:
@@ -1127,6 +1140,51 @@ def run_clause_case(session, number, clause, report):
     return is_pushed(filter_json), routed
 
 
+def collated_order_cases(rng, count=24):
+    """Queries ordered by the ICU-collated column ``ti``, most with a range or
+    an equality under its collation: the index tables on ``ti`` and on
+    ``(b, ti)`` hold sort keys and can give that order."""
+    cases = []
+    for _ in range(count):
+        low, high = sorted(rng.sample(TI_POOL, 2))
+        clause = rng.choice([
+            "true",
+            "ti > %s" % quote(low),
+            "ti >= %s AND ti < %s" % (quote(low), quote(high)),
+            "ti <= %s" % quote(high),
+            "ti BETWEEN %s AND %s" % (quote(low), quote(high)),
+            "b = %s" % rng.choice(["true", "false"]),
+            "b = true AND ti > %s" % quote(low),
+            "ti IN (%s, %s)" % (quote(low), quote(high)),
+            "ti = %s" % quote(low),
+        ])
+        limit = rng.choice(["", "", " LIMIT 5", " LIMIT 40"])
+        cases.append("SELECT ti FROM %%s WHERE %s ORDER BY ti%s" % (clause, limit))
+    return cases
+
+
+def run_collated_order_case(session, number, query, report):
+    """One query ordered by ``ti`` on both tables, the foreign one with plain
+    scans as a last resort: the values must come in the same order.  Returns
+    whether the index gave the order."""
+    session.run("SET idxtable.enable_plain_scan = off")
+    plan = session.run("EXPLAIN " + query % "ft")
+    foreign = session.run(query % "ft")
+    session.run("RESET idxtable.enable_plain_scan")
+    local = session.run(query % "lt")
+    ordered = bool(plan.rows) and any("Index Order:" in r[0] for r in plan.rows)
+    problem = None
+    if foreign.error or local.error:
+        problem = compare(foreign, local)
+    elif [r[0] for r in foreign.rows] != [r[0] for r in local.rows]:
+        problem = ["foreign: %r" % [r[0] for r in foreign.rows][:12],
+                   "local:   %r" % [r[0] for r in local.rows][:12]]
+    if problem:
+        problem = [query % "ft", "index order: %s" % ordered] + problem
+    report.result("collated order %d" % number, problem)
+    return ordered
+
+
 def run_prepared_case(session, number, case, report, plan_counts):
     """Prepare one parameterized query on both tables and execute it repeatedly.
 
@@ -1241,6 +1299,15 @@ def main():
     report.result("pushdown coverage", None if ratio >= MIN_PUSHDOWN_RATIO else
                   ["only %.0f%% of the clauses were pushed down, need %.0f%%"
                    % (100 * ratio, 100 * MIN_PUSHDOWN_RATIO)])
+
+    index_ordered = 0
+    phase_started = time.monotonic()
+    for number, query in enumerate(collated_order_cases(random.Random(seed + 1))):
+        index_ordered += run_collated_order_case(session, number, query, report)
+    print("collated order: %d queries ordered by an index table (%.1fs)"
+          % (index_ordered, time.monotonic() - phase_started))
+    report.result("collated order coverage", None if index_ordered >= 6 else
+                  ["only %d queries on ti were ordered by an index table, need 6" % index_ordered])
 
     plan_counts = [0, 0]
     for number, case in enumerate(prepared):

@@ -1,0 +1,147 @@
+--
+-- pushdown_idxlimit: LIMIT reaches index-table lookups and fact fetches.
+-- A scan whose rows go straight to a LIMIT (one relation, the query's
+-- order) reads a first lookup batch and fact fetch of as many entries as
+-- the LIMIT asks rows (more when other clauses filter facts), then twice
+-- as many each time.  EXPLAIN ANALYZE counts the entries read and facts
+-- fetched.  Planning and EXPLAIN without ANALYZE never talk to MongoDB, so
+-- they work while the server is down.
+--
+SET idxtable.index_consistency = 'any';
+CREATE FOREIGN TABLE lim (id int OPTIONS (field '_id'), grp int, n int,
+  note text) SERVER mongo_nostream OPTIONS (collection 'idxlimit_lim');
+DELETE FROM lim;
+-- 1500 facts per group; n is NULL for every hundredth (all in group 0)
+INSERT INTO lim
+  SELECT i, i % 2, CASE WHEN i % 100 = 0 THEN NULL ELSE i END, 'note ' || i
+  FROM generate_series(1, 3000) i;
+SELECT idxtable.create_index('lim', '{grp,n}', name => 'lim_grp_n');
+SELECT idxtable.create_index('lim', '{n}', '{grp}', name => 'lim_n_grp');
+ANALYZE lim;
+-- ordered key-only scan after an equality prefix: 10 entries, 10 facts
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM lim WHERE grp = 1 ORDER BY n LIMIT 10;
+-- without the pushdown: a whole batch (fetch_batch_size, 500) of each
+SET idxtable.enable_order_pushdown = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM lim WHERE grp = 1 ORDER BY n LIMIT 10;
+RESET idxtable.enable_order_pushdown;
+-- the whole index in order, key-only and covering; OFFSET rows count too
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM lim ORDER BY n LIMIT 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT n, grp FROM lim ORDER BY n LIMIT 5 OFFSET 10;
+-- another pushed clause filters facts: the first batch allows for its
+-- selectivity (one fact in 1500 fails it here)
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM lim WHERE grp = 1 AND note <> 'note 3' ORDER BY n LIMIT 10;
+-- one that filters more than estimated: the batches double (11, 22, 44)
+-- until the rows are there
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM lim WHERE grp = 1 AND id > 100 ORDER BY n LIMIT 10;
+-- no first batch where the LIMIT is not the scan's: a Sort on another
+-- column, or a join
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF)
+  SELECT * FROM lim WHERE grp = 1 ORDER BY note LIMIT 10;
+EXPLAIN (COSTS OFF)
+  SELECT * FROM lim l, generate_series(1, 2) g WHERE l.grp = 1
+  ORDER BY l.n LIMIT 10;
+RESET idxtable.enable_plain_scan;
+-- every result is the plain scan's, in the same order, also where the
+-- rows run into the NULL keys (read last) or past the first batches (the
+-- routed side takes the index wherever it can)
+SET idxtable.enable_plain_scan = off;
+CREATE FUNCTION idxlimit_same_order(query text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  routed text;
+  plain text;
+BEGIN
+  EXECUTE format('SELECT string_agg(t::text, '','') FROM (%s) t', query) INTO routed;
+  SET LOCAL idxtable.enable_index_routing = off;
+  EXECUTE format('SELECT string_agg(t::text, '','') FROM (%s) t', query) INTO plain;
+  SET LOCAL idxtable.enable_index_routing = on;
+  RETURN CASE WHEN routed IS NOT DISTINCT FROM plain THEN 'same order: ' ELSE 'DIFFERENT: ' END || query;
+END $$;
+SELECT idxlimit_same_order(q) FROM (VALUES
+  ('SELECT id, n FROM lim WHERE grp = 1 ORDER BY n LIMIT 10'),
+  ('SELECT id, n FROM lim ORDER BY n LIMIT 5 OFFSET 10'),
+  ('SELECT n, grp FROM lim ORDER BY n LIMIT 5 OFFSET 2985'),
+  ('SELECT id, n FROM lim WHERE grp = 0 ORDER BY n LIMIT 10 OFFSET 1490'),
+  ('SELECT id, n FROM lim WHERE grp = 1 AND id > 100 ORDER BY n LIMIT 10'),
+  ('SELECT id, n FROM lim WHERE grp = 1 AND id > 2950 ORDER BY n LIMIT 30')
+) AS v(q);
+RESET idxtable.enable_plain_scan;
+DROP FUNCTION idxlimit_same_order(text);
+-- an index whose collection turns out not to be its own when a scan
+-- reads its ownership marker (planning reads none): an unordered scan
+-- reads the facts instead, an ordered one fails once and drops the cached
+-- plans, which are made without the index from then on
+CREATE FOREIGN TABLE lim_owners (_id text, system text, database_oid bigint,
+  database text, definition text)
+  SERVER mongo_nostream OPTIONS (collection 'idxtable.owners');
+SELECT system, database_oid, database, definition FROM lim_owners
+  WHERE _id = 'idxtable.idxlimit_lim.lim_n_grp' \gset mine_
+UPDATE lim_owners SET system = '1234567890123456789', database_oid = 99,
+  database = 'otherdb', definition = '11111111-2222-3333-4444-555555555555'
+  WHERE _id = 'idxtable.idxlimit_lim.lim_n_grp';
+\c
+SET idxtable.index_consistency = 'any';
+SET idxtable.enable_plain_scan = off;
+SET plan_cache_mode = force_generic_plan;
+PREPARE first_n AS SELECT n FROM lim ORDER BY n LIMIT 3;
+EXPLAIN (COSTS OFF) EXECUTE first_n;
+SELECT split_part(show_error('EXECUTE first_n'), E'\n', 1);
+EXECUTE first_n;
+EXPLAIN (COSTS OFF) EXECUTE first_n;
+DEALLOCATE first_n;
+\c
+SET idxtable.index_consistency = 'any';
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF) SELECT n, grp FROM lim WHERE n = 5;
+SELECT n, grp FROM lim WHERE n = 5;
+UPDATE lim_owners SET system = :'mine_system',
+  database_oid = :mine_database_oid, database = :'mine_database',
+  definition = :'mine_definition'
+  WHERE _id = 'idxtable.idxlimit_lim.lim_n_grp';
+DROP FOREIGN TABLE lim_owners;
+SELECT idxtable.drop_index('lim_grp_n');
+SELECT idxtable.drop_index('lim_n_grp');
+--
+-- the server is down: planning and EXPLAIN need it not, execution does
+--
+\getenv mongo_uri MONGO_URI
+\getenv mongo_user MONGO_USER
+\getenv mongo_password MONGO_PASSWORD
+SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
+CREATE SERVER lim_down FOREIGN DATA WRAPPER idxtable_fdw
+  OPTIONS (uri :'mongo_uri', database 'idxtable_regress', change_streams 'off');
+\if :have_user
+CREATE USER MAPPING FOR CURRENT_USER SERVER lim_down
+  OPTIONS (username :'mongo_user', password :'mongo_password');
+\else
+CREATE USER MAPPING FOR CURRENT_USER SERVER lim_down;
+\endif
+CREATE FOREIGN TABLE lim_down (id int OPTIONS (field '_id'), grp int, n int,
+  note text) SERVER lim_down OPTIONS (collection 'idxlimit_lim');
+SELECT idxtable.create_index('lim_down', '{n}', '{grp}', name => 'lim_down_n');
+ALTER SERVER lim_down OPTIONS (SET uri 'mongodb://127.0.0.1:1/',
+  ADD server_selection_timeout_ms '300', ADD connect_timeout_ms '300');
+-- a new session: no client, no ownership marker read yet
+\c
+SET idxtable.index_consistency = 'any';
+EXPLAIN (COSTS OFF) SELECT n, grp FROM lim_down WHERE n = 5;
+EXPLAIN (COSTS OFF) SELECT n, grp FROM lim_down ORDER BY n LIMIT 3;
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM lim_down WHERE n = 5;
+RESET idxtable.enable_plain_scan;
+EXPLAIN (COSTS OFF) SELECT * FROM lim_down WHERE note = 'x';
+SELECT split_part(show_error('SELECT n FROM lim_down WHERE n = 5'), E'\n', 1);
+SELECT split_part(show_error('SELECT * FROM lim_down WHERE note = ''x'''), E'\n', 1);
+ALTER SERVER lim_down OPTIONS (SET uri :'mongo_uri',
+  DROP server_selection_timeout_ms, DROP connect_timeout_ms);
+SELECT n, grp FROM lim_down WHERE n = 5;
+SELECT idxtable.drop_index('lim_down_n');
+DROP FOREIGN TABLE lim_down;
+DROP SERVER lim_down CASCADE;
+DROP FOREIGN TABLE lim;
