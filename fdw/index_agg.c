@@ -59,6 +59,7 @@
 #include "handle.h"
 #include "idxtable_fdw.h"
 #include "index_catalog.h"
+#include "index_collate.h"
 #include "index_entry.h"
 #include "index_path.h"
 #include "planner.h"
@@ -134,17 +135,19 @@ is_count_star(Node *node)
 }
 
 /*
- * Can a key of this type be matched exactly by a condition of strategy
- * "strategy" under collation "collid"?  Key values must be the column's
- * values themselves (no timestamp: its keys are rounded to milliseconds),
- * and ordered as PostgreSQL orders them for ranges.
+ * Can key "key" be matched exactly by a condition of strategy "strategy"
+ * under collation "collid"?  Key values must be the column's values
+ * themselves (no timestamp: its keys are rounded to milliseconds), and
+ * ordered as PostgreSQL orders them for ranges: text only where the
+ * entries hold that collation's order (its sort keys, or the strings under
+ * a collation that orders as bytes do).
  */
 static bool
-exact_key_strategy(Oid keytype, int strategy, Oid collid)
+exact_key_strategy(const IdxIndexKey *key, int strategy, Oid collid)
 {
 	bool		range = strategy != BTEqualStrategyNumber;
 
-	switch (keytype)
+	switch (key->keytype)
 	{
 		case INT2OID:
 		case INT4OID:
@@ -158,8 +161,11 @@ exact_key_strategy(Oid keytype, int strategy, Oid collid)
 		case VARCHAROID:
 			if (!OidIsValid(collid))
 				return false;
-			return range ? lc_collate_is_c(collid) :
-				get_collation_isdeterministic(collid);
+			if (!range)
+				return get_collation_isdeterministic(collid);
+			if (OidIsValid(key->sortcoll))
+				return key->sortcoll == collid;
+			return idx_collation_bytewise(collid);
 		default:
 			return false;
 	}
@@ -247,7 +253,7 @@ match_op(const IdxIndexDef *def, OpExpr *op, Index relid, AggCond *cond)
 	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
 	if (strategy < BTLessStrategyNumber ||
 		strategy > BTGreaterStrategyNumber ||
-		!exact_key_strategy(def->keys[cond->keypos].keytype, strategy,
+		!exact_key_strategy(&def->keys[cond->keypos], strategy,
 							op->inputcollid))
 		return false;
 	cond->op = ops[strategy];
@@ -274,7 +280,7 @@ match_in(const IdxIndexDef *def, ScalarArrayOpExpr *saop, Index relid,
 	if (interps == NIL ||
 		((OpBtreeInterpretation *) linitial(interps))->strategy !=
 		BTEqualStrategyNumber ||
-		!exact_key_strategy(def->keys[cond->keypos].keytype,
+		!exact_key_strategy(&def->keys[cond->keypos],
 							BTEqualStrategyNumber, saop->inputcollid))
 		return false;
 	cond->op = ICOND_IN;
@@ -397,10 +403,15 @@ match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
 		AggCond		cond;
 
 		if (rinfo->pseudoconstant ||
-			list_member_ptr(fpinfo->local_conds, rinfo) ||
 			!match_agg_clause(def, rinfo->clause, baserel->relid, &cond))
 			return NIL;
-		/* a lossy text range lets other types through; a Param is checked */
+
+		/*
+		 * The facts' filter may be a superset (a text range lets other BSON
+		 * types through) or leave the clause out (a text range under a
+		 * collation MongoDB cannot compare in); a Param's value is checked
+		 * when the facts are counted.
+		 */
 		if (!list_member_ptr(fpinfo->remote_exact, rinfo) &&
 			!(cond.value && IsA(cond.value, Param) &&
 			  (cond.op == ICOND_EQ || cond.op == ICOND_IN ||
@@ -638,7 +649,7 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
  * (NULL elements never match).
  */
 static bool
-append_in_list(bson_t *doc, Datum arraydatum)
+append_in_list(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
 	Oid			elemtype = ARR_ELEMTYPE(arr);
@@ -658,12 +669,14 @@ append_in_list(bson_t *doc, Datum arraydatum)
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
 	for (i = 0; i < nelems; i++)
 	{
-		char		key[16];
+		char		pos[16];
 
 		if (nulls[i])
 			continue;
-		snprintf(key, sizeof(key), "%u", n++);
-		idx_append_key_value(&list, key, elems[i], elemtype, false);
+		snprintf(pos, sizeof(pos), "%u", n++);
+		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
+							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
+							 false);
 	}
 	idx_check_append(bson_append_array_end(doc, &list));
 	return n > 0;
@@ -674,7 +687,8 @@ append_in_list(bson_t *doc, Datum arraydatum)
  * Returns false when it can match nothing (a NULL value, an empty list).
  */
 static bool
-append_cond(IdxIndexAggScan *ia, bson_t *child, IdxCondOp op, int exprpos)
+append_cond(IdxIndexAggScan *ia, bson_t *child, const IdxIndexKey *key,
+			IdxCondOp op, int exprpos)
 {
 	static const char *const ops[] = {"$eq", "$in", "$eq", "$lt", "$lte", "$gt", "$gte"};
 
@@ -686,8 +700,10 @@ append_cond(IdxIndexAggScan *ia, bson_t *child, IdxCondOp op, int exprpos)
 	if (ia->nulls[exprpos])
 		return false;
 	if (op == ICOND_IN)
-		return append_in_list(child, ia->values[exprpos]);
-	idx_append_key_value(child, ops[op], ia->values[exprpos],
+		return append_in_list(child, key, ia->values[exprpos]);
+	idx_append_key_value(child, ops[op],
+						 idx_key_lookup_datum(key, ia->values[exprpos]),
+						 OidIsValid(key->sortcoll) ? TEXTOID :
 						 exprType(list_nth(ia->value_exprs, exprpos)), false);
 	return true;
 }
@@ -722,7 +738,8 @@ build_count_filter(IdxIndexAggScan *ia, bson_t *filter)
 															&child));
 			any = true;
 			done++;
-			if (!append_cond(ia, &child, lsecond_int(cond), lthird_int(cond)))
+			if (!append_cond(ia, &child, &ia->def->keys[k], lsecond_int(cond),
+							 lthird_int(cond)))
 				return false;
 		}
 		if (any)
