@@ -53,6 +53,7 @@
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
 #include "utils/plancache.h"
+#include "utils/selfuncs.h"
 #include "utils/ruleutils.h"
 
 #include "connection.h"
@@ -84,8 +85,15 @@ enum IdxIndexAggPrivateIndex
 	IdxAggPrivOutputs,
 	/* 1 if counting the facts with the pushed-down filter is exact as long
 	 * as the parameter values are exact in BSON (Integer) */
-	IdxAggPrivFactsExact
+	IdxAggPrivFactsExact,
+	/* the key position rows are counted per (GROUP BY), or -1 (Integer) */
+	IdxAggPrivGroupKey
 };
+
+/* What a column of fdw_scan_tlist holds (IdxAggPrivOutputs) */
+#define AGG_OUT_CONST	0
+#define AGG_OUT_COUNT	1
+#define AGG_OUT_KEY		2
 
 /* A condition on one key, found while matching the WHERE clauses */
 typedef struct AggCond
@@ -111,6 +119,9 @@ typedef struct IdxIndexAggScan
 	Datum	   *values;
 	bool	   *nulls;
 	bool		facts_exact;	/* the plan's IdxAggPrivFactsExact */
+	int			group_key;		/* the plan's IdxAggPrivGroupKey */
+	IdxColumnConv keyconv;		/* the group key's column */
+	bool		started;		/* GROUP BY: the aggregate has been sent */
 	bool		done;			/* the row has been returned */
 	bool		ran;			/* a command was sent */
 	bool		in_txn;			/* the count ran in a MongoDB transaction */
@@ -377,16 +388,18 @@ cond_cmp(const ListCell *a, const ListCell *b)
 }
 
 /*
- * Match every WHERE clause of "baserel" to "def"; NIL if one does not
- * match exactly, or the index cannot count facts.  *facts_exact says
+ * Match every WHERE clause of "baserel" to "def" (*result: AggConds in
+ * key order); false if one does not match exactly, or the index cannot
+ * count facts.  *facts_exact says
  * whether counting the facts with the pushed-down filter is exact too
  * (the fallback of idx_index_agg_scan_begin): every clause pushed down
  * exactly, or only for being a parameter, whose value is checked then.
  */
-static List *
+static bool
 match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
-				  IdxRelInfo *fpinfo, bool *facts_exact)
+				  List **result, bool *facts_exact)
 {
+	IdxRelInfo *fpinfo = baserel->fdw_private;
 	List	   *conds = NIL;
 	ListCell   *lc;
 	int			k;
@@ -394,7 +407,7 @@ match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
 	for (k = 0; k < def->nkeys; k++)
 	{
 		if (def->keys[k].multi)
-			return NIL;			/* one entry per element */
+			return false;		/* one entry per element */
 	}
 	*facts_exact = true;
 	foreach(lc, baserel->baserestrictinfo)
@@ -404,7 +417,7 @@ match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
 
 		if (rinfo->pseudoconstant ||
 			!match_agg_clause(def, rinfo->clause, baserel->relid, &cond))
-			return NIL;
+			return false;
 
 		/*
 		 * The facts' filter may be a superset (a text range lets other BSON
@@ -421,94 +434,161 @@ match_all_clauses(const IdxIndexDef *def, RelOptInfo *baserel,
 		conds = lappend(conds, palloc_object(AggCond));
 		*(AggCond *) llast(conds) = cond;
 	}
-	if (conds == NIL || !conds_form_prefix(def, conds))
-		return NIL;
+	if (!conds_form_prefix(def, conds))
+		return false;
 	list_sort(conds, cond_cmp);
-	return conds;
+	*result = conds;
+	return true;
 }
 
 /*
- * Is the grouping target count(*)s and constants only, with no GROUP BY,
- * HAVING or grouping sets?
+ * The one GROUP BY expression of the query, NULL for none; false for a
+ * query this file cannot answer: grouping sets, HAVING, several grouping
+ * expressions.
  */
 static bool
-target_is_counts(PlannerInfo *root, GroupPathExtraData *extra)
+query_grouping(PlannerInfo *root, GroupPathExtraData *extra, Node **group)
 {
 	Query	   *parse = root->parse;
+	List	   *exprs;
+
+	*group = NULL;
+	if (parse->groupingSets != NIL || extra->havingQual != NULL ||
+		extra->patype != PARTITIONWISE_AGGREGATE_NONE ||
+		root->upper_targets[UPPERREL_GROUP_AGG] == NULL)
+		return false;
+	exprs = get_sortgrouplist_exprs(parse->groupClause, parse->targetList);
+	if (list_length(exprs) > 1)
+		return false;
+	if (exprs != NIL)
+		*group = linitial(exprs);
+	return true;
+}
+
+/*
+ * Is the grouping target count(*)s, constants and the GROUP BY expression
+ * "group" (NULL: none) only, with at least one count?
+ */
+static bool
+target_is_counts(PlannerInfo *root, Node *group)
+{
 	PathTarget *target = root->upper_targets[UPPERREL_GROUP_AGG];
 	bool		any = false;
 	ListCell   *lc;
 
-	if (parse->groupClause != NIL || parse->groupingSets != NIL ||
-		extra->havingQual != NULL ||
-		extra->patype != PARTITIONWISE_AGGREGATE_NONE || target == NULL)
-		return false;
 	foreach(lc, target->exprs)
 	{
 		Node	   *node = lfirst(lc);
 
 		if (is_count_star(node))
 			any = true;
-		else if (!IsA(node, Const))
+		else if (!IsA(node, Const) && !(group && equal(node, group)))
 			return false;
 	}
 	return any;
 }
 
 /*
+ * The key of "def" that GROUP BY expression "group" is, if entries can
+ * give its groups exactly: a plain column whose key values convert back
+ * to the column's values (no date: infinities are stored as the ends of
+ * BSON dates; no timestamp) and whose equality is byte equality; else -1.
+ */
+static int
+group_key(const IdxIndexDef *def, Node *group, Index relid)
+{
+	int			k = key_of_var(def, group, relid);
+
+	if (k < 0)
+		return -1;
+	switch (def->keys[k].keytype)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case BOOLOID:
+		case UUIDOID:
+			return k;
+		case TEXTOID:
+		case VARCHAROID:
+			return OidIsValid(exprCollation(group)) &&
+				get_collation_isdeterministic(exprCollation(group)) ? k : -1;
+		default:
+			return -1;
+	}
+}
+
+/*
+ * Add the path of one index: a count, or a count per key of "group".
+ */
+static void
+add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
+				   RelOptInfo *grouped_rel, IdxIndexDef *def, Node *group)
+{
+	IdxRelInfo *fpinfo = input_rel->fdw_private;
+	bool		facts_exact;
+	List	   *conds = NIL;
+	int			gk = group ? group_key(def, group, input_rel->relid) : -1;
+	double		entries = input_rel->rows;
+	double		rows = 1;
+	Cost		cost;
+
+	if ((group && gk < 0) ||
+		!match_all_clauses(def, input_rel, &conds, &facts_exact))
+		return;
+
+	/*
+	 * A count needs a condition (without one the collection's own count is
+	 * cheaper).  A table without a consistency mode of its own finds out at
+	 * executor start whether its server writes "ordered"; then the facts
+	 * are counted instead, which must be exact.
+	 */
+	if (!group &&
+		(conds == NIL ||
+		 (!facts_exact &&
+		  fpinfo->table->consistency == IDX_CONSISTENCY_DEFAULT)))
+		return;
+	if (group)
+		rows = estimate_num_groups(root, list_make1(group), entries, NULL,
+								   NULL);
+	/* one round trip; the server reads keys only */
+	cost = ROUND_TRIP_COST + entries * INDEX_ENTRY_COST * 0.5 +
+		rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
+	if (grouped_rel->fdw_private == NULL)
+		grouped_rel->fdw_private = fpinfo;
+	add_path(grouped_rel, (Path *)
+			 create_foreign_upper_path(root, grouped_rel,
+									   root->upper_targets[UPPERREL_GROUP_AGG],
+									   rows, cost, cost, NIL, NULL,
+									   list_make5(makeInteger(IDX_UPPER_INDEX_AGG),
+												  makeString(def->name),
+												  conds,
+												  makeInteger(input_rel->relid),
+												  list_make2_int(facts_exact, gk))));
+}
+
+/*
  * Add the ForeignPaths that push the grouping of "input_rel" down: a count
- * from the index collection of each valid index that matches every WHERE
- * clause exactly.
+ * (or a count per key) from the index collection of each valid index that
+ * matches every WHERE clause exactly.
  */
 void
 idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 						RelOptInfo *grouped_rel, GroupPathExtraData *extra)
 {
 	IdxRelInfo *fpinfo = input_rel->fdw_private;
+	Node	   *group;
 	ListCell   *lc;
 
 	if (!idxtable_enable_aggregate_pushdown ||
 		input_rel->reloptkind != RELOPT_BASEREL ||
 		fpinfo->table->consistency == IDX_CONSISTENCY_ORDERED ||
-		!target_is_counts(root, extra))
+		!query_grouping(root, extra, &group) ||
+		!target_is_counts(root, group))
 		return;
 
 	foreach(lc, fpinfo->indexes)
-	{
-		IdxIndexDef *def = lfirst(lc);
-		bool		facts_exact;
-		List	   *conds = match_all_clauses(def, input_rel, fpinfo,
-											  &facts_exact);
-		double		entries;
-		Cost		cost;
-
-		/*
-		 * A table without a consistency mode of its own finds out at
-		 * executor start whether its server writes "ordered"; then the facts
-		 * are counted instead, which must be exact.
-		 */
-		if (conds == NIL ||
-			(!facts_exact &&
-			 fpinfo->table->consistency == IDX_CONSISTENCY_DEFAULT))
-			continue;
-		entries = clamp_row_est(input_rel->tuples *
-								clauselist_selectivity(root,
-													   input_rel->baserestrictinfo,
-													   0, JOIN_INNER, NULL));
-		/* one round trip; the server reads keys only */
-		cost = ROUND_TRIP_COST + entries * INDEX_ENTRY_COST * 0.5;
-		if (grouped_rel->fdw_private == NULL)
-			grouped_rel->fdw_private = fpinfo;
-		add_path(grouped_rel, (Path *)
-				 create_foreign_upper_path(root, grouped_rel,
-										   root->upper_targets[UPPERREL_GROUP_AGG],
-										   1, cost, cost, NIL, NULL,
-										   list_make5(makeInteger(IDX_UPPER_INDEX_AGG),
-													  makeString(def->name),
-													  conds,
-													  makeInteger(input_rel->relid),
-													  makeInteger(facts_exact))));
-	}
+		add_index_agg_path(root, input_rel, grouped_rel, lfirst(lc), group);
 }
 
 /*
@@ -592,17 +672,56 @@ idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 	scan_tlist = add_to_flat_tlist(NIL,
 								   root->upper_targets[UPPERREL_GROUP_AGG]->exprs);
 	foreach(lc, scan_tlist)
-		outputs = lappend(outputs,
-						  makeInteger(is_count_star((Node *) lfirst_node(TargetEntry, lc)->expr)));
+	{
+		Node	   *expr = (Node *) lfirst_node(TargetEntry, lc)->expr;
+
+		outputs = lappend_int(outputs,
+							  is_count_star(expr) ? AGG_OUT_COUNT :
+							  IsA(expr, Const) ? AGG_OUT_CONST : AGG_OUT_KEY);
+	}
 
 	fdw_private = lappend(fdw_private, makeString(def->name));
 	fdw_private = lappend(fdw_private, conds);
 	fdw_private = lappend(fdw_private, makeString(text.data));
 	fdw_private = lappend(fdw_private, outputs);
-	fdw_private = lappend(fdw_private, list_nth(best_path->fdw_private, 4));
+	fdw_private = lappend(fdw_private,
+						  makeInteger(linitial_int(list_nth(best_path->fdw_private, 4))));
+	fdw_private = lappend(fdw_private,
+						  makeInteger(lsecond_int(list_nth(best_path->fdw_private, 4))));
 
 	return make_foreignscan(tlist, NIL, 0, fdw_exprs, fdw_private,
 							scan_tlist, NIL, outer_plan);
+}
+
+/*
+ * GROUP BY: the converter of the key column's values, and the index (only
+ * its entries can give the groups).
+ */
+static void
+init_group_key(ForeignScan *plan, IdxScanState *state, IdxIndexAggScan *ia)
+{
+	ListCell   *lc,
+			   *lc2;
+
+	if (ia->def == NULL)
+	{
+		ResetPlanCache();
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot count the rows of foreign table \"%s\" per key of index table \"%s\"",
+						state->info->relname, ia->name),
+				 errdetail("The index table cannot be read now: it is no longer valid, or the table's writes are in consistency mode \"ordered\"."),
+				 errhint("Run the query again, or with idxtable.enable_aggregate_pushdown off.")));
+	}
+	forboth(lc, ia->outputs, lc2, plan->fdw_scan_tlist)
+	{
+		Var		   *var = (Var *) lfirst_node(TargetEntry, lc2)->expr;
+
+		if (lfirst_int(lc) == AGG_OUT_KEY)
+			idx_conv_init(&ia->keyconv,
+						  get_attname(state->info->relid, var->varattno, false),
+						  var->vartype, var->vartypmod);
+	}
 }
 
 /*
@@ -622,6 +741,7 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
 	ia->cond_text = strVal(list_nth(plan->fdw_private, IdxAggPrivCondText));
 	ia->outputs = list_nth(plan->fdw_private, IdxAggPrivOutputs);
 	ia->facts_exact = intVal(list_nth(plan->fdw_private, IdxAggPrivFactsExact));
+	ia->group_key = intVal(list_nth(plan->fdw_private, IdxAggPrivGroupKey));
 	ia->value_exprs = plan->fdw_exprs;
 	ia->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	ia->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
@@ -642,6 +762,8 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
 		ia->sync_waited = idx_sync_wait_for_read(ia->def, state->client,
 												 state->server->servername,
 												 &ia->sync_wait_ms);
+	if (ia->group_key >= 0)
+		init_group_key(plan, state, ia);
 }
 
 /*
@@ -972,35 +1094,127 @@ run_count(ForeignScanState *node, IdxScanState *state, IdxIndexAggScan *ia)
 }
 
 /*
- * The one row: each column the count or its constant.
+ * GROUP BY: send the aggregate {$match: <filter>}, {$group: {_id: <key>,
+ * n: {$sum: 1}[, o: {$first: <original text>}]}} on the index collection
+ * (a sort-key key groups by its stored form, byte equality as the
+ * column's, and gives back the text it ends with).  False when the
+ * conditions can match nothing.
  */
-TupleTableSlot *
-idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
+static bool
+open_group_cursor(ForeignScanState *node, IdxScanState *state,
+				  IdxIndexAggScan *ia)
 {
-	IdxIndexAggScan *ia = state->index_agg;
+	const IdxIndexKey *key = &ia->def->keys[ia->group_key];
+	bson_t	   *filter = bson_new();
+	IdxHandle  *owned_filter = idx_own_bson(filter);
+	bson_t	   *pipeline = bson_new();
+	IdxHandle  *owned_pipeline = idx_own_bson(pipeline);
+	bson_t	   *opts = bson_new();
+	IdxHandle  *owned_opts = idx_own_bson(opts);
+	bson_t		stage,
+				child,
+				group;
+
+	idx_eval_exprs(node, ia->value_states, ia->values, ia->nulls);
+	if (!build_count_filter(ia, filter))
+		return false;
+	ia->last_filter = idx_bson_as_json(filter);
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(pipeline, "0", &stage));
+	idx_check_append(BSON_APPEND_DOCUMENT(&stage, "$match", filter));
+	idx_check_append(bson_append_document_end(pipeline, &stage));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(pipeline, "1", &stage));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$group", &group));
+	idx_check_append(BSON_APPEND_UTF8(&group, "_id",
+									  psprintf("$_id.%s", idx_key_field(ia->group_key))));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&group, "n", &child));
+	idx_check_append(BSON_APPEND_INT32(&child, "$sum", 1));
+	idx_check_append(bson_append_document_end(&group, &child));
+	if (OidIsValid(key->sortcoll))
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&group, "o", &child));
+		idx_check_append(BSON_APPEND_UTF8(&child, "$first",
+										  psprintf("$%s", idx_key_original_path(ia->group_key))));
+		idx_check_append(bson_append_document_end(&group, &child));
+	}
+	idx_check_append(bson_append_document_end(&stage, &group));
+	idx_check_append(bson_append_document_end(pipeline, &stage));
+	idx_check_append(BSON_APPEND_INT32(opts, "batchSize",
+									   state->info->fetch_size));
+
+	ia->in_txn = idx_xact_client_busy(state->client);
+	idx_xact_append_session(state->client, opts);
+	state->collection = mongoc_client_get_collection(state->client,
+													 ia->def->database,
+													 ia->def->collection);
+	if (!state->pinned)
+		idx_client_pin(state->client, 1);
+	state->pinned = true;
+	ia->ran = true;
+	state->cursor = mongoc_collection_aggregate(state->collection,
+												MONGOC_QUERY_NONE, pipeline,
+												opts, state->read_prefs);
+	idx_release(owned_opts);
+	idx_release(owned_pipeline);
+	idx_release(owned_filter);
+	return true;
+}
+
+/*
+ * The count of a group document ("n", a non-negative integer).
+ */
+static int64
+group_count(const bson_t *doc, IdxScanState *state, IdxIndexAggScan *ia)
+{
+	bson_iter_t iter;
+
+	if (bson_iter_init_find(&iter, doc, "n") &&
+		(BSON_ITER_HOLDS_INT32(&iter) || BSON_ITER_HOLDS_INT64(&iter)) &&
+		bson_iter_as_int64(&iter) > 0)
+		return bson_iter_as_int64(&iter);
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("MongoDB server \"%s\" sent a group without a count while reading index collection \"%s\"",
+					state->server->servername, ia->def->collection)));
+	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * Fill the slot's columns: the count, the group key of "doc" (NULL: no
+ * GROUP BY) or a constant.
+ */
+static void
+fill_row(ForeignScanState *node, IdxScanState *state, IdxIndexAggScan *ia,
+		 const bson_t *doc)
+{
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	MemoryContext oldcxt;
 	ListCell   *lc,
 			   *lc2;
 	int			i = 0;
-
-	ExecClearTuple(slot);
-	if (ia->done)
-		return slot;
-	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
-	ia->count = run_count(node, state, ia);
-	MemoryContextSwitchTo(oldcxt);
-	ia->done = true;
 
 	forboth(lc, ia->outputs, lc2, plan->fdw_scan_tlist)
 	{
 		Expr	   *expr = lfirst_node(TargetEntry, lc2)->expr;
 
-		if (intVal(lfirst(lc)))
+		slot->tts_isnull[i] = false;
+		if (lfirst_int(lc) == AGG_OUT_COUNT)
+			slot->tts_values[i] = Int64GetDatum(doc ? group_count(doc, state, ia)
+												: ia->count);
+		else if (lfirst_int(lc) == AGG_OUT_KEY)
 		{
-			slot->tts_values[i] = Int64GetDatum(ia->count);
-			slot->tts_isnull[i] = false;
+			IdxConvSource src = {ia->def->collection, NULL, true};
+			bson_iter_t iter;
+			bool		sortkey = OidIsValid(ia->def->keys[ia->group_key].sortcoll);
+
+			/* a NULL key groups NULLs: no original text then */
+			if (!bson_iter_init_find(&iter, doc, "_id") ||
+				BSON_ITER_HOLDS_NULL(&iter) ||
+				(sortkey && !bson_iter_init_find(&iter, doc, "o")))
+				slot->tts_isnull[i] = true;
+			else
+				slot->tts_values[i] = idx_bson_to_datum(&iter, &ia->keyconv,
+														&src,
+														&slot->tts_isnull[i]);
 		}
 		else
 		{
@@ -1009,7 +1223,53 @@ idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
 		}
 		i++;
 	}
-	return ExecStoreVirtualTuple(slot);
+	ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * The next row: the one row of counts, or the next group.
+ */
+TupleTableSlot *
+idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
+{
+	IdxIndexAggScan *ia = state->index_agg;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	MemoryContext oldcxt;
+	const bson_t *doc;
+
+	ExecClearTuple(slot);
+	if (ia->done)
+		return slot;
+	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	if (ia->group_key < 0)
+	{
+		ia->count = run_count(node, state, ia);
+		ia->done = true;
+		MemoryContextSwitchTo(oldcxt);
+		fill_row(node, state, ia, NULL);
+		return slot;
+	}
+	if (!ia->started)
+	{
+		ia->started = true;
+		if (!open_group_cursor(node, state, ia))
+			ia->done = true;
+	}
+	MemoryContextSwitchTo(oldcxt);
+	if (ia->done)
+		return slot;
+	doc = idx_scan_next_doc(state, &state->cursor, ia->def->collection,
+							ia->def->database);
+	if (doc == NULL)
+	{
+		ia->done = true;
+		return slot;
+	}
+	ia->count++;				/* groups, for EXPLAIN ANALYZE */
+	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
+	fill_row(node, state, ia, doc);
+	MemoryContextSwitchTo(oldcxt);
+	return slot;
 }
 
 /*
@@ -1019,6 +1279,8 @@ void
 idx_index_agg_scan_rescan(IdxScanState *state)
 {
 	state->index_agg->done = false;
+	state->index_agg->started = false;
+	state->index_agg->count = 0;
 }
 
 /*
@@ -1038,8 +1300,11 @@ idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
 {
 	IdxIndexAggScan *ia = state->index_agg;
 
-	ExplainPropertyText("Index Table", psprintf("%s (count)", ia->name), es);
-	ExplainPropertyText("Index Cond", ia->cond_text, es);
+	ExplainPropertyText("Index Table",
+						psprintf(ia->group_key >= 0 ? "%s (count per key)" :
+								 "%s (count)", ia->name), es);
+	if (ia->cond_text[0] != '\0')
+		ExplainPropertyText("Index Cond", ia->cond_text, es);
 	if (!es->analyze)
 		return;
 	if (ia->done && ia->def == NULL)
@@ -1047,10 +1312,13 @@ idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
 							es);
 	if (es->verbose && ia->last_filter)
 		ExplainPropertyText("MongoDB Count Filter", ia->last_filter, es);
+	if (ia->group_key >= 0)
+		ExplainPropertyInteger("Groups", NULL, ia->count, es);
 	if (ia->sync_waited && es->timing)
 		ExplainPropertyFloat("Sync Wait", "ms", ia->sync_wait_ms, 3, es);
 	if (ia->ran)
 		ExplainPropertyText("Command",
+							ia->group_key >= 0 ? "aggregate ($group)" :
 							ia->in_txn ? "aggregate ($count)" : "count", es);
 	ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 }
