@@ -32,6 +32,7 @@ OBJS = \
 	fdw/order_path.o \
 	fdw/agg_path.o \
 	fdw/index_agg.o \
+	fdw/index_agg_scan.o \
 	fdw/index_path.o \
 	fdw/index_scan.o \
 	fdw/index_stats.o \

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * index_agg.c
- *		  count(*) answered from an index collection (UPPERREL_GROUP_AGG;
- *		  scan kind IDX_SCAN_INDEX_AGG).
+ *		  count(*), count(*) GROUP BY a key, and min()/max() of a key
+ *		  answered from an index collection (UPPERREL_GROUP_AGG; scan kind
+ *		  IDX_SCAN_INDEX_AGG): the paths and plans.  Executed by
+ *		  index_agg_scan.c.
  *
  * "SELECT count(*) FROM t WHERE <conditions on an index's keys>" becomes a
  * "count" command on the index collection, whose filter the collection's
@@ -38,6 +40,7 @@
 
 #include "access/stratnum.h"
 #include "catalog/pg_aggregate.h"
+#include "utils/syscache.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
@@ -59,6 +62,7 @@
 #include "connection.h"
 #include "handle.h"
 #include "idxtable_fdw.h"
+#include "index_agg.h"
 #include "index_catalog.h"
 #include "index_collate.h"
 #include "index_entry.h"
@@ -68,32 +72,6 @@
 #include "sync_wait.h"
 #include "upper.h"
 #include "xact.h"
-
-/*
- * Elements of fdw_private after IdxPrivIndexFirst, for IDX_SCAN_INDEX_AGG.
- */
-enum IdxIndexAggPrivateIndex
-{
-	/* the index name (String) */
-	IdxAggPrivIndexName = IdxPrivIndexFirst,
-	/* conditions: List of integer Lists (key position, IdxCondOp, position
-	 * of the value in fdw_exprs or -1) */
-	IdxAggPrivConds,
-	/* the conditions as text, for EXPLAIN (String) */
-	IdxAggPrivCondText,
-	/* per column of fdw_scan_tlist: 1 the count, 0 a constant (Integers) */
-	IdxAggPrivOutputs,
-	/* 1 if counting the facts with the pushed-down filter is exact as long
-	 * as the parameter values are exact in BSON (Integer) */
-	IdxAggPrivFactsExact,
-	/* the key position rows are counted per (GROUP BY), or -1 (Integer) */
-	IdxAggPrivGroupKey
-};
-
-/* What a column of fdw_scan_tlist holds (IdxAggPrivOutputs) */
-#define AGG_OUT_CONST	0
-#define AGG_OUT_COUNT	1
-#define AGG_OUT_KEY		2
 
 /* A condition on one key, found while matching the WHERE clauses */
 typedef struct AggCond
@@ -105,37 +83,10 @@ typedef struct AggCond
 } AggCond;
 
 /*
- * Execution state of a count from an index collection.
- */
-typedef struct IdxIndexAggScan
-{
-	char	   *name;			/* the index's */
-	IdxIndexDef *def;			/* NULL: the facts are counted */
-	List	   *conds;
-	char	   *cond_text;
-	List	   *outputs;
-	List	   *value_exprs;	/* fdw_exprs */
-	List	   *value_states;
-	Datum	   *values;
-	bool	   *nulls;
-	bool		facts_exact;	/* the plan's IdxAggPrivFactsExact */
-	int			group_key;		/* the plan's IdxAggPrivGroupKey */
-	IdxColumnConv keyconv;		/* the group key's column */
-	bool		started;		/* GROUP BY: the aggregate has been sent */
-	bool		done;			/* the row has been returned */
-	bool		ran;			/* a command was sent */
-	bool		in_txn;			/* the count ran in a MongoDB transaction */
-	bool		sync_waited;
-	double		sync_wait_ms;
-	int64		count;
-	char	   *last_filter;	/* the count's filter, as JSON */
-} IdxIndexAggScan;
-
-/*
  * Is "agg" count(*) without DISTINCT, ORDER BY or FILTER?
  */
-static bool
-is_count_star(Node *node)
+bool
+idx_agg_is_count_star(Node *node)
 {
 	Aggref	   *agg = (Aggref *) node;
 
@@ -143,6 +94,42 @@ is_count_star(Node *node)
 		agg->aggstar && agg->aggfilter == NULL && agg->aggdistinct == NIL &&
 		agg->aggorder == NIL && agg->agglevelsup == 0 &&
 		agg->aggsplit == AGGSPLIT_SIMPLE;
+}
+
+/*
+ * AGG_OUT_MIN or AGG_OUT_MAX if "node" is min() or max() of a Var, without
+ * DISTINCT, ORDER BY or FILTER (*arg: the Var); else -1.
+ */
+int
+idx_agg_min_max_of(Node *node, Var **arg)
+{
+	Aggref	   *agg = (Aggref *) node;
+	HeapTuple	tuple;
+	Oid			sortop;
+	List	   *interps;
+	int			strategy;
+
+	if (!IsA(node, Aggref) || agg->aggstar || agg->aggfilter != NULL ||
+		agg->aggdistinct != NIL || agg->aggorder != NIL ||
+		agg->agglevelsup != 0 || agg->aggsplit != AGGSPLIT_SIMPLE ||
+		list_length(agg->args) != 1 ||
+		!IsA(linitial_node(TargetEntry, agg->args)->expr, Var))
+		return -1;
+	tuple = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(agg->aggfnoid));
+	if (!HeapTupleIsValid(tuple))
+		return -1;
+	sortop = ((Form_pg_aggregate) GETSTRUCT(tuple))->aggsortop;
+	ReleaseSysCache(tuple);
+	interps = OidIsValid(sortop) ? get_op_btree_interpretation(sortop) : NIL;
+	if (interps == NIL)
+		return -1;
+	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	*arg = (Var *) linitial_node(TargetEntry, agg->args)->expr;
+	if (strategy == BTLessStrategyNumber)
+		return AGG_OUT_MIN;
+	if (strategy == BTGreaterStrategyNumber)
+		return AGG_OUT_MAX;
+	return -1;
 }
 
 /*
@@ -467,7 +454,8 @@ query_grouping(PlannerInfo *root, GroupPathExtraData *extra, Node **group)
 
 /*
  * Is the grouping target count(*)s, constants and the GROUP BY expression
- * "group" (NULL: none) only, with at least one count?
+ * "group" (NULL: none; then also min() and max() of columns) only, with at
+ * least one aggregate?
  */
 static bool
 target_is_counts(PlannerInfo *root, Node *group)
@@ -480,7 +468,9 @@ target_is_counts(PlannerInfo *root, Node *group)
 	{
 		Node	   *node = lfirst(lc);
 
-		if (is_count_star(node))
+		Var		   *arg;
+
+		if (idx_agg_is_count_star(node) || (!group && idx_agg_min_max_of(node, &arg) >= 0))
 			any = true;
 		else if (!IsA(node, Const) && !(group && equal(node, group)))
 			return false;
@@ -519,6 +509,96 @@ group_key(const IdxIndexDef *def, Node *group, Index relid)
 }
 
 /*
+ * The key of "def" whose min() and max() the target asks (-1: none), if
+ * the entries give them exactly: one plain key column, integers or text
+ * whose entries hold the aggregate's collation order (min/max of dates
+ * could meet the infinities stored as the ends of BSON dates); -2 if they
+ * cannot.
+ */
+static int
+min_max_key(PlannerInfo *root, const IdxIndexDef *def, Index relid)
+{
+	ListCell   *lc;
+	int			result = -1;
+
+	foreach(lc, root->upper_targets[UPPERREL_GROUP_AGG]->exprs)
+	{
+		Var		   *arg;
+		int			k;
+
+		if (idx_agg_min_max_of(lfirst(lc), &arg) < 0)
+			continue;
+		k = key_of_var(def, (Node *) arg, relid);
+		if (k < 0 || (result >= 0 && k != result))
+			return -2;
+		switch (def->keys[k].keytype)
+		{
+			case INT2OID:
+			case INT4OID:
+			case INT8OID:
+				break;
+			case TEXTOID:
+			case VARCHAROID:
+				if (!exact_key_strategy(&def->keys[k], BTLessStrategyNumber,
+										((Aggref *) lfirst(lc))->inputcollid))
+					return -2;
+				break;
+			default:
+				return -2;
+		}
+		result = k;
+	}
+	return result;
+}
+
+/*
+ * Does the grouping target hold a count(*)?
+ */
+static bool
+target_has_count(PlannerInfo *root)
+{
+	ListCell   *lc;
+
+	foreach(lc, root->upper_targets[UPPERREL_GROUP_AGG]->exprs)
+	{
+		if (idx_agg_is_count_star(lfirst(lc)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Cost of the finds of min() and max() of key "mk": a round trip each,
+ * reading one key where the lookup index gives the key's order after the
+ * conditions (single values on the keys before it), else every entry.
+ */
+static Cost
+min_max_cost(PlannerInfo *root, List *conds, int mk, double entries)
+{
+	bool		ordered = true;
+	int			finds[2] = {0, 0};
+	ListCell   *lc;
+	Var		   *arg;
+
+	foreach(lc, conds)
+	{
+		AggCond    *cond = lfirst(lc);
+
+		if (cond->keypos > mk || (cond->keypos < mk && cond->op == ICOND_IN))
+			ordered = false;
+	}
+	foreach(lc, root->upper_targets[UPPERREL_GROUP_AGG]->exprs)
+	{
+		int			kind = idx_agg_min_max_of(lfirst(lc), &arg);
+
+		if (kind >= 0)
+			finds[kind == AGG_OUT_MAX] = 1;
+	}
+	return (finds[0] + finds[1]) *
+		(ROUND_TRIP_COST + (ordered ? 1 : entries) * INDEX_ENTRY_COST * 0.5);
+}
+
+/*
  * Add the path of one index: a count, or a count per key of "group".
  */
 static void
@@ -529,11 +609,12 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 	bool		facts_exact;
 	List	   *conds = NIL;
 	int			gk = group ? group_key(def, group, input_rel->relid) : -1;
+	int			mk = group ? -1 : min_max_key(root, def, input_rel->relid);
 	double		entries = input_rel->rows;
 	double		rows = 1;
 	Cost		cost;
 
-	if ((group && gk < 0) ||
+	if ((group && gk < 0) || mk == -2 ||
 		!match_all_clauses(def, input_rel, &conds, &facts_exact))
 		return;
 
@@ -543,7 +624,7 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 	 * executor start whether its server writes "ordered"; then the facts
 	 * are counted instead, which must be exact.
 	 */
-	if (!group &&
+	if (!group && mk < 0 &&
 		(conds == NIL ||
 		 (!facts_exact &&
 		  fpinfo->table->consistency == IDX_CONSISTENCY_DEFAULT)))
@@ -551,9 +632,11 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 	if (group)
 		rows = estimate_num_groups(root, list_make1(group), entries, NULL,
 								   NULL);
-	/* one round trip; the server reads keys only */
-	cost = ROUND_TRIP_COST + entries * INDEX_ENTRY_COST * 0.5 +
-		rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
+	cost = rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
+	if (mk < 0 || target_has_count(root))
+		cost += ROUND_TRIP_COST + entries * INDEX_ENTRY_COST * 0.5;
+	if (mk >= 0)
+		cost += min_max_cost(root, conds, mk, entries);
 	if (grouped_rel->fdw_private == NULL)
 		grouped_rel->fdw_private = fpinfo;
 	add_path(grouped_rel, (Path *)
@@ -564,7 +647,7 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 												  makeString(def->name),
 												  conds,
 												  makeInteger(input_rel->relid),
-												  list_make2_int(facts_exact, gk))));
+												  list_make3_int(facts_exact, gk, mk))));
 }
 
 /*
@@ -594,8 +677,8 @@ idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 /*
  * The index definition of the table named "name" among "indexes", or NULL.
  */
-static IdxIndexDef *
-index_named(List *indexes, const char *name)
+IdxIndexDef *
+idx_agg_index_named(List *indexes, const char *name)
 {
 	ListCell   *lc;
 
@@ -619,7 +702,7 @@ idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 	RelOptInfo *baserel = find_base_rel(root,
 										intVal(lfourth(best_path->fdw_private)));
 	IdxRelInfo *fpinfo = baserel->fdw_private;
-	IdxIndexDef *def = index_named(fpinfo->indexes,
+	IdxIndexDef *def = idx_agg_index_named(fpinfo->indexes,
 								   strVal(lsecond(best_path->fdw_private)));
 	List	   *remote_conds = NIL;
 	List	   *fdw_exprs;
@@ -675,9 +758,13 @@ idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 	{
 		Node	   *expr = (Node *) lfirst_node(TargetEntry, lc)->expr;
 
+		Var		   *arg;
+		int			minmax = idx_agg_min_max_of(expr, &arg);
+
 		outputs = lappend_int(outputs,
-							  is_count_star(expr) ? AGG_OUT_COUNT :
-							  IsA(expr, Const) ? AGG_OUT_CONST : AGG_OUT_KEY);
+							  idx_agg_is_count_star(expr) ? AGG_OUT_COUNT :
+							  IsA(expr, Const) ? AGG_OUT_CONST :
+							  minmax >= 0 ? minmax : AGG_OUT_KEY);
 	}
 
 	fdw_private = lappend(fdw_private, makeString(def->name));
@@ -688,637 +775,9 @@ idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 						  makeInteger(linitial_int(list_nth(best_path->fdw_private, 4))));
 	fdw_private = lappend(fdw_private,
 						  makeInteger(lsecond_int(list_nth(best_path->fdw_private, 4))));
+	fdw_private = lappend(fdw_private,
+						  makeInteger(lthird_int(list_nth(best_path->fdw_private, 4))));
 
 	return make_foreignscan(tlist, NIL, 0, fdw_exprs, fdw_private,
 							scan_tlist, NIL, outer_plan);
-}
-
-/*
- * GROUP BY: the converter of the key column's values, and the index (only
- * its entries can give the groups).
- */
-static void
-init_group_key(ForeignScan *plan, IdxScanState *state, IdxIndexAggScan *ia)
-{
-	ListCell   *lc,
-			   *lc2;
-
-	if (ia->def == NULL)
-	{
-		ResetPlanCache();
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot count the rows of foreign table \"%s\" per key of index table \"%s\"",
-						state->info->relname, ia->name),
-				 errdetail("The index table cannot be read now: it is no longer valid, or the table's writes are in consistency mode \"ordered\"."),
-				 errhint("Run the query again, or with idxtable.enable_aggregate_pushdown off.")));
-	}
-	forboth(lc, ia->outputs, lc2, plan->fdw_scan_tlist)
-	{
-		Var		   *var = (Var *) lfirst_node(TargetEntry, lc2)->expr;
-
-		if (lfirst_int(lc) == AGG_OUT_KEY)
-			idx_conv_init(&ia->keyconv,
-						  get_attname(state->info->relid, var->varattno, false),
-						  var->vartype, var->vartypmod);
-	}
-}
-
-/*
- * Executor start: the index (if it is still valid, and the table's writes
- * keep its entries exact), the values, and with
- * idxtable.index_consistency = current the wait for the applier.
- */
-void
-idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
-{
-	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	IdxIndexAggScan *ia = palloc0(sizeof(IdxIndexAggScan));
-	int			nexprs = list_length(plan->fdw_exprs);
-	char	   *name = strVal(list_nth(plan->fdw_private, IdxAggPrivIndexName));
-
-	ia->conds = list_nth(plan->fdw_private, IdxAggPrivConds);
-	ia->cond_text = strVal(list_nth(plan->fdw_private, IdxAggPrivCondText));
-	ia->outputs = list_nth(plan->fdw_private, IdxAggPrivOutputs);
-	ia->facts_exact = intVal(list_nth(plan->fdw_private, IdxAggPrivFactsExact));
-	ia->group_key = intVal(list_nth(plan->fdw_private, IdxAggPrivGroupKey));
-	ia->value_exprs = plan->fdw_exprs;
-	ia->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
-	ia->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
-	ia->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
-	ia->name = name;
-	state->index_agg = ia;
-	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
-		return;					/* EXPLAIN talks to no server */
-
-	/* an index that is gone or not the table's: count the facts instead */
-	ia->def = index_named(idx_valid_indexes(state->info->relid,
-											idx_scan_user(node)), name);
-	if (ia->def != NULL &&
-		idx_xact_mode(state->info, state->client,
-					  state->server->servername) == IDX_CONSISTENCY_ORDERED)
-		ia->def = NULL;			/* entries may be orphans */
-	if (ia->def != NULL)
-		ia->sync_waited = idx_sync_wait_for_read(ia->def, state->client,
-												 state->server->servername,
-												 &ia->sync_wait_ms);
-	if (ia->group_key >= 0)
-		init_group_key(plan, state, ia);
-}
-
-/*
- * Append the values of an IN list as key values; false if it holds none
- * (NULL elements never match).
- */
-static bool
-append_in_list(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
-{
-	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
-	Oid			elemtype = ARR_ELEMTYPE(arr);
-	int16		elmlen;
-	bool		elmbyval;
-	char		elmalign;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			nelems,
-				i;
-	uint32		n = 0;
-	bson_t		list;
-
-	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
-	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
-					  &elems, &nulls, &nelems);
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
-	for (i = 0; i < nelems; i++)
-	{
-		char		pos[16];
-
-		if (nulls[i])
-			continue;
-		snprintf(pos, sizeof(pos), "%u", n++);
-		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
-							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
-							 false);
-	}
-	idx_check_append(bson_append_array_end(doc, &list));
-	return n > 0;
-}
-
-/*
- * Append one condition's operator and value to the key's sub-document.
- * Returns false when it can match nothing (a NULL value, an empty list).
- */
-static bool
-append_cond(IdxIndexAggScan *ia, bson_t *child, const IdxIndexKey *key,
-			IdxCondOp op, int exprpos)
-{
-	static const char *const ops[] = {"$eq", "$in", "$eq", "$lt", "$lte", "$gt", "$gte"};
-
-	if (op == ICOND_NULL)
-	{
-		idx_check_append(BSON_APPEND_NULL(child, "$eq"));
-		return true;
-	}
-	if (ia->nulls[exprpos])
-		return false;
-	if (op == ICOND_IN)
-		return append_in_list(child, key, ia->values[exprpos]);
-	idx_append_key_value(child, ops[op],
-						 idx_key_lookup_datum(key, ia->values[exprpos]),
-						 OidIsValid(key->sortcoll) ? TEXTOID :
-						 exprType(list_nth(ia->value_exprs, exprpos)), false);
-	return true;
-}
-
-/*
- * Build the count's filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a, $lt:
- * b}} from the conditions and this execution's values, in key order, as
- * the lookup of a routed scan does.  Returns false, leaving "filter"
- * unfinished, when the conditions can match nothing.
- */
-static bool
-build_count_filter(IdxIndexAggScan *ia, bson_t *filter)
-{
-	int			k;
-	int			done = 0;
-
-	for (k = 0; done < list_length(ia->conds); k++)
-	{
-		bson_t		child;
-		bool		any = false;
-		ListCell   *lc;
-
-		foreach(lc, ia->conds)
-		{
-			List	   *cond = lfirst(lc);
-
-			if (linitial_int(cond) != k)
-				continue;
-			if (!any)
-				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter,
-															psprintf("_id.%s", idx_key_field(k)),
-															&child));
-			any = true;
-			done++;
-			if (!append_cond(ia, &child, &ia->def->keys[k], lsecond_int(cond),
-							 lthird_int(cond)))
-				return false;
-		}
-		if (any)
-			idx_check_append(bson_append_document_end(filter, &child));
-	}
-	return true;
-}
-
-/*
- * Run "command" on "database" as a read (the scan's read preference, in
- * the session of an open MongoDB transaction); the reply is a heap copy
- * owned by the current memory context through *handle.
- */
-static bson_t *
-run_read(IdxScanState *state, const char *database, const bson_t *command,
-		 const char *what, IdxHandle **handle)
-{
-	bson_t		opts = BSON_INITIALIZER;
-	bson_t		reply;
-	bson_t	   *owned;
-	bson_error_t error;
-	bool		ok;
-	uint64	   *previous;
-
-	idx_xact_append_session(state->client, &opts);
-	previous = idx_count_round_trips(&state->round_trips);
-	ok = mongoc_client_read_command_with_opts(state->client, database,
-											  command, state->read_prefs,
-											  &opts, &reply, &error);
-	idx_count_round_trips(previous);
-	bson_destroy(&opts);
-	if (!ok)
-	{
-		owned = idx_own_reply(&reply);
-		idx_merge_reply_error(&error, owned);
-		idx_report_error(&error, state->server->servername, what);
-	}
-	owned = bson_copy(&reply);
-	bson_destroy(&reply);
-	*handle = idx_own_bson(owned);
-	return owned;
-}
-
-/*
- * The number a count reply holds: "n" of a count command, or "n" of the
- * first document of an aggregate's first batch (none: 0).
- */
-static int64
-reply_count(const bson_t *reply, bool aggregate, const char *what,
-			const char *servername)
-{
-	bson_iter_t iter;
-
-	if (aggregate)
-	{
-		bson_iter_t batch;
-
-		if (!bson_iter_init_find(&iter, reply, "cursor") ||
-			!BSON_ITER_HOLDS_DOCUMENT(&iter) ||
-			!bson_iter_recurse(&iter, &batch) ||
-			!bson_iter_find(&batch, "firstBatch") ||
-			!BSON_ITER_HOLDS_ARRAY(&batch) ||
-			!bson_iter_recurse(&batch, &iter))
-			goto bad;
-		if (!bson_iter_next(&iter))
-			return 0;			/* $count of nothing gives no document */
-		if (!BSON_ITER_HOLDS_DOCUMENT(&iter) ||
-			!bson_iter_recurse(&iter, &batch) ||
-			!bson_iter_find(&batch, "n"))
-			goto bad;
-		iter = batch;
-	}
-	else if (!bson_iter_init_find(&iter, reply, "n"))
-		goto bad;
-	if ((BSON_ITER_HOLDS_INT32(&iter) || BSON_ITER_HOLDS_INT64(&iter)) &&
-		bson_iter_as_int64(&iter) >= 0)
-		return bson_iter_as_int64(&iter);
-bad:
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 errmsg("MongoDB server \"%s\" sent a reply without a count while %s",
-					servername, what)));
-	return 0;					/* keep compiler quiet */
-}
-
-/*
- * Count the documents of "collection" matching "filter": a count command,
- * or inside a MongoDB transaction (which refuses count) an aggregate with
- * $match and $count.
- */
-static int64
-count_documents(IdxScanState *state, const char *database,
-				const char *collection, const bson_t *filter)
-{
-	bson_t	   *command = bson_new();
-	IdxHandle  *owned = idx_own_bson(command);
-	bool		aggregate = idx_xact_client_busy(state->client);
-	char	   *what = psprintf("counting collection \"%s\" of database \"%s\"",
-								collection, database);
-	bson_t	   *reply;
-	IdxHandle  *reply_owned;
-	int64		n;
-
-	state->index_agg->ran = true;
-	if (aggregate)
-	{
-		bson_t		pipeline,
-					stage,
-					child;
-
-		idx_check_append(BSON_APPEND_UTF8(command, "aggregate", collection));
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(command, "pipeline", &pipeline));
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage));
-		idx_check_append(BSON_APPEND_DOCUMENT(&stage, "$match", filter));
-		idx_check_append(bson_append_document_end(&pipeline, &stage));
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "1", &stage));
-		idx_check_append(BSON_APPEND_UTF8(&stage, "$count", "n"));
-		idx_check_append(bson_append_document_end(&pipeline, &stage));
-		idx_check_append(bson_append_array_end(command, &pipeline));
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(command, "cursor", &child));
-		idx_check_append(bson_append_document_end(command, &child));
-	}
-	else
-	{
-		idx_check_append(BSON_APPEND_UTF8(command, "count", collection));
-		idx_check_append(BSON_APPEND_DOCUMENT(command, "query", filter));
-	}
-	reply = run_read(state, database, command, what, &reply_owned);
-	n = reply_count(reply, aggregate, what, state->server->servername);
-	idx_release(reply_owned);
-	idx_release(owned);
-	return n;
-}
-
-/*
- * Is a parameter value (an array: each element) exact in BSON?
- */
-static bool
-param_is_exact(Oid type, Datum value)
-{
-	Oid			elemtype = get_element_type(type);
-	ArrayType  *arr;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			nelems,
-				i;
-	int16		elmlen;
-	bool		elmbyval;
-	char		elmalign;
-
-	if (!OidIsValid(elemtype))
-		return idx_datum_is_exact_in_bson(value, type);
-	arr = DatumGetArrayTypeP(value);
-	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
-	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
-					  &elems, &nulls, &nelems);
-	for (i = 0; i < nelems; i++)
-	{
-		if (!nulls[i] && !idx_datum_is_exact_in_bson(elems[i], elemtype))
-			return false;
-	}
-	return true;
-}
-
-/*
- * Before counting the facts instead of the entries: is that exact?  Only
- * if the plan says so and this execution's parameter values are exact in
- * BSON (an inexact one makes the pushed-down filter match everything).
- * Otherwise the query fails, and cached plans are dropped.
- */
-static void
-check_facts_countable(IdxScanState *state, IdxIndexAggScan *ia)
-{
-	bool		exact = ia->facts_exact;
-	ListCell   *lc;
-	int			i = 0;
-
-	foreach(lc, state->params.params)
-	{
-		if (!state->params.nulls[i] &&
-			!param_is_exact(exprType(lfirst(lc)), state->params.values[i]))
-			exact = false;
-		i++;
-	}
-	if (exact)
-		return;
-	ResetPlanCache();
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("cannot count the rows of foreign table \"%s\" through index table \"%s\"",
-					state->info->relname, ia->name),
-			 errdetail("The index table cannot be read now, and the conditions pushed down to the facts do not select the rows exactly."),
-			 errhint("Run the query again, or with idxtable.enable_aggregate_pushdown off.")));
-}
-
-/*
- * Run this execution's count: on the index collection, or (no usable
- * index) on the facts with the pushed-down filter.
- */
-static int64
-run_count(ForeignScanState *node, IdxScanState *state, IdxIndexAggScan *ia)
-{
-	bson_t	   *filter = bson_new();
-	IdxHandle  *owned = idx_own_bson(filter);
-	int64		n = 0;
-
-	idx_eval_exprs(node, ia->value_states, ia->values, ia->nulls);
-	ia->in_txn = idx_xact_client_busy(state->client);
-	if (ia->def == NULL)
-	{
-		idx_eval_exprs(node, state->param_states, state->params.values,
-					   state->params.nulls);
-		check_facts_countable(state, ia);
-		idx_build_filter(filter, state->remote_conds, state->relid,
-						 state->info, &state->params);
-		ia->last_filter = idx_bson_as_json(filter);
-		n = count_documents(state, state->info->database,
-							state->info->collection, filter);
-	}
-	else if (build_count_filter(ia, filter))
-	{
-		ia->last_filter = idx_bson_as_json(filter);
-		n = count_documents(state, ia->def->database, ia->def->collection,
-							filter);
-	}
-	else
-		ia->last_filter = NULL; /* matches nothing: no round trip */
-	idx_release(owned);
-	return n;
-}
-
-/*
- * GROUP BY: send the aggregate {$match: <filter>}, {$group: {_id: <key>,
- * n: {$sum: 1}[, o: {$first: <original text>}]}} on the index collection
- * (a sort-key key groups by its stored form, byte equality as the
- * column's, and gives back the text it ends with).  False when the
- * conditions can match nothing.
- */
-static bool
-open_group_cursor(ForeignScanState *node, IdxScanState *state,
-				  IdxIndexAggScan *ia)
-{
-	const IdxIndexKey *key = &ia->def->keys[ia->group_key];
-	bson_t	   *filter = bson_new();
-	IdxHandle  *owned_filter = idx_own_bson(filter);
-	bson_t	   *pipeline = bson_new();
-	IdxHandle  *owned_pipeline = idx_own_bson(pipeline);
-	bson_t	   *opts = bson_new();
-	IdxHandle  *owned_opts = idx_own_bson(opts);
-	bson_t		stage,
-				child,
-				group;
-
-	idx_eval_exprs(node, ia->value_states, ia->values, ia->nulls);
-	if (!build_count_filter(ia, filter))
-		return false;
-	ia->last_filter = idx_bson_as_json(filter);
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(pipeline, "0", &stage));
-	idx_check_append(BSON_APPEND_DOCUMENT(&stage, "$match", filter));
-	idx_check_append(bson_append_document_end(pipeline, &stage));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(pipeline, "1", &stage));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$group", &group));
-	idx_check_append(BSON_APPEND_UTF8(&group, "_id",
-									  psprintf("$_id.%s", idx_key_field(ia->group_key))));
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&group, "n", &child));
-	idx_check_append(BSON_APPEND_INT32(&child, "$sum", 1));
-	idx_check_append(bson_append_document_end(&group, &child));
-	if (OidIsValid(key->sortcoll))
-	{
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&group, "o", &child));
-		idx_check_append(BSON_APPEND_UTF8(&child, "$first",
-										  psprintf("$%s", idx_key_original_path(ia->group_key))));
-		idx_check_append(bson_append_document_end(&group, &child));
-	}
-	idx_check_append(bson_append_document_end(&stage, &group));
-	idx_check_append(bson_append_document_end(pipeline, &stage));
-	idx_check_append(BSON_APPEND_INT32(opts, "batchSize",
-									   state->info->fetch_size));
-
-	ia->in_txn = idx_xact_client_busy(state->client);
-	idx_xact_append_session(state->client, opts);
-	state->collection = mongoc_client_get_collection(state->client,
-													 ia->def->database,
-													 ia->def->collection);
-	if (!state->pinned)
-		idx_client_pin(state->client, 1);
-	state->pinned = true;
-	ia->ran = true;
-	state->cursor = mongoc_collection_aggregate(state->collection,
-												MONGOC_QUERY_NONE, pipeline,
-												opts, state->read_prefs);
-	idx_release(owned_opts);
-	idx_release(owned_pipeline);
-	idx_release(owned_filter);
-	return true;
-}
-
-/*
- * The count of a group document ("n", a non-negative integer).
- */
-static int64
-group_count(const bson_t *doc, IdxScanState *state, IdxIndexAggScan *ia)
-{
-	bson_iter_t iter;
-
-	if (bson_iter_init_find(&iter, doc, "n") &&
-		(BSON_ITER_HOLDS_INT32(&iter) || BSON_ITER_HOLDS_INT64(&iter)) &&
-		bson_iter_as_int64(&iter) > 0)
-		return bson_iter_as_int64(&iter);
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 errmsg("MongoDB server \"%s\" sent a group without a count while reading index collection \"%s\"",
-					state->server->servername, ia->def->collection)));
-	return 0;					/* keep compiler quiet */
-}
-
-/*
- * Fill the slot's columns: the count, the group key of "doc" (NULL: no
- * GROUP BY) or a constant.
- */
-static void
-fill_row(ForeignScanState *node, IdxScanState *state, IdxIndexAggScan *ia,
-		 const bson_t *doc)
-{
-	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	ListCell   *lc,
-			   *lc2;
-	int			i = 0;
-
-	forboth(lc, ia->outputs, lc2, plan->fdw_scan_tlist)
-	{
-		Expr	   *expr = lfirst_node(TargetEntry, lc2)->expr;
-
-		slot->tts_isnull[i] = false;
-		if (lfirst_int(lc) == AGG_OUT_COUNT)
-			slot->tts_values[i] = Int64GetDatum(doc ? group_count(doc, state, ia)
-												: ia->count);
-		else if (lfirst_int(lc) == AGG_OUT_KEY)
-		{
-			IdxConvSource src = {ia->def->collection, NULL, true};
-			bson_iter_t iter;
-			bool		sortkey = OidIsValid(ia->def->keys[ia->group_key].sortcoll);
-
-			/* a NULL key groups NULLs: no original text then */
-			if (!bson_iter_init_find(&iter, doc, "_id") ||
-				BSON_ITER_HOLDS_NULL(&iter) ||
-				(sortkey && !bson_iter_init_find(&iter, doc, "o")))
-				slot->tts_isnull[i] = true;
-			else
-				slot->tts_values[i] = idx_bson_to_datum(&iter, &ia->keyconv,
-														&src,
-														&slot->tts_isnull[i]);
-		}
-		else
-		{
-			slot->tts_values[i] = ((Const *) expr)->constvalue;
-			slot->tts_isnull[i] = ((Const *) expr)->constisnull;
-		}
-		i++;
-	}
-	ExecStoreVirtualTuple(slot);
-}
-
-/*
- * The next row: the one row of counts, or the next group.
- */
-TupleTableSlot *
-idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
-{
-	IdxIndexAggScan *ia = state->index_agg;
-	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-	MemoryContext oldcxt;
-	const bson_t *doc;
-
-	ExecClearTuple(slot);
-	if (ia->done)
-		return slot;
-	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
-	if (ia->group_key < 0)
-	{
-		ia->count = run_count(node, state, ia);
-		ia->done = true;
-		MemoryContextSwitchTo(oldcxt);
-		fill_row(node, state, ia, NULL);
-		return slot;
-	}
-	if (!ia->started)
-	{
-		ia->started = true;
-		if (!open_group_cursor(node, state, ia))
-			ia->done = true;
-	}
-	MemoryContextSwitchTo(oldcxt);
-	if (ia->done)
-		return slot;
-	doc = idx_scan_next_doc(state, &state->cursor, ia->def->collection,
-							ia->def->database);
-	if (doc == NULL)
-	{
-		ia->done = true;
-		return slot;
-	}
-	ia->count++;				/* groups, for EXPLAIN ANALYZE */
-	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
-	fill_row(node, state, ia, doc);
-	MemoryContextSwitchTo(oldcxt);
-	return slot;
-}
-
-/*
- * Restart: the next row comes from a new command.
- */
-void
-idx_index_agg_scan_rescan(IdxScanState *state)
-{
-	state->index_agg->done = false;
-	state->index_agg->started = false;
-	state->index_agg->count = 0;
-}
-
-/*
- * Release what the scan holds: nothing outlives run_count().
- */
-void
-idx_index_agg_scan_end(IdxScanState *state)
-{
-}
-
-/*
- * EXPLAIN: the index and its conditions; VERBOSE the count's filter once
- * run; ANALYZE the wait, the count and the round trips.
- */
-void
-idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
-{
-	IdxIndexAggScan *ia = state->index_agg;
-
-	ExplainPropertyText("Index Table",
-						psprintf(ia->group_key >= 0 ? "%s (count per key)" :
-								 "%s (count)", ia->name), es);
-	if (ia->cond_text[0] != '\0')
-		ExplainPropertyText("Index Cond", ia->cond_text, es);
-	if (!es->analyze)
-		return;
-	if (ia->done && ia->def == NULL)
-		ExplainPropertyText("Counted", "facts (the index cannot count them)",
-							es);
-	if (es->verbose && ia->last_filter)
-		ExplainPropertyText("MongoDB Count Filter", ia->last_filter, es);
-	if (ia->group_key >= 0)
-		ExplainPropertyInteger("Groups", NULL, ia->count, es);
-	if (ia->sync_waited && es->timing)
-		ExplainPropertyFloat("Sync Wait", "ms", ia->sync_wait_ms, 3, es);
-	if (ia->ran)
-		ExplainPropertyText("Command",
-							ia->group_key >= 0 ? "aggregate ($group)" :
-							ia->in_txn ? "aggregate ($count)" : "count", es);
-	ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 }

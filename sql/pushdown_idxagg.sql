@@ -4,7 +4,8 @@
 -- and IN on a key prefix, then at most one range) and each fact has one
 -- entry, count(*) is a "count" command on the index collection, which the
 -- server answers from index keys alone; count(*) GROUP BY a key is an
--- aggregate grouping the entries.  Every result is compared with
+-- aggregate grouping the entries, min() and max() of a key a find of one
+-- entry.  Every result is compared with
 -- idxtable.enable_aggregate_pushdown off.
 --
 CREATE FOREIGN TABLE ag (id int OPTIONS (field '_id'), town text, n int,
@@ -113,6 +114,34 @@ SELECT q, count(*) AS groups, sum(n) AS rows FROM groups_on GROUP BY q ORDER BY 
 (SELECT * FROM groups_on EXCEPT ALL SELECT * FROM groups_off)
   UNION ALL (SELECT * FROM groups_off EXCEPT ALL SELECT * FROM groups_on);
 SELECT town, count(*) FROM ag GROUP BY town ORDER BY town;
+-- min() and max() of a key: a find sorted on the key, limit 1, each (NULL
+-- keys left out); three round trips with a count, which a small set of
+-- entries read locally beats
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT min(code), max(code) FROM ag;
+EXPLAIN (COSTS OFF) SELECT min(n), max(n), count(*), 'x' FROM ag WHERE town = 'Town3';
+CREATE TEMP TABLE extremes_on AS
+  SELECT 1 AS q, min(code)::text AS lo, max(code)::text AS hi FROM ag
+  UNION ALL SELECT 2, min(n)::text, max(n)::text FROM ag WHERE town = 'Town3'
+  UNION ALL SELECT 3, min(n)::text, max(n)::text FROM ag WHERE town = 'Nowhere'
+  UNION ALL SELECT 4, min(town), max(town) FROM ag
+  UNION ALL SELECT 5, min(code)::text, count(*)::text FROM ag WHERE code > 1500
+  UNION ALL SELECT 6, min(n)::text, max(n)::text FROM ag WHERE town = 'Town0' AND n < 40;
+SET idxtable.enable_aggregate_pushdown = off;
+CREATE TEMP TABLE extremes_off AS
+  SELECT 1 AS q, min(code)::text AS lo, max(code)::text AS hi FROM ag
+  UNION ALL SELECT 2, min(n)::text, max(n)::text FROM ag WHERE town = 'Town3'
+  UNION ALL SELECT 3, min(n)::text, max(n)::text FROM ag WHERE town = 'Nowhere'
+  UNION ALL SELECT 4, min(town), max(town) FROM ag
+  UNION ALL SELECT 5, min(code)::text, count(*)::text FROM ag WHERE code > 1500
+  UNION ALL SELECT 6, min(n)::text, max(n)::text FROM ag WHERE town = 'Town0' AND n < 40;
+RESET idxtable.enable_aggregate_pushdown;
+SELECT * FROM extremes_on ORDER BY q;
+(SELECT * FROM extremes_on EXCEPT ALL SELECT * FROM extremes_off)
+  UNION ALL (SELECT * FROM extremes_off EXCEPT ALL SELECT * FROM extremes_on);
+-- not from an index: min() of a timestamp key, of two keys
+EXPLAIN (COSTS OFF) SELECT min(ts) FROM ag;
+EXPLAIN (COSTS OFF) SELECT min(code), max(n) FROM ag WHERE town = 'Town3';
 -- not per key from an index: a timestamp or multi-valued key, two grouping
 -- columns, HAVING, an aggregate other than count(*)
 EXPLAIN (COSTS OFF) SELECT ts, count(*) FROM ag GROUP BY ts;
