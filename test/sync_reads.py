@@ -139,11 +139,12 @@ def outside_writes(res, conn, coll, rounds):
     for i in range(rounds):
         _id = 10000 + i
         coll.insert_one({"_id": _id, "email": "Out%d@Example.com" % i, "town": "Outside%d" % i})
+        before = rows(conn, count_town, ("Outside%d" % i,))  # the first read after the write
         found += rows(conn, by_email, ("out%d@example.com" % i,)) == [(_id,)]
-        before = rows(conn, count_town, ("Outside%d" % i,))
         coll.update_one({"_id": _id}, {"$set": {"town": "Moved%d" % i}})
+        after = rows(conn, count_town, ("Moved%d" % i,))
         moved += rows(conn, by_town, ("Moved%d" % i,)) == [(_id,)]
-        counted += (before == [(1,)] and rows(conn, count_town, ("Moved%d" % i,)) == [(1,)]
+        counted += (before == [(1,)] and after == [(1,)]
                     and rows(conn, count_town, ("Outside%d" % i,)) == [(0,)])
     res.check(found == rounds, "outside inserts found at once: %d of %d" % (found, rounds))
     res.check(moved == rounds, "outside moves found at once: %d of %d" % (moved, rounds))
