@@ -9,17 +9,21 @@
  * "SELECT count(*) FROM t WHERE <conditions on an index's keys>" becomes a
  * "count" command on the index collection, whose filter the collection's
  * lookup index serves by itself: mongod counts index keys (COUNT_SCAN) and
- * examines no document.  That count is the number of matching facts only
- * where every fact has exactly one entry the filter can match and the
- * filter is every condition of the query, exactly:
+ * examines no document.  "SELECT k, count(*) ... GROUP BY k" groups the
+ * entries by key k; "SELECT min(k), max(k) ..." reads the first entry in
+ * each direction of k.  The entries give the facts' answer only where every
+ * fact has exactly one entry the filter can match and the filter is every
+ * condition of the query, exactly:
  *
  *	- no multi-valued key (a fact has one entry per element);
- *	- every WHERE clause is an equality, IN list, IS NULL or range on a
- *	  plain key column, pushed down exactly into the fact filter too (the
- *	  fallback below), forming an equality prefix and at most one range;
+ *	- every WHERE clause is an equality, IN list, IS NULL, boolean key or
+ *	  range on a plain key column, forming an equality prefix and at most
+ *	  one range;
  *	- key types whose entries hold the value itself: integers, text (ranges
- *	  only under "C"), boolean (equality), date, uuid; never timestamps,
- *	  whose keys drop sub-millisecond digits;
+ *	  only where the entries hold the comparison's collation order),
+ *	  boolean (equality), date, uuid; never timestamps, whose keys drop
+ *	  sub-millisecond digits (group keys and min/max also no dates, whose
+ *	  infinities are stored as the ends of BSON dates);
  *	- entries that are trusted as covering reads trust them: not in
  *	  "ordered" mode (orphaned entries and claims), and with
  *	  idxtable.index_consistency = current after the same wait for the
@@ -27,12 +31,11 @@
  *	  conflict's entry of the non-unique form are each the one entry of
  *	  their fact.
  *
- * A table without a consistency mode of its own is planned this way; if
- * the executor finds its server without transactions (writes "ordered"),
- * or the index no longer valid, it counts the facts with the pushed-down
- * filter instead, which is exact too.  Inside a MongoDB transaction the
- * count runs as an aggregate ($match, $count), since MongoDB refuses the
- * count command in transactions.
+ * A table without a consistency mode of its own is planned this way,
+ * although the executor may find its server without transactions (writes
+ * "ordered") or the index no longer usable: a count then counts the facts
+ * with the pushed-down filter instead, so it is planned only where that
+ * filter is exact too (index_agg_scan.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -40,38 +43,28 @@
 
 #include "access/stratnum.h"
 #include "catalog/pg_aggregate.h"
-#include "utils/syscache.h"
 #include "catalog/pg_type.h"
-#include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
 #include "optimizer/tlist.h"
-#include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "rewrite/rewriteManip.h"
-#include "utils/array.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
-#include "utils/pg_locale.h"
-#include "utils/plancache.h"
-#include "utils/selfuncs.h"
 #include "utils/ruleutils.h"
+#include "utils/selfuncs.h"
+#include "utils/syscache.h"
 
-#include "connection.h"
-#include "handle.h"
+#include "deparse.h"
 #include "idxtable_fdw.h"
 #include "index_agg.h"
 #include "index_catalog.h"
 #include "index_collate.h"
-#include "index_entry.h"
 #include "index_path.h"
 #include "planner.h"
-#include "remote_error.h"
-#include "sync_wait.h"
 #include "upper.h"
-#include "xact.h"
 
 /* A condition on one key, found while matching the WHERE clauses */
 typedef struct AggCond

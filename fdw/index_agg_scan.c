@@ -37,11 +37,11 @@
 #include "xact.h"
 
 /*
- * GROUP BY: the converter of the key column's values, and the index (only
- * its entries can give the groups).
+ * GROUP BY, min() and max(): the converter of the key column's values, and
+ * the index (only its entries can give them).
  */
 static void
-init_group_key(ForeignScan *plan, IdxScanState *state, IdxIndexAggScan *ia)
+init_key_conv(ForeignScan *plan, IdxScanState *state, IdxIndexAggScan *ia)
 {
 	ListCell   *lc,
 			   *lc2;
@@ -53,7 +53,7 @@ init_group_key(ForeignScan *plan, IdxScanState *state, IdxIndexAggScan *ia)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot aggregate the rows of foreign table \"%s\" from index table \"%s\"",
 						state->info->relname, ia->name),
-				 errdetail("The index table cannot be read now: it is no longer valid, or the table's writes are in consistency mode \"ordered\"."),
+				 errdetail("The index table cannot be read now: it is no longer valid, it is known to be behind the writes made outside PostgreSQL, or the table's writes are in consistency mode \"ordered\"."),
 				 errhint("Run the query again, or with idxtable.enable_aggregate_pushdown off.")));
 	}
 	forboth(lc, ia->outputs, lc2, plan->fdw_scan_tlist)
@@ -99,7 +99,10 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;					/* EXPLAIN talks to no server */
 
-	/* an index that is gone or not the table's: count the facts instead */
+	/*
+	 * An index that is gone, not the table's, or known to be behind: a
+	 * count reads the facts instead
+	 */
 	ia->def = idx_agg_index_named(idx_valid_indexes(state->info->relid,
 											idx_scan_user(node)), name);
 	if (ia->def != NULL &&
@@ -111,7 +114,7 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
 												 state->server->servername,
 												 &ia->sync_wait_ms);
 	if (ia->group_key >= 0 || ia->minmax_key >= 0)
-		init_group_key(plan, state, ia);
+		init_key_conv(plan, state, ia);
 }
 
 /*
