@@ -563,23 +563,30 @@ target_has_count(PlannerInfo *root)
 /*
  * Cost of the finds of min() and max() of key "mk": a round trip each,
  * reading one key where the lookup index gives the key's order after the
- * conditions (single values on the keys before it), else every entry.
+ * conditions (a single value on each key before it), else every entry.
  */
 static Cost
 min_max_cost(PlannerInfo *root, List *conds, int mk, double entries)
 {
 	bool		ordered = true;
+	int			fixed = 0;
 	int			finds[2] = {0, 0};
 	ListCell   *lc;
 	Var		   *arg;
 
+	/* conds are in key order: single values on keys 0..mk-1, then mk's */
 	foreach(lc, conds)
 	{
 		AggCond    *cond = lfirst(lc);
 
 		if (cond->keypos > mk || (cond->keypos < mk && cond->op == ICOND_IN))
 			ordered = false;
+		else if (cond->keypos < mk)
+			fixed++;
 	}
+	if (fixed < mk)
+		ordered = false;
+
 	foreach(lc, root->upper_targets[UPPERREL_GROUP_AGG]->exprs)
 	{
 		int			kind = idx_agg_min_max_of(lfirst(lc), &arg);
