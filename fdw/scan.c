@@ -131,7 +131,10 @@ idx_scan_user(ForeignScanState *node)
 
 /*
  * The range table index of the foreign table read: the scan's own, or for
- * a scan above it (an upper path, scanrelid 0) the one its plan names.
+ * a scan above it (an upper path, scanrelid 0) the one relation of its
+ * fs_relids.  Not IdxPrivRelid: that is the planner's index, which setrefs
+ * does not adjust when the query's range table is flattened into an outer
+ * one (INSERT ... SELECT, a PL/pgSQL statement); fs_relids it does.
  */
 Index
 idx_scan_rtindex(ForeignScanState *node)
@@ -140,7 +143,7 @@ idx_scan_rtindex(ForeignScanState *node)
 
 	if (plan->scan.scanrelid > 0)
 		return plan->scan.scanrelid;
-	return intVal(list_nth(plan->fdw_private, IdxPrivRelid));
+	return bms_singleton_member(plan->fs_relids);
 }
 
 /*

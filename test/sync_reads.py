@@ -7,8 +7,9 @@ on lower(email) and one on town:
 
 1. outside writes: a pymongo client inserts a document straight into
    MongoDB, or moves one to another town, and at once a query routed
-   through the index table with "current" finds it (--rounds times in a
-   row for each); an INSERT through the FDW of a unique key an outside
+   through the index table with "current" finds it, and a count(*) read
+   from the index table counts it (--rounds times in a row for each); an
+   INSERT through the FDW of a unique key an outside
    document has just taken fails with 23505;
 2. latency: the Sync Wait (EXPLAIN ANALYZE) of a routed point query on an
    idle server, and the query's time with "current" against "any"
@@ -129,18 +130,28 @@ def outside_writes(res, conn, coll, rounds):
     set_gucs(conn, "current")
     by_email = "SELECT _id FROM sr WHERE lower(email) = %s"
     by_town = "SELECT _id FROM sr WHERE town = %s"
+    count_town = "SELECT count(*) FROM sr WHERE town = %s"
     res.check(routed(conn, by_email % "'x'") and routed(conn, by_town % "'x'"),
               "the point queries are not routed with current: %s" % plan_of(conn, by_email % "'x'"))
-    found = moved = 0
+    res.check("(count)" in plan_of(conn, count_town % "'x'"),
+              "the count is not read from the index table: %s" % plan_of(conn, count_town % "'x'"))
+    found = moved = counted = 0
     for i in range(rounds):
         _id = 10000 + i
         coll.insert_one({"_id": _id, "email": "Out%d@Example.com" % i, "town": "Outside%d" % i})
+        before = rows(conn, count_town, ("Outside%d" % i,))  # the first read after the write
         found += rows(conn, by_email, ("out%d@example.com" % i,)) == [(_id,)]
         coll.update_one({"_id": _id}, {"$set": {"town": "Moved%d" % i}})
+        after = rows(conn, count_town, ("Moved%d" % i,))
         moved += rows(conn, by_town, ("Moved%d" % i,)) == [(_id,)]
+        counted += (before == [(1,)] and after == [(1,)]
+                    and rows(conn, count_town, ("Outside%d" % i,)) == [(0,)])
     res.check(found == rounds, "outside inserts found at once: %d of %d" % (found, rounds))
     res.check(moved == rounds, "outside moves found at once: %d of %d" % (moved, rounds))
-    print("outside writes read at once with current: inserts %d/%d, moves %d/%d" % (found, rounds, moved, rounds))
+    res.check(counted == rounds, "outside inserts and moves counted at once from the index table: %d of %d"
+              % (counted, rounds))
+    print("outside writes read at once with current: inserts %d/%d, moves %d/%d, counts %d/%d"
+          % (found, rounds, moved, rounds, counted, rounds))
     dup = 0
     for i in range(min(rounds, 20)):
         coll.insert_one({"_id": 20000 + i, "email": "dup%d@example.com" % i, "town": "Dup"})

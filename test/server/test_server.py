@@ -2350,6 +2350,56 @@ def test_counters_sort_by_index_with_limit(env):
 
 
 @test(own=True)
+def test_counters_count_reads_keys_only(env):
+    """A count whose filter one index expresses exactly examines keys only (mongod's COUNT_SCAN)."""
+    coll = env.big()
+    perf = env.client.perf
+    n = []
+    keys, docs = env.examined(lambda: n.append(perf.command("count", "big", query={"g": 7})["n"]))
+    check(n == [BIG // 100] and (keys, docs) == (BIG // 100, 0), (n, keys, docs))
+    n.clear()
+    keys, docs = env.examined(lambda: n.append(perf.command("count", "big", query={"k": {"$gte": 10, "$lt": 20}})["n"]))
+    check(n == [10] and (keys, docs) == (10, 0), (n, keys, docs))
+    n.clear()
+    keys, docs = env.examined(lambda: n.append(perf.command("count", "big", query={"g": {"$in": [3, 4]}})["n"]))
+    check(n == [2 * BIG // 100] and (keys, docs) == (2 * BIG // 100, 0), (n, keys, docs))
+    n.clear()
+    keys, docs = env.examined(lambda: n.append(perf.command("count", "big", query={"g": {"$eq": 5}}, skip=995)["n"]))
+    check(n == [5] and docs == 0, (n, keys, docs))
+    # a predicate the index does not express needs the documents
+    n.clear()
+    keys, docs = env.examined(lambda: n.append(perf.command("count", "big", query={"g": 7, "u": {"$lt": 1000}})["n"]))
+    check(n == [10] and (keys, docs) == (BIG // 100, BIG // 100), (n, keys, docs))
+    n.clear()
+    keys, docs = env.examined(lambda: n.append(perf.command("count", "big", query={"g": None})["n"]))
+    check(n == [0] and (keys, docs) == (0, 0), (n, keys, docs))
+    plan = perf.command("explain", {"count": "big", "query": {"g": 7}})
+    check(plan["queryPlanner"]["winningPlan"] == {
+        "stage": "COUNT", "inputStage": {"stage": "COUNT_SCAN", "indexName": "g_1", "keyPattern": {"g": 1},
+                                         "isMultiKey": False}}, plan["queryPlanner"])
+    check(plan["executionStats"]["totalKeysExamined"] == BIG // 100)
+    check(plan["executionStats"]["totalDocsExamined"] == 0)
+    plan = perf.command("explain", {"count": "big", "query": {"g": {"$in": [1, 2]}}})
+    check(plan["queryPlanner"]["winningPlan"]["inputStage"]["stage"] == "IXSCAN")
+    check(plan["executionStats"]["totalDocsExamined"] == 0)
+    plan = perf.command("explain", {"count": "big", "query": {"g": 7, "u": 7}})
+    check(plan["executionStats"]["totalDocsExamined"] == BIG // 100, plan["executionStats"])
+
+
+@test()
+def test_count_multikey_and_collation_read_documents(env):
+    """Counts on a multikey index, or under a collation the index lacks, examine the documents."""
+    coll = fresh(env, "cnt")
+    coll.insert_many([{"_id": 1, "a": [1, 2]}, {"_id": 2, "a": 1}, {"_id": 3, "a": "x"}, {"_id": 4, "a": "X"}])
+    coll.create_index("a")
+    check(env.client.t.command("count", "cnt", query={"a": 1})["n"] == 2)
+    check(env.client.t.command("count", "cnt", query={"a": "x"},
+                               collation={"locale": "en", "strength": 2})["n"] == 2)
+    plan = env.client.t.command("explain", {"count": "cnt", "query": {"a": 1}})
+    check(plan["executionStats"]["totalDocsExamined"] > 0, plan)
+
+
+@test(own=True)
 def test_performance_100k(env):
     coll = env.big()
     started = time.time()

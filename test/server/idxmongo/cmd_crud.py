@@ -10,7 +10,7 @@ from .codec import encode
 from .context import prepare_insert
 from .errors import MongoError, bad_value
 from .mockops import LookupDatabase, apply_update, is_operator_update, project, run_stages, upsert_document
-from .query import choose_plan
+from .query import choose_plan, covered_count
 from .sharding import check_delete, check_find_and_modify, check_shard_key_change, check_update
 from .retry import find_and_modify_retry
 from .txnrules import check_pipeline
@@ -411,6 +411,12 @@ def cmd_count(ctx):
     if not filt and not ctx.overlay(coll) and not cmd.get("hint"):
         n = max(0, len(coll.docs) - skip)
         return {"n": min(n, limit) if limit else n, "ok": 1.0}
+    if not ctx.overlay(coll) and not cmd.get("hint") and isinstance(filt, dict):
+        # keys only, as mongod's COUNT_SCAN, where an index expresses the filter exactly
+        n = covered_count(coll, filt, collations.effective(cmd.get("collation"), coll), ctx.stats)
+        if n is not None:
+            n = max(0, n - skip)
+            return {"n": min(n, limit) if limit else n, "ok": 1.0}
     return {"n": len(ctx.query(coll, filt, skip=skip, limit=limit, hint=cmd.get("hint"),
                                 collation=cmd.get("collation"))), "ok": 1.0}
 
@@ -516,7 +522,12 @@ def cmd_explain(ctx):
     keys_before, docs_before = ctx.stats.keys, ctx.stats.docs
     docs = []
     plan_doc = {"stage": "EOF"}
-    if coll is not None:
+    counted = None
+    if kind == "count" and coll is not None and not ctx.overlay(coll) and not inner.get("hint"):
+        counted = _explain_covered_count(ctx, coll, filt, inner)
+    if counted is not None:
+        plan_doc = counted
+    elif coll is not None:
         collation = collations.effective(inner.get("collation"), coll)
         plan = choose_plan(coll, collations.fold_filter(filt) if collation else filt, sort, inner.get("hint"),
                            collation)
@@ -529,6 +540,18 @@ def cmd_explain(ctx):
                                "totalKeysExamined": ctx.stats.keys - keys_before,
                                "totalDocsExamined": ctx.stats.docs - docs_before},
             "ok": 1.0}
+
+
+def _explain_covered_count(ctx, coll, filt, inner):
+    """The plan of a count answered from index keys (COUNT over COUNT_SCAN for one interval, else over an
+    IXSCAN without FETCH), counting the keys it examines; None if the documents are needed."""
+    collation = collations.effective(inner.get("collation"), coll)
+    if not isinstance(filt, dict) or covered_count(coll, filt, collation, ctx.stats) is None:
+        return None
+    plan = choose_plan(coll, filt, [])
+    stage = "COUNT_SCAN" if len(plan.intervals) == 1 else "IXSCAN"
+    return {"stage": "COUNT", "inputStage": {"stage": stage, "indexName": plan.index.name,
+                                             "keyPattern": dict(plan.index.spec["key"]), "isMultiKey": False}}
 
 
 COMMANDS = {

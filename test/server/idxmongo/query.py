@@ -362,3 +362,68 @@ def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, pl
         sort_documents(matches, sort)
     return matches[skip:skip + limit] if limit else matches[skip:]
 
+
+
+_RANGE_OPS = {"$gt", "$gte", "$lt", "$lte"}
+
+
+def _exact_point(cond):
+    """Whether a condition is an equality or `$in` whose index points select exactly its matches: no null
+    (it matches missing fields, which needs the documents), no array, document, regex or NaN."""
+    if _is_operator_doc(cond):
+        if set(cond) == {"$eq"}:
+            return _exact_point(cond["$eq"])
+        if set(cond) == {"$in"} and isinstance(cond["$in"], list):
+            return all(_exact_point(v) for v in cond["$in"])
+        return False
+    return not isinstance(cond, _NOT_RANGE_VALUES + (dict, float)) or (isinstance(cond, float) and cond == cond)
+
+
+def _exact_range(cond):
+    """Whether a condition is one range whose index interval is exactly its matches: only $gt/$gte/$lt/$lte,
+    values of one type bracket (bounds of two brackets select nothing in mongod, but the interval here keeps
+    only the lower one)."""
+    if not _is_operator_doc(cond) or not set(cond) <= _RANGE_OPS:
+        return False
+    values = list(cond.values())
+    if any(isinstance(v, _NOT_RANGE_VALUES + (dict,)) or v != v for v in values):
+        return False
+    return len({sort_key(v)[0] for v in values}) == 1
+
+
+def covered_count(coll, filt, collation=None, stats=None):
+    """The number of documents matching `filt` counted from index keys alone, as mongod's COUNT_SCAN (one
+    interval) or COUNT over an IXSCAN without FETCH (several) do, or None when no index expresses the
+    filter exactly (then the documents must be examined).
+
+    As mongod (planner_analysis.cpp, turnIxscanIntoCount; get_executor.cpp, count with no residual
+    predicate): the filter is a conjunction of conditions on a prefix of one index's fields, equalities
+    or `$in` on the leading ones and at most one range after them, with no other predicate; the index is
+    not multikey, serves the query's collation (simple here) and holds every document."""
+    stats = stats if stats is not None else ScanStats()
+    if collation or not filt or any(key.startswith("$") for key in filt):
+        return None
+    conds = _conditions(filt)
+    if any(len(c) != 1 for c in conds.values()):
+        return None
+    plan = _plan_for_conjunction(coll, filt, [])
+    if plan is None or plan.index.multikey or plan.index.collation is not None:
+        return None
+    found = _index_intervals(plan.index, conds)
+    if found is None:
+        return None
+    intervals, point_lists, has_range = found
+    used = plan.index.paths[:len(point_lists) + (1 if has_range else 0)]
+    if set(used) != set(conds):
+        return None
+    for path in used[:len(point_lists)]:
+        if not _exact_point(conds[path][0]):
+            return None
+    if has_range and not _exact_range(conds[used[-1]][0]):
+        return None
+    n = 0
+    for interval in intervals:
+        start, end = _interval_positions(plan.index.entries, interval)
+        n += end - start
+    stats.keys += n
+    return n
