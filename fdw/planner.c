@@ -30,6 +30,7 @@
 #include "idxtable_fdw.h"
 #include "index_path.h"
 #include "option.h"
+#include "order.h"
 #include "planner.h"
 #include "upper.h"
 
@@ -129,6 +130,8 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 									 startup_cost, total_cost, NIL,
 									 NULL, NULL, NIL));
 
+	idx_add_order_paths(root, baserel, fpinfo, startup_cost, total_cost);
+
 	if (fpinfo->indexes != NIL)
 		idx_add_index_paths(root, baserel, fpinfo);
 }
@@ -194,7 +197,10 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	fdw_exprs = idx_collect_params(remote_conds);
 	fdw_private = lappend(fdw_private,
 						  makeInteger(list_length(fdw_exprs)));
-	fdw_private = lappend(fdw_private, NIL);	/* IdxPrivSort */
+	/* IdxPrivSort: a plain path's pathkeys are its pushed sort (order.h) */
+	fdw_private = lappend(fdw_private, best_path->fdw_private != NIL ? NIL :
+						  idx_order_sort_spec(root, baserel,
+											  best_path->path.pathkeys));
 	fdw_private = lappend(fdw_private, makeInteger(-1));	/* IdxPrivLimit */
 	fdw_private = lappend(fdw_private, makeInteger(0));	/* IdxPrivOffset */
 
