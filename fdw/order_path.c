@@ -315,6 +315,8 @@ idx_add_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
 		!sort_on_id(idx_order_sort_spec(root, baserel, pathkeys), fpinfo))
 		examined = baserel->tuples;
 	startup_cost = ROUND_TRIP_COST;
+	if (!idxtable_enable_plain_scan && fpinfo->indexes != NIL)
+		startup_cost += disable_cost;	/* a plain scan, as in planner.c */
 	total_cost = startup_cost + examined * DOCUMENT_EXAMINE_COST +
 		(rows + (pathkeys != NIL ? offset : 0)) *
 		(DOCUMENT_TRANSFER_COST + cpu_tuple_cost);

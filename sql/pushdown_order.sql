@@ -3,20 +3,9 @@
 -- its limit and skip, with results equal to a local copy's, NULLs (null,
 -- missing, undefined) placed as PostgreSQL places them
 --
-\! /usr/bin/python3 test/fixtures/documents.py delete ordr '{}' > /dev/null
-\! /usr/bin/python3 test/fixtures/documents.py undefined ordr '{"_id": 1, "g": 2, "b": true}' k
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 2, "k": null, "g": 1, "b": false}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 3, "g": 3}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 4, "k": 5, "g": 1, "b": true, "d": {"$date": "2021-01-01T00:00:00Z"}}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 5, "k": {"$numberLong": "5"}, "g": null, "d": {"$date": "2020-01-01T00:00:00Z"}}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 6, "k": 2.0, "g": 7, "b": false, "d": {"$date": "2022-01-01T00:00:00Z"}}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 7, "k": -3, "g": 2, "b": true}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 8, "k": {"$numberDecimal": "9"}, "g": 0, "t": "b"}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 9, "k": 5, "g": 4, "t": "a"}'
-\! /usr/bin/python3 test/fixtures/documents.py insert ordr '{"_id": 10, "k": null, "t": "c"}'
 CREATE FOREIGN TABLE ordr (id int OPTIONS (field '_id'), k int, g int8,
   b boolean, d timestamptz, t text)
-  SERVER mongo OPTIONS (database 'idxtable_writes', collection 'ordr');
+  SERVER mongo OPTIONS (collection 'ordr');
 CREATE TABLE ordr_local AS SELECT * FROM ordr;
 SELECT * FROM ordr ORDER BY id;
 -- without LIMIT a small table's sort stays local (the second find costs
