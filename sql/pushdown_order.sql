@@ -5,7 +5,7 @@
 --
 CREATE FOREIGN TABLE ordr (id int OPTIONS (field '_id'), k int, g int8,
   b boolean, d timestamptz, t text)
-  SERVER mongo OPTIONS (collection 'ordr');
+  SERVER mongo OPTIONS (database 'idxtable_order', collection 'ordr');
 CREATE TABLE ordr_local AS SELECT * FROM ordr;
 SELECT * FROM ordr ORDER BY id;
 -- without LIMIT a small table's sort stays local (the second find costs
