@@ -10,9 +10,8 @@
  * missing and undefined values below every other value, and undefined
  * below null, while PostgreSQL treats all three as NULL, placed as the
  * query says.  So a sorted scan runs two finds: one for the documents
- * whose first key has a value of the column's BSON type (sorted on all
- * keys) and one for the others (NULL first keys, sorted on the other
- * keys), in the order the first key's NULLS FIRST/LAST asks for.  Keys
+ * whose first key is not NULL (sorted on all keys) and one for the others
+ * (NULL first keys, sorted on the other keys), in the order the first key's NULLS FIRST/LAST asks for.  Keys
  * after the first must place NULLs where MongoDB does and may be at most
  * one (so that NULLs of different BSON types never decide an order).
  *

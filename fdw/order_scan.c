@@ -13,7 +13,6 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 
 #include "idxtable_fdw.h"
 #include "order.h"
@@ -86,52 +85,55 @@ phase_reads_values(const IdxOrderScan *os)
 }
 
 /*
- * The BSON type alias ($type) of the values a column of "type" accepts
- * (convert.c): every other value of the field is NULL (null, undefined,
- * missing) or an error when read.
- */
-static const char *
-type_alias(Oid type)
-{
-	switch (type)
-	{
-		case BOOLOID:
-			return "bool";
-		case DATEOID:
-		case TIMESTAMPOID:
-		case TIMESTAMPTZOID:
-			return "date";
-		case UUIDOID:
-			return "binData";
-		default:
-			return "number";
-	}
-}
-
-/*
  * Append the condition of the current find of a sorted scan on its first
- * key: a value of the column's BSON type, or not.
+ * key "field": not NULL ({f: {$ne: null, $not: {$type: "undefined"}}}) or
+ * NULL ({$or: [{f: null}, {f: {$type: "undefined"}}]}), the forms of IS
+ * [NOT] NULL (deparse.c), which MongoDB serves from an index on the field
+ * (mongod 8.0's {f: null} no longer matches undefined).  Values of another
+ * BSON type than the column's go with the non-NULL ones and fail to read,
+ * as they do in a plain scan.  _id is never undefined (mongod refuses it),
+ * so its conditions are {_id: {$ne: null}} and {_id: null}.
  */
 static void
 append_phase_cond(const IdxOrderScan *os, const IdxTableInfo *info,
 				  bson_t *doc)
 {
-	List	   *key = linitial(os->sort);
-	const char *field = info->fields[linitial_int(key) - 1];
-	const char *alias = type_alias((Oid) lfourth_int(key));
+	const char *field = info->fields[linitial_int(linitial(os->sort)) - 1];
+	bool		is_id = strcmp(field, "_id") == 0;
 	bson_t		cond;
-	bson_t		not;
+	bson_t		array;
+	bson_t		item;
 
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(doc, field, &cond));
 	if (phase_reads_values(os))
-		idx_check_append(BSON_APPEND_UTF8(&cond, "$type", alias));
-	else
 	{
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cond, "$not", &not));
-		idx_check_append(BSON_APPEND_UTF8(&not, "$type", alias));
-		idx_check_append(bson_append_document_end(&cond, &not));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(doc, field, &cond));
+		idx_check_append(BSON_APPEND_NULL(&cond, "$ne"));
+		if (!is_id)
+		{
+			bson_t		not;
+
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cond, "$not", &not));
+			idx_check_append(BSON_APPEND_UTF8(&not, "$type", "undefined"));
+			idx_check_append(bson_append_document_end(&cond, &not));
+		}
+		idx_check_append(bson_append_document_end(doc, &cond));
+		return;
 	}
-	idx_check_append(bson_append_document_end(doc, &cond));
+	if (is_id)
+	{
+		idx_check_append(BSON_APPEND_NULL(doc, field));
+		return;
+	}
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$or", &array));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &item));
+	idx_check_append(BSON_APPEND_NULL(&item, field));
+	idx_check_append(bson_append_document_end(&array, &item));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &item));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&item, field, &cond));
+	idx_check_append(BSON_APPEND_UTF8(&cond, "$type", "undefined"));
+	idx_check_append(bson_append_document_end(&item, &cond));
+	idx_check_append(bson_append_document_end(&array, &item));
+	idx_check_append(bson_append_array_end(doc, &array));
 }
 
 /*
