@@ -34,6 +34,7 @@
 #include "index_catalog.h"
 #include "index_path.h"
 #include "option.h"
+#include "order.h"
 #include "planner.h"
 #include "table_size.h"
 #include "upper.h"
@@ -158,6 +159,8 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 									 startup_cost, total_cost, NIL,
 									 NULL, NULL, NIL));
 
+	idx_add_order_paths(root, baserel, fpinfo, startup_cost, total_cost);
+
 	if (fpinfo->indexes != NIL)
 		idx_add_index_paths(root, baserel, fpinfo);
 }
@@ -236,7 +239,10 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							 idx_bitmap_to_list(attrs_used),
 							 makeInteger(fpinfo->id_lookup));
 	fdw_private = lappend(fdw_private, makeInteger(nparams));
-	fdw_private = lappend(fdw_private, NIL);	/* IdxPrivSort */
+	/* IdxPrivSort: a plain path's pathkeys are its pushed sort (order.h) */
+	fdw_private = lappend(fdw_private, index_private != NIL ? NIL :
+						  idx_order_sort_spec(root, baserel,
+											  best_path->path.pathkeys));
 	fdw_private = lappend(fdw_private, makeInteger(limit));	/* IdxPrivLimit */
 	fdw_private = lappend(fdw_private, makeInteger(0));	/* IdxPrivOffset */
 	fdw_private = list_concat(fdw_private, index_private);

@@ -30,6 +30,7 @@
 #include "deparse.h"
 #include "idxtable_fdw.h"
 #include "option.h"
+#include "order.h"
 #include "planner.h"
 #include "protocol_read.h"
 #include "rowid.h"
@@ -184,6 +185,8 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
 	state->read_prefs = idx_scan_read_prefs(node);
 	state->keep_ids = idx_rowid_scan_wanted(node);
+	if (state->kind == IDX_SCAN_PLAIN)
+		state->order = idx_order_scan_create(plan->fdw_private);
 
 	/* the leading fdw_exprs are the Params of the pushed-down clauses */
 	nparams = intVal(list_nth(plan->fdw_private, IdxPrivNumFilterParams));
@@ -324,8 +327,13 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 		idx_build_filter(&filter, state->remote_conds, state->relid,
 						 state->info, &state->params);
 		idx_append_find_options(&opts, state->info, state->attrs_used,
+								state->order ?
+								idx_order_batch_size(state->order,
+													 state->info->fetch_size) :
 								state->info->fetch_size,
 								scan_collation(state, &filter));
+		if (state->order)
+			idx_order_find(state->order, state->info, &filter, &opts);
 		if (state->last_filter)
 			pfree(state->last_filter);
 		state->last_filter = idx_bson_as_json(&filter);
@@ -388,18 +396,32 @@ iterate(ForeignScanState *node)
 	{
 		if (state->collection != NULL)
 			return slot;		/* already exhausted, no rescan yet */
+		if (state->order && idx_order_exhausted(state->order))
+			return slot;		/* LIMIT 0 */
 		open_cursor(node, state);
 	}
 
 	/* at the end the collection handle stays, as the "exhausted" marker */
-	do
+	for (;;)
 	{
 		doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
 								state->info->database);
 		if (doc == NULL)
-			return slot;
-	} while (state->recheck_ids != NIL &&
-			 !idx_doc_id_among(doc, state->recheck_ids));
+		{
+			/* a sorted scan reads the NULL keys by a second find */
+			if (state->order == NULL || !idx_order_next_phase(state->order))
+				return slot;
+			release_cursor(state);
+			open_cursor(node, state);
+			continue;
+		}
+		if (state->recheck_ids != NIL &&
+			!idx_doc_id_among(doc, state->recheck_ids))
+			continue;
+		if (state->order == NULL || !idx_order_skip_row(state->order))
+			break;
+		state->docs_fetched++;	/* read, and skipped for OFFSET */
+	}
 
 	state->docs_fetched++;
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
@@ -422,6 +444,8 @@ idxReScanForeignScan(ForeignScanState *node)
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 
 	release_cursor(state);
+	if (state->order)
+		idx_order_rescan(state->order);
 	if (state->kind == IDX_SCAN_AGG)
 		idx_agg_scan_rescan(state);
 	else if (state->kind == IDX_SCAN_INDEX_AGG)
@@ -497,6 +521,8 @@ idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		idx_build_projection(&doc, state->info, state->attrs_used);
 		ExplainPropertyText("MongoDB Projection", idx_bson_as_json(&doc), es);
 		bson_destroy(&doc);
+		if (state->order)
+			idx_order_explain(state->order, state->info, es);
 	}
 
 	if (es->analyze)

@@ -62,6 +62,9 @@ typedef struct IdxScanState
 	struct IdxAggScan *agg;		/* agg_path.c */
 	struct IdxIndexAggScan *index_agg;	/* index_agg.c */
 
+	/* plain scans: pushed sort, limit and offset, or NULL (order.h) */
+	struct IdxOrderScan *order;
+
 	/* for EXPLAIN ANALYZE */
 	char	   *last_filter;	/* the filter of the latest find, as JSON */
 	uint64		docs_fetched;

@@ -11,6 +11,7 @@
 #include "optimizer/pathnode.h"
 
 #include "idxtable_fdw.h"
+#include "order.h"
 #include "upper.h"
 
 /*
@@ -33,6 +34,9 @@ idxGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage,
 							  (GroupPathExtraData *) extra);
 			idx_add_index_agg_paths(root, input_rel, output_rel,
 									(GroupPathExtraData *) extra);
+			break;
+		case UPPERREL_ORDERED:
+			idx_add_ordered_paths(root, input_rel, output_rel);
 			break;
 		case UPPERREL_FINAL:
 			idx_add_final_paths(root, input_rel, output_rel,

@@ -58,10 +58,13 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 -- and LIMIT stops the lookup early (NULL keys come last, as in ORDER BY)
 SELECT idxtable.create_index('customers', '{town,customer_id}', name => 'customers_town_id');
 SELECT idxtable.create_index('customers', '{customer_id}', '{town}', name => 'customers_id_town');
+-- (with plain scans off: MongoDB's _id index would serve these as well)
+SET idxtable.enable_plain_scan = off;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM customers WHERE town = 'Town07' ORDER BY customer_id LIMIT 4;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT customer_id, town FROM customers ORDER BY customer_id LIMIT 3;
+RESET idxtable.enable_plain_scan;
 CREATE FUNCTION same_order(query text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   routed text;

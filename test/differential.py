@@ -1230,12 +1230,62 @@ def run_prepared_case(session, number, case, report, plan_counts):
 # Main
 # --------------------------------------------------------------------------
 
+# Columns an ORDER BY may sort on in the order family: the kinds MongoDB sorts
+# as PostgreSQL does (pushed), and text and a dotted path (kept local).
+ORDER_COLUMNS = ["id", "i4", "i8", "b", "ts", "d", "u", "t", "vc"]
+ORDER_CASES = 60
+MIN_ORDER_PUSHED = 15
+
+
+def order_case(rng, clauses):
+    """A random query of the ORDER BY/LIMIT/OFFSET family: its sort keys are
+    its output (rows equal on them may come in any order), or without ORDER BY
+    only the number of rows is compared."""
+    keys = []
+    for column in rng.sample(ORDER_COLUMNS, rng.choice([1, 1, 2])):
+        keys.append("%s%s%s" % (column, rng.choice(["", " ASC", " DESC"]),
+                                rng.choice(["", "", " NULLS FIRST", " NULLS LAST"])))
+    where = " WHERE " + clauses.clause(depth=1) if rng.random() < 0.3 else ""
+    limit = ""
+    if rng.random() < 0.8:
+        limit += " LIMIT %d" % rng.choice([0, 1, 3, 10, 50, 500, 5000])
+    if rng.random() < 0.4:
+        limit += " OFFSET %d" % rng.choice([1, 5, 100, 3999, 5000])
+    if rng.random() < 0.2:
+        return "SELECT count(*) FROM (SELECT id FROM {table}%s%s) s" % (where, limit or " LIMIT 7")
+    outputs = ", ".join(k.split()[0] for k in keys)
+    return "SELECT %s FROM {table}%s ORDER BY %s%s" % (outputs, where, ", ".join(keys), limit)
+
+
+def run_order_case(session, number, query, report):
+    """Compare one ORDER BY/LIMIT/OFFSET query on both tables; return whether
+    the foreign one pushed a sort or a limit to MongoDB."""
+    plan = session.run("EXPLAIN (VERBOSE) " + query.replace("{table}", "ft"))
+    pushed = any("MongoDB Sort" in line or "MongoDB Limit" in line or "MongoDB Skip" in line
+                 for (line,) in plan.rows or [])
+    foreign = session.run(query.replace("{table}", "ft"))
+    local = session.run(query.replace("{table}", "lt"))
+    problem = None
+    if foreign.error or local.error:
+        problem = compare(foreign, local)
+    elif comparable_rows(foreign.rows) != comparable_rows(local.rows):
+        problem = ["foreign: %d rows, local: %d rows" % (len(foreign.rows), len(local.rows))]
+        problem += ["first difference at row %d: foreign %r local %r" % (i, f, l)
+                    for i, (f, l) in enumerate(zip(foreign.rows, local.rows)) if f != l][:1]
+    if problem:
+        problem = [query.replace("{table}", "ft"), "pushed: %s" % pushed] + problem
+    report.result("order %d" % number, problem)
+    return pushed
+
+
 def parse_args():
     """Command line: sizes of the run, and --dry-run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=4000, help="number of documents (default 4000)")
     parser.add_argument("--clauses", type=int, default=400, help="number of WHERE clauses (default 400)")
     parser.add_argument("--prepared", type=int, default=50, help="number of prepared statements (default 50)")
+    parser.add_argument("--orders", type=int, default=ORDER_CASES,
+                        help="number of ORDER BY/LIMIT/OFFSET queries (default %d)" % ORDER_CASES)
     parser.add_argument("--dry-run", action="store_true",
                         help="print sample documents, clauses and prepared cases; touch no server")
     return parser.parse_args()
@@ -1253,10 +1303,11 @@ def generate(seed, args):
     where += [clauses.keyed_clause() for _ in range(args.clauses // 8)]
     prepared_generator = PreparedGenerator(rng, values)
     prepared = [prepared_generator.case() for _ in range(args.prepared)]
-    return docs, rows, where, prepared
+    orders = [order_case(rng, clauses) for _ in range(args.orders)]
+    return docs, rows, where, prepared, orders
 
 
-def dry_run(docs, rows, where, prepared):
+def dry_run(docs, rows, where, prepared, orders):
     """Show what would be run, without any server."""
     for doc, row in list(zip(docs, (expected_row(d) for d in docs)))[:3]:
         print("document %r\n  reads as %s" % (doc, show_row(row)))
@@ -1266,6 +1317,8 @@ def dry_run(docs, rows, where, prepared):
         print("PREPARE q%s AS ... WHERE %s" % (case.declaration(), case.clause))
         for args in case.executions[:2]:
             print("  EXECUTE q(%s)" % ", ".join(args))
+    for query in orders[:5]:
+        print(query.replace("{table}", "ft"))
 
 
 def main():
@@ -1273,9 +1326,9 @@ def main():
     args = parse_args()
     seed = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(2 ** 32))
     print("differential: seed %d (repeat with DIFF_SEED=%d)" % (seed, seed), flush=True)
-    docs, rows, where, prepared = generate(seed, args)
+    docs, rows, where, prepared, orders = generate(seed, args)
     if args.dry_run:
-        dry_run(docs, rows, where, prepared)
+        dry_run(docs, rows, where, prepared, orders)
         return 0
 
     report = Report(seed)
@@ -1320,6 +1373,14 @@ def main():
     for number, case in enumerate(prepared):
         run_prepared_case(session, number, case, report, plan_counts)
     print("prepared: %d generic and %d custom plan executions" % tuple(plan_counts))
+
+    order_pushed = sum(run_order_case(session, number, query, report)
+                       for number, query in enumerate(orders))
+    print("order: %d of %d ORDER BY/LIMIT/OFFSET queries pushed a sort, limit or skip"
+          % (order_pushed, len(orders)))
+    report.result("order pushdown coverage", None if order_pushed >= min(MIN_ORDER_PUSHED, len(orders)) else
+                  ["only %d ORDER BY/LIMIT/OFFSET queries were pushed, need %d"
+                   % (order_pushed, MIN_ORDER_PUSHED)])
     session.close()
     print("elapsed %.1fs" % (time.monotonic() - started))
     print("differential: %d passed, %d failed" % (report.passed, report.failed))

@@ -1,0 +1,64 @@
+/*-------------------------------------------------------------------------
+ *
+ * order.h
+ *		  ORDER BY, LIMIT and OFFSET pushed down to the find of a plain scan:
+ *		  sorted paths of the base relation and LIMIT/OFFSET paths of
+ *		  UPPERREL_FINAL (order_path.c), and their execution (order_scan.c).
+ *
+ * A pushed sort (IdxPrivSort) is a List with one IntList per key:
+ * (attnum, descending, nulls_first, type OID).  MongoDB sorts null,
+ * missing and undefined values below every other value, and undefined
+ * below null, while PostgreSQL treats all three as NULL, placed as the
+ * query says.  So a sorted scan runs two finds: one for the documents
+ * whose first key is not NULL (sorted on all keys) and one for the others
+ * (NULL first keys, sorted on the other keys), in the order the first key's NULLS FIRST/LAST asks for.  Keys
+ * after the first must place NULLs where MongoDB does and may be at most
+ * one (so that NULLs of different BSON types never decide an order).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_ORDER_H
+#define IDXTABLE_ORDER_H
+
+#include <mongoc/mongoc.h>
+
+#include "commands/explain.h"
+#include "nodes/pathnodes.h"
+
+#include "planner.h"
+#include "scan.h"
+
+/* Execution state of a pushed sort, limit or offset (order_scan.c) */
+typedef struct IdxOrderScan
+{
+	List	   *sort;			/* IdxPrivSort of the plan, NIL: none */
+	int			limit;			/* OFFSET + LIMIT rows at most, -1: no limit */
+	int			offset;			/* rows to skip first */
+	int			phase;			/* sorted scans: 0 the first find, 1 the
+								 * second */
+	int			seen;			/* documents read in earlier finds and this
+								 * one (sorted scans, which skip locally) */
+} IdxOrderScan;
+
+/* order_path.c */
+extern List *idx_order_sort_spec(PlannerInfo *root, RelOptInfo *baserel,
+								 List *pathkeys);
+extern void idx_add_order_paths(PlannerInfo *root, RelOptInfo *baserel,
+								IdxRelInfo *fpinfo, Cost startup_cost,
+								Cost total_cost);
+extern void idx_add_ordered_paths(PlannerInfo *root, RelOptInfo *input_rel,
+								  RelOptInfo *ordered_rel);
+
+/* order_scan.c */
+extern IdxOrderScan *idx_order_scan_create(List *fdw_private);
+extern bool idx_order_exhausted(const IdxOrderScan *os);
+extern int	idx_order_batch_size(const IdxOrderScan *os, int fetch_size);
+extern void idx_order_find(const IdxOrderScan *os, const IdxTableInfo *info,
+						   bson_t *filter, bson_t *opts);
+extern bool idx_order_skip_row(IdxOrderScan *os);
+extern bool idx_order_next_phase(IdxOrderScan *os);
+extern void idx_order_rescan(IdxOrderScan *os);
+extern void idx_order_explain(const IdxOrderScan *os,
+							  const IdxTableInfo *info, ExplainState *es);
+
+#endif							/* IDXTABLE_ORDER_H */
