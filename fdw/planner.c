@@ -195,7 +195,7 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *fdw_private;
 	List	   *fdw_exprs;
 	List	   *index_private = NIL;
-	Bitmapset  *attrs_used = bms_copy(fpinfo->attrs_used);
+	Bitmapset  *attrs_used;
 	int			nparams;
 	int			limit = -1;
 	ListCell   *lc;
@@ -205,6 +205,7 @@ idxGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		return idx_upper_plan(root, baserel, best_path, tlist, scan_clauses,
 							  outer_plan);
 
+	attrs_used = bms_copy(fpinfo->attrs_used);
 	foreach(lc, scan_clauses)
 	{
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
