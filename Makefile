@@ -31,6 +31,7 @@ OBJS = \
 	fdw/upper.o \
 	fdw/order_path.o \
 	fdw/agg_path.o \
+	fdw/agg_scan.o \
 	fdw/index_agg.o \
 	fdw/index_path.o \
 	fdw/index_scan.o \
@@ -59,7 +60,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -130,7 +130,10 @@ idx_scan_user(ForeignScanState *node)
 
 /*
  * The range table index of the foreign table read: the scan's own, or for
- * a scan above it (an upper path, scanrelid 0) the one its plan names.
+ * a scan above it (an upper path, scanrelid 0) the one relation of its
+ * fs_relids.  Not IdxPrivRelid: that is the index at planning, which
+ * setrefs.c does not adjust when it flattens a subquery's range table
+ * into the query's (only scanrelid and fs_relids follow).
  */
 Index
 idx_scan_rtindex(ForeignScanState *node)
@@ -139,7 +142,7 @@ idx_scan_rtindex(ForeignScanState *node)
 
 	if (plan->scan.scanrelid > 0)
 		return plan->scan.scanrelid;
-	return intVal(list_nth(plan->fdw_private, IdxPrivRelid));
+	return bms_singleton_member(plan->fs_relids);
 }
 
 /*
