@@ -12,7 +12,7 @@
  *
  *	count(*), count(col)	$sum of 1 (col: where the field is neither null,
  *							missing nor undefined)
- *	sum/avg of int2/4/8		$sum of $toDecimal (Decimal128, exact for any
+ *	sum/avg of int2/4/8		$sum of $convert to decimal (exact for any
  *							sum of int8 values) and the count of values;
  *							NULL over no values; avg divides with numeric_div
  *							as int8_avg and numeric_avg do

@@ -10,8 +10,11 @@
  *				   a<i>: <accumulator>, n<i>: <count of values>, ...}}]
  * where i is the position in fdw_scan_tlist.  $ifNull makes null, missing
  * and undefined one group, as they are all NULL to PostgreSQL.  Sums are
- * of Decimal128 values ($toDecimal), which hold any sum of int8 values
- * exactly; a sum or average over no values is NULL, which the count of
+ * of Decimal128 values ($convert to decimal), which hold any sum of int8
+ * values exactly; the least and greatest value of a summed column go
+ * through the column's conversion, so that a value the column cannot hold
+ * (out of range, no integer, no number: in BSON order, strings, documents,
+ * booleans and dates sort above numbers) is the error a local scan gives; a sum or average over no values is NULL, which the count of
  * values tells (MongoDB's $sum gives 0).  Without GROUP BY, no rows give no
  * group in MongoDB but one row in PostgreSQL: count 0, the rest NULL.
  *
@@ -160,8 +163,13 @@ append_accumulators(bson_t *group, const IdxAggColumn *col)
 			break;
 		case IDX_AGG_SUM:
 		case IDX_AGG_AVG:
+			/* a value that is no number adds nothing here, and the
+			 * column's conversion of $max (which it is, in BSON order)
+			 * or $min reports it as a local scan would */
 			BCON_APPEND(group, col->key, "{", "$sum",
-						"{", "$toDecimal", BCON_UTF8(ref), "}", "}");
+						"{", "$convert", "{", "input", BCON_UTF8(ref),
+						"to", BCON_UTF8("decimal"), "onError", BCON_NULL,
+						"onNull", BCON_NULL, "}", "}", "}");
 			append_count_values(group, col->nkey, ref);
 			BCON_APPEND(group, col->lowkey, "{", "$min", BCON_UTF8(ref), "}");
 			BCON_APPEND(group, col->highkey, "{", "$max", BCON_UTF8(ref), "}");

@@ -6,6 +6,7 @@ CREATE FOREIGN TABLE agg_t (
   id int OPTIONS (field '_id'), town text, n int, b bigint, s smallint,
   d date, f float8
 ) SERVER mongo OPTIONS (collection 'agg_t');
+DELETE FROM agg_t;
 INSERT INTO agg_t VALUES
   (1, 'Redmond', 10, 9223372036854775807, 1, '2020-01-01', 1.5),
   (2, 'Redmond', 20, 9223372036854775807, 2, '2021-06-01', 'NaN'),
@@ -98,6 +99,19 @@ SELECT show_error('SELECT sum(n) FROM agg_t');
 SELECT show_error('SELECT town, avg(n) FROM agg_t WHERE id = 8 GROUP BY town');
 RESET idxtable.enable_aggregate_pushdown;
 DELETE FROM agg_t_wide WHERE id > 6;
+-- every value a scan refuses, a pushed sum, avg, min or max refuses too
+CREATE FOREIGN TABLE agg_bad (id text OPTIONS (field '_id'), v int)
+  SERVER mongo OPTIONS (collection 'bad');
+SELECT id, a, show_error(format('SELECT %s(v) FROM agg_bad WHERE id = %L', a, id)) AS pushed
+  FROM (VALUES ('int_overflow'), ('fraction'), ('string_in_int'), ('bool_in_int')) v(id),
+       (VALUES ('sum'), ('avg'), ('max')) w(a)
+  ORDER BY id, a;
+SET idxtable.enable_aggregate_pushdown = off;
+SELECT id, show_error(format('SELECT sum(v) FROM agg_bad WHERE id = %L', id)) AS local
+  FROM (VALUES ('int_overflow'), ('fraction'), ('string_in_int'), ('bool_in_int')) v(id)
+  ORDER BY id;
+RESET idxtable.enable_aggregate_pushdown;
+DROP FOREIGN TABLE agg_bad;
 SELECT sum(n) FROM agg_t;
 -- a pushed aggregate in a prepared statement with a parameter
 PREPARE agg_q(int) AS SELECT town, count(*), sum(n) FROM agg_t WHERE id >= $1 GROUP BY town ORDER BY town;
@@ -112,4 +126,5 @@ DROP TABLE agg_people_local;
 DROP FOREIGN TABLE agg_people;
 DROP FUNCTION agg_same(text);
 DROP TABLE agg_local;
+DELETE FROM agg_t;
 DROP FOREIGN TABLE agg_t;

@@ -669,6 +669,10 @@ def test_group_accumulators_as_mongod(env):
     coll.insert_many([{"_id": 10, "g": 9, "v": 2 ** 31 - 1}, {"_id": 11, "g": 9, "v": 2 ** 31 - 1}])
     big = list(coll.aggregate([{"$match": {"g": 9}}, {"$group": {"_id": None, "s": {"$sum": "$v"}}}]))
     check(big == [{"_id": None, "s": 2 ** 32 - 2}] and isinstance(big[0]["s"], Int64), big)
+    # $convert's onError and onNull
+    conv = {"$convert": {"input": "$v", "to": "decimal", "onError": Decimal128("-1"), "onNull": Decimal128("7")}}
+    got = list(coll.aggregate([{"$match": {"_id": {"$in": [2, 3, 7]}}}, {"$group": {"_id": None, "d": {"$sum": conv}}}]))
+    check(got == [{"_id": None, "d": Decimal128("7")}], got)  # 7 (null) + 1 (true) - 1 ("" fails)
     # a string is no decimal: ConversionFailure, as mongod
     expect_error(241, lambda: list(coll.aggregate([{"$match": {"_id": 7}},
                                                    {"$group": {"_id": None, "d": {"$sum": {"$toDecimal": "$v"}}}}])))

@@ -13,8 +13,9 @@ its $addToSet drops 0 and "", and it groups and compares with Python's rules. He
 - `$min` and `$max` ignore null, missing and undefined, compare in BSON order, and give null over none;
 - no input documents give no groups, also for `_id: null`.
 
-Expressions inside are evaluated here for field paths, `$ifNull`, `$cond`, `$eq` and `$toDecimal` (mongod's
-rules: a missing value compares below null, `$toDecimal` of null or missing is null); any other operator is
+Expressions inside are evaluated here for field paths, `$ifNull`, `$cond`, `$eq`, `$toDecimal` and `$convert` to
+decimal (mongod's rules: a missing value compares below null, `$toDecimal` of null or missing is null, onNull and
+onError); any other operator is
 mongomock's. A $group using another accumulator runs entirely in mongomock.
 """
 
@@ -96,6 +97,19 @@ def _to_decimal(value):
     raise MongoError(241, "Unsupported conversion to decimal in $convert with no onError value")
 
 
+def _convert_decimal(args, doc):
+    """$convert to decimal: onNull for null or missing input (else null), onError for a failed conversion."""
+    value = evaluate(args.get("input"), doc)
+    if _nullish(value):
+        return evaluate(args["onNull"], doc) if "onNull" in args else None
+    try:
+        return _to_decimal(value)
+    except MongoError:
+        if "onError" in args:
+            return evaluate(args["onError"], doc)
+        raise
+
+
 def evaluate(expr, doc):
     """An aggregation expression's value for `doc` (MISSING for a missing field)."""
     if isinstance(expr, str) and expr.startswith("$") and not expr.startswith("$$"):
@@ -117,6 +131,8 @@ def evaluate(expr, doc):
             return _key(evaluate(args[0], doc)) == _key(evaluate(args[1], doc))
         if op == "$toDecimal":
             return _to_decimal(evaluate(args, doc))
+        if op == "$convert" and isinstance(args, dict) and args.get("to") in ("decimal", 19):
+            return _convert_decimal(args, doc)
         if op == "$literal":
             return args
         try:
