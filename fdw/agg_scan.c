@@ -9,7 +9,8 @@
  *		 {$group: {_id: null | {g<i>: {$ifNull: ["$field", null]}, ...},
  *				   a<i>: <accumulator>, n<i>: <count of values>, ...}}]
  * where i is the position in fdw_scan_tlist.  $ifNull makes null, missing
- * and undefined one group, as they are all NULL to PostgreSQL.  Sums are
+ * and undefined one group, as they are all NULL to PostgreSQL; a text
+ * column's ObjectId is grouped and compared as its hexadecimal string.  Sums are
  * of Decimal128 values ($convert to decimal), which hold any sum of int8
  * values exactly; the least and greatest value of a summed column go
  * through the column's conversion, so that a value the column cannot hold
@@ -146,6 +147,41 @@ append_count_values(bson_t *group, const char *key, const char *ref)
 }
 
 /*
+ * Append under "key" the expression of the value column "col" reads: the
+ * field, or for text an ObjectId as its hexadecimal string, which is how
+ * the column reads it (convert.h), so that they group and order as equal.
+ */
+static void
+append_value_expr(bson_t *parent, const char *key, const IdxAggColumn *col)
+{
+	char	   *ref = psprintf("$%s", col->field);
+
+	if (col->conv.typid == TEXTOID || col->conv.typid == VARCHAROID)
+		BCON_APPEND(parent, key, "{", "$cond", "[",
+					"{", "$eq", "[", "{", "$type", BCON_UTF8(ref), "}",
+					BCON_UTF8("objectId"), "]", "}",
+					"{", "$toString", BCON_UTF8(ref), "}",
+					BCON_UTF8(ref), "]", "}");
+	else
+		BCON_APPEND(parent, key, BCON_UTF8(ref));
+	pfree(ref);
+}
+
+/*
+ * Append key: {op: <value of column "col">}, an accumulator.
+ */
+static void
+append_extreme(bson_t *group, const char *key, const char *op,
+			   const IdxAggColumn *col)
+{
+	bson_t		acc;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(group, key, &acc));
+	append_value_expr(&acc, op, col);
+	idx_check_append(bson_append_document_end(group, &acc));
+}
+
+/*
  * Append the accumulators of column "col" to the $group stage.
  */
 static void
@@ -175,10 +211,10 @@ append_accumulators(bson_t *group, const IdxAggColumn *col)
 			BCON_APPEND(group, col->highkey, "{", "$max", BCON_UTF8(ref), "}");
 			break;
 		case IDX_AGG_MIN:
-			BCON_APPEND(group, col->key, "{", "$min", BCON_UTF8(ref), "}");
+			append_extreme(group, col->key, "$min", col);
 			break;
 		case IDX_AGG_MAX:
-			BCON_APPEND(group, col->key, "{", "$max", BCON_UTF8(ref), "}");
+			append_extreme(group, col->key, "$max", col);
 			break;
 		default:
 			break;
@@ -202,11 +238,15 @@ build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
 
 		if (col->kind == IDX_AGG_GROUP)
 		{
-			char	   *ref = psprintf("$%s", col->field);
+			bson_t		op;
+			bson_t		args;
 
-			BCON_APPEND(&id, col->key, "{", "$ifNull", "[", BCON_UTF8(ref),
-						BCON_NULL, "]", "}");
-			pfree(ref);
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&id, col->key, &op));
+			idx_check_append(BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
+			append_value_expr(&args, "0", col);
+			idx_check_append(BSON_APPEND_NULL(&args, "1"));
+			idx_check_append(bson_append_array_end(&op, &args));
+			idx_check_append(bson_append_document_end(&id, &op));
 		}
 	}
 	if (agg->grouped)

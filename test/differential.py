@@ -1162,6 +1162,56 @@ def run_prepared_case(session, number, case, report, plan_counts):
 
 
 # --------------------------------------------------------------------------
+# Aggregates: the same groupings on both tables (pushed as an aggregate
+# pipeline where exact, local otherwise), over the clauses above, empty sets
+# included; int4/int8 sums past their type, NaN in f8, NULL groups
+# --------------------------------------------------------------------------
+
+AGGREGATES = ["count(*)", "count(i4)", "count(t)", "sum(i4)", "sum(i8)", "avg(i4)", "avg(i8)",
+              "min(i4)", "max(i8)", "min(ts)", "max(d)", "min(t COLLATE \"C\")", "max(vc COLLATE \"C\")",
+              "sum(f8)", "max(f8)", "min(t)", "count(DISTINCT i4)", "sum(n)"]
+GROUP_KEYS = ["t", "vc", "i4", "d", "ts", "b"]
+MIN_AGG_PUSHED = 0.4
+
+
+def aggregate_cases(rng, clauses, count):
+    """``count`` aggregate queries over table ``{table}``: one to four
+    aggregates, no to two GROUP BY keys, sometimes HAVING, a WHERE clause
+    ("false" for an empty set now and then)."""
+    cases = []
+    for _ in range(count):
+        keys = rng.sample(GROUP_KEYS, rng.choice([0, 0, 1, 1, 1, 2]))
+        aggs = rng.sample(AGGREGATES[:13] if rng.random() < 0.8 else AGGREGATES, rng.randint(1, 4))
+        where = "false" if rng.random() < 0.1 else clauses.clause(depth=1)
+        sql = "SELECT %s FROM {table} WHERE %s" % (", ".join(keys + aggs), where)
+        if keys:
+            sql += " GROUP BY " + ", ".join(keys)
+        if rng.random() < 0.2:
+            sql += " HAVING count(*) > %d" % rng.choice([0, 1, 3])
+        cases.append(sql)
+    return cases
+
+
+def sorted_outcome(outcome):
+    """Rows in a fixed order (a grouping returns its groups in any order)."""
+    if outcome.rows is not None:
+        outcome.rows = sorted(outcome.rows, key=lambda row: repr(comparable_rows([row])))
+    return outcome
+
+
+def run_aggregate_case(session, number, sql, report):
+    """Compare one aggregate query on both tables; True if it was pushed."""
+    plan = session.run("EXPLAIN (VERBOSE, COSTS OFF) " + sql.format(table="ft"))
+    pushed = any("aggregate pipeline" in line for (line,) in plan.rows or [])
+    problem = compare(sorted_outcome(session.run(sql.format(table="ft"))),
+                      sorted_outcome(session.run(sql.format(table="lt"))))
+    if problem:
+        problem = [sql.format(table="ft"), "pushed: %s" % pushed] + problem
+    report.result("aggregate %d" % number, problem)
+    return pushed
+
+
+# --------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------
 
@@ -1171,6 +1221,8 @@ def parse_args():
     parser.add_argument("--docs", type=int, default=4000, help="number of documents (default 4000)")
     parser.add_argument("--clauses", type=int, default=400, help="number of WHERE clauses (default 400)")
     parser.add_argument("--prepared", type=int, default=50, help="number of prepared statements (default 50)")
+    parser.add_argument("--aggregates", type=int, default=80,
+                        help="number of aggregate queries (default 80)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print sample documents, clauses and prepared cases; touch no server")
     return parser.parse_args()
@@ -1188,7 +1240,8 @@ def generate(seed, args):
     where += [clauses.keyed_clause() for _ in range(args.clauses // 8)]
     prepared_generator = PreparedGenerator(rng, values)
     prepared = [prepared_generator.case() for _ in range(args.prepared)]
-    return docs, rows, where, prepared
+    aggregates = aggregate_cases(rng, clauses, args.aggregates)
+    return docs, rows, where, prepared, aggregates
 
 
 def dry_run(docs, rows, where, prepared):
@@ -1208,7 +1261,7 @@ def main():
     args = parse_args()
     seed = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(2 ** 32))
     print("differential: seed %d (repeat with DIFF_SEED=%d)" % (seed, seed), flush=True)
-    docs, rows, where, prepared = generate(seed, args)
+    docs, rows, where, prepared, aggregates = generate(seed, args)
     if args.dry_run:
         dry_run(docs, rows, where, prepared)
         return 0
@@ -1246,6 +1299,12 @@ def main():
     for number, case in enumerate(prepared):
         run_prepared_case(session, number, case, report, plan_counts)
     print("prepared: %d generic and %d custom plan executions" % tuple(plan_counts))
+
+    agg_pushed = sum(run_aggregate_case(session, number, sql, report) for number, sql in enumerate(aggregates))
+    print("aggregates: %d of %d pushed as an aggregate pipeline" % (agg_pushed, len(aggregates)))
+    report.result("aggregate pushdown coverage",
+                  None if agg_pushed >= MIN_AGG_PUSHED * len(aggregates) else
+                  ["only %d of %d aggregate queries were pushed" % (agg_pushed, len(aggregates))])
     session.close()
     print("elapsed %.1fs" % (time.monotonic() - started))
     print("differential: %d passed, %d failed" % (report.passed, report.failed))

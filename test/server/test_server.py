@@ -673,6 +673,14 @@ def test_group_accumulators_as_mongod(env):
     conv = {"$convert": {"input": "$v", "to": "decimal", "onError": Decimal128("-1"), "onNull": Decimal128("7")}}
     got = list(coll.aggregate([{"$match": {"_id": {"$in": [2, 3, 7]}}}, {"$group": {"_id": None, "d": {"$sum": conv}}}]))
     check(got == [{"_id": None, "d": Decimal128("7")}], got)  # 7 (null) + 1 (true) - 1 ("" fails)
+    # an ObjectId as its hex string groups with that string ($type, $toString)
+    from bson.objectid import ObjectId
+    oid = ObjectId("5f43a1b2c3d4e5f607182930")
+    coll.insert_many([{"_id": 20, "g": 7, "t": oid}, {"_id": 21, "g": 7, "t": str(oid)}, {"_id": 22, "g": 7}])
+    as_text = {"$cond": [{"$eq": [{"$type": "$t"}, "objectId"]}, {"$toString": "$t"}, "$t"]}
+    by_text = list(coll.aggregate([{"$match": {"g": 7}}, {"$group": {"_id": {"k": {"$ifNull": [as_text, None]}},
+                                                                      "n": {"$sum": 1}}}, {"$sort": {"n": -1}}]))
+    check(by_text == [{"_id": {"k": str(oid)}, "n": 2}, {"_id": {"k": None}, "n": 1}], by_text)
     # a string is no decimal: ConversionFailure, as mongod
     expect_error(241, lambda: list(coll.aggregate([{"$match": {"_id": 7}},
                                                    {"$group": {"_id": None, "d": {"$sum": {"$toDecimal": "$v"}}}}])))

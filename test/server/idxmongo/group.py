@@ -13,8 +13,8 @@ its $addToSet drops 0 and "", and it groups and compares with Python's rules. He
 - `$min` and `$max` ignore null, missing and undefined, compare in BSON order, and give null over none;
 - no input documents give no groups, also for `_id: null`.
 
-Expressions inside are evaluated here for field paths, `$ifNull`, `$cond`, `$eq`, `$toDecimal` and `$convert` to
-decimal (mongod's rules: a missing value compares below null, `$toDecimal` of null or missing is null, onNull and
+Expressions inside are evaluated here for field paths, `$ifNull`, `$cond`, `$eq`, `$toDecimal`, `$convert` to
+decimal, `$type` and `$toString` of an ObjectId (mongod's rules: a missing value compares below null, `$toDecimal` of null or missing is null, onNull and
 onError); any other operator is
 mongomock's. A $group using another accumulator runs entirely in mongomock.
 """
@@ -24,6 +24,7 @@ import decimal
 
 from bson.decimal128 import Decimal128, create_decimal128_context
 from bson.int64 import Int64
+from bson.objectid import ObjectId
 from mongomock import aggregate as mm_aggregate
 
 from .bsonkeys import MISSING, sort_key
@@ -97,6 +98,20 @@ def _to_decimal(value):
     raise MongoError(241, "Unsupported conversion to decimal in $convert with no onError value")
 
 
+def _type_name(value):
+    """$type's name of a value ("missing" for a missing field)."""
+    if value is MISSING:
+        return "missing"
+    if isinstance(value, ObjectId):
+        return "objectId"
+    if isinstance(value, str):
+        return "string"
+    try:
+        return mm_aggregate._parse_expression({"$type": {"$literal": value}}, {})
+    except Exception:  # mongomock's gaps: a name that is none of the above is all the FDW needs
+        return "other"
+
+
 def _convert_decimal(args, doc):
     """$convert to decimal: onNull for null or missing input (else null), onError for a failed conversion."""
     value = evaluate(args.get("input"), doc)
@@ -135,6 +150,10 @@ def evaluate(expr, doc):
             return _convert_decimal(args, doc)
         if op == "$literal":
             return args
+        if op == "$type" and isinstance(args, str):
+            return _type_name(evaluate(args, doc))
+        if op == "$toString" and isinstance(evaluate(args, doc), ObjectId):
+            return str(evaluate(args, doc))
         try:
             return mm_aggregate._parse_expression(expr, doc)
         except KeyError:
