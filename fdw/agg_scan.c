@@ -55,6 +55,7 @@ typedef struct IdxAggColumn
 	char		nkey[16];		/* sum/avg: the count of values */
 	char		lowkey[16];		/* sum/avg: the least value */
 	char		highkey[16];	/* sum/avg: the greatest value */
+	char		fkey[16];		/* sum/avg: values with a fraction */
 	bool		int8_sum;		/* a sum of int2/int4: int8 result */
 	IdxColumnConv conv;			/* group key, min/max: the result type;
 								 * sum/avg: the column's; counts: int8 */
@@ -108,6 +109,7 @@ init_columns(IdxAggScan *agg, List *items)
 		snprintf(col->nkey, sizeof(col->nkey), "n%d", i);
 		snprintf(col->lowkey, sizeof(col->lowkey), "l%d", i);
 		snprintf(col->highkey, sizeof(col->highkey), "h%d", i);
+		snprintf(col->fkey, sizeof(col->fkey), "f%d", i);
 		col->int8_sum = (col->kind == IDX_AGG_SUM && typid != INT8OID);
 		idx_conv_init(&col->conv, strVal(list_nth(item, 4)), typid,
 					  intVal(lfourth(item)));
@@ -182,6 +184,46 @@ append_extreme(bson_t *group, const char *key, const char *op,
 }
 
 /*
+ * Append key: the exact sum of the integer values of field "ref" as a
+ * Decimal128.  A double goes through $convert to long first: mongod turns a
+ * double into a decimal rounded to 15 digits (Decimal128(double) with
+ * kRoundTo15Digits, src/mongo/db/exec/document_value/value.cpp), which
+ * integral doubles past 10^15 would not survive.  A value that is no
+ * number adds nothing here, and the column's conversion of $max (which it
+ * is, in BSON order) or $min reports it as a local scan would.
+ */
+static void
+append_sum(bson_t *group, const char *key, const char *ref)
+{
+	BCON_APPEND(group, key, "{", "$sum", "{", "$convert", "{",
+				"input", "{", "$cond", "[",
+				"{", "$eq", "[", "{", "$type", BCON_UTF8(ref), "}",
+				BCON_UTF8("double"), "]", "}",
+				"{", "$convert", "{", "input", BCON_UTF8(ref),
+				"to", BCON_UTF8("long"), "onError", BCON_NULL,
+				"onNull", BCON_NULL, "}", "}",
+				BCON_UTF8(ref), "]", "}",
+				"to", BCON_UTF8("decimal"), "onError", BCON_NULL,
+				"onNull", BCON_NULL, "}", "}", "}");
+}
+
+/*
+ * Append key: the number of values of field "ref" that are doubles or
+ * decimals with a fraction, which an integer column cannot read.
+ */
+static void
+append_fractions(bson_t *group, const char *key, const char *ref)
+{
+	BCON_APPEND(group, key, "{", "$sum", "{", "$cond", "[",
+				"{", "$and", "[",
+				"{", "$in", "[", "{", "$type", BCON_UTF8(ref), "}",
+				"[", BCON_UTF8("double"), BCON_UTF8("decimal"), "]", "]", "}",
+				"{", "$ne", "[", BCON_UTF8(ref),
+				"{", "$trunc", BCON_UTF8(ref), "}", "]", "}",
+				"]", "}", BCON_INT32(1), BCON_INT32(0), "]", "}", "}");
+}
+
+/*
  * Append the accumulators of column "col" to the $group stage.
  */
 static void
@@ -199,14 +241,9 @@ append_accumulators(bson_t *group, const IdxAggColumn *col)
 			break;
 		case IDX_AGG_SUM:
 		case IDX_AGG_AVG:
-			/* a value that is no number adds nothing here, and the
-			 * column's conversion of $max (which it is, in BSON order)
-			 * or $min reports it as a local scan would */
-			BCON_APPEND(group, col->key, "{", "$sum",
-						"{", "$convert", "{", "input", BCON_UTF8(ref),
-						"to", BCON_UTF8("decimal"), "onError", BCON_NULL,
-						"onNull", BCON_NULL, "}", "}", "}");
+			append_sum(group, col->key, ref);
 			append_count_values(group, col->nkey, ref);
+			append_fractions(group, col->fkey, ref);
 			BCON_APPEND(group, col->lowkey, "{", "$min", BCON_UTF8(ref), "}");
 			BCON_APPEND(group, col->highkey, "{", "$max", BCON_UTF8(ref), "}");
 			break;
@@ -363,21 +400,6 @@ read_value(const bson_t *doc, const char *key, const IdxColumnConv *conv,
 }
 
 /*
- * A sum or average reads every value of the column: the least and the
- * greatest go through the column's conversion, which raises the error a
- * local scan would for a value out of the column's range (22003).
- */
-static void
-check_range(const bson_t *doc, const IdxAggColumn *col,
-			const IdxScanState *state)
-{
-	bool		isnull;
-
-	(void) read_value(doc, col->lowkey, &col->conv, state, &isnull);
-	(void) read_value(doc, col->highkey, &col->conv, state, &isnull);
-}
-
-/*
  * The count of values in field "key" of "doc" (0 if absent).
  */
 static int64
@@ -390,6 +412,28 @@ read_count(const bson_t *doc, const char *key)
 		return 0;
 	return bson_iter_as_int64(&iter);
 }
+
+/*
+ * A sum or average reads every value of the column: the least and the
+ * greatest go through the column's conversion, which raises the error a
+ * local scan would for a value out of the column's range (22003).
+ */
+static void
+check_range(const bson_t *doc, const IdxAggColumn *col,
+			const IdxScanState *state)
+{
+	bool		isnull;
+
+	(void) read_value(doc, col->lowkey, &col->conv, state, &isnull);
+	(void) read_value(doc, col->highkey, &col->conv, state, &isnull);
+	if (read_count(doc, col->fkey) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("a value in column \"%s\" cannot be represented exactly in type %s",
+						col->conv.colname, format_type_be(col->conv.typid)),
+				 errdetail("Collection \"%s\".", state->info->collection)));
+}
+
 
 /*
  * Fill column "i" of the row from a $group output document "doc" (NULL:

@@ -681,6 +681,16 @@ def test_group_accumulators_as_mongod(env):
     by_text = list(coll.aggregate([{"$match": {"g": 7}}, {"$group": {"_id": {"k": {"$ifNull": [as_text, None]}},
                                                                       "n": {"$sum": 1}}}, {"$sort": {"n": -1}}]))
     check(by_text == [{"_id": {"k": str(oid)}, "n": 2}, {"_id": {"k": None}, "n": 1}], by_text)
+    # a sum of integral doubles past 2^53 through $convert to long is exact; $type names them
+    coll.insert_many([{"_id": 30, "g": 6, "v": float(2 ** 62 + 2 ** 10)}, {"_id": 31, "g": 6, "v": 1.5}])
+    exact = {"$convert": {"input": {"$cond": [{"$eq": [{"$type": "$v"}, "double"]},
+                                              {"$convert": {"input": "$v", "to": "long", "onError": None}}, "$v"]},
+                          "to": "decimal"}}
+    frac = {"$cond": [{"$and": [{"$in": [{"$type": "$v"}, ["double", "decimal"]]}, {"$ne": ["$v", {"$trunc": "$v"}]}]},
+                      1, 0]}
+    got = list(coll.aggregate([{"$match": {"g": 6}}, {"$group": {"_id": None, "s": {"$sum": exact},
+                                                                 "f": {"$sum": frac}}}]))
+    check(got == [{"_id": None, "s": Decimal128(str(2 ** 62 + 2 ** 10 + 1)), "f": 1}], got)
     # a string is no decimal: ConversionFailure, as mongod
     expect_error(241, lambda: list(coll.aggregate([{"$match": {"_id": 7}},
                                                    {"$group": {"_id": None, "d": {"$sum": {"$toDecimal": "$v"}}}}])))

@@ -14,13 +14,14 @@ its $addToSet drops 0 and "", and it groups and compares with Python's rules. He
 - no input documents give no groups, also for `_id: null`.
 
 Expressions inside are evaluated here for field paths, `$ifNull`, `$cond`, `$eq`, `$toDecimal`, `$convert` to
-decimal, `$type` and `$toString` of an ObjectId (mongod's rules: a missing value compares below null, `$toDecimal` of null or missing is null, onNull and
+decimal and long, `$type`, `$toString` of an ObjectId, `$and`, `$ne`, `$in` and `$trunc` (mongod's rules: a missing value compares below null, `$toDecimal` of null or missing is null, onNull and
 onError); any other operator is
 mongomock's. A $group using another accumulator runs entirely in mongomock.
 """
 
 import datetime
 import decimal
+import math
 
 from bson.decimal128 import Decimal128, create_decimal128_context
 from bson.int64 import Int64
@@ -102,14 +103,56 @@ def _type_name(value):
     """$type's name of a value ("missing" for a missing field)."""
     if value is MISSING:
         return "missing"
-    if isinstance(value, ObjectId):
-        return "objectId"
-    if isinstance(value, str):
-        return "string"
+    if value is None:
+        return "null"
+    if value is UNDEFINED:
+        return "undefined"
+    for kind, name in ((bool, "bool"), (Int64, "long"), (int, "int"), (float, "double"), (Decimal128, "decimal"),
+                       (str, "string"), (ObjectId, "objectId"), (dict, "object"), (list, "array"),
+                       (datetime.datetime, "date")):
+        if isinstance(value, kind):
+            if kind is int and not INT32_MIN <= value <= INT32_MAX:
+                return "long"
+            return name
+    return "other"  # a name none of the FDW's expressions asks for
+
+
+def _trunc(value):
+    """$trunc of a number, keeping its type (null for null or missing)."""
+    if _nullish(value):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal128)):
+        raise MongoError(28765, "$trunc only supports numeric types")
+    if isinstance(value, float):
+        return float(math.trunc(value)) if math.isfinite(value) else value
+    if isinstance(value, Decimal128):
+        d = value.to_decimal()
+        return Decimal128(d.to_integral_value(rounding=decimal.ROUND_DOWN)) if d.is_finite() else value
+    return value
+
+
+def _convert_long(args, doc):
+    """$convert to long: doubles and decimals truncated, out of range or NaN an error (onError)."""
+    value = evaluate(args.get("input"), doc)
+    if _nullish(value):
+        return evaluate(args["onNull"], doc) if "onNull" in args else None
     try:
-        return mm_aggregate._parse_expression({"$type": {"$literal": value}}, {})
-    except Exception:  # mongomock's gaps: a name that is none of the above is all the FDW needs
-        return "other"
+        if isinstance(value, bool):
+            return Int64(int(value))
+        if isinstance(value, (int, float, Decimal128)):
+            number = value.to_decimal() if isinstance(value, Decimal128) else value
+            if isinstance(number, float) and not math.isfinite(number) or \
+                    isinstance(number, decimal.Decimal) and not number.is_finite():
+                raise MongoError(241, "Attempt to convert NaN or infinity to long")
+            result = int(number)
+            if not INT64_MIN <= result <= INT64_MAX:
+                raise MongoError(241, "Conversion would overflow target type in $convert")
+            return Int64(result)
+        raise MongoError(241, "Unsupported conversion to long in $convert")
+    except MongoError:
+        if "onError" in args:
+            return evaluate(args["onError"], doc)
+        raise
 
 
 def _convert_decimal(args, doc):
@@ -150,6 +193,19 @@ def evaluate(expr, doc):
             return _convert_decimal(args, doc)
         if op == "$literal":
             return args
+        if op == "$and":
+            return all(_truthy(evaluate(a, doc)) for a in args)
+        if op == "$ne":
+            return _key(evaluate(args[0], doc)) != _key(evaluate(args[1], doc))
+        if op == "$in":
+            array = evaluate(args[1], doc)
+            if not isinstance(array, list):
+                raise MongoError(40081, "$in requires an array as a second argument")
+            return _key(evaluate(args[0], doc)) in [_key(v) for v in array]
+        if op == "$trunc" and not (isinstance(args, list) and len(args) > 1):
+            return _trunc(evaluate(args[0] if isinstance(args, list) else args, doc))
+        if op == "$convert" and isinstance(args, dict) and args.get("to") in ("long", 18):
+            return _convert_long(args, doc)
         if op == "$type" and isinstance(args, str):
             return _type_name(evaluate(args, doc))
         if op == "$toString" and isinstance(evaluate(args, doc), ObjectId):
