@@ -91,8 +91,11 @@ SELECT agg_same(replace(q, 'agg_t', 'agg_people')) FROM (VALUES
 -- (22003), and so does a value that is no integer
 CREATE FOREIGN TABLE agg_t_wide (id int OPTIONS (field '_id'), n float8)
   SERVER mongo OPTIONS (collection 'agg_t');
-INSERT INTO agg_t_wide VALUES (7, 1099511627776), (8, 2.5);
+INSERT INTO agg_t_wide VALUES (7, 1099511627776), (8, 2.5), (9, 12.5);
 SELECT show_error('SELECT sum(n) FROM agg_t');
+-- 12.5 lies between the least and greatest value: still an error
+EXPLAIN (COSTS OFF) SELECT sum(n) FROM agg_t WHERE id IN (1, 2, 9);
+SELECT show_error('SELECT sum(n) FROM agg_t WHERE id IN (1, 2, 9)');
 SELECT show_error('SELECT town, avg(n) FROM agg_t WHERE id = 8 GROUP BY town');
 SET idxtable.enable_aggregate_pushdown = off;
 SELECT show_error('SELECT sum(n) FROM agg_t');
