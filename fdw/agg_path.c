@@ -16,7 +16,7 @@
  *							sum of int8 values) and the count of values;
  *							NULL over no values; avg divides with numeric_div
  *							as int8_avg and numeric_avg do
- *	min/max					of integers, date, timestamp(tz), and text under
+ *	min/max					of integers, timestamp(tz), and text under
  *							the "C" or "POSIX" collation (MongoDB's simple
  *							collation compares UTF-8 bytes)
  *
@@ -90,6 +90,29 @@ group_type_ok(Oid typid, Oid collid)
 }
 
 /*
+ * Can an aggregate read a column of type "typid" in MongoDB and tell every
+ * value a scan would refuse (agg_scan.c's checks)?  Integers, timestamps
+ * and text; not date, whose values must also be at midnight.
+ */
+static bool
+value_type_ok(Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case TEXTOID:
+		case VARCHAROID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
  * The column "expr" reads, if it is a plain column of relation "relid"
  * (binary-compatible casts stripped), else NULL.
  */
@@ -112,7 +135,9 @@ column_path(Var *var, const IdxTableInfo *info)
 {
 	const char *field = info->fields[var->varattno - 1];
 
-	if (field == NULL || strchr(field, '$') != NULL)
+	/* a dotted path may cross an array, which a scan refuses to read and
+	 * an aggregation expression reads through */
+	if (field == NULL || strchr(field, '$') != NULL || strchr(field, '.') != NULL)
 		return NULL;
 	return field;
 }
@@ -140,7 +165,6 @@ agg_kind(Oid fnoid)
 		case F_MIN_INT2:
 		case F_MIN_INT4:
 		case F_MIN_INT8:
-		case F_MIN_DATE:
 		case F_MIN_TIMESTAMP:
 		case F_MIN_TIMESTAMPTZ:
 		case F_MIN_TEXT:
@@ -148,7 +172,6 @@ agg_kind(Oid fnoid)
 		case F_MAX_INT2:
 		case F_MAX_INT4:
 		case F_MAX_INT8:
-		case F_MAX_DATE:
 		case F_MAX_TIMESTAMP:
 		case F_MAX_TIMESTAMPTZ:
 		case F_MAX_TEXT:
@@ -187,14 +210,11 @@ agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
 			agg->inputcollid != POSIX_COLLATION_OID)
 			return NIL;
 	}
-	if (kind == IDX_AGG_COUNT && !idx_type_is_supported(var->vartype))
+	/* the column's type: the scan checks every value read (agg_scan.c) */
+	if (!value_type_ok(var->vartype))
 		return NIL;
-	/* sum/avg: the type of the column (their result type follows from it) */
-	return idx_agg_item_make(kind, column_path(var, info),
-							 (kind == IDX_AGG_SUM || kind == IDX_AGG_AVG) ?
-							 var->vartype : agg->aggtype,
-							 (kind == IDX_AGG_SUM || kind == IDX_AGG_AVG) ?
-							 var->vartypmod : -1,
+	return idx_agg_item_make(kind, column_path(var, info), var->vartype,
+							 var->vartypmod,
 							 get_attname(info->relid, var->varattno, false));
 }
 

@@ -57,6 +57,7 @@ typedef struct IdxAggColumn
 	char		highkey[16];	/* sum/avg: the greatest value */
 	char		fkey[16];		/* sum/avg: values with a fraction */
 	bool		int8_sum;		/* a sum of int2/int4: int8 result */
+	bool		integer;		/* the column is int2, int4 or int8 */
 	IdxColumnConv conv;			/* group key, min/max: the result type;
 								 * sum/avg: the column's; counts: int8 */
 	IdxColumnConv numconv;		/* sum/avg: numeric */
@@ -111,6 +112,8 @@ init_columns(IdxAggScan *agg, List *items)
 		snprintf(col->highkey, sizeof(col->highkey), "h%d", i);
 		snprintf(col->fkey, sizeof(col->fkey), "f%d", i);
 		col->int8_sum = (col->kind == IDX_AGG_SUM && typid != INT8OID);
+		col->integer = (typid == INT2OID || typid == INT4OID ||
+						typid == INT8OID);
 		idx_conv_init(&col->conv, strVal(list_nth(item, 4)), typid,
 					  intVal(lfourth(item)));
 		idx_conv_init(&col->numconv, strVal(list_nth(item, 4)), NUMERICOID,
@@ -243,9 +246,6 @@ append_accumulators(bson_t *group, const IdxAggColumn *col)
 		case IDX_AGG_AVG:
 			append_sum(group, col->key, ref);
 			append_count_values(group, col->nkey, ref);
-			append_fractions(group, col->fkey, ref);
-			BCON_APPEND(group, col->lowkey, "{", "$min", BCON_UTF8(ref), "}");
-			BCON_APPEND(group, col->highkey, "{", "$max", BCON_UTF8(ref), "}");
 			break;
 		case IDX_AGG_MIN:
 			append_extreme(group, col->key, "$min", col);
@@ -255,6 +255,14 @@ append_accumulators(bson_t *group, const IdxAggColumn *col)
 			break;
 		default:
 			break;
+	}
+	/* the checks of every value the aggregate reads (check_values()) */
+	if (col->kind != IDX_AGG_GROUP && col->kind != IDX_AGG_COUNT_STAR)
+	{
+		BCON_APPEND(group, col->lowkey, "{", "$min", BCON_UTF8(ref), "}");
+		BCON_APPEND(group, col->highkey, "{", "$max", BCON_UTF8(ref), "}");
+		if (col->integer)
+			append_fractions(group, col->fkey, ref);
 	}
 	pfree(ref);
 }
@@ -414,19 +422,23 @@ read_count(const bson_t *doc, const char *key)
 }
 
 /*
- * A sum or average reads every value of the column: the least and the
- * greatest go through the column's conversion, which raises the error a
- * local scan would for a value out of the column's range (22003).
+ * An aggregate over a column reads every value of it, and a scan would
+ * fail on one the column cannot read.  A value of another BSON type than
+ * the column's is, in BSON order, below or above all of the column's type,
+ * so it is the least or the greatest: those two go through the column's
+ * conversion, which raises the scan's error (HV004; 22003 out of range).
+ * Values of the right type the column still refuses lie anywhere: for
+ * integer columns those with a fraction, counted apart.
  */
 static void
-check_range(const bson_t *doc, const IdxAggColumn *col,
+check_values(const bson_t *doc, const IdxAggColumn *col,
 			const IdxScanState *state)
 {
 	bool		isnull;
 
 	(void) read_value(doc, col->lowkey, &col->conv, state, &isnull);
 	(void) read_value(doc, col->highkey, &col->conv, state, &isnull);
-	if (read_count(doc, col->fkey) > 0)
+	if (col->integer && read_count(doc, col->fkey) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("a value in column \"%s\" cannot be represented exactly in type %s",
@@ -450,6 +462,9 @@ fill_column(const bson_t *doc, int i, const IdxScanState *state,
 
 	*isnull = true;
 	*value = (Datum) 0;
+	if (doc != NULL && col->kind != IDX_AGG_GROUP &&
+		col->kind != IDX_AGG_COUNT_STAR)
+		check_values(doc, col, state);
 	if (col->kind == IDX_AGG_COUNT_STAR || col->kind == IDX_AGG_COUNT)
 	{
 		*isnull = false;
@@ -480,7 +495,6 @@ fill_column(const bson_t *doc, int i, const IdxScanState *state,
 	n = read_count(doc, col->nkey);
 	if (n == 0)
 		return;					/* sum/avg over no values: NULL */
-	check_range(doc, col, state);
 	*value = read_value(doc, col->key, &col->numconv, state, isnull);
 	if (*isnull)
 		return;

@@ -1171,7 +1171,7 @@ AGGREGATES = ["count(*)", "count(i4)", "count(t)", "sum(i4)", "sum(i8)", "avg(i4
               "min(i4)", "max(i8)", "min(ts)", "max(d)", "min(t COLLATE \"C\")", "max(vc COLLATE \"C\")",
               "max(f8) + 0", "min(t)", "count(DISTINCT i4)", "sum(n)"]
 GROUP_KEYS = ["t", "vc", "i4", "d", "ts", "b"]
-MIN_AGG_PUSHED = 0.2
+MIN_AGG_PUSHED = 0.12
 
 
 def aggregate_cases(rng, clauses, count):
