@@ -11,7 +11,8 @@
  * is one of those below, computed so that the result is PostgreSQL's:
  *
  *	count(*), count(col)	$sum of 1 (col: where the field is neither null,
- *							missing nor undefined)
+ *							missing nor undefined; integer, timestamp(tz)
+ *							or text columns, whose values agg_scan.c checks)
  *	sum/avg of int2/4/8		$sum of $convert to decimal (exact for any
  *							sum of int8 values) and the count of values;
  *							NULL over no values; avg divides with numeric_div
@@ -20,7 +21,9 @@
  *							the "C" or "POSIX" collation (MongoDB's simple
  *							collation compares UTF-8 bytes)
  *
- * Anything else (floats, whose NaN MongoDB orders below every number;
+ * GROUP BY may also name a date column.  Anything else (floats, whose NaN
+ * MongoDB orders below every number; dates, which must be midnights;
+ * columns on a dotted path, which may cross an array;
  * DISTINCT, ORDER BY or FILTER in an aggregate; grouping sets) stays local.
  * HAVING and expressions over the pushed aggregates and groups are
  * evaluated locally on the rows the pipeline returns.
