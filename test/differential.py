@@ -1171,7 +1171,7 @@ AGGREGATES = ["count(*)", "count(i4)", "count(t)", "sum(i4)", "sum(i8)", "avg(i4
               "min(i4)", "max(i8)", "min(ts)", "max(d)", "min(t COLLATE \"C\")", "max(vc COLLATE \"C\")",
               "max(f8) + 0", "min(t)", "count(DISTINCT i4)", "sum(n)"]
 GROUP_KEYS = ["t", "vc", "i4", "d", "ts", "b"]
-MIN_AGG_PUSHED = 0.12
+MIN_AGG_PUSHED = 0.1
 
 
 def aggregate_cases(rng, clauses, count):
@@ -1183,7 +1183,7 @@ def aggregate_cases(rng, clauses, count):
         keys = rng.sample(GROUP_KEYS, rng.choice([0, 0, 1, 1, 1, 2]))
         aggs = rng.sample(AGGREGATES[:13] if rng.random() < 0.8 else AGGREGATES, rng.randint(1, 4))
         roll = rng.random()
-        where = "false" if roll < 0.1 else "true" if roll < 0.4 else clauses.clause(depth=1)
+        where = "false" if roll < 0.1 else "true" if roll < 0.5 else clauses.clause(depth=1)
         sql = "SELECT %s FROM {table} WHERE %s" % (", ".join(keys + aggs), where)
         if keys:
             sql += " GROUP BY " + ", ".join(keys)
