@@ -34,6 +34,7 @@ OBJS = \
 	fdw/order_path.o \
 	fdw/order_scan.o \
 	fdw/agg_path.o \
+	fdw/agg_scan.o \
 	fdw/index_agg.o \
 	fdw/index_agg_scan.o \
 	fdw/index_path.o \
@@ -64,7 +65,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond plan_stats pushdown_idxagg
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond plan_stats pushdown_idxagg
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

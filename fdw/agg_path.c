@@ -1,74 +1,420 @@
 /*-------------------------------------------------------------------------
  *
  * agg_path.c
- *		  Aggregates and GROUP BY pushed down as an aggregate pipeline on the fact
- *		  collection (UPPERREL_GROUP_AGG; scan kind IDX_SCAN_AGG).
- *		  Not yet built: no paths are added.
+ *		  Aggregates and GROUP BY pushed down as an aggregate pipeline on the
+ *		  fact collection (UPPERREL_GROUP_AGG; scan kind IDX_SCAN_AGG, run by
+ *		  agg_scan.c).
+ *
+ * A grouping is pushed only when every row of the scan below it is chosen
+ * by MongoDB exactly (no local or rechecked condition), every GROUP BY item
+ * is a column whose MongoDB equality is PostgreSQL's, and every aggregate
+ * is one of those below, computed so that the result is PostgreSQL's:
+ *
+ *	count(*), count(col)	$sum of 1 (col: where the field is neither null,
+ *							missing nor undefined; integer, timestamp(tz)
+ *							or text columns, whose values agg_scan.c checks)
+ *	sum/avg of int2/4/8		$sum of $convert to decimal (exact for any
+ *							sum of int8 values) and the count of values;
+ *							NULL over no values; avg divides with numeric_div
+ *							as int8_avg and numeric_avg do
+ *	min/max					of integers, timestamp(tz), and text under
+ *							the "C" or "POSIX" collation (MongoDB's simple
+ *							collation compares UTF-8 bytes)
+ *
+ * GROUP BY may also name a date column.  Anything else (floats, whose NaN
+ * MongoDB orders below every number; dates, which must be midnights;
+ * columns on a dotted path, which may cross an array;
+ * DISTINCT, ORDER BY or FILTER in an aggregate; grouping sets) stays local.
+ * HAVING and expressions over the pushed aggregates and groups are
+ * evaluated locally on the rows the pipeline returns.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <math.h>
+
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/tlist.h"
+#include "parser/parsetree.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/selfuncs.h"
+
+#include "agg_scan.h"
+#include "deparse.h"
+#include "idxtable_fdw.h"
+#include "planner.h"
 #include "upper.h"
 
 /*
- * Add the ForeignPaths that push the grouping of "input_rel" down.
+ * What the planner found out about a grouping it pushes down
+ * (grouped_rel->fdw_private).
  */
-void
-idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
-							  RelOptInfo *grouped_rel, GroupPathExtraData *extra)
+typedef struct IdxAggRelInfo
 {
+	List	   *tlist;			/* fdw_scan_tlist: groups, then aggregates */
+	List	   *items;			/* per tlist entry: IdxAggItem as a List */
+	List	   *local_quals;	/* HAVING, evaluated locally */
+	Index		relid;			/* the foreign table's range table index */
+} IdxAggRelInfo;
+
+/*
+ * Is a column of type "typid" grouped by MongoDB's $group exactly as by
+ * PostgreSQL's equality?  Integers (int32, int64 and integral doubles are
+ * equal in both), dates and timestamps (BSON dates) and text under a
+ * deterministic collation (equal only if bytewise equal in both).
+ */
+static bool
+group_type_ok(Oid typid, Oid collid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return true;
+		case TEXTOID:
+		case VARCHAROID:
+			return OidIsValid(collid) && get_collation_isdeterministic(collid);
+		default:
+			return false;
+	}
 }
 
 /*
- * GetForeignPlan of a path of idx_add_agg_paths().
+ * Can an aggregate read a column of type "typid" in MongoDB and tell every
+ * value a scan would refuse (agg_scan.c's checks)?  Integers, timestamps
+ * and text; not date, whose values must also be at midnight.
+ */
+static bool
+value_type_ok(Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case TEXTOID:
+		case VARCHAROID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * The column "expr" reads, if it is a plain column of relation "relid"
+ * (binary-compatible casts stripped), else NULL.
+ */
+static Var *
+plain_column(Expr *expr, Index relid)
+{
+	expr = idx_strip_relabel(expr);
+	if (IsA(expr, Var) && ((Var *) expr)->varno == relid &&
+		((Var *) expr)->varattno > 0 && ((Var *) expr)->varlevelsup == 0)
+		return (Var *) expr;
+	return NULL;
+}
+
+/*
+ * The field path of column "var", if an aggregation expression can name it
+ * as "$path" (a path holding "$" would be read as something else).
+ */
+static const char *
+column_path(Var *var, const IdxTableInfo *info)
+{
+	const char *field = info->fields[var->varattno - 1];
+
+	/* a dotted path may cross an array, which a scan refuses to read and
+	 * an aggregation expression reads through */
+	if (field == NULL || strchr(field, '$') != NULL || strchr(field, '.') != NULL)
+		return NULL;
+	return field;
+}
+
+/*
+ * The pushed kind of aggregate "fnoid", or IDX_AGG_NONE.
+ */
+static IdxAggKind
+agg_kind(Oid fnoid)
+{
+	switch (fnoid)
+	{
+		case F_COUNT_:
+			return IDX_AGG_COUNT_STAR;
+		case F_COUNT_ANY:
+			return IDX_AGG_COUNT;
+		case F_SUM_INT2:
+		case F_SUM_INT4:
+		case F_SUM_INT8:
+			return IDX_AGG_SUM;
+		case F_AVG_INT2:
+		case F_AVG_INT4:
+		case F_AVG_INT8:
+			return IDX_AGG_AVG;
+		case F_MIN_INT2:
+		case F_MIN_INT4:
+		case F_MIN_INT8:
+		case F_MIN_TIMESTAMP:
+		case F_MIN_TIMESTAMPTZ:
+		case F_MIN_TEXT:
+			return IDX_AGG_MIN;
+		case F_MAX_INT2:
+		case F_MAX_INT4:
+		case F_MAX_INT8:
+		case F_MAX_TIMESTAMP:
+		case F_MAX_TIMESTAMPTZ:
+		case F_MAX_TEXT:
+			return IDX_AGG_MAX;
+		default:
+			return IDX_AGG_NONE;
+	}
+}
+
+/*
+ * The plan item of aggregate "agg" over relation "relid", or NIL when
+ * MongoDB cannot compute it exactly.
+ */
+static List *
+agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
+{
+	IdxAggKind	kind = agg_kind(agg->aggfnoid);
+	Var		   *var = NULL;
+
+	if (kind == IDX_AGG_NONE || agg->aggorder != NIL ||
+		agg->aggdistinct != NIL || agg->aggfilter != NULL ||
+		agg->agglevelsup != 0 || agg->aggsplit != AGGSPLIT_SIMPLE ||
+		agg->aggvariadic)
+		return NIL;
+	if (kind == IDX_AGG_COUNT_STAR)
+		return idx_agg_item_make(kind, NULL, agg->aggtype, -1, NULL);
+	if (list_length(agg->args) != 1)
+		return NIL;
+	var = plain_column(linitial_node(TargetEntry, agg->args)->expr, relid);
+	if (var == NULL || column_path(var, info) == NULL)
+		return NIL;
+	/* text is compared as bytes: only the C collation agrees */
+	if (agg->aggfnoid == F_MIN_TEXT || agg->aggfnoid == F_MAX_TEXT)
+	{
+		if (agg->inputcollid != C_COLLATION_OID &&
+			agg->inputcollid != POSIX_COLLATION_OID)
+			return NIL;
+	}
+	/* the column's type: the scan checks every value read (agg_scan.c) */
+	if (!value_type_ok(var->vartype))
+		return NIL;
+	return idx_agg_item_make(kind, column_path(var, info), var->vartype,
+							 var->vartypmod,
+							 get_attname(info->relid, var->varattno, false));
+}
+
+/*
+ * Add the columns and aggregates "expr" needs to the scan's target list
+ * and items; false if one of them cannot be pushed (a column that is no
+ * GROUP BY item, an aggregate MongoDB cannot compute exactly).
+ */
+static bool
+add_needed(IdxAggRelInfo *ainfo, Expr *expr, Index relid,
+		   const IdxTableInfo *info)
+{
+	List	   *needed = pull_var_clause((Node *) expr,
+										 PVC_INCLUDE_AGGREGATES |
+										 PVC_RECURSE_PLACEHOLDERS);
+	ListCell   *lc;
+
+	foreach(lc, needed)
+	{
+		Node	   *node = lfirst(lc);
+		List	   *item;
+
+		if (tlist_member((Expr *) node, ainfo->tlist))
+			continue;
+		if (!IsA(node, Aggref))
+			return false;		/* a column that is not grouped */
+		item = agg_item((Aggref *) node, relid, info);
+		if (item == NIL)
+			return false;
+		ainfo->tlist = lappend(ainfo->tlist,
+							   makeTargetEntry((Expr *) node,
+											   list_length(ainfo->tlist) + 1,
+											   NULL, false));
+		ainfo->items = lappend(ainfo->items, item);
+	}
+	return true;
+}
+
+/*
+ * Put the GROUP BY items into the scan's target list; false if one of
+ * them is not a column MongoDB groups exactly as PostgreSQL.
+ */
+static bool
+add_groups(IdxAggRelInfo *ainfo, Query *parse, Index relid,
+		   const IdxTableInfo *info)
+{
+	ListCell   *lc;
+
+	foreach(lc, parse->groupClause)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		Expr	   *expr = (Expr *) get_sortgroupclause_expr(sgc,
+															 parse->targetList);
+		Var		   *var = plain_column(expr, relid);
+
+		if (var == NULL || !IsA(expr, Var) || column_path(var, info) == NULL ||
+			!group_type_ok(var->vartype, var->varcollid))
+			return false;
+		if (tlist_member(expr, ainfo->tlist))
+			continue;
+		ainfo->tlist = lappend(ainfo->tlist,
+							   makeTargetEntry(expr,
+											   list_length(ainfo->tlist) + 1,
+											   NULL, false));
+		ainfo->items = lappend(ainfo->items,
+							   idx_agg_item_make(IDX_AGG_GROUP,
+												 info->fields[var->varattno - 1],
+												 var->vartype, var->vartypmod,
+												 get_attname(info->relid,
+															 var->varattno,
+															 false)));
+	}
+	return true;
+}
+
+/*
+ * Can the grouping of "input_rel" be pushed at all: a plain scan of one
+ * foreign table whose conditions MongoDB evaluates exactly?
+ */
+static bool
+input_pushable(PlannerInfo *root, RelOptInfo *input_rel,
+			   GroupPathExtraData *extra)
+{
+	IdxRelInfo *fpinfo = input_rel->fdw_private;
+	ListCell   *lc;
+
+	if (!idxtable_enable_aggregate_pushdown ||
+		input_rel->reloptkind != RELOPT_BASEREL ||
+		extra->patype != PARTITIONWISE_AGGREGATE_NONE ||
+		root->parse->groupingSets != NIL ||
+		fpinfo->local_conds != NIL || fpinfo->remote_lossy != NIL)
+		return false;
+	foreach(lc, input_rel->baserestrictinfo)
+	{
+		if (lfirst_node(RestrictInfo, lc)->pseudoconstant)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Add the ForeignPath that pushes the grouping of "input_rel" down as an
+ * aggregate pipeline, when every part of it is exact.
+ */
+void
+idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
+				  RelOptInfo *grouped_rel, GroupPathExtraData *extra)
+{
+	IdxRelInfo *fpinfo = input_rel->fdw_private;
+	PathTarget *target = root->upper_targets[UPPERREL_GROUP_AGG];
+	IdxAggRelInfo *ainfo;
+	ListCell   *lc;
+	double		groups;
+	double		examined;
+	Cost		startup_cost;
+	Cost		total_cost;
+	QualCost	having_cost;
+
+	if (!input_pushable(root, input_rel, extra))
+		return;
+	ainfo = palloc0(sizeof(IdxAggRelInfo));
+	ainfo->relid = input_rel->relid;
+	if (!add_groups(ainfo, root->parse, input_rel->relid, fpinfo->table))
+		return;
+	foreach(lc, target->exprs)
+	{
+		if (!add_needed(ainfo, lfirst(lc), input_rel->relid, fpinfo->table))
+			return;
+	}
+	if (extra->havingQual)
+	{
+		if (!add_needed(ainfo, (Expr *) extra->havingQual, input_rel->relid,
+						fpinfo->table))
+			return;
+		ainfo->local_quals = (List *) extra->havingQual;
+	}
+
+	/* groups: as the planner estimates them for a local grouping */
+	if (root->parse->groupClause == NIL)
+		groups = 1;
+	else
+		groups = estimate_num_groups(root,
+									 get_sortgrouplist_exprs(root->parse->groupClause,
+															 root->parse->targetList),
+									 input_rel->rows, NULL, NULL);
+	examined = fpinfo->id_lookup >= 0 ? input_rel->rows : input_rel->tuples;
+	cost_qual_eval(&having_cost, ainfo->local_quals, root);
+	startup_cost = ROUND_TRIP_COST + examined * DOCUMENT_EXAMINE_COST +
+		having_cost.startup;
+	total_cost = startup_cost +
+		Max(ceil(groups / fpinfo->table->fetch_size) - 1, 0) * ROUND_TRIP_COST +
+		groups * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost +
+				  having_cost.per_tuple);
+
+	grouped_rel->fdw_private = ainfo;
+	add_path(grouped_rel, (Path *)
+			 create_foreign_upper_path(root, grouped_rel, target,
+									   clamp_row_est(groups),
+									   startup_cost, total_cost, NIL, NULL,
+									   list_make1(makeInteger(IDX_UPPER_AGG))));
+}
+
+/*
+ * GetForeignPlan of a path of idx_add_agg_paths(): the scan below's pushed
+ * conditions go to the pipeline's $match, the groups and aggregates to
+ * fdw_scan_tlist and their items, HAVING to the plan's qual.
  */
 ForeignScan *
 idx_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 			 List *tlist, List *scan_clauses, Plan *outer_plan)
 {
-	elog(ERROR, "idxtable_fdw: this aggregate pushdown is not built yet");
-	return NULL;				/* keep compiler quiet */
-}
+	IdxAggRelInfo *ainfo = rel->fdw_private;
+	Index		relid = ainfo->relid;
+	IdxRelInfo *fpinfo = find_base_rel(root, relid)->fdw_private;
+	List	   *remote_conds = NIL;
+	List	   *fdw_private;
+	List	   *fdw_exprs;
+	ListCell   *lc;
 
-/*
- * Executor start of a scan of this kind.
- */
-void
-idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
-{
-	elog(ERROR, "idxtable_fdw: this aggregate pushdown is not built yet");
-}
+	foreach(lc, fpinfo->remote_exact)
+		remote_conds = lappend(remote_conds,
+							   lfirst_node(RestrictInfo, lc)->clause);
 
-/*
- * The next row, or an empty slot at the end.
- */
-TupleTableSlot *
-idx_agg_scan_next(ForeignScanState *node, IdxScanState *state)
-{
-	return ExecClearTuple(node->ss.ss_ScanTupleSlot);
-}
+	fdw_private = list_make5(makeInteger(IDX_SCAN_AGG),
+							 remote_conds,
+							 makeInteger(relid),
+							 NIL,
+							 makeInteger(fpinfo->id_lookup));
+	fdw_exprs = idx_collect_params(remote_conds);
+	fdw_private = lappend(fdw_private, makeInteger(list_length(fdw_exprs)));
+	fdw_private = lappend(fdw_private, NIL);	/* IdxPrivSort */
+	fdw_private = lappend(fdw_private, makeInteger(-1));	/* IdxPrivLimit */
+	fdw_private = lappend(fdw_private, makeInteger(0)); /* IdxPrivOffset */
+	fdw_private = lappend(fdw_private, ainfo->items);	/* IdxPrivAggItems */
+	fdw_private = lappend(fdw_private,	/* IdxPrivAggGrouped */
+						  makeInteger(root->parse->groupClause != NIL));
 
-/*
- * Restart: the next row comes from a new command.
- */
-void
-idx_agg_scan_rescan(IdxScanState *state)
-{
-}
-
-/*
- * Release what the scan holds.
- */
-void
-idx_agg_scan_end(IdxScanState *state)
-{
-}
-
-/*
- * EXPLAIN of the scan.
- */
-void
-idx_agg_scan_explain(IdxScanState *state, ExplainState *es)
-{
+	return make_foreignscan(tlist, ainfo->local_quals, 0, fdw_exprs,
+							fdw_private, ainfo->tlist, NIL, outer_plan);
 }

@@ -1227,6 +1227,69 @@ def run_prepared_case(session, number, case, report, plan_counts):
 
 
 # --------------------------------------------------------------------------
+# Aggregates: the same groupings on both tables (pushed as an aggregate
+# pipeline where exact, local otherwise), over the clauses above, empty sets
+# included; int4/int8 sums past their type, NaN in f8, NULL groups
+# --------------------------------------------------------------------------
+
+AGGREGATES = ["count(*)", "count(i4)", "count(t)", "sum(i4)", "sum(i8)", "avg(i4)", "avg(i8)",
+              "min(i4)", "max(i8)", "min(ts)", "max(d)", "min(t COLLATE \"C\")", "max(vc COLLATE \"C\")",
+              "max(f8) + 0", "min(t)", "count(DISTINCT i4)", "sum(n)"]
+GROUP_KEYS = ["t", "vc", "i4", "d", "ts", "b"]
+MIN_AGG_PUSHED = 0.1
+
+
+def aggregate_cases(rng, clauses, count):
+    """``count`` aggregate queries over table ``{table}``: one to four
+    aggregates, no to two GROUP BY keys, sometimes HAVING, a WHERE clause
+    ("false" for an empty set now and then)."""
+    cases = []
+    for _ in range(count):
+        keys = rng.sample(GROUP_KEYS, rng.choice([0, 0, 1, 1, 1, 2]))
+        aggs = rng.sample(AGGREGATES[:13] if rng.random() < 0.8 else AGGREGATES, rng.randint(1, 4))
+        roll = rng.random()
+        where = "false" if roll < 0.1 else "true" if roll < 0.5 else clauses.clause(depth=1)
+        sql = "SELECT %s FROM {table} WHERE %s" % (", ".join(keys + aggs), where)
+        if keys:
+            sql += " GROUP BY " + ", ".join(keys)
+        if rng.random() < 0.2:
+            sql += " HAVING count(*) > %d" % rng.choice([0, 1, 3])
+        cases.append(sql)
+    return cases
+
+
+def aggregate_rows(rows):
+    """Rows made comparable: floats by repr, numerics by value (0 and 0.0 are
+    equal, as in comparable()), a numeric NaN equal to itself."""
+    return [tuple(("NaN",) if isinstance(v, decimal.Decimal) and v.is_nan() else comparable(v) for v in row)
+            for row in rows]
+
+
+def sorted_outcome(outcome):
+    """Rows in a fixed order (a grouping returns its groups in any order)."""
+    if outcome.rows is not None:
+        outcome.rows = sorted(outcome.rows, key=lambda row: repr(comparable_rows([row])))
+    return outcome
+
+
+def run_aggregate_case(session, number, sql, report):
+    """Compare one aggregate query on both tables; True if it was pushed."""
+    plan = session.run("EXPLAIN (VERBOSE, COSTS OFF) " + sql.replace("{table}", "ft"))
+    pushed = any("aggregate pipeline" in line for (line,) in plan.rows or [])
+    foreign = sorted_outcome(session.run(sql.replace("{table}", "ft")))
+    local = sorted_outcome(session.run(sql.replace("{table}", "lt")))
+    problem = None
+    if foreign.error or local.error:
+        problem = compare(foreign, local)
+    elif aggregate_rows(foreign.rows) != aggregate_rows(local.rows):
+        problem = ["foreign: %r" % foreign.rows[:6], "local:   %r" % local.rows[:6]]
+    if problem:
+        problem = [sql.replace("{table}", "ft"), "pushed: %s" % pushed] + problem
+    report.result("aggregate %d" % number, problem)
+    return pushed
+
+
+# --------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------
 
@@ -1286,6 +1349,8 @@ def parse_args():
     parser.add_argument("--prepared", type=int, default=50, help="number of prepared statements (default 50)")
     parser.add_argument("--orders", type=int, default=ORDER_CASES,
                         help="number of ORDER BY/LIMIT/OFFSET queries (default %d)" % ORDER_CASES)
+    parser.add_argument("--aggregates", type=int, default=80,
+                        help="number of aggregate queries (default 80)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print sample documents, clauses and prepared cases; touch no server")
     return parser.parse_args()
@@ -1304,7 +1369,8 @@ def generate(seed, args):
     prepared_generator = PreparedGenerator(rng, values)
     prepared = [prepared_generator.case() for _ in range(args.prepared)]
     orders = [order_case(rng, clauses) for _ in range(args.orders)]
-    return docs, rows, where, prepared, orders
+    aggregates = aggregate_cases(rng, clauses, args.aggregates)
+    return docs, rows, where, prepared, orders, aggregates
 
 
 def dry_run(docs, rows, where, prepared, orders):
@@ -1326,7 +1392,7 @@ def main():
     args = parse_args()
     seed = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(2 ** 32))
     print("differential: seed %d (repeat with DIFF_SEED=%d)" % (seed, seed), flush=True)
-    docs, rows, where, prepared, orders = generate(seed, args)
+    docs, rows, where, prepared, orders, aggregates = generate(seed, args)
     if args.dry_run:
         dry_run(docs, rows, where, prepared, orders)
         return 0
@@ -1381,6 +1447,12 @@ def main():
     report.result("order pushdown coverage", None if order_pushed >= min(MIN_ORDER_PUSHED, len(orders)) else
                   ["only %d ORDER BY/LIMIT/OFFSET queries were pushed, need %d"
                    % (order_pushed, MIN_ORDER_PUSHED)])
+
+    agg_pushed = sum(run_aggregate_case(session, number, sql, report) for number, sql in enumerate(aggregates))
+    print("aggregates: %d of %d pushed as an aggregate pipeline" % (agg_pushed, len(aggregates)))
+    report.result("aggregate pushdown coverage",
+                  None if agg_pushed >= MIN_AGG_PUSHED * len(aggregates) else
+                  ["only %d of %d aggregate queries were pushed" % (agg_pushed, len(aggregates))])
     session.close()
     print("elapsed %.1fs" % (time.monotonic() - started))
     print("differential: %d passed, %d failed" % (report.passed, report.failed))

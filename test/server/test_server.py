@@ -638,6 +638,66 @@ def test_aggregate_group_unwind_lookup(env):
 
 
 @test()
+def test_group_accumulators_as_mongod(env):
+    """$group's $sum, $min, $max and the expressions the FDW pushes follow mongod, not mongomock (README.md)."""
+    from bson.decimal128 import Decimal128
+    from bson.int64 import Int64
+    coll = fresh(env, "grp")
+    coll.insert_many([{"_id": 1, "g": 1, "v": 5}, {"_id": 2, "g": 1.0, "v": None}, {"_id": 3, "v": True},
+                      {"_id": 4, "g": None, "v": Int64(2 ** 62)}, {"_id": 5, "g": None, "v": Int64(2 ** 62)},
+                      {"_id": 6, "g": 2, "v": 0}, {"_id": 7, "g": 2, "v": ""}])
+    counted = {"$sum": {"$cond": [{"$eq": [{"$ifNull": ["$v", None]}, None]}, 0, 1]}}
+    out = list(coll.aggregate([{"$match": {"_id": {"$ne": 7}}},
+                               {"$group": {"_id": {"g": {"$ifNull": ["$g", None]}}, "n": {"$sum": 1},
+                                           "s": {"$sum": "$v"}, "d": {"$sum": {"$toDecimal": "$v"}},
+                                           "c": counted, "lo": {"$min": "$v"}, "hi": {"$max": "$v"}}},
+                               {"$sort": {"_id.g": 1}}]))
+    # 1 and 1.0 are one group; null and missing another; booleans are no numbers to $sum; a long sum past
+    # int64 becomes a double, a Decimal128 sum stays exact; $toDecimal(null) is null; $min/$max skip null
+    check(out[0] == {"_id": {"g": None}, "n": 3, "s": float(2 ** 63), "d": Decimal128(str(2 ** 63 + 1)),
+                     "c": 3, "lo": Int64(2 ** 62), "hi": True}, out[0])
+    check(out[1] == {"_id": {"g": 1}, "n": 2, "s": 5, "d": Decimal128("5"), "c": 1, "lo": 5, "hi": 5}, out[1])
+    check(out[2]["s"] == 0 and out[2]["lo"] == 0 and out[2]["hi"] == 0 and out[2]["c"] == 1, out[2])
+    check(isinstance(out[2]["s"], int) and not isinstance(out[2]["s"], Int64), out[2])
+    check(len(out) == 3, out)
+    # no documents: no group, even for _id null
+    check(list(coll.aggregate([{"$match": {"_id": 0}}, {"$group": {"_id": None, "n": {"$sum": 1}}}])) == [])
+    # only nulls: $sum 0, $min null
+    none = list(coll.aggregate([{"$match": {"_id": 2}}, {"$group": {"_id": None, "s": {"$sum": "$v"},
+                                                                    "m": {"$min": "$v"}}}]))
+    check(none == [{"_id": None, "s": 0, "m": None}], none)
+    # int32 sums past int32 are longs
+    coll.insert_many([{"_id": 10, "g": 9, "v": 2 ** 31 - 1}, {"_id": 11, "g": 9, "v": 2 ** 31 - 1}])
+    big = list(coll.aggregate([{"$match": {"g": 9}}, {"$group": {"_id": None, "s": {"$sum": "$v"}}}]))
+    check(big == [{"_id": None, "s": 2 ** 32 - 2}] and isinstance(big[0]["s"], Int64), big)
+    # $convert's onError and onNull
+    conv = {"$convert": {"input": "$v", "to": "decimal", "onError": Decimal128("-1"), "onNull": Decimal128("7")}}
+    got = list(coll.aggregate([{"$match": {"_id": {"$in": [2, 3, 7]}}}, {"$group": {"_id": None, "d": {"$sum": conv}}}]))
+    check(got == [{"_id": None, "d": Decimal128("7")}], got)  # 7 (null) + 1 (true) - 1 ("" fails)
+    # an ObjectId as its hex string groups with that string ($type, $toString)
+    from bson.objectid import ObjectId
+    oid = ObjectId("5f43a1b2c3d4e5f607182930")
+    coll.insert_many([{"_id": 20, "g": 7, "t": oid}, {"_id": 21, "g": 7, "t": str(oid)}, {"_id": 22, "g": 7}])
+    as_text = {"$cond": [{"$eq": [{"$type": "$t"}, "objectId"]}, {"$toString": "$t"}, "$t"]}
+    by_text = list(coll.aggregate([{"$match": {"g": 7}}, {"$group": {"_id": {"k": {"$ifNull": [as_text, None]}},
+                                                                      "n": {"$sum": 1}}}, {"$sort": {"n": -1}}]))
+    check(by_text == [{"_id": {"k": str(oid)}, "n": 2}, {"_id": {"k": None}, "n": 1}], by_text)
+    # a sum of integral doubles past 2^53 through $convert to long is exact; $type names them
+    coll.insert_many([{"_id": 30, "g": 6, "v": float(2 ** 62 + 2 ** 10)}, {"_id": 31, "g": 6, "v": 1.5}])
+    exact = {"$convert": {"input": {"$cond": [{"$eq": [{"$type": "$v"}, "double"]},
+                                              {"$convert": {"input": "$v", "to": "long", "onError": None}}, "$v"]},
+                          "to": "decimal"}}
+    frac = {"$cond": [{"$and": [{"$in": [{"$type": "$v"}, ["double", "decimal"]]}, {"$ne": ["$v", {"$trunc": "$v"}]}]},
+                      1, 0]}
+    got = list(coll.aggregate([{"$match": {"g": 6}}, {"$group": {"_id": None, "s": {"$sum": exact},
+                                                                 "f": {"$sum": frac}}}]))
+    check(got == [{"_id": None, "s": Decimal128(str(2 ** 62 + 2 ** 10 + 1)), "f": 1}], got)
+    # a string is no decimal: ConversionFailure, as mongod
+    expect_error(241, lambda: list(coll.aggregate([{"$match": {"_id": 7}},
+                                                   {"$group": {"_id": None, "d": {"$sum": {"$toDecimal": "$v"}}}}])))
+
+
+@test()
 def test_planner_never_changes_results(env):
     rng = random.Random(7)
     pool = [None, 0, 1, 2, 2.0, Int64(3), 3.5, -1, "a", "b", "ab", {"x": 1}, [1, 2], [], [2, "a"], [[1]]]

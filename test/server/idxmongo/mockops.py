@@ -16,6 +16,7 @@ from mongomock.filtering import filter_applies
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 
+from . import group
 from .bsonkeys import sort_documents
 from .errors import MongoError, bad_value, from_mongomock
 from .matcher import compile_filter
@@ -262,6 +263,9 @@ def run_stages(docs, stages, database):
                 continue
             if sub_op == "$match":
                 docs = _match_stage(docs, sub_options)
+                continue
+            if sub_op == "$group" and group.handles(sub_options):
+                docs = group.run(docs, sub_options)
                 continue
             try:
                 docs = list(mm_aggregate.process_pipeline(docs, database, [{sub_op: sub_options}], None))

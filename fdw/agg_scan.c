@@ -1,0 +1,597 @@
+/*-------------------------------------------------------------------------
+ *
+ * agg_scan.c
+ *		  Execution of aggregates pushed down as an aggregate pipeline (scan
+ *		  kind IDX_SCAN_AGG, planned by agg_path.c), and its EXPLAIN.
+ *
+ * The pipeline is
+ *		[{$match: <pushed conditions>},
+ *		 {$group: {_id: null | {g<i>: {$ifNull: ["$field", null]}, ...},
+ *				   a<i>: <accumulator>, n<i>: <count of values>, ...}}]
+ * where i is the position in fdw_scan_tlist.  $ifNull makes null, missing
+ * and undefined one group, as they are all NULL to PostgreSQL; a text
+ * column's ObjectId is grouped and compared as its hexadecimal string.  Sums are
+ * of Decimal128 values ($convert to decimal), which hold any sum of int8
+ * values exactly; the least and greatest value of a summed column go
+ * through the column's conversion, so that a value the column cannot hold
+ * (out of range, no integer, no number: in BSON order, strings, documents,
+ * booleans and dates sort above numbers) is the error a local scan gives; a sum or average over no values is NULL, which the count of
+ * values tells (MongoDB's $sum gives 0).  Without GROUP BY, no rows give no
+ * group in MongoDB but one row in PostgreSQL: count 0, the rest NULL.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+#include "agg_scan.h"
+#include "connection.h"
+#include "convert.h"
+#include "deparse.h"
+#include "planner.h"
+#include "remote_error.h"
+#include "scan.h"
+#include "upper.h"
+#include "xact.h"
+
+StaticAssertDecl((int) IdxPrivAggItems == (int) IdxPrivIndexFirst,
+				 "agg_scan.h's fdw_private slots follow the common prefix");
+
+/* One column of the scan's rows */
+typedef struct IdxAggColumn
+{
+	IdxAggKind	kind;
+	char	   *field;			/* field path read, "" for count(*) */
+	char		key[16];		/* its field in the $group output */
+	char		nkey[16];		/* sum/avg: the count of values */
+	char		lowkey[16];		/* sum/avg: the least value */
+	char		highkey[16];	/* sum/avg: the greatest value */
+	char		fkey[16];		/* sum/avg: values with a fraction */
+	bool		int8_sum;		/* a sum of int2/int4: int8 result */
+	bool		integer;		/* the column is int2, int4 or int8 */
+	IdxColumnConv conv;			/* group key, min/max: the result type;
+								 * sum/avg: the column's; counts: int8 */
+	IdxColumnConv numconv;		/* sum/avg: numeric */
+} IdxAggColumn;
+
+/* Execution state of a pushed grouping (IdxScanState.agg) */
+typedef struct IdxAggScan
+{
+	int			ncols;
+	IdxAggColumn *cols;
+	bool		grouped;		/* the query has a GROUP BY */
+	bool		returned;		/* a row was returned since the start */
+	bool		started;		/* the aggregate command was sent */
+	char	   *last_pipeline;	/* JSON of the latest pipeline */
+} IdxAggScan;
+
+/*
+ * One item of fdw_private's IdxPrivAggItems (agg_scan.h).
+ */
+List *
+idx_agg_item_make(IdxAggKind kind, const char *field, Oid typid, int32 typmod,
+				  const char *colname)
+{
+	return list_make5(makeInteger(kind), makeString(pstrdup(field ? field : "")),
+					  makeInteger(typid), makeInteger(typmod),
+					  makeString(pstrdup(colname ? colname : "")));
+}
+
+/*
+ * The columns of the scan from the plan's items.
+ */
+static void
+init_columns(IdxAggScan *agg, List *items)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	agg->ncols = list_length(items);
+	agg->cols = palloc0(sizeof(IdxAggColumn) * Max(agg->ncols, 1));
+	foreach(lc, items)
+	{
+		List	   *item = lfirst(lc);
+		IdxAggColumn *col = &agg->cols[i];
+		Oid			typid = intVal(lthird(item));
+
+		col->kind = intVal(linitial(item));
+		col->field = strVal(lsecond(item));
+		snprintf(col->key, sizeof(col->key), "%c%d",
+				 col->kind == IDX_AGG_GROUP ? 'g' : 'a', i);
+		snprintf(col->nkey, sizeof(col->nkey), "n%d", i);
+		snprintf(col->lowkey, sizeof(col->lowkey), "l%d", i);
+		snprintf(col->highkey, sizeof(col->highkey), "h%d", i);
+		snprintf(col->fkey, sizeof(col->fkey), "f%d", i);
+		col->int8_sum = (col->kind == IDX_AGG_SUM && typid != INT8OID);
+		col->integer = (typid == INT2OID || typid == INT4OID ||
+						typid == INT8OID);
+		idx_conv_init(&col->conv, strVal(list_nth(item, 4)), typid,
+					  intVal(lfourth(item)));
+		idx_conv_init(&col->numconv, strVal(list_nth(item, 4)), NUMERICOID,
+					  -1);
+		i++;
+	}
+}
+
+/*
+ * Executor start: the columns; the command is sent at the first row.
+ */
+void
+idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	IdxAggScan *agg = palloc0(sizeof(IdxAggScan));
+
+	state->agg = agg;
+	agg->grouped = intVal(list_nth(plan->fdw_private, IdxPrivAggGrouped));
+	init_columns(agg, list_nth(plan->fdw_private, IdxPrivAggItems));
+}
+
+/*
+ * Append key: {$sum: {$cond: [{$eq: [{$ifNull: ["$field", null]}, null]},
+ * 0, 1]}}, the number of values of the field that are not null, missing or
+ * undefined (count(col)).  The pipeline is a few hundred bytes per column,
+ * far from any BSON size limit, so BCON's unchecked appends are safe.
+ */
+static void
+append_count_values(bson_t *group, const char *key, const char *ref)
+{
+	BCON_APPEND(group, key, "{", "$sum", "{", "$cond", "[",
+				"{", "$eq", "[", "{", "$ifNull", "[", BCON_UTF8(ref), BCON_NULL,
+				"]", "}", BCON_NULL, "]", "}",
+				BCON_INT32(0), BCON_INT32(1), "]", "}", "}");
+}
+
+/*
+ * Append under "key" the expression of the value column "col" reads: the
+ * field, or for text an ObjectId as its hexadecimal string, which is how
+ * the column reads it (convert.h), so that they group and order as equal.
+ */
+static void
+append_value_expr(bson_t *parent, const char *key, const IdxAggColumn *col)
+{
+	char	   *ref = psprintf("$%s", col->field);
+
+	if (col->conv.typid == TEXTOID || col->conv.typid == VARCHAROID)
+		BCON_APPEND(parent, key, "{", "$cond", "[",
+					"{", "$eq", "[", "{", "$type", BCON_UTF8(ref), "}",
+					BCON_UTF8("objectId"), "]", "}",
+					"{", "$toString", BCON_UTF8(ref), "}",
+					BCON_UTF8(ref), "]", "}");
+	else
+		BCON_APPEND(parent, key, BCON_UTF8(ref));
+	pfree(ref);
+}
+
+/*
+ * Append key: {op: <value of column "col">}, an accumulator.
+ */
+static void
+append_extreme(bson_t *group, const char *key, const char *op,
+			   const IdxAggColumn *col)
+{
+	bson_t		acc;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(group, key, &acc));
+	append_value_expr(&acc, op, col);
+	idx_check_append(bson_append_document_end(group, &acc));
+}
+
+/*
+ * Append key: the exact sum of the integer values of field "ref" as a
+ * Decimal128.  A double goes through $convert to long first: mongod turns a
+ * double into a decimal rounded to 15 digits (Decimal128(double) with
+ * kRoundTo15Digits, src/mongo/db/exec/document_value/value.cpp), which
+ * integral doubles past 10^15 would not survive.  A value that is no
+ * number adds nothing here, and the column's conversion of $max (which it
+ * is, in BSON order) or $min reports it as a local scan would.
+ */
+static void
+append_sum(bson_t *group, const char *key, const char *ref)
+{
+	BCON_APPEND(group, key, "{", "$sum", "{", "$convert", "{",
+				"input", "{", "$cond", "[",
+				"{", "$eq", "[", "{", "$type", BCON_UTF8(ref), "}",
+				BCON_UTF8("double"), "]", "}",
+				"{", "$convert", "{", "input", BCON_UTF8(ref),
+				"to", BCON_UTF8("long"), "onError", BCON_NULL,
+				"onNull", BCON_NULL, "}", "}",
+				BCON_UTF8(ref), "]", "}",
+				"to", BCON_UTF8("decimal"), "onError", BCON_NULL,
+				"onNull", BCON_NULL, "}", "}", "}");
+}
+
+/*
+ * Append key: the number of values of field "ref" that are doubles or
+ * decimals with a fraction, which an integer column cannot read.
+ */
+static void
+append_fractions(bson_t *group, const char *key, const char *ref)
+{
+	BCON_APPEND(group, key, "{", "$sum", "{", "$cond", "[",
+				"{", "$and", "[",
+				"{", "$in", "[", "{", "$type", BCON_UTF8(ref), "}",
+				"[", BCON_UTF8("double"), BCON_UTF8("decimal"), "]", "]", "}",
+				"{", "$ne", "[", BCON_UTF8(ref),
+				"{", "$trunc", BCON_UTF8(ref), "}", "]", "}",
+				"]", "}", BCON_INT32(1), BCON_INT32(0), "]", "}", "}");
+}
+
+/*
+ * Append the accumulators of column "col" to the $group stage.
+ */
+static void
+append_accumulators(bson_t *group, const IdxAggColumn *col)
+{
+	char	   *ref = psprintf("$%s", col->field);
+
+	switch (col->kind)
+	{
+		case IDX_AGG_COUNT_STAR:
+			BCON_APPEND(group, col->key, "{", "$sum", BCON_INT32(1), "}");
+			break;
+		case IDX_AGG_COUNT:
+			append_count_values(group, col->key, ref);
+			break;
+		case IDX_AGG_SUM:
+		case IDX_AGG_AVG:
+			append_sum(group, col->key, ref);
+			append_count_values(group, col->nkey, ref);
+			break;
+		case IDX_AGG_MIN:
+			append_extreme(group, col->key, "$min", col);
+			break;
+		case IDX_AGG_MAX:
+			append_extreme(group, col->key, "$max", col);
+			break;
+		default:
+			break;
+	}
+	/* the checks of every value the aggregate reads (check_values()) */
+	if (col->kind != IDX_AGG_GROUP && col->kind != IDX_AGG_COUNT_STAR)
+	{
+		BCON_APPEND(group, col->lowkey, "{", "$min", BCON_UTF8(ref), "}");
+		BCON_APPEND(group, col->highkey, "{", "$max", BCON_UTF8(ref), "}");
+		if (col->integer)
+			append_fractions(group, col->fkey, ref);
+	}
+	pfree(ref);
+}
+
+/*
+ * Build the pipeline: $match of "filter", then the $group.
+ */
+static void
+build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
+{
+	bson_t		group = BSON_INITIALIZER;
+	bson_t		id = BSON_INITIALIZER;
+	int			i;
+
+	for (i = 0; i < agg->ncols; i++)
+	{
+		const IdxAggColumn *col = &agg->cols[i];
+
+		if (col->kind == IDX_AGG_GROUP)
+		{
+			bson_t		op;
+			bson_t		args;
+
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&id, col->key, &op));
+			idx_check_append(BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
+			append_value_expr(&args, "0", col);
+			idx_check_append(BSON_APPEND_NULL(&args, "1"));
+			idx_check_append(bson_append_array_end(&op, &args));
+			idx_check_append(bson_append_document_end(&id, &op));
+		}
+	}
+	if (agg->grouped)
+		BCON_APPEND(&group, "_id", BCON_DOCUMENT(&id));
+	else
+		BCON_APPEND(&group, "_id", BCON_NULL);
+	for (i = 0; i < agg->ncols; i++)
+		append_accumulators(&group, &agg->cols[i]);
+	BCON_APPEND(pipeline, "0", "{", "$match", BCON_DOCUMENT(filter), "}",
+				"1", "{", "$group", BCON_DOCUMENT(&group), "}");
+	bson_destroy(&id);
+	bson_destroy(&group);
+}
+
+/*
+ * The aggregate command's options: the simple collation the pushdown rules
+ * assume, the batch size, and the transaction's session.
+ */
+static void
+build_options(bson_t *opts, IdxScanState *state)
+{
+	BCON_APPEND(opts, "collation", "{", "locale", BCON_UTF8("simple"), "}",
+				"batchSize", BCON_INT32(state->info->fetch_size));
+	idx_xact_append_session(state->client, opts);
+}
+
+/*
+ * Send the aggregate command with this execution's parameter values.
+ */
+static void
+open_cursor(ForeignScanState *node, IdxScanState *state)
+{
+	IdxAggScan *agg = state->agg;
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		pipeline = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	MemoryContext oldcxt;
+
+	idx_eval_exprs(node, state->param_states, state->params.values,
+				   state->params.nulls);
+	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	PG_TRY();
+	{
+		idx_build_filter(&filter, state->remote_conds, state->relid,
+						 state->info, &state->params);
+		build_pipeline(&pipeline, agg, &filter);
+		build_options(&opts, state);
+		if (agg->last_pipeline)
+			pfree(agg->last_pipeline);
+		agg->last_pipeline = idx_bson_as_json(&pipeline);
+
+		state->collection = mongoc_client_get_collection(state->client,
+														 state->info->database,
+														 state->info->collection);
+		idx_client_pin(state->client, 1);
+		state->pinned = true;
+		state->cursor = mongoc_collection_aggregate(state->collection,
+													MONGOC_QUERY_NONE,
+													&pipeline, &opts,
+													state->read_prefs);
+	}
+	PG_FINALLY();
+	{
+		bson_destroy(&filter);
+		bson_destroy(&pipeline);
+		bson_destroy(&opts);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	agg->started = true;
+}
+
+/*
+ * A sum of integers as PostgreSQL returns it: numeric with scale 0 (or
+ * int8 for int2/int4, 22003 beyond its range).  A sum that is no integer
+ * can only come from values that are no integers, which reading them as
+ * the column's type would have refused.
+ */
+static Datum
+integer_sum(Datum sum, const IdxAggColumn *col, const IdxScanState *state)
+{
+	Datum		rounded = DirectFunctionCall2(numeric_round, sum,
+											  Int32GetDatum(0));
+
+	if (!DatumGetBool(DirectFunctionCall2(numeric_eq, sum, rounded)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("the sum of column \"%s\" of collection \"%s\" is not an integer",
+						col->conv.colname, state->info->collection),
+				 errdetail("The sum is %s.",
+						   DatumGetCString(DirectFunctionCall1(numeric_out,
+															   sum)))));
+	if (col->int8_sum)
+		return DirectFunctionCall1(numeric_int8, rounded);
+	return rounded;
+}
+
+/*
+ * Convert field "key" of "doc" with the column's converter.
+ */
+static Datum
+read_value(const bson_t *doc, const char *key, const IdxColumnConv *conv,
+		   const IdxScanState *state, bool *isnull)
+{
+	bson_iter_t iter;
+	IdxConvSource src = {state->info->collection, NULL, true};
+
+	if (!bson_iter_init_find(&iter, doc, key))
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	return idx_bson_to_datum(&iter, conv, &src, isnull);
+}
+
+/*
+ * The count of values in field "key" of "doc" (0 if absent).
+ */
+static int64
+read_count(const bson_t *doc, const char *key)
+{
+	bson_iter_t iter;
+
+	if (!bson_iter_init_find(&iter, doc, key) ||
+		!BSON_ITER_HOLDS_NUMBER(&iter))
+		return 0;
+	return bson_iter_as_int64(&iter);
+}
+
+/*
+ * An aggregate over a column reads every value of it, and a scan would
+ * fail on one the column cannot read.  A value of another BSON type than
+ * the column's is, in BSON order, below or above all of the column's type,
+ * so it is the least or the greatest: those two go through the column's
+ * conversion, which raises the scan's error (HV004; 22003 out of range).
+ * Values of the right type the column still refuses lie anywhere: for
+ * integer columns those with a fraction, counted apart.
+ */
+static void
+check_values(const bson_t *doc, const IdxAggColumn *col,
+			const IdxScanState *state)
+{
+	bool		isnull;
+
+	(void) read_value(doc, col->lowkey, &col->conv, state, &isnull);
+	(void) read_value(doc, col->highkey, &col->conv, state, &isnull);
+	if (col->integer && read_count(doc, col->fkey) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("a value in column \"%s\" cannot be represented exactly in type %s",
+						col->conv.colname, format_type_be(col->conv.typid)),
+				 errdetail("Collection \"%s\".", state->info->collection)));
+}
+
+
+/*
+ * Fill column "i" of the row from a $group output document "doc" (NULL:
+ * the one row of an ungrouped aggregate over no rows).
+ */
+static void
+fill_column(const bson_t *doc, int i, const IdxScanState *state,
+			Datum *value, bool *isnull)
+{
+	const IdxAggColumn *col = &state->agg->cols[i];
+	bson_t		id;
+	bson_iter_t iter;
+	int64		n;
+
+	*isnull = true;
+	*value = (Datum) 0;
+	if (doc != NULL && col->kind != IDX_AGG_GROUP &&
+		col->kind != IDX_AGG_COUNT_STAR)
+		check_values(doc, col, state);
+	if (col->kind == IDX_AGG_COUNT_STAR || col->kind == IDX_AGG_COUNT)
+	{
+		*isnull = false;
+		*value = Int64GetDatum(doc ? read_count(doc, col->key) : 0);
+		return;
+	}
+	if (doc == NULL)
+		return;
+	if (col->kind == IDX_AGG_GROUP)
+	{
+		if (bson_iter_init_find(&iter, doc, "_id") &&
+			BSON_ITER_HOLDS_DOCUMENT(&iter))
+		{
+			uint32		len;
+			const uint8_t *data;
+
+			bson_iter_document(&iter, &len, &data);
+			if (bson_init_static(&id, data, len))
+				*value = read_value(&id, col->key, &col->conv, state, isnull);
+		}
+		return;
+	}
+	if (col->kind == IDX_AGG_MIN || col->kind == IDX_AGG_MAX)
+	{
+		*value = read_value(doc, col->key, &col->conv, state, isnull);
+		return;
+	}
+	n = read_count(doc, col->nkey);
+	if (n == 0)
+		return;					/* sum/avg over no values: NULL */
+	*value = read_value(doc, col->key, &col->numconv, state, isnull);
+	if (*isnull)
+		return;
+	*value = integer_sum(*value, col, state);
+	if (col->kind == IDX_AGG_AVG)
+		*value = DirectFunctionCall2(numeric_div, *value,
+									 NumericGetDatum(int64_to_numeric(n)));
+}
+
+/*
+ * The next row, or an empty slot at the end.
+ */
+TupleTableSlot *
+idx_agg_scan_next(ForeignScanState *node, IdxScanState *state)
+{
+	IdxAggScan *agg = state->agg;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	const bson_t *doc = NULL;
+	MemoryContext oldcxt;
+	int			i;
+
+	ExecClearTuple(slot);
+	if (!agg->started)
+		open_cursor(node, state);
+	if (state->cursor != NULL)
+		doc = idx_scan_next_doc(state, &state->cursor,
+								state->info->collection,
+								state->info->database);
+	if (doc == NULL && (agg->grouped || agg->returned))
+		return slot;
+	agg->returned = true;
+	if (doc)
+		state->docs_fetched++;
+
+	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
+	for (i = 0; i < agg->ncols; i++)
+		fill_column(doc, i, state, &slot->tts_values[i], &slot->tts_isnull[i]);
+	MemoryContextSwitchTo(oldcxt);
+	return ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * Restart: the next row comes from a new command.
+ */
+void
+idx_agg_scan_rescan(IdxScanState *state)
+{
+	state->agg->started = false;
+	state->agg->returned = false;
+}
+
+/*
+ * Release what the scan holds (the cursor goes with the scan's).
+ */
+void
+idx_agg_scan_end(IdxScanState *state)
+{
+}
+
+/*
+ * EXPLAIN: the collection; with VERBOSE the pipeline as MongoDB JSON (the
+ * latest one sent, else with "$n" for parameters); with ANALYZE the groups
+ * returned and round trips.
+ */
+void
+idx_agg_scan_explain(IdxScanState *state, ExplainState *es)
+{
+	IdxAggScan *agg = state->agg;
+
+	ExplainPropertyText("Collection",
+						psprintf("%s.%s", state->info->database,
+								 state->info->collection), es);
+	ExplainPropertyText("Access", "aggregate pipeline", es);
+	if (es->verbose)
+	{
+		char	   *json = agg->last_pipeline;
+
+		if (json == NULL)
+		{
+			bson_t		filter = BSON_INITIALIZER;
+			bson_t		pipeline = BSON_INITIALIZER;
+			IdxParamValues placeholders = state->params;
+
+			placeholders.placeholders = true;
+			idx_build_filter(&filter, state->remote_conds, state->relid,
+							 state->info, &placeholders);
+			build_pipeline(&pipeline, agg, &filter);
+			json = idx_bson_as_json(&pipeline);
+			bson_destroy(&filter);
+			bson_destroy(&pipeline);
+		}
+		ExplainPropertyText("MongoDB Pipeline", json, es);
+	}
+	if (es->analyze)
+	{
+		ExplainPropertyUInteger("Groups Fetched", NULL, state->docs_fetched,
+								es);
+		ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
+	}
+}

@@ -1,0 +1,136 @@
+--
+-- pushdown_agg: count, sum, avg, min, max, GROUP BY and HAVING run as a
+-- MongoDB aggregate pipeline, with PostgreSQL's results
+--
+CREATE FOREIGN TABLE agg_t (
+  id int OPTIONS (field '_id'), town text, n int, b bigint, s smallint,
+  d date, f float8
+) SERVER mongo OPTIONS (collection 'agg_t');
+DELETE FROM agg_t;
+INSERT INTO agg_t VALUES
+  (1, 'Redmond', 10, 9223372036854775807, 1, '2020-01-01', 1.5),
+  (2, 'Redmond', 20, 9223372036854775807, 2, '2021-06-01', 'NaN'),
+  (3, 'Seattle', NULL, NULL, NULL, NULL, NULL),
+  (4, NULL, 2147483647, -5, 3, '2019-03-03', 2),
+  (5, NULL, 2147483647, NULL, 4, NULL, -1),
+  (6, 'Seattle', 7, 1, 5, '2022-02-02', 0);
+CREATE TABLE agg_local AS SELECT * FROM agg_t;
+-- every aggregate and the grouping are pushed: the pipeline shows them
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT town, d, count(*), count(n), sum(n), avg(n), min(n), max(b)
+  FROM agg_t WHERE id > 1 GROUP BY town, d;
+-- HAVING and expressions over groups and aggregates are computed locally
+-- on the groups the pipeline returns; constants stay in the target list
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT 'x', town, count(*) + 1 FROM agg_t GROUP BY town HAVING sum(n) > 20;
+-- not pushed: float sums (NaN), text min/max under a non-C collation, dates,
+-- DISTINCT, FILTER, ORDER BY in the aggregate, a local condition
+EXPLAIN (VERBOSE, COSTS OFF) SELECT sum(f) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT min(town) FROM agg_t;
+-- a date column reads only midnights, which MongoDB cannot check; a dotted
+-- path may cross an array
+EXPLAIN (VERBOSE, COSTS OFF) SELECT min(d), count(d) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT n) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FILTER (WHERE n > 1) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM agg_t WHERE lower(town) = 'x';
+-- the switch
+SET idxtable.enable_aggregate_pushdown = off;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM agg_t;
+RESET idxtable.enable_aggregate_pushdown;
+-- results equal the local table's, pushed or not
+CREATE FUNCTION agg_same(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  remote text;
+  local text;
+  plan text;
+BEGIN
+  EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q INTO plan;
+  EXECUTE format('SELECT string_agg(r::text, '' '' ORDER BY r::text) FROM (%s) r', q)
+    INTO remote;
+  EXECUTE format('SELECT string_agg(r::text, '' '' ORDER BY r::text) FROM (%s) r',
+                 replace(q, 'agg_t', 'agg_local')) INTO local;
+  IF remote IS DISTINCT FROM local THEN
+    RETURN format('MISMATCH %s: remote %s local %s', q, remote, local);
+  END IF;
+  RETURN format('%s%s: %s', CASE WHEN plan LIKE '%Aggregate%' THEN '' ELSE 'pushed ' END,
+                q, coalesce(remote, '(none)'));
+END $$;
+SELECT agg_same(q) FROM (VALUES
+  ('SELECT count(*), count(n), count(town), count(d) FROM agg_t'),
+  -- over no rows: count 0, the others NULL; grouped: no row
+  ('SELECT count(*), count(n), sum(n), avg(n), min(n), max(d), sum(b), avg(s) FROM agg_t WHERE id > 100'),
+  ('SELECT town, count(*), sum(n) FROM agg_t WHERE id > 100 GROUP BY town'),
+  -- only NULLs: sum and avg NULL, count 0
+  ('SELECT sum(n), avg(b), min(n), max(s), count(n) FROM agg_t WHERE id = 3'),
+  -- int4 sums past int4, int8 sums past int8: int8 and exact numeric
+  ('SELECT sum(n), avg(n), sum(b), avg(b), sum(s), avg(s) FROM agg_t'),
+  -- NULL groups, missing and null alike
+  ('SELECT town, count(*), count(n), sum(n), avg(n), min(n), max(n), min(d), max(b) FROM agg_t GROUP BY town'),
+  ('SELECT town, n, count(*) FROM agg_t GROUP BY town, n'),
+  ('SELECT d, count(*) FROM agg_t GROUP BY d'),
+  ('SELECT min(town COLLATE "C"), max(town COLLATE "C") FROM agg_t'),
+  ('SELECT ''x'', count(*), 1 + sum(s) FROM agg_t'),
+  ('SELECT town, sum(n) FROM agg_t GROUP BY town HAVING sum(n) > 20'),
+  ('SELECT town FROM agg_t GROUP BY town HAVING count(*) > 1'),
+  ('SELECT count(*) FROM agg_t HAVING count(*) > 100'),
+  ('SELECT sum(f), count(f), min(f), max(f), avg(f) FROM agg_t'),
+  ('SELECT min(town), max(town) FROM agg_t'),
+  ('SELECT count(*), sum(n) FROM agg_t WHERE town = ''Redmond'' OR n IS NULL')
+) v(q);
+-- missing fields and nulls are one NULL group, and are no values
+CREATE FOREIGN TABLE agg_people (
+  id int OPTIONS (field '_id'), town text, age int, joined timestamp,
+  zip text OPTIONS (field 'address.zip')
+) SERVER mongo OPTIONS (collection 'people');
+CREATE TABLE agg_people_local AS SELECT * FROM agg_people;
+SELECT agg_same(replace(q, 'agg_t', 'agg_people')) FROM (VALUES
+  ('SELECT town, count(*), count(age), sum(age), avg(age), min(age), max(joined) FROM agg_t GROUP BY town'),
+  ('SELECT zip, count(*), count(town), min(town COLLATE "C") FROM agg_t GROUP BY zip'),
+  ('SELECT age, town, count(*) FROM agg_t WHERE age IS NULL OR town IS NULL GROUP BY age, town'),
+  ('SELECT count(*), count(zip), sum(age) FROM agg_t WHERE town <> ''Redmond''')
+) v(q);
+-- a value out of the column's range stops a pushed sum as it stops a scan
+-- (22003), and so does a value that is no integer
+CREATE FOREIGN TABLE agg_t_wide (id int OPTIONS (field '_id'), n float8)
+  SERVER mongo OPTIONS (collection 'agg_t');
+INSERT INTO agg_t_wide VALUES (7, 1099511627776), (8, 2.5), (9, 12.5);
+SELECT show_error('SELECT sum(n) FROM agg_t');
+-- 12.5 lies between the least and greatest value: still an error
+EXPLAIN (COSTS OFF) SELECT sum(n) FROM agg_t WHERE id IN (1, 2, 9);
+SELECT show_error('SELECT sum(n) FROM agg_t WHERE id IN (1, 2, 9)');
+SELECT show_error('SELECT town, avg(n) FROM agg_t WHERE id = 8 GROUP BY town');
+SET idxtable.enable_aggregate_pushdown = off;
+SELECT show_error('SELECT sum(n) FROM agg_t');
+SELECT show_error('SELECT town, avg(n) FROM agg_t WHERE id = 8 GROUP BY town');
+RESET idxtable.enable_aggregate_pushdown;
+DELETE FROM agg_t_wide WHERE id > 6;
+-- every value a scan refuses, a pushed sum, avg, min or max refuses too
+CREATE FOREIGN TABLE agg_bad (id text OPTIONS (field '_id'), v int)
+  SERVER mongo OPTIONS (collection 'bad');
+SELECT id, a, show_error(format('SELECT %s(v) FROM agg_bad WHERE id = %L', a, id)) AS pushed
+  FROM (VALUES ('int_overflow'), ('fraction'), ('string_in_int'), ('bool_in_int')) v(id),
+       (VALUES ('sum'), ('avg'), ('max')) w(a)
+  ORDER BY id, a;
+SET idxtable.enable_aggregate_pushdown = off;
+SELECT id, show_error(format('SELECT sum(v) FROM agg_bad WHERE id = %L', id)) AS local
+  FROM (VALUES ('int_overflow'), ('fraction'), ('string_in_int'), ('bool_in_int')) v(id)
+  ORDER BY id;
+RESET idxtable.enable_aggregate_pushdown;
+DROP FOREIGN TABLE agg_bad;
+SELECT sum(n) FROM agg_t;
+-- a pushed aggregate in a prepared statement with a parameter
+PREPARE agg_q(int) AS SELECT town, count(*), sum(n) FROM agg_t WHERE id >= $1 GROUP BY town ORDER BY town;
+EXPLAIN (VERBOSE, COSTS OFF) EXECUTE agg_q(2);
+EXECUTE agg_q(2);
+EXECUTE agg_q(6);
+DEALLOCATE agg_q;
+-- EXPLAIN ANALYZE counts the groups returned
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT town, count(*) FROM agg_t GROUP BY town;
+DROP FOREIGN TABLE agg_t_wide;
+DROP TABLE agg_people_local;
+DROP FOREIGN TABLE agg_people;
+DROP FUNCTION agg_same(text);
+DROP TABLE agg_local;
+DELETE FROM agg_t;
+DROP FOREIGN TABLE agg_t;
