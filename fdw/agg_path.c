@@ -367,6 +367,10 @@ idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 	cost_qual_eval(&having_cost, ainfo->local_quals, root);
 	startup_cost = ROUND_TRIP_COST + examined * DOCUMENT_EXAMINE_COST +
 		having_cost.startup;
+	/* it reads the facts as a plain scan does (idxtable.enable_plain_scan) */
+	if (!idxtable_enable_plain_scan && fpinfo->id_lookup < 0 &&
+		fpinfo->indexes != NIL)
+		startup_cost += disable_cost;
 	total_cost = startup_cost +
 		Max(ceil(groups / fpinfo->table->fetch_size) - 1, 0) * ROUND_TRIP_COST +
 		groups * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost +
