@@ -34,6 +34,12 @@ the applier's work does not spill into the next measurement, and the index
 tables can be verified.  Before the first statement on a new table, the bench waits in the same way
 until the applier follows its new index tables (LagSampler.settle), so that the applier's start on
 them is not counted as part of that statement.
+
+On the project's test server, srv_fdw_ms and srv_applier_ms are the server CPU that the FDW's
+commands and the applier's took from the statement's start through the catch-up (its commandCpu
+command), and srv_applier_pct the second as a share of the first.  That server runs one command at a
+time, so this share is what the applier slows the FDW's writes there, measured without the noise of
+wall-clock rows/s; on mongod the applier's reads run beside the writes on other cores.
 """
 import csv
 import statistics
@@ -85,7 +91,7 @@ CSV_FIELDS = ["mode", "scenario", "indexes", "rows", "expected_rows", "execution
               "wall_min_ms", "wall_max_ms", "rows_s",
               "round_trips", "modify_rt", "scan_rt", "rt_per_row", "facts", "entries_w",
               "entries_d", "cpu_ms", "cpu_ms_per_row", "x_insert0", "x_same0", "lag_max_ms",
-              "catchup_ms", "sql"]
+              "catchup_ms", "srv_fdw_ms", "srv_applier_ms", "srv_applier_pct", "sql"]
 
 
 def table_name(mode, n):
@@ -253,12 +259,39 @@ def parse_modify(lines):
     return out
 
 
-def measure_write(cur, sql, cpu, lag=None, names=None, table=None):
+class ServerCpu:
+    """The test server's CPU time by client (its commandCpu command): what the FDW's own commands
+    and the applier's cost the server.  That server runs one command at a time, so the applier's
+    share is time the FDW's writes wait; on mongod (no such command) it is blank."""
+
+    def __init__(self, mdb):
+        self.admin = mdb.client.admin
+        try:
+            self.take()
+            self.ok = True
+        except Exception:  # mongod: no such command
+            self.ok = False
+
+    def take(self):
+        """(fdw_ms, applier_ms) since the last call."""
+        fdw = applier = 0.0
+        for c in self.admin.command("commandCpu", clear=True)["commands"]:
+            if c["appName"] == "idxtable_fdw":
+                fdw += c["cpu_ms"]
+            elif "applier" in (c["appName"] or ""):
+                applier += c["cpu_ms"]
+        return fdw, applier
+
+
+def measure_write(cur, sql, cpu, lag=None, names=None, table=None, srv=None):
     """Run sql once as EXPLAIN (ANALYZE); wall and backend CPU around it, and the counters.
 
     With a LagSampler "lag": the applier's lag on the index tables "names" while it runs,
-    and the time it then takes to catch up.
+    and the time it then takes to catch up.  With a ServerCpu "srv": the test server's CPU
+    spent on the FDW's commands and on the applier's, through the catch-up.
     """
+    if srv:
+        srv.take()
     if lag:
         lag.start(names, table)
     c0 = cpu.read()
@@ -284,6 +317,7 @@ def measure_write(cur, sql, cpu, lag=None, names=None, table=None):
     m["explain"] = lines
     m["sql"] = sql
     m["lag_max_ms"], m["catchup_ms"] = (lag_max, catchup) if lag else (None, None)
+    m["srv_fdw_ms"], m["srv_applier_ms"] = srv.take() if srv else (None, None)
     return m
 
 
@@ -370,6 +404,14 @@ def summary(rows):
                        % (other, report._geomean(ratios), len(ratios), min(ratios),
                           statistics.median(ratios), max(ratios)))
     for mode in MODES:
+        shares = [(r["scenario"], r["indexes"], r.get("srv_applier_pct"))
+                  for r in rows if r["mode"] == mode]
+        if any(p is not None for _, _, p in shares):
+            out.append("%s: test-server CPU of the applier, %% of the FDW's own (0/1/3 idx): %s" % (
+                mode, ", ".join("%s %s" % (sc, "/".join(
+                    "-" if p is None else "%.0f%%" % p for s2, _, p in shares if s2 == sc))
+                    for sc in dict.fromkeys(sc for sc, _, _ in shares))))
+    for mode in MODES:
         lags = [(r["scenario"], r["indexes"], r.get("lag_max_ms"), r.get("catchup_ms"))
                 for r in rows if r["mode"] == mode and r["indexes"] > 0]
         if any(lag is not None or c is not None for _, _, lag, c in lags):
@@ -390,7 +432,8 @@ def write_csv(path, rows):
             if r.get("rows_s") is not None:
                 rec["rows_s"] = "%.0f" % r["rows_s"]
             for k in ("wall_ms", "wall_min_ms", "wall_max_ms", "rt_per_row", "cpu_ms",
-                      "cpu_ms_per_row", "x_insert0", "x_same0"):
+                      "cpu_ms_per_row", "x_insert0", "x_same0", "srv_fdw_ms", "srv_applier_ms",
+                      "srv_applier_pct"):
                 if r.get(k) is not None:
                     rec[k] = "%.4g" % r[k]
             w.writerow(rec)
@@ -413,6 +456,11 @@ def combine(key, expected, sql, ms, notes):
         if any(m[name] != r[name] for m in ms):
             notes.append("%s %s %d idx: %s differs between runs: %s"
                          % (mode, scenario, nidx, name, [m[name] for m in ms]))
+    for name in ("srv_fdw_ms", "srv_applier_ms"):
+        vals = [m[name] for m in ms if m.get(name) is not None]
+        r[name] = statistics.median(vals) if vals else None
+    r["srv_applier_pct"] = (100.0 * r["srv_applier_ms"] / r["srv_fdw_ms"]
+                            if r.get("srv_fdw_ms") and r.get("srv_applier_ms") is not None else None)
     walls = [m["wall_ms"] for m in ms]
     cpus = [m["cpu_ms"] for m in ms if m["cpu_ms"] is not None]
     r.update(wall_ms=statistics.median(walls), wall_min_ms=min(walls), wall_max_ms=max(walls),
@@ -443,6 +491,9 @@ def run(cur, mdb, n, k, reps, log, explain=False):
     if not cpu.ok:
         notes.append("backend CPU not readable from /proc: cpu_ms is blank")
     lag = LagSampler(cur.connection.dsn)
+    srv = ServerCpu(mdb)
+    if not srv.ok:
+        notes.append("no commandCpu (not the test server): srv_fdw_ms and srv_applier_ms are blank")
     if not lag.ok:
         notes.append("no idxtable.sync_status (no applier): lag_ms and catch_ms are blank, "
                      "and the index tables of mode eventual are not verified")
@@ -470,7 +521,8 @@ def run(cur, mdb, n, k, reps, log, explain=False):
                     key = (mode, scenario, nidx)
                     sqls.setdefault(key, (expected, shown))
                     try:
-                        m = measure_write(cur, sql, cpu, lag if names else None, names, name)
+                        m = measure_write(cur, sql, cpu, lag if names else None, names, name,
+                                          srv if srv.ok else None)
                     except psycopg2.Error as e:
                         notes.append("%s %s %d idx failed: %s"
                                      % (mode, scenario, nidx, str(e).strip().splitlines()[0]))

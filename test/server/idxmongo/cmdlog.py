@@ -10,7 +10,7 @@ import threading
 
 RING_SIZE = 2000
 # Not recorded: the handshake, the monitors' heartbeats and the log's own reads.
-SKIPPED = {"hello", "isMaster", "ismaster", "recentCommands", "saslStart", "saslContinue", "endSessions"}
+SKIPPED = {"hello", "isMaster", "ismaster", "recentCommands", "commandCpu", "saslStart", "saslContinue", "endSessions"}
 
 
 class CommandLog:
@@ -43,6 +43,37 @@ class CommandLog:
             if clear:
                 self.ring.clear()
         return out
+
+
+class CommandCpu:
+    """Server CPU time (the serving thread's, time.thread_time) spent in commands, by client appName
+    and command name: what each client costs this single-process server (benchmarks read it)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.totals = collections.defaultdict(lambda: [0, 0.0])
+
+    def add(self, app_name, name, seconds):
+        """Count one command of `app_name` that took `seconds` of this thread's CPU."""
+        with self.lock:
+            total = self.totals[(app_name or "", name)]
+            total[0] += 1
+            total[1] += seconds
+
+    def take(self, clear):
+        """[{appName, command, count, cpu_ms}]; with `clear` the totals start again."""
+        with self.lock:
+            out = [{"appName": app, "command": name, "count": n, "cpu_ms": s * 1000.0}
+                   for (app, name), (n, s) in sorted(self.totals.items())]
+            if clear:
+                self.totals.clear()
+        return out
+
+
+def cmd_command_cpu(ctx):
+    """commandCpu (test server only): {commandCpu: 1, clear: bool} -> {commands: [...]}, the server CPU
+    each client's commands took (CommandCpu)."""
+    return {"commands": ctx.server.cmdcpu.take(bool(ctx.cmd.get("clear"))), "ok": 1.0}
 
 
 def cmd_recent_commands(ctx):

@@ -10,7 +10,7 @@ import time
 import traceback
 
 from . import cmd_admin, cmd_crud, limits, sharding, txnrules
-from .cmdlog import CommandLog, cmd_recent_commands
+from .cmdlog import CommandCpu, CommandLog, cmd_command_cpu, cmd_recent_commands
 from .auth import Authenticator
 from . import changestream
 from .changelog import DEFAULT_LIMIT, ChangeLog
@@ -81,7 +81,9 @@ class Server:
         self.commands.update(limits.COMMANDS)
         self.txn_size_limit = None  # --txn-size-limit: bytes a transaction may write (limits.py)
         self.commands["recentCommands"] = cmd_recent_commands
+        self.commands["commandCpu"] = cmd_command_cpu
         self.cmdlog = CommandLog()
+        self.cmdcpu = CommandCpu()
         self.started = time.time()
         self.stop_event = threading.Event()
         self.conns_lock = threading.Lock()
@@ -190,6 +192,7 @@ class Server:
         cmd = request.command
         name = next(iter(cmd), "")
         started = time.monotonic()
+        cpu_started = time.thread_time()
         error = None
         conn.op_time = None
         self.clock.advance(cmd.get("$clusterTime"))
@@ -206,6 +209,7 @@ class Server:
                 add_error_labels(name, cmd, reply)
                 changestream.add_labels(name, cmd, reply)
         self.clock.stamp(reply, conn.op_time)
+        self.cmdcpu.add(conn.app_name, name, time.thread_time() - cpu_started)
         if reply.get("ok") != 1.0:
             error = "%s %s" % (reply.get("code"), reply.get("errmsg"))
         elif reply.get("writeErrors"):
