@@ -24,6 +24,7 @@ OBJS = \
 	fdw/stream.o \
 	fdw/reply_check.o \
 	fdw/convert.o \
+	fdw/convert_describe.o \
 	fdw/convert_write.o \
 	fdw/convert_json.o \
 	fdw/deparse.o \

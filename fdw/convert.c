@@ -53,9 +53,7 @@
 #include "convert_path.h"
 #include "convert_json.h"
 #include "option.h"
-
-/* How much of a document's _id goes into an error message */
-#define ID_STRING_MAX		100
+#include "reply_check.h"
 
 /* Argument of the error context callback */
 typedef struct ConvErrorState
@@ -210,7 +208,8 @@ idx_call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
  * Are the "len" bytes at "str" ASCII without zero bytes?  Such a string is
  * valid UTF-8, so the common case skips pg_verify_mbstr()'s character by
  * character walk, which is costly on the short strings of a typical
- * document.  Eight bytes at a time as PostgreSQL's own fast path does.
+ * document.  Eight bytes at a time as PostgreSQL's own fast path does,
+ * four for shorter strings.
  */
 static inline bool
 is_plain_ascii(const char *str, uint32 len)
@@ -223,6 +222,17 @@ is_plain_ascii(const char *str, uint32 len)
 	if (len >= 8)
 		return is_valid_ascii(s, (int) whole) &&
 			(whole == len || is_valid_ascii(s + len - 8, 8));
+	if (len >= 4)
+	{
+		uint32		a,
+					b;
+
+		/* no high bit set, and no byte that borrows (a zero) */
+		memcpy(&a, s, 4);
+		memcpy(&b, s + len - 4, 4);
+		return ((a | (a - 0x01010101) | b | (b - 0x01010101)) &
+				0x80808080) == 0;
+	}
 	for (i = 0; i < len; i++)
 	{
 		/* 0 wraps to 0xFF; bytes from 0x80 land at 0x7F and above */
@@ -967,6 +977,17 @@ idx_conv_init(IdxColumnConv *conv, const char *colname, Oid typid,
 }
 
 /*
+ * Does column "conv" take a BSON string as it is, as text_from_bson() does
+ * for text and for varchar without a typmod?
+ */
+static inline bool
+takes_string_as_is(const IdxColumnConv *conv)
+{
+	return conv->typid == TEXTOID ||
+		(conv->typid == VARCHAROID && conv->typmod < (int32) VARHDRSZ);
+}
+
+/*
  * Collect the distinct top-level fields of rc's columns (see IdxRowConv),
  * in attribute order.  Dotted paths stay with idx_path_find().
  */
@@ -981,10 +1002,9 @@ build_top_fields(IdxRowConv *rc)
 	rc->top_len = (uint32 *) palloc(sizeof(uint32) * n);
 	rc->top_of = (int *) palloc(sizeof(int) * n);
 	rc->top_found = (bool *) palloc0(sizeof(bool) * n);
-	/* libbson declares bson_iter_t 128-byte aligned; palloc aligns less */
-	rc->top_iter = (bson_iter_t *)
-		TYPEALIGN(BSON_ALIGNOF(bson_iter_t),
-				  palloc0(sizeof(bson_iter_t) * n + BSON_ALIGNOF(bson_iter_t)));
+	rc->top_off = (uint32 *) palloc0(sizeof(uint32) * n);
+	rc->top_keylen = (uint32 *) palloc0(sizeof(uint32) * n);
+	rc->top_ntext = (int *) palloc0(sizeof(int) * n);
 	for (i = 0; i < rc->natts; i++)
 	{
 		int			j;
@@ -1002,6 +1022,8 @@ build_top_fields(IdxRowConv *rc)
 			rc->ntop++;
 		}
 		rc->top_of[i] = j;
+		if (takes_string_as_is(&rc->cols[i]))
+			rc->top_ntext[j]++;
 	}
 }
 
@@ -1095,13 +1117,41 @@ read_column(const IdxRowConv *rc, int i, const IdxConvSource *src,
 
 /*
  * memcmp(a, b, len) == 0 for the short keys of documents, where the call
- * costs more than the comparison.
+ * costs more than the comparison: eight or four bytes at a time (the last
+ * word overlapping the others), bytes below four.
  */
 static inline bool
 same_bytes(const char *a, const char *b, uint32 len)
 {
+	uint64		x,
+				y;
+	uint32		v,
+				w;
 	uint32		i;
 
+	if (len >= 8)
+	{
+		for (i = 0; i + 8 < len; i += 8)
+		{
+			memcpy(&x, a + i, 8);
+			memcpy(&y, b + i, 8);
+			if (x != y)
+				return false;
+		}
+		memcpy(&x, a + len - 8, 8);
+		memcpy(&y, b + len - 8, 8);
+		return x == y;
+	}
+	if (len >= 4)
+	{
+		memcpy(&v, a, 4);
+		memcpy(&w, b, 4);
+		if (v != w)
+			return false;
+		memcpy(&v, a + len - 4, 4);
+		memcpy(&w, b + len - 4, 4);
+		return v == w;
+	}
 	for (i = 0; i < len; i++)
 		if (a[i] != b[i])
 			return false;
@@ -1109,65 +1159,267 @@ same_bytes(const char *a, const char *b, uint32 len)
 }
 
 /*
- * Walk the top-level elements of "doc" once, noting in rc->top_iter where
- * each of rc's top-level fields is.  The first element with a field's name
- * counts, as for bson_iter_find(); the walk stops when every field has
- * been seen.  The search for the next field starts after the last one
- * found, so that documents whose fields come in the usual order cost one
- * comparison per element.
+ * A little-endian uint32 of a BSON document, at any alignment.
  */
-static void
+static inline uint32
+bson_uint32_at(const uint8 *p)
+{
+	uint32		v;
+
+	memcpy(&v, p, 4);
+	return BSON_UINT32_FROM_LE(v);
+}
+
+/*
+ * Where the element at offset "off" of the "len"-byte document "d" ends,
+ * or 0 where bson_iter_next() would stop (a malformed element, or the
+ * end), given that its key is "klen" bytes.  Fixed-size values and strings
+ * are sized here, the others by reply_check.c, with libbson's checks, so
+ * that the walk sees the elements bson_iter_next() would.
+ */
+static inline uint32
+element_end(const uint8 *d, uint32 len, uint32 off, uint32 klen)
+{
+	uint32		o = off + klen + 2;
+	const uint8 *sub;
+	uint32		sublen;
+	uint32		l;
+	uint32		end;
+
+	switch (d[off])
+	{
+		case BSON_TYPE_INT32:
+			end = o + 4;
+			break;
+		case BSON_TYPE_DOUBLE:
+		case BSON_TYPE_INT64:
+		case BSON_TYPE_DATE_TIME:
+		case BSON_TYPE_TIMESTAMP:
+			end = o + 8;
+			break;
+		case BSON_TYPE_UTF8:
+			if (o + 4 >= len)
+				return 0;
+			l = bson_uint32_at(d + o);
+			if (l > len - (o + 4) || l == 0 || o + 4 + l >= len ||
+				d[o + 4 + l - 1] != '\0')
+				return 0;
+			end = o + 4 + l;
+			break;
+		default:
+			end = idx_bson_value_end(d, len, o, d[off], &sub, &sublen);
+			break;
+	}
+	return end < len ? end : 0;
+}
+
+/*
+ * The length of the key of the element at offset "off" of the "len"-byte
+ * document "d".  Whether it is the field "name" ("namelen" bytes, no NUL)
+ * that the walk expects, is seen first, without a search for the key's
+ * end; *expected says if it is.  The document's trailing NUL (which a
+ * bson_t has) ends every key.
+ */
+static inline uint32
+key_length(const uint8 *d, uint32 len, uint32 off, const char *name,
+		   uint32 namelen, bool *expected)
+{
+	const uint8 *key = d + off + 1;
+	const uint8 *p;
+
+	*expected = (off + 1 + namelen < len && key[namelen] == '\0' &&
+				 same_bytes(name, (const char *) key, namelen));
+	if (*expected)
+		return namelen;
+	for (p = key; *p != '\0'; p++)
+		;
+	return (uint32) (p - key);
+}
+
+/*
+ * Walk the top-level elements of "doc" once, noting in rc->top_off and
+ * rc->top_keylen where each of rc's top-level fields is.  The first
+ * element with a field's name counts, as for bson_iter_find(); the walk
+ * stops when every field has been seen, or where bson_iter_next() would.
+ * The walk reads the bytes itself (libbson's iterator costs several times
+ * more per element).  The field after the last one found is tried first,
+ * so that documents whose fields come in the usual order cost one
+ * comparison per element.  Returns the bytes the text datums of the
+ * located strings need (see idx_document_to_row()).
+ */
+static Size
 locate_top_fields(const IdxRowConv *rc, const bson_t *doc)
 {
-	bson_iter_t iter;
+	const uint8 *d = bson_get_data(doc);
+	uint32		len = doc->len;
+	uint32		off = 4;
 	int			left = rc->ntop;
 	int			next = 0;
+	Size		space = 0;
 
 	memset(rc->top_found, 0, sizeof(bool) * rc->ntop);
-	if (left == 0 || !bson_iter_init(&iter, doc))
-		return;
-	while (bson_iter_next(&iter))
+	if (left == 0 || len < 5)
+		return 0;
+	while (off < len - 1)
 	{
-		uint32		klen = bson_iter_key_len(&iter);
-		const char *key = bson_iter_key_unsafe(&iter);
+		bool		expected;
+		uint32		klen = key_length(d, len, off, rc->top_name[next],
+									  rc->top_len[next], &expected);
+		uint32		end = element_end(d, len, off, klen);
+		const char *key = (const char *) d + off + 1;
+		int			j = -1;
 		int			k;
 
-		for (k = 0; k < rc->ntop; k++)
-		{
-			int			j = next + k;
-
-			if (j >= rc->ntop)
-				j -= rc->ntop;
-			if (rc->top_found[j] || rc->top_len[j] != klen ||
-				!same_bytes(rc->top_name[j], key, klen))
-				continue;
-			rc->top_found[j] = true;
-			rc->top_iter[j] = iter;
-			next = j + 1;
-			if (--left == 0)
-				return;
+		if (end == 0)
 			break;
+		if (expected && !rc->top_found[next])
+			j = next;
+		else
+		{
+			for (k = 1; k < rc->ntop; k++)
+			{
+				int			t = next + k;
+
+				if (t >= rc->ntop)
+					t -= rc->ntop;
+				if (!rc->top_found[t] && rc->top_len[t] == klen &&
+					same_bytes(rc->top_name[t], key, klen))
+				{
+					j = t;
+					break;
+				}
+			}
 		}
+		if (j >= 0)
+		{
+			rc->top_found[j] = true;
+			rc->top_off[j] = off;
+			rc->top_keylen[j] = klen;
+			if (rc->top_ntext[j] > 0 && d[off] == BSON_TYPE_UTF8)
+				space += rc->top_ntext[j] *
+					MAXALIGN(VARHDRSZ + bson_uint32_at(d + off + klen + 2) - 1);
+			next = (j + 1 < rc->ntop) ? j + 1 : 0;
+			if (--left == 0)
+				break;
+		}
+		off = end;
 	}
+	return space;
+}
+
+/*
+ * The common cases of bson_to_datum(), from the element at offset "off"
+ * (key length "klen") of document "d", without a bson_iter_t: null, a
+ * valid UTF-8 string for text (its datum carved from "*textbuf"), int32 and
+ * int64 that fit an integer column, a double or int32 for float8, a bool.
+ * The results are bson_to_datum()'s.  Returns false for anything else,
+ * errors included, which bson_to_datum() then converts or reports.
+ */
+static inline bool
+convert_common(const IdxColumnConv *conv, const uint8 *d, uint32 off,
+			   uint32 klen, char **textbuf, Datum *value, bool *isnull)
+{
+	const uint8 *v = d + off + klen + 2;
+	int64		n;
+
+	switch (d[off])
+	{
+		case BSON_TYPE_NULL:
+		case BSON_TYPE_UNDEFINED:
+			*isnull = true;
+			*value = (Datum) 0;
+			return true;
+		case BSON_TYPE_UTF8:
+			{
+				uint32		len = bson_uint32_at(v) - 1;
+				const char *str = (const char *) v + 4;
+				text	   *t = (text *) *textbuf;
+
+				if (!takes_string_as_is(conv) || !database_is_utf8() ||
+					len > (uint32) PG_INT32_MAX - VARHDRSZ ||
+					(!is_plain_ascii(str, len) &&
+					 !pg_verify_mbstr(PG_UTF8, str, (int) len, true)))
+					return false;
+				SET_VARSIZE(t, VARHDRSZ + len);
+				memcpy(VARDATA(t), str, len);
+				*textbuf += MAXALIGN(VARHDRSZ + len);
+				*value = PointerGetDatum(t);
+				break;
+			}
+		case BSON_TYPE_INT32:
+		case BSON_TYPE_INT64:
+			if (d[off] == BSON_TYPE_INT32)
+				n = (int32) bson_uint32_at(v);
+			else
+			{
+				uint64		u;
+
+				memcpy(&u, v, 8);
+				n = (int64) BSON_UINT64_FROM_LE(u);
+			}
+			if (conv->typid == INT8OID)
+				*value = Int64GetDatum(n);
+			else if (conv->typid == INT4OID &&
+					 n >= PG_INT32_MIN && n <= PG_INT32_MAX)
+				*value = Int32GetDatum((int32) n);
+			else if (conv->typid == INT2OID &&
+					 n >= PG_INT16_MIN && n <= PG_INT16_MAX)
+				*value = Int16GetDatum((int16) n);
+			else if (conv->typid == FLOAT8OID && d[off] == BSON_TYPE_INT32)
+				*value = Float8GetDatum((double) n);
+			else
+				return false;
+			break;
+		case BSON_TYPE_DOUBLE:
+			{
+				uint64		u;
+				double		f;
+
+				if (conv->typid != FLOAT8OID)
+					return false;
+				memcpy(&u, v, 8);
+				u = BSON_UINT64_FROM_LE(u);
+				memcpy(&f, &u, 8);
+				*value = Float8GetDatum(f);
+				break;
+			}
+		case BSON_TYPE_BOOL:
+			if (conv->typid != BOOLOID)
+				return false;
+			*value = BoolGetDatum(*v != 0);
+			break;
+		default:
+			return false;
+	}
+	*isnull = false;
+	return true;
 }
 
 /*
  * Fill values/nulls from a document; missing fields are NULL.  Columns are
  * converted in attribute order (the first one that does not fit is the
- * one an error names), top-level fields from one walk of the document.
+ * one an error names), top-level fields from one walk of the document;
+ * the common values without an iterator, the others through one made at
+ * the field's element.  The text datums of the row's strings share one
+ * allocation, sized by the walk (the per-row context frees them together).
  */
 void
 idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 					Datum *values, bool *nulls)
 {
+	const uint8 *d = bson_get_data(doc);
 	IdxConvSource src;
+	Size		space;
+	char	   *textbuf = NULL;
 	int			i;
 
 	src.collection = rc->collection;
 	src.document = doc;
 	src.hide_id = rc->hide_id;
 
-	locate_top_fields(rc, doc);
+	space = locate_top_fields(rc, doc);
+	if (space > 0)
+		textbuf = palloc(space);
 	for (i = 0; i < rc->natts; i++)
 	{
 		int			j = rc->top_of[i];
@@ -1176,197 +1428,21 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 		nulls[i] = true;
 		if (j >= 0)
 		{
-			if (rc->top_found[j])
-				values[i] = bson_to_datum(&rc->top_iter[j], &rc->cols[i],
-										  &src, &nulls[i]);
+			bson_iter_t iter;
+
+			if (!rc->top_found[j] ||
+				convert_common(&rc->cols[i], d, rc->top_off[j],
+							   rc->top_keylen[j], &textbuf, &values[i],
+							   &nulls[i]))
+				continue;
+			if (!bson_iter_init_from_data_at_offset(&iter, d, doc->len,
+													rc->top_off[j],
+													rc->top_keylen[j]))
+				elog(ERROR, "could not read field \"%s\" of a document",
+					 rc->fields[i]);
+			values[i] = bson_to_datum(&iter, &rc->cols[i], &src, &nulls[i]);
 		}
 		else if (rc->fields[i] != NULL)
 			read_column(rc, i, &src, &values[i], &nulls[i]);
 	}
-}
-
-/* ----------------------------------------------------------------
- *		Descriptions of BSON values
- * ----------------------------------------------------------------
- */
-
-/*
- * Render a document as relaxed extended JSON in the server encoding
- * (for EXPLAIN and debugging).
- */
-char *
-idx_bson_as_json(const bson_t *doc)
-{
-	size_t		len;
-	char	   *json = bson_as_relaxed_extended_json(doc, &len);
-	char	   *copy;
-	char	   *result;
-
-	if (json == NULL)
-		elog(ERROR, "could not render BSON document as JSON");
-	copy = pnstrdup(json, len);
-	bson_free(json);
-
-	result = pg_any_to_server(copy, (int) strlen(copy), PG_UTF8);
-	if (result != copy)
-		pfree(copy);
-	return result;
-}
-
-/*
- * Render the _id of a document for error messages: its relaxed extended
- * JSON, cut after ID_STRING_MAX bytes.  Never raises an error (it is also
- * used from an error context callback); outside UTF-8 databases non-ASCII
- * characters are shown as "?".
- */
-char *
-idx_document_id_string(const bson_t *document)
-{
-	bson_iter_t iter;
-	char	   *json;
-	StringInfoData buf;
-	bool		ascii_only;
-	const char *p;
-	int			len;
-	int			clen;
-
-	if (document == NULL)
-		return pstrdup("(unknown)");
-	if (!bson_iter_init_find(&iter, document, IDX_ID_FIELD))
-		return pstrdup("(none)");
-	json = idx_value_as_relaxed_json(&iter);
-	if (json == NULL)
-		return pstrdup("(unprintable)");
-
-	ascii_only = (GetDatabaseEncoding() != PG_UTF8 &&
-				  GetDatabaseEncoding() != PG_SQL_ASCII);
-	initStringInfo(&buf);
-	len = strlen(json);
-	for (p = json; p < json + len; p += clen)
-	{
-		clen = Min(pg_utf_mblen((const unsigned char *) p),
-				   (int) (json + len - p));
-		if (buf.len + clen > ID_STRING_MAX)
-		{
-			appendStringInfoString(&buf, "...");
-			break;
-		}
-		if (ascii_only && IS_HIGHBIT_SET(*p))
-			appendStringInfoChar(&buf, '?');
-		else
-			appendBinaryStringInfo(&buf, p, clen);
-	}
-	pfree(json);
-	return buf.data;
-}
-
-/*
- * Name of a BSON type for messages, as MongoDB's $type spells most of them.
- */
-const char *
-idx_bson_type_name(bson_type_t type)
-{
-	static const char *const names[] = {
-		[BSON_TYPE_EOD] = "end of document",
-		[BSON_TYPE_DOUBLE] = "double",
-		[BSON_TYPE_UTF8] = "string",
-		[BSON_TYPE_DOCUMENT] = "document",
-		[BSON_TYPE_ARRAY] = "array",
-		[BSON_TYPE_BINARY] = "binary",
-		[BSON_TYPE_UNDEFINED] = "undefined",
-		[BSON_TYPE_OID] = "objectId",
-		[BSON_TYPE_BOOL] = "bool",
-		[BSON_TYPE_DATE_TIME] = "date",
-		[BSON_TYPE_NULL] = "null",
-		[BSON_TYPE_REGEX] = "regex",
-		[BSON_TYPE_DBPOINTER] = "dbPointer",
-		[BSON_TYPE_CODE] = "javascript",
-		[BSON_TYPE_SYMBOL] = "symbol",
-		[BSON_TYPE_CODEWSCOPE] = "javascriptWithScope",
-		[BSON_TYPE_INT32] = "int32",
-		[BSON_TYPE_TIMESTAMP] = "timestamp",
-		[BSON_TYPE_INT64] = "int64",
-		[BSON_TYPE_DECIMAL128] = "decimal128",
-	};
-
-	if (type == BSON_TYPE_MAXKEY)
-		return "maxKey";
-	if (type == BSON_TYPE_MINKEY)
-		return "minKey";
-	if ((unsigned int) type < lengthof(names) && names[type] != NULL)
-		return names[type];
-	return "unknown";
-}
-
-/*
- * PostgreSQL type a scalar BSON value reads as; NULL for values that only
- * jsonb can hold.
- */
-static const char *
-scalar_pgtype(const bson_iter_t *iter)
-{
-	bson_subtype_t subtype;
-	uint32		len;
-	const uint8_t *data;
-
-	switch (bson_iter_type(iter))
-	{
-		case BSON_TYPE_UTF8:
-		case BSON_TYPE_SYMBOL:
-		case BSON_TYPE_OID:
-			return "text";
-		case BSON_TYPE_INT32:
-			return "integer";
-		case BSON_TYPE_INT64:
-			return "bigint";
-		case BSON_TYPE_DOUBLE:
-			return "double precision";
-		case BSON_TYPE_DECIMAL128:
-			return "numeric";
-		case BSON_TYPE_BOOL:
-			return "boolean";
-		case BSON_TYPE_DATE_TIME:
-			return "timestamp with time zone";
-		case BSON_TYPE_BINARY:
-			bson_iter_binary(iter, &subtype, &len, &data);
-			return (subtype == BSON_SUBTYPE_UUID && len == UUID_LEN)
-				? "uuid" : "bytea";
-		default:
-			return NULL;
-	}
-}
-
-/*
- * Infer a column type for IMPORT FOREIGN SCHEMA from one value.  An array
- * whose non-null elements all read as the same scalar type becomes an
- * array of it (palloc'd name); everything else that is not a scalar,
- * including empty and all-null arrays, becomes jsonb.
- */
-const char *
-idx_bson_type_to_pgtype(const bson_iter_t *iter)
-{
-	const char *type = NULL;
-	bson_iter_t child;
-
-	if (bson_iter_type(iter) != BSON_TYPE_ARRAY)
-	{
-		type = scalar_pgtype(iter);
-		return type ? type : "jsonb";
-	}
-
-	if (!bson_iter_recurse(iter, &child))
-		return "jsonb";
-	while (bson_iter_next(&child))
-	{
-		bson_type_t elemtype = bson_iter_type(&child);
-		const char *elem;
-
-		if (elemtype == BSON_TYPE_NULL || elemtype == BSON_TYPE_UNDEFINED)
-			continue;
-		elem = scalar_pgtype(&child);
-		if (elem == NULL || (type != NULL && strcmp(type, elem) != 0))
-			return "jsonb";
-		type = elem;
-	}
-	return type ? psprintf("%s[]", type) : "jsonb";
 }

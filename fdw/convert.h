@@ -96,15 +96,18 @@ typedef struct IdxRowConv
 	/*
 	 * The distinct top-level fields (paths without a dot) that columns read,
 	 * all located in one walk of each document rather than one search per
-	 * column.  top_of[i] is attribute i's entry, or -1; top_found and
-	 * top_iter are per-document scratch space.
+	 * column.  top_of[i] is attribute i's entry, or -1; top_found, top_off
+	 * (the offset of the field's element in the document) and top_keylen
+	 * are per-document scratch space.
 	 */
 	int			ntop;
 	const char **top_name;
 	uint32	   *top_len;
 	int		   *top_of;			/* per attribute */
 	bool	   *top_found;
-	bson_iter_t *top_iter;
+	uint32	   *top_off;
+	uint32	   *top_keylen;
+	int		   *top_ntext;		/* columns taking the field's string as is */
 } IdxRowConv;
 
 /*

@@ -108,8 +108,9 @@ read_uint32(const uint8 *p)
  * receive the document a document, array or code-with-scope value holds.
  * Exactly the acceptance of libbson 1.23's bson_iter_next(), with the
  * same unsigned arithmetic; the caller checks that the end is < len.
+ * Always inline, as the walk below runs it on every element of every reply.
  */
-static uint32
+static pg_attribute_always_inline uint32
 value_end(const uint8 *d, uint32 len, uint32 o, uint8 type,
 		  const uint8 **sub, uint32 *sublen)
 {
@@ -203,6 +204,18 @@ value_end(const uint8 *d, uint32 len, uint32 o, uint8 type,
 }
 
 /*
+ * value_end() for the element walk of the scan's row conversion
+ * (convert.c), so that it accepts exactly what libbson and the walk above
+ * accept.
+ */
+uint32
+idx_bson_value_end(const uint8 *d, uint32 len, uint32 o, uint8 type,
+				   const uint8 **sub, uint32 *sublen)
+{
+	return value_end(d, len, o, type, sub, sublen);
+}
+
+/*
  * The NUL ending the key that starts at "p", within a document whose
  * trailing NUL has been checked (so the scan stops there at the latest).
  * A plain loop: keys are short, and memchr()'s call costs more than the
@@ -253,8 +266,9 @@ document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
 						&sublen);
 		if (end == 0 || end >= len)
 			return false;
-		subrole = shape_check(type, (const char *) d + off + 1, role,
-							  &seen_cursor, shape);
+		subrole = role == WALK_PLAIN ? WALK_PLAIN :
+			shape_check(type, (const char *) d + off + 1, role,
+						&seen_cursor, shape);
 		if (sub != NULL && !document_ok(sub, sublen, depth + 1, subrole, shape))
 			return false;
 		off = end;

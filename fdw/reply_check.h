@@ -18,4 +18,14 @@ extern const char *idx_check_reply(const uint8 *msg, size_t len);
 /* A little-endian int32 of the wire protocol, at "p" (any alignment) */
 extern int32 idx_wire_int32(const uint8 *p);
 
+/*
+ * Where the value of type "type" at offset "o" of the "len"-byte BSON
+ * document "d" ends, or 0 if libbson's bson_iter_next() would refuse it;
+ * an end >= len is refused too (the caller checks).  A document, array or
+ * code-with-scope value also gives the document it holds in *sub and *sublen.
+ */
+extern uint32 idx_bson_value_end(const uint8 *d, uint32 len, uint32 o,
+								 uint8 type, const uint8 **sub,
+								 uint32 *sublen);
+
 #endif							/* IDXTABLE_REPLY_CHECK_H */

@@ -19,10 +19,19 @@ SELECT show_error(format('SELECT * FROM %s WHERE id = %L', t, id))
 CREATE FOREIGN TABLE bad_str (id text OPTIONS (field '_id'), str text,
   vc varchar OPTIONS (field 'str')) SERVER mongo OPTIONS (collection 'bad');
 SELECT show_error(format('SELECT %s FROM bad_str WHERE id = %L', c, id))
-  FROM (VALUES ('zero_short'), ('zero_first_word'), ('zero_tail')) AS v(id),
+  FROM (VALUES ('zero_short'), ('zero_first_word'), ('zero_tail'), ('zero_head4'),
+               ('zero_tail4')) AS v(id),
        (VALUES ('str'), ('vc')) AS w(c);
 SELECT id, str, vc, octet_length(str) FROM bad_str
-  WHERE id IN ('multibyte', 'multibyte_tail', 'ascii_words') ORDER BY id;
+  WHERE id IN ('multibyte', 'multibyte_tail', 'ascii_words', 'multibyte4', 'ascii4')
+  ORDER BY id;
+-- the columns in another order than the document's fields, one field read twice
+CREATE FOREIGN TABLE bad_str_rev (vc varchar OPTIONS (field 'str'),
+  vc3 varchar(3) OPTIONS (field 'str'), id text OPTIONS (field '_id'), str text)
+  SERVER mongo OPTIONS (collection 'bad');
+SELECT id, str, vc FROM bad_str_rev
+  WHERE id IN ('multibyte', 'ascii4', 'ascii_words') ORDER BY id;
+SELECT show_error('SELECT vc3 FROM bad_str_rev WHERE id = ''ascii4''');
 -- a server nobody listens on: class 08, naming the server
 CREATE SERVER nowhere FOREIGN DATA WRAPPER idxtable_fdw
   OPTIONS (uri 'mongodb://127.0.0.1:1/', server_selection_timeout_ms '300', connect_timeout_ms '300');
