@@ -13,6 +13,13 @@
  *	count(*), count(col)	$sum of 1 (col: where the field is neither null,
  *							missing nor undefined; integer, timestamp(tz)
  *							or text columns, whose values agg_scan.c checks)
+ *	count(DISTINCT col)		a first $group by the groups and the column's
+ *							value, then a count of the non-null values; of
+ *							integer, timestamp(tz) columns, and text under
+ *							a deterministic collation (equal only when
+ *							bytewise equal, as in MongoDB's simple
+ *							collation); only beside other count(DISTINCT)
+ *							of the same column and count(*)
  *	sum/avg of int2/4/8		$sum of $convert to decimal (exact for any
  *							sum of int8 values) and the count of values;
  *							NULL over no values; avg divides with numeric_div
@@ -24,7 +31,8 @@
  * GROUP BY may also name a date column.  Anything else (floats, whose NaN
  * MongoDB orders below every number; dates, which must be midnights;
  * columns on a dotted path, which may cross an array;
- * DISTINCT, ORDER BY or FILTER in an aggregate; grouping sets) stays local.
+ * DISTINCT in another aggregate, ORDER BY or FILTER in an aggregate;
+ * grouping sets) stays local.
  * HAVING and expressions over the pushed aggregates and groups are
  * evaluated locally on the rows the pipeline returns.
  *
@@ -194,8 +202,14 @@ agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
 	IdxAggKind	kind = agg_kind(agg->aggfnoid);
 	Var		   *var = NULL;
 
+	if (agg->aggdistinct != NIL)
+	{
+		if (kind != IDX_AGG_COUNT)
+			return NIL;
+		kind = IDX_AGG_COUNT_DISTINCT;
+	}
 	if (kind == IDX_AGG_NONE || agg->aggorder != NIL ||
-		agg->aggdistinct != NIL || agg->aggfilter != NULL ||
+		agg->aggfilter != NULL ||
 		agg->agglevelsup != 0 || agg->aggsplit != AGGSPLIT_SIMPLE ||
 		agg->aggvariadic)
 		return NIL;
@@ -213,6 +227,10 @@ agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
 			agg->inputcollid != POSIX_COLLATION_OID)
 			return NIL;
 	}
+	/* DISTINCT: MongoDB's equality must be PostgreSQL's, as for groups */
+	if (kind == IDX_AGG_COUNT_DISTINCT &&
+		!group_type_ok(var->vartype, agg->inputcollid))
+		return NIL;
 	/* the column's type: the scan checks every value read (agg_scan.c) */
 	if (!value_type_ok(var->vartype))
 		return NIL;
@@ -254,6 +272,37 @@ add_needed(IdxAggRelInfo *ainfo, Expr *expr, Index relid,
 		ainfo->items = lappend(ainfo->items, item);
 	}
 	return true;
+}
+
+/*
+ * Can the pipeline compute the items of "ainfo"?  A count(DISTINCT col)
+ * comes from a first $group by the groups and the value of col, so every
+ * other aggregate must be computable from that stage's output: another
+ * count(DISTINCT) of the same column, or count(*) (a sum of the first
+ * stage's counts).
+ */
+static bool
+distinct_ok(IdxAggRelInfo *ainfo)
+{
+	const char *field = NULL;
+	bool		others = false;
+	ListCell   *lc;
+
+	foreach(lc, ainfo->items)
+	{
+		List	   *item = lfirst(lc);
+		IdxAggKind	kind = intVal(linitial(item));
+
+		if (kind == IDX_AGG_COUNT_DISTINCT)
+		{
+			if (field != NULL && strcmp(field, strVal(lsecond(item))) != 0)
+				return false;
+			field = strVal(lsecond(item));
+		}
+		else if (kind != IDX_AGG_GROUP && kind != IDX_AGG_COUNT_STAR)
+			others = true;
+	}
+	return field == NULL || !others;
 }
 
 /*
@@ -354,6 +403,8 @@ idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 			return;
 		ainfo->local_quals = (List *) extra->havingQual;
 	}
+	if (!distinct_ok(ainfo))
+		return;
 
 	/* groups: as the planner estimates them for a local grouping */
 	if (root->parse->groupClause == NIL)

@@ -19,6 +19,17 @@
  * values tells (MongoDB's $sum gives 0).  Without GROUP BY, no rows give no
  * group in MongoDB but one row in PostgreSQL: count 0, the rest NULL.
  *
+ * With count(DISTINCT col) the pipeline has two $group stages:
+ *		{$group: {_id: {g<i>: ..., v: {$ifNull: [<col's value>, null]}},
+ *				  c<i>: {$sum: 1}}},
+ *		{$group: {_id: null | {g<i>: "$_id.g<i>", ...},
+ *				  a<i>: <count of non-null "$_id.v">, a<j>: {$sum: "$c<j>"}}}
+ * The first has one document per group and distinct value (MongoDB's
+ * equality, which agg_path.c allows only where it is PostgreSQL's), the
+ * second counts them; count(*) adds up the first stage's counts.  The
+ * checks of the values read (check_values()) read the distinct values,
+ * which have the same least, greatest and fractional members as all.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -69,6 +80,7 @@ typedef struct IdxAggScan
 	int			ncols;
 	IdxAggColumn *cols;
 	bool		grouped;		/* the query has a GROUP BY */
+	bool		distinct;		/* a count(DISTINCT): two $group stages */
 	bool		returned;		/* a row was returned since the start */
 	bool		started;		/* the aggregate command was sent */
 	char	   *last_pipeline;	/* JSON of the latest pipeline */
@@ -105,6 +117,8 @@ init_columns(IdxAggScan *agg, List *items)
 
 		col->kind = intVal(linitial(item));
 		col->field = strVal(lsecond(item));
+		if (col->kind == IDX_AGG_COUNT_DISTINCT)
+			agg->distinct = true;
 		snprintf(col->key, sizeof(col->key), "%c%d",
 				 col->kind == IDX_AGG_GROUP ? 'g' : 'a', i);
 		snprintf(col->nkey, sizeof(col->nkey), "n%d", i);
@@ -227,19 +241,20 @@ append_fractions(bson_t *group, const char *key, const char *ref)
 }
 
 /*
- * Append the accumulators of column "col" to the $group stage.
+ * Append the accumulators of column "col" to the $group stage that counts
+ * and checks the values of "ref" (the field, or the first stage's "$_id.v"
+ * with count(DISTINCT)).
  */
 static void
-append_accumulators(bson_t *group, const IdxAggColumn *col)
+append_accumulators(bson_t *group, const IdxAggColumn *col, const char *ref)
 {
-	char	   *ref = psprintf("$%s", col->field);
-
 	switch (col->kind)
 	{
 		case IDX_AGG_COUNT_STAR:
 			BCON_APPEND(group, col->key, "{", "$sum", BCON_INT32(1), "}");
 			break;
 		case IDX_AGG_COUNT:
+		case IDX_AGG_COUNT_DISTINCT:
 			append_count_values(group, col->key, ref);
 			break;
 		case IDX_AGG_SUM:
@@ -264,17 +279,65 @@ append_accumulators(bson_t *group, const IdxAggColumn *col)
 		if (col->integer)
 			append_fractions(group, col->fkey, ref);
 	}
-	pfree(ref);
 }
 
 /*
- * Build the pipeline: $match of "filter", then the $group.
+ * Append under "key" the group key expression {$ifNull: [<value of
+ * "col">, null]}: null, missing and undefined are one group, NULL.
  */
 static void
-build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
+append_group_key(bson_t *id, const char *key, const IdxAggColumn *col)
 {
-	bson_t		group = BSON_INITIALIZER;
+	bson_t		op;
+	bson_t		args;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(id, key, &op));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
+	append_value_expr(&args, "0", col);
+	idx_check_append(BSON_APPEND_NULL(&args, "1"));
+	idx_check_append(bson_append_array_end(&op, &args));
+	idx_check_append(bson_append_document_end(id, &op));
+}
+
+/*
+ * The single $group stage of a pipeline without count(DISTINCT).
+ */
+static void
+build_group(bson_t *group, const IdxAggScan *agg)
+{
 	bson_t		id = BSON_INITIALIZER;
+	int			i;
+
+	for (i = 0; i < agg->ncols; i++)
+	{
+		if (agg->cols[i].kind == IDX_AGG_GROUP)
+			append_group_key(&id, agg->cols[i].key, &agg->cols[i]);
+	}
+	if (agg->grouped)
+		BCON_APPEND(group, "_id", BCON_DOCUMENT(&id));
+	else
+		BCON_APPEND(group, "_id", BCON_NULL);
+	for (i = 0; i < agg->ncols; i++)
+	{
+		char	   *ref = psprintf("$%s", agg->cols[i].field);
+
+		append_accumulators(group, &agg->cols[i], ref);
+		pfree(ref);
+	}
+	bson_destroy(&id);
+}
+
+/*
+ * The two $group stages of a pipeline with count(DISTINCT) (see the file
+ * header): "first" groups by the groups and the distinct column's value,
+ * "second" counts per group.
+ */
+static void
+build_distinct_groups(bson_t *first, bson_t *second, const IdxAggScan *agg)
+{
+	bson_t		id = BSON_INITIALIZER;
+	bson_t		outer_id = BSON_INITIALIZER;
+	const IdxAggColumn *value = NULL;
 	int			i;
 
 	for (i = 0; i < agg->ncols; i++)
@@ -283,27 +346,64 @@ build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
 
 		if (col->kind == IDX_AGG_GROUP)
 		{
-			bson_t		op;
-			bson_t		args;
+			char	   *ref = psprintf("$_id.%s", col->key);
 
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&id, col->key, &op));
-			idx_check_append(BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
-			append_value_expr(&args, "0", col);
-			idx_check_append(BSON_APPEND_NULL(&args, "1"));
-			idx_check_append(bson_append_array_end(&op, &args));
-			idx_check_append(bson_append_document_end(&id, &op));
+			append_group_key(&id, col->key, col);
+			idx_check_append(BSON_APPEND_UTF8(&outer_id, col->key, ref));
+			pfree(ref);
 		}
+		else if (col->kind == IDX_AGG_COUNT_DISTINCT && value == NULL)
+			value = col;
 	}
+	Assert(value != NULL);
+	append_group_key(&id, "v", value);
+	BCON_APPEND(first, "_id", BCON_DOCUMENT(&id));
 	if (agg->grouped)
-		BCON_APPEND(&group, "_id", BCON_DOCUMENT(&id));
+		BCON_APPEND(second, "_id", BCON_DOCUMENT(&outer_id));
 	else
-		BCON_APPEND(&group, "_id", BCON_NULL);
+		BCON_APPEND(second, "_id", BCON_NULL);
 	for (i = 0; i < agg->ncols; i++)
-		append_accumulators(&group, &agg->cols[i]);
-	BCON_APPEND(pipeline, "0", "{", "$match", BCON_DOCUMENT(filter), "}",
-				"1", "{", "$group", BCON_DOCUMENT(&group), "}");
+	{
+		const IdxAggColumn *col = &agg->cols[i];
+
+		if (col->kind == IDX_AGG_COUNT_STAR)
+		{
+			char	   *ref = psprintf("$c%d", i);
+
+			BCON_APPEND(first, ref + 1, "{", "$sum", BCON_INT32(1), "}");
+			BCON_APPEND(second, col->key, "{", "$sum", BCON_UTF8(ref), "}");
+			pfree(ref);
+		}
+		else if (col->kind == IDX_AGG_COUNT_DISTINCT)
+			append_accumulators(second, col, "$_id.v");
+	}
 	bson_destroy(&id);
+	bson_destroy(&outer_id);
+}
+
+/*
+ * Build the pipeline: $match of "filter", then the $group stage(s).
+ */
+static void
+build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
+{
+	bson_t		group = BSON_INITIALIZER;
+	bson_t		second = BSON_INITIALIZER;
+
+	BCON_APPEND(pipeline, "0", "{", "$match", BCON_DOCUMENT(filter), "}");
+	if (agg->distinct)
+	{
+		build_distinct_groups(&group, &second, agg);
+		BCON_APPEND(pipeline, "1", "{", "$group", BCON_DOCUMENT(&group), "}",
+					"2", "{", "$group", BCON_DOCUMENT(&second), "}");
+	}
+	else
+	{
+		build_group(&group, agg);
+		BCON_APPEND(pipeline, "1", "{", "$group", BCON_DOCUMENT(&group), "}");
+	}
 	bson_destroy(&group);
+	bson_destroy(&second);
 }
 
 /*
@@ -465,7 +565,8 @@ fill_column(const bson_t *doc, int i, const IdxScanState *state,
 	if (doc != NULL && col->kind != IDX_AGG_GROUP &&
 		col->kind != IDX_AGG_COUNT_STAR)
 		check_values(doc, col, state);
-	if (col->kind == IDX_AGG_COUNT_STAR || col->kind == IDX_AGG_COUNT)
+	if (col->kind == IDX_AGG_COUNT_STAR || col->kind == IDX_AGG_COUNT ||
+		col->kind == IDX_AGG_COUNT_DISTINCT)
 	{
 		*isnull = false;
 		*value = Int64GetDatum(doc ? read_count(doc, col->key) : 0);
