@@ -167,6 +167,48 @@ EXPLAIN (VERBOSE, COSTS OFF) EXECUTE agg_q(2);
 EXECUTE agg_q(2);
 EXECUTE agg_q(6);
 DEALLOCATE agg_q;
+-- ORDER BY over a pushed grouping is the pipeline's $sort, a constant
+-- LIMIT/OFFSET its $skip and $limit; NULL groups and sums over no values
+-- sort as PostgreSQL places NULLs (a null flag z<i> before the value)
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT town, n, count(*) FROM agg_t GROUP BY town, n ORDER BY count(*) DESC, n LIMIT 2;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT n, sum(b), count(DISTINCT s) FROM agg_t GROUP BY n ORDER BY n DESC NULLS LAST;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT n, count(DISTINCT s) FROM agg_t GROUP BY n ORDER BY n LIMIT 3 OFFSET 1;
+-- not pushed: text keys (ObjectIds read as text), HAVING under a LIMIT,
+-- LIMIT WITH TIES, floats; a LIMIT that is not a constant stays local
+EXPLAIN (COSTS OFF) SELECT town, count(*) FROM agg_t GROUP BY town ORDER BY town LIMIT 3;
+EXPLAIN (COSTS OFF)
+  SELECT n, count(*) FROM agg_t GROUP BY n HAVING count(*) > 1 ORDER BY n LIMIT 3;
+EXPLAIN (COSTS OFF)
+  SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY count(*) FETCH FIRST 1 ROWS WITH TIES;
+EXPLAIN (COSTS OFF) SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY n LIMIT (SELECT 2);
+SET idxtable.enable_order_pushdown = off;
+EXPLAIN (COSTS OFF) SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY n LIMIT 2;
+RESET idxtable.enable_order_pushdown;
+SELECT agg_same(q) FROM (VALUES
+  ('SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY n'),
+  ('SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY n DESC'),
+  ('SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY sum(b) NULLS FIRST, n LIMIT 3 OFFSET 1'),
+  ('SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY count(*) DESC, n LIMIT 2'),
+  ('SELECT d, s, min(n), max(b) FROM agg_t GROUP BY d, s ORDER BY max(b) DESC, s LIMIT 4'),
+  ('SELECT n, count(DISTINCT s) FROM agg_t WHERE id > 100 GROUP BY n ORDER BY n LIMIT 3')
+) v(q);
+-- in order as well
+SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY sum(b) NULLS FIRST, n LIMIT 3 OFFSET 1;
+SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY n DESC;
+-- a value a scan refuses is an error also in a group $limit leaves out
+CREATE FOREIGN TABLE agg_bad2 (id text OPTIONS (field '_id'), v int)
+  SERVER mongo OPTIONS (collection 'bad');
+SET enable_sort = off;
+EXPLAIN (COSTS OFF) SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1;
+SELECT show_error('SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1') <> 'no error' AS fails;
+SET idxtable.enable_aggregate_pushdown = off;
+SELECT show_error('SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1') <> 'no error' AS fails;
+RESET idxtable.enable_aggregate_pushdown;
+RESET enable_sort;
+DROP FOREIGN TABLE agg_bad2;
 -- EXPLAIN ANALYZE counts the groups returned
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT town, count(*) FROM agg_t GROUP BY town;
 DROP FOREIGN TABLE agg_t_wide;
