@@ -13,6 +13,13 @@
  *	count(*), count(col)	$sum of 1 (col: where the field is neither null,
  *							missing nor undefined; integer, timestamp(tz)
  *							or text columns, whose values agg_scan.c checks)
+ *	count(DISTINCT col)		a first $group by the groups and the column's
+ *							value, then a count of the non-null values; of
+ *							integer, timestamp(tz) columns, and text under
+ *							a deterministic collation (equal only when
+ *							bytewise equal, as in MongoDB's simple
+ *							collation); only beside other count(DISTINCT)
+ *							of the same column and count(*)
  *	sum/avg of int2/4/8		$sum of $convert to decimal (exact for any
  *							sum of int8 values) and the count of values;
  *							NULL over no values; avg divides with numeric_div
@@ -24,14 +31,23 @@
  * GROUP BY may also name a date column.  Anything else (floats, whose NaN
  * MongoDB orders below every number; dates, which must be midnights;
  * columns on a dotted path, which may cross an array;
- * DISTINCT, ORDER BY or FILTER in an aggregate; grouping sets) stays local.
+ * DISTINCT in another aggregate, ORDER BY or FILTER in an aggregate;
+ * grouping sets) stays local.
  * HAVING and expressions over the pushed aggregates and groups are
  * evaluated locally on the rows the pipeline returns.
+ *
+ * ORDER BY over a pushed grouping (UPPERREL_ORDERED) becomes a $sort of
+ * the pipeline when every key is one of its outputs that MongoDB orders as
+ * PostgreSQL: counts, sums of integers, and groups, min and max of
+ * integers, timestamps and (groups) dates, by their type's default btree
+ * order.  A LIMIT/OFFSET of constants above it (UPPERREL_FINAL, no HAVING)
+ * becomes $skip and $limit.  agg_scan.c places NULLs as PostgreSQL asks.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <limits.h>
 #include <math.h>
 
 #include "catalog/pg_collation.h"
@@ -47,10 +63,12 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/selfuncs.h"
+#include "utils/typcache.h"
 
 #include "agg_scan.h"
 #include "deparse.h"
 #include "idxtable_fdw.h"
+#include "order.h"
 #include "planner.h"
 #include "upper.h"
 
@@ -58,13 +76,16 @@
  * What the planner found out about a grouping it pushes down
  * (grouped_rel->fdw_private).
  */
-typedef struct IdxAggRelInfo
+struct IdxAggRelInfo
 {
 	List	   *tlist;			/* fdw_scan_tlist: groups, then aggregates */
 	List	   *items;			/* per tlist entry: IdxAggItem as a List */
 	List	   *local_quals;	/* HAVING, evaluated locally */
 	Index		relid;			/* the foreign table's range table index */
-} IdxAggRelInfo;
+	ForeignPath *path;			/* the path of idx_add_agg_paths() */
+	List	   *sort;			/* the $sort of an ordered path (agg_scan.h) */
+};
+typedef struct IdxAggRelInfo IdxAggRelInfo;
 
 /*
  * Is a column of type "typid" grouped by MongoDB's $group exactly as by
@@ -194,8 +215,14 @@ agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
 	IdxAggKind	kind = agg_kind(agg->aggfnoid);
 	Var		   *var = NULL;
 
+	if (agg->aggdistinct != NIL)
+	{
+		if (kind != IDX_AGG_COUNT)
+			return NIL;
+		kind = IDX_AGG_COUNT_DISTINCT;
+	}
 	if (kind == IDX_AGG_NONE || agg->aggorder != NIL ||
-		agg->aggdistinct != NIL || agg->aggfilter != NULL ||
+		agg->aggfilter != NULL ||
 		agg->agglevelsup != 0 || agg->aggsplit != AGGSPLIT_SIMPLE ||
 		agg->aggvariadic)
 		return NIL;
@@ -213,6 +240,10 @@ agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
 			agg->inputcollid != POSIX_COLLATION_OID)
 			return NIL;
 	}
+	/* DISTINCT: MongoDB's equality must be PostgreSQL's, as for groups */
+	if (kind == IDX_AGG_COUNT_DISTINCT &&
+		!group_type_ok(var->vartype, agg->inputcollid))
+		return NIL;
 	/* the column's type: the scan checks every value read (agg_scan.c) */
 	if (!value_type_ok(var->vartype))
 		return NIL;
@@ -254,6 +285,37 @@ add_needed(IdxAggRelInfo *ainfo, Expr *expr, Index relid,
 		ainfo->items = lappend(ainfo->items, item);
 	}
 	return true;
+}
+
+/*
+ * Can the pipeline compute the items of "ainfo"?  A count(DISTINCT col)
+ * comes from a first $group by the groups and the value of col, so every
+ * other aggregate must be computable from that stage's output: another
+ * count(DISTINCT) of the same column, or count(*) (a sum of the first
+ * stage's counts).
+ */
+static bool
+distinct_ok(IdxAggRelInfo *ainfo)
+{
+	const char *field = NULL;
+	bool		others = false;
+	ListCell   *lc;
+
+	foreach(lc, ainfo->items)
+	{
+		List	   *item = lfirst(lc);
+		IdxAggKind	kind = intVal(linitial(item));
+
+		if (kind == IDX_AGG_COUNT_DISTINCT)
+		{
+			if (field != NULL && strcmp(field, strVal(lsecond(item))) != 0)
+				return false;
+			field = strVal(lsecond(item));
+		}
+		else if (kind != IDX_AGG_GROUP && kind != IDX_AGG_COUNT_STAR)
+			others = true;
+	}
+	return field == NULL || !others;
 }
 
 /*
@@ -354,6 +416,8 @@ idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 			return;
 		ainfo->local_quals = (List *) extra->havingQual;
 	}
+	if (!distinct_ok(ainfo))
+		return;
 
 	/* groups: as the planner estimates them for a local grouping */
 	if (root->parse->groupClause == NIL)
@@ -377,11 +441,206 @@ idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 				  having_cost.per_tuple);
 
 	grouped_rel->fdw_private = ainfo;
-	add_path(grouped_rel, (Path *)
-			 create_foreign_upper_path(root, grouped_rel, target,
-									   clamp_row_est(groups),
-									   startup_cost, total_cost, NIL, NULL,
-									   list_make1(makeInteger(IDX_UPPER_AGG))));
+	ainfo->path = create_foreign_upper_path(root, grouped_rel, target,
+											clamp_row_est(groups),
+											startup_cost, total_cost, NIL,
+											NULL,
+											list_make1(makeInteger(IDX_UPPER_AGG)));
+	add_path(grouped_rel, (Path *) ainfo->path);
+}
+
+/*
+ * The pushed grouping of "rel", if "rel" is a grouping relation that kept
+ * the path of idx_add_agg_paths() (index_agg.c may have set fdw_private to
+ * its own otherwise).
+ */
+static IdxAggRelInfo *
+pushed_grouping(PlannerInfo *root, RelOptInfo *rel)
+{
+	IdxAggRelInfo *ainfo;
+	ListCell   *lc;
+
+	if (!list_member_ptr(root->upper_rels[UPPERREL_GROUP_AGG], rel) ||
+		rel->fdw_private == NULL)
+		return NULL;
+	foreach(lc, rel->pathlist)
+	{
+		Path	   *path = lfirst(lc);
+
+		if (IsA(path, ForeignPath) &&
+			((ForeignPath *) path)->fdw_private != NIL &&
+			intVal(linitial(((ForeignPath *) path)->fdw_private)) ==
+			IDX_UPPER_AGG)
+		{
+			ainfo = rel->fdw_private;
+			return ainfo->path == (ForeignPath *) path ? ainfo : NULL;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Does MongoDB order the values of "item" as PostgreSQL orders its result:
+ * counts (int8, never NULL), sums of integers (exact), and groups, min and
+ * max of integers, timestamps and dates (BSON numbers compared by value,
+ * BSON dates)?  Text is left out: a text column may read ObjectIds.
+ */
+static bool
+sortable_item(List *item)
+{
+	Oid			typid = intVal(lthird(item));
+
+	switch ((IdxAggKind) intVal(linitial(item)))
+	{
+		case IDX_AGG_COUNT_STAR:
+		case IDX_AGG_COUNT:
+		case IDX_AGG_COUNT_DISTINCT:
+		case IDX_AGG_SUM:
+			return true;
+		case IDX_AGG_GROUP:
+		case IDX_AGG_MIN:
+		case IDX_AGG_MAX:
+			return typid == INT2OID || typid == INT4OID || typid == INT8OID ||
+				typid == DATEOID || typid == TIMESTAMPOID ||
+				typid == TIMESTAMPTZOID;
+		default:
+			return false;
+	}
+}
+
+/*
+ * One key of the pipeline's $sort for "pathkey": (position of the output
+ * in fdw_scan_tlist, descending, nulls first) as an IntList, or NIL if it
+ * sorts on something else or in another order than its type's default.
+ */
+static List *
+agg_sort_key(PathKey *pathkey, IdxAggRelInfo *ainfo)
+{
+	EquivalenceClass *ec = pathkey->pk_eclass;
+	ListCell   *lc;
+
+	if (ec->ec_has_volatile)
+		return NIL;
+	foreach(lc, ec->ec_members)
+	{
+		Expr	   *expr = idx_strip_relabel(((EquivalenceMember *) lfirst(lc))->em_expr);
+		ListCell   *lt;
+		int			i = 0;
+
+		foreach(lt, ainfo->tlist)
+		{
+			TargetEntry *tle = lfirst_node(TargetEntry, lt);
+			List	   *item = list_nth(ainfo->items, i);
+			TypeCacheEntry *tce;
+
+			i++;
+			if (!equal(idx_strip_relabel(tle->expr), expr) ||
+				!sortable_item(item))
+				continue;
+			tce = lookup_type_cache(exprType((Node *) tle->expr),
+									TYPECACHE_BTREE_OPFAMILY);
+			if (pathkey->pk_opfamily != tce->btree_opf)
+				return NIL;
+			return list_make3_int(i - 1,
+								  pathkey->pk_strategy == BTGreaterStrategyNumber,
+								  pathkey->pk_nulls_first);
+		}
+	}
+	return NIL;
+}
+
+/*
+ * UPPERREL_ORDERED over a pushed grouping: add the path whose pipeline
+ * sorts its groups as the query's ORDER BY does, when every key can be
+ * sorted by MongoDB (agg_sort_key()).  True if "grouped_rel" is such a
+ * grouping (the ordered relation is then this file's).
+ */
+bool
+idx_add_agg_ordered_paths(PlannerInfo *root, RelOptInfo *grouped_rel,
+						  RelOptInfo *ordered_rel)
+{
+	IdxAggRelInfo *ainfo = pushed_grouping(root, grouped_rel);
+	IdxOrderedRel *orel;
+	List	   *sort = NIL;
+	ForeignPath *path;
+	Cost		total_cost;
+	ListCell   *lc;
+
+	if (ainfo == NULL || !idxtable_enable_order_pushdown ||
+		root->sort_pathkeys == NIL || root->parse->groupClause == NIL)
+		return false;
+	foreach(lc, root->sort_pathkeys)
+	{
+		List	   *key = agg_sort_key(lfirst(lc), ainfo);
+
+		if (key == NIL)
+			return true;
+		sort = lappend(sort, key);
+	}
+	orel = palloc0(sizeof(IdxOrderedRel));
+	orel->agg = palloc(sizeof(IdxAggRelInfo));
+	*orel->agg = *ainfo;
+	orel->agg->sort = sort;
+	ordered_rel->fdw_private = orel;
+
+	/* MongoDB sorts the groups: a little cheaper than a local Sort */
+	path = ainfo->path;
+	total_cost = path->path.total_cost +
+		path->path.rows * cpu_operator_cost;
+	add_path(ordered_rel, (Path *)
+			 create_foreign_upper_path(root, ordered_rel,
+									   root->upper_targets[UPPERREL_ORDERED],
+									   path->path.rows, total_cost,
+									   total_cost, root->sort_pathkeys, NULL,
+									   list_make4(makeInteger(IDX_UPPER_AGG),
+												  sort, makeInteger(-1),
+												  makeInteger(0))));
+	return true;
+}
+
+/*
+ * UPPERREL_FINAL over a sorted pushed grouping: a constant LIMIT/OFFSET
+ * becomes the pipeline's $skip and $limit, so that MongoDB returns only
+ * the groups asked for.  Not with HAVING, which drops groups after them.
+ */
+void
+idx_add_agg_final_paths(PlannerInfo *root, RelOptInfo *ordered_rel,
+						RelOptInfo *final_rel, FinalPathExtraData *extra)
+{
+	IdxOrderedRel *orel = ordered_rel->fdw_private;
+	Query	   *parse = root->parse;
+	ForeignPath *path = orel->agg->path;
+	int64		count;
+	int64		offset;
+	double		rows;
+	Cost		total_cost;
+
+	if (!extra->limit_needed || orel->agg->local_quals != NIL ||
+		parse->rowMarks != NIL || parse->hasTargetSRFs ||
+		parse->limitOption != LIMIT_OPTION_COUNT ||
+		!idx_limit_value(parse->limitCount, &count) ||
+		!idx_limit_value(parse->limitOffset, &offset))
+		return;
+	offset = Max(offset, 0);
+	/* MongoDB refuses $limit 0 */
+	if (count == 0 || offset > INT_MAX ||
+		(count > 0 && count + offset > INT_MAX))
+		return;
+	rows = Max(path->path.rows - offset, 1);
+	if (count > 0)
+		rows = Min(rows, count);
+	total_cost = path->path.startup_cost +
+		rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
+	final_rel->fdw_private = orel;
+	add_path(final_rel, (Path *)
+			 create_foreign_upper_path(root, final_rel,
+									   root->upper_targets[UPPERREL_FINAL],
+									   clamp_row_est(rows), total_cost,
+									   total_cost, root->sort_pathkeys, NULL,
+									   list_make4(makeInteger(IDX_UPPER_AGG),
+												  orel->agg->sort,
+												  makeInteger(count > 0 ? count + offset : -1),
+												  makeInteger(offset))));
 }
 
 /*
@@ -394,13 +653,27 @@ idx_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 			 List *tlist, List *scan_clauses, Plan *outer_plan)
 {
 	IdxAggRelInfo *ainfo = rel->fdw_private;
-	Index		relid = ainfo->relid;
-	IdxRelInfo *fpinfo = find_base_rel(root, relid)->fdw_private;
+	List	   *path_private = best_path->fdw_private;
+	Index		relid;
+	IdxRelInfo *fpinfo;
 	List	   *remote_conds = NIL;
 	List	   *fdw_private;
 	List	   *fdw_exprs;
 	ListCell   *lc;
+	List	   *sort = NIL;
+	int			limit = -1;
+	int			offset = 0;
 
+	/* a sorted or limited path (idx_add_agg_ordered/final_paths) */
+	if (list_length(path_private) > 1)
+	{
+		ainfo = ((IdxOrderedRel *) rel->fdw_private)->agg;
+		sort = lsecond(path_private);
+		limit = intVal(lthird(path_private));
+		offset = intVal(lfourth(path_private));
+	}
+	relid = ainfo->relid;
+	fpinfo = find_base_rel(root, relid)->fdw_private;
 	foreach(lc, fpinfo->remote_exact)
 		remote_conds = lappend(remote_conds,
 							   lfirst_node(RestrictInfo, lc)->clause);
@@ -412,9 +685,9 @@ idx_agg_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 							 makeInteger(fpinfo->id_lookup));
 	fdw_exprs = idx_collect_params(remote_conds);
 	fdw_private = lappend(fdw_private, makeInteger(list_length(fdw_exprs)));
-	fdw_private = lappend(fdw_private, NIL);	/* IdxPrivSort */
-	fdw_private = lappend(fdw_private, makeInteger(-1));	/* IdxPrivLimit */
-	fdw_private = lappend(fdw_private, makeInteger(0)); /* IdxPrivOffset */
+	fdw_private = lappend(fdw_private, sort);	/* IdxPrivSort */
+	fdw_private = lappend(fdw_private, makeInteger(limit)); /* IdxPrivLimit */
+	fdw_private = lappend(fdw_private, makeInteger(offset));	/* IdxPrivOffset */
 	fdw_private = lappend(fdw_private, ainfo->items);	/* IdxPrivAggItems */
 	fdw_private = lappend(fdw_private,	/* IdxPrivAggGrouped */
 						  makeInteger(root->parse->groupClause != NIL));

@@ -19,6 +19,28 @@
  * values tells (MongoDB's $sum gives 0).  Without GROUP BY, no rows give no
  * group in MongoDB but one row in PostgreSQL: count 0, the rest NULL.
  *
+ * With count(DISTINCT col) the pipeline has two $group stages:
+ *		{$group: {_id: {g<i>: ..., v: {$ifNull: [<col's value>, null]}},
+ *				  c<i>: {$sum: 1}}},
+ *		{$group: {_id: null | {g<i>: "$_id.g<i>", ...},
+ *				  a<i>: <count of non-null "$_id.v">, a<j>: {$sum: "$c<j>"}}}
+ * The first has one document per group and distinct value (MongoDB's
+ * equality, which agg_path.c allows only where it is PostgreSQL's), the
+ * second counts them; count(*) adds up the first stage's counts.  The
+ * checks of the values read (check_values()) read the distinct values,
+ * which have the same least, greatest and fractional members as all.
+ *
+ * A pushed ORDER BY (agg_path.c) appends
+ *		{$setWindowFields: {output: {l<i>: {$min: ...}, h<i>: {$max: ...},
+ *									 f<i>: {$sum: ...}}}},
+ *		{$sort: {z<i>: 1 | -1, <output i>: 1 | -1, ...}}, [{$skip}], [{$limit}]
+ * The window makes every group carry the least, greatest and fractional
+ * values of all groups (of the aggregates' values and of the group keys),
+ * so that a value a scan refuses is an error even in groups that $limit or
+ * a local Limit leaves unread.  z<i>, a $min over the group of "the value
+ * is null", is 1 for a NULL output (a group key NULL, a sum, min or max
+ * over no values), and sorts NULLs where PostgreSQL places them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -69,6 +91,10 @@ typedef struct IdxAggScan
 	int			ncols;
 	IdxAggColumn *cols;
 	bool		grouped;		/* the query has a GROUP BY */
+	bool		distinct;		/* a count(DISTINCT): two $group stages */
+	List	   *sort;			/* IdxPrivSort: (column, desc, nulls first) */
+	int			limit;			/* OFFSET + LIMIT groups at most, or -1 */
+	int			offset;			/* groups skipped first */
 	bool		returned;		/* a row was returned since the start */
 	bool		started;		/* the aggregate command was sent */
 	char	   *last_pipeline;	/* JSON of the latest pipeline */
@@ -105,6 +131,8 @@ init_columns(IdxAggScan *agg, List *items)
 
 		col->kind = intVal(linitial(item));
 		col->field = strVal(lsecond(item));
+		if (col->kind == IDX_AGG_COUNT_DISTINCT)
+			agg->distinct = true;
 		snprintf(col->key, sizeof(col->key), "%c%d",
 				 col->kind == IDX_AGG_GROUP ? 'g' : 'a', i);
 		snprintf(col->nkey, sizeof(col->nkey), "n%d", i);
@@ -133,6 +161,9 @@ idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 
 	state->agg = agg;
 	agg->grouped = intVal(list_nth(plan->fdw_private, IdxPrivAggGrouped));
+	agg->sort = list_nth(plan->fdw_private, IdxPrivSort);
+	agg->limit = intVal(list_nth(plan->fdw_private, IdxPrivLimit));
+	agg->offset = intVal(list_nth(plan->fdw_private, IdxPrivOffset));
 	init_columns(agg, list_nth(plan->fdw_private, IdxPrivAggItems));
 }
 
@@ -227,19 +258,20 @@ append_fractions(bson_t *group, const char *key, const char *ref)
 }
 
 /*
- * Append the accumulators of column "col" to the $group stage.
+ * Append the accumulators of column "col" to the $group stage that counts
+ * and checks the values of "ref" (the field, or the first stage's "$_id.v"
+ * with count(DISTINCT)).
  */
 static void
-append_accumulators(bson_t *group, const IdxAggColumn *col)
+append_accumulators(bson_t *group, const IdxAggColumn *col, const char *ref)
 {
-	char	   *ref = psprintf("$%s", col->field);
-
 	switch (col->kind)
 	{
 		case IDX_AGG_COUNT_STAR:
 			BCON_APPEND(group, col->key, "{", "$sum", BCON_INT32(1), "}");
 			break;
 		case IDX_AGG_COUNT:
+		case IDX_AGG_COUNT_DISTINCT:
 			append_count_values(group, col->key, ref);
 			break;
 		case IDX_AGG_SUM:
@@ -264,17 +296,65 @@ append_accumulators(bson_t *group, const IdxAggColumn *col)
 		if (col->integer)
 			append_fractions(group, col->fkey, ref);
 	}
-	pfree(ref);
 }
 
 /*
- * Build the pipeline: $match of "filter", then the $group.
+ * Append under "key" the group key expression {$ifNull: [<value of
+ * "col">, null]}: null, missing and undefined are one group, NULL.
  */
 static void
-build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
+append_group_key(bson_t *id, const char *key, const IdxAggColumn *col)
 {
-	bson_t		group = BSON_INITIALIZER;
+	bson_t		op;
+	bson_t		args;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(id, key, &op));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
+	append_value_expr(&args, "0", col);
+	idx_check_append(BSON_APPEND_NULL(&args, "1"));
+	idx_check_append(bson_append_array_end(&op, &args));
+	idx_check_append(bson_append_document_end(id, &op));
+}
+
+/*
+ * The single $group stage of a pipeline without count(DISTINCT).
+ */
+static void
+build_group(bson_t *group, const IdxAggScan *agg)
+{
 	bson_t		id = BSON_INITIALIZER;
+	int			i;
+
+	for (i = 0; i < agg->ncols; i++)
+	{
+		if (agg->cols[i].kind == IDX_AGG_GROUP)
+			append_group_key(&id, agg->cols[i].key, &agg->cols[i]);
+	}
+	if (agg->grouped)
+		BCON_APPEND(group, "_id", BCON_DOCUMENT(&id));
+	else
+		BCON_APPEND(group, "_id", BCON_NULL);
+	for (i = 0; i < agg->ncols; i++)
+	{
+		char	   *ref = psprintf("$%s", agg->cols[i].field);
+
+		append_accumulators(group, &agg->cols[i], ref);
+		pfree(ref);
+	}
+	bson_destroy(&id);
+}
+
+/*
+ * The two $group stages of a pipeline with count(DISTINCT) (see the file
+ * header): "first" groups by the groups and the distinct column's value,
+ * "second" counts per group.
+ */
+static void
+build_distinct_groups(bson_t *first, bson_t *second, const IdxAggScan *agg)
+{
+	bson_t		id = BSON_INITIALIZER;
+	bson_t		outer_id = BSON_INITIALIZER;
+	const IdxAggColumn *value = NULL;
 	int			i;
 
 	for (i = 0; i < agg->ncols; i++)
@@ -283,27 +363,230 @@ build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
 
 		if (col->kind == IDX_AGG_GROUP)
 		{
-			bson_t		op;
-			bson_t		args;
+			char	   *ref = psprintf("$_id.%s", col->key);
 
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&id, col->key, &op));
-			idx_check_append(BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
-			append_value_expr(&args, "0", col);
-			idx_check_append(BSON_APPEND_NULL(&args, "1"));
-			idx_check_append(bson_append_array_end(&op, &args));
-			idx_check_append(bson_append_document_end(&id, &op));
+			append_group_key(&id, col->key, col);
+			idx_check_append(BSON_APPEND_UTF8(&outer_id, col->key, ref));
+			pfree(ref);
 		}
+		else if (col->kind == IDX_AGG_COUNT_DISTINCT && value == NULL)
+			value = col;
 	}
+	Assert(value != NULL);
+	append_group_key(&id, "v", value);
+	BCON_APPEND(first, "_id", BCON_DOCUMENT(&id));
 	if (agg->grouped)
-		BCON_APPEND(&group, "_id", BCON_DOCUMENT(&id));
+		BCON_APPEND(second, "_id", BCON_DOCUMENT(&outer_id));
 	else
-		BCON_APPEND(&group, "_id", BCON_NULL);
+		BCON_APPEND(second, "_id", BCON_NULL);
 	for (i = 0; i < agg->ncols; i++)
-		append_accumulators(&group, &agg->cols[i]);
-	BCON_APPEND(pipeline, "0", "{", "$match", BCON_DOCUMENT(filter), "}",
-				"1", "{", "$group", BCON_DOCUMENT(&group), "}");
+	{
+		const IdxAggColumn *col = &agg->cols[i];
+
+		if (col->kind == IDX_AGG_COUNT_STAR)
+		{
+			char	   *ref = psprintf("$c%d", i);
+
+			BCON_APPEND(first, ref + 1, "{", "$sum", BCON_INT32(1), "}");
+			BCON_APPEND(second, col->key, "{", "$sum", BCON_UTF8(ref), "}");
+			pfree(ref);
+		}
+		else if (col->kind == IDX_AGG_COUNT_DISTINCT)
+			append_accumulators(second, col, "$_id.v");
+	}
 	bson_destroy(&id);
+	bson_destroy(&outer_id);
+}
+
+/*
+ * Is column "i" a key of the pushed sort, and NULL for some groups (a sort
+ * key on it then needs a null flag z<i>)?
+ */
+static bool
+sorted_nullable(const IdxAggScan *agg, int i)
+{
+	ListCell   *lc;
+
+	if (agg->cols[i].kind == IDX_AGG_COUNT_STAR ||
+		agg->cols[i].kind == IDX_AGG_COUNT ||
+		agg->cols[i].kind == IDX_AGG_COUNT_DISTINCT)
+		return false;
+	foreach(lc, agg->sort)
+	{
+		if (linitial_int(lfirst(lc)) == i)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Append to the last $group stage "group" the null flags of the sorted
+ * columns: z<i>: {$min: {$cond: [{$eq: [{$ifNull: [ref, null]}, null]}, 1,
+ * 0]}}, 1 when every value the column's output comes from is null (a group
+ * key is one value per group).
+ */
+static void
+append_null_flags(bson_t *group, const IdxAggScan *agg)
+{
+	int			i;
+
+	for (i = 0; i < agg->ncols; i++)
+	{
+		const IdxAggColumn *col = &agg->cols[i];
+		char		key[16];
+		char	   *ref;
+
+		if (!sorted_nullable(agg, i))
+			continue;
+		snprintf(key, sizeof(key), "z%d", i);
+		if (agg->distinct)
+			ref = psprintf("$_id.%s", col->key);
+		else
+			ref = psprintf("$%s", col->field);
+		BCON_APPEND(group, key, "{", "$min", "{", "$cond", "[",
+					"{", "$eq", "[", "{", "$ifNull", "[", BCON_UTF8(ref),
+					BCON_NULL, "]", "}", BCON_NULL, "]", "}",
+					BCON_INT32(1), BCON_INT32(0), "]", "}", "}");
+		pfree(ref);
+	}
+}
+
+/*
+ * The $setWindowFields stage that gives every group the checks of all
+ * groups (see the file header).
+ */
+static void
+build_window(bson_t *window, const IdxAggScan *agg)
+{
+	bson_t		output = BSON_INITIALIZER;
+	int			i;
+
+	for (i = 0; i < agg->ncols; i++)
+	{
+		const IdxAggColumn *col = &agg->cols[i];
+		char	   *low;
+		char	   *high;
+
+		if (col->kind == IDX_AGG_COUNT_STAR)
+			continue;
+		if (col->kind == IDX_AGG_GROUP)
+		{
+			low = psprintf("$_id.%s", col->key);
+			high = pstrdup(low);
+		}
+		else
+		{
+			low = psprintf("$%s", col->lowkey);
+			high = psprintf("$%s", col->highkey);
+		}
+		BCON_APPEND(&output, col->lowkey, "{", "$min", BCON_UTF8(low), "}",
+					col->highkey, "{", "$max", BCON_UTF8(high), "}");
+		if (col->integer && col->kind == IDX_AGG_GROUP)
+			append_fractions(&output, col->fkey, low);
+		else if (col->integer)
+		{
+			char	   *fref = psprintf("$%s", col->fkey);
+
+			BCON_APPEND(&output, col->fkey, "{", "$sum", BCON_UTF8(fref), "}");
+			pfree(fref);
+		}
+		pfree(low);
+		pfree(high);
+	}
+	BCON_APPEND(window, "output", BCON_DOCUMENT(&output));
+	bson_destroy(&output);
+}
+
+/*
+ * The $sort stage of the pushed ORDER BY: per key, its null flag if it
+ * has one (NULLs last ascending by default: flag 1 sorts after 0), then
+ * the output itself.
+ */
+static void
+build_sort(bson_t *sort, const IdxAggScan *agg)
+{
+	ListCell   *lc;
+
+	foreach(lc, agg->sort)
+	{
+		int			i = linitial_int(lfirst(lc));
+		bool		desc = lsecond_int(lfirst(lc));
+		bool		nulls_first = lthird_int(lfirst(lc));
+		const IdxAggColumn *col = &agg->cols[i];
+		char		key[32];
+
+		if (sorted_nullable(agg, i))
+		{
+			snprintf(key, sizeof(key), "z%d", i);
+			idx_check_append(BSON_APPEND_INT32(sort, key, nulls_first ? -1 : 1));
+		}
+		if (col->kind == IDX_AGG_GROUP)
+			snprintf(key, sizeof(key), "_id.%s", col->key);
+		else
+			snprintf(key, sizeof(key), "%s", col->key);
+		idx_check_append(BSON_APPEND_INT32(sort, key, desc ? -1 : 1));
+	}
+}
+
+/*
+ * Append the stages of a pushed ORDER BY and LIMIT/OFFSET after the
+ * $group stage(s), at position "pos" of the pipeline.
+ */
+static void
+append_order_stages(bson_t *pipeline, const IdxAggScan *agg, int pos)
+{
+	bson_t		window = BSON_INITIALIZER;
+	bson_t		sort = BSON_INITIALIZER;
+	char		key[16];
+
+	build_window(&window, agg);
+	snprintf(key, sizeof(key), "%d", pos++);
+	BCON_APPEND(pipeline, key, "{", "$setWindowFields", BCON_DOCUMENT(&window), "}");
+	build_sort(&sort, agg);
+	snprintf(key, sizeof(key), "%d", pos++);
+	BCON_APPEND(pipeline, key, "{", "$sort", BCON_DOCUMENT(&sort), "}");
+	if (agg->offset > 0)
+	{
+		snprintf(key, sizeof(key), "%d", pos++);
+		BCON_APPEND(pipeline, key, "{", "$skip", BCON_INT64(agg->offset), "}");
+	}
+	if (agg->limit >= 0)
+	{
+		snprintf(key, sizeof(key), "%d", pos++);
+		BCON_APPEND(pipeline, key, "{", "$limit",
+					BCON_INT64(agg->limit - agg->offset), "}");
+	}
+	bson_destroy(&window);
+	bson_destroy(&sort);
+}
+
+/*
+ * Build the pipeline: $match of "filter", then the $group stage(s).
+ */
+static void
+build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
+{
+	bson_t		group = BSON_INITIALIZER;
+	bson_t		second = BSON_INITIALIZER;
+
+	BCON_APPEND(pipeline, "0", "{", "$match", BCON_DOCUMENT(filter), "}");
+	if (agg->distinct)
+	{
+		build_distinct_groups(&group, &second, agg);
+		append_null_flags(&second, agg);
+		BCON_APPEND(pipeline, "1", "{", "$group", BCON_DOCUMENT(&group), "}",
+					"2", "{", "$group", BCON_DOCUMENT(&second), "}");
+	}
+	else
+	{
+		build_group(&group, agg);
+		append_null_flags(&group, agg);
+		BCON_APPEND(pipeline, "1", "{", "$group", BCON_DOCUMENT(&group), "}");
+	}
+	if (agg->sort != NIL)
+		append_order_stages(pipeline, agg, agg->distinct ? 3 : 2);
 	bson_destroy(&group);
+	bson_destroy(&second);
 }
 
 /*
@@ -465,7 +748,8 @@ fill_column(const bson_t *doc, int i, const IdxScanState *state,
 	if (doc != NULL && col->kind != IDX_AGG_GROUP &&
 		col->kind != IDX_AGG_COUNT_STAR)
 		check_values(doc, col, state);
-	if (col->kind == IDX_AGG_COUNT_STAR || col->kind == IDX_AGG_COUNT)
+	if (col->kind == IDX_AGG_COUNT_STAR || col->kind == IDX_AGG_COUNT ||
+		col->kind == IDX_AGG_COUNT_DISTINCT)
 	{
 		*isnull = false;
 		*value = Int64GetDatum(doc ? read_count(doc, col->key) : 0);
@@ -475,6 +759,9 @@ fill_column(const bson_t *doc, int i, const IdxScanState *state,
 		return;
 	if (col->kind == IDX_AGG_GROUP)
 	{
+		/* the window's checks of every group's key (pushed ORDER BY) */
+		if (state->agg->sort != NIL)
+			check_values(doc, col, state);
 		if (bson_iter_init_find(&iter, doc, "_id") &&
 			BSON_ITER_HOLDS_DOCUMENT(&iter))
 		{

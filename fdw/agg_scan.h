@@ -18,6 +18,7 @@ typedef enum IdxAggKind
 	IDX_AGG_GROUP,				/* a GROUP BY column */
 	IDX_AGG_COUNT_STAR,
 	IDX_AGG_COUNT,
+	IDX_AGG_COUNT_DISTINCT,		/* count(DISTINCT col): two $group stages */
 	IDX_AGG_SUM,				/* of int2/int4/int8 */
 	IDX_AGG_AVG,				/* of int2/int4/int8 */
 	IDX_AGG_MIN,

@@ -48,6 +48,7 @@ extern void idx_add_order_paths(PlannerInfo *root, RelOptInfo *baserel,
 								Cost total_cost);
 extern void idx_add_ordered_paths(PlannerInfo *root, RelOptInfo *input_rel,
 								  RelOptInfo *ordered_rel);
+extern bool idx_limit_value(Node *node, int64 *value);
 
 /* order_scan.c */
 extern IdxOrderScan *idx_order_scan_create(List *fdw_private);

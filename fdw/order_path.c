@@ -42,12 +42,6 @@ enum IdxFinalPathPrivate
 	IdxFinalOffset				/* OFFSET (Integer) */
 };
 
-/* the ordered relation over a base relation (UPPERREL_ORDERED) */
-typedef struct IdxOrderedRel
-{
-	RelOptInfo *baserel;
-} IdxOrderedRel;
-
 /*
  * Is a column of type "type" sorted by MongoDB as PostgreSQL sorts it,
  * for every BSON value the column accepts (convert.c)?  Integers come
@@ -221,8 +215,8 @@ idx_add_ordered_paths(PlannerInfo *root, RelOptInfo *input_rel,
  * (-1 for a NULL: no limit); false if it is not known when planning or
  * negative (PostgreSQL's error then stays PostgreSQL's).
  */
-static bool
-limit_value(Node *node, int64 *value)
+bool
+idx_limit_value(Node *node, int64 *value)
 {
 	Const	   *c = (Const *) node;
 
@@ -293,8 +287,8 @@ idx_add_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
 		return;
 	fpinfo = baserel->fdw_private;
 	if (!limit_pushable(root, baserel) ||
-		!limit_value(root->parse->limitCount, &count) ||
-		!limit_value(root->parse->limitOffset, &offset))
+		!idx_limit_value(root->parse->limitCount, &count) ||
+		!idx_limit_value(root->parse->limitOffset, &offset))
 		return;
 	offset = Max(offset, 0);
 	if (count >= 0 && count + offset > INT_MAX)

@@ -36,11 +36,17 @@ idxGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage,
 									(GroupPathExtraData *) extra);
 			break;
 		case UPPERREL_ORDERED:
-			idx_add_ordered_paths(root, input_rel, output_rel);
+			if (!idx_add_agg_ordered_paths(root, input_rel, output_rel))
+				idx_add_ordered_paths(root, input_rel, output_rel);
 			break;
 		case UPPERREL_FINAL:
-			idx_add_final_paths(root, input_rel, output_rel,
-								(FinalPathExtraData *) extra);
+			if (list_member_ptr(root->upper_rels[UPPERREL_ORDERED], input_rel) &&
+				((IdxOrderedRel *) input_rel->fdw_private)->agg != NULL)
+				idx_add_agg_final_paths(root, input_rel, output_rel,
+										(FinalPathExtraData *) extra);
+			else
+				idx_add_final_paths(root, input_rel, output_rel,
+									(FinalPathExtraData *) extra);
 			break;
 		default:
 			break;

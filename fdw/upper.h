@@ -34,6 +34,17 @@ typedef enum IdxUpperKind
 	IDX_UPPER_INDEX_AGG			/* index_agg.c */
 } IdxUpperKind;
 
+/*
+ * fdw_private of an ordered relation (UPPERREL_ORDERED) over a base
+ * relation (order_path.c: baserel) or over a grouping pushed by agg_path.c
+ * (agg: its IdxAggRelInfo; also the final relation's then).
+ */
+typedef struct IdxOrderedRel
+{
+	RelOptInfo *baserel;
+	struct IdxAggRelInfo *agg;
+} IdxOrderedRel;
+
 /* upper.c */
 extern void idxGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage,
 									RelOptInfo *input_rel, RelOptInfo *output_rel,
@@ -52,6 +63,13 @@ extern ForeignScan *idx_order_plan(PlannerInfo *root, RelOptInfo *rel,
 /* agg_path.c */
 extern void idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 							  RelOptInfo *grouped_rel, GroupPathExtraData *extra);
+extern bool idx_add_agg_ordered_paths(PlannerInfo *root,
+									  RelOptInfo *grouped_rel,
+									  RelOptInfo *ordered_rel);
+extern void idx_add_agg_final_paths(PlannerInfo *root,
+									RelOptInfo *ordered_rel,
+									RelOptInfo *final_rel,
+									FinalPathExtraData *extra);
 extern ForeignScan *idx_agg_plan(PlannerInfo *root, RelOptInfo *rel,
 								 ForeignPath *best_path, List *tlist,
 								 List *scan_clauses, Plan *outer_plan);

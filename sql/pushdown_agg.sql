@@ -31,12 +31,28 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT min(town) FROM agg_t;
 -- a date column reads only midnights, which MongoDB cannot check; a dotted
 -- path may cross an array
 EXPLAIN (VERBOSE, COSTS OFF) SELECT min(d), count(d) FROM agg_t;
-EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT n) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT f) FROM agg_t;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FILTER (WHERE n > 1) FROM agg_t;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM agg_t WHERE lower(town) = 'x';
+-- count(DISTINCT col): a $group by the groups and the value, then a count
+-- of the non-null values (and count(*) as a sum of the first stage's counts)
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT n) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT town, count(DISTINCT n), count(*), count(DISTINCT n) + 1
+  FROM agg_t WHERE id > 1 GROUP BY town;
+-- not pushed: DISTINCT of floats (-0 and 0, NaN), of dates, of text under a
+-- nondeterministic collation, of another column or beside another aggregate
+CREATE COLLATION agg_ci (provider = icu, locale = 'und-u-ks-level2',
+                         deterministic = false);
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT d) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT town COLLATE agg_ci) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT n), count(DISTINCT s) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT n), sum(n) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT sum(DISTINCT n) FROM agg_t;
 -- the switch
 SET idxtable.enable_aggregate_pushdown = off;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM agg_t;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT n) FROM agg_t;
 RESET idxtable.enable_aggregate_pushdown;
 -- results equal the local table's, pushed or not
 CREATE FUNCTION agg_same(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -76,7 +92,18 @@ SELECT agg_same(q) FROM (VALUES
   ('SELECT count(*) FROM agg_t HAVING count(*) > 100'),
   ('SELECT sum(f), count(f), min(f), max(f), avg(f) FROM agg_t'),
   ('SELECT min(town), max(town) FROM agg_t'),
-  ('SELECT count(*), sum(n) FROM agg_t WHERE town = ''Redmond'' OR n IS NULL')
+  ('SELECT count(*), sum(n) FROM agg_t WHERE town = ''Redmond'' OR n IS NULL'),
+  -- count(DISTINCT): NULLs not counted, NULL groups, no rows, text keys
+  ('SELECT count(DISTINCT n), count(DISTINCT b), count(DISTINCT town), count(DISTINCT s) FROM agg_t'),
+  ('SELECT count(DISTINCT n), count(*), count(DISTINCT n) FROM agg_t'),
+  ('SELECT town, count(DISTINCT n), count(*) FROM agg_t GROUP BY town'),
+  ('SELECT n, count(DISTINCT town) FROM agg_t GROUP BY n'),
+  ('SELECT count(DISTINCT n), count(*) FROM agg_t WHERE id > 100'),
+  ('SELECT town, count(DISTINCT n) FROM agg_t WHERE id > 100 GROUP BY town'),
+  ('SELECT count(DISTINCT n) FROM agg_t WHERE id = 3'),
+  ('SELECT town, count(DISTINCT b) FROM agg_t GROUP BY town HAVING count(DISTINCT b) > 0'),
+  ('SELECT count(DISTINCT town COLLATE agg_ci) FROM agg_t'),
+  ('SELECT count(DISTINCT f), count(DISTINCT d) FROM agg_t')
 ) v(q);
 -- missing fields and nulls are one NULL group, and are no values
 CREATE FOREIGN TABLE agg_people (
@@ -88,7 +115,9 @@ SELECT agg_same(replace(q, 'agg_t', 'agg_people')) FROM (VALUES
   ('SELECT town, count(*), count(age), sum(age), avg(age), min(age), max(joined) FROM agg_t GROUP BY town'),
   ('SELECT zip, count(*), count(town), min(town COLLATE "C") FROM agg_t GROUP BY zip'),
   ('SELECT age, town, count(*) FROM agg_t WHERE age IS NULL OR town IS NULL GROUP BY age, town'),
-  ('SELECT count(*), count(zip), sum(age) FROM agg_t WHERE town <> ''Redmond''')
+  ('SELECT count(*), count(zip), sum(age) FROM agg_t WHERE town <> ''Redmond'''),
+  ('SELECT town, count(DISTINCT age), count(DISTINCT joined), count(*) FROM agg_t GROUP BY town'),
+  ('SELECT count(DISTINCT town), count(DISTINCT town COLLATE "C") FROM agg_t')
 ) v(q);
 -- a value out of the column's range stops a pushed sum as it stops a scan
 -- (22003), and so does a value that is no integer
@@ -104,14 +133,27 @@ SET idxtable.enable_aggregate_pushdown = off;
 SELECT show_error('SELECT sum(n) FROM agg_t');
 SELECT show_error('SELECT town, avg(n) FROM agg_t WHERE id = 8 GROUP BY town');
 RESET idxtable.enable_aggregate_pushdown;
+-- count(DISTINCT) reads the values as the column does: a fraction is an
+-- error, and 10 stored as a double is the int 10
+SELECT show_error('SELECT count(DISTINCT n) FROM agg_t');
+DELETE FROM agg_t_wide WHERE id > 6;
+INSERT INTO agg_t_wide VALUES (7, 10), (8, 7);
+EXPLAIN (COSTS OFF) SELECT count(DISTINCT n), count(*) FROM agg_t;
+SELECT count(DISTINCT n), count(*) FROM agg_t;
+SET idxtable.enable_aggregate_pushdown = off;
+SELECT count(DISTINCT n), count(*) FROM agg_t;
+RESET idxtable.enable_aggregate_pushdown;
 DELETE FROM agg_t_wide WHERE id > 6;
 -- every value a scan refuses, a pushed sum, avg, min or max refuses too
 CREATE FOREIGN TABLE agg_bad (id text OPTIONS (field '_id'), v int)
   SERVER mongo OPTIONS (collection 'bad');
 SELECT id, a, show_error(format('SELECT %s(v) FROM agg_bad WHERE id = %L', a, id)) AS pushed
   FROM (VALUES ('int_overflow'), ('fraction'), ('string_in_int'), ('bool_in_int')) v(id),
-       (VALUES ('sum'), ('avg'), ('max')) w(a)
+       (VALUES ('sum'), ('avg'), ('max'), ('count')) w(a)
   ORDER BY id, a;
+SELECT id, show_error(format('SELECT count(DISTINCT v) FROM agg_bad WHERE id = %L', id)) AS pushed
+  FROM (VALUES ('int_overflow'), ('fraction'), ('string_in_int'), ('bool_in_int')) v(id)
+  ORDER BY id;
 SET idxtable.enable_aggregate_pushdown = off;
 SELECT id, show_error(format('SELECT sum(v) FROM agg_bad WHERE id = %L', id)) AS local
   FROM (VALUES ('int_overflow'), ('fraction'), ('string_in_int'), ('bool_in_int')) v(id)
@@ -125,6 +167,48 @@ EXPLAIN (VERBOSE, COSTS OFF) EXECUTE agg_q(2);
 EXECUTE agg_q(2);
 EXECUTE agg_q(6);
 DEALLOCATE agg_q;
+-- ORDER BY over a pushed grouping is the pipeline's $sort, a constant
+-- LIMIT/OFFSET its $skip and $limit; NULL groups and sums over no values
+-- sort as PostgreSQL places NULLs (a null flag z<i> before the value)
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT town, n, count(*) FROM agg_t GROUP BY town, n ORDER BY count(*) DESC, n LIMIT 2;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT n, sum(b), count(DISTINCT s) FROM agg_t GROUP BY n ORDER BY n DESC NULLS LAST;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT n, count(DISTINCT s) FROM agg_t GROUP BY n ORDER BY n LIMIT 3 OFFSET 1;
+-- not pushed: text keys (ObjectIds read as text), HAVING under a LIMIT,
+-- LIMIT WITH TIES, floats; a LIMIT that is not a constant stays local
+EXPLAIN (COSTS OFF) SELECT town, count(*) FROM agg_t GROUP BY town ORDER BY town LIMIT 3;
+EXPLAIN (COSTS OFF)
+  SELECT n, count(*) FROM agg_t GROUP BY n HAVING count(*) > 1 ORDER BY n LIMIT 3;
+EXPLAIN (COSTS OFF)
+  SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY count(*) FETCH FIRST 1 ROWS WITH TIES;
+EXPLAIN (COSTS OFF) SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY n LIMIT (SELECT 2);
+SET idxtable.enable_order_pushdown = off;
+EXPLAIN (COSTS OFF) SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY n LIMIT 2;
+RESET idxtable.enable_order_pushdown;
+SELECT agg_same(q) FROM (VALUES
+  ('SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY n'),
+  ('SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY n DESC'),
+  ('SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY sum(b) NULLS FIRST, n LIMIT 3 OFFSET 1'),
+  ('SELECT n, count(*) FROM agg_t GROUP BY n ORDER BY count(*) DESC, n LIMIT 2'),
+  ('SELECT d, s, min(n), max(b) FROM agg_t GROUP BY d, s ORDER BY max(b) DESC, s LIMIT 4'),
+  ('SELECT n, count(DISTINCT s) FROM agg_t WHERE id > 100 GROUP BY n ORDER BY n LIMIT 3')
+) v(q);
+-- in order as well
+SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY sum(b) NULLS FIRST, n LIMIT 3 OFFSET 1;
+SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY n DESC;
+-- a value a scan refuses is an error also in a group $limit leaves out
+CREATE FOREIGN TABLE agg_bad2 (id text OPTIONS (field '_id'), v int)
+  SERVER mongo OPTIONS (collection 'bad');
+SET enable_sort = off;
+EXPLAIN (COSTS OFF) SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1;
+SELECT show_error('SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1') <> 'no error' AS fails;
+SET idxtable.enable_aggregate_pushdown = off;
+SELECT show_error('SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1') <> 'no error' AS fails;
+RESET idxtable.enable_aggregate_pushdown;
+RESET enable_sort;
+DROP FOREIGN TABLE agg_bad2;
 -- EXPLAIN ANALYZE counts the groups returned
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT town, count(*) FROM agg_t GROUP BY town;
 DROP FOREIGN TABLE agg_t_wide;
@@ -132,5 +216,6 @@ DROP TABLE agg_people_local;
 DROP FOREIGN TABLE agg_people;
 DROP FUNCTION agg_same(text);
 DROP TABLE agg_local;
+DROP COLLATION agg_ci;
 DELETE FROM agg_t;
 DROP FOREIGN TABLE agg_t;

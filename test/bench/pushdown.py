@@ -83,6 +83,14 @@ def build(d):
         S("routed count(*)", "SELECT count(*) FROM customers WHERE town = %s" % lit(t_route),
           "%s = %d rows; pushed: a count of {town} entries, no documents"
           % (t_route, d.town_counts[t_route])),
+        S("count(DISTINCT town)", "SELECT count(DISTINCT town) FROM customers",
+          "pushed: $group by town, then a $group count"),
+        S("GROUP BY count(DISTINCT)", "SELECT town, count(DISTINCT balance), count(*) FROM customers "
+          "GROUP BY town", "pushed: $group by town and balance, then by town"),
+        S("GROUP BY ORDER count LIMIT", "SELECT town, count(*) FROM customers GROUP BY town "
+          "ORDER BY count(*) DESC LIMIT 5", "pushed: $group, $sort, $limit 5"),
+        S("GROUP BY ORDER key LIMIT", "SELECT balance, count(*) FROM customers GROUP BY balance "
+          "ORDER BY balance LIMIT 3", "pushed: $group, $sort (NULLs last), $limit 3"),
     ]
 
 

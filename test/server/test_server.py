@@ -698,6 +698,25 @@ def test_group_accumulators_as_mongod(env):
 
 
 @test()
+def test_set_window_fields_whole_partition(env):
+    """$setWindowFields without partitionBy/sortBy gives every document the $min/$max/$sum of all, as mongod;
+    other forms are refused (README.md)."""
+    coll = fresh(env, "win")
+    coll.insert_many([{"_id": 1, "g": 1, "v": 5}, {"_id": 2, "g": 1, "v": None}, {"_id": 3, "g": 2, "v": 2.5},
+                      {"_id": 4, "g": 3}])
+    out = list(coll.aggregate([{"$group": {"_id": {"g": "$g"}, "lo": {"$min": "$v"}, "n": {"$sum": 1}}},
+                               {"$setWindowFields": {"output": {"lo": {"$min": "$lo"}, "hi": {"$max": "$_id.g"},
+                                                                "t": {"$sum": "$n"}}}},
+                               {"$sort": {"_id.g": -1}}, {"$limit": 2}]))
+    check(out == [{"_id": {"g": 3}, "lo": 2.5, "n": 1, "hi": 3, "t": 4},
+                  {"_id": {"g": 2}, "lo": 2.5, "n": 1, "hi": 3, "t": 4}], out)
+    check(list(coll.aggregate([{"$match": {"_id": 0}},
+                               {"$setWindowFields": {"output": {"t": {"$sum": 1}}}}])) == [])
+    expect_error(115, lambda: list(coll.aggregate([{"$setWindowFields": {"sortBy": {"v": 1},
+                                                                         "output": {"r": {"$rank": {}}}}}])))
+
+
+@test()
 def test_planner_never_changes_results(env):
     rng = random.Random(7)
     pool = [None, 0, 1, 2, 2.0, Int64(3), 3.5, -1, "a", "b", "ab", {"x": 1}, [1, 2], [], [2, "a"], [[1]]]

@@ -437,7 +437,7 @@ def cmd_distinct(ctx):
 
 
 # Stages that never modify their input documents, so they may run on the stored documents themselves.
-READ_ONLY_STAGES = {"$group", "$count", "$sort", "$skip", "$limit", "$sample", "$match", "$sortByCount"}
+READ_ONLY_STAGES = {"$group", "$setWindowFields", "$count", "$sort", "$skip", "$limit", "$sample", "$match", "$sortByCount"}
 
 
 def _pushdown(pipeline):

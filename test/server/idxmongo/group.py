@@ -272,3 +272,26 @@ def run(docs, spec):
                 result[field] = _extreme(inputs[field], min if op == "$min" else max)
         out.append(result)
     return out
+
+
+def window(docs, spec):
+    """`{$setWindowFields: spec}` over `docs` for the form the FDW sends: no partitionBy and no sortBy, each
+    output field one `$sum`, `$min` or `$max` of an expression without a window, which mongod evaluates over
+    all the documents (the default window of an unsorted partition) and sets on each of them."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("output"), dict):
+        raise MongoError(40414, "BSON field '$setWindowFields.output' is missing but a required field")
+    extra = set(spec) - {"output", "partitionBy", "sortBy"}
+    if extra:
+        raise MongoError(40415, "BSON field '$setWindowFields.%s' is an unknown field" % sorted(extra)[0])
+    if "partitionBy" in spec or "sortBy" in spec:
+        raise MongoError(115, "the test server's $setWindowFields has no partitionBy or sortBy")
+    docs = list(docs)
+    values = {}
+    for field, acc in spec["output"].items():
+        if not isinstance(acc, dict) or len(acc) != 1 or next(iter(acc)) not in ACCUMULATORS:
+            raise MongoError(115, "the test server's $setWindowFields has only $sum, $min and $max, "
+                             "without a window")
+        (op, expr), = acc.items()
+        inputs = [evaluate(expr, doc) for doc in docs]
+        values[field] = _sum(inputs) if op == "$sum" else _extreme(inputs, min if op == "$min" else max)
+    return [dict(doc, **values) for doc in docs]

@@ -264,6 +264,9 @@ def run_stages(docs, stages, database):
             if sub_op == "$match":
                 docs = _match_stage(docs, sub_options)
                 continue
+            if sub_op == "$setWindowFields":
+                docs = group.window(docs, sub_options)
+                continue
             if sub_op == "$group" and group.handles(sub_options):
                 docs = group.run(docs, sub_options)
                 continue
