@@ -59,7 +59,9 @@ typedef struct IdxOrderedRel
  * first key ("first"), whose NaNs the scan reads with a find of their
  * own.  Text is not: ObjectIds read as text sort apart from strings.
  * Neither is numeric: a double reads as its shortest decimal, which may
- * sort apart from its exact value against an int64 or a decimal128.
+ * sort apart from its exact value against an int64 or a decimal128 (the
+ * double 2^62 reads as 4611686018427388000, MongoDB sorts the int64
+ * 4611686018427387950 above it).
  */
 static bool
 sortable_type(Oid type, bool first)
