@@ -9,11 +9,15 @@
  * (attnum, descending, nulls_first, type OID).  MongoDB sorts null,
  * missing and undefined values below every other value, and undefined
  * below null, while PostgreSQL treats all three as NULL, placed as the
- * query says.  So a sorted scan runs two finds: one for the documents
- * whose first key is not NULL (sorted on all keys) and one for the others
- * (NULL first keys, sorted on the other keys), in the order the first key's NULLS FIRST/LAST asks for.  Keys
- * after the first must place NULLs where MongoDB does and may be at most
- * one (so that NULLs of different BSON types never decide an order).
+ * query says.  So a sorted scan runs a find for the documents whose first
+ * key is not NULL (sorted on all keys) and one for the others (NULL first
+ * keys, sorted on the other keys), in the order the first key's NULLS
+ * FIRST/LAST asks for.  A float first key has a third find for its NaNs
+ * (sorted on the other keys), which MongoDB sorts below every number and
+ * PostgreSQL above: after the numbers ascending, before them descending.
+ * Keys after the first must place NULLs where MongoDB does, may be at
+ * most one (so that NULLs of different BSON types never decide an order)
+ * and are not floats.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,8 +38,8 @@ typedef struct IdxOrderScan
 	List	   *sort;			/* IdxPrivSort of the plan, NIL: none */
 	int			limit;			/* OFFSET + LIMIT rows at most, -1: no limit */
 	int			offset;			/* rows to skip first */
-	int			phase;			/* sorted scans: 0 the first find, 1 the
-								 * second */
+	int			phase;			/* sorted scans: the find under way, from 0
+								 * (order_scan.c) */
 	int			seen;			/* documents read in earlier finds and this
 								 * one (sorted scans, which skip locally) */
 } IdxOrderScan;

@@ -46,12 +46,19 @@ enum IdxFinalPathPrivate
  * Is a column of type "type" sorted by MongoDB as PostgreSQL sorts it,
  * for every BSON value the column accepts (convert.c)?  Integers come
  * from numbers only, timestamps and dates from BSON dates, booleans from
- * booleans, uuids from 16-byte binaries of one subtype.  Text is not:
- * ObjectIds read as text sort apart from strings; floats are not: MongoDB
- * sorts NaN below every number.
+ * booleans, uuids from 16-byte binaries of one subtype.  Floats come from
+ * doubles, int32 and int64 that the type holds exactly (no rounding, so
+ * no ties or swaps among mixed BSON types, which MongoDB compares by
+ * exact value), but MongoDB sorts NaN below every number: only as a
+ * first key ("first"), whose NaNs the scan reads with a find of their
+ * own.  Text is not: ObjectIds read as text sort apart from strings.
+ * Neither is numeric: a double reads as its shortest decimal, which may
+ * sort apart from its exact value against an int64 or a decimal128 (the
+ * double 2^62 reads as 4611686018427388000, MongoDB sorts the int64
+ * 4611686018427387950 above it).
  */
 static bool
-sortable_type(Oid type)
+sortable_type(Oid type, bool first)
 {
 	switch (type)
 	{
@@ -64,6 +71,9 @@ sortable_type(Oid type)
 		case TIMESTAMPTZOID:
 		case UUIDOID:
 			return true;
+		case FLOAT4OID:
+		case FLOAT8OID:
+			return first;
 		default:
 			return false;
 	}
@@ -99,7 +109,8 @@ pathkey_column(PathKey *pathkey, RelOptInfo *baserel)
  * cannot sort on it: a plain column mapped to a top-level field, of a
  * sortable type, sorted by its type's default btree operator.  "first"
  * says whether it is the sort's first key (the only one whose NULLs may
- * go either way: the scan reads them with a find of their own).
+ * go either way and that may be a float: the scan reads its NULLs and
+ * NaNs with finds of their own).
  */
 static List *
 sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
@@ -110,7 +121,7 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	const char *field;
 	bool		desc = (pathkey->pk_strategy == BTGreaterStrategyNumber);
 
-	if (var == NULL || !sortable_type(var->vartype))
+	if (var == NULL || !sortable_type(var->vartype, first))
 		return NIL;
 	field = fpinfo->table->fields[var->varattno - 1];
 	if (field == NULL || strchr(field, '.') != NULL)
@@ -128,9 +139,9 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 /*
  * The pushed sort (order.h) for "pathkeys" on a plain scan of "baserel",
  * or NIL when MongoDB cannot return rows in that order exactly (also for
- * no pathkeys).  At most two keys: NULLs of the first are read apart, the
- * second must place them as MongoDB does, and a third would see NULLs of
- * the second sorted by BSON type (undefined before null).
+ * no pathkeys).  At most two keys: NULLs (and NaNs) of the first are read
+ * apart, the second must place NULLs as MongoDB does, and a third would
+ * see NULLs of the second sorted by BSON type (undefined before null).
  */
 List *
 idx_order_sort_spec(PlannerInfo *root, RelOptInfo *baserel, List *pathkeys)
@@ -165,10 +176,22 @@ sort_on_id(List *sort, IdxRelInfo *fpinfo)
 }
 
 /*
+ * The finds of a pushed sort after the first: one for the NULLs of the
+ * first key, and one for its NaNs if it is a float.
+ */
+static int
+extra_finds(List *sort)
+{
+	Oid			type = lfourth_int(linitial(sort));
+
+	return (type == FLOAT4OID || type == FLOAT8OID) ? 2 : 1;
+}
+
+/*
  * Add a plain path sorted in the query's order, when MongoDB can sort in
- * it.  It costs the plain path's cost, plus the second find for the NULL
- * keys, plus a sort of the documents examined unless the order is _id's
- * (other native indexes are not known when planning).
+ * it.  It costs the plain path's cost, plus the finds for the NULL (and
+ * NaN) keys, plus a sort of the documents examined unless the order is
+ * _id's (other native indexes are not known when planning).
  */
 void
 idx_add_order_paths(PlannerInfo *root, RelOptInfo *baserel,
@@ -188,7 +211,8 @@ idx_add_order_paths(PlannerInfo *root, RelOptInfo *baserel,
 	add_path(baserel, (Path *)
 			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
 									 startup_cost + sort_cost,
-									 total_cost + sort_cost + ROUND_TRIP_COST,
+									 total_cost + sort_cost +
+									 extra_finds(sort) * ROUND_TRIP_COST,
 									 root->query_pathkeys, NULL, NULL, NIL));
 }
 

@@ -2,17 +2,19 @@
  *
  * order_scan.c
  *		  Execution of a plain scan with a pushed sort, limit or offset
- *		  (order.h): the find's sort, limit and skip, and the two finds of
- *		  a sorted scan (non-NULL and NULL first keys).
+ *		  (order.h): the find's sort, limit and skip, and the finds of a
+ *		  sorted scan (the values, NaNs and NULLs of its first key).
  *
  * Without a sort the find skips OFFSET documents and returns at most
- * LIMIT.  A sorted scan skips locally instead: how many documents the
- * first find would have skipped is not known when the second starts.
+ * LIMIT.  A sorted scan skips locally instead: how many documents a find
+ * would have skipped is not known when the next one starts.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+#include "utils/float.h"
 
 #include "idxtable_fdw.h"
 #include "order.h"
@@ -72,54 +74,114 @@ idx_order_batch_size(const IdxOrderScan *os, int fetch_size)
 	return (limit > 0 && limit < fetch_size) ? limit : fetch_size;
 }
 
+/* The part of the rows a find of a sorted scan reads (order.h) */
+typedef enum IdxOrderPart
+{
+	IDX_PART_VALUES,			/* first key neither NULL nor NaN */
+	IDX_PART_NAN,				/* first key NaN (float keys only) */
+	IDX_PART_NULLS				/* first key NULL */
+} IdxOrderPart;
+
 /*
- * Does the first find of a sorted scan read the non-NULL first keys (the
- * second the NULL ones)?  Yes unless the first key's NULLs come first.
+ * Is the first key of a pushed sort a float column, whose NaNs MongoDB
+ * sorts below every number and PostgreSQL above?
  */
 static bool
-phase_reads_values(const IdxOrderScan *os)
+first_key_is_float(const IdxOrderScan *os)
 {
-	bool		nulls_first = lthird_int(linitial(os->sort));
+	Oid			type = lfourth_int(linitial(os->sort));
 
-	return (os->phase == 0) != nulls_first;
+	return type == FLOAT4OID || type == FLOAT8OID;
 }
 
 /*
- * Append the condition of the current find of a sorted scan on its first
- * key "field": not NULL ({f: {$ne: null, $not: {$type: "undefined"}}}) or
- * NULL ({$or: [{f: null}, {f: {$type: "undefined"}}]}), the forms of IS
- * [NOT] NULL (deparse.c), which MongoDB serves from an index on the field
- * (mongod 8.0's {f: null} no longer matches undefined).  Values of another
- * BSON type than the column's go with the non-NULL ones and fail to read,
- * as they do in a plain scan.  _id is never undefined (mongod refuses it),
- * so its conditions are {_id: {$ne: null}} and {_id: null}.
+ * The parts of a sorted scan in the order PostgreSQL returns them, in
+ * "parts"; returns how many.  NULLs first or last as the query says;
+ * NaNs of a float key above the numbers: after them ascending, before
+ * them descending.
+ */
+static int
+order_parts(const IdxOrderScan *os, IdxOrderPart *parts)
+{
+	List	   *key = linitial(os->sort);
+	bool		desc = lsecond_int(key);
+	bool		nulls_first = lthird_int(key);
+	bool		nans = first_key_is_float(os);
+	int			n = 0;
+
+	if (nulls_first)
+		parts[n++] = IDX_PART_NULLS;
+	if (nans && desc)
+		parts[n++] = IDX_PART_NAN;
+	parts[n++] = IDX_PART_VALUES;
+	if (nans && !desc)
+		parts[n++] = IDX_PART_NAN;
+	if (!nulls_first)
+		parts[n++] = IDX_PART_NULLS;
+	return n;
+}
+
+/*
+ * The part of the rows the current find of a sorted scan reads.
+ */
+static IdxOrderPart
+current_part(const IdxOrderScan *os)
+{
+	IdxOrderPart parts[3];
+
+	order_parts(os, parts);
+	return parts[os->phase];
+}
+
+/*
+ * Append the condition of a sorted scan's find of the values of its first
+ * key "field": not NULL ({f: {$ne: null, $not: {$type: "undefined"}}}),
+ * the form of IS NOT NULL (deparse.c), which MongoDB serves from an index
+ * on the field; for a float key not NaN either ($nin: [null, NaN] in place
+ * of $ne: null).  Values of another BSON type than the column's go with
+ * them and fail to read, as they do in a plain scan.  _id is never
+ * undefined (mongod refuses it).
  */
 static void
-append_phase_cond(const IdxOrderScan *os, const IdxTableInfo *info,
-				  bson_t *doc)
+append_values_cond(const IdxOrderScan *os, const char *field, bson_t *doc)
 {
-	const char *field = info->fields[linitial_int(linitial(os->sort)) - 1];
-	bool		is_id = strcmp(field, "_id") == 0;
+	bson_t		cond;
+	bson_t		not;
+	bson_t		array;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(doc, field, &cond));
+	if (first_key_is_float(os))
+	{
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$nin", &array));
+		idx_check_append(BSON_APPEND_NULL(&array, "0"));
+		idx_check_append(BSON_APPEND_DOUBLE(&array, "1", get_float8_nan()));
+		idx_check_append(bson_append_array_end(&cond, &array));
+	}
+	else
+		idx_check_append(BSON_APPEND_NULL(&cond, "$ne"));
+	if (strcmp(field, "_id") != 0)
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cond, "$not", &not));
+		idx_check_append(BSON_APPEND_UTF8(&not, "$type", "undefined"));
+		idx_check_append(bson_append_document_end(&cond, &not));
+	}
+	idx_check_append(bson_append_document_end(doc, &cond));
+}
+
+/*
+ * Append the condition of a sorted scan's find of the NULLs of its first
+ * key "field": {$or: [{f: null}, {f: {$type: "undefined"}}]}, the form of
+ * IS NULL (deparse.c; mongod 8.0's {f: null} no longer matches undefined),
+ * or {_id: null} for _id.
+ */
+static void
+append_nulls_cond(const char *field, bson_t *doc)
+{
 	bson_t		cond;
 	bson_t		array;
 	bson_t		item;
 
-	if (phase_reads_values(os))
-	{
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(doc, field, &cond));
-		idx_check_append(BSON_APPEND_NULL(&cond, "$ne"));
-		if (!is_id)
-		{
-			bson_t		not;
-
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cond, "$not", &not));
-			idx_check_append(BSON_APPEND_UTF8(&not, "$type", "undefined"));
-			idx_check_append(bson_append_document_end(&cond, &not));
-		}
-		idx_check_append(bson_append_document_end(doc, &cond));
-		return;
-	}
-	if (is_id)
+	if (strcmp(field, "_id") == 0)
 	{
 		idx_check_append(BSON_APPEND_NULL(doc, field));
 		return;
@@ -134,6 +196,32 @@ append_phase_cond(const IdxOrderScan *os, const IdxTableInfo *info,
 	idx_check_append(bson_append_document_end(&item, &cond));
 	idx_check_append(bson_append_document_end(&array, &item));
 	idx_check_append(bson_append_array_end(doc, &array));
+}
+
+/*
+ * Append the condition of the current find of a sorted scan on its first
+ * key: its values, its NaNs ({f: NaN}, which matches double and decimal
+ * NaNs alike) or its NULLs.  Together the parts hold every document the
+ * filter matches.
+ */
+static void
+append_phase_cond(const IdxOrderScan *os, const IdxTableInfo *info,
+				  bson_t *doc)
+{
+	const char *field = info->fields[linitial_int(linitial(os->sort)) - 1];
+
+	switch (current_part(os))
+	{
+		case IDX_PART_VALUES:
+			append_values_cond(os, field, doc);
+			break;
+		case IDX_PART_NAN:
+			idx_check_append(BSON_APPEND_DOUBLE(doc, field, get_float8_nan()));
+			break;
+		case IDX_PART_NULLS:
+			append_nulls_cond(field, doc);
+			break;
+	}
 }
 
 /*
@@ -167,7 +255,7 @@ restrict_filter(const IdxOrderScan *os, const IdxTableInfo *info,
 
 /*
  * Append the sort document of the current find: every key when it reads
- * the values of the first key, the others when it reads its NULLs.
+ * the values of the first key, the others when it reads its NaNs or NULLs.
  * Returns whether there was a key to sort on.
  */
 static bool
@@ -180,7 +268,8 @@ append_sort(const IdxOrderScan *os, const IdxTableInfo *info, bson_t *doc)
 	{
 		List	   *key = lfirst(lc);
 
-		if (foreach_current_index(lc) == 0 && !phase_reads_values(os))
+		if (foreach_current_index(lc) == 0 &&
+			current_part(os) != IDX_PART_VALUES)
 			continue;
 		idx_check_append(BSON_APPEND_INT32(doc,
 										   info->fields[linitial_int(key) - 1],
@@ -231,15 +320,18 @@ idx_order_skip_row(IdxOrderScan *os)
 }
 
 /*
- * At the end of a find: should a second one run (a sorted scan's other
- * keys, while the limit is not reached)?
+ * At the end of a find: should another one run (a sorted scan's next
+ * part, while the limit is not reached)?
  */
 bool
 idx_order_next_phase(IdxOrderScan *os)
 {
-	if (os->sort == NIL || os->phase > 0 || idx_order_exhausted(os))
+	IdxOrderPart parts[3];
+
+	if (os->sort == NIL || idx_order_exhausted(os) ||
+		os->phase + 1 >= order_parts(os, parts))
 		return false;
-	os->phase = 1;
+	os->phase++;
 	return true;
 }
 
@@ -254,8 +346,8 @@ idx_order_rescan(IdxOrderScan *os)
 }
 
 /*
- * EXPLAIN VERBOSE: the sort (with where NULL first keys are read), the
- * limit and the skip of the find.
+ * EXPLAIN VERBOSE: the sort (with where NULL and NaN first keys are read),
+ * the limit and the skip of the find.
  */
 void
 idx_order_explain(const IdxOrderScan *os, const IdxTableInfo *info,
@@ -264,16 +356,26 @@ idx_order_explain(const IdxOrderScan *os, const IdxTableInfo *info,
 	if (os->sort != NIL)
 	{
 		IdxOrderScan values = *os;
+		IdxOrderPart parts[3];
+		int			nparts = order_parts(os, parts);
 		bson_t		sort = BSON_INITIALIZER;
 
-		values.phase = lthird_int(linitial(os->sort)) ? 1 : 0;
+		for (values.phase = 0; parts[values.phase] != IDX_PART_VALUES;
+			 values.phase++)
+			;
 		append_sort(&values, info, &sort);
 		ExplainPropertyText("MongoDB Sort", idx_bson_as_json(&sort), es);
 		bson_destroy(&sort);
 		ExplainPropertyText("MongoDB Sort NULLs",
-							lthird_int(linitial(os->sort)) ?
+							parts[0] == IDX_PART_NULLS ?
 							"read first, by a find of their own" :
 							"read last, by a find of their own", es);
+		if (nparts == 3)
+			ExplainPropertyText("MongoDB Sort NaNs",
+								lsecond_int(linitial(os->sort)) ?
+								"read before the numbers, by a find of their own" :
+								"read after the numbers, by a find of their own",
+								es);
 	}
 	if (os->limit >= 0)
 		ExplainPropertyInteger("MongoDB Limit", NULL,

@@ -36,13 +36,13 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr ORDER BY id LIMIT 3;
 RESET idxtable.enable_order_pushdown;
 -- each of these returns what the local copy returns, in its order (the
 -- queries' output is the sort keys, ties being in no defined order)
-CREATE FUNCTION check_order(q text) RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION check_order(q text, t text DEFAULT 'ordr') RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   remote text;
   local text;
 BEGIN
-  EXECUTE format('SELECT string_agg(r::text, '' '') FROM (%s) r', format(q, 'ordr')) INTO remote;
-  EXECUTE format('SELECT string_agg(r::text, '' '') FROM (%s) r', format(q, 'ordr_local')) INTO local;
+  EXECUTE format('SELECT string_agg(r::text, '' '') FROM (%s) r', format(q, t)) INTO remote;
+  EXECUTE format('SELECT string_agg(r::text, '' '') FROM (%s) r', format(q, t || '_local')) INTO local;
   IF remote IS DISTINCT FROM local THEN
     RETURN format('MISMATCH %s: remote %s local %s', q, remote, local);
   END IF;
@@ -66,6 +66,46 @@ SELECT check_order(q) FROM (VALUES
   ('SELECT count(*) FROM (SELECT id FROM %s OFFSET 12) s'),
   ('SELECT d FROM %s WHERE d IS NOT NULL ORDER BY d DESC LIMIT 1 OFFSET 1')
 ) AS v(q);
+-- float keys: MongoDB sorts NaN below every number, PostgreSQL above, so
+-- the NaNs of a float first key are read by a find of their own, after the
+-- numbers ascending and before them descending; -0 and 0 are equal in both
+-- (f + 0 prints either as 0, ties being in no defined order), int32/int64
+-- values read exactly (or not at all)
+CREATE FOREIGN TABLE flo (id int OPTIONS (field '_id'), f float8, e real OPTIONS (field 'r'), k int)
+  SERVER mongo OPTIONS (database 'idxtable_order', collection 'flo');
+CREATE TABLE flo_local AS SELECT * FROM flo;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id, f FROM flo ORDER BY f LIMIT 5;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id, e FROM flo ORDER BY e DESC, k NULLS FIRST LIMIT 5 OFFSET 2;
+-- not pushed: a float second key (its NaNs would sort below its numbers)
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM flo ORDER BY k, f LIMIT 3;
+SET idxtable.enable_order_pushdown = off;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT id, f FROM flo ORDER BY f LIMIT 5;
+RESET idxtable.enable_order_pushdown;
+SELECT check_order(q, 'flo') FROM (VALUES
+  ('SELECT f + 0 FROM %s ORDER BY f'), ('SELECT f + 0 FROM %s ORDER BY f DESC'),
+  ('SELECT f + 0 FROM %s ORDER BY f NULLS FIRST'), ('SELECT f + 0 FROM %s ORDER BY f DESC NULLS LAST'),
+  ('SELECT e + 0 FROM %s ORDER BY e'), ('SELECT e + 0 FROM %s ORDER BY e DESC'),
+  ('SELECT f, k FROM %s ORDER BY f, k NULLS FIRST'), ('SELECT f, k FROM %s ORDER BY f DESC, k DESC NULLS LAST'),
+  ('SELECT e, id FROM %s ORDER BY e NULLS FIRST, id'), ('SELECT e, k FROM %s ORDER BY e DESC NULLS LAST, k NULLS FIRST'),
+  ('SELECT f + 0 FROM %s ORDER BY f LIMIT 10'), ('SELECT f + 0 FROM %s ORDER BY f LIMIT 3 OFFSET 9'),
+  ('SELECT f + 0 FROM %s ORDER BY f LIMIT 2 OFFSET 11'), ('SELECT f + 0 FROM %s ORDER BY f OFFSET 12'),
+  ('SELECT f + 0 FROM %s ORDER BY f DESC LIMIT 4'), ('SELECT f + 0 FROM %s ORDER BY f DESC LIMIT 2 OFFSET 3'),
+  ('SELECT f + 0 FROM %s ORDER BY f DESC NULLS LAST LIMIT 3'), ('SELECT f + 0 FROM %s ORDER BY f DESC NULLS LAST LIMIT 4 OFFSET 10'),
+  ('SELECT f + 0 FROM %s ORDER BY f NULLS FIRST LIMIT 3 OFFSET 3'), ('SELECT f + 0 FROM %s ORDER BY f NULLS FIRST LIMIT 3 OFFSET 12'),
+  ('SELECT f, k FROM %s ORDER BY f, k NULLS FIRST LIMIT 3 OFFSET 10'), ('SELECT f, k FROM %s ORDER BY f DESC, k DESC NULLS LAST LIMIT 5'),
+  ('SELECT e, k FROM %s ORDER BY e, k NULLS FIRST LIMIT 4 OFFSET 9'), ('SELECT e + 0 FROM %s ORDER BY e LIMIT 0'),
+  ('SELECT f + 0 FROM %s WHERE f > 0 ORDER BY f LIMIT 5'), ('SELECT f + 0 FROM %s WHERE f < 1 ORDER BY f DESC LIMIT 5'),
+  ('SELECT f + 0 FROM %s WHERE k > 1 ORDER BY f LIMIT 4 OFFSET 1'),
+  ('SELECT f, id FROM %s ORDER BY f, id NULLS FIRST'), ('SELECT e, id FROM %s ORDER BY e DESC, id NULLS LAST LIMIT 9')
+) AS v(q);
+-- the parts read only what LIMIT needs: the numbers alone, then the NaNs
+-- and NULLs when the numbers do not fill it
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id FROM flo ORDER BY f LIMIT 3;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id FROM flo ORDER BY f LIMIT 3 OFFSET 8;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id FROM flo ORDER BY f DESC LIMIT 4;
 -- a sorted LIMIT reads the rows it returns and no more: one find when the
 -- non-NULL keys suffice, a second for the NULL ones otherwise
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
@@ -82,6 +122,6 @@ SELECT id FROM numbers_o ORDER BY id DESC LIMIT 3;
 -- a rescan runs the finds again from the start
 SELECT o.id, (SELECT array_agg(x.id) FROM (SELECT id FROM ordr WHERE g > o.id ORDER BY id LIMIT 2) x)
   FROM ordr o WHERE o.id < 4 ORDER BY o.id;
-DROP FUNCTION check_order(text);
-DROP TABLE ordr_local;
-DROP FOREIGN TABLE ordr, numbers_o;
+DROP FUNCTION check_order(text, text);
+DROP TABLE ordr_local, flo_local;
+DROP FOREIGN TABLE ordr, numbers_o, flo;

@@ -1354,10 +1354,21 @@ def run_aggregate_case(session, number, sql, report):
 # --------------------------------------------------------------------------
 
 # Columns an ORDER BY may sort on in the order family: the kinds MongoDB sorts
-# as PostgreSQL does (pushed), and text and a dotted path (kept local).
-ORDER_COLUMNS = ["id", "i4", "i8", "b", "ts", "d", "u", "t", "vc"]
+# as PostgreSQL does (pushed), f8 (pushed as a first key, its NaNs read
+# apart), and text and a dotted path (kept local).
+ORDER_COLUMNS = ["id", "i4", "i8", "f8", "b", "ts", "d", "u", "t", "vc"]
 ORDER_CASES = 60
 MIN_ORDER_PUSHED = 15
+# float sorts: f8 first, LIMIT/OFFSET around the parts (numbers, NaN, NULL)
+FLOAT_ORDER_CASES = 24
+MIN_FLOAT_ORDER_PUSHED = 8
+
+
+def order_output(key):
+    """The output of a sort key: the column, f8 + 0 for f8 (-0 and 0 are
+    equal, so either may come first, and print alike after adding 0)."""
+    column = key.split()[0]
+    return "f8 + 0" if column == "f8" else column
 
 
 def order_case(rng, clauses):
@@ -1376,16 +1387,50 @@ def order_case(rng, clauses):
         limit += " OFFSET %d" % rng.choice([1, 5, 100, 3999, 5000])
     if rng.random() < 0.2:
         return "SELECT count(*) FROM (SELECT id FROM {table}%s%s) s" % (where, limit or " LIMIT 7")
-    outputs = ", ".join(k.split()[0] for k in keys)
+    outputs = ", ".join(order_output(k) for k in keys)
     return "SELECT %s FROM {table}%s ORDER BY %s%s" % (outputs, where, ", ".join(keys), limit)
+
+
+def float_part_sizes(rows):
+    """How many rows have f8 a number, NaN, NULL (the parts of a float sort)."""
+    index = [c.name for c in COLUMNS].index("f8")
+    values = [row[index] for row in rows]
+    nulls = sum(v is None for v in values)
+    nans = sum(v is not None and math.isnan(v) for v in values)
+    return len(values) - nulls - nans, nans, nulls
+
+
+def float_order_cases(rng, clauses, rows, count):
+    """ORDER BY f8 queries (a second key sometimes, pushed or not) whose
+    OFFSET and LIMIT start or end around the boundaries between the parts
+    of the sort, in either direction."""
+    numbers, nans, nulls = float_part_sizes(rows)
+    boundaries = [0, nulls, numbers, nans, nulls + nans, numbers + nans, len(rows)]
+    cases = []
+    for _ in range(count):
+        keys = ["f8%s%s" % (rng.choice(["", " DESC"]),
+                            rng.choice(["", "", " NULLS FIRST", " NULLS LAST"]))]
+        if rng.random() < 0.4:
+            keys.append(rng.choice(["i4 NULLS FIRST", "i4 DESC NULLS LAST", "id", "ts DESC NULLS LAST", "i8"]))
+        where = " WHERE " + clauses.clause(depth=1) if rng.random() < 0.2 else ""
+        offset = max(0, rng.choice(boundaries) + rng.randint(-3, 3))
+        limit = " LIMIT %d" % rng.choice([1, 3, 5, 10, 40]) if rng.random() < 0.9 else ""
+        if offset or rng.random() < 0.3:
+            limit += " OFFSET %d" % offset
+        outputs = ", ".join(order_output(k) for k in keys)
+        cases.append("SELECT %s FROM {table}%s ORDER BY %s%s" % (outputs, where, ", ".join(keys), limit))
+    return cases
 
 
 def run_order_case(session, number, query, report):
     """Compare one ORDER BY/LIMIT/OFFSET query on both tables; return whether
-    the foreign one pushed a sort or a limit to MongoDB."""
+    the foreign one pushed a sort or a limit to MongoDB (2: a sort of a
+    float first key, its NaNs read apart)."""
     plan = session.run("EXPLAIN (VERBOSE) " + query.replace("{table}", "ft"))
     pushed = any("MongoDB Sort" in line or "MongoDB Limit" in line or "MongoDB Skip" in line
                  for (line,) in plan.rows or [])
+    if any("MongoDB Sort NaNs" in line for (line,) in plan.rows or []):
+        pushed = 2
     foreign = session.run(query.replace("{table}", "ft"))
     local = session.run(query.replace("{table}", "lt"))
     problem = None
@@ -1430,6 +1475,9 @@ def generate(seed, args):
     prepared = [prepared_generator.case() for _ in range(args.prepared)]
     orders = [order_case(rng, clauses) for _ in range(args.orders)]
     aggregates = aggregate_cases(rng, clauses, args.aggregates)
+    float_rng = random.Random(seed + 2)
+    orders += float_order_cases(float_rng, ClauseGenerator(float_rng, values), rows,
+                                FLOAT_ORDER_CASES * args.orders // ORDER_CASES)
     return docs, rows, where, prepared, orders, aggregates
 
 
@@ -1500,10 +1548,15 @@ def main():
         run_prepared_case(session, number, case, report, plan_counts)
     print("prepared: %d generic and %d custom plan executions" % tuple(plan_counts))
 
-    order_pushed = sum(run_order_case(session, number, query, report)
-                       for number, query in enumerate(orders))
-    print("order: %d of %d ORDER BY/LIMIT/OFFSET queries pushed a sort, limit or skip"
-          % (order_pushed, len(orders)))
+    order_results = [run_order_case(session, number, query, report)
+                     for number, query in enumerate(orders)]
+    order_pushed = sum(1 for r in order_results if r)
+    float_pushed = order_results.count(2)
+    print("order: %d of %d ORDER BY/LIMIT/OFFSET queries pushed a sort, limit or skip, %d of them a float sort"
+          % (order_pushed, len(orders), float_pushed))
+    report.result("float order pushdown coverage",
+                  None if float_pushed >= min(MIN_FLOAT_ORDER_PUSHED, args.orders) else
+                  ["only %d float sorts were pushed, need %d" % (float_pushed, MIN_FLOAT_ORDER_PUSHED)])
     report.result("order pushdown coverage", None if order_pushed >= min(MIN_ORDER_PUSHED, len(orders)) else
                   ["only %d ORDER BY/LIMIT/OFFSET queries were pushed, need %d"
                    % (order_pushed, MIN_ORDER_PUSHED)])

@@ -2353,6 +2353,49 @@ def test_nan_comparisons(env):
             check(got == expected, "hint %s, filter %s: %s, expected %s" % (hint, filt, got, expected))
 
 
+SORT_NUMBER_DOCS = [{"_id": 1, "f": 1.5}, {"_id": 2, "f": NAN}, {"_id": 3, "f": -0.0}, {"_id": 4, "f": 0},
+                    {"_id": 5, "f": float("inf")}, {"_id": 6, "f": float("-inf")}, {"_id": 7, "f": None},
+                    {"_id": 8}, {"_id": 9, "f": Decimal128("NaN")}, {"_id": 10, "f": Int64(2 ** 53)},
+                    {"_id": 11, "f": float(2 ** 53 - 1)}, {"_id": 12, "f": Decimal128("-Infinity")},
+                    {"_id": 13, "f": Decimal128("1.25")}, {"_id": 14, "f": 2 ** 53 + 1}]
+# mongod's ascending order (src/mongo/bson/bsonelement.cpp, compareElementValues; the documented
+# comparison order): undefined, then null and missing alike, then NaN (double or decimal) below every
+# number, numbers by exact value across int32/int64/double/decimal128 (-0 equal to 0)
+SORT_NUMBER_GROUPS = [{15}, {7, 8}, {2, 9}, {6, 12}, {3, 4}, {13}, {1}, {11}, {10}, {14}, {5}]
+
+
+def _grouped(ids, groups):
+    """Whether `ids` runs through `groups` in order, each group's members in any order."""
+    at = 0
+    for group in groups:
+        if set(ids[at:at + len(group)]) != group:
+            return False
+        at += len(group)
+    return at == len(ids)
+
+
+@test()
+def test_sort_numbers_nan_and_nulls(env):
+    """Sorts place undefined, null/missing, NaN and numbers as mongod, ascending and descending, with and
+    without an index on the field; the FDW's parts of a float sort ($nin: [null, NaN], {f: NaN}) split
+    them without overlap."""
+    coll = fresh(env, "sort_num")
+    coll.insert_many(SORT_NUMBER_DOCS + [_undefined_doc(15, b"\x06f\x00")])
+    for hint in (None, "f_1"):
+        if hint:
+            coll.create_index("f", name="f_1")
+        for direction in (1, -1):
+            cursor = coll.find().sort("f", direction)
+            got = [d["_id"] for d in (cursor.hint(hint) if hint else cursor)]
+            groups = SORT_NUMBER_GROUPS if direction == 1 else SORT_NUMBER_GROUPS[::-1]
+            check(_grouped(got, groups), "hint %s, direction %d: %s" % (hint, direction, got))
+        cursor = coll.find({"f": {"$nin": [None, NAN], "$not": {"$type": "undefined"}}}).sort("f", 1)
+        got = [d["_id"] for d in (cursor.hint(hint) if hint else cursor)]
+        check(_grouped(got, SORT_NUMBER_GROUPS[3:]), "hint %s, numbers: %s" % (hint, got))
+        got = sorted(d["_id"] for d in coll.find({"f": NAN}))
+        check(got == [2, 9], "hint %s, NaNs: %s" % (hint, got))
+
+
 EXPR_DOCS = [{"_id": 1, "a": 1, "b": 2}, {"_id": 2, "a": Int64(3), "b": 2.0}, {"_id": 3, "a": None, "b": 2},
              {"_id": 4, "b": 2}, {"_id": 5, "a": Int64(5), "b": 5.0}, {"_id": 6, "a": NAN, "b": 1.0},
              {"_id": 7, "a": NAN, "b": NAN}, {"_id": 8, "a": 2 ** 53 + 1, "b": float(2 ** 53)}]
