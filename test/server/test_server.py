@@ -3548,16 +3548,19 @@ def test_bulk_write_in_transaction(env):
 def test_bulk_write_retryable(env):
     client = _bulk_write_server(env)
     client.t.bwr.drop()
-    lsid = {"id": Binary(os.urandom(16), 4)}  # a session of its own, never used before
+    # a client of its own, whose implicit session (the command's lsid) no transaction used before
+    client = env.new_client(client.address and "mongodb://%s:%d/?replicaSet=rs0" % client.address)
     ops = [{"insert": 0, "document": {"_id": 1}}, {"update": 0, "filter": {"_id": 1},
                                                     "updateMods": {"$inc": {"n": 1}}}]
-    first = bulk_write(client, ops, ["t.bwr"], lsid=lsid, txnNumber=Int64(1))
-    again = bulk_write(client, ops, ["t.bwr"], lsid=lsid, txnNumber=Int64(1))
+    session = client.start_session()
+    first = bulk_write(client, ops, ["t.bwr"], session=session, txnNumber=Int64(1))
+    again = bulk_write(client, ops, ["t.bwr"], session=session, txnNumber=Int64(1))
     check(first["nInserted"] == 1 and again["nInserted"] == 1, (first, again))
     check(again.get("retriedStmtIds") == [0, 1], again)
     check(list(client.t.bwr.find()) == [{"_id": 1, "n": 1}], "the retry wrote nothing again")
-    reply = bulk_write(client, [{"delete": 0, "filter": {}, "multi": True}], ["t.bwr"], lsid=lsid,
+    reply = bulk_write(client, [{"delete": 0, "filter": {}, "multi": True}], ["t.bwr"], session=session,
                        txnNumber=Int64(2), errorsOnly=True)
+    session.end_session()
     check(reply["nErrors"] == 1 and reply["cursor"]["firstBatch"][0]["code"] == 72, reply)
 
 
