@@ -57,6 +57,7 @@
 #include "handle.h"
 #include "index_catalog.h"
 #include "index_entry.h"
+#include "idxtable_fdw.h"
 #include "index_write.h"
 #include "modify.h"
 #include "modify_int.h"
@@ -298,7 +299,8 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 									   ms->server->servername, ms->ordered);
 	ms->preconv = idx_writer_row_conv(ms->writer);
 	/* the server's capability, decided here: planning never asks it */
-	if (!ms->eventual && idx_writer_nindexes(ms->writer) > 0 &&
+	if (idxtable_enable_bulk_write && !ms->eventual &&
+		idx_writer_nindexes(ms->writer) > 0 &&
 		idx_bulk_write_supported(ms->client, ms->server->servername))
 	{
 		ms->bulk_write = true;

@@ -14,7 +14,8 @@ in both consistency modes, transaction and ordered:
   statement remains (facts, entries: verify_index finds nothing);
 - an orphaned claim (its fact lost the key) is taken over in ordered mode;
 - UPDATE and DELETE batches keep the index tables exact;
-- a rolled-back transaction leaves nothing.
+- a rolled-back transaction leaves nothing;
+- SET idxtable.enable_bulk_write = off writes one bulk per collection again.
 
 Environment as exported by eval "$(test/env start)".  A few seconds.  The
 last line is "bulk_write: N passed, M failed".
@@ -136,6 +137,12 @@ def test_round_trips(conn, client, mode):
                   and all(kind == "insert" for kind, _ in (ops[i] for i in facts)),
                   "%s: ordered, the facts last, after the entries: %r" % (mode, ops))
         RES.check(len(ops) == 3 + 3 * 4, "%s: 3 facts and 12 entries (name, town, two tags): %r" % (mode, ops))
+    rows(conn, "SET idxtable.enable_bulk_write = off")
+    rows(conn, "INSERT INTO acct_%s VALUES %s" % (mode, values(110, 3)))
+    rows(conn, "RESET idxtable.enable_bulk_write")
+    names = [c["command"] for c in recent(client)]
+    RES.check("bulkWrite" not in names and names.count("insert") + names.count("update") >= 4,
+              "%s: idxtable.enable_bulk_write = off writes one bulk per collection: %r" % (mode, names))
     RES.check(clean(conn, mode), "%s: index tables exact after the inserts: %r" % (mode, verify(conn, mode)))
 
 
