@@ -1175,7 +1175,7 @@ idx_writer_set_bulk_write(IdxIndexWriter *w, bool on)
 }
 
 /*
- * Queue the queued new entries into "bw" (claims first in each index
+ * Add the writer's pending new entries to "bw" (claims first in each index
  * collection, as write_new sends them), remembering which op is which
  * entry for idx_writer_bulk_failed() and idx_writer_bulk_done().
  */
@@ -1214,7 +1214,7 @@ idx_writer_add_new(IdxIndexWriter *w, IdxBulkWrite *bw)
 }
 
 /*
- * Queue the deletions of the queued old entries into "bw".
+ * Add the deletions of the writer's pending old entries to "bw".
  */
 void
 idx_writer_add_old(IdxIndexWriter *w, IdxBulkWrite *bw)
@@ -1280,7 +1280,7 @@ idx_writer_bulk_failed(IdxIndexWriter *w, IdxBulkWrite *bw,
 	q = &w->queues[w->bw_queues[k]];
 	if (failed->code != 11000)
 		idx_bulk_write_report(bw, failed, writing_what(q));
-	if (!w->ordered || !pe->claim || pe->replace)
+	if (!w->ordered || !pe->claim)
 		report_unique_violation(q, pe);
 	oldcxt = MemoryContextSwitchTo(w->batch_cxt);
 	/* an error takes the batch's entries back, in the statement's undo */
