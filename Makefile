@@ -17,6 +17,7 @@ OBJS = \
 	fdw/modify.o \
 	fdw/modify_batch.o \
 	fdw/modify_undo.o \
+	fdw/bulk_write.o \
 	fdw/shard_key.o \
 	fdw/rowid.o \
 	fdw/convert_path.o \

@@ -42,6 +42,7 @@ bool		idxtable_enable_index_routing = true;
 bool		idxtable_enable_plain_scan = true;
 bool		idxtable_enable_order_pushdown = true;
 bool		idxtable_enable_aggregate_pushdown = true;
+bool		idxtable_enable_bulk_write = true;
 
 /*
  * libmongoc's own log lines: those below WARNING are dropped, the others
@@ -97,6 +98,16 @@ _PG_init(void)
 							 "Lets the planner push ORDER BY, LIMIT and OFFSET down to MongoDB.",
 							 "Off sorts and limits in PostgreSQL, for comparisons.",
 							 &idxtable_enable_order_pushdown,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("idxtable.enable_bulk_write",
+							 "Writes a batch's facts and index entries in one bulkWrite command where MongoDB has it (8.0).",
+							 "Off writes one bulk per collection, as on older servers; "
+							 "those writes are retried after a lost reply in "
+							 "consistency mode ordered, a bulkWrite is not.",
+							 &idxtable_enable_bulk_write,
 							 true,
 							 PGC_USERSET,
 							 0,

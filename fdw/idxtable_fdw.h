@@ -22,6 +22,7 @@ extern bool idxtable_enable_index_routing;
 extern bool idxtable_enable_plain_scan;
 extern bool idxtable_enable_order_pushdown;
 extern bool idxtable_enable_aggregate_pushdown;
+extern bool idxtable_enable_bulk_write;
 
 /* planner.c */
 extern void idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,

@@ -15,6 +15,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "bulk_write.h"
 #include "connection.h"
 #include "convert.h"
 #include "handle.h"
@@ -76,7 +77,21 @@ struct IdxIndexWriter
 	bool		take_back;		/* ordered: a claim could not be resolved, so
 								 * the batch's new entries are to be taken
 								 * back (idx_writer_take_back()) */
+	bool		bulk_write;		/* write all index collections in one
+								 * bulkWrite command (MongoDB 8.0) */
+	/* the new entries queued in a bulkWrite (idx_writer_add_new) */
+	int			bw_first;		/* op index of the first of them */
+	int			bw_marked;		/* ops before this one are marked */
+	int			bw_nnew;		/* how many */
+	PendingEntry **bw_entries;	/* each op's entry ... */
+	int		   *bw_queues;		/* ... and its queue */
+	int			bw_ndeletes;	/* old entries queued (idx_writer_add_old) */
 };
+
+static void write_new_bulk_write(IdxIndexWriter *w,
+								 mongoc_client_session_t *session);
+static void delete_old_bulk_write(IdxIndexWriter *w,
+								  mongoc_client_session_t *session);
 
 /*
  * Release the collection handles (memory context reset callback).
@@ -414,6 +429,39 @@ bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
 						w->info->relname),
 				 errdetail("libmongoc: %s", error.message)));
 	}
+}
+
+/*
+ * Queue one pending entry into a bulkWrite, as bulk_add_entry() queues it
+ * into a bulk: a claim is inserted, anything else upserted by its _id (a
+ * claim replacing its fact's own claim conditionally on its fact).
+ */
+static void
+bulk_write_entry(IdxIndexWriter *w, IdxBulkWrite *bw, IndexQueue *q,
+				 PendingEntry *pe)
+{
+	bson_t		buf = BSON_INITIALIZER;
+	bson_t	   *doc = entry_to_write(w, pe, &buf);
+
+	if (pe->claim && !pe->replace)
+		idx_bulk_write_insert(bw, w->info->database, q->def->collection, doc);
+	else
+	{
+		bson_t	   *selector = pe->claim ? idx_entry_own_filter(pe->entry) : NULL;
+		bson_t		idonly = BSON_INITIALIZER;
+		bson_iter_t iter;
+
+		if (selector == NULL)
+		{
+			bson_iter_init_find(&iter, pe->entry, "_id");
+			idx_check_append(bson_append_iter(&idonly, "_id", -1, &iter));
+			selector = &idonly;
+		}
+		idx_bulk_write_update(bw, w->info->database, q->def->collection,
+							  selector, doc, true);
+		bson_destroy(&idonly);
+	}
+	bson_destroy(&buf);
 }
 
 /*
@@ -968,9 +1016,15 @@ claims_first(List *inserts)
 void
 idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
 {
-	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	MemoryContext oldcxt;
 	int			i;
 
+	if (w->bulk_write)
+	{
+		write_new_bulk_write(w, session);
+		return;
+	}
+	oldcxt = MemoryContextSwitchTo(w->batch_cxt);
 	for (i = 0; i < w->nindexes; i++)
 	{
 		IndexQueue *q = &w->queues[i];
@@ -1077,10 +1131,15 @@ idx_writer_delete_old(IdxIndexWriter *w, mongoc_client_session_t *session)
 {
 	int			i;
 
-	for (i = 0; i < w->nindexes; i++)
+	if (w->bulk_write)
+		delete_old_bulk_write(w, session);
+	else
 	{
-		CHECK_FOR_INTERRUPTS();
-		delete_entries(w, &w->queues[i], w->queues[i].deletes, session);
+		for (i = 0; i < w->nindexes; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			delete_entries(w, &w->queues[i], w->queues[i].deletes, session);
+		}
 	}
 	idx_writer_reset(w);
 }
@@ -1099,5 +1158,204 @@ idx_writer_reset(IdxIndexWriter *w)
 		w->queues[i].deletes = NIL;
 	}
 	w->take_back = false;
+	w->bw_nnew = 0;
+	w->bw_ndeletes = 0;
 	MemoryContextReset(w->batch_cxt);
+}
+
+/*
+ * Write all index collections of a batch in one bulkWrite command per
+ * step, instead of one bulk per collection (the server takes bulkWrite:
+ * decided by the caller at executor start).
+ */
+void
+idx_writer_set_bulk_write(IdxIndexWriter *w, bool on)
+{
+	w->bulk_write = on;
+}
+
+/*
+ * Add the writer's pending new entries to "bw" (claims first in each index
+ * collection, as write_new sends them), remembering which op is which
+ * entry for idx_writer_bulk_failed() and idx_writer_bulk_done().
+ */
+void
+idx_writer_add_new(IdxIndexWriter *w, IdxBulkWrite *bw)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	int			total = 0;
+	int			i;
+
+	for (i = 0; i < w->nindexes; i++)
+	{
+		w->queues[i].inserts = claims_first(w->queues[i].inserts);
+		total += list_length(w->queues[i].inserts);
+	}
+	w->bw_first = idx_bulk_write_nops(bw);
+	w->bw_marked = w->bw_first;
+	w->bw_nnew = 0;
+	w->bw_entries = palloc(sizeof(PendingEntry *) * Max(total, 1));
+	w->bw_queues = palloc(sizeof(int) * Max(total, 1));
+	for (i = 0; i < w->nindexes; i++)
+	{
+		IndexQueue *q = &w->queues[i];
+		ListCell   *lc;
+
+		foreach(lc, q->inserts)
+		{
+			PendingEntry *pe = lfirst(lc);
+
+			bulk_write_entry(w, bw, q, pe);
+			w->bw_entries[w->bw_nnew] = pe;
+			w->bw_queues[w->bw_nnew++] = i;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Add the deletions of the writer's pending old entries to "bw".
+ */
+void
+idx_writer_add_old(IdxIndexWriter *w, IdxBulkWrite *bw)
+{
+	int			i;
+
+	w->bw_ndeletes = 0;
+	for (i = 0; i < w->nindexes; i++)
+	{
+		IndexQueue *q = &w->queues[i];
+		ListCell   *lc;
+
+		foreach(lc, q->deletes)
+		{
+			idx_bulk_write_delete(bw, w->info->database, q->def->collection,
+								  lfirst(lc), false);
+			w->bw_ndeletes++;
+		}
+	}
+}
+
+/*
+ * Mark the new entries of ops before "upto" as written (executed by an
+ * ordered bulkWrite); inserted claims were created by it, upserted entries
+ * may have replaced one that was there (errorsOnly replies do not say), so
+ * an undo reads their fact before deleting them.
+ */
+static void
+mark_written(IdxIndexWriter *w, int upto)
+{
+	for (; w->bw_marked < upto &&
+		 w->bw_marked < w->bw_first + w->bw_nnew; w->bw_marked++)
+	{
+		PendingEntry *pe = w->bw_entries[w->bw_marked - w->bw_first];
+
+		pe->written = true;
+		pe->created = pe->claim && !pe->replace;
+		w->written++;
+	}
+	w->bw_marked = Max(w->bw_marked, upto);
+}
+
+/*
+ * An op of "bw" failed: if it is one of the writer's new entries, handle
+ * it as write_new handles a failed entry (a duplicate claim is a unique
+ * violation, or in ordered mode an orphan to take over), and return true:
+ * the caller goes on with the op after it.  Returns false for other ops;
+ * other errors of entries are raised.
+ */
+bool
+idx_writer_bulk_failed(IdxIndexWriter *w, IdxBulkWrite *bw,
+					   const IdxBulkWriteError *failed)
+{
+	int			k = failed->op - w->bw_first;
+	PendingEntry *pe;
+	IndexQueue *q;
+	MemoryContext oldcxt;
+
+	if (k < 0 || k >= w->bw_nnew)
+		return false;
+	mark_written(w, failed->op);
+	pe = w->bw_entries[k];
+	q = &w->queues[w->bw_queues[k]];
+	if (failed->code != 11000)
+		idx_bulk_write_report(bw, failed, writing_what(q));
+	if (!w->ordered || !pe->claim)
+		report_unique_violation(q, pe);
+	oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	/* an error takes the batch's entries back, in the statement's undo */
+	w->take_back = true;
+	resolve_claim(w, q, pe);
+	w->take_back = false;
+	w->written++;
+	w->bw_marked = failed->op + 1;
+	MemoryContextSwitchTo(oldcxt);
+	return true;
+}
+
+/*
+ * The ops of "bw" before "upto" were executed: mark the new entries among
+ * them written, and count the old entries deleted.
+ */
+void
+idx_writer_bulk_done(IdxIndexWriter *w, int upto)
+{
+	mark_written(w, upto);
+	w->deleted += w->bw_ndeletes;
+	w->bw_ndeletes = 0;
+}
+
+/*
+ * Run a bulkWrite of the writer's own ops to its end, handling the failed
+ * new entries; any other failure is raised.
+ */
+static void
+run_writer_bulk_write(IdxIndexWriter *w, IdxBulkWrite *bw,
+					  mongoc_client_session_t *session)
+{
+	IdxBulkWriteError failed;
+	int			from = 0;
+	const char *what = "writing the index collections";
+
+	while (!idx_bulk_write_execute(bw, from, session, what, &failed))
+	{
+		if (failed.op >= idx_bulk_write_nops(bw) ||
+			!idx_writer_bulk_failed(w, bw, &failed))
+			idx_bulk_write_report(bw, &failed, what);
+		from = failed.op + 1;
+	}
+	idx_writer_bulk_done(w, idx_bulk_write_nops(bw));
+}
+
+/*
+ * write_new with bulkWrite: every new entry in one command.
+ */
+static void
+write_new_bulk_write(IdxIndexWriter *w, mongoc_client_session_t *session)
+{
+	IdxBulkWrite *bw;
+	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+
+	bw = idx_bulk_write_create(w->client, w->servername);
+	idx_writer_add_new(w, bw);
+	if (idx_bulk_write_nops(bw) > 0)
+		run_writer_bulk_write(w, bw, session);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * delete_old with bulkWrite: every old entry in one command.
+ */
+static void
+delete_old_bulk_write(IdxIndexWriter *w, mongoc_client_session_t *session)
+{
+	IdxBulkWrite *bw;
+	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+
+	bw = idx_bulk_write_create(w->client, w->servername);
+	w->bw_nnew = 0;
+	idx_writer_add_old(w, bw);
+	if (idx_bulk_write_nops(bw) > 0)
+		run_writer_bulk_write(w, bw, session);
+	MemoryContextSwitchTo(oldcxt);
 }

@@ -35,6 +35,7 @@
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
 
+#include "bulk_write.h"
 #include "option.h"
 
 /* Field of a unique claim written in ordered mode: when it was made */
@@ -129,5 +130,21 @@ extern void idx_writer_counters(IdxIndexWriter *w, uint64 *written,
  */
 extern int	idx_bulk_write_errors(const bson_t *reply, int **indexes,
 								  int **codes);
+
+/*
+ * MongoDB 8.0's bulkWrite (bulk_write.h): with bulk writes on, write_new
+ * and delete_old send one command each for all index collections; a
+ * caller that writes the facts in the same command queues the new entries
+ * before them (idx_writer_add_new) and the old entries after them
+ * (idx_writer_add_old), hands each failed op to idx_writer_bulk_failed()
+ * (true: an entry's failure was handled, go on after it) and says how far
+ * the command got with idx_writer_bulk_done().
+ */
+extern void idx_writer_set_bulk_write(IdxIndexWriter *w, bool on);
+extern void idx_writer_add_new(IdxIndexWriter *w, IdxBulkWrite *bw);
+extern void idx_writer_add_old(IdxIndexWriter *w, IdxBulkWrite *bw);
+extern bool idx_writer_bulk_failed(IdxIndexWriter *w, IdxBulkWrite *bw,
+								   const IdxBulkWriteError *failed);
+extern void idx_writer_bulk_done(IdxIndexWriter *w, int upto);
 
 #endif							/* IDXTABLE_INDEX_WRITE_H */

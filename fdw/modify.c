@@ -57,6 +57,7 @@
 #include "handle.h"
 #include "index_catalog.h"
 #include "index_entry.h"
+#include "idxtable_fdw.h"
 #include "index_write.h"
 #include "modify.h"
 #include "modify_int.h"
@@ -297,6 +298,14 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 									   ms->info, ms->client,
 									   ms->server->servername, ms->ordered);
 	ms->preconv = idx_writer_row_conv(ms->writer);
+	/* the server's capability, decided here: planning never asks it */
+	if (idxtable_enable_bulk_write && !ms->eventual &&
+		idx_writer_nindexes(ms->writer) > 0 &&
+		idx_bulk_write_supported(ms->client, ms->server->servername))
+	{
+		ms->bulk_write = true;
+		idx_writer_set_bulk_write(ms->writer, true);
+	}
 	/* a key an outside fact holds must be in its unique index first */
 	if (operation != CMD_DELETE)
 		idx_sync_wait_for_write(idx_writer_indexes(ms->writer),
@@ -787,6 +796,168 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 }
 
 /*
+ * A batch of facts was inserted: count them, remember them for the undo
+ * of ordered mode, and forget the entries' queue.
+ */
+static void
+inserted(IdxModifyState *ms, bson_value_t *ids, bson_t **docs, int n)
+{
+	int			i;
+
+	idx_modify_note_written(ms, n);
+	for (i = 0; i < n; i++)
+		idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i],
+								  idx_shard_key_of_document(ms->info,
+															docs[i]));
+	idx_writer_reset(ms->writer);
+}
+
+/*
+ * Can every fact of the batch go in a bulkWrite?  Its command document is
+ * limited to 16 MB with the ops, where an insert's documents are not: a
+ * fact near the limit goes by the insert command.
+ */
+static bool
+facts_fit_bulk_write(bson_t **docs, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (!idx_bulk_write_fits(docs[i]))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A fact insert of a bulkWrite failed (op "row" of the facts): a duplicate
+ * _id is remembered in dup[] (the caller goes on after it, and reports it
+ * when the command is done, as insert_failed() does for a bulk); any other
+ * error is raised, after the facts written before it (ordered: those
+ * before "row" that are no duplicates) are remembered for the undo.
+ */
+static void
+bulk_write_fact_failed(IdxModifyState *ms, IdxBulkWrite *bw,
+					   const IdxBulkWriteError *failed, int row,
+					   bson_value_t *ids, bool *dup)
+{
+	int			i;
+
+	if (failed->code == 11000)
+	{
+		dup[row] = true;
+		return;
+	}
+	for (i = 0; i < row; i++)
+	{
+		if (!dup[i])
+			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
+	}
+	idx_bulk_write_report(bw, failed,
+						  psprintf("inserting into collection \"%s\"",
+								   ms->info->collection));
+}
+
+/*
+ * The duplicate _ids of a bulkWrite's facts, reported as insert_failed()
+ * reports those of a bulk insert (it undoes the rest in ordered mode).
+ */
+static void
+bulk_write_duplicates(IdxModifyState *ms, TupleTableSlot **slots,
+					  bson_value_t *ids, bson_t **docs, int n,
+					  mongoc_client_session_t *session, const bool *dup)
+{
+	bson_t	   *reply = bson_new();
+	bson_t		errors;
+	bson_error_t error = {0};
+	int			k = 0;
+	int			i;
+
+	idx_own_bson(reply);
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(reply, "writeErrors", &errors));
+	for (i = 0; i < n; i++)
+	{
+		bson_t		werr;
+		char		key[16];
+
+		if (!dup[i])
+			continue;
+		snprintf(key, sizeof(key), "%d", k++);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&errors, key, &werr));
+		idx_check_append(BSON_APPEND_INT32(&werr, "index", i));
+		idx_check_append(BSON_APPEND_INT32(&werr, "code", 11000));
+		idx_check_append(bson_append_document_end(&errors, &werr));
+	}
+	idx_check_append(bson_append_array_end(reply, &errors));
+	error.domain = MONGOC_ERROR_SERVER;
+	error.code = 11000;
+	insert_failed(ms, slots, ids, docs, n, session, reply, &error);
+}
+
+/*
+ * Insert a batch with one bulkWrite (MongoDB 8.0): the new entries of all
+ * index collections, then the facts, ordered, so that ordered mode's
+ * crash-safe order holds within the command.  A failed op ends the
+ * command; the ops after it go in the next one (ordered mode takes over
+ * an orphaned claim there, as write_new does; a duplicate _id is reported
+ * once all facts were tried, as an unordered bulk insert does).
+ */
+static void
+insert_rows_bulk_write(IdxModifyState *ms, TupleTableSlot **slots,
+					   bson_value_t *ids, bson_t **docs, int n,
+					   mongoc_client_session_t *session)
+{
+	IdxBulkWrite *bw = idx_bulk_write_create(ms->client,
+											 ms->server->servername);
+	IdxBulkWriteError failed;
+	bool	   *dup = palloc0(sizeof(bool) * n);
+	bool		any_dup = false;
+	const char *what = psprintf("inserting into collection \"%s\"",
+								ms->info->collection);
+	int			first_fact;
+	int			from = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
+						 slots[i]->tts_isnull, &ids[i]);
+	idx_writer_add_new(ms->writer, bw);
+	first_fact = idx_bulk_write_nops(bw);
+	for (i = 0; i < n; i++)
+		idx_bulk_write_insert(bw, ms->info->database, ms->info->collection,
+							  docs[i]);
+	while (!idx_bulk_write_execute(bw, from, session, what, &failed))
+	{
+		if (failed.op >= idx_bulk_write_nops(bw))
+		{
+			/* all written, only not acknowledged as asked: undo them */
+			for (i = 0; i < n; i++)
+				if (!dup[i])
+					idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
+			idx_bulk_write_report(bw, &failed, what);
+		}
+		if (failed.op < first_fact)
+		{
+			if (!idx_writer_bulk_failed(ms->writer, bw, &failed))
+				idx_bulk_write_report(bw, &failed, what);
+		}
+		else
+		{
+			bulk_write_fact_failed(ms, bw, &failed, failed.op - first_fact,
+								   ids, dup);
+			any_dup = true;
+			if (!ms->ordered)
+				break;			/* the transaction is aborted */
+		}
+		from = failed.op + 1;
+	}
+	idx_writer_bulk_done(ms->writer, first_fact);
+	if (any_dup)
+		bulk_write_duplicates(ms, slots, ids, docs, n, session, dup);
+}
+
+/*
  * Insert a batch of rows: the fact documents are built and queued first
  * (anything MongoDB cannot store fails here, before any write), then the
  * entries are written, then the facts in one bulk.
@@ -812,6 +983,12 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	}
 	docs = build_documents(ms, slots, ids, n);
 	session = idx_modify_session(ms);
+	if (ms->bulk_write && facts_fit_bulk_write(docs, n))
+	{
+		insert_rows_bulk_write(ms, slots, ids, docs, n, session);
+		inserted(ms, ids, docs, n);
+		return;
+	}
 	bulk = queue_documents(ms, session, docs, n);
 	owned_bulk = idx_own_bulk(bulk);
 
@@ -831,12 +1008,7 @@ insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 		insert_failed(ms, slots, ids, docs, n, session, failed_reply, &error);
 	}
 	bson_destroy(&reply);
-	idx_modify_note_written(ms, n);
-	for (i = 0; i < n; i++)
-		idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i],
-								  idx_shard_key_of_document(ms->info,
-															docs[i]));
-	idx_writer_reset(ms->writer);
+	inserted(ms, ids, docs, n);
 }
 
 /*

@@ -32,6 +32,10 @@
  * between the two, which an undo of this statement overwrites either way).
  * A batch of one row is one findAndModify instead, as in ordered mode.
  *
+ * On MongoDB 8.0 (ms->bulk_write), steps 2, 3 and 4 are one bulkWrite
+ * command, in that order, so that a batch is two round trips however many
+ * index collections it changes.
+ *
  * Steps 1, 2 and 4 are skipped where no entry can change (no index, or an
  * UPDATE that assigns none of the indexed columns).  A row whose fact is
  * gone by step 1 (deleted by another transaction since the scan read it)
@@ -506,6 +510,65 @@ write_one_fact(IdxModifyState *ms, BatchRow *row)
 }
 
 /*
+ * Steps 2 to 4 as one bulkWrite: the new entries, the facts, the old
+ * entries, ordered; returns how many facts were written (those step 1
+ * found: in the transaction, a fact found is a fact the write matches).
+ */
+static int64
+write_bulk_write(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
+				 mongoc_client_session_t *session)
+{
+	IdxBulkWrite *bw = idx_bulk_write_create(ms->client,
+											 ms->server->servername);
+	IdxBulkWriteError failed;
+	const char *what = psprintf("%s documents of collection \"%s\"",
+								ms->operation == CMD_DELETE ?
+								"deleting" : "updating",
+								ms->info->collection);
+	int64		written = 0;
+	int			from = 0;
+	int			i;
+
+	idx_writer_add_new(ms->writer, bw);
+	for (i = 0; i < b->n; i++)
+		written += (pre[i] != NULL);
+	if (ms->operation == CMD_DELETE)
+	{
+		bson_t		filter = BSON_INITIALIZER;
+
+		batch_filter(ms, b, &filter);
+		idx_bulk_write_delete(bw, ms->info->database, ms->info->collection,
+							  &filter, true);
+		bson_destroy(&filter);
+	}
+	else
+	{
+		for (i = 0; i < b->n; i++)
+		{
+			if (pre[i] != NULL)
+				idx_bulk_write_update(bw, ms->info->database,
+									  ms->info->collection,
+									  row_filter(ms, &b->rows[i]),
+									  b->rows[i].update, false);
+		}
+	}
+	idx_writer_add_old(ms->writer, bw);
+	while (!idx_bulk_write_execute(bw, from, session, what, &failed))
+	{
+		if (failed.op >= idx_bulk_write_nops(bw) ||
+			!idx_writer_bulk_failed(ms->writer, bw, &failed))
+		{
+			idx_shard_key_check_refusal(ms->info, failed.doc, &failed.error);
+			idx_bulk_write_report(bw, &failed, what);
+		}
+		from = failed.op + 1;
+	}
+	idx_writer_bulk_done(ms->writer, idx_bulk_write_nops(bw));
+	idx_writer_reset(ms->writer);
+	return written;
+}
+
+/*
  * Write the batch (see the file header for the steps).
  */
 void
@@ -531,9 +594,12 @@ idx_modify_batch_flush(IdxModifyState *ms)
 			if (pre[i] != NULL)
 				queue_row(ms, i, &b->rows[i], pre[i]);
 		}
-		idx_writer_write_new(ms->writer, session);
+		if (!ms->bulk_write)
+			idx_writer_write_new(ms->writer, session);
 	}
-	if (ms->eventual && b->n == 1)
+	if (b->entries_change && ms->bulk_write)
+		written = write_bulk_write(ms, b, pre, session);
+	else if (ms->eventual && b->n == 1)
 		written = write_one_fact(ms, &b->rows[0]);
 	else
 	{
@@ -546,7 +612,7 @@ idx_modify_batch_flush(IdxModifyState *ms)
 	}
 	idx_modify_note_written(ms, (int) written);
 	uncount_unmatched(ms, b->n - written);
-	if (b->entries_change)
+	if (b->entries_change && !ms->bulk_write)
 		idx_writer_delete_old(ms->writer, session);
 	MemoryContextSwitchTo(oldcxt);
 	b->n = 0;

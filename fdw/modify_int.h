@@ -38,6 +38,8 @@ typedef struct IdxModifyState
 								 * when made, a failed statement undone
 								 * (modes 'ordered' and 'eventual') */
 	bool		eventual;		/* mode 'eventual': the facts only */
+	bool		bulk_write;		/* a batch's facts and entries in one
+								 * bulkWrite (MongoDB 8.0, bulk_write.h) */
 	List	   *target_attrs;	/* UPDATE: assigned columns */
 	bool		has_returning;
 	AttrNumber	rowid_attno;	/* junk _id in the subplan's output */

@@ -306,12 +306,16 @@ def run_writes(args, mongo):
     rows, notes, run_s = writes.run(conn.cursor(), mongo_client.database(mongo, WRITE_DB),
                                     n, k, reps, log, explain=args.explain)
     conn.close()
+    wire = mongo.admin.command("hello").get("maxWireVersion", 0)
+    bulk_write = wire >= 25
 
     print()
     print("idxtable_fdw write benchmark: INSERT ... SELECT of %d rows from a local table, "
           "UPDATE and DELETE of %d rows by _id, as EXPLAIN ANALYZE (wall: %s, each on fresh "
           "collections; cpu: mean; %.0f s with setup and checks)"
           % (n, k, "1 run" if reps == 1 else "median of %d runs" % reps, run_s))
+    print("server wire version %d: %s" % (wire, "each batch in one bulkWrite command (MongoDB 8.0)" if bulk_write
+                                           else "one bulk write per collection (no bulkWrite)"))
     print("x_ins0: rows/s / rows/s of the insert without index tables in the same mode; "
           "x_same0: / the same statement without index tables")
     print("lag_ms: the applier's largest lag on the table's index tables in idxtable.sync_status, "
@@ -326,7 +330,7 @@ def run_writes(args, mongo):
     for line in writes.summary(rows) + notes:
         print("  " + line)
     sys.stdout.flush()
-    path = os.path.join(HERE, "results-writes.csv")
+    path = os.path.join(HERE, "results-writes%s.csv" % ("-bulkwrite" if bulk_write else ""))
     writes.write_csv(path, rows)
     log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
 

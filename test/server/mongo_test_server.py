@@ -3,7 +3,7 @@
 
 Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--user NAME --password PW]
                             [--log FILE] [--txn-lifetime SECONDS] [--txn-size-limit BYTES]
-                            [--dbpath DIR] [--change-history N] [--periodic-noop-secs S]
+                            [--dbpath DIR] [--change-history N] [--periodic-noop-secs S] [--bulk-write]
 With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
 With --dbpath every change is journaled in DIR before it is acknowledged, and replayed at the next start.
 The implementation lives in the idxmongo package next to this script.
@@ -45,6 +45,9 @@ def parse_args(argv):
     parser.add_argument("--periodic-noop-secs", type=float, default=10.0,
                         help="write a no-op history entry when nothing was written for this long, so idle change "
                              "streams advance (mongod's periodicNoopIntervalSecs, 10)")
+    parser.add_argument("--bulk-write", action="store_true",
+                        help="serve mongod 8.0's bulkWrite admin command and announce maxWireVersion 25 "
+                             "(default: wire version 17, no bulkWrite)")
     args = parser.parse_args(argv)
     if bool(args.user) != bool(args.password):
         parser.error("--user and --password go together")
@@ -61,7 +64,7 @@ def main(argv=None):
     gc.set_threshold(10000, 10, 10)
     try:
         server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath,
-                        args.change_history if args.change_history > 0 else None)
+                        args.change_history if args.change_history > 0 else None, args.bulk_write)
     except (OSError, RuntimeError) as exc:
         sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
     server.txn_size_limit = args.txn_size_limit or None

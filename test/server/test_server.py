@@ -3492,6 +3492,141 @@ def test_change_stream_pre_and_post_images(env):
     expect_error(26, db.command, "collMod", "cs_no_such", changeStreamPreAndPostImages={"enabled": True})
     expect_error(115, db.command, "collMod", "cs_images", validator={})
 
+def _bulk_write_server(env):
+    """A client of a server started with --bulk-write (started on first use)."""
+    if getattr(env, "_bulk_client", None) is None:
+        server = env.start("bulkwrite", extra=("--bulk-write",))
+        env._bulk_client = env.new_client(server.uri())
+    return env._bulk_client
+
+
+def bulk_write(client, ops, ns, session=None, **fields):
+    """Run bulkWrite on admin with nsInfo `ns` (a list of "db.coll"); returns the reply."""
+    cmd = SON([("bulkWrite", 1), ("ops", ops), ("nsInfo", [{"ns": n} for n in ns])])
+    cmd.update(fields)
+    return client.admin.command(cmd, session=session)
+
+
+@test(own=True)
+def test_bulk_write_only_with_the_flag(env):
+    check(env.client.admin.command("hello")["maxWireVersion"] == 17)
+    expect_error(59, bulk_write, env.client, [{"insert": 0, "document": {"_id": 1}}], ["t.bw0"])
+    client = _bulk_write_server(env)
+    check(client.admin.command("hello")["maxWireVersion"] == 25)
+
+
+@test(own=True)
+def test_bulk_write_several_namespaces(env):
+    client = _bulk_write_server(env)
+    for name in ("bwa", "bwb"):
+        client.t[name].drop()
+    client.t.bwb.insert_one({"_id": 5, "v": 0})
+    reply = bulk_write(client, [
+        {"insert": 0, "document": {"_id": 1, "x": 1}},
+        {"insert": 1, "document": {"_id": 2}},
+        {"update": 1, "filter": {"_id": 5}, "updateMods": {"$set": {"v": 1}}},
+        {"update": 0, "filter": {"_id": 9}, "updateMods": {"_id": 9, "r": 1}, "upsert": True},
+        {"delete": 1, "filter": {"_id": 2}},
+    ], ["t.bwa", "t.bwb"])
+    check(reply["nErrors"] == 0 and reply["nInserted"] == 2 and reply["nMatched"] == 1, reply)
+    check(reply["nModified"] == 1 and reply["nUpserted"] == 1 and reply["nDeleted"] == 1, reply)
+    batch = reply["cursor"]["firstBatch"]
+    check([r["idx"] for r in batch] == [0, 1, 2, 3, 4] and reply["cursor"]["id"] == 0, batch)
+    check(batch[3]["upserted"] == {"_id": 9}, batch)
+    check(sorted(d["_id"] for d in client.t.bwa.find()) == [1, 9])
+    check(list(client.t.bwb.find()) == [{"_id": 5, "v": 1}])
+
+
+@test(own=True)
+def test_bulk_write_is_strict(env):
+    client = _bulk_write_server(env)
+    ins = [{"insert": 0, "document": {"_id": 1}}]
+    expect_error(13, lambda: client.t.command(SON([("bulkWrite", 1), ("ops", ins), ("nsInfo", [{"ns": "t.x"}])])))
+    expect_error(40415, bulk_write, client, ins, ["t.bwz"], bogus=1)
+    expect_error(40415, bulk_write, client, [{"insert": 0, "document": {}, "upsert": True}], ["t.bwz"])
+    expect_error(2, bulk_write, client, [{"insert": 1, "document": {}}], ["t.bwz"])
+    expect_error(2, bulk_write, client, [], ["t.bwz"])
+    expect_error(2, bulk_write, client, [{"insert": 0, "delete": 0, "document": {}}], ["t.bwz"])
+    expect_error(40414, bulk_write, client, [{"update": 0, "filter": {}}], ["t.bwz"])
+    expect_error(73, bulk_write, client, ins, ["nodot"])
+    # an op refused while parsing fails the command before any op runs
+    client.t.bwz.drop()
+    expect_error(40414, bulk_write, client, ins + [{"delete": 0}], ["t.bwz"])
+    check(client.t.bwz.count_documents({}) == 0)
+
+
+@test(own=True)
+def test_bulk_write_ordered_stops_at_first_error(env):
+    client = _bulk_write_server(env)
+    coll = client.t.bwo
+    coll.drop()
+    coll.create_index("u", unique=True)
+    coll.insert_one({"_id": 0, "u": 7})
+    ops = [{"insert": 0, "document": {"_id": 1, "u": 1}}, {"insert": 0, "document": {"_id": 2, "u": 7}},
+           {"insert": 0, "document": {"_id": 3, "u": 3}}]
+    reply = bulk_write(client, ops, ["t.bwo"], errorsOnly=True)
+    check(reply["nErrors"] == 1 and reply["nInserted"] == 1, reply)
+    err = reply["cursor"]["firstBatch"]
+    check(len(err) == 1 and err[0]["ok"] == 0 and err[0]["idx"] == 1 and err[0]["code"] == 11000, err)
+    check(err[0]["keyValue"] == {"u": 7}, err)
+    check(sorted(d["_id"] for d in coll.find()) == [0, 1])
+    ops[0]["document"] = {"_id": 11, "u": 11}
+    reply = bulk_write(client, ops, ["t.bwo"], ordered=False)
+    check(reply["nErrors"] == 1 and reply["nInserted"] == 2, reply)
+    check([r["ok"] for r in reply["cursor"]["firstBatch"]] == [1, 0, 1], reply)
+    check(sorted(d["_id"] for d in coll.find()) == [0, 1, 3, 11])
+
+
+@test(own=True)
+def test_bulk_write_in_transaction(env):
+    client = _bulk_write_server(env)
+    for name in ("bwt", "bwu"):
+        client.t[name].drop()
+        client.t.create_collection(name)
+    client.t.bwu.create_index("k", unique=True)
+    client.t.bwu.insert_one({"_id": 0, "k": 1})
+    with client.start_session() as session:
+        session.start_transaction()
+        reply = bulk_write(client, [{"insert": 0, "document": {"_id": 1}},
+                                    {"insert": 1, "document": {"_id": 2, "k": 2}}], ["t.bwt", "t.bwu"],
+                           session=session)
+        check(reply["nInserted"] == 2)
+        check(client.t.bwt.count_documents({}) == 0, "not visible outside before commit")
+        session.commit_transaction()
+    check(client.t.bwt.count_documents({}) == 1 and client.t.bwu.count_documents({}) == 2)
+    with client.start_session() as session:
+        session.start_transaction()
+        reply = bulk_write(client, [{"insert": 0, "document": {"_id": 3}},
+                                    {"insert": 1, "document": {"_id": 4, "k": 1}},
+                                    {"insert": 0, "document": {"_id": 5}}], ["t.bwt", "t.bwu"],
+                           session=session, ordered=False, errorsOnly=True)
+        err = reply["cursor"]["firstBatch"]
+        check(reply["nErrors"] == 1 and len(err) == 1 and err[0]["idx"] == 1 and err[0]["code"] == 11000, reply)
+        expect_error(251, session.commit_transaction)
+    check(sorted(d["_id"] for d in client.t.bwt.find()) == [1], "the aborted transaction left nothing")
+
+
+@test(own=True)
+def test_bulk_write_retryable(env):
+    client = _bulk_write_server(env)
+    client.t.bwr.drop()
+    # a client of its own, whose implicit session (the command's lsid) no transaction used before
+    client = env.new_client(client.address and "mongodb://%s:%d/?replicaSet=rs0" % client.address)
+    ops = [{"insert": 0, "document": {"_id": 1}}, {"update": 0, "filter": {"_id": 1},
+                                                    "updateMods": {"$inc": {"n": 1}}}]
+    session = client.start_session()
+    first = bulk_write(client, ops, ["t.bwr"], session=session, txnNumber=Int64(1))
+    again = bulk_write(client, ops, ["t.bwr"], session=session, txnNumber=Int64(1))
+    check(first["nInserted"] == 1 and again["nInserted"] == 1, (first, again))
+    check(again.get("retriedStmtIds") == [0, 1], again)
+    check(list(client.t.bwr.find()) == [{"_id": 1, "n": 1}], "the retry wrote nothing again")
+    reply = bulk_write(client, [{"delete": 0, "filter": {}, "multi": True}], ["t.bwr"], session=session,
+                       txnNumber=Int64(2), errorsOnly=True)
+    session.end_session()
+    check(reply["nErrors"] == 1 and reply["cursor"]["firstBatch"][0]["code"] == 72, reply)
+
+
+
 def main():
     """Run the selected tests and print the summary line."""
     selected = sys.argv[1:]

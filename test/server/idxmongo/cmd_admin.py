@@ -40,7 +40,7 @@ def cmd_hello(ctx):
         "electionId": ELECTION_ID,
         "maxBsonObjectSize": 16777216, "maxMessageSizeBytes": 48000000, "maxWriteBatchSize": 100000,
         "localTime": datetime.datetime.utcnow(), "logicalSessionTimeoutMinutes": 30,
-        "connectionId": ctx.conn.id, "minWireVersion": 0, "maxWireVersion": 17, "readOnly": False,
+        "connectionId": ctx.conn.id, "minWireVersion": 0, "maxWireVersion": server.max_wire_version, "readOnly": False,
     }
     mech_user = cmd.get("saslSupportedMechs")
     if server.auth is not None and isinstance(mech_user, str):

@@ -2,7 +2,7 @@
 
 Each record says what a driver sent that a test may need to assert on: the command's name, database and
 target collection, its `$readPreference` (None when the driver sent none, which mongod reads as primary), its
-`collation`, `filter` and `limit` (for find), whether it ran in a transaction, and the client's appName.
+`collation`, `filter` and `limit` (for find), a bulkWrite's `ordered` and `ops` ([kind, namespace]), whether it ran in a transaction, and the client's appName.
 """
 
 import collections
@@ -11,6 +11,17 @@ import threading
 RING_SIZE = 2000
 # Not recorded: the handshake, the monitors' heartbeats and the log's own reads.
 SKIPPED = {"hello", "isMaster", "ismaster", "recentCommands", "commandCpu", "saslStart", "saslContinue", "endSessions"}
+
+
+def _bulk_write_ops(cmd):
+    """[kind, "db.coll"] of each op of a bulkWrite command (None where it is malformed)."""
+    ns = [entry.get("ns") if isinstance(entry, dict) else None for entry in cmd.get("nsInfo") or []]
+    out = []
+    for op in cmd.get("ops") or []:
+        kind = next((k for k in ("insert", "update", "delete") if isinstance(op, dict) and k in op), None)
+        index = op.get(kind) if kind else None
+        out.append([kind, ns[index] if isinstance(index, int) and 0 <= index < len(ns) else None])
+    return out
 
 
 class CommandLog:
@@ -33,6 +44,9 @@ class CommandLog:
         for field in ("filter", "collation", "limit"):
             if field in cmd:
                 entry[field] = cmd[field]
+        if name == "bulkWrite":  # its ops as [kind, namespace], in order, and whether they are ordered
+            entry["ordered"] = cmd.get("ordered", True)
+            entry["ops"] = _bulk_write_ops(cmd)
         with self.lock:
             self.ring.append(entry)
 

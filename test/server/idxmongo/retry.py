@@ -37,7 +37,7 @@ import threading
 from .errors import TRANSIENT, MongoError
 from .journal import session_op
 
-RETRYABLE_WRITE_COMMANDS = {"insert", "update", "delete", "findAndModify", "findandmodify"}
+RETRYABLE_WRITE_COMMANDS = {"bulkWrite", "insert", "update", "delete", "findAndModify", "findandmodify"}
 COMMIT_OR_ABORT = {"commitTransaction", "abortTransaction"}
 RETRYABLE_WRITE_ERROR = "RetryableWriteError"
 # mongod 6.0's RetriableError category (src/mongo/base/error_codes.yml): HostUnreachable, HostNotFound,

@@ -9,7 +9,7 @@ import threading
 import time
 import traceback
 
-from . import cmd_admin, cmd_crud, limits, sharding, txnrules
+from . import bulkwrite, cmd_admin, cmd_crud, limits, sharding, txnrules
 from .cmdlog import CommandCpu, CommandLog, cmd_command_cpu, cmd_recent_commands
 from .auth import Authenticator
 from . import changestream
@@ -56,7 +56,7 @@ class Server:
     """A MongoDB-wire-compatible server over an in-memory indexed store, journaled to `dbpath` if given."""
 
     def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0, dbpath=None,
-                 change_history=None):
+                 change_history=None, bulk_write=False):
         self.host = host
         self.port = port
         self.lock = threading.RLock()
@@ -82,6 +82,10 @@ class Server:
         self.txn_size_limit = None  # --txn-size-limit: bytes a transaction may write (limits.py)
         self.commands["recentCommands"] = cmd_recent_commands
         self.commands["commandCpu"] = cmd_command_cpu
+        # mongod 8.0's bulkWrite, and wire version 25 in hello, only when asked (--bulk-write)
+        self.max_wire_version = 25 if bulk_write else 17
+        if bulk_write:
+            self.commands.update(bulkwrite.COMMANDS)
         self.cmdlog = CommandLog()
         self.cmdcpu = CommandCpu()
         self.started = time.time()
@@ -336,6 +340,10 @@ class Server:
                 raise MongoError(code, errmsg, extra=first)
             reply["writeErrors"] = [first]
         return reply
+
+    def abort_on_error(self, ctx):
+        """Abort the command's transaction after a failure (for handlers that report errors themselves)."""
+        self._abort_on_error(ctx)
 
     def _abort_on_error(self, ctx):
         """Abort the command's transaction after a failure."""

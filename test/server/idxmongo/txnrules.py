@@ -21,11 +21,11 @@ from bson.timestamp import Timestamp
 
 from .errors import MongoError
 
-# The commands whose allowedInTransactions() is true on mongod (bulkWrite, 8.0, is not emulated).
-ALLOWED_IN_TRANSACTION = {"abortTransaction", "aggregate", "commitTransaction", "create", "createIndexes",
+# The commands whose allowedInTransactions() is true on mongod (bulkWrite: 8.0, served with --bulk-write).
+ALLOWED_IN_TRANSACTION = {"abortTransaction", "aggregate", "bulkWrite", "commitTransaction", "create", "createIndexes",
                           "delete", "distinct", "find", "findAndModify", "findandmodify", "getMore", "insert",
                           "killCursors", "update"}
-RETRYABLE_WRITE_COMMANDS = {"insert", "update", "delete", "findAndModify", "findandmodify"}
+RETRYABLE_WRITE_COMMANDS = {"bulkWrite", "insert", "update", "delete", "findAndModify", "findandmodify"}
 COMMIT_OR_ABORT = {"commitTransaction", "abortTransaction"}
 READ_CONCERN_LEVELS_IN_TRANSACTION = {"local", "majority", "snapshot"}
 # Aggregation stages refused inside a transaction (OperationNotSupportedInTransaction).

@@ -12,7 +12,7 @@ from .errors import code_name
 
 MEMBERS = 1
 # Commands that take a write concern and wait for it.
-WRITE_CONCERN_COMMANDS = {"insert", "update", "delete", "findAndModify", "findandmodify", "commitTransaction",
+WRITE_CONCERN_COMMANDS = {"bulkWrite", "insert", "update", "delete", "findAndModify", "findandmodify", "commitTransaction",
                           "abortTransaction", "create", "drop", "dropDatabase", "createIndexes", "dropIndexes",
                           "deleteIndexes"}
 
