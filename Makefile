@@ -7,6 +7,7 @@ OBJS = \
 	fdw/table_size.o \
 	fdw/document.o \
 	fdw/xact.o \
+	fdw/coordinator.o \
 	fdw/xact_marker.o \
 	fdw/remote_error.o \
 	fdw/handle.o \

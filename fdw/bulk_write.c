@@ -24,7 +24,6 @@
 #include "bulk_write.h"
 #include "convert.h"
 #include "handle.h"
-#include "index_entry.h"
 #include "remote_error.h"
 
 /* Bytes of ops per command: under MongoDB's 16 MB, with room for the rest */

@@ -104,7 +104,6 @@ init_connection_cache(void)
 								  (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, idx_inval_callback,
 								  (Datum) 0);
-	idx_xact_register_callbacks();
 }
 
 /*

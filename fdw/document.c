@@ -14,7 +14,7 @@
 
 #include "convert.h"
 #include "document.h"
-#include "index_entry.h"
+#include "handle.h"
 
 /* MongoDB's maximum document size where the server does not say (16 MiB) */
 #define IDX_DEFAULT_MAX_BSON_SIZE	(16 * 1024 * 1024)

@@ -105,3 +105,28 @@ idx_own_reply(bson_t *reply)
 	idx_own_bson(copy);
 	return copy;
 }
+
+/*
+ * A palloc'd static copy of a bson_t (no bson_destroy needed).
+ */
+bson_t *
+idx_bson_pcopy(const bson_t *b)
+{
+	bson_t	   *copy = palloc(sizeof(bson_t));
+	uint8	   *data = palloc(b->len);
+
+	memcpy(data, bson_get_data(b), b->len);
+	if (!bson_init_static(copy, data, b->len))
+		elog(ERROR, "could not copy a BSON document");
+	return copy;
+}
+
+/*
+ * Are two documents byte for byte the same?
+ */
+bool
+idx_bson_same_bytes(const bson_t *a, const bson_t *b)
+{
+	return a->len == b->len &&
+		memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
+}

@@ -76,4 +76,11 @@ idx_own_uri(mongoc_uri_t *uri)
  */
 extern bson_t *idx_own_reply(bson_t *reply);
 
+/*
+ * Documents in palloc'd memory, for the code that keeps a reply's or a
+ * batch's documents beyond libmongoc's buffers.
+ */
+extern bson_t *idx_bson_pcopy(const bson_t *b);
+extern bool idx_bson_same_bytes(const bson_t *a, const bson_t *b);
+
 #endif							/* IDXTABLE_HANDLE_H */

@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 
 #include "connection.h"
+#include "coordinator.h"
 #include "idxtable_fdw.h"
 #include "index_write.h"
 #include "modify.h"
@@ -142,6 +143,7 @@ _PG_init(void)
 		idx_sync_register_launcher();
 	}
 
+	idx_register_xact_callbacks();
 	mongoc_init();
 	mongoc_log_set_handler(log_handler, NULL);
 	on_proc_exit(cleanup_mongoc, (Datum) 0);

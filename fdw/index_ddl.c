@@ -99,8 +99,10 @@
 #include "mongo_limits.h"
 #include "option.h"
 #include "stream.h"
-#include "sync_state.h"
 #include "xact.h"
+
+/* Set by the change-stream workers' code when preloaded (sync_notify.c) */
+IdxIndexChangeHook idx_index_change_hook = NULL;
 
 /* Timeouts of the client that drops collections after an abort */
 #define IDX_CLEANUP_TIMEOUT_MS	3000
@@ -934,7 +936,6 @@ idx_ddl_at_commit(void)
 			drop_after_commit(p);
 	}
 	forget_all_pending();
-	idx_sync_at_commit();
 }
 
 /*
@@ -954,7 +955,6 @@ idx_ddl_at_abort(void)
 			drop_after_abort(p);
 	}
 	forget_all_pending();
-	idx_sync_at_abort();
 }
 
 /*
@@ -1316,6 +1316,20 @@ idx_ddl_check_unique_allowed(const IdxIndexDef *def, const IdxTableInfo *info)
 }
 
 /*
+ * Tell the change-stream workers, if any, that the index tables of foreign
+ * table "relid" changed; they learn it when the transaction commits.
+ * "expect_applier": an index is maintained from now on, so its applier is
+ * expected.  The workers' code installs the hook when the library is
+ * preloaded, so that index DDL does not depend on it.
+ */
+void
+idx_note_index_change(Oid relid, bool expect_applier)
+{
+	if (idx_index_change_hook)
+		idx_index_change_hook(relid, expect_applier);
+}
+
+/*
  * Without the library preloaded, or on a server whose option
  * change_streams is 'off', no applier runs: say that the new index table
  * "name" of foreign table "relid" misses the writes made to MongoDB
@@ -1326,7 +1340,7 @@ idx_warn_unmaintained(const char *name, Oid relid)
 {
 	ForeignServer *server;
 
-	if (!idx_sync_enabled())
+	if (idx_index_change_hook == NULL)
 	{
 		ereport(WARNING,
 				(errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
@@ -1431,7 +1445,7 @@ idxtable_create_index(PG_FUNCTION_ARGS)
 	CacheInvalidateRelcacheByRelid(ni.def->relid);	/* replan queries */
 	relation_close(ni.rel, NoLock);
 	idx_warn_unmaintained(ni.def->name, ni.def->relid);
-	idx_sync_note_change(ni.def->relid, true);
+	idx_note_index_change(ni.def->relid, true);
 
 	PG_RETURN_TEXT_P(cstring_to_text(ni.def->name));
 }
@@ -1482,7 +1496,7 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 						 &dropped);
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(rel, NoLock);
-	idx_sync_note_change(relid, false);
+	idx_note_index_change(relid, false);
 
 	PG_RETURN_VOID();
 }

@@ -167,6 +167,15 @@ extern void idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 								  IdxNewIndex *ni);
 
 /* WARNING that index "name" of "relid" misses outside writes (no applier) */
+/*
+ * How index DDL tells the change-stream workers (fdw/sync/) of a change
+ * without depending on them: sync_notify.c sets the hook when the library
+ * is preloaded; NULL means that no worker runs.
+ */
+typedef void (*IdxIndexChangeHook) (Oid relid, bool expect_applier);
+extern PGDLLIMPORT IdxIndexChangeHook idx_index_change_hook;
+extern void idx_note_index_change(Oid relid, bool expect_applier);
+
 extern void idx_warn_unmaintained(const char *name, Oid relid);
 
 /*

@@ -646,21 +646,6 @@ idx_errdetail_key_duplicated(const char *desc)
 }
 
 /*
- * A palloc'd static copy of a bson_t (no bson_destroy needed).
- */
-bson_t *
-idx_bson_pcopy(const bson_t *b)
-{
-	bson_t	   *copy = palloc(sizeof(bson_t));
-	uint8	   *data = palloc(b->len);
-
-	memcpy(data, bson_get_data(b), b->len);
-	if (!bson_init_static(copy, data, b->len))
-		elog(ERROR, "could not copy a BSON document");
-	return copy;
-}
-
-/*
  * The raw bytes of an entry's _id sub-document.
  */
 void
@@ -688,16 +673,6 @@ idx_entry_same_id(const bson_t *a, const bson_t *b)
 	idx_entry_id_bytes(a, &da, &la);
 	idx_entry_id_bytes(b, &db, &lb);
 	return la == lb && memcmp(da, db, la) == 0;
-}
-
-/*
- * Are two documents byte for byte the same?
- */
-bool
-idx_bson_same_bytes(const bson_t *a, const bson_t *b)
-{
-	return a->len == b->len &&
-		memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
 }
 
 /* Does the entry's _id lack the fact id (a unique key's claim)? */

@@ -141,12 +141,6 @@ extern char *idx_key_description(const IdxIndexDef *def,
 /* DETAIL "Key (...)=(...) is duplicated.", or none for a NULL description */
 extern int	idx_errdetail_key_duplicated(const char *desc);
 
-/* A palloc'd static copy of a document (no bson_destroy needed) */
-extern bson_t *idx_bson_pcopy(const bson_t *b);
-
-/* Are two documents byte for byte the same? */
-extern bool idx_bson_same_bytes(const bson_t *a, const bson_t *b);
-
 /* The raw bytes of an entry's _id sub-document (errors if it has none) */
 extern void idx_entry_id_bytes(const bson_t *entry, const uint8 **data,
 							   uint32 *len);

@@ -41,7 +41,7 @@
  *	   (index_verify.c).  Writes by other clients are also re-applied by
  *	   the applier from sync_from;
  *	3. the definition is committed 'valid'.
- * Each commit tells the sync workers (idx_sync_note_change), so that the
+ * Each commit tells the sync workers (idx_note_index_change), so that the
  * applier follows the new index from its sync_from on.
  * If phase 2 fails (or is cancelled), the definition is committed 'failed'
  * and the error raised: the index collection stays until drop_index().
@@ -76,7 +76,6 @@
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_repair.h"
-#include "sync_state.h"
 #include "xact.h"
 
 PG_FUNCTION_INFO_V1(idxtable_rebuild_index);
@@ -224,7 +223,7 @@ idxtable_rebuild_index(PG_FUNCTION_ARGS)
 	idx_set_sync_from(name, sync_from);
 	CacheInvalidateRelcacheByRelid(def->relid); /* replan queries */
 	relation_close(rel, NoLock);
-	idx_sync_note_change(def->relid, true); /* sync_from moved */
+	idx_note_index_change(def->relid, true); /* sync_from moved */
 
 	PG_RETURN_INT64(entries);
 }
@@ -349,13 +348,13 @@ build_and_commit(OnlineBuild *b)
 		CurrentResourceOwner = oldowner;
 
 		idx_mark_index_failed(b->name, b->definition_id);
-		idx_sync_note_change(b->relid, false);
+		idx_note_index_change(b->relid, false);
 		PopActiveSnapshot();
 		commit_step();
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
-	idx_sync_note_change(b->relid, false);
+	idx_note_index_change(b->relid, false);
 	PopActiveSnapshot();
 	commit_step();
 }
@@ -389,7 +388,7 @@ idxtable_create_index_concurrently(PG_FUNCTION_ARGS)
 	CacheInvalidateRelcacheByRelid(b.relid);
 	relation_close(ni.rel, NoLock);
 	idx_warn_unmaintained(b.name, b.relid);
-	idx_sync_note_change(b.relid, true);	/* the workers learn at commit */
+	idx_note_index_change(b.relid, true);	/* the workers learn at commit */
 	commit_step();
 
 	build_and_commit(&b);

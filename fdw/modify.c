@@ -69,6 +69,7 @@
 #include "shard_key.h"
 #include "sync_wait.h"
 #include "xact.h"
+#include "xact_marker.h"
 
 /* Name of the row identity junk column (the _id column's value) */
 #define IDX_ROWID_NAME "idxtable_id"

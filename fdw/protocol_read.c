@@ -22,7 +22,6 @@
 
 #include "convert.h"
 #include "handle.h"
-#include "index_entry.h"
 #include "protocol_read.h"
 
 /*

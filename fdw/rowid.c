@@ -18,7 +18,7 @@
 #include "utils/memutils.h"
 
 #include "document.h"
-#include "index_entry.h"
+#include "handle.h"
 #include "rowid.h"
 
 /* The stored _ids kept by the scans of one executor state */

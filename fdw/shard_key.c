@@ -32,7 +32,7 @@
 
 #include "connection.h"
 #include "convert.h"
-#include "index_entry.h"
+#include "handle.h"
 #include "shard_key.h"
 
 /* mongos's error codes for a write its filter does not target */

@@ -11,25 +11,9 @@
  * scans' cursors, which refer to the session, are released only later with
  * the portal's memory.
  *
- * The transaction coordinator.  This file's two callbacks are the FDW's
- * only transaction callbacks, so the order of the work at transaction end
- * is fixed rather than that of registration:
- *
- *	 pre-commit:  commit every MongoDB transaction (after writing into it
- *				  the marker of what its writes maintained, xact_marker.c),
- *				  then the pending index DDL (index_ddl.c), told whether
- *				  foreign writes are final by now (a MongoDB commit or
- *				  ordered-mode writes);
- *	 commit:	  the index DDL deferred until PostgreSQL's commit;
- *	 abort:		  abort every MongoDB transaction, then the index DDL's
- *				  cleanup (dropping the collections of aborted builds);
- *	 and last, the connection cache's cleanup (connection.c).
- *
- * Collection drops thus never go out while a MongoDB transaction of ours
- * holds locks on the collection (on mongod a drop waits for them until
- * the transaction expires), and a drop that fails after the MongoDB
- * commit cannot roll back a PostgreSQL transaction whose foreign writes
- * are already committed.  Subtransaction ends run in the same order.
+ * The order of the work at transaction end is not decided here: the
+ * FDW's only transaction callbacks are in coordinator.c, which calls the
+ * functions below for each cached client (idx_conn_foreach_xact).
  *
  * Subtransactions: "write_level" is the deepest nesting level that holds
  * foreign writes.  A subtransaction commit hands its writes to the parent;
@@ -45,7 +29,6 @@
 #include "utils/memutils.h"
 
 #include "connection.h"
-#include "index_ddl.h"
 #include "mongo_limits.h"
 #include "protocol_read.h"
 #include "xact.h"
@@ -53,14 +36,9 @@
 /* Attempts at commitTransaction while the result is unknown */
 #define IDX_COMMIT_ATTEMPTS 3
 
-static bool callbacks_registered = false;
 static char *ordered_write_rel = NULL;	/* a table written in ordered mode */
 static const char *ordered_write_mode = NULL;	/* its mode: "ordered" or
 												 * "eventual" */
-
-static void xact_callback(XactEvent event, void *arg);
-static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-							 SubTransactionId parentSubid, void *arg);
 
 /*
  * The transaction state of a client; an error if it is not a cached one
@@ -74,19 +52,6 @@ find_xact(mongoc_client_t *client)
 	if (x == NULL)
 		elog(ERROR, "MongoDB client is not in the connection cache");
 	return x;
-}
-
-/*
- * Register the transaction callbacks once per backend.
- */
-void
-idx_xact_register_callbacks(void)
-{
-	if (callbacks_registered)
-		return;
-	RegisterXactCallback(xact_callback, NULL);
-	RegisterSubXactCallback(subxact_callback, NULL);
-	callbacks_registered = true;
 }
 
 /*
@@ -151,8 +116,8 @@ idx_xact_mode(const IdxTableInfo *info, mongoc_client_t *client,
 /*
  * Raise the error for any use of a doomed transaction.
  */
-static void
-check_not_doomed(IdxRemoteXact *x)
+void
+idx_xact_check_not_doomed(IdxRemoteXact *x)
 {
 	if (x->doomed)
 		ereport(ERROR,
@@ -192,7 +157,7 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	bson_error_t error;
 	int			level = GetCurrentTransactionNestLevel();
 
-	check_not_doomed(x);
+	idx_xact_check_not_doomed(x);
 	if (x->session == NULL)
 	{
 		x->session = mongoc_client_start_session(client, NULL, &error);
@@ -225,7 +190,6 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 void
 idx_xact_note_ordered_write(const char *relname, const char *mode)
 {
-	idx_xact_register_callbacks();
 	if (ordered_write_rel == NULL)
 	{
 		ordered_write_rel = MemoryContextStrdup(TopMemoryContext, relname);
@@ -244,7 +208,8 @@ idx_xact_has_ordered_write(void)
 
 /*
  * Forget the ordered-mode writes noted since the transaction had none:
- * the statement that made them undid them again.
+ * the statement that made them undid them again; and at the end of the
+ * transaction.
  */
 void
 idx_xact_unnote_ordered_write(void)
@@ -265,7 +230,7 @@ idx_xact_append_session(mongoc_client_t *client, bson_t *opts)
 
 	if (x == NULL)
 		return;
-	check_not_doomed(x);
+	idx_xact_check_not_doomed(x);
 	if (!x->in_txn)
 		return;
 	if (!mongoc_client_session_append(x->session, opts, &error))
@@ -324,8 +289,8 @@ idx_xact_release(IdxRemoteXact *x)
  * Abort the MongoDB transaction, ignoring errors: the server aborts it on
  * its own after transactionLifetimeLimitSeconds anyway.
  */
-static void
-abort_remote(IdxRemoteXact *x)
+void
+idx_xact_abort_remote(IdxRemoteXact *x)
 {
 	bson_error_t error;
 
@@ -345,8 +310,8 @@ abort_remote(IdxRemoteXact *x)
  * an ERROR, which makes the PostgreSQL COMMIT fail; a write concern error
  * that stays, or that no retry can satisfy, is "outcome unknown" (08007).
  */
-static void
-commit_remote(IdxRemoteXact *x)
+void
+idx_xact_commit_remote(IdxRemoteXact *x)
 {
 	int			attempt;
 
@@ -391,26 +356,21 @@ commit_remote(IdxRemoteXact *x)
 }
 
 /*
- * Pre-commit of one client: refuse a doomed transaction, commit an open
- * one and say so in *arg.
+ * The table written in mode "ordered" or "eventual" in this transaction,
+ * with its mode in *mode, or NULL: for the warning at rollback.
  */
-static void
-pre_commit_one(IdxRemoteXact *x, void *arg)
+const char *
+idx_xact_ordered_write_rel(const char **mode)
 {
-	check_not_doomed(x);
-	if (x->in_txn)
-	{
-		idx_xact_write_markers(x);
-		commit_remote(x);
-		*(bool *) arg = true;
-	}
+	*mode = ordered_write_mode;
+	return ordered_write_rel;
 }
 
 /*
  * PREPARE TRANSACTION: refuse it if the client wrote.
  */
-static void
-pre_prepare_one(IdxRemoteXact *x, void *arg)
+void
+idx_xact_refuse_prepare(IdxRemoteXact *x)
 {
 	if (x->in_txn || x->doomed)
 		ereport(ERROR,
@@ -421,19 +381,10 @@ pre_prepare_one(IdxRemoteXact *x, void *arg)
 }
 
 /*
- * Abort one client's transaction.
- */
-static void
-abort_one(IdxRemoteXact *x, void *arg)
-{
-	abort_remote(x);
-}
-
-/*
  * Forget one client's transaction at the end of the PostgreSQL one.
  */
-static void
-reset_one(IdxRemoteXact *x, void *arg)
+void
+idx_xact_reset(IdxRemoteXact *x)
 {
 	x->in_txn = false;
 	x->doomed = false;
@@ -442,64 +393,13 @@ reset_one(IdxRemoteXact *x, void *arg)
 }
 
 /*
- * The coordinator (see the head of this file): at pre-commit the MongoDB
- * commits, then the index DDL; at abort the MongoDB aborts, then the index
- * DDL's cleanup; PREPARE is refused; the connection cache's cleanup last.
- */
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	bool		committed = false;
-
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			idx_conn_foreach_xact(pre_commit_one, &committed);
-			idx_ddl_pre_commit(committed || ordered_write_rel != NULL);
-			return;
-		case XACT_EVENT_PRE_PREPARE:
-			idx_conn_foreach_xact(pre_prepare_one, NULL);
-			idx_ddl_pre_prepare();
-			return;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
-			idx_ddl_at_commit();
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			idx_conn_foreach_xact(abort_one, NULL);
-			if (ordered_write_rel)
-				ereport(WARNING,
-						(errmsg("writes to foreign table \"%s\" were not rolled back",
-								ordered_write_rel),
-						 errdetail("The table's consistency mode is '%s': each write is final when it is made.",
-								   ordered_write_mode)));
-			idx_ddl_at_abort();
-			break;
-		default:
-			return;
-	}
-
-	idx_conn_foreach_xact(reset_one, NULL);
-	if (ordered_write_rel)
-		pfree(ordered_write_rel);
-	ordered_write_rel = NULL;
-	if (event != XACT_EVENT_PREPARE)
-		idx_conn_xact_end(event == XACT_EVENT_COMMIT ||
-						  event == XACT_EVENT_PARALLEL_COMMIT);
-}
-
-/*
  * Subtransaction end of one client: a commit hands the writes to the
  * parent; an abort at or above the write level aborts the MongoDB
  * transaction and dooms the PostgreSQL one.
  */
-static void
-subxact_end_one(IdxRemoteXact *x, void *arg)
+void
+idx_xact_subxact_end(IdxRemoteXact *x, bool commit)
 {
-	bool		commit = *(bool *) arg;
 	int			level = GetCurrentTransactionNestLevel();
 
 	if (!x->in_txn || x->write_level < level)
@@ -509,28 +409,11 @@ subxact_end_one(IdxRemoteXact *x, void *arg)
 		x->write_level = level - 1;
 		return;
 	}
-	abort_remote(x);
+	idx_xact_abort_remote(x);
 	x->doomed = true;
 	ereport(WARNING,
 			(errmsg("the MongoDB transaction on server \"%s\" was aborted",
 					x->servername),
 			 errdetail("MongoDB has no savepoints: writes to its foreign tables cannot be rolled back to a savepoint."),
 			 errhint("Roll back the whole transaction.")));
-}
-
-/*
- * Subtransaction end: the MongoDB transactions first (an abort aborts
- * them before the index DDL drops the collections a build of the
- * subtransaction created), then the pending index DDL.
- */
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	bool		commit = (event == SUBXACT_EVENT_COMMIT_SUB);
-
-	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
-		return;
-	idx_conn_foreach_xact(subxact_end_one, &commit);
-	idx_ddl_subxact_end(commit, mySubid, parentSubid);
 }

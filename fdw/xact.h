@@ -49,12 +49,20 @@ typedef struct IdxRemoteXact
 } IdxRemoteXact;
 
 /*
- * Register the transaction callbacks (once per backend).  They are the
- * only ones of the FDW: they commit and abort the MongoDB transactions,
- * then run the pending index DDL (index_ddl.c), then let the connection
- * cache clean up, always in that order.
+ * For the transaction callbacks (coordinator.c), which decide the order:
+ * refuse a doomed transaction; commit (an ERROR if it fails) or abort the
+ * client's MongoDB transaction; refuse PREPARE after writes; forget the
+ * client's transaction at the end; end a subtransaction.
  */
-extern void idx_xact_register_callbacks(void);
+extern void idx_xact_check_not_doomed(IdxRemoteXact *x);
+extern void idx_xact_commit_remote(IdxRemoteXact *x);
+extern void idx_xact_abort_remote(IdxRemoteXact *x);
+extern void idx_xact_refuse_prepare(IdxRemoteXact *x);
+extern void idx_xact_reset(IdxRemoteXact *x);
+extern void idx_xact_subxact_end(IdxRemoteXact *x, bool commit);
+
+/* The table written outside a MongoDB transaction (and its mode), or NULL */
+extern const char *idx_xact_ordered_write_rel(const char **mode);
 
 /*
  * The consistency mode a write to this table uses: the option, or for the
@@ -105,24 +113,5 @@ extern bool idx_xact_client_busy(mongoc_client_t *client);
  * open (or has doomed by a rollback to a savepoint), or NULL if none.
  */
 extern const char *idx_xact_open_server(void);
-
-/* ---- xact_marker.c: what a transaction's writes maintained ---- */
-
-/*
- * A write in transaction mode to fact collection "collection" of MongoDB
- * database "database" maintained the index tables "defs" (IdxIndexDef *);
- * the transaction's marker lists, per fact collection, the index tables
- * every such write maintained.
- */
-extern void idx_xact_note_maintained(mongoc_client_t *client,
-									 const char *servername,
-									 const char *database,
-									 const char *collection, List *defs);
-
-/*
- * Pre-commit of the MongoDB transaction of "x": write its markers into
- * <db>.idxtable.sync, in the transaction (see xact_marker.c).
- */
-extern void idx_xact_write_markers(IdxRemoteXact *x);
 
 #endif							/* IDXTABLE_XACT_H */

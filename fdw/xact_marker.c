@@ -40,6 +40,7 @@
 #include "remote_error.h"
 #include "sync_state.h"
 #include "xact.h"
+#include "xact_marker.h"
 
 /* The applier's collection in each database (applier_stream.c) */
 #define MARKER_COLLECTION	"idxtable.sync"

@@ -83,6 +83,7 @@
 #include "applier.h"
 #include "connection.h"
 #include "convert.h"
+#include "handle.h"
 #include "index_catalog.h"
 #include "index_conflict.h"
 #include "index_entry.h"

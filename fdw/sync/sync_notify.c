@@ -44,6 +44,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "index_ddl.h"
 #include "option.h"
 #include "sync_state.h"
 #include "sync_workers.h"
@@ -91,7 +92,6 @@ idx_sync_note_change(Oid relid, bool expect_applier)
 {
 	if (!idx_sync_enabled())
 		return;
-	idx_xact_register_callbacks();
 	catalog_dirty = true;
 	if (expect_applier)
 	{
@@ -175,7 +175,6 @@ sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (access == OAT_POST_ALTER && classId == ForeignServerRelationId &&
 		server_is_ours(objectId))
 	{
-		idx_xact_register_callbacks();
 		catalog_dirty = true;
 		return;
 	}
@@ -187,7 +186,6 @@ sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 			 (classId == RelationRelationId && subId == 0 &&
 			  get_rel_relkind(objectId) == RELKIND_FOREIGN_TABLE))
 	{
-		idx_xact_register_callbacks();
 		catalog_dirty = true;
 	}
 }
@@ -262,6 +260,7 @@ idx_sync_install_object_hook(void)
 {
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = sync_object_access;
+	idx_index_change_hook = idx_sync_note_change;
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = sync_process_utility;
 }

@@ -156,7 +156,7 @@ extern void idx_sync_expect_applier(Oid dbid, Oid serverid, Oid ownerid);
  */
 extern void idx_sync_note_change(Oid relid, bool expect_applier);
 
-/* From the transaction callbacks (index_ddl.c) */
+/* From the transaction callbacks (coordinator.c) */
 extern void idx_sync_at_commit(void);
 extern void idx_sync_at_abort(void);
 
