@@ -3,34 +3,34 @@
 MODULE_big = idxtable_fdw
 OBJS = \
 	fdw/idxtable_fdw.o \
-	fdw/option.o \
-	fdw/table_size.o \
-	fdw/document.o \
-	fdw/xact.o \
+	fdw/core/option.o \
+	fdw/core/table_size.o \
+	fdw/core/document.o \
+	fdw/core/xact.o \
 	fdw/coordinator.o \
-	fdw/xact_marker.o \
-	fdw/remote_error.o \
-	fdw/handle.o \
-	fdw/index_write.o \
-	fdw/index_verify.o \
-	fdw/index_repair.o \
-	fdw/index_conflict.o \
+	fdw/sync/xact_marker.o \
+	fdw/core/remote_error.o \
+	fdw/core/handle.o \
+	fdw/index/index_write.o \
+	fdw/index/index_verify.o \
+	fdw/index/index_repair.o \
+	fdw/index/index_conflict.o \
 	fdw/modify.o \
 	fdw/modify_batch.o \
 	fdw/modify_undo.o \
-	fdw/bulk_write.o \
-	fdw/shard_key.o \
-	fdw/rowid.o \
-	fdw/convert_path.o \
-	fdw/connection.o \
-	fdw/stream.o \
-	fdw/reply_check.o \
-	fdw/convert.o \
-	fdw/convert_describe.o \
-	fdw/convert_write.o \
-	fdw/convert_json.o \
-	fdw/deparse.o \
-	fdw/deparse_expr.o \
+	fdw/index/bulk_write.o \
+	fdw/core/shard_key.o \
+	fdw/core/rowid.o \
+	fdw/core/convert_path.o \
+	fdw/core/connection.o \
+	fdw/core/stream.o \
+	fdw/core/reply_check.o \
+	fdw/core/convert.o \
+	fdw/core/convert_describe.o \
+	fdw/core/convert_write.o \
+	fdw/core/convert_json.o \
+	fdw/core/deparse.o \
+	fdw/core/deparse_expr.o \
 	fdw/planner.o \
 	fdw/scan.o \
 	fdw/upper.o \
@@ -42,19 +42,19 @@ OBJS = \
 	fdw/index_agg_scan.o \
 	fdw/index_path.o \
 	fdw/index_scan.o \
-	fdw/index_stats.o \
+	fdw/index/index_stats.o \
 	fdw/analyze.o \
 	fdw/import.o \
-	fdw/index_catalog.o \
-	fdw/index_entry.o \
-	fdw/index_collate.o \
-	fdw/index_ddl.o \
-	fdw/index_owner.o \
-	fdw/index_build.o \
-	fdw/index_online.o \
-	fdw/trust.o \
-	fdw/mongo_limits.o \
-	fdw/protocol_read.o \
+	fdw/index/index_catalog.o \
+	fdw/index/index_entry.o \
+	fdw/index/index_collate.o \
+	fdw/index/index_ddl.o \
+	fdw/index/index_owner.o \
+	fdw/index/index_build.o \
+	fdw/index/index_online.o \
+	fdw/core/trust.o \
+	fdw/core/mongo_limits.o \
+	fdw/core/protocol_read.o \
 	fdw/sync/sync_state.o \
 	fdw/sync/sync_wait.o \
 	fdw/sync/change_stream.o \
@@ -73,7 +73,7 @@ REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)
 MONGOC_LIBS := $(shell pkg-config --libs libmongoc-1.0)
-PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw -I$(srcdir)/fdw/sync
+PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw
 # ICU sort keys of text index keys (index_collate.c): the library the
 # server was built with
 ICU_LIBS := $(shell pkg-config --libs icu-i18n icu-uc 2>/dev/null)
@@ -88,4 +88,4 @@ include $(PGXS)
 # PGXS tracks header dependencies only in a PostgreSQL build configured
 # with --enable-depend: rebuild every object when one of our headers
 # changes (struct layouts are shared between files).
-$(OBJS): $(wildcard $(srcdir)/fdw/*.h $(srcdir)/fdw/sync/*.h)
+$(OBJS): $(wildcard $(srcdir)/fdw/*.h $(srcdir)/fdw/*/*.h)

@@ -66,7 +66,7 @@
 #include "utils/typcache.h"
 
 #include "agg_scan.h"
-#include "deparse.h"
+#include "core/deparse.h"
 #include "idxtable_fdw.h"
 #include "order.h"
 #include "planner.h"

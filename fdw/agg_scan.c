@@ -56,14 +56,14 @@
 #include "utils/numeric.h"
 
 #include "agg_scan.h"
-#include "connection.h"
-#include "convert.h"
-#include "deparse.h"
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/deparse.h"
+#include "core/remote_error.h"
+#include "core/xact.h"
 #include "planner.h"
-#include "remote_error.h"
 #include "scan.h"
 #include "upper.h"
-#include "xact.h"
 
 StaticAssertDecl((int) IdxPrivAggItems == (int) IdxPrivIndexFirst,
 				 "agg_scan.h's fdw_private slots follow the common prefix");

@@ -22,14 +22,14 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "connection.h"
-#include "convert.h"
-#include "deparse.h"
-#include "handle.h"
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/deparse.h"
+#include "core/handle.h"
+#include "core/option.h"
+#include "core/table_size.h"
 #include "idxtable_fdw.h"
-#include "index_stats.h"
-#include "option.h"
-#include "table_size.h"
+#include "index/index_stats.h"
 
 /* Number of documents assumed to make up one "page" of a collection */
 #define IDX_DOCS_PER_PAGE	100

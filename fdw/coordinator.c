@@ -37,12 +37,12 @@
 
 #include "access/xact.h"
 
-#include "connection.h"
 #include "coordinator.h"
-#include "index_ddl.h"
-#include "sync_state.h"
-#include "xact.h"
-#include "xact_marker.h"
+#include "core/connection.h"
+#include "core/xact.h"
+#include "index/index_ddl.h"
+#include "sync/sync_state.h"
+#include "sync/xact_marker.h"
 
 static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,

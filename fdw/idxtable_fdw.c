@@ -21,14 +21,14 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
-#include "connection.h"
 #include "coordinator.h"
+#include "core/connection.h"
 #include "idxtable_fdw.h"
-#include "index_write.h"
+#include "index/index_write.h"
 #include "modify.h"
-#include "sync_state.h"
-#include "sync_wait.h"
-#include "sync_workers.h"
+#include "sync/sync_state.h"
+#include "sync/sync_wait.h"
+#include "sync/sync_workers.h"
 #include "upper.h"
 
 PG_MODULE_MAGIC;

@@ -26,11 +26,11 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "connection.h"
-#include "convert.h"
-#include "handle.h"
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/handle.h"
+#include "core/option.h"
 #include "idxtable_fdw.h"
-#include "option.h"
 
 #define IMPORT_DEFAULT_SAMPLE_SIZE	100
 #define IMPORT_MAX_SAMPLE_SIZE		100000

@@ -11,8 +11,8 @@
 
 #include "postgres.h"
 
-#include "convert.h"
-#include "index_catalog.h"
+#include "core/convert.h"
+#include "index/index_catalog.h"
 #include "planner.h"
 
 /*

@@ -25,16 +25,16 @@
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 
-#include "connection.h"
-#include "handle.h"
+#include "core/connection.h"
+#include "core/handle.h"
+#include "core/remote_error.h"
+#include "core/xact.h"
+#include "index/index_entry.h"
 #include "index_agg.h"
-#include "index_entry.h"
 #include "index_path.h"
-#include "remote_error.h"
 #include "scan.h"
-#include "sync_wait.h"
+#include "sync/sync_wait.h"
 #include "upper.h"
-#include "xact.h"
 
 /*
  * GROUP BY, min() and max(): the converter of the key column's values, and

@@ -50,13 +50,13 @@
 #include "utils/pg_locale.h"
 #include "utils/ruleutils.h"
 
-#include "deparse.h"
+#include "core/deparse.h"
 #include "idxtable_fdw.h"
-#include "index_catalog.h"
-#include "index_collate.h"
-#include "index_owner.h"
+#include "index/index_catalog.h"
+#include "index/index_collate.h"
+#include "index/index_owner.h"
 #include "index_path.h"
-#include "sync_wait.h"
+#include "sync/sync_wait.h"
 
 /*
  * One index condition found while matching clauses to an index.

@@ -55,17 +55,17 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "connection.h"
-#include "convert.h"
-#include "document.h"
-#include "handle.h"
-#include "index_entry.h"
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/document.h"
+#include "core/handle.h"
+#include "core/mongo_limits.h"
+#include "core/protocol_read.h"
+#include "core/shard_key.h"
+#include "core/xact.h"
+#include "index/index_entry.h"
 #include "modify_int.h"
-#include "mongo_limits.h"
-#include "protocol_read.h"
 #include "scan.h"
-#include "shard_key.h"
-#include "xact.h"
 
 /*
  * One row of a batch.

@@ -20,9 +20,9 @@
 #include "nodes/nodes.h"
 #include "utils/relcache.h"
 
-#include "convert.h"
-#include "index_write.h"
-#include "option.h"
+#include "core/convert.h"
+#include "core/option.h"
+#include "index/index_write.h"
 
 /*
  * Execution state of a write to one foreign table.

@@ -30,14 +30,14 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
-#include "convert.h"
-#include "handle.h"
-#include "index_entry.h"
-#include "index_write.h"
+#include "core/convert.h"
+#include "core/handle.h"
+#include "core/option.h"
+#include "core/remote_error.h"
+#include "core/xact.h"
+#include "index/index_entry.h"
+#include "index/index_write.h"
 #include "modify_int.h"
-#include "option.h"
-#include "remote_error.h"
-#include "xact.h"
 
 /* Most rows a statement remembers for undoing it (ordered mode) */
 #define IDX_UNDO_MAX 100000

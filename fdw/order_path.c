@@ -28,7 +28,7 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
-#include "deparse.h"
+#include "core/deparse.h"
 #include "idxtable_fdw.h"
 #include "order.h"
 #include "upper.h"

@@ -29,14 +29,14 @@
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
 
-#include "deparse.h"
+#include "core/deparse.h"
+#include "core/option.h"
+#include "core/table_size.h"
 #include "idxtable_fdw.h"
-#include "index_catalog.h"
+#include "index/index_catalog.h"
 #include "index_path.h"
-#include "option.h"
 #include "order.h"
 #include "planner.h"
-#include "table_size.h"
 #include "upper.h"
 
 /* Assumed collection size when ANALYZE has never run */

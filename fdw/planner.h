@@ -13,7 +13,7 @@
 
 #include "nodes/pathnodes.h"
 
-#include "option.h"
+#include "core/option.h"
 
 /*
  * Planner state of one foreign relation, kept in baserel->fdw_private.

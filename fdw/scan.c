@@ -25,19 +25,19 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "connection.h"
-#include "convert.h"
-#include "deparse.h"
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/deparse.h"
+#include "core/option.h"
+#include "core/protocol_read.h"
+#include "core/rowid.h"
+#include "core/table_size.h"
+#include "core/xact.h"
 #include "idxtable_fdw.h"
-#include "option.h"
 #include "order.h"
 #include "planner.h"
-#include "protocol_read.h"
-#include "rowid.h"
 #include "scan.h"
-#include "table_size.h"
 #include "upper.h"
-#include "xact.h"
 
 static TupleTableSlot *iterate(ForeignScanState *node);
 

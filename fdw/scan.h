@@ -19,9 +19,9 @@
 #include "foreign/foreign.h"
 #include "nodes/execnodes.h"
 
-#include "convert.h"
-#include "deparse.h"
-#include "option.h"
+#include "core/convert.h"
+#include "core/deparse.h"
+#include "core/option.h"
 
 /*
  * Execution state of one scan.

@@ -54,11 +54,11 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "applier.h"
-#include "connection.h"
-#include "option.h"
-#include "stream.h"
-#include "sync_workers.h"
+#include "core/connection.h"
+#include "core/option.h"
+#include "core/stream.h"
+#include "sync/applier.h"
+#include "sync/sync_workers.h"
 
 PGDLLEXPORT void idx_applier_main(Datum main_arg);
 

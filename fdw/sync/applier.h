@@ -14,8 +14,8 @@
 
 #include "nodes/pg_list.h"
 
-#include "change_stream.h"
-#include "sync_state.h"
+#include "sync/change_stream.h"
+#include "sync/sync_state.h"
 
 /* An index table the applier maintains */
 typedef struct AppIndex

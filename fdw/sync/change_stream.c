@@ -34,10 +34,10 @@
 
 #include "miscadmin.h"
 
-#include "change_stream.h"
-#include "connection.h"
-#include "convert.h"
-#include "stream.h"
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/stream.h"
+#include "sync/change_stream.h"
 
 /* Error codes of mongod (src/mongo/base/error_codes.yml) */
 #define MONGO_CURSOR_NOT_FOUND		43

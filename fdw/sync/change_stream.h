@@ -13,7 +13,7 @@
 
 #include "nodes/pg_list.h"
 
-#include "sync_state.h"
+#include "sync/sync_state.h"
 
 /* Events per batch (the applier's batches of _ids) */
 #define IDX_CS_BATCH_SIZE	1000

@@ -70,9 +70,9 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "option.h"
-#include "sync_state.h"
-#include "sync_workers.h"
+#include "core/option.h"
+#include "sync/sync_state.h"
+#include "sync/sync_workers.h"
 
 PGDLLEXPORT void idx_launcher_main(Datum main_arg);
 PGDLLEXPORT void idx_database_worker_main(Datum main_arg);

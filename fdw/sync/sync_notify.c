@@ -44,11 +44,11 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "index_ddl.h"
-#include "option.h"
-#include "sync_state.h"
-#include "sync_workers.h"
-#include "xact.h"
+#include "core/option.h"
+#include "core/xact.h"
+#include "index/index_ddl.h"
+#include "sync/sync_state.h"
+#include "sync/sync_workers.h"
 
 /* The FDW handler (idxtable_fdw.c), to recognise our foreign servers */
 extern Datum idxtable_fdw_handler(PG_FUNCTION_ARGS);

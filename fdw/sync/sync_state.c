@@ -40,8 +40,8 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "sync_state.h"
-#include "sync_workers.h"
+#include "sync/sync_state.h"
+#include "sync/sync_workers.h"
 
 #define IDX_SYNC_TRANCHE		"idxtable_fdw"
 

@@ -19,8 +19,8 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
-#include "sync_state.h"
-#include "sync_workers.h"
+#include "sync/sync_state.h"
+#include "sync/sync_workers.h"
 
 PG_FUNCTION_INFO_V1(idxtable_sync_status);
 PG_FUNCTION_INFO_V1(idxtable_appliers);

@@ -38,11 +38,11 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "connection.h"
-#include "handle.h"
-#include "option.h"
-#include "sync_state.h"
-#include "sync_wait.h"
+#include "core/connection.h"
+#include "core/handle.h"
+#include "core/option.h"
+#include "sync/sync_state.h"
+#include "sync/sync_wait.h"
 
 int			idx_index_consistency = IDX_READ_CURRENT;
 int			idx_sync_wait_timeout = 5000;

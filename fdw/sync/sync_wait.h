@@ -22,7 +22,7 @@
 
 #include "nodes/pg_list.h"
 
-#include "index_catalog.h"
+#include "index/index_catalog.h"
 
 /* An index table has not caught up with writes made before a statement */
 #define ERRCODE_IDX_INDEX_NOT_CURRENT	MAKE_SQLSTATE('I','X','0','0','1')

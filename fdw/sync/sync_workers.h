@@ -14,7 +14,7 @@
 #include "nodes/pg_list.h"
 #include "storage/latch.h"
 
-#include "sync_state.h"
+#include "sync/sync_state.h"
 
 /* bgw_type of each kind of worker, also its application_name */
 #define IDX_LAUNCHER_TYPE		"idxtable_fdw launcher"

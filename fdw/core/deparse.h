@@ -1,0 +1,111 @@
+/*-------------------------------------------------------------------------
+ *
+ * deparse.h
+ *		  Translation of WHERE clauses into MongoDB find filters, and of
+ *		  the needed columns into a projection.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_DEPARSE_H
+#define IDXTABLE_DEPARSE_H
+
+#include "postgres.h"
+
+#include <bson/bson.h>
+
+#include "nodes/bitmapset.h"
+#include "nodes/primnodes.h"
+
+#include "core/option.h"
+
+/*
+ * How a clause can be sent to MongoDB.
+ *
+ * EXACT: MongoDB's filter selects exactly the rows for which PostgreSQL
+ * would find the clause true; the clause is not evaluated locally.
+ * LOSSY: the filter selects a superset; the clause is also rechecked
+ * locally.  NONE: evaluated locally only.
+ */
+typedef enum IdxPushKind
+{
+	IDX_PUSH_NONE,
+	IDX_PUSH_LOSSY,
+	IDX_PUSH_EXACT
+} IdxPushKind;
+
+/* Strip binary-compatible casts (RelabelType) */
+extern Expr *idx_strip_relabel(Expr *expr);
+
+/*
+ * Can a value of type "valtype" be compared in MongoDB with values of a
+ * column of type "coltype" (integers mix, floats mix, text and varchar mix,
+ * everything else only with its own type)?
+ */
+extern bool idx_compatible_types(Oid coltype, Oid valtype);
+
+/*
+ * A binary operator clause split into the side that refers to the scanned
+ * relation ("operand": a column, a key expression) and the side that does
+ * not ("other": a constant, a parameter, another relation's column).
+ * "opno" is the operator with the operand on its left: the commutator when
+ * the operand was on the right.
+ */
+typedef struct IdxSplitComparison
+{
+	Expr	   *operand;
+	Expr	   *other;
+	Oid			opno;
+} IdxSplitComparison;
+
+/*
+ * The one recognizer of "operand op other" in either order, shared by the
+ * filter builder (column op value) and index routing (key op lookup value).
+ */
+extern bool idx_split_comparison(OpExpr *op, Index relid,
+								 IdxSplitComparison *out);
+
+/* Plan time: can "clause" (over relation "relid") be pushed down? */
+extern IdxPushKind idx_classify_clause(Expr *clause, Index relid,
+									   const IdxTableInfo *info);
+
+/* deparse_expr.c: comparisons of two columns as an $expr filter */
+extern IdxPushKind idx_classify_column_comparison(OpExpr *op, Index relid,
+												  const IdxTableInfo *info);
+extern const char *idx_column_comparison_field(OpExpr *op, Index relid,
+											   const IdxTableInfo *info);
+extern void idx_build_column_comparison(OpExpr *op, bool truth, bson_t *out,
+										Index relid, const IdxTableInfo *info);
+
+/* Number of distinct _id values the clause selects, or -1 if it is no _id lookup */
+extern int	idx_id_lookup_count(Expr *clause, Index relid,
+								const IdxTableInfo *info);
+
+/*
+ * Values of the Params that pushed-down clauses refer to, known only at
+ * execution time.  With "placeholders" (EXPLAIN without execution) the
+ * filter shows "$n" in place of each parameter.
+ */
+typedef struct IdxParamValues
+{
+	List	   *params;			/* Param nodes */
+	Datum	   *values;
+	bool	   *nulls;
+	bool		placeholders;
+} IdxParamValues;
+
+/* The distinct Param nodes that appear in "conds" */
+extern List *idx_collect_params(List *conds);
+
+/* Build the find filter for the implicitly-ANDed pushed-down "conds" */
+extern void idx_build_filter(bson_t *filter, List *conds, Index relid,
+							 const IdxTableInfo *info,
+							 const IdxParamValues *params);
+
+/*
+ * Build the projection for the attributes in "attrs_used" (pull_varattnos
+ * convention, whole-row = all columns); _id is always included.
+ */
+extern void idx_build_projection(bson_t *projection, const IdxTableInfo *info,
+								 Bitmapset *attrs_used);
+
+#endif							/* IDXTABLE_DEPARSE_H */

@@ -1,0 +1,182 @@
+/*-------------------------------------------------------------------------
+ *
+ * remote_error.c
+ *		  Translation of libmongoc and MongoDB errors into PostgreSQL errors.
+ *
+ * libmongoc's messages are never passed through as they are: the primary
+ * message is ours and names the foreign server; the server's own message
+ * goes into the detail with anything that looks like a connection string
+ * removed, so credentials cannot leak.  The SQLSTATE comes from the error
+ * domain and code (class 08 for connections, 23505 for duplicate keys,
+ * 57014 for interruptions, 40001 for transactions MongoDB aborted, ...).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "core/mongo_limits.h"
+#include "core/remote_error.h"
+#include "core/stream.h"
+
+/*
+ * Remove anything that looks like a connection string from a libmongoc
+ * message, in place, so that it can be shown in a detail line.
+ */
+char *
+idx_scrub_message(const char *msg)
+{
+	char	   *copy = pstrdup(msg);
+	char	   *p;
+
+	while ((p = strstr(copy, "mongodb://")) != NULL ||
+		   (p = strstr(copy, "mongodb+srv://")) != NULL)
+	{
+		char	   *end = p;
+
+		while (*end && *end != ' ' && *end != '\'' && *end != '"')
+			end++;
+		memmove(p + 5, end, strlen(end) + 1);
+		memcpy(p, "(uri)", 5);
+	}
+	return copy;
+}
+
+/*
+ * Is this libmongoc error a failure to reach or keep a connection?
+ */
+static bool
+is_connection_error(const bson_error_t *error)
+{
+	return error->domain == MONGOC_ERROR_STREAM ||
+		error->domain == MONGOC_ERROR_SERVER_SELECTION ||
+		(error->domain == MONGOC_ERROR_CLIENT &&
+		 error->code == MONGOC_ERROR_CLIENT_AUTHENTICATE) ||
+		(error->domain == MONGOC_ERROR_SERVER && error->code == 18);
+}
+
+/*
+ * Map a libmongoc / server error to a SQLSTATE.
+ */
+static int
+error_sqlstate(const bson_error_t *error, bool connecting)
+{
+	if (is_connection_error(error))
+		return connecting ? ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
+			: ERRCODE_CONNECTION_FAILURE;
+	if (error->domain == MONGOC_ERROR_SERVER ||
+		error->domain == MONGOC_ERROR_WRITE_CONCERN)
+	{
+		switch (error->code)
+		{
+			case 11000:
+			case 11001:
+				return ERRCODE_UNIQUE_VIOLATION;
+			case 50:			/* MaxTimeMSExpired */
+			case 11601:			/* Interrupted */
+				return ERRCODE_QUERY_CANCELED;
+			case 13:			/* Unauthorized */
+				return ERRCODE_INSUFFICIENT_PRIVILEGE;
+			case 112:			/* WriteConflict */
+			case 251:			/* NoSuchTransaction */
+				return ERRCODE_T_R_SERIALIZATION_FAILURE;
+			case 257:			/* TransactionTooLarge */
+			case 10334:			/* BSONObjectTooLarge */
+			case 17419:			/* an update's result is over 16 MiB */
+			case 17420:			/* (older servers) */
+				return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+		}
+	}
+	return ERRCODE_FDW_ERROR;
+}
+
+/*
+ * Raise an ERROR for a failed operation on the server named "server".
+ */
+void
+idx_report_error(const bson_error_t *error, const char *server,
+				 const char *what)
+{
+	bool		connecting = strcmp(what, "connecting to the server") == 0;
+	char	   *detail;
+
+	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
+	idx_limits_check_error(error, server, what);	/* lifetime, size, w */
+	detail = idx_scrub_message(error->message);
+
+	if (is_connection_error(error))
+		ereport(ERROR,
+				(errcode(error_sqlstate(error, connecting)),
+				 connecting
+				 ? errmsg("could not connect to server \"%s\"", server)
+				 : errmsg("lost connection to server \"%s\" while %s",
+						  server, what),
+				 errdetail("MongoDB: %s", detail)));
+
+	ereport(ERROR,
+			(errcode(error_sqlstate(error, false)),
+			 errmsg("MongoDB error on server \"%s\" while %s", server, what),
+			 errdetail("MongoDB error %u: %s", error->code, detail)));
+}
+
+/*
+ * Prefer the reply's code and errmsg (the server's words) over libmongoc's
+ * rewording, unless the connection itself failed.
+ */
+void
+idx_merge_reply_error(bson_error_t *error, const bson_t *reply)
+{
+	bson_iter_t iter;
+
+	if (reply && bson_iter_init_find(&iter, reply, "code") &&
+		BSON_ITER_HOLDS_NUMBER(&iter) && error->domain != MONGOC_ERROR_STREAM)
+	{
+		error->domain = MONGOC_ERROR_SERVER;
+		error->code = (uint32) bson_iter_as_int64(&iter);
+		if (bson_iter_init_find(&iter, reply, "errmsg") &&
+			BSON_ITER_HOLDS_UTF8(&iter))
+			strlcpy(error->message, bson_iter_utf8(&iter, NULL),
+					sizeof(error->message));
+	}
+}
+
+/*
+ * Raise an ERROR for a failed command with reply "reply".
+ */
+void
+idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
+					   const char *server, const char *what)
+{
+	bson_error_t copy = *error;
+
+	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
+	idx_merge_reply_error(&copy, reply);
+	idx_limits_check_error(&copy, server, what);	/* lifetime, size, w */
+	if (reply && (mongoc_error_has_label(reply, "TransientTransactionError") ||
+				  (copy.domain == MONGOC_ERROR_SERVER && copy.code == 251)))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("MongoDB aborted the transaction on server \"%s\" while %s",
+						server, what),
+				 errdetail("MongoDB error %u: %s", copy.code,
+						   idx_scrub_message(copy.message)),
+				 errhint("The transaction can be retried.")));
+	idx_report_error(&copy, server, what);
+}
+
+/*
+ * Raise an ERROR for a cursor that failed.  Everything needed is copied to
+ * the stack first, so the cursor can be released by the caller's cleanup.
+ */
+void
+idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
+						const char *what)
+{
+	const bson_t *reply = NULL;
+	bson_error_t error;
+
+	mongoc_cursor_error_document(cursor, &error, &reply);
+	idx_merge_reply_error(&error, reply);
+	idx_report_error(&error, server, what);
+}

@@ -1,0 +1,419 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.c
+ *		  MongoDB transactions tied to the PostgreSQL transaction.
+ *
+ * The state of a client's MongoDB transaction (IdxRemoteXact) lives in the
+ * client's connection cache entry and holds the client's session for the
+ * client's whole life (a session runs one transaction after another); the
+ * session is ended only when the connection cache destroys the client.
+ * Keeping the session alive past an abort matters: at XACT_EVENT_ABORT the
+ * scans' cursors, which refer to the session, are released only later with
+ * the portal's memory.
+ *
+ * The order of the work at transaction end is not decided here: the
+ * FDW's only transaction callbacks are in coordinator.c, which calls the
+ * functions below for each cached client (idx_conn_foreach_xact).
+ *
+ * Subtransactions: "write_level" is the deepest nesting level that holds
+ * foreign writes.  A subtransaction commit hands its writes to the parent;
+ * a subtransaction abort at or above write_level aborts the MongoDB
+ * transaction (MongoDB has no savepoints) and dooms the PostgreSQL
+ * transaction: every later foreign access and the COMMIT fail.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+
+#include "core/connection.h"
+#include "core/mongo_limits.h"
+#include "core/protocol_read.h"
+#include "core/xact.h"
+
+/* Attempts at commitTransaction while the result is unknown */
+#define IDX_COMMIT_ATTEMPTS 3
+
+static char *ordered_write_rel = NULL;	/* a table written in ordered mode */
+static const char *ordered_write_mode = NULL;	/* its mode: "ordered" or
+												 * "eventual" */
+
+/*
+ * The transaction state of a client; an error if it is not a cached one
+ * (every client that writes comes from the connection cache).
+ */
+static IdxRemoteXact *
+find_xact(mongoc_client_t *client)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+
+	if (x == NULL)
+		elog(ERROR, "MongoDB client is not in the connection cache");
+	return x;
+}
+
+/*
+ * Does the server the client talks to support transactions?  A replica set
+ * primary of wire version 7 (MongoDB 4.0) or later, or a mongos or load
+ * balancer of wire version 8 (4.2) or later.
+ */
+static bool
+server_supports_transactions(mongoc_client_t *client, const char *servername)
+{
+	bson_error_t error;
+	mongoc_server_description_t *sd;
+	const char *type;
+	const bson_t *hello;
+	bson_iter_t iter;
+	int64		wire = 0;
+	bool		result;
+
+	sd = mongoc_client_select_server(client, true, NULL, &error);
+	if (sd == NULL)
+		idx_report_error(&error, servername, "selecting a server for writes");
+	type = mongoc_server_description_type(sd);
+	hello = mongoc_server_description_hello_response(sd);
+	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		wire = bson_iter_as_int64(&iter);
+	if (strcmp(type, "RSPrimary") == 0)
+		result = wire >= 7;
+	else if (strcmp(type, "Mongos") == 0 || strcmp(type, "LoadBalancer") == 0)
+		result = wire >= 8;
+	else
+		result = false;
+	mongoc_server_description_destroy(sd);
+	return result;
+}
+
+/*
+ * The consistency mode of a write to the table.
+ */
+IdxConsistency
+idx_xact_mode(const IdxTableInfo *info, mongoc_client_t *client,
+			  const char *servername)
+{
+	bool		supported;
+
+	if (info->consistency == IDX_CONSISTENCY_ORDERED ||
+		info->consistency == IDX_CONSISTENCY_EVENTUAL)
+		return info->consistency;	/* no MongoDB transaction needed */
+	supported = server_supports_transactions(client, servername);
+	if (info->consistency == IDX_CONSISTENCY_DEFAULT)
+		return supported ? IDX_CONSISTENCY_TRANSACTION : IDX_CONSISTENCY_ORDERED;
+	if (!supported)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("server \"%s\" does not support transactions, which foreign table \"%s\" requires",
+						servername, info->relname),
+				 errdetail("MongoDB transactions need a replica set or a sharded cluster."),
+				 errhint("Set the option consistency to 'ordered' on the table or the server.")));
+	return IDX_CONSISTENCY_TRANSACTION;
+}
+
+/*
+ * Raise the error for any use of a doomed transaction.
+ */
+void
+idx_xact_check_not_doomed(IdxRemoteXact *x)
+{
+	if (x->doomed)
+		ereport(ERROR,
+				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
+				 errmsg("the MongoDB transaction on server \"%s\" was aborted by a rollback to a savepoint",
+						x->servername),
+				 errdetail("MongoDB has no savepoints, so the foreign writes made since the savepoint could not be undone alone."),
+				 errhint("Roll back the whole transaction.")));
+}
+
+/*
+ * Start a MongoDB transaction on "session" whose reads go to the primary.
+ * Without a read preference of its own a transaction takes the client's,
+ * i.e. the URI's readPreference, and libmongoc refuses every read in it
+ * that is not primary (mongoc-cursor.c: "Read preference in a transaction
+ * must be primary"), so a SELECT after an INSERT would fail.
+ */
+static bool
+start_transaction(mongoc_client_session_t *session, bson_error_t *error)
+{
+	mongoc_transaction_opt_t *opts = mongoc_transaction_opts_new();
+	bool		ok;
+
+	mongoc_transaction_opts_set_read_prefs(opts, idx_primary_read_prefs());
+	ok = mongoc_client_session_start_transaction(session, opts, error);
+	mongoc_transaction_opts_destroy(opts);
+	return ok;
+}
+
+/*
+ * Start (or continue) the MongoDB transaction for a write.
+ */
+mongoc_client_session_t *
+idx_xact_begin_write(mongoc_client_t *client, const char *servername)
+{
+	IdxRemoteXact *x = find_xact(client);
+	bson_error_t error;
+	int			level = GetCurrentTransactionNestLevel();
+
+	idx_xact_check_not_doomed(x);
+	if (x->session == NULL)
+	{
+		x->session = mongoc_client_start_session(client, NULL, &error);
+		if (x->session == NULL)
+			idx_report_error(&error, servername, "starting a session");
+	}
+	if (!x->in_txn)
+	{
+		uint32_t	t = 0,
+					i = 0;
+
+		/* before it starts: a time its snapshot includes (xact_marker.c) */
+		mongoc_client_session_get_operation_time(x->session, &t, &i);
+		x->known_before = ((uint64) t << 32) | (uint64) i;
+		x->maintained = NIL;
+		if (!start_transaction(x->session, &error))
+			idx_report_error(&error, servername, "starting a transaction");
+		x->started = GetCurrentTimestamp();
+		x->in_txn = true;
+		x->write_level = level;
+	}
+	x->write_level = Max(x->write_level, level);
+	return x->session;
+}
+
+/*
+ * Remember that a table was written outside a MongoDB transaction (mode
+ * "ordered" or "eventual", a string constant) in this transaction.
+ */
+void
+idx_xact_note_ordered_write(const char *relname, const char *mode)
+{
+	if (ordered_write_rel == NULL)
+	{
+		ordered_write_rel = MemoryContextStrdup(TopMemoryContext, relname);
+		ordered_write_mode = mode;
+	}
+}
+
+/*
+ * Has the transaction made ordered-mode writes (so far)?
+ */
+bool
+idx_xact_has_ordered_write(void)
+{
+	return ordered_write_rel != NULL;
+}
+
+/*
+ * Forget the ordered-mode writes noted since the transaction had none:
+ * the statement that made them undid them again; and at the end of the
+ * transaction.
+ */
+void
+idx_xact_unnote_ordered_write(void)
+{
+	if (ordered_write_rel)
+		pfree(ordered_write_rel);
+	ordered_write_rel = NULL;
+}
+
+/*
+ * Put the open transaction's session into a read's options.
+ */
+void
+idx_xact_append_session(mongoc_client_t *client, bson_t *opts)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+	bson_error_t error;
+
+	if (x == NULL)
+		return;
+	idx_xact_check_not_doomed(x);
+	if (!x->in_txn)
+		return;
+	if (!mongoc_client_session_append(x->session, opts, &error))
+		idx_report_error(&error, x->servername, "joining the transaction");
+}
+
+/*
+ * Is a MongoDB transaction open on the client?
+ */
+bool
+idx_xact_client_busy(mongoc_client_t *client)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+
+	return x != NULL && x->in_txn;
+}
+
+/*
+ * Find an open (or doomed) MongoDB transaction, for
+ * idx_xact_open_server().
+ */
+static void
+find_open(IdxRemoteXact *x, void *arg)
+{
+	const char **server = (const char **) arg;
+
+	if (*server == NULL && (x->in_txn || x->doomed))
+		*server = x->servername;
+}
+
+/*
+ * The server of an open or doomed MongoDB transaction, or NULL.
+ */
+const char *
+idx_xact_open_server(void)
+{
+	const char *server = NULL;
+
+	idx_conn_foreach_xact(find_open, &server);
+	return server;
+}
+
+/*
+ * End the client's session before the client is destroyed.
+ */
+void
+idx_xact_release(IdxRemoteXact *x)
+{
+	if (x->session)
+		mongoc_client_session_destroy(x->session);
+	x->session = NULL;
+	x->in_txn = false;
+}
+
+/*
+ * Abort the MongoDB transaction, ignoring errors: the server aborts it on
+ * its own after transactionLifetimeLimitSeconds anyway.
+ */
+void
+idx_xact_abort_remote(IdxRemoteXact *x)
+{
+	bson_error_t error;
+
+	if (!x->in_txn)
+		return;
+	x->in_txn = false;
+	if (!mongoc_client_session_abort_transaction(x->session, &error))
+		ereport(WARNING,
+				(errmsg("could not abort the MongoDB transaction on server \"%s\"",
+						x->servername),
+				 errdetail("MongoDB will abort it when it times out.")));
+}
+
+/*
+ * Commit the MongoDB transaction, retrying while the outcome is unknown
+ * (UnknownTransactionCommitResult), as MongoDB's drivers do.  Failure is
+ * an ERROR, which makes the PostgreSQL COMMIT fail; a write concern error
+ * that stays, or that no retry can satisfy, is "outcome unknown" (08007).
+ */
+void
+idx_xact_commit_remote(IdxRemoteXact *x)
+{
+	int			attempt;
+
+	for (attempt = 1;; attempt++)
+	{
+		bson_t		reply;
+		bson_error_t error;
+
+		if (mongoc_client_session_commit_transaction(x->session, &reply,
+													 &error))
+		{
+			bson_destroy(&reply);
+			x->in_txn = false;
+			return;
+		}
+		if (attempt < IDX_COMMIT_ATTEMPTS &&
+			mongoc_error_has_label(&reply, "UnknownTransactionCommitResult") &&
+			!idx_write_concern_unsatisfiable(&error))
+		{
+			bson_destroy(&reply);
+			continue;
+		}
+		x->in_txn = false;
+		if (idx_is_write_concern_error(&error))
+		{
+			/* committed on the primary, not acknowledged: outcome unknown */
+			bson_destroy(&reply);
+			idx_report_commit_unknown(&error, x->servername);
+		}
+		{
+			/* keep the reply in palloc'd memory across the ereport */
+			uint8	   *data = palloc(reply.len);
+			bson_t		kept;
+
+			memcpy(data, bson_get_data(&reply), reply.len);
+			bson_init_static(&kept, data, reply.len);
+			bson_destroy(&reply);
+			idx_report_reply_error(&kept, &error, x->servername,
+								   "committing the transaction");
+		}
+	}
+}
+
+/*
+ * The table written in mode "ordered" or "eventual" in this transaction,
+ * with its mode in *mode, or NULL: for the warning at rollback.
+ */
+const char *
+idx_xact_ordered_write_rel(const char **mode)
+{
+	*mode = ordered_write_mode;
+	return ordered_write_rel;
+}
+
+/*
+ * PREPARE TRANSACTION: refuse it if the client wrote.
+ */
+void
+idx_xact_refuse_prepare(IdxRemoteXact *x)
+{
+	if (x->in_txn || x->doomed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that has written to foreign tables of server \"%s\"",
+						x->servername),
+				 errdetail("MongoDB transactions cannot take part in two-phase commit.")));
+}
+
+/*
+ * Forget one client's transaction at the end of the PostgreSQL one.
+ */
+void
+idx_xact_reset(IdxRemoteXact *x)
+{
+	x->in_txn = false;
+	x->doomed = false;
+	x->write_level = 0;
+	x->maintained = NIL;		/* was in TopTransactionContext */
+}
+
+/*
+ * Subtransaction end of one client: a commit hands the writes to the
+ * parent; an abort at or above the write level aborts the MongoDB
+ * transaction and dooms the PostgreSQL one.
+ */
+void
+idx_xact_subxact_end(IdxRemoteXact *x, bool commit)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (!x->in_txn || x->write_level < level)
+		return;
+	if (commit)
+	{
+		x->write_level = level - 1;
+		return;
+	}
+	idx_xact_abort_remote(x);
+	x->doomed = true;
+	ereport(WARNING,
+			(errmsg("the MongoDB transaction on server \"%s\" was aborted",
+					x->servername),
+			 errdetail("MongoDB has no savepoints: writes to its foreign tables cannot be rolled back to a savepoint."),
+			 errhint("Roll back the whole transaction.")));
+}

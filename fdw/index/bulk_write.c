@@ -1,0 +1,441 @@
+/*-------------------------------------------------------------------------
+ *
+ * bulk_write.c
+ *		  MongoDB 8.0's bulkWrite command (see bulk_write.h): building it,
+ *		  sending it, and reading the first failed op from its reply.
+ *
+ * Ops are queued with the namespace they write; the command lists each
+ * namespace once in nsInfo, and each op names its namespace by its index
+ * there.  The command is sent with ordered: true and errorsOnly: true, so
+ * that its reply holds counts and at most one per-op result, the failed
+ * op, whose index (idx) says that every op before it was executed and
+ * none after it.  A command document is limited to maxBsonObjectSize (plus
+ * 16 KB for the command itself), and libmongoc's command API cannot send
+ * the ops as a document sequence, so a queue larger than that is sent as
+ * several commands, in order, each starting where the last one ended.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+
+#include "core/convert.h"
+#include "core/handle.h"
+#include "core/remote_error.h"
+#include "index/bulk_write.h"
+
+/* Bytes of ops per command: under MongoDB's 16 MB, with room for the rest */
+#define IDX_BULK_WRITE_MAX_BYTES (16 * 1024 * 1024 - 64 * 1024)
+
+/* Ops per command at most (mongod's maxWriteBatchSize) */
+#define IDX_BULK_WRITE_MAX_OPS 100000
+
+struct IdxBulkWrite
+{
+	mongoc_client_t *client;
+	const char *servername;
+	List	   *namespaces;		/* "db.coll" strings, nsInfo order */
+	bson_t	  **ops;			/* palloc'd op documents */
+	int			nops;
+	int			alloc;
+	int64		matched;		/* nMatched of the commands sent */
+	int64		deleted;		/* nDeleted of the commands sent */
+};
+
+/*
+ * Does the server writes go to take bulkWrite (wire version 25 or later,
+ * from the hello of the connection's server description)?  Called at
+ * executor start: planning never talks to MongoDB.
+ */
+bool
+idx_bulk_write_supported(mongoc_client_t *client, const char *servername)
+{
+	bson_error_t error;
+	mongoc_server_description_t *sd;
+	const bson_t *hello;
+	bson_iter_t iter;
+	int64		wire = 0;
+
+	sd = mongoc_client_select_server(client, true, NULL, &error);
+	if (sd == NULL)
+		idx_report_error(&error, servername, "selecting a server for writes");
+	hello = mongoc_server_description_hello_response(sd);
+	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		wire = bson_iter_as_int64(&iter);
+	mongoc_server_description_destroy(sd);
+	return wire >= IDX_BULK_WRITE_WIRE_VERSION;
+}
+
+/*
+ * An empty queue of ops, in the current memory context.
+ */
+IdxBulkWrite *
+idx_bulk_write_create(mongoc_client_t *client, const char *servername)
+{
+	IdxBulkWrite *bw = palloc0(sizeof(IdxBulkWrite));
+
+	bw->client = client;
+	bw->servername = servername;
+	bw->alloc = 64;
+	bw->ops = palloc(sizeof(bson_t *) * bw->alloc);
+	return bw;
+}
+
+/*
+ * The nsInfo index of a namespace, added if new.
+ */
+static int
+namespace_index(IdxBulkWrite *bw, const char *database, const char *collection)
+{
+	char	   *ns = psprintf("%s.%s", database, collection);
+	ListCell   *lc;
+
+	foreach(lc, bw->namespaces)
+	{
+		if (strcmp(lfirst(lc), ns) == 0)
+		{
+			pfree(ns);
+			return foreach_current_index(lc);
+		}
+	}
+	bw->namespaces = lappend(bw->namespaces, ns);
+	return list_length(bw->namespaces) - 1;
+}
+
+/*
+ * Start an op document {<kind>: <ns index>, ...} in "op".
+ */
+static void
+begin_op(IdxBulkWrite *bw, bson_t *op, const char *kind,
+		 const char *database, const char *collection)
+{
+	bson_init(op);
+	idx_check_append(BSON_APPEND_INT32(op, kind,
+									   namespace_index(bw, database,
+													   collection)));
+}
+
+/*
+ * Queue a finished op document (copied; "op" is destroyed).
+ */
+static void
+add_op(IdxBulkWrite *bw, bson_t *op)
+{
+	if (bw->nops == bw->alloc)
+	{
+		bw->alloc *= 2;
+		bw->ops = repalloc(bw->ops, sizeof(bson_t *) * bw->alloc);
+	}
+	bw->ops[bw->nops++] = idx_bson_pcopy(op);
+	bson_destroy(op);
+}
+
+/*
+ * Queue an insert of "doc".
+ */
+void
+idx_bulk_write_insert(IdxBulkWrite *bw, const char *database,
+					  const char *collection, const bson_t *doc)
+{
+	bson_t		op;
+
+	begin_op(bw, &op, "insert", database, collection);
+	idx_check_append(BSON_APPEND_DOCUMENT(&op, "document", doc));
+	add_op(bw, &op);
+}
+
+/*
+ * Queue an update of one document: "update" is a replacement or an update
+ * with operators ($set), as the update command takes it.
+ */
+void
+idx_bulk_write_update(IdxBulkWrite *bw, const char *database,
+					  const char *collection, const bson_t *filter,
+					  const bson_t *update, bool upsert)
+{
+	bson_t		op;
+
+	begin_op(bw, &op, "update", database, collection);
+	idx_check_append(BSON_APPEND_DOCUMENT(&op, "filter", filter));
+	idx_check_append(BSON_APPEND_DOCUMENT(&op, "updateMods", update));
+	if (upsert)
+		idx_check_append(BSON_APPEND_BOOL(&op, "upsert", true));
+	add_op(bw, &op);
+}
+
+/*
+ * Queue a delete of the documents "filter" matches (multi) or the first.
+ */
+void
+idx_bulk_write_delete(IdxBulkWrite *bw, const char *database,
+					  const char *collection, const bson_t *filter, bool multi)
+{
+	bson_t		op;
+
+	begin_op(bw, &op, "delete", database, collection);
+	idx_check_append(BSON_APPEND_DOCUMENT(&op, "filter", filter));
+	idx_check_append(BSON_APPEND_BOOL(&op, "multi", multi));
+	add_op(bw, &op);
+}
+
+/*
+ * How many ops are queued.
+ */
+int
+idx_bulk_write_nops(IdxBulkWrite *bw)
+{
+	return bw->nops;
+}
+
+/*
+ * Can a document go in an op of a command (with room for the op's other
+ * fields)?
+ */
+bool
+idx_bulk_write_fits(const bson_t *doc)
+{
+	return doc->len + 64 * 1024 <= IDX_BULK_WRITE_MAX_BYTES;
+}
+
+/*
+ * The nMatched and nDeleted of the commands sent so far.
+ */
+void
+idx_bulk_write_counts(IdxBulkWrite *bw, int64 *matched, int64 *deleted)
+{
+	*matched = bw->matched;
+	*deleted = bw->deleted;
+}
+
+/*
+ * The command of ops [from, end), where "end" is as far as one command
+ * holds; returns "end".
+ */
+static int
+build_command(IdxBulkWrite *bw, int from, bson_t *cmd)
+{
+	bson_t		ops;
+	bson_t		nsinfo;
+	int64		bytes = 0;
+	int			end;
+	ListCell   *lc;
+
+	idx_check_append(BSON_APPEND_INT32(cmd, "bulkWrite", 1));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(cmd, "ops", &ops));
+	for (end = from; end < bw->nops; end++)
+	{
+		char		key[16];
+
+		if (end > from && (end - from >= IDX_BULK_WRITE_MAX_OPS ||
+						   bytes + bw->ops[end]->len > IDX_BULK_WRITE_MAX_BYTES))
+			break;
+		bytes += bw->ops[end]->len;
+		snprintf(key, sizeof(key), "%d", end - from);
+		idx_check_append(BSON_APPEND_DOCUMENT(&ops, key, bw->ops[end]));
+	}
+	idx_check_append(bson_append_array_end(cmd, &ops));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(cmd, "nsInfo", &nsinfo));
+	foreach(lc, bw->namespaces)
+	{
+		bson_t		ns;
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%d", foreach_current_index(lc));
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&nsinfo, key, &ns));
+		idx_check_append(BSON_APPEND_UTF8(&ns, "ns", lfirst(lc)));
+		idx_check_append(bson_append_document_end(&nsinfo, &ns));
+	}
+	idx_check_append(bson_append_array_end(cmd, &nsinfo));
+	idx_check_append(BSON_APPEND_BOOL(cmd, "ordered", true));
+	idx_check_append(BSON_APPEND_BOOL(cmd, "errorsOnly", true));
+	return end;
+}
+
+/*
+ * A count of the reply ("nMatched"...), 0 if absent.
+ */
+static int64
+reply_count(const bson_t *reply, const char *field)
+{
+	bson_iter_t iter;
+
+	if (bson_iter_init_find(&iter, reply, field) &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		return bson_iter_as_int64(&iter);
+	return 0;
+}
+
+/*
+ * The failed op of a successful reply with nErrors > 0: the first result
+ * of the cursor's first batch with ok 0.  Returns false if there is none.
+ */
+static bool
+first_failed_op(const bson_t *reply, int from, IdxBulkWriteError *failed)
+{
+	bson_iter_t iter;
+	bson_iter_t item;
+	bson_iter_t field;
+
+	if (!bson_iter_init(&iter, reply) ||
+		!bson_iter_find_descendant(&iter, "cursor.firstBatch", &item) ||
+		!BSON_ITER_HOLDS_ARRAY(&item) || !bson_iter_recurse(&item, &item))
+		return false;
+	while (bson_iter_next(&item))
+	{
+		bson_t		doc;
+		const uint8_t *data;
+		uint32_t	len;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&item))
+			continue;
+		bson_iter_document(&item, &len, &data);
+		if (!bson_init_static(&doc, data, len) ||
+			!bson_iter_init_find(&field, &doc, "ok") ||
+			bson_iter_as_double(&field) != 0.0 ||
+			!bson_iter_init_find(&field, &doc, "idx") ||
+			!BSON_ITER_HOLDS_NUMBER(&field))
+			continue;
+		failed->op = from + (int) bson_iter_as_int64(&field);
+		failed->code = bson_iter_init_find(&field, &doc, "code") &&
+			BSON_ITER_HOLDS_NUMBER(&field) ? (int) bson_iter_as_int64(&field) : 0;
+		failed->doc = idx_bson_pcopy(&doc);
+		failed->error.domain = MONGOC_ERROR_SERVER;
+		failed->error.code = (uint32) failed->code;
+		strlcpy(failed->error.message,
+				bson_iter_init_find(&field, &doc, "errmsg") &&
+				BSON_ITER_HOLDS_UTF8(&field) ?
+				bson_iter_utf8(&field, NULL) : "bulkWrite op failed",
+				sizeof(failed->error.message));
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Read the reply of a command that succeeded: add its counts; returns
+ * false with the failed op, if one failed.
+ */
+static bool
+read_reply(IdxBulkWrite *bw, const bson_t *reply, int from,
+		   IdxBulkWriteError *failed, const char *what)
+{
+	bson_iter_t iter;
+
+	bw->matched += reply_count(reply, "nMatched");
+	bw->deleted += reply_count(reply, "nDeleted");
+	if (reply_count(reply, "nErrors") == 0)
+		return true;
+	if (bson_iter_init(&iter, reply) &&
+		bson_iter_find_descendant(&iter, "cursor.id", &iter) &&
+		BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) != 0)
+		elog(ERROR, "bulkWrite left a cursor of its errors open while %s", what);
+	if (!first_failed_op(reply, from, failed))
+		elog(ERROR, "bulkWrite reported errors without a failed op while %s",
+			 what);
+	return false;
+}
+
+/*
+ * Does a successful reply carry a writeConcernError?  Then "error" gets it,
+ * as libmongoc reports one.
+ */
+static bool
+write_concern_error(const bson_t *reply, bson_error_t *error)
+{
+	bson_iter_t iter;
+	bson_iter_t field;
+
+	if (!bson_iter_init_find(&iter, reply, "writeConcernError") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return false;
+	error->domain = MONGOC_ERROR_WRITE_CONCERN;
+	error->code = bson_iter_recurse(&iter, &field) &&
+		bson_iter_find(&field, "code") && BSON_ITER_HOLDS_NUMBER(&field) ?
+		(uint32) bson_iter_as_int64(&field) : 64;
+	strlcpy(error->message,
+			bson_iter_recurse(&iter, &field) &&
+			bson_iter_find(&field, "errmsg") && BSON_ITER_HOLDS_UTF8(&field) ?
+			bson_iter_utf8(&field, NULL) : "write concern error",
+			sizeof(error->message));
+	return true;
+}
+
+/*
+ * Send the ops from "from" on, as few commands as they fit in, in the
+ * session if any (a transaction's: libmongoc adds lsid, txnNumber and
+ * autocommit; none: libmongoc's implicit session).  Returns true if every
+ * op was executed; false with "failed" set if an op failed (the ops before
+ * it were executed, those after it not), or with failed->op = the number
+ * of ops if all were executed but their write concern was not satisfied.
+ * A command that fails as a whole is raised as an ERROR ("what" says what
+ * was being done).
+ */
+bool
+idx_bulk_write_execute(IdxBulkWrite *bw, int from,
+					   mongoc_client_session_t *session, const char *what,
+					   IdxBulkWriteError *failed)
+{
+	while (from < bw->nops)
+	{
+		bson_t		cmd = BSON_INITIALIZER;
+		bson_t		opts = BSON_INITIALIZER;
+		bson_t		reply;
+		bson_error_t error;
+		bool		ok;
+		int			end;
+
+		CHECK_FOR_INTERRUPTS();
+		end = build_command(bw, from, &cmd);
+		if (session && !mongoc_client_session_append(session, &opts, &error))
+		{
+			bson_destroy(&cmd);
+			bson_destroy(&opts);
+			elog(ERROR, "could not add the session to a bulkWrite: %s",
+				 error.message);
+		}
+		ok = mongoc_client_write_command_with_opts(bw->client, "admin", &cmd,
+												   &opts, &reply, &error);
+		bson_destroy(&cmd);
+		bson_destroy(&opts);
+		if (ok && write_concern_error(&reply, &error))
+			ok = false;
+		if (!ok)
+		{
+			bson_t	   *failed_reply = idx_own_reply(&reply);
+
+			if (error.domain == MONGOC_ERROR_WRITE_CONCERN &&
+				read_reply(bw, failed_reply, from, failed, what))
+			{
+				/* executed, but not acknowledged as asked */
+				failed->op = bw->nops;
+				failed->code = (int) error.code;
+				failed->doc = failed_reply;
+				failed->error = error;
+				return false;
+			}
+			if (error.domain == MONGOC_ERROR_WRITE_CONCERN)
+				return false;
+			idx_report_reply_error(failed_reply, &error, bw->servername, what);
+		}
+		ok = read_reply(bw, &reply, from, failed, what);
+		bson_destroy(&reply);
+		if (!ok)
+			return false;
+		from = end;
+	}
+	return true;
+}
+
+/*
+ * Raise the ERROR of a failed op (or of the write concern), as the write
+ * command of that op would have been reported.
+ */
+void
+idx_bulk_write_report(IdxBulkWrite *bw, const IdxBulkWriteError *failed,
+					  const char *what)
+{
+	idx_report_reply_error(failed->doc, &failed->error, bw->servername, what);
+}

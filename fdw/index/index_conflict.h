@@ -1,0 +1,38 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_conflict.h
+ *		  Unique key conflicts with writers outside PostgreSQL: the rows of
+ *		  idxtable.conflicts.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_INDEX_CONFLICT_H
+#define IDXTABLE_INDEX_CONFLICT_H
+
+#include <bson/bson.h>
+
+#include "index/index_repair.h"
+
+/* Record that fact_id and holder_id share a key of index "index_name" */
+extern void idx_conflict_record(const char *index_name, const char *key_text,
+								const bson_value_t *fact_id,
+								const bson_value_t *holder_id);
+
+/* The same, as IdxRepairState's on_conflict (arg unused) */
+extern void idx_conflict_callback(IdxRepairState *st, const char *key_desc,
+								  const bson_value_t *fact_id,
+								  const bson_value_t *holder_id, void *arg);
+
+/* Forget the conflicts recorded for fact_id in index "index_name" */
+extern void idx_conflict_resolved(const char *index_name,
+								  const bson_value_t *fact_id);
+
+/* The same, as IdxRepairState's on_resolved (arg unused) */
+extern void idx_conflict_resolved_callback(IdxRepairState *st,
+										   const bson_value_t *fact_id,
+										   void *arg);
+
+/* Forget the conflicts recorded for index "index_name" */
+extern void idx_conflict_forget(const char *index_name);
+
+#endif							/* IDXTABLE_INDEX_CONFLICT_H */

@@ -1,0 +1,1467 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_repair.c
+ *		  The per-batch core of verify_index and repair_index: bring the
+ *		  entries of an index table up to date with a list of its facts.
+ *
+ * For a batch of facts (named by _id, or already read), compute the
+ * entries each fact should have (exactly as a write through the FDW
+ * computes them), read the entries the index holds for those facts (one
+ * find {id: {$in: [...]}}, served by the index collection's "fact" index)
+ * and compare them:
+ *		missing		an entry the fact should have and the index lacks;
+ *		stale		an entry of the fact that the fact should not have (an old
+ *					key) or whose included values differ from the fact's;
+ *		orphan		an entry of a named fact that no longer exists.
+ * In repair mode the difference is written as one unordered bulk per
+ * batch: a missing entry upserted by its _id, a stale one replaced or
+ * deleted and an orphan deleted by the filter {_id, id} that matches the
+ * entry only as it was read; a missing unique claim is inserted, or taken
+ * over from a fact that lacks the key.  Every fix is complete by itself,
+ * and applying a batch twice changes nothing.
+ *
+ *		conflict	a unique claim the fact should have, held by another fact
+ *					that has the key too (a client writing straight into
+ *					MongoDB can make two facts share a unique key).  Not
+ *					missing, and not taken over: it is counted and reported
+ *					to st->on_conflict, which the applier and repair_index
+ *					use to record it in idxtable.conflicts; the claim stays
+ *					its holder's, and every other entry of both facts is
+ *					checked and repaired as usual.
+ *
+ * idx_repair_facts() is the entry point for a list of fact _ids: it reads
+ * the facts with one find {_id: {$in: [...]}}, and a fact that is gone
+ * has all its entries counted as orphans (and deleted).  The change-stream
+ * applier will call it for the _ids a stream names; verify_index's pass 1
+ * (index_verify.c) feeds the same core, idx_repair_fact_docs(), from its
+ * stream of every fact.  Nothing here depends on the state of an SQL
+ * function call.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/deparse.h"
+#include "core/handle.h"
+#include "core/mongo_limits.h"
+#include "core/option.h"
+#include "core/protocol_read.h"
+#include "core/xact.h"
+#include "index/index_catalog.h"
+#include "index/index_ddl.h"
+#include "index/index_entry.h"
+#include "index/index_repair.h"
+
+/* Attempts at writing a unique claim that others race for */
+#define IDX_REPAIR_CLAIM_ATTEMPTS 3
+
+/*
+ * One entry a fact should have, with its key values for messages.
+ */
+typedef struct ExpectedEntry
+{
+	bson_t	   *entry;
+	Datum	   *keyvalues;
+	bool	   *keynulls;
+} ExpectedEntry;
+
+/*
+ * One fact of a batch, present (with the entries it should have) or gone.
+ */
+typedef struct FactItem
+{
+	bson_t	   *id;				/* {"v": <fact _id>} */
+	bool		gone;			/* no fact has this _id */
+	int			nentries;
+	ExpectedEntry *entries;
+	int			nconflicts;		/* unique key conflicts reported */
+	bool		resolved;		/* reported to on_resolved */
+} FactItem;
+
+/*
+ * Release the libmongoc objects (safe to repeat).
+ */
+void
+idx_repair_release(IdxRepairState *st)
+{
+	if (st->bulk)
+		mongoc_bulk_operation_destroy(st->bulk);
+	st->bulk = NULL;
+	if (st->lookup)
+		mongoc_cursor_destroy(st->lookup);
+	st->lookup = NULL;
+	if (st->cursor)
+		mongoc_cursor_destroy(st->cursor);
+	st->cursor = NULL;
+	if (st->index)
+		mongoc_collection_destroy(st->index);
+	st->index = NULL;
+	if (st->facts)
+		mongoc_collection_destroy(st->facts);
+	st->facts = NULL;
+}
+
+/*
+ * What is being done, for the messages of errors of the index collection
+ * or of the fact collection.
+ */
+const char *
+idx_repair_index_what(IdxRepairState *st)
+{
+	return psprintf("verifying index collection \"%s\" of database \"%s\"",
+					st->def->collection, st->def->database);
+}
+
+const char *
+idx_repair_facts_what(IdxRepairState *st)
+{
+	return psprintf("reading collection \"%s\" of database \"%s\"",
+					st->info->collection, st->info->database);
+}
+
+/*
+ * {"v": <doc.field>} as a palloc'd document, or NULL if doc lacks field:
+ * values wrapped this way compare by type and bytes.
+ */
+bson_t *
+idx_repair_wrap_field(const bson_t *doc, const char *field)
+{
+	bson_t		wrapped = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_t	   *result;
+
+	if (!bson_iter_init_find(&iter, doc, field))
+		return NULL;
+	idx_check_append(bson_append_iter(&wrapped, "v", 1, &iter));
+	result = idx_bson_pcopy(&wrapped);
+	bson_destroy(&wrapped);
+	return result;
+}
+
+/*
+ * The entry's "_id" as a palloc'd document {"_id": ...}, for sorting and
+ * finding entries by _id.
+ */
+static bson_t *
+entry_id_key(const bson_t *entry)
+{
+	bson_t		key = BSON_INITIALIZER;
+	bson_t	   *result;
+	const uint8 *data;
+	uint32		len;
+	bson_t		id;
+
+	idx_entry_id_bytes(entry, &data, &len);
+	if (!bson_init_static(&id, data, len))
+		elog(ERROR, "invalid _id in an index entry");
+	idx_check_append(BSON_APPEND_DOCUMENT(&key, "_id", &id));
+	result = idx_bson_pcopy(&key);
+	bson_destroy(&key);
+	return result;
+}
+
+/*
+ * Total order on documents by length, then bytes (for bsearch).
+ */
+static int
+compare_bson(const bson_t *a, const bson_t *b)
+{
+	if (a->len != b->len)
+		return a->len < b->len ? -1 : 1;
+	return memcmp(bson_get_data(a), bson_get_data(b), a->len);
+}
+
+static int
+compare_read_docs(const void *a, const void *b)
+{
+	return compare_bson(((const ReadDoc *) a)->key,
+						((const ReadDoc *) b)->key);
+}
+
+/*
+ * The document of st->docs whose key is "key", or NULL.
+ */
+ReadDoc *
+idx_repair_find_doc(IdxRepairState *st, const bson_t *key)
+{
+	int			lo = 0,
+				hi = st->ndocs - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+		int			c = compare_bson(st->docs[mid].key, key);
+
+		if (c == 0)
+			return &st->docs[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return NULL;
+}
+
+/*
+ * An entry as it is compared: without the claim time "t".
+ */
+static bson_t *
+without_claim_time(const bson_t *entry)
+{
+	bson_t		copy = BSON_INITIALIZER;
+	bson_t	   *result;
+
+	if (!bson_has_field(entry, "t"))
+		return (bson_t *) entry;
+	bson_copy_to_excluding_noinit(entry, &copy, "t", NULL);
+	result = idx_bson_pcopy(&copy);
+	bson_destroy(&copy);
+	return result;
+}
+
+/*
+ * Open a find over the documents of "coll" matching "filter", with a
+ * projection (optional).  verify_index
+ * inside a transaction that has written reads through its session.
+ */
+mongoc_cursor_t *
+idx_repair_open_stream(IdxRepairState *st, mongoc_collection_t *coll,
+					   const bson_t *filter, const bson_t *projection)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	mongoc_cursor_t *cursor;
+
+	if (projection)
+		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
+	idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", IDX_VERIFY_BATCH));
+	idx_xact_append_session(st->client, &opts);
+	cursor = mongoc_collection_find_with_opts(coll, filter, &opts,
+											  idx_primary_read_prefs());
+	bson_destroy(&opts);
+	return cursor;
+}
+
+/*
+ * Raise the error of a cursor that ended, if any.
+ */
+void
+idx_repair_check_cursor(IdxRepairState *st, mongoc_cursor_t *cursor,
+						const char *what)
+{
+	bson_error_t error;
+	const bson_t *reply;
+
+	if (mongoc_cursor_error_document(cursor, &error, &reply))
+		idx_report_reply_error(reply, &error, st->servername, what);
+}
+
+static int	compare_fact_batch(IdxRepairState *st);
+static int	lookup_part(IdxRepairState *st, mongoc_collection_t *coll,
+						const char *field, bson_t **keys, int from, int nkeys,
+						const bson_t *projection, bool by_entry_id,
+						const char *what, int *alloc);
+
+/*
+ * Read all documents of "coll" matching {field: {$in: [the "v" of each
+ * key]}} into st->docs, each keyed by keyfn, sorted for idx_repair_find_doc().
+ */
+void
+idx_repair_lookup(IdxRepairState *st, mongoc_collection_t *coll,
+				  const char *field, bson_t **keys, int nkeys,
+				  const bson_t *projection, bool by_entry_id, const char *what)
+{
+	int			alloc = nkeys + 16;
+	int			from = 0;
+
+	st->ndocs = 0;
+	st->docs = palloc(sizeof(ReadDoc) * alloc);
+	do
+	{
+		from = lookup_part(st, coll, field, keys, from, nkeys, projection,
+						   by_entry_id, what, &alloc);
+	} while (from < nkeys);
+	if (st->ndocs > 1)
+		qsort(st->docs, st->ndocs, sizeof(ReadDoc), compare_read_docs);
+}
+
+/*
+ * One find of idx_repair_lookup(), for keys[from..] up to
+ * IDX_IN_LIST_MAX_BYTES of key values (so that the command stays under
+ * MongoDB's 16 MB), adding to st->docs; returns where the next one starts.
+ */
+static int
+lookup_part(IdxRepairState *st, mongoc_collection_t *coll, const char *field,
+			bson_t **keys, int from, int nkeys, const bson_t *projection,
+			bool by_entry_id, const char *what, int *alloc)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		cond,
+				list;
+	const bson_t *doc;
+	int			i;
+	uint32		k = 0;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, field, &cond));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
+	for (i = from; i < nkeys && list.len < IDX_IN_LIST_MAX_BYTES; i++)
+	{
+		bson_iter_t iter;
+		const char *idxkey;
+		char		buf[16];
+
+		bson_uint32_to_string(k, &idxkey, buf, sizeof(buf));
+		if (bson_iter_init_find(&iter, keys[i], "v"))
+		{
+			idx_check_append(bson_append_iter(&list, idxkey, -1, &iter));
+			k++;
+		}
+	}
+	idx_check_append(bson_append_array_end(&cond, &list));
+	idx_check_append(bson_append_document_end(&filter, &cond));
+
+	st->lookup = idx_repair_open_stream(st, coll, &filter, projection);
+	bson_destroy(&filter);
+
+	while (mongoc_cursor_next(st->lookup, &doc))
+	{
+		ReadDoc    *rd;
+
+		CHECK_FOR_INTERRUPTS();
+		if (st->ndocs >= *alloc)
+		{
+			*alloc *= 2;
+			st->docs = repalloc(st->docs, sizeof(ReadDoc) * *alloc);
+		}
+		rd = &st->docs[st->ndocs];
+		rd->doc = idx_bson_pcopy(doc);
+		rd->key = by_entry_id ? entry_id_key(rd->doc) :
+			idx_repair_wrap_field(rd->doc, "_id");
+		rd->matched = false;
+		if (rd->key != NULL)
+			st->ndocs++;
+	}
+	idx_repair_check_cursor(st, st->lookup, what);
+	mongoc_cursor_destroy(st->lookup);
+	st->lookup = NULL;
+	return i;
+}
+
+
+/* ----------------------------------------------------------------
+ *		Fixes
+ * ----------------------------------------------------------------
+ */
+
+static mongoc_bulk_operation_t *
+fix_bulk(IdxRepairState *st)
+{
+	if (st->bulk == NULL)
+	{
+		bson_t		opts = BSON_INITIALIZER;
+
+		idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
+		st->bulk = mongoc_collection_create_bulk_operation_with_opts(st->index,
+																	 &opts);
+		bson_destroy(&opts);
+	}
+	return st->bulk;
+}
+
+/*
+ * Queue the deletion of an entry as it was read (pass its own filter).
+ */
+void
+idx_repair_queue_delete(IdxRepairState *st, const bson_t *entry)
+{
+	bson_t	   *filter = idx_entry_own_filter(entry);
+	bson_error_t error;
+
+	if (!mongoc_bulk_operation_remove_one_with_opts(fix_bulk(st), filter,
+													NULL, &error))
+		idx_report_error(&error, st->servername, idx_repair_index_what(st));
+}
+
+/*
+ * Queue the replacement of "selector"'s entry by "entry" (upsert: also
+ * when there is none).
+ */
+static void
+fix_replace(IdxRepairState *st, const bson_t *selector, const bson_t *entry,
+			bool upsert)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	bson_error_t error;
+	bool		ok;
+
+	idx_check_append(BSON_APPEND_BOOL(&opts, "upsert", upsert));
+	ok = mongoc_bulk_operation_replace_one_with_opts(fix_bulk(st), selector,
+													 entry, &opts, &error);
+	bson_destroy(&opts);
+	if (!ok)
+		idx_report_error(&error, st->servername, idx_repair_index_what(st));
+}
+
+/*
+ * Send the queued fixes of a batch.
+ */
+void
+idx_repair_flush(IdxRepairState *st)
+{
+	bson_t		reply;
+	bson_error_t error;
+
+	if (st->bulk == NULL)
+		return;
+	if (!mongoc_bulk_operation_execute(st->bulk, &reply, &error))
+	{
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, st->servername,
+							   psprintf("repairing index collection \"%s\" of database \"%s\"",
+										st->def->collection,
+										st->def->database));
+	}
+	bson_destroy(&reply);
+	mongoc_bulk_operation_destroy(st->bulk);
+	st->bulk = NULL;
+	CHECK_FOR_INTERRUPTS();		/* a cancel that came during the write */
+}
+
+/*
+ * Find one document by filter (and projection); palloc'd copy or NULL.
+ */
+static bson_t *
+find_one(IdxRepairState *st, mongoc_collection_t *coll, const bson_t *filter,
+		 const bson_t *projection, const char *what)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	const bson_t *doc;
+	bson_t	   *result = NULL;
+
+	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
+	if (projection)
+		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
+	idx_xact_append_session(st->client, &opts);
+	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts,
+												  idx_primary_read_prefs());
+	bson_destroy(&opts);
+	if (mongoc_cursor_next(st->lookup, &doc))
+		result = idx_bson_pcopy(doc);
+	else
+		idx_repair_check_cursor(st, st->lookup, what);
+	mongoc_cursor_destroy(st->lookup);
+	st->lookup = NULL;
+	return result;
+}
+
+/*
+ * Does the fact whose _id is the "v" of "wrapped_id" exist and have the
+ * entry _id of "entry"?
+ */
+static bool
+fact_has_entry(IdxRepairState *st, const bson_t *wrapped_id,
+			   const bson_t *entry)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		projection = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_t	   *fact;
+	bson_t	  **entries;
+	int			n,
+				e;
+	bool		result = false;
+
+	if (!bson_iter_init_find(&iter, wrapped_id, "v"))
+		return false;
+	idx_check_append(bson_append_iter(&filter, "_id", 3, &iter));
+	idx_build_projection(&projection, st->info, st->attrs);
+	fact = find_one(st, st->facts, &filter, &projection,
+					idx_repair_facts_what(st));
+	bson_destroy(&filter);
+	bson_destroy(&projection);
+	if (fact == NULL || !idx_doc_id_is(fact, bson_iter_value(&iter)))
+		return false;
+
+	memset(st->nulls, true, sizeof(bool) * st->rowconv->natts);
+	idx_document_to_row(st->rowconv, fact, st->values, st->nulls);
+	n = idx_build_entries(st->def, st->values, st->nulls,
+						  bson_iter_value(&iter), &entries);
+	for (e = 0; e < n; e++)
+	{
+		if (!result && idx_entry_same_id(entries[e], entry))
+			result = true;
+		bson_destroy(entries[e]);
+	}
+	return result;
+}
+
+/*
+ * The _id ({"v": ...}) of the fact that holds "claim" if that is another
+ * fact than item's and it has the claim's key too: two facts share a
+ * unique key, a conflict that repair cannot fix.  NULL if the claim is
+ * item's own, or its holder lacks the key (a claim to take over).
+ */
+static bson_t *
+conflicting_holder(IdxRepairState *st, const FactItem *item,
+				   const bson_t *claim)
+{
+	bson_t	   *holder = idx_repair_wrap_field(claim, IDX_ENTRY_FACT_ID);
+
+	if (holder == NULL || idx_bson_same_bytes(holder, item->id))
+		return NULL;
+	if (!fact_has_entry(st, holder, claim))
+		return NULL;
+	return holder;
+}
+
+/*
+ * Verify mode: the conflicting holder (see conflicting_holder()) of the
+ * claim that item's missing claim "ee" would be, or NULL.
+ */
+static bson_t *
+claim_conflict(IdxRepairState *st, const FactItem *item,
+			   const ExpectedEntry *ee)
+{
+	bson_t	   *claim = find_one(st, st->index, entry_id_key(ee->entry), NULL,
+								 idx_repair_index_what(st));
+
+	if (claim == NULL)
+		return NULL;
+	return conflicting_holder(st, item, claim);
+}
+
+static bool take_over_claim(IdxRepairState *st, const bson_t *claim,
+							const ExpectedEntry *ee);
+
+/*
+ * Write item's missing unique claim "ee".  If another fact's entry holds
+ * the key, take it over when that fact lacks the key.  When it has it, two
+ * facts share a unique key: nothing is written, and the holder's _id
+ * ({"v": ...}) is returned for the conflict to be reported; NULL when the
+ * claim was written.
+ */
+static bson_t *
+fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee)
+{
+	bson_t	   *holder_filter = entry_id_key(ee->entry);
+	int			attempt;
+
+	for (attempt = 0; attempt < IDX_REPAIR_CLAIM_ATTEMPTS; attempt++)
+	{
+		bson_t		reply;
+		bson_error_t error;
+		bson_t	   *claim;
+		bson_t	   *holder;
+
+		CHECK_FOR_INTERRUPTS();
+		if (mongoc_collection_insert_one(st->index, ee->entry, NULL, &reply,
+										 &error))
+		{
+			bson_destroy(&reply);
+			return NULL;
+		}
+		if (error.code != 11000)
+		{
+			bson_t	   *failed_reply = idx_own_reply(&reply);
+
+			idx_report_reply_error(failed_reply, &error, st->servername,
+								   idx_repair_index_what(st));
+		}
+		bson_destroy(&reply);
+
+		claim = find_one(st, st->index, holder_filter, NULL,
+						 idx_repair_index_what(st));
+		if (claim == NULL)
+			continue;			/* gone meanwhile: insert again */
+		holder = conflicting_holder(st, item, claim);
+		if (holder != NULL)
+			return holder;
+		if (take_over_claim(st, claim, ee))
+			return NULL;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not repair the claim of a key of index \"%s\"",
+					st->def->name),
+			 errdetail("The claim kept changing while it was repaired."),
+			 errhint("Retry when no other session writes the key.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Replace "claim", as it was read, by the claim "ee"; false if the claim
+ * changed meanwhile.
+ */
+static bool
+take_over_claim(IdxRepairState *st, const bson_t *claim,
+				const ExpectedEntry *ee)
+{
+	bson_t	   *selector = idx_entry_own_filter(claim);
+	bson_t		reply;
+	bson_error_t error;
+	bson_iter_t iter;
+	bool		matched;
+
+	if (!mongoc_collection_replace_one(st->index, selector, ee->entry, NULL,
+									   &reply, &error))
+	{
+		bson_t	   *failed_reply = idx_own_reply(&reply);
+
+		idx_report_reply_error(failed_reply, &error, st->servername,
+							   idx_repair_index_what(st));
+	}
+	matched = bson_iter_init_find(&iter, &reply, "matchedCount") &&
+		BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) > 0;
+	bson_destroy(&reply);
+	return matched;
+}
+
+/*
+ * Count (and report to st->on_conflict) the conflict of item's claim "ee"
+ * with the fact "holder" ({"v": _id}).
+ */
+static void
+report_conflict(IdxRepairState *st, FactItem *item,
+				const ExpectedEntry *ee, const bson_t *holder)
+{
+	bson_iter_t fact_iter;
+	bson_iter_t holder_iter;
+	char	   *desc;
+
+	st->counts.conflicts++;
+	item->nconflicts++;
+	if (st->on_conflict == NULL)
+		return;
+	if (!bson_iter_init_find(&fact_iter, item->id, "v") ||
+		!bson_iter_init_find(&holder_iter, holder, "v"))
+		elog(ERROR, "a unique key conflict without _ids");
+	desc = idx_key_description(st->def, ee->keyvalues, ee->keynulls);
+	st->on_conflict(st, desc, bson_iter_value(&fact_iter),
+					bson_iter_value(&holder_iter), st->conflict_arg);
+}
+
+
+/* ----------------------------------------------------------------
+ *		Pass 1: facts -> entries
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Is this error one of a value that does not fit its column (convert.c's
+ * wrong type, out of range, corrupt value, or a type input function's data
+ * exception)?  Only those are counted; anything else stops the function.
+ */
+static bool
+is_conversion_error(int sqlerrcode)
+{
+	return sqlerrcode == ERRCODE_FDW_INVALID_DATA_TYPE ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_DATA_EXCEPTION;
+}
+
+/*
+ * Count an unconvertible fact; remember the _ids of the first few (for a
+ * user who may read them) and the first error, in st->long_cxt.
+ */
+static void
+note_unconvertible(IdxRepairState *st, const bson_t *doc, const char *message)
+{
+	MemoryContext old = MemoryContextSwitchTo(st->long_cxt);
+
+	st->counts.checked++;
+	if (st->counts.unconvertible++ < IDX_VERIFY_NAMED_FACTS && !st->hide_id)
+	{
+		if (st->bad_ids.len > 0)
+			appendStringInfoString(&st->bad_ids, ", ");
+		appendStringInfoString(&st->bad_ids, idx_document_id_string(doc));
+	}
+	if (st->first_error == NULL)
+		st->first_error = pstrdup(message);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Convert a fact's key and included columns into st->values/nulls.  A
+ * fact whose values do not fit is counted, its _id remembered for the
+ * WARNING, and false returned: it is skipped (its entries are neither
+ * checked nor repaired).  The conversion only computes (type input
+ * functions of the supported built-in types hold no resources), so its
+ * error can be caught without a subtransaction, which would abort the
+ * MongoDB transaction of a transaction that has written.
+ */
+static bool
+convert_fact(IdxRepairState *st, const bson_t *doc)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		ok = true;
+
+	memset(st->nulls, true, sizeof(bool) * st->rowconv->natts);
+	PG_TRY();
+	{
+		idx_document_to_row(st->rowconv, doc, st->values, st->nulls);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(st->long_cxt);
+		edata = CopyErrorData();
+		if (!is_conversion_error(edata->sqlerrcode))
+			PG_RE_THROW();
+		FlushErrorState();
+		note_unconvertible(st, doc, edata->message);
+		FreeErrorData(edata);
+		MemoryContextSwitchTo(cxt);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * Remember one fact of the batch and the entries it should have.
+ */
+static void
+add_fact(IdxRepairState *st, const bson_t *doc)
+{
+	const IdxIndexDef *def = st->def;
+	FactItem   *item = &st->items[st->nitems];
+	bson_iter_t iter;
+	Datum	   *keyvalues;
+	bool	   *keynulls;
+	int			e;
+
+	if (!bson_iter_init_find(&iter, doc, "_id"))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("document without _id in collection \"%s\"",
+						st->info->collection)));
+	if (!convert_fact(st, doc))
+		return;
+	item->id = idx_repair_wrap_field(doc, "_id");
+	item->gone = false;
+	item->nconflicts = 0;
+	item->resolved = false;
+	item->nentries = idx_compute_keys(def, st->values, st->nulls,
+									  &keyvalues, &keynulls);
+	item->entries = palloc(sizeof(ExpectedEntry) * Max(item->nentries, 1));
+	for (e = 0; e < item->nentries; e++)
+	{
+		ExpectedEntry *ee = &item->entries[e];
+		bson_t	   *entry;
+
+		ee->keyvalues = keyvalues + e * def->nkeys;
+		ee->keynulls = keynulls + e * def->nkeys;
+		entry = idx_make_entry(def, ee->keyvalues, ee->keynulls,
+							   bson_iter_value(&iter), st->values, st->nulls);
+		ee->entry = idx_bson_pcopy(entry);
+		bson_destroy(entry);
+	}
+	st->nitems++;
+}
+
+/*
+ * The entry of a fact whose unique key's claim another fact holds: the
+ * claim "claim" with the fact's _id ("v" of wrapped_id) added to its _id,
+ * as an entry of a non-unique index or of a unique key with a NULL has it.
+ */
+static bson_t *
+conflict_entry(const bson_t *claim, const bson_t *wrapped_id)
+{
+	bson_t		entry = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_iter_t fact;
+	bson_t	   *result;
+
+	if (!bson_iter_init_find(&fact, wrapped_id, "v") ||
+		!bson_iter_init(&iter, claim))
+		elog(ERROR, "invalid unique key claim");
+	while (bson_iter_next(&iter))
+	{
+		bson_iter_t key;
+		bson_t		id;
+
+		if (strcmp(bson_iter_key(&iter), "_id") != 0)
+		{
+			idx_check_append(bson_append_iter(&entry, NULL, 0, &iter));
+			continue;
+		}
+		if (!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &key))
+			elog(ERROR, "invalid unique key claim");
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&entry, "_id", &id));
+		while (bson_iter_next(&key))
+			idx_check_append(bson_append_iter(&id, NULL, 0, &key));
+		idx_check_append(bson_append_iter(&id, IDX_ENTRY_FACT_ID, -1, &fact));
+		idx_check_append(bson_append_document_end(&entry, &id));
+	}
+	result = idx_bson_pcopy(&entry);
+	bson_destroy(&entry);
+	return result;
+}
+
+/*
+ * item's claim "ee" is held by another fact that has the key too.  The
+ * index has, instead of the claim, item's conflict entry (conflict_entry()),
+ * so that reads through the index, which recheck every fact, still find
+ * item: both facts have the key.  Check it as any entry; its absence is
+ * part of the conflict, not counted as missing.
+ */
+static void
+check_conflict_entry(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	bson_t	   *entry = conflict_entry(ee->entry, item->id);
+	bson_t	   *key = entry_id_key(entry);
+	ReadDoc    *rd = idx_repair_find_doc(st, key);
+
+	if (rd == NULL)
+	{
+		if (st->repair)
+			fix_replace(st, key, entry, true);
+		return;
+	}
+	rd->matched = true;			/* its _id holds item's: it is item's */
+	if (idx_bson_same_bytes(without_claim_time(rd->doc), entry))
+		return;
+	st->counts.stale++;
+	if (st->repair)
+		fix_replace(st, idx_entry_own_filter(rd->doc), entry, false);
+}
+
+/*
+ * A unique claim "ee" of item that the index lacks: missing (and written,
+ * repairing), or a conflict with another fact that has the key too.
+ */
+static void
+check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	bson_t	   *holder;
+
+	if (st->repair)
+	{
+		idx_repair_flush(st);	/* the holder may be a stale entry queued */
+		holder = fix_claim(st, item, ee);
+	}
+	else
+		holder = claim_conflict(st, item, ee);
+	if (holder == NULL)
+	{
+		st->counts.missing++;
+		return;
+	}
+	report_conflict(st, item, ee, holder);
+	check_conflict_entry(st, item, ee);
+}
+
+/*
+ * Compare one expected entry with what the index has for its fact.
+ */
+static void
+check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	ReadDoc    *rd = idx_repair_find_doc(st, entry_id_key(ee->entry));
+	bson_t	   *holder = NULL;
+
+	if (rd != NULL)
+		holder = idx_repair_wrap_field(rd->doc, IDX_ENTRY_FACT_ID);
+
+	if (rd != NULL && holder != NULL && idx_bson_same_bytes(holder, item->id))
+	{
+		rd->matched = true;
+		if (idx_bson_same_bytes(without_claim_time(rd->doc), ee->entry))
+			return;
+		st->counts.stale++;
+		if (st->repair)
+			fix_replace(st, idx_entry_own_filter(rd->doc), ee->entry, false);
+		return;
+	}
+
+	/* not there (or a claim of another fact of the batch) */
+	if (idx_entry_is_claim(ee->entry))
+	{
+		check_claim(st, item, ee);
+		return;
+	}
+	st->counts.missing++;
+	if (st->repair)
+		fix_replace(st, entry_id_key(ee->entry), ee->entry, true);
+}
+
+/*
+ * Remember a fact of the batch that is gone: it should have no entries.
+ */
+static void
+add_gone(IdxRepairState *st, bson_t *wrapped_id)
+{
+	FactItem   *item = &st->items[st->nitems++];
+
+	item->id = wrapped_id;
+	item->gone = true;
+	item->nconflicts = 0;
+	item->resolved = false;
+	item->nentries = 0;
+	item->entries = NULL;
+}
+
+static int
+compare_bson_ptrs(const void *a, const void *b)
+{
+	return compare_bson(*(bson_t *const *) a, *(bson_t *const *) b);
+}
+
+/*
+ * The sorted _ids of the gone facts of the batch, for is_orphan().
+ */
+static bson_t **
+gone_ids(IdxRepairState *st, int *ngone)
+{
+	bson_t	  **result = palloc(sizeof(bson_t *) * Max(st->nitems, 1));
+	int			i;
+
+	*ngone = 0;
+	for (i = 0; i < st->nitems; i++)
+		if (st->items[i].gone)
+			result[(*ngone)++] = st->items[i].id;
+	if (*ngone > 1)
+		qsort(result, *ngone, sizeof(bson_t *), compare_bson_ptrs);
+	return result;
+}
+
+/*
+ * Is an entry that no fact of the batch should have one of a fact that is
+ * gone (an orphan) rather than of one that exists (stale)?
+ */
+static bool
+is_orphan(const ReadDoc *rd, bson_t **gone, int ngone)
+{
+	bson_t	   *holder;
+
+	if (ngone == 0)
+		return false;
+	holder = idx_repair_wrap_field(rd->doc, IDX_ENTRY_FACT_ID);
+	return holder != NULL &&
+		bsearch(&holder, gone, ngone, sizeof(bson_t *),
+				compare_bson_ptrs) != NULL;
+}
+
+/*
+ * Remember a fact to check again after the batch, in st->wait_cxt.
+ */
+static void
+add_waiting(IdxRepairState *st, const bson_t *entry)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->wait_cxt);
+	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
+
+	if (id != NULL)
+	{
+		if (st->nwaiting >= st->maxwaiting)
+		{
+			st->maxwaiting = Max(16, st->maxwaiting * 2);
+			st->waiting = st->waiting == NULL ?
+				palloc(sizeof(bson_t *) * st->maxwaiting) :
+				repalloc(st->waiting, sizeof(bson_t *) * st->maxwaiting);
+		}
+		st->waiting[st->nwaiting++] = id;
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Repairing, the claim "claim" was deleted (its fact is gone, or no longer
+ * has the key).  Facts with conflict entries of that key (see
+ * check_conflict_entry()) waited for it: note them, to be checked again
+ * after the batch, when the first of them takes the claim.  The find is
+ * served by the index collection's "lookup" index on the key components.
+ */
+static void
+note_waiting(IdxRepairState *st, const bson_t *claim)
+{
+	bson_t		filter = BSON_INITIALIZER;
+	bson_t		projection = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_iter_t key;
+	const bson_t *doc;
+
+	if (!bson_iter_init_find(&iter, claim, "_id") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &key))
+		return;
+	while (bson_iter_next(&key))
+	{
+		char	   *path = psprintf("_id.%s", bson_iter_key(&key));
+
+		idx_check_append(bson_append_iter(&filter, path, -1, &key));
+	}
+	idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1));
+	st->lookup = idx_repair_open_stream(st, st->index, &filter, &projection);
+	bson_destroy(&filter);
+	bson_destroy(&projection);
+	while (mongoc_cursor_next(st->lookup, &doc))
+	{
+		CHECK_FOR_INTERRUPTS();
+		add_waiting(st, doc);
+	}
+	idx_repair_check_cursor(st, st->lookup, idx_repair_index_what(st));
+	mongoc_cursor_destroy(st->lookup);
+	st->lookup = NULL;
+}
+
+/*
+ * Repairing a unique index, "entry", an entry with its fact's _id (a
+ * conflict entry, or one of a key with a NULL), was deleted: if its fact
+ * is gone or has no conflict left, report it to st->on_resolved (once), so
+ * that the conflicts recorded for the fact are forgotten.
+ */
+static void
+note_resolved(IdxRepairState *st, const bson_t *entry)
+{
+	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
+	bson_iter_t iter;
+	int			i;
+
+	if (id == NULL || st->on_resolved == NULL ||
+		!bson_iter_init_find(&iter, id, "v"))
+		return;
+	for (i = 0; i < st->nitems; i++)
+	{
+		FactItem   *item = &st->items[i];
+
+		if (!idx_bson_same_bytes(item->id, id))
+			continue;
+		if (item->nconflicts == 0 && !item->resolved)
+		{
+			item->resolved = true;
+			st->on_resolved(st, bson_iter_value(&iter), st->conflict_arg);
+		}
+		return;
+	}
+}
+
+/*
+ * The per-batch core: check (and repair) the facts of st->items against
+ * the entries the index holds for them.  Returns how many facts were
+ * checked; st->batch_cxt is reset.
+ */
+static int
+check_fact_batch(IdxRepairState *st)
+{
+	bson_t	  **ids = palloc(sizeof(bson_t *) * Max(st->nitems, 1));
+	int			i;
+
+	for (i = 0; i < st->nitems; i++)
+		ids[i] = st->items[i].id;
+	idx_repair_lookup(st, st->index, IDX_ENTRY_FACT_ID, ids, st->nitems,
+					  NULL, true, idx_repair_index_what(st));
+	return compare_fact_batch(st);
+}
+
+/*
+ * Compare the facts of st->items with their entries, read into st->docs.
+ */
+static int
+compare_fact_batch(IdxRepairState *st)
+{
+	bson_t	  **gone;
+	int			ngone;
+	int			nchecked = st->nitems;
+	int			i,
+				e;
+
+	gone = gone_ids(st, &ngone);
+	for (i = 0; i < st->nitems; i++)
+		for (e = 0; e < st->items[i].nentries; e++)
+			check_expected(st, &st->items[i], &st->items[i].entries[e]);
+
+	/* entries of these facts that no fact of the batch should have */
+	for (i = 0; i < st->ndocs; i++)
+	{
+		if (st->docs[i].matched)
+			continue;
+		if (is_orphan(&st->docs[i], gone, ngone))
+			st->counts.orphan++;
+		else
+			st->counts.stale++;
+		if (st->repair)
+			idx_repair_queue_delete(st, st->docs[i].doc);
+	}
+	idx_repair_flush(st);
+	if (st->repair)
+	{
+		/* claims freed: who waits for their keys?  conflicts resolved? */
+		for (i = 0; i < st->ndocs; i++)
+		{
+			if (st->docs[i].matched)
+				continue;
+			if (idx_entry_is_claim(st->docs[i].doc))
+				note_waiting(st, st->docs[i].doc);
+			else if (st->def->unique)
+				note_resolved(st, st->docs[i].doc);
+		}
+	}
+
+	st->counts.checked += nchecked;
+	st->nitems = 0;
+	st->ndocs = 0;
+	MemoryContextReset(st->batch_cxt);
+	return nchecked;
+}
+
+/*
+ * Check (and repair) a batch of facts already read (each with the
+ * projection of idx_repair_projection()): the entries each should have
+ * against those the index holds for them.  A fact whose values do not
+ * convert is counted and skipped.  Returns how many facts were checked;
+ * st->batch_cxt is reset, so "facts" may live there.
+ */
+static void recheck_waiting(IdxRepairState *st);
+
+int
+idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	int			i;
+	int			result;
+
+	st->items = palloc(sizeof(FactItem) * Max(n, 1));
+	st->nitems = 0;
+	for (i = 0; i < n; i++)
+		add_fact(st, facts[i]);
+	result = check_fact_batch(st);
+	MemoryContextSwitchTo(oldcxt);
+	recheck_waiting(st);
+	return result;
+}
+
+/*
+ * {"v": value} as a palloc'd document.
+ */
+static bson_t *
+wrap_value(const bson_value_t *value)
+{
+	bson_t		wrapped = BSON_INITIALIZER;
+	bson_t	   *result;
+
+	idx_check_append(bson_append_value(&wrapped, "v", 1, value));
+	result = idx_bson_pcopy(&wrapped);
+	bson_destroy(&wrapped);
+	return result;
+}
+
+/*
+ * The distinct _ids of "ids", wrapped as {"v": _id}; returns how many.
+ */
+static int
+distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
+{
+	bson_t	  **all = palloc(sizeof(bson_t *) * Max(n, 1));
+	int			nkeys = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		all[i] = wrap_value(&ids[i]);
+	if (n > 1)
+		qsort(all, n, sizeof(bson_t *), compare_bson_ptrs);
+	for (i = 0; i < n; i++)
+		if (nkeys == 0 || compare_bson(all[nkeys - 1], all[i]) != 0)
+			all[nkeys++] = all[i];
+	*keys = all;
+	return nkeys;
+}
+
+/* The image of a fact deleted (idx_repair_facts_known) */
+const bson_t idx_repair_fact_gone;
+
+/* One mention of a fact _id, for last_images() */
+typedef struct Mention
+{
+	bson_t	   *key;			/* {"v": _id} */
+	int			pos;			/* its place in the caller's list */
+} Mention;
+
+static int
+compare_mentions(const void *a, const void *b)
+{
+	const Mention *ma = a;
+	const Mention *mb = b;
+	int			c = compare_bson(ma->key, mb->key);
+
+	return c != 0 ? c : (ma->pos > mb->pos) - (ma->pos < mb->pos);
+}
+
+/*
+ * For each of the distinct keys[0..nkeys-1] (sorted, from distinct_ids()),
+ * the image of its last mention in ids/images[0..n-1] (or NULL).
+ */
+static const bson_t **
+last_images(const bson_value_t *ids, const bson_t *const *images, int n,
+			bson_t **keys, int nkeys)
+{
+	Mention    *m = palloc(sizeof(Mention) * Max(n, 1));
+	const bson_t **known = palloc0(sizeof(bson_t *) * Max(nkeys, 1));
+	int			i,
+				k = 0;
+
+	for (i = 0; i < n; i++)
+	{
+		m[i].key = wrap_value(&ids[i]);
+		m[i].pos = i;
+	}
+	qsort(m, n, sizeof(Mention), compare_mentions);
+	for (i = 0; i < n; i++)
+	{
+		if (i + 1 < n && compare_bson(m[i].key, m[i + 1].key) == 0)
+			continue;			/* not the last mention of its _id */
+		while (k < nkeys && compare_bson(keys[k], m[i].key) < 0)
+			k++;
+		if (k < nkeys && compare_bson(keys[k], m[i].key) == 0)
+			known[k] = images[m[i].pos];
+	}
+	return known;
+}
+
+/*
+ * Read the facts named by keys[0..nkeys-1] (one find by _id) into
+ * st->items: those that exist, with the entries they should have, and
+ * those that are gone.  With "images", a fact whose images[i] is set is
+ * taken from there (IDX_REPAIR_GONE: gone) and not read.
+ */
+static void
+read_named_facts(IdxRepairState *st, bson_t **keys, int nkeys,
+				 const bson_t *const *images)
+{
+	bson_t		projection = BSON_INITIALIZER;
+	bson_t	  **unknown = keys;
+	int			nunknown = nkeys;
+	ReadDoc    *facts;
+	int			nfacts;
+	int			i;
+
+	if (images != NULL)
+	{
+		unknown = palloc(sizeof(bson_t *) * Max(nkeys, 1));
+		nunknown = 0;
+		for (i = 0; i < nkeys; i++)
+			if (images[i] == NULL)
+				unknown[nunknown++] = keys[i];
+	}
+	st->ndocs = 0;
+	if (nunknown > 0)
+	{
+		idx_repair_projection(st, &projection);
+		idx_repair_lookup(st, st->facts, "_id", unknown, nunknown,
+						  &projection, false, idx_repair_facts_what(st));
+		bson_destroy(&projection);
+	}
+	facts = st->docs;
+	nfacts = st->ndocs;
+
+	st->items = palloc(sizeof(FactItem) * Max(nkeys + nfacts, 1));
+	st->nitems = 0;
+	for (i = 0; i < nkeys; i++)
+	{
+		const bson_t *image = images ? images[i] : NULL;
+
+		if (image == IDX_REPAIR_GONE ||
+			(image == NULL && nunknown > 0 &&
+			 idx_repair_find_doc(st, keys[i]) == NULL))
+			add_gone(st, keys[i]);
+		else if (image != NULL)
+			add_fact(st, image);
+	}
+	for (i = 0; i < nfacts; i++)
+		add_fact(st, facts[i].doc);
+}
+
+/*
+ * Repair the named facts reading their entries first, then the facts.  A
+ * write through the FDW that commits between the two reads then shows as
+ * old entries and new facts, and the fix moves the index towards the newer
+ * state (which that write also wrote), never back to an older one.
+ */
+static int
+repair_entries_first(IdxRepairState *st, bson_t **keys, int nkeys)
+{
+	ReadDoc    *entries;
+	int			nentries;
+
+	idx_repair_lookup(st, st->index, IDX_ENTRY_FACT_ID, keys, nkeys,
+					  NULL, true, idx_repair_index_what(st));
+	entries = st->docs;
+	nentries = st->ndocs;
+	read_named_facts(st, keys, nkeys, NULL);
+	st->docs = entries;
+	st->ndocs = nentries;
+	return compare_fact_batch(st);
+}
+
+/*
+ * Check (and, in repair mode, repair) the entries of the facts whose _ids
+ * are ids[0..n-1], whether the facts exist or not: one find of the facts
+ * by {_id: {$in: [...]}}, one of their entries by {id: {$in: [...]}}.  The
+ * entries of a fact that is gone are orphans.  A repeated _id counts once.
+ * This is what the change-stream applier calls for the _ids a stream
+ * names, most of them written through the FDW with their entries: so a
+ * repair first only checks, and writes only a difference it confirms by
+ * reading the entries again, then the facts (repair_entries_first()), as
+ * one bulk write.  The counts are those of the confirmed difference.  A
+ * fact in a unique key conflict is repaired too (its conflict entry is
+ * checked there), and reported to st->on_conflict then.  A claim deleted
+ * frees its key for a fact that waited for it as a conflict: those facts
+ * are checked again (recheck_waiting()).  Returns how many facts were
+ * checked (those that exist and convert, and those that are gone).
+ */
+static int
+repair_ids(IdxRepairState *st, const bson_value_t *ids,
+		   const bson_t *const *images, int n)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	bson_t	  **keys;
+	int			nkeys = distinct_ids(ids, n, &keys);
+	const bson_t **known = images ? last_images(ids, images, n, keys, nkeys)
+		: NULL;
+	VerifyCounts before = st->counts;
+	bool		repair = st->repair;
+	IdxConflictCallback on_conflict = st->on_conflict;
+	int			result;
+
+	/* a conflict is reported by the repair below, which it leads to */
+	st->repair = false;
+	st->on_conflict = repair ? NULL : on_conflict;
+	read_named_facts(st, keys, nkeys, known);
+	result = check_fact_batch(st);
+	st->repair = repair;
+	st->on_conflict = on_conflict;
+	if (repair && (st->counts.missing != before.missing ||
+				   st->counts.stale != before.stale ||
+				   st->counts.orphan != before.orphan ||
+				   st->counts.conflicts != before.conflicts))
+	{
+		/* keys live in batch_cxt, reset by the check: compute them again */
+		MemoryContextSwitchTo(st->batch_cxt);
+		nkeys = distinct_ids(ids, n, &keys);
+		st->counts = before;
+		result = repair_entries_first(st, keys, nkeys);
+	}
+	MemoryContextSwitchTo(oldcxt);
+	return result;
+}
+
+/*
+ * Check again the facts noted by note_waiting(): the first to want a freed
+ * claim takes it.  They are not counted as checked twice.  A round frees
+ * no claim unless the facts changed meanwhile; at most a few rounds.
+ */
+static void
+recheck_waiting(IdxRepairState *st)
+{
+	int			round;
+
+	for (round = 0; round < IDX_REPAIR_CLAIM_ATTEMPTS && st->nwaiting > 0;
+		 round++)
+	{
+		int			n = st->nwaiting;
+		bson_t	  **waiting = st->waiting;
+		bson_value_t *ids;
+		int64		checked = st->counts.checked;
+		int			i;
+
+		ids = MemoryContextAlloc(st->wait_cxt, sizeof(bson_value_t) * n);
+		for (i = 0; i < n; i++)
+		{
+			bson_iter_t iter;
+
+			if (!bson_iter_init_find(&iter, waiting[i], "v"))
+				elog(ERROR, "invalid fact _id");
+			ids[i] = *bson_iter_value(&iter);	/* points into waiting[i] */
+		}
+		st->waiting = NULL;
+		st->nwaiting = st->maxwaiting = 0;
+		repair_ids(st, ids, NULL, n);
+		st->counts.checked = checked;
+	}
+	st->waiting = NULL;
+	st->nwaiting = st->maxwaiting = 0;
+	MemoryContextReset(st->wait_cxt);
+}
+
+/*
+ * repair_ids(), then the facts that waited for a claim it freed.
+ */
+int
+idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
+{
+	return idx_repair_facts_known(st, ids, NULL, n);
+}
+
+/*
+ * idx_repair_facts() for a caller that may know the facts: images[i] is
+ * the fact ids[i] as of a change the caller saw (IDX_REPAIR_GONE: deleted
+ * then), or NULL if unknown; of an _id named more than once, its last
+ * mention counts.  The first, checking pass takes a known fact as it is
+ * given instead of reading it; whatever difference it finds is confirmed
+ * by reading the entries and then the facts as they are now, as ever, so
+ * a fact that has changed since only costs that second look.  The
+ * change-stream applier gives the documents of insert and replace events
+ * and the deletes: for a write through the FDW, which wrote the entries
+ * before the facts, its first pass then reads just the entries.
+ */
+int
+idx_repair_facts_known(IdxRepairState *st, const bson_value_t *ids,
+					   const bson_t *const *images, int n)
+{
+	int			result = repair_ids(st, ids, images, n);
+
+	recheck_waiting(st);
+	return result;
+}
+
+/*
+ * The projection that reads what the index needs of a fact: its key and
+ * included columns.
+ */
+void
+idx_repair_projection(IdxRepairState *st, bson_t *projection)
+{
+	idx_build_projection(projection, st->info, st->attrs);
+}
+
+/*
+ * Set up "st" for index "def" of the table with "info" and tuple
+ * descriptor "desc", on "client" of server "servername".  The batch
+ * context is a child of the current memory context; the caller releases
+ * the libmongoc objects with idx_repair_release(), also on error.
+ */
+void
+idx_repair_begin(IdxRepairState *st, IdxIndexDef *def, IdxTableInfo *info,
+				 TupleDesc desc, mongoc_client_t *client,
+				 const char *servername, bool repair)
+{
+	memset(st, 0, sizeof(*st));
+	st->def = def;
+	st->info = info;
+	st->client = client;
+	st->servername = servername;
+	st->repair = repair;
+	st->attrs = idx_entry_columns(def);
+	st->rowconv = idx_row_conv_create(desc, info, st->attrs);
+	st->values = palloc0(sizeof(Datum) * Max(st->rowconv->natts, 1));
+	st->nulls = palloc0(sizeof(bool) * Max(st->rowconv->natts, 1));
+	st->hide_id = st->rowconv->hide_id;
+	st->long_cxt = CurrentMemoryContext;
+	initStringInfo(&st->bad_ids);
+	st->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										  "idxtable_fdw verify batch",
+										  ALLOCSET_DEFAULT_SIZES);
+	st->wait_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										 "idxtable_fdw repair waiting facts",
+										 ALLOCSET_SMALL_SIZES);
+	st->facts = mongoc_client_get_collection(client, info->database,
+											 info->collection);
+	st->index = mongoc_client_get_collection(client, def->database,
+											 def->collection);
+}

@@ -1,0 +1,321 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact_marker.c
+ *		  The marker a MongoDB transaction of the FDW writes for the
+ *		  change-stream applier: which index tables its writes maintained.
+ *
+ * In transaction mode a write through the FDW writes its facts and their
+ * entries in one MongoDB transaction, so its changes need nothing from the
+ * applier.  To let the applier know that without reading the facts and
+ * entries again, the transaction writes, at pre-commit and inside the
+ * transaction, one document per MongoDB database it wrote facts of: a
+ * replaceOne upsert into <db>.idxtable.sync (which the applier's change
+ * stream watches) of
+ *
+ *	 {_id: "fdw:<the session's lsid as hex>", txn: <a counter>,
+ *	  after: <a cluster time the session knew before the transaction>,
+ *	  maintained: [{c: <fact collection>, i: [<definition_id>, ...]}, ...]}
+ *
+ * where "i" lists the index tables that EVERY write of the transaction to
+ * that collection maintained: a write through another foreign table over
+ * the same collection that lacks one of them removes it.  The change
+ * events of a transaction carry its lsid and txnNumber, the marker's event
+ * among them (mongod document_source_change_stream_unwind_transaction.cpp),
+ * so the applier matches them without reading the marker's _id; why it
+ * may then skip them is explained in applier_stream.c.  Markers are
+ * written only where an applier can run (idx_sync_enabled()) and only for
+ * databases with a fact collection that has index tables.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "utils/memutils.h"
+
+#include "core/connection.h"
+#include "core/convert.h"
+#include "core/remote_error.h"
+#include "core/xact.h"
+#include "index/index_catalog.h"
+#include "sync/sync_state.h"
+#include "sync/xact_marker.h"
+
+/* The applier's collection in each database (applier_stream.c) */
+#define MARKER_COLLECTION	"idxtable.sync"
+#define MARKER_PREFIX		"fdw:"
+
+/* mongod's NamespaceExists */
+#define MONGO_NAMESPACE_EXISTS	48
+
+/*
+ * What the writes of a transaction to one fact collection maintained.
+ */
+typedef struct IdxXactMaintained
+{
+	char	   *database;
+	char	   *collection;
+	List	   *defids;			/* definition_ids (char *) */
+} IdxXactMaintained;
+
+/* "server/database" of the databases whose idxtable.sync is known to exist */
+static List *ensured = NIL;
+
+/* Transactions that wrote a marker in this backend (the marker's "txn") */
+static int64 marker_count = 0;
+
+/*
+ * Make sure <database>.idxtable.sync exists, once per backend and
+ * database, with a "create" outside the transaction: creating a collection
+ * implicitly inside a transaction is refused where it would be a
+ * cross-shard write transaction.  False if it could not be created (then
+ * no marker is written there; the applier applies the writes as any).
+ */
+static bool
+ensure_marker_collection(mongoc_client_t *client, const char *servername,
+						 const char *database)
+{
+	char	   *key = psprintf("%s/%s", servername, database);
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	ListCell   *lc;
+	MemoryContext old;
+	bool		ok;
+
+	foreach(lc, ensured)
+		if (strcmp(lfirst(lc), key) == 0)
+			return true;
+	idx_check_append(BSON_APPEND_UTF8(&cmd, "create", MARKER_COLLECTION));
+	ok = mongoc_client_command_with_opts(client, database, &cmd, NULL, NULL,
+										 &reply, &error);
+	bson_destroy(&cmd);
+	bson_destroy(&reply);
+	if (!ok && !(error.domain == MONGOC_ERROR_SERVER &&
+				 error.code == MONGO_NAMESPACE_EXISTS))
+		return false;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	ensured = lappend(ensured, pstrdup(key));
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/*
+ * The entry of "x" for database/collection, or NULL.
+ */
+static IdxXactMaintained *
+find_maintained(IdxRemoteXact *x, const char *database,
+				const char *collection)
+{
+	ListCell   *lc;
+
+	foreach(lc, x->maintained)
+	{
+		IdxXactMaintained *m = lfirst(lc);
+
+		if (strcmp(m->database, database) == 0 &&
+			strcmp(m->collection, collection) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/*
+ * Does "defs" (IdxIndexDef *) hold the definition "defid", valid?  Only
+ * valid index tables are marked: a building or stale one is written by its
+ * build or rebuild at the same time, which the transaction may not see.
+ */
+static bool
+defs_contain(List *defs, const char *defid)
+{
+	ListCell   *lc;
+
+	foreach(lc, defs)
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (def->state == IDX_STATE_VALID &&
+			strcmp(def->definition_id, defid) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Note what a write of the open transaction maintained (see xact.h): the
+ * first write to a collection sets its list, every later one keeps only
+ * the index tables it maintained too.
+ */
+void
+idx_xact_note_maintained(mongoc_client_t *client, const char *servername,
+						 const char *database, const char *collection,
+						 List *defs)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+	IdxXactMaintained *m;
+	MemoryContext old;
+	ListCell   *lc;
+
+	if (x == NULL || !x->in_txn || !idx_sync_enabled())
+		return;
+	m = find_maintained(x, database, collection);
+	if (m != NULL)
+	{
+		foreach(lc, m->defids)
+			if (!defs_contain(defs, lfirst(lc)))
+				m->defids = foreach_delete_current(m->defids, lc);
+		return;
+	}
+	if (defs == NIL || !ensure_marker_collection(client, servername, database))
+		defs = NIL;				/* nothing to mark, but remember the write */
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	m = palloc0(sizeof(IdxXactMaintained));
+	m->database = pstrdup(database);
+	m->collection = pstrdup(collection);
+	foreach(lc, defs)
+		if (((IdxIndexDef *) lfirst(lc))->state == IDX_STATE_VALID)
+			m->defids = lappend(m->defids,
+								pstrdup(((IdxIndexDef *) lfirst(lc))->definition_id));
+	x->maintained = lappend(x->maintained, m);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The session's lsid as hex (the UUID bytes of its "id").
+ */
+static char *
+lsid_hex(mongoc_client_session_t *session)
+{
+	const bson_t *lsid = mongoc_client_session_get_lsid(session);
+	bson_iter_t iter;
+	const uint8_t *data = NULL;
+	uint32_t	len = 0;
+	bson_subtype_t subtype;
+	char	   *hex;
+	uint32_t	k;
+
+	if (bson_iter_init_find(&iter, lsid, "id") && BSON_ITER_HOLDS_BINARY(&iter))
+		bson_iter_binary(&iter, &subtype, &len, &data);
+	hex = palloc(len * 2 + 1);
+	for (k = 0; k < len; k++)
+		snprintf(hex + 2 * k, 3, "%02x", data[k]);
+	hex[2 * len] = '\0';
+	return hex;
+}
+
+/*
+ * The marker document of "x" for "database"; false if no collection of
+ * the database has an index table to mark.
+ */
+static bool
+build_marker(IdxRemoteXact *x, const char *database, bson_t *doc)
+{
+	bson_t		list,
+				item,
+				ids;
+	ListCell   *lc,
+			   *lc2;
+	uint32		n = 0;
+	bool		any = false;
+	char		key[16];
+
+	idx_check_append(BSON_APPEND_UTF8(doc, "_id",
+									  psprintf(MARKER_PREFIX "%s",
+											   lsid_hex(x->session))));
+	idx_check_append(BSON_APPEND_INT64(doc, "txn", marker_count));
+	idx_check_append(bson_append_timestamp(doc, "after", -1,
+										   (uint32_t) (x->known_before >> 32),
+										   (uint32_t) x->known_before));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "maintained", &list));
+	foreach(lc, x->maintained)
+	{
+		IdxXactMaintained *m = lfirst(lc);
+		uint32		k = 0;
+
+		if (strcmp(m->database, database) != 0 || m->defids == NIL)
+			continue;
+		snprintf(key, sizeof(key), "%u", n++);
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&list, key, &item));
+		idx_check_append(BSON_APPEND_UTF8(&item, "c", m->collection));
+		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&item, "i", &ids));
+		foreach(lc2, m->defids)
+		{
+			snprintf(key, sizeof(key), "%u", k++);
+			idx_check_append(BSON_APPEND_UTF8(&ids, key, lfirst(lc2)));
+		}
+		idx_check_append(bson_append_array_end(&item, &ids));
+		idx_check_append(bson_append_document_end(&list, &item));
+		any = true;
+	}
+	idx_check_append(bson_append_array_end(doc, &list));
+	return any;
+}
+
+/*
+ * Write the marker of "x" for "database" in its transaction.
+ */
+static void
+write_marker(IdxRemoteXact *x, const char *database)
+{
+	bson_t		doc = BSON_INITIALIZER;
+	bson_t		selector = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	mongoc_collection_t *coll;
+	bool		ok;
+
+	if (!build_marker(x, database, &doc))
+	{
+		bson_destroy(&doc);
+		return;
+	}
+	idx_check_append(BSON_APPEND_UTF8(&selector, "_id",
+									  psprintf(MARKER_PREFIX "%s",
+											   lsid_hex(x->session))));
+	idx_check_append(BSON_APPEND_BOOL(&opts, "upsert", true));
+	if (!mongoc_client_session_append(x->session, &opts, &error))
+		idx_report_error(&error, x->servername, "joining the transaction");
+	coll = mongoc_client_get_collection(x->client, database,
+										MARKER_COLLECTION);
+	ok = mongoc_collection_replace_one(coll, &selector, &doc, &opts, &reply,
+									   &error);
+	mongoc_collection_destroy(coll);
+	bson_destroy(&reply);
+	bson_destroy(&doc);
+	bson_destroy(&selector);
+	bson_destroy(&opts);
+	if (!ok)
+		idx_report_error(&error, x->servername,
+						 "writing the transaction's marker for the change-stream applier");
+}
+
+/*
+ * Write the markers of "x", one per database it wrote facts of (see the
+ * file header).
+ */
+void
+idx_xact_write_markers(IdxRemoteXact *x)
+{
+	List	   *done = NIL;
+	ListCell   *lc,
+			   *lc2;
+
+	if (x->maintained == NIL)
+		return;
+	marker_count++;
+	foreach(lc, x->maintained)
+	{
+		IdxXactMaintained *m = lfirst(lc);
+		bool		seen = false;
+
+		foreach(lc2, done)
+			seen = seen || strcmp(lfirst(lc2), m->database) == 0;
+		if (seen)
+			continue;
+		write_marker(x, m->database);
+		done = lappend(done, m->database);
+	}
+	list_free(done);
+}
