@@ -4,6 +4,12 @@
  *		  MongoDB client cache.  (Error translation is remote_error.h,
  *		  included here for the callers that used to find it here.)
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/connection.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_CONNECTION_H

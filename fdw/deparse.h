@@ -4,6 +4,12 @@
  *		  Translation of WHERE clauses into MongoDB find filters, and of
  *		  the needed columns into a projection.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/deparse.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_DEPARSE_H

@@ -3,6 +3,12 @@
  * idxtable_fdw.h
  *		  FDW callback entry points, one group per module.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/idxtable_fdw.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_FDW_H

@@ -4,6 +4,12 @@
  *		  What the planner of aggregates answered from index tables
  *		  (index_agg.c) hands to their executor (index_agg_scan.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index_agg.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_INDEX_AGG_H

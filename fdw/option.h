@@ -4,6 +4,12 @@
  *		  Options of the idxtable_fdw server, user mapping, foreign table
  *		  and columns, and the resolved description of a foreign table.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/option.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_OPTION_H
