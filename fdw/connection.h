@@ -15,8 +15,6 @@
 #ifndef IDXTABLE_CONNECTION_H
 #define IDXTABLE_CONNECTION_H
 
-#include "postgres.h"
-
 #include <mongoc/mongoc.h>
 
 #include "foreign/foreign.h"

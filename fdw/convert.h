@@ -37,8 +37,6 @@
 #ifndef IDXTABLE_CONVERT_H
 #define IDXTABLE_CONVERT_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 
 #include "access/tupdesc.h"

@@ -20,8 +20,6 @@
 #ifndef IDXTABLE_CONVERT_JSON_H
 #define IDXTABLE_CONVERT_JSON_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 
 #include "convert.h"

@@ -27,8 +27,6 @@
 #ifndef IDXTABLE_CONVERT_PATH_H
 #define IDXTABLE_CONVERT_PATH_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 
 typedef enum IdxPathResult

@@ -15,8 +15,6 @@
 #ifndef IDXTABLE_DEPARSE_H
 #define IDXTABLE_DEPARSE_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 
 #include "nodes/bitmapset.h"

@@ -24,8 +24,6 @@
 #ifndef IDXTABLE_DOCUMENT_H
 #define IDXTABLE_DOCUMENT_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 #include <mongoc/mongoc.h>
 

@@ -14,8 +14,6 @@
 #ifndef IDXTABLE_FDW_H
 #define IDXTABLE_FDW_H
 
-#include "postgres.h"
-
 #include "commands/explain.h"
 #include "foreign/fdwapi.h"
 #include "nodes/execnodes.h"

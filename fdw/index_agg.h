@@ -15,8 +15,6 @@
 #ifndef IDXTABLE_INDEX_AGG_H
 #define IDXTABLE_INDEX_AGG_H
 
-#include "postgres.h"
-
 #include "convert.h"
 #include "index_catalog.h"
 #include "planner.h"

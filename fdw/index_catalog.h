@@ -34,8 +34,7 @@
 #ifndef IDXTABLE_INDEX_CATALOG_H
 #define IDXTABLE_INDEX_CATALOG_H
 
-#include "postgres.h"
-
+#include "access/attnum.h"
 #include "nodes/pg_list.h"
 
 /* What a key component is computed from */

@@ -30,8 +30,6 @@
 #ifndef IDXTABLE_INDEX_COLLATE_H
 #define IDXTABLE_INDEX_COLLATE_H
 
-#include "postgres.h"
-
 /* Does "collid" order strings as their bytes do (ranges on stored text)? */
 extern bool idx_collation_bytewise(Oid collid);
 

@@ -19,8 +19,6 @@
 #ifndef IDXTABLE_INDEX_DDL_H
 #define IDXTABLE_INDEX_DDL_H
 
-#include "postgres.h"
-
 #include <mongoc/mongoc.h>
 
 #include "access/tupdesc.h"

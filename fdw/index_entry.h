@@ -48,8 +48,6 @@
 #ifndef IDXTABLE_INDEX_ENTRY_H
 #define IDXTABLE_INDEX_ENTRY_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 
 #include "nodes/bitmapset.h"

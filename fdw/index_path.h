@@ -14,8 +14,6 @@
 #ifndef IDXTABLE_INDEX_PATH_H
 #define IDXTABLE_INDEX_PATH_H
 
-#include "postgres.h"
-
 #include "nodes/pathnodes.h"
 #include "nodes/plannodes.h"
 

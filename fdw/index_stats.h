@@ -14,8 +14,6 @@
 #ifndef IDXTABLE_INDEX_STATS_H
 #define IDXTABLE_INDEX_STATS_H
 
-#include "postgres.h"
-
 #include <mongoc/mongoc.h>
 
 #include "access/htup.h"

@@ -33,8 +33,6 @@
 #ifndef IDXTABLE_INDEX_WRITE_H
 #define IDXTABLE_INDEX_WRITE_H
 
-#include "postgres.h"
-
 #include <mongoc/mongoc.h>
 
 #include "nodes/bitmapset.h"

@@ -14,8 +14,6 @@
 #ifndef IDXTABLE_MODIFY_H
 #define IDXTABLE_MODIFY_H
 
-#include "postgres.h"
-
 #include "commands/explain.h"
 #include "nodes/execnodes.h"
 #include "nodes/pathnodes.h"

@@ -16,8 +16,6 @@
 #ifndef IDXTABLE_MODIFY_INT_H
 #define IDXTABLE_MODIFY_INT_H
 
-#include "postgres.h"
-
 #include <mongoc/mongoc.h>
 
 #include "executor/tuptable.h"

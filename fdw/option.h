@@ -15,8 +15,6 @@
 #ifndef IDXTABLE_OPTION_H
 #define IDXTABLE_OPTION_H
 
-#include "postgres.h"
-
 #include "foreign/foreign.h"
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"

@@ -15,8 +15,6 @@
 #ifndef IDXTABLE_PLANNER_H
 #define IDXTABLE_PLANNER_H
 
-#include "postgres.h"
-
 #include "nodes/pathnodes.h"
 
 #include "option.h"

@@ -25,8 +25,6 @@
 #ifndef IDXTABLE_ROWID_H
 #define IDXTABLE_ROWID_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 
 #include "nodes/execnodes.h"

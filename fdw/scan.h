@@ -15,8 +15,6 @@
 #ifndef IDXTABLE_SCAN_H
 #define IDXTABLE_SCAN_H
 
-#include "postgres.h"
-
 #include <bson/bson.h>
 
 #include <mongoc/mongoc.h>

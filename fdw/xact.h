@@ -23,8 +23,6 @@
 #ifndef IDXTABLE_XACT_H
 #define IDXTABLE_XACT_H
 
-#include "postgres.h"
-
 #include <mongoc/mongoc.h>
 
 #include "nodes/pg_list.h"
