@@ -18,6 +18,11 @@ Reads the sources, not a running server, so it needs no environment:
 - sources: every .c file under fdw/ is named in the sources list of "How
   it works" (from "- **Sources**" to the next heading), and every .c file
   named there exists.
+- file headers (what the README's "Licence" says): every C source and
+  header of the project and the extension's SQL scripts open with a header
+  block holding the copyright line, the licence note and IDENTIFICATION
+  with the file's path; no header under fdw/ includes postgres.h, and every
+  .c file under fdw/ includes it first (PostgreSQL's rule).
 
 Prints a FAIL line per mismatch; the last line is
 "readme: N passed, M failed".
@@ -231,6 +236,34 @@ def readme_sources(readme):
     return set(re.findall(r"`([A-Za-z0-9_]+\.c)`", readme[start:end]))
 
 
+COPYRIGHT = "Copyright (c) 2026, idxtable_fdw developers"
+LICENCE_NOTE = "Distributed under the PostgreSQL Licence; see the LICENSE file."
+
+
+def check_file_headers():
+    """Header blocks of the C files and SQL scripts, and postgres.h."""
+    paths = sorted(glob.glob(os.path.join(TOP, "fdw", "**", "*.[ch]"), recursive=True)
+                   + glob.glob(os.path.join(TOP, "test", "**", "*.c"), recursive=True)
+                   + glob.glob(os.path.join(TOP, "idxtable_fdw--*.sql")))
+    for path in paths:
+        rel = os.path.relpath(path, TOP)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        block = text[:text.find("*/") + 2] if text.startswith("/*") else ""
+        check(block.startswith("/*-----") and "\n * %s\n" % os.path.basename(rel) in block
+              and COPYRIGHT in block and LICENCE_NOTE in block
+              and re.search(r"\n \* IDENTIFICATION\n \*\s+" + re.escape(rel) + "\n", block),
+              "%s: its header block lacks the file name, the copyright line, the licence note "
+              "or IDENTIFICATION %s" % (rel, rel))
+        if not rel.startswith("fdw" + os.sep):
+            continue
+        includes = re.findall(r'^#include\s+[<"]([^>"]+)[>"]', text, re.M)
+        if rel.endswith(".h"):
+            check("postgres.h" not in includes, "%s includes postgres.h (only .c files may)" % rel)
+        else:
+            check(includes[:1] == ["postgres.h"], "%s does not include postgres.h first" % rel)
+
+
 def main():
     readme = read("README.md")
 
@@ -263,6 +296,8 @@ def main():
         check(name in doc, "fdw source %s is not in the README's sources list" % name)
     for name in sorted(doc - code):
         check(False, "the README's sources list names %s, which fdw/ does not have" % name)
+
+    check_file_headers()
 
     print("readme: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
