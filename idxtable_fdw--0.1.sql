@@ -1,4 +1,18 @@
-/* idxtable_fdw--0.1.sql */
+/*-------------------------------------------------------------------------
+ *
+ * idxtable_fdw--0.1.sql
+ *		  Version 0.1 of the extension: the foreign data wrapper, and the
+ *		  idxtable schema (index definitions and their functions, unique
+ *		  key conflicts, the applier's status views).
+ *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  idxtable_fdw--0.1.sql
+ *
+ *-------------------------------------------------------------------------
+ */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION idxtable_fdw" to load this file. \quit

@@ -5,6 +5,12 @@
  *		  fact collection (UPPERREL_GROUP_AGG; scan kind IDX_SCAN_AGG, run by
  *		  agg_scan.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/agg_path.c
+ *
  * A grouping is pushed only when every row of the scan below it is chosen
  * by MongoDB exactly (no local or rechecked condition), every GROUP BY item
  * is a column whose MongoDB equality is PostgreSQL's, and every aggregate

@@ -4,6 +4,12 @@
  *		  Execution of aggregates pushed down as an aggregate pipeline (scan
  *		  kind IDX_SCAN_AGG, planned by agg_path.c), and its EXPLAIN.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/agg_scan.c
+ *
  * The pipeline is
  *		[{$match: <pushed conditions>},
  *		 {$group: {_id: null | {g<i>: {$ifNull: ["$field", null]}, ...},

@@ -4,6 +4,12 @@
  *		  Aggregates pushed down as an aggregate pipeline: what the planner
  *		  (agg_path.c) hands to the executor (agg_scan.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/agg_scan.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_AGG_SCAN_H

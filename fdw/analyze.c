@@ -3,6 +3,12 @@
  * analyze.c
  *		  ANALYZE support for idxtable_fdw foreign tables.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/analyze.c
+ *
  * A MongoDB collection has no pages, so we report a page count derived
  * from the document count, and we never read the whole collection: the
  * sample is drawn on the server with a $sample aggregation stage that

@@ -3,6 +3,12 @@
  * coordinator.c
  *		  The transaction coordinator: the FDW's only transaction callbacks.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/coordinator.c
+ *
  * Several parts of the FDW have work to do when a PostgreSQL transaction
  * ends: the MongoDB transactions (xact.c), the applier's markers
  * (xact_marker.c), the pending index DDL (index_ddl.c), the notes to the

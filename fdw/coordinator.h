@@ -4,6 +4,12 @@
  *		  The FDW's transaction callbacks, which fix the order of the work
  *		  at the end of a transaction (coordinator.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/coordinator.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_COORDINATOR_H

@@ -4,6 +4,12 @@
  *		  Entry points of idxtable_fdw: the handler, module initialisation
  *		  and small SQL-callable utilities.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/idxtable_fdw.c
+ *
  * The callbacks themselves live in one module per responsibility:
  * planner.c (paths and plans), scan.c (execution and EXPLAIN), deparse.c
  * (WHERE clauses to MongoDB filters), convert.c (BSON <-> datums),

@@ -3,12 +3,16 @@
  * idxtable_fdw.h
  *		  FDW callback entry points, one group per module.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/idxtable_fdw.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_FDW_H
 #define IDXTABLE_FDW_H
-
-#include "postgres.h"
 
 #include "commands/explain.h"
 #include "foreign/fdwapi.h"

@@ -3,6 +3,12 @@
  * import.c
  *		  IMPORT FOREIGN SCHEMA for idxtable_fdw.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/import.c
+ *
  * The remote schema is a MongoDB database.  Each collection becomes a
  * foreign table whose columns are the top-level fields of a server-side
  * random sample of its documents, typed from their BSON values.  Tables

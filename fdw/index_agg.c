@@ -6,6 +6,12 @@
  *		  IDX_SCAN_INDEX_AGG): the paths and plans.  Executed by
  *		  index_agg_scan.c.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index_agg.c
+ *
  * "SELECT count(*) FROM t WHERE <conditions on an index's keys>" becomes a
  * "count" command on the index collection, whose filter the collection's
  * lookup index serves by itself: mongod counts index keys (COUNT_SCAN) and

@@ -4,12 +4,16 @@
  *		  What the planner of aggregates answered from index tables
  *		  (index_agg.c) hands to their executor (index_agg_scan.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index_agg.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_INDEX_AGG_H
 #define IDXTABLE_INDEX_AGG_H
-
-#include "postgres.h"
 
 #include "core/convert.h"
 #include "index/index_catalog.h"

@@ -8,6 +8,12 @@
  *		  transaction), an aggregate with $group for count(*) GROUP BY a key,
  *		  a find sorted on the key with limit 1 for its min() and max().
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index_agg_scan.c
+ *
  * Every command runs after the wait of idxtable.index_consistency =
  * current (sync_wait.h).  Where the index cannot be read when the scan
  * starts (no longer valid, or the server writes "ordered"), a count reads

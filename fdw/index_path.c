@@ -3,6 +3,12 @@
  * index_path.c
  *		  Planner routing of secondary-key predicates through index tables.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index_path.c
+ *
  * For every valid index table of a foreign table, the restriction clauses
  * (and, for parameterized paths, the join clauses) are matched against the
  * index's key components in order: equality (=, IN / = ANY, IS NULL) on a

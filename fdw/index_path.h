@@ -3,12 +3,16 @@
  * index_path.h
  *		  Planner routing of secondary-key predicates through index tables.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index_path.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_INDEX_PATH_H
 #define IDXTABLE_INDEX_PATH_H
-
-#include "postgres.h"
 
 #include "nodes/pathnodes.h"
 #include "nodes/plannodes.h"

@@ -3,6 +3,12 @@
  * index_scan.c
  *		  Execution of scans routed through an index table.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index_scan.c
+ *
  * A key-only scan reads entries from the index collection (a find on the
  * _id.kN fields, served by the index collection's own MongoDB index) and
  * fetches the facts they point to by _id in batches of fetch_batch_size,

@@ -4,6 +4,12 @@
  *		  INSERT, UPDATE, DELETE and COPY FROM on idxtable_fdw foreign
  *		  tables, keeping their index tables consistent (index_write.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/modify.c
+ *
  * Rows are identified by the column mapped to _id, which the planner adds
  * as a row identity column.  Each write runs in one of three consistency
  * modes (option "consistency", resolved by xact.c):

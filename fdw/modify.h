@@ -3,12 +3,16 @@
  * modify.h
  *		  FDW callbacks of INSERT, UPDATE, DELETE and COPY FROM.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/modify.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_MODIFY_H
 #define IDXTABLE_MODIFY_H
-
-#include "postgres.h"
 
 #include "commands/explain.h"
 #include "nodes/execnodes.h"

@@ -3,6 +3,12 @@
  * modify_batch.c
  *		  UPDATE and DELETE in batches, in transaction and eventual mode.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/modify_batch.c
+ *
  * Row by row, an UPDATE costs a findAndModify per row, plus a bulk of new
  * entries and one of old entries per index whose entries change.  In
  * transaction mode, where the executor needs no row back (no RETURNING, no

@@ -5,12 +5,16 @@
  *		  INSERT batches), modify_batch.c (UPDATE and DELETE batches) and
  *		  modify_undo.c (the undo of a failed statement in ordered mode).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/modify_int.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_MODIFY_INT_H
 #define IDXTABLE_MODIFY_INT_H
-
-#include "postgres.h"
 
 #include <mongoc/mongoc.h>
 

@@ -3,6 +3,12 @@
  * modify_undo.c
  *		  Undo of a statement that failed in ordered mode (modify.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/modify_undo.c
+ *
  * In ordered mode each write is final when it is made, but a statement
  * that fails in one of our callbacks (a unique violation on its third
  * row, a cancel) should leave nothing of itself, as it would in a local

@@ -5,6 +5,12 @@
  *		  sorted paths of the base relation and LIMIT/OFFSET paths of
  *		  UPPERREL_FINAL (order_path.c), and their execution (order_scan.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/order.h
+ *
  * A pushed sort (IdxPrivSort) is a List with one IntList per key:
  * (attnum, descending, nulls_first, type OID).  MongoDB sorts null,
  * missing and undefined values below every other value, and undefined

@@ -5,6 +5,12 @@
  *		  (order.h): sorted paths of the base relation, and LIMIT/OFFSET
  *		  paths of UPPERREL_FINAL.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/order_path.c
+ *
  * A LIMIT/OFFSET path is planned as a scan of the base relation itself
  * (scanrelid > 0, no fdw_scan_tlist) that returns at most the rows the
  * Limit node would have: only when every condition is pushed down

@@ -5,6 +5,12 @@
  *		  (order.h): the find's sort, limit and skip, and the finds of a
  *		  sorted scan (the values, NaNs and NULLs of its first key).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/order_scan.c
+ *
  * Without a sort the find skips OFFSET documents and returns at most
  * LIMIT.  A sorted scan skips locally instead: how many documents a find
  * would have skipped is not known when the next one starts.

@@ -3,6 +3,12 @@
  * planner.c
  *		  Planning of scans of idxtable_fdw foreign tables.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/planner.c
+ *
  * Each restriction clause is classified once (deparse.c): pushed down
  * exactly, pushed down and rechecked, or evaluated locally.  Row counts
  * come from ANALYZE (pg_class.reltuples and column statistics); before

@@ -4,12 +4,16 @@
  *		  Planner state of an idxtable_fdw relation, and what the planner
  *		  hands to the executor in ForeignScan.fdw_private.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/planner.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_PLANNER_H
 #define IDXTABLE_PLANNER_H
-
-#include "postgres.h"
 
 #include "nodes/pathnodes.h"
 

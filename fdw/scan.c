@@ -3,6 +3,12 @@
  * scan.c
  *		  Execution of idxtable_fdw scans, and their EXPLAIN output.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/scan.c
+ *
  * A scan runs one MongoDB find: the filter built from the pushed-down
  * clauses (with this execution's parameter values), the projection of the
  * needed columns, and batchSize = fetch_size.  Documents are converted to

@@ -4,12 +4,16 @@
  *		  Pieces shared by plain scans (scan.c) and index scans
  *		  (index_scan.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/scan.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_SCAN_H
 #define IDXTABLE_SCAN_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 

@@ -4,6 +4,12 @@
  *		  GetForeignUpperPaths: offer the upper paths of each stage (owners
  *		  in upper.h), and hand an upper path's GetForeignPlan to its owner.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/upper.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -4,6 +4,12 @@
  *		  Paths above the scan of a foreign table: ORDER BY/LIMIT/OFFSET and
  *		  aggregates pushed down to MongoDB (upper.c dispatches them).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/upper.h
+ *
  * Each kind of upper path has an owner file:
  *		order_path.c	LIMIT/OFFSET (UPPERREL_FINAL) over a plain scan
  *		agg_path.c		aggregates and GROUP BY as an aggregate pipeline on

@@ -3,6 +3,12 @@
  * connection.c
  *		  Cache of MongoDB clients.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/connection.c
+ *
  * Each backend keeps one mongoc_client_t per user mapping, created on first
  * use and kept for the life of the backend, so that a query costs no extra
  * round trip.  ALTER SERVER / ALTER USER MAPPING invalidate the entry; the

@@ -4,12 +4,16 @@
  *		  MongoDB client cache.  (Error translation is remote_error.h,
  *		  included here for the callers that used to find it here.)
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/connection.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_CONNECTION_H
 #define IDXTABLE_CONNECTION_H
-
-#include "postgres.h"
 
 #include <mongoc/mongoc.h>
 

@@ -3,6 +3,12 @@
  * convert.c
  *		  Conversion between BSON values and PostgreSQL datums.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert.c
+ *
  * The reading direction (BSON -> datum) is strict: a value is accepted
  * only if it converts without loss, otherwise the scan fails with an error
  * naming the column, the collection and the document's _id.  Values that

@@ -3,6 +3,12 @@
  * convert.h
  *		  Conversion between BSON values and PostgreSQL datums.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert.h
+ *
  * The rules, shared by scans (BSON -> datum) and by pushed-down filter
  * constants (datum -> BSON), are:
  *
@@ -30,8 +36,6 @@
  */
 #ifndef IDXTABLE_CONVERT_H
 #define IDXTABLE_CONVERT_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 

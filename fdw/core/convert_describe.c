@@ -5,6 +5,12 @@
  *		  for messages, BSON type names, and the column type a value
  *		  suggests to IMPORT FOREIGN SCHEMA.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert_describe.c
+ *
  * Split from convert.c, which keeps the conversions themselves.
  *
  *-------------------------------------------------------------------------

@@ -3,6 +3,12 @@
  * convert_json.c
  *		  Conversion between BSON values and json/jsonb datums.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert_json.c
+ *
  * Reading (BSON -> json/jsonb) renders any BSON value as JSON text that
  * then goes through the column type's input function, like the other
  * text-based conversions in convert.c.  Writing (json/jsonb -> BSON, for

@@ -3,6 +3,12 @@
  * convert_json.h
  *		  Interface between convert.c, convert_write.c and convert_json.c.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert_json.h
+ *
  * Internal to the conversion code: the rest of the FDW goes through
  * convert.h.  convert_json.c provides the json/jsonb conversions and the
  * ISO 8601 rendering of BSON dates; convert.c provides the error reporting
@@ -13,8 +19,6 @@
  */
 #ifndef IDXTABLE_CONVERT_JSON_H
 #define IDXTABLE_CONVERT_JSON_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 

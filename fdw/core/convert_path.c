@@ -3,6 +3,12 @@
  * convert_path.c
  *		  Finding a column's value at its field path (see convert_path.h).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert_path.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

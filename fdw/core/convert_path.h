@@ -3,6 +3,12 @@
  * convert_path.h
  *		  Finding a column's value at its field path in a document.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert_path.h
+ *
  * A dotted path descends through embedded documents.  Where it meets an
  * array before its last component, MongoDB's matcher descends into every
  * element of the array that is a document ({"a.b": 1} matches
@@ -20,8 +26,6 @@
  */
 #ifndef IDXTABLE_CONVERT_PATH_H
 #define IDXTABLE_CONVERT_PATH_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 

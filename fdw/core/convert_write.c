@@ -3,6 +3,12 @@
  * convert_write.c
  *		  Conversion of PostgreSQL datums to BSON (the writing direction).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/convert_write.c
+ *
  * The inverse of the reading rules in convert.c (see convert.h): a value
  * goes to the BSON type that reads back as the same value (sub-millisecond
  * timestamp digits aside, which BSON dates lack), and a value BSON cannot

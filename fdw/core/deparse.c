@@ -3,6 +3,12 @@
  * deparse.c
  *		  Translate WHERE clauses into MongoDB find filters.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/deparse.c
+ *
  * PostgreSQL evaluates a WHERE clause in three-valued logic, MongoDB's
  * match is two-valued and has its own rules for null, missing fields and
  * values of other types.  To push NOT and OR down without changing results,

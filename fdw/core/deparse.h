@@ -4,12 +4,16 @@
  *		  Translation of WHERE clauses into MongoDB find filters, and of
  *		  the needed columns into a projection.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/deparse.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_DEPARSE_H
 #define IDXTABLE_DEPARSE_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 

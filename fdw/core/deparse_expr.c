@@ -4,6 +4,12 @@
  *		  Comparisons of two columns of the scanned table as MongoDB $expr
  *		  filters.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/deparse_expr.c
+ *
  * "a < b" on two columns cannot be a query operator ({a: {$lt: ...}} takes
  * a constant); MongoDB evaluates it with an aggregation expression,
  * {$expr: {$lt: ["$a", "$b"]}}.  No index serves it, so it only narrows

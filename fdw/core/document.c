@@ -4,6 +4,12 @@
  *		  Fact documents written from rows (see document.h for the rules on
  *		  NULL and _id).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/document.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

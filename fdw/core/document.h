@@ -4,6 +4,12 @@
  *		  Fact documents written from rows: the insert document, the $set of
  *		  an UPDATE, and the BSON _id of a row.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/document.h
+ *
  * The one rule for SQL NULL on writes: a NULL column is written as BSON
  * null (the field is present with value null), by INSERT and by UPDATE
  * alike.  Reads turn a null and a missing field into NULL, so both read the
@@ -17,8 +23,6 @@
  */
 #ifndef IDXTABLE_DOCUMENT_H
 #define IDXTABLE_DOCUMENT_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 #include <mongoc/mongoc.h>

@@ -3,6 +3,12 @@
  * handle.c
  *		  libmongoc handles owned by a memory context.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/handle.c
+ *
  * Instead of "PG_TRY, then destroy the handle in PG_FINALLY" around every
  * use of a libmongoc handle, the handle is registered with a reset
  * callback on the current memory context (the mechanism the scans use for

@@ -3,6 +3,12 @@
  * handle.h
  *		  libmongoc handles owned by a memory context (handle.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/handle.h
+ *
  * idx_own_*() hands a libmongoc handle (cursor, collection, bulk, heap
  * bson_t, URI) to the current memory context: it is destroyed when that
  * context is reset or deleted, so an error or cancel releases it without a

@@ -4,6 +4,12 @@
  *		  MongoDB's transaction limits and write concern errors as errors
  *		  that say what happened and what to do.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/mongo_limits.c
+ *
  * mongod aborts a transaction transactionLifetimeLimitSeconds (60 s by
  * default) after its start, busy or not (a periodic task in
  * transaction_participant.cpp; an operation running at that moment is

@@ -4,6 +4,12 @@
  *		  MongoDB's limits: transaction lifetime and size, write concern
  *		  errors, and the sizes of the commands the FDW builds.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/mongo_limits.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_MONGO_LIMITS_H

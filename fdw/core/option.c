@@ -3,6 +3,12 @@
  * option.c
  *		  Validation and lookup of idxtable_fdw options.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/option.c
+ *
  * Options are accepted on the server (uri, database, timeouts, fetch_size,
  * fetch_batch_size, batch_size, consistency), on user mappings (username,
  * password, auth_source, password_required, and the secrets

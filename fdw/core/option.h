@@ -4,12 +4,16 @@
  *		  Options of the idxtable_fdw server, user mapping, foreign table
  *		  and columns, and the resolved description of a foreign table.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/option.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_OPTION_H
 #define IDXTABLE_OPTION_H
-
-#include "postgres.h"
 
 #include "foreign/foreign.h"
 #include "nodes/pg_list.h"

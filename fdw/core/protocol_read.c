@@ -3,6 +3,12 @@
  * protocol_read.c
  *		  How the index-table protocol's own reads are sent.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/protocol_read.c
+ *
  * A server's URI may ask for readPreference=secondaryPreferred (or any
  * other non-primary mode) so that user-visible scans can be served by
  * secondaries.  The reads whose answer decides what the FDW writes next

@@ -5,6 +5,12 @@
  *		  and under the collection's default collation where that lets an
  *		  _id lookup use the _id index.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/protocol_read.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_PROTOCOL_READ_H

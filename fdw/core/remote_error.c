@@ -3,6 +3,12 @@
  * remote_error.c
  *		  Translation of libmongoc and MongoDB errors into PostgreSQL errors.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/remote_error.c
+ *
  * libmongoc's messages are never passed through as they are: the primary
  * message is ours and names the foreign server; the server's own message
  * goes into the detail with anything that looks like a connection string

@@ -3,6 +3,12 @@
  * remote_error.h
  *		  Translation of libmongoc and MongoDB errors (remote_error.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/remote_error.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_REMOTE_ERROR_H

@@ -4,6 +4,12 @@
  *		  Validation of MongoDB wire-protocol replies before libmongoc
  *		  parses them.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/reply_check.c
+ *
  * libmongoc 1.23 trusts the framing of replies: _mongoc_rpc_scatter does
  * not check OP_MSG section lengths against the message (a short one makes
  * it read and write out of bounds), its cursor asserts that nested

@@ -3,6 +3,12 @@
  * reply_check.h
  *		  Validation of MongoDB wire-protocol replies.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/reply_check.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_REPLY_CHECK_H

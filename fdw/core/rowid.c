@@ -3,6 +3,12 @@
  * rowid.c
  *		  The exact _id of each row an UPDATE or DELETE scans (see rowid.h).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/rowid.c
+ *
  * A handle is a number k packed into the row's ctid (block k >> 16,
  * offset k & 0xFFFF): 0 means "the _id column's value writes the _id
  * exactly", k > 0 is the k-th stored _id kept by a scan of the same

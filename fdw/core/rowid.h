@@ -3,6 +3,12 @@
  * rowid.h
  *		  The exact _id of each row an UPDATE or DELETE scans.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/rowid.h
+ *
  * UPDATE and DELETE address a fact by its _id.  The _id column's value is
  * not always enough to rebuild that _id: a string of 24 hex digits reads
  * like an ObjectId, jsonb reorders the keys of a document _id, and a uuid
@@ -18,8 +24,6 @@
  */
 #ifndef IDXTABLE_ROWID_H
 #define IDXTABLE_ROWID_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 

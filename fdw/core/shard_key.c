@@ -3,6 +3,12 @@
  * shard_key.c
  *		  The table option "shard_key" and the filters it targets.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/shard_key.c
+ *
  * On a sharded collection mongos routes a write that addresses one
  * document by the shard key values in its filter.  MongoDB 6.0 and 7.0
  * refuse a findAndModify whose query lacks the full shard key (error 61,

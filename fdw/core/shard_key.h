@@ -4,6 +4,12 @@
  *		  The table option "shard_key": the columns of a sharded collection's
  *		  shard key, which the filters of writes addressing one fact hold.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/shard_key.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_SHARD_KEY_H

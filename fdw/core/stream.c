@@ -5,6 +5,12 @@
  *		  PostgreSQL latch wait, and every reply is validated before
  *		  libmongoc parses it.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/stream.c
+ *
  * libmongoc 1.x is synchronous, and its own sockets wait in poll() and
  * retry on EINTR, so neither statement_timeout, pg_cancel_backend nor
  * pg_terminate_backend could stop a query waiting on a silent server.  It

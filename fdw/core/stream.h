@@ -4,6 +4,12 @@
  *		  The PostgreSQL-aware stream under libmongoc: cancellable waits and
  *		  validated replies.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/stream.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_STREAM_H

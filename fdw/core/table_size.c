@@ -4,6 +4,12 @@
  *		  The document count of a foreign table's collection, cached per
  *		  backend for planning before ANALYZE.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/table_size.c
+ *
  * Without statistics the planner takes a table's size from a valid index
  * table's entry count (index_catalog.c), else from here: MongoDB's
  * metadata count of the collection (the "count" command without a query,

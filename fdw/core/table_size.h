@@ -4,6 +4,12 @@
  *		  The document count of a foreign table's collection, cached per
  *		  backend for planning before ANALYZE.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/table_size.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_TABLE_SIZE_H

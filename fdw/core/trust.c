@@ -3,6 +3,12 @@
  * trust.c
  *		  postgres_fdw's trust rules, applied to MongoDB connection strings.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/trust.c
+ *
  * The backend connects as the PostgreSQL server's operating-system user,
  * from the database host.  Whatever a role can make it do there, the role
  * gains.  So, as postgres_fdw does:

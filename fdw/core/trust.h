@@ -4,6 +4,12 @@
  *		  Who may set which connection options, and who may connect how:
  *		  postgres_fdw's trust rules, applied to MongoDB URIs.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/trust.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_TRUST_H

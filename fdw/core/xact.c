@@ -3,6 +3,12 @@
  * xact.c
  *		  MongoDB transactions tied to the PostgreSQL transaction.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/xact.c
+ *
  * The state of a client's MongoDB transaction (IdxRemoteXact) lives in the
  * client's connection cache entry and holds the client's session for the
  * client's whole life (a session runs one transaction after another); the

@@ -4,6 +4,12 @@
  *		  MongoDB transactions tied to the PostgreSQL transaction (option
  *		  consistency 'transaction').
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/xact.h
+ *
  * The first foreign write of a PostgreSQL transaction on a server starts a
  * MongoDB transaction on that client's session; every later write and read
  * of the PostgreSQL transaction on that client runs in it.  It is committed
@@ -16,8 +22,6 @@
  */
 #ifndef IDXTABLE_XACT_H
 #define IDXTABLE_XACT_H
-
-#include "postgres.h"
 
 #include <mongoc/mongoc.h>
 

@@ -4,6 +4,12 @@
  *		  MongoDB 8.0's bulkWrite command (see bulk_write.h): building it,
  *		  sending it, and reading the first failed op from its reply.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/bulk_write.c
+ *
  * Ops are queued with the namespace they write; the command lists each
  * namespace once in nsInfo, and each op names its namespace by its index
  * there.  The command is sent with ordered: true and errorsOnly: true, so

@@ -4,6 +4,12 @@
  *		  MongoDB 8.0's bulkWrite command: the writes of several collections
  *		  in one round trip (bulk_write.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/bulk_write.h
+ *
  * On a server of wire version 25 or later a write batch's facts and all
  * its index entries go to MongoDB as one bulkWrite command on "admin",
  * ordered (each op runs after the ones before it, and the first failed op

@@ -3,6 +3,12 @@
  * index_build.c
  *		  Filling a new index collection from the facts of its table.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_build.c
+ *
  * The build reads the fact collection with one find (projection: _id and
  * the key and included columns; batchSize = fetch_size), converts each
  * document to the table's row with the scan's conversion rules, computes

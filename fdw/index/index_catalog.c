@@ -3,6 +3,12 @@
  * index_catalog.c
  *		  Reading index-table definitions from idxtable.index_defs.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_catalog.c
+ *
  * idx_get_indexes() runs at planning time for every foreign table, so
  * each backend caches the resolved definitions per table, invalidated
  * through the relcache (see "The per-backend cache" below).  A miss reads

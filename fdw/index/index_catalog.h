@@ -4,6 +4,12 @@
  *		  Definitions of index tables (idxtable.index_defs) as the planner,
  *		  the executor and the write path see them.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_catalog.h
+ *
  * An index table is a companion MongoDB collection, maintained by the FDW,
  * whose entries map a secondary key to the fact's _id.  Entry format (the
  * README's "How it works" documents it for users):
@@ -28,8 +34,7 @@
 #ifndef IDXTABLE_INDEX_CATALOG_H
 #define IDXTABLE_INDEX_CATALOG_H
 
-#include "postgres.h"
-
+#include "access/attnum.h"
 #include "nodes/pg_list.h"
 
 /* What a key component is computed from */

@@ -5,6 +5,12 @@
  *		  collations order as bytes, which give trustworthy sort keys, the
  *		  stored form of a key, and the collations' versions.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_collate.c
+ *
  * The stored form is described in index_collate.h.  What a collation can
  * do is decided once per backend and collation (the provider's library
  * does not change under a running backend) and forgotten when pg_collation

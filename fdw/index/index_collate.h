@@ -3,6 +3,12 @@
  * index_collate.h
  *		  Text keys of index tables under the column's collation.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_collate.h
+ *
  * MongoDB compares strings byte for byte.  A text key whose collation
  * orders as bytes do (C, POSIX, a libc "C.<encoding>" locale checked to
  * agree with strcmp) is stored as the string itself.  Under any other
@@ -23,8 +29,6 @@
  */
 #ifndef IDXTABLE_INDEX_COLLATE_H
 #define IDXTABLE_INDEX_COLLATE_H
-
-#include "postgres.h"
 
 /* Does "collid" order strings as their bytes do (ranges on stored text)? */
 extern bool idx_collation_bytewise(Oid collid);

@@ -4,6 +4,12 @@
  *		  Unique key conflicts with writers outside PostgreSQL: the rows of
  *		  idxtable.conflicts.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_conflict.c
+ *
  * A client that writes straight into MongoDB can give a second fact a key
  * that a unique index table's claim already holds for a first fact that
  * has it too.  Nothing in MongoDB refuses that, and no repair can fix it:

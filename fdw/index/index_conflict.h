@@ -4,6 +4,12 @@
  *		  Unique key conflicts with writers outside PostgreSQL: the rows of
  *		  idxtable.conflicts.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_conflict.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_INDEX_CONFLICT_H

@@ -5,6 +5,12 @@
  *		  index collections in step with the transactions that create and
  *		  drop them.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_ddl.c
+ *
  * create_index() validates the definition, inserts it into
  * idxtable.index_defs with state 'building', claims the index collection
  * with an ownership marker (index_owner.c: a collection of another index

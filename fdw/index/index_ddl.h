@@ -5,6 +5,12 @@
  *		  (reading idxtable.index_defs), index_ddl.c (create_index and
  *		  drop_index) and index_build.c (filling an index collection).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_ddl.h
+ *
  * The rest of the FDW reads definitions through index_catalog.h and
  * computes entries through index_entry.h.
  *
@@ -12,8 +18,6 @@
  */
 #ifndef IDXTABLE_INDEX_DDL_H
 #define IDXTABLE_INDEX_DDL_H
-
-#include "postgres.h"
 
 #include <mongoc/mongoc.h>
 

@@ -3,6 +3,12 @@
  * index_entry.c
  *		  Entries of index tables: canonical key BSON and entry documents.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_entry.c
+ *
  * An index entry is computed from a fact's row (the datums a scan would
  * produce) and the fact's _id as stored in MongoDB.  Key values are
  * written in one canonical BSON form per PostgreSQL type (integers always

@@ -4,6 +4,12 @@
  *		  The entries of index tables: canonical BSON for key values, and the
  *		  entry documents of one fact.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_entry.h
+ *
  * Shared by the build (index_build.c), the write path and the lookups.
  * The entry format is documented in index_catalog.h; the rules for key
  * values are:
@@ -41,8 +47,6 @@
  */
 #ifndef IDXTABLE_INDEX_ENTRY_H
 #define IDXTABLE_INDEX_ENTRY_H
-
-#include "postgres.h"
 
 #include <bson/bson.h>
 

@@ -5,6 +5,12 @@
  *		  the cluster time a build starts from, idxtable.rebuild_index()
  *		  and the procedure idxtable.create_index_concurrently().
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_online.c
+ *
  * Writers that do not go through this PostgreSQL cannot be locked out of
  * a build, so every build notes MongoDB's cluster time T (the
  * operationTime of a {ping: 1}) before it reads the facts, and records it

@@ -5,6 +5,12 @@
  *		  and the ownership markers that create_index writes, drop_index
  *		  and the abort cleanup check, and routing verifies.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_owner.c
+ *
  * Names.  An index collection is idxtable.<fact collection>.<index name>.
  * Fact collections may contain dots, so index names may not (nor "$",
  * which MongoDB refuses in collection names): then the text after the

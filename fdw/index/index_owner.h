@@ -3,6 +3,12 @@
  * index_owner.h
  *		  Names and ownership markers of index collections (index_owner.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_owner.h
+ *
  * An index collection is named idxtable.<fact collection>.<index name>,
  * and index names contain no "." or "$", so the name says unambiguously
  * which fact collection and index it serves.  Who owns it is recorded in

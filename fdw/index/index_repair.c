@@ -4,6 +4,12 @@
  *		  The per-batch core of verify_index and repair_index: bring the
  *		  entries of an index table up to date with a list of its facts.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_repair.c
+ *
  * For a batch of facts (named by _id, or already read), compute the
  * entries each fact should have (exactly as a write through the FDW
  * computes them), read the entries the index holds for those facts (one

@@ -4,6 +4,12 @@
  *		  The per-batch core of verify_index/repair_index: bring the entries
  *		  of an index table up to date with a list of facts named by _id.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_repair.h
+ *
  * idx_repair_facts() is what the change-stream applier calls for the
  * _ids a stream names; verify_index and repair_index feed the same core
  * from their stream of every fact (idx_repair_fact_docs()).  The state and

@@ -3,6 +3,12 @@
  * index_stats.c
  *		  Statistics of index tables, refreshed by ANALYZE.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_stats.c
+ *
  * For every valid index of the analyzed table: the number of entries (a
  * metadata count of the index collection) and the number of distinct
  * keys, estimated from the rows ANALYZE sampled with the Duj1 estimator

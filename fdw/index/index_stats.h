@@ -3,12 +3,16 @@
  * index_stats.h
  *		  Statistics of index tables, refreshed by ANALYZE.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_stats.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_INDEX_STATS_H
 #define IDXTABLE_INDEX_STATS_H
-
-#include "postgres.h"
 
 #include <mongoc/mongoc.h>
 

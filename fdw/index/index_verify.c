@@ -4,6 +4,12 @@
  *		  idxtable.verify_index() and idxtable.repair_index(): compare an
  *		  index collection with the facts of its table, and fix it.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_verify.c
+ *
  * Two passes, each streaming in batches of IDX_VERIFY_BATCH documents:
  *
  *	1. facts -> entries.  Read the facts (projection: the key and included

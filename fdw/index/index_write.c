@@ -4,6 +4,12 @@
  *		  Index maintenance of INSERT, UPDATE and DELETE (see index_write.h
  *		  for the protocol).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_write.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

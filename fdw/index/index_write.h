@@ -4,6 +4,12 @@
  *		  Keeping a table's index collections consistent with its facts on
  *		  INSERT, UPDATE and DELETE.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_write.h
+ *
  * A write queues the entry changes of each fact it writes: the entries the
  * new row has and the old row had not (or had with other included values),
  * and the entries the old row had and the new row has not.  The queue is
@@ -26,8 +32,6 @@
  */
 #ifndef IDXTABLE_INDEX_WRITE_H
 #define IDXTABLE_INDEX_WRITE_H
-
-#include "postgres.h"
 
 #include <mongoc/mongoc.h>
 

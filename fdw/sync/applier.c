@@ -5,6 +5,12 @@
  *		  index tables of one (database, foreign server, table owner) up to
  *		  date with every change to their facts, by any MongoDB client.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/applier.c
+ *
  * The database worker (launcher.c) claims a slot of the shared state for
  * the triple and starts idx_applier_main() with the slot number.  The
  * applier reads the index tables it maintains (not failed, of foreign

@@ -5,6 +5,12 @@
  *		  worker, its catalog and its index states) and applier_stream.c
  *		  (one stream per MongoDB database: batches, position, heartbeats).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/applier.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_APPLIER_H

@@ -5,6 +5,12 @@
  *		  the batches of events applied to the index tables, the stored
  *		  position, the heartbeats, and the rebuild after a lost history.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/applier_stream.c
+ *
  * Applied through.  Events come in cluster-time order, but the events of
  * one transaction share its commit's clusterTime and a batch may end in
  * the middle of them.  So after a batch whose last event has time T the

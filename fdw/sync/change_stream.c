@@ -4,6 +4,12 @@
  *		  A database-level MongoDB change stream, followed with raw
  *		  aggregate and getMore commands for the change-stream applier.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/change_stream.c
+ *
  * libmongoc's mongoc_change_stream_t fixes the getMore's maxTimeMS when
  * the stream is opened and resumes by itself in a loop; the applier needs
  * to choose the wait per call (short when a backend waits for it) and to

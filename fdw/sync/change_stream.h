@@ -4,6 +4,12 @@
  *		  A database-level MongoDB change stream followed with raw aggregate
  *		  and getMore commands (change_stream.c), for the applier.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/change_stream.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_CHANGE_STREAM_H

@@ -5,6 +5,12 @@
  *		  database worker per database that has idxtable_fdw, and the
  *		  appliers those start.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/launcher.c
+ *
  * The launcher is a static background worker (registered by _PG_init when
  * the library is preloaded) connected to no database.  Every
  * idxtable.launcher_naptime, or when woken by a catalog change or the

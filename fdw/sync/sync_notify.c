@@ -5,6 +5,12 @@
  *		  of index DDL, when a foreign table or the extension is dropped,
  *		  and when DROP DATABASE begins.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/sync_notify.c
+ *
  * Index DDL (create_index, drop_index, state changes) notes the foreign
  * table it changed; at commit (idx_ddl_at_commit, after PostgreSQL's
  * commit, so that the workers' next snapshot sees the change) the slot of

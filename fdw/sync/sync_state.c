@@ -5,6 +5,12 @@
  *		  the status of every maintained index table, and the catalog
  *		  generation and workers of each database.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/sync_state.c
+ *
  * The state exists only when idxtable_fdw is loaded through
  * shared_preload_libraries: _PG_init then installs the PostgreSQL 15
  * shmem_request_hook (space and one named LWLock) and shmem_startup_hook

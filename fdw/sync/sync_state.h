@@ -5,6 +5,12 @@
  *		  (database, foreign server, table owner) and one status entry per
  *		  maintained index table, read by backends that route through it.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/sync_state.h
+ *
  * The shared state exists only when idxtable_fdw is in
  * shared_preload_libraries (idx_sync_enabled()).  Appliers write it;
  * backends read it and ask an applier to catch up with a cluster time.

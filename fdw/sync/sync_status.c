@@ -4,6 +4,12 @@
  *		  idxtable.sync_status() and idxtable.appliers(): the shared state of
  *		  the change-stream applier as rows, for the views of the same names.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/sync_status.c
+ *
  * Both return the current database's rows only, and none when the
  * library is not preloaded.  The views join them with the catalogs (the
  * index definitions, the foreign servers).

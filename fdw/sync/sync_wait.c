@@ -3,6 +3,12 @@
  * sync_wait.c
  *		  Consistent reads through index tables (see sync_wait.h).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/sync_wait.c
+ *
  * An index table is "maintained" when the library is preloaded (the
  * shared state exists), the applier slot of its (database, server, table
  * owner) is starting or running, and the index's status entry, if the

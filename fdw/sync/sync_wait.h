@@ -5,6 +5,12 @@
  *		  planner may route through, and the wait of a routed scan (or of a
  *		  write that claims unique keys) for the change-stream applier.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/sync_wait.h
+ *
  * With idxtable.index_consistency = current (the default) a routed scan
  * learns the server's cluster time T at its start (a ping's operationTime)
  * and waits until the index's applier has applied every change through T,

@@ -5,6 +5,12 @@
  *		  (launcher.c), and the parts of the shared state only they use
  *		  (sync_state.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/sync_workers.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_SYNC_WORKERS_H

@@ -4,6 +4,12 @@
  *		  The marker a MongoDB transaction of the FDW writes for the
  *		  change-stream applier: which index tables its writes maintained.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/xact_marker.c
+ *
  * In transaction mode a write through the FDW writes its facts and their
  * entries in one MongoDB transaction, so its changes need nothing from the
  * applier.  To let the applier know that without reading the facts and

@@ -4,6 +4,12 @@
  *		  The marker of what a MongoDB transaction's writes maintained, for
  *		  the change-stream applier (xact_marker.c).
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/xact_marker.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_XACT_MARKER_H

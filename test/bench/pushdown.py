@@ -31,7 +31,7 @@ import scenarios
 HERE = os.path.dirname(os.path.abspath(__file__))
 GUCS = ("idxtable.enable_order_pushdown", "idxtable.enable_aggregate_pushdown")
 PATHS = (("on", "on"), ("off", "off"))
-FDW_DEFAULT_FETCH_SIZE = 1000       # IDX_DEFAULT_FETCH_SIZE in fdw/option.c
+FDW_DEFAULT_FETCH_SIZE = 1000       # IDX_DEFAULT_FETCH_SIZE in fdw/core/option.c
 SCAN_SQL = "SELECT * FROM customers"
 RAW_RUNS, RAW_RUNS_QUICK = 9, 7     # turns of the scan CPU ratio (a run of each side)
 RATIO_TARGET = 1.3                  # issue 12, section 5

@@ -1,6 +1,14 @@
-/*
- * rawscan.c - the floor of a full scan's client CPU: a find read with
- * libmongoc and nothing else.
+/*-------------------------------------------------------------------------
+ *
+ * rawscan.c
+ *		  The floor of a full scan's client CPU: a find read with libmongoc
+ *		  and nothing else.
+ *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  test/bench/rawscan.c
  *
  *   rawscan URI DATABASE COLLECTION OPTIONS_JSON RUNS
  *
@@ -35,6 +43,8 @@
  *
  * Build (test/bench/measure.py does): cc -O2 rawscan.c $(pkg-config
  * --cflags --libs libmongoc-1.0)
+ *
+ *-------------------------------------------------------------------------
  */
 #include <mongoc/mongoc.h>
 #include <stdio.h>

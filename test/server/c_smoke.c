@@ -1,5 +1,13 @@
-/*
- * c_smoke.c - libmongoc smoke test against the test server.
+/*-------------------------------------------------------------------------
+ *
+ * c_smoke.c
+ *		  libmongoc smoke test against the test server.
+ *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  test/server/c_smoke.c
  *
  * Connects with the URI given as argv[1] (e.g.
  * mongodb://user:pw@127.0.0.1:PORT/?replicaSet=rs0&authSource=admin), pings,
@@ -10,6 +18,8 @@
  * behaves as with a real mongod; otherwise prints the failing step and exits 1.
  *
  * Build: gcc c_smoke.c $(pkg-config --cflags --libs libmongoc-1.0)
+ *
+ *-------------------------------------------------------------------------
  */
 #include <mongoc/mongoc.h>
 #include <stdio.h>
