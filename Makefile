@@ -89,3 +89,13 @@ include $(PGXS)
 # with --enable-depend: rebuild every object when one of our headers
 # changes (struct layouts are shared between files).
 $(OBJS): $(wildcard $(srcdir)/fdw/*.h $(srcdir)/fdw/*/*.h)
+
+# make installcheck first loads the MongoDB documents the regression tests
+# read (database idxtable_regress and the others of
+# test/fixtures/load_regress.py, in the MongoDB that MONGO_URI names), so
+# that it works on its own inside eval "$(test/env start)"
+TEST_PYTHON ?= /usr/bin/python3
+.PHONY: regress-documents
+installcheck: regress-documents
+regress-documents:
+	$(TEST_PYTHON) $(srcdir)/test/fixtures/load_regress.py

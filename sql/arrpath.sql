@@ -45,15 +45,9 @@ SELECT id, vc FROM arrpath_s WHERE id = 3 AND vc IS NULL;
 CREATE ROLE regress_arrpath;
 GRANT USAGE ON FOREIGN SERVER mongo TO regress_arrpath;
 GRANT SELECT (vc) ON arrpath_s TO regress_arrpath;
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
-\if :have_user
-CREATE USER MAPPING FOR regress_arrpath SERVER mongo
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR regress_arrpath SERVER mongo;
-\endif
+\set server mongo
+\set mapping_role regress_arrpath
+\i test/fixtures/user_mapping.sql
 SET ROLE regress_arrpath;
 SELECT show_error('SELECT vc FROM arrpath_s');
 RESET ROLE;

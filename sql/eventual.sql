@@ -5,10 +5,6 @@
 -- test/fixtures/index_collections.py, independently of the FDW.
 --
 \! /usr/bin/python3 test/fixtures/documents.py drop
-\getenv mongo_uri MONGO_URI
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
 
 -- the option: on servers and tables; other values are refused
 CREATE SERVER ev_server FOREIGN DATA WRAPPER idxtable_fdw
@@ -140,14 +136,10 @@ INSERT INTO ev_u VALUES ('2', 'b@example.com');
 SELECT * FROM ev_u ORDER BY _id;
 
 -- the server's option counts where the table has none
-CREATE SERVER ev_srv FOREIGN DATA WRAPPER idxtable_fdw
-  OPTIONS (uri :'mongo_uri', database 'idxtable_writes', consistency 'eventual');
-\if :have_user
-CREATE USER MAPPING FOR CURRENT_USER SERVER ev_srv
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR CURRENT_USER SERVER ev_srv;
-\endif
+\set server ev_srv
+\set mongo_database idxtable_writes
+\set server_options ', consistency \'eventual\''
+\i test/fixtures/server.sql
 CREATE FOREIGN TABLE ev_s (_id text, email text)
   SERVER ev_srv OPTIONS (collection 'ev_u');
 SELECT show_error($$SELECT idxtable.create_index('ev_s', '{email}', is_unique => true)$$);

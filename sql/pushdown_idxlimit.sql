@@ -111,18 +111,10 @@ SELECT idxtable.drop_index('lim_n_grp');
 --
 -- the server is down: planning and EXPLAIN need it not, execution does
 --
-\getenv mongo_uri MONGO_URI
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
-CREATE SERVER lim_down FOREIGN DATA WRAPPER idxtable_fdw
-  OPTIONS (uri :'mongo_uri', database 'idxtable_regress', change_streams 'off');
-\if :have_user
-CREATE USER MAPPING FOR CURRENT_USER SERVER lim_down
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR CURRENT_USER SERVER lim_down;
-\endif
+\set server lim_down
+\set mongo_database idxtable_regress
+\set server_options ', change_streams \'off\''
+\i test/fixtures/server.sql
 CREATE FOREIGN TABLE lim_down (id int OPTIONS (field '_id'), grp int, n int,
   note text) SERVER lim_down OPTIONS (collection 'idxlimit_lim');
 SELECT idxtable.create_index('lim_down', '{n}', '{grp}', name => 'lim_down_n');

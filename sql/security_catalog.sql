@@ -7,9 +7,6 @@
 -- drops them at the end.
 --
 \getenv mongo_uri MONGO_URI
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
 SELECT current_user AS regress_superuser \gset
 CREATE ROLE regress_seccat_owner LOGIN;
 CREATE ROLE regress_seccat_other LOGIN;
@@ -26,12 +23,8 @@ GRANT USAGE ON FOREIGN SERVER regress_seccat_srv
 -- ordinary role, and ANALYZE must still record the statistics.
 --
 \c - regress_seccat_owner
-\if :have_user
-CREATE USER MAPPING FOR CURRENT_USER SERVER regress_seccat_srv
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR CURRENT_USER SERVER regress_seccat_srv;
-\endif
+\set server regress_seccat_srv
+\i test/fixtures/user_mapping.sql
 CREATE FOREIGN TABLE m_t (_id text, k text) SERVER regress_seccat_srv OPTIONS (collection 'm_t');
 INSERT INTO m_t (k) VALUES ('x'); SELECT idxtable.create_index('m_t','{k}');
 CREATE FUNCTION public.texteq(a text,b text) RETURNS bool LANGUAGE plpgsql AS $$
@@ -84,12 +77,8 @@ SELECT name, state FROM idxtable.index_defs WHERE tbl = 'm_t'::regclass ORDER BY
 \c - regress_seccat_owner
 GRANT SELECT ON m_t TO regress_seccat_other;
 \c - regress_seccat_other
-\if :have_user
-CREATE USER MAPPING FOR CURRENT_USER SERVER regress_seccat_srv
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR CURRENT_USER SERVER regress_seccat_srv;
-\endif
+\set server regress_seccat_srv
+\i test/fixtures/user_mapping.sql
 SELECT * FROM idxtable.verify_index('m_t_k_named');
 SELECT show_error($$SELECT * FROM idxtable.repair_index('m_t_k_named')$$);
 DROP USER MAPPING FOR CURRENT_USER SERVER regress_seccat_srv;

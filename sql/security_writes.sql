@@ -6,9 +6,6 @@
 -- and _id values and key values in error details only for roles that may
 -- read them.  What MongoDB holds is checked with test/fixtures/documents.py.
 --
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
 \! /usr/bin/python3 test/fixtures/documents.py drop
 CREATE SCHEMA sw;
 SET search_path = sw, public;
@@ -141,12 +138,9 @@ SELECT * FROM idxtable.verify_index('vf_v');
 
 -- _id in error details: only for a role that may read the _id column
 CREATE ROLE regress_sw_user;
-\if :have_user
-CREATE USER MAPPING FOR regress_sw_user SERVER mongo_nostream
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR regress_sw_user SERVER mongo_nostream;
-\endif
+\set server mongo_nostream
+\set mapping_role regress_sw_user
+\i test/fixtures/user_mapping.sql
 GRANT USAGE ON SCHEMA sw TO regress_sw_user;
 GRANT SELECT (v), INSERT ON vf TO regress_sw_user;
 \! /usr/bin/python3 test/fixtures/documents.py set sw_vf '{"_id": 3}' '{"v": "x"}'

@@ -3,18 +3,9 @@
 -- shared_preload_libraries, as test/env starts PostgreSQL).  A server of
 -- this file's own gives its (server, owner) pair an applier slot of its own.
 --
-\getenv mongo_uri MONGO_URI
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-CREATE SERVER syncsrv FOREIGN DATA WRAPPER idxtable_fdw
-  OPTIONS (uri :'mongo_uri', database 'idxtable_regress');
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
-\if :have_user
-CREATE USER MAPPING FOR CURRENT_USER SERVER syncsrv
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR CURRENT_USER SERVER syncsrv;
-\endif
+\set server syncsrv
+\set mongo_database idxtable_regress
+\i test/fixtures/server.sql
 CREATE FOREIGN TABLE sync_people (id int OPTIONS (field '_id'), town text)
   SERVER syncsrv OPTIONS (collection 'people');
 

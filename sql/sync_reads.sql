@@ -19,18 +19,9 @@ RESET idxtable.sync_wait_timeout;
 RESET idxtable.index_consistency;
 -- a server of its own: no applier serves it before its first index table
 -- is committed
-\getenv mongo_uri MONGO_URI
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
-CREATE SERVER mongo_sync FOREIGN DATA WRAPPER idxtable_fdw
-  OPTIONS (uri :'mongo_uri', database 'idxtable_regress');
-\if :have_user
-CREATE USER MAPPING FOR CURRENT_USER SERVER mongo_sync
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR CURRENT_USER SERVER mongo_sync;
-\endif
+\set server mongo_sync
+\set mongo_database idxtable_regress
+\i test/fixtures/server.sql
 CREATE FOREIGN TABLE sync_people (id int OPTIONS (field '_id'), email text,
   town text) SERVER mongo_sync OPTIONS (collection 'sync_people');
 DELETE FROM sync_people;

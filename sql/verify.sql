@@ -70,15 +70,9 @@ SELECT * FROM idxtable.repair_index('vfy_name');
 SELECT show_error($$SELECT * FROM idxtable.verify_index('no_such_index')$$);
 SELECT show_error($$SELECT * FROM idxtable.repair_index(NULL)$$) AS strict;
 CREATE ROLE regress_vfy_reader;
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
-\if :have_user
-CREATE USER MAPPING FOR regress_vfy_reader SERVER mongo_nostream
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR regress_vfy_reader SERVER mongo_nostream;
-\endif
+\set server mongo_nostream
+\set mapping_role regress_vfy_reader
+\i test/fixtures/user_mapping.sql
 GRANT SELECT ON vfy TO regress_vfy_reader;
 SET ROLE regress_vfy_reader;
 SELECT checked FROM idxtable.verify_index('vfy_town');  -- SELECT is enough

@@ -44,11 +44,10 @@ import sys
 import threading
 import time
 
-import psycopg2
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_applier"
 TOWNS = ["Oslo", "Rome", "Lima", "Kiev", "Bern"]
@@ -75,34 +74,19 @@ def check(ok, what):
 
 
 def pg(dbname=DATABASE):
-    conn = psycopg2.connect(dbname=dbname)
-    conn.autocommit = True
-    return conn
+    return pg_fixture.connect(dbname)
 
 
-def q(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall() if cur.description else None
+q = pg_fixture.execute
 
 
 # --------------------------------------------------------------------------
 # Setup
 # --------------------------------------------------------------------------
 
-def create_server(conn, name, uri, user, password, database):
-    q(conn, "CREATE SERVER %s FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %%s, database %%s)" % name,
-      (uri, database))
-    if user:
-        q(conn, "CREATE USER MAPPING FOR CURRENT_USER SERVER %s OPTIONS (username %%s, password %%s)" % name,
-          (user, password))
-    else:
-        q(conn, "CREATE USER MAPPING FOR CURRENT_USER SERVER %s" % name)
-
-
 def create_table(conn, table, server, indexes):
-    q(conn, "CREATE FOREIGN TABLE %s (_id text, email text, town text, first_name text, tags text[], n int) "
-            "SERVER %s OPTIONS (collection '%s')" % (table, server, table))
+    pg_fixture.create_foreign_table(conn, table, "_id text, email text, town text, first_name text, tags text[], n int",
+                                    server=server)
     for name, keys, include, unique in indexes:
         q(conn, "SELECT idxtable.create_index(%s, %s, include => %s, is_unique => %s, name => %s)",
           (table, keys, include, unique, name.replace("cust", table)))
@@ -111,14 +95,7 @@ def create_table(conn, table, server, indexes):
 def setup():
     client = mongo_client.connect()
     client.drop_database(DATABASE)
-    admin = pg(os.environ.get("PGDATABASE", "postgres"))
-    q(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-    q(admin, "CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
-    admin.close()
-    conn = pg()
-    q(conn, "CREATE EXTENSION idxtable_fdw")
-    create_server(conn, "mongo", os.environ["MONGO_URI"], os.environ.get("MONGO_USER"),
-                  os.environ.get("MONGO_PASSWORD", ""), DATABASE)
+    conn = pg_fixture.setup_database(DATABASE, db_options=pg_fixture.UTF8_C)
     create_table(conn, "cust", "mongo", INDEXES)
     rows = [row(i) for i in range(200)]
     with conn.cursor() as cur:
@@ -585,7 +562,7 @@ def small_history(conn):
                     raise
                 time.sleep(0.2)
         db = small[DATABASE]
-        create_server(conn, "small", uri, None, None, DATABASE)
+        pg_fixture.create_server(conn, DATABASE, name="small", uri=uri, credentials=False)
         create_table(conn, "hist", "small", INDEXES[1:2])
         known = tuple(applier_pids(conn))
         pid = wait_applier(conn, other_than=known)
@@ -674,9 +651,8 @@ def recreated_server(client, conn, db):
     """A server dropped and created again under the same name starts fresh (the position key holds
     the server's OID), it does not resume the old server's position."""
     pglog = os.path.join(os.environ.get("IDXTABLE_ENV_DIR", ""), "pg", "server.log")
-    uri = (os.environ["MONGO_URI"], os.environ.get("MONGO_USER"), os.environ.get("MONGO_PASSWORD", ""))
-    create_server(conn, "again", uri[0], uri[1], uri[2], DATABASE)
-    q(conn, "CREATE FOREIGN TABLE again_t (_id text, town text) SERVER again OPTIONS (collection 'again_t')")
+    pg_fixture.create_server(conn, DATABASE, name="again")
+    pg_fixture.create_foreign_table(conn, "again_t", "_id text, town text", server="again")
     q(conn, "SELECT idxtable.create_index('again_t', '{town}', name => 'again_town')")
     db.again_t.insert_one({"_id": "a1", "town": "Oslo"})
     coll = index_collections(conn, "again_t")[0]
@@ -690,8 +666,8 @@ def recreated_server(client, conn, db):
     q(conn, "DROP SERVER again CASCADE")
     db.again_t.insert_one({"_id": "a2", "town": "Rome"})
     log_from = os.path.getsize(pglog) if os.path.exists(pglog) else 0
-    create_server(conn, "again", uri[0], uri[1], uri[2], DATABASE)
-    q(conn, "CREATE FOREIGN TABLE again_t (_id text, town text) SERVER again OPTIONS (collection 'again_t')")
+    pg_fixture.create_server(conn, DATABASE, name="again")
+    pg_fixture.create_foreign_table(conn, "again_t", "_id text, town text", server="again")
     q(conn, "SELECT idxtable.create_index('again_t', '{town}', name => 'again_town')")
     line = None
     deadline = time.time() + 30

@@ -28,22 +28,14 @@ import psycopg2
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DBNAME = "idxtable_bulkw"       # both the PostgreSQL and the MongoDB database
 RES = Results()
 INDEXES = ("acct_name", "acct_town", "acct_tags")
 
 
-def connect(dbname=None):
-    conn = psycopg2.connect(dbname=dbname or os.environ.get("PGDATABASE", "postgres"))
-    conn.autocommit = True
-    return conn
-
-
-def rows(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall() if cur.description else None
+rows = pg_fixture.execute
 
 
 def setup():
@@ -51,24 +43,11 @@ def setup():
     (unique lower(name), town including n, tags), one without."""
     client = mongo_client.connect()
     client.drop_database(DBNAME)
-    admin = connect()
-    rows(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DBNAME)
-    rows(admin, "CREATE DATABASE %s" % DBNAME)
-    admin.close()
-    creds, args = "", [os.environ["MONGO_URI"]]
-    if os.environ.get("MONGO_USER"):
-        creds = " OPTIONS (username %s, password %s)"
-        args += [os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")]
-    conn = connect(DBNAME)
-    rows(conn, "CREATE EXTENSION idxtable_fdw")
-    rows(conn, "CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw"
-               " OPTIONS (uri %s, database '" + DBNAME + "');"
-               "CREATE USER MAPPING FOR CURRENT_USER SERVER mongo" + creds, args)
+    conn = pg_fixture.setup_database(DBNAME)
     for mode in ("transaction", "ordered"):
         for name in ("acct_" + mode, "plain_" + mode):
-            rows(conn, "CREATE FOREIGN TABLE %s (_id int, name text, town text, tags text[], n int)"
-                       " SERVER mongo OPTIONS (collection '%s', consistency '%s', batch_size '50')"
-                 % (name, name, mode))
+            pg_fixture.create_foreign_table(conn, name, "_id int, name text, town text, tags text[], n int",
+                                            options=[("consistency", mode), ("batch_size", "50")])
         for idx, spec, extra in (("name", "{lower(name)}", ", is_unique => true"),
                                  ("town", "{town}", ", include => '{n}'"), ("tags", "{tags}", "")):
             rows(conn, "SELECT idxtable.create_index('acct_%s', '%s'%s, name => 'acct_%s_%s')"

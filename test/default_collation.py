@@ -30,14 +30,11 @@ import psycopg2
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_collation"
 N = 500
 CI = {"locale": "en", "strength": 2}
-
-
-def connect_pg(dbname):
-    return psycopg2.connect(dbname=dbname, user=os.environ.get("PGUSER", "postgres"))
 
 
 def setup_mongo(client):
@@ -51,26 +48,11 @@ def setup_mongo(client):
 
 
 def setup_pg():
-    admin = connect_pg("postgres")
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute("DROP DATABASE IF EXISTS %s" % DATABASE)
-        cur.execute("CREATE DATABASE %s" % DATABASE)
-    admin.close()
-    conn = connect_pg(DATABASE)
-    conn.autocommit = True
+    conn = pg_fixture.setup_database(DATABASE, server="m")
+    pg_fixture.create_foreign_table(conn, "people", "_id text, name text, town text, n int", server="m",
+                                    options=[("fetch_batch_size", "100")])
+    pg_fixture.create_foreign_table(conn, "plain", "_id text, n int", server="m")
     with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-        cur.execute("CREATE SERVER m FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                    (os.environ["MONGO_URI"], DATABASE))
-        if os.environ.get("MONGO_USER"):
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER m OPTIONS (username %s, password %s)",
-                        (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-        else:
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER m")
-        cur.execute("CREATE FOREIGN TABLE people (_id text, name text, town text, n int) SERVER m "
-                    "OPTIONS (collection 'people', fetch_batch_size '100')")
-        cur.execute("CREATE FOREIGN TABLE plain (_id text, n int) SERVER m OPTIONS (collection 'plain')")
         cur.execute("SELECT idxtable.create_index('people', '{town}')")
         cur.execute("SELECT idxtable.create_index('people', '{n}')")
     return conn

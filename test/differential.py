@@ -50,6 +50,7 @@ from bson.raw_bson import RawBSONDocument
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402
 
 DATABASE = "idxtable_differential"
 COLLECTION = "facts"
@@ -921,19 +922,14 @@ def load_mongo(docs):
 def connect_postgres(dbname):
     """A psycopg2 connection in autocommit mode, session time zone UTC."""
     psycopg2.extras.register_uuid()
-    conn = psycopg2.connect(dbname=dbname, options="-c TimeZone=UTC -c statement_timeout=30s")
-    conn.autocommit = True
+    conn = pg_fixture.connect(dbname, options="-c TimeZone=UTC -c statement_timeout=30s")
     conn.set_client_encoding("UTF8")
     return conn
 
 
 def create_database():
     """Recreate the PostgreSQL test database with the C.UTF-8 collation."""
-    conn = connect_postgres(os.environ.get("PGDATABASE", "postgres"))
-    with conn.cursor() as cur:
-        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-        cur.execute("CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
-    conn.close()
+    pg_fixture.recreate_database(DATABASE, options=pg_fixture.UTF8_C)
 
 
 def create_tables(conn, rows):
@@ -943,23 +939,14 @@ def create_tables(conn, rows):
     input forms, so that -0.0 and large integers survive) and a few btree
     indexes; both tables are analyzed.
     """
-    user = os.environ.get("MONGO_USER", "")
     definitions = ",\n  ".join(
         ["%s %s%s" % (c.name, c.sqltype, "" if c.field == c.name else " OPTIONS (field %s)" % quote(c.field))
          for c in COLUMNS] + ["%s text[] OPTIONS (field %s)" % (PARTS_COLUMN, quote(PARTS_FIELD))])
     with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
+        pg_fixture.create_extension(conn)
         # a fetch size below the row count keeps multi-batch cursors in play
-        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-                    "OPTIONS (uri %s, database %s, fetch_size '500')",
-                    (os.environ["MONGO_URI"], DATABASE))
-        if user:
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
-                        (user, os.environ.get("MONGO_PASSWORD", "")))
-        else:
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
-        cur.execute("CREATE FOREIGN TABLE ft (\n  %s\n) SERVER mongo OPTIONS (collection %s)"
-                    % (definitions, quote(COLLECTION)))
+        pg_fixture.create_server(conn, DATABASE, options=[("fetch_size", "500")])
+        pg_fixture.create_foreign_table(conn, "ft", "\n  %s\n" % definitions, collection=COLLECTION)
         cur.execute("CREATE TABLE lt (\n  %s\n)" % ",\n  ".join(
             ["%s %s%s" % (c.name, c.sqltype, " PRIMARY KEY" if c.name == "id" else "") for c in COLUMNS]
             + ["%s text[]" % PARTS_COLUMN]))

@@ -88,6 +88,7 @@ from bson.son import SON
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 import outside_writers  # noqa: E402
 from outside_writers import TAGS, TOWNS  # noqa: E402
 
@@ -283,8 +284,7 @@ class Session:
         self.connect()
 
     def connect(self):
-        self.conn = psycopg2.connect(dbname=DATABASE, options="-c statement_timeout=30s")
-        self.conn.autocommit = True
+        self.conn = pg_fixture.connect(DATABASE, options="-c statement_timeout=30s")
         for setting in self.settings:
             self.execute(setting)
 
@@ -442,29 +442,15 @@ class Run:
 
     def setup(self):
         self.mongo.drop_database(DATABASE)
-        admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
-        admin.autocommit = True
-        with admin.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-            cur.execute("CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
-        admin.close()
+        pg_fixture.recreate_database(DATABASE, options=pg_fixture.UTF8_C)
         self.admin = Session()
         preload = self.admin.execute("SHOW shared_preload_libraries")[0][0]
         self.check("idxtable_fdw" in [p.strip() for p in preload.split(",")],
                    "idxtable_fdw is not in shared_preload_libraries (%r): no applier can run" % preload)
-        for sql, params in [
-                ("CREATE EXTENSION idxtable_fdw", ()),
-                ("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                 (os.environ["MONGO_URI"], DATABASE))]:
-            self.admin.execute(sql, params)
-        if os.environ.get("MONGO_USER"):
-            self.admin.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
-                               (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-        else:
-            self.admin.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
-        self.admin.execute("CREATE FOREIGN TABLE customers (_id text, first_name text, last_name text, "
-                           "email text, town text, tags text[], n integer) SERVER mongo "
-                           "OPTIONS (collection '%s')" % COLLECTION)
+        pg_fixture.create_extension(self.admin.conn)
+        pg_fixture.create_server(self.admin.conn, DATABASE)
+        pg_fixture.create_foreign_table(self.admin.conn, "customers", "_id text, first_name text, last_name text, "
+                                        "email text, town text, tags text[], n integer", collection=COLLECTION)
         self.pool = outside_writers.CustomerPool(random.Random("%s/seed" % self.seed), self.args.documents)
         mongo_client.database(self.mongo, DATABASE)[COLLECTION].insert_many(self.pool.seed_documents())
         for name, keys, include, unique in INDEXES:

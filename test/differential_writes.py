@@ -83,6 +83,7 @@ from bson.binary import Binary
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_diffwrites"
 MODES = ("transaction", "ordered")
@@ -571,8 +572,7 @@ class Side:
         self.connect()
 
     def connect(self):
-        self.conn = psycopg2.connect(dbname=DATABASE, options="-c statement_timeout=30s")
-        self.conn.autocommit = True
+        self.conn = pg_fixture.connect(DATABASE, options="-c statement_timeout=30s")
         self.conn.set_client_encoding("UTF8")
 
     def run(self, statement):
@@ -1093,24 +1093,7 @@ def setup_database():
     client = mongo_client.connect()
     client.drop_database(DATABASE)
     client.close()
-    admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-        cur.execute("CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" % DATABASE)
-    admin.close()
-    conn = psycopg2.connect(dbname=DATABASE)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                    (os.environ["MONGO_URI"], DATABASE))
-        if os.environ.get("MONGO_USER"):
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
-                        (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-        else:
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
-    conn.close()
+    pg_fixture.setup_database(DATABASE, db_options=pg_fixture.UTF8_C).close()
 
 
 def parse_args():

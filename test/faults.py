@@ -47,6 +47,7 @@ from bson.son import SON
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_faults"
 TABLE = "fx"
@@ -91,11 +92,7 @@ def connect_pg():
     # The server has no applier (change_streams 'off': this test checks the
     # FDW's own writes and stages crash states by writing MongoDB directly);
     # with 'current' and no applier the planner would not route.
-    conn = psycopg2.connect(dbname=DATABASE)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("SET idxtable.index_consistency = 'any'")
-    return conn
+    return pg_fixture.connect(DATABASE, settings=["SET idxtable.index_consistency = 'any'"])
 
 
 def mongo_db():
@@ -116,24 +113,7 @@ def failpoint(client, data=None, skip=None):
 
 def setup_database():
     """Create the PostgreSQL database with the extension, server and user mapping."""
-    admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-        cur.execute("CREATE DATABASE %s" % DATABASE)
-    admin.close()
-    conn = connect_pg()
-    with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-                    "OPTIONS (uri %s, database %s, change_streams 'off')",
-                    (os.environ["MONGO_URI"], DATABASE))
-        if os.environ.get("MONGO_USER"):
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
-                        (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-        else:
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
-    conn.close()
+    pg_fixture.setup_database(DATABASE, server_options=[("change_streams", "off")]).close()
 
 
 def reset_table(conn, mode):

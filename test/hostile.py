@@ -33,6 +33,9 @@ import time
 import psycopg2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "fixtures"))
+import pg_fixture  # noqa: E402  (test/fixtures)
+
 DATABASE = "idxtable_hostile"
 MALFORMED = ["short_section", "corrupt_doc", "corrupt_batch", "compressed",
              "bad_compression"]
@@ -71,46 +74,20 @@ def connect():
     return conn
 
 
-def user_mapping(cur, server, options):
-    """CREATE USER MAPPING; password_required 'false' (this test runs as a
-    superuser), since a hostile server has no credentials to check."""
-    opts = ["%s %s" % (k, psycopg2.extensions.adapt(v).getquoted().decode())
-            for k, v in options] + ["password_required 'false'"]
-    cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER %s OPTIONS (%s)"
-                % (server, ", ".join(opts)))
-
-
 def setup(ports):
     """Create the database, the real server and one server per mode."""
-    admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
-    admin.autocommit = True
-    acur = admin.cursor()
-    acur.execute("DROP DATABASE IF EXISTS %s" % DATABASE)
-    acur.execute("CREATE DATABASE %s" % DATABASE)
-    admin.close()
-    conn = psycopg2.connect(dbname=DATABASE)
-    cur = conn.cursor()
-    cur.execute("CREATE EXTENSION idxtable_fdw")
-    cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-                "OPTIONS (uri %s, database %s)", (os.environ["MONGO_URI"], DATABASE))
-    creds = []
-    if os.environ.get("MONGO_USER"):
-        creds = [("username", os.environ["MONGO_USER"]),
-                 ("password", os.environ.get("MONGO_PASSWORD", ""))]
-    user_mapping(cur, "mongo", creds)
-    cur.execute("CREATE FOREIGN TABLE real_t (_id int, k text) SERVER mongo "
-                "OPTIONS (collection 'hostile_real')")
+    # password_required 'false' (this test runs as a superuser), since a
+    # hostile server has no credentials to check
+    no_password = [("password_required", "false")]
+    conn = pg_fixture.setup_database(DATABASE, mapping_options=no_password)
+    pg_fixture.create_foreign_table(conn, "real_t", "_id int, k text", collection="hostile_real")
     for mode, port in ports.items():
-        cur.execute("CREATE SERVER h_%s FOREIGN DATA WRAPPER idxtable_fdw "
-                    "OPTIONS (uri %%s, database 'hostile')" % mode,
-                    ("mongodb://127.0.0.1:%d/" % port,))
-        user_mapping(cur, "h_" + mode, [])
-        cur.execute("CREATE FOREIGN TABLE h_%s_t (_id int, k text) SERVER h_%s "
-                    "OPTIONS (collection 'c')" % (mode, mode))
-    conn.commit()
-    cur.execute("DELETE FROM real_t")
-    cur.execute("INSERT INTO real_t VALUES (1, 'real')")
-    conn.commit()
+        pg_fixture.create_server(conn, "hostile", name="h_" + mode, uri="mongodb://127.0.0.1:%d/" % port,
+                                 credentials=False, mapping_options=no_password)
+        pg_fixture.create_foreign_table(conn, "h_%s_t" % mode, "_id int, k text", server="h_" + mode,
+                                        collection="c")
+    pg_fixture.execute(conn, "DELETE FROM real_t")
+    pg_fixture.execute(conn, "INSERT INTO real_t VALUES (1, 'real')")
     conn.close()
 
 

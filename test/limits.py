@@ -35,6 +35,7 @@ import pymongo
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "server", "mongo_test_server.py")
@@ -63,31 +64,15 @@ def start_server(tmpdir, name, options):
 def setup_database(uri, plain_uri):
     """The database with the extension, server "lim" for the test server with short limits and "plain"
     for one with mongod's defaults."""
-    admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-        cur.execute("CREATE DATABASE %s" % DATABASE)
-    admin.close()
-    conn = psycopg2.connect(dbname=DATABASE)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-        cur.execute("CREATE SERVER lim FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                    (uri, DATABASE))
-        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER lim")
-        cur.execute("CREATE SERVER plain FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                    (plain_uri, DATABASE))
-        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER plain")
+    conn = pg_fixture.setup_database(DATABASE, server="lim", uri=uri, credentials=False)
+    pg_fixture.create_server(conn, DATABASE, name="plain", uri=plain_uri, credentials=False)
     return conn
 
 
-def table(conn, name, mode, extra="", server="lim"):
+def table(conn, name, mode, extra=(), server="lim"):
     """A fresh foreign table (_id text, v text, n int) in consistency `mode`."""
-    with conn.cursor() as cur:
-        cur.execute("DROP FOREIGN TABLE IF EXISTS %s" % name)
-        cur.execute("CREATE FOREIGN TABLE %s (_id text, v text, n int) SERVER %s "
-                    "OPTIONS (collection '%s', consistency '%s'%s)" % (name, server, name, mode, extra))
+    pg_fixture.create_foreign_table(conn, name, "_id text, v text, n int", server=server,
+                                    options=[("consistency", mode)] + list(extra), drop=True)
 
 
 def run(conn, statements):
@@ -237,9 +222,7 @@ def test_namespace(r, conn, db):
     longdb = "d" * 63
     with conn.cursor() as cur:
         cur.execute("DROP SERVER IF EXISTS lim_long CASCADE")
-        cur.execute("CREATE SERVER lim_long FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                    (URI, longdb))
-        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER lim_long")
+        pg_fixture.create_server(conn, longdb, name="lim_long", uri=URI, credentials=False)
         cur.execute("CREATE FOREIGN TABLE ns_long (_id text, k int) SERVER lim_long "
                     "OPTIONS (collection '%s')" % ("c" * 195))
         cur.execute("CREATE FOREIGN TABLE ns_ok (_id text, k int) SERVER lim_long "
@@ -262,7 +245,7 @@ def test_large_in_lists(r, conn, db):  # db: on the server "plain"
     """_ids of 20 KB with fetch_batch_size and batch_size at 100,000: every $in and bulk stays under 16 MB."""
     rows = 1100
     big_id = "repeat('x', 20000) || lpad(g::text, 5, '0')"
-    table(conn, "wide", "ordered", ", fetch_batch_size '100000', batch_size '100000'", server="plain")
+    table(conn, "wide", "ordered", [("fetch_batch_size", "100000"), ("batch_size", "100000")], server="plain")
     err = run(conn, ["SELECT idxtable.create_index('wide', '{n}', name => 'wide_n')",
                      "INSERT INTO wide SELECT %s, 'v', g %% 10 FROM generate_series(1, %d) g" % (big_id, rows)])
     r.check(err is None, "loading 22 MB of _ids: %s" % describe(err))

@@ -43,6 +43,7 @@ import psycopg2
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
 from results import Results  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_online"
 FACTS = 20000
@@ -52,25 +53,14 @@ TOWNS = ["Oslo", "Rome", "Lima", "Kiev", "Nice", "Bern", "Riga", "Graz"]
 
 
 def connect(dbname=DATABASE):
-    conn = psycopg2.connect(dbname=dbname)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("SET statement_timeout = '120s'")
-    return conn
+    return pg_fixture.connect(dbname, settings=["SET statement_timeout = '120s'"])
 
 
-def query(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall() if cur.description is not None else None
+query = pg_fixture.execute
 
 
 def setup():
     """Database, extension, server, mapping, FACTS facts and the table."""
-    admin = connect(os.environ.get("PGDATABASE", "postgres"))
-    query(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-    query(admin, "CREATE DATABASE %s" % DATABASE)
-    admin.close()
     mongo = mongo_client.connect()
     mongo.drop_database(DATABASE)
     facts = mongo[DATABASE]["ob"]
@@ -80,18 +70,8 @@ def setup():
         facts.insert_many(docs[start:start + 5000])
     mongo.close()
 
-    conn = connect()
-    creds = ""
-    args = [os.environ["MONGO_URI"], DATABASE]
-    if os.environ.get("MONGO_USER"):
-        creds = " OPTIONS (username %s, password %s)"
-        args += [os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")]
-    query(conn, "CREATE EXTENSION idxtable_fdw")
-    query(conn, "CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-          "OPTIONS (uri %s, database %s);"
-          "CREATE USER MAPPING FOR CURRENT_USER SERVER mongo" + creds, args)
-    query(conn, "CREATE FOREIGN TABLE ob (_id text, name text, town text, n int) "
-          "SERVER mongo OPTIONS (collection 'ob')")
+    conn = pg_fixture.setup_database(DATABASE)
+    pg_fixture.create_foreign_table(conn, "ob", "_id text, name text, town text, n int")
     conn.close()
 
 
@@ -99,9 +79,7 @@ def teardown():
     conn = connect()
     query(conn, "SELECT idxtable.drop_index(name) FROM idxtable.index_defs")
     conn.close()
-    admin = connect(os.environ.get("PGDATABASE", "postgres"))
-    query(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-    admin.close()
+    pg_fixture.recreate_database(DATABASE, create=False)
     mongo = mongo_client.connect()
     mongo.drop_database(DATABASE)
     mongo.close()

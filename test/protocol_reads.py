@@ -32,41 +32,22 @@ import pymongo.errors
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_protoreads"
 PROTOCOL_PREFIX = "idxtable."          # index collections and the owners registry
 READS = ("find", "aggregate", "count", "distinct", "listCollections")
 
 
-def connect_pg(dbname):
-    return psycopg2.connect(dbname=dbname, user=os.environ.get("PGUSER", "postgres"))
-
-
 def setup(mongo):
     mongo.drop_database(DATABASE)
-    admin = connect_pg("postgres")
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute("DROP DATABASE IF EXISTS %s" % DATABASE)
-        cur.execute("CREATE DATABASE %s" % DATABASE)
-    admin.close()
-    conn = connect_pg(DATABASE)
-    conn.autocommit = True
     uri = os.environ["MONGO_URI"]
     uri += ("&" if "?" in uri else "?") + "readPreference=secondaryPreferred"
+    conn = pg_fixture.setup_database(DATABASE, server="m", uri=uri)
+    pg_fixture.create_foreign_table(conn, "t", "_id text, name text, town text, n int", server="m")
+    pg_fixture.create_foreign_table(conn, "o", "_id text, name text, n int", server="m",
+                                    options=[("consistency", "ordered")])
     with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-        cur.execute("CREATE SERVER m FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                    (uri, DATABASE))
-        if os.environ.get("MONGO_USER"):
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER m OPTIONS (username %s, password %s)",
-                        (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-        else:
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER m")
-        cur.execute("CREATE FOREIGN TABLE t (_id text, name text, town text, n int) SERVER m "
-                    "OPTIONS (collection 't')")
-        cur.execute("CREATE FOREIGN TABLE o (_id text, name text, n int) SERVER m "
-                    "OPTIONS (collection 'o', consistency 'ordered')")
         cur.execute("INSERT INTO t SELECT 'k' || i, 'name' || i, 'town' || (i % 5), i "
                     "FROM generate_series(1, 40) i")
         cur.execute("INSERT INTO o SELECT 'k' || i, 'name' || i, i FROM generate_series(1, 10) i")

@@ -21,6 +21,7 @@ import psycopg2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DB = "idxtable_scale"
 N = 100000
@@ -58,26 +59,9 @@ def executor_counters(client):
 
 def setup_postgres():
     """A fresh database with the extension, server and foreign table."""
-    admin = psycopg2.connect(dbname="postgres")
-    admin.autocommit = True
-    admin.cursor().execute("DROP DATABASE IF EXISTS %s" % DB)
-    admin.cursor().execute("CREATE DATABASE %s" % DB)
-    admin.close()
-    conn = psycopg2.connect(dbname=DB)
-    conn.autocommit = True
-    cur = conn.cursor()
-    cur.execute("CREATE EXTENSION idxtable_fdw")
-    cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-                "OPTIONS (uri %s, database %s)", (os.environ["MONGO_URI"], DB))
-    if os.environ.get("MONGO_USER"):
-        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo "
-                    "OPTIONS (username %s, password %s)",
-                    (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-    else:
-        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
-    cur.execute("CREATE FOREIGN TABLE people (id int OPTIONS (field '_id'), "
-                "town text, n int, name text) SERVER mongo")
-    return cur
+    conn = pg_fixture.setup_database(DB)
+    pg_fixture.create_foreign_table(conn, "people", "id int OPTIONS (field '_id'), town text, n int, name text")
+    return conn.cursor()
 
 
 VERIFY_N = 20000
@@ -85,8 +69,7 @@ VERIFY_N = 20000
 
 def progress_poller(pid, seen, stop):
     """Collect (phase, tuples_total, tuples_done) of backend pid until stop is set."""
-    conn = psycopg2.connect(dbname=DB)
-    conn.autocommit = True
+    conn = pg_fixture.connect(DB)
     cur = conn.cursor()
     while not stop.is_set():
         cur.execute("SELECT phase, tuples_total, tuples_done FROM pg_stat_progress_create_index "

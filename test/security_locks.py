@@ -30,6 +30,7 @@ import psycopg2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_seclocks"
 OWNER = "regress_seclocks_owner"
@@ -46,23 +47,12 @@ CALLS = {
 
 
 def connect(role=None, autocommit=True):
-    conn = psycopg2.connect(dbname=DATABASE)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("SET statement_timeout = %d" % TIMEOUT_MS)
-        if role:
-            cur.execute("SET ROLE %s" % role)
-    conn.autocommit = autocommit
-    return conn
+    settings = ["SET statement_timeout = %d" % TIMEOUT_MS] + (["SET ROLE %s" % role] if role else [])
+    return pg_fixture.connect(DATABASE, settings=settings, autocommit=autocommit)
 
 
 def admin_run(statements):
-    admin = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        for sql in statements:
-            cur.execute(sql)
-    admin.close()
+    pg_fixture.connect(settings=statements).close()
 
 
 def setup():
@@ -71,29 +61,15 @@ def setup():
                "DROP ROLE IF EXISTS %s" % OWNER,
                "DROP ROLE IF EXISTS %s" % OTHER,
                "CREATE ROLE %s" % OWNER,
-               "CREATE ROLE %s" % OTHER,
-               "CREATE DATABASE %s" % DATABASE])
-    conn = psycopg2.connect(dbname=DATABASE)
-    conn.autocommit = True
-    creds = ""
-    args = [os.environ["MONGO_URI"], DATABASE]
-    if os.environ.get("MONGO_USER"):
-        creds = " OPTIONS (username %s, password %s)"
-        args += [os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")] * 2
+               "CREATE ROLE %s" % OTHER])
+    conn = pg_fixture.setup_database(DATABASE, roles=(OWNER, OTHER))
     with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
         cur.execute("GRANT CREATE ON SCHEMA public TO %s" % OWNER)
-        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-                    "OPTIONS (uri %s, database %s);"
-                    "CREATE USER MAPPING FOR " + OWNER + " SERVER mongo" + creds + ";"
-                    "CREATE USER MAPPING FOR " + OTHER + " SERVER mongo" + creds,
-                    args)
         cur.execute("GRANT USAGE ON FOREIGN SERVER mongo TO %s, %s" % (OWNER, OTHER))
     conn.close()
     owner = connect(OWNER)
+    pg_fixture.create_foreign_table(owner, "lt", "_id text, k text")
     with owner.cursor() as cur:
-        cur.execute("CREATE FOREIGN TABLE lt (_id text, k text) SERVER mongo "
-                    "OPTIONS (collection 'lt')")
         cur.execute("DELETE FROM lt")
         cur.execute("INSERT INTO lt (k) VALUES ('a'), ('b'), ('c')")
         cur.execute("SELECT idxtable.create_index('lt', '{k}')")

@@ -36,6 +36,7 @@ import psycopg2
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_sync_reads"
 INDEXES = ["sr_email", "sr_town"]
@@ -43,32 +44,15 @@ ROWS = 500
 
 
 def connect_pg():
-    conn = psycopg2.connect(dbname=DATABASE)
-    conn.autocommit = True
-    return conn
+    return pg_fixture.connect(DATABASE)
 
 
-def setup(conn_admin_db):
+def setup():
     """A fresh PostgreSQL and MongoDB database, the table, its rows and index tables."""
-    admin = psycopg2.connect(dbname=conn_admin_db)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DATABASE)
-        cur.execute("CREATE DATABASE %s" % DATABASE)
-    admin.close()
     mongo_client.connect().drop_database(DATABASE)
-    conn = connect_pg()
+    conn = pg_fixture.setup_database(DATABASE)
+    pg_fixture.create_foreign_table(conn, "sr", "_id int, email text, town text")
     with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-                    (os.environ["MONGO_URI"], DATABASE))
-        if os.environ.get("MONGO_USER"):
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
-                        (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-        else:
-            cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
-        cur.execute("CREATE FOREIGN TABLE sr (_id int, email text, town text) "
-                    "SERVER mongo OPTIONS (collection 'sr')")
         cur.execute("INSERT INTO sr SELECT i, 'p' || i || '@example.com', 'Town' || (i %% 50) "
                     "FROM generate_series(1, %s) i", (ROWS,))
         cur.execute("SELECT idxtable.create_index('sr', '{lower(email)}', is_unique => true, name => 'sr_email')")
@@ -259,7 +243,7 @@ def main():
     args = parser.parse_args()
     res = Results()
     start = time.time()
-    conn = setup(os.environ.get("PGDATABASE", "postgres"))
+    conn = setup()
     coll = mongo_client.database(mongo_client.connect(), DATABASE)["sr"]
     if not res.check(wait_streaming(conn), "the index tables are not streaming after 60 s"):
         print(rows(conn, "SELECT name, state, lag, last_error FROM idxtable.sync_status"))

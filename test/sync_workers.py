@@ -40,6 +40,7 @@ import psycopg2
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATABASE = "idxtable_syncw"
@@ -51,10 +52,7 @@ APPLIER = "idxtable_fdw applier"
 RES = Results()
 
 
-def connect(dbname=None, **kw):
-    conn = psycopg2.connect(dbname=dbname or os.environ.get("PGDATABASE", "postgres"), **kw)
-    conn.autocommit = True
-    return conn
+connect = pg_fixture.connect
 
 
 def query(sql, args=None, dbname=None, **kw):
@@ -99,21 +97,9 @@ def drop_mongo_database():
 def setup_database(dbname, **kw):
     """A database with the extension, a server, a mapping and a table."""
     drop_mongo_database()
-    query("DROP DATABASE IF EXISTS %s WITH (FORCE)" % dbname, **kw)
-    query("CREATE DATABASE %s" % dbname, **kw)
-    creds = ""
-    args = [os.environ["MONGO_URI"]]
-    if os.environ.get("MONGO_USER"):
-        creds = " OPTIONS (username %s, password %s)"
-        args += [os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")]
-    conn = connect(dbname, **kw)
+    conn = pg_fixture.setup_database(dbname, DATABASE, connect_kwargs=kw)
+    pg_fixture.create_foreign_table(conn, "facts", "_id int, k text", collection=COLLECTION)
     with conn.cursor() as cur:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-        cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw"
-                    " OPTIONS (uri %s, database '" + DATABASE + "');"
-                    "CREATE USER MAPPING FOR CURRENT_USER SERVER mongo" + creds, args)
-        cur.execute("CREATE FOREIGN TABLE facts (_id int, k text) SERVER mongo"
-                    " OPTIONS (collection '" + COLLECTION + "')")
         cur.execute("DELETE FROM facts")
         cur.execute("INSERT INTO facts SELECT g, 'k' || g FROM generate_series(1, 20) g")
     conn.close()

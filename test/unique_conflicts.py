@@ -30,21 +30,14 @@ import psycopg2
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402  (test/fixtures)
+import pg_fixture  # noqa: E402  (test/fixtures)
 
 DBNAME = "idxtable_uconf"       # both the PostgreSQL and the MongoDB database
 RES = Results()
 
 
-def connect(dbname=None):
-    conn = psycopg2.connect(dbname=dbname or os.environ.get("PGDATABASE", "postgres"))
-    conn.autocommit = True
-    return conn
-
-
-def rows(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall() if cur.description else None
+connect = pg_fixture.connect
+rows = pg_fixture.execute
 
 
 def wait_for(predicate, timeout=20):
@@ -67,21 +60,8 @@ def setup():
     # dropDatabase, whose invalidate would stop the stream (error 260, an
     # applier issue reported to the lead).  A write elsewhere moves it on.
     client[DBNAME + "_tick"]["tick"].insert_one({})
-    admin = connect()
-    rows(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % DBNAME)
-    rows(admin, "CREATE DATABASE %s" % DBNAME)
-    admin.close()
-    creds, args = "", [os.environ["MONGO_URI"]]
-    if os.environ.get("MONGO_USER"):
-        creds = " OPTIONS (username %s, password %s)"
-        args += [os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")]
-    conn = connect(DBNAME)
-    rows(conn, "CREATE EXTENSION idxtable_fdw")
-    rows(conn, "CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw"
-               " OPTIONS (uri %s, database '" + DBNAME + "');"
-               "CREATE USER MAPPING FOR CURRENT_USER SERVER mongo" + creds, args)
-    rows(conn, "CREATE FOREIGN TABLE people (_id text, email text, codes text[], n int)"
-               " SERVER mongo OPTIONS (collection 'people')")
+    conn = pg_fixture.setup_database(DBNAME)
+    pg_fixture.create_foreign_table(conn, "people", "_id text, email text, codes text[], n int")
     rows(conn, "SELECT idxtable.create_index('people', '{lower(email)}', include => '{n}',"
                " is_unique => true, name => 'people_email')")
     rows(conn, "SELECT idxtable.create_index('people', '{codes}', is_unique => true,"

@@ -39,6 +39,7 @@ import pymongo
 
 import data
 import measure
+import pg_fixture  # test/fixtures, on the path bench.py sets
 import report
 import scenarios
 
@@ -95,8 +96,7 @@ def first_line(e):
 
 def connect(dsn_db, settings=()):
     """A psycopg2 connection in autocommit with the given (GUC, value) pairs set."""
-    conn = psycopg2.connect(dbname=dsn_db)
-    conn.autocommit = True
+    conn = pg_fixture.connect(dsn_db)
     cur = conn.cursor()
     for name, value in settings:
         cur.execute("SELECT set_config(%s, %s, false)", (name, value))

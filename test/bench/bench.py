@@ -44,6 +44,7 @@ import applier  # noqa: E402
 import data  # noqa: E402
 import measure  # noqa: E402
 import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
 import pushdown  # noqa: E402
 import planning  # noqa: E402
 import report  # noqa: E402
@@ -87,50 +88,29 @@ def log(msg=""):
 
 
 def connect(dbname):
-    conn = psycopg2.connect(dbname=dbname)
-    conn.autocommit = True
-    return conn
+    return pg_fixture.connect(dbname)
 
 
 def recreate_database(create=True, db=DB):
-    admin = connect("postgres")
-    cur = admin.cursor()
-    cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-    if create:
-        cur.execute("CREATE DATABASE %s" % db)
-    admin.close()
+    pg_fixture.recreate_database(db, create=create)
 
 
 def setup_server(db):
     """A fresh database db with the extension, server mongo (MongoDB database db), user mapping."""
-    recreate_database(db=db)
-    conn = connect(db)
-    cur = conn.cursor()
     try:
-        cur.execute("CREATE EXTENSION idxtable_fdw")
-    except psycopg2.Error as e:
-        sys.exit("bench.py: CREATE EXTENSION idxtable_fdw failed (is the installed build "
-                 "complete?): %s" % str(e).strip())
-    cur.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw "
-                "OPTIONS (uri %s, database %s)", (os.environ["MONGO_URI"], db))
-    if os.environ.get("MONGO_USER"):
-        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo "
-                    "OPTIONS (username %s, password %s)",
-                    (os.environ["MONGO_USER"], os.environ.get("MONGO_PASSWORD", "")))
-    else:
-        cur.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo")
-    return conn
+        return pg_fixture.setup_database(db)
+    except RuntimeError as e:
+        sys.exit("bench.py: %s" % e)
 
 
 def setup_postgres(d):
     """Database, extension, server, user mapping, foreign tables, orders."""
     conn = setup_server(DB)
     cur = conn.cursor()
-    cur.execute("CREATE FOREIGN TABLE customers (customer_id int OPTIONS (field '_id'), "
-                "town text, last_name text, first_name text, email text, balance int) "
-                "SERVER mongo OPTIONS (collection 'customers')")
-    cur.execute("CREATE FOREIGN TABLE movies (movie_id int OPTIONS (field '_id'), "
-                "title text, year int, actors text[]) SERVER mongo OPTIONS (collection 'movies')")
+    pg_fixture.create_foreign_table(conn, "customers", "customer_id int OPTIONS (field '_id'), "
+                                    "town text, last_name text, first_name text, email text, balance int")
+    pg_fixture.create_foreign_table(conn, "movies", "movie_id int OPTIONS (field '_id'), "
+                                    "title text, year int, actors text[]")
     cur.execute("CREATE TABLE orders (order_id int PRIMARY KEY, email text)")
     rng = random.Random(d.seed + 3)
     ids = sorted(d.emails)

@@ -15,7 +15,6 @@ configured (default 'current').
 import os
 import statistics
 
-import psycopg2
 
 COLUMNS = 20
 DOCS = 200
@@ -108,19 +107,9 @@ if __name__ == "__main__":
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
     import mongo_client
+    import pg_fixture
     db = "idxtable_bench_planning"
-    admin = psycopg2.connect(dbname="postgres")
-    admin.autocommit = True
-    admin.cursor().execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-    admin.cursor().execute("CREATE DATABASE %s" % db)
-    c = psycopg2.connect(dbname=db)
-    c.autocommit = True
-    k = c.cursor()
-    k.execute("CREATE EXTENSION idxtable_fdw")
-    k.execute("CREATE SERVER mongo FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
-              (os.environ["MONGO_URI"], db))
-    k.execute("CREATE USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (username %s, password %s)",
-              (os.environ.get("MONGO_USER", ""), os.environ.get("MONGO_PASSWORD", "")))
+    c = pg_fixture.setup_database(db)
     client = mongo_client.connect()
     client.drop_database(db)
     _, out = run(c, mongo_client.database(client, db), "--quick" in sys.argv,

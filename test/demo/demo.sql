@@ -5,18 +5,9 @@ CREATE EXTENSION IF NOT EXISTS idxtable_fdw;
 -- (the server and user mapping come from test/env's MONGO_* variables;
 -- not echoed, since the user mapping holds a password)
 \set ECHO none
-\getenv mongo_uri MONGO_URI
-\getenv mongo_user MONGO_USER
-\getenv mongo_password MONGO_PASSWORD
-CREATE SERVER demo_mongo FOREIGN DATA WRAPPER idxtable_fdw
-  OPTIONS (uri :'mongo_uri', database 'idxtable_demo');
-SELECT coalesce(:'mongo_user', '') <> '' AS have_user \gset
-\if :have_user
-CREATE USER MAPPING FOR CURRENT_USER SERVER demo_mongo
-  OPTIONS (username :'mongo_user', password :'mongo_password');
-\else
-CREATE USER MAPPING FOR CURRENT_USER SERVER demo_mongo;
-\endif
+\set server demo_mongo
+\set mongo_database idxtable_demo
+\ir ../fixtures/server.sql
 \set ECHO queries
 CREATE FOREIGN TABLE customers (
   customer_id int OPTIONS (field '_id'),
