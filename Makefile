@@ -3,6 +3,7 @@
 MODULE_big = idxtable_fdw
 OBJS = \
 	fdw/idxtable_fdw.o \
+	fdw/guc.o \
 	fdw/option.o \
 	fdw/table_size.o \
 	fdw/document.o \

@@ -67,7 +67,7 @@
 
 #include "agg_scan.h"
 #include "deparse.h"
-#include "idxtable_fdw.h"
+#include "guc.h"
 #include "order.h"
 #include "planner.h"
 #include "upper.h"

@@ -17,12 +17,8 @@
 #include "nodes/pathnodes.h"
 #include "utils/relcache.h"
 
-/* idxtable_fdw.c: the GUC idxtable.enable_index_routing */
-extern bool idxtable_enable_index_routing;
-extern bool idxtable_enable_plain_scan;
-extern bool idxtable_enable_order_pushdown;
-extern bool idxtable_enable_aggregate_pushdown;
-extern bool idxtable_enable_bulk_write;
+/* idxtable_fdw.c: is this foreign-data wrapper's handler ours? */
+extern bool idx_fdw_is_ours(Oid fdwid);
 
 /* planner.c */
 extern void idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,

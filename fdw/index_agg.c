@@ -58,7 +58,7 @@
 #include "utils/syscache.h"
 
 #include "deparse.h"
-#include "idxtable_fdw.h"
+#include "guc.h"
 #include "index_agg.h"
 #include "index_catalog.h"
 #include "index_collate.h"

@@ -92,6 +92,7 @@
 
 #include "connection.h"
 #include "handle.h"
+#include "idxtable_fdw.h"
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
@@ -111,9 +112,6 @@
 
 PG_FUNCTION_INFO_V1(idxtable_create_index);
 PG_FUNCTION_INFO_V1(idxtable_drop_index);
-
-/* The FDW handler (idxtable_fdw.c), to recognise our foreign tables */
-extern Datum idxtable_fdw_handler(PG_FUNCTION_ARGS);
 
 /*
  * A collection to drop when the transaction ends: one created by this
@@ -1084,14 +1082,8 @@ idx_open_table(Oid relid, LOCKMODE lockmode, AclMode privilege)
 	{
 		ForeignTable *table = GetForeignTable(relid);
 		ForeignServer *server = GetForeignServer(table->serverid);
-		ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
-		FmgrInfo	handler;
 
-		if (OidIsValid(fdw->fdwhandler))
-		{
-			fmgr_info(fdw->fdwhandler, &handler);
-			ours = (handler.fn_addr == idxtable_fdw_handler);
-		}
+		ours = idx_fdw_is_ours(server->fdwid);
 	}
 	if (!ours)
 		ereport(ERROR,

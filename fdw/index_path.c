@@ -51,7 +51,7 @@
 #include "utils/ruleutils.h"
 
 #include "deparse.h"
-#include "idxtable_fdw.h"
+#include "guc.h"
 #include "index_catalog.h"
 #include "index_collate.h"
 #include "index_owner.h"

@@ -22,6 +22,7 @@
 #include "index_catalog.h"
 #include "index_ddl.h"
 #include "index_entry.h"
+#include "guc.h"
 #include "index_write.h"
 #include "protocol_read.h"
 #include "xact.h"
@@ -29,7 +30,6 @@
 /* Attempts at taking over an orphaned unique claim that others race for */
 #define IDX_CLAIM_ATTEMPTS 3
 
-int			idx_unique_claim_timeout = 5000;
 
 /*
  * One new entry to write.

@@ -57,7 +57,7 @@
 #include "handle.h"
 #include "index_catalog.h"
 #include "index_entry.h"
-#include "idxtable_fdw.h"
+#include "guc.h"
 #include "index_write.h"
 #include "modify.h"
 #include "modify_int.h"

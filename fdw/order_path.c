@@ -29,7 +29,7 @@
 #include "utils/typcache.h"
 
 #include "deparse.h"
-#include "idxtable_fdw.h"
+#include "guc.h"
 #include "order.h"
 #include "upper.h"
 

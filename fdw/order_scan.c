@@ -16,7 +16,6 @@
 #include "catalog/pg_type.h"
 #include "utils/float.h"
 
-#include "idxtable_fdw.h"
 #include "order.h"
 
 /*

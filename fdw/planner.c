@@ -30,6 +30,7 @@
 #include "optimizer/restrictinfo.h"
 
 #include "deparse.h"
+#include "guc.h"
 #include "idxtable_fdw.h"
 #include "index_catalog.h"
 #include "index_path.h"

@@ -10,7 +10,6 @@
 
 #include "optimizer/pathnode.h"
 
-#include "idxtable_fdw.h"
 #include "order.h"
 #include "upper.h"
 

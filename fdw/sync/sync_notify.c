@@ -44,13 +44,11 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "idxtable_fdw.h"
 #include "option.h"
 #include "sync_state.h"
 #include "sync_workers.h"
 #include "xact.h"
-
-/* The FDW handler (idxtable_fdw.c), to recognise our foreign servers */
-extern Datum idxtable_fdw_handler(PG_FUNCTION_ARGS);
 
 /* (server, owner) pairs that got a new index in this transaction */
 typedef struct ExpectedApplier
@@ -149,16 +147,8 @@ server_is_ours(Oid serverid)
 {
 	ForeignServer *server = GetForeignServerExtended(serverid,
 													 FSV_MISSING_OK);
-	ForeignDataWrapper *fdw;
-	FmgrInfo	handler;
 
-	if (server == NULL)
-		return false;
-	fdw = GetForeignDataWrapper(server->fdwid);
-	if (!OidIsValid(fdw->fdwhandler))
-		return false;
-	fmgr_info(fdw->fdwhandler, &handler);
-	return handler.fn_addr == idxtable_fdw_handler;
+	return server != NULL && idx_fdw_is_ours(server->fdwid);
 }
 
 /*
