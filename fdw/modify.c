@@ -334,28 +334,16 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	return ms;
 }
 
-/*
- * Is the scan of the target the subplan of the ModifyTable itself (no
- * join), so that its end is the end of the rows to write?
- */
-static bool
-scan_is_subplan(ModifyTableState *mtstate, ResultRelInfo *rinfo)
-{
-	PlanState  *sub = outerPlanState(mtstate);
-
-	return sub != NULL && IsA(sub, ForeignScanState) &&
-		((Scan *) sub->plan)->scanrelid == rinfo->ri_RangeTableIndex;
-}
-
 static TupleTableSlot *run_step_flush(IdxModifyState *ms);
 
 /*
- * The scan of the target ended: write the last batch now, while the
- * executor can still take back the rows MongoDB did not match from its
- * count (modify_batch.c).
+ * The ModifyTable's subplan returned its last row: write the last batch
+ * now, while the executor can still take back the rows MongoDB did not
+ * match from its count (modify_batch.c), and before AFTER statement
+ * triggers or EXPLAIN ANALYZE look at what the statement did (rowid.h).
  */
 static void
-flush_at_scan_end(void *arg)
+flush_at_rows_end(void *arg)
 {
 	run_step_flush((IdxModifyState *) arg);
 }
@@ -375,9 +363,8 @@ idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	ms->may_repeat = boolVal(list_nth(fdw_private, IdxModPrivMayRepeat));
 	ms->can_set_tag = mtstate->canSetTag;
 	rinfo->ri_FdwState = ms;
-	if (ms->batch && scan_is_subplan(mtstate, rinfo))
-		idx_rowid_on_scan_end(ms->estate, rinfo->ri_RangeTableIndex,
-							  flush_at_scan_end, ms);
+	if (ms->batch)
+		idx_rowid_on_rows_end(outerPlanState(mtstate), flush_at_rows_end, ms);
 }
 
 void
@@ -1517,7 +1504,9 @@ idxExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 }
 
 /*
- * End of a write: write the last batch, then release everything.
+ * End of a write: release everything.  The last batch was written when
+ * the subplan's rows ended; one left here (a ModifyTable that never read
+ * its subplan to the end) is written before the state goes.
  */
 void
 idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
@@ -1528,7 +1517,7 @@ idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 		return;
 	if (ms->batch)
 	{
-		idx_rowid_on_scan_end(estate, rinfo->ri_RangeTableIndex, NULL, NULL);
+		idx_rowid_forget_rows_end(estate, ms);
 		run_step_flush(ms);
 	}
 	MemoryContextDelete(ms->cxt);
@@ -1552,7 +1541,9 @@ idxIsForeignRelUpdatable(Relation rel)
 
 /*
  * EXPLAIN: the index tables the write maintains, the consistency mode;
- * with ANALYZE what was written and how many round trips it took.
+ * with ANALYZE what was written and how many round trips it took.  It
+ * only reports: the last batch was written when the subplan's rows ended,
+ * inside ExecutorRun, so the counters are final when EXPLAIN prints them.
  */
 void
 idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
@@ -1590,9 +1581,6 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	{
 		uint64		written,
 					deleted;
-
-		if (ms->batch)			/* the last batch, before the counters */
-			run_step(ms, STEP_FLUSH, NULL, 0, NULL);
 
 		idx_writer_counters(ms->writer, &written, &deleted);
 		ExplainPropertyUInteger("Facts Written", NULL, ms->facts_written, es);

@@ -358,18 +358,12 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
- * Return the next row, or an empty slot at the end; at the end of a scan
- * of an UPDATE's or DELETE's target, tell the write (rowid.h).
+ * Return the next row, or an empty slot at the end.
  */
 TupleTableSlot *
 idxIterateForeignScan(ForeignScanState *node)
 {
-	IdxScanState *state = (IdxScanState *) node->fdw_state;
-	TupleTableSlot *slot = iterate(node);
-
-	if (state->keep_ids && TupIsNull(slot))
-		idx_rowid_scan_end(node);
-	return slot;
+	return iterate(node);
 }
 
 /*
