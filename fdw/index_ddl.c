@@ -563,9 +563,8 @@ collection_command(mongoc_client_t *client, const char *servername,
 	if (!ok && !(!create && error.domain == MONGOC_ERROR_SERVER &&
 				 error.code == MONGO_NAMESPACE_NOT_FOUND))
 		idx_report_error(&error, servername,
-						 psprintf("%s index collection \"%s\" of database \"%s\"",
-								  create ? "creating" : "dropping",
-								  collection, database));
+						 idx_op(create ? IDX_OP_CREATE_INDEX_COLL :
+								IDX_OP_DROP_INDEX_COLL, collection, database));
 }
 
 /*
@@ -590,8 +589,7 @@ create_new_collection(mongoc_client_t *client, const char *servername,
 		return false;
 	if (!ok)
 		idx_report_error(&error, servername,
-						 psprintf("creating index collection \"%s\" of database \"%s\"",
-								  collection, database));
+						 idx_op(IDX_OP_CREATE_INDEX_COLL, collection, database));
 	return true;
 }
 
@@ -660,8 +658,8 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 	bson_append_array_end(command, &indexes);
 
 	idx_run_command(client, servername, def->database, command, &reply,
-					psprintf("creating the lookup index of index collection \"%s\"",
-							 def->collection));
+					idx_op(IDX_OP_CREATE_LOOKUP, def->collection,
+						   def->database));
 	bson_destroy(&reply);
 	idx_release(owned);
 }
@@ -1146,7 +1144,7 @@ text_array_argument(ArrayType *arr, const char *what, int *count)
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s must not contain nulls", what)));
+					 errmsg("argument \"%s\" must not contain nulls", what)));
 		result[i] = TextDatumGetCString(elems[i]);
 	}
 	*count = n;

@@ -334,6 +334,15 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	return ms;
 }
 
+/*
+ * Inserting into the facts of write "ms", for messages.
+ */
+static const IdxOp *
+insert_what(IdxModifyState *ms)
+{
+	return idx_op(IDX_OP_INSERT, ms->info->collection, ms->info->database);
+}
+
 static TupleTableSlot *run_step_flush(IdxModifyState *ms);
 
 /*
@@ -639,8 +648,8 @@ remove_inserted(IdxModifyState *ms, bson_value_t *ids, bson_t **docs,
 	if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
 												&dreply, &derror))
 		idx_report_reply_error(&dreply, &derror, ms->server->servername,
-							   psprintf("removing the facts of a failed insert from collection \"%s\"",
-										ms->info->collection));
+							   idx_op(IDX_OP_UNDO_INSERT, ms->info->collection,
+									  ms->info->database));
 	if (k > 0)
 		bson_destroy(&dreply);
 	bson_destroy(&filter);
@@ -674,8 +683,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		for (i = 0; i < n; i++)
 			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 		idx_report_reply_error(reply, error, ms->server->servername,
-							   psprintf("inserting into collection \"%s\"",
-										ms->info->collection));
+							   insert_what(ms));
 	}
 	for (i = 0; i < nerr; i++)
 	{
@@ -703,8 +711,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 	if (nerr == 0 || i < nerr ||
 		mongoc_error_has_label(reply, "TransientTransactionError"))
 		idx_report_reply_error(reply, error, ms->server->servername,
-							   psprintf("inserting into collection \"%s\"",
-										ms->info->collection));
+							   insert_what(ms));
 
 	if (ms->ordered)
 	{
@@ -841,9 +848,7 @@ bulk_write_fact_failed(IdxModifyState *ms, IdxBulkWrite *bw,
 		if (!dup[i])
 			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 	}
-	idx_bulk_write_report(bw, failed,
-						  psprintf("inserting into collection \"%s\"",
-								   ms->info->collection));
+	idx_bulk_write_report(bw, failed, insert_what(ms));
 }
 
 /*
@@ -900,8 +905,7 @@ insert_rows_bulk_write(IdxModifyState *ms, TupleTableSlot **slots,
 	IdxBulkWriteError failed;
 	bool	   *dup = palloc0(sizeof(bool) * n);
 	bool		any_dup = false;
-	const char *what = psprintf("inserting into collection \"%s\"",
-								ms->info->collection);
+	const IdxOp *what = insert_what(ms);
 	int			first_fact;
 	int			from = 0;
 	int			i;
@@ -1076,9 +1080,9 @@ idx_modify_find_and_modify(IdxModifyState *ms,
 									  id, result);
 		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
-							   psprintf("%s a document of collection \"%s\"",
-										update ? "updating" : "deleting",
-										ms->info->collection));
+							   idx_op(update ? IDX_OP_UPDATE_ONE : IDX_OP_DELETE_ONE,
+									  ms->info->collection,
+									  ms->info->database));
 	}
 	result = reply_value(&reply);
 	bson_destroy(&reply);

@@ -67,6 +67,17 @@
 #include "xact.h"
 
 /*
+ * Writing the facts of a batch, for messages.
+ */
+static const IdxOp *
+batch_what(IdxModifyState *ms)
+{
+	return idx_op(ms->operation == CMD_DELETE ?
+				  IDX_OP_DELETE_ROWS : IDX_OP_UPDATE_ROWS,
+				  ms->info->collection, ms->info->database);
+}
+
+/*
  * One row of a batch.
  */
 typedef struct BatchRow
@@ -432,10 +443,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 
 		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
-							   psprintf("%s documents of collection \"%s\"",
-										ms->operation == CMD_DELETE ?
-										"deleting" : "updating",
-										ms->info->collection));
+							   batch_what(ms));
 	}
 	if (bson_iter_init_find(&iter, &reply,
 							ms->operation == CMD_DELETE ? "nRemoved" : "nMatched") &&
@@ -522,10 +530,7 @@ write_bulk_write(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	IdxBulkWrite *bw = idx_bulk_write_create(ms->client,
 											 ms->server->servername);
 	IdxBulkWriteError failed;
-	const char *what = psprintf("%s documents of collection \"%s\"",
-								ms->operation == CMD_DELETE ?
-								"deleting" : "updating",
-								ms->info->collection);
+	const IdxOp *what = batch_what(ms);
 	int64		written = 0;
 	int			from = 0;
 	int			i;

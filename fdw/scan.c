@@ -300,11 +300,10 @@ scan_collation(IdxScanState *state, const bson_t *filter)
 /*
  * What a failed read was doing, for messages.
  */
-char *
+const IdxOp *
 idx_reading_what(const char *collection, const char *database)
 {
-	return psprintf("reading collection \"%s\" of database \"%s\"",
-					collection, database);
+	return idx_op(IDX_OP_READ, collection, database);
 }
 
 /*
