@@ -3,6 +3,7 @@
 MODULE_big = idxtable_fdw
 OBJS = \
 	fdw/idxtable_fdw.o \
+	fdw/core/guc.o \
 	fdw/core/option.o \
 	fdw/core/table_size.o \
 	fdw/core/document.o \

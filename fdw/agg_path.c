@@ -73,7 +73,7 @@
 
 #include "agg_scan.h"
 #include "core/deparse.h"
-#include "idxtable_fdw.h"
+#include "core/guc.h"
 #include "order.h"
 #include "planner.h"
 #include "upper.h"

@@ -47,7 +47,7 @@ static int	idxAcquireSampleRows(Relation relation, int elevel,
 static bson_t *build_sample_pipeline(const IdxTableInfo *info, int targrows);
 static int	fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
 							  const IdxRowConv *rc, const char *servername,
-							  const char *collection,
+							  const IdxTableInfo *info,
 							  HeapTuple *rows, int targrows);
 
 
@@ -164,7 +164,7 @@ idxAcquireSampleRows(Relation relation, int elevel,
 	owned_cursor = idx_own_cursor(cursor);
 
 	numrows = fetch_sample_rows(cursor, relation, rc, server->servername,
-								info->collection, rows, targrows);
+								info, rows, targrows);
 	MemoryContextSwitchTo(callercxt);
 	idx_release(owned_cursor);
 	idx_release(owned_collection);
@@ -233,7 +233,7 @@ build_sample_pipeline(const IdxTableInfo *info, int targrows)
 static int
 fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
 				  const IdxRowConv *rc, const char *servername,
-				  const char *collection,
+				  const IdxTableInfo *info,
 				  HeapTuple *rows, int targrows)
 {
 	TupleDesc	tupdesc = RelationGetDescr(relation);
@@ -266,8 +266,7 @@ fetch_sample_rows(mongoc_cursor_t *cursor, Relation relation,
 
 	if (numrows < targrows && mongoc_cursor_error(cursor, &error))
 		idx_report_error(&error, servername,
-						 psprintf("aggregate on collection \"%s\"",
-								  collection));
+						 idx_op(IDX_OP_SAMPLE, info->collection, info->database));
 
 	MemoryContextDelete(rowcxt);
 	pfree(values);

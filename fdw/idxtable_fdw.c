@@ -23,15 +23,17 @@
 #include <mongoc/mongoc.h>
 
 #include "fmgr.h"
+#include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
 #include "coordinator.h"
 #include "core/connection.h"
+#include "core/guc.h"
 #include "idxtable_fdw.h"
-#include "index/index_write.h"
 #include "modify.h"
+#include "module.h"
 #include "sync/sync_state.h"
 #include "sync/sync_wait.h"
 #include "sync/sync_workers.h"
@@ -44,12 +46,6 @@ PG_FUNCTION_INFO_V1(idxtable_fdw_disconnect_all);
 
 void		_PG_init(void);
 
-/* idxtable.enable_index_routing: may the planner use index tables? */
-bool		idxtable_enable_index_routing = true;
-bool		idxtable_enable_plain_scan = true;
-bool		idxtable_enable_order_pushdown = true;
-bool		idxtable_enable_aggregate_pushdown = true;
-bool		idxtable_enable_bulk_write = true;
 
 /*
  * libmongoc's own log lines: those below WARNING are dropped, the others
@@ -83,60 +79,7 @@ cleanup_mongoc(int code, Datum arg)
 void
 _PG_init(void)
 {
-	DefineCustomBoolVariable("idxtable.enable_index_routing",
-							 "Lets the planner route queries through index tables.",
-							 "Like enable_indexscan: off leaves only plain "
-							 "scans of the collections, for comparisons.",
-							 &idxtable_enable_index_routing,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("idxtable.enable_plain_scan",
-							 "Lets the planner choose plain scans of collections that have index tables.",
-							 "Like enable_seqscan: off makes them look very expensive, "
-							 "so that an index table is used wherever one applies.",
-							 &idxtable_enable_plain_scan,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("idxtable.enable_order_pushdown",
-							 "Lets the planner push ORDER BY, LIMIT and OFFSET down to MongoDB.",
-							 "Off sorts and limits in PostgreSQL, for comparisons.",
-							 &idxtable_enable_order_pushdown,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("idxtable.enable_bulk_write",
-							 "Writes a batch's facts and index entries in one bulkWrite command where MongoDB has it (8.0).",
-							 "Off writes one bulk per collection, as on older servers; "
-							 "those writes are retried after a lost reply in "
-							 "consistency mode ordered, a bulkWrite is not.",
-							 &idxtable_enable_bulk_write,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("idxtable.enable_aggregate_pushdown",
-							 "Lets the planner push aggregates and GROUP BY down to MongoDB.",
-							 "Off aggregates in PostgreSQL, for comparisons.",
-							 &idxtable_enable_aggregate_pushdown,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-	DefineCustomIntVariable("idxtable.unique_claim_timeout",
-							"Age after which an orphaned unique-key claim may be taken over.",
-							"In consistency mode 'ordered', a unique key's claim whose "
-							"fact lacks the key is taken over only when it is older "
-							"than this; a younger one may belong to a write in flight.",
-							&idx_unique_claim_timeout,
-							5000, 0, INT_MAX,
-							PGC_USERSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
+	idx_define_gucs();
 	idx_sync_define_gucs();
 	idx_sync_define_read_gucs();
 	MarkGUCPrefixReserved("idxtable");
@@ -190,6 +133,25 @@ idxtable_fdw_handler(PG_FUNCTION_ARGS)
 	routine->ExplainForeignModify = idxExplainForeignModify;
 
 	PG_RETURN_POINTER(routine);
+}
+
+/*
+ * Is foreign-data wrapper "fdwid" served by this library?  Its handler
+ * function is ours whatever the wrapper or the function is called in SQL,
+ * so the address of the function fmgr resolves is compared, not names.
+ * Index functions and the applier's hooks use this to recognise our
+ * foreign tables and servers.
+ */
+bool
+idx_fdw_is_ours(Oid fdwid)
+{
+	ForeignDataWrapper *fdw = GetForeignDataWrapper(fdwid);
+	FmgrInfo	handler;
+
+	if (!OidIsValid(fdw->fdwhandler))
+		return false;
+	fmgr_info(fdw->fdwhandler, &handler);
+	return handler.fn_addr == idxtable_fdw_handler;
 }
 
 /*

@@ -21,12 +21,6 @@
 #include "nodes/pathnodes.h"
 #include "utils/relcache.h"
 
-/* idxtable_fdw.c: the GUC idxtable.enable_index_routing */
-extern bool idxtable_enable_index_routing;
-extern bool idxtable_enable_plain_scan;
-extern bool idxtable_enable_order_pushdown;
-extern bool idxtable_enable_aggregate_pushdown;
-extern bool idxtable_enable_bulk_write;
 
 /* planner.c */
 extern void idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,

@@ -208,8 +208,7 @@ list_remote_collections(mongoc_client_t *client, const char *servername,
 
 	if (mongoc_cursor_error(cursor, &error))
 		idx_report_error(&error, servername,
-						 psprintf("listCollections on database \"%s\"",
-								  database_local));
+						 idx_op(IDX_OP_LIST_COLLECTIONS, NULL, database_local));
 	idx_release(owned_cursor);
 	idx_release(owned_db);
 	idx_release(owned_opts);
@@ -393,8 +392,7 @@ sample_collection_fields(mongoc_client_t *client, ForeignServer *server,
 
 	if (mongoc_cursor_error(cursor, &error))
 		idx_report_error(&error, server->servername,
-						 psprintf("aggregate on collection \"%s\" of database \"%s\"",
-								  coll->local, database_local));
+						 idx_op(IDX_OP_SAMPLE, coll->local, database_local));
 	for (i = 3; i >= 0; i--)
 		idx_release(owned[i]);
 

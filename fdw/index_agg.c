@@ -64,7 +64,7 @@
 #include "utils/syscache.h"
 
 #include "core/deparse.h"
-#include "idxtable_fdw.h"
+#include "core/guc.h"
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index_agg.h"

@@ -234,7 +234,7 @@ build_count_filter(IdxIndexAggScan *ia, bson_t *filter)
  */
 static bson_t *
 run_read(IdxScanState *state, const char *database, const bson_t *command,
-		 const char *what, IdxHandle **handle)
+		 const IdxOp *what, IdxHandle **handle)
 {
 	bson_t		opts = BSON_INITIALIZER;
 	bson_t		reply;
@@ -267,7 +267,7 @@ run_read(IdxScanState *state, const char *database, const bson_t *command,
  * first document of an aggregate's first batch (none: 0).
  */
 static int64
-reply_count(const bson_t *reply, bool aggregate, const char *what,
+reply_count(const bson_t *reply, bool aggregate, const IdxOp *what,
 			const char *servername)
 {
 	bson_iter_t iter;
@@ -299,8 +299,9 @@ reply_count(const bson_t *reply, bool aggregate, const char *what,
 bad:
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 errmsg("MongoDB server \"%s\" sent a reply without a count while %s",
-					servername, what)));
+			 errmsg("MongoDB server \"%s\" sent a reply without a count",
+					servername),
+			 idx_op_context(what)));
 	return 0;					/* keep compiler quiet */
 }
 
@@ -316,8 +317,7 @@ count_documents(IdxScanState *state, const char *database,
 	bson_t	   *command = bson_new();
 	IdxHandle  *owned = idx_own_bson(command);
 	bool		aggregate = idx_xact_client_busy(state->client);
-	char	   *what = psprintf("counting collection \"%s\" of database \"%s\"",
-								collection, database);
+	const IdxOp *what = idx_op(IDX_OP_COUNT, collection, database);
 	bson_t	   *reply;
 	IdxHandle  *reply_owned;
 	int64		n;

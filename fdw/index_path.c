@@ -57,7 +57,7 @@
 #include "utils/ruleutils.h"
 
 #include "core/deparse.h"
-#include "idxtable_fdw.h"
+#include "core/guc.h"
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index/index_owner.h"

@@ -60,6 +60,7 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/document.h"
+#include "core/guc.h"
 #include "core/handle.h"
 #include "core/mongo_limits.h"
 #include "core/option.h"
@@ -67,7 +68,6 @@
 #include "core/rowid.h"
 #include "core/shard_key.h"
 #include "core/xact.h"
-#include "idxtable_fdw.h"
 #include "index/index_catalog.h"
 #include "index/index_entry.h"
 #include "index/index_write.h"
@@ -342,27 +342,24 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 }
 
 /*
- * Is the scan of the target the subplan of the ModifyTable itself (no
- * join), so that its end is the end of the rows to write?
+ * Inserting into the facts of write "ms", for messages.
  */
-static bool
-scan_is_subplan(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+static const IdxOp *
+insert_what(IdxModifyState *ms)
 {
-	PlanState  *sub = outerPlanState(mtstate);
-
-	return sub != NULL && IsA(sub, ForeignScanState) &&
-		((Scan *) sub->plan)->scanrelid == rinfo->ri_RangeTableIndex;
+	return idx_op(IDX_OP_INSERT, ms->info->collection, ms->info->database);
 }
 
 static TupleTableSlot *run_step_flush(IdxModifyState *ms);
 
 /*
- * The scan of the target ended: write the last batch now, while the
- * executor can still take back the rows MongoDB did not match from its
- * count (modify_batch.c).
+ * The ModifyTable's subplan returned its last row: write the last batch
+ * now, while the executor can still take back the rows MongoDB did not
+ * match from its count (modify_batch.c), and before AFTER statement
+ * triggers or EXPLAIN ANALYZE look at what the statement did (rowid.h).
  */
 static void
-flush_at_scan_end(void *arg)
+flush_at_rows_end(void *arg)
 {
 	run_step_flush((IdxModifyState *) arg);
 }
@@ -382,9 +379,8 @@ idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	ms->may_repeat = boolVal(list_nth(fdw_private, IdxModPrivMayRepeat));
 	ms->can_set_tag = mtstate->canSetTag;
 	rinfo->ri_FdwState = ms;
-	if (ms->batch && scan_is_subplan(mtstate, rinfo))
-		idx_rowid_on_scan_end(ms->estate, rinfo->ri_RangeTableIndex,
-							  flush_at_scan_end, ms);
+	if (ms->batch)
+		idx_rowid_on_rows_end(outerPlanState(mtstate), flush_at_rows_end, ms);
 }
 
 void
@@ -659,8 +655,8 @@ remove_inserted(IdxModifyState *ms, bson_value_t *ids, bson_t **docs,
 	if (k > 0 && !mongoc_collection_delete_many(ms->facts, &filter, NULL,
 												&dreply, &derror))
 		idx_report_reply_error(&dreply, &derror, ms->server->servername,
-							   psprintf("removing the facts of a failed insert from collection \"%s\"",
-										ms->info->collection));
+							   idx_op(IDX_OP_UNDO_INSERT, ms->info->collection,
+									  ms->info->database));
 	if (k > 0)
 		bson_destroy(&dreply);
 	bson_destroy(&filter);
@@ -694,8 +690,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		for (i = 0; i < n; i++)
 			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 		idx_report_reply_error(reply, error, ms->server->servername,
-							   psprintf("inserting into collection \"%s\"",
-										ms->info->collection));
+							   insert_what(ms));
 	}
 	for (i = 0; i < nerr; i++)
 	{
@@ -723,8 +718,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 	if (nerr == 0 || i < nerr ||
 		mongoc_error_has_label(reply, "TransientTransactionError"))
 		idx_report_reply_error(reply, error, ms->server->servername,
-							   psprintf("inserting into collection \"%s\"",
-										ms->info->collection));
+							   insert_what(ms));
 
 	if (ms->ordered)
 	{
@@ -861,9 +855,7 @@ bulk_write_fact_failed(IdxModifyState *ms, IdxBulkWrite *bw,
 		if (!dup[i])
 			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 	}
-	idx_bulk_write_report(bw, failed,
-						  psprintf("inserting into collection \"%s\"",
-								   ms->info->collection));
+	idx_bulk_write_report(bw, failed, insert_what(ms));
 }
 
 /*
@@ -920,8 +912,7 @@ insert_rows_bulk_write(IdxModifyState *ms, TupleTableSlot **slots,
 	IdxBulkWriteError failed;
 	bool	   *dup = palloc0(sizeof(bool) * n);
 	bool		any_dup = false;
-	const char *what = psprintf("inserting into collection \"%s\"",
-								ms->info->collection);
+	const IdxOp *what = insert_what(ms);
 	int			first_fact;
 	int			from = 0;
 	int			i;
@@ -1096,9 +1087,9 @@ idx_modify_find_and_modify(IdxModifyState *ms,
 									  id, result);
 		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
-							   psprintf("%s a document of collection \"%s\"",
-										update ? "updating" : "deleting",
-										ms->info->collection));
+							   idx_op(update ? IDX_OP_UPDATE_ONE : IDX_OP_DELETE_ONE,
+									  ms->info->collection,
+									  ms->info->database));
 	}
 	result = reply_value(&reply);
 	bson_destroy(&reply);
@@ -1524,7 +1515,9 @@ idxExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 }
 
 /*
- * End of a write: write the last batch, then release everything.
+ * End of a write: release everything.  The last batch was written when
+ * the subplan's rows ended; one left here (a ModifyTable that never read
+ * its subplan to the end) is written before the state goes.
  */
 void
 idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
@@ -1535,7 +1528,7 @@ idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 		return;
 	if (ms->batch)
 	{
-		idx_rowid_on_scan_end(estate, rinfo->ri_RangeTableIndex, NULL, NULL);
+		idx_rowid_forget_rows_end(estate, ms);
 		run_step_flush(ms);
 	}
 	MemoryContextDelete(ms->cxt);
@@ -1559,7 +1552,9 @@ idxIsForeignRelUpdatable(Relation rel)
 
 /*
  * EXPLAIN: the index tables the write maintains, the consistency mode;
- * with ANALYZE what was written and how many round trips it took.
+ * with ANALYZE what was written and how many round trips it took.  It
+ * only reports: the last batch was written when the subplan's rows ended,
+ * inside ExecutorRun, so the counters are final when EXPLAIN prints them.
  */
 void
 idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
@@ -1597,9 +1592,6 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	{
 		uint64		written,
 					deleted;
-
-		if (ms->batch)			/* the last batch, before the counters */
-			run_step(ms, STEP_FLUSH, NULL, 0, NULL);
 
 		idx_writer_counters(ms->writer, &written, &deleted);
 		ExplainPropertyUInteger("Facts Written", NULL, ms->facts_written, es);

@@ -12,9 +12,8 @@
  * Row by row, an UPDATE costs a findAndModify per row, plus a bulk of new
  * entries and one of old entries per index whose entries change.  In
  * transaction mode, where the executor needs no row back (no RETURNING, no
- * row triggers, no WITH CHECK OPTION) and no AFTER statement trigger could
- * read the table before the statement ends, rows are instead collected
- * and written batch_size at a time, and at the end of the statement:
+ * row triggers, no WITH CHECK OPTION), rows are instead collected and
+ * written batch_size at a time, and at the end of the statement's rows:
  *
  *	1. the facts as MongoDB holds them, with one find {_id: {$in: [...]}}
  *	   in the transaction (projection: the columns entries are computed
@@ -46,9 +45,9 @@
  * UPDATE that assigns none of the indexed columns).  A row whose fact is
  * gone by step 1 (deleted by another transaction since the scan read it)
  * is skipped, and taken back from the executor's count (uncount_unmatched).
- * The last batch is written when the scan of the target ends, where it is
- * the plan's subplan, else when the statement ends (EndForeignModify), or
- * before EXPLAIN ANALYZE reports its counters.
+ * The last batch is written when the ModifyTable's subplan returns its last
+ * row (rowid.h), inside ExecutorRun: before the executor reports the row
+ * count, before AFTER statement triggers, before EXPLAIN ANALYZE prints.
  *
  *-------------------------------------------------------------------------
  */
@@ -72,6 +71,17 @@
 #include "index/index_entry.h"
 #include "modify_int.h"
 #include "scan.h"
+
+/*
+ * Writing the facts of a batch, for messages.
+ */
+static const IdxOp *
+batch_what(IdxModifyState *ms)
+{
+	return idx_op(ms->operation == CMD_DELETE ?
+				  IDX_OP_DELETE_ROWS : IDX_OP_UPDATE_ROWS,
+				  ms->info->collection, ms->info->database);
+}
 
 /*
  * One row of a batch.
@@ -110,11 +120,13 @@ idx_modify_batch_wanted(IdxModifyState *ms, ResultRelInfo *rinfo)
 		return false;
 	if (rinfo->ri_WithCheckOptions != NIL)
 		return false;
-	/* row triggers need each row; AFTER statement triggers run before End */
+	/*
+	 * Row triggers need each row.  AFTER statement triggers run after the
+	 * last batch (ExecutorFinish; the batch is written when the subplan's
+	 * rows end), so they do not stop batches.
+	 */
 	if (trig && (trig->trig_update_before_row || trig->trig_update_after_row ||
-				 trig->trig_delete_before_row || trig->trig_delete_after_row ||
-				 trig->trig_update_after_statement ||
-				 trig->trig_delete_after_statement))
+				 trig->trig_delete_before_row || trig->trig_delete_after_row))
 		return false;
 	return true;
 }
@@ -437,10 +449,7 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 
 		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
-							   psprintf("%s documents of collection \"%s\"",
-										ms->operation == CMD_DELETE ?
-										"deleting" : "updating",
-										ms->info->collection));
+							   batch_what(ms));
 	}
 	if (bson_iter_init_find(&iter, &reply,
 							ms->operation == CMD_DELETE ? "nRemoved" : "nMatched") &&
@@ -527,10 +536,7 @@ write_bulk_write(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	IdxBulkWrite *bw = idx_bulk_write_create(ms->client,
 											 ms->server->servername);
 	IdxBulkWriteError failed;
-	const char *what = psprintf("%s documents of collection \"%s\"",
-								ms->operation == CMD_DELETE ?
-								"deleting" : "updating",
-								ms->info->collection);
+	const IdxOp *what = batch_what(ms);
 	int64		written = 0;
 	int			from = 0;
 	int			i;

@@ -203,8 +203,8 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 		if (ms->eventual && error.code == 11000)
 			return;				/* not deleted: nothing to restore */
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
-							   psprintf("restoring a document of collection \"%s\"",
-										ms->info->collection));
+							   idx_op(IDX_OP_UNDO_WRITE, ms->info->collection,
+									  ms->info->database));
 	}
 	bson_destroy(&reply);
 }
@@ -303,11 +303,14 @@ undo_in_subtransaction(IdxModifyState *ms)
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
 		idx_writer_reset(ms->writer);
+		/* the undo's own error, whole (detail, hint, context), as a WARNING */
+		edata->elevel = WARNING;
+		ThrowErrorData(edata);
 		ereport(WARNING,
 				(errmsg("could not undo the writes of the failed statement to foreign table \"%s\"",
 						ms->info->relname),
-				 errdetail("%d of the %d rows the statement wrote remain as written, after this error while undoing them: %s",
-						   left, total, edata->message),
+				 errdetail("%d of the %d rows the statement wrote remain as written after the error above.",
+						   left, total),
 				 errhint("idxtable.verify_index() and idxtable.repair_index() check and fix the table's indexes.")));
 		FreeErrorData(edata);
 		ok = false;

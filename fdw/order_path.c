@@ -35,7 +35,7 @@
 #include "utils/typcache.h"
 
 #include "core/deparse.h"
-#include "idxtable_fdw.h"
+#include "core/guc.h"
 #include "order.h"
 #include "upper.h"
 

@@ -22,7 +22,6 @@
 #include "catalog/pg_type.h"
 #include "utils/float.h"
 
-#include "idxtable_fdw.h"
 #include "order.h"
 
 /*

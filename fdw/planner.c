@@ -36,6 +36,7 @@
 #include "optimizer/restrictinfo.h"
 
 #include "core/deparse.h"
+#include "core/guc.h"
 #include "core/option.h"
 #include "core/table_size.h"
 #include "idxtable_fdw.h"

@@ -306,11 +306,10 @@ scan_collation(IdxScanState *state, const bson_t *filter)
 /*
  * What a failed read was doing, for messages.
  */
-char *
+const IdxOp *
 idx_reading_what(const char *collection, const char *database)
 {
-	return psprintf("reading collection \"%s\" of database \"%s\"",
-					collection, database);
+	return idx_op(IDX_OP_READ, collection, database);
 }
 
 /*
@@ -364,18 +363,12 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
- * Return the next row, or an empty slot at the end; at the end of a scan
- * of an UPDATE's or DELETE's target, tell the write (rowid.h).
+ * Return the next row, or an empty slot at the end.
  */
 TupleTableSlot *
 idxIterateForeignScan(ForeignScanState *node)
 {
-	IdxScanState *state = (IdxScanState *) node->fdw_state;
-	TupleTableSlot *slot = iterate(node);
-
-	if (state->keep_ids && TupIsNull(slot))
-		idx_rowid_scan_end(node);
-	return slot;
+	return iterate(node);
 }
 
 /*

@@ -26,6 +26,7 @@
 #include "core/convert.h"
 #include "core/deparse.h"
 #include "core/option.h"
+#include "core/remote_error.h"
 
 /*
  * Execution state of one scan.
@@ -108,8 +109,9 @@ extern void idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
 									Bitmapset *attrs_used, int batch_size,
 									const bson_t *collation);
 
-/* "reading collection "x" of database "y"", for messages */
-extern char *idx_reading_what(const char *collection, const char *database);
+/* Reading collection "collection" of "database", for messages */
+extern const IdxOp *idx_reading_what(const char *collection,
+									 const char *database);
 
 /*
  * index_scan.c: the index part of a scan.  begin sets state->index;

@@ -16,7 +16,6 @@
 
 #include "optimizer/pathnode.h"
 
-#include "idxtable_fdw.h"
 #include "order.h"
 #include "upper.h"
 

@@ -111,6 +111,45 @@ DROP TRIGGER acct_after_update ON acct;
 DROP FUNCTION acct_tmp_count();
 DELETE FROM acct WHERE _id = 't3';
 
+-- EXPLAIN ANALYZE only reports: a batch is written when the subplan's rows
+-- end, so the counters are final when EXPLAIN prints them, and an AFTER
+-- statement trigger sees the rows; also where the target's rows come out
+-- of a hash join after its scan has ended
+CREATE FUNCTION acct_ex_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE '% rows in ExA, % rows in ExB',
+    (SELECT count(*) FROM acct WHERE town = 'ExA'),
+    (SELECT count(*) FROM acct WHERE town = 'ExB');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER acct_ex_update AFTER UPDATE ON acct
+  FOR EACH STATEMENT EXECUTE FUNCTION acct_ex_count();
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  INSERT INTO acct SELECT 'e' || g, 'ex' || g, 'ExA', '{e}', g
+  FROM generate_series(1, 5) g;
+SELECT count(*) FROM acct WHERE town = 'ExA';
+SET enable_nestloop = off;
+SET enable_mergejoin = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  UPDATE acct SET town = 'ExB' FROM generate_series(1, 4) g
+  WHERE acct._id = 'e' || g AND acct.town = 'ExA';
+RESET enable_nestloop;
+RESET enable_mergejoin;
+SELECT _id, town FROM acct WHERE town IN ('ExA', 'ExB') ORDER BY _id;
+DO $$
+DECLARE
+  n bigint;
+BEGIN
+  UPDATE acct SET town = 'ExA' WHERE town = 'ExB';
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RAISE NOTICE 'updated % rows', n;
+END $$;
+DROP TRIGGER acct_ex_update ON acct;
+DROP FUNCTION acct_ex_count();
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  DELETE FROM acct WHERE town = 'ExA';
+SELECT count(*) FROM acct WHERE town = 'ExA' OR _id LIKE 'e_';
+
 -- batched INSERT ... SELECT and COPY
 ALTER FOREIGN TABLE acct OPTIONS (ADD batch_size '4');
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)

@@ -67,7 +67,7 @@ static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void run_command_at(mongoc_client_t *client, const char *server,
 						   const char *database, const bson_t *command,
 						   const mongoc_read_prefs_t *read_prefs,
-						   bson_t *reply, const char *what);
+						   bson_t *reply, const IdxOp *what);
 
 /*
  * APM hook: count every command libmongoc sends (find, getMore, ...) for
@@ -217,7 +217,7 @@ connect_client(ForeignServer *server, UserMapping *user)
 	{
 		idx_stream_client_destroy(client);
 		idx_report_error(&error, server->servername,
-						 "connecting to the server");
+						 idx_op(IDX_OP_CONNECT, NULL, NULL));
 	}
 	return client;
 }
@@ -491,7 +491,7 @@ idx_disconnect_all(void)
 void
 idx_run_command(mongoc_client_t *client, const char *server,
 				const char *database, const bson_t *command, bson_t *reply,
-				const char *what)
+				const IdxOp *what)
 {
 	run_command_at(client, server, database, command, NULL, reply, what);
 }
@@ -503,7 +503,7 @@ static void
 run_command_at(mongoc_client_t *client, const char *server,
 			   const char *database, const bson_t *command,
 			   const mongoc_read_prefs_t *read_prefs, bson_t *reply,
-			   const char *what)
+			   const IdxOp *what)
 {
 	bson_error_t error;
 
@@ -546,8 +546,7 @@ idx_count_documents_at(mongoc_client_t *client, const char *server,
 
 	BSON_APPEND_UTF8(command, "count", collection);
 	run_command_at(client, server, database, command, read_prefs, &reply,
-				   psprintf("counting the documents of collection \"%s\" of database \"%s\"",
-							collection, database));
+				   idx_op(IDX_OP_COUNT, collection, database));
 	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "n") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))

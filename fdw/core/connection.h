@@ -50,7 +50,7 @@ extern mongoc_client_t *idx_connect_private(ForeignServer *server,
  */
 extern void idx_run_command(mongoc_client_t *client, const char *server,
 							const char *database, const bson_t *command,
-							bson_t *reply, const char *what);
+							bson_t *reply, const IdxOp *what);
 
 /* Metadata count of a collection's documents (0: unknown), on the primary */
 extern int64 idx_count_documents(mongoc_client_t *client, const char *server,

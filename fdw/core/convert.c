@@ -126,6 +126,67 @@ idx_report_wrong_type(const IdxColumnConv *conv, const IdxConvSource *src,
 }
 
 /*
+ * A BSON string that is not valid UTF-8 or holds a zero byte, which no
+ * PostgreSQL text can hold.
+ */
+void
+idx_report_bad_string(const IdxColumnConv *conv, const IdxConvSource *src)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("cannot convert BSON string with invalid UTF-8 or a zero byte to %s for column \"%s\"",
+					format_type_be(conv->typid), conv->colname),
+			 errdetail_source(src)));
+}
+
+/*
+ * A BSON binary of a subtype or length the column does not accept.
+ */
+void
+idx_report_wrong_binary(const IdxColumnConv *conv, const IdxConvSource *src,
+						bson_subtype_t subtype, uint32 len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("cannot convert BSON binary (subtype %d, %u bytes) to %s for column \"%s\"",
+					(int) subtype, len, format_type_be(conv->typid),
+					conv->colname),
+			 errdetail_source(src)));
+}
+
+/*
+ * A BSON binary longer than a datum of the column's type can be.
+ */
+void
+idx_report_binary_too_long(const IdxColumnConv *conv,
+						   const IdxConvSource *src, uint32 len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("BSON binary of %u bytes in column \"%s\" is too long for type %s",
+					len, conv->colname, format_type_be(conv->typid)),
+			 errdetail_source(src)));
+}
+
+/*
+ * A BSON number that has no form in the column's type (a NaN or an
+ * infinity in json): "value" is its text.
+ */
+void
+idx_report_wrong_number(const IdxColumnConv *conv, const IdxConvSource *src,
+						bson_type_t bsontype, const char *value)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 bsontype == BSON_TYPE_DECIMAL128
+			 ? errmsg("cannot convert BSON decimal128 %s to %s for column \"%s\"",
+					  value, format_type_be(conv->typid), conv->colname)
+			 : errmsg("cannot convert BSON double %s to %s for column \"%s\"",
+					  value, format_type_be(conv->typid), conv->colname),
+			 errdetail_source(src)));
+}
+
+/*
  * The BSON value has an acceptable type but does not fit the column's range.
  */
 void
@@ -282,7 +343,7 @@ utf8_to_server_checked(const char *str, uint32 len, const IdxColumnConv *conv,
 	if (len > (uint32) PG_INT32_MAX ||
 		(!is_plain_ascii(str, len) &&
 		 !pg_verify_mbstr(PG_UTF8, str, (int) len, true)))
-		idx_report_wrong_type(conv, src, "string with invalid UTF-8 or a zero byte");
+		idx_report_bad_string(conv, src);
 
 	if (database_is_utf8())
 		return unconstify(char *, str);
@@ -696,15 +757,6 @@ date_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 }
 
 /*
- * Describe a binary value for messages: "binary (subtype 0, 12 bytes)".
- */
-char *
-idx_describe_binary(bson_subtype_t subtype, uint32 len)
-{
-	return psprintf("binary (subtype %d, %u bytes)", (int) subtype, len);
-}
-
-/*
  * uuid: binary subtype 4 of 16 bytes.  The legacy subtype 3 has
  * driver-specific byte orders (Java and C# drivers swap bytes), so it is a
  * wrong type like any other binary.
@@ -722,7 +774,7 @@ uuid_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 
 	bson_iter_binary(iter, &subtype, &len, &data);
 	if (subtype != BSON_SUBTYPE_UUID || len != UUID_LEN)
-		idx_report_wrong_type(conv, src, idx_describe_binary(subtype, len));
+		idx_report_wrong_binary(conv, src, subtype, len);
 
 	uuid = (pg_uuid_t *) palloc(sizeof(pg_uuid_t));
 	memcpy(uuid->data, data, UUID_LEN);
@@ -745,7 +797,7 @@ bytea_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 
 	bson_iter_binary(iter, &subtype, &len, &data);
 	if (len > MaxAllocSize - VARHDRSZ)
-		idx_report_out_of_range(conv, src, idx_describe_binary(subtype, len));
+		idx_report_binary_too_long(conv, src, len);
 	result = (bytea *) palloc(VARHDRSZ + len);
 	SET_VARSIZE(result, VARHDRSZ + len);
 	memcpy(VARDATA(result), data, len);

@@ -206,7 +206,7 @@ json_append_value(StringInfo buf, const bson_iter_t *iter,
 
 				idx_format_double(d, tmp);
 				if (isnan(d) || isinf(d))
-					idx_report_wrong_type(conv, src, psprintf("double %s", tmp));
+					idx_report_wrong_number(conv, src, BSON_TYPE_DOUBLE, tmp);
 				appendStringInfoString(buf, tmp);
 			}
 			break;
@@ -218,7 +218,8 @@ json_append_value(StringInfo buf, const bson_iter_t *iter,
 					idx_report_corrupt(conv, src);
 				bson_decimal128_to_string(&dec, tmp);
 				if (!IsValidJsonNumber(tmp, strlen(tmp)))
-					idx_report_wrong_type(conv, src, psprintf("decimal128 %s", tmp));
+					idx_report_wrong_number(conv, src, BSON_TYPE_DECIMAL128,
+											tmp);
 				appendStringInfoString(buf, tmp);
 			}
 			break;
@@ -246,7 +247,7 @@ json_append_value(StringInfo buf, const bson_iter_t *iter,
 
 				bson_iter_binary(iter, &subtype, &len, &data);
 				if (len > (MaxAllocSize / 4) * 3 - 3)
-					idx_report_out_of_range(conv, src, idx_describe_binary(subtype, len));
+					idx_report_binary_too_long(conv, src, len);
 				b64 = palloc(pg_b64_enc_len((int) len) + 1);
 				b64len = pg_b64_encode((const char *) data, (int) len, b64,
 									   pg_b64_enc_len((int) len));

@@ -62,6 +62,19 @@ extern void idx_report_out_of_range(const IdxColumnConv *conv,
 								const char *value) pg_attribute_noreturn();
 extern void idx_report_corrupt(const IdxColumnConv *conv,
 						   const IdxConvSource *src) pg_attribute_noreturn();
+extern void idx_report_bad_string(const IdxColumnConv *conv,
+								  const IdxConvSource *src) pg_attribute_noreturn();
+extern void idx_report_wrong_binary(const IdxColumnConv *conv,
+									const IdxConvSource *src,
+									bson_subtype_t subtype,
+									uint32 len) pg_attribute_noreturn();
+extern void idx_report_binary_too_long(const IdxColumnConv *conv,
+									   const IdxConvSource *src,
+									   uint32 len) pg_attribute_noreturn();
+extern void idx_report_wrong_number(const IdxColumnConv *conv,
+									const IdxConvSource *src,
+									bson_type_t bsontype,
+									const char *value) pg_attribute_noreturn();
 
 /* Call conv's type input function with conv's typmod */
 extern Datum idx_call_input_function(const IdxColumnConv *conv,
@@ -77,8 +90,5 @@ extern char *idx_format_double(double value, char *buf);
 
 /* Relaxed extended JSON of one BSON value (palloc'd), NULL if unprintable */
 extern char *idx_value_as_relaxed_json(const bson_iter_t *iter);
-
-/* "binary (subtype N, M bytes)", for messages */
-extern char *idx_describe_binary(bson_subtype_t subtype, uint32 len);
 
 #endif							/* IDXTABLE_CONVERT_JSON_H */

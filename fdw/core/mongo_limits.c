@@ -48,6 +48,7 @@
 
 #include "core/connection.h"
 #include "core/mongo_limits.h"
+#include "core/remote_error.h"
 #include "core/xact.h"
 
 /* mongod's default transactionLifetimeLimitSeconds */
@@ -148,16 +149,17 @@ lifetime_passed(const char *server, long *age, int *lifetime)
 static void
 pg_attribute_noreturn()
 report_lifetime(const bson_error_t *error, const char *server,
-				const char *what, long age, int lifetime)
+				const IdxOp *what, long age, int lifetime)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			 errmsg("the MongoDB transaction on server \"%s\" ran longer than the server allows, and was aborted while %s",
-					server, what),
+			 errmsg("the MongoDB transaction on server \"%s\" ran longer than the server allows, and was aborted",
+					server),
 			 errdetail("MongoDB aborts a transaction %d seconds after its start (transactionLifetimeLimitSeconds); this one had been open for %ld seconds.  MongoDB error %u: %s",
 					   lifetime, age, error->code,
 					   idx_scrub_message(error->message)),
-			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to 'ordered' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction.")));
+			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to 'ordered' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction."),
+			 idx_op_context(what)));
 }
 
 /*
@@ -165,15 +167,16 @@ report_lifetime(const bson_error_t *error, const char *server,
  */
 static void
 pg_attribute_noreturn()
-report_size(const bson_error_t *error, const char *server, const char *what)
+report_size(const bson_error_t *error, const char *server, const IdxOp *what)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			 errmsg("the MongoDB transaction on server \"%s\" is too large for the server, and was aborted while %s",
-					server, what),
+			 errmsg("the MongoDB transaction on server \"%s\" is too large for the server, and was aborted",
+					server),
 			 errdetail("MongoDB limits how much a transaction may write before it commits (the storage engine's cache).  MongoDB error %u: %s",
 					   error->code, idx_scrub_message(error->message)),
-			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to 'ordered' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction.")));
+			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to 'ordered' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction."),
+			 idx_op_context(what)));
 }
 
 /*
@@ -203,15 +206,16 @@ idx_write_concern_unsatisfiable(const bson_error_t *error)
 static void
 pg_attribute_noreturn()
 report_write_concern(const bson_error_t *error, const char *server,
-					 const char *what)
+					 const IdxOp *what)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
-			 errmsg("MongoDB did not acknowledge a write on server \"%s\" as the write concern asks, while %s",
-					server, what),
+			 errmsg("MongoDB did not acknowledge a write on server \"%s\" as the write concern asks",
+					server),
 			 errdetail("The write was made on the primary, but a failover may still roll it back.  MongoDB write concern error %u: %s",
 					   error->code, idx_scrub_message(error->message)),
-			 errhint("Check the health of the replica set and the w option of the server's uri.  A statement on a table in ordered mode undoes its writes.")));
+			 errhint("Check the health of the replica set and the w option of the server's uri.  A statement on a table in ordered mode undoes its writes."),
+			 idx_op_context(what)));
 }
 
 /*
@@ -220,7 +224,7 @@ report_write_concern(const bson_error_t *error, const char *server,
  */
 void
 idx_limits_check_error(const bson_error_t *error, const char *server,
-					   const char *what)
+					   const IdxOp *what)
 {
 	long		age = 0;
 	int			lifetime = IDX_DEFAULT_TXN_LIFETIME;

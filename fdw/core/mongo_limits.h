@@ -17,6 +17,8 @@
 
 #include <mongoc/mongoc.h>
 
+#include "core/remote_error.h"
+
 /*
  * The most bytes of values one {$in: [...]} list the FDW builds may hold
  * before it is cut into another command.  A command document may not pass
@@ -35,7 +37,7 @@
  * Returns if the error is none of these.
  */
 extern void idx_limits_check_error(const bson_error_t *error,
-								   const char *server, const char *what);
+								   const char *server, const IdxOp *what);
 
 /* Is this a writeConcernError (the write was made, not acknowledged)? */
 extern bool idx_is_write_concern_error(const bson_error_t *error);

@@ -12,7 +12,8 @@
  * libmongoc's messages are never passed through as they are: the primary
  * message is ours and names the foreign server; the server's own message
  * goes into the detail with anything that looks like a connection string
- * removed, so credentials cannot leak.  The SQLSTATE comes from the error
+ * removed, so credentials cannot leak.  What the FDW was doing is the
+ * CONTEXT line, one whole sentence per kind of operation (IdxOp).  The SQLSTATE comes from the error
  * domain and code (class 08 for connections, 23505 for duplicate keys,
  * 57014 for interruptions, 40001 for transactions MongoDB aborted, ...).
  *
@@ -25,6 +26,111 @@
 #include "core/mongo_limits.h"
 #include "core/remote_error.h"
 #include "core/stream.h"
+
+/*
+ * An IdxOp naming "object" in "container", in the current memory context.
+ */
+const IdxOp *
+idx_op(IdxOpKind kind, const char *object, const char *container)
+{
+	IdxOp	   *op = palloc(sizeof(IdxOp));
+
+	op->kind = kind;
+	op->object = object;
+	op->container = container;
+	return op;
+}
+
+/*
+ * The CONTEXT line of an error about operation "what": a sentence of its
+ * own for each kind, so that each can be translated whole.  Called inside
+ * an ereport(); returns 0 as the errxxx() functions do.
+ */
+int
+idx_op_context(const IdxOp *what)
+{
+	const char *o = what->object;
+	const char *c = what->container;
+
+	switch (what->kind)
+	{
+		case IDX_OP_CONNECT:
+			return errcontext("while connecting to the server");
+		case IDX_OP_SELECT_SERVER:
+			return errcontext("while selecting a server for writes");
+		case IDX_OP_START_SESSION:
+			return errcontext("while starting a session");
+		case IDX_OP_START_XACT:
+			return errcontext("while starting a transaction");
+		case IDX_OP_JOIN_XACT:
+			return errcontext("while joining the transaction");
+		case IDX_OP_COMMIT_XACT:
+			return errcontext("while committing the transaction");
+		case IDX_OP_WRITE_XACT_MARKER:
+			return errcontext("while writing the transaction's marker for the change-stream applier");
+		case IDX_OP_CLUSTER_TIME:
+			return errcontext("while reading the cluster time of the server");
+		case IDX_OP_LIST_COLLECTIONS:
+			return errcontext("while listing the collections of database \"%s\"", c);
+		case IDX_OP_READ:
+			return errcontext("while reading collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_COUNT:
+			return errcontext("while counting the documents of collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_SAMPLE:
+			return errcontext("while sampling collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_INSERT:
+			return errcontext("while inserting into collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_UPDATE_ROWS:
+			return errcontext("while updating documents of collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_DELETE_ROWS:
+			return errcontext("while deleting documents of collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_UPDATE_ONE:
+			return errcontext("while updating a document of collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_DELETE_ONE:
+			return errcontext("while deleting a document of collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_UNDO_INSERT:
+			return errcontext("while removing the documents of a failed insert from collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_UNDO_WRITE:
+			return errcontext("while restoring a document of collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_CREATE_INDEX_COLL:
+			return errcontext("while creating index collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_DROP_INDEX_COLL:
+			return errcontext("while dropping index collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_CREATE_LOOKUP:
+			return errcontext("while creating the lookup index of index collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_BUILD_INDEX:
+			return errcontext("while building index collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_VERIFY_INDEX:
+			return errcontext("while verifying index collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_REPAIR_INDEX:
+			return errcontext("while repairing index collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_WRITE_INDEX:
+			return errcontext("while writing index collection \"%s\" of index \"%s\"", o, c);
+		case IDX_OP_WRITE_INDEXES:
+			return errcontext("while writing the index collections");
+		case IDX_OP_CHECK_ENTRY:
+			return errcontext("while checking an entry of index \"%s\"", o);
+		case IDX_OP_FIND_INDEX_COLL:
+			return errcontext("while looking for index collection \"%s\"", o);
+		case IDX_OP_READ_OWNER:
+			return errcontext("while reading the ownership marker of index collection \"%s\"", o);
+		case IDX_OP_WRITE_OWNER:
+			return errcontext("while writing the ownership marker of index collection \"%s\"", o);
+		case IDX_OP_TAKE_OWNER:
+			return errcontext("while taking over the ownership marker of index collection \"%s\"", o);
+		case IDX_OP_READ_OWNERS:
+			return errcontext("while reading the ownership markers of the indexes of foreign table \"%s\"", o);
+		case IDX_OP_FOLLOW_STREAM:
+			return errcontext("while following the change stream of database \"%s\"", c);
+		case IDX_OP_READ_STREAM_POS:
+			return errcontext("while reading the position of the change stream");
+		case IDX_OP_STORE_STREAM_POS:
+			return errcontext("while storing the position of the change stream");
+		case IDX_OP_HEARTBEAT:
+			return errcontext("while writing a heartbeat of the change stream");
+	}
+	return 0;
+}
 
 /*
  * Remove anything that looks like a connection string from a libmongoc
@@ -102,28 +208,32 @@ error_sqlstate(const bson_error_t *error, bool connecting)
  */
 void
 idx_report_error(const bson_error_t *error, const char *server,
-				 const char *what)
+				 const IdxOp *what)
 {
-	bool		connecting = strcmp(what, "connecting to the server") == 0;
+	bool		connecting = (what->kind == IDX_OP_CONNECT);
 	char	   *detail;
 
 	idx_stream_raise_failure(server);	/* a cancel or malformed reply */
 	idx_limits_check_error(error, server, what);	/* lifetime, size, w */
 	detail = idx_scrub_message(error->message);
 
+	if (is_connection_error(error) && connecting)
+		ereport(ERROR,
+				(errcode(error_sqlstate(error, true)),
+				 errmsg("could not connect to server \"%s\"", server),
+				 errdetail("MongoDB: %s", detail)));
 	if (is_connection_error(error))
 		ereport(ERROR,
-				(errcode(error_sqlstate(error, connecting)),
-				 connecting
-				 ? errmsg("could not connect to server \"%s\"", server)
-				 : errmsg("lost connection to server \"%s\" while %s",
-						  server, what),
-				 errdetail("MongoDB: %s", detail)));
+				(errcode(error_sqlstate(error, false)),
+				 errmsg("lost connection to server \"%s\"", server),
+				 errdetail("MongoDB: %s", detail),
+				 idx_op_context(what)));
 
 	ereport(ERROR,
 			(errcode(error_sqlstate(error, false)),
-			 errmsg("MongoDB error on server \"%s\" while %s", server, what),
-			 errdetail("MongoDB error %u: %s", error->code, detail)));
+			 errmsg("MongoDB error on server \"%s\"", server),
+			 errdetail("MongoDB error %u: %s", error->code, detail),
+			 idx_op_context(what)));
 }
 
 /*
@@ -152,7 +262,7 @@ idx_merge_reply_error(bson_error_t *error, const bson_t *reply)
  */
 void
 idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
-					   const char *server, const char *what)
+					   const char *server, const IdxOp *what)
 {
 	bson_error_t copy = *error;
 
@@ -163,11 +273,12 @@ idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
 				  (copy.domain == MONGOC_ERROR_SERVER && copy.code == 251)))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("MongoDB aborted the transaction on server \"%s\" while %s",
-						server, what),
+				 errmsg("MongoDB aborted the transaction on server \"%s\"",
+						server),
 				 errdetail("MongoDB error %u: %s", copy.code,
 						   idx_scrub_message(copy.message)),
-				 errhint("The transaction can be retried.")));
+				 errhint("The transaction can be retried."),
+				 idx_op_context(what)));
 	idx_report_error(&copy, server, what);
 }
 
@@ -177,7 +288,7 @@ idx_report_reply_error(const bson_t *reply, const bson_error_t *error,
  */
 void
 idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
-						const char *what)
+						const IdxOp *what)
 {
 	const bson_t *reply = NULL;
 	bson_error_t error;

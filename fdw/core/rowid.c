@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include "executor/executor.h"
 #include "storage/itemptr.h"
 #include "utils/memutils.h"
 
@@ -37,16 +38,18 @@ typedef struct RowIdStore
 	uint64		cap;
 	struct RowIdStore *next;
 	MemoryContextCallback forget_cb;
-	List	   *scan_ends;		/* ScanEnd *, in cxt */
+	List	   *rows_ends;		/* RowsEnd *, in cxt */
 } RowIdStore;
 
-/* What to do when the scan of a target ends */
-typedef struct ScanEnd
+/* What to do when the subplan of a ModifyTable returns its last row */
+typedef struct RowsEnd
 {
-	Index		scanrelid;
-	IdxScanEndFn fn;
+	PlanState  *subplan;
+	ExecProcNodeMtd real;		/* the subplan's own function, kept by the
+								 * first registration for it */
+	IdxRowsEndFn fn;			/* NULL once its write has ended */
 	void	   *arg;
-} ScanEnd;
+} RowsEnd;
 
 /* The live stores (few: one per executor state that has kept an _id) */
 static RowIdStore *stores = NULL;
@@ -204,58 +207,91 @@ idx_rowid_lookup(EState *estate, ItemPointer tid, bson_value_t *id)
 }
 
 /*
- * Register (or, with fn NULL, clear) what to do when the scan of target
- * "scanrelid" ends (see rowid.h).
+ * The function the executor calls for a ModifyTable's subplan that has an
+ * end registered: the subplan's own function, then, when it returns no
+ * row, what was registered for that end.
  */
-void
-idx_rowid_on_scan_end(EState *estate, Index scanrelid, IdxScanEndFn fn,
-					  void *arg)
+static TupleTableSlot *
+exec_until_rows_end(PlanState *node)
 {
-	RowIdStore *s = get_store(estate, fn != NULL);
+	RowIdStore *s = get_store(node->state, false);
+	ExecProcNodeMtd real = NULL;
+	TupleTableSlot *slot;
 	ListCell   *lc;
-	ScanEnd    *end;
-	MemoryContext oldcxt;
 
-	if (s == NULL)
-		return;
-	foreach(lc, s->scan_ends)
+	if (s != NULL)
 	{
-		end = lfirst(lc);
-		if (end->scanrelid == scanrelid)
+		foreach(lc, s->rows_ends)
 		{
-			end->fn = fn;
-			end->arg = arg;
-			return;
+			RowsEnd    *end = lfirst(lc);
+
+			if (end->subplan == node && end->real != NULL)
+			{
+				real = end->real;
+				break;
+			}
 		}
 	}
-	if (fn == NULL)
-		return;
+	if (real == NULL)
+		elog(ERROR, "lost the executor function of a ModifyTable's subplan");
+	slot = real(node);
+	if (TupIsNull(slot))
+	{
+		foreach(lc, s->rows_ends)
+		{
+			RowsEnd    *end = lfirst(lc);
+
+			if (end->subplan == node && end->fn != NULL)
+				end->fn(end->arg);
+		}
+	}
+	return slot;
+}
+
+/*
+ * Register what to do when "subplan", the subplan of a ModifyTable,
+ * returns its last row (see rowid.h).  The first registration for a
+ * subplan puts exec_until_rows_end() in place of its function, with
+ * ExecSetExecProcNode() as the executor itself sets it, so that
+ * instrumentation (EXPLAIN ANALYZE) still wraps the whole.
+ */
+void
+idx_rowid_on_rows_end(PlanState *subplan, IdxRowsEndFn fn, void *arg)
+{
+	RowIdStore *s = get_store(subplan->state, true);
+	RowsEnd    *end;
+	MemoryContext oldcxt;
+
 	oldcxt = MemoryContextSwitchTo(s->cxt);
-	end = palloc(sizeof(ScanEnd));
-	end->scanrelid = scanrelid;
+	end = palloc0(sizeof(RowsEnd));
+	end->subplan = subplan;
 	end->fn = fn;
 	end->arg = arg;
-	s->scan_ends = lappend(s->scan_ends, end);
+	if (subplan->ExecProcNodeReal != exec_until_rows_end)
+	{
+		end->real = subplan->ExecProcNodeReal;
+		ExecSetExecProcNode(subplan, exec_until_rows_end);
+	}
+	s->rows_ends = lappend(s->rows_ends, end);
 	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
- * A scan of a target returned its last row: run what was registered.
+ * Forget what was registered with "arg": its write has ended.
  */
 void
-idx_rowid_scan_end(ForeignScanState *node)
+idx_rowid_forget_rows_end(EState *estate, void *arg)
 {
-	RowIdStore *s = get_store(node->ss.ps.state, false);
-	Index		scanrelid = ((Scan *) node->ss.ps.plan)->scanrelid;
+	RowIdStore *s = get_store(estate, false);
 	ListCell   *lc;
 
 	if (s == NULL)
 		return;
-	foreach(lc, s->scan_ends)
+	foreach(lc, s->rows_ends)
 	{
-		ScanEnd    *end = lfirst(lc);
+		RowsEnd    *end = lfirst(lc);
 
-		if (end->scanrelid == scanrelid && end->fn != NULL)
-			end->fn(end->arg);
+		if (end->arg == arg)
+			end->fn = NULL;
 	}
 }

@@ -55,14 +55,16 @@ extern bool idx_rowid_lookup(EState *estate, ItemPointer tid,
 							 bson_value_t *id);
 
 /*
- * The end of a scan of the target: an UPDATE or DELETE in batches whose
- * subplan is that scan itself writes its last batch when the scan ends
- * (before the executor reports the row count), through "fn".  Registered
- * per executor state and range table index; fn NULL unregisters.
+ * The end of the rows a ModifyTable writes: an UPDATE or DELETE in batches
+ * writes its last batch when the ModifyTable's subplan (a scan of the
+ * target, a join, an Append of partitions) returns its last row, through
+ * "fn".  That is inside ExecutorRun, before the executor reports the row
+ * count, before AFTER statement triggers run (ExecutorFinish) and before
+ * EXPLAIN ANALYZE prints the plan.  "forget" stops the calls for "arg".
  */
-typedef void (*IdxScanEndFn) (void *arg);
-extern void idx_rowid_on_scan_end(EState *estate, Index scanrelid,
-								  IdxScanEndFn fn, void *arg);
-extern void idx_rowid_scan_end(ForeignScanState *node);
+typedef void (*IdxRowsEndFn) (void *arg);
+extern void idx_rowid_on_rows_end(PlanState *subplan, IdxRowsEndFn fn,
+								  void *arg);
+extern void idx_rowid_forget_rows_end(EState *estate, void *arg);
 
 #endif							/* IDXTABLE_ROWID_H */

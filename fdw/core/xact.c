@@ -78,7 +78,8 @@ server_supports_transactions(mongoc_client_t *client, const char *servername)
 
 	sd = mongoc_client_select_server(client, true, NULL, &error);
 	if (sd == NULL)
-		idx_report_error(&error, servername, "selecting a server for writes");
+		idx_report_error(&error, servername,
+						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
 	type = mongoc_server_description_type(sd);
 	hello = mongoc_server_description_hello_response(sd);
 	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
@@ -168,7 +169,8 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	{
 		x->session = mongoc_client_start_session(client, NULL, &error);
 		if (x->session == NULL)
-			idx_report_error(&error, servername, "starting a session");
+			idx_report_error(&error, servername,
+							 idx_op(IDX_OP_START_SESSION, NULL, NULL));
 	}
 	if (!x->in_txn)
 	{
@@ -180,7 +182,8 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 		x->known_before = ((uint64) t << 32) | (uint64) i;
 		x->maintained = NIL;
 		if (!start_transaction(x->session, &error))
-			idx_report_error(&error, servername, "starting a transaction");
+			idx_report_error(&error, servername,
+							 idx_op(IDX_OP_START_XACT, NULL, NULL));
 		x->started = GetCurrentTimestamp();
 		x->in_txn = true;
 		x->write_level = level;
@@ -240,7 +243,8 @@ idx_xact_append_session(mongoc_client_t *client, bson_t *opts)
 	if (!x->in_txn)
 		return;
 	if (!mongoc_client_session_append(x->session, opts, &error))
-		idx_report_error(&error, x->servername, "joining the transaction");
+		idx_report_error(&error, x->servername,
+						 idx_op(IDX_OP_JOIN_XACT, NULL, NULL));
 }
 
 /*
@@ -356,7 +360,7 @@ idx_xact_commit_remote(IdxRemoteXact *x)
 			bson_init_static(&kept, data, reply.len);
 			bson_destroy(&reply);
 			idx_report_reply_error(&kept, &error, x->servername,
-								   "committing the transaction");
+								   idx_op(IDX_OP_COMMIT_XACT, NULL, NULL));
 		}
 	}
 }

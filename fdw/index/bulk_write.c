@@ -66,7 +66,8 @@ idx_bulk_write_supported(mongoc_client_t *client, const char *servername)
 
 	sd = mongoc_client_select_server(client, true, NULL, &error);
 	if (sd == NULL)
-		idx_report_error(&error, servername, "selecting a server for writes");
+		idx_report_error(&error, servername,
+						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
 	hello = mongoc_server_description_hello_response(sd);
 	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
 		BSON_ITER_HOLDS_NUMBER(&iter))
@@ -326,7 +327,7 @@ first_failed_op(const bson_t *reply, int from, IdxBulkWriteError *failed)
  */
 static bool
 read_reply(IdxBulkWrite *bw, const bson_t *reply, int from,
-		   IdxBulkWriteError *failed, const char *what)
+		   IdxBulkWriteError *failed, const IdxOp *what)
 {
 	bson_iter_t iter;
 
@@ -337,10 +338,18 @@ read_reply(IdxBulkWrite *bw, const bson_t *reply, int from,
 	if (bson_iter_init(&iter, reply) &&
 		bson_iter_find_descendant(&iter, "cursor.id", &iter) &&
 		BSON_ITER_HOLDS_NUMBER(&iter) && bson_iter_as_int64(&iter) != 0)
-		elog(ERROR, "bulkWrite left a cursor of its errors open while %s", what);
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("MongoDB server \"%s\" left the cursor of a bulkWrite's errors open",
+						bw->servername),
+				 errdetail("The FDW reads a bulkWrite's errors from its first reply only."),
+				 idx_op_context(what)));
 	if (!first_failed_op(reply, from, failed))
-		elog(ERROR, "bulkWrite reported errors without a failed op while %s",
-			 what);
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("MongoDB server \"%s\" reported bulkWrite errors without naming a failed operation",
+						bw->servername),
+				 idx_op_context(what)));
 	return false;
 }
 
@@ -381,7 +390,7 @@ write_concern_error(const bson_t *reply, bson_error_t *error)
  */
 bool
 idx_bulk_write_execute(IdxBulkWrite *bw, int from,
-					   mongoc_client_session_t *session, const char *what,
+					   mongoc_client_session_t *session, const IdxOp *what,
 					   IdxBulkWriteError *failed)
 {
 	while (from < bw->nops)
@@ -441,7 +450,7 @@ idx_bulk_write_execute(IdxBulkWrite *bw, int from,
  */
 void
 idx_bulk_write_report(IdxBulkWrite *bw, const IdxBulkWriteError *failed,
-					  const char *what)
+					  const IdxOp *what)
 {
 	idx_report_reply_error(failed->doc, &failed->error, bw->servername, what);
 }

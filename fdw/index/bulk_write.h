@@ -27,6 +27,8 @@
 
 #include <mongoc/mongoc.h>
 
+#include "core/remote_error.h"
+
 /* The wire version of MongoDB 8.0, the first with bulkWrite */
 #define IDX_BULK_WRITE_WIRE_VERSION 25
 
@@ -67,7 +69,7 @@ extern bool idx_bulk_write_fits(const bson_t *doc);
 
 extern bool idx_bulk_write_execute(IdxBulkWrite *bw, int from,
 								   mongoc_client_session_t *session,
-								   const char *what,
+								   const IdxOp *what,
 								   IdxBulkWriteError *failed);
 
 extern void idx_bulk_write_counts(IdxBulkWrite *bw, int64 *matched,
@@ -75,6 +77,6 @@ extern void idx_bulk_write_counts(IdxBulkWrite *bw, int64 *matched,
 
 extern void idx_bulk_write_report(IdxBulkWrite *bw,
 								  const IdxBulkWriteError *failed,
-								  const char *what) pg_attribute_noreturn();
+								  const IdxOp *what) pg_attribute_noreturn();
 
 #endif							/* IDXTABLE_BULK_WRITE_H */

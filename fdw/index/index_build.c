@@ -68,7 +68,7 @@ typedef struct BuildState
 	const IdxTableInfo *info;
 	mongoc_client_t *client;
 	const char *servername;
-	char	   *what;			/* for error messages */
+	const IdxOp *what;		/* for error messages */
 	IdxRowConv *rowconv;
 	Datum	   *values;			/* one fact's row */
 	bool	   *nulls;
@@ -329,9 +329,8 @@ run_build(BuildState *st)
 	}
 	if (mongoc_cursor_error_document(st->cursor, &error, &reply))
 		idx_report_reply_error(reply, &error, st->servername,
-							   psprintf("reading collection \"%s\" of database \"%s\"",
-										st->info->collection,
-										st->info->database));
+							   idx_op(IDX_OP_READ, st->info->collection,
+									  st->info->database));
 	flush_batch(st);
 }
 
@@ -359,8 +358,7 @@ idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 	st.info = info;
 	st.client = client;
 	st.servername = servername;
-	st.what = psprintf("building index collection \"%s\" of database \"%s\"",
-					   def->collection, def->database);
+	st.what = idx_op(IDX_OP_BUILD_INDEX, def->collection, def->database);
 
 	rel = table_open(def->relid, NoLock);	/* the caller holds a lock */
 	st.rowconv = idx_row_conv_create(RelationGetDescr(rel), info, attrs);

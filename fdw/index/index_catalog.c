@@ -265,7 +265,10 @@ normalize_key_spec(IdxKeyKind kind, const char *column)
 }
 
 /*
- * Fill *err and return false (for the resolve functions).
+ * Fill *err and return false (for the resolve functions).  The message and
+ * hint are whole sentences, translated where they are made (_()), because
+ * they are reported later: as an ERROR by create_index, or as the reason
+ * of a WARNING that an existing index cannot be used.
  */
 static bool
 def_error(IdxDefError *err, int sqlstate, char *message, char *hint)
@@ -308,13 +311,13 @@ resolve_key(TupleDesc tupdesc, const char *relname, const char *spec,
 
 	if (!parse_key_spec(spec, &kind, &colname))
 		return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
-						 psprintf("invalid index key \"%s\"", spec),
-						 pstrdup("An index key is a column name, lower(column) or upper(column)."));
+						 psprintf(_("invalid index key \"%s\""), spec),
+						 pstrdup(_("An index key is a column name, lower(column) or upper(column).")));
 
 	attr = find_column(tupdesc, colname);
 	if (attr == NULL)
 		return def_error(err, ERRCODE_UNDEFINED_COLUMN,
-						 psprintf("column \"%s\" of relation \"%s\" does not exist",
+						 psprintf(_("column \"%s\" of relation \"%s\" does not exist"),
 								  colname, relname),
 						 NULL);
 
@@ -332,9 +335,9 @@ resolve_key(TupleDesc tupdesc, const char *relname, const char *spec,
 
 	if (!idx_key_type_supported(key->keytype))
 		return def_error(err, ERRCODE_FEATURE_NOT_SUPPORTED,
-						 psprintf("column \"%s\" of type %s cannot be an index key",
+						 psprintf(_("column \"%s\" of type %s cannot be an index key"),
 								  colname, format_type_be(attr->atttypid)),
-						 psprintf("Index keys can be of type %s, or one-dimensional arrays of those (multi-valued keys).",
+						 psprintf(_("Index keys can be of type %s, or one-dimensional arrays of those (multi-valued keys)."),
 								  idx_key_type_list()));
 
 	if (kind != IDX_KEY_COLUMN)
@@ -342,10 +345,10 @@ resolve_key(TupleDesc tupdesc, const char *relname, const char *spec,
 		if (key->multi ||
 			(key->keytype != TEXTOID && key->keytype != VARCHAROID))
 			return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
-							 psprintf("%s() cannot be applied to column \"%s\" of type %s",
+							 psprintf(_("%s() cannot be applied to column \"%s\" of type %s"),
 									  kind == IDX_KEY_LOWER ? "lower" : "upper",
 									  colname, format_type_be(attr->atttypid)),
-							 pstrdup("lower() and upper() keys need a text or varchar column."));
+							 pstrdup(_("lower() and upper() keys need a text or varchar column.")));
 		key->keytype = TEXTOID; /* what lower() and upper() return */
 	}
 	key->sortcoll = idx_key_sortcoll(key);
@@ -368,17 +371,17 @@ resolve_include(TupleDesc tupdesc, const char *relname, const char *spec,
 
 	if (colname == NULL || *skip_space(p) != '\0')
 		return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
-						 psprintf("invalid included column \"%s\"", spec),
-						 pstrdup("INCLUDE lists column names."));
+						 psprintf(_("invalid included column \"%s\""), spec),
+						 pstrdup(_("INCLUDE lists column names.")));
 	attr = find_column(tupdesc, colname);
 	if (attr == NULL)
 		return def_error(err, ERRCODE_UNDEFINED_COLUMN,
-						 psprintf("column \"%s\" of relation \"%s\" does not exist",
+						 psprintf(_("column \"%s\" of relation \"%s\" does not exist"),
 								  colname, relname),
 						 NULL);
 	if (!idx_type_is_supported(attr->atttypid))
 		return def_error(err, ERRCODE_FEATURE_NOT_SUPPORTED,
-						 psprintf("column \"%s\" of type %s cannot be included",
+						 psprintf(_("column \"%s\" of type %s cannot be included"),
 								  colname, format_type_be(attr->atttypid)),
 						 NULL);
 	*attnum = attr->attnum;
@@ -404,10 +407,10 @@ idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 
 	if (nkeys == 0)
 		return def_error(err, ERRCODE_INVALID_PARAMETER_VALUE,
-						 pstrdup("an index needs at least one key"), NULL);
+						 pstrdup(_("an index needs at least one key")), NULL);
 	if (nkeys + ninclude > INDEX_MAX_KEYS)
 		return def_error(err, ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-						 psprintf("cannot use more than %d columns in an index",
+						 psprintf(_("cannot use more than %d columns in an index"),
 								  INDEX_MAX_KEYS),
 						 NULL);
 
@@ -426,7 +429,7 @@ idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 			if (def->keys[j].attnum == def->keys[i].attnum &&
 				def->keys[j].kind == def->keys[i].kind)
 				return def_error(err, ERRCODE_DUPLICATE_COLUMN,
-								 psprintf("index key \"%s\" appears more than once",
+								 psprintf(_("index key \"%s\" appears more than once"),
 										  keyspecs[i]),
 								 NULL);
 		}
@@ -435,7 +438,7 @@ idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 	}
 	if (nmulti > 1)
 		return def_error(err, ERRCODE_FEATURE_NOT_SUPPORTED,
-						 pstrdup("an index can have only one multi-valued (array) key"),
+						 pstrdup(_("an index can have only one multi-valued (array) key")),
 						 NULL);
 
 	for (i = 0; i < ninclude; i++)
@@ -449,7 +452,7 @@ idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 			if (def->keys[j].attnum == attnum &&
 				def->keys[j].kind == IDX_KEY_COLUMN)
 				return def_error(err, ERRCODE_DUPLICATE_COLUMN,
-								 psprintf("included column \"%s\" is already an index key",
+								 psprintf(_("included column \"%s\" is already an index key"),
 										  includes[i]),
 								 NULL);
 		}
@@ -457,7 +460,7 @@ idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 		{
 			if (def->include[j] == attnum)
 				return def_error(err, ERRCODE_DUPLICATE_COLUMN,
-								 psprintf("column \"%s\" is included more than once",
+								 psprintf(_("column \"%s\" is included more than once"),
 										  includes[i]),
 								 NULL);
 		}
@@ -618,7 +621,7 @@ resolve_row(DefRow *row, Relation ftrel, const char *collection)
 
 	if (strncmp(def->collection, prefix, strlen(prefix)) != 0)
 	{
-		err.message = psprintf("the table's collection is now \"%s\"",
+		err.message = psprintf(_("the table's collection is now \"%s\""),
 							   collection);
 		ok = false;
 	}
@@ -684,7 +687,7 @@ apply_key_collations(DefRow *row, const char *relname)
 		{
 			IdxDefError err;
 
-			err.message = psprintf("the collation of its key \"%s\" no longer exists",
+			err.message = psprintf(_("the collation of its key \"%s\" no longer exists"),
 								   get_attname(def->relid, key->attnum, false));
 			warn_unusable(def, relname, &err);
 			def->state = IDX_STATE_FAILED;

@@ -106,6 +106,7 @@
 #include "index/index_ddl.h"
 #include "index/index_entry.h"
 #include "index/index_owner.h"
+#include "module.h"
 
 /* Set by the change-stream workers' code when preloaded (sync_notify.c) */
 IdxIndexChangeHook idx_index_change_hook = NULL;
@@ -119,9 +120,6 @@ IdxIndexChangeHook idx_index_change_hook = NULL;
 
 PG_FUNCTION_INFO_V1(idxtable_create_index);
 PG_FUNCTION_INFO_V1(idxtable_drop_index);
-
-/* The FDW handler (idxtable_fdw.c), to recognise our foreign tables */
-extern Datum idxtable_fdw_handler(PG_FUNCTION_ARGS);
 
 /*
  * A collection to drop when the transaction ends: one created by this
@@ -573,9 +571,8 @@ collection_command(mongoc_client_t *client, const char *servername,
 	if (!ok && !(!create && error.domain == MONGOC_ERROR_SERVER &&
 				 error.code == MONGO_NAMESPACE_NOT_FOUND))
 		idx_report_error(&error, servername,
-						 psprintf("%s index collection \"%s\" of database \"%s\"",
-								  create ? "creating" : "dropping",
-								  collection, database));
+						 idx_op(create ? IDX_OP_CREATE_INDEX_COLL :
+								IDX_OP_DROP_INDEX_COLL, collection, database));
 }
 
 /*
@@ -600,8 +597,7 @@ create_new_collection(mongoc_client_t *client, const char *servername,
 		return false;
 	if (!ok)
 		idx_report_error(&error, servername,
-						 psprintf("creating index collection \"%s\" of database \"%s\"",
-								  collection, database));
+						 idx_op(IDX_OP_CREATE_INDEX_COLL, collection, database));
 	return true;
 }
 
@@ -670,8 +666,8 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 	bson_append_array_end(command, &indexes);
 
 	idx_run_command(client, servername, def->database, command, &reply,
-					psprintf("creating the lookup index of index collection \"%s\"",
-							 def->collection));
+					idx_op(IDX_OP_CREATE_LOOKUP, def->collection,
+						   def->database));
 	bson_destroy(&reply);
 	idx_release(owned);
 }
@@ -1090,14 +1086,8 @@ idx_open_table(Oid relid, LOCKMODE lockmode, AclMode privilege)
 	{
 		ForeignTable *table = GetForeignTable(relid);
 		ForeignServer *server = GetForeignServer(table->serverid);
-		ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
-		FmgrInfo	handler;
 
-		if (OidIsValid(fdw->fdwhandler))
-		{
-			fmgr_info(fdw->fdwhandler, &handler);
-			ours = (handler.fn_addr == idxtable_fdw_handler);
-		}
+		ours = idx_fdw_is_ours(server->fdwid);
 	}
 	if (!ours)
 		ereport(ERROR,
@@ -1160,7 +1150,7 @@ text_array_argument(ArrayType *arr, const char *what, int *count)
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s must not contain nulls", what)));
+					 errmsg("argument \"%s\" must not contain nulls", what)));
 		result[i] = TextDatumGetCString(elems[i]);
 	}
 	*count = n;

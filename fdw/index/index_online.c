@@ -107,7 +107,7 @@ idx_cluster_time_now(mongoc_client_t *client, const char *servername)
 
 	idx_check_append(BSON_APPEND_INT32(command, "ping", 1));
 	idx_run_command(client, servername, "admin", command, &reply,
-					"reading the cluster time");
+					idx_op(IDX_OP_CLUSTER_TIME, NULL, NULL));
 	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "operationTime") &&
 		BSON_ITER_HOLDS_TIMESTAMP(&iter))

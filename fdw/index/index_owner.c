@@ -280,8 +280,7 @@ read_marker(mongoc_client_t *client, const char *servername,
 	}
 	else if (mongoc_cursor_error(cursor, &error))
 		idx_report_cursor_error(cursor, servername,
-								psprintf("reading the ownership marker of index collection \"%s\"",
-										 collection));
+								idx_op(IDX_OP_READ_OWNER, collection, database));
 	idx_release(owned_cursor);
 	idx_release(owned_registry);
 	return found;
@@ -340,8 +339,7 @@ collection_exists(mongoc_client_t *client, const char *servername,
 	mongoc_database_destroy(db);
 	if (names == NULL)
 		idx_report_error(&error, servername,
-						 psprintf("looking for index collection \"%s\"",
-								  collection));
+						 idx_op(IDX_OP_FIND_INDEX_COLL, collection, database));
 	exists = names[0] != NULL;
 	bson_strfreev(names);
 	return exists;
@@ -375,8 +373,7 @@ collection_has_documents(mongoc_client_t *client, const char *servername,
 	any = mongoc_cursor_next(cursor, &doc);
 	if (!any && mongoc_cursor_error(cursor, &error))
 		idx_report_cursor_error(cursor, servername,
-								psprintf("reading collection \"%s\"",
-										 collection));
+								idx_op(IDX_OP_READ, collection, database));
 	idx_release(owned_cursor);
 	idx_release(owned_coll);
 	return any;
@@ -428,8 +425,7 @@ take_over_marker(mongoc_client_t *client, const char *servername,
 	matched = reply_count(&reply, "matchedCount", ok);
 	if (!ok)
 		idx_report_error(&error, servername,
-						 psprintf("taking over the ownership marker of index collection \"%s\"",
-								  collection));
+						 idx_op(IDX_OP_TAKE_OWNER, collection, database));
 	return matched == 1;
 }
 
@@ -472,8 +468,7 @@ insert_marker(mongoc_client_t *client, const char *servername,
 		return false;			/* a concurrent claim won */
 	if (!ok)
 		idx_report_error(&error, servername,
-						 psprintf("writing the ownership marker of index collection \"%s\"",
-								  collection));
+						 idx_op(IDX_OP_WRITE_OWNER, collection, database));
 	return upserted == 1;
 }
 
@@ -698,8 +693,7 @@ idx_owner_mark_created(mongoc_client_t *client, const char *servername,
 	matched = reply_count(&reply, "matchedCount", ok);
 	if (!ok)
 		idx_report_error(&error, servername,
-						 psprintf("writing the ownership marker of index collection \"%s\"",
-								  collection));
+						 idx_op(IDX_OP_WRITE_OWNER, collection, database));
 	if (matched != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -855,8 +849,8 @@ read_verdicts(Oid relid, Oid userid, Oid serverid, List *defs)
 		docs = lappend(docs, idx_bson_pcopy(doc));
 	if (mongoc_cursor_error(cursor, &error))
 		idx_report_cursor_error(cursor, server->servername,
-								psprintf("reading the ownership markers of the indexes of foreign table \"%s\"",
-										 get_rel_name(relid)));
+								idx_op(IDX_OP_READ_OWNERS, get_rel_name(relid),
+									   NULL));
 	foreach(lc, defs)
 	{
 		IdxIndexDef *def = (IdxIndexDef *) lfirst(lc);

@@ -118,18 +118,16 @@ idx_repair_release(IdxRepairState *st)
  * What is being done, for the messages of errors of the index collection
  * or of the fact collection.
  */
-const char *
+const IdxOp *
 idx_repair_index_what(IdxRepairState *st)
 {
-	return psprintf("verifying index collection \"%s\" of database \"%s\"",
-					st->def->collection, st->def->database);
+	return idx_op(IDX_OP_VERIFY_INDEX, st->def->collection, st->def->database);
 }
 
-const char *
+const IdxOp *
 idx_repair_facts_what(IdxRepairState *st)
 {
-	return psprintf("reading collection \"%s\" of database \"%s\"",
-					st->info->collection, st->info->database);
+	return idx_op(IDX_OP_READ, st->info->collection, st->info->database);
 }
 
 /*
@@ -259,7 +257,7 @@ idx_repair_open_stream(IdxRepairState *st, mongoc_collection_t *coll,
  */
 void
 idx_repair_check_cursor(IdxRepairState *st, mongoc_cursor_t *cursor,
-						const char *what)
+						const IdxOp *what)
 {
 	bson_error_t error;
 	const bson_t *reply;
@@ -272,7 +270,7 @@ static int	compare_fact_batch(IdxRepairState *st);
 static int	lookup_part(IdxRepairState *st, mongoc_collection_t *coll,
 						const char *field, bson_t **keys, int from, int nkeys,
 						const bson_t *projection, bool by_entry_id,
-						const char *what, int *alloc);
+						const IdxOp *what, int *alloc);
 
 /*
  * Read all documents of "coll" matching {field: {$in: [the "v" of each
@@ -281,7 +279,7 @@ static int	lookup_part(IdxRepairState *st, mongoc_collection_t *coll,
 void
 idx_repair_lookup(IdxRepairState *st, mongoc_collection_t *coll,
 				  const char *field, bson_t **keys, int nkeys,
-				  const bson_t *projection, bool by_entry_id, const char *what)
+				  const bson_t *projection, bool by_entry_id, const IdxOp *what)
 {
 	int			alloc = nkeys + 16;
 	int			from = 0;
@@ -305,7 +303,7 @@ idx_repair_lookup(IdxRepairState *st, mongoc_collection_t *coll,
 static int
 lookup_part(IdxRepairState *st, mongoc_collection_t *coll, const char *field,
 			bson_t **keys, int from, int nkeys, const bson_t *projection,
-			bool by_entry_id, const char *what, int *alloc)
+			bool by_entry_id, const IdxOp *what, int *alloc)
 {
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		cond,
@@ -430,9 +428,8 @@ idx_repair_flush(IdxRepairState *st)
 		bson_t	   *failed_reply = idx_own_reply(&reply);
 
 		idx_report_reply_error(failed_reply, &error, st->servername,
-							   psprintf("repairing index collection \"%s\" of database \"%s\"",
-										st->def->collection,
-										st->def->database));
+							   idx_op(IDX_OP_REPAIR_INDEX, st->def->collection,
+									  st->def->database));
 	}
 	bson_destroy(&reply);
 	mongoc_bulk_operation_destroy(st->bulk);
@@ -445,7 +442,7 @@ idx_repair_flush(IdxRepairState *st)
  */
 static bson_t *
 find_one(IdxRepairState *st, mongoc_collection_t *coll, const bson_t *filter,
-		 const bson_t *projection, const char *what)
+		 const bson_t *projection, const IdxOp *what)
 {
 	bson_t		opts = BSON_INITIALIZER;
 	const bson_t *doc;

@@ -29,6 +29,7 @@
 
 #include "core/convert.h"
 #include "core/option.h"
+#include "core/remote_error.h"
 #include "index/index_catalog.h"
 
 /* Facts or entries per batch */
@@ -174,8 +175,8 @@ extern void idx_verify_run(IdxIndexDef *def, Relation rel, bool repair,
 
 /* ---- shared with index_verify.c ---- */
 extern void idx_repair_projection(IdxRepairState *st, bson_t *projection);
-extern const char *idx_repair_index_what(IdxRepairState *st);
-extern const char *idx_repair_facts_what(IdxRepairState *st);
+extern const IdxOp *idx_repair_index_what(IdxRepairState *st);
+extern const IdxOp *idx_repair_facts_what(IdxRepairState *st);
 extern bson_t *idx_repair_wrap_field(const bson_t *doc, const char *field);
 extern ReadDoc *idx_repair_find_doc(IdxRepairState *st, const bson_t *key);
 extern mongoc_cursor_t *idx_repair_open_stream(IdxRepairState *st,
@@ -184,11 +185,11 @@ extern mongoc_cursor_t *idx_repair_open_stream(IdxRepairState *st,
 											   const bson_t *projection);
 extern void idx_repair_check_cursor(IdxRepairState *st,
 									mongoc_cursor_t *cursor,
-									const char *what);
+									const IdxOp *what);
 extern void idx_repair_lookup(IdxRepairState *st, mongoc_collection_t *coll,
 							  const char *field, bson_t **keys, int nkeys,
 							  const bson_t *projection, bool by_entry_id,
-							  const char *what);
+							  const IdxOp *what);
 extern void idx_repair_queue_delete(IdxRepairState *st, const bson_t *entry);
 extern void idx_repair_flush(IdxRepairState *st);
 

@@ -23,6 +23,7 @@
 
 #include "core/connection.h"
 #include "core/convert.h"
+#include "core/guc.h"
 #include "core/handle.h"
 #include "core/protocol_read.h"
 #include "core/xact.h"
@@ -35,7 +36,6 @@
 /* Attempts at taking over an orphaned unique claim that others race for */
 #define IDX_CLAIM_ATTEMPTS 3
 
-int			idx_unique_claim_timeout = 5000;
 
 /*
  * One new entry to write.
@@ -515,13 +515,12 @@ idx_bulk_write_errors(const bson_t *reply, int **indexes, int **codes)
 }
 
 /*
- * "writing index collection "x"", for messages.
+ * Writing the index collection of queue "q", for messages.
  */
-static char *
+static const IdxOp *
 writing_what(IndexQueue *q)
 {
-	return psprintf("writing index collection \"%s\" of index \"%s\"",
-					q->def->collection, q->def->name);
+	return idx_op(IDX_OP_WRITE_INDEX, q->def->collection, q->def->name);
 }
 
 /*
@@ -633,7 +632,7 @@ run_bulk(IdxIndexWriter *w, IndexQueue *q, mongoc_bulk_operation_t **bulk,
  */
 static bson_t *
 find_one(IdxIndexWriter *w, mongoc_collection_t *coll, const bson_t *filter,
-		 const bson_t *projection, bool in_txn, const char *what)
+		 const bson_t *projection, bool in_txn, const IdxOp *what)
 {
 	bson_t		opts = BSON_INITIALIZER;
 	mongoc_cursor_t *cursor;
@@ -685,7 +684,7 @@ fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
 		idx_check_append(BSON_APPEND_INT32(&projection,
 										   w->info->fields[attnum - 1], 1));
 	fact = find_one(w, w->facts, &filter, &projection, true,
-					psprintf("checking an entry of index \"%s\"", q->def->name));
+					idx_op(IDX_OP_CHECK_ENTRY, q->def->name, NULL));
 	bson_destroy(&filter);
 	bson_destroy(&projection);
 	if (fact == NULL ||
@@ -1321,7 +1320,7 @@ run_writer_bulk_write(IdxIndexWriter *w, IdxBulkWrite *bw,
 {
 	IdxBulkWriteError failed;
 	int			from = 0;
-	const char *what = "writing the index collections";
+	const IdxOp *what = idx_op(IDX_OP_WRITE_INDEXES, NULL, NULL);
 
 	while (!idx_bulk_write_execute(bw, from, session, what, &failed))
 	{

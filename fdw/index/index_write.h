@@ -45,9 +45,6 @@
 /* Field of a unique claim written in ordered mode: when it was made */
 #define IDX_ENTRY_CLAIM_TIME "t"
 
-/* GUC idxtable.unique_claim_timeout, milliseconds */
-extern int	idx_unique_claim_timeout;
-
 typedef struct IdxIndexWriter IdxIndexWriter;
 
 /*

@@ -1045,7 +1045,7 @@ read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
 			mongoc_cursor_destroy(cursor);
 			mongoc_collection_destroy(coll);
 			idx_report_error(&error, applier.servername,
-							 "reading the position of the change stream");
+							 idx_op(IDX_OP_READ_STREAM_POS, NULL, NULL));
 		}
 	}
 	mongoc_cursor_destroy(cursor);
@@ -1062,7 +1062,7 @@ read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
  */
 static void
 majority_upsert(AppStream *s, const char *collection, const char *id,
-				const bson_t *u, const char *what)
+				const bson_t *u, const IdxOp *what)
 {
 	bson_t		cmd = BSON_INITIALIZER;
 	bson_t		updates,
@@ -1138,7 +1138,7 @@ idx_applier_save_position(AppStream *s, bool force)
 	idx_check_append(bson_append_array_end(&set, &list));
 	idx_check_append(bson_append_document_end(&u, &set));
 	majority_upsert(s, POSITIONS_COLLECTION, applier.key, &u,
-					"storing the position of the change stream");
+					idx_op(IDX_OP_STORE_STREAM_POS, NULL, NULL));
 	bson_destroy(&u);
 	s->saved_at = now;
 	s->unsaved = false;
@@ -1170,7 +1170,7 @@ maybe_heartbeat(AppStream *s)
 	idx_check_append(bson_append_document_end(&u, &inc));
 	majority_upsert(s, SYNC_COLLECTION,
 					psprintf(HEARTBEAT_PREFIX "%s", applier.key), &u,
-					"writing a heartbeat of the change stream");
+					idx_op(IDX_OP_HEARTBEAT, NULL, NULL));
 	bson_destroy(&u);
 	s->heartbeat_for = requested;
 	s->heartbeat_at = now;

@@ -187,8 +187,7 @@ classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
 
 	idx_merge_reply_error(error, reply);
 	idx_report_error(error, cs->servername,
-					 psprintf("following the change stream of database \"%s\"",
-							  cs->database));
+					 idx_op(IDX_OP_FOLLOW_STREAM, NULL, cs->database));
 	return IDX_CS_OK;			/* keep compiler quiet */
 }
 
@@ -279,7 +278,8 @@ idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 	idx_cs_close(cs);
 	cs->session = mongoc_client_start_session(cs->client, NULL, &error);
 	if (cs->session == NULL)
-		idx_report_error(&error, cs->servername, "starting a session");
+		idx_report_error(&error, cs->servername,
+						 idx_op(IDX_OP_START_SESSION, NULL, NULL));
 	build_aggregate(cs, token, start_at, &cmd);
 	ok = run_in_session(cs, &cmd, &reply, &error);
 	bson_destroy(&cmd);
@@ -496,7 +496,7 @@ idx_cs_server_time(mongoc_client_t *client, const char *servername,
 
 	idx_check_append(BSON_APPEND_INT32(&cmd, "ping", 1));
 	idx_run_command(client, servername, database, &cmd, &reply,
-					"reading the cluster time of the server");
+					idx_op(IDX_OP_CLUSTER_TIME, NULL, NULL));
 	bson_destroy(&cmd);
 	if (bson_iter_init_find(&iter, &reply, "operationTime"))
 		ct = idx_cs_iter_time(&iter);

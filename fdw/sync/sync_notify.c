@@ -53,11 +53,9 @@
 #include "core/option.h"
 #include "core/xact.h"
 #include "index/index_ddl.h"
+#include "module.h"
 #include "sync/sync_state.h"
 #include "sync/sync_workers.h"
-
-/* The FDW handler (idxtable_fdw.c), to recognise our foreign servers */
-extern Datum idxtable_fdw_handler(PG_FUNCTION_ARGS);
 
 /* (server, owner) pairs that got a new index in this transaction */
 typedef struct ExpectedApplier
@@ -155,16 +153,8 @@ server_is_ours(Oid serverid)
 {
 	ForeignServer *server = GetForeignServerExtended(serverid,
 													 FSV_MISSING_OK);
-	ForeignDataWrapper *fdw;
-	FmgrInfo	handler;
 
-	if (server == NULL)
-		return false;
-	fdw = GetForeignDataWrapper(server->fdwid);
-	if (!OidIsValid(fdw->fdwhandler))
-		return false;
-	fmgr_info(fdw->fdwhandler, &handler);
-	return handler.fn_addr == idxtable_fdw_handler;
+	return server != NULL && idx_fdw_is_ours(server->fdwid);
 }
 
 /*

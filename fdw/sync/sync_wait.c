@@ -247,7 +247,7 @@ server_cluster_time(mongoc_client_t *client, const char *servername)
 	uint32		i = 0;
 
 	idx_run_command(client, servername, "admin", command, &reply,
-					"asking for the cluster time");
+					idx_op(IDX_OP_CLUSTER_TIME, NULL, NULL));
 	idx_release(owned);
 	if (bson_iter_init_find(&iter, &reply, "operationTime") &&
 		BSON_ITER_HOLDS_TIMESTAMP(&iter))

@@ -282,7 +282,8 @@ write_marker(IdxRemoteXact *x, const char *database)
 											   lsid_hex(x->session))));
 	idx_check_append(BSON_APPEND_BOOL(&opts, "upsert", true));
 	if (!mongoc_client_session_append(x->session, &opts, &error))
-		idx_report_error(&error, x->servername, "joining the transaction");
+		idx_report_error(&error, x->servername,
+						 idx_op(IDX_OP_JOIN_XACT, NULL, NULL));
 	coll = mongoc_client_get_collection(x->client, database,
 										MARKER_COLLECTION);
 	ok = mongoc_collection_replace_one(coll, &selector, &doc, &opts, &reply,
@@ -294,7 +295,7 @@ write_marker(IdxRemoteXact *x, const char *database)
 	bson_destroy(&opts);
 	if (!ok)
 		idx_report_error(&error, x->servername,
-						 "writing the transaction's marker for the change-stream applier");
+						 idx_op(IDX_OP_WRITE_XACT_MARKER, NULL, NULL));
 }
 
 /*
