@@ -33,7 +33,7 @@ import zlib
 
 from bson.timestamp import Timestamp
 
-from .codec import encode
+from . import rawbson
 from .errors import MongoError
 
 DEFAULT_LIMIT = 500000
@@ -93,7 +93,7 @@ def key_time(key):
 
 def identity_of(op, doc_key):
     """A short hash naming the event (its operation type and document key), kept in its token."""
-    return zlib.crc32(op.encode() + (encode(doc_key) if doc_key is not None else b""))
+    return zlib.crc32(op.encode() + (rawbson.document(doc_key) if doc_key is not None else b""))
 
 
 def wall_now():
