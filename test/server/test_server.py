@@ -2963,6 +2963,50 @@ def test_change_event_encoder_writes_what_codec_writes(env):
 
 
 @test()
+def test_change_stream_waiter_sleeps_through_other_writes(env):
+    """A waiting getMore (changelog.ChangeLog.wait) is woken by an entry it may return, not by the
+    others, unless a twentieth of the history was written meanwhile."""
+    sys.path.insert(0, HERE)
+    from idxmongo.changelog import ChangeLog, Entry
+    log = ChangeLog(Timestamp(1, 0), limit=100)
+    seq = [0]
+
+    def publish(coll, n=1):
+        entries = []
+        for _ in range(n):
+            seq[0] += 1
+            entry = Entry("insert", "t", coll, seq[0], {"_id": seq[0]})
+            entry.stamp(Timestamp(10 + seq[0], 0), 0.0)
+            entries.append(entry)
+        log.publish(entries, 0.0)
+
+    def waits(write):
+        """How long a waiter for collection "a" slept while `write` ran (5 s at most)."""
+        out = {}
+
+        def waiter():
+            start = time.monotonic()
+            with log.cond:
+                log.wait(lambda entry: entry.coll == "a", 5.0)
+            out["slept"] = time.monotonic() - start
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        while not log.waiters:
+            time.sleep(0.01)
+        write()
+        thread.join()
+        return out["slept"]
+
+    def others_then_a():
+        publish("b", 4)  # under 100 / 20
+        time.sleep(0.5)
+        publish("a")
+    check(0.4 < waits(others_then_a) < 4, "woken by its entry, not by the others")
+    check(waits(lambda: publish("b", 5)) < 4, "woken after a twentieth of the history")
+    check(not log.waiters)
+
+
+@test()
 def test_change_stream_starts_after_now_and_initial_aggregate_never_waits(env):
     """A stream without a start option sees nothing written before it opened; the aggregate answers at once
     with an empty first batch and a postBatchResumeToken; getMore keeps a non-zero cursor id."""

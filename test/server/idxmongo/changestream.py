@@ -543,6 +543,11 @@ def get_more(ctx, cursor, ns):
     return {"cursor": reply, "ok": 1.0}
 
 
+def _may_return(cursor, entry):
+    """Whether the stream may return an event for this entry (what wakes its waiting getMore)."""
+    return _watches(cursor, entry) and not _filtered_early(cursor, entry)
+
+
 def _wait_and_collect(server, cursor, batch_size, deadline):
     """Collect; while nothing came and time remains, wait for new history entries."""
     log = server.changelog
@@ -553,7 +558,7 @@ def _wait_and_collect(server, cursor, batch_size, deadline):
             return batch
         with log.cond:
             if not log.keys or log.keys[-1] <= cursor.position:
-                log.cond.wait(remaining)
+                log.wait(lambda entry: _may_return(cursor, entry), remaining)
 
 
 def add_labels(name, cmd, reply):
