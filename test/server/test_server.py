@@ -2951,6 +2951,11 @@ def test_change_event_encoder_writes_what_codec_writes(env):
     doc["nested"] = {"lsid": {"id": Binary(b"u" * 16, 4)}, "deep": [{"x": values}]}
     for name, value in list(doc.items()) + [("whole", doc)]:
         check(rawbson.document({name: value}) == codec.encode({"e": {name: value}})[7:-1], (name, value))
+    memo = {"lsid": (None, b"")}  # a stream's: one lsid's element reused while the same object recurs
+    first, second = {"id": Binary(b"1" * 16, 4)}, {"id": Binary(b"2" * 16, 4)}
+    for lsid in (first, first, second, first):
+        event = {"txnNumber": Int64(1), "lsid": lsid, "_id": {"_data": "82"}, "fullDocument": doc}
+        check(rawbson.document(event, memo) == codec.encode({"e": event})[7:-1], lsid)
     for bad in (2 ** 64, "\ud800", {1: 2}, {"a\x00b": 1}, object()):
         errors = []
         for encoder in (lambda d: rawbson.document(d), lambda d: codec.encode({"e": d})):

@@ -77,6 +77,7 @@ class StreamCursor:
         self.last_returned = None  # key of the last event returned
         self.session = session  # the lsid id bytes of the aggregate, or None
         self.invalidated = False
+        self.memo = {"lsid": (None, b"")}  # rawbson.document's: the last lsid's element
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
 
@@ -470,7 +471,7 @@ def _collect(server, cursor, max_docs):
                 # a $match told from the operation and namespaces kept this entry's event already
                 kept = cursor.early and len(docs) == 1
                 out = [(key, doc["_id"], doc if kept else _transformed(cursor, doc)) for key, doc in docs]
-                out = [(key, tok, _encode_event(doc)) for key, tok, doc in out if doc is not None]
+                out = [(key, tok, _encode_event(doc, cursor.memo)) for key, tok, doc in out if doc is not None]
                 if batch and size + sum(len(raw) for _, _, raw in out) > MAX_BATCH_BYTES:
                     return batch
                 for key, tok, raw in out:
@@ -491,11 +492,12 @@ def _collect(server, cursor, max_docs):
     return batch
 
 
-def _encode_event(doc):
+def _encode_event(doc, memo):
     """BSON of an event keeping its field order (bson.encode moves a top-level `_id` first, but
     txnNumber, lsid and a rename's `to` come before it on mongod): rawbson's, several times faster than
-    pymongo's C encoder for the small documents an event is made of."""
-    return rawbson.document(doc)
+    pymongo's C encoder for the small documents an event is made of; a transaction's lsid is encoded
+    once for all its events (`memo`, the stream's)."""
+    return rawbson.document(doc, memo)
 
 
 def _check_session(cursor, cmd):

@@ -28,9 +28,26 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 _MS = datetime.timedelta(milliseconds=1)
 
 
-def document(doc):
-    """The BSON of a dict (keys in their order, `_id` not moved)."""
-    body = b"".join([_element(key, value) for key, value in doc.items()])
+def document(doc, memo=None):
+    """The BSON of a dict (keys in their order, `_id` not moved). `memo` (kept by the caller) maps
+    field names to (value, element) of the last value written under that name: an element is reused
+    when the value is that same object (the memo keeps it alive, so its identity cannot be reused), as
+    a transaction's lsid recurs in each of its change events."""
+    parts = []
+    for key, value in doc.items():
+        if memo is not None and key in memo:
+            last, element = memo[key]
+            if last is not value:
+                element = _element(key, value)
+                memo[key] = (value, element)
+            parts.append(element)
+            continue
+        writer = _WRITERS.get(type(value))
+        if writer is None or type(key) is not str or "\x00" in key:
+            parts.append(_fallback(key, value))
+        else:
+            parts.append(writer(key, value))
+    body = b"".join(parts)
     return _INT32.pack(len(body) + 5) + body + b"\x00"
 
 
