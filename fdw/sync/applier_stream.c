@@ -58,6 +58,12 @@
  * unique key conflicts (freeing a conflicting key must reach the repair,
  * which hands the key to the fact that waited for it).
  *
+ * Updates of other fields.  An update event whose updateDescription names
+ * no field an index table's entries are computed from is not applied to
+ * that index table (applier_fields.c): its entries for the fact cannot
+ * have changed.  Its image, if an earlier event of the same _id in the
+ * batch gave one, stays right for that index table too.
+ *
  * A transaction's marker is its last event, so a batch can end between
  * its facts and its marker.  The facts of the transaction the batch ends
  * in (when its postBatchResumeToken is that last event's: more of it may
