@@ -61,6 +61,7 @@ OBJS = \
 	fdw/sync/change_stream.o \
 	fdw/sync/applier.o \
 	fdw/sync/applier_stream.o \
+	fdw/sync/applier_fields.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \
 	fdw/sync/launcher.o

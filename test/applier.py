@@ -17,6 +17,8 @@ IDXTABLE_MONGO_DURABLE=1 for the restart case).  A foreign table ``cust`` with t
   lsid and txnNumber, checked with pymongo's watch());
 - FDW inserts and deletes in ordered mode: the applier takes those facts from their events and reads only
   their entries;
+- updates that change no field of an index table (outside, or through the FDW in ordered mode) are not
+  read back for it, while updates of its fields are applied;
 - idxtable.applier_batch_delay: 40 single outside inserts are applied in a few batches, and a query that
   waits for the applier ends a delay of 10 s at once;
 - the applier killed (pg_terminate_backend) during an outside load: started again, nothing lost;
@@ -421,6 +423,47 @@ def fdw_ordered_reads_entries_only(client, conn, db):
     check(not bad, "ordered writes: verify_index clean %s" % (bad or ""))
 
 
+def updates_of_other_fields_read_nothing(client, conn, db):
+    """An update event whose updateDescription names none of an index table's fields (keys and included
+    columns) needs no read for that index: outside updates of `n` and of a field the table does not map,
+    and an ordered-mode FDW update of `n`, are not read back; an update of `town` is applied to the town
+    index and not read for the email index; an update of a tag is applied; verify_index stays clean."""
+    admin_db = client.admin
+    fdw_insert(conn, 760)
+    wait_current(conn)
+    applier_reads(admin_db)
+    others = ["c%05d" % i for i in (3, 4, 5, 6)]
+    db.cust.update_one({"_id": "c00003"}, {"$set": {"n": 9003}})
+    db.cust.update_one({"_id": "c00004"}, {"$set": {"extra": {"deep": [1, 2]}}})
+    db.cust.update_one({"_id": "c00004"}, {"$unset": {"extra": 1}})
+    db.cust.update_one({"_id": "c00005"}, {"$inc": {"n": 1}})
+    q(conn, "ALTER FOREIGN TABLE cust OPTIONS (ADD consistency 'ordered')")
+    try:
+        q(conn, "UPDATE cust SET n = n + 1 WHERE _id = 'c00006'")
+    finally:
+        q(conn, "ALTER FOREIGN TABLE cust OPTIONS (DROP consistency)")
+    db.cust.update_one({"_id": "c00007"}, {"$set": {"town": "Bern", "n": 7007}})
+    db.cust.update_one({"_id": "c00008"}, {"$push": {"tags": "e"}})
+    wait_current(conn)
+    reads = applier_reads(admin_db)
+    check(not reads_naming(reads, others),
+          "other fields: updates of fields no index table uses are not read back (%d of %d reads)"
+          % (len(reads_naming(reads, others)), len(reads)))
+    email_coll = [c for c in index_collections(conn, "cust") if "email" in c]
+    town_reads = reads_naming(reads, ["c00007"])
+    check(town_reads and not [c for c in town_reads if c.get("collection") in email_coll],
+          "other fields: an update of town is read for the town index only (%s)"
+          % [c.get("collection") for c in town_reads])
+    q(conn, "SET idxtable.enable_plain_scan = off")
+    found = q(conn, "SELECT _id FROM cust WHERE town = 'Bern' AND _id = 'c00007'")
+    tagged = q(conn, "SELECT _id FROM cust WHERE tags @> '{e}' AND _id = 'c00008'")
+    q(conn, "RESET idxtable.enable_plain_scan")
+    check(found == [("c00007",)] and tagged == [("c00008",)],
+          "other fields: updates of indexed fields are applied %s %s" % (found, tagged))
+    bad = verify_clean(conn, "cust")
+    check(not bad, "other fields: verify_index clean %s" % (bad or ""))
+
+
 def set_batch_delay(conn, ms):
     q(conn, "ALTER SYSTEM SET idxtable.applier_batch_delay = %d" % ms if ms is not None
       else "ALTER SYSTEM RESET idxtable.applier_batch_delay")
@@ -716,6 +759,7 @@ def main():
     fdw_writes_nothing(client, conn, db)
     fdw_transactions_read_nothing(client, conn, db)
     fdw_ordered_reads_entries_only(client, conn, db)
+    updates_of_other_fields_read_nothing(client, conn, db)
     batch_delay(client, conn, db)
     kill_applier(client, conn, db)
     restarted = restart_server(client, conn, db)

@@ -91,5 +91,10 @@ extern void idx_applier_open_stream(AppStream *s);
 extern void idx_applier_step(AppStream *s, int poll_ms);
 extern void idx_applier_save_position(AppStream *s, bool force);
 extern void idx_applier_close_stream(AppStream *s);
+extern struct IdxIndexDef *idx_applier_current_def(AppIndex *ix);
+
+/* ---- applier_fields.c ---- */
+extern bool idx_applier_index_fields(AppIndex *ix, List **fields);
+extern bool idx_applier_update_touches(const bson_t *desc, List *fields);
 
 #endif							/* IDXTABLE_APPLIER_H */

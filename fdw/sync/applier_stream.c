@@ -64,6 +64,12 @@
  * unique key conflicts (freeing a conflicting key must reach the repair,
  * which hands the key to the fact that waited for it).
  *
+ * Updates of other fields.  An update event whose updateDescription names
+ * no field an index table's entries are computed from is not applied to
+ * that index table (applier_fields.c): its entries for the fact cannot
+ * have changed.  Its image, if an earlier event of the same _id in the
+ * batch gave one, stays right for that index table too.
+ *
  * A transaction's marker is its last event, so a batch can end between
  * its facts and its marker.  The facts of the transaction the batch ends
  * in (when its postBatchResumeToken is that last event's: more of it may
@@ -126,10 +132,13 @@ typedef struct CollIds
 	const bson_t **images;		/* each id's fact as its event left it, or
 								 * NULL (index_repair.h) */
 	Marker	  **marks;			/* the marker of each id's event, or NULL */
+	const bson_t **changes;		/* an update event's updateDescription, or
+								 * NULL: any field may have changed */
 	int			n;
 	int			alloc;
 	int64		events;
 	bool		marked;			/* any marks[i] set */
+	bool		described;		/* any changes[i] set */
 } CollIds;
 
 /* What one batch of events says */
@@ -178,8 +187,8 @@ static void apply_batch(AppStream *s);
 /*
  * The current definition of index "ix" (NULL if dropped or failed).
  */
-static IdxIndexDef *
-current_def(AppIndex *ix)
+IdxIndexDef *
+idx_applier_current_def(AppIndex *ix)
 {
 	ListCell   *lc;
 
@@ -216,7 +225,7 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids,
 						   save_sec | SECURITY_RESTRICTED_OPERATION);
 	rel = try_relation_open(ix->relid, AccessShareLock);
 	if (rel != NULL)
-		def = current_def(ix);
+		def = idx_applier_current_def(ix);
 	if (def != NULL && ids == NULL)
 	{
 		/* index_verify.c's repair pass over every fact and every entry */
@@ -435,7 +444,7 @@ doc_string(const bson_t *doc, const char *path)
  */
 static void
 add_id(Batch *b, const char *collection, const bson_value_t *id,
-	   const bson_t *image, Marker *marker)
+	   const bson_t *image, Marker *marker, const bson_t *changes)
 {
 	ListCell   *lc;
 	CollIds    *c = NULL;
@@ -455,6 +464,7 @@ add_id(Batch *b, const char *collection, const bson_value_t *id,
 		c->ids = palloc(sizeof(bson_value_t) * c->alloc);
 		c->images = palloc(sizeof(bson_t *) * c->alloc);
 		c->marks = palloc(sizeof(Marker *) * c->alloc);
+		c->changes = palloc(sizeof(bson_t *) * c->alloc);
 		b->colls = lappend(b->colls, c);
 	}
 	if (c->n >= c->alloc)
@@ -463,10 +473,13 @@ add_id(Batch *b, const char *collection, const bson_value_t *id,
 		c->ids = repalloc(c->ids, sizeof(bson_value_t) * c->alloc);
 		c->images = repalloc(c->images, sizeof(bson_t *) * c->alloc);
 		c->marks = repalloc(c->marks, sizeof(Marker *) * c->alloc);
+		c->changes = repalloc(c->changes, sizeof(bson_t *) * c->alloc);
 	}
 	c->images[c->n] = image;
 	c->marks[c->n] = marker;
 	c->marked = c->marked || marker != NULL;
+	c->changes[c->n] = changes;
+	c->described = c->described || changes != NULL;
 	c->ids[c->n++] = *id;
 	c->events++;
 }
@@ -630,6 +643,30 @@ event_image(const bson_t *event)
 }
 
 /*
+ * The updateDescription of an update event (a view into the reply), or
+ * NULL for other events (applier_fields.c).
+ */
+static const bson_t *
+event_changes(const bson_t *event)
+{
+	const char *op = doc_string(event, "operationType");
+	bson_iter_t iter;
+	const uint8_t *data;
+	uint32_t	len;
+	bson_t	   *desc;
+
+	if (op == NULL || strcmp(op, "update") != 0 ||
+		!bson_iter_init_find(&iter, event, "updateDescription") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return NULL;
+	bson_iter_document(&iter, &len, &data);
+	desc = palloc(sizeof(bson_t));
+	if (!bson_init_static(desc, data, len))
+		return NULL;
+	return desc;
+}
+
+/*
  * A change of a document: a fact's _id to apply, or one of the heartbeats.
  */
 static void
@@ -655,7 +692,7 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 					 len, txn);
 		else
 			add_id(b, fact, bson_iter_value(&id), event_image(event),
-				   event_marker(b, event));
+				   event_marker(b, event), event_changes(event));
 	}
 	else if (coll != NULL && strcmp(coll, SYNC_COLLECTION) == 0 &&
 			 BSON_ITER_HOLDS_UTF8(&id) &&
@@ -779,36 +816,83 @@ marker_counts(AppIndex *ix, Marker *m, const char *collection)
 }
 
 /*
- * The _ids of "c" to apply to index "ix" (in *ids; returns how many):
- * those of the events whose marker does not count for it.
+ * Which events of "c" index "ix" needs not apply (skip[i]): those whose
+ * marker counts for it, and updates that change none of its fields
+ * (applier_fields.c).  Sets *marker_skipped if a marker made one skip.
+ */
+static bool
+skip_events(AppIndex *ix, CollIds *c, bool *skip, bool *marker_skipped)
+{
+	List	   *fields = NIL;
+	bool		any = false;
+	bool		by_fields;
+	int			i;
+
+	*marker_skipped = false;
+	by_fields = c->described && idx_applier_index_fields(ix, &fields);
+	for (i = 0; i < c->n; i++)
+	{
+		if (c->marks[i] != NULL &&
+			marker_counts(ix, c->marks[i], c->collection))
+			skip[i] = *marker_skipped = true;
+		else
+			skip[i] = by_fields && c->changes[i] != NULL &&
+				!idx_applier_update_touches(c->changes[i], fields);
+		any = any || skip[i];
+	}
+	/* freeing a conflicting key must reach the repair (file header) */
+	if (*marker_skipped && idx_applier_has_conflicts(ix))
+	{
+		*marker_skipped = false;
+		any = false;
+		for (i = 0; i < c->n; i++)
+		{
+			skip[i] = c->marks[i] == NULL && by_fields &&
+				c->changes[i] != NULL &&
+				!idx_applier_update_touches(c->changes[i], fields);
+			any = any || skip[i];
+		}
+	}
+	return any;
+}
+
+/*
+ * The _ids of "c" to apply to index "ix" (in *ids, their images in
+ * *images; returns how many): those of the events skip_events() keeps.
  */
 static int
 ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids,
 			 const bson_t *const **images)
 {
 	bool	   *skip;
-	bool		any = false;
+	bool		marker_skipped;
+	const bson_t **kept_images;
 	int			i,
 				n = 0;
 
 	*ids = c->ids;
 	*images = c->images;
-	if (!c->marked)
+	if (!c->marked && !c->described)
 		return c->n;
-	skip = palloc0(sizeof(bool) * c->n);
+	skip = palloc0(sizeof(bool) * Max(c->n, 1));
+	if (!skip_events(ix, c, skip, &marker_skipped))
+		return c->n;
+	*ids = palloc(sizeof(bson_value_t) * Max(c->n, 1));
+	kept_images = palloc(sizeof(bson_t *) * Max(c->n, 1));
 	for (i = 0; i < c->n; i++)
 	{
-		skip[i] = c->marks[i] != NULL &&
-			marker_counts(ix, c->marks[i], c->collection);
-		any = any || skip[i];
+		if (skip[i])
+			continue;
+		kept_images[n] = c->images[i];
+		(*ids)[n++] = c->ids[i];
 	}
-	if (!any || idx_applier_has_conflicts(ix))
-		return c->n;
-	*images = NULL;				/* a later event of an _id may be skipped */
-	*ids = palloc(sizeof(bson_value_t) * Max(c->n, 1));
-	for (i = 0; i < c->n; i++)
-		if (!skip[i])
-			(*ids)[n++] = c->ids[i];
+
+	/*
+	 * An image stays right for the index when a later event of its _id was
+	 * skipped for its fields (they did not change), not when a marker's
+	 * transaction, which may have changed them, was skipped.
+	 */
+	*images = marker_skipped ? NULL : kept_images;
 	return n;
 }
 
@@ -883,7 +967,7 @@ take_deferred(AppStream *s, Batch *b)
 					 d->lsid_len, d->txn);
 		else
 			add_id(b, d->collection, &d->id, NULL,
-				   find_marker(b, d->lsid, d->lsid_len, d->txn));
+				   find_marker(b, d->lsid, d->lsid_len, d->txn), NULL);
 	}
 }
 
@@ -917,7 +1001,7 @@ apply_deferred(AppStream *s)
 	{
 		DeferredId *d = lfirst(lc);
 
-		add_id(&b, d->collection, &d->id, NULL, NULL);
+		add_id(&b, d->collection, &d->id, NULL, NULL, NULL);
 	}
 	repair_colls(s, &b);
 	forget_deferred(s);

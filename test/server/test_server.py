@@ -7,6 +7,7 @@ Starts its own server instances on free ports; exits non-zero on any failure and
 run against that server instead.
 """
 
+import datetime
 import math
 import os
 import random
@@ -2923,6 +2924,91 @@ def test_change_stream_crud_events(env):
     check([e["operationType"] for e in events[5:]] == ["insert"] * 3 + ["delete"] * 3, events[5:])
     times = [e["clusterTime"] for e in events]
     check(times == sorted(times) and len(set(times)) == len(times), times)
+
+
+@test()
+def test_change_event_encoder_writes_what_codec_writes(env):
+    """rawbson.py (the change events' encoder) writes byte for byte what codec.encode writes for a nested
+    document, for every BSON type the server holds, and raises where it raises."""
+    sys.path.insert(0, HERE)
+    from bson.code import Code
+    from bson.dbref import DBRef
+    from bson.raw_bson import RawBSONDocument
+    from idxmongo import codec, rawbson
+    utc = datetime.timezone.utc
+    values = [0, 1, -1, 2 ** 31 - 1, -2 ** 31, 2 ** 31, -2 ** 31 - 1, 2 ** 63 - 1, -2 ** 63, Int64(5), True, False,
+              0.0, -0.0, 1.5, float("nan"), float("inf"), None, "", "text", "\u00e9\u4e2d\U0001f600",
+              Timestamp(0, 0), Timestamp(2 ** 32 - 1, 7), datetime.datetime(1970, 1, 1),
+              datetime.datetime(1969, 12, 31, 23, 59, 59, 999999), datetime.datetime(9999, 12, 31, 23, 59, 59, 999000),
+              datetime.datetime(2020, 5, 6, 7, 8, 9, 123456, tzinfo=utc), codec.OutOfRangeDate(-2 ** 62),
+              codec.UNDEFINED, Binary(b"ab", 0), Binary(b"", 2), Binary(b"x" * 16, 3), Binary(b"y" * 16, 4),
+              Binary(b"z", 128), b"bytes", ObjectId(), Decimal128("1.5"), Regex("a.c", "i"), Code("x"),
+              Code("y", {"s": 1}), MinKey(), MaxKey(), DBRef("c", 1), SON([("b", 1), ("a", 2)]),
+              RawBSONDocument(bson.encode({"r": [1, "s"]})), [], [1, [2, [3, {"d": [None]}]]], (1, "t"),
+              {"_id": 1, "a": {"_id": 2}}, {}, {"k\u00e9y": 1}]
+    doc = {"e%d" % i: v for i, v in enumerate(values)}
+    doc["all"] = list(values)
+    doc["nested"] = {"lsid": {"id": Binary(b"u" * 16, 4)}, "deep": [{"x": values}]}
+    for name, value in list(doc.items()) + [("whole", doc)]:
+        check(rawbson.document({name: value}) == codec.encode({"e": {name: value}})[7:-1], (name, value))
+    memo = {"lsid": (None, b"")}  # a stream's: one lsid's element reused while the same object recurs
+    first, second = {"id": Binary(b"1" * 16, 4)}, {"id": Binary(b"2" * 16, 4)}
+    for lsid in (first, first, second, first):
+        event = {"txnNumber": Int64(1), "lsid": lsid, "_id": {"_data": "82"}, "fullDocument": doc}
+        check(rawbson.document(event, memo) == codec.encode({"e": event})[7:-1], lsid)
+    for bad in (2 ** 64, "\ud800", {1: 2}, {"a\x00b": 1}, object()):
+        errors = []
+        for encoder in (lambda d: rawbson.document(d), lambda d: codec.encode({"e": d})):
+            try:
+                encoder({"v": bad})
+                errors.append(None)
+            except Exception as exc:  # whatever bson raises, both raise it
+                errors.append(type(exc))
+        check(errors[0] == errors[1], (bad, errors))
+
+
+@test()
+def test_change_stream_waiter_sleeps_through_other_writes(env):
+    """A waiting getMore (changelog.ChangeLog.wait) is woken by an entry it may return, not by the
+    others, unless a twentieth of the history was written meanwhile."""
+    sys.path.insert(0, HERE)
+    from idxmongo.changelog import ChangeLog, Entry
+    log = ChangeLog(Timestamp(1, 0), limit=100)
+    seq = [0]
+
+    def publish(coll, n=1):
+        entries = []
+        for _ in range(n):
+            seq[0] += 1
+            entry = Entry("insert", "t", coll, seq[0], {"_id": seq[0]})
+            entry.stamp(Timestamp(10 + seq[0], 0), 0.0)
+            entries.append(entry)
+        log.publish(entries, 0.0)
+
+    def waits(write):
+        """How long a waiter for collection "a" slept while `write` ran (5 s at most)."""
+        out = {}
+
+        def waiter():
+            start = time.monotonic()
+            with log.cond:
+                log.wait(lambda entry: entry.coll == "a", 5.0)
+            out["slept"] = time.monotonic() - start
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        while not log.waiters:
+            time.sleep(0.01)
+        write()
+        thread.join()
+        return out["slept"]
+
+    def others_then_a():
+        publish("b", 4)  # under 100 / 20
+        time.sleep(0.5)
+        publish("a")
+    check(0.4 < waits(others_then_a) < 4, "woken by its entry, not by the others")
+    check(waits(lambda: publish("b", 5)) < 4, "woken after a twentieth of the history")
+    check(not log.waiters)
 
 
 @test()

@@ -33,7 +33,7 @@ import zlib
 
 from bson.timestamp import Timestamp
 
-from .codec import encode
+from . import rawbson
 from .errors import MongoError
 
 DEFAULT_LIMIT = 500000
@@ -93,7 +93,7 @@ def key_time(key):
 
 def identity_of(op, doc_key):
     """A short hash naming the event (its operation type and document key), kept in its token."""
-    return zlib.crc32(op.encode() + (encode(doc_key) if doc_key is not None else b""))
+    return zlib.crc32(op.encode() + (rawbson.document(doc_key) if doc_key is not None else b""))
 
 
 def wall_now():
@@ -138,11 +138,46 @@ class Entry:
 DOC_OPS = {"insert", "update", "replace", "delete"}
 
 
+class _Waiter:
+    """A getMore waiting for entries: woken by one it may return (`relevant`), by a trim of the history,
+    or after `every` others (so that its position never falls far behind while it sleeps)."""
+
+    def __init__(self, relevant, lock, every):
+        self.relevant = relevant
+        self.cond = threading.Condition(lock)
+        self.every = every
+        self.others = 0
+        self.woken = False
+
+    def offer(self, entries, trimmed):
+        """Published entries (cond held): wake the getMore if it may want them."""
+        if self.woken:
+            return
+        if not trimmed:
+            for entry in entries:
+                if self._relevant(entry):
+                    break
+                self.others += 1
+            else:
+                if self.others < self.every:
+                    return
+        self.woken = True
+        self.cond.notify()
+
+    def _relevant(self, entry):
+        try:
+            return self.relevant(entry)
+        except Exception:  # noqa: BLE001 (a filter that fails: the getMore reports it)
+            return True
+
+
 class ChangeLog:
     """The bounded, ordered history of one server, and the condition getMores wait on."""
 
     def __init__(self, start_time, limit=DEFAULT_LIMIT):
-        self.cond = threading.Condition()
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.waiters = []  # _Waiter of the getMores waiting for entries
         self.limit = max(1, int(limit))
         self.keys = []
         self.entries = []
@@ -158,12 +193,27 @@ class ChangeLog:
                 self.keys.append(entry.key)
                 self.entries.append(entry)
             excess = len(self.entries) - self.limit
-            if excess > max(1, self.limit // 10):  # forget in chunks: amortised O(1) per entry
+            trimmed = excess > max(1, self.limit // 10)
+            if trimmed:  # forget in chunks: amortised O(1) per entry
                 self.horizon = self.keys[excess - 1]
                 del self.keys[:excess]
                 del self.entries[:excess]
             self.last_write = now
-            self.cond.notify_all()
+            for waiter in self.waiters:
+                waiter.offer(entries, trimmed)
+
+    def wait(self, relevant, timeout):
+        """Wait (cond held) up to `timeout` s until an entry for which `relevant(entry)` is true is
+        published (or the history is trimmed, or a twentieth of it was published meanwhile). A getMore
+        woken by every write of the database would use more of this server's one core than the events
+        it returns cost, as a stream of one collection of a busy database does; it sleeps through the
+        others instead, and scans them when it wakes."""
+        waiter = _Waiter(relevant, self.lock, max(1, self.limit // 20))
+        self.waiters.append(waiter)
+        try:
+            waiter.cond.wait(timeout)
+        finally:
+            self.waiters.remove(waiter)
 
     def check_start(self, key, is_hwm):
         """Raise 286 when the history no longer reaches back to a start position (cond held)."""

@@ -16,7 +16,7 @@ from bson.int64 import Int64
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
-from . import changelog
+from . import changelog, rawbson
 from .bsonkeys import sort_key
 from .changelog import DOC_OPS, Entry, decode_token, hwm_key, key_time, token, wall_date
 from .codec import encode
@@ -77,6 +77,7 @@ class StreamCursor:
         self.last_returned = None  # key of the last event returned
         self.session = session  # the lsid id bytes of the aggregate, or None
         self.invalidated = False
+        self.memo = {"lsid": (None, b"")}  # rawbson.document's: the last lsid's element
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
 
@@ -467,8 +468,10 @@ def _collect(server, cursor, max_docs):
                 docs = [(entry.key, _event(server, cursor, entry))]
                 if _invalidates(cursor, entry):
                     docs.append(_invalidate_event(entry))
-                out = [(key, doc["_id"], _transformed(cursor, doc)) for key, doc in docs]
-                out = [(key, tok, _encode_event(doc)) for key, tok, doc in out if doc is not None]
+                # a $match told from the operation and namespaces kept this entry's event already
+                kept = cursor.early and len(docs) == 1
+                out = [(key, doc["_id"], doc if kept else _transformed(cursor, doc)) for key, doc in docs]
+                out = [(key, tok, _encode_event(doc, cursor.memo)) for key, tok, doc in out if doc is not None]
                 if batch and size + sum(len(raw) for _, _, raw in out) > MAX_BATCH_BYTES:
                     return batch
                 for key, tok, raw in out:
@@ -489,11 +492,12 @@ def _collect(server, cursor, max_docs):
     return batch
 
 
-def _encode_event(doc):
+def _encode_event(doc, memo):
     """BSON of an event keeping its field order (bson.encode moves a top-level `_id` first, but
-    txnNumber, lsid and a rename's `to` come before it on mongod)."""
-    raw = encode({"e": doc})
-    return raw[7:-1]  # int32 length, type 03, "e\0", the document, the terminating 0
+    txnNumber, lsid and a rename's `to` come before it on mongod): rawbson's, several times faster than
+    pymongo's C encoder for the small documents an event is made of; a transaction's lsid is encoded
+    once for all its events (`memo`, the stream's)."""
+    return rawbson.document(doc, memo)
 
 
 def _check_session(cursor, cmd):
@@ -541,6 +545,11 @@ def get_more(ctx, cursor, ns):
     return {"cursor": reply, "ok": 1.0}
 
 
+def _may_return(cursor, entry):
+    """Whether the stream may return an event for this entry (what wakes its waiting getMore)."""
+    return _watches(cursor, entry) and not _filtered_early(cursor, entry)
+
+
 def _wait_and_collect(server, cursor, batch_size, deadline):
     """Collect; while nothing came and time remains, wait for new history entries."""
     log = server.changelog
@@ -551,7 +560,7 @@ def _wait_and_collect(server, cursor, batch_size, deadline):
             return batch
         with log.cond:
             if not log.keys or log.keys[-1] <= cursor.position:
-                log.cond.wait(remaining)
+                log.wait(lambda entry: _may_return(cursor, entry), remaining)
 
 
 def add_labels(name, cmd, reply):
