@@ -4,6 +4,12 @@
  *		  Which update events an index table can ignore: those whose
  *		  updateDescription names no field its entries are computed from.
  *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/applier_fields.c
+ *
  * An index table's entries of a fact are a function of the fact's key and
  * included columns only (index_entry.c, idx_entry_columns()), so an update
  * that changes none of their fields leaves the entries the index already
@@ -36,10 +42,10 @@
 #include "nodes/value.h"
 #include "utils/rel.h"
 
-#include "applier.h"
-#include "index_catalog.h"
-#include "index_entry.h"
-#include "option.h"
+#include "core/option.h"
+#include "index/index_catalog.h"
+#include "index/index_entry.h"
+#include "sync/applier.h"
 
 /*
  * The length of the first component of dotted path "path".
