@@ -1072,6 +1072,51 @@ idx_row_conv_create(TupleDesc tupdesc, const struct IdxTableInfo *info,
 }
 
 /*
+ * The buffer of a converter's text datums under idx_row_conv_reuse().
+ */
+typedef struct IdxRowBuffer
+{
+	MemoryContext cxt;			/* where "data" lives */
+	char	   *data;
+	Size		size;
+} IdxRowBuffer;
+
+/*
+ * Give "rc" a kept buffer for its rows' text datums (see convert.h): a
+ * scan's rows then cost no allocation each.
+ */
+void
+idx_row_conv_reuse(IdxRowConv *rc)
+{
+	rc->reuse = (IdxRowBuffer *) palloc0(sizeof(IdxRowBuffer));
+	rc->reuse->cxt = CurrentMemoryContext;
+}
+
+/*
+ * "space" bytes for a row's text datums: rc's kept buffer, grown (to at
+ * least twice its size, so that growing is rare) if it is too small, or a
+ * fresh allocation in the current context without one.
+ */
+static char *
+row_text_space(const IdxRowConv *rc, Size space)
+{
+	IdxRowBuffer *buf = rc->reuse;
+
+	if (buf == NULL)
+		return palloc(space);
+	if (buf->size < space)
+	{
+		Size		size = Max(space, buf->size * 2);
+
+		if (buf->data)
+			pfree(buf->data);
+		buf->data = MemoryContextAlloc(buf->cxt, size);
+		buf->size = size;
+	}
+	return buf->data;
+}
+
+/*
  * A scalar column's path crosses an array, where it has one value per
  * element (convert_path.h).  2202E, the class of a subscript that does not
  * select one element: the document is fine, the mapping cannot read it.
@@ -1401,7 +1446,8 @@ convert_common(const IdxColumnConv *conv, const uint8 *d, uint32 off,
  * one an error names), top-level fields from one walk of the document;
  * the common values without an iterator, the others through one made at
  * the field's element.  The text datums of the row's strings share one
- * allocation, sized by the walk (the per-row context frees them together).
+ * allocation, sized by the walk (the per-row context frees them together),
+ * or rc's kept buffer (idx_row_conv_reuse()).
  */
 void
 idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
@@ -1419,7 +1465,7 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 
 	space = locate_top_fields(rc, doc);
 	if (space > 0)
-		textbuf = palloc(space);
+		textbuf = row_text_space(rc, space);
 	for (i = 0; i < rc->natts; i++)
 	{
 		int			j = rc->top_of[i];
