@@ -243,6 +243,56 @@ is_plain_ascii(const char *str, uint32 len)
 }
 
 /*
+ * Copy the "len" bytes at "src" to "dst" and say whether they are ASCII
+ * without zero bytes (is_plain_ascii()), in one pass: the scan's strings
+ * are short, and a memcpy() call after a separate check costs more than
+ * both.  Eight bytes at a time (the last word overlapping the others),
+ * four for shorter strings; "dst" must have room for "len" bytes only, as
+ * no byte past them is written.  On false, "dst" holds the bytes anyway.
+ */
+static inline bool
+copy_plain_ascii(char *dst, const char *src, uint32 len)
+{
+	uint64		w;
+	uint64		highbit = 0;
+	uint64		nonzero = UINT64CONST(0x8080808080808080);
+	uint32		i;
+
+	if (len >= 8)
+	{
+		for (i = 0; i + 8 < len; i += 8)
+		{
+			memcpy(&w, src + i, 8);
+			memcpy(dst + i, &w, 8);
+			highbit |= w;
+			nonzero &= w + UINT64CONST(0x7f7f7f7f7f7f7f7f);
+		}
+		memcpy(&w, src + len - 8, 8);
+		memcpy(dst + len - 8, &w, 8);
+		highbit |= w;
+		nonzero &= w + UINT64CONST(0x7f7f7f7f7f7f7f7f);
+		/* as is_valid_ascii(): a carry matters only past a high bit */
+		return (highbit & UINT64CONST(0x8080808080808080)) == 0 &&
+			nonzero == UINT64CONST(0x8080808080808080);
+	}
+	if (len >= 4)
+	{
+		uint32		a,
+					b;
+
+		memcpy(&a, src, 4);
+		memcpy(&b, src + len - 4, 4);
+		memcpy(dst, &a, 4);
+		memcpy(dst + len - 4, &b, 4);
+		return ((a | (a - 0x01010101) | b | (b - 0x01010101)) &
+				0x80808080) == 0;
+	}
+	for (i = 0; i < len; i++)
+		dst[i] = src[i];
+	return is_plain_ascii(src, len);
+}
+
+/*
  * Is the database's encoding UTF-8?  It cannot change once a backend is
  * connected to its database, so from then on it is looked up once rather
  * than once per string.
@@ -1382,11 +1432,10 @@ convert_common(const IdxColumnConv *conv, const uint8 *d, uint32 off,
 
 				if (!takes_string_as_is(conv) || !database_is_utf8() ||
 					len > (uint32) PG_INT32_MAX - VARHDRSZ ||
-					(!is_plain_ascii(str, len) &&
+					(!copy_plain_ascii(VARDATA(t), str, len) &&
 					 !pg_verify_mbstr(PG_UTF8, str, (int) len, true)))
 					return false;
 				SET_VARSIZE(t, VARHDRSZ + len);
-				memcpy(VARDATA(t), str, len);
 				*textbuf += MAXALIGN(VARHDRSZ + len);
 				*value = PointerGetDatum(t);
 				break;
