@@ -206,9 +206,13 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	{
 		/* rows of the table; a scan above it makes its own (upper.h) */
 		if (rel != NULL)
+		{
 			state->rowconv = idx_row_conv_create(RelationGetDescr(rel),
 												 state->info,
 												 state->attrs_used);
+			/* a row lives until the next Iterate, as its per-row context */
+			idx_row_conv_reuse(state->rowconv);
+		}
 		state->client = idx_get_client_for_rel(relid, idx_scan_user(node),
 											   &state->server);
 		/* a count planning wanted and could not take (table_size.h) */

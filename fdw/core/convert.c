@@ -310,6 +310,56 @@ is_plain_ascii(const char *str, uint32 len)
 }
 
 /*
+ * Copy the "len" bytes at "src" to "dst" and say whether they are ASCII
+ * without zero bytes (is_plain_ascii()), in one pass: the scan's strings
+ * are short, and a memcpy() call after a separate check costs more than
+ * both.  Eight bytes at a time (the last word overlapping the others),
+ * four for shorter strings; "dst" must have room for "len" bytes only, as
+ * no byte past them is written.  On false, "dst" holds the bytes anyway.
+ */
+static inline bool
+copy_plain_ascii(char *dst, const char *src, uint32 len)
+{
+	uint64		w;
+	uint64		highbit = 0;
+	uint64		nonzero = UINT64CONST(0x8080808080808080);
+	uint32		i;
+
+	if (len >= 8)
+	{
+		for (i = 0; i + 8 < len; i += 8)
+		{
+			memcpy(&w, src + i, 8);
+			memcpy(dst + i, &w, 8);
+			highbit |= w;
+			nonzero &= w + UINT64CONST(0x7f7f7f7f7f7f7f7f);
+		}
+		memcpy(&w, src + len - 8, 8);
+		memcpy(dst + len - 8, &w, 8);
+		highbit |= w;
+		nonzero &= w + UINT64CONST(0x7f7f7f7f7f7f7f7f);
+		/* as is_valid_ascii(): a carry matters only past a high bit */
+		return (highbit & UINT64CONST(0x8080808080808080)) == 0 &&
+			nonzero == UINT64CONST(0x8080808080808080);
+	}
+	if (len >= 4)
+	{
+		uint32		a,
+					b;
+
+		memcpy(&a, src, 4);
+		memcpy(&b, src + len - 4, 4);
+		memcpy(dst, &a, 4);
+		memcpy(dst + len - 4, &b, 4);
+		return ((a | (a - 0x01010101) | b | (b - 0x01010101)) &
+				0x80808080) == 0;
+	}
+	for (i = 0; i < len; i++)
+		dst[i] = src[i];
+	return is_plain_ascii(src, len);
+}
+
+/*
  * Is the database's encoding UTF-8?  It cannot change once a backend is
  * connected to its database, so from then on it is looked up once rather
  * than once per string.
@@ -1130,6 +1180,51 @@ idx_row_conv_create(TupleDesc tupdesc, const struct IdxTableInfo *info,
 }
 
 /*
+ * The buffer of a converter's text datums under idx_row_conv_reuse().
+ */
+typedef struct IdxRowBuffer
+{
+	MemoryContext cxt;			/* where "data" lives */
+	char	   *data;
+	Size		size;
+} IdxRowBuffer;
+
+/*
+ * Give "rc" a kept buffer for its rows' text datums (see convert.h): a
+ * scan's rows then cost no allocation each.
+ */
+void
+idx_row_conv_reuse(IdxRowConv *rc)
+{
+	rc->reuse = (IdxRowBuffer *) palloc0(sizeof(IdxRowBuffer));
+	rc->reuse->cxt = CurrentMemoryContext;
+}
+
+/*
+ * "space" bytes for a row's text datums: rc's kept buffer, grown (to at
+ * least twice its size, so that growing is rare) if it is too small, or a
+ * fresh allocation in the current context without one.
+ */
+static char *
+row_text_space(const IdxRowConv *rc, Size space)
+{
+	IdxRowBuffer *buf = rc->reuse;
+
+	if (buf == NULL)
+		return palloc(space);
+	if (buf->size < space)
+	{
+		Size		size = Max(space, buf->size * 2);
+
+		if (buf->data)
+			pfree(buf->data);
+		buf->data = MemoryContextAlloc(buf->cxt, size);
+		buf->size = size;
+	}
+	return buf->data;
+}
+
+/*
  * A scalar column's path crosses an array, where it has one value per
  * element (convert_path.h).  2202E, the class of a subscript that does not
  * select one element: the document is fine, the mapping cannot read it.
@@ -1395,11 +1490,10 @@ convert_common(const IdxColumnConv *conv, const uint8 *d, uint32 off,
 
 				if (!takes_string_as_is(conv) || !database_is_utf8() ||
 					len > (uint32) PG_INT32_MAX - VARHDRSZ ||
-					(!is_plain_ascii(str, len) &&
+					(!copy_plain_ascii(VARDATA(t), str, len) &&
 					 !pg_verify_mbstr(PG_UTF8, str, (int) len, true)))
 					return false;
 				SET_VARSIZE(t, VARHDRSZ + len);
-				memcpy(VARDATA(t), str, len);
 				*textbuf += MAXALIGN(VARHDRSZ + len);
 				*value = PointerGetDatum(t);
 				break;
@@ -1459,7 +1553,8 @@ convert_common(const IdxColumnConv *conv, const uint8 *d, uint32 off,
  * one an error names), top-level fields from one walk of the document;
  * the common values without an iterator, the others through one made at
  * the field's element.  The text datums of the row's strings share one
- * allocation, sized by the walk (the per-row context frees them together).
+ * allocation, sized by the walk (the per-row context frees them together),
+ * or rc's kept buffer (idx_row_conv_reuse()).
  */
 void
 idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
@@ -1477,7 +1572,7 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 
 	space = locate_top_fields(rc, doc);
 	if (space > 0)
-		textbuf = palloc(space);
+		textbuf = row_text_space(rc, space);
 	for (i = 0; i < rc->natts; i++)
 	{
 		int			j = rc->top_of[i];

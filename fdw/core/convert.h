@@ -112,6 +112,12 @@ typedef struct IdxRowConv
 	uint32	   *top_off;
 	uint32	   *top_keylen;
 	int		   *top_ntext;		/* columns taking the field's string as is */
+
+	/*
+	 * Where a row's text datums go: a fresh allocation per row if NULL, else
+	 * this buffer, kept and reused from row to row (idx_row_conv_reuse()).
+	 */
+	struct IdxRowBuffer *reuse;
 } IdxRowConv;
 
 /*
@@ -124,6 +130,14 @@ struct IdxTableInfo;
 extern IdxRowConv *idx_row_conv_create(TupleDesc tupdesc,
 									   const struct IdxTableInfo *info,
 									   Bitmapset *attrs_used);
+
+/*
+ * Let "rc" put each row's text datums in one buffer that it keeps and
+ * overwrites at the next row, instead of a fresh allocation per row: for a
+ * scan, whose rows live only until the next (ExecScan resets the per-row
+ * context then).  The buffer lives in the current memory context.
+ */
+extern void idx_row_conv_reuse(IdxRowConv *rc);
 
 /*
  * Fill values/nulls (natts entries) from a document.  Dotted paths descend

@@ -31,6 +31,12 @@
 #define OP_COMPRESSED	2012
 #define OP_MSG			2013
 
+/*
+ * The offset, in the bytes after a message's length prefix (what is
+ * checked here), of byte "off" of the message.
+ */
+#define AFTER_LENGTH(off)	((off) - 4)
+
 /* The deepest nesting of documents accepted (MongoDB's own limit) */
 #define IDX_MAX_DEPTH		200
 
@@ -393,22 +399,25 @@ check_documents(const uint8 *p, size_t len, int64 count, bool first)
 /*
  * Check the sections of an OP_MSG: a body (kind 0) first, at most one
  * document sequence (kind 1), each inside the message, which they fill.
+ * "rest" is the message after its length prefix, "len" the whole
+ * message's length; positions below are in "rest".
  */
 static const char *
-check_op_msg(const uint8 *msg, size_t len)
+check_op_msg(const uint8 *rest, size_t len)
 {
 	uint32		flags;
-	size_t		pos = 20;
+	size_t		pos = AFTER_LENGTH(20);
 	int			nsections = 0;
 
 	if (len < 21)
 		return gettext_noop("An OP_MSG reply is too short to hold a section.");
-	flags = (uint32) idx_wire_int32(msg + 16);
+	len = AFTER_LENGTH(len);
+	flags = (uint32) idx_wire_int32(rest + AFTER_LENGTH(16));
 	if (flags & 0xFFFF)
 		return gettext_noop("An OP_MSG reply sets flag bits the client does not accept (checksum, moreToCome or reserved bits).");
 	while (pos < len)
 	{
-		uint8		kind = msg[pos++];
+		uint8		kind = rest[pos++];
 		int32		size;
 		const char *reason;
 
@@ -416,24 +425,24 @@ check_op_msg(const uint8 *msg, size_t len)
 			return gettext_noop("An OP_MSG reply has more than two sections.");
 		if (len - pos < 4)
 			return gettext_noop("An OP_MSG section is cut off by the end of the message.");
-		size = idx_wire_int32(msg + pos);
+		size = idx_wire_int32(rest + pos);
 		if (size < 5 || (size_t) size > len - pos)
 			return gettext_noop("An OP_MSG section's length does not fit the message.");
 		if (kind == 0)
 		{
 			if (nsections != 0)
 				return gettext_noop("An OP_MSG reply has more than one body section.");
-			reason = check_documents(msg + pos, size, 1, true);
+			reason = check_documents(rest + pos, size, 1, true);
 		}
 		else if (kind == 1)
 		{
-			const uint8 *nul = memchr(msg + pos + 4, 0, size - 4);
+			const uint8 *nul = memchr(rest + pos + 4, 0, size - 4);
 
 			if (nsections == 0)
 				return gettext_noop("An OP_MSG reply does not start with a body section.");
 			if (nul == NULL)
 				return gettext_noop("An OP_MSG document sequence's identifier is not terminated.");
-			reason = check_documents(nul + 1, msg + pos + size - (nul + 1),
+			reason = check_documents(nul + 1, rest + pos + size - (nul + 1),
 									 -1, false);
 		}
 		else
@@ -449,26 +458,29 @@ check_op_msg(const uint8 *msg, size_t len)
 }
 
 /*
- * Check a whole reply; NULL if it is well-formed, else why not (a
- * sentence marked for translation).
+ * Check a whole reply of "len" bytes, given as the bytes after its length
+ * prefix ("rest"), so that stream.c can check a reply read straight into
+ * libmongoc's buffer behind the prefix it served first; NULL if it is
+ * well-formed, else why not (a sentence marked for translation).
  */
 const char *
-idx_check_reply(const uint8 *msg, size_t len)
+idx_check_reply(const uint8 *rest, size_t len)
 {
-	int32		opcode = idx_wire_int32(msg + 12);
+	int32		opcode = idx_wire_int32(rest + AFTER_LENGTH(12));
 
 	if (opcode == OP_MSG)
-		return check_op_msg(msg, len);
+		return check_op_msg(rest, len);
 	if (opcode == OP_REPLY)
 	{
 		int32		nreturned;
 
 		if (len < 36)
 			return gettext_noop("An OP_REPLY reply is shorter than its header.");
-		nreturned = idx_wire_int32(msg + 32);
+		nreturned = idx_wire_int32(rest + AFTER_LENGTH(32));
 		if (nreturned < 0)
 			return gettext_noop("An OP_REPLY reply has a negative document count.");
-		return check_documents(msg + 36, len - 36, nreturned, true);
+		return check_documents(rest + AFTER_LENGTH(36), len - 36, nreturned,
+							   true);
 	}
 	if (opcode == OP_COMPRESSED)
 		return gettext_noop("The reply is compressed (OP_COMPRESSED), which the client did not ask for.");

@@ -100,17 +100,22 @@ typedef struct RootStream
 	bool		would_block;	/* the last operation would have blocked */
 } RootStream;
 
-/* The outermost stream: serves validated replies */
+/*
+ * The outermost stream: serves validated replies.  A reply's length
+ * prefix is read first and served alone; the rest is read when libmongoc
+ * asks for it (see check_readv()).
+ */
 typedef struct CheckStream
 {
 	mongoc_stream_t vtable;
 	StreamOwner *owner;
 	mongoc_stream_t *base;
 	char		host[BSON_HOST_NAME_MAX + 7];
-	uint8	   *msg;			/* the current reply */
+	uint8	   *msg;			/* the current reply, once read here */
 	size_t		msglen;
 	size_t		served;			/* bytes of it handed to libmongoc */
 	size_t		alloc;
+	bool		rest_unread;	/* only msg's length prefix has been read */
 } CheckStream;
 
 static StreamOwner *owners = NULL;
@@ -849,25 +854,33 @@ read_exact(CheckStream *cs, uint8 *buf, size_t len, int64 deadline)
 }
 
 /*
- * Read the next whole reply from the base stream and validate it.  A
- * timeout of 0 (libmongoc's scanner, which found the socket readable)
- * waits up to connectTimeoutMS for the rest of the reply.  The buffer is
+ * The deadline of a read with libmongoc's "timeout_msec": 0 (libmongoc's
+ * scanner, which found the socket readable) waits up to connectTimeoutMS
+ * for the rest of the reply.
+ */
+static int64
+read_deadline(CheckStream *cs, int32_t timeout_msec)
+{
+	return deadline_after(timeout_msec == 0 ?
+						  cs->owner->connect_timeout_ms : timeout_msec);
+}
+
+/*
+ * Read the length prefix of the next reply from the base stream into
+ * cs->msg and check its range; the rest is left unread.  The buffer is
  * kept for the life of the stream (check_destroy frees it): a server's
  * batches are up to 16 MiB each, and allocating each afresh costs a
  * fresh mapping and its page faults per reply.
  */
 static bool
-read_reply(CheckStream *cs, int32_t timeout_msec)
+read_length(CheckStream *cs, int32_t timeout_msec)
 {
-	int64		deadline = deadline_after(timeout_msec == 0 ?
-										  cs->owner->connect_timeout_ms :
-										  timeout_msec);
 	uint8		header[4];
 	int32		len;
-	const char *reason;
 
 	cs->msglen = cs->served = 0;
-	if (!read_exact(cs, header, 4, deadline))
+	cs->rest_unread = false;
+	if (!read_exact(cs, header, 4, read_deadline(cs, timeout_msec)))
 		return false;
 	len = idx_wire_int32(header);
 	if (len < 16 || len > IDX_MAX_MESSAGE)
@@ -881,21 +894,42 @@ read_reply(CheckStream *cs, int32_t timeout_msec)
 		cs->alloc = len;
 	}
 	memcpy(cs->msg, header, 4);
-	if (!read_exact(cs, cs->msg + 4, len - 4, deadline))
-		return false;
-	reason = idx_check_reply(cs->msg, len);
-	if (reason)
-	{
-		set_protocol_error(cs, reason);
-		return false;
-	}
 	cs->msglen = len;
+	cs->rest_unread = true;
 	return true;
 }
 
 /*
- * Serve validated bytes; read (and validate) the next reply when the
- * current one has been served.
+ * Read the rest of the current reply (all but its length prefix) into
+ * "rest" and validate it.  Nothing of it may be served unless this
+ * succeeds.
+ */
+static bool
+read_rest(CheckStream *cs, uint8 *rest, int32_t timeout_msec)
+{
+	const char *reason;
+
+	cs->rest_unread = false;
+	if (read_exact(cs, rest, cs->msglen - 4, read_deadline(cs, timeout_msec)))
+	{
+		reason = idx_check_reply(rest, cs->msglen);
+		if (reason == NULL)
+			return true;
+		set_protocol_error(cs, reason);
+	}
+	/* nothing more of this reply is served */
+	cs->msglen = cs->served = 0;
+	return false;
+}
+
+/*
+ * Serve validated bytes.  libmongoc reads a reply as its length prefix,
+ * then the rest into one buffer of that size.  So the prefix is served
+ * alone (its range checked), and when the next request is exactly the
+ * rest in one buffer, the rest is read and validated right there, which
+ * spares a copy of every reply; libmongoc sees those bytes only if they
+ * pass, as a failed read leaves its buffer unused.  Any other request
+ * reads the rest into our buffer, validates it and serves copies.
  */
 static ssize_t
 check_readv(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
@@ -907,7 +941,24 @@ check_readv(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 
 	if (must_stop(cs->owner))
 		return -1;
-	if (cs->served == cs->msglen && !read_reply(cs, timeout_msec))
+	if (cs->served == cs->msglen && !read_length(cs, timeout_msec))
+		return -1;
+	if (cs->rest_unread && cs->served == 0 && iovcnt >= 1 &&
+		iov[0].iov_len == 4 && min_bytes <= 4)
+	{
+		memcpy(iov[0].iov_base, cs->msg, 4);
+		cs->served = 4;
+		return 4;
+	}
+	if (cs->rest_unread && cs->served == 4 && iovcnt == 1 &&
+		iov[0].iov_len == cs->msglen - 4)
+	{
+		if (!read_rest(cs, iov[0].iov_base, timeout_msec))
+			return -1;
+		cs->served = cs->msglen;
+		return cs->msglen - 4;
+	}
+	if (cs->rest_unread && !read_rest(cs, cs->msg + 4, timeout_msec))
 		return -1;
 	for (i = 0; i < iovcnt && cs->served < cs->msglen; i++)
 	{
