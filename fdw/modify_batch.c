@@ -532,25 +532,18 @@ write_bulk_write(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	idx_writer_add_new(ms->writer, bw);
 	for (i = 0; i < b->n; i++)
 		written += (pre[i] != NULL);
-	if (ms->operation == CMD_DELETE)
+	/* one op per fact, so that the command stays a retryable write */
+	for (i = 0; i < b->n; i++)
 	{
-		bson_t		filter = BSON_INITIALIZER;
-
-		batch_filter(ms, b, &filter);
-		idx_bulk_write_delete(bw, ms->info->database, ms->info->collection,
-							  &filter, true);
-		bson_destroy(&filter);
-	}
-	else
-	{
-		for (i = 0; i < b->n; i++)
-		{
-			if (pre[i] != NULL)
-				idx_bulk_write_update(bw, ms->info->database,
-									  ms->info->collection,
-									  row_filter(ms, &b->rows[i]),
-									  b->rows[i].update, false);
-		}
+		if (ms->operation == CMD_DELETE)
+			idx_bulk_write_delete(bw, ms->info->database,
+								  ms->info->collection,
+								  row_filter(ms, &b->rows[i]), false);
+		else if (pre[i] != NULL)
+			idx_bulk_write_update(bw, ms->info->database,
+								  ms->info->collection,
+								  row_filter(ms, &b->rows[i]),
+								  b->rows[i].update, false);
 	}
 	idx_writer_add_old(ms->writer, bw);
 	while (!idx_bulk_write_execute(bw, from, session, what, &failed))
