@@ -508,6 +508,42 @@ sortable_item(List *item)
 	}
 }
 
+/* What match_output() looks for, and finds */
+typedef struct OutputMatch
+{
+	IdxAggRelInfo *ainfo;
+	int			pos;			/* the output's position in the tlist */
+	Expr	   *expr;			/* its expression */
+} OutputMatch;
+
+/*
+ * An IdxPathkeyMatch (order_path.c): is "expr" an output of the grouping
+ * that MongoDB can sort (sortable_item())?
+ */
+static bool
+match_output(Expr *expr, void *arg)
+{
+	OutputMatch *m = (OutputMatch *) arg;
+	ListCell   *lt;
+	int			i = 0;
+
+	expr = idx_strip_relabel(expr);
+	foreach(lt, m->ainfo->tlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lt);
+
+		if (equal(idx_strip_relabel(tle->expr), expr) &&
+			sortable_item(list_nth(m->ainfo->items, i)))
+		{
+			m->pos = i;
+			m->expr = tle->expr;
+			return true;
+		}
+		i++;
+	}
+	return false;
+}
+
 /*
  * One key of the pipeline's $sort for "pathkey": (position of the output
  * in fdw_scan_tlist, descending, nulls first) as an IntList, or NIL if it
@@ -516,37 +552,14 @@ sortable_item(List *item)
 static List *
 agg_sort_key(PathKey *pathkey, IdxAggRelInfo *ainfo)
 {
-	EquivalenceClass *ec = pathkey->pk_eclass;
-	ListCell   *lc;
+	OutputMatch m = {ainfo, -1, NULL};
 
-	if (ec->ec_has_volatile)
+	if (!idx_pathkey_match(pathkey, match_output, &m) ||
+		!idx_pathkey_default_order(pathkey, exprType((Node *) m.expr)))
 		return NIL;
-	foreach(lc, ec->ec_members)
-	{
-		Expr	   *expr = idx_strip_relabel(((EquivalenceMember *) lfirst(lc))->em_expr);
-		ListCell   *lt;
-		int			i = 0;
-
-		foreach(lt, ainfo->tlist)
-		{
-			TargetEntry *tle = lfirst_node(TargetEntry, lt);
-			List	   *item = list_nth(ainfo->items, i);
-			TypeCacheEntry *tce;
-
-			i++;
-			if (!equal(idx_strip_relabel(tle->expr), expr) ||
-				!sortable_item(item))
-				continue;
-			tce = lookup_type_cache(exprType((Node *) tle->expr),
-									TYPECACHE_BTREE_OPFAMILY);
-			if (pathkey->pk_opfamily != tce->btree_opf)
-				return NIL;
-			return list_make3_int(i - 1,
-								  pathkey->pk_strategy == BTGreaterStrategyNumber,
-								  pathkey->pk_nulls_first);
-		}
-	}
-	return NIL;
+	return list_make3_int(m.pos,
+						  pathkey->pk_strategy == BTGreaterStrategyNumber,
+						  pathkey->pk_nulls_first);
 }
 
 /*
