@@ -384,6 +384,93 @@ write_concern_error(const bson_t *reply, bson_error_t *error)
 }
 
 /*
+ * Does the _id of "doc" (a document, or a filter {_id: ...}) equal the
+ * "_id" of "key"?
+ */
+static bool
+same_id(const bson_t *doc, const bson_t *key)
+{
+	bson_iter_t a;
+	bson_iter_t b;
+	bson_t		x = BSON_INITIALIZER;
+	bson_t		y = BSON_INITIALIZER;
+	bool		same;
+
+	if (!bson_iter_init_find(&a, doc, "_id") ||
+		!bson_iter_init_find(&b, key, "_id"))
+		return false;
+	idx_check_append(bson_append_iter(&x, "v", 1, &a));
+	idx_check_append(bson_append_iter(&y, "v", 1, &b));
+	same = bson_equal(&x, &y);
+	bson_destroy(&x);
+	bson_destroy(&y);
+	return same;
+}
+
+/*
+ * A duplicate key that failed a command of ops [from, end) as a whole
+ * (code 11000 at the top of the reply): the op it came from, so that it is
+ * handled as the failed op of the cursor it usually is.  mongod 8.0 returns
+ * it as that op's error, in a transaction too (write_ops_exec.cpp,
+ * handleError: only a transient error fails the whole command), so this
+ * is a precaution, for a server that does otherwise: the op is the first
+ * insert or upsert into the namespace of the reply's errmsg whose _id is
+ * the reply's keyValue (index entries and facts are unique by _id).
+ * Returns false if there is no such op.
+ */
+static bool
+command_dup_key_op(IdxBulkWrite *bw, int from, int end, const bson_t *reply,
+				   const bson_error_t *error, IdxBulkWriteError *failed)
+{
+	bson_iter_t iter;
+	const char *msg;
+	const char *coll;
+	bson_t		key;
+	const uint8_t *data;
+	uint32_t	len;
+	int			i;
+
+	if (error->domain != MONGOC_ERROR_SERVER || error->code != 11000 ||
+		!bson_iter_init_find(&iter, reply, "keyValue") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return false;
+	bson_iter_document(&iter, &len, &data);
+	if (!bson_init_static(&key, data, len))
+		return false;
+	msg = strstr(error->message, "collection: ");
+	if (msg == NULL)
+		return false;
+	coll = msg + strlen("collection: ");
+	for (i = from; i < end; i++)
+	{
+		const char *kind = bson_iter_init(&iter, bw->ops[i]) &&
+			bson_iter_next(&iter) ? bson_iter_key(&iter) : "";
+		const char *ns;
+		bson_iter_t field;
+		bson_t		doc;
+
+		if (strcmp(kind, "delete") == 0)
+			continue;
+		ns = list_nth(bw->namespaces, bson_iter_int32(&iter));
+		if (strncmp(coll, ns, strlen(ns)) != 0 || coll[strlen(ns)] != ' ' ||
+			!bson_iter_init_find(&field, bw->ops[i],
+								 strcmp(kind, "insert") == 0 ?
+								 "document" : "filter") ||
+			!BSON_ITER_HOLDS_DOCUMENT(&field))
+			continue;
+		bson_iter_document(&field, &len, &data);
+		if (!bson_init_static(&doc, data, len) || !same_id(&doc, &key))
+			continue;
+		failed->op = i;
+		failed->code = 11000;
+		failed->doc = idx_bson_pcopy(reply);
+		failed->error = *error;
+		return true;
+	}
+	return false;
+}
+
+/*
  * Can the server writes go to take retryable writes: a replica set member
  * or mongos that has sessions (logicalSessionTimeoutMinutes in its hello),
  * unless the URI says retryWrites=false?  Asked once per queue.
@@ -536,6 +623,8 @@ idx_bulk_write_execute(IdxBulkWrite *bw, int from,
 				return false;
 			}
 			if (error.domain == MONGOC_ERROR_WRITE_CONCERN)
+				return false;
+			if (command_dup_key_op(bw, from, end, failed_reply, &error, failed))
 				return false;
 			idx_report_reply_error(failed_reply, &error, bw->servername, what);
 		}
