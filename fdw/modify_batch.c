@@ -34,7 +34,9 @@
  *
  * On MongoDB 8.0 (ms->bulk_write), steps 2, 3 and 4 are one bulkWrite
  * command, in that order, so that a batch is two round trips however many
- * index collections it changes.
+ * index collections it changes.  Its step 3 deletes each fact by its own op
+ * (not one multi-document delete), so that outside a transaction the
+ * command can be a retryable write (bulk_write.c).
  *
  * Steps 1, 2 and 4 are skipped where no entry can change (no index, or an
  * UPDATE that assigns none of the indexed columns).  A row whose fact is
