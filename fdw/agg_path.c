@@ -47,7 +47,9 @@
  * PostgreSQL: counts, sums of integers, and groups, min and max of
  * integers, timestamps and (groups) dates, by their type's default btree
  * order.  A LIMIT/OFFSET of constants above it (UPPERREL_FINAL, no HAVING)
- * becomes $skip and $limit.  agg_scan.c places NULLs as PostgreSQL asks.
+ * becomes $skip and $limit, and so does one over a grouping without ORDER
+ * BY (any groups are a right answer then, but exactly as many).  agg_scan.c
+ * places NULLs as PostgreSQL asks.
  *
  *-------------------------------------------------------------------------
  */
@@ -514,6 +516,42 @@ sortable_item(List *item)
 	}
 }
 
+/* What match_output() looks for, and finds */
+typedef struct OutputMatch
+{
+	IdxAggRelInfo *ainfo;
+	int			pos;			/* the output's position in the tlist */
+	Expr	   *expr;			/* its expression */
+} OutputMatch;
+
+/*
+ * An IdxPathkeyMatch (order_path.c): is "expr" an output of the grouping
+ * that MongoDB can sort (sortable_item())?
+ */
+static bool
+match_output(Expr *expr, void *arg)
+{
+	OutputMatch *m = (OutputMatch *) arg;
+	ListCell   *lt;
+	int			i = 0;
+
+	expr = idx_strip_relabel(expr);
+	foreach(lt, m->ainfo->tlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lt);
+
+		if (equal(idx_strip_relabel(tle->expr), expr) &&
+			sortable_item(list_nth(m->ainfo->items, i)))
+		{
+			m->pos = i;
+			m->expr = tle->expr;
+			return true;
+		}
+		i++;
+	}
+	return false;
+}
+
 /*
  * One key of the pipeline's $sort for "pathkey": (position of the output
  * in fdw_scan_tlist, descending, nulls first) as an IntList, or NIL if it
@@ -522,37 +560,14 @@ sortable_item(List *item)
 static List *
 agg_sort_key(PathKey *pathkey, IdxAggRelInfo *ainfo)
 {
-	EquivalenceClass *ec = pathkey->pk_eclass;
-	ListCell   *lc;
+	OutputMatch m = {ainfo, -1, NULL};
 
-	if (ec->ec_has_volatile)
+	if (!idx_pathkey_match(pathkey, match_output, &m) ||
+		!idx_pathkey_default_order(pathkey, exprType((Node *) m.expr)))
 		return NIL;
-	foreach(lc, ec->ec_members)
-	{
-		Expr	   *expr = idx_strip_relabel(((EquivalenceMember *) lfirst(lc))->em_expr);
-		ListCell   *lt;
-		int			i = 0;
-
-		foreach(lt, ainfo->tlist)
-		{
-			TargetEntry *tle = lfirst_node(TargetEntry, lt);
-			List	   *item = list_nth(ainfo->items, i);
-			TypeCacheEntry *tce;
-
-			i++;
-			if (!equal(idx_strip_relabel(tle->expr), expr) ||
-				!sortable_item(item))
-				continue;
-			tce = lookup_type_cache(exprType((Node *) tle->expr),
-									TYPECACHE_BTREE_OPFAMILY);
-			if (pathkey->pk_opfamily != tce->btree_opf)
-				return NIL;
-			return list_make3_int(i - 1,
-								  pathkey->pk_strategy == BTGreaterStrategyNumber,
-								  pathkey->pk_nulls_first);
-		}
-	}
-	return NIL;
+	return list_make3_int(m.pos,
+						  pathkey->pk_strategy == BTGreaterStrategyNumber,
+						  pathkey->pk_nulls_first);
 }
 
 /*
@@ -605,48 +620,99 @@ idx_add_agg_ordered_paths(PlannerInfo *root, RelOptInfo *grouped_rel,
 }
 
 /*
- * UPPERREL_FINAL over a sorted pushed grouping: a constant LIMIT/OFFSET
- * becomes the pipeline's $skip and $limit, so that MongoDB returns only
- * the groups asked for.  Not with HAVING, which drops groups after them.
+ * The pushed grouping a LIMIT/OFFSET would go over: the sorted one of an
+ * ordered relation of this file's, or, without ORDER BY, the grouping
+ * itself, unsorted (with GROUP BY only: an aggregate without it is one row
+ * however many documents the pipeline returns).  NULL if neither.
  */
-void
-idx_add_agg_final_paths(PlannerInfo *root, RelOptInfo *ordered_rel,
+static IdxOrderedRel *
+limited_grouping(PlannerInfo *root, RelOptInfo *input_rel)
+{
+	IdxAggRelInfo *ainfo;
+	IdxOrderedRel *orel;
+
+	if (list_member_ptr(root->upper_rels[UPPERREL_ORDERED], input_rel))
+	{
+		orel = input_rel->fdw_private;
+		return orel->agg != NULL ? orel : NULL;
+	}
+	ainfo = pushed_grouping(root, input_rel);
+	if (ainfo == NULL || root->parse->sortClause != NIL ||
+		root->parse->groupClause == NIL)
+		return NULL;
+	orel = palloc0(sizeof(IdxOrderedRel));
+	orel->agg = palloc(sizeof(IdxAggRelInfo));
+	*orel->agg = *ainfo;
+	orel->agg->sort = NIL;
+	return orel;
+}
+
+/*
+ * UPPERREL_FINAL over a pushed grouping, sorted or (without ORDER BY) not:
+ * a constant LIMIT/OFFSET becomes the pipeline's $skip and $limit, so that
+ * MongoDB returns only the groups asked for.  Unsorted, any groups are a
+ * right answer, and $skip and $limit in one pipeline leave as many as
+ * PostgreSQL's Limit would.  Not with HAVING, which drops groups after
+ * them.  Returns false if "input_rel" is not such a grouping.
+ */
+bool
+idx_add_agg_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
 						RelOptInfo *final_rel, FinalPathExtraData *extra)
 {
-	IdxOrderedRel *orel = ordered_rel->fdw_private;
+	IdxOrderedRel *orel = limited_grouping(root, input_rel);
 	Query	   *parse = root->parse;
-	ForeignPath *path = orel->agg->path;
+	ForeignPath *path;
 	int64		count;
 	int64		offset;
 	double		rows;
+	Cost		startup_cost;
 	Cost		total_cost;
 
-	if (!extra->limit_needed || orel->agg->local_quals != NIL ||
+	if (orel == NULL)
+		return false;
+	path = orel->agg->path;
+	if (!idxtable_enable_order_pushdown ||
+		!extra->limit_needed || orel->agg->local_quals != NIL ||
 		parse->rowMarks != NIL || parse->hasTargetSRFs ||
 		parse->limitOption != LIMIT_OPTION_COUNT ||
 		!idx_limit_value(parse->limitCount, &count) ||
 		!idx_limit_value(parse->limitOffset, &offset))
-		return;
+		return true;
 	offset = Max(offset, 0);
 	/* MongoDB refuses $limit 0 */
 	if (count == 0 || offset > INT_MAX ||
 		(count > 0 && count + offset > INT_MAX))
-		return;
+		return true;
 	rows = Max(path->path.rows - offset, 1);
 	if (count > 0)
 		rows = Min(rows, count);
-	total_cost = path->path.startup_cost +
+	startup_cost = total_cost = path->path.startup_cost +
 		rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
+	if (orel->agg->sort == NIL)
+	{
+		/*
+		 * Unsorted, the local Limit over the grouping costs what this path
+		 * does (PostgreSQL charges it only the rows it reads), although the
+		 * scan under it receives a whole batch of groups.  Make the pushed
+		 * LIMIT a little cheaper, by a share of the groups it saves, so
+		 * that it is chosen (postgres_fdw does the same).
+		 */
+		startup_cost = path->path.startup_cost;
+		if (count > 0 && count + offset < path->path.rows)
+			total_cost -= (total_cost - startup_cost) * 0.05 *
+				(path->path.rows - count - offset) / path->path.rows;
+	}
 	final_rel->fdw_private = orel;
 	add_path(final_rel, (Path *)
 			 create_foreign_upper_path(root, final_rel,
 									   root->upper_targets[UPPERREL_FINAL],
-									   clamp_row_est(rows), total_cost,
+									   clamp_row_est(rows), startup_cost,
 									   total_cost, root->sort_pathkeys, NULL,
 									   list_make4(makeInteger(IDX_UPPER_AGG),
 												  orel->agg->sort,
 												  makeInteger(count > 0 ? count + offset : -1),
 												  makeInteger(offset))));
+	return true;
 }
 
 /*

@@ -40,6 +40,7 @@
  *		{$setWindowFields: {output: {l<i>: {$min: ...}, h<i>: {$max: ...},
  *									 f<i>: {$sum: ...}}}},
  *		{$sort: {z<i>: 1 | -1, <output i>: 1 | -1, ...}}, [{$skip}], [{$limit}]
+ * and a pushed LIMIT/OFFSET without ORDER BY the same without the $sort.
  * The window makes every group carry the least, greatest and fractional
  * values of all groups (of the aggregates' values and of the group keys),
  * so that a value a scan refuses is an error even in groups that $limit or
@@ -535,8 +536,21 @@ build_sort(bson_t *sort, const IdxAggScan *agg)
 }
 
 /*
+ * Does the pipeline sort or cut its groups (a pushed ORDER BY, LIMIT or
+ * OFFSET)?  Then a window carries every group's value checks, so that the
+ * groups it leaves unread, or the local Limit above it, are checked too.
+ */
+static bool
+windowed(const IdxAggScan *agg)
+{
+	return agg->sort != NIL || agg->limit >= 0 || agg->offset > 0;
+}
+
+/*
  * Append the stages of a pushed ORDER BY and LIMIT/OFFSET after the
- * $group stage(s), at position "pos" of the pipeline.
+ * $group stage(s), at position "pos" of the pipeline.  Without ORDER BY
+ * there is no $sort: any groups are a right answer, as long as there are
+ * as many as the LIMIT and OFFSET leave.
  */
 static void
 append_order_stages(bson_t *pipeline, const IdxAggScan *agg, int pos)
@@ -548,9 +562,12 @@ append_order_stages(bson_t *pipeline, const IdxAggScan *agg, int pos)
 	build_window(&window, agg);
 	snprintf(key, sizeof(key), "%d", pos++);
 	BCON_APPEND(pipeline, key, "{", "$setWindowFields", BCON_DOCUMENT(&window), "}");
-	build_sort(&sort, agg);
-	snprintf(key, sizeof(key), "%d", pos++);
-	BCON_APPEND(pipeline, key, "{", "$sort", BCON_DOCUMENT(&sort), "}");
+	if (agg->sort != NIL)
+	{
+		build_sort(&sort, agg);
+		snprintf(key, sizeof(key), "%d", pos++);
+		BCON_APPEND(pipeline, key, "{", "$sort", BCON_DOCUMENT(&sort), "}");
+	}
 	if (agg->offset > 0)
 	{
 		snprintf(key, sizeof(key), "%d", pos++);
@@ -589,7 +606,7 @@ build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
 		append_null_flags(&group, agg);
 		BCON_APPEND(pipeline, "1", "{", "$group", BCON_DOCUMENT(&group), "}");
 	}
-	if (agg->sort != NIL)
+	if (windowed(agg))
 		append_order_stages(pipeline, agg, agg->distinct ? 3 : 2);
 	bson_destroy(&group);
 	bson_destroy(&second);
@@ -766,7 +783,7 @@ fill_column(const bson_t *doc, int i, const IdxScanState *state,
 	if (col->kind == IDX_AGG_GROUP)
 	{
 		/* the window's checks of every group's key (pushed ORDER BY) */
-		if (state->agg->sort != NIL)
+		if (windowed(state->agg))
 			check_values(doc, col, state);
 		if (bson_iter_init_find(&iter, doc, "_id") &&
 			BSON_ITER_HOLDS_DOCUMENT(&iter))

@@ -39,7 +39,9 @@
  *
  * On MongoDB 8.0 (ms->bulk_write), steps 2, 3 and 4 are one bulkWrite
  * command, in that order, so that a batch is two round trips however many
- * index collections it changes.
+ * index collections it changes.  Its step 3 deletes each fact by its own op
+ * (not one multi-document delete), so that outside a transaction the
+ * command can be a retryable write (bulk_write.c).
  *
  * Steps 1, 2 and 4 are skipped where no entry can change (no index, or an
  * UPDATE that assigns none of the indexed columns).  A row whose fact is
@@ -544,25 +546,18 @@ write_bulk_write(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 	idx_writer_add_new(ms->writer, bw);
 	for (i = 0; i < b->n; i++)
 		written += (pre[i] != NULL);
-	if (ms->operation == CMD_DELETE)
+	/* one op per fact, so that the command stays a retryable write */
+	for (i = 0; i < b->n; i++)
 	{
-		bson_t		filter = BSON_INITIALIZER;
-
-		batch_filter(ms, b, &filter);
-		idx_bulk_write_delete(bw, ms->info->database, ms->info->collection,
-							  &filter, true);
-		bson_destroy(&filter);
-	}
-	else
-	{
-		for (i = 0; i < b->n; i++)
-		{
-			if (pre[i] != NULL)
-				idx_bulk_write_update(bw, ms->info->database,
-									  ms->info->collection,
-									  row_filter(ms, &b->rows[i]),
-									  b->rows[i].update, false);
-		}
+		if (ms->operation == CMD_DELETE)
+			idx_bulk_write_delete(bw, ms->info->database,
+								  ms->info->collection,
+								  row_filter(ms, &b->rows[i]), false);
+		else if (pre[i] != NULL)
+			idx_bulk_write_update(bw, ms->info->database,
+								  ms->info->collection,
+								  row_filter(ms, &b->rows[i]),
+								  b->rows[i].update, false);
 	}
 	idx_writer_add_old(ms->writer, bw);
 	while (!idx_bulk_write_execute(bw, from, session, what, &failed))

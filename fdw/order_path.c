@@ -86,28 +86,74 @@ sortable_type(Oid type, bool first)
 }
 
 /*
+ * Call "match" on each member expression of a pathkey's equivalence class
+ * (none if the class is volatile) until it accepts one.  Returns whether
+ * one was accepted.  Shared by the sorts of plain scans (here) and of
+ * pushed groupings (agg_path.c), which look for different expressions.
+ */
+bool
+idx_pathkey_match(PathKey *pathkey, IdxPathkeyMatch match, void *arg)
+{
+	EquivalenceClass *ec = pathkey->pk_eclass;
+	ListCell   *lc;
+
+	if (ec->ec_has_volatile)
+		return false;
+	foreach(lc, ec->ec_members)
+	{
+		if (match(((EquivalenceMember *) lfirst(lc))->em_expr, arg))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Does a pathkey sort by the default btree operator family of "type",
+ * the only order MongoDB's $sort can follow?
+ */
+bool
+idx_pathkey_default_order(PathKey *pathkey, Oid type)
+{
+	TypeCacheEntry *tce = lookup_type_cache(type, TYPECACHE_BTREE_OPFAMILY);
+
+	return pathkey->pk_opfamily == tce->btree_opf;
+}
+
+/* What pathkey_column() looks for, and finds */
+typedef struct ColumnMatch
+{
+	Index		relid;
+	Var		   *var;
+} ColumnMatch;
+
+/*
+ * An IdxPathkeyMatch: is "expr" a user column of the relation?
+ */
+static bool
+match_column(Expr *expr, void *arg)
+{
+	ColumnMatch *m = (ColumnMatch *) arg;
+
+	if (IsA(expr, Var) && ((Var *) expr)->varno == m->relid &&
+		((Var *) expr)->varlevelsup == 0 && ((Var *) expr)->varattno > 0)
+	{
+		m->var = (Var *) expr;
+		return true;
+	}
+	return false;
+}
+
+/*
  * The column of "baserel" a pathkey sorts on, or NULL if it sorts on
  * something else.
  */
 static Var *
 pathkey_column(PathKey *pathkey, RelOptInfo *baserel)
 {
-	EquivalenceClass *ec = pathkey->pk_eclass;
-	ListCell   *lc;
+	ColumnMatch m = {baserel->relid, NULL};
 
-	if (ec->ec_has_volatile)
-		return NULL;
-	foreach(lc, ec->ec_members)
-	{
-		EquivalenceMember *em = lfirst(lc);
-		Expr	   *expr = em->em_expr;
-
-		if (IsA(expr, Var) && ((Var *) expr)->varno == baserel->relid &&
-			((Var *) expr)->varlevelsup == 0 &&
-			((Var *) expr)->varattno > 0)
-			return (Var *) expr;
-	}
-	return NULL;
+	idx_pathkey_match(pathkey, match_column, &m);
+	return m.var;
 }
 
 /*
@@ -123,7 +169,6 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		 bool first)
 {
 	Var		   *var = pathkey_column(pathkey, baserel);
-	TypeCacheEntry *tce;
 	const char *field;
 	bool		desc = (pathkey->pk_strategy == BTGreaterStrategyNumber);
 
@@ -132,8 +177,7 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	field = fpinfo->table->fields[var->varattno - 1];
 	if (field == NULL || strchr(field, '.') != NULL)
 		return NIL;
-	tce = lookup_type_cache(var->vartype, TYPECACHE_BTREE_OPFAMILY);
-	if (pathkey->pk_opfamily != tce->btree_opf)
+	if (!idx_pathkey_default_order(pathkey, var->vartype))
 		return NIL;
 	/* MongoDB's NULLs come first ascending and last descending */
 	if (!first && pathkey->pk_nulls_first != !desc)

@@ -45,11 +45,8 @@ idxGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage,
 				idx_add_ordered_paths(root, input_rel, output_rel);
 			break;
 		case UPPERREL_FINAL:
-			if (list_member_ptr(root->upper_rels[UPPERREL_ORDERED], input_rel) &&
-				((IdxOrderedRel *) input_rel->fdw_private)->agg != NULL)
-				idx_add_agg_final_paths(root, input_rel, output_rel,
-										(FinalPathExtraData *) extra);
-			else
+			if (!idx_add_agg_final_paths(root, input_rel, output_rel,
+										 (FinalPathExtraData *) extra))
 				idx_add_final_paths(root, input_rel, output_rel,
 									(FinalPathExtraData *) extra);
 			break;

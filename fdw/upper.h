@@ -72,8 +72,8 @@ extern void idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 extern bool idx_add_agg_ordered_paths(PlannerInfo *root,
 									  RelOptInfo *grouped_rel,
 									  RelOptInfo *ordered_rel);
-extern void idx_add_agg_final_paths(PlannerInfo *root,
-									RelOptInfo *ordered_rel,
+extern bool idx_add_agg_final_paths(PlannerInfo *root,
+									RelOptInfo *input_rel,
 									RelOptInfo *final_rel,
 									FinalPathExtraData *extra);
 extern ForeignScan *idx_agg_plan(PlannerInfo *root, RelOptInfo *rel,

@@ -55,6 +55,14 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM agg_t;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(DISTINCT n) FROM agg_t;
 RESET idxtable.enable_aggregate_pushdown;
 -- results equal the local table's, pushed or not
+-- the rows of a grouping with LIMIT l OFFSET o (no ORDER BY: any groups),
+-- planned with the constants, so pushed
+CREATE FUNCTION agg_lim_rows(l int, o int)
+  RETURNS TABLE (town text, n int, c bigint, sb numeric) LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY EXECUTE format('SELECT town, n, count(*), sum(b) FROM agg_t '
+                              'GROUP BY town, n LIMIT %s OFFSET %s', l, o);
+END $$;
 CREATE FUNCTION agg_same(q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   remote text;
@@ -198,12 +206,35 @@ SELECT agg_same(q) FROM (VALUES
 -- in order as well
 SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY sum(b) NULLS FIRST, n LIMIT 3 OFFSET 1;
 SELECT n, count(*), sum(b) FROM agg_t GROUP BY n ORDER BY n DESC;
+-- a constant LIMIT/OFFSET without ORDER BY over a pushed grouping: $skip and
+-- $limit without a $sort (the window still checks every group's values);
+-- any groups are a right answer, but exactly as many as PostgreSQL's Limit
+-- leaves, each whole (its count and sum as the local plan's)
+EXPLAIN (VERBOSE, COSTS OFF) SELECT town, count(*) FROM agg_t GROUP BY town LIMIT 2 OFFSET 1;
+CREATE TEMP TABLE agg_all AS
+  SELECT town, n, count(*) AS c, sum(b) AS sb FROM agg_t GROUP BY town, n;
+SELECT l, o, (SELECT count(*) FROM agg_lim_rows(l, o)) =
+             least(l, greatest((SELECT count(*) FROM agg_all) - o, 0)) AS count_right,
+       (SELECT count(*) FROM agg_lim_rows(l, o) r
+         WHERE NOT EXISTS (SELECT 1 FROM agg_all a
+                            WHERE a.town IS NOT DISTINCT FROM r.town AND
+                                  a.n IS NOT DISTINCT FROM r.n AND a.c = r.c AND
+                                  a.sb IS NOT DISTINCT FROM r.sb)) AS not_groups
+  FROM (VALUES (1, 0), (3, 2), (5, 0), (100, 0), (2, 1000)) v(l, o);
+EXPLAIN (COSTS OFF) SELECT town, n, count(*), sum(b) FROM agg_t GROUP BY town, n LIMIT 3 OFFSET 2;
+-- not pushed: without GROUP BY (one row whatever MongoDB returns), HAVING
+EXPLAIN (COSTS OFF) SELECT count(*) FROM agg_t LIMIT 1 OFFSET 1;
+SELECT count(*) FROM agg_t LIMIT 1 OFFSET 1;
+EXPLAIN (COSTS OFF) SELECT n, count(*) FROM agg_t GROUP BY n HAVING count(*) > 1 LIMIT 2;
+DROP TABLE agg_all;
 -- a value a scan refuses is an error also in a group $limit leaves out
 CREATE FOREIGN TABLE agg_bad2 (id text OPTIONS (field '_id'), v int)
   SERVER mongo OPTIONS (collection 'bad');
 SET enable_sort = off;
 EXPLAIN (COSTS OFF) SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1;
 SELECT show_error('SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1') <> 'no error' AS fails;
+EXPLAIN (COSTS OFF) SELECT v, count(*) FROM agg_bad2 GROUP BY v LIMIT 1;
+SELECT show_error('SELECT v, count(*) FROM agg_bad2 GROUP BY v LIMIT 1') <> 'no error' AS fails;
 SET idxtable.enable_aggregate_pushdown = off;
 SELECT show_error('SELECT v, count(*) FROM agg_bad2 GROUP BY v ORDER BY count(*) DESC LIMIT 1') <> 'no error' AS fails;
 RESET idxtable.enable_aggregate_pushdown;
@@ -215,6 +246,7 @@ DROP FOREIGN TABLE agg_t_wide;
 DROP TABLE agg_people_local;
 DROP FOREIGN TABLE agg_people;
 DROP FUNCTION agg_same(text);
+DROP FUNCTION agg_lim_rows(int, int);
 DROP TABLE agg_local;
 DROP COLLATION agg_ci;
 DELETE FROM agg_t;

@@ -14,6 +14,8 @@ in both consistency modes, transaction and ordered:
   statement remains (facts, entries: verify_index finds nothing);
 - an orphaned claim (its fact lost the key) is taken over in ordered mode;
 - UPDATE and DELETE batches keep the index tables exact;
+- a unique violation in a later statement of a transaction is 23505 with
+  the DETAIL too (the failed op of the cursor, as mongod 8.0 returns it);
 - a rolled-back transaction leaves nothing;
 - SET idxtable.enable_bulk_write = off writes one bulk per collection again.
 
@@ -170,6 +172,25 @@ def test_update_delete(conn, client, mode):
               "%s: the failed UPDATE left nothing" % mode)
 
 
+def test_unique_violation_in_transaction(conn, client):
+    """Transaction mode, a later statement of a transaction: mongod 8.0 returns a duplicate key inside a
+    transaction's bulkWrite as the failed op in the cursor (write_ops_exec.cpp, handleError), which the FDW
+    reads for the DETAIL; the transaction is aborted and nothing of it remains."""
+    before = rows(conn, "SELECT * FROM acct_transaction ORDER BY _id")
+    conn.autocommit = False
+    rows(conn, "INSERT INTO acct_transaction VALUES %s" % values(950, 5))
+    recent(client)
+    failed = fails(conn, "INSERT INTO acct_transaction VALUES %s, (960, 'N7', 'Oslo', '{x}', 0)" % values(970, 3),
+                   "23505", "Key (lower(name))=(n7) already exists.")
+    cmds = [c["command"] for c in recent(client)]
+    conn.rollback()
+    conn.autocommit = True
+    RES.check(failed and "bulkWrite" in cmds,
+              "transaction: a duplicate key in a later statement's bulkWrite is 23505 with its DETAIL: %r" % cmds)
+    RES.check(rows(conn, "SELECT * FROM acct_transaction ORDER BY _id") == before and clean(conn, "transaction"),
+              "transaction: nothing of the aborted transaction remains: %r" % (verify(conn, "transaction"),))
+
+
 def test_rollback(conn, client):
     """Transaction mode: a rolled-back transaction's bulkWrites leave nothing."""
     before = rows(conn, "SELECT * FROM acct_transaction ORDER BY _id")
@@ -195,6 +216,7 @@ def main():
         test_unique_violation(conn, client, mode)
         test_orphan_claim(conn, client, mode)
         test_update_delete(conn, client, mode)
+    test_unique_violation_in_transaction(conn, client)
     test_rollback(conn, client)
     print(RES.summary("bulk_write"))
     return 1 if RES.failed else 0

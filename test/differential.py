@@ -1276,14 +1276,54 @@ def ordered_aggregate_case(rng, clauses):
     return sql
 
 
+def limited_aggregate_case(rng, clauses):
+    """A grouped query under a LIMIT (and an OFFSET now and then) without
+    ORDER BY (pushed as $skip/$limit after the $group): any groups are a right
+    answer, so run_aggregate_case compares how many and that each is a group
+    of the whole result."""
+    keys = rng.sample(GROUP_KEYS, rng.choice([1, 1, 2]))
+    aggs = rng.sample(AGGREGATES[:13], rng.randint(1, 3))
+    roll = rng.random()
+    where = "false" if roll < 0.08 else "true" if roll < 0.6 else clauses.clause(depth=1)
+    sql = "SELECT %s FROM {table} WHERE %s GROUP BY %s LIMIT %d" % (
+        ", ".join(keys + aggs), where, ", ".join(keys), rng.choice([1, 3, 5, 20, 1000]))
+    if rng.random() < 0.4:
+        sql += " OFFSET %d" % rng.choice([1, 2, 10])
+    return sql
+
+
+LIMIT_TAIL = re.compile(r" LIMIT \d+( OFFSET \d+)?$")
+
+
+def limited_problem(session, sql, foreign, local):
+    """What is wrong with the rows of a limited unordered grouping, or None:
+    as many rows as the local table's, each one of its groups (the whole
+    grouping, without the LIMIT)."""
+    whole = session.run(LIMIT_TAIL.sub("", sql).replace("{table}", "lt"))
+    if whole.error:
+        return ["the whole local grouping failed: %s" % whole.error]
+    groups = aggregate_rows(whole.rows)
+    got = aggregate_rows(foreign.rows)
+    if len(got) != len(local.rows):
+        return ["foreign: %d rows, local: %d" % (len(got), len(local.rows))]
+    strays = [row for row in got if row not in groups]
+    if strays or len(set(map(repr, got))) != len(got):
+        return ["foreign rows that are not distinct groups of the whole result: %r" % (strays[:6] or got[:6])]
+    return None
+
+
 def aggregate_cases(rng, clauses, count):
     """``count`` aggregate queries over table ``{table}``: one to four
     aggregates, no to two GROUP BY keys, sometimes HAVING, a WHERE clause
     ("false" for an empty set now and then)."""
     cases = []
     for _ in range(count):
-        if rng.random() < 0.25:
+        roll = rng.random()
+        if roll < 0.25:
             cases.append(ordered_aggregate_case(rng, clauses))
+            continue
+        if roll < 0.35:
+            cases.append(limited_aggregate_case(rng, clauses))
             continue
         keys = rng.sample(GROUP_KEYS, rng.choice([0, 0, 1, 1, 1, 2]))
         if rng.random() < 0.25:
@@ -1319,8 +1359,11 @@ def run_aggregate_case(session, number, sql, report):
     """Compare one aggregate query on both tables; True if it was pushed."""
     plan = session.run("EXPLAIN (VERBOSE, COSTS OFF) " + sql.replace("{table}", "ft"))
     pushed = any("aggregate pipeline" in line for (line,) in plan.rows or [])
+    limited = " LIMIT " in sql and " ORDER BY " not in sql
     if " ORDER BY " in sql:
         pushed = pushed and any("$sort" in line for (line,) in plan.rows or [])
+    if limited:
+        pushed = pushed and any("$limit" in line for (line,) in plan.rows or [])
     foreign = session.run(sql.replace("{table}", "ft"))
     local = session.run(sql.replace("{table}", "lt"))
     if " ORDER BY " not in sql:  # ordered cases sort on every group key too
@@ -1328,6 +1371,8 @@ def run_aggregate_case(session, number, sql, report):
     problem = None
     if foreign.error or local.error:
         problem = compare(foreign, local)
+    elif limited:
+        problem = limited_problem(session, sql, foreign, local)
     elif aggregate_rows(foreign.rows) != aggregate_rows(local.rows):
         problem = ["foreign: %r" % foreign.rows[:6], "local:   %r" % local.rows[:6]]
     if problem:
@@ -1551,8 +1596,11 @@ def main():
     agg_results = [(run_aggregate_case(session, number, sql, report), " ORDER BY " in sql)
                    for number, sql in enumerate(aggregates)]
     agg_pushed = sum(pushed for pushed, _ in agg_results)
-    print("aggregates: %d of %d pushed as an aggregate pipeline, %d of %d ordered ones with their $sort"
-          % (agg_pushed, len(aggregates), sum(p for p, o in agg_results if o), sum(o for _, o in agg_results)))
+    limited = [" LIMIT " in sql and " ORDER BY " not in sql for sql in aggregates]
+    print("aggregates: %d of %d pushed as an aggregate pipeline, %d of %d ordered ones with their $sort, "
+          "%d of %d limited unordered ones with their $limit"
+          % (agg_pushed, len(aggregates), sum(p for p, o in agg_results if o), sum(o for _, o in agg_results),
+             sum(p for (p, _), lim in zip(agg_results, limited) if lim), sum(limited)))
     report.result("aggregate pushdown coverage",
                   None if agg_pushed >= MIN_AGG_PUSHED * len(aggregates) else
                   ["only %d of %d aggregate queries were pushed" % (agg_pushed, len(aggregates))])

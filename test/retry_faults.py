@@ -4,7 +4,7 @@
 For every write of test/faults.py (INSERT, UPDATE of a key, of an included
 column, of array elements, DELETE, a multi-statement transaction), in both
 consistency modes, the k-th write command the FDW sends (insert, update,
-delete, findAndModify, commitTransaction; k = 0, 1, ... until none is
+delete, findAndModify, commitTransaction, bulkWrite; k = 0, 1, ... until none is
 left) is executed by the server, which then closes the connection without
 replying and stays up (the test server's failCommand extension
 closeConnection "after", fired once).  libmongoc retries a retryable write
@@ -19,6 +19,11 @@ it again.  So:
 - a command libmongoc does not retry (a write inside a MongoDB transaction,
   a multi-document delete): the statement fails with a connection error,
   not 23505, and the checks of test/faults.py after a failure hold.
+
+Against a test server started with --bulk-write (IDXTABLE_MONGO_BULKWRITE=1)
+the FDW writes batches with MongoDB 8.0's bulkWrite, which libmongoc does not
+retry: outside a transaction the FDW sends it as a retryable write itself
+(fdw/bulk_write.c), and its lost replies must be retried the same way.
 
 The cases where a retried command was executed twice (a false 23505, or
 facts or entries that differ from a clean run) are what this catches: on a
@@ -39,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from faults import (WRITES, Results, check_after_failure, connect_pg, facts, mongo_client,  # noqa: E402
                     mongo_db, reset_table, restore, setup_database, snapshot, verify_all)
 
-WRITE_COMMANDS = ["insert", "update", "delete", "findAndModify", "commitTransaction"]
+WRITE_COMMANDS = ["insert", "update", "delete", "findAndModify", "commitTransaction", "bulkWrite"]
 MAX_STEPS = 40
 
 

@@ -120,6 +120,9 @@ idx_xact_mode(const IdxTableInfo *info, mongoc_client_t *client,
 	return IDX_CONSISTENCY_TRANSACTION;
 }
 
+/* The txnNumber of a client's first retryable bulkWrite (see below) */
+#define IDX_RETRY_TXN_FIRST (INT64CONST(1) << 32)
+
 /*
  * Raise the error for any use of a doomed transaction.
  */
@@ -284,14 +287,53 @@ idx_xact_open_server(void)
 }
 
 /*
- * End the client's session before the client is destroyed.
+ * The session the client's bulkWrite commands outside a MongoDB transaction
+ * go in as retryable writes, and in "txn_number" the number of the next
+ * one.  libmongoc 1.23 numbers only the writes it retries itself (insert,
+ * update, delete, findAndModify), so bulk_write.c numbers its own, in a
+ * session no other command uses, which lives as long as the client: so
+ * libmongoc never hands its server session to another command that would
+ * count from its own number (mongod refuses a lower txnNumber, and takes an
+ * equal one for a retry of ours).  The server session may come from
+ * libmongoc's pool, used before by its retryable writes and transactions,
+ * whose last txnNumber libmongoc does not expose; it counts up by one from
+ * 0, so ours start at 2^32, above any it can have reached.  A client
+ * outside the connection cache (the applier's, an index build's) gets
+ * NULL: its bulkWrites are not retried.
+ */
+mongoc_client_session_t *
+idx_xact_retry_session(mongoc_client_t *client, const char *servername,
+					   int64 *txn_number)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+	bson_error_t error;
+
+	if (x == NULL)
+		return NULL;
+	if (x->retry_session == NULL)
+	{
+		x->retry_session = mongoc_client_start_session(client, NULL, &error);
+		if (x->retry_session == NULL)
+			idx_report_error(&error, servername,
+							 idx_op(IDX_OP_START_SESSION, NULL, NULL));
+		x->retry_txn = IDX_RETRY_TXN_FIRST - 1;
+	}
+	*txn_number = ++x->retry_txn;
+	return x->retry_session;
+}
+
+/*
+ * End the client's sessions before the client is destroyed.
  */
 void
 idx_xact_release(IdxRemoteXact *x)
 {
 	if (x->session)
 		mongoc_client_session_destroy(x->session);
+	if (x->retry_session)
+		mongoc_client_session_destroy(x->retry_session);
 	x->session = NULL;
+	x->retry_session = NULL;
 	x->in_txn = false;
 }
 

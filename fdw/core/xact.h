@@ -50,6 +50,9 @@ typedef struct IdxRemoteXact
 								 * the open transaction maintained */
 	uint64		known_before;	/* a cluster time the session knew before
 								 * the transaction started (0: none) */
+	/* retryable bulkWrite commands outside transactions (bulk_write.c) */
+	mongoc_client_session_t *retry_session; /* NULL until the first one */
+	int64		retry_txn;		/* the txnNumber of the last one */
 } IdxRemoteXact;
 
 /*
@@ -105,6 +108,14 @@ extern void idx_xact_unnote_ordered_write(void);
  * Does nothing if the client has no open transaction.
  */
 extern void idx_xact_append_session(mongoc_client_t *client, bson_t *opts);
+
+/*
+ * The session of the client's retryable bulkWrite commands and the
+ * txnNumber of the next one, or NULL for a client outside the cache.
+ */
+extern mongoc_client_session_t *idx_xact_retry_session(mongoc_client_t *client,
+													   const char *servername,
+													   int64 *txn_number);
 
 /* The client of "x" is about to be destroyed: end its session */
 extern void idx_xact_release(IdxRemoteXact *x);

@@ -20,6 +20,19 @@
  * the ops as a document sequence, so a queue larger than that is sent as
  * several commands, in order, each starting where the last one ended.
  *
+ * Outside a MongoDB transaction each command is a retryable write, as the
+ * retryable writes specification makes insert, update and delete: it goes
+ * in a session of its own (xact.c) with a txnNumber of ours, and is sent
+ * once more, unchanged, after a network error or an error labelled
+ * RetryableWriteError.  The server knows the statements (ops) it executed
+ * under that txnNumber and does not execute them again, so a lost reply
+ * neither fails the statement nor writes twice.  libmongoc 1.23 adds a
+ * txnNumber only to the commands it knows (mongoc-cmd.c,
+ * _allow_txn_number: findAndModify, and insert, update and delete through
+ * its bulk API), hence this.  A command with a multi-document op is not
+ * retryable (mongod refuses it as InvalidOptions), nor is one to a
+ * standalone server or with retryWrites=false in the URI.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -30,7 +43,9 @@
 #include "core/convert.h"
 #include "core/handle.h"
 #include "core/remote_error.h"
+#include "core/xact.h"
 #include "index/bulk_write.h"
+#include "index/index_entry.h"
 
 /* Bytes of ops per command: under MongoDB's 16 MB, with room for the rest */
 #define IDX_BULK_WRITE_MAX_BYTES (16 * 1024 * 1024 - 64 * 1024)
@@ -48,6 +63,9 @@ struct IdxBulkWrite
 	int			alloc;
 	int64		matched;		/* nMatched of the commands sent */
 	int64		deleted;		/* nDeleted of the commands sent */
+	bool		has_multi;		/* a multi-document op is queued */
+	int			retryable;		/* -1: not known yet; 0/1: can the server
+								 * take retryable writes? */
 };
 
 /*
@@ -88,6 +106,7 @@ idx_bulk_write_create(mongoc_client_t *client, const char *servername)
 	bw->servername = servername;
 	bw->alloc = 64;
 	bw->ops = palloc(sizeof(bson_t *) * bw->alloc);
+	bw->retryable = -1;
 	return bw;
 }
 
@@ -185,6 +204,7 @@ idx_bulk_write_delete(IdxBulkWrite *bw, const char *database,
 	begin_op(bw, &op, "delete", database, collection);
 	idx_check_append(BSON_APPEND_DOCUMENT(&op, "filter", filter));
 	idx_check_append(BSON_APPEND_BOOL(&op, "multi", multi));
+	bw->has_multi |= multi;
 	add_op(bw, &op);
 }
 
@@ -379,9 +399,208 @@ write_concern_error(const bson_t *reply, bson_error_t *error)
 }
 
 /*
+ * Does the _id of "doc" (a document, or a filter {_id: ...}) equal the
+ * "_id" of "key"?
+ */
+static bool
+same_id(const bson_t *doc, const bson_t *key)
+{
+	bson_iter_t a;
+	bson_iter_t b;
+	bson_t		x = BSON_INITIALIZER;
+	bson_t		y = BSON_INITIALIZER;
+	bool		same;
+
+	if (!bson_iter_init_find(&a, doc, "_id") ||
+		!bson_iter_init_find(&b, key, "_id"))
+		return false;
+	idx_check_append(bson_append_iter(&x, "v", 1, &a));
+	idx_check_append(bson_append_iter(&y, "v", 1, &b));
+	same = bson_equal(&x, &y);
+	bson_destroy(&x);
+	bson_destroy(&y);
+	return same;
+}
+
+/*
+ * A duplicate key that failed a command of ops [from, end) as a whole
+ * (code 11000 at the top of the reply): the op it came from, so that it is
+ * handled as the failed op of the cursor it usually is.  mongod 8.0 returns
+ * it as that op's error, in a transaction too (write_ops_exec.cpp,
+ * handleError: only a transient error fails the whole command), so this
+ * is a precaution, for a server that does otherwise: the op is the first
+ * insert or upsert into the namespace of the reply's errmsg whose _id is
+ * the reply's keyValue (index entries and facts are unique by _id).
+ * Returns false if there is no such op.
+ */
+static bool
+command_dup_key_op(IdxBulkWrite *bw, int from, int end, const bson_t *reply,
+				   const bson_error_t *error, IdxBulkWriteError *failed)
+{
+	bson_iter_t iter;
+	const char *msg;
+	const char *coll;
+	bson_t		key;
+	const uint8_t *data;
+	uint32_t	len;
+	int			i;
+
+	if (error->domain != MONGOC_ERROR_SERVER || error->code != 11000 ||
+		!bson_iter_init_find(&iter, reply, "keyValue") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter))
+		return false;
+	bson_iter_document(&iter, &len, &data);
+	if (!bson_init_static(&key, data, len))
+		return false;
+	msg = strstr(error->message, "collection: ");
+	if (msg == NULL)
+		return false;
+	coll = msg + strlen("collection: ");
+	for (i = from; i < end; i++)
+	{
+		const char *kind = bson_iter_init(&iter, bw->ops[i]) &&
+			bson_iter_next(&iter) ? bson_iter_key(&iter) : "";
+		const char *ns;
+		bson_iter_t field;
+		bson_t		doc;
+
+		if (strcmp(kind, "delete") == 0)
+			continue;
+		ns = list_nth(bw->namespaces, bson_iter_int32(&iter));
+		if (strncmp(coll, ns, strlen(ns)) != 0 || coll[strlen(ns)] != ' ' ||
+			!bson_iter_init_find(&field, bw->ops[i],
+								 strcmp(kind, "insert") == 0 ?
+								 "document" : "filter") ||
+			!BSON_ITER_HOLDS_DOCUMENT(&field))
+			continue;
+		bson_iter_document(&field, &len, &data);
+		if (!bson_init_static(&doc, data, len) || !same_id(&doc, &key))
+			continue;
+		failed->op = i;
+		failed->code = 11000;
+		failed->doc = idx_bson_pcopy(reply);
+		failed->error = *error;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Can the server writes go to take retryable writes: a replica set member
+ * or mongos that has sessions (logicalSessionTimeoutMinutes in its hello),
+ * unless the URI says retryWrites=false?  Asked once per queue.
+ */
+static bool
+server_takes_retryable(IdxBulkWrite *bw)
+{
+	if (bw->retryable < 0)
+	{
+		bson_error_t error;
+		mongoc_server_description_t *sd;
+		const bson_t *hello;
+		bson_iter_t iter;
+
+		bw->retryable = 0;
+		if (!mongoc_uri_get_option_as_bool(mongoc_client_get_uri(bw->client),
+										   MONGOC_URI_RETRYWRITES, true))
+			return false;
+		sd = mongoc_client_select_server(bw->client, true, NULL, &error);
+		if (sd == NULL)
+			idx_report_error(&error, bw->servername,
+							 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
+		hello = mongoc_server_description_hello_response(sd);
+		bw->retryable =
+			strcmp(mongoc_server_description_type(sd), "Standalone") != 0 &&
+			hello != NULL &&
+			bson_iter_init_find(&iter, hello, "logicalSessionTimeoutMinutes") &&
+			BSON_ITER_HOLDS_NUMBER(&iter);
+		mongoc_server_description_destroy(sd);
+	}
+	return bw->retryable == 1;
+}
+
+/*
+ * Does a failed attempt of a retryable write ask to be sent again?  A
+ * network error does (libmongoc's _mongoc_error_is_network: the reply was
+ * lost, the command may or may not have run), and so does a reply the
+ * server labelled RetryableWriteError (an error or a writeConcernError
+ * whose code is in mongod's RetriableError category).
+ */
+static bool
+retry_wanted(bool ok, const bson_error_t *error, const bson_t *reply)
+{
+	if (!ok && (error->domain == MONGOC_ERROR_STREAM ||
+				(error->domain == MONGOC_ERROR_PROTOCOL &&
+				 error->code == MONGOC_ERROR_PROTOCOL_INVALID_REPLY)))
+		return true;
+	return mongoc_error_has_label(reply, "RetryableWriteError");
+}
+
+/*
+ * One attempt of a command; a writeConcernError fails it too.
+ */
+static bool
+run_command(IdxBulkWrite *bw, const bson_t *cmd, const bson_t *opts,
+			bson_t *reply, bson_error_t *error)
+{
+	bool		ok;
+
+	ok = mongoc_client_write_command_with_opts(bw->client, "admin", cmd, opts,
+											   reply, error);
+	if (ok && write_concern_error(reply, error))
+		ok = false;
+	return ok;
+}
+
+/*
+ * Send one command (destroyed here): in "session" if there is one (a
+ * transaction's: libmongoc adds lsid, txnNumber and autocommit), else as a
+ * retryable write if it can be one (see the top of the file), sent a second
+ * time if the first attempt asks for it; else in libmongoc's implicit
+ * session.
+ */
+static bool
+send_command(IdxBulkWrite *bw, bson_t *cmd, mongoc_client_session_t *session,
+			 bson_t *reply, bson_error_t *error)
+{
+	bson_t		opts = BSON_INITIALIZER;
+	bool		retryable = false;
+	bool		ok;
+
+	if (session == NULL && !bw->has_multi && server_takes_retryable(bw))
+	{
+		int64		txn_number;
+
+		session = idx_xact_retry_session(bw->client, bw->servername,
+										 &txn_number);
+		if (session != NULL)
+		{
+			idx_check_append(BSON_APPEND_INT64(cmd, "txnNumber", txn_number));
+			retryable = true;
+		}
+	}
+	if (session && !mongoc_client_session_append(session, &opts, error))
+	{
+		bson_destroy(cmd);
+		bson_destroy(&opts);
+		elog(ERROR, "could not add the session to a bulkWrite: %s",
+			 error->message);
+	}
+	ok = run_command(bw, cmd, &opts, reply, error);
+	if (retryable && retry_wanted(ok, error, reply))
+	{
+		bson_destroy(reply);
+		ok = run_command(bw, cmd, &opts, reply, error);
+	}
+	bson_destroy(cmd);
+	bson_destroy(&opts);
+	return ok;
+}
+
+/*
  * Send the ops from "from" on, as few commands as they fit in, in the
- * session if any (a transaction's: libmongoc adds lsid, txnNumber and
- * autocommit; none: libmongoc's implicit session).  Returns true if every
+ * session if any (a transaction's), else each as a retryable write if it
+ * can be one (see send_command).  Returns true if every
  * op was executed; false with "failed" set if an op failed (the ops before
  * it were executed, those after it not), or with failed->op = the number
  * of ops if all were executed but their write concern was not satisfied.
@@ -396,7 +615,6 @@ idx_bulk_write_execute(IdxBulkWrite *bw, int from,
 	while (from < bw->nops)
 	{
 		bson_t		cmd = BSON_INITIALIZER;
-		bson_t		opts = BSON_INITIALIZER;
 		bson_t		reply;
 		bson_error_t error;
 		bool		ok;
@@ -404,19 +622,7 @@ idx_bulk_write_execute(IdxBulkWrite *bw, int from,
 
 		CHECK_FOR_INTERRUPTS();
 		end = build_command(bw, from, &cmd);
-		if (session && !mongoc_client_session_append(session, &opts, &error))
-		{
-			bson_destroy(&cmd);
-			bson_destroy(&opts);
-			elog(ERROR, "could not add the session to a bulkWrite: %s",
-				 error.message);
-		}
-		ok = mongoc_client_write_command_with_opts(bw->client, "admin", &cmd,
-												   &opts, &reply, &error);
-		bson_destroy(&cmd);
-		bson_destroy(&opts);
-		if (ok && write_concern_error(&reply, &error))
-			ok = false;
+		ok = send_command(bw, &cmd, session, &reply, &error);
 		if (!ok)
 		{
 			bson_t	   *failed_reply = idx_own_reply(&reply);
@@ -432,6 +638,8 @@ idx_bulk_write_execute(IdxBulkWrite *bw, int from,
 				return false;
 			}
 			if (error.domain == MONGOC_ERROR_WRITE_CONCERN)
+				return false;
+			if (command_dup_key_op(bw, from, end, failed_reply, &error, failed))
 				return false;
 			idx_report_reply_error(failed_reply, &error, bw->servername, what);
 		}

@@ -389,6 +389,24 @@ entry_to_write(IdxIndexWriter *w, PendingEntry *pe, bson_t *buf)
 }
 
 /*
+ * The selector an entry that is not a new claim is upserted by: a claim
+ * replacing its fact's own claim, conditionally on its fact
+ * (idx_entry_own_filter), anything else by its _id alone, built in
+ * "idonly".
+ */
+static bson_t *
+upsert_selector(PendingEntry *pe, bson_t *idonly)
+{
+	bson_iter_t iter;
+
+	if (pe->claim)
+		return idx_entry_own_filter(pe->entry);
+	bson_iter_init_find(&iter, pe->entry, "_id");
+	idx_check_append(bson_append_iter(idonly, "_id", -1, &iter));
+	return idonly;
+}
+
+/*
  * Add one pending entry to a bulk: claims are inserted (a duplicate is the
  * unique check), everything else is an idempotent upsert of the entry,
  * conditional on the fact for claims being replaced.  An entry libmongoc
@@ -408,16 +426,9 @@ bulk_add_entry(IdxIndexWriter *w, mongoc_bulk_operation_t *bulk,
 		ok = mongoc_bulk_operation_insert_with_opts(bulk, doc, NULL, &error);
 	else
 	{
-		bson_t	   *selector = pe->claim ? idx_entry_own_filter(pe->entry) : NULL;
 		bson_t		idonly = BSON_INITIALIZER;
-		bson_iter_t iter;
+		bson_t	   *selector = upsert_selector(pe, &idonly);
 
-		if (selector == NULL)
-		{
-			bson_iter_init_find(&iter, pe->entry, "_id");
-			idx_check_append(bson_append_iter(&idonly, "_id", -1, &iter));
-			selector = &idonly;
-		}
 		idx_check_append(BSON_APPEND_BOOL(&opts, "upsert", true));
 		ok = mongoc_bulk_operation_replace_one_with_opts(bulk, selector, doc,
 														 &opts, &error);
@@ -453,16 +464,9 @@ bulk_write_entry(IdxIndexWriter *w, IdxBulkWrite *bw, IndexQueue *q,
 		idx_bulk_write_insert(bw, w->info->database, q->def->collection, doc);
 	else
 	{
-		bson_t	   *selector = pe->claim ? idx_entry_own_filter(pe->entry) : NULL;
 		bson_t		idonly = BSON_INITIALIZER;
-		bson_iter_t iter;
+		bson_t	   *selector = upsert_selector(pe, &idonly);
 
-		if (selector == NULL)
-		{
-			bson_iter_init_find(&iter, pe->entry, "_id");
-			idx_check_append(bson_append_iter(&idonly, "_id", -1, &iter));
-			selector = &idonly;
-		}
 		idx_bulk_write_update(bw, w->info->database, q->def->collection,
 							  selector, doc, true);
 		bson_destroy(&idonly);

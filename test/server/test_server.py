@@ -3712,6 +3712,57 @@ def test_bulk_write_retryable(env):
     check(reply["nErrors"] == 1 and reply["cursor"]["firstBatch"][0]["code"] == 72, reply)
 
 
+@test(own=True)
+def test_bulk_write_retry_after_lost_reply(env):
+    """A retryable bulkWrite whose reply was lost (closeConnection "after"), sent again with the same
+    txnNumber: its ops are not executed again; a retry completes what an ordered attempt left undone; mongod's
+    refusals (stmtId with stmtIds, stmtIds of another length, multi, multi's text)."""
+    server_client = _bulk_write_server(env)
+    server_client.t.bwl.drop()
+    server_client.t.bwl.create_index("k", unique=True)
+    client = env.new_client("mongodb://%s:%d/?replicaSet=rs0&retryWrites=false" % server_client.address,
+                            appname="bwlost")
+    session = client.start_session()
+    ops = [{"insert": 0, "document": {"_id": 1, "k": 1}},
+           {"update": 0, "filter": {"_id": 1}, "updateMods": {"$inc": {"n": 1}}},
+           {"delete": 0, "filter": {"_id": 9}, "multi": False}]
+    server_client.t.bwl.insert_one({"_id": 9})
+    server_client.admin.command(SON([("configureFailPoint", "failCommand"), ("mode", {"times": 1}),
+                                     ("data", {"failCommands": ["bulkWrite"], "appName": "bwlost",
+                                               "closeConnection": "after"})]))
+    try:
+        bulk_write(client, ops, ["t.bwl"], session=session, txnNumber=Int64(1), errorsOnly=True)
+        check(False, "the reply should have been lost")
+    except pymongo.errors.AutoReconnect:
+        pass
+    again = bulk_write(client, ops, ["t.bwl"], session=session, txnNumber=Int64(1), errorsOnly=True)
+    check(again["nErrors"] == 0 and again["nInserted"] == 1 and again["nMatched"] == 1
+          and again["nDeleted"] == 1 and again.get("retriedStmtIds") == [0, 1, 2], again)
+    check(list(server_client.t.bwl.find()) == [{"_id": 1, "k": 1, "n": 1}], "written once")
+    # an ordered attempt stops at a duplicate key; once it is gone, the retry runs only what was left
+    server_client.t.bwl.insert_one({"_id": 5, "k": 3})
+    ops = [{"insert": 0, "document": {"_id": 2, "k": 2}}, {"insert": 0, "document": {"_id": 3, "k": 3}},
+           {"update": 0, "filter": {"_id": 2}, "updateMods": {"$inc": {"n": 1}}}]
+    first = bulk_write(client, ops, ["t.bwl"], session=session, txnNumber=Int64(2), errorsOnly=True)
+    check(first["nErrors"] == 1 and first["cursor"]["firstBatch"][0]["idx"] == 1
+          and first["cursor"]["firstBatch"][0]["code"] == 11000, first)
+    server_client.t.bwl.delete_one({"_id": 5})
+    second = bulk_write(client, ops, ["t.bwl"], session=session, txnNumber=Int64(2), errorsOnly=True)
+    check(second["nErrors"] == 0 and second.get("retriedStmtIds") == [0], second)
+    check(server_client.t.bwl.find_one({"_id": 2}) == {"_id": 2, "k": 2, "n": 1}
+          and server_client.t.bwl.count_documents({"_id": 3}) == 1, "the rest ran once")
+    ins = [{"insert": 0, "document": {"_id": 20}}]
+    expect_error(72, bulk_write, client, ins, ["t.bwl"], session=session, txnNumber=Int64(3), stmtId=0,
+                 stmtIds=[0])
+    expect_error(16, bulk_write, client, ins, ["t.bwl"], session=session, txnNumber=Int64(3), stmtIds=[0, 1])
+    reply = bulk_write(client, [{"update": 0, "filter": {}, "updateMods": {"$set": {"m": 1}}, "multi": True}],
+                       ["t.bwl"], session=session, txnNumber=Int64(4), errorsOnly=True)
+    err = reply["cursor"]["firstBatch"][0]
+    check(err["code"] == 72 and err["errmsg"] == "Cannot use retryable writes with multi=true", reply)
+    check(server_client.t.bwl.count_documents({"m": 1}) == 0, "the multi update did not run")
+    session.end_session()
+
+
 
 def main():
     """Run the selected tests and print the summary line."""

@@ -13,7 +13,14 @@ nModified, nUpserted, nDeleted and a cursor (ns "admin.$cmd.bulkWrite") of per-o
 nModified, upserted: {_id}} (errorsOnly: only the failed ones, {ok: 0, idx, code, errmsg, ...}). Ordered
 ops stop at the first error; unordered ones go on. Inside a transaction the first error ends the command
 and aborts the transaction; a transient error (WriteConflict...) is the command's error instead. A
-retryable write (txnNumber without autocommit) numbers its statements by op index, as insert does. The
+retryable write (txnNumber without autocommit) numbers its statements by op index (`stmtIds[i]`, or
+`stmtId + i`; both given is InvalidOptions 72, a `stmtIds` of another length than `ops` InvalidLength 16:
+bulk_write_common.cpp, validateRequest); an op an earlier attempt executed is not executed again and
+counts as mongod rebuilds it (an insert or delete n 1, an update n 1 and nModified 1), and the reply lists
+its id in `retriedStmtIds`. A multi-document update or delete in a retryable bulkWrite is that op's error
+InvalidOptions (72) "Cannot use retryable writes with multi=true" (handleUpdateOp, handleDeleteOp). Inside a
+transaction a non-transient error of an op (a duplicate key: E11000) is that op's error in the cursor and
+aborts the transaction, a transient one is the command's error (write_ops_exec.cpp, handleError). The
 whole reply is in the first batch (the test server never opens a cursor for it), as mongod does for
 replies that fit.
 """
@@ -60,6 +67,11 @@ def _check_command(ctx):
     for field in ("ordered", "errorsOnly", "bypassDocumentValidation"):
         if field in cmd and not isinstance(cmd[field], bool):
             raise MongoError(14, "BSON field 'bulkWrite.%s' is the wrong type, expected type 'bool'" % field)
+    if "stmtId" in cmd and "stmtIds" in cmd:
+        raise MongoError(72, "May not specify both stmtId and stmtIds in bulkWrite command.")
+    if isinstance(cmd.get("stmtIds"), list) and len(cmd["stmtIds"]) != len(cmd["ops"]):
+        raise MongoError(16, "Number of statement ids must match the number of batch entries. Got %d statement "
+                             "ids but %d operations." % (len(cmd["stmtIds"]), len(cmd["ops"])))
 
 
 def _namespaces(ctx):
@@ -101,6 +113,12 @@ def _parse_op(op, nns):
     return kind, index
 
 
+def _refuse_multi_retry(ctx, multi):
+    """A multi-document op cannot be part of a retryable bulkWrite (InvalidOptions, bulkWrite's text)."""
+    if multi and ctx.retry is not None:
+        raise MongoError(72, "Cannot use retryable writes with multi=true")
+
+
 def _run_insert(ctx, coll_name, index, op):
     """One insert op."""
     from .cmd_crud import prepare_insert
@@ -117,6 +135,7 @@ def _run_update(ctx, coll_name, index, op):
     """One update op, through the update command's statement."""
     from .cmd_crud import _apply_statement, _record_update
     ctx.server.counters["update"] += 1
+    _refuse_multi_retry(ctx, op.get("multi", False))
     prior = ctx.previous_outcome(index)
     if prior is not None:
         result = {"ok": 1.0, "idx": index, "n": prior["n"], "nModified": prior["nModified"]}
@@ -126,7 +145,6 @@ def _run_update(ctx, coll_name, index, op):
     stmt = {"q": op["filter"], "u": op["updateMods"], "upsert": op.get("upsert", False),
             "multi": op.get("multi", False), "collation": op.get("collation"),
             "arrayFilters": op.get("arrayFilters")}
-    ctx.refuse_multi_retry(stmt["multi"], "multi=true")
     upserted = []
     matched, changed = _apply_statement(ctx, coll_name, index, stmt, upserted)
     _record_update(ctx, index, changed, upserted)
@@ -140,10 +158,10 @@ def _run_delete(ctx, coll_name, index, op):
     """One delete op: all matches (multi) or the first."""
     from .cmd_crud import check_delete
     ctx.server.counters["delete"] += 1
+    multi = bool(op.get("multi", False))
+    _refuse_multi_retry(ctx, multi)
     if ctx.previous_outcome(index) is not None:
         return {"ok": 1.0, "idx": index, "n": 1}
-    multi = bool(op.get("multi", False))
-    ctx.refuse_multi_retry(multi, "multi=true")
     coll = ctx.coll(coll_name)
     stmt = {"q": op["filter"], "limit": 0 if multi else 1, "collation": op.get("collation")}
     check_delete(coll, stmt)
