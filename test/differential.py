@@ -1463,6 +1463,55 @@ def run_order_case(session, number, query, report):
     return pushed
 
 
+class Clock:
+    """Where the run's time goes, per family of cases: wall seconds and the
+    CPU seconds of the test server's process, of PostgreSQL (the postmaster
+    and its exited backends) and of this script (read from /proc; zero
+    where a process is not found, as with a given MONGO_URI)."""
+
+    def __init__(self):
+        env_dir = os.environ.get("IDXTABLE_ENV_DIR", "")
+        self.pids = [self.read_pid(os.path.join(env_dir, "mongo.pid")),
+                     self.read_pid(os.path.join(env_dir, "pg", "data", "postmaster.pid")), os.getpid()]
+        self.totals = {}
+        self.last = self.sample()
+
+    @staticmethod
+    def read_pid(path):
+        """The first line of a pid file as a number, or None."""
+        try:
+            with open(path) as f:
+                return int(f.readline())
+        except (OSError, ValueError):
+            return None
+
+    def sample(self):
+        """Now: wall time, then each process's CPU seconds (children's included)."""
+        values = [time.monotonic()]
+        for pid in self.pids:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                values.append(sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK"))
+            except (OSError, TypeError, ValueError, IndexError):
+                values.append(0.0)
+        return values
+
+    def charge(self, family):
+        """Charge the time since the last charge to ``family``."""
+        now = self.sample()
+        total = self.totals.setdefault(family, [0.0] * len(now))
+        for i, (a, b) in enumerate(zip(self.last, now)):
+            total[i] += b - a
+        self.last = now
+
+    def print(self):
+        """One line per family, the most wall time first."""
+        for family, (wall, server, pg, me) in sorted(self.totals.items(), key=lambda kv: -kv[1][0]):
+            print("time %6.1f s wall; CPU s: test server %6.1f, PostgreSQL %6.1f, this test %5.1f: %s"
+                  % (wall, server, pg, me, family))
+
+
 def parse_args():
     """Command line: sizes of the run, and --dry-run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -1525,6 +1574,7 @@ def main():
 
     report = Report(seed)
     started = time.monotonic()
+    clock = Clock()
     try:
         load_mongo(docs)
         create_database()
@@ -1535,12 +1585,14 @@ def main():
         print("differential: %d passed, %d failed" % (report.passed, report.failed))
         return 1
     print("loaded %d documents in %.1fs" % (len(docs), time.monotonic() - started), flush=True)
+    clock.charge("load")
 
     pushed = routed = 0
     for number, clause in enumerate(["true"] + where):
         was_pushed, was_routed = run_clause_case(session, number, clause, report)
         pushed += was_pushed
         routed += was_routed
+    clock.charge("clauses")
     ratio = pushed / max(len(where), 1)
     print("pushdown: %d of %d clauses sent a filter to MongoDB (%.0f%%)"
           % (pushed, len(where), 100 * ratio))
@@ -1558,16 +1610,20 @@ def main():
         index_ordered += run_collated_order_case(session, number, query, report)
     print("collated order: %d queries ordered by an index table (%.1fs)"
           % (index_ordered, time.monotonic() - phase_started))
+    clock.charge("collated order")
     report.result("collated order coverage", None if index_ordered >= 6 else
                   ["only %d queries on ti were ordered by an index table, need 6" % index_ordered])
 
     plan_counts = [0, 0]
     for number, case in enumerate(prepared):
         run_prepared_case(session, number, case, report, plan_counts)
+    clock.charge("prepared")
     print("prepared: %d generic and %d custom plan executions" % tuple(plan_counts))
 
-    order_results = [run_order_case(session, number, query, report)
-                     for number, query in enumerate(orders)]
+    order_results = []
+    for number, query in enumerate(orders):
+        order_results.append(run_order_case(session, number, query, report))
+        clock.charge("order" if number < args.orders else "float order")
     order_pushed = sum(1 for r in order_results if r)
     float_pushed = order_results.count(2)
     print("order: %d of %d ORDER BY/LIMIT/OFFSET queries pushed a sort, limit or skip, %d of them a float sort"
@@ -1579,8 +1635,10 @@ def main():
                   ["only %d ORDER BY/LIMIT/OFFSET queries were pushed, need %d"
                    % (order_pushed, MIN_ORDER_PUSHED)])
 
-    agg_results = [(run_aggregate_case(session, number, sql, report), " ORDER BY " in sql)
-                   for number, sql in enumerate(aggregates)]
+    agg_results = []
+    for number, sql in enumerate(aggregates):
+        agg_results.append((run_aggregate_case(session, number, sql, report), " ORDER BY " in sql))
+        clock.charge("ordered aggregate" if " ORDER BY " in sql else "aggregate")
     agg_pushed = sum(pushed for pushed, _ in agg_results)
     print("aggregates: %d of %d pushed as an aggregate pipeline, %d of %d ordered ones with their $sort"
           % (agg_pushed, len(aggregates), sum(p for p, o in agg_results if o), sum(o for _, o in agg_results)))
@@ -1588,6 +1646,7 @@ def main():
                   None if agg_pushed >= MIN_AGG_PUSHED * len(aggregates) else
                   ["only %d of %d aggregate queries were pushed" % (agg_pushed, len(aggregates))])
     session.close()
+    clock.print()
     print("elapsed %.1fs" % (time.monotonic() - started))
     print("differential: %d passed, %d failed" % (report.passed, report.failed))
     return 1 if report.failed else 0
