@@ -1466,8 +1466,8 @@ def run_order_case(session, number, query, report):
 class Clock:
     """Where the run's time goes, per family of cases: wall seconds and the
     CPU seconds of the test server's process, of PostgreSQL (the postmaster
-    and its exited backends) and of this script (read from /proc; zero
-    where a process is not found, as with a given MONGO_URI)."""
+    and its backends) and of this script (read from /proc; zero where a
+    process is not found, as with a given MONGO_URI)."""
 
     def __init__(self):
         env_dir = os.environ.get("IDXTABLE_ENV_DIR", "")
@@ -1485,16 +1485,25 @@ class Clock:
         except (OSError, ValueError):
             return None
 
+    @staticmethod
+    def cpu(pid):
+        """CPU seconds of a process and its waited-for children (0 if gone)."""
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        except (OSError, TypeError, ValueError, IndexError):
+            return 0.0
+
     def sample(self):
-        """Now: wall time, then each process's CPU seconds (children's included)."""
-        values = [time.monotonic()]
-        for pid in self.pids:
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                values.append(sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK"))
-            except (OSError, TypeError, ValueError, IndexError):
-                values.append(0.0)
+        """Now: wall time, then each process's CPU seconds (for the
+        postmaster, its live backends' too)."""
+        values = [time.monotonic()] + [self.cpu(pid) for pid in self.pids]
+        try:
+            with open("/proc/%d/task/%d/children" % (self.pids[1], self.pids[1])) as f:
+                values[2] += sum(self.cpu(int(child)) for child in f.read().split())
+        except (OSError, TypeError, ValueError):
+            pass
         return values
 
     def charge(self, family):
