@@ -90,7 +90,8 @@ def cmd_find(ctx):
     if projection and docs:
         project(docs[0], projection)  # reject a bad projection now rather than mid-cursor
     ctx.server.counters["query"] += 1
-    transform = (lambda d: project(d, projection)) if projection else None
+    # (the cursor encodes each projected document as it sends it)
+    transform = (lambda d: project(d, projection, shared=True)) if projection else None
     cursor = ctx.server.cursors.first_batch("%s.%s" % (ctx.db, name), docs, _batch_size(cmd.get("batchSize")),
                                             single, transform)
     ctx.server.counters["returned"] += len(cursor["firstBatch"])

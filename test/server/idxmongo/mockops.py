@@ -7,6 +7,7 @@ and scans never happen; the results are then written back through our own indexe
 """
 
 import copy
+import threading
 from collections import OrderedDict
 
 import mongomock
@@ -165,6 +166,15 @@ def _project_value(val, spec, is_include, container):
 
 _DROPPED = object()
 
+# Set while a projection's result is only encoded and dropped (a find's cursor): its values are then
+# shared with the stored document instead of deep-copied, which was most of a find's cost here.
+_SHARING = threading.local()
+
+
+def _value_copy(val):
+    """`val` for a projection's result: a deep copy, unless the caller only encodes the result."""
+    return val if getattr(_SHARING, "active", False) else copy.deepcopy(val)
+
 
 def _project_by_spec(doc, spec, is_include, container):
     """mongomock's projection of one document, with array elements that are not documents handled as
@@ -178,24 +188,53 @@ def _project_by_spec(doc, spec, is_include, container):
             if isinstance(val, (dict, list, tuple)):
                 out[key] = _project_value(val, sub, is_include, container)
             elif not is_include:
-                out[key] = copy.deepcopy(val)
+                out[key] = _value_copy(val)
         elif (is_include and sub is not _DROPPED) or (not is_include and sub is _DROPPED):
-            out[key] = copy.deepcopy(val)
+            out[key] = _value_copy(val)
     return out
 
 
 _mm_project_by_spec = mm_collection._project_by_spec
 mm_collection._project_by_spec = _project_by_spec
 
+_mm_combine_projection_spec = mm_collection._combine_projection_spec
+_COMBINED = {}
 
-def project(doc, projection):
-    """Apply a find projection (inclusion or exclusion, dotted paths, $slice/$elemMatch) with `_id` first."""
+
+def _combine_projection_spec(fields):
+    """mongomock's nesting of a projection's dotted paths, kept per projection: a find's cursor projects
+    every document with the same one (the nested spec is only read)."""
+    key = tuple(fields.items())
+    try:
+        return _COMBINED[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable values: not kept
+        return _mm_combine_projection_spec(fields)
+    combined = _mm_combine_projection_spec(fields)
+    if len(_COMBINED) >= 256:
+        _COMBINED.clear()
+    _COMBINED[key] = combined
+    return combined
+
+
+mm_collection._combine_projection_spec = _combine_projection_spec
+
+
+def project(doc, projection, shared=False):
+    """Apply a find projection (inclusion or exclusion, dotted paths, $slice/$elemMatch) with `_id` first.
+
+    With `shared`, the result may share values with `doc`: for a caller that encodes it at once and never
+    changes it."""
     if not projection:
         return doc
+    _SHARING.active = shared
     try:
         out = _SCRATCH._copy_only_fields(doc, dict(projection), dict)
     except Exception as exc:  # malformed projections
         raise from_mongomock(exc) from exc
+    finally:
+        _SHARING.active = False
     return id_first(out) if "_id" in out else out
 
 
