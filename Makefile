@@ -17,6 +17,7 @@ OBJS = \
 	fdw/index/index_repair.o \
 	fdw/index/index_conflict.o \
 	fdw/modify.o \
+	fdw/modify_insert.o \
 	fdw/modify_batch.o \
 	fdw/modify_undo.o \
 	fdw/index/bulk_write.o \
@@ -27,6 +28,7 @@ OBJS = \
 	fdw/core/stream.o \
 	fdw/core/reply_check.o \
 	fdw/core/convert.o \
+	fdw/core/convert_error.o \
 	fdw/core/convert_describe.o \
 	fdw/core/convert_write.o \
 	fdw/core/convert_json.o \

@@ -163,4 +163,25 @@ extern void idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
 								 TupleTableSlot *planSlot);
 extern void idx_modify_batch_flush(IdxModifyState *ms);
 
+/*
+ * Shared by modify.c and modify_insert.c: what an INSERT's errors name (a
+ * CONTEXT line), a write's session in its options, a row's _id, and the
+ * DETAIL naming a duplicate _id.
+ */
+extern const IdxOp *idx_modify_insert_what(IdxModifyState *ms);
+extern void idx_modify_append_session(mongoc_client_session_t *session,
+									  bson_t *opts);
+extern void idx_modify_row_id(IdxModifyState *ms, TupleTableSlot *slot,
+							  bson_value_t *id);
+extern int	idx_modify_errdetail_duplicate_id(IdxModifyState *ms,
+											  TupleTableSlot *slot);
+
+/*
+ * INSERT batches (modify_insert.c): write the facts of "slots" and their
+ * entries; an error reports the duplicates and removes the batch's other
+ * facts.
+ */
+extern void idx_modify_insert_rows(IdxModifyState *ms, TupleTableSlot **slots,
+								   int n);
+
 #endif							/* IDXTABLE_MODIFY_INT_H */

@@ -61,215 +61,9 @@
 #include "core/option.h"
 #include "core/reply_check.h"
 
-/* Argument of the error context callback */
-typedef struct ConvErrorState
-{
-	const IdxColumnConv *conv;
-	const IdxConvSource *src;
-} ConvErrorState;
-
-static void report_inexact(const IdxColumnConv *conv,
-						   const IdxConvSource *src,
-						   const char *value) pg_attribute_noreturn();
 static Datum bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 						   const IdxConvSource *src, bool *isnull);
 
-
-/* ----------------------------------------------------------------
- *		Error reporting
- * ----------------------------------------------------------------
- */
-
-/*
- * Collection name of a conversion source, for messages.
- */
-static const char *
-source_collection(const IdxConvSource *src)
-{
-	return (src && src->collection) ? src->collection : "(unknown)";
-}
-
-/*
- * _id of the document a value comes from, for messages.
- */
-static char *
-source_id(const IdxConvSource *src)
-{
-	return idx_document_id_string(src ? src->document : NULL);
-}
-
-/*
- * The DETAIL of a conversion error: the collection, and the document's _id
- * unless the user may not read the _id column.
- */
-static int
-errdetail_source(const IdxConvSource *src)
-{
-	if (src && src->hide_id)
-		return errdetail("Collection \"%s\".", source_collection(src));
-	return errdetail("Collection \"%s\", document _id %s.",
-					 source_collection(src), source_id(src));
-}
-
-/*
- * The BSON value does not have a type the column accepts.
- */
-void
-idx_report_wrong_type(const IdxColumnConv *conv, const IdxConvSource *src,
-				  const char *bsontype)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 errmsg("cannot convert BSON %s to %s for column \"%s\"",
-					bsontype, format_type_be(conv->typid), conv->colname),
-			 errdetail_source(src)));
-}
-
-/*
- * A BSON string that is not valid UTF-8 or holds a zero byte, which no
- * PostgreSQL text can hold.
- */
-void
-idx_report_bad_string(const IdxColumnConv *conv, const IdxConvSource *src)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 errmsg("cannot convert BSON string with invalid UTF-8 or a zero byte to %s for column \"%s\"",
-					format_type_be(conv->typid), conv->colname),
-			 errdetail_source(src)));
-}
-
-/*
- * A BSON binary of a subtype or length the column does not accept.
- */
-void
-idx_report_wrong_binary(const IdxColumnConv *conv, const IdxConvSource *src,
-						bson_subtype_t subtype, uint32 len)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 errmsg("cannot convert BSON binary (subtype %d, %u bytes) to %s for column \"%s\"",
-					(int) subtype, len, format_type_be(conv->typid),
-					conv->colname),
-			 errdetail_source(src)));
-}
-
-/*
- * A BSON binary longer than a datum of the column's type can be.
- */
-void
-idx_report_binary_too_long(const IdxColumnConv *conv,
-						   const IdxConvSource *src, uint32 len)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			 errmsg("BSON binary of %u bytes in column \"%s\" is too long for type %s",
-					len, conv->colname, format_type_be(conv->typid)),
-			 errdetail_source(src)));
-}
-
-/*
- * A BSON number that has no form in the column's type (a NaN or an
- * infinity in json): "value" is its text.
- */
-void
-idx_report_wrong_number(const IdxColumnConv *conv, const IdxConvSource *src,
-						bson_type_t bsontype, const char *value)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 bsontype == BSON_TYPE_DECIMAL128
-			 ? errmsg("cannot convert BSON decimal128 %s to %s for column \"%s\"",
-					  value, format_type_be(conv->typid), conv->colname)
-			 : errmsg("cannot convert BSON double %s to %s for column \"%s\"",
-					  value, format_type_be(conv->typid), conv->colname),
-			 errdetail_source(src)));
-}
-
-/*
- * The BSON value has an acceptable type but does not fit the column's range.
- */
-void
-idx_report_out_of_range(const IdxColumnConv *conv, const IdxConvSource *src,
-					const char *value)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-			 errmsg("value %s in column \"%s\" is out of range for type %s",
-					value, conv->colname, format_type_be(conv->typid)),
-			 errdetail_source(src)));
-}
-
-/*
- * The BSON value is in range but would lose precision in the column type.
- */
-static void
-report_inexact(const IdxColumnConv *conv, const IdxConvSource *src,
-			   const char *value)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-			 errmsg("value %s in column \"%s\" cannot be represented exactly in type %s",
-					value, conv->colname, format_type_be(conv->typid)),
-			 errdetail_source(src)));
-}
-
-/*
- * An embedded document or array could not be iterated.
- */
-void
-idx_report_corrupt(const IdxColumnConv *conv, const IdxConvSource *src)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-			 errmsg("corrupt BSON value for column \"%s\"", conv->colname),
-			 errdetail_source(src)));
-}
-
-/*
- * Error context for errors raised by PostgreSQL functions we call during a
- * conversion (type input functions, encoding conversion): their messages
- * know nothing about the column or the document.
- */
-static void
-conv_error_callback(void *arg)
-{
-	ConvErrorState *state = (ConvErrorState *) arg;
-
-	if (state->src && state->src->hide_id)
-		errcontext("column \"%s\" of collection \"%s\"",
-				   state->conv->colname, source_collection(state->src));
-	else
-		errcontext("column \"%s\" of collection \"%s\", document _id %s",
-				   state->conv->colname, source_collection(state->src),
-				   source_id(state->src));
-}
-
-/*
- * Call the input function of conv's type with conv's typmod, under the
- * error context above.
- */
-Datum
-idx_call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
-					char *str)
-{
-	ErrorContextCallback errcb;
-	ConvErrorState state;
-	Datum		result;
-
-	state.conv = conv;
-	state.src = src;
-	errcb.callback = conv_error_callback;
-	errcb.arg = &state;
-	errcb.previous = error_context_stack;
-	error_context_stack = &errcb;
-
-	result = InputFunctionCall(unconstify(FmgrInfo *, &conv->typinput), str,
-							   conv->typioparam, conv->typmod);
-
-	error_context_stack = errcb.previous;
-	return result;
-}
 
 /*
  * Are the "len" bytes at "str" ASCII without zero bytes?  Such a string is
@@ -400,7 +194,7 @@ utf8_to_server_checked(const char *str, uint32 len, const IdxColumnConv *conv,
 
 	state.conv = conv;
 	state.src = src;
-	errcb.callback = conv_error_callback;
+	errcb.callback = idx_conv_error_callback;
 	errcb.arg = &state;
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
@@ -582,7 +376,7 @@ int64_from_decimal128(const bson_iter_t *iter, const IdxColumnConv *conv,
 												Int32GetDatum(0)));
 	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(num),
 										  NumericGetDatum(trunc))) != 0)
-		report_inexact(conv, src, str);
+		idx_report_inexact(conv, src, str);
 
 	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(trunc),
 										  NumericGetDatum(int64_to_numeric(PG_INT64_MIN)))) < 0 ||
@@ -622,7 +416,7 @@ int_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 				if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
 					idx_report_out_of_range(conv, src, idx_format_double(d, buf));
 				if (d != floor(d))
-					report_inexact(conv, src, idx_format_double(d, buf));
+					idx_report_inexact(conv, src, idx_format_double(d, buf));
 				value = (int64) d;
 			}
 			break;
@@ -678,7 +472,7 @@ float_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 			d = bson_iter_double(iter);
 			if (!float8 && !isnan(d) && !isinf(d) &&
 				(fabs(d) > FLT_MAX || (double) (float) d != d))
-				report_inexact(conv, src, idx_format_double(d, buf));
+				idx_report_inexact(conv, src, idx_format_double(d, buf));
 			break;
 		case BSON_TYPE_INT32:
 		case BSON_TYPE_INT64:
@@ -687,7 +481,7 @@ float_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 					? bson_iter_int32(iter) : bson_iter_int64(iter);
 
 				if (!int64_fits_float(value, float8))
-					report_inexact(conv, src, format_int64(value));
+					idx_report_inexact(conv, src, format_int64(value));
 				d = (double) value;
 			}
 			break;
@@ -780,7 +574,7 @@ timestamp_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 		idx_report_out_of_range(conv, src, idx_format_bson_date(ms, buf));
 	if (conv->typmod >= 0 && conv->typmod < (int32) lengthof(unit_ms) &&
 		ms % unit_ms[conv->typmod] != 0)
-		report_inexact(conv, src, idx_format_bson_date(ms, buf));
+		idx_report_inexact(conv, src, idx_format_bson_date(ms, buf));
 	return TimestampGetDatum(ts);
 }
 
@@ -799,7 +593,7 @@ date_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 
 	ms = bson_iter_date_time(iter);
 	if (ms % MS_PER_DAY != 0)
-		report_inexact(conv, src, idx_format_bson_date(ms, buf));
+		idx_report_inexact(conv, src, idx_format_bson_date(ms, buf));
 	days = ms / MS_PER_DAY - EPOCH_DIFF_DAYS;
 	if (!IS_VALID_DATE(days))
 		idx_report_out_of_range(conv, src, idx_format_bson_date(ms, buf));
@@ -1237,7 +1031,7 @@ report_path_through_array(const IdxColumnConv *conv, const IdxConvSource *src,
 			(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 			 errmsg("field path \"%s\" of column \"%s\" crosses an array",
 					path, conv->colname),
-			 errdetail_source(src),
+			 idx_errdetail_conv_source(src),
 			 errhint("Map the path to an array column, which reads the values of all elements.")));
 }
 

@@ -51,7 +51,20 @@ extern void idx_append_json(bson_t *doc, const char *key, int keylen,
 						const IdxJsonTarget *target);
 
 
-/* In convert.c */
+/* In convert.c and convert_error.c */
+
+/* Argument of the error context callback */
+typedef struct ConvErrorState
+{
+	const IdxColumnConv *conv;
+	const IdxConvSource *src;
+} ConvErrorState;
+
+/* The error context callback of a conversion ("arg": a ConvErrorState) */
+extern void idx_conv_error_callback(void *arg);
+
+/* DETAIL naming the collection and _id of the document being converted */
+extern int	idx_errdetail_conv_source(const IdxConvSource *src);
 
 /* Errors naming the column, collection and _id of a value that does not fit */
 extern void idx_report_wrong_type(const IdxColumnConv *conv,
@@ -60,6 +73,9 @@ extern void idx_report_wrong_type(const IdxColumnConv *conv,
 extern void idx_report_out_of_range(const IdxColumnConv *conv,
 								const IdxConvSource *src,
 								const char *value) pg_attribute_noreturn();
+extern void idx_report_inexact(const IdxColumnConv *conv,
+							   const IdxConvSource *src,
+							   const char *value) pg_attribute_noreturn();
 extern void idx_report_corrupt(const IdxColumnConv *conv,
 						   const IdxConvSource *src) pg_attribute_noreturn();
 extern void idx_report_bad_string(const IdxColumnConv *conv,
