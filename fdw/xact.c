@@ -45,6 +45,7 @@
 #include "utils/memutils.h"
 
 #include "connection.h"
+#include "convert.h"
 #include "index_ddl.h"
 #include "mongo_limits.h"
 #include "protocol_read.h"
@@ -183,6 +184,40 @@ start_transaction(mongoc_client_session_t *session, bson_error_t *error)
 }
 
 /*
+ * A new session knows no cluster time, so its first transaction could not
+ * name one that its snapshot includes (the marker's "after",
+ * xact_marker.c), and the applier would confirm that transaction's writes
+ * by reading them back.  A ping in the session teaches it the server's
+ * operationTime; being causally consistent, its transactions then read at
+ * or after that time.  Once per session; a server without cluster times
+ * (a standalone) answers without one and nothing changes.
+ */
+static void
+learn_operation_time(mongoc_client_t *client, mongoc_client_session_t *session,
+					 const char *servername)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+
+	idx_check_append(BSON_APPEND_INT32(&cmd, "ping", 1));
+	ok = mongoc_client_session_append(session, &opts, &error);
+	if (ok)
+	{
+		/* the reply is initialized either way */
+		ok = mongoc_client_command_with_opts(client, "admin", &cmd, NULL,
+											 &opts, &reply, &error);
+		bson_destroy(&reply);
+	}
+	bson_destroy(&cmd);
+	bson_destroy(&opts);
+	if (!ok)
+		idx_report_error(&error, servername, "starting a session");
+}
+
+/*
  * Start (or continue) the MongoDB transaction for a write.
  */
 mongoc_client_session_t *
@@ -198,6 +233,7 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 		x->session = mongoc_client_start_session(client, NULL, &error);
 		if (x->session == NULL)
 			idx_report_error(&error, servername, "starting a session");
+		learn_operation_time(client, x->session, servername);
 	}
 	if (!x->in_txn)
 	{

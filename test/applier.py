@@ -381,6 +381,16 @@ def fdw_transactions_read_nothing(client, conn, db):
           q(conn, "SELECT _id FROM cust WHERE lower(email) = 'user00530@example.com'") == [("c00530",)],
           "markers: an outside write of the same period is applied")
 
+    # the first write of a new backend: its new session learns a cluster time before its transaction
+    fresh = pg(conn.info.dbname)
+    fdw_insert(fresh, 531)
+    fresh.close()
+    wait_current(conn)
+    reads = applier_reads(admin_db)
+    check(not reads_naming(reads, ["c00531"]),
+          "markers: the first write of a new session is not read back either (%d of %d reads)"
+          % (len(reads_naming(reads, ["c00531"])), len(reads)))
+
     # a transaction of more facts than a batch of events: its marker comes in a later batch
     fdw_insert(conn, 590)
     wait_current(conn)
