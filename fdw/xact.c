@@ -188,9 +188,9 @@ start_transaction(mongoc_client_session_t *session, bson_error_t *error)
  * name one that its snapshot includes (the marker's "after",
  * xact_marker.c), and the applier would confirm that transaction's writes
  * by reading them back.  A ping in the session teaches it the server's
- * operationTime; being causally consistent, its transactions then read at
- * or after that time.  Once per session; a server without cluster times
- * (a standalone) answers without one and nothing changes.
+ * operationTime.  Once per session, and only if the client has learned no
+ * time otherwise; a server without cluster times (a standalone) answers
+ * without one and nothing changes.
  */
 static void
 learn_operation_time(mongoc_client_t *client, mongoc_client_session_t *session,
@@ -218,6 +218,40 @@ learn_operation_time(mongoc_client_t *client, mongoc_client_session_t *session,
 }
 
 /*
+ * Remember a cluster time the server reported to the client (a consistent
+ * read's ping, sync_wait.c).
+ */
+void
+idx_xact_note_cluster_time(mongoc_client_t *client, uint64 ct)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+
+	if (x != NULL && ct > x->learned_time)
+		x->learned_time = ct;
+}
+
+/*
+ * The latest cluster time the session of "x" knows, before its transaction
+ * starts: its own operationTime, advanced to what the client learned since
+ * (the session is causally consistent, so the transaction then reads at or
+ * after it).  The applier trusts a marker only for index tables it has not
+ * written since this time, so the later the better.
+ */
+static uint64
+session_time(IdxRemoteXact *x)
+{
+	uint32_t	t = 0,
+				i = 0;
+
+	if (x->learned_time != 0)
+		mongoc_client_session_advance_operation_time(x->session,
+													 (uint32_t) (x->learned_time >> 32),
+													 (uint32_t) x->learned_time);
+	mongoc_client_session_get_operation_time(x->session, &t, &i);
+	return ((uint64) t << 32) | (uint64) i;
+}
+
+/*
  * Start (or continue) the MongoDB transaction for a write.
  */
 mongoc_client_session_t *
@@ -233,16 +267,13 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 		x->session = mongoc_client_start_session(client, NULL, &error);
 		if (x->session == NULL)
 			idx_report_error(&error, servername, "starting a session");
-		learn_operation_time(client, x->session, servername);
+		if (x->learned_time == 0)
+			learn_operation_time(client, x->session, servername);
 	}
 	if (!x->in_txn)
 	{
-		uint32_t	t = 0,
-					i = 0;
-
 		/* before it starts: a time its snapshot includes (xact_marker.c) */
-		mongoc_client_session_get_operation_time(x->session, &t, &i);
-		x->known_before = ((uint64) t << 32) | (uint64) i;
+		x->known_before = session_time(x);
 		x->maintained = NIL;
 		if (!start_transaction(x->session, &error))
 			idx_report_error(&error, servername, "starting a transaction");

@@ -46,6 +46,8 @@ typedef struct IdxRemoteXact
 								 * the open transaction maintained */
 	uint64		known_before;	/* a cluster time the session knew before
 								 * the transaction started (0: none) */
+	uint64		learned_time;	/* the latest cluster time the server told
+								 * this client outside the session (0: none) */
 } IdxRemoteXact;
 
 /*
@@ -80,6 +82,12 @@ extern mongoc_client_session_t *idx_xact_begin_write(mongoc_client_t *client,
  */
 extern void idx_xact_note_ordered_write(const char *relname,
 										const char *mode);
+
+/*
+ * A cluster time the server of "client" reported (packed: seconds << 32 |
+ * increment), for the next transaction's marker to name (xact_marker.c).
+ */
+extern void idx_xact_note_cluster_time(mongoc_client_t *client, uint64 ct);
 
 /* Has the transaction made ordered-mode writes? */
 extern bool idx_xact_has_ordered_write(void);

@@ -43,6 +43,7 @@
 #include "option.h"
 #include "sync_state.h"
 #include "sync_wait.h"
+#include "xact.h"
 
 int			idx_index_consistency = IDX_READ_CURRENT;
 int			idx_sync_wait_timeout = 5000;
@@ -247,6 +248,7 @@ server_cluster_time(mongoc_client_t *client, const char *servername)
 		BSON_ITER_HOLDS_TIMESTAMP(&iter))
 		bson_iter_timestamp(&iter, &t, &i);
 	bson_destroy(&reply);
+	idx_xact_note_cluster_time(client, IDX_CLUSTER_TIME(t, i));
 	if (t == 0 && i == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
