@@ -15,6 +15,8 @@ IDXTABLE_MONGO_DURABLE=1 for the restart case).  A foreign table ``cust`` with t
   while an outside write of the same period is applied; a transaction that also writes the collection
   through a foreign table without the index tables is applied (the server's transaction events carry
   lsid and txnNumber, checked with pymongo's watch());
+- a foreign write in transaction mode to a document another client changed after the MongoDB
+  transaction started: SQLSTATE 40001, nothing of the transaction left, a retry commits;
 - FDW inserts and deletes in ordered mode: the applier takes those facts from their events and reads only
   their entries;
 - updates that change no field of an index table (outside, or through the FDW in ordered mode) are not
@@ -358,6 +360,16 @@ def fdw_transactions_read_nothing(client, conn, db):
           q(conn, "SELECT _id FROM cust WHERE lower(email) = 'user00530@example.com'") == [("c00530",)],
           "markers: an outside write of the same period is applied")
 
+    # the first write of a new backend: its new session learns a cluster time before its transaction
+    fresh = pg(conn.info.dbname)
+    fdw_insert(fresh, 531)
+    fresh.close()
+    wait_current(conn)
+    reads = applier_reads(admin_db)
+    check(not reads_naming(reads, ["c00531"]),
+          "markers: the first write of a new session is not read back either (%d of %d reads)"
+          % (len(reads_naming(reads, ["c00531"])), len(reads)))
+
     # a transaction of more facts than a batch of events: its marker comes in a later batch
     fdw_insert(conn, 590)
     wait_current(conn)
@@ -392,6 +404,40 @@ def fdw_transactions_read_nothing(client, conn, db):
     q(conn, "DROP FOREIGN TABLE cust_bare")
     bad = verify_clean(conn, "cust")
     check(not bad, "markers: verify_index clean %s" % (bad or ""))
+
+
+def snapshot_write_conflict(client, conn, db):
+    """A foreign write in transaction mode to a document another client changed after the MongoDB
+    transaction's first command: WriteConflict (112, as mongod refuses a write against the transaction's
+    snapshot) is SQLSTATE 40001, the transaction can only roll back, nothing of it is left, and a retry
+    succeeds; the index tables stay exact."""
+    check(sync(conn, db, "cust"), "snapshot conflict: synced before")
+    before = q(conn, "SELECT _id, email, town, first_name FROM cust WHERE n IN (10, 11) ORDER BY n")
+    q(conn, "BEGIN")
+    q(conn, "UPDATE cust SET first_name = 'Snap', email = 'Snap10@Example.com' WHERE n = 10")
+    db.cust.update_one({"_id": "c00011"}, {"$set": {"email": "Out11@Example.com", "town": "Bern"}})
+    code = None
+    try:
+        q(conn, "UPDATE cust SET town = 'Lima', email = 'Snap11@Example.com' WHERE n = 11")
+    except psycopg2.Error as e:
+        code = e.pgcode
+    q(conn, "ROLLBACK")
+    check(code == "40001", "snapshot conflict: a write to a document changed outside after the "
+                           "transaction's start is SQLSTATE 40001 (got %s)" % code)
+    after = q(conn, "SELECT _id, email, town, first_name FROM cust WHERE n IN (10, 11) ORDER BY n")
+    check(after[0] == before[0] and after[1][1:3] == ("Out11@Example.com", "Bern"),
+          "snapshot conflict: nothing of the transaction is left, the outside write stays %s" % after)
+    check_consistent(conn, db, "cust", "snapshot conflict")
+    q(conn, "BEGIN")
+    q(conn, "UPDATE cust SET first_name = 'Snap', email = 'Snap10@Example.com' WHERE n = 10")
+    q(conn, "UPDATE cust SET town = 'Lima', email = 'Snap11@Example.com' WHERE n = 11")
+    q(conn, "COMMIT")
+    q(conn, "SET idxtable.enable_plain_scan = off")
+    found = q(conn, "SELECT _id FROM cust WHERE lower(email) IN ('snap10@example.com', 'snap11@example.com', "
+                    "'out11@example.com') ORDER BY _id")
+    q(conn, "RESET idxtable.enable_plain_scan")
+    check(found == [("c00010",), ("c00011",)], "snapshot conflict: the retried transaction commits %s" % found)
+    check_consistent(conn, db, "cust", "snapshot conflict, retried")
 
 
 def fdw_ordered_reads_entries_only(client, conn, db):
@@ -758,6 +804,7 @@ def main():
     outside_writes(client, conn, db)
     fdw_writes_nothing(client, conn, db)
     fdw_transactions_read_nothing(client, conn, db)
+    snapshot_write_conflict(client, conn, db)
     fdw_ordered_reads_entries_only(client, conn, db)
     updates_of_other_fields_read_nothing(client, conn, db)
     batch_delay(client, conn, db)

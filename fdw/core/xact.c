@@ -35,6 +35,7 @@
 #include "utils/memutils.h"
 
 #include "core/connection.h"
+#include "core/convert.h"
 #include "core/mongo_limits.h"
 #include "core/protocol_read.h"
 #include "core/xact.h"
@@ -158,6 +159,75 @@ start_transaction(mongoc_client_session_t *session, bson_error_t *error)
 }
 
 /*
+ * A new session knows no cluster time, so its first transaction could not
+ * name one that its snapshot includes (the marker's "after",
+ * xact_marker.c), and the applier would confirm that transaction's writes
+ * by reading them back.  A ping in the session teaches it the server's
+ * operationTime.  Once per session, and only if the client has learned no
+ * time otherwise; a server without cluster times (a standalone) answers
+ * without one and nothing changes.
+ */
+static void
+learn_operation_time(mongoc_client_t *client, mongoc_client_session_t *session,
+					 const char *servername)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+
+	idx_check_append(BSON_APPEND_INT32(&cmd, "ping", 1));
+	ok = mongoc_client_session_append(session, &opts, &error);
+	if (ok)
+	{
+		/* the reply is initialized either way */
+		ok = mongoc_client_command_with_opts(client, "admin", &cmd, NULL,
+											 &opts, &reply, &error);
+		bson_destroy(&reply);
+	}
+	bson_destroy(&cmd);
+	bson_destroy(&opts);
+	if (!ok)
+		idx_report_error(&error, servername,
+						 idx_op(IDX_OP_START_SESSION, NULL, NULL));
+}
+
+/*
+ * Remember a cluster time the server reported to the client (a consistent
+ * read's ping, sync_wait.c).
+ */
+void
+idx_xact_note_cluster_time(mongoc_client_t *client, uint64 ct)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+
+	if (x != NULL && ct > x->learned_time)
+		x->learned_time = ct;
+}
+
+/*
+ * The latest cluster time the session of "x" knows, before its transaction
+ * starts: its own operationTime, advanced to what the client learned since
+ * (the session is causally consistent, so the transaction then reads at or
+ * after it).  The applier trusts a marker only for index tables it has not
+ * written since this time, so the later the better.
+ */
+static uint64
+session_time(IdxRemoteXact *x)
+{
+	uint32_t	t = 0,
+				i = 0;
+
+	if (x->learned_time != 0)
+		mongoc_client_session_advance_operation_time(x->session,
+													 (uint32_t) (x->learned_time >> 32),
+													 (uint32_t) x->learned_time);
+	mongoc_client_session_get_operation_time(x->session, &t, &i);
+	return ((uint64) t << 32) | (uint64) i;
+}
+
+/*
  * Start (or continue) the MongoDB transaction for a write.
  */
 mongoc_client_session_t *
@@ -174,15 +244,13 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 		if (x->session == NULL)
 			idx_report_error(&error, servername,
 							 idx_op(IDX_OP_START_SESSION, NULL, NULL));
+		if (x->learned_time == 0)
+			learn_operation_time(client, x->session, servername);
 	}
 	if (!x->in_txn)
 	{
-		uint32_t	t = 0,
-					i = 0;
-
 		/* before it starts: a time its snapshot includes (xact_marker.c) */
-		mongoc_client_session_get_operation_time(x->session, &t, &i);
-		x->known_before = ((uint64) t << 32) | (uint64) i;
+		x->known_before = session_time(x);
 		x->maintained = NIL;
 		if (!start_transaction(x->session, &error))
 			idx_report_error(&error, servername,

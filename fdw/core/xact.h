@@ -53,6 +53,8 @@ typedef struct IdxRemoteXact
 	/* retryable bulkWrite commands outside transactions (bulk_write.c) */
 	mongoc_client_session_t *retry_session; /* NULL until the first one */
 	int64		retry_txn;		/* the txnNumber of the last one */
+	uint64		learned_time;	/* the latest cluster time the server told
+								 * this client outside the session (0: none) */
 } IdxRemoteXact;
 
 /*
@@ -95,6 +97,12 @@ extern mongoc_client_session_t *idx_xact_begin_write(mongoc_client_t *client,
  */
 extern void idx_xact_note_ordered_write(const char *relname,
 										const char *mode);
+
+/*
+ * A cluster time the server of "client" reported (packed: seconds << 32 |
+ * increment), for the next transaction's marker to name (xact_marker.c).
+ */
+extern void idx_xact_note_cluster_time(mongoc_client_t *client, uint64 ct);
 
 /* Has the transaction made ordered-mode writes? */
 extern bool idx_xact_has_ordered_write(void);

@@ -57,9 +57,11 @@
  * then.  The one case left is a repair write of ours to the index that
  * the transaction's snapshot did not see: its write of entries the fact
  * then had could survive beside the transaction's.  So a marker counts
- * for an index only if everything the applier wrote to it is older than
+ * for an index only if everything the applier wrote to it is at or before
  * a time the transaction's session knew before it started (the marker's
- * "after"; fixed_through, a ping's time after our writes), only for valid
+ * "after"; fixed_through, a ping's time after our writes; a causally
+ * consistent transaction reads at or after "after", so its snapshot holds
+ * every write of that time or earlier), only for valid
  * indexes (a build's writes are not ours), and not for an index with
  * unique key conflicts (freeing a conflicting key must reach the repair,
  * which hands the key to the fact that waited for it).
@@ -811,7 +813,7 @@ static bool
 marker_counts(AppIndex *ix, Marker *m, const char *collection)
 {
 	return ix->state == 'v' && m->after != 0 && ix->fixed_through != 0 &&
-		ix->fixed_through < m->after &&
+		ix->fixed_through <= m->after &&
 		marker_lists(m, collection, ix->status.definition_id);
 }
 

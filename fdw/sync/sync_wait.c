@@ -47,6 +47,7 @@
 #include "core/connection.h"
 #include "core/handle.h"
 #include "core/option.h"
+#include "core/xact.h"
 #include "sync/sync_state.h"
 #include "sync/sync_wait.h"
 
@@ -253,6 +254,7 @@ server_cluster_time(mongoc_client_t *client, const char *servername)
 		BSON_ITER_HOLDS_TIMESTAMP(&iter))
 		bson_iter_timestamp(&iter, &t, &i);
 	bson_destroy(&reply);
+	idx_xact_note_cluster_time(client, IDX_CLUSTER_TIME(t, i));
 	if (t == 0 && i == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),

@@ -104,7 +104,7 @@ KNOWN_DIFFERENCES = {
         "path ('ns.viewOn') a field with a dot in its name instead of a subdocument",
     "transactions/legacy/isolation.json: two transactions":
         "documented difference: transactions are serialized (a second one waits for the first, then gets "
-        "WriteConflict) and read the latest committed data, not a snapshot",
+        "WriteConflict), so two cannot be open at once",
 }
 
 # Skips by what a test needs, checked before it runs: (predicate over the test document, reason).

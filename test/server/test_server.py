@@ -1093,6 +1093,75 @@ def test_second_transaction_waits_then_write_conflict(env):
     check([d["_id"] for d in coll.find()] == [1])
 
 
+def snapshot_conflict(env, name, outside, inside, setup=None):
+    """Start a transaction (its first command takes the snapshot), let another client run `outside`, then
+    the transaction `inside`: require WriteConflict with TransientTransactionError, the transaction aborted
+    (its commit gets NoSuchTransaction) and its earlier write gone. Returns the collection."""
+    coll = fresh(env, name)
+    coll.insert_many([{"_id": i, "v": i} for i in range(1, 4)])
+    if setup is not None:
+        setup(coll)
+    other = env.client2.t[name]
+    with env.client.start_session() as session:
+        session.start_transaction()
+        coll.insert_one({"_id": 100}, session=session)  # the first command: the snapshot
+        outside(other)
+        exc = expect_error(112, inside, coll, session)
+        check("TransientTransactionError" in exc.details.get("errorLabels", []), "%s: %s" % (name, exc.details))
+        expect_error(251, session.commit_transaction)
+    check(coll.find_one({"_id": 100}) is None, "%s: the aborted transaction's insert is gone" % name)
+    return coll
+
+
+@test()
+def test_transaction_write_conflict_after_snapshot(env):
+    # a document another client changed after the transaction's first command (mongod: first writer wins)
+    coll = snapshot_conflict(env, "tsu", lambda o: o.update_one({"_id": 1}, {"$set": {"v": 10}}),
+                             lambda c, s: c.update_one({"_id": 1}, {"$inc": {"v": 1}}, session=s))
+    check(coll.find_one({"_id": 1}) == {"_id": 1, "v": 10}, "the outside write stays")
+    snapshot_conflict(env, "tsr", lambda o: o.update_one({"_id": 1}, {"$set": {"v": 10}}),
+                      lambda c, s: c.replace_one({"_id": 1}, {"w": 1}, session=s))
+    snapshot_conflict(env, "tsd", lambda o: o.update_one({"_id": 1}, {"$set": {"v": 10}}),
+                      lambda c, s: c.delete_one({"_id": 1}, session=s))
+    snapshot_conflict(env, "tsm", lambda o: o.update_one({"_id": 1}, {"$set": {"v": 10}}),
+                      lambda c, s: c.delete_many({"v": {"$gte": 0}}, session=s))
+    snapshot_conflict(env, "tsf", lambda o: o.replace_one({"_id": 2}, {"v": 20}),
+                      lambda c, s: c.find_one_and_update({"_id": 2}, {"$set": {"v": 0}}, session=s))
+    snapshot_conflict(env, "tsx", lambda o: o.delete_one({"_id": 2}),
+                      lambda c, s: c.find_one_and_delete({"v": 2}, session=s))
+    # an insert of an _id inserted, or deleted, by another client since the snapshot
+    snapshot_conflict(env, "tsi", lambda o: o.insert_one({"_id": 7}),
+                      lambda c, s: c.insert_one({"_id": 7}, session=s))
+    snapshot_conflict(env, "tse", lambda o: o.delete_one({"_id": 3}),
+                      lambda c, s: c.insert_one({"_id": 3}, session=s))
+    snapshot_conflict(env, "tsp", lambda o: o.delete_one({"_id": 3}),
+                      lambda c, s: c.update_one({"_id": 3}, {"$set": {"v": 1}}, upsert=True, session=s))
+    # a unique key another client took, or gave up, since the snapshot
+    unique = lambda c: c.create_index("v", unique=True)  # noqa: E731
+    snapshot_conflict(env, "tsk", lambda o: o.insert_one({"_id": 8, "v": 8}),
+                      lambda c, s: c.insert_one({"_id": 9, "v": 8}, session=s), unique)
+    snapshot_conflict(env, "tsg", lambda o: o.update_one({"_id": 1}, {"$set": {"v": 11}}),
+                      lambda c, s: c.insert_one({"_id": 9, "v": 1}, session=s), unique)
+    # no conflict: a change before the transaction's first command, or to a document it does not write
+    coll = fresh(env, "tsn")
+    coll.insert_many([{"_id": 1, "v": 1}, {"_id": 2, "v": 2}])
+    with env.client.start_session() as session:
+        session.start_transaction()  # pymongo sends nothing yet: the snapshot is not taken
+        env.client2.t.tsn.update_one({"_id": 1}, {"$set": {"v": 10}})
+        coll.update_one({"_id": 1}, {"$inc": {"v": 1}}, session=session)
+        env.client2.t.tsn.update_one({"_id": 2}, {"$set": {"v": 20}})
+        check(coll.find_one({"_id": 2}, session=session)["v"] == 2, "the transaction reads its snapshot")
+        check(coll.count_documents({"v": 20}, session=session) == 0)
+        session.commit_transaction()
+    check(list(coll.find().sort("_id", 1)) == [{"_id": 1, "v": 11}, {"_id": 2, "v": 20}])
+    # the next transaction has a snapshot of its own
+    with env.client.start_session() as session:
+        session.start_transaction()
+        coll.update_one({"_id": 2}, {"$inc": {"v": 1}}, session=session)
+        session.commit_transaction()
+    check(coll.find_one({"_id": 2})["v"] == 21)
+
+
 @test()
 def test_retryable_writes_are_not_transactions(env):
     coll = env.new_client(retryWrites=True).t.retry

@@ -251,6 +251,7 @@ class Context:
             if txns.holder_conflict(self.txn, coll, exc.holder_idk):
                 raise write_conflict(self.txn is not None) from exc
             raise
+        txns.note_write(self.txn, coll, idk, None)
         if self.txn is not None:
             self.txn.record(coll, idk, None)
         if self.unit is not None:
@@ -272,6 +273,7 @@ class Context:
             if txns.holder_conflict(self.txn, coll, exc.holder_idk):
                 raise write_conflict(self.txn is not None) from exc
             raise
+        txns.note_write(self.txn, coll, idk, old)
         if self.txn is not None:
             self.txn.record(coll, idk, old)
         if self.unit is not None:
@@ -283,9 +285,11 @@ class Context:
     def delete_doc(self, coll, old):
         """Delete a document with transaction bookkeeping and conflict checks."""
         idk = sort_key(old["_id"])
-        self.server.txns.check_write(self.txn, coll, idk, None)
+        txns = self.server.txns
+        txns.check_write(self.txn, coll, idk, None)
         record_id = coll.record_ids[idk]
         coll.delete(idk)
+        txns.note_write(self.txn, coll, idk, old)
         if self.txn is not None:
             self.txn.record(coll, idk, old)
             self.txn.record_delete(coll, idk, record_id)

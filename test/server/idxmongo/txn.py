@@ -20,6 +20,16 @@ discards it with its documents and indexes. Another session may meanwhile create
 name (create takes no exclusive lock on mongod); the transaction's commit then fails with WriteConflict and
 aborts it (jstests/core/txns/create_collection_parallel.js, create_indexes_parallel.js).
 
+A transaction's snapshot is taken at its first command, as mongod opens its storage snapshot at the
+transaction's first operation. Another session may still change documents the transaction has not touched;
+each such change is noted in the open transaction (`changed`, with the document's image before it). When
+the transaction then writes one of those documents (insert, update, replace, delete, findAndModify, an
+insert of an `_id` inserted or deleted since), or a unique key such a change took or gave up, it gets
+WriteConflict (112, TransientTransactionError) and is aborted, as mongod's first writer wins against a
+transaction's snapshot (jstests/core/txns/write_conflicts_with_non_txns.js). Its reads see the latest
+committed data as of the snapshot: the documents so changed are read as they were before (the same overlay
+of before-images that hides an open transaction's writes from the others).
+
 With a journal (--dbpath), the transaction's changes (its collection and index creations included) are kept
 aside and journaled as one record at commit; an abort journals nothing.
 """
@@ -52,6 +62,8 @@ class Transaction:
         self.pending = {}  # (db, coll) -> Collection the transaction created: its own until commit
         self.changes = []  # journal ops (with --dbpath), written at commit
         self.events = []  # change-stream entries, published at commit (changelog.py)
+        self.changed = {}  # (db, coll) -> {id key: image before the first change other sessions made to
+        # it after this transaction's snapshot (None for an insert)}
         self.last_used = time.monotonic()
         self.started = time.monotonic()  # the lifetime counts from here, as mongod's does
 
@@ -245,7 +257,10 @@ class TransactionManager:
             self.abort(holder)
 
     def overlay(self, reader_txn, coll):
-        """Before-images a reader outside the open transaction must see instead of the stored documents."""
+        """Before-images a reader must see instead of the stored documents: outside the open transaction,
+        those of its uncommitted writes; in it, those of other sessions' changes after its snapshot."""
+        if reader_txn is not None:
+            return reader_txn.changed.get((coll.db, coll.name)) or None
         holder = self.active
         if holder is None or holder is reader_txn:
             return None
@@ -253,7 +268,9 @@ class TransactionManager:
 
     def check_write(self, writer_txn, coll, idk, new_doc):
         """Refuse (WriteConflict) a write by someone other than the open transaction to a document it
-        touched, or one that would take a unique key held by one of its before-images."""
+        touched, or one that would take a unique key held by one of its before-images; and, the same way,
+        a write by the transaction to a document another session changed after its snapshot, or of a
+        unique key such a change gave up (the caller's error aborts the transaction)."""
         images = self.overlay(writer_txn, coll)
         if not images:
             return
@@ -269,8 +286,17 @@ class TransactionManager:
                 if before is not None and other_idk != idk and new_keys & set(index.keys_of(before)):
                     raise write_conflict(in_txn=writer_txn is not None)
 
+    def note_write(self, writer_txn, coll, idk, before):
+        """A document was written (inserted, changed or deleted; `before` is its image before, None for an
+        insert) by someone other than the open transaction, so after that transaction's snapshot: the
+        transaction may no longer write it, nor a unique key it held."""
+        holder = self.active
+        if holder is not None and holder is not writer_txn and holder.state == "active":
+            holder.changed.setdefault((coll.db, coll.name), {}).setdefault(idk, before)
+
     def holder_conflict(self, writer_txn, coll, holder_idk):
-        """True when a duplicate key is held by a document of another open transaction (so the error is
-        WriteConflict, as in MongoDB, rather than DuplicateKey)."""
+        """True when a duplicate key is held by a document of another open transaction, or one another
+        session wrote after the writer's snapshot (so the error is WriteConflict, as in MongoDB, rather
+        than DuplicateKey)."""
         images = self.overlay(writer_txn, coll)
         return bool(images) and holder_idk in images
