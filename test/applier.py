@@ -48,6 +48,8 @@ import sys
 import threading
 import time
 
+import psycopg2
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import mongo_client  # noqa: E402
@@ -654,9 +656,11 @@ def small_history(conn):
         pg_fixture.create_server(conn, DATABASE, name="small", uri=uri, credentials=False)
         create_table(conn, "hist", "small", INDEXES[1:2])
         known = tuple(applier_pids(conn))
-        pid = wait_applier(conn, other_than=known)
-        ok = sync(conn, db, "hist")
-        check(pid is not None and ok, "small history: an applier follows the second server")
+        # (its start goes through the launcher and a database worker: slow under load)
+        pid = wait_applier(conn, timeout=90, other_than=known)
+        ok = pid is not None and sync(conn, db, "hist", timeout=90)
+        check(ok, "small history: an applier follows the second server (applier %s, synced %s)"
+              % (pid, ok))
         # stop it, write more than the history holds, let it come back
         q(conn, "SELECT pg_terminate_backend(%s)", (pid,))
         db.hist.insert_many([row(i) for i in range(0, 200)])
