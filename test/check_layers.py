@@ -19,6 +19,12 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
+
+RESULTS = Results()
+check = RESULTS.check
+
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FDW = os.path.join(TOP, "fdw")
 RANK = {"core": 0, "index": 1, "sync": 2, "": 3}
@@ -27,18 +33,6 @@ NAMES = {"core": "fdw/core", "index": "fdw/index", "sync": "fdw/sync", "": "fdw"
 MODULE_IDENTITY = {"idx_fdw_is_ours"}
 # the header that declares it, the one of fdw/ any layer may include
 MODULE_HEADER = "module.h"
-
-passed = 0
-failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL " + what)
 
 
 def layer_of(path):
@@ -114,8 +108,8 @@ def check_symbols():
 def main():
     check_includes()
     check_symbols()
-    print("layers: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print(RESULTS.summary("layers"))
+    return 1 if RESULTS.failed else 0
 
 
 if __name__ == "__main__":

@@ -32,6 +32,12 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
+
+RESULTS = Results()
+check = RESULTS.check
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CATALOGS = {
@@ -49,18 +55,6 @@ CONTEXTS = {
     "PGC_BACKEND": "at connection start",
 }
 
-passed = 0
-failed = 0
-
-
-def check(ok, what):
-    """Count one check; print it if it failed."""
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL " + what)
 
 
 def read(path):
@@ -299,8 +293,8 @@ def main():
 
     check_file_headers()
 
-    print("readme: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print(RESULTS.summary("readme"))
+    return 1 if RESULTS.failed else 0
 
 
 if __name__ == "__main__":
