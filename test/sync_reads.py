@@ -14,7 +14,12 @@ on lower(email) and one on town:
 2. latency: the Sync Wait (EXPLAIN ANALYZE) of a routed point query on an
    idle server, and the query's time with "current" against "any"
    (median and p99 reported);
-3. a stopped applier (SIGSTOP): after an outside write, a routed query
+3. an idle applier: with no event and no waiting query for a few seconds
+   its getMores wait long (at most a few per second, counted by the test
+   server's commandCpu), and a routed query after a write the stream does
+   not carry (another collection) still waits only briefly, because the
+   query wakes the applier with a heartbeat of its own;
+4. a stopped applier (SIGSTOP): after an outside write, a routed query
    with "current" fails with SQLSTATE IX001 after about
    idxtable.sync_wait_timeout; the planner then knows the index is behind
    and plans a plain scan, which finds the row; with "any" the routed query
@@ -191,6 +196,43 @@ def latency(res, conn, n):
               % (mode, statistics.median(times[mode]), percentile(times[mode], 99)))
 
 
+def applier_get_mores(admin):
+    """getMores of the applier since the last call (the test server's commandCpu), or None."""
+    try:
+        commands = admin.command("commandCpu", clear=True)["commands"]
+    except Exception:  # mongod: no such command
+        return None
+    return sum(c["count"] for c in commands
+               if "applier" in (c["appName"] or "") and c["command"] == "getMore")
+
+
+def idle_applier(res, conn, mdb, runs):
+    """An idle applier polls rarely, and a query's own wake-up keeps its wait short."""
+    set_gucs(conn, "current")
+    sql = "SELECT _id FROM sr WHERE lower(email) = 'p42@example.com'"
+    other = mdb["sr_elsewhere"]
+    waits = []
+    polls = []
+    for i in range(runs):
+        time.sleep(2.5)  # no event and no request for longer than the applier stays awake
+        applier_get_mores(mdb.client.admin)
+        time.sleep(1.0)
+        polls.append(applier_get_mores(mdb.client.admin))
+        other.insert_one({"_id": i})  # moves the cluster time, but is no event of the stream
+        waits.append(sync_wait_ms(conn, sql))
+    if polls[0] is not None:
+        res.check(max(polls) <= 6, "getMores of an idle applier in 1 s: %r (expected a few)" % polls)
+        print("idle applier: getMores per second %r" % polls)
+    res.check(all(w is not None for w in waits), "Sync Wait missing: %r" % waits)
+    waits = [w for w in waits if w is not None]
+    if waits:
+        # without the wake-up a wait lasts until the applier's long getMore ends (up to 500 ms)
+        res.check(max(waits) < 200,
+                  "Sync Wait after a write outside the stream, idle applier: %r ms" % waits)
+        print("idle applier, Sync Wait after a write outside the stream: %s ms"
+              % ", ".join("%.1f" % w for w in waits))
+
+
 def stopped_applier(res, conn, coll, timeout_ms):
     """A stopped applier: current times out with IX001, then plans a plain scan; any reads at once."""
     pid = applier_pid(conn)
@@ -240,6 +282,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--latency-runs", type=int, default=200)
     parser.add_argument("--timeout-ms", type=int, default=1500)
+    parser.add_argument("--idle-runs", type=int, default=6)
     args = parser.parse_args()
     res = Results()
     start = time.time()
@@ -250,6 +293,7 @@ def main():
     else:
         outside_writes(res, conn, coll, args.rounds)
         latency(res, conn, args.latency_runs)
+        idle_applier(res, conn, coll.database, args.idle_runs)
         stopped_applier(res, conn, coll, args.timeout_ms)
     print("elapsed %.1fs" % (time.time() - start))
     print(res.summary("sync_reads"))

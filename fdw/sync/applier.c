@@ -73,8 +73,18 @@ Applier		applier;
 /* the server's option change_streams turned 'off': the applier stops */
 static bool applier_server_off = false;
 
-/* How long a getMore waits for events on an idle stream */
-#define APPLIER_POLL_MS		25
+/*
+ * How long a getMore waits for events: APPLIER_POLL_MS while the streams
+ * bring events or a backend asked for a time within APPLIER_AWAKE_MS,
+ * else APPLIER_IDLE_POLL_MS (see poll_ms()).
+ */
+#define APPLIER_POLL_MS			25
+#define APPLIER_IDLE_POLL_MS	500
+#define APPLIER_AWAKE_MS		2000
+
+/* The requested time last seen, and when it was seen to change */
+static IdxClusterTime seen_requested = 0;
+static TimestampTz asked_at = 0;
 
 /*
  * Begin an SPI block in the current transaction, with a snapshot.
@@ -468,6 +478,35 @@ server_streams_on(void)
 }
 
 /*
+ * How long the getMores of this round may wait.  An idle stream is asked
+ * less often, so that an idle applier costs the server little: a getMore
+ * returns as soon as an event arrives, so only a backend's request (the
+ * applier's heartbeat is written before a getMore) and a catalog change
+ * must wait for the end of a long one.  A backend that waits meanwhile
+ * writes a wake-up event itself (idx_sync_wait_for_read), so the long
+ * wait is announced in the slot.
+ */
+static int
+poll_ms(void)
+{
+	IdxClusterTime requested = pg_atomic_read_u64(&applier.slot->requested);
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+	bool		busy = false;
+
+	if (requested != seen_requested)
+	{
+		seen_requested = requested;
+		asked_at = now;
+	}
+	foreach(lc, applier.streams)
+		busy = busy || !((AppStream *) lfirst(lc))->caught_up;
+	if (busy || !TimestampDifferenceExceeds(asked_at, now, APPLIER_AWAKE_MS))
+		return APPLIER_POLL_MS;
+	return APPLIER_IDLE_POLL_MS;
+}
+
+/*
  * One round: reload the catalog if it changed (exit when there is nothing
  * to maintain, or the server's change_streams is now 'off'), then one
  * step of every stream.  Returns false to stop.
@@ -476,6 +515,7 @@ static bool
 applier_round(void)
 {
 	ListCell   *lc;
+	int			wait_ms;
 
 	if (applier.streams == NIL ||
 		idx_sync_catalog_generation(MyDatabaseId) != applier.generation)
@@ -489,6 +529,11 @@ applier_round(void)
 		if (!load_catalog())
 			return false;
 	}
+	wait_ms = poll_ms() / list_length(applier.streams);
+	pg_atomic_write_u32(&applier.slot->long_poll,
+						wait_ms > APPLIER_POLL_MS ? 1 : 0);
+	/* announced before the heartbeat check reads "requested" again */
+	pg_memory_barrier();
 	foreach(lc, applier.streams)
 	{
 		AppStream  *s = lfirst(lc);
@@ -497,8 +542,9 @@ applier_round(void)
 			idx_applier_open_stream(s);
 		if (applier.generation != idx_sync_catalog_generation(MyDatabaseId))
 			break;				/* states changed: reload first */
-		idx_applier_step(s, APPLIER_POLL_MS / list_length(applier.streams));
+		idx_applier_step(s, Max(wait_ms, 1));
 	}
+	pg_atomic_write_u32(&applier.slot->long_poll, 0);
 	return true;
 }
 

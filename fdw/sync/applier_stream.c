@@ -107,8 +107,6 @@
 
 /* Collections of the applier in each MongoDB database */
 #define POSITIONS_COLLECTION	"idxtable.positions"
-#define SYNC_COLLECTION			"idxtable.sync"
-#define HEARTBEAT_PREFIX		"heartbeat:"
 #define MARKER_PREFIX			"fdw:"
 
 /* Intervals (ms) between stored positions, and between heartbeats */
@@ -598,7 +596,7 @@ note_marker(Batch *b, const bson_t *event)
 	uint32_t	len;
 
 	if (op == NULL || coll == NULL || id == NULL ||
-		strcmp(coll, SYNC_COLLECTION) != 0 ||
+		strcmp(coll, IDX_SYNC_COLLECTION) != 0 ||
 		strncmp(id, MARKER_PREFIX, strlen(MARKER_PREFIX)) != 0 ||
 		(strcmp(op, "insert") != 0 && strcmp(op, "replace") != 0) ||
 		!bson_iter_init_find(&iter, event, "fullDocument") ||
@@ -696,10 +694,10 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 			add_id(b, fact, bson_iter_value(&id), event_image(event),
 				   event_marker(b, event), event_changes(event));
 	}
-	else if (coll != NULL && strcmp(coll, SYNC_COLLECTION) == 0 &&
+	else if (coll != NULL && strcmp(coll, IDX_SYNC_COLLECTION) == 0 &&
 			 BSON_ITER_HOLDS_UTF8(&id) &&
-			 strncmp(bson_iter_utf8(&id, NULL), HEARTBEAT_PREFIX,
-					 strlen(HEARTBEAT_PREFIX)) == 0)
+			 strncmp(bson_iter_utf8(&id, NULL), IDX_SYNC_HEARTBEAT_PREFIX,
+					 strlen(IDX_SYNC_HEARTBEAT_PREFIX)) == 0)
 		b->heartbeat_time = Max(b->heartbeat_time, time);
 }
 
@@ -1254,8 +1252,8 @@ maybe_heartbeat(AppStream *s)
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$inc", &inc));
 	idx_check_append(BSON_APPEND_INT64(&inc, "n", 1));
 	idx_check_append(bson_append_document_end(&u, &inc));
-	majority_upsert(s, SYNC_COLLECTION,
-					psprintf(HEARTBEAT_PREFIX "%s", applier.key), &u,
+	majority_upsert(s, IDX_SYNC_COLLECTION,
+					psprintf(IDX_SYNC_HEARTBEAT_PREFIX "%s", applier.key), &u,
 					idx_op(IDX_OP_HEARTBEAT, NULL, NULL));
 	bson_destroy(&u);
 	s->heartbeat_for = requested;

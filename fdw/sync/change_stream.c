@@ -44,6 +44,7 @@
 #include "core/convert.h"
 #include "core/stream.h"
 #include "sync/change_stream.h"
+#include "sync/sync_state.h"
 
 /* Error codes of mongod (src/mongo/base/error_codes.yml) */
 #define MONGO_CURSOR_NOT_FOUND		43
@@ -52,7 +53,6 @@
 #define MONGO_CS_HISTORY_LOST		286
 
 /* The collection of the heartbeats, watched beside the fact collections */
-#define IDX_SYNC_COLLECTION "idxtable.sync"
 
 /*
  * Append the $match stage: events of the watched collections (and the

@@ -40,6 +40,16 @@ typedef uint64 IdxClusterTime;
 #define IDX_SYNC_ERROR_LEN		256
 #define IDX_SYNC_UUID_LEN		37	/* definition_id as text, with NUL */
 
+/*
+ * The collection of each MongoDB database that the applier's stream
+ * watches besides the facts: transaction markers (xact_marker.c) and
+ * heartbeats, single-document writes whose _id starts with the prefix
+ * (the applier's own, and a waiting backend's wake-up, sync_wait.c).
+ */
+#define IDX_SYNC_COLLECTION			"idxtable.sync"
+#define IDX_SYNC_HEARTBEAT_PREFIX	"heartbeat:"
+#define IDX_SYNC_WAKE_ID			IDX_SYNC_HEARTBEAT_PREFIX "wake"
+
 typedef enum IdxApplierState
 {
 	IDX_APPLIER_FREE = 0,		/* slot unused */
@@ -70,6 +80,9 @@ typedef struct IdxApplierSlot
 
 	/* the highest cluster time a backend waits for (max, never lowered) */
 	pg_atomic_uint64 requested;
+
+	/* 1 while the applier's getMores wait long (an idle stream) */
+	pg_atomic_uint32 long_poll;
 
 	/* broadcast after every applied batch and on every state change */
 	ConditionVariable applied_cv;

@@ -440,6 +440,49 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
 }
 
 /*
+ * If the applier of "def" has not applied through "target" and waits long
+ * in its getMores (an idle stream, applier.c), ask for the time and write
+ * a wake-up: a heartbeat of our own into the database's idxtable.sync,
+ * whose event ends the applier's getMore at once and carries a time later
+ * than "target".  Best effort: a user mapping that may not write there
+ * (or any other failure) leaves the wake-up to the applier's own
+ * heartbeat, written when its getMore ends.  Sent without a session, so
+ * never inside the statement's MongoDB transaction.
+ */
+static void
+wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
+				  IdxClusterTime target)
+{
+	ApplierView view;
+	bson_t	   *command;
+	IdxHandle  *owned;
+	bson_t		reply;
+	bson_error_t error;
+
+	look_up_applier(def, &view);
+	if (view.slotno < 0 ||
+		(view.has_status && view.status.applied_through >= target))
+		return;
+	/* a full barrier: the applier announces a long wait, then reads this */
+	idx_sync_request(view.slotno, target);
+	if (pg_atomic_read_u32(&idx_sync_slot(view.slotno)->long_poll) == 0)
+		return;
+	command = BCON_NEW("update", BCON_UTF8(IDX_SYNC_COLLECTION),
+					   "updates", "[",
+					   "{", "q", "{", "_id", BCON_UTF8(IDX_SYNC_WAKE_ID), "}",
+					   "u", "{", "$inc", "{", "n", BCON_INT64(1), "}", "}",
+					   "upsert", BCON_BOOL(true), "}",
+					   "]");
+	owned = idx_own_bson(command);
+	if (!mongoc_client_write_command_with_opts(client, def->database, command,
+											   NULL, &reply, &error))
+		elog(DEBUG1, "could not wake the applier of index table \"%s\"",
+			 def->name);
+	bson_destroy(&reply);
+	idx_release(owned);
+}
+
+/*
  * The wait of a routed scan (see sync_wait.h).
  */
 bool
@@ -448,11 +491,15 @@ idx_sync_wait_for_read(const IdxIndexDef *def, mongoc_client_t *client,
 {
 	instr_time	start;
 	instr_time	duration;
+	IdxClusterTime target;
 
 	if (idx_index_consistency == IDX_READ_ANY)
 		return false;
 	INSTR_TIME_SET_CURRENT(start);
-	wait_for_index(def, server_cluster_time(client, servername), false);
+	target = server_cluster_time(client, servername);
+	if (idx_sync_enabled())
+		wake_idle_applier(def, client, target);
+	wait_for_index(def, target, false);
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
 	*elapsed_ms = INSTR_TIME_GET_MILLISEC(duration);

@@ -49,7 +49,6 @@
 #include "sync/xact_marker.h"
 
 /* The applier's collection in each database (applier_stream.c) */
-#define MARKER_COLLECTION	"idxtable.sync"
 #define MARKER_PREFIX		"fdw:"
 
 /* mongod's NamespaceExists */
@@ -93,7 +92,7 @@ ensure_marker_collection(mongoc_client_t *client, const char *servername,
 	foreach(lc, ensured)
 		if (strcmp(lfirst(lc), key) == 0)
 			return true;
-	idx_check_append(BSON_APPEND_UTF8(&cmd, "create", MARKER_COLLECTION));
+	idx_check_append(BSON_APPEND_UTF8(&cmd, "create", IDX_SYNC_COLLECTION));
 	ok = mongoc_client_command_with_opts(client, database, &cmd, NULL, NULL,
 										 &reply, &error);
 	bson_destroy(&cmd);
@@ -285,7 +284,7 @@ write_marker(IdxRemoteXact *x, const char *database)
 		idx_report_error(&error, x->servername,
 						 idx_op(IDX_OP_JOIN_XACT, NULL, NULL));
 	coll = mongoc_client_get_collection(x->client, database,
-										MARKER_COLLECTION);
+										IDX_SYNC_COLLECTION);
 	ok = mongoc_collection_replace_one(coll, &selector, &doc, &opts, &reply,
 									   &error);
 	mongoc_collection_destroy(coll);
