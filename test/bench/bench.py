@@ -49,12 +49,14 @@ import pushdown  # noqa: E402
 import planning  # noqa: E402
 import report  # noqa: E402
 import scenarios  # noqa: E402
+import sustained  # noqa: E402
 import writes  # noqa: E402
 
 DB = "idxtable_bench"
 WRITE_DB = "idxtable_bench_writes"
 WRITE_ROWS, WRITE_ROWS_QUICK = 10000, 2000     # rows per bulk insert
 WRITE_KEYED = 1000                              # rows per UPDATE / DELETE (at most rows/4)
+SUSTAINED_TURNS, SUSTAINED_TURNS_QUICK = 10, 5   # turns of sustained writes (rows: WRITE_ROWS / turns)
 APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
@@ -285,6 +287,11 @@ def run_writes(args, mongo):
     reps = args.reps or (1 if args.quick else 3)
     rows, notes, run_s = writes.run(conn.cursor(), mongo_client.database(mongo, WRITE_DB),
                                     n, k, reps, log, explain=args.explain)
+    turns = SUSTAINED_TURNS_QUICK if args.quick else SUSTAINED_TURNS
+    log("== sustained writes with and without the applier: %d turns of %d rows =="
+        % (turns, n // turns))
+    s_rows, s_notes = sustained.run(conn.cursor(), mongo_client.database(mongo, WRITE_DB),
+                                    n // turns, turns, log)
     conn.close()
     wire = mongo.admin.command("hello").get("maxWireVersion", 0)
     bulk_write = wire >= 25
@@ -313,6 +320,17 @@ def run_writes(args, mongo):
     path = os.path.join(HERE, "results-writes%s.csv" % ("-bulkwrite" if bulk_write else ""))
     writes.write_csv(path, rows)
     log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
+    print()
+    print("sustained writes: each turn INSERTs %d customers, UPDATEs the town of half of them, "
+          "the email of a quarter, DELETEs a quarter, back to back, on a table followed by the "
+          "applier and on one of a server with change_streams 'off'; wall ms: median over turns; "
+          "slowdown: median of the turns' followed/unfollowed - 1" % (n // turns))
+    print()
+    for line in report.table(s_rows, sustained.COLUMNS, min_width=0):
+        print(line)
+    for line in sustained.summary(s_rows) + s_notes:
+        print("  " + line)
+    sys.stdout.flush()
 
 
 def run_applier(args, mongo):
