@@ -2621,6 +2621,23 @@ def test_counters_follow_the_batches(env):
 
 
 @test(own=True)
+def test_counters_batch_left_by_the_byte_cap(env):
+    """When the 16 MB cap leaves a document for the next batch, mongod has already fetched it (and stashes
+    it): the first batch counts it, the next batch starts after it."""
+    coll = fresh(env, "capped_batch")
+    coll.insert_many([{"_id": i, "s": "x" * 1000000} for i in range(20)])
+    db = env.client.t
+    replies = []
+    keys, docs = env.examined(lambda: replies.append(db.command("find", "capped_batch", sort={"_id": 1})["cursor"]))
+    n = len(replies[-1]["firstBatch"])
+    check(n == 16 and replies[-1]["id"] != 0, "16 documents of 1 MB fill the first batch: %d" % n)
+    check((keys, docs) == (n + 1, n + 1), "the first batch and the one stashed: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: replies.append(_get_more(db, "capped_batch", replies[-1]["id"], 2)))
+    check((keys, docs) == (1, 1), "a getMore of 2 after the stashed one: %s" % ((keys, docs),))
+    db.command("killCursors", "capped_batch", cursors=[replies[-1]["id"]])
+
+
+@test(own=True)
 def test_counters_count_reads_keys_only(env):
     """A count whose filter one index expresses exactly examines keys only (mongod's COUNT_SCAN)."""
     coll = env.big()
