@@ -2552,6 +2552,91 @@ def test_counters_sort_by_index_with_limit(env):
     check(plan["executionStats"]["totalKeysExamined"] == 1)
 
 
+def _get_more(db, coll, cursor_id, batch_size=None):
+    """One getMore of a command cursor; returns its `cursor` sub-document."""
+    cmd = SON([("getMore", Int64(cursor_id)), ("collection", coll)])
+    if batch_size is not None:
+        cmd["batchSize"] = batch_size
+    return db.command(cmd)["cursor"]
+
+
+@test(own=True)
+def test_counters_follow_the_batches(env):
+    """As mongod runs a query lazily, a streaming plan (index order, or no sort) counts the keys and
+    documents each batch needed: the first batch up to its last document, a getMore likewise, the batch
+    that exhausts the cursor the rest; a killed cursor or a single batch nothing more. A blocking sort
+    counts everything with the first batch, as mongod's SORT stage reads all before returning."""
+    env.big()
+    perf = env.client.perf
+    ordered = {"find": "big", "filter": {"k": {"$gte": 0}}, "sort": {"k": 1}, "batchSize": 10}
+    replies = []
+    keys, docs = env.examined(lambda: replies.append(perf.command(SON(ordered))["cursor"]))
+    first = replies[-1]
+    check([d["k"] for d in first["firstBatch"]] == list(range(10)) and first["id"] != 0, first["id"])
+    check((keys, docs) == (10, 10), "first batch of 10: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: replies.append(_get_more(perf, "big", first["id"], 25)))
+    check([d["k"] for d in replies[-1]["nextBatch"]] == list(range(10, 35)), "the next 25")
+    check((keys, docs) == (25, 25), "getMore of 25: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: replies.append(_get_more(perf, "big", first["id"])))
+    check(len(replies[-1]["nextBatch"]) == BIG - 35 and replies[-1]["id"] == 0, "the rest, exhausted")
+    check((keys, docs) == (BIG - 35, BIG - 35), "exhausting getMore: %s" % ((keys, docs),))
+    # a residual filter: the batch counts the keys and documents it rejected on its way too
+    keys, docs = env.examined(lambda: replies.append(perf.command(
+        "find", "big", filter={"g": 7, "u": {"$gte": 500}}, batchSize=10)["cursor"]))
+    check([d["_id"] for d in replies[-1]["firstBatch"]] == [507 + 100 * i for i in range(10)], "g = 7 from 507")
+    check((keys, docs) == (15, 15), "5 rejected, then 10: %s" % ((keys, docs),))
+    perf.command("killCursors", "big", cursors=[replies[-1]["id"]])
+    # a killed cursor counts nothing more, and cannot be read on
+    keys, docs = env.examined(lambda: replies.append(perf.command(SON(ordered))["cursor"]))
+    check((keys, docs) == (10, 10), (keys, docs))
+    keys, docs = env.examined(lambda: perf.command("killCursors", "big", cursors=[replies[-1]["id"]]))
+    check((keys, docs) == (0, 0), "killCursors: %s" % ((keys, docs),))
+    expect_error(43, _get_more, perf, "big", replies[-1]["id"])
+    keys, docs = env.examined(lambda: replies.append(perf.command(SON(ordered, singleBatch=True))["cursor"]))
+    check((keys, docs) == (10, 10) and replies[-1]["id"] == 0, "a single batch: %s" % ((keys, docs),))
+    # a blocking sort (no index gives it) counts everything at the first batch, nothing at a getMore
+    keys, docs = env.examined(lambda: replies.append(perf.command(
+        "find", "big", filter={"u": {"$gte": 0}}, sort={"u": -1}, batchSize=10)["cursor"]))
+    check([d["u"] for d in replies[-1]["firstBatch"]] == [BIG - 1 - i for i in range(10)], "sorted by u")
+    check((keys, docs) == (0, BIG), "blocking sort: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: _get_more(perf, "big", replies[-1]["id"], 10))
+    check((keys, docs) == (0, 0), "getMore after a blocking sort: %s" % ((keys, docs),))
+    perf.command("killCursors", "big", cursors=[replies[-1]["id"]])
+    # explain reports a full run
+    plan = perf.command("explain", SON(ordered))
+    check(plan["executionStats"]["totalKeysExamined"] == BIG, plan["executionStats"])
+    # an aggregate of $match and $sort only streams as a find; one that groups reads everything at once
+    agg = {"aggregate": "big", "pipeline": [{"$match": {"k": {"$gte": 0}}}, {"$sort": {"k": 1}}],
+           "cursor": {"batchSize": 10}}
+    keys, docs = env.examined(lambda: replies.append(perf.command(SON(agg))["cursor"]))
+    check((keys, docs) == (10, 10), "aggregate $match, $sort: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: _get_more(perf, "big", replies[-1]["id"], 10))
+    check((keys, docs) == (10, 10), "its getMore: %s" % ((keys, docs),))
+    perf.command("killCursors", "big", cursors=[replies[-1]["id"]])
+    agg["pipeline"] = [agg["pipeline"][0], {"$group": {"_id": "$g", "n": {"$sum": 1}}}]
+    keys, docs = env.examined(lambda: replies.append(perf.command(SON(agg))["cursor"]))
+    check(len(replies[-1]["firstBatch"]) == 10 and (keys, docs) == (BIG, BIG),
+          "aggregate with $group: %s" % ((keys, docs),))
+    perf.command("killCursors", "big", cursors=[replies[-1]["id"]])
+
+
+@test(own=True)
+def test_counters_batch_left_by_the_byte_cap(env):
+    """When the 16 MB cap leaves a document for the next batch, mongod has already fetched it (and stashes
+    it): the first batch counts it, the next batch starts after it."""
+    coll = fresh(env, "capped_batch")
+    coll.insert_many([{"_id": i, "s": "x" * 1000000} for i in range(20)])
+    db = env.client.t
+    replies = []
+    keys, docs = env.examined(lambda: replies.append(db.command("find", "capped_batch", sort={"_id": 1})["cursor"]))
+    n = len(replies[-1]["firstBatch"])
+    check(n == 16 and replies[-1]["id"] != 0, "16 documents of 1 MB fill the first batch: %d" % n)
+    check((keys, docs) == (n + 1, n + 1), "the first batch and the one stashed: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: replies.append(_get_more(db, "capped_batch", replies[-1]["id"], 2)))
+    check((keys, docs) == (1, 1), "a getMore of 2 after the stashed one: %s" % ((keys, docs),))
+    db.command("killCursors", "capped_batch", cursors=[replies[-1]["id"]])
+
+
 @test(own=True)
 def test_counters_count_reads_keys_only(env):
     """A count whose filter one index expresses exactly examines keys only (mongod's COUNT_SCAN)."""

@@ -10,7 +10,7 @@ from .codec import encode
 from .context import prepare_insert
 from .errors import MongoError, bad_value
 from .mockops import LookupDatabase, apply_update, is_operator_update, project, run_stages, upsert_document
-from .query import choose_plan, covered_count
+from .query import ResultProgress, choose_plan, covered_count
 from .sharding import check_delete, check_find_and_modify, check_shard_key_change, check_update
 from .retry import find_and_modify_retry
 from .txnrules import check_pipeline
@@ -85,15 +85,16 @@ def cmd_find(ctx):
     single = bool(cmd.get("singleBatch"))
     if limit < 0:
         limit, single = -limit, True
+    progress = ResultProgress()
     docs = ctx.query(ctx.coll(name), filt, sort_spec(cmd.get("sort")), skip, limit, hint=cmd.get("hint"),
-                     collation=cmd.get("collation"))
+                     collation=cmd.get("collation"), progress=progress)
     if projection and docs:
         project(docs[0], projection)  # reject a bad projection now rather than mid-cursor
     ctx.server.counters["query"] += 1
     # (the cursor encodes each projected document as it sends it)
     transform = (lambda d: project(d, projection, shared=True)) if projection else None
     cursor = ctx.server.cursors.first_batch("%s.%s" % (ctx.db, name), docs, _batch_size(cmd.get("batchSize")),
-                                            single, transform)
+                                            single, transform, progress, ctx.stats)
     ctx.server.counters["returned"] += len(cursor["firstBatch"])
     return {"cursor": cursor, "ok": 1.0}
 
@@ -113,7 +114,7 @@ def cmd_get_more(ctx):
         reply = changestream.get_more(ctx, stream, ns)
         ctx.server.counters["returned"] += len(reply["cursor"]["nextBatch"])
         return reply
-    cursor = ctx.server.cursors.get_more(int(cursor_id), ns, _batch_size(cmd.get("batchSize")))
+    cursor = ctx.server.cursors.get_more(int(cursor_id), ns, _batch_size(cmd.get("batchSize")), ctx.stats)
     ctx.server.counters["returned"] += len(cursor["nextBatch"])
     return {"cursor": cursor, "ok": 1.0}
 
@@ -494,19 +495,23 @@ def cmd_aggregate(ctx):
     if ctx.txn is not None:
         check_pipeline(pipeline)
     coll = ctx.coll(name)
+    progress = None
     if pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
         docs, rest = _coll_stats_stage(ctx, coll, pipeline[0]["$collStats"] or {}), pipeline[1:]
     else:
         parts, rest = _pushdown(pipeline)
+        # only $match/$sort/$skip/$limit: mongod answers from the query layer alone, batch by batch as a find
+        progress = None if rest else ResultProgress()
         docs = ctx.query(coll, parts["$match"], parts["$sort"], parts["$skip"], parts["$limit"],
-                         hint=cmd.get("hint"), collation=cmd.get("collation"))
+                         hint=cmd.get("hint"), collation=cmd.get("collation"), progress=progress)
     if rest:
         lookup_db = LookupDatabase(lambda other, filt: ctx.query(ctx.coll(other), filt))
         if not all(next(iter(stage), None) in READ_ONLY_STAGES for stage in rest if isinstance(stage, dict)):
             docs = copy.deepcopy(docs)  # mongomock stages may modify their input documents in place
         docs = run_stages(docs, rest, lookup_db)
     batch_size = _batch_size((cmd.get("cursor") or {}).get("batchSize"))
-    return {"cursor": ctx.server.cursors.first_batch("%s.%s" % (ctx.db, name), docs, batch_size), "ok": 1.0}
+    return {"cursor": ctx.server.cursors.first_batch("%s.%s" % (ctx.db, name), docs, batch_size,
+                                                     progress=progress, stats=ctx.stats), "ok": 1.0}
 
 
 def cmd_explain(ctx):

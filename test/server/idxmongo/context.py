@@ -226,9 +226,10 @@ class Context:
         """Before-images this command must read instead of another transaction's uncommitted writes."""
         return self.server.txns.overlay(self.txn, coll)
 
-    def query(self, coll, filt, sort=None, skip=0, limit=0, plan=None, hint=None, collation=None):
+    def query(self, coll, filt, sort=None, skip=0, limit=0, plan=None, hint=None, collation=None, progress=None):
         """Matching documents as this command may see them (empty for a missing collection), under the
-        `collation` given (a command's or statement's `collation` field), else the collection's default."""
+        `collation` given (a command's or statement's `collation` field), else the collection's default;
+        `progress` (query.ResultProgress) learns where the counters stood at each result."""
         if coll is None:
             return []
         if not isinstance(filt or {}, dict):
@@ -236,7 +237,7 @@ class Context:
         if self.txn is not None:
             self.txn.namespaces.add((coll.db, coll.name))  # a read takes an intent lock too
         return execute(coll, filt, sort, skip, limit, self.overlay(coll), self.stats, plan, hint,
-                       collations.effective(collation, coll))
+                       collations.effective(collation, coll), progress)
 
     def insert_doc(self, coll, doc):
         """Insert with transaction bookkeeping; WriteConflict instead of E11000 when the key belongs to

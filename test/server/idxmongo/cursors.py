@@ -3,6 +3,12 @@
 A query materialises its result list once; a cursor keeps that list and a position, and every batch is
 sliced from it. Cursors belong to the server (libmongoc may send getMore on another pooled connection).
 Batches are encoded to BSON once, as RawBSONDocuments, and capped at 16 MB like mongod's.
+
+The examined counters follow mongod's lazy execution: when the plan streams (query.ResultProgress has
+marks), a batch counts the keys and documents examined up to its last document (or up to the document left
+for the next batch by the byte cap, which mongod has already fetched), the batch that exhausts the cursor
+counts the rest, and a cursor killed, timed out or closed after a single batch never counts what it did not
+return. A blocking plan's counters were all counted by the command that ran the query.
 """
 
 import random
@@ -23,13 +29,30 @@ IDLE_TIMEOUT_SECONDS = 600
 class Cursor:
     """Results of one query still to be returned."""
 
-    def __init__(self, cursor_id, ns, docs, transform):
+    def __init__(self, cursor_id, ns, docs, transform, progress=None):
         self.id = cursor_id
         self.ns = ns
         self.docs = docs
         self.pos = 0
         self.transform = transform
         self.last_used = time.monotonic()
+        self.progress = progress  # a streaming plan's query.ResultProgress, else None
+        self.counted = (0, 0)  # keys and documents examined counted so far
+
+    def count_batch(self, stats, stashed):
+        """Add to `stats` what producing the batch just taken examined: up to its last document, or up to
+        the one after it when the byte cap `stashed` that one, or everything once the cursor is exhausted."""
+        progress = self.progress
+        if progress is None:
+            return
+        if self.pos >= len(self.docs):
+            upto = (progress.keys, progress.docs)
+        else:
+            last = self.pos if stashed else self.pos - 1
+            upto = progress.marks[last] if last >= 0 else (0, 0)
+        stats.keys += upto[0] - self.counted[0]
+        stats.docs += upto[1] - self.counted[1]
+        self.counted = upto
 
 
 class CursorRegistry:
@@ -39,31 +62,44 @@ class CursorRegistry:
         self.lock = threading.Lock()
         self.cursors = {}
 
-    def _encode_batch(self, cursor, max_docs):
-        """Take up to `max_docs` (None: no count limit) documents from the cursor, within the byte cap."""
+    def _encode_batch(self, cursor, max_docs, stats):
+        """Take up to `max_docs` (None: no count limit) documents from the cursor, within the byte cap, and
+        count in `stats` what producing them examined."""
         batch = []
         size = 0
         docs = cursor.docs
+        stashed = False
         while cursor.pos < len(docs) and (max_docs is None or len(batch) < max_docs):
             doc = docs[cursor.pos]
             if cursor.transform is not None:
                 doc = cursor.transform(doc)
             raw = encode(doc)
             if batch and size + len(raw) > MAX_BATCH_BYTES:
+                stashed = True
                 break
             batch.append(RawBSONDocument(raw))
             size += len(raw)
             cursor.pos += 1
+        if stats is not None:
+            cursor.count_batch(stats, stashed)
         return batch
 
-    def first_batch(self, ns, docs, batch_size=None, single_batch=False, transform=None):
+    def first_batch(self, ns, docs, batch_size=None, single_batch=False, transform=None, progress=None,
+                    stats=None):
         """The `cursor` sub-document of a find/aggregate/list reply; registers a cursor if results remain.
 
-        `transform` (e.g. a projection) is applied to each document as it is sent.
+        `transform` (e.g. a projection) is applied to each document as it is sent. With the `progress` of a
+        streaming plan, the query's counters already in `stats` (the command's) are taken back and counted
+        batch by batch instead.
         """
-        cursor = Cursor(0, ns, docs, transform)
+        if progress is None or progress.marks is None or stats is None:
+            progress = None
+        else:
+            stats.keys -= progress.keys
+            stats.docs -= progress.docs
+        cursor = Cursor(0, ns, docs, transform, progress)
         max_docs = DEFAULT_FIRST_BATCH if batch_size is None else batch_size
-        batch = self._encode_batch(cursor, max_docs)
+        batch = self._encode_batch(cursor, max_docs, stats)
         if cursor.pos < len(docs) and not single_batch:
             with self.lock:
                 cursor.id = self._new_id()
@@ -77,13 +113,14 @@ class CursorRegistry:
             if cursor_id not in self.cursors:
                 return cursor_id
 
-    def get_more(self, cursor_id, ns, batch_size=None):
-        """The `cursor` sub-document of a getMore reply; the cursor is closed once exhausted."""
+    def get_more(self, cursor_id, ns, batch_size=None, stats=None):
+        """The `cursor` sub-document of a getMore reply; the cursor is closed once exhausted. What the batch
+        examined is counted in `stats` (the getMore's)."""
         with self.lock:
             cursor = self.cursors.get(cursor_id)
         if cursor is None or cursor.ns != ns:
             raise MongoError(43, "cursor id %d not found" % cursor_id)
-        batch = self._encode_batch(cursor, batch_size or None)
+        batch = self._encode_batch(cursor, batch_size or None, stats)
         cursor.last_used = time.monotonic()
         if cursor.pos >= len(cursor.docs):
             with self.lock:

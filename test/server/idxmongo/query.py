@@ -31,6 +31,21 @@ class ScanStats:
         self.docs = 0
 
 
+class ResultProgress:
+    """Where a query's examined counters stood as it matched each of its results, so that a cursor can count
+    them batch by batch as mongod does: mongod runs a query lazily, and each batch examines only the keys and
+    documents it needs (the whole result is still computed at once here, against one view of the store).
+
+    `marks[i]` is (keys, docs) examined up to and including result i, or None when the plan blocks (an
+    in-memory sort reads everything before it returns its first result, as mongod's SORT stage does);
+    `keys` and `docs` are the totals of the whole query."""
+
+    def __init__(self):
+        self.marks = None
+        self.keys = 0
+        self.docs = 0
+
+
 class Plan:
     """A chosen access path: an index with key intervals, a union of such ($or), or a collection scan."""
 
@@ -316,15 +331,15 @@ def _union_ids(plan, stats):
 
 
 def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, plan=None, hint=None,
-            collation=None):
+            collation=None, progress=None):
     """Documents of `coll` matching `filt`, sorted, skipped and limited, as seen by the caller.
 
     Under a `collation` (None: simple; else en/2, see collation.py) strings compare by their case folds.
 
     `overlay` ({id key: before-image or None}) hides another session's uncommitted writes: those documents
     are read in their before-image instead, and documents deleted by that transaction are still found.
-    Counters go to `stats`; `hint` forces an index. Stops early at skip+limit when the access path already
-    gives the order.
+    Counters go to `stats`, and where they stood at each result to `progress` (a ResultProgress) if given;
+    `hint` forces an index. Stops early at skip+limit when the access path already gives the order.
     """
     stats = stats if stats is not None else ScanStats()
     filt = filt or {}
@@ -338,6 +353,8 @@ def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, pl
         match = lambda doc: folded_match(fold(doc))  # noqa: E731
     ordered = plan.ordered and not overlay
     need = skip + limit if limit and ordered else None
+    start = (stats.keys, stats.docs)
+    marks = [] if progress is not None else None
     matches = []
     visited = set() if overlay else None
     docs = coll.docs
@@ -350,18 +367,36 @@ def execute(coll, filt, sort=None, skip=0, limit=0, overlay=None, stats=None, pl
             doc = docs.get(idk)
         if doc is not None and match(doc):
             matches.append(doc)
+            if marks is not None:
+                marks.append((stats.keys - start[0], stats.docs - start[1]))
             if need is not None and len(matches) >= need:
                 break
     if overlay:
-        for idk, before in overlay.items():
-            if idk not in visited and before is not None:
-                stats.docs += 1
-                if match(before):
-                    matches.append(before)
-    if sort and not ordered and sort[0][0] != "$natural":
+        _overlay_matches(overlay, visited, match, stats, start, matches, marks)
+    blocking = bool(sort) and not ordered and sort[0][0] != "$natural"
+    if blocking:
         sort_documents(matches, sort)
-    return matches[skip:skip + limit] if limit else matches[skip:]
+    if progress is not None:
+        progress.keys, progress.docs = stats.keys - start[0], stats.docs - start[1]
+        progress.marks = None if blocking else _window(marks, skip, limit)
+    return _window(matches, skip, limit)
 
+
+def _overlay_matches(overlay, visited, match, stats, start, matches, marks):
+    """Add the matching before-images of documents an index or collection scan did not reach (documents
+    another transaction deleted, or moved out of the scanned intervals), each counted as examined."""
+    for idk, before in overlay.items():
+        if idk not in visited and before is not None:
+            stats.docs += 1
+            if match(before):
+                matches.append(before)
+                if marks is not None:
+                    marks.append((stats.keys - start[0], stats.docs - start[1]))
+
+
+def _window(items, skip, limit):
+    """The part of a list that `skip` and `limit` (0: none) leave."""
+    return items[skip:skip + limit] if limit else items[skip:]
 
 
 _RANGE_OPS = {"$gt", "$gte", "$lt", "$lte"}
