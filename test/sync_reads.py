@@ -16,7 +16,7 @@ on lower(email) and one on town:
    (median and p99 reported);
 3. an idle applier: with no event and no waiting query for a few seconds
    its getMores wait long (at most a few per second, counted by the test
-   server's commandCpu), and a routed query after a write the stream does
+   server's recentCommands), and a routed query after a write the stream does
    not carry (another collection) still waits only briefly, because the
    query wakes the applier with a heartbeat of its own;
 4. a stopped applier (SIGSTOP): after an outside write, a routed query
@@ -197,13 +197,14 @@ def latency(res, conn, n):
 
 
 def applier_get_mores(admin):
-    """getMores of the applier since the last call (the test server's commandCpu), or None."""
+    """getMores of this database's applier since the last call (the test server's recentCommands,
+    which it empties), or None.  Appliers of other databases of the server are not counted."""
     try:
-        commands = admin.command("commandCpu", clear=True)["commands"]
+        commands = admin.command("recentCommands", clear=True)["commands"]
     except Exception:  # mongod: no such command
         return None
-    return sum(c["count"] for c in commands
-               if "applier" in (c["appName"] or "") and c["command"] == "getMore")
+    return sum(1 for c in commands if c["command"] == "getMore" and c["db"] == DATABASE
+               and "applier" in (c["appName"] or ""))
 
 
 def idle_applier(res, conn, mdb, runs):
