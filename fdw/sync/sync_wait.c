@@ -568,6 +568,9 @@ idx_sync_wait_for_write(List *defs, List *target_attrs,
 		return;
 	target = server_cluster_time(client, servername);
 	foreach(lc, waits)
+	{
+		wake_idle_applier(lfirst(lc), client, target);
 		wait_for_index(lfirst(lc), target, true);
+	}
 	list_free(waits);
 }
