@@ -56,7 +56,7 @@ DB = "idxtable_bench"
 WRITE_DB = "idxtable_bench_writes"
 WRITE_ROWS, WRITE_ROWS_QUICK = 10000, 2000     # rows per bulk insert
 WRITE_KEYED = 1000                              # rows per UPDATE / DELETE (at most rows/4)
-SUSTAINED_TURNS, SUSTAINED_TURNS_QUICK = 10, 5   # turns of sustained writes (rows: WRITE_ROWS / turns)
+SUSTAINED_TURNS, SUSTAINED_TURNS_QUICK = 10, 9   # turns of sustained writes (rows: WRITE_ROWS / turns)
 APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
