@@ -835,7 +835,7 @@ document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
 	IdxRowBuffer *buf = rc->reuse;
 	char	   *textbuf;
 	char	   *textend;
-	uint64		all = ~UINT64CONST(0) >> (64 - rc->ntop);
+	uint64		all;
 	uint64		seen = 0;
 	uint64		late = 0;
 	int			next = 0;
@@ -850,7 +850,9 @@ document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
 		values[i] = (Datum) 0;
 		nulls[i] = true;
 	}
-	if (rc->ntop == 0 || len < 5)
+	/* the bits of all fields (no shift by 64) */
+	all = rc->ntop == 0 ? 0 : ~UINT64CONST(0) >> (64 - rc->ntop);
+	if (len < 5)
 		seen = all;
 	while (seen != all && off < len - 1)
 	{
