@@ -892,9 +892,9 @@ document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
 			bool		done = false;
 
 			seen |= UINT64CONST(1) << j;
-			if (type == BSON_TYPE_UTF8)
+			if (f->kind == WALK_TEXT && type == BSON_TYPE_UTF8)
 				space = MAXALIGN(VARHDRSZ + vlen - 1);
-			else if (type == BSON_TYPE_OID)
+			else if (f->kind == WALK_TEXT && type == BSON_TYPE_OID)
 				space = MAXALIGN(VARHDRSZ + 24);
 			if (space > (Size) (textend - textbuf))
 			{
