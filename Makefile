@@ -28,6 +28,7 @@ OBJS = \
 	fdw/core/stream.o \
 	fdw/core/reply_check.o \
 	fdw/core/convert.o \
+	fdw/core/convert_row.o \
 	fdw/core/convert_error.o \
 	fdw/core/convert_describe.o \
 	fdw/core/convert_write.o \

@@ -32,6 +32,11 @@ CREATE FOREIGN TABLE bad_str_rev (vc varchar OPTIONS (field 'str'),
 SELECT id, str, vc FROM bad_str_rev
   WHERE id IN ('multibyte', 'ascii4', 'ascii_words') ORDER BY id;
 SELECT show_error('SELECT vc3 FROM bad_str_rev WHERE id = ''ascii4''');
+-- two fields that do not fit, met in the other order than their columns:
+-- the first column is the one named
+CREATE FOREIGN TABLE bad_two (id text OPTIONS (field '_id'), v int, w int)
+  SERVER mongo OPTIONS (collection 'bad');
+SELECT show_error('SELECT * FROM bad_two WHERE id = ''late_order''');
 -- a server nobody listens on: class 08, naming the server
 CREATE SERVER nowhere FOREIGN DATA WRAPPER idxtable_fdw
   OPTIONS (uri 'mongodb://127.0.0.1:1/', server_selection_timeout_ms '300', connect_timeout_ms '300');

@@ -114,6 +114,18 @@ typedef struct IdxRowConv
 	int		   *top_ntext;		/* columns taking the field's string as is */
 
 	/*
+	 * For the one-pass conversion of a scan's rows (convert_row.c): per
+	 * top-level field, what the walk needs to find and convert it; per
+	 * attribute, how its common values convert; and whether some column is
+	 * read only after the walk (a dotted path, or a field several columns
+	 * read).
+	 */
+	struct IdxWalkField *walk;	/* per field (convert_row.c) */
+	uint8	   *col_kind;		/* per attribute: an IdxWalkKind */
+	bool		has_late_cols;
+	bool		utf8_db;		/* the database's encoding is UTF-8 */
+
+	/*
 	 * Where a row's text datums go: a fresh allocation per row if NULL, else
 	 * this buffer, kept and reused from row to row (idx_row_conv_reuse()).
 	 */
@@ -146,6 +158,9 @@ extern void idx_row_conv_reuse(IdxRowConv *rc);
  */
 extern void idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 								Datum *values, bool *nulls);
+
+/* Is the database's encoding UTF-8 (looked up once per backend)? */
+extern bool idx_database_is_utf8(void);
 
 /* Is this type (or, for arrays, its element type) supported at all? */
 extern bool idx_type_is_supported(Oid typid);
