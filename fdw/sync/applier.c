@@ -483,8 +483,8 @@ server_streams_on(void)
  * returns as soon as an event arrives, so only a backend's request (the
  * applier's heartbeat is written before a getMore) and a catalog change
  * must wait for the end of a long one.  A backend that waits meanwhile
- * writes a wake-up event itself (idx_sync_wait_for_read), so the long
- * wait is announced in the slot.
+ * (a routed read, a write of a unique key) writes a wake-up event itself
+ * (sync_wait.c), so the long wait is announced in the slot.
  */
 static int
 poll_ms(void)

@@ -52,8 +52,6 @@
 #define MONGO_CS_FATAL				280
 #define MONGO_CS_HISTORY_LOST		286
 
-/* The collection of the heartbeats, watched beside the fact collections */
-
 /*
  * Append the $match stage: events of the watched collections (and the
  * heartbeats), a rename onto one of them, and the events that end the
