@@ -60,10 +60,12 @@ OBJS = \
 	fdw/core/mongo_limits.o \
 	fdw/core/protocol_read.o \
 	fdw/sync/sync_state.o \
+	fdw/sync/sync_sessions.o \
 	fdw/sync/sync_wait.o \
 	fdw/sync/change_stream.o \
 	fdw/sync/applier.o \
 	fdw/sync/applier_stream.o \
+	fdw/sync/applier_exclude.o \
 	fdw/sync/applier_fields.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \

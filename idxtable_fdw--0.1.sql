@@ -215,7 +215,8 @@ CREATE FUNCTION idxtable.sync_status()
 RETURNS TABLE (definition_id uuid, streaming boolean,
                applied_through timestamptz, caught_up_at timestamptz,
                events_applied bigint, entries_written bigint,
-               conflicts bigint, last_error text)
+               conflicts bigint, last_error text,
+               skips_fdw_transactions boolean)
 AS 'MODULE_PATHNAME', 'idxtable_sync_status'
 LANGUAGE C STRICT VOLATILE;
 
@@ -224,7 +225,9 @@ LANGUAGE C STRICT VOLATILE;
 -- caught_up_at, the last time every event committed before it was applied
 -- (an empty batch: its answer; a batch below the batch size: its getMore's
 -- sending), so an idle server lags by nothing and a steady load by its
--- real lag; conflicts counts the index's rows of idxtable.conflicts.
+-- real lag; conflicts counts the index's rows of idxtable.conflicts;
+-- skips_fdw_transactions is true while the applier's change stream leaves
+-- out the FDW's own transactions, which need nothing from it.
 CREATE VIEW idxtable.sync_status AS
   SELECT d.name, d.state, s.applied_through,
          CASE WHEN s.streaming THEN
@@ -236,7 +239,7 @@ CREATE VIEW idxtable.sync_status AS
          s.events_applied, s.entries_written,
          (SELECT pg_catalog.count(*) FROM idxtable.conflicts c
            WHERE c.index_name OPERATOR(pg_catalog.=) d.name) AS conflicts,
-         s.last_error
+         s.last_error, s.skips_fdw_transactions
     FROM idxtable.index_defs d
     LEFT JOIN idxtable.sync_status() s
       ON s.definition_id OPERATOR(pg_catalog.=) d.definition_id;

@@ -77,6 +77,7 @@ pre_commit_one(IdxRemoteXact *x, void *arg)
 	{
 		idx_xact_write_markers(x);
 		idx_xact_commit_remote(x);
+		idx_xact_note_ended(x);
 		*(bool *) arg = true;
 	}
 }
@@ -97,6 +98,7 @@ static void
 abort_one(IdxRemoteXact *x, void *arg)
 {
 	idx_xact_abort_remote(x);
+	idx_xact_note_ended(x);
 }
 
 /*
@@ -105,6 +107,7 @@ abort_one(IdxRemoteXact *x, void *arg)
 static void
 reset_one(IdxRemoteXact *x, void *arg)
 {
+	idx_xact_note_ended(x);
 	idx_xact_reset(x);
 }
 

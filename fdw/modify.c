@@ -419,13 +419,17 @@ mongoc_client_session_t *
 idx_modify_session(IdxModifyState *ms)
 {
 	mongoc_client_session_t *session;
+	bool		starts;
 
 	if (ms->ordered)
 		return NULL;
+	starts = !idx_xact_client_busy(ms->client);
 	session = idx_xact_begin_write(ms->client, ms->server->servername);
+	/* for the applier's exclusion of our transactions */
+	if (starts)
+		idx_xact_note_started(ms->client);
 	/* for the transaction's marker: these facts need no applier */
-	idx_xact_note_maintained(ms->client, ms->server->servername,
-							 ms->info->database, ms->info->collection,
+	idx_xact_note_maintained(ms->client, ms->server->servername, ms->info,
 							 idx_writer_indexes(ms->writer));
 	return session;
 }

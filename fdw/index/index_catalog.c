@@ -1079,6 +1079,81 @@ idx_indexed_fact_count(Oid relid)
 }
 
 /*
+ * Does a foreign table of server "serverid" other than "relid" have index
+ * tables (in any state but failed) over fact collection "collection" of
+ * MongoDB database "database"?  A write through "relid" then leaves
+ * theirs to the applier (xact_marker.c).  The answer is kept per table
+ * until any invalidation the definitions cache sees (the rows of other
+ * tables matter, so any at all).
+ */
+bool
+idx_collection_shared(Oid relid, Oid serverid, const char *database,
+					  const char *collection)
+{
+	static Oid	known_relid = InvalidOid;
+	static bool known_result;
+	static uint64 known_inval = 0;
+	Relation	defs;
+	TableScanDesc scan;
+	Snapshot	snapshot;
+	HeapTuple	tuple;
+	List	   *others = NIL;
+	ListCell   *lc;
+	bool		result = false;
+
+	if (defs_cache == NULL)
+		init_defs_cache();
+	AcceptInvalidationMessages();
+	if (known_relid == relid && known_inval == defs_inval_count)
+		return known_result;
+	if (!OidIsValid(defs_relid()))
+		return false;
+	known_inval = defs_inval_count;
+	defs = table_open(defs_relid(), AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(defs, snapshot, 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Oid			tbl = DatumGetObjectId(heap_getattr(tuple, Anum_index_defs_tbl,
+														RelationGetDescr(defs),
+														&isnull));
+		char	   *state = TextDatumGetCString(heap_getattr(tuple, Anum_index_defs_state,
+															 RelationGetDescr(defs),
+															 &isnull));
+
+		if (tbl != relid && strcmp(state, "failed") != 0)
+			others = list_append_unique_oid(others, tbl);
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(defs, AccessShareLock);
+
+	foreach(lc, others)
+	{
+		Oid			tbl = lfirst_oid(lc);
+		char	   *db;
+		char	   *coll;
+
+		if (!SearchSysCacheExists1(FOREIGNTABLEREL, ObjectIdGetDatum(tbl)) ||
+			GetForeignTable(tbl)->serverid != serverid)
+			continue;
+		idx_table_namespace(tbl, &db, &coll);
+		if (strcmp(db, database) == 0 && strcmp(coll, collection) == 0)
+			result = true;
+	}
+	list_free(others);
+	if (known_inval == defs_inval_count)
+	{
+		known_relid = relid;
+		known_result = result;
+	}
+	else
+		known_relid = InvalidOid;
+	return result;
+}
+
+/*
  * idxtable.index_defs_changed(): the row trigger of index_defs.  Every
  * change of a definition invalidates the relcache entry of its table (of
  * the old and the new row's), at commit for the other backends, at the

@@ -111,6 +111,14 @@ extern List *idx_get_indexes(Oid relid, Oid userid);
  */
 extern double idx_indexed_fact_count(Oid relid);
 
+/*
+ * Does another foreign table of the server have index tables over the
+ * same fact collection (see index_catalog.c)?
+ */
+extern bool idx_collection_shared(Oid relid, Oid serverid,
+								  const char *database,
+								  const char *collection);
+
 /* Name of key component i inside the entry _id ("k0", "k1", ...) */
 extern const char *idx_key_field(int i);
 

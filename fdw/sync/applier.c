@@ -380,6 +380,7 @@ idx_applier_report(AppStream *s, bool streaming)
 		AppIndex   *ix = lfirst(lc);
 
 		ix->status.streaming = streaming && ix->state != 's';
+		ix->status.skips_fdw = ix->status.streaming && s->armed;
 		if (ix->status.streaming && s->caught_up)
 			ix->status.caught_up_at = now;
 		else if (ix->status.streaming && s->ndeferred == 0 &&

@@ -60,6 +60,19 @@ typedef struct AppStream
 	MemoryContext defer_cxt;	/* their memory */
 	TimestampTz complete_since; /* the last batch held every event committed
 								 * before this time (sent its getMore), or 0 */
+	bool		repaired;		/* the last batch wrote to an index table */
+
+	/* leaving the FDW's own transactions out (applier_exclude.c) */
+	bool		armed;			/* the stream leaves them out now */
+	bool		arm_pending;	/* the next step reopens it so */
+	uint64		armed_generation;	/* the registry's, when it armed */
+	List	   *hazards;		/* AppHazard *: transactions to see pass in
+								 * the stream before it may arm */
+	uint64	   *doubts_seen;	/* per registry entry, the start of the
+								 * doubtful transaction last seen */
+	TimestampTz quiet_since;	/* no batch wrote to an index table since */
+	TimestampTz arm_checked_at; /* the last check of the catalog for it */
+	bson_t	   *before;			/* the token before the current getMore */
 } AppStream;
 
 /* The applier (one per process) */
@@ -92,6 +105,15 @@ extern void idx_applier_step(AppStream *s, int poll_ms);
 extern void idx_applier_save_position(AppStream *s, bool force);
 extern void idx_applier_close_stream(AppStream *s);
 extern struct IdxIndexDef *idx_applier_current_def(AppIndex *ix);
+
+/* ---- applier_exclude.c ---- */
+extern void idx_exclude_open(AppStream *s);
+extern void idx_exclude_before_get_more(AppStream *s);
+extern IdxCsResult idx_exclude_arm(AppStream *s);
+extern bool idx_exclude_must_disarm(AppStream *s);
+extern IdxCsResult idx_exclude_disarm(AppStream *s);
+extern void idx_exclude_after_batch(AppStream *s, bool complete);
+extern void idx_exclude_close(AppStream *s);
 
 /* ---- applier_fields.c ---- */
 extern bool idx_applier_index_fields(AppIndex *ix, List **fields);

@@ -66,6 +66,11 @@
  * unique key conflicts (freeing a conflicting key must reach the repair,
  * which hands the key to the fact that waited for it).
  *
+ * Leaving them out.  While it is safe, the stream does not even carry the
+ * transactions of the FDW's sessions (applier_exclude.c): each getMore
+ * is then checked before its batch is applied, and the stream reopened
+ * without that when anything else comes.
+ *
  * Updates of other fields.  An update event whose updateDescription names
  * no field an index table's entries are computed from is not applied to
  * that index table (applier_fields.c): its entries for the fact cannot
@@ -352,6 +357,7 @@ rebuild_stale(AppStream *s)
 				(errmsg("idxtable_fdw applier: rebuilding stale index \"%s\"",
 						ix->name)));
 		ix->status.entries_written += repair_as_owner(ix, NULL, NULL, 0);
+		s->repaired = true;
 		any = true;
 	}
 	if (any)
@@ -381,6 +387,7 @@ lost_history(AppStream *s)
 	CommitTransactionCommand();
 	StartTransactionCommand();
 
+	idx_exclude_open(s);
 	t0 = idx_cs_server_time(applier.client, applier.servername, s->database);
 	if (idx_cs_open(&s->cs, NULL, t0) != IDX_CS_OK)
 		ereport(ERROR,
@@ -922,8 +929,11 @@ repair_colls(AppStream *s, Batch *b)
 				continue;
 			n = ids_to_apply(ix, c, &ids, &images);
 			if (n > 0)
+			{
 				ix->status.entries_written += repair_as_owner(ix, ids, images,
 															  n);
+				s->repaired = true;
+			}
 			ix->status.events_applied += c->events;
 		}
 	}
@@ -1334,6 +1344,7 @@ idx_applier_open_stream(AppStream *s)
 
 	s->cs.collections = fact_collections(s);
 	MemoryContextSwitchTo(old);
+	idx_exclude_open(s);
 	found = read_position(s, &token, &stored, &followed, &start_after);
 	needed = oldest_needed(s, found ? followed : NIL);
 	if (found && (needed == 0 || needed > stored))
@@ -1409,8 +1420,12 @@ idx_applier_step(AppStream *s, int poll_ms)
 
 	maybe_heartbeat(s);
 	s->partial = false;
+	idx_exclude_before_get_more(s);
 	asked = GetCurrentTimestamp();
-	r = idx_cs_get_more(&s->cs, poll_ms);
+	if (s->arm_pending)
+		r = idx_exclude_arm(s);
+	else
+		r = idx_cs_get_more(&s->cs, poll_ms);
 	if (r != IDX_CS_OK)
 		apply_deferred(s);		/* the stream is reopened past them */
 	if (r == IDX_CS_RESUMABLE && s->cs.token != NULL)
@@ -1420,6 +1435,8 @@ idx_applier_step(AppStream *s, int poll_ms)
 		r = idx_cs_open(&s->cs, token, 0);	/* keeps cs->start_after */
 		bson_destroy(token);
 	}
+	if (r == IDX_CS_OK && idx_exclude_must_disarm(s))
+		r = idx_exclude_disarm(s);	/* a new first batch replaces it */
 	if (r == IDX_CS_HISTORY_LOST)
 	{
 		lost_history(s);
@@ -1436,6 +1453,7 @@ idx_applier_step(AppStream *s, int poll_ms)
 		s->complete_since = asked;
 	apply_batch(s);
 	s->partial = complete && !s->caught_up;
+	idx_exclude_after_batch(s, complete);
 	idx_applier_save_position(s, false);
 }
 
@@ -1446,6 +1464,7 @@ void
 idx_applier_close_stream(AppStream *s)
 {
 	forget_deferred(s);			/* not stored: read again after the position */
+	idx_exclude_close(s);
 	idx_cs_close(&s->cs);
 	s->open = false;
 	s->partial = false;

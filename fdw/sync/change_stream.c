@@ -53,9 +53,38 @@
 #define MONGO_CS_HISTORY_LOST		286
 
 /*
+ * The predicate that leaves out the transactions of the excluded
+ * sessions: {"lsid.id": {$nin: [<UUID>, ...]}}.  Events outside a
+ * transaction have no lsid, which $nin lets through.
+ */
+static void
+append_excluded(IdxChangeStream *cs, bson_t *match)
+{
+	bson_t		cond,
+				list;
+	int			i;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(match, "lsid.id", &cond));
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$nin", &list));
+	for (i = 0; i < cs->nexcluded; i++)
+	{
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%d", i);
+		idx_check_append(bson_append_binary(&list, key, -1, BSON_SUBTYPE_UUID,
+											cs->excluded[i], IDX_LSID_LEN));
+	}
+	idx_check_append(bson_append_array_end(&cond, &list));
+	idx_check_append(bson_append_document_end(match, &cond));
+}
+
+/*
  * Append the $match stage: events of the watched collections (and the
  * heartbeats), a rename onto one of them, and the events that end the
- * stream of a database.
+ * stream of a database; and none of a transaction of an excluded session.
+ * mongod evaluates a predicate on lsid on the oplog entry, before it
+ * builds any event (change_stream_rewrite_helpers.cpp): a transaction of
+ * those sessions costs the stream no event at all, its marker included.
  */
 static void
 append_match(IdxChangeStream *cs, bson_t *pipeline)
@@ -102,6 +131,8 @@ append_match(IdxChangeStream *cs, bson_t *pipeline)
 	idx_check_append(bson_append_document_end(&clause, &cond));
 	idx_check_append(bson_append_document_end(&or, &clause));
 	idx_check_append(bson_append_array_end(&match, &or));
+	if (cs->nexcluded > 0)
+		append_excluded(cs, &match);
 	idx_check_append(bson_append_document_end(&stage, &match));
 	idx_check_append(bson_append_document_end(pipeline, &stage));
 }

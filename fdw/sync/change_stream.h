@@ -19,6 +19,7 @@
 
 #include "nodes/pg_list.h"
 
+#include "sync/sync_sessions.h"
 #include "sync/sync_state.h"
 
 /* Events per batch (the applier's batches of _ids) */
@@ -54,6 +55,9 @@ typedef struct IdxChangeStream
 	IdxClusterTime token_time;	/* cluster time of the PBRT, 0 unknown */
 	IdxClusterTime start_floor; /* everything before this was covered at
 								 * the open */
+	int			nexcluded;		/* sessions whose transactions the stream
+								 * leaves out (applier_exclude.c), 0: none */
+	uint8		(*excluded)[IDX_LSID_LEN];	/* their lsids' ids */
 } IdxChangeStream;
 
 /*

@@ -13,13 +13,14 @@
  *
  * The state exists only when idxtable_fdw is loaded through
  * shared_preload_libraries: _PG_init then installs the PostgreSQL 15
- * shmem_request_hook (space and one named LWLock) and shmem_startup_hook
+ * shmem_request_hook (space and two named LWLocks) and shmem_startup_hook
  * (initialisation).  In a backend that loaded the library later,
  * idx_sync_enabled() is false and every index table is unmaintained.
  *
  * Locking.  The slot table's allocation (claim, release: the identity
- * fields) and the hash of index statuses are under the tranche's one
- * LWLock.  A slot's own fields (state, pid, latch, counters, last error)
+ * fields) and the hash of index statuses are under the tranche's first
+ * LWLock; the registry of transaction sessions (sync_sessions.c) is under
+ * its second.  A slot's own fields (state, pid, latch, counters, last error)
  * are under its spinlock; "requested" is an atomic.  The small table of
  * databases (catalog generation, database worker's latch) is under a
  * spinlock of its own, because appliers read their generation on every
@@ -47,6 +48,7 @@
 #include "utils/wait_event.h"
 
 #include "sync/sync_state.h"
+#include "sync/sync_sessions.h"
 #include "sync/sync_workers.h"
 
 #define IDX_SYNC_TRANCHE		"idxtable_fdw"
@@ -92,9 +94,10 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size
 sync_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(IdxSyncShared)),
-					hash_estimate_size(IDX_SYNC_MAX_INDEXES,
-									   sizeof(IdxSyncIndexStatus)));
+	return add_size(add_size(MAXALIGN(sizeof(IdxSyncShared)),
+							 hash_estimate_size(IDX_SYNC_MAX_INDEXES,
+												sizeof(IdxSyncIndexStatus))),
+					idx_sync_sessions_shmem_size());
 }
 
 /*
@@ -106,7 +109,7 @@ sync_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(sync_shmem_size());
-	RequestNamedLWLockTranche(IDX_SYNC_TRANCHE, 1);
+	RequestNamedLWLockTranche(IDX_SYNC_TRANCHE, 2);
 }
 
 /*
@@ -156,6 +159,7 @@ sync_shmem_startup(void)
 	sync_indexes = ShmemInitHash("idxtable_fdw index status",
 								 IDX_SYNC_MAX_INDEXES, IDX_SYNC_MAX_INDEXES,
 								 &ctl, HASH_ELEM | HASH_BLOBS);
+	idx_sync_sessions_shmem_init(&(GetNamedLWLockTranche(IDX_SYNC_TRANCHE))[1].lock);
 	LWLockRelease(AddinShmemInitLock);
 }
 

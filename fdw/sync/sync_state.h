@@ -103,6 +103,8 @@ typedef struct IdxSyncIndexStatus
 	int64		events_applied;
 	int64		entries_written;
 	int64		conflicts;
+	bool		skips_fdw;		/* its stream leaves out the FDW's own
+								 * transactions now (applier_exclude.c) */
 	char		last_error[IDX_SYNC_ERROR_LEN];
 } IdxSyncIndexStatus;
 

@@ -31,7 +31,7 @@
 PG_FUNCTION_INFO_V1(idxtable_sync_status);
 PG_FUNCTION_INFO_V1(idxtable_appliers);
 
-#define SYNC_STATUS_COLS	8
+#define SYNC_STATUS_COLS	9
 #define APPLIERS_COLS		8
 
 /*
@@ -101,6 +101,7 @@ idxtable_sync_status(PG_FUNCTION_ARGS)
 		values[5] = Int64GetDatum(st->entries_written);
 		values[6] = Int64GetDatum(st->conflicts);
 		values[7] = error_datum(st->last_error, &nulls[7]);
+		values[8] = BoolGetDatum(st->skips_fdw);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 							 values, nulls);
 	}

@@ -32,6 +32,13 @@
  * written only where an applier can run (idx_sync_enabled()) and only for
  * databases with a fact collection that has index tables.
  *
+ * The same knowledge lets the applier leave our transactions out of its
+ * stream altogether (applier_exclude.c): each client's session is
+ * registered in shared memory (sync_sessions.c) with the start and end of
+ * each transaction, and a transaction that did not maintain every index
+ * table of a collection it wrote (see write_complete) says so before its
+ * commit, so that the applier takes it into its stream again.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -45,6 +52,7 @@
 #include "core/remote_error.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
+#include "sync/sync_sessions.h"
 #include "sync/sync_state.h"
 #include "sync/xact_marker.h"
 
@@ -62,6 +70,8 @@ typedef struct IdxXactMaintained
 	char	   *database;
 	char	   *collection;
 	List	   *defids;			/* definition_ids (char *) */
+	bool		complete;		/* every write maintained every index table
+								 * of the collection (see below) */
 } IdxXactMaintained;
 
 /* "server/database" of the databases whose idxtable.sync is known to exist */
@@ -69,6 +79,9 @@ static List *ensured = NIL;
 
 /* Transactions that wrote a marker in this backend (the marker's "txn") */
 static int64 marker_count = 0;
+
+/* This backend's entries in the registry of sessions (int) */
+static List *own_entries = NIL;
 
 /*
  * Make sure <database>.idxtable.sync exists, once per backend and
@@ -148,40 +161,72 @@ defs_contain(List *defs, const char *defid)
 }
 
 /*
- * Note what a write of the open transaction maintained (see xact.h): the
- * first write to a collection sets its list, every later one keeps only
- * the index tables it maintained too.
+ * Did a write through foreign table "info" that maintained "defs" leave
+ * nothing of its collection to the applier?  Not if an index table of the
+ * table is building or stale (its build, or rebuild, needs the events),
+ * nor if another foreign table of the server has index tables over the
+ * same collection.
+ */
+static bool
+write_complete(const IdxTableInfo *info, List *defs)
+{
+	ListCell   *lc;
+
+	foreach(lc, defs)
+	{
+		IdxIndexDef *def = lfirst(lc);
+
+		if (def->state != IDX_STATE_VALID && def->state != IDX_STATE_FAILED)
+			return false;
+	}
+	return !idx_collection_shared(info->relid, info->serverid, info->database,
+								  info->collection);
+}
+
+/*
+ * Note what a write through foreign table "info" in the open transaction
+ * maintained (see xact.h): the first write to a collection sets its list,
+ * every later one keeps only the index tables it maintained too (and the
+ * collection is then no longer complete if that removed one).
  */
 void
 idx_xact_note_maintained(mongoc_client_t *client, const char *servername,
-						 const char *database, const char *collection,
-						 List *defs)
+						 const IdxTableInfo *info, List *defs)
 {
 	IdxRemoteXact *x = idx_conn_xact(client);
 	IdxXactMaintained *m;
 	MemoryContext old;
 	ListCell   *lc;
+	bool		complete;
 
 	if (x == NULL || !x->in_txn || !idx_sync_enabled())
 		return;
-	m = find_maintained(x, database, collection);
+	complete = write_complete(info, defs);
+	m = find_maintained(x, info->database, info->collection);
 	if (m != NULL)
 	{
+		m->complete = m->complete && complete;
 		foreach(lc, m->defids)
 			if (!defs_contain(defs, lfirst(lc)))
+			{
 				m->defids = foreach_delete_current(m->defids, lc);
+				m->complete = false;
+			}
 		return;
 	}
-	if (defs == NIL || !ensure_marker_collection(client, servername, database))
-		defs = NIL;				/* nothing to mark, but remember the write */
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	m = palloc0(sizeof(IdxXactMaintained));
-	m->database = pstrdup(database);
-	m->collection = pstrdup(collection);
-	foreach(lc, defs)
-		if (((IdxIndexDef *) lfirst(lc))->state == IDX_STATE_VALID)
-			m->defids = lappend(m->defids,
-								pstrdup(((IdxIndexDef *) lfirst(lc))->definition_id));
+	m->database = pstrdup(info->database);
+	m->collection = pstrdup(info->collection);
+	m->complete = complete;
+	if (defs != NIL &&
+		ensure_marker_collection(client, servername, info->database))
+	{
+		foreach(lc, defs)
+			if (((IdxIndexDef *) lfirst(lc))->state == IDX_STATE_VALID)
+				m->defids = lappend(m->defids,
+									pstrdup(((IdxIndexDef *) lfirst(lc))->definition_id));
+	}
 	x->maintained = lappend(x->maintained, m);
 	MemoryContextSwitchTo(old);
 }
@@ -316,6 +361,10 @@ idx_xact_write_markers(IdxRemoteXact *x)
 		IdxXactMaintained *m = lfirst(lc);
 		bool		seen = false;
 
+		/* before the commit: the applier keeps this one in its stream */
+		if (!m->complete && x->registered)
+			idx_sync_session_doubt(x->registered - 1);
+
 		foreach(lc2, done)
 			seen = seen || strcmp(lfirst(lc2), m->database) == 0;
 		if (seen)
@@ -324,4 +373,86 @@ idx_xact_write_markers(IdxRemoteXact *x)
 		done = lappend(done, m->database);
 	}
 	list_free(done);
+}
+
+
+/* ----------------------------------------------------------------
+ *		The registry of sessions (sync_sessions.h)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * idx_conn_foreach_xact callback: is *arg the entry of this client's
+ * session?  Then say so (-1).
+ */
+static void
+match_entry(IdxRemoteXact *x, void *arg)
+{
+	int		   *entry = (int *) arg;
+
+	if (*entry >= 0 && x->registered == *entry + 1)
+		*entry = -1;
+}
+
+/*
+ * Forget the entries of sessions ended since (their clients were
+ * destroyed with the connection cache's entry, in core/connection.c).
+ */
+static void
+forget_ended_sessions(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, own_entries)
+	{
+		int			probe = lfirst_int(lc);
+
+		idx_conn_foreach_xact(match_entry, &probe);
+		if (probe < 0)
+			continue;
+		idx_sync_session_forget(lfirst_int(lc));
+		own_entries = foreach_delete_current(own_entries, lc);
+	}
+}
+
+/*
+ * A MongoDB transaction of the FDW was just started on "client" (no
+ * command sent in it yet): register the client's session if it is not
+ * yet, and tell the registry the transaction starts.
+ */
+void
+idx_xact_note_started(mongoc_client_t *client)
+{
+	IdxRemoteXact *x = idx_conn_xact(client);
+
+	if (x == NULL || !x->in_txn || x->session == NULL || !idx_sync_enabled())
+		return;
+	if (!x->registered)
+	{
+		int			entry;
+
+		forget_ended_sessions();
+		entry = idx_sync_session_register(x->serverid, x->session);
+		if (entry >= 0)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			own_entries = lappend_int(own_entries, entry);
+			MemoryContextSwitchTo(old);
+			x->registered = entry + 1;
+		}
+	}
+	if (x->registered)
+		idx_sync_session_begin(x->registered - 1);
+}
+
+/*
+ * The MongoDB transaction of "x" has ended (its commit or abort
+ * returned, or the PostgreSQL transaction ends).  Idempotent.
+ */
+void
+idx_xact_note_ended(IdxRemoteXact *x)
+{
+	if (x->registered)
+		idx_sync_session_end(x->registered - 1);
 }

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""The applier leaves the FDW's own transactions out of its change stream
+while that is safe (fdw/sync/applier_exclude.c), and takes them again when
+it is not.
+
+Needs idxtable_fdw in shared_preload_libraries (test/env start does it).  A
+table "sx" with a unique index table on lower(email) and one on town, and a
+second foreign table "sx_bare" over the same collection without any:
+
+1. armed: after a few writes through the FDW, idxtable.sync_status shows
+   skips_fdw_transactions for both index tables, and the applier's stream
+   is an aggregate whose $match names lsid.id (the test server's
+   recentCommands);
+2. while armed, FDW transactions (INSERT, UPDATE, DELETE) bring the
+   applier no event (events_applied does not move), and an INSERT of a
+   unique key right after a large INSERT waits little for the applier;
+3. an outside write while armed is applied (a routed read with "current"
+   finds it at once) and the stream arms again afterwards;
+4. a write through sx_bare (which maintains no index table) while armed
+   is applied to sx's index tables (a routed read of the new town finds
+   it);
+5. a transaction that is open while the applier writes to an index table
+   (an outside write of another document) keeps the stream unarmed until
+   it has ended and the stream has passed it;
+6. at the end verify_index finds nothing wrong in either index table.
+
+Environment as for test/differential.py.  The last line is
+"sync_exclude: N passed, M failed".
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
+import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
+
+DATABASE = "idxtable_sync_exclude"
+INDEXES = ["sx_email", "sx_town"]
+ROWS = 300
+
+
+def q(conn, sql, params=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall() if cur.description else None
+
+
+def setup():
+    """A fresh PostgreSQL and MongoDB database, the two tables, rows and index tables."""
+    mongo_client.connect().drop_database(DATABASE)
+    conn = pg_fixture.setup_database(DATABASE)
+    pg_fixture.create_foreign_table(conn, "sx", "_id int, email text, town text")
+    pg_fixture.create_foreign_table(conn, "sx_bare", "_id int, email text, town text", collection="sx")
+    q(conn, "INSERT INTO sx SELECT i, 'p' || i || '@example.com', 'Town' || (i %% 20) "
+            "FROM generate_series(1, %s) i", (ROWS,))
+    q(conn, "SELECT idxtable.create_index('sx', '{lower(email)}', is_unique => true, name => 'sx_email')")
+    q(conn, "SELECT idxtable.create_index('sx', '{town}', name => 'sx_town')")
+    q(conn, "ANALYZE sx")
+    q(conn, "SET idxtable.index_consistency = 'current'")
+    q(conn, "SET idxtable.enable_plain_scan = off")
+    return conn
+
+
+def status(conn):
+    """{index: (skips_fdw_transactions, events_applied, lag is not null)}."""
+    return {r[0]: (r[1], r[2], r[3]) for r in
+            q(conn, "SELECT name, coalesce(skips_fdw_transactions, false), events_applied, lag IS NOT NULL "
+                    "FROM idxtable.sync_status WHERE name = ANY (%s)", (INDEXES,))}
+
+
+def armed(conn):
+    st = status(conn)
+    return len(st) == len(INDEXES) and all(v[0] for v in st.values())
+
+
+def wait_for(predicate, seconds):
+    """True once predicate() holds, within seconds (polled every 0.1 s)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def events_applied(conn):
+    return sum(v[1] or 0 for v in status(conn).values())
+
+
+def applier_aggregates(admin):
+    """The change-stream aggregates of this database's applier since the last call (recentCommands
+    does not keep pipelines: None for mongod), as (count)."""
+    try:
+        commands = admin.command("recentCommands", clear=True)["commands"]
+    except Exception:  # mongod: no such command
+        return None
+    return sum(1 for c in commands if c["command"] == "aggregate" and c["db"] == DATABASE
+               and "applier" in (c["appName"] or ""))
+
+
+def routed_ids(conn, where, params=None):
+    plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM sx WHERE " + where, params))
+    ids = sorted(r[0] for r in q(conn, "SELECT _id FROM sx WHERE " + where, params))
+    return "Index Table" in plan, ids
+
+
+def arming(res, conn):
+    """1. the stream arms after FDW writes."""
+    res.check(wait_for(lambda: len(status(conn)) == 2 and all(v[2] for v in status(conn).values()), 60),
+              "index tables not streaming: %r" % status(conn))
+    for i in range(3):
+        q(conn, "UPDATE sx SET town = 'Warm' || %s WHERE _id = %s", (i, i + 1))
+    start = time.time()
+    ok = wait_for(lambda: armed(conn), 15)
+    res.check(ok, "the stream did not leave the FDW's transactions out within 15 s: %r" % status(conn))
+    print("armed %.1f s after the last FDW write" % (time.time() - start))
+    return ok
+
+
+def quiet_while_armed(res, conn):
+    """2. FDW transactions bring the applier no event while armed."""
+    before = events_applied(conn)
+    q(conn, "INSERT INTO sx SELECT i, 'n' || i || '@example.com', 'New' || (i %% 7) "
+            "FROM generate_series(1001, %s) i", (1400,))
+    start = time.perf_counter()
+    q(conn, "INSERT INTO sx VALUES (1401, 'n1401@example.com', 'New0')")
+    unique_ms = (time.perf_counter() - start) * 1000.0
+    q(conn, "UPDATE sx SET town = 'Moved' WHERE _id BETWEEN 1001 AND 1100")
+    q(conn, "DELETE FROM sx WHERE _id BETWEEN 1301 AND 1350")
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("UPDATE sx SET email = 'x' || _id || '@example.com' WHERE _id BETWEEN 1201 AND 1210")
+        cur.execute("COMMIT")
+    time.sleep(1.0)
+    after = events_applied(conn)
+    res.check(armed(conn), "the stream stopped leaving FDW transactions out: %r" % status(conn))
+    res.check(after == before, "FDW transactions reached the armed applier: events_applied %d -> %d"
+              % (before, after))
+    print("while armed: events_applied %d -> %d after 4 FDW statements of 400/100/50/10 rows; "
+          "an INSERT of a unique key after the 400-row INSERT took %.1f ms" % (before, after, unique_ms))
+    res.check(routed_ids(conn, "town = 'Moved'") == (True, list(range(1001, 1101))),
+              "the index table of town after the armed UPDATE: %r" % (routed_ids(conn, "town = 'Moved'"),))
+
+
+def outside_write(res, conn, coll):
+    """3. an outside write while armed is applied, and the stream arms again."""
+    coll.insert_one({"_id": 5000, "email": "Outside@Example.com", "town": "Outer"})
+    res.check(routed_ids(conn, "lower(email) = 'outside@example.com'") == (True, [5000]),
+              "an outside insert while armed, read at once through lower(email): %r"
+              % (routed_ids(conn, "lower(email) = 'outside@example.com'"),))
+    res.check(routed_ids(conn, "town = 'Outer'") == (True, [5000]),
+              "an outside insert while armed, read at once through town: %r"
+              % (routed_ids(conn, "town = 'Outer'"),))
+    ok = wait_for(lambda: armed(conn), 15)
+    res.check(ok, "the stream did not arm again after the outside write: %r" % status(conn))
+
+
+def partial_write(res, conn):
+    """4. a write through a table without the index tables, while armed."""
+    res.check(wait_for(lambda: armed(conn), 15), "not armed before the write through sx_bare")
+    q(conn, "UPDATE sx_bare SET town = 'Bare' WHERE _id IN (7, 8, 9)")
+    q(conn, "INSERT INTO sx_bare VALUES (6000, 'bare@example.com', 'Bare')")
+    res.check(routed_ids(conn, "town = 'Bare'") == (True, [7, 8, 9, 6000]),
+              "writes through sx_bare while armed, read through town: %r" % (routed_ids(conn, "town = 'Bare'"),))
+    res.check(routed_ids(conn, "lower(email) = 'bare@example.com'") == (True, [6000]),
+              "an insert through sx_bare while armed, read through lower(email): %r"
+              % (routed_ids(conn, "lower(email) = 'bare@example.com'"),))
+
+
+def open_transaction_across_repair(res, conn, coll):
+    """5. a transaction open while the applier writes keeps the stream unarmed until it has passed."""
+    res.check(wait_for(lambda: armed(conn), 15), "not armed before the open transaction")
+    other = pg_fixture.connect(DATABASE, autocommit=False)
+    with other.cursor() as cur:
+        cur.execute("UPDATE sx SET town = 'Held' WHERE _id = 20")  # starts the MongoDB transaction
+    coll.update_one({"_id": 21}, {"$set": {"town": "Pushed"}})  # the applier writes entries for it
+    res.check(routed_ids(conn, "town = 'Pushed'") == (True, [21]), "the outside update, read through town")
+    time.sleep(2.5)  # longer than the applier's quiet second
+    res.check(not armed(conn), "armed while a transaction that began before the applier's write is open: %r"
+              % status(conn))
+    other.commit()
+    other.close()
+    res.check(routed_ids(conn, "town = 'Held'") == (True, [20]), "the held transaction's update, read through town")
+    res.check(wait_for(lambda: armed(conn), 15), "not armed again after the open transaction ended: %r"
+              % status(conn))
+
+
+def verify(res, conn):
+    """6. nothing wrong in the index tables."""
+    for name in INDEXES:
+        row = q(conn, "SELECT * FROM idxtable.verify_index(%s)", (name,))[0]
+        res.check(all(v == 0 for v in row[1:]), "verify_index(%s): %r" % (name, row))
+
+
+def main():
+    res = Results()
+    start = time.time()
+    conn = setup()
+    coll = mongo_client.connect()[DATABASE]["sx"]
+    if arming(res, conn):
+        quiet_while_armed(res, conn)
+        outside_write(res, conn, coll)
+        partial_write(res, conn)
+        open_transaction_across_repair(res, conn, coll)
+    verify(res, conn)
+    conn.close()
+    print("elapsed %.1fs" % (time.time() - start))
+    print(res.summary("sync_exclude"))
+    sys.exit(1 if res.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
