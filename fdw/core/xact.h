@@ -42,6 +42,7 @@ typedef struct IdxRemoteXact
 	mongoc_client_session_t *session;	/* NULL until the first write */
 	int			registered;		/* the session's entry + 1 in the registry of
 								 * the applier (sync/xact_marker.c); 0: none */
+	bool		registry_open;	/* the registry has its transaction open */
 	bool		in_txn;			/* a MongoDB transaction is open */
 	int			write_level;	/* deepest nest level holding writes */
 	bool		doomed;			/* rolled back to a savepoint after writes */

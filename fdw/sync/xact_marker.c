@@ -443,7 +443,10 @@ idx_xact_note_started(mongoc_client_t *client)
 		}
 	}
 	if (x->registered)
+	{
 		idx_sync_session_begin(x->registered - 1);
+		x->registry_open = true;
+	}
 }
 
 /*
@@ -453,6 +456,7 @@ idx_xact_note_started(mongoc_client_t *client)
 void
 idx_xact_note_ended(IdxRemoteXact *x)
 {
-	if (x->registered)
+	if (x->registered && x->registry_open)
 		idx_sync_session_end(x->registered - 1);
+	x->registry_open = false;
 }
