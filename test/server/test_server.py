@@ -3287,6 +3287,159 @@ def test_change_stream_transaction_events_at_commit(env):
     check(after[0]["documentKey"] == {"_id": 3} and "txnNumber" not in after[0], after)
 
 
+def lsid_stream(db, session, colls, extra):
+    """A database stream (aggregate: 1, as the applier opens it) of `colls` whose $match also holds
+    `extra`, opened in `session`; returns its cursor id."""
+    match = {"$or": [{"ns.coll": {"$in": colls}}, {"to.coll": {"$in": colls}}]}
+    match.update(extra)
+    return db.command("aggregate", 1, pipeline=[{"$changeStream": {}}, {"$match": match}], cursor={},
+                      session=session, codec_options=CODEC)["cursor"]["id"]
+
+
+def lsid_events(db, session, cursor_id, max_time_ms=300):
+    """Every event a stream of lsid_stream returns until a getMore comes back empty."""
+    events = []
+    while True:
+        batch = db.command("getMore", cursor_id, collection="$cmd.aggregate", maxTimeMS=max_time_ms,
+                           session=session, codec_options=CODEC)["cursor"]["nextBatch"]
+        if not batch:
+            return events
+        events.extend(batch)
+
+
+def txn_writes(session, colls, ids):
+    """A transaction in `session` inserting `ids` into every collection of `colls`, not committed."""
+    session.start_transaction()
+    for coll in colls:
+        coll.insert_many([{"_id": i} for i in ids], session=session)
+
+
+@test()
+def test_change_stream_lsid_match_leaves_out_a_session(env):
+    """A $match on lsid.id $nin [A] (ANDed with the namespaces, as the applier's) leaves out every event of
+    a transaction in session A, whatever collections it wrote, and keeps session B's transactions and the
+    writes outside transactions (whose events carry no lsid); lsid.id $in [A] gives exactly A's events,
+    and txnNumber narrows them to one transaction (the verdict of one transaction is not reused for the
+    next one of the session)."""
+    db = env.client.t
+    facts, index, other = fresh(env, "cs_ls_facts"), fresh(env, "cs_ls_index"), fresh(env, "cs_ls_other")
+    names = [facts.name, index.name]
+    with env.client.start_session() as a, env.client.start_session() as b, \
+            env.client.start_session() as watcher:
+        sess_a, sess_b = a.session_id["id"], b.session_id["id"]
+        check(sess_a.subtype == 4, sess_a)
+        left_out = lsid_stream(db, watcher, names, {"lsid.id": {"$nin": [sess_a]}})
+        only_a = lsid_stream(db, watcher, names, {"lsid.id": {"$in": [sess_a]}})
+        txn_writes(a, [facts, index, other], range(3))
+        a.commit_transaction()
+        txn_writes(b, [facts, index], range(10, 12))
+        b.commit_transaction()
+        facts.insert_one({"_id": 20})
+        txn_writes(a, [index, facts], range(30, 32))
+        a.commit_transaction()
+        kept = lsid_events(db, watcher, left_out)
+        got_a = lsid_events(db, watcher, only_a)
+        start = got_a[0]["clusterTime"]
+        numbers = sorted({e["txnNumber"] for e in got_a})
+        check(len(numbers) == 2, numbers)
+        one_txn = db.command("aggregate", 1, pipeline=[
+            {"$changeStream": {"startAtOperationTime": start}},
+            {"$match": {"ns.coll": {"$in": names}, "lsid.id": sess_a, "txnNumber": numbers[1]}}],
+            cursor={}, session=watcher, codec_options=CODEC)["cursor"]
+        second = one_txn["firstBatch"] + lsid_events(db, watcher, one_txn["id"])
+        for cursor_id in (left_out, only_a, one_txn["id"]):
+            db.command("killCursors", "$cmd.aggregate", cursors=[cursor_id], session=watcher)
+    keys = [(e["ns"]["coll"], e["documentKey"]["_id"]) for e in kept]
+    check(keys == [(facts.name, 10), (facts.name, 11), (index.name, 10), (index.name, 11), (facts.name, 20)],
+          keys)
+    check(all(e["lsid"]["id"] == sess_b for e in kept[:4]) and "lsid" not in kept[4], kept)
+    keys = [(e["ns"]["coll"], e["documentKey"]["_id"]) for e in got_a]
+    check(keys == [(facts.name, i) for i in range(3)] + [(index.name, i) for i in range(3)]
+          + [(index.name, i) for i in (30, 31)] + [(facts.name, i) for i in (30, 31)], keys)
+    check(all(e["lsid"]["id"] == sess_a for e in got_a), got_a)
+    check([(e["ns"]["coll"], e["documentKey"]["_id"]) for e in second]
+          == [(index.name, 30), (index.name, 31), (facts.name, 30), (facts.name, 31)], second)
+
+
+@test()
+def test_change_stream_lsid_match_does_not_wake_a_waiting_get_more(env):
+    """A getMore waiting on a stream whose $match leaves session A out is not woken by A's commit: it
+    returns empty after its maxTimeMS (2 s), or with B's events as soon as B commits meanwhile."""
+    db = env.client.t
+    facts = fresh(env, "cs_ls_wait")
+    with env.client.start_session() as a, env.client.start_session() as b, \
+            env.client.start_session() as watcher:
+        cursor_id = lsid_stream(db, watcher, [facts.name], {"lsid.id": {"$nin": [a.session_id["id"]]}})
+        txn_writes(a, [facts], range(300))
+        timer = threading.Timer(0.3, a.commit_transaction)
+        started = time.time()
+        timer.start()
+        more = db.command("getMore", cursor_id, collection="$cmd.aggregate", maxTimeMS=2000, session=watcher,
+                          codec_options=CODEC)
+        waited = time.time() - started
+        timer.join()
+        check(more["cursor"]["nextBatch"] == [] and 1.9 <= waited < 3.5,
+              "woken by A's commit: %.2f s, %s" % (waited, more["cursor"]["nextBatch"][:1]))
+        check(facts.count_documents({}) == 300, "A committed")
+        txn_writes(a, [facts], range(300, 600))
+
+        def in_b():  # after A's commit: this server runs one transaction at a time
+            txn_writes(b, [facts], [1000])
+            b.commit_transaction()
+        timers = [threading.Timer(0.3, a.commit_transaction), threading.Timer(0.8, in_b)]
+        started = time.time()
+        for timer in timers:
+            timer.start()
+        more = db.command("getMore", cursor_id, collection="$cmd.aggregate", maxTimeMS=2000, session=watcher,
+                          codec_options=CODEC)
+        waited = time.time() - started
+        for timer in timers:
+            timer.join()
+        batch = more["cursor"]["nextBatch"]
+        check([e["documentKey"]["_id"] for e in batch] == [1000], batch)
+        check(0.75 <= waited < 1.8, "returned %.2f s after the getMore began (B committed at 0.8 s)" % waited)
+        db.command("killCursors", "$cmd.aggregate", cursors=[cursor_id], session=watcher)
+
+
+@test()
+def test_change_stream_lsid_filter_builds_no_event(env):
+    """In the server's own code: a stream whose $match leaves five sessions out scans their 3,000-entry
+    transactions without building one event, and none of their entries would wake a waiting getMore; the
+    sixth session's events are all built and returned; the verdicts the stream caches stay bounded
+    (EARLY_SEEN_MAX) over many sessions."""
+    sys.path.insert(0, HERE)
+    from idxmongo import changestream
+    from idxmongo.changelog import ChangeLog, Entry
+    log = ChangeLog(Timestamp(1, 0))
+    sessions = [{"id": Binary(bytes([n]) * 16, 4)} for n in range(6)]
+    for n, lsid in enumerate(sessions):
+        entries = [Entry("insert", "t", "facts" if i % 3 else "facts.idx", i, {"_id": i}) for i in range(3000)]
+        log.publish(changestream.stamp_commit(entries, Timestamp(10 + n, 1), 0.0, 1, lsid), 0.0)
+
+    class Server:
+        changelog = log
+    start = changestream.hwm_key(Timestamp(2, 0))
+    stage = {"$match": {"ns.coll": {"$in": ["facts", "facts.idx"]},
+                        "lsid.id": {"$nin": [s["id"] for s in sessions[:5]]}}}
+    cursor = changestream.StreamCursor("t.$cmd.aggregate", "t", None, {}, [stage], start,
+                                       changestream.token(start), None)
+    built = []
+    event = changestream._event
+    limit = changestream.EARLY_SEEN_MAX
+    changestream._event = lambda *args: built.append(1) or event(*args)
+    changestream.EARLY_SEEN_MAX = 3
+    try:
+        batch = changestream._collect(Server, cursor, None)
+    finally:
+        changestream._event = event
+        changestream.EARLY_SEEN_MAX = limit
+    check(len(batch) == 3000 and len(built) == 3000, "events built: %d, returned: %d" % (len(built), len(batch)))
+    check({bson.decode(e.raw, CODEC)["lsid"]["id"] for e in batch} == {sessions[5]["id"]})
+    check(cursor.position == log.keys[-1] and len(cursor.early_seen) <= 3, cursor.early_seen)
+    wakes = [changestream._may_return(cursor, entry) for entry in log.entries]  # what wakes a waiting getMore
+    check(not any(wakes[:-3000]) and all(wakes[-3000:]), "woken by the sessions left out")
+
+
 @test()
 def test_change_stream_invalidate_on_drop_and_rename(env):
     """drop and renameCollection of a collection stream's collection: the event, then invalidate (only _id,

@@ -70,8 +70,10 @@ class StreamCursor:
         self.stages = stages
         self.match_only = all(isinstance(st, dict) and list(st) == ["$match"] for st in stages)
         self.match = None  # the compiled $match stages (match_only)
-        self.early = None  # whether they refer to operationType and namespaces only
-        self.early_seen = {}  # (op, db, coll, to) -> whether _filtered_early drops it
+        self.early = None  # whether they refer to _EARLY_FIELDS only
+        self.early_lsid = self.early_number = False  # whether they refer to lsid, to txnNumber
+        self.early_seen = {}  # (op, db, coll, to, session) -> whether _filtered_early drops it
+        self.lsid_key = (None, None)  # the last transaction's lsid object and its key in early_seen
         self.position = position  # key of the last entry scanned (or the start position)
         self.pbrt = start_token
         self.last_returned = None  # key of the last event returned
@@ -382,8 +384,12 @@ def _compiled_matches(stages):
     return match
 
 
-# The fields of an event that _filtered_early can give without building it
-_EARLY_FIELDS = frozenset(("operationType", "ns", "to"))
+# The fields of an event that _filtered_early can give without building it (lsid and txnNumber: those
+# of a transaction's event, which mongod renames into its oplog scan, renameRegistry in
+# change_stream_rewrite_helpers.cpp)
+_EARLY_FIELDS = frozenset(("operationType", "ns", "to", "lsid", "txnNumber"))
+# Past this many keys early_seen starts again (a stream filtering on lsid sees a key per session)
+EARLY_SEEN_MAX = 10000
 
 
 def _filter_fields(filt, out):
@@ -404,31 +410,64 @@ def _filter_fields(filt, out):
 
 def _filtered_early(cursor, entry):
     """Whether the stream's $match stages drop this entry's event for sure, told from its
-    operationType and namespaces alone when they refer to nothing else (as mongod rewrites a
-    change stream's $match on those fields into a filter of the oplog scan, before any event is
-    built: change_stream_filter_helpers.cpp). An entry that also invalidates the stream is never
-    dropped here."""
+    operationType, namespaces and, for a transaction's entry, its txnNumber and lsid alone when they
+    refer to nothing else (as mongod rewrites a change stream's $match on those fields into a filter
+    of the oplog scan, before any event is built: change_stream_filter_helpers.cpp,
+    change_stream_rewrite_helpers.cpp). So a transaction whose session the $match leaves out costs a
+    dictionary lookup per entry, builds no event and wakes no waiting getMore. An entry that also
+    invalidates the stream is never dropped here."""
     if not cursor.match_only or _invalidates(cursor, entry):
         return False
     if cursor.early is None:
-        fields = set()
-        for stage in cursor.stages:
-            _filter_fields(stage["$match"], fields)
-        cursor.early = fields <= _EARLY_FIELDS
-        if cursor.early and cursor.match is None:
-            cursor.match = _compiled_matches(cursor.stages)
+        _plan_early(cursor)
     if not cursor.early:
         return False
     to = entry.to
-    seen = (entry.op, entry.db, entry.coll, None if to is None else tuple(sorted(to.items())))
+    seen = (entry.op, entry.db, entry.coll, None if to is None else tuple(sorted(to.items())),
+            _session_key(cursor, entry))
     dropped = cursor.early_seen.get(seen)
     if dropped is None:
         probe = {"operationType": entry.op,
                  "ns": {"db": entry.db, "coll": entry.coll} if entry.coll is not None else {"db": entry.db}}
         if to is not None:
             probe["to"] = to
+        if entry.txn is not None:
+            probe["txnNumber"], probe["lsid"] = entry.txn  # as _event puts them
+        if len(cursor.early_seen) >= EARLY_SEEN_MAX:
+            cursor.early_seen.clear()
         dropped = cursor.early_seen[seen] = not cursor.match(probe)
     return dropped
+
+
+def _plan_early(cursor):
+    """Decide once per stream whether _filtered_early can judge its $match stages, and on which of a
+    transaction's fields their verdict may depend."""
+    fields = set()
+    for stage in cursor.stages:
+        _filter_fields(stage["$match"], fields)
+    cursor.early = fields <= _EARLY_FIELDS
+    cursor.early_lsid = "lsid" in fields
+    cursor.early_number = "txnNumber" in fields
+    if cursor.early and cursor.match is None:
+        cursor.match = _compiled_matches(cursor.stages)
+
+
+def _session_key(cursor, entry):
+    """What of a transaction's (txnNumber, lsid) the stream's verdict on an entry may depend on: the
+    lsid's encoding (its id, and whatever else the client's lsid holds) if the $match refers to lsid,
+    the txnNumber if it refers to txnNumber; None when it refers to neither, or for an entry outside a
+    transaction. The lsid is encoded once per transaction: its entries share one lsid object, and the
+    stream keeps the last one alive, so its identity cannot be reused."""
+    if entry.txn is None or not (cursor.early_lsid or cursor.early_number):
+        return None
+    number, lsid = entry.txn
+    lsid_key = None
+    if cursor.early_lsid:
+        last, lsid_key = cursor.lsid_key
+        if last is not lsid:
+            lsid_key = rawbson.document({"lsid": lsid})
+            cursor.lsid_key = (lsid, lsid_key)
+    return lsid_key, int(number) if cursor.early_number else None
 
 
 def _transformed(cursor, doc):
@@ -468,7 +507,7 @@ def _collect(server, cursor, max_docs):
                 docs = [(entry.key, _event(server, cursor, entry))]
                 if _invalidates(cursor, entry):
                     docs.append(_invalidate_event(entry))
-                # a $match told from the operation and namespaces kept this entry's event already
+                # a $match told from the fields _filtered_early gives kept this entry's event already
                 kept = cursor.early and len(docs) == 1
                 out = [(key, doc["_id"], doc if kept else _transformed(cursor, doc)) for key, doc in docs]
                 out = [(key, tok, _encode_event(doc, cursor.memo)) for key, tok, doc in out if doc is not None]
