@@ -441,7 +441,10 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
 
 /*
  * If the applier of "def" has not applied through "target" and waits long
- * in its getMores (an idle stream, applier.c), ask for the time and write
+ * in its getMores (an idle stream, applier.c), or follows a stream that
+ * leaves the FDW's own transactions out (quiet while only we write, so its
+ * getMore would end only when its wait does: applier_exclude.c), ask for
+ * the time and write
  * a wake-up: a heartbeat of our own into the database's idxtable.sync,
  * whose event ends the applier's getMore at once and carries a time later
  * than "target".  Best effort: a user mapping that may not write there
@@ -465,7 +468,8 @@ wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
 		return;
 	/* a full barrier: the applier announces a long wait, then reads this */
 	idx_sync_request(view.slotno, target);
-	if (pg_atomic_read_u32(&idx_sync_slot(view.slotno)->long_poll) == 0)
+	if (pg_atomic_read_u32(&idx_sync_slot(view.slotno)->long_poll) == 0 &&
+		!(view.has_status && view.status.skips_fdw))
 		return;
 	command = BCON_NEW("update", BCON_UTF8(IDX_SYNC_COLLECTION),
 					   "updates", "[",
