@@ -440,37 +440,25 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
 }
 
 /*
- * If the applier of "def" has not applied through "target" and waits long
- * in its getMores (an idle stream, applier.c), or follows a stream that
- * leaves the FDW's own transactions out (quiet while only we write, so its
- * getMore would end only when its wait does: applier_exclude.c), ask for
- * the time and write
- * a wake-up: a heartbeat of our own into the database's idxtable.sync,
- * whose event ends the applier's getMore at once and carries a time later
- * than "target".  Best effort: a user mapping that may not write there
- * (or any other failure) leaves the wake-up to the applier's own
- * heartbeat, written when its getMore ends.  Sent without a session, so
- * never inside the statement's MongoDB transaction.
+ * Write a wake-up for the applier of "def": a heartbeat of our own into
+ * the database's idxtable.sync, whose event ends the applier's getMore at
+ * once.  Best effort: a user mapping that may not write there (or any
+ * other failure) leaves the wake-up to the applier's own heartbeat,
+ * written when its getMore ends.  Sent without a session, so never inside
+ * the statement's MongoDB transaction.  Returns the write's operationTime
+ * (0 if it failed or has none).
  */
-static void
-wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
-				  IdxClusterTime target)
+static IdxClusterTime
+write_wake_up(const IdxIndexDef *def, mongoc_client_t *client)
 {
-	ApplierView view;
 	bson_t	   *command;
 	IdxHandle  *owned;
 	bson_t		reply;
 	bson_error_t error;
+	bson_iter_t iter;
+	uint32		t = 0;
+	uint32		i = 0;
 
-	look_up_applier(def, &view);
-	if (view.slotno < 0 ||
-		(view.has_status && view.status.applied_through >= target))
-		return;
-	/* a full barrier: the applier announces a long wait, then reads this */
-	idx_sync_request(view.slotno, target);
-	if (pg_atomic_read_u32(&idx_sync_slot(view.slotno)->long_poll) == 0 &&
-		!(view.has_status && view.status.skips_fdw))
-		return;
 	command = BCON_NEW("update", BCON_UTF8(IDX_SYNC_COLLECTION),
 					   "updates", "[",
 					   "{", "q", "{", "_id", BCON_UTF8(IDX_SYNC_WAKE_ID), "}",
@@ -482,8 +470,71 @@ wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
 											   NULL, &reply, &error))
 		elog(DEBUG1, "could not wake the applier of index table \"%s\"",
 			 def->name);
+	else if (bson_iter_init_find(&iter, &reply, "operationTime") &&
+			 BSON_ITER_HOLDS_TIMESTAMP(&iter))
+		bson_iter_timestamp(&iter, &t, &i);
 	bson_destroy(&reply);
 	idx_release(owned);
+	return IDX_CLUSTER_TIME(t, i);
+}
+
+/*
+ * If the applier of "def" has not applied through "target" and waits long
+ * in its getMores (an idle stream, applier.c), or follows a stream that
+ * leaves the FDW's own transactions out (quiet while only we write, so its
+ * getMore would end only when its wait does: applier_exclude.c), ask for
+ * the time and write a wake-up, whose event carries a time later than
+ * "target".
+ */
+static void
+wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
+				  IdxClusterTime target)
+{
+	ApplierView view;
+
+	look_up_applier(def, &view);
+	if (view.slotno < 0 ||
+		(view.has_status && view.status.applied_through >= target))
+		return;
+	/* a full barrier: the applier announces a long wait, then reads this */
+	idx_sync_request(view.slotno, target);
+	if (pg_atomic_read_u32(&idx_sync_slot(view.slotno)->long_poll) == 0 &&
+		!(view.has_status && view.status.skips_fdw))
+		return;
+	(void) write_wake_up(def, client);
+}
+
+/*
+ * The cluster time a statement waits for, with the applier of "def"
+ * woken if it needs it (wake_idle_applier).  When its stream leaves our
+ * transactions out it always does, so the wake-up is written first and
+ * its operationTime is the target, saving the ping: it was acknowledged
+ * after the statement started, so every write acknowledged before then is
+ * at or before it, and the stream passes its event at once.  Otherwise
+ * (or if the write failed) the ping's operationTime.
+ */
+static IdxClusterTime
+statement_target(const IdxIndexDef *def, mongoc_client_t *client,
+				 const char *servername)
+{
+	ApplierView view;
+	IdxClusterTime target;
+
+	if (idx_sync_enabled())
+	{
+		look_up_applier(def, &view);
+		if (view.slotno >= 0 && view.has_status && view.status.skips_fdw &&
+			(target = write_wake_up(def, client)) != 0)
+		{
+			idx_xact_note_cluster_time(client, target);
+			idx_sync_request(view.slotno, target);
+			return target;
+		}
+	}
+	target = server_cluster_time(client, servername);
+	if (idx_sync_enabled())
+		wake_idle_applier(def, client, target);
+	return target;
 }
 
 /*
@@ -500,9 +551,7 @@ idx_sync_wait_for_read(const IdxIndexDef *def, mongoc_client_t *client,
 	if (idx_index_consistency == IDX_READ_ANY)
 		return false;
 	INSTR_TIME_SET_CURRENT(start);
-	target = server_cluster_time(client, servername);
-	if (idx_sync_enabled())
-		wake_idle_applier(def, client, target);
+	target = statement_target(def, client, servername);
 	wait_for_index(def, target, false);
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
@@ -570,10 +619,11 @@ idx_sync_wait_for_write(List *defs, List *target_attrs,
 	}
 	if (waits == NIL)
 		return;
-	target = server_cluster_time(client, servername);
+	target = statement_target(linitial(waits), client, servername);
 	foreach(lc, waits)
 	{
-		wake_idle_applier(lfirst(lc), client, target);
+		if (lc != list_head(waits))
+			wake_idle_applier(lfirst(lc), client, target);
 		wait_for_index(lfirst(lc), target, true);
 	}
 	list_free(waits);
