@@ -25,6 +25,13 @@ duplicate emails straight into MongoDB, while
 
 This runs in phases of --seconds each:
 
+0. FDW writes: the outside writers are held for stretches of ARMED_STRETCH
+   seconds (and write no duplicate emails in this phase), in which random
+   writes through the FDW (INSERT, UPDATE, DELETE, in transaction mode,
+   some through a second foreign table over the collection without index
+   tables) run between the pairs, so that the applier comes to leave the
+   FDW's own transactions out of its stream and must take them again (a
+   check: in at least one stretch it did);
 1. steady: the applier runs (at least MIN_ROUTED_SHARE of the pairs must go
    through an index table, or the test proves nothing);
 2. failpoints: MongoDB's failCommand (or failGetMoreAfterCursorCheckout)
@@ -45,7 +52,7 @@ for information only (how many differ without the wait).
 
 In phases 2-4 a routed query may fail with SQLSTATE IX001 (the index is not
 current within idxtable.sync_wait_timeout) while the applier restarts: such
-errors are counted and reported, never a wrong row; in phase 1 an IX001 is a
+errors are counted and reported, never a wrong row; in phases 0 and 1 an IX001 is a
 failure.  Any other error is a failure.
 
 At the end the writers stop, a marker write (to another collection) gives
@@ -71,6 +78,7 @@ line is "differential outside: N passed, M failed".
 """
 import argparse
 import collections
+import contextlib
 import os
 import random
 import re
@@ -106,8 +114,13 @@ BARRIERS = {"customers_email": "SELECT count(*) FROM customers WHERE lower(email
 # (in this order: the launcher restarts an applier that failed within 60 s
 # of its start after 1 s, 2 s, 4 s, ...: the failpoints come first, while
 # the delays are short)
-STEADY, FAILPOINTS, KILLED, RESTARTED = "steady", "failpoints", "applier killed", "server restarted"
-PHASES = [STEADY, FAILPOINTS, KILLED, RESTARTED]
+ARMED, STEADY, FAILPOINTS, KILLED, RESTARTED = ("fdw writes", "steady", "failpoints", "applier killed",
+                                                "server restarted")
+PHASES = [ARMED, STEADY, FAILPOINTS, KILLED, RESTARTED]
+# the FDW-writes phase: the outside writers are held for stretches this long
+# (longer than the applier's quiet second before it leaves the FDW's own
+# transactions out) and let go for a tenth of that
+ARMED_STRETCH = 4.0
 APPLIER = "idxtable_fdw applier"          # its backend_type and its MongoDB appName
 NOT_CURRENT = "IX001"
 UNIQUE_VIOLATION = "23505"
@@ -395,7 +408,7 @@ class Reader(threading.Thread):
         out = session.run(query.sql, query.params)
         stats["queries"] += 1
         if out.failed():
-            if out.sqlstate == NOT_CURRENT and phase != STEADY:
+            if out.sqlstate == NOT_CURRENT and phase not in (STEADY, ARMED):
                 stats["IX001"] += 1
                 return
             stats["errors"] += 1
@@ -433,6 +446,7 @@ class Run:
         self.phase = "setup"
         self.stats = collections.defaultdict(collections.Counter)
         self.fdw_serial = 0
+        self.fdw_rows = []                  # _ids of the customers the FDW inserted (FDW-writes phase)
         self.mongo = mongo_client.connect()
 
     def check(self, ok, what, lines=()):
@@ -450,6 +464,9 @@ class Run:
         pg_fixture.create_extension(self.admin.conn)
         pg_fixture.create_server(self.admin.conn, DATABASE)
         pg_fixture.create_foreign_table(self.admin.conn, "customers", "_id text, first_name text, last_name text, "
+                                        "email text, town text, tags text[], n integer", collection=COLLECTION)
+        # the same collection without index tables (the FDW-writes phase writes through it too)
+        pg_fixture.create_foreign_table(self.admin.conn, "customers_bare", "_id text, first_name text, "
                                         "email text, town text, tags text[], n integer", collection=COLLECTION)
         self.pool = outside_writers.CustomerPool(random.Random("%s/seed" % self.seed), self.args.documents)
         mongo_client.database(self.mongo, DATABASE)[COLLECTION].insert_many(self.pool.seed_documents())
@@ -504,11 +521,11 @@ class Run:
 
     # ---- pairs
 
-    def pair(self):
-        """A routed query and the same unrouted, with the writers held."""
+    def pair(self, held=False):
+        """A routed query and the same unrouted, with the writers held (by the caller if held)."""
         query = self.queries.make()
         stats = self.stats[self.phase]
-        with self.gate.paused():
+        with (contextlib.nullcontext() if held else self.gate.paused()):
             index = routed_index(self.routed, query)
             routed = self.routed.run(query.sql, query.params)
             plain = self.plain.run(query.sql, query.params)
@@ -525,7 +542,7 @@ class Run:
         if plain.failed():
             self.check(False, "the unrouted query failed", lines + ["unrouted: " + plain.show()])
         elif routed.failed():
-            if routed.sqlstate == NOT_CURRENT and self.phase != STEADY:
+            if routed.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED):
                 stats["IX001"] += 1
             else:
                 stats["errors"] += 1
@@ -612,7 +629,7 @@ class Run:
     def check_insert(self, email, out, why):
         stats = self.stats[self.phase]
         stats["fdw inserts"] += 1
-        if out.sqlstate == NOT_CURRENT and self.phase != STEADY:
+        if out.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED):
             stats["IX001"] += 1
             return
         self.check(out.sqlstate == UNIQUE_VIOLATION,
@@ -726,6 +743,86 @@ class Run:
             stats["routed"] += bool(index)
             stats["differ"] += not routed.failed() and not plain.failed() and routed.rows != plain.rows
         self.routed.execute("RESET idxtable.index_consistency")
+
+    def fdw_write(self):
+        """One random write through the FDW (transaction mode, the server's default): INSERT of new
+        customers, UPDATE or DELETE of customers it inserted, an UPDATE of outside customers by town,
+        or a write through customers_bare, which maintains no index table."""
+        stats = self.stats[self.phase]
+        # writes through customers_bare are rare: each takes the FDW's transactions back into the
+        # applier's stream for a second or more
+        kind = self.rng.choices(["insert", "update", "update_town", "delete", "bare"], [3, 3, 2, 2, 0.5])[0]
+        mine = self.fdw_rows
+        if kind == "insert" or not mine:
+            rows = []
+            for _ in range(self.rng.randint(1, 20)):
+                self.fdw_serial += 1
+                rows.append(("fdwa-%d" % self.fdw_serial, "Fdw%d" % self.fdw_serial,
+                             "Fdw.Writer%d@Example.org" % self.fdw_serial, self.rng.choice(TOWNS),
+                             self.rng.sample(TAGS, self.rng.randint(0, 2)), self.fdw_serial))
+            out = self.routed.run("INSERT INTO customers (_id, first_name, email, town, tags, n) VALUES "
+                                  + ", ".join(["(%s, %s, %s, %s, %s::text[], %s)"] * len(rows)),
+                                  tuple(v for r in rows for v in r))
+            if not out.failed():
+                mine.extend(r[0] for r in rows)
+            kind = "insert"
+        elif kind == "update":
+            ids = self.rng.sample(mine, min(len(mine), self.rng.randint(1, 10)))
+            out = self.routed.run("UPDATE customers SET town = %s, tags = %s, first_name = first_name || 'u' "
+                                  "WHERE _id = ANY (%s)", (self.rng.choice(TOWNS),
+                                                           self.rng.sample(TAGS, self.rng.randint(0, 3)), ids))
+        elif kind == "update_town":
+            out = self.routed.run("UPDATE customers SET first_name = 'Fdw ' || coalesce(first_name, '') "
+                                  "WHERE town = %s AND n %% 7 = %s", (self.rng.choice(TOWNS), self.rng.randrange(7)))
+        elif kind == "delete":
+            ids = self.rng.sample(mine, min(len(mine), self.rng.randint(1, 5)))
+            out = self.routed.run("DELETE FROM customers WHERE _id = ANY (%s)", (ids,))
+            if not out.failed():
+                for _id in ids:
+                    mine.remove(_id)
+        else:
+            ids = self.rng.sample(mine, min(len(mine), self.rng.randint(1, 5)))
+            out = self.routed.run("UPDATE customers_bare SET town = %s, tags = %s WHERE _id = ANY (%s)",
+                                  (self.rng.choice(TOWNS), self.rng.sample(TAGS, self.rng.randint(0, 2)), ids))
+        stats["fdw writes"] += 1
+        if out.failed():
+            stats["fdw write errors"] += 1
+            self.check(False, "a write through the FDW failed", ["%s: %s" % (kind, out.show())])
+
+    def skips_fdw(self):
+        """Does the applier leave the FDW's own transactions out now (every index table)?"""
+        out = self.admin.run("SELECT coalesce(bool_and(skips_fdw_transactions), false) FROM idxtable.sync_status")
+        return not out.failed() and bool(out.rows[0][0])
+
+    def phase_armed(self):
+        """FDW writes: the outside writers are held for stretches of ARMED_STRETCH s, in which random
+        writes through the FDW run between pairs (so that the applier's stream comes to leave the
+        FDW's own transactions out, and must take them again for the writes through customers_bare
+        and for the outside writes that follow each stretch); no duplicate emails are written, as a
+        unique key conflict would keep the stream from it."""
+        self.phase = self.reader.phase = ARMED
+        for writer in self.writers:
+            writer.write_duplicates = False
+        started = time.monotonic()
+        end = started + self.args.seconds
+        stats = self.stats[ARMED]
+        while time.monotonic() < end:
+            time.sleep(ARMED_STRETCH / 10)      # the writers write
+            with self.gate.paused():
+                stretch_end = time.monotonic() + ARMED_STRETCH
+                armed_seen = False
+                while time.monotonic() < stretch_end:
+                    self.fdw_write()
+                    self.pair(held=True)
+                    armed_seen = armed_seen or self.skips_fdw()
+                stats["stretches"] += 1
+                stats["stretches with the FDW's transactions left out"] += armed_seen
+        for writer in self.writers:
+            writer.write_duplicates = self.args.duplicates
+        stats["seconds"] = round(time.monotonic() - started, 1)
+        self.check(stats["stretches with the FDW's transactions left out"] > 0,
+                   "in no stretch of FDW writes did the applier leave the FDW's own transactions out "
+                   "(%d stretches)" % stats["stretches"])
 
     def phase_killed(self):
         self.run_phase(KILLED, self.kill_applier, self.args.kill_every)
@@ -850,6 +947,8 @@ class Run:
             thread.start()
         try:
             wanted = self.args.phase or PHASES
+            if ARMED in wanted:
+                self.phase_armed()
             if STEADY in wanted:
                 self.run_phase(STEADY)
             if FAILPOINTS in wanted:
@@ -874,7 +973,8 @@ class Run:
               % (sum(ops.values()), ", ".join("%s %d" % kv for kv in sorted(ops.items())), duplicates,
                  dict(errors) or "none"))
         disruptions = ["kills", "kills missed (no applier)", "restarts", "restart seconds", "faults armed",
-                       "faults fired", "faults skipped (no applier)", "applier processes seen"]
+                       "faults fired", "faults skipped (no applier)", "applier processes seen", "fdw writes",
+                       "fdw write errors", "stretches", "stretches with the FDW's transactions left out"]
         for phase in PHASES:
             if phase in self.stats:
                 s, r = self.stats[phase], self.reader.stats[phase]

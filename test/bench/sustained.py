@@ -31,7 +31,7 @@ UNFOLLOWED = "mongo_unfollowed"
 COLUMNS = [("mode", "mode", 12, "s"), ("idx", "indexes", 4, "d"), ("rows/turn", "rows", 10, "d"),
            ("turns", "turns", 6, "d"), ("followed ms", "followed_ms", 12, ".1f"),
            ("unfollowed ms", "unfollowed_ms", 14, ".1f"), ("slowdown %", "slowdown_pct", 10, "+.1f"),
-           ("range", "range", 16, "s"), ("catch-up ms", "catchup_ms", 12, ".0f"),
+           ("range", "range", 16, "s"), ("armed", "armed", 6, "s"), ("catch-up ms", "catchup_ms", 12, ".0f"),
            ("srv_applier_pct", "srv_applier_pct", 16, ".0f")]
 
 
@@ -73,6 +73,14 @@ def workload(name, turn, rows):
     ]
 
 
+def armed(cur, names):
+    """Does the applier's stream leave the FDW's own transactions out now, for every index table of
+    names (idxtable.sync_status.skips_fdw_transactions)?"""
+    cur.execute("SELECT coalesce(bool_and(skips_fdw_transactions), false) FROM idxtable.sync_status "
+                "WHERE name = ANY (%s)", (names,))
+    return cur.fetchone()[0]
+
+
 def run_workload(cur, statements):
     """Wall ms of the statements run back to back."""
     t0 = time.perf_counter()
@@ -89,9 +97,11 @@ def run_pair(cur, lag, srv, mode, nidx, turns, rows, log):
     names = writes.index_names(cur, followed)
     lag.settle(names)
     walls = {followed: [], unfollowed: []}
-    catchups, fdw_ms, applier_ms = [], 0.0, 0.0
+    catchups, fdw_ms, applier_ms, armed_turns = [], 0.0, 0.0, 0
     for turn in range(turns):
         for name in ((followed, unfollowed) if turn % 2 == 0 else (unfollowed, followed)):
+            if name == followed:
+                armed_turns += armed(cur, names)
             if srv:
                 srv.take()
             lag.start(names if name == followed else [], name)
@@ -112,6 +122,7 @@ def run_pair(cur, lag, srv, mode, nidx, turns, rows, log):
             "unfollowed_ms": statistics.median(walls[unfollowed]),
             "slowdown_pct": (statistics.median(ratios) - 1.0) * 100.0,
             "range": "%+.0f%%..%+.0f%%" % ((min(ratios) - 1) * 100, (max(ratios) - 1) * 100),
+            "armed": "%d/%d" % (armed_turns, turns),
             "catchup_ms": statistics.median([c for c in catchups if c is not None] or [float("nan")]),
             "srv_applier_pct": 100.0 * applier_ms / fdw_ms if srv and fdw_ms else None}
 
