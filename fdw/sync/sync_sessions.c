@@ -155,17 +155,23 @@ idx_sync_session_register(Oid serverid, mongoc_client_session_t *session)
 }
 
 /*
- * Entry "entry" of this backend, or NULL (a bug of the caller's).
+ * Lock the registry and return entry "entry" of this backend; NULL (and
+ * not locked) if there is no registry or the entry is not ours (a bug of
+ * the caller's, or an entry freed at exit).  The caller releases the lock.
  */
 static SessionEntry *
-own_entry(int entry)
+lock_own_entry(int entry)
 {
 	SessionEntry *e;
 
 	if (registry == NULL || entry < 0 || entry >= IDX_SYNC_MAX_SESSIONS)
 		return NULL;
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	e = &registry->entries[entry];
-	return e->pid == MyProcPid ? e : NULL;
+	if (e->pid == MyProcPid)
+		return e;
+	LWLockRelease(registry->lock);
+	return NULL;
 }
 
 /*
@@ -174,14 +180,11 @@ own_entry(int entry)
 void
 idx_sync_session_forget(int entry)
 {
-	SessionEntry *e;
+	SessionEntry *e = lock_own_entry(entry);
 
-	if (registry == NULL)
+	if (e == NULL)
 		return;
-	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	e = own_entry(entry);
-	if (e != NULL)
-		memset(e, 0, sizeof(SessionEntry));
+	memset(e, 0, sizeof(SessionEntry));
 	LWLockRelease(registry->lock);
 }
 
@@ -193,17 +196,12 @@ idx_sync_session_forget(int entry)
 void
 idx_sync_session_begin(int entry)
 {
-	SessionEntry *e;
+	SessionEntry *e = lock_own_entry(entry);
 
-	if (registry == NULL)
+	if (e == NULL)
 		return;
-	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	e = own_entry(entry);
-	if (e != NULL)
-	{
-		e->in_txn = true;
-		e->start_seq = idx_sync_seq_next();
-	}
+	e->in_txn = true;
+	e->start_seq = idx_sync_seq_next();
 	LWLockRelease(registry->lock);
 }
 
@@ -214,14 +212,11 @@ idx_sync_session_begin(int entry)
 void
 idx_sync_session_end(int entry)
 {
-	SessionEntry *e;
+	SessionEntry *e = lock_own_entry(entry);
 
-	if (registry == NULL)
+	if (e == NULL)
 		return;
-	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	e = own_entry(entry);
-	if (e != NULL)
-		e->in_txn = false;
+	e->in_txn = false;
 	LWLockRelease(registry->lock);
 }
 
@@ -232,13 +227,11 @@ idx_sync_session_end(int entry)
 void
 idx_sync_session_doubt(int entry)
 {
-	SessionEntry *e;
+	SessionEntry *e = lock_own_entry(entry);
 
-	if (registry == NULL)
+	if (e == NULL)
 		return;
-	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	e = own_entry(entry);
-	if (e != NULL && e->in_txn)
+	if (e->in_txn)
 		e->doubt_start = e->start_seq;
 	LWLockRelease(registry->lock);
 }
