@@ -420,6 +420,7 @@ idx_modify_session(IdxModifyState *ms)
 {
 	mongoc_client_session_t *session;
 	bool		starts;
+	List	   *defs;
 
 	if (ms->ordered)
 		return NULL;
@@ -429,8 +430,10 @@ idx_modify_session(IdxModifyState *ms)
 	if (starts)
 		idx_xact_note_started(ms->client);
 	/* for the transaction's marker: these facts need no applier */
+	defs = idx_writer_indexes(ms->writer);
 	idx_xact_note_maintained(ms->client, ms->server->servername, ms->info,
-							 idx_writer_indexes(ms->writer));
+							 defs);
+	list_free(defs);
 	return session;
 }
 

@@ -72,6 +72,11 @@ typedef struct IdxXactMaintained
 	List	   *defids;			/* definition_ids (char *) */
 	bool		complete;		/* every write maintained every index table
 								 * of the collection (see below) */
+	Oid			last_relid;		/* the table and first definition of the last
+								 * write noted (a row of the same statement
+								 * needs no look: its definitions are the
+								 * same structs) */
+	void	   *last_def;
 } IdxXactMaintained;
 
 /* "server/database" of the databases whose idxtable.sync is known to exist */
@@ -201,10 +206,15 @@ idx_xact_note_maintained(mongoc_client_t *client, const char *servername,
 
 	if (x == NULL || !x->in_txn || !idx_sync_enabled())
 		return;
-	complete = write_complete(info, defs);
 	m = find_maintained(x, info->database, info->collection);
+	if (m != NULL && m->last_relid == info->relid &&
+		m->last_def == (defs != NIL ? linitial(defs) : NULL))
+		return;					/* another row of the same statement */
+	complete = write_complete(info, defs);
 	if (m != NULL)
 	{
+		m->last_relid = info->relid;
+		m->last_def = defs != NIL ? linitial(defs) : NULL;
 		m->complete = m->complete && complete;
 		foreach(lc, m->defids)
 			if (!defs_contain(defs, lfirst(lc)))
@@ -219,6 +229,8 @@ idx_xact_note_maintained(mongoc_client_t *client, const char *servername,
 	m->database = pstrdup(info->database);
 	m->collection = pstrdup(info->collection);
 	m->complete = complete;
+	m->last_relid = info->relid;
+	m->last_def = defs != NIL ? linitial(defs) : NULL;
 	if (defs != NIL &&
 		ensure_marker_collection(client, servername, info->database))
 	{
