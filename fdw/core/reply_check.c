@@ -49,8 +49,18 @@ typedef enum WalkRole
 	WALK_PLAIN,					/* no check beyond the framing */
 	WALK_BODY,					/* the first document */
 	WALK_CURSOR,				/* its first "cursor" field, a document */
-	WALK_BATCH					/* a firstBatch or nextBatch array in it */
+	WALK_BATCH,					/* a firstBatch or nextBatch array in it */
+	WALK_FRAMED					/* a batch document left to its reader */
 } WalkRole;
+
+/*
+ * While idx_check_reply() runs with "defer_batch" set: the documents of a
+ * cursor batch are checked only as bson_init_static() checks them (see
+ * idx_check_reply()).
+ */
+static bool defer_batch_documents = false;
+
+static const char *check_reply(const uint8 *rest, size_t len);
 
 /*
  * A little-endian int32 of the wire protocol (the header's fields, and
@@ -84,7 +94,7 @@ shape_check(uint8 type, const char *key, WalkRole role, bool *seen_cursor,
 	{
 		if (type != BSON_TYPE_DOCUMENT && *shape == NULL)
 			*shape = gettext_noop("A cursor batch holds a value that is not a document.");
-		return WALK_PLAIN;
+		return defer_batch_documents ? WALK_FRAMED : WALK_PLAIN;
 	}
 	if (role == WALK_BODY)
 	{
@@ -264,6 +274,8 @@ document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
 	if (depth > IDX_MAX_DEPTH || len < 5 || len > INT_MAX ||
 		read_uint32(d) != len || d[len - 1] != '\0')
 		return false;
+	if (role == WALK_FRAMED)
+		return true;
 	while (off < len - 1)
 	{
 		uint8		type = d[off];
@@ -286,6 +298,20 @@ document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
 		off = end;
 	}
 	return true;
+}
+
+/*
+ * Is the "len"-byte document at "d", nested "depth" deep in its reply,
+ * well-formed throughout, as document_ok() checks every document of a
+ * reply?  For the readers of cursor batch documents whose replies were
+ * checked with "defer_batch" (idx_check_reply()).
+ */
+bool
+idx_bson_document_ok(const uint8 *d, uint32 len, int depth)
+{
+	const char *ignored = NULL;
+
+	return document_ok(d, len, depth, WALK_PLAIN, &ignored);
 }
 
 /*
@@ -461,10 +487,29 @@ check_op_msg(const uint8 *rest, size_t len)
  * Check a whole reply of "len" bytes, given as the bytes after its length
  * prefix ("rest"), so that stream.c can check a reply read straight into
  * libmongoc's buffer behind the prefix it served first; NULL if it is
- * well-formed, else why not (a sentence marked for translation).
+ * well-formed, else why not (a sentence marked for translation).  With
+ * "defer_batch", each document of a cursor batch is checked only as far
+ * as libmongoc's cursor needs (its length and trailing NUL, which
+ * bson_init_static() asserts): its reader promises to check the rest with
+ * idx_bson_document_ok(), or in the same walk that converts it, before
+ * anything reads it.
  */
 const char *
-idx_check_reply(const uint8 *rest, size_t len)
+idx_check_reply(const uint8 *rest, size_t len, bool defer_batch)
+{
+	const char *reason;
+
+	defer_batch_documents = defer_batch;
+	reason = check_reply(rest, len);
+	defer_batch_documents = false;
+	return reason;
+}
+
+/*
+ * idx_check_reply() with defer_batch_documents set.
+ */
+static const char *
+check_reply(const uint8 *rest, size_t len)
 {
 	int32		opcode = idx_wire_int32(rest + AFTER_LENGTH(12));
 
