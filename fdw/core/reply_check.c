@@ -61,6 +61,8 @@ typedef enum WalkRole
 static bool defer_batch_documents = false;
 
 static const char *check_reply(const uint8 *rest, size_t len);
+static bool document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
+						const char **shape);
 
 /*
  * A little-endian int32 of the wire protocol (the header's fields, and
@@ -252,6 +254,56 @@ key_nul(const uint8 *p)
 }
 
 /*
+ * document_ok()'s walk of a cursor batch array (role WALK_BATCH, at
+ * "depth") whose documents are left to their reader: the same acceptance
+ * of each element, and for a document only the checks of
+ * bson_init_static() (a length of at least 5, read from where the length
+ * is, and a trailing NUL), which is all that document_ok() checks of a
+ * WALK_FRAMED document; in one tight loop, since a batch has a document
+ * per row.  A value that is not a document is walked and reported as
+ * shape_check() does.
+ */
+static bool
+deferred_batch_ok(const uint8 *d, uint32 len, int depth, const char **shape)
+{
+	uint32		off = 4;
+
+	while (off < len - 1)
+	{
+		uint8		type = d[off];
+		uint32		o = (uint32) (key_nul(d + off + 1) - d) + 1;
+		uint32		l;
+
+		if (type == BSON_TYPE_DOCUMENT)
+		{
+			/* value_end()'s checks, then the end's and the document's own */
+			if (o >= len - 4)
+				return false;
+			l = read_uint32(d + o);
+			if (l > len - o || o + l >= len || l < 5 || d[o + l - 1] != '\0')
+				return false;
+			off = o + l;
+		}
+		else
+		{
+			const uint8 *sub = NULL;
+			uint32		sublen = 0;
+			uint32		end = value_end(d, len, o, type, &sub, &sublen);
+
+			if (end == 0 || end >= len)
+				return false;
+			if (*shape == NULL)
+				*shape = gettext_noop("A cursor batch holds a value that is not a document.");
+			if (sub != NULL &&
+				!document_ok(sub, sublen, depth + 1, WALK_FRAMED, shape))
+				return false;
+			off = end;
+		}
+	}
+	return true;
+}
+
+/*
  * Is the document of "len" bytes at "d" well-formed throughout: length
  * prefix and trailing NUL, every element inside it (as libbson's
  * bson_iter_next() accepts them), and every nested document, array and
@@ -276,6 +328,8 @@ document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
 		return false;
 	if (role == WALK_FRAMED)
 		return true;
+	if (role == WALK_BATCH && defer_batch_documents)
+		return deferred_batch_ok(d, len, depth, shape);
 	while (off < len - 1)
 	{
 		uint8		type = d[off];
