@@ -848,17 +848,13 @@ document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
 	uint64		seen = 0;
 	uint64		late = 0;
 	int			next = 0;
-	int			i;
 
 	if (buf->want > buf->size)
 		row_text_space(rc, buf->want);
 	textbuf = buf->data;
 	textend = buf->data + buf->size;
-	for (i = 0; i < rc->natts; i++)
-	{
-		values[i] = (Datum) 0;
-		nulls[i] = true;
-	}
+	memset(values, 0, sizeof(Datum) * rc->natts);
+	memset(nulls, true, sizeof(bool) * rc->natts);
 	/* the bits of all fields (no shift by 64) */
 	all = rc->ntop == 0 ? 0 : ~UINT64CONST(0) >> (64 - rc->ntop);
 	if (len < 5)
