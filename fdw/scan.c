@@ -37,6 +37,7 @@
 #include "core/option.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
+#include "core/stream.h"
 #include "core/table_size.h"
 #include "core/xact.h"
 #include "idxtable_fdw.h"
@@ -46,6 +47,9 @@
 #include "upper.h"
 
 static TupleTableSlot *iterate(ForeignScanState *node);
+static const bson_t *next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
+							  const char *collection, const char *database,
+							  bool defer_check);
 
 /*
  * Destroy a cursor (a killCursors counts as a round trip of the scan) and
@@ -75,10 +79,26 @@ const bson_t *
 idx_scan_next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
 				  const char *collection, const char *database)
 {
+	return next_doc(state, cursor, collection, database, false);
+}
+
+/*
+ * idx_scan_next_doc(); with "defer_check", the documents of the batches
+ * read are left to the caller to check before anything reads them
+ * (idx_document_to_row_checked(), see idx_check_reply()).  The stream is
+ * told so only while mongoc_cursor_next() runs, which never throws.
+ */
+static const bson_t *
+next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
+		 const char *collection, const char *database, bool defer_check)
+{
 	const bson_t *doc;
 	uint64	   *previous = idx_count_round_trips(&state->round_trips);
-	bool		found = mongoc_cursor_next(*cursor, &doc);
+	bool		found;
 
+	idx_stream_defer_batch_check(defer_check);
+	found = mongoc_cursor_next(*cursor, &doc);
+	idx_stream_defer_batch_check(false);
 	idx_count_round_trips(previous);
 	if (found)
 		return doc;
@@ -376,6 +396,22 @@ idxIterateForeignScan(ForeignScanState *node)
 }
 
 /*
+ * A document of the scan's cursor failed the check its reply deferred to
+ * the conversion: the same error, and the same broken client, as a
+ * malformed reply.
+ */
+static void
+raise_malformed_document(IdxScanState *state)
+{
+	mongoc_host_list_t host;
+
+	mongoc_cursor_get_host(state->cursor, &host);
+	idx_stream_raise_malformed_document(state->client,
+										state->server->servername,
+										host.host_and_port);
+}
+
+/*
  * The next row of a plain or index scan, or an empty slot at the end.
  */
 static TupleTableSlot *
@@ -384,6 +420,7 @@ iterate(ForeignScanState *node)
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	const bson_t *doc;
+	bool		defer_check;
 	MemoryContext oldcxt;
 
 	CHECK_FOR_INTERRUPTS();
@@ -404,11 +441,17 @@ iterate(ForeignScanState *node)
 		open_cursor(node, state);
 	}
 
+	/*
+	 * Where every document taken is converted, the conversion checks it
+	 * (deferred from the reply's check, see idx_check_reply()).
+	 */
+	defer_check = state->recheck_ids == NIL && state->order == NULL;
+
 	/* at the end the collection handle stays, as the "exhausted" marker */
 	for (;;)
 	{
-		doc = idx_scan_next_doc(state, &state->cursor, state->info->collection,
-								state->info->database);
+		doc = next_doc(state, &state->cursor, state->info->collection,
+					   state->info->database, defer_check);
 		if (doc == NULL)
 		{
 			/* a sorted scan reads the NULL keys by a second find */
@@ -428,8 +471,13 @@ iterate(ForeignScanState *node)
 
 	state->docs_fetched++;
 	oldcxt = MemoryContextSwitchTo(node->ss.ps.ps_ExprContext->ecxt_per_tuple_memory);
-	idx_document_to_row(state->rowconv, doc, slot->tts_values,
-						slot->tts_isnull);
+	if (!defer_check)
+		idx_document_to_row(state->rowconv, doc, slot->tts_values,
+							slot->tts_isnull);
+	else if (!idx_document_to_row_checked(state->rowconv, doc,
+										  slot->tts_values,
+										  slot->tts_isnull))
+		raise_malformed_document(state);
 	ExecStoreVirtualTuple(slot);
 	if (state->keep_ids)
 		idx_rowid_note(node, slot, state->info->id_attnum, doc, "_id");

@@ -14,6 +14,9 @@ like a standalone mongod; the other commands (find, aggregate, ...) get:
                       element longer than the document
     corrupt_batch     a well-framed find reply whose firstBatch array holds an
                       element of an unknown type before the documents
+    corrupt_nested    a well-framed find reply whose document, after the fields
+                      the FDW reads, holds an embedded document whose last byte
+                      is not its trailing NUL (the scan's conversion checks it)
     compressed        an OP_COMPRESSED reply (opcode 2012)
     bad_compression   (the handshake itself) "compression": [1]
     blackhole         connections are never accepted nor answered
@@ -97,6 +100,17 @@ def corrupt_doc(namespace):
     return bytes(raw)
 
 
+def corrupt_nested(namespace):
+    """A find reply whose document ends with {n: {a: 1}}, n's trailing NUL 0x01."""
+    reply = find_reply(namespace)
+    reply["cursor"]["firstBatch"][0]["n"] = SON([("a", 1)])
+    raw = bytearray(bson.BSON.encode(reply))
+    at = raw.index(b"\x03n\x00") + 3
+    size = struct.unpack("<i", raw[at:at + 4])[0]
+    raw[at + size - 1] = 1
+    return bytes(raw)
+
+
 def corrupt_batch(namespace):
     """A find reply whose firstBatch starts with an element of type 0x7e."""
     raw = bytearray(bson.BSON.encode(find_reply(namespace)))
@@ -159,6 +173,8 @@ def hostile_reply(mode, request_id, namespace):
         return op_msg(request_id, corrupt_doc(namespace))
     if mode == "corrupt_batch":
         return op_msg(request_id, corrupt_batch(namespace))
+    if mode == "corrupt_nested":
+        return op_msg(request_id, corrupt_nested(namespace))
     if mode == "compressed":
         inner = struct.pack("<I", 0) + b"\x00" + bson.BSON.encode(find_reply(namespace))
         payload = struct.pack("<iib", OP_MSG, 4, 0) + inner

@@ -159,6 +159,15 @@ extern void idx_row_conv_reuse(IdxRowConv *rc);
 extern void idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 								Datum *values, bool *nulls);
 
+/*
+ * idx_document_to_row() for a document a reply check left to its reader
+ * (idx_check_reply()'s "defer_batch"): false, converting nothing, if the
+ * document is malformed.
+ */
+extern bool idx_document_to_row_checked(const IdxRowConv *rc,
+										const bson_t *doc,
+										Datum *values, bool *nulls);
+
 /* Is the database's encoding UTF-8 (looked up once per backend)? */
 extern bool idx_database_is_utf8(void);
 

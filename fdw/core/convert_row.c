@@ -464,17 +464,16 @@ bson_uint32_at(const uint8 *p)
  * Where the element at offset "off" of the "len"-byte document "d" ends,
  * or 0 where bson_iter_next() would stop (a malformed element, or the
  * end), given that its key is "klen" bytes; a string's length field goes
- * to *vlen.  Fixed-size values and strings are sized here, the others by
+ * to *vlen, the document a document, array or code-with-scope value holds
+ * to *sub and *sublen (*sub is left alone for other values).  Fixed-size values and strings are sized here, the others by
  * reply_check.c, with libbson's checks, so that the walk sees the elements
  * bson_iter_next() would.
  */
 static pg_attribute_always_inline uint32
 element_end(const uint8 *d, uint32 len, uint32 off, uint32 klen,
-			uint32 *vlen)
+			uint32 *vlen, const uint8 **sub, uint32 *sublen)
 {
 	uint32		o = off + klen + 2;
-	const uint8 *sub;
-	uint32		sublen;
 	uint32		l;
 	uint32		end;
 
@@ -500,7 +499,7 @@ element_end(const uint8 *d, uint32 len, uint32 off, uint32 klen,
 			*vlen = l;
 			break;
 		default:
-			end = idx_bson_value_end(d, len, o, d[off], &sub, &sublen);
+			end = idx_bson_value_end(d, len, o, d[off], sub, sublen);
 			break;
 	}
 	return end < len ? end : 0;
@@ -597,7 +596,9 @@ locate_top_fields(const IdxRowConv *rc, const bson_t *doc)
 		uint32		vlen;
 		uint32		klen = key_length(d, len, off, rc->top_name[next],
 									  rc->top_len[next], &expected);
-		uint32		end = element_end(d, len, off, klen, &vlen);
+		const uint8 *sub;
+		uint32		sublen;
+		uint32		end = element_end(d, len, off, klen, &vlen, &sub, &sublen);
 		const char *key = (const char *) d + off + 1;
 		int			j = -1;
 		int			k;
@@ -823,10 +824,18 @@ walk_convert(uint8 kind, uint8 type, const uint8 *v, uint32 vlen,
  * conversions never fail, so the first column in attribute order that
  * does not fit is still the one an error names.  A buffer found too small
  * grows before the next row (this row's datums may not move).
+ *
+ * With "check" (a document of a cursor batch whose reply was checked only
+ * as far as libmongoc needs, see idx_check_reply()), the same walk also
+ * makes reply_check.c's checks of the document: it goes on to the end,
+ * every element must be one bson_iter_next() accepts (element_end() sizes
+ * them as document_ok() does) and every nested document well-formed
+ * throughout (idx_bson_document_ok()).  Returns false, having converted
+ * nothing after the walk, if the document fails them; true otherwise.
  */
-static void
+static bool
 document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
-						Datum *values, bool *nulls)
+						bool check, Datum *values, bool *nulls)
 {
 	const uint8 *d = bson_get_data(doc);
 	uint32		len = doc->len;
@@ -839,28 +848,30 @@ document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
 	uint64		seen = 0;
 	uint64		late = 0;
 	int			next = 0;
-	int			i;
 
 	if (buf->want > buf->size)
 		row_text_space(rc, buf->want);
 	textbuf = buf->data;
 	textend = buf->data + buf->size;
-	for (i = 0; i < rc->natts; i++)
-	{
-		values[i] = (Datum) 0;
-		nulls[i] = true;
-	}
+	memset(values, 0, sizeof(Datum) * rc->natts);
+	memset(nulls, true, sizeof(bool) * rc->natts);
 	/* the bits of all fields (no shift by 64) */
 	all = rc->ntop == 0 ? 0 : ~UINT64CONST(0) >> (64 - rc->ntop);
 	if (len < 5)
+	{
+		if (check)
+			return false;
 		seen = all;
-	while (seen != all && off < len - 1)
+	}
+	while ((seen != all || check) && off < len - 1)
 	{
 		const uint8 *key = d + off + 1;
 		uint8		type = d[off];
 		uint32		klen;
 		uint32		o;
 		uint32		vlen = 0;
+		const uint8 *sub = NULL;
+		uint32		sublen = 0;
 		uint32		end;
 		int			j;
 
@@ -882,9 +893,16 @@ document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
 				j = match_top_field(rc, next, (const char *) key, klen, seen);
 		}
 		o = off + klen + 2;
-		end = element_end(d, len, off, klen, &vlen);
+		end = element_end(d, len, off, klen, &vlen, &sub, &sublen);
 		if (end == 0)
+		{
+			if (check)
+				return false;
 			break;
+		}
+		if (check && sub != NULL &&
+			!idx_bson_document_ok(sub, sublen, IDX_BATCH_DOCUMENT_DEPTH + 1))
+			return false;
 		if (j >= 0)
 		{
 			const IdxWalkField *f = &walk[j];
@@ -917,6 +935,7 @@ document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
 	}
 	if (late != 0 || rc->has_late_cols)
 		convert_late(rc, doc, late, values, nulls);
+	return true;
 }
 
 /*
@@ -957,7 +976,7 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 
 	if (rc->reuse != NULL && rc->ntop <= 64)
 	{
-		document_to_row_onepass(rc, doc, values, nulls);
+		document_to_row_onepass(rc, doc, false, values, nulls);
 		return;
 	}
 	src.collection = rc->collection;
@@ -983,4 +1002,24 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 		else if (rc->fields[i] != NULL)
 			read_column(rc, i, &src, &values[i], &nulls[i]);
 	}
+}
+
+/*
+ * idx_document_to_row() for a document of a cursor batch whose reply was
+ * checked only as far as libmongoc needs (idx_check_reply()'s
+ * "defer_batch"): first checks it as reply_check.c checks every document,
+ * in the conversion's own walk where the scan's converter allows it, and
+ * returns false, converting nothing, if it is malformed.
+ */
+bool
+idx_document_to_row_checked(const IdxRowConv *rc, const bson_t *doc,
+							Datum *values, bool *nulls)
+{
+	if (rc->reuse != NULL && rc->ntop <= 64)
+		return document_to_row_onepass(rc, doc, true, values, nulls);
+	if (!idx_bson_document_ok(bson_get_data(doc), doc->len,
+							  IDX_BATCH_DOCUMENT_DEPTH))
+		return false;
+	idx_document_to_row(rc, doc, values, nulls);
+	return true;
 }

@@ -49,8 +49,20 @@ typedef enum WalkRole
 	WALK_PLAIN,					/* no check beyond the framing */
 	WALK_BODY,					/* the first document */
 	WALK_CURSOR,				/* its first "cursor" field, a document */
-	WALK_BATCH					/* a firstBatch or nextBatch array in it */
+	WALK_BATCH,					/* a firstBatch or nextBatch array in it */
+	WALK_FRAMED					/* a batch document left to its reader */
 } WalkRole;
+
+/*
+ * While idx_check_reply() runs with "defer_batch" set: the documents of a
+ * cursor batch are checked only as bson_init_static() checks them (see
+ * idx_check_reply()).
+ */
+static bool defer_batch_documents = false;
+
+static const char *check_reply(const uint8 *rest, size_t len);
+static bool document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
+						const char **shape);
 
 /*
  * A little-endian int32 of the wire protocol (the header's fields, and
@@ -84,7 +96,7 @@ shape_check(uint8 type, const char *key, WalkRole role, bool *seen_cursor,
 	{
 		if (type != BSON_TYPE_DOCUMENT && *shape == NULL)
 			*shape = gettext_noop("A cursor batch holds a value that is not a document.");
-		return WALK_PLAIN;
+		return defer_batch_documents ? WALK_FRAMED : WALK_PLAIN;
 	}
 	if (role == WALK_BODY)
 	{
@@ -242,6 +254,56 @@ key_nul(const uint8 *p)
 }
 
 /*
+ * document_ok()'s walk of a cursor batch array (role WALK_BATCH, at
+ * "depth") whose documents are left to their reader: the same acceptance
+ * of each element, and for a document only the checks of
+ * bson_init_static() (a length of at least 5, read from where the length
+ * is, and a trailing NUL), which is all that document_ok() checks of a
+ * WALK_FRAMED document; in one tight loop, since a batch has a document
+ * per row.  A value that is not a document is walked and reported as
+ * shape_check() does.
+ */
+static bool
+deferred_batch_ok(const uint8 *d, uint32 len, int depth, const char **shape)
+{
+	uint32		off = 4;
+
+	while (off < len - 1)
+	{
+		uint8		type = d[off];
+		uint32		o = (uint32) (key_nul(d + off + 1) - d) + 1;
+		uint32		l;
+
+		if (type == BSON_TYPE_DOCUMENT)
+		{
+			/* value_end()'s checks, then the end's and the document's own */
+			if (o >= len - 4)
+				return false;
+			l = read_uint32(d + o);
+			if (l > len - o || o + l >= len || l < 5 || d[o + l - 1] != '\0')
+				return false;
+			off = o + l;
+		}
+		else
+		{
+			const uint8 *sub = NULL;
+			uint32		sublen = 0;
+			uint32		end = value_end(d, len, o, type, &sub, &sublen);
+
+			if (end == 0 || end >= len)
+				return false;
+			if (*shape == NULL)
+				*shape = gettext_noop("A cursor batch holds a value that is not a document.");
+			if (sub != NULL &&
+				!document_ok(sub, sublen, depth + 1, WALK_FRAMED, shape))
+				return false;
+			off = end;
+		}
+	}
+	return true;
+}
+
+/*
  * Is the document of "len" bytes at "d" well-formed throughout: length
  * prefix and trailing NUL, every element inside it (as libbson's
  * bson_iter_next() accepts them), and every nested document, array and
@@ -264,6 +326,10 @@ document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
 	if (depth > IDX_MAX_DEPTH || len < 5 || len > INT_MAX ||
 		read_uint32(d) != len || d[len - 1] != '\0')
 		return false;
+	if (role == WALK_FRAMED)
+		return true;
+	if (role == WALK_BATCH && defer_batch_documents)
+		return deferred_batch_ok(d, len, depth, shape);
 	while (off < len - 1)
 	{
 		uint8		type = d[off];
@@ -286,6 +352,20 @@ document_ok(const uint8 *d, uint32 len, int depth, WalkRole role,
 		off = end;
 	}
 	return true;
+}
+
+/*
+ * Is the "len"-byte document at "d", nested "depth" deep in its reply,
+ * well-formed throughout, as document_ok() checks every document of a
+ * reply?  For the readers of cursor batch documents whose replies were
+ * checked with "defer_batch" (idx_check_reply()).
+ */
+bool
+idx_bson_document_ok(const uint8 *d, uint32 len, int depth)
+{
+	const char *ignored = NULL;
+
+	return document_ok(d, len, depth, WALK_PLAIN, &ignored);
 }
 
 /*
@@ -461,10 +541,29 @@ check_op_msg(const uint8 *rest, size_t len)
  * Check a whole reply of "len" bytes, given as the bytes after its length
  * prefix ("rest"), so that stream.c can check a reply read straight into
  * libmongoc's buffer behind the prefix it served first; NULL if it is
- * well-formed, else why not (a sentence marked for translation).
+ * well-formed, else why not (a sentence marked for translation).  With
+ * "defer_batch", each document of a cursor batch is checked only as far
+ * as libmongoc's cursor needs (its length and trailing NUL, which
+ * bson_init_static() asserts): its reader promises to check the rest with
+ * idx_bson_document_ok(), or in the same walk that converts it, before
+ * anything reads it.
  */
 const char *
-idx_check_reply(const uint8 *rest, size_t len)
+idx_check_reply(const uint8 *rest, size_t len, bool defer_batch)
+{
+	const char *reason;
+
+	defer_batch_documents = defer_batch;
+	reason = check_reply(rest, len);
+	defer_batch_documents = false;
+	return reason;
+}
+
+/*
+ * idx_check_reply() with defer_batch_documents set.
+ */
+static const char *
+check_reply(const uint8 *rest, size_t len)
 {
 	int32		opcode = idx_wire_int32(rest + AFTER_LENGTH(12));
 

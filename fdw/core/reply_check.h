@@ -18,9 +18,22 @@
  * Check a whole reply of "len" bytes (header included, len >= 16), given
  * as "rest", the len - 4 bytes after its length prefix: NULL if it is
  * well-formed, else a sentence saying what is wrong, marked for
- * translation (pass it through _()).
+ * translation (pass it through _()).  With "defer_batch", the documents of
+ * a cursor batch are checked only as libmongoc's cursor needs; their
+ * reader checks the rest (idx_bson_document_ok()) before reading them.
  */
-extern const char *idx_check_reply(const uint8 *rest, size_t len);
+extern const char *idx_check_reply(const uint8 *rest, size_t len,
+								   bool defer_batch);
+
+/* How deep a cursor batch's documents are nested in a reply's body */
+#define IDX_BATCH_DOCUMENT_DEPTH	3
+
+/*
+ * Is the "len"-byte BSON document at "d", nested "depth" deep in its
+ * reply, well-formed throughout (as idx_check_reply() checks a reply's
+ * documents)?
+ */
+extern bool idx_bson_document_ok(const uint8 *d, uint32 len, int depth);
 
 /* A little-endian int32 of the wire protocol, at "p" (any alignment) */
 extern int32 idx_wire_int32(const uint8 *p);

@@ -137,6 +137,13 @@ static const char *protocol_reason = NULL;
 static char protocol_host[BSON_HOST_NAME_MAX + 7];
 static TimestampTz protocol_statement = 0;	/* (as cancel_statement) */
 
+/*
+ * Set only while a scan's mongoc_cursor_next() runs: the documents of the
+ * cursor batches read meanwhile are checked by the scan's row conversion
+ * (idx_check_reply()'s "defer_batch").
+ */
+static bool defer_batch_check = false;
+
 
 /* ----------------------------------------------------------------
  *		Waiting
@@ -912,7 +919,7 @@ read_rest(CheckStream *cs, uint8 *rest, int32_t timeout_msec)
 	cs->rest_unread = false;
 	if (read_exact(cs, rest, cs->msglen - 4, read_deadline(cs, timeout_msec)))
 	{
-		reason = idx_check_reply(rest, cs->msglen);
+		reason = idx_check_reply(rest, cs->msglen, defer_batch_check);
 		if (reason == NULL)
 			return true;
 		set_protocol_error(cs, reason);
@@ -1342,6 +1349,38 @@ idx_stream_raise_failure(const char *servername)
 }
 
 /*
+ * Leave the documents of the cursor batches read until the next call with
+ * "on" false to their reader (see idx_check_reply()).  Only around a call
+ * of mongoc_cursor_next(), which never throws, by a reader that checks
+ * every document it takes before anything reads it.
+ */
+void
+idx_stream_defer_batch_check(bool on)
+{
+	defer_batch_check = on;
+}
+
+/*
+ * A document that a reader of a deferred batch found malformed: break the
+ * client's connection as a malformed reply does, and raise the same error
+ * (08P01, from "host", the host and port the cursor read from).
+ */
+void
+idx_stream_raise_malformed_document(mongoc_client_t *client,
+									const char *servername, const char *host)
+{
+	StreamOwner *owner = find_owner(client, false);
+
+	if (owner != NULL)
+		owner->broken = true;
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("server \"%s\" sent a malformed reply", servername),
+			 errdetail_internal("%s", _("A document is corrupt.")),
+			 errcontext("reply from %s", host)));
+}
+
+/*
  * Forget a latched failure nobody reported (libmongoc ignores some
  * failures, e.g. of killCursors).
  */
@@ -1350,6 +1389,7 @@ idx_stream_reset_state(void)
 {
 	cancel_latched = false;
 	protocol_reason = NULL;
+	defer_batch_check = false;
 	if (wait_error)
 		FreeErrorData(wait_error);
 	wait_error = NULL;

@@ -44,4 +44,12 @@ extern void idx_stream_raise_failure(const char *servername);
 /* Forget a latched cancel or protocol error (transaction end) */
 extern void idx_stream_reset_state(void);
 
+/* Leave cursor batches' documents to the scan reading them (or stop) */
+extern void idx_stream_defer_batch_check(bool on);
+
+/* Raise a malformed document a deferred batch's reader found (08P01) */
+extern void idx_stream_raise_malformed_document(mongoc_client_t *client,
+												const char *servername,
+												const char *host);
+
 #endif							/* IDXTABLE_STREAM_H */
