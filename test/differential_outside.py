@@ -25,13 +25,14 @@ duplicate emails straight into MongoDB, while
 
 This runs in phases of --seconds each:
 
-0. FDW writes: the outside writers are held for stretches of ARMED_STRETCH
-   seconds (and write no duplicate emails in this phase), in which random
-   writes through the FDW (INSERT, UPDATE, DELETE, in transaction mode,
-   some through a second foreign table over the collection without index
-   tables) run between the pairs, so that the applier comes to leave the
-   FDW's own transactions out of its stream and must take them again (a
-   check: in at least one stretch it did);
+0. FDW writes: the outside writers are held for stretches (and write no
+   duplicate emails in this phase), in which random writes through the FDW
+   (INSERT, UPDATE, DELETE, in transaction mode) run between the pairs
+   until the applier leaves the FDW's own transactions out of its stream
+   (a check: in at least one stretch it did; at most ARMED_WAIT seconds),
+   and ARMED_AFTER seconds more, with writes through a second foreign table
+   over the collection without index tables, which must make it take them
+   again;
 1. steady: the applier runs (at least MIN_ROUTED_SHARE of the pairs must go
    through an index table, or the test proves nothing);
 2. failpoints: MongoDB's failCommand (or failGetMoreAfterCursorCheckout)
@@ -117,10 +118,13 @@ BARRIERS = {"customers_email": "SELECT count(*) FROM customers WHERE lower(email
 ARMED, STEADY, FAILPOINTS, KILLED, RESTARTED = ("fdw writes", "steady", "failpoints", "applier killed",
                                                 "server restarted")
 PHASES = [ARMED, STEADY, FAILPOINTS, KILLED, RESTARTED]
-# the FDW-writes phase: the outside writers are held for stretches this long
-# (longer than the applier's quiet second before it leaves the FDW's own
-# transactions out) and let go for a tenth of that
-ARMED_STRETCH = 4.0
+# the FDW-writes phase: the outside writers are held for a stretch until the
+# applier leaves the FDW's own transactions out (at most ARMED_WAIT seconds,
+# longer than its quiet second), and for ARMED_AFTER seconds more, in which
+# writes through customers_bare take them back; then let go for a moment
+ARMED_WAIT = 8.0
+ARMED_AFTER = 2.0
+ARMED_GAP = 0.4
 APPLIER = "idxtable_fdw applier"          # its backend_type and its MongoDB appName
 NOT_CURRENT = "IX001"
 UNIQUE_VIOLATION = "23505"
@@ -744,14 +748,15 @@ class Run:
             stats["differ"] += not routed.failed() and not plain.failed() and routed.rows != plain.rows
         self.routed.execute("RESET idxtable.index_consistency")
 
-    def fdw_write(self):
+    def fdw_write(self, bare=True):
         """One random write through the FDW (transaction mode, the server's default): INSERT of new
         customers, UPDATE or DELETE of customers it inserted, an UPDATE of outside customers by town,
         or a write through customers_bare, which maintains no index table."""
         stats = self.stats[self.phase]
         # writes through customers_bare are rare: each takes the FDW's transactions back into the
         # applier's stream for a second or more
-        kind = self.rng.choices(["insert", "update", "update_town", "delete", "bare"], [3, 3, 2, 2, 0.5])[0]
+        kind = self.rng.choices(["insert", "update", "update_town", "delete", "bare"],
+                                [3, 3, 2, 2, 1 if bare else 0])[0]
         mine = self.fdw_rows
         if kind == "insert" or not mine:
             rows = []
@@ -795,26 +800,27 @@ class Run:
         return not out.failed() and bool(out.rows[0][0])
 
     def phase_armed(self):
-        """FDW writes: the outside writers are held for stretches of ARMED_STRETCH s, in which random
-        writes through the FDW run between pairs (so that the applier's stream comes to leave the
-        FDW's own transactions out, and must take them again for the writes through customers_bare
-        and for the outside writes that follow each stretch); no duplicate emails are written, as a
-        unique key conflict would keep the stream from it."""
+        """FDW writes: the outside writers are held for stretches in which random writes through the
+        FDW run between pairs, until the applier's stream leaves the FDW's own transactions out (at
+        most ARMED_WAIT s) and ARMED_AFTER s more, in which writes through customers_bare must make
+        it take them again, as the outside writes after each stretch must; no duplicate emails are
+        written, as a unique key conflict would keep the stream from it."""
         self.phase = self.reader.phase = ARMED
-        for writer in self.writers:
-            writer.write_duplicates = False
         started = time.monotonic()
         end = started + self.args.seconds
         stats = self.stats[ARMED]
         while time.monotonic() < end:
-            time.sleep(ARMED_STRETCH / 10)      # the writers write
+            time.sleep(ARMED_GAP)               # the writers write
             with self.gate.paused():
-                stretch_end = time.monotonic() + ARMED_STRETCH
+                stretch_end = time.monotonic() + ARMED_WAIT
                 armed_seen = False
                 while time.monotonic() < stretch_end:
-                    self.fdw_write()
+                    # writes through customers_bare only once it is on: they must turn it off
+                    self.fdw_write(bare=armed_seen)
                     self.pair(held=True)
-                    armed_seen = armed_seen or self.skips_fdw()
+                    if not armed_seen and self.skips_fdw():
+                        armed_seen = True
+                        stretch_end = time.monotonic() + ARMED_AFTER
                 stats["stretches"] += 1
                 stats["stretches with the FDW's transactions left out"] += armed_seen
         for writer in self.writers:
@@ -938,15 +944,16 @@ class Run:
         started = time.monotonic()
         self.setup()
         self.queries = QueryGenerator(self.rng, self.pool)
+        wanted = self.args.phase or PHASES
         self.writers = [outside_writers.Writer(n, self.seed, self.pool, self.gate, DATABASE, COLLECTION,
                                                rate=self.args.rate / self.args.writers,
-                                               duplicates=self.args.duplicates)
+                                               # none from the start when the FDW-writes phase runs
+                                               duplicates=self.args.duplicates and ARMED not in wanted)
                         for n in range(self.args.writers)]
         self.reader = Reader(self.seed, self.pool, self.report)
         for thread in self.writers + [self.reader]:
             thread.start()
         try:
-            wanted = self.args.phase or PHASES
             if ARMED in wanted:
                 self.phase_armed()
             if STEADY in wanted:
