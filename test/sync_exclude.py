@@ -8,9 +8,7 @@ table "sx" with a unique index table on lower(email) and one on town, and a
 second foreign table "sx_bare" over the same collection without any:
 
 1. armed: after a few writes through the FDW, idxtable.sync_status shows
-   skips_fdw_transactions for both index tables, and the applier's stream
-   is an aggregate whose $match names lsid.id (the test server's
-   recentCommands);
+   skips_fdw_transactions for both index tables;
 2. while armed, FDW transactions (INSERT, UPDATE, DELETE) bring the
    applier no event (events_applied does not move), and an INSERT of a
    unique key right after a large INSERT waits little for the applier;
@@ -87,17 +85,6 @@ def wait_for(predicate, seconds):
 
 def events_applied(conn):
     return sum(v[1] or 0 for v in status(conn).values())
-
-
-def applier_aggregates(admin):
-    """The change-stream aggregates of this database's applier since the last call (recentCommands
-    does not keep pipelines: None for mongod), as (count)."""
-    try:
-        commands = admin.command("recentCommands", clear=True)["commands"]
-    except Exception:  # mongod: no such command
-        return None
-    return sum(1 for c in commands if c["command"] == "aggregate" and c["db"] == DATABASE
-               and "applier" in (c["appName"] or ""))
 
 
 def routed_ids(conn, where, params=None):

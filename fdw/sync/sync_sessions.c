@@ -83,8 +83,8 @@ idx_sync_sessions_shmem_init(LWLock *lock)
 /*
  * A new number of the shared sequence.
  */
-uint64
-idx_sync_seq_next(void)
+static uint64
+seq_next(void)
 {
 	return pg_atomic_fetch_add_u64(&registry->seq, 1) + 1;
 }
@@ -201,7 +201,7 @@ idx_sync_session_begin(int entry)
 	if (e == NULL)
 		return;
 	e->in_txn = true;
-	e->start_seq = idx_sync_seq_next();
+	e->start_seq = seq_next();
 	LWLockRelease(registry->lock);
 }
 

@@ -63,9 +63,6 @@ extern void idx_sync_session_doubt(int entry);
 
 /* ---- the applier (sync/applier_exclude.c) ---- */
 
-/* A new number of the shared sequence */
-extern uint64 idx_sync_seq_next(void);
-
 /* Bumped by every registration: a longer list to leave out */
 extern uint64 idx_sync_sessions_generation(void);
 
