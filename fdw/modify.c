@@ -313,11 +313,15 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 		ms->bulk_write = true;
 		idx_writer_set_bulk_write(ms->writer, true);
 	}
-	/* a key an outside fact holds must be in its unique index first */
+	/*
+	 * A key an outside fact holds must be in its unique index first: the
+	 * wait starts now and ends before the first write (run_step).
+	 */
 	if (operation != CMD_DELETE)
-		idx_sync_wait_for_write(idx_writer_indexes(ms->writer),
-								operation == CMD_UPDATE ? target_attrs : NIL,
-								ms->client, ms->server->servername);
+		ms->unique_wait =
+			idx_sync_write_wait_start(idx_writer_indexes(ms->writer),
+									  operation == CMD_UPDATE ? target_attrs : NIL,
+									  ms->client, ms->server->servername);
 	if (operation == CMD_DELETE && has_returning)
 		ms->fullconv = idx_row_conv_create(RelationGetDescr(rel), ms->info,
 										   NULL);
@@ -1018,7 +1022,9 @@ changed_before(IdxModifyState *ms, TupleTableSlot *planSlot)
 }
 
 /*
- * Run one write step with round trips counted and per-row memory.
+ * Run one write step with round trips counted and per-row memory.  The
+ * first one ends the statement's wait for the appliers of its unique
+ * indexes (create_modify_state), before anything is written.
  */
 typedef enum WriteStep
 {
@@ -1038,6 +1044,11 @@ run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 	uint64	   *prev;
 	TupleTableSlot *result = NULL;
 
+	if (ms->unique_wait)
+	{
+		idx_sync_write_wait_end(ms->unique_wait);
+		ms->unique_wait = NULL;
+	}
 	MemoryContextReset(ms->row_cxt);
 	oldcxt = MemoryContextSwitchTo(ms->row_cxt);
 	prev = idx_count_round_trips(&ms->round_trips);

@@ -53,6 +53,7 @@ typedef struct IdxModifyState
 	bool		can_set_tag;	/* the executor counts our rows (es_processed) */
 
 	IdxIndexWriter *writer;
+	struct IdxWriteWait *unique_wait;	/* to end before the first write */
 	IdxRowConv *preconv;		/* a fact's index columns (pre-images) */
 	IdxRowConv *fullconv;		/* every column (DELETE RETURNING) */
 

@@ -485,7 +485,11 @@ server_streams_on(void)
  * applier's heartbeat is written before a getMore) and a catalog change
  * must wait for the end of a long one.  A backend that waits meanwhile
  * (a routed read, a write of a unique key) writes a wake-up event itself
- * (sync_wait.c), so the long wait is announced in the slot.
+ * (sync_wait.c), so the long wait is announced in the slot.  A stream that
+ * leaves the FDW's own transactions out is asked as seldom even while
+ * backends wait, since each of them writes its wake-up then; short
+ * getMores would only return empty batches and take the server's time
+ * from the FDW's own writes.
  */
 static int
 poll_ms(void)
@@ -494,6 +498,7 @@ poll_ms(void)
 	TimestampTz now = GetCurrentTimestamp();
 	ListCell   *lc;
 	bool		busy = false;
+	bool		all_armed = true;
 
 	if (requested != seen_requested)
 	{
@@ -501,8 +506,14 @@ poll_ms(void)
 		asked_at = now;
 	}
 	foreach(lc, applier.streams)
-		busy = busy || !((AppStream *) lfirst(lc))->caught_up;
-	if (busy || !TimestampDifferenceExceeds(asked_at, now, APPLIER_AWAKE_MS))
+	{
+		AppStream  *s = lfirst(lc);
+
+		busy = busy || !s->caught_up;
+		all_armed = all_armed && s->armed && !s->arm_pending;
+	}
+	if (busy || (!all_armed &&
+				 !TimestampDifferenceExceeds(asked_at, now, APPLIER_AWAKE_MS)))
 		return APPLIER_POLL_MS;
 	return APPLIER_IDLE_POLL_MS;
 }

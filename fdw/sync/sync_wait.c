@@ -588,25 +588,34 @@ server_has_streams(const IdxIndexDef *def)
 }
 
 /*
- * The wait of a write that claims unique keys (see sync_wait.h).  Every
- * unique index that is not failed and whose server has change streams is
- * waited for, also one whose applier is down, restarting or behind: a
- * claim checked against an index that misses a key written outside would
- * let a duplicate in, so an index that does not catch up in time is an
- * ERROR (IX001), as for a routed read.  On a server whose option
- * change_streams is off no applier ever runs, and the claim checks the
- * keys the index holds, as before the applier.
+ * A started wait of a write (sync_wait.h): its indexes and its time.
  */
-void
-idx_sync_wait_for_write(List *defs, List *target_attrs,
-						mongoc_client_t *client, const char *servername)
+struct IdxWriteWait
 {
+	List	   *defs;			/* IdxIndexDef *, in the statement's memory */
+	IdxClusterTime target;
+};
+
+/*
+ * Start the wait of a write that claims unique keys (see sync_wait.h).
+ * Every unique index that is not failed and whose server has change
+ * streams is waited for, also one whose applier is down, restarting or
+ * behind: a claim checked against an index that misses a key written
+ * outside would let a duplicate in, so an index that does not catch up in
+ * time is an ERROR (IX001), as for a routed read.  On a server whose
+ * option change_streams is off no applier ever runs, and the claim checks
+ * the keys the index holds, as before the applier.
+ */
+IdxWriteWait *
+idx_sync_write_wait_start(List *defs, List *target_attrs,
+						  mongoc_client_t *client, const char *servername)
+{
+	IdxWriteWait *wait;
 	List	   *waits = NIL;
 	ListCell   *lc;
-	IdxClusterTime target;
 
 	if (idx_index_consistency == IDX_READ_ANY || !idx_sync_enabled())
-		return;
+		return NULL;
 	foreach(lc, defs)
 	{
 		IdxIndexDef *def = lfirst(lc);
@@ -618,13 +627,24 @@ idx_sync_wait_for_write(List *defs, List *target_attrs,
 		waits = lappend(waits, def);
 	}
 	if (waits == NIL)
-		return;
-	target = statement_target(linitial(waits), client, servername);
-	foreach(lc, waits)
-	{
-		if (lc != list_head(waits))
-			wake_idle_applier(lfirst(lc), client, target);
-		wait_for_index(lfirst(lc), target, true);
-	}
-	list_free(waits);
+		return NULL;
+	wait = palloc(sizeof(IdxWriteWait));
+	wait->defs = waits;
+	wait->target = statement_target(linitial(waits), client, servername);
+	for_each_from(lc, waits, 1)
+		wake_idle_applier(lfirst(lc), client, wait->target);
+	return wait;
+}
+
+/*
+ * End the wait of a write (see sync_wait.h): each index has applied
+ * through the statement's start, or the ERROR says why not.
+ */
+void
+idx_sync_write_wait_end(IdxWriteWait *wait)
+{
+	ListCell   *lc;
+
+	foreach(lc, wait->defs)
+		wait_for_index(lfirst(lc), wait->target, true);
 }

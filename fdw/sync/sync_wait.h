@@ -67,13 +67,21 @@ extern bool idx_sync_wait_for_read(const IdxIndexDef *def,
 								   double *elapsed_ms);
 
 /*
- * The wait of a write that claims unique keys, with "current": one
- * cluster time, then a wait for each unique index of "defs" that an
- * applier maintains and whose key reads a column of "target_attrs" (a
- * list of attnums; NIL: every column, an INSERT).
+ * The wait of a write that claims unique keys, with "current", in two
+ * parts.  idx_sync_write_wait_start takes one cluster time at the
+ * statement's start and wakes the appliers of each unique index of "defs"
+ * that an applier maintains and whose key reads a column of
+ * "target_attrs" (a list of attnums; NIL: every column, an INSERT); it
+ * returns NULL when there is nothing to wait for.  idx_sync_write_wait_end
+ * waits until each of them has applied through that time, and must be
+ * called before the statement writes anything: the appliers' work then
+ * runs beside the statement's reads and the making of its rows.
  */
-extern void idx_sync_wait_for_write(List *defs, List *target_attrs,
-									mongoc_client_t *client,
-									const char *servername);
+typedef struct IdxWriteWait IdxWriteWait;
+
+extern IdxWriteWait *idx_sync_write_wait_start(List *defs, List *target_attrs,
+											   mongoc_client_t *client,
+											   const char *servername);
+extern void idx_sync_write_wait_end(IdxWriteWait *wait);
 
 #endif							/* IDXTABLE_SYNC_WAIT_H */
