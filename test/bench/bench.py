@@ -56,7 +56,8 @@ DB = "idxtable_bench"
 WRITE_DB = "idxtable_bench_writes"
 WRITE_ROWS, WRITE_ROWS_QUICK = 10000, 2000     # rows per bulk insert
 WRITE_KEYED = 1000                              # rows per UPDATE / DELETE (at most rows/4)
-SUSTAINED_TURNS, SUSTAINED_TURNS_QUICK = 10, 9   # turns of sustained writes (rows: WRITE_ROWS / turns)
+SUSTAINED_TURNS, SUSTAINED_TURNS_QUICK = 30, 24  # turns of sustained writes, of
+SUSTAINED_ROWS, SUSTAINED_ROWS_QUICK = 500, 200   # new customers each
 APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
@@ -288,10 +289,10 @@ def run_writes(args, mongo):
     rows, notes, run_s = writes.run(conn.cursor(), mongo_client.database(mongo, WRITE_DB),
                                     n, k, reps, log, explain=args.explain)
     turns = SUSTAINED_TURNS_QUICK if args.quick else SUSTAINED_TURNS
-    log("== sustained writes with and without the applier: %d turns of %d rows =="
-        % (turns, n // turns))
+    s_n = SUSTAINED_ROWS_QUICK if args.quick else SUSTAINED_ROWS
+    log("== sustained writes with and without the applier: %d turns of %d rows ==" % (turns, s_n))
     s_rows, s_notes = sustained.run(conn.cursor(), mongo_client.database(mongo, WRITE_DB),
-                                    n // turns, turns, log)
+                                    s_n, turns, log)
     conn.close()
     wire = mongo.admin.command("hello").get("maxWireVersion", 0)
     bulk_write = wire >= 25
@@ -324,7 +325,8 @@ def run_writes(args, mongo):
     print("sustained writes: each turn INSERTs %d customers, UPDATEs the town of half of them, "
           "the email of a quarter, DELETEs a quarter, back to back, on a table followed by the "
           "applier and on one of a server with change_streams 'off'; wall ms: median over turns; "
-          "slowdown: median of the turns' followed/unfollowed - 1" % (n // turns))
+          "slowdown: median of the turns' followed/unfollowed - 1, with its 95%% confidence "
+          "interval" % s_n)
     print()
     for line in report.table(s_rows, sustained.COLUMNS, min_width=0):
         print(line)

@@ -11,12 +11,13 @@ beside the next): INSERT of B new customers, UPDATE of the town of half of them,
 email of a quarter, DELETE of a quarter.  After the followed table's workload the bench waits until
 the applier has applied it (not counted), so that turns do not overlap.  Turns alternate which
 table goes first; "slowdown" is the median over turns of the followed wall time over the
-unfollowed one, less 1.  The followed side includes everything following costs a write: the
-applier's reads beside the writes, and the wait of a write of a unique key for the applier at the
-statement's start.  On the project's test server, which runs one command at a time, the applier's
+unfollowed one, less 1, with its 95% confidence interval (median_interval).  The followed side
+includes everything following costs a write: the applier's reads beside the writes, and the wait
+of a write of a unique key for the applier (for the time of the statement's start).  On the project's test server, which runs one command at a time, the applier's
 server CPU delays the FDW's commands, so this is a pessimistic case; srv_applier_pct is that CPU as
 a share of the FDW's (its commandCpu command).
 """
+import math
 import statistics
 import time
 
@@ -31,9 +32,27 @@ UNFOLLOWED = "mongo_unfollowed"
 COLUMNS = [("mode", "mode", 12, "s"), ("idx", "indexes", 4, "d"), ("rows/turn", "rows", 10, "d"),
            ("turns", "turns", 6, "d"), ("followed ms", "followed_ms", 12, ".1f"),
            ("unfollowed ms", "unfollowed_ms", 14, ".1f"), ("slowdown %", "slowdown_pct", 10, "+.1f"),
+           ("95% CI", "ci", 16, "s"),
            ("range", "range", 16, "s"), ("armed", "armed", 6, "s"), ("wait %", "wait_pct", 7, "+.1f"),
            ("catch-up ms", "catchup_ms", 12, ".0f"),
            ("srv_applier_pct", "srv_applier_pct", 16, ".0f")]
+
+
+def median_interval(values, level=0.95):
+    """A distribution-free confidence interval of the median of values: the order statistics
+    x(k) and x(n+1-k) (1-based), with the largest k for which P(B < k) <= (1 - level) / 2, B being
+    binomial (n, 1/2), the count of values below the median.  With fewer than 6 values there is
+    no such k: the whole range."""
+    xs = sorted(values)
+    n = len(xs)
+    tail, k = 0.0, 0
+    while k < n // 2:
+        tail += math.comb(n, k) / 2.0 ** n      # P(fewer than k + 1 below the median)
+        if tail > (1.0 - level) / 2.0:
+            break
+        k += 1
+    k = max(k, 1)
+    return xs[k - 1], xs[n - k]
 
 
 def create_unfollowed_server(cur):
@@ -144,6 +163,7 @@ def run_pair(cur, lag, srv, mode, nidx, turns, rows, log):
             "followed_ms": statistics.median(walls[followed]),
             "unfollowed_ms": statistics.median(walls[unfollowed]),
             "slowdown_pct": (statistics.median(ratios) - 1.0) * 100.0,
+            "ci": "%+.1f%%..%+.1f%%" % tuple((r - 1) * 100 for r in median_interval(ratios)),
             "range": "%+.0f%%..%+.0f%%" % ((min(ratios) - 1) * 100, (max(ratios) - 1) * 100),
             "armed": "%d/%d" % (armed_turns, turns),
             "wait_pct": wait_pct,
@@ -153,9 +173,12 @@ def run_pair(cur, lag, srv, mode, nidx, turns, rows, log):
 
 def run(cur, mdb, rows, turns, log):
     """Every (mode, index count); returns (table rows, notes).  mdb is the (pymongo) MongoDB
-    database of the server "mongo"; w_source must hold turns * rows customers
-    (writes.load_source)."""
+    database of the server "mongo"; w_source is made to hold turns * rows customers
+    (writes.load_source) if it holds fewer."""
     notes = []
+    cur.execute("SELECT count(*) FROM w_source")
+    if cur.fetchone()[0] < turns * rows:
+        writes.load_source(cur, turns * rows)
     lag = writes.LagSampler(cur.connection.dsn)
     if not lag.ok or not lag.preloaded:
         lag.close()
@@ -183,6 +206,6 @@ def summary(rows):
         if rs:
             out.append("%s: writes followed by the applier vs unfollowed, slowdown (1/3 idx): %s "
                        "(target: at most +10%%)" % (mode, ", ".join(
-                           "%+.1f%% (%s)" % (r["slowdown_pct"], r["range"]) for r in rs)))
+                           "%+.1f%% (95%% CI %s)" % (r["slowdown_pct"], r["ci"]) for r in rs)))
     return out
 
