@@ -20,12 +20,18 @@ second foreign table "sx_bare" over the same collection without any:
 5. a transaction that is open while the applier writes to an index table
    (an outside write of another document) keeps the stream unarmed until
    it has ended and the stream has passed it;
-6. at the end verify_index finds nothing wrong in either index table.
+6. at the end verify_index finds nothing wrong in either index table;
+7. while armed, a query whose wake-up write is refused (as for a user
+   mapping that may not write idxtable.sync) waits for one of the
+   applier's long getMores at most once: the applier then keeps its
+   getMores short, and the next queries' waits are short.
 
 Environment as for test/differential.py.  The last line is
 "sync_exclude: N passed, M failed".
 """
+import json
 import os
+import statistics
 import sys
 import time
 
@@ -174,6 +180,38 @@ def open_transaction_across_repair(res, conn, coll):
               % status(conn))
 
 
+def sync_wait_ms(conn, sql):
+    """The Sync Wait that EXPLAIN ANALYZE shows for a routed scan."""
+    plan = q(conn, "EXPLAIN (ANALYZE, FORMAT JSON) " + sql)[0][0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return plan[0]["Plan"].get("Sync Wait")
+
+
+def refused_wake_up(res, conn, mdb):
+    """7. refused wake-ups keep the armed applier's getMores short."""
+    admin, other = mdb.client.admin, mdb["sx_elsewhere"]
+    res.check(wait_for(lambda: armed(conn), 15), "not armed before the refused wake-ups")
+    time.sleep(2.5)  # no request for longer than the applier stays awake: its getMores are long
+    admin.command("configureFailPoint", "failCommand", mode="alwaysOn",
+                  data={"failCommands": ["update"], "errorCode": 13, "appName": "idxtable_fdw"})
+    waits = []
+    try:
+        for i in range(10):
+            other.insert_one({"_id": i})  # moves the cluster time, but is no event of the stream
+            waits.append(sync_wait_ms(conn, "SELECT _id FROM sx WHERE lower(email) = 'p42@example.com'"))
+            time.sleep(0.3)  # an applier idle again by then would be in a long getMore
+    finally:
+        admin.command("configureFailPoint", "failCommand", mode="off")
+    if not res.check(all(w is not None for w in waits), "Sync Wait missing: %r" % waits):
+        return
+    later = statistics.median(waits[2:])
+    # an applier that kept polling every 500 ms would make these waits about 300 ms
+    res.check(later < 100, "waits after refused wake-ups (ms): %r" % waits)
+    print("refused wake-ups while armed: Sync Wait %s ms (median after the second %.1f ms)"
+          % (", ".join("%.0f" % w for w in waits), later))
+
+
 def verify(res, conn):
     """6. nothing wrong in the index tables."""
     for name in INDEXES:
@@ -191,6 +229,7 @@ def main():
         outside_write(res, conn, coll)
         partial_write(res, conn)
         open_transaction_across_repair(res, conn, coll)
+        refused_wake_up(res, conn, coll.database)
     verify(res, conn)
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))

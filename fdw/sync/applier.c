@@ -489,7 +489,8 @@ server_streams_on(void)
  * leaves the FDW's own transactions out is asked as seldom even while
  * backends wait, since each of them writes its wake-up then; short
  * getMores would only return empty batches and take the server's time
- * from the FDW's own writes.
+ * from the FDW's own writes; unless a backend could not write its wake-up
+ * lately (a user mapping that may not write idxtable.sync).
  */
 static int
 poll_ms(void)
@@ -499,6 +500,7 @@ poll_ms(void)
 	ListCell   *lc;
 	bool		busy = false;
 	bool		all_armed = true;
+	TimestampTz wake_failed_at;
 
 	if (requested != seen_requested)
 	{
@@ -512,6 +514,9 @@ poll_ms(void)
 		busy = busy || !s->caught_up;
 		all_armed = all_armed && s->armed && !s->arm_pending;
 	}
+	wake_failed_at = (TimestampTz) pg_atomic_read_u64(&applier.slot->wake_failed_at);
+	if (!TimestampDifferenceExceeds(wake_failed_at, now, APPLIER_AWAKE_MS))
+		all_armed = false;		/* that backend waits for our getMores */
 	if (busy || (!all_armed &&
 				 !TimestampDifferenceExceeds(asked_at, now, APPLIER_AWAKE_MS)))
 		return APPLIER_POLL_MS;

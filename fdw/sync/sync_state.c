@@ -131,6 +131,7 @@ sync_shared_init(IdxSyncShared *shared)
 		slot->state = IDX_APPLIER_FREE;
 		pg_atomic_init_u64(&slot->requested, 0);
 		pg_atomic_init_u32(&slot->long_poll, 0);
+		pg_atomic_init_u64(&slot->wake_failed_at, 0);
 		ConditionVariableInit(&slot->applied_cv);
 	}
 }
@@ -244,6 +245,7 @@ init_slot(IdxApplierSlot *slot, Oid dbid, Oid serverid, Oid ownerid)
 	slot->ownerid = ownerid;
 	pg_atomic_write_u64(&slot->requested, 0);
 	pg_atomic_write_u32(&slot->long_poll, 0);
+	pg_atomic_write_u64(&slot->wake_failed_at, 0);
 	SpinLockAcquire(&slot->mutex);
 	slot->state = IDX_APPLIER_STARTING;
 	slot->pid = 0;

@@ -84,6 +84,9 @@ typedef struct IdxApplierSlot
 	/* 1 while the applier's getMores wait long (an idle stream) */
 	pg_atomic_uint32 long_poll;
 
+	/* when a backend last failed to write its wake-up (TimestampTz) */
+	pg_atomic_uint64 wake_failed_at;
+
 	/* broadcast after every applied batch and on every state change */
 	ConditionVariable applied_cv;
 } IdxApplierSlot;

@@ -444,12 +444,14 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
  * the database's idxtable.sync, whose event ends the applier's getMore at
  * once.  Best effort: a user mapping that may not write there (or any
  * other failure) leaves the wake-up to the applier's own heartbeat,
- * written when its getMore ends.  Sent without a session, so never inside
- * the statement's MongoDB transaction.  Returns the write's operationTime
- * (0 if it failed or has none).
+ * written when its getMore ends, and a failure is noted in the applier's
+ * slot "slotno", whose getMores are then kept short for a while
+ * (applier.c, poll_ms).  Sent without a session, so never inside the
+ * statement's MongoDB transaction.  Returns the write's operationTime (0
+ * if it failed or has none).
  */
 static IdxClusterTime
-write_wake_up(const IdxIndexDef *def, mongoc_client_t *client)
+write_wake_up(const IdxIndexDef *def, mongoc_client_t *client, int slotno)
 {
 	bson_t	   *command;
 	IdxHandle  *owned;
@@ -468,8 +470,12 @@ write_wake_up(const IdxIndexDef *def, mongoc_client_t *client)
 	owned = idx_own_bson(command);
 	if (!mongoc_client_write_command_with_opts(client, def->database, command,
 											   NULL, &reply, &error))
+	{
 		elog(DEBUG1, "could not wake the applier of index table \"%s\"",
 			 def->name);
+		pg_atomic_write_u64(&idx_sync_slot(slotno)->wake_failed_at,
+							(uint64) GetCurrentTimestamp());
+	}
 	else if (bson_iter_init_find(&iter, &reply, "operationTime") &&
 			 BSON_ITER_HOLDS_TIMESTAMP(&iter))
 		bson_iter_timestamp(&iter, &t, &i);
@@ -501,7 +507,7 @@ wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
 	if (pg_atomic_read_u32(&idx_sync_slot(view.slotno)->long_poll) == 0 &&
 		!(view.has_status && view.status.skips_fdw))
 		return;
-	(void) write_wake_up(def, client);
+	(void) write_wake_up(def, client, view.slotno);
 }
 
 /*
@@ -524,7 +530,7 @@ statement_target(const IdxIndexDef *def, mongoc_client_t *client,
 	{
 		look_up_applier(def, &view);
 		if (view.slotno >= 0 && view.has_status && view.status.skips_fdw &&
-			(target = write_wake_up(def, client)) != 0)
+			(target = write_wake_up(def, client, view.slotno)) != 0)
 		{
 			idx_xact_note_cluster_time(client, target);
 			idx_sync_request(view.slotno, target);
