@@ -16,7 +16,7 @@
  * iterator; everything else goes through idx_bson_to_datum() (convert.c),
  * which gives the same results and reports what does not fit.  A scan's
  * converter keeps one buffer for its rows' text datums and converts each
- * field as its walk finds it (document_to_row_onepass()).
+ * field as its walk finds it (onepass_walk()).
  *
  *-------------------------------------------------------------------------
  */
@@ -66,9 +66,9 @@ typedef struct IdxWalkField
 	uint64		word[2];
 	uint64		mask[2];
 	uint64		bit;
+	const struct IdxWalkField *next;	/* the field after it, or the first */
 	uint32		len;
 	int			att;
-	int			next;			/* the field after it, or the first */
 	uint8		kind;
 } IdxWalkField;
 
@@ -189,7 +189,7 @@ build_walk(IdxRowConv *rc)
 
 		f->kind = f->att >= 0 ? rc->col_kind[f->att] : WALK_LATE;
 		f->len = rc->top_len[j];
-		f->next = j + 1 < rc->ntop ? j + 1 : 0;
+		f->next = &rc->walk[j + 1 < rc->ntop ? j + 1 : 0];
 		if (f->len < 16)
 		{
 			memcpy(bytes, rc->top_name[j], f->len);
@@ -206,6 +206,7 @@ build_walk(IdxRowConv *rc)
 	{
 		rc->walk[0].word[0] = 1;
 		rc->walk[0].kind = WALK_SKIP;
+		rc->walk[0].next = &rc->walk[0];
 	}
 	rc->walk_sets_all = !rc->has_late_cols;
 	for (i = 0; i < rc->natts; i++)
@@ -680,7 +681,7 @@ match_top_field(const IdxRowConv *rc, int next, const char *key,
 }
 
 /*
- * The columns document_to_row_onepass() leaves to after its walk, in
+ * The columns onepass_walk() leaves to after its walk, in
  * attribute order: those whose field the walk found but did not convert
  * ("late", a bit per field; always a field several columns read), and
  * dotted paths.
@@ -829,6 +830,29 @@ walk_convert(uint8 kind, uint8 type, const uint8 *v, uint32 vlen,
 }
 
 /*
+ * onepass_walk()'s sizing of an element of a type it does not size itself
+ * (idx_bson_value_end(), libbson's acceptance), the value at offset "o" of
+ * the "len"-byte document "d": where it ends, or 0 if it is malformed,
+ * which with "check" includes a nested document that is not well-formed
+ * throughout.  Not inline: the walk's own loop then keeps no addressed
+ * variables.
+ */
+static pg_noinline uint32
+other_value_end(const uint8 *d, uint32 len, uint32 o, uint8 type, bool check)
+{
+	const uint8 *sub = NULL;
+	uint32		sublen = 0;
+	uint32		end = idx_bson_value_end(d, len, o, type, &sub, &sublen);
+
+	if (end == 0 || end >= len)
+		return 0;
+	if (check && sub != NULL &&
+		!idx_bson_document_ok(sub, sublen, IDX_BATCH_DOCUMENT_DEPTH + 1))
+		return 0;
+	return end;
+}
+
+/*
  * The NULLs of a one-pass row that its walk did not set: with rc->walk_sets_all
  * (every column is the one reader of a top-level field, so the walk sets
  * each found field's column), those of the fields in "unseen"; otherwise
@@ -882,15 +906,16 @@ onepass_walk(const IdxRowConv *rc, const bson_t *doc, bool check,
 {
 	const uint8 *d = bson_get_data(doc);
 	uint32		len = doc->len;
-	uint32		off = 4;
+	const uint8 *dend = d + len;
+	const uint8 *p = d + 4;
 	const IdxWalkField *walk = rc->walk;
+	const IdxWalkField *expect = walk;
 	IdxRowBuffer *buf = rc->reuse;
 	char	   *textbuf;
 	char	   *textend;
 	uint64		all;
 	uint64		seen = 0;
 	uint64		late = 0;
-	int			next = 0;
 
 	if (buf->want > buf->size)
 		row_text_space(rc, buf->want);
@@ -910,55 +935,65 @@ onepass_walk(const IdxRowConv *rc, const bson_t *doc, bool check,
 		null_unseen(rc, all, values, nulls);
 		return true;
 	}
-	while ((check || seen != all) && off < len - 1)
+
+	/*
+	 * "p" is the element, "v" its value; the document's trailing NUL (at
+	 * dend - 1) ends every key, so "v" is at most "dend".
+	 */
+	while ((check || seen != all) && p < dend - 1)
 	{
-		const uint8 *key = d + off + 1;
-		uint8		type = d[off];
-		const IdxWalkField *f = &walk[next];
+		const uint8 *key = p + 1;
+		const IdxWalkField *f = expect;
+		uint8		type = *p;
 		uint8		kind = WALK_SKIP;
 		int			att = 0;
-		uint32		o;
+		const uint8 *v;
+		const uint8 *end;
 		uint32		l;
-		uint32		end;
 		int64		n;
 
 		/* which field, if any, and where the value starts */
-		if ((seen & f->bit) == 0 && key_is_field(f, key, d + len))
-			o = off + f->len + 2;
+		if ((seen & f->bit) == 0 && key_is_field(f, key, dend))
+			v = key + f->len + 1;
 		else
 		{
 			bool		expected;
-			uint32		klen = key_length(d, len, off, rc->top_name[next],
-										  f->len, &expected);
+			uint32		klen = key_length(d, len, (uint32) (p - d),
+										  rc->top_name[f - walk], f->len,
+										  &expected);
 
 			if (!expected || (seen & f->bit) != 0)
 			{
-				int			j = match_top_field(rc, next, (const char *) key,
-												klen, seen);
+				int			j = match_top_field(rc, (int) (f - walk),
+												(const char *) key, klen,
+												seen);
 
 				f = j >= 0 ? &walk[j] : NULL;
 			}
-			o = off + klen + 2;
+			v = key + klen + 1;
 		}
 		if (f != NULL)
 		{
 			seen |= f->bit;
 			kind = f->kind;
 			att = f->att;
-			next = f->next;
+			expect = f->next;
 		}
 
-		/* one dispatch: size and check the value, then convert it */
+		/*
+		 * One dispatch: size and check the value (element_end()'s checks),
+		 * then convert it.
+		 */
 		switch (type)
 		{
 			case BSON_TYPE_UTF8:
-				/* element_end()'s checks: 0 < l < len - (o + 4), a NUL */
-				if (o + 4 >= len)
+				/* 0 < l < the bytes after the length field, a NUL */
+				if (dend - v <= 4)
 					goto malformed;
-				l = bson_uint32_at(d + o);
-				if (l - 1 >= len - (o + 4) - 1 || d[o + 4 + l - 1] != '\0')
+				l = bson_uint32_at(v);
+				if (l - 1 >= (uint32) (dend - v) - 5 || v[4 + l - 1] != '\0')
 					goto malformed;
-				end = o + 4 + l;
+				end = v + 4 + l;
 				if (kind == WALK_TEXT)
 				{
 					text	   *t = (text *) textbuf;
@@ -970,9 +1005,9 @@ onepass_walk(const IdxRowConv *rc, const bson_t *doc, bool check,
 					 */
 					if (space > (Size) (textend - textbuf))
 						goto grow;
-					if (!copy_plain_ascii(VARDATA(t), (const char *) d + o + 4,
+					if (!copy_plain_ascii(VARDATA(t), (const char *) v + 4,
 										  l - 1) &&
-						!pg_verify_mbstr(PG_UTF8, (const char *) d + o + 4,
+						!pg_verify_mbstr(PG_UTF8, (const char *) v + 4,
 										 (int) (l - 1), true))
 						goto late;
 					SET_VARSIZE(t, VARHDRSZ + l - 1);
@@ -983,10 +1018,10 @@ onepass_walk(const IdxRowConv *rc, const bson_t *doc, bool check,
 				}
 				goto other;
 			case BSON_TYPE_INT32:
-				end = o + 4;
-				if (end >= len)
+				if (dend - v <= 4)
 					goto malformed;
-				n = (int32) bson_uint32_at(d + o);
+				end = v + 4;
+				n = (int32) bson_uint32_at(v);
 				if (kind == WALK_INT4)
 					values[att] = Int32GetDatum((int32) n);
 				else if (kind == WALK_INT8)
@@ -1004,46 +1039,38 @@ onepass_walk(const IdxRowConv *rc, const bson_t *doc, bool check,
 			case BSON_TYPE_DOUBLE:
 			case BSON_TYPE_DATE_TIME:
 			case BSON_TYPE_TIMESTAMP:
-				end = o + 8;
-				if (end >= len)
+				if (dend - v <= 8)
 					goto malformed;
+				end = v + 8;
 				if (kind == WALK_SKIP || kind == WALK_LATE ||
 					type == BSON_TYPE_DATE_TIME || type == BSON_TYPE_TIMESTAMP)
 					goto other;
-				if (!walk_convert(kind, type, d + o, 0, &textbuf,
+				if (!walk_convert(kind, type, v, 0, &textbuf,
 								  &values[att], &nulls[att]))
 					goto late;
 				break;
 			default:
+				l = other_value_end(d, len, (uint32) (v - d), type, check);
+				if (l == 0)
+					goto malformed;
+				end = d + l;
+				if (kind == WALK_SKIP || kind == WALK_LATE)
+					goto other;
+				if (type == BSON_TYPE_NULL || type == BSON_TYPE_UNDEFINED)
 				{
-					const uint8 *sub = NULL;
-					uint32		sublen = 0;
-
-					end = idx_bson_value_end(d, len, o, type, &sub, &sublen);
-					if (end == 0 || end >= len)
-						goto malformed;
-					if (check && sub != NULL &&
-						!idx_bson_document_ok(sub, sublen,
-											  IDX_BATCH_DOCUMENT_DEPTH + 1))
-						return false;
-					if (kind == WALK_SKIP || kind == WALK_LATE)
-						goto other;
-					if (type == BSON_TYPE_NULL || type == BSON_TYPE_UNDEFINED)
-					{
-						values[att] = (Datum) 0;
-						nulls[att] = true;
-						break;
-					}
-					if (type == BSON_TYPE_OID && kind == WALK_TEXT &&
-						MAXALIGN(VARHDRSZ + 24) > (Size) (textend - textbuf))
-						goto grow;
-					if (!walk_convert(kind, type, d + o, 0, &textbuf,
-									  &values[att], &nulls[att]))
-						goto late;
+					values[att] = (Datum) 0;
+					nulls[att] = true;
 					break;
 				}
+				if (type == BSON_TYPE_OID && kind == WALK_TEXT &&
+					MAXALIGN(VARHDRSZ + 24) > (Size) (textend - textbuf))
+					goto grow;
+				if (!walk_convert(kind, type, v, 0, &textbuf,
+								  &values[att], &nulls[att]))
+					goto late;
+				break;
 		}
-		off = end;
+		p = end;
 		continue;
 
 grow:
@@ -1054,14 +1081,14 @@ grow:
 other:
 		if (kind == WALK_SKIP)
 		{
-			off = end;
+			p = end;
 			continue;
 		}
 late:
 		late |= f->bit;
-		rc->top_off[f - walk] = off;
-		rc->top_keylen[f - walk] = o - off - 2;
-		off = end;
+		rc->top_off[f - walk] = (uint32) (p - d);
+		rc->top_keylen[f - walk] = (uint32) (v - key) - 1;
+		p = end;
 		continue;
 malformed:
 		if (check)
@@ -1097,7 +1124,7 @@ convert_located(const IdxRowConv *rc, int i, const uint8 *d, char **textbuf,
  * the common values without an iterator, the others through one made at
  * the field's element.  The text datums of the row's strings share one
  * allocation, sized by the walk (the per-row context frees them together).
- * With a kept buffer (idx_row_conv_reuse()), document_to_row_onepass()
+ * With a kept buffer (idx_row_conv_reuse()), onepass_walk()
  * instead.
  */
 void
