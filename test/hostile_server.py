@@ -12,6 +12,10 @@ like a standalone mongod; the other commands (find, aggregate, ...) get:
                       followed by the real body (libmongoc 1.23 crashes)
     corrupt_doc       a well-framed find reply whose document holds a string
                       element longer than the document
+    corrupt_strend    a well-framed find reply whose document's last field, the
+                      string the FDW reads, claims one byte more than it has: its
+                      end is then the document's trailing NUL
+    corrupt_strzero   the same string claiming 0 bytes
     corrupt_batch     a well-framed find reply whose firstBatch array holds an
                       element of an unknown type before the documents
     corrupt_nested    a well-framed find reply whose document, after the fields
@@ -100,6 +104,14 @@ def corrupt_doc(namespace):
     return bytes(raw)
 
 
+def corrupt_string_length(namespace, length):
+    """A find reply whose document's string "x" (its last field) claims length bytes."""
+    raw = bytearray(bson.BSON.encode(find_reply(namespace)))
+    at = raw.index(b"\x02k\x00") + 3
+    raw[at:at + 4] = struct.pack("<i", length)
+    return bytes(raw)
+
+
 def corrupt_nested(namespace):
     """A find reply whose document ends with {n: {a: 1}}, n's trailing NUL 0x01."""
     reply = find_reply(namespace)
@@ -175,6 +187,11 @@ def hostile_reply(mode, request_id, namespace):
         return op_msg(request_id, corrupt_batch(namespace))
     if mode == "corrupt_nested":
         return op_msg(request_id, corrupt_nested(namespace))
+    if mode == "corrupt_strend":
+        # "x", its NUL and the document's trailing NUL: 3 bytes, 1 more than its 2
+        return op_msg(request_id, corrupt_string_length(namespace, 3))
+    if mode == "corrupt_strzero":
+        return op_msg(request_id, corrupt_string_length(namespace, 0))
     if mode == "compressed":
         inner = struct.pack("<I", 0) + b"\x00" + bson.BSON.encode(find_reply(namespace))
         payload = struct.pack("<iib", OP_MSG, 4, 0) + inner
