@@ -16,6 +16,11 @@ like a standalone mongod; the other commands (find, aggregate, ...) get:
                       string the FDW reads, claims one byte more than it has: its
                       end is then the document's trailing NUL
     corrupt_strzero   the same string claiming 0 bytes
+                      (in corrupt_doc, corrupt_nested, corrupt_strend and
+                      corrupt_strzero a count gets a good reply, {n: 1}: the count
+                      an unanalyzed table's scan runs first would otherwise get the
+                      corrupt reply, checked whole, and the scan's own check of the
+                      find's documents would never be reached)
     corrupt_batch     a well-framed find reply whose firstBatch array holds an
                       element of an unknown type before the documents
     corrupt_nested    a well-framed find reply whose document, after the fields
@@ -61,6 +66,9 @@ HELLO = SON([("ismaster", True), ("helloOk", True), ("maxBsonObjectSize", 167772
              ("minWireVersion", 0), ("maxWireVersion", 13), ("readOnly", False),
              ("ok", 1.0)])
 HANDSHAKE = {"ismaster", "isMaster", "hello"}
+# modes whose corrupt document is for the scan's find itself (the scan
+# checks it in its row conversion's walk): other commands get good replies
+DOCUMENT_MODES = {"corrupt_doc", "corrupt_nested", "corrupt_strend", "corrupt_strzero"}
 HARMLESS = {"ping", "endSessions", "killCursors", "buildInfo", "buildinfo",
             "getLastError", "saslStart"}
 
@@ -252,6 +260,10 @@ def serve(conn, mode):
                 reply = op_msg(request_id, bson.BSON.encode(SON([("ok", 1.0)])))
             elif mode == "fuzz_hello":
                 reply = op_msg(request_id, bson.BSON.encode(find_reply(namespace)))
+            elif name == "count" and mode in DOCUMENT_MODES:
+                # the scan's count of the collection comes first: answered,
+                # so that the corrupt document reaches the scan's find
+                reply = op_msg(request_id, bson.BSON.encode(SON([("n", 1), ("ok", 1.0)])))
             else:
                 reply = hostile_reply(mode, request_id, namespace)
             if reply is None:
