@@ -47,9 +47,10 @@
 #include "upper.h"
 
 static TupleTableSlot *iterate(ForeignScanState *node);
-static const bson_t *next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
-							  const char *collection, const char *database,
-							  bool defer_check);
+static inline const bson_t *next_doc(IdxScanState *state,
+									 mongoc_cursor_t **cursor,
+									 const char *collection,
+									 const char *database, bool defer_check);
 
 /*
  * Destroy a cursor (a killCursors counts as a round trip of the scan) and
@@ -83,12 +84,29 @@ idx_scan_next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
 }
 
 /*
+ * The end of next_doc()'s cursor: report its error if it has one, else
+ * destroy it and return NULL.  Out of line, as it runs once a scan.
+ */
+static pg_noinline const bson_t *
+cursor_ended(IdxScanState *state, mongoc_cursor_t **cursor,
+			 const char *collection, const char *database)
+{
+	if (mongoc_cursor_error(*cursor, NULL))
+		idx_report_cursor_error(*cursor, state->server->servername,
+								idx_reading_what(collection, database));
+	mongoc_cursor_destroy(*cursor);
+	*cursor = NULL;
+	return NULL;
+}
+
+/*
  * idx_scan_next_doc(); with "defer_check", the documents of the batches
  * read are left to the caller to check before anything reads them
  * (idx_document_to_row_checked(), see idx_check_reply()).  The stream is
  * told so only while mongoc_cursor_next() runs, which never throws.
+ * Inline: the plain scan calls it once a row.
  */
-static const bson_t *
+static inline const bson_t *
 next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
 		 const char *collection, const char *database, bool defer_check)
 {
@@ -102,12 +120,7 @@ next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
 	idx_count_round_trips(previous);
 	if (found)
 		return doc;
-	if (mongoc_cursor_error(*cursor, NULL))
-		idx_report_cursor_error(*cursor, state->server->servername,
-								idx_reading_what(collection, database));
-	mongoc_cursor_destroy(*cursor);
-	*cursor = NULL;
-	return NULL;
+	return cursor_ended(state, cursor, collection, database);
 }
 
 /*

@@ -3,8 +3,8 @@
 
 Starts test/hostile_server.py (one loopback port per mode) and, in database
 idxtable_hostile, one foreign server per mode.  For every malformed mode
-(short_section, corrupt_doc, corrupt_batch, corrupt_nested, compressed,
-bad_compression) a
+(short_section, corrupt_doc, corrupt_strend, corrupt_strzero, corrupt_batch,
+corrupt_nested, compressed, bad_compression) a
 query is an ERROR 08P01 naming the server, twice in a row (the broken
 client was discarded and a new one connected), and the same session then
 reads the real test server.  Mode fuzz answers 300 finds with randomly
@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import pg_fixture  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_hostile"
-MALFORMED = ["short_section", "corrupt_doc", "corrupt_batch", "corrupt_nested",
-             "compressed", "bad_compression"]
+MALFORMED = ["short_section", "corrupt_doc", "corrupt_strend", "corrupt_strzero",
+             "corrupt_batch", "corrupt_nested", "compressed", "bad_compression"]
 SILENT = ["blackhole", "silent_hello", "silent"]
 FUZZ = ["fuzz", "fuzz_hello"]
 FUZZ_QUERIES = 300

@@ -12,6 +12,15 @@ like a standalone mongod; the other commands (find, aggregate, ...) get:
                       followed by the real body (libmongoc 1.23 crashes)
     corrupt_doc       a well-framed find reply whose document holds a string
                       element longer than the document
+    corrupt_strend    a well-framed find reply whose document's last field, the
+                      string the FDW reads, claims one byte more than it has: its
+                      end is then the document's trailing NUL
+    corrupt_strzero   the same string claiming 0 bytes
+                      (in corrupt_doc, corrupt_nested, corrupt_strend and
+                      corrupt_strzero a count gets a good reply, {n: 1}: the count
+                      an unanalyzed table's scan runs first would otherwise get the
+                      corrupt reply, checked whole, and the scan's own check of the
+                      find's documents would never be reached)
     corrupt_batch     a well-framed find reply whose firstBatch array holds an
                       element of an unknown type before the documents
     corrupt_nested    a well-framed find reply whose document, after the fields
@@ -57,6 +66,9 @@ HELLO = SON([("ismaster", True), ("helloOk", True), ("maxBsonObjectSize", 167772
              ("minWireVersion", 0), ("maxWireVersion", 13), ("readOnly", False),
              ("ok", 1.0)])
 HANDSHAKE = {"ismaster", "isMaster", "hello"}
+# modes whose corrupt document is for the scan's find itself (the scan
+# checks it in its row conversion's walk): other commands get good replies
+DOCUMENT_MODES = {"corrupt_doc", "corrupt_nested", "corrupt_strend", "corrupt_strzero"}
 HARMLESS = {"ping", "endSessions", "killCursors", "buildInfo", "buildinfo",
             "getLastError", "saslStart"}
 
@@ -97,6 +109,14 @@ def corrupt_doc(namespace):
     raw = bytearray(bson.BSON.encode(find_reply(namespace)))
     at = raw.index(b"\x02k\x00") + 3
     raw[at:at + 4] = struct.pack("<i", 200)
+    return bytes(raw)
+
+
+def corrupt_string_length(namespace, length):
+    """A find reply whose document's string "x" (its last field) claims length bytes."""
+    raw = bytearray(bson.BSON.encode(find_reply(namespace)))
+    at = raw.index(b"\x02k\x00") + 3
+    raw[at:at + 4] = struct.pack("<i", length)
     return bytes(raw)
 
 
@@ -175,6 +195,11 @@ def hostile_reply(mode, request_id, namespace):
         return op_msg(request_id, corrupt_batch(namespace))
     if mode == "corrupt_nested":
         return op_msg(request_id, corrupt_nested(namespace))
+    if mode == "corrupt_strend":
+        # "x", its NUL and the document's trailing NUL: 3 bytes, 1 more than its 2
+        return op_msg(request_id, corrupt_string_length(namespace, 3))
+    if mode == "corrupt_strzero":
+        return op_msg(request_id, corrupt_string_length(namespace, 0))
     if mode == "compressed":
         inner = struct.pack("<I", 0) + b"\x00" + bson.BSON.encode(find_reply(namespace))
         payload = struct.pack("<iib", OP_MSG, 4, 0) + inner
@@ -235,6 +260,10 @@ def serve(conn, mode):
                 reply = op_msg(request_id, bson.BSON.encode(SON([("ok", 1.0)])))
             elif mode == "fuzz_hello":
                 reply = op_msg(request_id, bson.BSON.encode(find_reply(namespace)))
+            elif name == "count" and mode in DOCUMENT_MODES:
+                # the scan's count of the collection comes first: answered,
+                # so that the corrupt document reaches the scan's find
+                reply = op_msg(request_id, bson.BSON.encode(SON([("n", 1), ("ok", 1.0)])))
             else:
                 reply = hostile_reply(mode, request_id, namespace)
             if reply is None:

@@ -123,6 +123,7 @@ typedef struct IdxRowConv
 	struct IdxWalkField *walk;	/* per field (convert_row.c) */
 	uint8	   *col_kind;		/* per attribute: an IdxWalkKind */
 	bool		has_late_cols;
+	bool		walk_sets_all;	/* each column the one reader of a field */
 	bool		utf8_db;		/* the database's encoding is UTF-8 */
 
 	/*

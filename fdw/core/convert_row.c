@@ -16,7 +16,7 @@
  * iterator; everything else goes through idx_bson_to_datum() (convert.c),
  * which gives the same results and reports what does not fit.  A scan's
  * converter keeps one buffer for its rows' text datums and converts each
- * field as its walk finds it (document_to_row_onepass()).
+ * field as its walk finds it (onepass_walk()).
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +25,7 @@
 #include "access/sysattr.h"
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
+#include "port/pg_bitutils.h"
 #include "utils/memutils.h"
 
 #include "core/convert.h"
@@ -48,23 +49,26 @@ typedef enum IdxWalkKind
 	WALK_INT4,
 	WALK_INT8,
 	WALK_FLOAT8,
-	WALK_BOOL
+	WALK_BOOL,
+	WALK_SKIP					/* an element of no column */
 } IdxWalkKind;
 
 /*
  * A top-level field of a row converter, as the one-pass walk sees it: its
  * key and the key's NUL as two words with masks of the bytes that count
- * (all zero for a name of 16 bytes or more, compared bytewise), the key's
- * length, the attribute that alone reads it (-1 if several do), the field
- * to expect after it and its IdxWalkKind.
+ * (for a name of 16 bytes or more, compared bytewise, a first word no key
+ * matches: a mask of zero and a word of one), its bit among the fields,
+ * the key's length, the attribute that alone reads it (-1 if several do),
+ * the field to expect after it and its IdxWalkKind.
  */
 typedef struct IdxWalkField
 {
 	uint64		word[2];
 	uint64		mask[2];
+	uint64		bit;
+	const struct IdxWalkField *next;	/* the field after it, or the first */
 	uint32		len;
 	int			att;
-	int			next;			/* the field after it, or the first */
 	uint8		kind;
 } IdxWalkField;
 
@@ -185,7 +189,7 @@ build_walk(IdxRowConv *rc)
 
 		f->kind = f->att >= 0 ? rc->col_kind[f->att] : WALK_LATE;
 		f->len = rc->top_len[j];
-		f->next = j + 1 < rc->ntop ? j + 1 : 0;
+		f->next = &rc->walk[j + 1 < rc->ntop ? j + 1 : 0];
 		if (f->len < 16)
 		{
 			memcpy(bytes, rc->top_name[j], f->len);
@@ -193,7 +197,21 @@ build_walk(IdxRowConv *rc)
 		}
 		memcpy(f->word, bytes, 16);
 		memcpy(f->mask, mask, 16);
+		if (f->len >= 16)
+			f->word[0] = 1;
+		f->bit = UINT64CONST(1) << j;
 	}
+	/* with no field, walk[0] (next stays 0) is one that no key matches */
+	if (rc->ntop == 0)
+	{
+		rc->walk[0].word[0] = 1;
+		rc->walk[0].kind = WALK_SKIP;
+		rc->walk[0].next = &rc->walk[0];
+	}
+	rc->walk_sets_all = !rc->has_late_cols;
+	for (i = 0; i < rc->natts; i++)
+		if (rc->top_of[i] < 0 || rc->walk[rc->top_of[i]].att != i)
+			rc->walk_sets_all = false;
 }
 
 /*
@@ -663,7 +681,7 @@ match_top_field(const IdxRowConv *rc, int next, const char *key,
 }
 
 /*
- * The columns document_to_row_onepass() leaves to after its walk, in
+ * The columns onepass_walk() leaves to after its walk, in
  * attribute order: those whose field the walk found but did not convert
  * ("late", a bit per field; always a field several columns read), and
  * dotted paths.
@@ -696,7 +714,8 @@ convert_late(const IdxRowConv *rc, const bson_t *doc, uint64 late,
  * Is the key at "key" (whose document ends at "end") the top-level field
  * "f", NUL included?  The key's first one or two words against the field's
  * (build_walk()); false where they would reach past the document, or for a
- * long name, which the caller then compares bytewise.
+ * long name (whose first word no key matches), which the caller then
+ * compares bytewise.
  */
 static inline bool
 key_is_field(const IdxWalkField *f, const uint8 *key, const uint8 *end)
@@ -706,7 +725,7 @@ key_is_field(const IdxWalkField *f, const uint8 *key, const uint8 *end)
 	if (end - key < 8)
 		return false;
 	memcpy(&w, key, 8);
-	if ((w & f->mask[0]) != f->word[0] || f->mask[0] == 0)
+	if ((w & f->mask[0]) != f->word[0])
 		return false;
 	if (f->mask[1] == 0)
 		return true;
@@ -811,128 +830,272 @@ walk_convert(uint8 kind, uint8 type, const uint8 *v, uint32 vlen,
 }
 
 /*
+ * onepass_walk()'s sizing of an element of a type it does not size itself
+ * (idx_bson_value_end(), libbson's acceptance), the value at offset "o" of
+ * the "len"-byte document "d": where it ends, or 0 if it is malformed,
+ * which with "check" includes a nested document that is not well-formed
+ * throughout.  Not inline: the walk's own loop then keeps no addressed
+ * variables.
+ */
+static pg_noinline uint32
+other_value_end(const uint8 *d, uint32 len, uint32 o, uint8 type, bool check)
+{
+	const uint8 *sub = NULL;
+	uint32		sublen = 0;
+	uint32		end = idx_bson_value_end(d, len, o, type, &sub, &sublen);
+
+	if (end == 0 || end >= len)
+		return 0;
+	if (check && sub != NULL &&
+		!idx_bson_document_ok(sub, sublen, IDX_BATCH_DOCUMENT_DEPTH + 1))
+		return 0;
+	return end;
+}
+
+/*
+ * The NULLs of a one-pass row that its walk did not set: with rc->walk_sets_all
+ * (every column is the one reader of a top-level field, so the walk sets
+ * each found field's column), those of the fields in "unseen"; otherwise
+ * the walk started from an all-NULL row and there is nothing to do.
+ */
+static inline void
+null_unseen(const IdxRowConv *rc, uint64 unseen, Datum *values, bool *nulls)
+{
+	if (!rc->walk_sets_all)
+		return;
+	while (unseen != 0)
+	{
+		int			att = rc->walk[pg_rightmost_one_pos64(unseen)].att;
+
+		values[att] = (Datum) 0;
+		nulls[att] = true;
+		unseen &= unseen - 1;
+	}
+}
+
+/*
  * idx_document_to_row() for a converter with a kept buffer and at most 64
- * top-level fields: one walk of the document's elements converts each
- * field's common value where the walk finds it (walk_convert()), a text
- * straight from the document's bytes into the buffer.  Each element's key
- * is first compared with the field after the last one found, a word at a
- * time, so that documents whose fields come in the usual order cost one
- * comparison per element; it is sized by element_end(), with libbson's
- * checks.  What the walk
- * leaves (other values, a text that does not fit the buffer's rest, fields
- * several columns read, dotted paths) convert_late() converts.  The walk's
- * conversions never fail, so the first column in attribute order that
- * does not fit is still the one an error names.  A buffer found too small
- * grows before the next row (this row's datums may not move).
+ * top-level fields: one walk of the document's elements, each sized,
+ * checked and converted in one dispatch on its type.  An element's key is
+ * first compared with the field after the last one found, a word at a time
+ * (key_is_field()), so that documents whose fields come in the usual order
+ * cost one comparison per element.  Each element is sized with libbson's
+ * checks (as element_end() and reply_check.c's value_end() size them; the
+ * common types here, the others by idx_bson_value_end()) before any byte
+ * of its value is read.  The common values of a field's one column
+ * convert where the walk finds them (as walk_convert() converts them), a
+ * text straight from the document's bytes into the kept buffer.  What the
+ * walk leaves (other values, a text that does not fit the buffer's rest,
+ * fields several columns read, dotted paths) convert_late() converts.  The
+ * walk's conversions never fail, so the first column in attribute order
+ * that does not fit is still the one an error names.  A buffer found too
+ * small grows before the next row (this row's datums may not move).
  *
  * With "check" (a document of a cursor batch whose reply was checked only
  * as far as libmongoc needs, see idx_check_reply()), the same walk also
  * makes reply_check.c's checks of the document: it goes on to the end,
- * every element must be one bson_iter_next() accepts (element_end() sizes
- * them as document_ok() does) and every nested document well-formed
- * throughout (idx_bson_document_ok()).  Returns false, having converted
- * nothing after the walk, if the document fails them; true otherwise.
+ * every element must be one bson_iter_next() accepts and every nested
+ * document well-formed throughout (idx_bson_document_ok()).  Returns
+ * false, having converted nothing after the walk, if the document fails
+ * them; true otherwise.  Always inline, so that each caller's walk is
+ * compiled for its constant "check".
  */
-static bool
-document_to_row_onepass(const IdxRowConv *rc, const bson_t *doc,
-						bool check, Datum *values, bool *nulls)
+static pg_attribute_always_inline bool
+onepass_walk(const IdxRowConv *rc, const bson_t *doc, bool check,
+			 Datum *values, bool *nulls)
 {
 	const uint8 *d = bson_get_data(doc);
 	uint32		len = doc->len;
-	uint32		off = 4;
+	const uint8 *dend = d + len;
+	const uint8 *p = d + 4;
 	const IdxWalkField *walk = rc->walk;
+	const IdxWalkField *expect = walk;
 	IdxRowBuffer *buf = rc->reuse;
 	char	   *textbuf;
 	char	   *textend;
 	uint64		all;
 	uint64		seen = 0;
 	uint64		late = 0;
-	int			next = 0;
 
 	if (buf->want > buf->size)
 		row_text_space(rc, buf->want);
 	textbuf = buf->data;
 	textend = buf->data + buf->size;
-	memset(values, 0, sizeof(Datum) * rc->natts);
-	memset(nulls, true, sizeof(bool) * rc->natts);
+	if (!rc->walk_sets_all)
+	{
+		memset(values, 0, sizeof(Datum) * rc->natts);
+		memset(nulls, true, sizeof(bool) * rc->natts);
+	}
 	/* the bits of all fields (no shift by 64) */
 	all = rc->ntop == 0 ? 0 : ~UINT64CONST(0) >> (64 - rc->ntop);
 	if (len < 5)
 	{
 		if (check)
 			return false;
-		seen = all;
+		null_unseen(rc, all, values, nulls);
+		return true;
 	}
-	while ((seen != all || check) && off < len - 1)
-	{
-		const uint8 *key = d + off + 1;
-		uint8		type = d[off];
-		uint32		klen;
-		uint32		o;
-		uint32		vlen = 0;
-		const uint8 *sub = NULL;
-		uint32		sublen = 0;
-		uint32		end;
-		int			j;
 
-		if ((seen & (UINT64CONST(1) << next)) == 0 &&
-			key_is_field(&walk[next], key, d + len))
-		{
-			j = next;
-			klen = walk[j].len;
-		}
+	/*
+	 * "p" is the element, "v" its value; the document's trailing NUL (at
+	 * dend - 1) ends every key, so "v" is at most "dend".
+	 */
+	while ((check || seen != all) && p < dend - 1)
+	{
+		const uint8 *key = p + 1;
+		const IdxWalkField *f = expect;
+		uint8		type = *p;
+		uint8		kind = WALK_SKIP;
+		int			att = 0;
+		const uint8 *v;
+		const uint8 *end;
+		uint32		l;
+		int64		n;
+
+		/* which field, if any, and where the value starts */
+		if ((seen & f->bit) == 0 && key_is_field(f, key, dend))
+			v = key + f->len + 1;
 		else
 		{
 			bool		expected;
+			uint32		klen = key_length(d, len, (uint32) (p - d),
+										  rc->top_name[f - walk], f->len,
+										  &expected);
 
-			klen = key_length(d, len, off, rc->top_name[next],
-							  walk[next].len, &expected);
-			if (expected && (seen & (UINT64CONST(1) << next)) == 0)
-				j = next;
-			else
-				j = match_top_field(rc, next, (const char *) key, klen, seen);
+			if (!expected || (seen & f->bit) != 0)
+			{
+				int			j = match_top_field(rc, (int) (f - walk),
+												(const char *) key, klen,
+												seen);
+
+				f = j >= 0 ? &walk[j] : NULL;
+			}
+			v = key + klen + 1;
 		}
-		o = off + klen + 2;
-		end = element_end(d, len, off, klen, &vlen, &sub, &sublen);
-		if (end == 0)
+		if (f != NULL)
 		{
-			if (check)
-				return false;
-			break;
+			seen |= f->bit;
+			kind = f->kind;
+			att = f->att;
+			expect = f->next;
 		}
-		if (check && sub != NULL &&
-			!idx_bson_document_ok(sub, sublen, IDX_BATCH_DOCUMENT_DEPTH + 1))
+
+		/*
+		 * One dispatch: size and check the value (element_end()'s checks),
+		 * then convert it.
+		 */
+		switch (type)
+		{
+			case BSON_TYPE_UTF8:
+				/* 0 < l < the bytes after the length field, a NUL */
+				if (dend - v <= 4)
+					goto malformed;
+				l = bson_uint32_at(v);
+				if (l - 1 >= (uint32) (dend - v) - 5 || v[4 + l - 1] != '\0')
+					goto malformed;
+				end = v + 4 + l;
+				if (kind == WALK_TEXT)
+				{
+					text	   *t = (text *) textbuf;
+					Size		space = MAXALIGN(VARHDRSZ + l - 1);
+
+					/*
+					 * What fits the buffer (under MaxAllocSize) also fits
+					 * pg_verify_mbstr()'s int length.
+					 */
+					if (space > (Size) (textend - textbuf))
+						goto grow;
+					if (!copy_plain_ascii(VARDATA(t), (const char *) v + 4,
+										  l - 1) &&
+						!pg_verify_mbstr(PG_UTF8, (const char *) v + 4,
+										 (int) (l - 1), true))
+						goto late;
+					SET_VARSIZE(t, VARHDRSZ + l - 1);
+					textbuf += space;
+					values[att] = PointerGetDatum(t);
+					nulls[att] = false;
+					break;
+				}
+				goto other;
+			case BSON_TYPE_INT32:
+				if (dend - v <= 4)
+					goto malformed;
+				end = v + 4;
+				n = (int32) bson_uint32_at(v);
+				if (kind == WALK_INT4)
+					values[att] = Int32GetDatum((int32) n);
+				else if (kind == WALK_INT8)
+					values[att] = Int64GetDatum(n);
+				else if (kind == WALK_FLOAT8)
+					values[att] = Float8GetDatum((double) n);
+				else if (kind == WALK_INT2 && n >= PG_INT16_MIN &&
+						 n <= PG_INT16_MAX)
+					values[att] = Int16GetDatum((int16) n);
+				else
+					goto other;
+				nulls[att] = false;
+				break;
+			case BSON_TYPE_INT64:
+			case BSON_TYPE_DOUBLE:
+			case BSON_TYPE_DATE_TIME:
+			case BSON_TYPE_TIMESTAMP:
+				if (dend - v <= 8)
+					goto malformed;
+				end = v + 8;
+				if (kind == WALK_SKIP || kind == WALK_LATE ||
+					type == BSON_TYPE_DATE_TIME || type == BSON_TYPE_TIMESTAMP)
+					goto other;
+				if (!walk_convert(kind, type, v, 0, &textbuf,
+								  &values[att], &nulls[att]))
+					goto late;
+				break;
+			default:
+				l = other_value_end(d, len, (uint32) (v - d), type, check);
+				if (l == 0)
+					goto malformed;
+				end = d + l;
+				if (kind == WALK_SKIP || kind == WALK_LATE)
+					goto other;
+				if (type == BSON_TYPE_NULL || type == BSON_TYPE_UNDEFINED)
+				{
+					values[att] = (Datum) 0;
+					nulls[att] = true;
+					break;
+				}
+				if (type == BSON_TYPE_OID && kind == WALK_TEXT &&
+					MAXALIGN(VARHDRSZ + 24) > (Size) (textend - textbuf))
+					goto grow;
+				if (!walk_convert(kind, type, v, 0, &textbuf,
+								  &values[att], &nulls[att]))
+					goto late;
+				break;
+		}
+		p = end;
+		continue;
+
+grow:
+		/* room for all texts of such a row (text_space()), next row */
+		buf->want = Max(buf->size * 2, (Size) len + 32 * rc->ntop);
+		textend = textbuf;
+		goto late;
+other:
+		if (kind == WALK_SKIP)
+		{
+			p = end;
+			continue;
+		}
+late:
+		late |= f->bit;
+		rc->top_off[f - walk] = (uint32) (p - d);
+		rc->top_keylen[f - walk] = (uint32) (v - key) - 1;
+		p = end;
+		continue;
+malformed:
+		if (check)
 			return false;
-		if (j >= 0)
-		{
-			const IdxWalkField *f = &walk[j];
-			Size		space = 0;
-			bool		done = false;
-
-			seen |= UINT64CONST(1) << j;
-			if (f->kind == WALK_TEXT && type == BSON_TYPE_UTF8)
-				space = MAXALIGN(VARHDRSZ + vlen - 1);
-			else if (f->kind == WALK_TEXT && type == BSON_TYPE_OID)
-				space = MAXALIGN(VARHDRSZ + 24);
-			if (space > (Size) (textend - textbuf))
-			{
-				/* room for all texts of such a row (text_space()), next row */
-				buf->want = Max(buf->size * 2, (Size) len + 32 * rc->ntop);
-				textend = textbuf;
-			}
-			else if (f->kind != WALK_LATE)
-				done = walk_convert(f->kind, type, d + o, vlen, &textbuf,
-									&values[f->att], &nulls[f->att]);
-			if (!done)
-			{
-				late |= UINT64CONST(1) << j;
-				rc->top_off[j] = off;
-				rc->top_keylen[j] = klen;
-			}
-			next = f->next;
-		}
-		off = end;
+		break;
 	}
+	null_unseen(rc, all & ~seen, values, nulls);
 	if (late != 0 || rc->has_late_cols)
 		convert_late(rc, doc, late, values, nulls);
 	return true;
@@ -961,7 +1124,7 @@ convert_located(const IdxRowConv *rc, int i, const uint8 *d, char **textbuf,
  * the common values without an iterator, the others through one made at
  * the field's element.  The text datums of the row's strings share one
  * allocation, sized by the walk (the per-row context frees them together).
- * With a kept buffer (idx_row_conv_reuse()), document_to_row_onepass()
+ * With a kept buffer (idx_row_conv_reuse()), onepass_walk()
  * instead.
  */
 void
@@ -976,7 +1139,7 @@ idx_document_to_row(const IdxRowConv *rc, const bson_t *doc,
 
 	if (rc->reuse != NULL && rc->ntop <= 64)
 	{
-		document_to_row_onepass(rc, doc, false, values, nulls);
+		onepass_walk(rc, doc, false, values, nulls);
 		return;
 	}
 	src.collection = rc->collection;
@@ -1016,7 +1179,7 @@ idx_document_to_row_checked(const IdxRowConv *rc, const bson_t *doc,
 							Datum *values, bool *nulls)
 {
 	if (rc->reuse != NULL && rc->ntop <= 64)
-		return document_to_row_onepass(rc, doc, true, values, nulls);
+		return onepass_walk(rc, doc, true, values, nulls);
 	if (!idx_bson_document_ok(bson_get_data(doc), doc->len,
 							  IDX_BATCH_DOCUMENT_DEPTH))
 		return false;
