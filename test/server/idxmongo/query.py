@@ -288,20 +288,29 @@ def choose_plan(coll, filt, sort, hint=None, collation=None):
 
 def _interval_positions(entries, interval):
     """Start and end positions in an index's SortedList for one key interval."""
+    first, end = _interval_bounds(interval)
+    start = entries.bisect_left(first)
+    return start, max(start, entries.bisect_left(end))
+
+
+def _interval_bounds(interval):
+    """The entries of one key interval are those from the first bisection key to the second (excluded):
+    the positions _interval_positions gives."""
     lo, lo_incl, hi, hi_incl = interval
-    start = entries.bisect_left((lo,) if lo_incl else (lo + (ABOVE_ALL,),))
-    end = entries.bisect_left((hi + (ABOVE_ALL,),) if hi_incl else (hi,))
-    return start, max(start, end)
+    return (lo,) if lo_incl else (lo + (ABOVE_ALL,),), (hi + (ABOVE_ALL,),) if hi_incl else (hi,)
 
 
 def _index_ids(plan, stats):
-    """Yield the id keys an index plan reaches, counting every index entry examined."""
+    """Yield the id keys an index plan reaches, counting every index entry examined. The entries of each
+    interval are found by value (SortedList.irange), not by position: a position needs the list's index
+    of positions, which every write to the index discards and the next positional lookup rebuilds over
+    the whole index."""
     index = plan.index
     seen = set()
     intervals = reversed(plan.intervals) if plan.reverse else plan.intervals
     for interval in intervals:
-        start, end = _interval_positions(index.entries, interval)
-        for _, idk in index.entries.islice(start, end, reverse=plan.reverse):
+        first, end = _interval_bounds(interval)
+        for _, idk in index.entries.irange(first, end, (True, False), plan.reverse):
             stats.keys += 1
             if index.multikey:
                 if idk in seen:
