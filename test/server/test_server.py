@@ -3462,7 +3462,7 @@ def test_change_stream_event_bson_as_built(env):
            "sub": {"$odd.name": {"": 1}}, "ünï": SON([("z", 1), ("a", 2)]), "raw": RawBSONDocument(bson.encode({"r": 1}))}
     lsid = {"id": Binary(bytes(range(16)), 4), "uid": Binary(b"u" * 32, 0)}
     entries = []
-    for doc_id in (7, "k", ObjectId(), {"a": 1, "b": [1, 2]}, 2.5, Int64(2 ** 40)):
+    for doc_id in (7, -2 ** 31, 2 ** 31 - 1, 2 ** 31, "k", ObjectId(), {"a": 1, "b": [1, 2]}, 2.5, Int64(2 ** 40)):
         entries += [Entry("insert", "db", "c", doc_id, dict(odd, _id=doc_id)),
                     Entry("replace", "db", "c", doc_id, {"_id": doc_id, "v": 1}),
                     Entry("update", "db", "c", doc_id, desc={"updatedFields": {"a.0": odd, "x": 1},
@@ -3510,6 +3510,28 @@ def test_change_stream_event_bson_as_built(env):
     check([e["fullDocument"]["_id"] for e in batch] == [0, 1, 2], batch)
     check(list(batch[0]) == ["_id", "operationType", "clusterTime", "wallTime", "fullDocument", "ns", "documentKey"],
           batch[0])
+
+
+@test()
+def test_index_seek_as_irange(env):
+    """In the server's own code: query._seek (a point interval's entries, from one seek) yields what
+    SortedList.irange yields for the same bounds, over compound keys with duplicates, prefixes, and
+    bounds before, inside and past the entries, across the list's sublists."""
+    sys.path.insert(0, HERE)
+    from sortedcontainers import SortedList
+    from idxmongo import query
+    from idxmongo.bsonkeys import sort_key
+    rng = random.Random(11)
+    for size in (0, 1, 5, 3000):
+        entries = SortedList()
+        entries._reset(16)  # small sublists, so that scans cross them
+        for n in range(size):
+            entries.add(((sort_key(rng.randrange(40)), sort_key(rng.choice("abc"))), sort_key(n)))
+        for value in list(range(-1, 42)) + ["x"]:
+            for point in ((sort_key(value),), (sort_key(value), sort_key("b"))):
+                first, end = query._interval_bounds((point, True, point, True))
+                got = list(query._seek(entries, first, end))
+                check(got == list(entries.irange(first, end, (True, False))), (size, point))
 
 
 @test()

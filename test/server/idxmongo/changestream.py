@@ -350,6 +350,8 @@ _FULL_DOCUMENT = b"\x03fullDocument\x00"
 _OP_TYPES = {}  # operationType -> its element (the operation types are few)
 _DOCUMENT_KEY = b"\x03documentKey\x00"
 _TOKEN_FIELDS = struct.Struct(">II")
+_INT32 = struct.Struct("<i")
+_INT_KEY_HEAD = _INT32.pack(14) + b"\x10_id\x00"  # a document {_id: <int32>} up to the value
 _TIMESTAMP = struct.Struct("<II")
 _INT64 = struct.Struct("<q")
 _MIN_MS, _MAX_MS = -62135596800000, 253402300799999  # the dates wall_date can make
@@ -379,7 +381,13 @@ def _event_bson(server, cursor, entry):
         parts.append(element)
     if entry.to is not None:
         parts.append(rawbson.element("to", entry.to))
-    key_bson = rawbson.document({"_id": entry.doc_id}) if op in DOC_OPS else b""
+    doc_id = entry.doc_id
+    if op not in DOC_OPS:
+        key_bson = b""
+    elif type(doc_id) is int and -2147483648 <= doc_id <= 2147483647:
+        key_bson = _INT_KEY_HEAD + _INT32.pack(doc_id) + b"\x00"  # {_id: <int32>}, as rawbson writes it
+    else:
+        key_bson = rawbson.document({"_id": doc_id})
     data = (entry.key + _TOKEN_FIELDS.pack(zlib.crc32(op.encode() + key_bson), changelog.RUN_ID)).hex().upper()
     if len(data) == 46:
         parts.append(_TOKEN_HEAD + data.encode() + b"\x00\x00")

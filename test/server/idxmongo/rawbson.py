@@ -36,6 +36,7 @@ def document(doc, memo=None):
     of what a stored document holds, are written in the loop itself; every other type by its writer."""
     parts = []
     append = parts.append
+    extend = parts.extend
     for key, value in doc.items():
         if memo is not None and key in memo:
             last, element = memo[key]
@@ -57,11 +58,11 @@ def document(doc, memo=None):
             except UnicodeEncodeError:  # a lone surrogate: bson refuses it, and so does the fallback
                 append(_fallback(key, value))
                 continue
-            append(b"\x02" + name + _INT32.pack(len(data) + 1) + data + b"\x00")
+            extend((b"\x02", name, _INT32.pack(len(data) + 1), data, b"\x00"))
         elif kind is int and -2147483648 <= value <= 2147483647:
-            append(b"\x10" + name + _INT32.pack(value))
+            extend((b"\x10", name, _INT32.pack(value)))
         elif kind is dict:
-            append(b"\x03" + name + document(value))
+            extend((b"\x03", name, document(value)))
         else:
             writer = _WRITERS.get(kind)
             append(_fallback(key, value) if writer is None else writer(key, value))
