@@ -3459,7 +3459,8 @@ def test_change_stream_event_bson_as_built(env):
            "far": OutOfRangeDate(-(2 ** 62)), "dec": Decimal128("1.5"), "re": Regex("a.b", "im"),
            "bin": Binary(b"\x00\x01", 0), "uuid": Binary(bytes(16), 4), "old": Binary(b"xy", 2),
            "ts": Timestamp(5, 6), "min": MinKey(), "max": MaxKey(), "arr": [1, "x", [2.5, {"a": None}], ()],
-           "sub": {"$odd.name": {"": 1}}, "ünï": SON([("z", 1), ("a", 2)]), "raw": RawBSONDocument(bson.encode({"r": 1}))}
+           "sub": {"$odd.name": {"": 1}}, "ünï": SON([("z", 1), ("a", 2)]),
+           "raw": RawBSONDocument(bson.encode({"r": 1}))}
     lsid = {"id": Binary(bytes(range(16)), 4), "uid": Binary(b"u" * 32, 0)}
     entries = []
     for doc_id in (7, -2 ** 31, 2 ** 31 - 1, 2 ** 31, "k", ObjectId(), {"a": 1, "b": [1, 2]}, 2.5, Int64(2 ** 40)):
@@ -3503,8 +3504,8 @@ def test_change_stream_event_bson_as_built(env):
     check(changestream._event_bson(None, direct, late) is None, "a wall time past year 9999 goes the document way")
     db = env.client.t
     coll = fresh(env, "cs_bson")
-    cursor = db.command("aggregate", "cs_bson", pipeline=[{"$changeStream": {}}, {"$match": {"operationType": "insert"}}],
-                        cursor={})["cursor"]
+    pipeline = [{"$changeStream": {}}, {"$match": {"operationType": "insert"}}]
+    cursor = db.command("aggregate", "cs_bson", pipeline=pipeline, cursor={})["cursor"]
     coll.insert_many([{k: v for k, v in dict(odd, _id=i).items() if k not in ("far", "sub")} for i in range(3)])
     batch = db.command("getMore", cursor["id"], collection="cs_bson", maxTimeMS=1000)["cursor"]["nextBatch"]
     check([e["fullDocument"]["_id"] for e in batch] == [0, 1, 2], batch)
