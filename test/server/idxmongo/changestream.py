@@ -11,6 +11,7 @@ import copy
 import struct
 import threading
 import time
+import zlib
 
 from bson.int64 import Int64
 from bson.raw_bson import RawBSONDocument
@@ -74,6 +75,7 @@ class StreamCursor:
         self.early_lsid = self.early_number = False  # whether they refer to lsid, to txnNumber
         self.early_seen = {}  # (op, db, coll, to, session) -> whether _filtered_early drops it
         self.lsid_key = (None, None)  # the last transaction's lsid object and its key in early_seen
+        self.verdicts = {}  # (op, db, coll) -> whether _returns keeps an entry outside a transaction
         self.position = position  # key of the last entry scanned (or the start position)
         self.pbrt = start_token
         self.last_returned = None  # key of the last event returned
@@ -338,6 +340,91 @@ def _event(server, cursor, entry):
     return doc
 
 
+# Element headers of an event's fields (type byte, name, NUL), and what does not change in a resume
+# token's element when its `_data` has the 46 hex digits of an event's (changelog.token)
+_TOKEN_HEAD = b"\x03_id\x00" + struct.pack("<i", 4 + 7 + 4 + 47 + 1) + b"\x02_data\x00" + struct.pack("<i", 47)
+_CLUSTER_TIME = b"\x11clusterTime\x00"
+_WALL_TIME = b"\x09wallTime\x00"
+_NS = b"\x03ns\x00"
+_FULL_DOCUMENT = b"\x03fullDocument\x00"
+_OP_TYPES = {}  # operationType -> its element (the operation types are few)
+_DOCUMENT_KEY = b"\x03documentKey\x00"
+_TOKEN_FIELDS = struct.Struct(">II")
+_INT32 = struct.Struct("<i")
+_INT_KEY_HEAD = _INT32.pack(14) + b"\x10_id\x00"  # a document {_id: <int32>} up to the value
+_TIMESTAMP = struct.Struct("<II")
+_INT64 = struct.Struct("<q")
+_MIN_MS, _MAX_MS = -62135596800000, 253402300799999  # the dates wall_date can make
+_NS_BSON = {}  # (db, coll) -> the BSON of an event's ns, as names recur; cleared past NS_BSON_MAX
+NS_BSON_MAX = 10000
+
+
+def _event_bson(server, cursor, entry):
+    """(resume token, BSON) of the event of an entry that no stage changes: byte for byte
+    rawbson.document(_event(server, cursor, entry), cursor.memo), with the same errors, written from
+    the entry without building the event's dictionary first; the token's element, the ns and the
+    fixed element names are written or looked up once, and the document key is encoded once for both
+    the event and its identity. None for an entry whose wall time wall_date cannot make a date of (the
+    caller builds the event, which raises as before)."""
+    millis = int(entry.wall * 1000)
+    if not _MIN_MS <= millis <= _MAX_MS:
+        return None
+    op = entry.op
+    parts = []
+    if entry.txn is not None:
+        number, lsid = entry.txn
+        parts.append(rawbson.element("txnNumber", number))
+        last, element = cursor.memo["lsid"]
+        if last is not lsid:
+            element = rawbson.element("lsid", lsid)
+            cursor.memo["lsid"] = (lsid, element)
+        parts.append(element)
+    if entry.to is not None:
+        parts.append(rawbson.element("to", entry.to))
+    doc_id = entry.doc_id
+    if op not in DOC_OPS:
+        key_bson = b""
+    elif type(doc_id) is int and -2147483648 <= doc_id <= 2147483647:
+        key_bson = _INT_KEY_HEAD + _INT32.pack(doc_id) + b"\x00"  # {_id: <int32>}, as rawbson writes it
+    else:
+        key_bson = rawbson.document({"_id": doc_id})
+    data = (entry.key + _TOKEN_FIELDS.pack(zlib.crc32(op.encode() + key_bson), changelog.RUN_ID)).hex().upper()
+    if len(data) == 46:
+        parts.append(_TOKEN_HEAD + data.encode() + b"\x00\x00")
+    else:
+        parts.append(rawbson.element("_id", {"_data": data}))
+    op_type = _OP_TYPES.get(op)
+    if op_type is None:
+        op_type = _OP_TYPES[op] = rawbson.element("operationType", op)
+    parts.append(op_type)
+    parts.append(_CLUSTER_TIME + _TIMESTAMP.pack(entry.ts.inc, entry.ts.time))
+    parts.append(_WALL_TIME + _INT64.pack(millis))
+    if type(entry.doc) is dict:
+        parts.append(_FULL_DOCUMENT + rawbson.document(entry.doc))
+    elif entry.doc is not None:
+        parts.append(rawbson.element("fullDocument", entry.doc))
+    elif op == "update" and cursor.full_document == "updateLookup":
+        parts.append(rawbson.element("fullDocument", _lookup(server, entry)))
+    elif op == "update" and cursor.full_document != "default":
+        parts.append(rawbson.element("fullDocument", _image(entry, entry.post, cursor.full_document, "post")))
+    ns = _NS_BSON.get((entry.db, entry.coll))
+    if ns is None:
+        ns = rawbson.document({"db": entry.db, "coll": entry.coll} if entry.coll is not None else {"db": entry.db})
+        if len(_NS_BSON) >= NS_BSON_MAX:
+            _NS_BSON.clear()
+        _NS_BSON[(entry.db, entry.coll)] = ns
+    parts.append(_NS + ns)
+    if op in DOC_OPS:
+        parts.append(_DOCUMENT_KEY + key_bson)
+    if entry.desc is not None:
+        parts.append(rawbson.element("updateDescription", entry.desc))
+    if cursor.before_change != "off" and op in ("update", "replace", "delete"):
+        parts.append(rawbson.element("fullDocumentBeforeChange",
+                                     _image(entry, entry.pre, cursor.before_change, "pre")))
+    body = b"".join(parts)
+    return {"_data": data}, struct.pack("<i", len(body) + 5) + body + b"\x00"
+
+
 def _image(entry, image, mode, kind):
     """A recorded pre- or post-image (whenAvailable: null without one; required: NoMatchingDocument, 47)."""
     if image is None and mode == "required":
@@ -495,6 +582,9 @@ def _collect(server, cursor, max_docs):
     within 16 MB; the postBatchResumeToken follows (plan_executor_pipeline.cpp)."""
     log = server.changelog
     batch, size = [], 0
+    # no stages, or $match stages told from the fields _filtered_early gives (which kept the entry's
+    # event already): an event that does not invalidate the stream is written straight from its entry
+    direct = not cursor.stages or cursor.early
     while not cursor.invalidated and (max_docs is None or len(batch) < max_docs):
         with log.cond:
             entries = log.after(cursor.position, SCAN_CHUNK)
@@ -503,24 +593,36 @@ def _collect(server, cursor, max_docs):
         for entry in entries:
             if max_docs is not None and len(batch) >= max_docs:
                 break
-            if _watches(cursor, entry) and not _filtered_early(cursor, entry):
-                docs = [(entry.key, _event(server, cursor, entry))]
-                if _invalidates(cursor, entry):
-                    docs.append(_invalidate_event(entry))
-                # a $match told from the fields _filtered_early gives kept this entry's event already
-                kept = cursor.early and len(docs) == 1
-                out = [(key, doc["_id"], doc if kept else _transformed(cursor, doc)) for key, doc in docs]
-                out = [(key, tok, _encode_event(doc, cursor.memo)) for key, tok, doc in out if doc is not None]
-                if batch and size + sum(len(raw) for _, _, raw in out) > MAX_BATCH_BYTES:
-                    return batch
-                for key, tok, raw in out:
+            if _returns(cursor, entry):
+                invalidates = _invalidates(cursor, entry)
+                direct = direct or cursor.early  # _returns has planned the $match by now
+                written = _event_bson(server, cursor, entry) if direct and not invalidates else None
+                if written is not None:
+                    tok, raw = written
+                    if batch and size + len(raw) > MAX_BATCH_BYTES:
+                        return batch
                     batch.append(RawBSONDocument(raw))
                     size += len(raw)
-                    cursor.last_returned = key
+                    cursor.last_returned = entry.key
                     cursor.pbrt = tok
-                cursor.invalidated = len(docs) > 1
-                if cursor.invalidated:
-                    cursor.pbrt = docs[1][1]["_id"]
+                else:
+                    docs = [(entry.key, _event(server, cursor, entry))]
+                    if invalidates:
+                        docs.append(_invalidate_event(entry))
+                    kept = cursor.early and len(docs) == 1
+                    out = [(key, doc["_id"], doc if kept else _transformed(cursor, doc)) for key, doc in docs]
+                    out = [(key, tok, _encode_event(doc, cursor.memo)) for key, tok, doc in out
+                           if doc is not None]
+                    if batch and size + sum(len(raw) for _, _, raw in out) > MAX_BATCH_BYTES:
+                        return batch
+                    for key, tok, raw in out:
+                        batch.append(RawBSONDocument(raw))
+                        size += len(raw)
+                        cursor.last_returned = key
+                        cursor.pbrt = tok
+                    cursor.invalidated = len(docs) > 1
+                    if cursor.invalidated:
+                        cursor.pbrt = docs[1][1]["_id"]
             cursor.position = entry.key
             if cursor.invalidated:
                 return batch
@@ -529,6 +631,26 @@ def _collect(server, cursor, max_docs):
         if mark > decode_token(cursor.pbrt)[0]:
             cursor.pbrt = token(mark)
     return batch
+
+
+# Past this many keys a stream's verdicts start again (a cluster stream sees a key per namespace)
+VERDICTS_MAX = 10000
+
+
+def _returns(cursor, entry):
+    """Whether the stream may return an event for the entry: _watches and not _filtered_early. Outside
+    a transaction and a rename, that depends on the entry's operationType and namespace alone, so it
+    is decided once per stream for each of those (the entries of one collection's writes recur)."""
+    if entry.txn is not None or entry.to is not None:
+        return _watches(cursor, entry) and not _filtered_early(cursor, entry)
+    seen = (entry.op, entry.db, entry.coll)
+    verdict = cursor.verdicts.get(seen)
+    if verdict is None:
+        verdict = _watches(cursor, entry) and not _filtered_early(cursor, entry)
+        if len(cursor.verdicts) >= VERDICTS_MAX:
+            cursor.verdicts.clear()
+        cursor.verdicts[seen] = verdict
+    return verdict
 
 
 def _encode_event(doc, memo):
@@ -586,7 +708,7 @@ def get_more(ctx, cursor, ns):
 
 def _may_return(cursor, entry):
     """Whether the stream may return an event for this entry (what wakes its waiting getMore)."""
-    return _watches(cursor, entry) and not _filtered_early(cursor, entry)
+    return _returns(cursor, entry)
 
 
 def _wait_and_collect(server, cursor, batch_size, deadline):

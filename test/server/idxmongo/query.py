@@ -7,6 +7,7 @@ MongoDB's null semantics on dotted paths). Any subset of a conjunction selects a
 so results never depend on the plan, only the counters do.
 """
 
+import bisect
 import itertools
 import re
 
@@ -288,20 +289,57 @@ def choose_plan(coll, filt, sort, hint=None, collation=None):
 
 def _interval_positions(entries, interval):
     """Start and end positions in an index's SortedList for one key interval."""
+    first, end = _interval_bounds(interval)
+    start = entries.bisect_left(first)
+    return start, max(start, entries.bisect_left(end))
+
+
+def _interval_bounds(interval):
+    """The entries of one key interval are those from the first bisection key to the second (excluded):
+    the positions _interval_positions gives."""
     lo, lo_incl, hi, hi_incl = interval
-    start = entries.bisect_left((lo,) if lo_incl else (lo + (ABOVE_ALL,),))
-    end = entries.bisect_left((hi + (ABOVE_ALL,),) if hi_incl else (hi,))
-    return start, max(start, end)
+    return (lo,) if lo_incl else (lo + (ABOVE_ALL,),), (hi + (ABOVE_ALL,),) if hi_incl else (hi,)
+
+
+def _seek(entries, first, end):
+    """The entries of a SortedList from `first` (included) to `end` (excluded), in order: one bisection
+    into the list of sublists and one into a sublist to find the first, then the following entries
+    while they are below `end`. For a point interval (an equality, an `$in` value), which holds few
+    entries, that takes two bisections where irange takes four (sortedcontainers 2.4's `_maxes` and
+    `_lists`: the list's maximum of each sublist, and the sublists)."""
+    maxes = entries._maxes
+    pos = bisect.bisect_left(maxes, first)
+    if pos == len(maxes):
+        return
+    lists = entries._lists
+    sub = lists[pos]
+    idx = bisect.bisect_left(sub, first)
+    while True:
+        for i in range(idx, len(sub)):
+            entry = sub[i]
+            if not entry < end:
+                return
+            yield entry
+        pos += 1
+        if pos == len(lists):
+            return
+        sub, idx = lists[pos], 0
 
 
 def _index_ids(plan, stats):
-    """Yield the id keys an index plan reaches, counting every index entry examined."""
+    """Yield the id keys an index plan reaches, counting every index entry examined. The entries of each
+    interval are found by value (SortedList.irange), not by position: a position needs the list's index
+    of positions, which every write to the index discards and the next positional lookup rebuilds over
+    the whole index."""
     index = plan.index
     seen = set()
     intervals = reversed(plan.intervals) if plan.reverse else plan.intervals
     for interval in intervals:
-        start, end = _interval_positions(index.entries, interval)
-        for _, idk in index.entries.islice(start, end, reverse=plan.reverse):
+        first, end = _interval_bounds(interval)
+        point = not plan.reverse and interval[1] and interval[3] and interval[0] == interval[2]
+        found = _seek(index.entries, first, end) if point else index.entries.irange(first, end, (True, False),
+                                                                                    plan.reverse)
+        for _, idk in found:
             stats.keys += 1
             if index.multikey:
                 if idk in seen:

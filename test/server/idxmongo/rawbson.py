@@ -32,23 +32,65 @@ def document(doc, memo=None):
     """The BSON of a dict (keys in their order, `_id` not moved). `memo` (kept by the caller) maps
     field names to (value, element) of the last value written under that name: an element is reused
     when the value is that same object (the memo keeps it alive, so its identity cannot be reused), as
-    a transaction's lsid recurs in each of its change events."""
+    a transaction's lsid recurs in each of its change events. Strings, integers and sub-documents, most
+    of what a stored document holds, are written in the loop itself; every other type by its writer."""
     parts = []
+    append = parts.append
+    extend = parts.extend
     for key, value in doc.items():
         if memo is not None and key in memo:
             last, element = memo[key]
             if last is not value:
                 element = _element(key, value)
                 memo[key] = (value, element)
-            parts.append(element)
+            append(element)
             continue
-        writer = _WRITERS.get(type(value))
-        if writer is None or type(key) is not str or "\x00" in key:
-            parts.append(_fallback(key, value))
+        name = _NAMES.get(key)
+        if name is None:
+            name = _name(key)
+            if name is None:  # not a string, or holding a NUL: as bson writes (or refuses) it
+                append(_fallback(key, value))
+                continue
+        kind = type(value)
+        if kind is str:
+            try:
+                data = value.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: bson refuses it, and so does the fallback
+                append(_fallback(key, value))
+                continue
+            extend((b"\x02", name, _INT32.pack(len(data) + 1), data, b"\x00"))
+        elif kind is int and -2147483648 <= value <= 2147483647:
+            extend((b"\x10", name, _INT32.pack(value)))
+        elif kind is dict:
+            extend((b"\x03", name, document(value)))
         else:
-            parts.append(writer(key, value))
+            writer = _WRITERS.get(kind)
+            append(_fallback(key, value) if writer is None else writer(key, value))
     body = b"".join(parts)
     return _INT32.pack(len(body) + 5) + body + b"\x00"
+
+
+# The element names of a document's fields (the name's UTF-8 and its NUL), as they recur from one
+# document to the next; past NAMES_MAX names the cache starts again.
+_NAMES = {}
+NAMES_MAX = 10000
+
+
+def _name(key):
+    """The element name of a field (cached), or None for a key that is not a string or holds a NUL
+    (bson then refuses it, or writes what it makes of it)."""
+    if type(key) is not str or "\x00" in key:
+        return None
+    name = key.encode() + b"\x00"  # a lone surrogate raises here, as in the writers
+    if len(_NAMES) >= NAMES_MAX:
+        _NAMES.clear()
+    _NAMES[key] = name
+    return name
+
+
+def element(key, value):
+    """One element, as document() writes it in a document."""
+    return _element(key, value)
 
 
 def _element(key, value):
