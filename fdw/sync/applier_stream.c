@@ -246,6 +246,8 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids,
 		/* conflicts found and resolved: rows of idxtable.conflicts */
 		rs.on_conflict = idx_conflict_callback;
 		rs.on_resolved = idx_conflict_resolved_callback;
+		/* and who waits for a key a fact of the batch held */
+		rs.on_waiters = idx_conflict_waiting_callback;
 		PG_TRY();
 		{
 			idx_repair_facts_known(&rs, ids, images, n);
