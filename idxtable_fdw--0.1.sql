@@ -93,7 +93,10 @@ CREATE TRIGGER index_defs_changed
 -- have the key of a unique index, whose claim holder_id holds and has the
 -- key too.  Written by the change-stream applier and by repair_index (which
 -- first forgets its index's rows); runtime data, not dumped.  A user sees
--- the rows of the indexes of the tables he may read.
+-- the rows of the indexes of the tables he may read.  fact_bson is
+-- fact_id exactly, as the BSON document {"_id": <fact _id>} (fact_id, text
+-- for people, is cut after 100 characters): the applier finds by
+-- holder_id the facts that wait for a key their holder may have freed.
 CREATE TABLE idxtable.conflicts (
   index_name text NOT NULL
     REFERENCES idxtable.index_defs (name) ON DELETE CASCADE,
@@ -101,6 +104,7 @@ CREATE TABLE idxtable.conflicts (
   fact_id text NOT NULL,
   holder_id text NOT NULL,
   found_at timestamptz NOT NULL,
+  fact_bson bytea NOT NULL,
   PRIMARY KEY (index_name, fact_id, holder_id)
 );
 

@@ -654,8 +654,9 @@ def small_history(conn):
                 time.sleep(0.2)
         db = small[DATABASE]
         pg_fixture.create_server(conn, DATABASE, name="small", uri=uri, credentials=False)
-        create_table(conn, "hist", "small", INDEXES[1:2])
+        # (taken first: the new applier may start before create_table returns)
         known = tuple(applier_pids(conn))
+        create_table(conn, "hist", "small", INDEXES[1:2])
         # (its start goes through the launcher and a database worker: slow under load)
         pid = wait_applier(conn, timeout=90, other_than=known)
         ok = pid is not None and sync(conn, db, "hist", timeout=90)

@@ -15,6 +15,14 @@ a pymongo client writes straight into MongoDB, and
 - when the holder loses the key outside, the fact that waited for it takes
   the claim (FDW writes of the key still fail), and the conflict's row
   goes; a fact in conflict deleted outside takes its row with it;
+- the same when the holder's claim is gone before the applier sees the
+  change: the holder deleted or given another key through the FDW (whose
+  transaction deletes the claim itself), and an applier that fails after
+  deleting the claim and before the waiting fact took it (a failCommand on
+  its next insert; it is restarted and applies the batch again).  Without
+  the conflict's row to lead it from the holder to the waiting fact, that
+  fact kept its conflict entry and never got the claim: verify_index found
+  missing 1, stale 1, and an FDW INSERT of the key succeeded;
 - at the end verify_index finds nothing, conflicts included.
 
 Environment as exported by eval "$(test/env start)".  Bounded: each wait
@@ -26,6 +34,7 @@ import sys
 import time
 
 import psycopg2
+from bson.son import SON
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
@@ -164,12 +173,87 @@ def test_resolved(conn, coll):
               "sync_status: %r" % (status,))
 
 
+def position_past(coll, optime):
+    """Has the applier stored a position at or after optime?"""
+    positions = coll.database["idxtable.positions"]
+    return any(p.get("clusterTime") is not None and p["clusterTime"] >= optime
+               for p in positions.find())
+
+
+def applier_fails_next_insert(coll):
+    """failCommand: the applier's next insert (its claim of a key) fails."""
+    coll.database.client.admin.command(SON([
+        ("configureFailPoint", "failCommand"), ("mode", {"times": 1}),
+        ("data", {"failCommands": ["insert"], "errorCode": 2, "appName": "idxtable_fdw applier"})]))
+
+
+def failpoint_off(coll):
+    """Turn failCommand off; how often it fired."""
+    reply = coll.database.client.admin.command(SON([("configureFailPoint", "failCommand"),
+                                                    ("mode", "off")]))
+    return int(reply.get("count", 0))
+
+
+def conflict_of(conn, coll, holder, fact, email):
+    """fact (written outside) takes the email that holder has: wait for its row."""
+    coll.insert_one({"_id": fact, "email": email.upper(), "n": int(fact)})
+    want = [("people_email", "(lower(email))=(%s)" % email, '"%s"' % fact, '"%s"' % holder)]
+    got = wait_for(lambda: conflicts(conn) == want and conflicts(conn))
+    RES.check(got == want, "conflict of %s with holder %s recorded: %r" % (fact, holder, conflicts(conn)))
+
+
+def holder_gone_checks(conn, what, email, fact):
+    """After the holder lost the key: the waiting fact holds it."""
+    gone = wait_for(lambda: conflicts(conn) == [])
+    RES.check(gone, "%s: the waiting fact's row goes: %r" % (what, conflicts(conn)))
+    v = verify(conn, "people_email")
+    RES.check(v == (0, 0, 0, 0, 0), "%s: the waiting fact holds the key: verify_index = %r" % (what, v))
+    through, plain = routed(conn, "SELECT _id FROM people WHERE lower(email) = '%s'" % email)
+    RES.check(through == plain == [(fact,)], "%s: routed %r, plain %r" % (what, through, plain))
+    RES.check(fails_23505(conn, "INSERT INTO people VALUES ('99', '%s', NULL, 99)" % email,
+                          "(lower(email))=(%s)" % email),
+              "%s: an FDW write of the key fails with 23505" % what)
+
+
+def test_holder_gone(conn, coll):
+    """The holder's claim is gone before the applier applies the change."""
+    rows(conn, "INSERT INTO people VALUES ('7', 'eve@x.org', NULL, 7)")
+    conflict_of(conn, coll, "7", "8", "eve@x.org")
+    rows(conn, "DELETE FROM people WHERE _id = '7'")
+    holder_gone_checks(conn, "holder deleted through the FDW", "eve@x.org", "8")
+
+    rows(conn, "INSERT INTO people VALUES ('9', 'fay@x.org', NULL, 9)")
+    conflict_of(conn, coll, "9", "10", "fay@x.org")
+    rows(conn, "UPDATE people SET email = 'gus@x.org' WHERE _id = '9'")
+    holder_gone_checks(conn, "holder given another key through the FDW", "fay@x.org", "10")
+
+    coll.insert_one({"_id": "11", "email": "hal@x.org", "n": 11})
+    session = coll.database.client.start_session()
+    with session:
+        coll.insert_one({"_id": "12", "email": "HAL@x.org", "n": 12}, session=session)
+        optime = session.operation_time
+    want = [("people_email", "(lower(email))=(hal@x.org)", '"12"', '"11"')]
+    got = wait_for(lambda: conflicts(conn) == want and conflicts(conn))
+    RES.check(got == want, "conflict of 12 with holder 11 recorded: %r" % (conflicts(conn),))
+    # a restart must not read the conflict's event again (it would repair 12 itself)
+    RES.check(wait_for(lambda: position_past(coll, optime)), "the applier stored its position past it")
+    applier_fails_next_insert(coll)
+    try:
+        coll.delete_one({"_id": "11"})
+        holder_gone_checks(conn, "applier failed between the claim's delete and its hand-over",
+                           "hal@x.org", "12")
+    finally:
+        fired = failpoint_off(coll)
+    RES.check(fired == 1, "the applier's insert failed once (failCommand fired %d times)" % fired)
+
+
 def main():
     conn, coll = setup()
     try:
         test_conflicts(conn, coll)
         test_fdw_writes(conn)
         test_resolved(conn, coll)
+        test_holder_gone(conn, coll)
     finally:
         conn.close()
         admin = connect()

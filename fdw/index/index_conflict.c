@@ -18,11 +18,20 @@
  * applier and repair_index record each conflict here, one row per (index,
  * fact, holder): the key (as in the DETAIL of a unique violation, NULL if
  * the user who found it may not see key values), both _ids as relaxed
- * extended JSON, and when it was first found.  The applier forgets a
- * fact's rows when the repair core finds its conflicts resolved
- * (on_resolved); repair_index, which checks every fact, first forgets what
- * was recorded for its index; the rows of an index go with its definition
- * (ON DELETE CASCADE).
+ * extended JSON, the fact's _id exactly (BSON), and when it was first
+ * found.  The applier forgets a fact's rows when the repair core finds its
+ * conflicts resolved (on_resolved); repair_index, which checks every fact,
+ * first forgets what was recorded for its index; the rows of an index go
+ * with its definition (ON DELETE CASCADE).
+ *
+ * The rows are also how the applier finds, from a holder it applies, the
+ * facts that wait for its key (on_waiters, idx_conflict_waiting()).  The
+ * index collection alone cannot tell it: once a holder's claim is gone,
+ * nothing there links the holder to its old key.  The claim may be gone
+ * before the applier sees the change, deleted by the FDW's own write of
+ * the holder, or by an earlier attempt at the same batch that failed before
+ * the waiting fact took the key (the batch is applied again after a
+ * restart).  A row, written in the applier's transaction, outlives both.
  *
  * The table belongs to the extension's owner.  Its rows are written, as
  * index_ddl.c writes idxtable.index_defs, through SPI as that owner in a
@@ -41,6 +50,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -48,6 +58,7 @@
 #include "utils/syscache.h"
 
 #include "core/convert.h"
+#include "core/handle.h"
 #include "index/index_conflict.h"
 #include "index/index_ddl.h"
 
@@ -76,12 +87,18 @@ conflicts_owner(void)
 }
 
 /*
+ * What reads the rows a query returned (SPI_tuptable, SPI_processed), while
+ * SPI is still connected; "arg" is the caller's.
+ */
+typedef void (*ConflictRowsFn) (void *arg);
+
+/*
  * Run one statement through SPI, with a snapshot of its own if none is
- * active (on error, the abort pops it).
+ * active (on error, the abort pops it); "rows" (or NULL) reads its result.
  */
 static void
 conflicts_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
-			  const char *argnulls)
+			  const char *argnulls, ConflictRowsFn rows, void *rows_arg)
 {
 	int			rc;
 
@@ -99,6 +116,8 @@ conflicts_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
 	if (rc < 0)
 		elog(ERROR, "could not run \"%s\": %s", sql,
 			 SPI_result_code_string(rc));
+	if (rows != NULL)
+		rows(rows_arg);
 	SPI_finish();
 	if (pushed)
 		PopActiveSnapshot();
@@ -107,13 +126,14 @@ conflicts_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
 /*
  * Run a statement on idxtable.conflicts as the table's owner, as a
  * security-restricted operation with search_path "pg_catalog, pg_temp"
- * (see index_ddl.c's catalog_execute(), which this follows).  On error the
+ * (see index_ddl.c's catalog_execute(), which this follows); "rows" (or
+ * NULL) reads the rows of a query (conflicts_spi()).  On error the
  * caller's user, security context and search_path come back before the
  * error goes on.
  */
 static void
 conflicts_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
-				  const char *argnulls)
+				  const char *argnulls, ConflictRowsFn rows, void *rows_arg)
 {
 	Oid			owner = conflicts_owner();
 	Oid			save_userid;
@@ -129,7 +149,7 @@ conflicts_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
 		(void) set_config_option("search_path", "pg_catalog, pg_temp",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
-		conflicts_spi(sql, nargs, argtypes, args, argnulls);
+		conflicts_spi(sql, nargs, argtypes, args, argnulls, rows, rows_arg);
 	}
 	PG_CATCH();
 	{
@@ -158,6 +178,24 @@ id_text(const bson_value_t *id)
 }
 
 /*
+ * A fact's _id exactly, for its row's fact_bson: the BSON document
+ * {"_id": <_id>}.
+ */
+static Datum
+id_bson(const bson_value_t *id)
+{
+	bson_t		doc = BSON_INITIALIZER;
+	bytea	   *result;
+
+	idx_check_append(BSON_APPEND_VALUE(&doc, "_id", id));
+	result = palloc(VARHDRSZ + doc.len);
+	SET_VARSIZE(result, VARHDRSZ + doc.len);
+	memcpy(VARDATA(result), bson_get_data(&doc), doc.len);
+	bson_destroy(&doc);
+	return PointerGetDatum(result);
+}
+
+/*
  * Record that the fact fact_id should have the unique key "key_text" of
  * index "index_name" (NULL: not to be shown), whose claim the fact
  * holder_id holds and has the key too.  A conflict already recorded stays
@@ -169,9 +207,9 @@ void
 idx_conflict_record(const char *index_name, const char *key_text,
 					const bson_value_t *fact_id, const bson_value_t *holder_id)
 {
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		args[4];
-	char		argnulls[4] = {' ', ' ', ' ', ' '};
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID};
+	Datum		args[5];
+	char		argnulls[5] = {' ', ' ', ' ', ' ', ' '};
 
 	args[0] = CStringGetTextDatum(index_name);
 	if (key_text != NULL)
@@ -183,6 +221,7 @@ idx_conflict_record(const char *index_name, const char *key_text,
 	}
 	args[2] = id_text(fact_id);
 	args[3] = id_text(holder_id);
+	args[4] = id_bson(fact_id);
 	conflicts_execute("WITH outdated AS ("
 					  "DELETE FROM idxtable.conflicts "
 					  "WHERE index_name OPERATOR(pg_catalog.=) $1 "
@@ -191,10 +230,10 @@ idx_conflict_record(const char *index_name, const char *key_text,
 					  "COALESCE($2, '') "
 					  "AND holder_id OPERATOR(pg_catalog.<>) $4) "
 					  "INSERT INTO idxtable.conflicts "
-					  "(index_name, key, fact_id, holder_id, found_at) "
-					  "VALUES ($1, $2, $3, $4, pg_catalog.now()) "
+					  "(index_name, key, fact_id, holder_id, found_at, fact_bson) "
+					  "VALUES ($1, $2, $3, $4, pg_catalog.now(), $5) "
 					  "ON CONFLICT (index_name, fact_id, holder_id) DO NOTHING",
-					  4, argtypes, args, argnulls);
+					  5, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
@@ -227,7 +266,7 @@ idx_conflict_forget(const char *index_name)
 	args[0] = CStringGetTextDatum(index_name);
 	conflicts_execute("DELETE FROM idxtable.conflicts "
 					  "WHERE index_name OPERATOR(pg_catalog.=) $1",
-					  1, argtypes, args, NULL);
+					  1, argtypes, args, NULL, NULL, NULL);
 }
 
 /*
@@ -245,7 +284,7 @@ idx_conflict_resolved(const char *index_name, const bson_value_t *fact_id)
 	conflicts_execute("DELETE FROM idxtable.conflicts "
 					  "WHERE index_name OPERATOR(pg_catalog.=) $1 "
 					  "AND fact_id OPERATOR(pg_catalog.=) $2",
-					  2, argtypes, args, NULL);
+					  2, argtypes, args, NULL, NULL, NULL);
 }
 
 /*
@@ -256,4 +295,117 @@ idx_conflict_resolved_callback(IdxRepairState *st,
 							   const bson_value_t *fact_id, void *arg)
 {
 	idx_conflict_resolved(st->def->name, fact_id);
+}
+
+/* What idx_conflict_waiting() collects */
+typedef struct WaitingRows
+{
+	MemoryContext cxt;			/* the caller's */
+	bool		any;			/* the index has rows */
+	int			n;
+	bson_t	  **facts;			/* {"v": _id} each */
+} WaitingRows;
+
+/*
+ * ConflictRowsFn of the query that asks whether an index has rows.
+ */
+static void
+note_any(void *arg)
+{
+	((WaitingRows *) arg)->any = SPI_processed > 0;
+}
+
+/*
+ * ConflictRowsFn of the query of the waiting facts: each row's fact_bson,
+ * {"_id": <_id>}, as {"v": <_id>} in the caller's context.
+ */
+static void
+collect_waiting(void *arg)
+{
+	WaitingRows *w = arg;
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+	uint64		i;
+
+	w->facts = palloc(sizeof(bson_t *) * Max(SPI_processed, 1));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i],
+									  SPI_tuptable->tupdesc, 1, &isnull);
+		bytea	   *raw;
+		bson_t		doc;
+		bson_iter_t iter;
+		bson_t		wrapped = BSON_INITIALIZER;
+
+		if (isnull)
+			continue;
+		raw = DatumGetByteaPP(d);
+		if (!bson_init_static(&doc, (const uint8_t *) VARDATA_ANY(raw),
+							  VARSIZE_ANY_EXHDR(raw)) ||
+			!bson_validate(&doc, BSON_VALIDATE_NONE, NULL) ||
+			!bson_iter_init_find(&iter, &doc, "_id"))
+			elog(ERROR, "invalid fact_bson in idxtable.conflicts");
+		idx_check_append(bson_append_iter(&wrapped, "v", 1, &iter));
+		w->facts[w->n++] = idx_bson_pcopy(&wrapped);
+		bson_destroy(&wrapped);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The facts recorded in index "index_name" as in conflict with a key whose
+ * claim one of holders[0..n-1] ({"v": _id} each) held: in *facts
+ * ({"v": _id} each, palloc'd), returns how many.  Holders are matched by
+ * their text (holder_id), as the rows were written; two _ids that only
+ * differ after the 100 characters it keeps match both, which costs a
+ * needless check, never a miss.  An index without rows costs one query.
+ */
+int
+idx_conflict_waiting(const char *index_name, bson_t **holders, int n,
+					 bson_t ***facts)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum		args[2];
+	Datum	   *texts;
+	WaitingRows w;
+	int			i;
+
+	memset(&w, 0, sizeof(w));
+	w.cxt = CurrentMemoryContext;
+	*facts = NULL;
+	args[0] = CStringGetTextDatum(index_name);
+	conflicts_execute("SELECT 1 FROM idxtable.conflicts "
+					  "WHERE index_name OPERATOR(pg_catalog.=) $1 LIMIT 1",
+					  1, argtypes, args, NULL, note_any, &w);
+	if (!w.any || n == 0)
+		return 0;
+
+	texts = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		bson_iter_t iter;
+
+		if (!bson_iter_init_find(&iter, holders[i], "v"))
+			elog(ERROR, "invalid fact _id");
+		texts[i] = id_text(bson_iter_value(&iter));
+	}
+	args[1] = PointerGetDatum(construct_array(texts, n, TEXTOID, -1, false,
+											  TYPALIGN_INT));
+	conflicts_execute("SELECT fact_bson FROM idxtable.conflicts "
+					  "WHERE index_name OPERATOR(pg_catalog.=) $1 "
+					  "AND holder_id OPERATOR(pg_catalog.=) ANY ($2)",
+					  2, argtypes, args, NULL, collect_waiting, &w);
+	*facts = w.facts;
+	return w.n;
+}
+
+/*
+ * idx_conflict_waiting() as an IdxRepairState on_waiters callback, for the
+ * applier.
+ */
+int
+idx_conflict_waiting_callback(IdxRepairState *st, bson_t **holders, int n,
+							  bson_t ***facts, void *arg)
+{
+	return idx_conflict_waiting(st->def->name, holders, n, facts);
 }

@@ -38,6 +38,15 @@ extern void idx_conflict_resolved_callback(IdxRepairState *st,
 										   const bson_value_t *fact_id,
 										   void *arg);
 
+/* The facts recorded as waiting for a key one of the holders held */
+extern int	idx_conflict_waiting(const char *index_name, bson_t **holders,
+								 int n, bson_t ***facts);
+
+/* The same, as IdxRepairState's on_waiters (arg unused) */
+extern int	idx_conflict_waiting_callback(IdxRepairState *st,
+										  bson_t **holders, int n,
+										  bson_t ***facts, void *arg);
+
 /* Forget the conflicts recorded for index "index_name" */
 extern void idx_conflict_forget(const char *index_name);
 

@@ -953,7 +953,25 @@ is_orphan(const ReadDoc *rd, bson_t **gone, int ngone)
 }
 
 /*
- * Remember a fact to check again after the batch, in st->wait_cxt.
+ * Remember the fact "id" ({"v": _id}, in st->wait_cxt) to check again
+ * after the batch.
+ */
+static void
+add_waiting_id(IdxRepairState *st, bson_t *id)
+{
+	if (st->nwaiting >= st->maxwaiting)
+	{
+		st->maxwaiting = Max(16, st->maxwaiting * 2);
+		st->waiting = st->waiting == NULL ?
+			MemoryContextAlloc(st->wait_cxt,
+							   sizeof(bson_t *) * st->maxwaiting) :
+			repalloc(st->waiting, sizeof(bson_t *) * st->maxwaiting);
+	}
+	st->waiting[st->nwaiting++] = id;
+}
+
+/*
+ * Remember the fact of "entry" to check again after the batch.
  */
 static void
 add_waiting(IdxRepairState *st, const bson_t *entry)
@@ -962,16 +980,7 @@ add_waiting(IdxRepairState *st, const bson_t *entry)
 	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
 
 	if (id != NULL)
-	{
-		if (st->nwaiting >= st->maxwaiting)
-		{
-			st->maxwaiting = Max(16, st->maxwaiting * 2);
-			st->waiting = st->waiting == NULL ?
-				palloc(sizeof(bson_t *) * st->maxwaiting) :
-				repalloc(st->waiting, sizeof(bson_t *) * st->maxwaiting);
-		}
-		st->waiting[st->nwaiting++] = id;
-	}
+		add_waiting_id(st, id);
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -1393,7 +1402,36 @@ recheck_waiting(IdxRepairState *st)
 }
 
 /*
- * repair_ids(), then the facts that waited for a claim it freed.
+ * Repairing a unique index, the facts ids[0..n-1] were repaired: those that
+ * st->on_waiters says are in a conflict with one of them as the holder
+ * wait too.  note_waiting() finds them only when this repair deletes the
+ * claim; the claim may already be gone (see index_conflict.c), and then
+ * nothing else would ever hand them the key.  A fact whose holder still
+ * has the key only costs a check.
+ */
+static void
+note_waiters(IdxRepairState *st, const bson_value_t *ids, int n)
+{
+	MemoryContext oldcxt;
+	bson_t	  **holders;
+	bson_t	  **facts;
+	int			nholders;
+	int			nfacts;
+	int			i;
+
+	if (!st->repair || !st->def->unique || st->on_waiters == NULL)
+		return;
+	oldcxt = MemoryContextSwitchTo(st->wait_cxt);
+	nholders = distinct_ids(ids, n, &holders);
+	nfacts = st->on_waiters(st, holders, nholders, &facts, st->conflict_arg);
+	for (i = 0; i < nfacts; i++)
+		add_waiting_id(st, facts[i]);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * repair_ids(), then the facts that waited for a claim it freed, or (with
+ * st->on_waiters) for one that a named fact held.
  */
 int
 idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
@@ -1419,6 +1457,7 @@ idx_repair_facts_known(IdxRepairState *st, const bson_value_t *ids,
 {
 	int			result = repair_ids(st, ids, images, n);
 
+	note_waiters(st, ids, n);
 	recheck_waiting(st);
 	return result;
 }

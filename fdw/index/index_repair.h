@@ -86,6 +86,16 @@ typedef void (*IdxResolvedCallback) (struct IdxRepairState *st,
 									 void *arg);
 
 /*
+ * Called, repairing a unique index, with the facts holders[0..n-1]
+ * ({"v": _id} each) that a batch named: the facts recorded in a conflict
+ * with a key whose claim one of them held, which may have freed it, in
+ * *facts ({"v": _id} each, palloc'd); returns how many.
+ */
+typedef int (*IdxWaitersCallback) (struct IdxRepairState *st,
+								   bson_t **holders, int n,
+								   bson_t ***facts, void *arg);
+
+/*
  * The state of a verify or repair of one index: set up by
  * idx_repair_begin(), then batch after batch of facts, in counts.
  */
@@ -130,7 +140,8 @@ typedef struct IdxRepairState
 	/* set by the caller after idx_repair_begin(), optional */
 	IdxConflictCallback on_conflict;
 	IdxResolvedCallback on_resolved;
-	void	   *conflict_arg;	/* passed to both */
+	IdxWaitersCallback on_waiters;	/* idx_repair_facts_known() only */
+	void	   *conflict_arg;	/* passed to all three */
 } IdxRepairState;
 
 /* Set up "st" for index "def" of the table described by info and desc */

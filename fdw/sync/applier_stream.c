@@ -246,6 +246,8 @@ repair_as_owner(AppIndex *ix, const bson_value_t *ids,
 		/* conflicts found and resolved: rows of idxtable.conflicts */
 		rs.on_conflict = idx_conflict_callback;
 		rs.on_resolved = idx_conflict_resolved_callback;
+		/* and who waits for a key a fact of the batch held */
+		rs.on_waiters = idx_conflict_waiting_callback;
 		PG_TRY();
 		{
 			idx_repair_facts_known(&rs, ids, images, n);
@@ -1231,6 +1233,16 @@ idx_applier_save_position(AppStream *s, bool force)
 	}
 	idx_check_append(bson_append_array_end(&set, &list));
 	idx_check_append(bson_append_document_end(&u, &set));
+
+	/*
+	 * The rows of idxtable.conflicts written for the events the position
+	 * passes are committed first: the applier killed after storing it and
+	 * before the round's commit would lose them for good (those events are
+	 * not read again), and with them the way from a holder to the facts
+	 * that wait for its key (index_conflict.c).
+	 */
+	CommitTransactionCommand();
+	StartTransactionCommand();
 	majority_upsert(s, POSITIONS_COLLECTION, applier.key, &u,
 					idx_op(IDX_OP_STORE_STREAM_POS, NULL, NULL));
 	bson_destroy(&u);
