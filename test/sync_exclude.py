@@ -12,6 +12,9 @@ second foreign table "sx_bare" over the same collection without any:
 2. while armed, FDW transactions (INSERT, UPDATE, DELETE) bring the
    applier no event (events_applied does not move), and an INSERT of a
    unique key right after a large INSERT waits little for the applier;
+   the applier writes no heartbeat of its own for those statements' waits,
+   each of which wrote its own wake-up (counted with the test server's
+   recentCommands; not on mongod);
 3. an outside write while armed is applied (a routed read with "current"
    finds it at once) and the stream arms again afterwards;
 4. a write through sx_bare (which maintains no index table) while armed
@@ -112,9 +115,21 @@ def arming(res, conn):
     return ok
 
 
-def quiet_while_armed(res, conn):
+def applier_heartbeats(admin):
+    """The applier's writes to idxtable.sync of this database since the last call (the test
+    server's recentCommands, which it empties), or None on a server without that command."""
+    try:
+        commands = admin.command("recentCommands", clear=True)["commands"]
+    except Exception:  # mongod: no such command
+        return None
+    return sum(1 for c in commands if c["command"] == "update" and c["db"] == DATABASE
+               and c.get("collection") == "idxtable.sync" and "applier" in (c["appName"] or ""))
+
+
+def quiet_while_armed(res, conn, admin):
     """2. FDW transactions bring the applier no event while armed."""
     before = events_applied(conn)
+    applier_heartbeats(admin)
     q(conn, "INSERT INTO sx SELECT i, 'n' || i || '@example.com', 'New' || (i %% 7) "
             "FROM generate_series(1001, %s) i", (1400,))
     start = time.perf_counter()
@@ -126,8 +141,14 @@ def quiet_while_armed(res, conn):
         cur.execute("BEGIN")
         cur.execute("UPDATE sx SET email = 'x' || _id || '@example.com' WHERE _id BETWEEN 1201 AND 1210")
         cur.execute("COMMIT")
+    for i in range(5):  # statements that each wait for the applier (a unique key, "current")
+        q(conn, "INSERT INTO sx VALUES (%s, %s, 'New1')", (1410 + i, "n%d@example.com" % (1410 + i)))
+    heartbeats = applier_heartbeats(admin)
     time.sleep(1.0)
     after = events_applied(conn)
+    if heartbeats is not None:
+        res.check(heartbeats == 0, "the armed applier wrote %d heartbeats of its own for statements "
+                  "that had written their wake-ups" % heartbeats)
     res.check(armed(conn), "the stream stopped leaving FDW transactions out: %r" % status(conn))
     res.check(after == before, "FDW transactions reached the armed applier: events_applied %d -> %d"
               % (before, after))
@@ -225,7 +246,7 @@ def main():
     conn = setup()
     coll = mongo_client.connect()[DATABASE]["sx"]
     if arming(res, conn):
-        quiet_while_armed(res, conn)
+        quiet_while_armed(res, conn, coll.database.client.admin)
         outside_write(res, conn, coll)
         partial_write(res, conn)
         open_transaction_across_repair(res, conn, coll)

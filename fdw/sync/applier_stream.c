@@ -23,7 +23,10 @@
  * once its event is applied the stream has applied through its time.
  * A backend that waits for time R raises the slot's "requested" time; the
  * applier then writes a heartbeat (its time is at least R) and the stream
- * passes it at once, also on an idle server.
+ * passes it at once, also on an idle server.  On a stream that leaves the
+ * FDW's transactions out, the backend has written a wake-up of its own
+ * before it asked (sync_wait.c), so a new request is first looked for in
+ * a short getMore, and a heartbeat follows only if that did not pass it.
  *
  * Position.  The PBRT after an applied batch, with the time applied
  * through and the definition_ids of the indexes it covers, is upserted
@@ -118,6 +121,7 @@
 #define SAVE_AFTER_EVENTS_MS	1000
 #define SAVE_IDLE_MS			10000
 #define HEARTBEAT_RETRY_MS		1000
+#define WAKE_LOOK_MS			25	/* a getMore that looks for a wake-up */
 
 /* The marker of a transaction through the FDW (see the file header) */
 typedef struct Marker
@@ -1252,11 +1256,35 @@ idx_applier_save_position(AppStream *s, bool force)
 }
 
 /*
+ * Has a backend written its own wake-up for the request "requested" of
+ * the stream of "s", so that the next getMore passes it without our
+ * heartbeat?  On a stream that leaves the FDW's transactions out every
+ * waiting backend writes one before it asks (sync_wait.c), unless a
+ * wake-up failed lately; a request is assumed so only once: if the getMore
+ * after it did not pass it, the heartbeat follows.
+ */
+static bool
+backend_woke(AppStream *s, IdxClusterTime requested, TimestampTz now)
+{
+	TimestampTz failed_at;
+
+	if (!s->armed || s->arm_pending || requested <= s->wake_looked_for)
+		return false;
+	failed_at = (TimestampTz) pg_atomic_read_u64(&applier.slot->wake_failed_at);
+	if (!TimestampDifferenceExceeds(failed_at, now, HEARTBEAT_RETRY_MS))
+		return false;
+	s->wake_looked_for = requested;
+	return true;
+}
+
+/*
  * A backend waits for a time this stream has not applied through: write
  * a heartbeat, whose event the stream passes at once (its time is at least
  * the requested one, as it is acknowledged after the request was made).
+ * Returns true when it wrote none because the backend's own wake-up is
+ * to be looked for first: the next getMore is then a short one.
  */
-static void
+static bool
 maybe_heartbeat(AppStream *s)
 {
 	IdxClusterTime requested = pg_atomic_read_u64(&applier.slot->requested);
@@ -1265,11 +1293,13 @@ maybe_heartbeat(AppStream *s)
 	bson_t		inc;
 
 	if (requested <= s->covered)
-		return;
+		return false;
 	now = GetCurrentTimestamp();
 	if (requested <= s->heartbeat_for &&
 		!TimestampDifferenceExceeds(s->heartbeat_at, now, HEARTBEAT_RETRY_MS))
-		return;
+		return false;
+	if (backend_woke(s, requested, now))
+		return true;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$inc", &inc));
 	idx_check_append(BSON_APPEND_INT64(&inc, "n", 1));
@@ -1280,6 +1310,7 @@ maybe_heartbeat(AppStream *s)
 	bson_destroy(&u);
 	s->heartbeat_for = requested;
 	s->heartbeat_at = now;
+	return false;
 }
 
 
@@ -1430,7 +1461,8 @@ idx_applier_step(AppStream *s, int poll_ms)
 	TimestampTz asked;
 	bool		complete;
 
-	maybe_heartbeat(s);
+	if (maybe_heartbeat(s))
+		poll_ms = Min(poll_ms, WAKE_LOOK_MS);
 	s->partial = false;
 	idx_exclude_before_get_more(s);
 	asked = GetCurrentTimestamp();
