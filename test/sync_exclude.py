@@ -27,7 +27,10 @@ second foreign table "sx_bare" over the same collection without any:
 7. while armed, a query whose wake-up write is refused (as for a user
    mapping that may not write idxtable.sync) waits for one of the
    applier's long getMores at most once: the applier then keeps its
-   getMores short, and the next queries' waits are short.
+   getMores short, and the next queries' waits are short;
+8. in ordered mode (whose events keep the stream taking everything), a
+   write of a unique key with "current" also writes its own wake-up, and
+   the applier writes no heartbeat of its own for it.
 
 Environment as for test/differential.py.  The last line is
 "sync_exclude: N passed, M failed".
@@ -233,6 +236,24 @@ def refused_wake_up(res, conn, mdb):
           % (", ".join("%.0f" % w for w in waits), later))
 
 
+def ordered_unique_writes(res, conn, admin):
+    """8. ordered writes of unique keys wake the applier themselves."""
+    q(conn, "ALTER FOREIGN TABLE sx OPTIONS (ADD consistency 'ordered')")
+    try:
+        applier_heartbeats(admin)
+        for i in range(5):
+            q(conn, "INSERT INTO sx VALUES (%s, %s, 'Ordered')", (7000 + i, "o%d@example.com" % i))
+            time.sleep(0.2)  # the applier's batch delay ends between the statements
+        heartbeats = applier_heartbeats(admin)
+    finally:
+        q(conn, "ALTER FOREIGN TABLE sx OPTIONS (DROP consistency)")
+    res.check(routed_ids(conn, "town = 'Ordered'") == (True, list(range(7000, 7005))),
+              "ordered inserts, read through town: %r" % (routed_ids(conn, "town = 'Ordered'"),))
+    if heartbeats is not None:
+        res.check(heartbeats == 0, "the applier wrote %d heartbeats of its own for ordered writes of "
+                  "unique keys that had written their wake-ups" % heartbeats)
+
+
 def verify(res, conn):
     """6. nothing wrong in the index tables."""
     for name in INDEXES:
@@ -251,6 +272,7 @@ def main():
         partial_write(res, conn)
         open_transaction_across_repair(res, conn, coll)
         refused_wake_up(res, conn, coll.database)
+        ordered_unique_writes(res, conn, coll.database.client.admin)
     verify(res, conn)
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))

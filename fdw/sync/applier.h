@@ -48,7 +48,7 @@ typedef struct AppStream
 	IdxClusterTime covered;		/* every event up to here is applied */
 	IdxClusterTime heartbeat_for;	/* the request the last heartbeat met */
 	IdxClusterTime wake_looked_for;	/* a request first looked for in the
-									 * stream (armed: its backend's wake-up) */
+									 * stream (its backend's wake-up) */
 	TimestampTz heartbeat_at;
 	TimestampTz saved_at;		/* when the position was last stored */
 	bool		unsaved;		/* the position moved since */

@@ -23,10 +23,10 @@
  * once its event is applied the stream has applied through its time.
  * A backend that waits for time R raises the slot's "requested" time; the
  * applier then writes a heartbeat (its time is at least R) and the stream
- * passes it at once, also on an idle server.  On a stream that leaves the
- * FDW's transactions out, the backend has written a wake-up of its own
- * before it asked (sync_wait.c), so a new request is first looked for in
- * a short getMore, and a heartbeat follows only if that did not pass it.
+ * passes it at once, also on an idle server.  A backend that wrote a
+ * wake-up of its own before it asked (sync_wait.c) says so in the slot;
+ * its request is then first looked for in a short getMore, and a heartbeat
+ * follows only if that did not pass it.
  *
  * Position.  The PBRT after an applied batch, with the time applied
  * through and the definition_ids of the indexes it covers, is upserted
@@ -1256,22 +1256,18 @@ idx_applier_save_position(AppStream *s, bool force)
 }
 
 /*
- * Has a backend written its own wake-up for the request "requested" of
- * the stream of "s", so that the next getMore passes it without our
- * heartbeat?  On a stream that leaves the FDW's transactions out every
- * waiting backend writes one before it asks (sync_wait.c), unless a
- * wake-up failed lately; a request is assumed so only once: if the getMore
- * after it did not pass it, the heartbeat follows.
+ * Has a backend written its own wake-up at or after the request
+ * "requested", so that the next getMore of the stream of "s" passes it
+ * without our heartbeat?  A backend notes the time of its wake-up in the
+ * slot before it asks (sync_wait.c).  Looked for once per request: if the
+ * getMore after it did not pass it (a wake-up into another database of
+ * ours), the heartbeat follows.
  */
 static bool
-backend_woke(AppStream *s, IdxClusterTime requested, TimestampTz now)
+backend_woke(AppStream *s, IdxClusterTime requested)
 {
-	TimestampTz failed_at;
-
-	if (!s->armed || s->arm_pending || requested <= s->wake_looked_for)
-		return false;
-	failed_at = (TimestampTz) pg_atomic_read_u64(&applier.slot->wake_failed_at);
-	if (!TimestampDifferenceExceeds(failed_at, now, HEARTBEAT_RETRY_MS))
+	if (requested <= s->wake_looked_for ||
+		requested > pg_atomic_read_u64(&applier.slot->woken_for))
 		return false;
 	s->wake_looked_for = requested;
 	return true;
@@ -1298,7 +1294,7 @@ maybe_heartbeat(AppStream *s)
 	if (requested <= s->heartbeat_for &&
 		!TimestampDifferenceExceeds(s->heartbeat_at, now, HEARTBEAT_RETRY_MS))
 		return false;
-	if (backend_woke(s, requested, now))
+	if (backend_woke(s, requested))
 		return true;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$inc", &inc));

@@ -132,6 +132,7 @@ sync_shared_init(IdxSyncShared *shared)
 		pg_atomic_init_u64(&slot->requested, 0);
 		pg_atomic_init_u32(&slot->long_poll, 0);
 		pg_atomic_init_u64(&slot->wake_failed_at, 0);
+		pg_atomic_init_u64(&slot->woken_for, 0);
 		ConditionVariableInit(&slot->applied_cv);
 	}
 }
@@ -246,6 +247,7 @@ init_slot(IdxApplierSlot *slot, Oid dbid, Oid serverid, Oid ownerid)
 	pg_atomic_write_u64(&slot->requested, 0);
 	pg_atomic_write_u32(&slot->long_poll, 0);
 	pg_atomic_write_u64(&slot->wake_failed_at, 0);
+	pg_atomic_write_u64(&slot->woken_for, 0);
 	SpinLockAcquire(&slot->mutex);
 	slot->state = IDX_APPLIER_STARTING;
 	slot->pid = 0;
@@ -309,6 +311,23 @@ idx_sync_release_slot(int slotno)
 	SpinLockRelease(&slot->mutex);
 	LWLockRelease(sync_shared->lock);
 	ConditionVariableBroadcast(&slot->applied_cv);
+}
+
+/*
+ * Note that a backend's wake-up for the applier of slot "slotno" was
+ * acknowledged at "time": its event is in the history, so the applier
+ * need not write a heartbeat of its own for a request up to that time
+ * (applier_stream.c).  Done before the request that it answers.
+ */
+void
+idx_sync_note_wake_up(int slotno, IdxClusterTime time)
+{
+	IdxApplierSlot *slot = idx_sync_slot(slotno);
+	uint64		cur = pg_atomic_read_u64(&slot->woken_for);
+
+	while (cur < time &&
+		   !pg_atomic_compare_exchange_u64(&slot->woken_for, &cur, time))
+		;
 }
 
 /*

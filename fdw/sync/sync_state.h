@@ -87,6 +87,9 @@ typedef struct IdxApplierSlot
 	/* when a backend last failed to write its wake-up (TimestampTz) */
 	pg_atomic_uint64 wake_failed_at;
 
+	/* the latest time of a backend's wake-up (max, never lowered) */
+	pg_atomic_uint64 woken_for;
+
 	/* broadcast after every applied batch and on every state change */
 	ConditionVariable applied_cv;
 } IdxApplierSlot;
@@ -136,6 +139,9 @@ extern void idx_sync_release_slot(int slotno);
 
 /* Raise a slot's requested time to "target" and wake its applier */
 extern void idx_sync_request(int slotno, IdxClusterTime target);
+
+/* A backend wrote a wake-up at "time" for the applier of a slot */
+extern void idx_sync_note_wake_up(int slotno, IdxClusterTime time);
 
 /* ---- index status ---- */
 

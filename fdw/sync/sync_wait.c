@@ -478,7 +478,10 @@ write_wake_up(const IdxIndexDef *def, mongoc_client_t *client, int slotno)
 	}
 	else if (bson_iter_init_find(&iter, &reply, "operationTime") &&
 			 BSON_ITER_HOLDS_TIMESTAMP(&iter))
+	{
 		bson_iter_timestamp(&iter, &t, &i);
+		idx_sync_note_wake_up(slotno, IDX_CLUSTER_TIME(t, i));
+	}
 	bson_destroy(&reply);
 	idx_release(owned);
 	return IDX_CLUSTER_TIME(t, i);
@@ -513,15 +516,18 @@ wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
 /*
  * The cluster time a statement waits for, with the applier of "def"
  * woken if it needs it (wake_idle_applier).  When its stream leaves our
- * transactions out it always does, so the wake-up is written first and
- * its operationTime is the target, saving the ping: it was acknowledged
- * after the statement started, so every write acknowledged before then is
- * at or before it, and the stream passes its event at once.  Otherwise
- * (or if the write failed) the ping's operationTime.
+ * transactions out it always needs it, and a write (a claim of unique
+ * keys, "writer") writes anyway, so then the wake-up is written first and
+ * its operationTime is the target, saving the ping and the applier's own
+ * heartbeat: it was acknowledged after the statement started, so every
+ * write acknowledged before then is at or before it, and the stream
+ * passes its event at once.  Otherwise (a read of a stream that brings
+ * events, whose applier's one heartbeat serves every reader waiting, or
+ * if the write failed) the ping's operationTime.
  */
 static IdxClusterTime
 statement_target(const IdxIndexDef *def, mongoc_client_t *client,
-				 const char *servername)
+				 const char *servername, bool writer)
 {
 	ApplierView view;
 	IdxClusterTime target;
@@ -529,7 +535,8 @@ statement_target(const IdxIndexDef *def, mongoc_client_t *client,
 	if (idx_sync_enabled())
 	{
 		look_up_applier(def, &view);
-		if (view.slotno >= 0 && view.has_status && view.status.skips_fdw &&
+		if (view.slotno >= 0 && view.has_status &&
+			(view.status.skips_fdw || writer) &&
 			(target = write_wake_up(def, client, view.slotno)) != 0)
 		{
 			idx_xact_note_cluster_time(client, target);
@@ -557,7 +564,7 @@ idx_sync_wait_for_read(const IdxIndexDef *def, mongoc_client_t *client,
 	if (idx_index_consistency == IDX_READ_ANY)
 		return false;
 	INSTR_TIME_SET_CURRENT(start);
-	target = statement_target(def, client, servername);
+	target = statement_target(def, client, servername, false);
 	wait_for_index(def, target, false);
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
@@ -636,7 +643,8 @@ idx_sync_write_wait_start(List *defs, List *target_attrs,
 		return NULL;
 	wait = palloc(sizeof(IdxWriteWait));
 	wait->defs = waits;
-	wait->target = statement_target(linitial(waits), client, servername);
+	wait->target = statement_target(linitial(waits), client, servername,
+									true);
 	for_each_from(lc, waits, 1)
 		wake_idle_applier(lfirst(lc), client, wait->target);
 	return wait;
