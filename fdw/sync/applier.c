@@ -499,7 +499,8 @@ poll_ms(void)
 	TimestampTz now = GetCurrentTimestamp();
 	ListCell   *lc;
 	bool		busy = false;
-	bool		all_armed = true;
+	bool		backends_wake_us = true;	/* every waiting backend writes a
+										 * wake-up (sync_wait.c) */
 	TimestampTz wake_failed_at;
 
 	if (requested != seen_requested)
@@ -512,12 +513,12 @@ poll_ms(void)
 		AppStream  *s = lfirst(lc);
 
 		busy = busy || !s->caught_up;
-		all_armed = all_armed && s->armed && !s->arm_pending;
+		backends_wake_us = backends_wake_us && s->armed && !s->arm_pending;
 	}
 	wake_failed_at = (TimestampTz) pg_atomic_read_u64(&applier.slot->wake_failed_at);
 	if (!TimestampDifferenceExceeds(wake_failed_at, now, APPLIER_AWAKE_MS))
-		all_armed = false;		/* that backend waits for our getMores */
-	if (busy || (!all_armed &&
+		backends_wake_us = false;	/* that one waits for our getMores */
+	if (busy || (!backends_wake_us &&
 				 !TimestampDifferenceExceeds(asked_at, now, APPLIER_AWAKE_MS)))
 		return APPLIER_POLL_MS;
 	return APPLIER_IDLE_POLL_MS;
