@@ -65,6 +65,7 @@ OBJS = \
 	fdw/sync/change_stream.o \
 	fdw/sync/applier.o \
 	fdw/sync/applier_stream.o \
+	fdw/sync/applier_apply.o \
 	fdw/sync/applier_exclude.o \
 	fdw/sync/applier_fields.o \
 	fdw/sync/sync_notify.o \

@@ -1152,8 +1152,8 @@ idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
 /*
  * {"v": value} as a palloc'd document.
  */
-static bson_t *
-wrap_value(const bson_value_t *value)
+bson_t *
+idx_repair_wrap_value(const bson_value_t *value)
 {
 	bson_t		wrapped = BSON_INITIALIZER;
 	bson_t	   *result;
@@ -1167,15 +1167,15 @@ wrap_value(const bson_value_t *value)
 /*
  * The distinct _ids of "ids", wrapped as {"v": _id}; returns how many.
  */
-static int
-distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
+int
+idx_repair_distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
 {
 	bson_t	  **all = palloc(sizeof(bson_t *) * Max(n, 1));
 	int			nkeys = 0;
 	int			i;
 
 	for (i = 0; i < n; i++)
-		all[i] = wrap_value(&ids[i]);
+		all[i] = idx_repair_wrap_value(&ids[i]);
 	if (n > 1)
 		qsort(all, n, sizeof(bson_t *), compare_bson_ptrs);
 	for (i = 0; i < n; i++)
@@ -1206,8 +1206,9 @@ compare_mentions(const void *a, const void *b)
 }
 
 /*
- * For each of the distinct keys[0..nkeys-1] (sorted, from distinct_ids()),
- * the image of its last mention in ids/images[0..n-1] (or NULL).
+ * For each of the distinct keys[0..nkeys-1] (sorted, from
+ * idx_repair_distinct_ids()), the image of its last mention in
+ * ids/images[0..n-1] (or NULL).
  */
 static const bson_t **
 last_images(const bson_value_t *ids, const bson_t *const *images, int n,
@@ -1220,7 +1221,7 @@ last_images(const bson_value_t *ids, const bson_t *const *images, int n,
 
 	for (i = 0; i < n; i++)
 	{
-		m[i].key = wrap_value(&ids[i]);
+		m[i].key = idx_repair_wrap_value(&ids[i]);
 		m[i].pos = i;
 	}
 	qsort(m, n, sizeof(Mention), compare_mentions);
@@ -1333,7 +1334,7 @@ repair_ids(IdxRepairState *st, const bson_value_t *ids,
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
 	bson_t	  **keys;
-	int			nkeys = distinct_ids(ids, n, &keys);
+	int			nkeys = idx_repair_distinct_ids(ids, n, &keys);
 	const bson_t **known = images ? last_images(ids, images, n, keys, nkeys)
 		: NULL;
 	VerifyCounts before = st->counts;
@@ -1355,7 +1356,7 @@ repair_ids(IdxRepairState *st, const bson_value_t *ids,
 	{
 		/* keys live in batch_cxt, reset by the check: compute them again */
 		MemoryContextSwitchTo(st->batch_cxt);
-		nkeys = distinct_ids(ids, n, &keys);
+		nkeys = idx_repair_distinct_ids(ids, n, &keys);
 		st->counts = before;
 		result = repair_entries_first(st, keys, nkeys);
 	}
@@ -1422,7 +1423,7 @@ note_waiters(IdxRepairState *st, const bson_value_t *ids, int n)
 	if (!st->repair || !st->def->unique || st->on_waiters == NULL)
 		return;
 	oldcxt = MemoryContextSwitchTo(st->wait_cxt);
-	nholders = distinct_ids(ids, n, &holders);
+	nholders = idx_repair_distinct_ids(ids, n, &holders);
 	nfacts = st->on_waiters(st, holders, nholders, &facts, st->conflict_arg);
 	for (i = 0; i < nfacts; i++)
 		add_waiting_id(st, facts[i]);

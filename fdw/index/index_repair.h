@@ -190,6 +190,9 @@ extern const IdxOp *idx_repair_index_what(IdxRepairState *st);
 extern const IdxOp *idx_repair_facts_what(IdxRepairState *st);
 extern bson_t *idx_repair_wrap_field(const bson_t *doc, const char *field);
 extern ReadDoc *idx_repair_find_doc(IdxRepairState *st, const bson_t *key);
+extern bson_t *idx_repair_wrap_value(const bson_value_t *value);
+extern int	idx_repair_distinct_ids(const bson_value_t *ids, int n,
+									bson_t ***keys);
 extern mongoc_cursor_t *idx_repair_open_stream(IdxRepairState *st,
 											   mongoc_collection_t *coll,
 											   const bson_t *filter,

@@ -2,8 +2,9 @@
  *
  * applier.h
  *		  The change-stream applier's own state, shared by applier.c (the
- *		  worker, its catalog and its index states) and applier_stream.c
- *		  (one stream per MongoDB database: batches, position, heartbeats).
+ *		  worker, its catalog and its index states), applier_stream.c
+ *		  (one stream per MongoDB database: batches, position, heartbeats)
+ *		  and applier_apply.c (a batch's facts applied to index tables).
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -77,6 +78,34 @@ typedef struct AppStream
 	bson_t	   *before;			/* the token before the current getMore */
 } AppStream;
 
+/* The marker of a transaction through the FDW (applier_stream.c's header) */
+typedef struct Marker
+{
+	const uint8_t *lsid;		/* the event's lsid, raw (a view) */
+	uint32_t	lsid_len;
+	int64		txn;			/* the event's txnNumber */
+	IdxClusterTime after;		/* a time its snapshot includes; 0 unknown */
+	bson_t		doc;			/* its fullDocument (a view) */
+} Marker;
+
+/* The _ids of the changed facts of one collection in a batch */
+typedef struct CollIds
+{
+	const char *collection;
+	bson_value_t *ids;			/* views into the stream's reply */
+	const bson_t **images;		/* each id's fact as its event left it, or
+								 * NULL (index_repair.h) */
+	Marker	  **marks;			/* the marker of each id's event, or NULL */
+	const bson_t **changes;		/* an update event's updateDescription, or
+								 * NULL: any field may have changed */
+	int			n;
+	int			alloc;
+	int64		events;
+	bool		marked;			/* any marks[i] set */
+	bool		described;		/* any changes[i] set */
+} CollIds;
+
+
 /* The applier (one per process) */
 typedef struct Applier
 {
@@ -107,6 +136,11 @@ extern void idx_applier_step(AppStream *s, int poll_ms);
 extern void idx_applier_save_position(AppStream *s, bool force);
 extern void idx_applier_close_stream(AppStream *s);
 extern struct IdxIndexDef *idx_applier_current_def(AppIndex *ix);
+
+/* ---- applier_apply.c ---- */
+extern int64 idx_applier_repair(AppIndex *ix, const bson_value_t *ids,
+								const bson_t *const *images, int n);
+extern void idx_applier_apply_facts(AppStream *s, CollIds *c);
 
 /* ---- applier_exclude.c ---- */
 extern void idx_exclude_open(AppStream *s);

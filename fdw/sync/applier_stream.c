@@ -2,8 +2,9 @@
  *
  * applier_stream.c
  *		  The applier's work on one MongoDB database: its change stream,
- *		  the batches of events applied to the index tables, the stored
- *		  position, the heartbeats, and the rebuild after a lost history.
+ *		  the batches of events (applied to the index tables by
+ *		  applier_apply.c), the stored position, the heartbeats, and the
+ *		  rebuild after a lost history.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -94,22 +95,14 @@
 
 #include <mongoc/mongoc.h>
 
-#include "access/relation.h"
 #include "access/xact.h"
-#include "commands/progress.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "core/connection.h"
-#include "core/convert.h"
 #include "core/handle.h"
-#include "core/option.h"
 #include "core/protocol_read.h"
-#include "index/index_catalog.h"
-#include "index/index_conflict.h"
-#include "index/index_entry.h"
 #include "index/index_repair.h"
 #include "sync/applier.h"
 
@@ -122,33 +115,6 @@
 #define SAVE_IDLE_MS			10000
 #define HEARTBEAT_RETRY_MS		1000
 #define WAKE_LOOK_MS			25	/* a getMore that looks for a wake-up */
-
-/* The marker of a transaction through the FDW (see the file header) */
-typedef struct Marker
-{
-	const uint8_t *lsid;		/* the event's lsid, raw (a view) */
-	uint32_t	lsid_len;
-	int64		txn;			/* the event's txnNumber */
-	IdxClusterTime after;		/* a time its snapshot includes; 0 unknown */
-	bson_t		doc;			/* its fullDocument (a view) */
-} Marker;
-
-/* The _ids of the changed facts of one collection in a batch */
-typedef struct CollIds
-{
-	const char *collection;
-	bson_value_t *ids;			/* views into the stream's reply */
-	const bson_t **images;		/* each id's fact as its event left it, or
-								 * NULL (index_repair.h) */
-	Marker	  **marks;			/* the marker of each id's event, or NULL */
-	const bson_t **changes;		/* an update event's updateDescription, or
-								 * NULL: any field may have changed */
-	int			n;
-	int			alloc;
-	int64		events;
-	bool		marked;			/* any marks[i] set */
-	bool		described;		/* any changes[i] set */
-} CollIds;
 
 /* What one batch of events says */
 typedef struct Batch
@@ -209,69 +175,6 @@ idx_applier_current_def(AppIndex *ix)
 			return def->state == IDX_STATE_FAILED ? NULL : def;
 	}
 	return NULL;
-}
-
-/*
- * Bring index "ix" up to date with the facts whose _ids are ids[0..n-1]
- * (all its facts if ids is NULL), as the table owner in a
- * security-restricted operation; returns the entries written.  images
- * (or NULL) holds what the events said of the facts (event_image()).
- */
-static int64
-repair_as_owner(AppIndex *ix, const bson_value_t *ids,
-				const bson_t *const *images, int n)
-{
-	Oid			save_userid;
-	int			save_sec;
-	Relation	rel;
-	IdxIndexDef *def = NULL;
-	IdxRepairState rs;
-	VerifyCounts counts;
-	int64		written = 0;
-
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(applier.slot->ownerid,
-						   save_sec | SECURITY_RESTRICTED_OPERATION);
-	rel = try_relation_open(ix->relid, AccessShareLock);
-	if (rel != NULL)
-		def = idx_applier_current_def(ix);
-	if (def != NULL && ids == NULL)
-	{
-		/* index_verify.c's repair pass over every fact and every entry */
-		idx_verify_run(def, rel, true, PROGRESS_CREATEIDX_COMMAND_REINDEX,
-					   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, true, &counts);
-		written = counts.missing + counts.stale + counts.orphan;
-	}
-	else if (def != NULL)
-	{
-		idx_repair_begin(&rs, def, idx_get_table_info(ix->relid),
-						 RelationGetDescr(rel), applier.client,
-						 applier.servername, true);
-		/* conflicts found and resolved: rows of idxtable.conflicts */
-		rs.on_conflict = idx_conflict_callback;
-		rs.on_resolved = idx_conflict_resolved_callback;
-		/* and who waits for a key a fact of the batch held */
-		rs.on_waiters = idx_conflict_waiting_callback;
-		PG_TRY();
-		{
-			idx_repair_facts_known(&rs, ids, images, n);
-		}
-		PG_FINALLY();
-		{
-			idx_repair_release(&rs);
-		}
-		PG_END_TRY();
-		written = rs.counts.missing + rs.counts.stale + rs.counts.orphan;
-		if (rs.counts.conflicts > 0)
-			ix->wrote = true;	/* a conflict entry may have been written */
-		MemoryContextDelete(rs.batch_cxt);
-	}
-	if (rel != NULL)
-		relation_close(rel, AccessShareLock);
-	SetUserIdAndSecContext(save_userid, save_sec);
-	if (written > 0)
-		ix->wrote = true;
-	return written;
 }
 
 /* What this process wrote to each index, by time (AppFix *) */
@@ -362,7 +265,7 @@ rebuild_stale(AppStream *s)
 		ereport(LOG,
 				(errmsg("idxtable_fdw applier: rebuilding stale index \"%s\"",
 						ix->name)));
-		ix->status.entries_written += repair_as_owner(ix, NULL, NULL, 0);
+		ix->status.entries_written += idx_applier_repair(ix, NULL, NULL, 0);
 		s->repaired = true;
 		any = true;
 	}
@@ -782,167 +685,16 @@ advance_covered(AppStream *s, const Batch *b)
 }
 
 /*
- * Does marker "m" list index "defid" for collection "collection"?
- */
-static bool
-marker_lists(Marker *m, const char *collection, const char *defid)
-{
-	bson_iter_t iter,
-				items,
-				item,
-				ids;
-
-	if (!bson_iter_init_find(&iter, &m->doc, "maintained") ||
-		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &items))
-		return false;
-	while (bson_iter_next(&items))
-	{
-		const char *c;
-
-		if (!BSON_ITER_HOLDS_DOCUMENT(&items) ||
-			!bson_iter_recurse(&items, &item) ||
-			!bson_iter_find(&item, "c") || !BSON_ITER_HOLDS_UTF8(&item))
-			continue;
-		c = bson_iter_utf8(&item, NULL);
-		if (strcmp(c, collection) != 0 ||
-			!bson_iter_recurse(&items, &item) ||
-			!bson_iter_find(&item, "i") || !BSON_ITER_HOLDS_ARRAY(&item) ||
-			!bson_iter_recurse(&item, &ids))
-			continue;
-		while (bson_iter_next(&ids))
-			if (BSON_ITER_HOLDS_UTF8(&ids) &&
-				strcmp(bson_iter_utf8(&ids, NULL), defid) == 0)
-				return true;
-	}
-	return false;
-}
-
-/*
- * May index "ix" take marker "m" for its write (see the file header)?
- */
-static bool
-marker_counts(AppIndex *ix, Marker *m, const char *collection)
-{
-	return ix->state == 'v' && m->after != 0 && ix->fixed_through != 0 &&
-		ix->fixed_through <= m->after &&
-		marker_lists(m, collection, ix->status.definition_id);
-}
-
-/*
- * Which events of "c" index "ix" needs not apply (skip[i]): those whose
- * marker counts for it, and updates that change none of its fields
- * (applier_fields.c).  Sets *marker_skipped if a marker made one skip.
- */
-static bool
-skip_events(AppIndex *ix, CollIds *c, bool *skip, bool *marker_skipped)
-{
-	List	   *fields = NIL;
-	bool		any = false;
-	bool		by_fields;
-	int			i;
-
-	*marker_skipped = false;
-	by_fields = c->described && idx_applier_index_fields(ix, &fields);
-	for (i = 0; i < c->n; i++)
-	{
-		if (c->marks[i] != NULL &&
-			marker_counts(ix, c->marks[i], c->collection))
-			skip[i] = *marker_skipped = true;
-		else
-			skip[i] = by_fields && c->changes[i] != NULL &&
-				!idx_applier_update_touches(c->changes[i], fields);
-		any = any || skip[i];
-	}
-	/* freeing a conflicting key must reach the repair (file header) */
-	if (*marker_skipped && idx_applier_has_conflicts(ix))
-	{
-		*marker_skipped = false;
-		any = false;
-		for (i = 0; i < c->n; i++)
-		{
-			skip[i] = c->marks[i] == NULL && by_fields &&
-				c->changes[i] != NULL &&
-				!idx_applier_update_touches(c->changes[i], fields);
-			any = any || skip[i];
-		}
-	}
-	return any;
-}
-
-/*
- * The _ids of "c" to apply to index "ix" (in *ids, their images in
- * *images; returns how many): those of the events skip_events() keeps.
- */
-static int
-ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids,
-			 const bson_t *const **images)
-{
-	bool	   *skip;
-	bool		marker_skipped;
-	const bson_t **kept_images;
-	int			i,
-				n = 0;
-
-	*ids = c->ids;
-	*images = c->images;
-	if (!c->marked && !c->described)
-		return c->n;
-	skip = palloc0(sizeof(bool) * Max(c->n, 1));
-	if (!skip_events(ix, c, skip, &marker_skipped))
-		return c->n;
-	*ids = palloc(sizeof(bson_value_t) * Max(c->n, 1));
-	kept_images = palloc(sizeof(bson_t *) * Max(c->n, 1));
-	for (i = 0; i < c->n; i++)
-	{
-		if (skip[i])
-			continue;
-		kept_images[n] = c->images[i];
-		(*ids)[n++] = c->ids[i];
-	}
-
-	/*
-	 * An image stays right for the index when a later event of its _id was
-	 * skipped for its fields (they did not change), not when a marker's
-	 * transaction, which may have changed them, was skipped.
-	 */
-	*images = marker_skipped ? NULL : kept_images;
-	return n;
-}
-
-/*
- * Apply the facts of batch "b" to the indexes of "s", each to each index
- * of its collection, but not those whose marker counts for the index.
+ * Apply the facts of batch "b" to the indexes of "s" (applier_apply.c),
+ * then note which indexes were written.
  */
 static void
 repair_colls(AppStream *s, Batch *b)
 {
-	ListCell   *lc,
-			   *lc2;
+	ListCell   *lc;
 
 	foreach(lc, b->colls)
-	{
-		CollIds    *c = lfirst(lc);
-
-		foreach(lc2, s->indexes)
-		{
-			AppIndex   *ix = lfirst(lc2);
-			bson_value_t *ids;
-			const bson_t *const *images;
-			int			n;
-
-			CHECK_FOR_INTERRUPTS();
-			if (strcmp(ix->collection, c->collection) != 0)
-				continue;
-			n = ids_to_apply(ix, c, &ids, &images);
-			if (n > 0)
-			{
-				ix->status.entries_written += repair_as_owner(ix, ids, images,
-															  n);
-				s->repaired = true;
-			}
-			ix->status.events_applied += c->events;
-		}
-	}
+		idx_applier_apply_facts(s, lfirst(lc));
 	note_fixes(s, false);
 }
 

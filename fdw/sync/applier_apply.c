@@ -1,0 +1,480 @@
+/*-------------------------------------------------------------------------
+ *
+ * applier_apply.c
+ *		  The applier's work on one batch of changed facts: which index
+ *		  tables need which of them, one read of the facts they share, and
+ *		  the repair of each index table as its owner.
+ *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/sync/applier_apply.c
+ *
+ * applier_stream.c gathers, per fact collection, the _ids a batch of
+ * events names (CollIds), with what each event said of its fact: the
+ * document of an insert or a replace, the delete, or an update's
+ * updateDescription, and the marker of a transaction through the FDW.
+ * For each index table of the collection, the events it needs not apply
+ * are left out first (skip_events(): a marker that counts for it, an
+ * update of fields it does not use).  Each index table is then repaired
+ * for the rest (index_repair.c): a first, checking pass that takes the
+ * facts it knows as they are given and reads the others, then reads
+ * their entries, and writes only a difference it confirms by reading
+ * again.
+ *
+ * One read of the facts.  The facts an event did not show (updates, and
+ * all of a transaction whose marker was skipped for some index) are read
+ * once per batch for all the index tables of one foreign table that need
+ * them, with the union of their projections, and handed to each repair as
+ * known; an index table alone reads them itself, as before.  An UPDATE
+ * of a column two index tables use thus costs one read of its facts, not
+ * two.  This is safe for the same reason an event's document is: the
+ * first pass only checks, against the entries it reads after the facts,
+ * and a difference (a write between the two reads, or after the read) is
+ * confirmed by reading the entries and then the facts again as they are
+ * then, for that index table alone.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <mongoc/mongoc.h>
+
+#include "access/relation.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "nodes/bitmapset.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "core/deparse.h"
+#include "core/handle.h"
+#include "index/index_conflict.h"
+#include "index/index_entry.h"
+#include "index/index_repair.h"
+#include "sync/applier.h"
+
+/* What one index table applies of a batch's facts of its collection */
+typedef struct IndexPlan
+{
+	AppIndex   *ix;
+	bson_value_t *ids;			/* the _ids it applies */
+	const bson_t **images;		/* what is known of each; NULL: not yet */
+	int			n;
+} IndexPlan;
+
+
+/* ----------------------------------------------------------------
+ *		Repairing one index table
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Bring index "ix" up to date with the facts whose _ids are ids[0..n-1]
+ * (all its facts if ids is NULL), as the table owner in a
+ * security-restricted operation; returns the entries written.  images
+ * (or NULL) holds what is known of the facts: what their events said
+ * (applier_stream.c, event_image()) or the shared read below.
+ */
+int64
+idx_applier_repair(AppIndex *ix, const bson_value_t *ids,
+				   const bson_t *const *images, int n)
+{
+	Oid			save_userid;
+	int			save_sec;
+	Relation	rel;
+	IdxIndexDef *def = NULL;
+	IdxRepairState rs;
+	VerifyCounts counts;
+	int64		written = 0;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(applier.slot->ownerid,
+						   save_sec | SECURITY_RESTRICTED_OPERATION);
+	rel = try_relation_open(ix->relid, AccessShareLock);
+	if (rel != NULL)
+		def = idx_applier_current_def(ix);
+	if (def != NULL && ids == NULL)
+	{
+		/* index_verify.c's repair pass over every fact and every entry */
+		idx_verify_run(def, rel, true, PROGRESS_CREATEIDX_COMMAND_REINDEX,
+					   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, true, &counts);
+		written = counts.missing + counts.stale + counts.orphan;
+	}
+	else if (def != NULL)
+	{
+		idx_repair_begin(&rs, def, idx_get_table_info(ix->relid),
+						 RelationGetDescr(rel), applier.client,
+						 applier.servername, true);
+		/* conflicts found and resolved: rows of idxtable.conflicts */
+		rs.on_conflict = idx_conflict_callback;
+		rs.on_resolved = idx_conflict_resolved_callback;
+		/* and who waits for a key a fact of the batch held */
+		rs.on_waiters = idx_conflict_waiting_callback;
+		PG_TRY();
+		{
+			idx_repair_facts_known(&rs, ids, images, n);
+		}
+		PG_FINALLY();
+		{
+			idx_repair_release(&rs);
+		}
+		PG_END_TRY();
+		written = rs.counts.missing + rs.counts.stale + rs.counts.orphan;
+		if (rs.counts.conflicts > 0)
+			ix->wrote = true;	/* a conflict entry may have been written */
+		MemoryContextDelete(rs.batch_cxt);
+	}
+	if (rel != NULL)
+		relation_close(rel, AccessShareLock);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (written > 0)
+		ix->wrote = true;
+	return written;
+}
+
+
+/* ----------------------------------------------------------------
+ *		Which events an index table applies
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Does marker "m" list index "defid" for collection "collection"?
+ */
+static bool
+marker_lists(Marker *m, const char *collection, const char *defid)
+{
+	bson_iter_t iter,
+				items,
+				item,
+				ids;
+
+	if (!bson_iter_init_find(&iter, &m->doc, "maintained") ||
+		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &items))
+		return false;
+	while (bson_iter_next(&items))
+	{
+		const char *c;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&items) ||
+			!bson_iter_recurse(&items, &item) ||
+			!bson_iter_find(&item, "c") || !BSON_ITER_HOLDS_UTF8(&item))
+			continue;
+		c = bson_iter_utf8(&item, NULL);
+		if (strcmp(c, collection) != 0 ||
+			!bson_iter_recurse(&items, &item) ||
+			!bson_iter_find(&item, "i") || !BSON_ITER_HOLDS_ARRAY(&item) ||
+			!bson_iter_recurse(&item, &ids))
+			continue;
+		while (bson_iter_next(&ids))
+			if (BSON_ITER_HOLDS_UTF8(&ids) &&
+				strcmp(bson_iter_utf8(&ids, NULL), defid) == 0)
+				return true;
+	}
+	return false;
+}
+
+/*
+ * May index "ix" take marker "m" for its write (see the file header)?
+ */
+static bool
+marker_counts(AppIndex *ix, Marker *m, const char *collection)
+{
+	return ix->state == 'v' && m->after != 0 && ix->fixed_through != 0 &&
+		ix->fixed_through <= m->after &&
+		marker_lists(m, collection, ix->status.definition_id);
+}
+
+/*
+ * Which events of "c" index "ix" needs not apply (skip[i]): those whose
+ * marker counts for it, and updates that change none of its fields
+ * (applier_fields.c).  Sets *marker_skipped if a marker made one skip.
+ */
+static bool
+skip_events(AppIndex *ix, CollIds *c, bool *skip, bool *marker_skipped)
+{
+	List	   *fields = NIL;
+	bool		any = false;
+	bool		by_fields;
+	int			i;
+
+	*marker_skipped = false;
+	by_fields = c->described && idx_applier_index_fields(ix, &fields);
+	for (i = 0; i < c->n; i++)
+	{
+		if (c->marks[i] != NULL &&
+			marker_counts(ix, c->marks[i], c->collection))
+			skip[i] = *marker_skipped = true;
+		else
+			skip[i] = by_fields && c->changes[i] != NULL &&
+				!idx_applier_update_touches(c->changes[i], fields);
+		any = any || skip[i];
+	}
+	/* freeing a conflicting key must reach the repair (file header) */
+	if (*marker_skipped && idx_applier_has_conflicts(ix))
+	{
+		*marker_skipped = false;
+		any = false;
+		for (i = 0; i < c->n; i++)
+		{
+			skip[i] = c->marks[i] == NULL && by_fields &&
+				c->changes[i] != NULL &&
+				!idx_applier_update_touches(c->changes[i], fields);
+			any = any || skip[i];
+		}
+	}
+	return any;
+}
+
+/*
+ * The _ids of "c" to apply to index "ix" (in *ids, their images in
+ * *images; returns how many): those of the events skip_events() keeps.
+ */
+static int
+ids_to_apply(AppIndex *ix, CollIds *c, bson_value_t **ids,
+			 const bson_t *const **images)
+{
+	bool	   *skip;
+	bool		marker_skipped;
+	const bson_t **kept_images;
+	int			i,
+				n = 0;
+
+	*ids = c->ids;
+	*images = c->images;
+	if (!c->marked && !c->described)
+		return c->n;
+	skip = palloc0(sizeof(bool) * Max(c->n, 1));
+	if (!skip_events(ix, c, skip, &marker_skipped))
+		return c->n;
+	*ids = palloc(sizeof(bson_value_t) * Max(c->n, 1));
+	kept_images = palloc(sizeof(bson_t *) * Max(c->n, 1));
+	for (i = 0; i < c->n; i++)
+	{
+		if (skip[i])
+			continue;
+		kept_images[n] = c->images[i];
+		(*ids)[n++] = c->ids[i];
+	}
+
+	/*
+	 * An image stays right for the index when a later event of its _id was
+	 * skipped for its fields (they did not change), not when a marker's
+	 * transaction, which may have changed them, was skipped.
+	 */
+	*images = marker_skipped ? NULL : kept_images;
+	return n;
+}
+
+
+/* ----------------------------------------------------------------
+ *		One read of the facts
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The plan of index "ix" for the facts of "c": the _ids it applies, with a
+ * copy of what is known of them that the shared read may fill in.
+ */
+static void
+plan_index(IndexPlan *p, AppIndex *ix, CollIds *c)
+{
+	const bson_t *const *images;
+	int			i;
+
+	p->ix = ix;
+	p->n = ids_to_apply(ix, c, &p->ids, &images);
+	p->images = palloc(sizeof(bson_t *) * Max(p->n, 1));
+	for (i = 0; i < p->n; i++)
+		p->images[i] = images ? images[i] : NULL;
+}
+
+/*
+ * Does plan "p" still need facts read?
+ */
+static bool
+needs_facts(const IndexPlan *p)
+{
+	int			i;
+
+	for (i = 0; i < p->n; i++)
+		if (p->images[i] == NULL)
+			return true;
+	return false;
+}
+
+/*
+ * The distinct _ids the plans group[0..ng-1] do not know yet, as keys
+ * ({"v": _id}, index_repair.c).
+ */
+static int
+unknown_keys(IndexPlan **group, int ng, bson_t ***keys)
+{
+	int			total = 0;
+	int			n = 0;
+	int			g,
+				i;
+	bson_value_t *unknown;
+
+	for (g = 0; g < ng; g++)
+		total += group[g]->n;
+	unknown = palloc(sizeof(bson_value_t) * Max(total, 1));
+	for (g = 0; g < ng; g++)
+		for (i = 0; i < group[g]->n; i++)
+			if (group[g]->images[i] == NULL)
+				unknown[n++] = group[g]->ids[i];
+	return idx_repair_distinct_ids(unknown, n, keys);
+}
+
+/*
+ * Read the facts the plans group[0..ng-1] need, once, with the projection
+ * of every column "attrs" names, through "st" (set up for one of their
+ * indexes); each plan then knows them as read, or as gone.
+ */
+static void
+lookup_shared(IdxRepairState *st, IndexPlan **group, int ng,
+			  Bitmapset *attrs)
+{
+	bson_t		projection = BSON_INITIALIZER;
+	bson_t	  **keys;
+	int			nkeys = unknown_keys(group, ng, &keys);
+	int			g,
+				i;
+
+	idx_build_projection(&projection, st->info, attrs);
+	idx_repair_lookup(st, st->facts, "_id", keys, nkeys, &projection, false,
+					  idx_repair_facts_what(st));
+	bson_destroy(&projection);
+	for (g = 0; g < ng; g++)
+		for (i = 0; i < group[g]->n; i++)
+		{
+			ReadDoc    *rd;
+
+			if (group[g]->images[i] != NULL)
+				continue;
+			rd = idx_repair_find_doc(st,
+									 idx_repair_wrap_value(&group[g]->ids[i]));
+			group[g]->images[i] = rd ? rd->doc : IDX_REPAIR_GONE;
+		}
+}
+
+/*
+ * The shared read for the plans group[0..ng-1], all of one foreign table,
+ * as its owner in a security-restricted operation (as the repairs read).
+ * An index table dropped meanwhile adds no columns (its repair does
+ * nothing); with none left, nothing is read.
+ */
+static void
+read_shared_facts(IndexPlan **group, int ng)
+{
+	Oid			save_userid;
+	int			save_sec;
+	Relation	rel;
+	IdxIndexDef *def = NULL;
+	Bitmapset  *attrs = NULL;
+	IdxRepairState rs;
+	int			g;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(applier.slot->ownerid,
+						   save_sec | SECURITY_RESTRICTED_OPERATION);
+	rel = try_relation_open(group[0]->ix->relid, AccessShareLock);
+	for (g = 0; rel != NULL && g < ng; g++)
+	{
+		IdxIndexDef *d = idx_applier_current_def(group[g]->ix);
+
+		if (d != NULL)
+		{
+			attrs = bms_union(attrs, idx_entry_columns(d));
+			def = d;
+		}
+	}
+	if (def != NULL)
+	{
+		idx_repair_begin(&rs, def, idx_get_table_info(group[0]->ix->relid),
+						 RelationGetDescr(rel), applier.client,
+						 applier.servername, false);
+		PG_TRY();
+		{
+			lookup_shared(&rs, group, ng, attrs);
+		}
+		PG_FINALLY();
+		{
+			idx_repair_release(&rs);
+		}
+		PG_END_TRY();
+		MemoryContextDelete(rs.batch_cxt);
+	}
+	if (rel != NULL)
+		relation_close(rel, AccessShareLock);
+	SetUserIdAndSecContext(save_userid, save_sec);
+}
+
+/*
+ * Share the read of the facts among the plans[0..nplans-1] of each foreign
+ * table that two or more of them need facts of (see the file header).
+ */
+static void
+share_facts_read(IndexPlan *plans, int nplans)
+{
+	IndexPlan **group = palloc(sizeof(IndexPlan *) * Max(nplans, 1));
+	bool	   *done = palloc0(sizeof(bool) * Max(nplans, 1));
+	int			i,
+				j;
+
+	for (i = 0; i < nplans; i++)
+	{
+		int			ng = 0;
+
+		if (done[i] || !needs_facts(&plans[i]))
+			continue;
+		for (j = i; j < nplans; j++)
+			if (!done[j] && plans[j].ix->relid == plans[i].ix->relid &&
+				needs_facts(&plans[j]))
+			{
+				group[ng++] = &plans[j];
+				done[j] = true;
+			}
+		if (ng > 1)
+			read_shared_facts(group, ng);
+	}
+}
+
+/*
+ * Apply the facts of "c" to each index table of "s" over its collection,
+ * leaving out what each needs not apply, with one read of the facts for
+ * the index tables of one foreign table (see the file header).
+ */
+void
+idx_applier_apply_facts(AppStream *s, CollIds *c)
+{
+	IndexPlan  *plans = palloc0(sizeof(IndexPlan) *
+								Max(list_length(s->indexes), 1));
+	int			nplans = 0;
+	ListCell   *lc;
+	int			i;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+
+		if (strcmp(ix->collection, c->collection) == 0)
+			plan_index(&plans[nplans++], ix, c);
+	}
+	share_facts_read(plans, nplans);
+	for (i = 0; i < nplans; i++)
+	{
+		IndexPlan  *p = &plans[i];
+
+		CHECK_FOR_INTERRUPTS();
+		if (p->n > 0)
+		{
+			p->ix->status.entries_written +=
+				idx_applier_repair(p->ix, p->ids, p->images, p->n);
+			s->repaired = true;
+		}
+		p->ix->status.events_applied += c->events;
+	}
+}
