@@ -30,13 +30,15 @@ second foreign table "sx_bare" over the same collection without any:
    getMores short, and the next queries' waits are short;
 8. in ordered mode (whose events keep the stream taking everything), a
    write of a unique key with "current" also writes its own wake-up, and
-   the applier writes no heartbeat of its own for it.
+   the applier writes no heartbeat of its own for it; two backends write
+   their wake-ups to a document each (heartbeat:wake:<backend id>).
 
 Environment as for test/differential.py.  The last line is
 "sync_exclude: N passed, M failed".
 """
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -236,17 +238,33 @@ def refused_wake_up(res, conn, mdb):
           % (", ".join("%.0f" % w for w in waits), later))
 
 
-def ordered_unique_writes(res, conn, admin):
-    """8. ordered writes of unique keys wake the applier themselves."""
+def wake_ups(mdb):
+    """{_id: n} of the backends' wake-up documents in idxtable.sync."""
+    return {d["_id"]: d.get("n") for d in mdb["idxtable.sync"].find({"_id": {"$regex": "^heartbeat:wake"}})}
+
+
+def ordered_unique_writes(res, conn, mdb):
+    """8. ordered writes of unique keys wake the applier themselves, each backend with a wake-up
+    document of its own."""
+    admin = mdb.client.admin
+    other = pg_fixture.connect(DATABASE)
+    q(other, "SET idxtable.index_consistency = 'current'")
     q(conn, "ALTER FOREIGN TABLE sx OPTIONS (ADD consistency 'ordered')")
     try:
         applier_heartbeats(admin)
+        before = wake_ups(mdb)
         for i in range(5):
-            q(conn, "INSERT INTO sx VALUES (%s, %s, 'Ordered')", (7000 + i, "o%d@example.com" % i))
+            q(conn if i % 2 == 0 else other, "INSERT INTO sx VALUES (%s, %s, 'Ordered')",
+              (7000 + i, "o%d@example.com" % i))
             time.sleep(0.2)  # the applier's batch delay ends between the statements
         heartbeats = applier_heartbeats(admin)
+        after = wake_ups(mdb)
     finally:
         q(conn, "ALTER FOREIGN TABLE sx OPTIONS (DROP consistency)")
+        other.close()
+    written = sorted(k for k, n in after.items() if n != before.get(k))
+    res.check(len(written) == 2 and all(re.fullmatch(r"heartbeat:wake:[0-9]+", k) for k in written),
+              "two backends' wake-ups went to a document each, heartbeat:wake:<backend id>: %r" % written)
     res.check(routed_ids(conn, "town = 'Ordered'") == (True, list(range(7000, 7005))),
               "ordered inserts, read through town: %r" % (routed_ids(conn, "town = 'Ordered'"),))
     if heartbeats is not None:
@@ -272,7 +290,7 @@ def main():
         partial_write(res, conn)
         open_transaction_across_repair(res, conn, coll)
         refused_wake_up(res, conn, coll.database)
-        ordered_unique_writes(res, conn, coll.database.client.admin)
+        ordered_unique_writes(res, conn, coll.database)
     verify(res, conn)
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))

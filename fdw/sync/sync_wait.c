@@ -36,6 +36,7 @@
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "storage/backendid.h"
 #include "storage/condition_variable.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -442,7 +443,12 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
 /*
  * Write a wake-up for the applier of "def": a heartbeat of our own into
  * the database's idxtable.sync, whose event ends the applier's getMore at
- * once.  Best effort: a user mapping that may not write there (or any
+ * once.  Each backend has a document of its own ("heartbeat:wake:<backend
+ * id>"), so that concurrent writers of unique keys do not all update one
+ * document (mongod would serialize them, retrying write conflicts), and
+ * writes it with w: 1: the stream returns its event only once it is
+ * majority-committed anyway, so waiting for that here would only add a
+ * round before the wait for the applier.  Best effort: a user mapping that may not write there (or any
  * other failure) leaves the wake-up to the applier's own heartbeat,
  * written when its getMore ends, and a failure is noted in the applier's
  * slot "slotno", whose getMores are then kept short for a while
@@ -458,15 +464,18 @@ write_wake_up(const IdxIndexDef *def, mongoc_client_t *client, int slotno)
 	bson_t		reply;
 	bson_error_t error;
 	bson_iter_t iter;
+	char		id[64];
 	uint32		t = 0;
 	uint32		i = 0;
 
+	snprintf(id, sizeof(id), "%s:%d", IDX_SYNC_WAKE_ID, MyBackendId);
 	command = BCON_NEW("update", BCON_UTF8(IDX_SYNC_COLLECTION),
 					   "updates", "[",
-					   "{", "q", "{", "_id", BCON_UTF8(IDX_SYNC_WAKE_ID), "}",
+					   "{", "q", "{", "_id", BCON_UTF8(id), "}",
 					   "u", "{", "$inc", "{", "n", BCON_INT64(1), "}", "}",
 					   "upsert", BCON_BOOL(true), "}",
-					   "]");
+					   "]",
+					   "writeConcern", "{", "w", BCON_INT32(1), "}");
 	owned = idx_own_bson(command);
 	if (!mongoc_client_write_command_with_opts(client, def->database, command,
 											   NULL, &reply, &error))
