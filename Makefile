@@ -15,6 +15,7 @@ OBJS = \
 	fdw/index/index_write.o \
 	fdw/index/index_verify.o \
 	fdw/index/index_repair.o \
+	fdw/index/index_repair_named.o \
 	fdw/index/index_conflict.o \
 	fdw/modify.o \
 	fdw/modify_insert.o \

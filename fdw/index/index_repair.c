@@ -35,10 +35,10 @@
  *					its holder's, and every other entry of both facts is
  *					checked and repaired as usual.
  *
- * idx_repair_facts() is the entry point for a list of fact _ids: it reads
- * the facts with one find {_id: {$in: [...]}}, and a fact that is gone
- * has all its entries counted as orphans (and deleted).  The change-stream
- * applier will call it for the _ids a stream names; verify_index's pass 1
+ * The facts named by a list of _ids (index_repair_named.c, what the
+ * change-stream applier calls for the _ids a stream names) are read with
+ * one find {_id: {$in: [...]}}, and a fact that is gone has all its
+ * entries counted as orphans (and deleted).  verify_index's pass 1
  * (index_verify.c) feeds the same core, idx_repair_fact_docs(), from its
  * stream of every fact.  Nothing here depends on the state of an SQL
  * function call.
@@ -64,32 +64,7 @@
 #include "index/index_ddl.h"
 #include "index/index_entry.h"
 #include "index/index_repair.h"
-
-/* Attempts at writing a unique claim that others race for */
-#define IDX_REPAIR_CLAIM_ATTEMPTS 3
-
-/*
- * One entry a fact should have, with its key values for messages.
- */
-typedef struct ExpectedEntry
-{
-	bson_t	   *entry;
-	Datum	   *keyvalues;
-	bool	   *keynulls;
-} ExpectedEntry;
-
-/*
- * One fact of a batch, present (with the entries it should have) or gone.
- */
-typedef struct FactItem
-{
-	bson_t	   *id;				/* {"v": <fact _id>} */
-	bool		gone;			/* no fact has this _id */
-	int			nentries;
-	ExpectedEntry *entries;
-	int			nconflicts;		/* unique key conflicts reported */
-	bool		resolved;		/* reported to on_resolved */
-} FactItem;
+#include "index/index_repair_int.h"
 
 /*
  * Release the libmongoc objects (safe to repeat).
@@ -174,8 +149,8 @@ entry_id_key(const bson_t *entry)
 /*
  * Total order on documents by length, then bytes (for bsearch).
  */
-static int
-compare_bson(const bson_t *a, const bson_t *b)
+int
+idx_repair_compare_bson(const bson_t *a, const bson_t *b)
 {
 	if (a->len != b->len)
 		return a->len < b->len ? -1 : 1;
@@ -185,7 +160,7 @@ compare_bson(const bson_t *a, const bson_t *b)
 static int
 compare_read_docs(const void *a, const void *b)
 {
-	return compare_bson(((const ReadDoc *) a)->key,
+	return idx_repair_compare_bson(((const ReadDoc *) a)->key,
 						((const ReadDoc *) b)->key);
 }
 
@@ -201,7 +176,7 @@ idx_repair_find_doc(IdxRepairState *st, const bson_t *key)
 	while (lo <= hi)
 	{
 		int			mid = (lo + hi) / 2;
-		int			c = compare_bson(st->docs[mid].key, key);
+		int			c = idx_repair_compare_bson(st->docs[mid].key, key);
 
 		if (c == 0)
 			return &st->docs[mid];
@@ -266,7 +241,6 @@ idx_repair_check_cursor(IdxRepairState *st, mongoc_cursor_t *cursor,
 		idx_report_reply_error(reply, &error, st->servername, what);
 }
 
-static int	compare_fact_batch(IdxRepairState *st);
 static int	lookup_part(IdxRepairState *st, mongoc_collection_t *coll,
 						const char *field, bson_t **keys, int from, int nkeys,
 						const bson_t *projection, bool by_entry_id,
@@ -730,8 +704,8 @@ convert_fact(IdxRepairState *st, const bson_t *doc)
 /*
  * Remember one fact of the batch and the entries it should have.
  */
-static void
-add_fact(IdxRepairState *st, const bson_t *doc)
+void
+idx_repair_add_fact(IdxRepairState *st, const bson_t *doc)
 {
 	const IdxIndexDef *def = st->def;
 	FactItem   *item = &st->items[st->nitems];
@@ -898,8 +872,8 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 /*
  * Remember a fact of the batch that is gone: it should have no entries.
  */
-static void
-add_gone(IdxRepairState *st, bson_t *wrapped_id)
+void
+idx_repair_add_gone(IdxRepairState *st, bson_t *wrapped_id)
 {
 	FactItem   *item = &st->items[st->nitems++];
 
@@ -911,10 +885,10 @@ add_gone(IdxRepairState *st, bson_t *wrapped_id)
 	item->entries = NULL;
 }
 
-static int
-compare_bson_ptrs(const void *a, const void *b)
+int
+idx_repair_compare_bson_ptrs(const void *a, const void *b)
 {
-	return compare_bson(*(bson_t *const *) a, *(bson_t *const *) b);
+	return idx_repair_compare_bson(*(bson_t *const *) a, *(bson_t *const *) b);
 }
 
 /*
@@ -931,7 +905,7 @@ gone_ids(IdxRepairState *st, int *ngone)
 		if (st->items[i].gone)
 			result[(*ngone)++] = st->items[i].id;
 	if (*ngone > 1)
-		qsort(result, *ngone, sizeof(bson_t *), compare_bson_ptrs);
+		qsort(result, *ngone, sizeof(bson_t *), idx_repair_compare_bson_ptrs);
 	return result;
 }
 
@@ -949,15 +923,15 @@ is_orphan(const ReadDoc *rd, bson_t **gone, int ngone)
 	holder = idx_repair_wrap_field(rd->doc, IDX_ENTRY_FACT_ID);
 	return holder != NULL &&
 		bsearch(&holder, gone, ngone, sizeof(bson_t *),
-				compare_bson_ptrs) != NULL;
+				idx_repair_compare_bson_ptrs) != NULL;
 }
 
 /*
  * Remember the fact "id" ({"v": _id}, in st->wait_cxt) to check again
  * after the batch.
  */
-static void
-add_waiting_id(IdxRepairState *st, bson_t *id)
+void
+idx_repair_add_waiting_id(IdxRepairState *st, bson_t *id)
 {
 	if (st->nwaiting >= st->maxwaiting)
 	{
@@ -980,7 +954,7 @@ add_waiting(IdxRepairState *st, const bson_t *entry)
 	bson_t	   *id = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
 
 	if (id != NULL)
-		add_waiting_id(st, id);
+		idx_repair_add_waiting_id(st, id);
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -1059,8 +1033,8 @@ note_resolved(IdxRepairState *st, const bson_t *entry)
  * the entries the index holds for them.  Returns how many facts were
  * checked; st->batch_cxt is reset.
  */
-static int
-check_fact_batch(IdxRepairState *st)
+int
+idx_repair_check_batch(IdxRepairState *st)
 {
 	bson_t	  **ids = palloc(sizeof(bson_t *) * Max(st->nitems, 1));
 	int			i;
@@ -1069,14 +1043,14 @@ check_fact_batch(IdxRepairState *st)
 		ids[i] = st->items[i].id;
 	idx_repair_lookup(st, st->index, IDX_ENTRY_FACT_ID, ids, st->nitems,
 					  NULL, true, idx_repair_index_what(st));
-	return compare_fact_batch(st);
+	return idx_repair_compare_batch(st);
 }
 
 /*
  * Compare the facts of st->items with their entries, read into st->docs.
  */
-static int
-compare_fact_batch(IdxRepairState *st)
+int
+idx_repair_compare_batch(IdxRepairState *st)
 {
 	bson_t	  **gone;
 	int			ngone;
@@ -1130,8 +1104,6 @@ compare_fact_batch(IdxRepairState *st)
  * convert is counted and skipped.  Returns how many facts were checked;
  * st->batch_cxt is reset, so "facts" may live there.
  */
-static void recheck_waiting(IdxRepairState *st);
-
 int
 idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
 {
@@ -1142,324 +1114,10 @@ idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
 	st->items = palloc(sizeof(FactItem) * Max(n, 1));
 	st->nitems = 0;
 	for (i = 0; i < n; i++)
-		add_fact(st, facts[i]);
-	result = check_fact_batch(st);
+		idx_repair_add_fact(st, facts[i]);
+	result = idx_repair_check_batch(st);
 	MemoryContextSwitchTo(oldcxt);
-	recheck_waiting(st);
-	return result;
-}
-
-/*
- * {"v": value} as a palloc'd document.
- */
-bson_t *
-idx_repair_wrap_value(const bson_value_t *value)
-{
-	bson_t		wrapped = BSON_INITIALIZER;
-	bson_t	   *result;
-
-	idx_check_append(bson_append_value(&wrapped, "v", 1, value));
-	result = idx_bson_pcopy(&wrapped);
-	bson_destroy(&wrapped);
-	return result;
-}
-
-/*
- * The distinct _ids of "ids", wrapped as {"v": _id}; returns how many.
- */
-int
-idx_repair_distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
-{
-	bson_t	  **all = palloc(sizeof(bson_t *) * Max(n, 1));
-	int			nkeys = 0;
-	int			i;
-
-	for (i = 0; i < n; i++)
-		all[i] = idx_repair_wrap_value(&ids[i]);
-	if (n > 1)
-		qsort(all, n, sizeof(bson_t *), compare_bson_ptrs);
-	for (i = 0; i < n; i++)
-		if (nkeys == 0 || compare_bson(all[nkeys - 1], all[i]) != 0)
-			all[nkeys++] = all[i];
-	*keys = all;
-	return nkeys;
-}
-
-/* The image of a fact deleted (idx_repair_facts_known) */
-const bson_t idx_repair_fact_gone;
-
-/* One mention of a fact _id, for last_images() */
-typedef struct Mention
-{
-	bson_t	   *key;			/* {"v": _id} */
-	int			pos;			/* its place in the caller's list */
-} Mention;
-
-static int
-compare_mentions(const void *a, const void *b)
-{
-	const Mention *ma = a;
-	const Mention *mb = b;
-	int			c = compare_bson(ma->key, mb->key);
-
-	return c != 0 ? c : (ma->pos > mb->pos) - (ma->pos < mb->pos);
-}
-
-/*
- * For each of the distinct keys[0..nkeys-1] (sorted, from
- * idx_repair_distinct_ids()), the image of its last mention in
- * ids/images[0..n-1] (or NULL).
- */
-static const bson_t **
-last_images(const bson_value_t *ids, const bson_t *const *images, int n,
-			bson_t **keys, int nkeys)
-{
-	Mention    *m = palloc(sizeof(Mention) * Max(n, 1));
-	const bson_t **known = palloc0(sizeof(bson_t *) * Max(nkeys, 1));
-	int			i,
-				k = 0;
-
-	for (i = 0; i < n; i++)
-	{
-		m[i].key = idx_repair_wrap_value(&ids[i]);
-		m[i].pos = i;
-	}
-	qsort(m, n, sizeof(Mention), compare_mentions);
-	for (i = 0; i < n; i++)
-	{
-		if (i + 1 < n && compare_bson(m[i].key, m[i + 1].key) == 0)
-			continue;			/* not the last mention of its _id */
-		while (k < nkeys && compare_bson(keys[k], m[i].key) < 0)
-			k++;
-		if (k < nkeys && compare_bson(keys[k], m[i].key) == 0)
-			known[k] = images[m[i].pos];
-	}
-	return known;
-}
-
-/*
- * Read the facts named by keys[0..nkeys-1] (one find by _id) into
- * st->items: those that exist, with the entries they should have, and
- * those that are gone.  With "images", a fact whose images[i] is set is
- * taken from there (IDX_REPAIR_GONE: gone) and not read.
- */
-static void
-read_named_facts(IdxRepairState *st, bson_t **keys, int nkeys,
-				 const bson_t *const *images)
-{
-	bson_t		projection = BSON_INITIALIZER;
-	bson_t	  **unknown = keys;
-	int			nunknown = nkeys;
-	ReadDoc    *facts;
-	int			nfacts;
-	int			i;
-
-	if (images != NULL)
-	{
-		unknown = palloc(sizeof(bson_t *) * Max(nkeys, 1));
-		nunknown = 0;
-		for (i = 0; i < nkeys; i++)
-			if (images[i] == NULL)
-				unknown[nunknown++] = keys[i];
-	}
-	st->ndocs = 0;
-	if (nunknown > 0)
-	{
-		idx_repair_projection(st, &projection);
-		idx_repair_lookup(st, st->facts, "_id", unknown, nunknown,
-						  &projection, false, idx_repair_facts_what(st));
-		bson_destroy(&projection);
-	}
-	facts = st->docs;
-	nfacts = st->ndocs;
-
-	st->items = palloc(sizeof(FactItem) * Max(nkeys + nfacts, 1));
-	st->nitems = 0;
-	for (i = 0; i < nkeys; i++)
-	{
-		const bson_t *image = images ? images[i] : NULL;
-
-		if (image == IDX_REPAIR_GONE ||
-			(image == NULL && nunknown > 0 &&
-			 idx_repair_find_doc(st, keys[i]) == NULL))
-			add_gone(st, keys[i]);
-		else if (image != NULL)
-			add_fact(st, image);
-	}
-	for (i = 0; i < nfacts; i++)
-		add_fact(st, facts[i].doc);
-}
-
-/*
- * Repair the named facts reading their entries first, then the facts.  A
- * write through the FDW that commits between the two reads then shows as
- * old entries and new facts, and the fix moves the index towards the newer
- * state (which that write also wrote), never back to an older one.
- */
-static int
-repair_entries_first(IdxRepairState *st, bson_t **keys, int nkeys)
-{
-	ReadDoc    *entries;
-	int			nentries;
-
-	idx_repair_lookup(st, st->index, IDX_ENTRY_FACT_ID, keys, nkeys,
-					  NULL, true, idx_repair_index_what(st));
-	entries = st->docs;
-	nentries = st->ndocs;
-	read_named_facts(st, keys, nkeys, NULL);
-	st->docs = entries;
-	st->ndocs = nentries;
-	return compare_fact_batch(st);
-}
-
-/*
- * Check (and, in repair mode, repair) the entries of the facts whose _ids
- * are ids[0..n-1], whether the facts exist or not: one find of the facts
- * by {_id: {$in: [...]}}, one of their entries by {id: {$in: [...]}}.  The
- * entries of a fact that is gone are orphans.  A repeated _id counts once.
- * This is what the change-stream applier calls for the _ids a stream
- * names, most of them written through the FDW with their entries: so a
- * repair first only checks, and writes only a difference it confirms by
- * reading the entries again, then the facts (repair_entries_first()), as
- * one bulk write.  The counts are those of the confirmed difference.  A
- * fact in a unique key conflict is repaired too (its conflict entry is
- * checked there), and reported to st->on_conflict then.  A claim deleted
- * frees its key for a fact that waited for it as a conflict: those facts
- * are checked again (recheck_waiting()).  Returns how many facts were
- * checked (those that exist and convert, and those that are gone).
- */
-static int
-repair_ids(IdxRepairState *st, const bson_value_t *ids,
-		   const bson_t *const *images, int n)
-{
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	bson_t	  **keys;
-	int			nkeys = idx_repair_distinct_ids(ids, n, &keys);
-	const bson_t **known = images ? last_images(ids, images, n, keys, nkeys)
-		: NULL;
-	VerifyCounts before = st->counts;
-	bool		repair = st->repair;
-	IdxConflictCallback on_conflict = st->on_conflict;
-	int			result;
-
-	/* a conflict is reported by the repair below, which it leads to */
-	st->repair = false;
-	st->on_conflict = repair ? NULL : on_conflict;
-	read_named_facts(st, keys, nkeys, known);
-	result = check_fact_batch(st);
-	st->repair = repair;
-	st->on_conflict = on_conflict;
-	if (repair && (st->counts.missing != before.missing ||
-				   st->counts.stale != before.stale ||
-				   st->counts.orphan != before.orphan ||
-				   st->counts.conflicts != before.conflicts))
-	{
-		/* keys live in batch_cxt, reset by the check: compute them again */
-		MemoryContextSwitchTo(st->batch_cxt);
-		nkeys = idx_repair_distinct_ids(ids, n, &keys);
-		st->counts = before;
-		result = repair_entries_first(st, keys, nkeys);
-	}
-	MemoryContextSwitchTo(oldcxt);
-	return result;
-}
-
-/*
- * Check again the facts noted by note_waiting(): the first to want a freed
- * claim takes it.  They are not counted as checked twice.  A round frees
- * no claim unless the facts changed meanwhile; at most a few rounds.
- */
-static void
-recheck_waiting(IdxRepairState *st)
-{
-	int			round;
-
-	for (round = 0; round < IDX_REPAIR_CLAIM_ATTEMPTS && st->nwaiting > 0;
-		 round++)
-	{
-		int			n = st->nwaiting;
-		bson_t	  **waiting = st->waiting;
-		bson_value_t *ids;
-		int64		checked = st->counts.checked;
-		int			i;
-
-		ids = MemoryContextAlloc(st->wait_cxt, sizeof(bson_value_t) * n);
-		for (i = 0; i < n; i++)
-		{
-			bson_iter_t iter;
-
-			if (!bson_iter_init_find(&iter, waiting[i], "v"))
-				elog(ERROR, "invalid fact _id");
-			ids[i] = *bson_iter_value(&iter);	/* points into waiting[i] */
-		}
-		st->waiting = NULL;
-		st->nwaiting = st->maxwaiting = 0;
-		repair_ids(st, ids, NULL, n);
-		st->counts.checked = checked;
-	}
-	st->waiting = NULL;
-	st->nwaiting = st->maxwaiting = 0;
-	MemoryContextReset(st->wait_cxt);
-}
-
-/*
- * Repairing a unique index, the facts ids[0..n-1] were repaired: those that
- * st->on_waiters says are in a conflict with one of them as the holder
- * wait too.  note_waiting() finds them only when this repair deletes the
- * claim; the claim may already be gone (see index_conflict.c), and then
- * nothing else would ever hand them the key.  A fact whose holder still
- * has the key only costs a check.
- */
-static void
-note_waiters(IdxRepairState *st, const bson_value_t *ids, int n)
-{
-	MemoryContext oldcxt;
-	bson_t	  **holders;
-	bson_t	  **facts;
-	int			nholders;
-	int			nfacts;
-	int			i;
-
-	if (!st->repair || !st->def->unique || st->on_waiters == NULL)
-		return;
-	oldcxt = MemoryContextSwitchTo(st->wait_cxt);
-	nholders = idx_repair_distinct_ids(ids, n, &holders);
-	nfacts = st->on_waiters(st, holders, nholders, &facts, st->conflict_arg);
-	for (i = 0; i < nfacts; i++)
-		add_waiting_id(st, facts[i]);
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
- * repair_ids(), then the facts that waited for a claim it freed, or (with
- * st->on_waiters) for one that a named fact held.
- */
-int
-idx_repair_facts(IdxRepairState *st, const bson_value_t *ids, int n)
-{
-	return idx_repair_facts_known(st, ids, NULL, n);
-}
-
-/*
- * idx_repair_facts() for a caller that may know the facts: images[i] is
- * the fact ids[i] as of a change the caller saw (IDX_REPAIR_GONE: deleted
- * then), or NULL if unknown; of an _id named more than once, its last
- * mention counts.  The first, checking pass takes a known fact as it is
- * given instead of reading it; whatever difference it finds is confirmed
- * by reading the entries and then the facts as they are now, as ever, so
- * a fact that has changed since only costs that second look.  The
- * change-stream applier gives the documents of insert and replace events
- * and the deletes: for a write through the FDW, which wrote the entries
- * before the facts, its first pass then reads just the entries.
- */
-int
-idx_repair_facts_known(IdxRepairState *st, const bson_value_t *ids,
-					   const bson_t *const *images, int n)
-{
-	int			result = repair_ids(st, ids, images, n);
-
-	note_waiters(st, ids, n);
-	recheck_waiting(st);
+	idx_repair_recheck_waiting(st);
 	return result;
 }
 

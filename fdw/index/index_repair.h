@@ -137,6 +137,12 @@ typedef struct IdxRepairState
 	int			nwaiting;
 	int			maxwaiting;
 
+	/* a direct repair between its two halves (index_repair_named.c) */
+	bson_t	  **named_keys;		/* {"v": _id} each, in batch_cxt */
+	int			named_nkeys;
+	ReadDoc    *named_entries;	/* their entries, read first */
+	int			named_nentries;
+
 	/* set by the caller after idx_repair_begin(), optional */
 	IdxConflictCallback on_conflict;
 	IdxResolvedCallback on_resolved;
@@ -168,6 +174,17 @@ extern const bson_t idx_repair_fact_gone;
 extern int	idx_repair_facts_known(IdxRepairState *st,
 								   const bson_value_t *ids,
 								   const bson_t *const *images, int n);
+
+/*
+ * A direct repair of facts the caller reads itself (index_repair_named.c):
+ * their entries first, then, after the caller has read the facts (with
+ * "facts", a state of any index of the table, by idx_repair_lookup()), the
+ * fix.
+ */
+extern void idx_repair_named_entries(IdxRepairState *st,
+									 const bson_value_t *ids, int n);
+extern int	idx_repair_named_fix(IdxRepairState *st, IdxRepairState *facts,
+								 const bson_value_t *ids, int n);
 
 /* The same for facts already read (projection: idx_repair_projection) */
 extern int	idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n);

@@ -17,9 +17,9 @@
  * tables of the server owned by the owner), groups them by the MongoDB
  * database of their facts and follows one database-level change stream per
  * database (applier_stream.c).  For every batch of events it brings each
- * index of the named facts up to date (index_repair.c's idx_repair_facts:
- * the entries each fact should have against those the index holds, only
- * the difference written), then reports how far it has applied
+ * index of the named facts up to date (applier_apply.c, on
+ * index_repair_named.c: the entries each fact should have against those
+ * the index holds, only the difference written), then reports how far it has applied
  * (idx_sync_index_report) and wakes the backends that wait for it.
  *
  * Work done for the table owner (reading facts, type input, computing

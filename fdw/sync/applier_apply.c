@@ -18,22 +18,35 @@
  * For each index table of the collection, the events it needs not apply
  * are left out first (skip_events(): a marker that counts for it, an
  * update of fields it does not use).  Each index table is then repaired
- * for the rest (index_repair.c): a first, checking pass that takes the
- * facts it knows as they are given and reads the others, then reads
- * their entries, and writes only a difference it confirms by reading
- * again.
+ * for the rest (index_repair_named.c), in one of two ways (below): a
+ * first, checking pass that takes the facts it knows as they are given
+ * and reads the others, then reads their entries, and writes only a
+ * difference it confirms by reading again; or, when it knows none of
+ * them, its entries read first and then the facts, and the difference
+ * written at once.
  *
  * One read of the facts.  The facts an event did not show (updates, and
- * all of a transaction whose marker was skipped for some index) are read
- * once per batch for all the index tables of one foreign table that need
- * them, with the union of their projections, and handed to each repair as
- * known; an index table alone reads them itself, as before.  An UPDATE
- * of a column two index tables use thus costs one read of its facts, not
- * two.  This is safe for the same reason an event's document is: the
- * first pass only checks, against the entries it reads after the facts,
- * and a difference (a write between the two reads, or after the read) is
- * confirmed by reading the entries and then the facts again as they are
- * then, for that index table alone.
+ * all of a transaction whose marker was skipped for some index table) are
+ * read once per batch for all the index tables of one foreign table that
+ * need them, with the union of their projections.
+ *
+ * - An index table that knows none of its facts (every event it applies
+ *   is an update, say an outside client's) is repaired directly
+ *   (index_repair_named.c): the entries of each such index table of the
+ *   foreign table are read first, then all their facts once, and each
+ *   writes its difference at once.  Reading the entries before the facts
+ *   is what the confirming second look of a check relies on, so none is
+ *   needed: an outside update of fields of three index tables costs three
+ *   reads of entries and one of facts, where checking and confirming cost
+ *   ten.
+ * - The others check first (index_repair_named.c): the facts they lack
+ *   are read once for all of them, before their entries, and handed to
+ *   each as known, as an event's document is; a difference is then
+ *   confirmed by reading that index table's entries and then the facts
+ *   again before anything is written.  An index table alone reads them
+ *   itself.  A write through the FDW, which already wrote its entries,
+ *   thus costs one read of the facts for all index tables (an UPDATE of a
+ *   column two of them use: one read, not two) and one of entries each.
  *
  *-------------------------------------------------------------------------
  */
@@ -62,6 +75,8 @@ typedef struct IndexPlan
 	bson_value_t *ids;			/* the _ids it applies */
 	const bson_t **images;		/* what is known of each; NULL: not yet */
 	int			n;
+	bool		direct;			/* none known: repaired directly */
+	int64		written;		/* entries written */
 } IndexPlan;
 
 
@@ -69,6 +84,40 @@ typedef struct IndexPlan
  *		Repairing one index table
  * ----------------------------------------------------------------
  */
+
+/*
+ * Set up "rs" for the repair of index "ix" (definition "def", of the open
+ * foreign table "rel") by the applier: its conflicts found and resolved
+ * become rows of idxtable.conflicts, which also say who waits for a key a
+ * fact of the batch held.
+ */
+static void
+begin_repair(IdxRepairState *rs, AppIndex *ix, IdxIndexDef *def,
+			 Relation rel)
+{
+	idx_repair_begin(rs, def, idx_get_table_info(ix->relid),
+					 RelationGetDescr(rel), applier.client,
+					 applier.servername, true);
+	rs->on_conflict = idx_conflict_callback;
+	rs->on_resolved = idx_conflict_resolved_callback;
+	rs->on_waiters = idx_conflict_waiting_callback;
+}
+
+/*
+ * After the repair of index "ix" by "rs" (released): the entries it
+ * wrote, noted in ix->wrote (a conflict entry counts too).
+ */
+static int64
+end_repair(IdxRepairState *rs, AppIndex *ix)
+{
+	int64		written = rs->counts.missing + rs->counts.stale +
+		rs->counts.orphan;
+
+	if (written > 0 || rs->counts.conflicts > 0)
+		ix->wrote = true;
+	MemoryContextDelete(rs->batch_cxt);
+	return written;
+}
 
 /*
  * Bring index "ix" up to date with the facts whose _ids are ids[0..n-1]
@@ -104,14 +153,7 @@ idx_applier_repair(AppIndex *ix, const bson_value_t *ids,
 	}
 	else if (def != NULL)
 	{
-		idx_repair_begin(&rs, def, idx_get_table_info(ix->relid),
-						 RelationGetDescr(rel), applier.client,
-						 applier.servername, true);
-		/* conflicts found and resolved: rows of idxtable.conflicts */
-		rs.on_conflict = idx_conflict_callback;
-		rs.on_resolved = idx_conflict_resolved_callback;
-		/* and who waits for a key a fact of the batch held */
-		rs.on_waiters = idx_conflict_waiting_callback;
+		begin_repair(&rs, ix, def, rel);
 		PG_TRY();
 		{
 			idx_repair_facts_known(&rs, ids, images, n);
@@ -121,10 +163,7 @@ idx_applier_repair(AppIndex *ix, const bson_value_t *ids,
 			idx_repair_release(&rs);
 		}
 		PG_END_TRY();
-		written = rs.counts.missing + rs.counts.stale + rs.counts.orphan;
-		if (rs.counts.conflicts > 0)
-			ix->wrote = true;	/* a conflict entry may have been written */
-		MemoryContextDelete(rs.batch_cxt);
+		written = end_repair(&rs, ix);
 	}
 	if (rel != NULL)
 		relation_close(rel, AccessShareLock);
@@ -329,24 +368,36 @@ unknown_keys(IndexPlan **group, int ng, bson_t ***keys)
 }
 
 /*
- * Read the facts the plans group[0..ng-1] need, once, with the projection
- * of every column "attrs" names, through "st" (set up for one of their
- * indexes); each plan then knows them as read, or as gone.
+ * Read the facts the plans group[0..ng-1] do not know yet, once, with the
+ * projection of every column "attrs" names, into st->docs ("st" is set up
+ * for any index of their table).
  */
 static void
-lookup_shared(IdxRepairState *st, IndexPlan **group, int ng,
-			  Bitmapset *attrs)
+read_group_facts(IdxRepairState *st, IndexPlan **group, int ng,
+				 Bitmapset *attrs)
 {
 	bson_t		projection = BSON_INITIALIZER;
 	bson_t	  **keys;
 	int			nkeys = unknown_keys(group, ng, &keys);
-	int			g,
-				i;
 
 	idx_build_projection(&projection, st->info, attrs);
 	idx_repair_lookup(st, st->facts, "_id", keys, nkeys, &projection, false,
 					  idx_repair_facts_what(st));
 	bson_destroy(&projection);
+}
+
+/*
+ * The shared read for the plans group[0..ng-1] through "st": each plan
+ * then knows the facts it lacked as read, or as gone.
+ */
+static void
+lookup_shared(IdxRepairState *st, IndexPlan **group, int ng,
+			  Bitmapset *attrs)
+{
+	int			g,
+				i;
+
+	read_group_facts(st, group, ng, attrs);
 	for (g = 0; g < ng; g++)
 		for (i = 0; i < group[g]->n; i++)
 		{
@@ -428,10 +479,11 @@ share_facts_read(IndexPlan *plans, int nplans)
 	{
 		int			ng = 0;
 
-		if (done[i] || !needs_facts(&plans[i]))
+		if (done[i] || plans[i].direct || !needs_facts(&plans[i]))
 			continue;
 		for (j = i; j < nplans; j++)
-			if (!done[j] && plans[j].ix->relid == plans[i].ix->relid &&
+			if (!done[j] && !plans[j].direct &&
+				plans[j].ix->relid == plans[i].ix->relid &&
 				needs_facts(&plans[j]))
 			{
 				group[ng++] = &plans[j];
@@ -442,10 +494,127 @@ share_facts_read(IndexPlan *plans, int nplans)
 	}
 }
 
+/* ----------------------------------------------------------------
+ *		Direct repairs
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Does plan "p" know none of its facts (updates only, or a marker's
+ * transaction skipped for another index table)?  Then they must all be
+ * read, and its repair can be direct (see the file header).
+ */
+static bool
+knows_none(const IndexPlan *p)
+{
+	int			i;
+
+	for (i = 0; i < p->n; i++)
+		if (p->images[i] != NULL)
+			return false;
+	return p->n > 0;
+}
+
+/*
+ * The direct repair of the plans group[0..ng-1] of the open foreign table
+ * "rel": the entries of each, then one read of all their facts with the
+ * union of their columns, then each fix (index_repair_named.c).
+ */
+static void
+repair_direct_in(Relation rel, IndexPlan **group, int ng)
+{
+	IdxRepairState *rs = palloc0(sizeof(IdxRepairState) * ng);
+	IdxIndexDef **defs = palloc0(sizeof(IdxIndexDef *) * ng);
+	IdxRepairState facts;
+	volatile bool facts_begun = false;
+	Bitmapset  *attrs = NULL;
+	int			g;
+
+	PG_TRY();
+	{
+		for (g = 0; g < ng; g++)
+		{
+			defs[g] = idx_applier_current_def(group[g]->ix);
+			if (defs[g] == NULL)
+				continue;
+			begin_repair(&rs[g], group[g]->ix, defs[g], rel);
+			idx_repair_named_entries(&rs[g], group[g]->ids, group[g]->n);
+			attrs = bms_union(attrs, idx_entry_columns(defs[g]));
+			if (!facts_begun)
+			{
+				idx_repair_begin(&facts, defs[g], rs[g].info,
+								 RelationGetDescr(rel), applier.client,
+								 applier.servername, false);
+				facts_begun = true;
+			}
+		}
+		if (facts_begun)
+			read_group_facts(&facts, group, ng, attrs);
+		for (g = 0; g < ng; g++)
+			if (defs[g] != NULL)
+				idx_repair_named_fix(&rs[g], &facts, group[g]->ids,
+									 group[g]->n);
+	}
+	PG_FINALLY();
+	{
+		for (g = 0; g < ng; g++)
+			if (defs[g] != NULL)
+				idx_repair_release(&rs[g]);
+		if (facts_begun)
+			idx_repair_release(&facts);
+	}
+	PG_END_TRY();
+	for (g = 0; g < ng; g++)
+		if (defs[g] != NULL)
+			group[g]->written = end_repair(&rs[g], group[g]->ix);
+	if (facts_begun)
+		MemoryContextDelete(facts.batch_cxt);
+}
+
+/*
+ * Repair the direct plans among plans[0..nplans-1], those of one foreign
+ * table together, as its owner in a security-restricted operation.
+ */
+static void
+repair_direct(IndexPlan *plans, int nplans)
+{
+	IndexPlan **group = palloc(sizeof(IndexPlan *) * Max(nplans, 1));
+	bool	   *done = palloc0(sizeof(bool) * Max(nplans, 1));
+	Oid			save_userid;
+	int			save_sec;
+	int			i,
+				j;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(applier.slot->ownerid,
+						   save_sec | SECURITY_RESTRICTED_OPERATION);
+	for (i = 0; i < nplans; i++)
+	{
+		Relation	rel;
+		int			ng = 0;
+
+		if (done[i] || !plans[i].direct)
+			continue;
+		for (j = i; j < nplans; j++)
+			if (plans[j].direct && plans[j].ix->relid == plans[i].ix->relid)
+			{
+				group[ng++] = &plans[j];
+				done[j] = true;
+			}
+		rel = try_relation_open(plans[i].ix->relid, AccessShareLock);
+		if (rel == NULL)
+			continue;			/* dropped: nothing to maintain */
+		repair_direct_in(rel, group, ng);
+		relation_close(rel, AccessShareLock);
+	}
+	SetUserIdAndSecContext(save_userid, save_sec);
+}
+
 /*
  * Apply the facts of "c" to each index table of "s" over its collection,
- * leaving out what each needs not apply, with one read of the facts for
- * the index tables of one foreign table (see the file header).
+ * leaving out what each needs not apply: the index tables that know none
+ * of their facts directly, the others checking first, with one read of
+ * the facts for those of one foreign table (see the file header).
  */
 void
 idx_applier_apply_facts(AppStream *s, CollIds *c)
@@ -460,19 +629,24 @@ idx_applier_apply_facts(AppStream *s, CollIds *c)
 	{
 		AppIndex   *ix = lfirst(lc);
 
-		if (strcmp(ix->collection, c->collection) == 0)
-			plan_index(&plans[nplans++], ix, c);
+		if (strcmp(ix->collection, c->collection) != 0)
+			continue;
+		plan_index(&plans[nplans], ix, c);
+		plans[nplans].direct = knows_none(&plans[nplans]);
+		nplans++;
 	}
+	repair_direct(plans, nplans);
 	share_facts_read(plans, nplans);
 	for (i = 0; i < nplans; i++)
 	{
 		IndexPlan  *p = &plans[i];
 
 		CHECK_FOR_INTERRUPTS();
+		if (p->n > 0 && !p->direct)
+			p->written = idx_applier_repair(p->ix, p->ids, p->images, p->n);
 		if (p->n > 0)
 		{
-			p->ix->status.entries_written +=
-				idx_applier_repair(p->ix, p->ids, p->images, p->n);
+			p->ix->status.entries_written += p->written;
 			s->repaired = true;
 		}
 		p->ix->status.events_applied += c->events;

@@ -56,8 +56,8 @@
  * wrote those facts and exactly the entries they need atomically, from
  * the facts as its snapshot had them; a later change of the same facts has
  * events of its own; and a change before it that the index lacked at its
- * snapshot has its own event, applied (with the repair's confirm step,
- * index_repair.c) before or in this batch, reading the facts as they are
+ * snapshot has its own event, applied (entries read before the facts,
+ * index_repair_named.c) before or in this batch, reading the facts as they are
  * then.  The one case left is a repair write of ours to the index that
  * the transaction's snapshot did not see: its write of entries the fact
  * then had could survive beside the transaction's.  So a marker counts
