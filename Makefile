@@ -13,6 +13,7 @@ OBJS = \
 	fdw/core/remote_error.o \
 	fdw/core/handle.o \
 	fdw/index/index_write.o \
+	fdw/index/index_claims.o \
 	fdw/index/index_verify.o \
 	fdw/index/index_repair.o \
 	fdw/index/index_repair_named.o \

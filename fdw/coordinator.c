@@ -25,7 +25,8 @@
  *	 abort:		  abort every MongoDB transaction, then the index DDL's
  *				  cleanup (dropping the collections of aborted builds),
  *				  then forget the notes to the workers;
- *	 and last, the connection cache's cleanup.
+ *	 and last, the statements noted as claiming unique keys in ordered
+ *	 mode (index_claims.c) are over, and the connection cache's cleanup.
  *
  * Collection drops thus never go out while a MongoDB transaction of ours
  * holds locks on the collection (on mongod a drop waits for them until
@@ -46,6 +47,7 @@
 #include "coordinator.h"
 #include "core/connection.h"
 #include "core/xact.h"
+#include "index/index_claims.h"
 #include "index/index_ddl.h"
 #include "sync/sync_state.h"
 #include "sync/xact_marker.h"
@@ -166,6 +168,7 @@ xact_callback(XactEvent event, void *arg)
 
 	idx_conn_foreach_xact(reset_one, NULL);
 	idx_xact_unnote_ordered_write();
+	idx_claims_xact_end();
 	if (event != XACT_EVENT_PREPARE)
 		idx_conn_xact_end(event == XACT_EVENT_COMMIT ||
 						  event == XACT_EVENT_PARALLEL_COMMIT);

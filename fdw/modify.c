@@ -69,6 +69,7 @@
 #include "core/shard_key.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
+#include "index/index_claims.h"
 #include "index/index_entry.h"
 #include "index/index_write.h"
 #include "modify.h"
@@ -102,6 +103,33 @@ release_modify(void *arg)
 	if (ms->pinned)
 		idx_client_pin(ms->client, -1);
 	ms->pinned = false;
+	if (ms->claiming)
+		idx_claims_write_end();
+	ms->claiming = false;
+}
+
+/*
+ * In ordered mode with a unique index table, the statement (or the undo
+ * of its failure) claims keys before it writes their facts: it is noted
+ * as running, so that a repair leaves its young claims alone until it
+ * ends (index_claims.h).
+ */
+static void
+note_claiming(IdxModifyState *ms)
+{
+	ListCell   *lc;
+
+	if (!ms->ordered || ms->eventual)
+		return;
+	foreach(lc, idx_writer_indexes(ms->writer))
+	{
+		if (((IdxIndexDef *) lfirst(lc))->unique)
+		{
+			idx_claims_write_begin();
+			ms->claiming = true;
+			return;
+		}
+	}
 }
 
 /*
@@ -304,6 +332,7 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 		ms->writer = idx_writer_create(rel, modify_user(estate, rinfo),
 									   ms->info, ms->client,
 									   ms->server->servername, ms->ordered);
+	note_claiming(ms);
 	ms->preconv = idx_writer_row_conv(ms->writer);
 	/* the server's capability, decided here: planning never asks it */
 	if (idxtable_enable_bulk_write && !ms->eventual &&

@@ -59,6 +59,8 @@ typedef struct IdxModifyState
 
 	mongoc_collection_t *facts;
 	bool		pinned;
+	bool		claiming;		/* noted as a write that may claim keys in
+								 * ordered mode (index_claims.h) */
 	MemoryContext cxt;			/* owns this state; reset releases */
 	MemoryContext row_cxt;		/* per row / batch */
 	MemoryContextCallback release_cb;

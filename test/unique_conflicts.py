@@ -31,6 +31,7 @@ for the applier at most 20 s; about ten seconds in all.  The last line is
 """
 import os
 import sys
+import threading
 import time
 
 import psycopg2
@@ -247,6 +248,101 @@ def test_holder_gone(conn, coll):
     RES.check(fired == 1, "the applier's insert failed once (failCommand fired %d times)" % fired)
 
 
+def block_fdw_fact_write(coll, error_code=None):
+    """failCommand: the FDW's next findAndModify (the fact step of an
+    ordered UPDATE, after its claim of the new key) waits 3 s first, and
+    then fails with error_code if given."""
+    data = {"failCommands": ["findAndModify"], "blockConnection": True, "blockTimeMS": 3000,
+            "appName": "idxtable_fdw"}
+    if error_code is not None:
+        data["errorCode"] = error_code
+    coll.database.client.admin.command(SON([
+        ("configureFailPoint", "failCommand"), ("mode", {"times": 1}), ("data", data)]))
+
+
+def update_in_thread(sql, outcome):
+    """Run sql in a session of its own in a thread; outcome gets its SQLSTATE
+    (None: it succeeded)."""
+    def run():
+        writer = connect(DBNAME)
+        try:
+            rows(writer, sql)
+            outcome["sqlstate"] = None
+        except psycopg2.Error as exc:
+            outcome["sqlstate"] = exc.pgcode
+        finally:
+            writer.close()
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def claim_in_flight_checks(conn, coll, what, fact, old_key, new_key, other):
+    """While an ordered UPDATE of fact to new_key waits between its claim and
+    its fact: the applier repairs the fact (an outside change of it) and
+    keeps the claim, so that another FDW write of the key (an INSERT of
+    _id other) fails with 23505."""
+    index = coll.database["idxtable.people.people_email"]
+    claimed = wait_for(lambda: index.find_one({"_id": {"k0": new_key}}), 5)
+    RES.check(claimed is not None and claimed.get("id") == fact,
+              "%s: the UPDATE claims the key before it writes the fact: %r" % (what, claimed))
+    coll.update_one({"_id": fact}, {"$inc": {"n": 1}})
+    # a routed query with current waits for the applier to apply that change
+    through, plain = routed(conn, "SELECT _id, n FROM people WHERE lower(email) = '%s'" % old_key)
+    RES.check(through == plain and len(through) == 1,
+              "%s: the applier applied the outside change: %r, plain %r" % (what, through, plain))
+    claim = index.find_one({"_id": {"k0": new_key}})
+    RES.check(claim is not None and claim.get("id") == fact,
+              "%s: the applier's repair of the fact keeps the claim of its write in flight: %r"
+              % (what, claim))
+    RES.check(fails_23505(conn, "INSERT INTO people VALUES ('%s', '%s', NULL, 0)" % (other, new_key),
+                          "(lower(email))=(%s)" % new_key),
+              "%s: another FDW write of the key fails with 23505 meanwhile" % what)
+
+
+def test_claim_in_flight(conn, coll):
+    """The applier never frees a key an ordered write in flight has claimed."""
+    rows(conn, "ALTER FOREIGN TABLE people OPTIONS (ADD consistency 'ordered')")
+    rows(conn, "INSERT INTO people VALUES ('20', 'ivy@x.org', NULL, 20)")
+    outcome = {}
+    block_fdw_fact_write(coll)
+    try:
+        thread = update_in_thread("UPDATE people SET email = 'jay@x.org' WHERE _id = '20'", outcome)
+        claim_in_flight_checks(conn, coll, "a write that succeeds", "20", "ivy@x.org",
+                               "jay@x.org", "30")
+        RES.check(thread.is_alive(), "the UPDATE was still waiting for its fact's write")
+        thread.join(15)
+    finally:
+        failpoint_off(coll)
+    RES.check(outcome.get("sqlstate", "?") is None, "the UPDATE succeeded: %r" % (outcome,))
+    through, plain = routed(conn, "SELECT _id FROM people WHERE lower(email) = 'jay@x.org'")
+    RES.check(through == plain == [("20",)], "the key is the UPDATE's: routed %r, plain %r"
+              % (through, plain))
+    v = wait_for(lambda: verify(conn, "people_email") == (0, 0, 0, 0, 0) or None, 10)
+    RES.check(v, "then verify_index is clean: %r" % (verify(conn, "people_email"),))
+
+    # the write fails after its claim: once it is over, the applier removes it
+    block_fdw_fact_write(coll, error_code=2)
+    try:
+        thread = update_in_thread("UPDATE people SET email = 'kim@x.org' WHERE _id = '20'", outcome)
+        claim_in_flight_checks(conn, coll, "a write that fails", "20", "jay@x.org",
+                               "kim@x.org", "31")
+        thread.join(15)
+    finally:
+        failpoint_off(coll)
+    RES.check(outcome.get("sqlstate") not in (None, "23505"), "the UPDATE failed: %r" % (outcome,))
+    v = wait_for(lambda: verify(conn, "people_email") == (0, 0, 0, 0, 0) or None, 10)
+    RES.check(v, "the applier removed the failed write's claim once it was over: verify_index %r"
+              % (verify(conn, "people_email"),))
+    try:
+        rows(conn, "INSERT INTO people VALUES ('29', 'kim@x.org', NULL, 29)")
+        holders = rows(conn, "SELECT _id FROM people WHERE lower(email) = 'kim@x.org'")
+    except psycopg2.Error as exc:
+        holders = exc.pgcode
+    RES.check(holders == [("29",)], "and the key is free for another write: %r" % (holders,))
+    rows(conn, "ALTER FOREIGN TABLE people OPTIONS (DROP consistency)")
+
+
 def main():
     conn, coll = setup()
     try:
@@ -254,6 +350,7 @@ def main():
         test_fdw_writes(conn)
         test_resolved(conn, coll)
         test_holder_gone(conn, coll)
+        test_claim_in_flight(conn, coll)
     finally:
         conn.close()
         admin = connect()

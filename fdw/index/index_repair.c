@@ -43,6 +43,12 @@
  * stream of every fact.  Nothing here depends on the state of an SQL
  * function call.
  *
+ * A repair that runs beside writes (st->spare_in_flight: the applier's,
+ * an online build's) leaves alone a unique claim that a write in ordered
+ * mode still running may have made before its fact (index_claims.h):
+ * neither deleted as stale or orphaned nor replaced, and not counted; its
+ * fact is noted in st->spared for the caller to check again.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -61,6 +67,7 @@
 #include "core/protocol_read.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
+#include "index/index_claims.h"
 #include "index/index_ddl.h"
 #include "index/index_entry.h"
 #include "index/index_repair.h"
@@ -197,12 +204,43 @@ without_claim_time(const bson_t *entry)
 	bson_t		copy = BSON_INITIALIZER;
 	bson_t	   *result;
 
-	if (!bson_has_field(entry, "t"))
+	if (!bson_has_field(entry, IDX_ENTRY_CLAIM_TIME))
 		return (bson_t *) entry;
-	bson_copy_to_excluding_noinit(entry, &copy, "t", NULL);
+	bson_copy_to_excluding_noinit(entry, &copy, IDX_ENTRY_CLAIM_TIME, NULL);
 	result = idx_bson_pcopy(&copy);
 	bson_destroy(&copy);
 	return result;
+}
+
+/*
+ * Repairing with writes in flight (st->spare_in_flight): is "entry" a
+ * unique claim that a write in ordered mode still running may have made
+ * before it writes its fact (index_claims.h)?  Removing or replacing it
+ * then would free the key for another write.  Such a claim is left alone
+ * and its fact noted in st->spared, for the caller to check again once
+ * that write is over.
+ */
+bool
+idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
+{
+	MemoryContext oldcxt;
+	IdxSparedClaim *sc;
+	bson_t	   *fact;
+
+	if (!st->repair || !st->spare_in_flight || !idx_entry_is_claim(entry) ||
+		!idx_claim_in_flight(entry))
+		return false;
+	oldcxt = MemoryContextSwitchTo(st->long_cxt);
+	fact = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
+	if (fact != NULL)
+	{
+		sc = palloc(sizeof(IdxSparedClaim));
+		sc->fact = fact;
+		sc->time = idx_claim_time(entry);
+		st->spared = lappend(st->spared, sc);
+	}
+	MemoryContextSwitchTo(oldcxt);
+	return fact != NULL;
 }
 
 /*
@@ -850,7 +888,8 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 	if (rd != NULL && holder != NULL && idx_bson_same_bytes(holder, item->id))
 	{
 		rd->matched = true;
-		if (idx_bson_same_bytes(without_claim_time(rd->doc), ee->entry))
+		if (idx_bson_same_bytes(without_claim_time(rd->doc), ee->entry) ||
+			idx_repair_spare_claim(st, rd->doc))
 			return;
 		st->counts.stale++;
 		if (st->repair)
@@ -1068,6 +1107,11 @@ idx_repair_compare_batch(IdxRepairState *st)
 	{
 		if (st->docs[i].matched)
 			continue;
+		if (idx_repair_spare_claim(st, st->docs[i].doc))
+		{
+			st->docs[i].matched = true; /* neither fixed nor freed */
+			continue;
+		}
 		if (is_orphan(&st->docs[i], gone, ngone))
 			st->counts.orphan++;
 		else

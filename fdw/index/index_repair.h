@@ -61,6 +61,17 @@ typedef struct VerifyCounts
 /* How many unconvertible facts the WARNING names */
 #define IDX_VERIFY_NAMED_FACTS	5
 
+/*
+ * A unique claim that a repair left alone (st->spare_in_flight): a write
+ * in ordered mode that may not have written its fact yet runs
+ * (index_claims.h).  The caller checks the fact again when it is over.
+ */
+typedef struct IdxSparedClaim
+{
+	bson_t	   *fact;			/* {"v": _id} of the claim's fact */
+	int64		time;			/* the claim's time */
+} IdxSparedClaim;
+
 struct IdxRepairState;
 
 /*
@@ -143,6 +154,10 @@ typedef struct IdxRepairState
 	ReadDoc    *named_entries;	/* their entries, read first */
 	int			named_nentries;
 
+	/* young claims of writes in flight: leave them, and note them */
+	bool		spare_in_flight;	/* set by the caller, optional */
+	List	   *spared;			/* IdxSparedClaim *, in long_cxt */
+
 	/* set by the caller after idx_repair_begin(), optional */
 	IdxConflictCallback on_conflict;
 	IdxResolvedCallback on_resolved;
@@ -202,6 +217,7 @@ extern void idx_verify_run(IdxIndexDef *def, Relation rel, bool repair,
 						   VerifyCounts *counts);
 
 /* ---- shared with index_verify.c ---- */
+extern bool idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry);
 extern void idx_repair_projection(IdxRepairState *st, bson_t *projection);
 extern const IdxOp *idx_repair_index_what(IdxRepairState *st);
 extern const IdxOp *idx_repair_facts_what(IdxRepairState *st);

@@ -52,7 +52,10 @@
  * index with the same passes, repairing, and "settle" each batch of pass
  * 1: its facts are read again after its fixes, and those that changed
  * meanwhile (a write in flight, whose entries the fixes may have undone)
- * are repaired again, until none did.
+ * are repaired again, until none did.  A unique claim that a write in
+ * ordered mode still running may have made before its fact is left alone
+ * in both passes (index_claims.h): the write's fact, or its undo, follows
+ * in the stream the build applies next.
  *
  * Both functions take a ShareLock on the foreign table, as CREATE INDEX
  * does: writes through PostgreSQL wait, so a write in flight is never
@@ -90,6 +93,7 @@
 #include "core/protocol_read.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
+#include "index/index_claims.h"
 #include "index/index_conflict.h"
 #include "index/index_ddl.h"
 #include "index/index_entry.h"
@@ -319,6 +323,8 @@ check_entry_batch(IdxRepairState *st, ReadDoc *entries, int n)
 	{
 		if (entries[i].key != NULL && idx_repair_find_doc(st, entries[i].key))
 			continue;
+		if (idx_repair_spare_claim(st, entries[i].doc))
+			continue;			/* its write may not have written the fact */
 		st->counts.orphan++;
 		if (st->repair)
 			idx_repair_queue_delete(st, entries[i].doc);
@@ -345,6 +351,7 @@ check_entries(IdxRepairState *st)
 	MemoryContext oldcxt;
 
 	idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1));
+	idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_CLAIM_TIME, 1));
 	st->cursor = idx_repair_open_stream(st, st->index, &filter, &projection);
 	bson_destroy(&projection);
 	bson_destroy(&filter);
@@ -520,6 +527,7 @@ idx_verify_run(IdxIndexDef *def, Relation rel, bool repair, int command,
 	client = idx_get_client_for_rel(def->relid, InvalidOid, &server);
 	idx_repair_begin(&st, def, info, RelationGetDescr(rel), client,
 					 server->servername, repair);
+	st.spare_in_flight = settle;	/* writers are not locked out */
 	if (repair && command == PROGRESS_CREATEIDX_COMMAND_CREATE_CONCURRENTLY)
 		st.on_conflict = conflict_fails_build;
 	else if (repair)

@@ -14,8 +14,6 @@
  */
 #include "postgres.h"
 
-#include <sys/time.h>
-
 #include "access/sysattr.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
@@ -29,6 +27,7 @@
 #include "core/xact.h"
 #include "index/bulk_write.h"
 #include "index/index_catalog.h"
+#include "index/index_claims.h"
 #include "index/index_ddl.h"
 #include "index/index_entry.h"
 #include "index/index_write.h"
@@ -376,15 +375,11 @@ create_bulk(IndexQueue *q, mongoc_client_session_t *session, bool ordered)
 static bson_t *
 entry_to_write(IdxIndexWriter *w, PendingEntry *pe, bson_t *buf)
 {
-	struct timeval tv;
-
 	if (!(w->ordered && pe->claim))
 		return pe->entry;
 	bson_copy_to(pe->entry, buf);
-	gettimeofday(&tv, NULL);
 	idx_check_append(BSON_APPEND_DATE_TIME(buf, IDX_ENTRY_CLAIM_TIME,
-										   (int64) tv.tv_sec * 1000 +
-										   tv.tv_usec / 1000));
+										   idx_claim_now_ms()));
 	return buf;
 }
 
@@ -717,15 +712,9 @@ fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
 static int64
 claim_age_ms(const bson_t *claim)
 {
-	bson_iter_t iter;
-	struct timeval tv;
+	int64		t = idx_claim_time(claim);
 
-	if (!bson_iter_init_find(&iter, claim, IDX_ENTRY_CLAIM_TIME) ||
-		!BSON_ITER_HOLDS_DATE_TIME(&iter))
-		return PG_INT64_MAX;
-	gettimeofday(&tv, NULL);
-	return (int64) tv.tv_sec * 1000 + tv.tv_usec / 1000 -
-		bson_iter_date_time(&iter);
+	return t == 0 ? PG_INT64_MAX : idx_claim_now_ms() - t;
 }
 
 /*

@@ -26,7 +26,9 @@
  * an orphan and is taken over, once it is older than
  * idxtable.unique_claim_timeout (a younger one may belong to a write in
  * flight, whose fact is not written yet); claims written in ordered mode
- * carry their time in the field "t" for that.
+ * carry their time in the field "t" for that.  A statement that may claim
+ * keys so is noted as running (index_claims.h), for the repairs that run
+ * beside writes to leave its young claims alone too.
  *
  *-------------------------------------------------------------------------
  */
@@ -41,9 +43,7 @@
 
 #include "core/option.h"
 #include "index/bulk_write.h"
-
-/* Field of a unique claim written in ordered mode: when it was made */
-#define IDX_ENTRY_CLAIM_TIME "t"
+#include "index/index_claims.h"
 
 typedef struct IdxIndexWriter IdxIndexWriter;
 

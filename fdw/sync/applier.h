@@ -61,6 +61,9 @@ typedef struct AppStream
 								 * the last batch, waiting for its marker */
 	int			ndeferred;
 	MemoryContext defer_cxt;	/* their memory */
+	List	   *spared;			/* AppSpared *: facts whose young claims a
+								 * repair left to writes in flight */
+	MemoryContext spare_cxt;	/* their memory */
 	TimestampTz complete_since; /* the last batch held every event committed
 								 * before this time (sent its getMore), or 0 */
 	bool		repaired;		/* the last batch wrote to an index table */
@@ -77,6 +80,18 @@ typedef struct AppStream
 	TimestampTz arm_checked_at; /* the last check of the catalog for it */
 	bson_t	   *before;			/* the token before the current getMore */
 } AppStream;
+
+/*
+ * A fact whose young unique claim a repair of index table "ix" left alone
+ * while a write in ordered mode that may have made it runs (index_claims.h);
+ * checked again once every such write that began by "time" is over.
+ */
+typedef struct AppSpared
+{
+	AppIndex   *ix;
+	bson_t	   *fact;			/* {"v": _id} */
+	int64		time;			/* the claim's */
+} AppSpared;
 
 /* The marker of a transaction through the FDW (applier_stream.c's header) */
 typedef struct Marker
@@ -138,9 +153,12 @@ extern void idx_applier_close_stream(AppStream *s);
 extern struct IdxIndexDef *idx_applier_current_def(AppIndex *ix);
 
 /* ---- applier_apply.c ---- */
-extern int64 idx_applier_repair(AppIndex *ix, const bson_value_t *ids,
+extern int64 idx_applier_repair(AppStream *s, AppIndex *ix,
+								const bson_value_t *ids,
 								const bson_t *const *images, int n);
 extern void idx_applier_apply_facts(AppStream *s, CollIds *c);
+extern void idx_applier_recheck_spared(AppStream *s);
+extern void idx_applier_forget_spared(AppStream *s);
 
 /* ---- applier_exclude.c ---- */
 extern void idx_exclude_open(AppStream *s);

@@ -48,6 +48,12 @@
  *   thus costs one read of the facts for all index tables (an UPDATE of a
  *   column two of them use: one read, not two) and one of entries each.
  *
+ * Claims left to writes in flight.  Every repair here leaves alone the
+ * young unique claims that a write in ordered mode still running may have
+ * made before its fact (index_claims.h); their facts are noted in
+ * AppStream.spared and checked again at the end of a later batch, once
+ * every such write that began by the claim's time is over.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -63,6 +69,7 @@
 
 #include "core/deparse.h"
 #include "core/handle.h"
+#include "index/index_claims.h"
 #include "index/index_conflict.h"
 #include "index/index_entry.h"
 #include "index/index_repair.h"
@@ -98,21 +105,54 @@ begin_repair(IdxRepairState *rs, AppIndex *ix, IdxIndexDef *def,
 	idx_repair_begin(rs, def, idx_get_table_info(ix->relid),
 					 RelationGetDescr(rel), applier.client,
 					 applier.servername, true);
+	rs->spare_in_flight = true;
 	rs->on_conflict = idx_conflict_callback;
 	rs->on_resolved = idx_conflict_resolved_callback;
 	rs->on_waiters = idx_conflict_waiting_callback;
 }
 
 /*
- * After the repair of index "ix" by "rs" (released): the entries it
- * wrote, noted in ix->wrote (a conflict entry counts too).
+ * Note fact "fact" ({"v": _id}) of index "ix" of stream "s", whose claim
+ * of time "time" a repair left to a write in flight (a copy, in
+ * s->spare_cxt).
+ */
+static void
+note_spared(AppStream *s, AppIndex *ix, const bson_t *fact, int64 time)
+{
+	MemoryContext oldcxt;
+	AppSpared  *sp;
+
+	if (s->spare_cxt == NULL)
+		s->spare_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "idxtable_fdw applier spared claims",
+											 ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(s->spare_cxt);
+	sp = palloc(sizeof(AppSpared));
+	sp->ix = ix;
+	sp->fact = idx_bson_pcopy(fact);
+	sp->time = time;
+	s->spared = lappend(s->spared, sp);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * After the repair of index "ix" of stream "s" by "rs" (released): the
+ * facts whose claims it left to writes in flight, noted in s->spared; the
+ * entries it wrote, noted in ix->wrote (a conflict entry counts too).
  */
 static int64
-end_repair(IdxRepairState *rs, AppIndex *ix)
+end_repair(AppStream *s, IdxRepairState *rs, AppIndex *ix)
 {
 	int64		written = rs->counts.missing + rs->counts.stale +
 		rs->counts.orphan;
+	ListCell   *lc;
 
+	foreach(lc, rs->spared)
+	{
+		IdxSparedClaim *sc = lfirst(lc);
+
+		note_spared(s, ix, sc->fact, sc->time);
+	}
 	if (written > 0 || rs->counts.conflicts > 0)
 		ix->wrote = true;
 	MemoryContextDelete(rs->batch_cxt);
@@ -127,7 +167,7 @@ end_repair(IdxRepairState *rs, AppIndex *ix)
  * (applier_stream.c, event_image()) or the shared read below.
  */
 int64
-idx_applier_repair(AppIndex *ix, const bson_value_t *ids,
+idx_applier_repair(AppStream *s, AppIndex *ix, const bson_value_t *ids,
 				   const bson_t *const *images, int n)
 {
 	Oid			save_userid;
@@ -163,7 +203,7 @@ idx_applier_repair(AppIndex *ix, const bson_value_t *ids,
 			idx_repair_release(&rs);
 		}
 		PG_END_TRY();
-		written = end_repair(&rs, ix);
+		written = end_repair(s, &rs, ix);
 	}
 	if (rel != NULL)
 		relation_close(rel, AccessShareLock);
@@ -521,7 +561,7 @@ knows_none(const IndexPlan *p)
  * union of their columns, then each fix (index_repair_named.c).
  */
 static void
-repair_direct_in(Relation rel, IndexPlan **group, int ng)
+repair_direct_in(AppStream *s, Relation rel, IndexPlan **group, int ng)
 {
 	IdxRepairState *rs = palloc0(sizeof(IdxRepairState) * ng);
 	IdxIndexDef **defs = palloc0(sizeof(IdxIndexDef *) * ng);
@@ -566,7 +606,7 @@ repair_direct_in(Relation rel, IndexPlan **group, int ng)
 	PG_END_TRY();
 	for (g = 0; g < ng; g++)
 		if (defs[g] != NULL)
-			group[g]->written = end_repair(&rs[g], group[g]->ix);
+			group[g]->written = end_repair(s, &rs[g], group[g]->ix);
 	if (facts_begun)
 		MemoryContextDelete(facts.batch_cxt);
 }
@@ -576,7 +616,7 @@ repair_direct_in(Relation rel, IndexPlan **group, int ng)
  * table together, as its owner in a security-restricted operation.
  */
 static void
-repair_direct(IndexPlan *plans, int nplans)
+repair_direct(AppStream *s, IndexPlan *plans, int nplans)
 {
 	IndexPlan **group = palloc(sizeof(IndexPlan *) * Max(nplans, 1));
 	bool	   *done = palloc0(sizeof(bool) * Max(nplans, 1));
@@ -604,7 +644,7 @@ repair_direct(IndexPlan *plans, int nplans)
 		rel = try_relation_open(plans[i].ix->relid, AccessShareLock);
 		if (rel == NULL)
 			continue;			/* dropped: nothing to maintain */
-		repair_direct_in(rel, group, ng);
+		repair_direct_in(s, rel, group, ng);
 		relation_close(rel, AccessShareLock);
 	}
 	SetUserIdAndSecContext(save_userid, save_sec);
@@ -635,7 +675,7 @@ idx_applier_apply_facts(AppStream *s, CollIds *c)
 		plans[nplans].direct = knows_none(&plans[nplans]);
 		nplans++;
 	}
-	repair_direct(plans, nplans);
+	repair_direct(s, plans, nplans);
 	share_facts_read(plans, nplans);
 	for (i = 0; i < nplans; i++)
 	{
@@ -643,7 +683,8 @@ idx_applier_apply_facts(AppStream *s, CollIds *c)
 
 		CHECK_FOR_INTERRUPTS();
 		if (p->n > 0 && !p->direct)
-			p->written = idx_applier_repair(p->ix, p->ids, p->images, p->n);
+			p->written = idx_applier_repair(s, p->ix, p->ids, p->images,
+											p->n);
 		if (p->n > 0)
 		{
 			p->ix->status.entries_written += p->written;
@@ -651,4 +692,95 @@ idx_applier_apply_facts(AppStream *s, CollIds *c)
 		}
 		p->ix->status.events_applied += c->events;
 	}
+}
+
+
+/* ----------------------------------------------------------------
+ *		Claims left to writes in flight
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Forget the facts whose claims were left to writes in flight (the
+ * stream is closed: they are read again after its stored position, which
+ * idx_applier_save_position() keeps before them).
+ */
+void
+idx_applier_forget_spared(AppStream *s)
+{
+	if (s->spare_cxt)
+		MemoryContextDelete(s->spare_cxt);
+	s->spare_cxt = NULL;
+	s->spared = NIL;
+}
+
+/*
+ * Repair, for each index table of "s", the facts of "spared" marked in
+ * "due" (ndue of them).
+ */
+static void
+repair_spared(AppStream *s, List *spared, const bool *due, int ndue)
+{
+	bson_value_t *ids = palloc(sizeof(bson_value_t) * ndue);
+	ListCell   *lc,
+			   *lc2;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+		int			n = 0;
+
+		foreach(lc2, spared)
+		{
+			AppSpared  *sp = lfirst(lc2);
+			bson_iter_t iter;
+
+			if (sp->ix == ix && due[foreach_current_index(lc2)] &&
+				bson_iter_init_find(&iter, sp->fact, "v"))
+				ids[n++] = *bson_iter_value(&iter);
+		}
+		if (n > 0)
+			ix->status.entries_written +=
+				idx_applier_repair(s, ix, ids, NULL, n);
+	}
+}
+
+/*
+ * Check again the facts whose young claims a repair left alone, once
+ * every write in ordered mode that began by the claim's time is over
+ * (index_claims.h): the claim of a fact written by then stays, and one
+ * whose write failed or was overtaken by another client's is removed.
+ * The others wait for a later batch.
+ */
+void
+idx_applier_recheck_spared(AppStream *s)
+{
+	List	   *spared = s->spared;
+	MemoryContext old_cxt = s->spare_cxt;
+	bool	   *due;
+	int			ndue = 0;
+	ListCell   *lc;
+
+	if (spared == NIL)
+		return;
+	due = palloc0(sizeof(bool) * list_length(spared));
+	foreach(lc, spared)
+	{
+		due[foreach_current_index(lc)] =
+			!idx_claims_write_since(((AppSpared *) lfirst(lc))->time);
+		ndue += due[foreach_current_index(lc)] ? 1 : 0;
+	}
+	if (ndue == 0)
+		return;					/* all still wait, as they are */
+	s->spared = NIL;
+	s->spare_cxt = NULL;
+	foreach(lc, spared)
+	{
+		AppSpared  *sp = lfirst(lc);
+
+		if (!due[foreach_current_index(lc)])
+			note_spared(s, sp->ix, sp->fact, sp->time);
+	}
+	repair_spared(s, spared, due, ndue);
+	MemoryContextDelete(old_cxt);
 }

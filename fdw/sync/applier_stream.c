@@ -36,7 +36,9 @@
  * seconds while only the PBRT moves, and before the stream is closed.  A
  * restart resumes after it; an index not covered by it whose sync_from is
  * older makes the stream start at that time instead.  Applying an event
- * again changes nothing.
+ * again changes nothing.  While a repair has left young claims to writes
+ * in flight (index_claims.h, applier_apply.c), no position is stored: a
+ * restart applies their batch again, and so checks those facts again.
  *
  * Markers.  A write through the FDW in transaction mode writes its facts
  * and their entries in one MongoDB transaction, and at its pre-commit a
@@ -265,7 +267,8 @@ rebuild_stale(AppStream *s)
 		ereport(LOG,
 				(errmsg("idxtable_fdw applier: rebuilding stale index \"%s\"",
 						ix->name)));
-		ix->status.entries_written += idx_applier_repair(ix, NULL, NULL, 0);
+		ix->status.entries_written += idx_applier_repair(s, ix, NULL, NULL,
+														 0);
 		s->repaired = true;
 		any = true;
 	}
@@ -829,6 +832,7 @@ apply_batch(AppStream *s)
 		s->unsaved = true;
 	if (b.nevents > 0)
 		s->events_unsaved = true;
+	idx_applier_recheck_spared(s);
 	idx_applier_report(s, true);
 }
 
@@ -964,6 +968,9 @@ idx_applier_save_position(AppStream *s, bool force)
 	uint32		k = 0;
 
 	if (!s->open || s->cs.token == NULL || !s->unsaved)
+		return;
+	/* the token is past claims left to writes in flight: kept before them */
+	if (s->spared != NIL)
 		return;
 	/* the token is past facts that wait for their marker */
 	if (s->deferred != NIL && !force)
@@ -1256,6 +1263,7 @@ void
 idx_applier_close_stream(AppStream *s)
 {
 	forget_deferred(s);			/* not stored: read again after the position */
+	idx_applier_forget_spared(s);	/* the same */
 	idx_exclude_close(s);
 	idx_cs_close(&s->cs);
 	s->open = false;

@@ -17,15 +17,16 @@
  * (initialisation).  In a backend that loaded the library later,
  * idx_sync_enabled() is false and every index table is unmaintained.
  *
- * Locking.  The slot table's allocation (claim, release: the identity
- * fields) and the hash of index statuses are under the tranche's first
- * LWLock; the registry of transaction sessions (sync_sessions.c) is under
- * its second.  A slot's own fields (state, pid, latch, counters, last error)
- * are under its spinlock; "requested" is an atomic.  The small table of
- * databases (catalog generation, database worker's latch) is under a
- * spinlock of its own, because appliers read their generation on every
- * loop and index DDL bumps it at commit.  No lock is ever held while
- * another is taken, except the LWLock around a slot's spinlock.
+ * Locking.  The slot table's allocation (claim, release: the identity fields)
+ * and the hash of index statuses are under the tranche's first LWLock; the
+ * registry of transaction sessions (sync_sessions.c) is under its second; the
+ * registry of ordered writes in flight (index_claims.c) needs no lock.  A
+ * slot's own fields (state, pid, latch, counters, last error) are under its
+ * spinlock; "requested" is an atomic.  The small table of databases (catalog
+ * generation, database worker's latch) is under a spinlock of its own, because
+ * appliers read their generation on every loop and index DDL bumps it at
+ * commit.  No lock is ever held while another is taken, except the LWLock
+ * around a slot's spinlock.
  *
  * Waiting.  A backend that waits for an index (idx_sync_wait) sleeps on
  * the condition variable of the index's applier slot, which the applier
@@ -47,6 +48,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "index/index_claims.h"
 #include "sync/sync_state.h"
 #include "sync/sync_sessions.h"
 #include "sync/sync_workers.h"
@@ -94,10 +96,12 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size
 sync_shmem_size(void)
 {
-	return add_size(add_size(MAXALIGN(sizeof(IdxSyncShared)),
-							 hash_estimate_size(IDX_SYNC_MAX_INDEXES,
-												sizeof(IdxSyncIndexStatus))),
-					idx_sync_sessions_shmem_size());
+	Size		size = MAXALIGN(sizeof(IdxSyncShared));
+
+	size = add_size(size, hash_estimate_size(IDX_SYNC_MAX_INDEXES,
+											 sizeof(IdxSyncIndexStatus)));
+	size = add_size(size, idx_sync_sessions_shmem_size());
+	return add_size(size, idx_claims_shmem_size());
 }
 
 /*
@@ -162,6 +166,7 @@ sync_shmem_startup(void)
 								 IDX_SYNC_MAX_INDEXES, IDX_SYNC_MAX_INDEXES,
 								 &ctl, HASH_ELEM | HASH_BLOBS);
 	idx_sync_sessions_shmem_init(&(GetNamedLWLockTranche(IDX_SYNC_TRANCHE))[1].lock);
+	idx_claims_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_claims.h
+ *		  The time of a unique claim written in ordered mode, and the
+ *		  registry of the ordered writes in flight that the repair of an
+ *		  index table asks before it removes a young claim.
+ *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/index/index_claims.h
+ *
+ * A write in ordered mode claims a new unique key (inserts its entry,
+ * with the time "t") before it writes the fact.  Until the fact is
+ * written, the claim matches no fact: to a repair (the applier's, or
+ * repair_index) it looks stale, or orphaned.  Removing it then would free
+ * the key for another write while the first is still going to write it.
+ * So each backend notes in shared memory when its oldest statement that
+ * may claim keys in ordered mode began, and a repair leaves a claim alone
+ * while it is younger than idxtable.unique_claim_timeout and such a
+ * statement that began at or before the claim is still running.  The
+ * caller checks the fact again once that is over (the applier does).
+ *
+ * Times are milliseconds since the Unix epoch on this machine's clock,
+ * the clock the claims' "t" is written with.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_INDEX_CLAIMS_H
+#define IDXTABLE_INDEX_CLAIMS_H
+
+#include <mongoc/mongoc.h>
+
+/* Field of a unique claim written in ordered mode: when it was made */
+#define IDX_ENTRY_CLAIM_TIME "t"
+
+/* Now, as a claim's time */
+extern int64 idx_claim_now_ms(void);
+
+/* The time of "claim", or 0 if it has none (a transaction or a build) */
+extern int64 idx_claim_time(const bson_t *claim);
+
+/* ---- the registry (shared memory, from sync_state.c's hooks) ---- */
+extern Size idx_claims_shmem_size(void);
+extern void idx_claims_shmem_init(void);
+
+/* A statement that may claim keys in ordered mode begins, or ends */
+extern void idx_claims_write_begin(void);
+extern void idx_claims_write_end(void);
+
+/* The transaction ended: none of its statements runs any longer */
+extern void idx_claims_xact_end(void);
+
+/*
+ * May "claim" belong to a write that has not written its fact yet: is it
+ * younger than idxtable.unique_claim_timeout, and is a statement that
+ * began at or before it still running?  Without the registry (the
+ * library not preloaded), any young claim may.
+ */
+extern bool idx_claim_in_flight(const bson_t *claim);
+
+/* Is a statement that began at or before "claim_time" still running? */
+extern bool idx_claims_write_since(int64 claim_time);
+
+#endif							/* IDXTABLE_INDEX_CLAIMS_H */
