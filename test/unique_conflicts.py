@@ -248,11 +248,11 @@ def test_holder_gone(conn, coll):
     RES.check(fired == 1, "the applier's insert failed once (failCommand fired %d times)" % fired)
 
 
-def block_fdw_fact_write(coll, error_code=None):
+def block_fdw_fact_write(coll, error_code=None, block_ms=3000):
     """failCommand: the FDW's next findAndModify (the fact step of an
-    ordered UPDATE, after its claim of the new key) waits 3 s first, and
-    then fails with error_code if given."""
-    data = {"failCommands": ["findAndModify"], "blockConnection": True, "blockTimeMS": 3000,
+    ordered UPDATE, after its claim of the new key) waits block_ms first,
+    and then fails with error_code if given."""
+    data = {"failCommands": ["findAndModify"], "blockConnection": True, "blockTimeMS": block_ms,
             "appName": "idxtable_fdw"}
     if error_code is not None:
         data["errorCode"] = error_code
@@ -333,6 +333,28 @@ def test_claim_in_flight(conn, coll):
     RES.check(outcome.get("sqlstate") not in (None, "23505"), "the UPDATE failed: %r" % (outcome,))
     v = wait_for(lambda: verify(conn, "people_email") == (0, 0, 0, 0, 0) or None, 10)
     RES.check(v, "the applier removed the failed write's claim once it was over: verify_index %r"
+              % (verify(conn, "people_email"),))
+
+    # the same, with the applier killed while it waits for the write to end:
+    # it stored no position past the outside change, so its successor
+    # applies it again, and removes the claim then
+    block_fdw_fact_write(coll, error_code=2, block_ms=4500)
+    try:
+        thread = update_in_thread("UPDATE people SET email = 'lee@x.org' WHERE _id = '20'", outcome)
+        claim_in_flight_checks(conn, coll, "applier killed", "20", "jay@x.org", "lee@x.org", "32")
+        # positions are stored at most a second apart while events come:
+        # by now one past the change would be stored, but for the hold
+        time.sleep(1.5)
+        killed = rows(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE backend_type = 'idxtable_fdw applier'"
+                            " AND datname = current_database()")
+        thread.join(15)
+    finally:
+        failpoint_off(coll)
+    RES.check(killed == [(True,)], "applier killed: %r" % (killed,))
+    RES.check(outcome.get("sqlstate") not in (None, "23505"), "the UPDATE failed: %r" % (outcome,))
+    v = wait_for(lambda: verify(conn, "people_email") == (0, 0, 0, 0, 0) or None, 30)
+    RES.check(v, "the applier started again removed the failed write's claim: verify_index %r"
               % (verify(conn, "people_email"),))
     try:
         rows(conn, "INSERT INTO people VALUES ('29', 'kim@x.org', NULL, 29)")
