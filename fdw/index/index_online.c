@@ -164,7 +164,7 @@ fill_index(IdxIndexDef *def, Relation rel, int command)
 	mongoc_client_t *client;
 
 	idx_verify_run(def, rel, true, command, PROGRESS_CREATEIDX_PHASE_BUILD,
-				   true, &counts);
+				   true, &counts, NULL);
 	if (counts.unconvertible > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),

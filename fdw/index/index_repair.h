@@ -208,13 +208,15 @@ extern int	idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n);
  * Both passes of verify_index (repair_index if "repair") over index "def"
  * of the foreign table "rel", which the caller has opened and locked;
  * progress is reported as "command", the pass over the facts as phase
- * "fact_phase" (commands/progress.h).  With "settle" (a build), each batch
- * of facts is read again after its repair, and the facts that changed
- * meanwhile are repaired again, until none did.
+ * "fact_phase" (commands/progress.h).  With "settle" (writers run beside:
+ * a build, the applier), each batch of facts is read again after its
+ * repair, and the facts that changed meanwhile are repaired again, until
+ * none did; young claims of writes in flight are left alone, and their
+ * facts returned in *spared (IdxSparedClaim *) if spared is not NULL.
  */
 extern void idx_verify_run(IdxIndexDef *def, Relation rel, bool repair,
 						   int command, int fact_phase, bool settle,
-						   VerifyCounts *counts);
+						   VerifyCounts *counts, List **spared);
 
 /* ---- shared with index_verify.c ---- */
 extern bool idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry);

@@ -516,7 +516,8 @@ report_conflicts(IdxRepairState *st)
  */
 void
 idx_verify_run(IdxIndexDef *def, Relation rel, bool repair, int command,
-			   int fact_phase, bool settle, VerifyCounts *counts)
+			   int fact_phase, bool settle, VerifyCounts *counts,
+			   List **spared)
 {
 	IdxRepairState st;
 	ForeignServer *server;
@@ -558,6 +559,8 @@ idx_verify_run(IdxIndexDef *def, Relation rel, bool repair, int command,
 	if (repair)
 		report_conflicts(&st);
 	*counts = st.counts;
+	if (spared != NULL)
+		*spared = st.spared;
 }
 
 /*
@@ -580,7 +583,8 @@ verify_index(const char *name, bool repair, VerifyCounts *counts)
 						server->servername),
 				 errhint("Run it in a transaction of its own.")));
 	idx_verify_run(def, rel, repair, PROGRESS_CREATEIDX_COMMAND_REINDEX,
-				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, false, counts);
+				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, false, counts,
+				   NULL);
 	/*
 	 * Entries right under the collations' current versions: not stale (a
 	 * read-only transaction, a standby's say, verifies without recording).

@@ -160,6 +160,30 @@ end_repair(AppStream *s, IdxRepairState *rs, AppIndex *ix)
 }
 
 /*
+ * index_verify.c's repair pass over every fact and every entry of index
+ * "ix" (definition "def", of the open foreign table "rel"); returns the
+ * entries written.
+ */
+static int64
+repair_all(AppStream *s, AppIndex *ix, IdxIndexDef *def, Relation rel)
+{
+	VerifyCounts counts;
+	List	   *spared = NIL;
+	ListCell   *lc;
+
+	idx_verify_run(def, rel, true, PROGRESS_CREATEIDX_COMMAND_REINDEX,
+				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, true, &counts,
+				   &spared);
+	foreach(lc, spared)
+	{
+		IdxSparedClaim *sc = lfirst(lc);
+
+		note_spared(s, ix, sc->fact, sc->time);
+	}
+	return counts.missing + counts.stale + counts.orphan;
+}
+
+/*
  * Bring index "ix" up to date with the facts whose _ids are ids[0..n-1]
  * (all its facts if ids is NULL), as the table owner in a
  * security-restricted operation; returns the entries written.  images
@@ -175,7 +199,6 @@ idx_applier_repair(AppStream *s, AppIndex *ix, const bson_value_t *ids,
 	Relation	rel;
 	IdxIndexDef *def = NULL;
 	IdxRepairState rs;
-	VerifyCounts counts;
 	int64		written = 0;
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
@@ -185,12 +208,7 @@ idx_applier_repair(AppStream *s, AppIndex *ix, const bson_value_t *ids,
 	if (rel != NULL)
 		def = idx_applier_current_def(ix);
 	if (def != NULL && ids == NULL)
-	{
-		/* index_verify.c's repair pass over every fact and every entry */
-		idx_verify_run(def, rel, true, PROGRESS_CREATEIDX_COMMAND_REINDEX,
-					   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, true, &counts);
-		written = counts.missing + counts.stale + counts.orphan;
-	}
+		written = repair_all(s, ix, def, rel);
 	else if (def != NULL)
 	{
 		begin_repair(&rs, ix, def, rel);
