@@ -10,18 +10,24 @@
  * IDENTIFICATION
  *		  fdw/index/index_claims.c
  *
- * The registry is one word per backend: when its oldest running statement
- * that may claim keys in ordered mode began, or 0.  Only the backend
- * writes its own word, so no lock is needed; a reader scans them all.  A
- * backend stores its word before the statement writes anything, and a
- * repair reads the words after it has read a claim, which the statement
- * wrote later than it stored the word: a memory barrier on each side is
- * all the ordering this needs.
+ * The registry is one slot per backend: when its running statement that
+ * may claim keys in ordered mode began (the outermost, if a trigger's
+ * write runs inside another), and when the last such statement began and
+ * ended.  Only the backend writes its own slot, under the slot's spinlock;
+ * a repair reads them all, after it has read a claim, which the statement
+ * wrote after it had stored its start.
  *
- * The statements are counted per backend (a trigger's write inside
- * another), and the count is cleared when the transaction ends, whatever
- * ended it: a statement that failed is over then, even if its state is
- * released later.
+ * A repair decides on a claim against the fact as it read it.  A statement
+ * that began by the claim's time may have made the claim; if it was still
+ * running when the fact was read, the fact may not show its write yet, and
+ * the claim is left alone: the statement runs now, or it ended at or after
+ * that read.  Of the statements a backend ended, the slot keeps the last;
+ * if that one began after the read, an earlier one may have ended after
+ * it too, and the backend counts as having had one running then.
+ *
+ * The count of running statements is cleared when the transaction ends,
+ * whatever ended it: a statement that failed is over then, even if its
+ * state is released later.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,18 +36,26 @@
 #include <sys/time.h>
 
 #include "miscadmin.h"
-#include "port/atomics.h"
 #include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 
 #include "core/guc.h"
 #include "index/index_claims.h"
 
+typedef struct ClaimsSlot
+{
+	slock_t		mutex;
+	int64		since;			/* the running statement's start, or 0 */
+	int64		last_since;		/* the last ended statement's start ... */
+	int64		last_end;		/* ... and end; 0 if none ended */
+} ClaimsSlot;
+
 typedef struct ClaimsRegistry
 {
 	int			nslots;
-	pg_atomic_uint64 since[FLEXIBLE_ARRAY_MEMBER];	/* per backend id - 1 */
+	ClaimsSlot	slots[FLEXIBLE_ARRAY_MEMBER];	/* per backend id - 1 */
 } ClaimsRegistry;
 
 static ClaimsRegistry *registry = NULL;
@@ -77,14 +91,13 @@ idx_claim_time(const bson_t *claim)
 }
 
 /*
- * The size of the registry in shared memory: a word per backend.
+ * The size of the registry in shared memory: a slot per backend.
  */
 Size
 idx_claims_shmem_size(void)
 {
-	return MAXALIGN(add_size(offsetof(ClaimsRegistry, since),
-							 mul_size(sizeof(pg_atomic_uint64),
-									  MaxBackends)));
+	return MAXALIGN(add_size(offsetof(ClaimsRegistry, slots),
+							 mul_size(sizeof(ClaimsSlot), MaxBackends)));
 }
 
 /*
@@ -103,25 +116,28 @@ idx_claims_shmem_init(void)
 		return;
 	registry->nslots = MaxBackends;
 	for (i = 0; i < MaxBackends; i++)
-		pg_atomic_init_u64(&registry->since[i], 0);
+	{
+		memset(&registry->slots[i], 0, sizeof(ClaimsSlot));
+		SpinLockInit(&registry->slots[i].mutex);
+	}
 }
 
 /*
- * This backend's word, or NULL if it has none.
+ * This backend's slot, or NULL if it has none.
  */
-static pg_atomic_uint64 *
-own_word(void)
+static ClaimsSlot *
+own_slot(void)
 {
 	if (registry == NULL || MyBackendId < 1 || MyBackendId > registry->nslots)
 		return NULL;
-	return &registry->since[MyBackendId - 1];
+	return &registry->slots[MyBackendId - 1];
 }
 
 /*
  * At backend exit: no statement of ours runs any longer.
  */
 static void
-clear_own_word(int code, Datum arg)
+end_own_statement(int code, Datum arg)
 {
 	idx_claims_xact_end();
 }
@@ -133,20 +149,36 @@ clear_own_word(int code, Datum arg)
 void
 idx_claims_write_begin(void)
 {
-	pg_atomic_uint64 *word = own_word();
+	ClaimsSlot *slot = own_slot();
 
-	if (word == NULL)
+	if (slot == NULL)
 		return;
 	if (!exit_callback_set)
 	{
-		before_shmem_exit(clear_own_word, (Datum) 0);
+		before_shmem_exit(end_own_statement, (Datum) 0);
 		exit_callback_set = true;
 	}
-	if (write_depth++ == 0)
+	if (write_depth++ > 0)
+		return;
+	SpinLockAcquire(&slot->mutex);
+	slot->since = idx_claim_now_ms();
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * The backend's running statement is over: it becomes the last ended.
+ */
+static void
+end_statement(ClaimsSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	if (slot->since != 0)
 	{
-		pg_atomic_write_u64(word, (uint64) idx_claim_now_ms());
-		pg_memory_barrier();	/* before anything it writes to MongoDB */
+		slot->last_since = slot->since;
+		slot->last_end = idx_claim_now_ms();
+		slot->since = 0;
 	}
+	SpinLockRelease(&slot->mutex);
 }
 
 /*
@@ -155,12 +187,12 @@ idx_claims_write_begin(void)
 void
 idx_claims_write_end(void)
 {
-	pg_atomic_uint64 *word = own_word();
+	ClaimsSlot *slot = own_slot();
 
-	if (word == NULL || write_depth == 0)
+	if (slot == NULL || write_depth == 0)
 		return;
 	if (--write_depth == 0)
-		pg_atomic_write_u64(word, 0);
+		end_statement(slot);
 }
 
 /*
@@ -169,45 +201,65 @@ idx_claims_write_end(void)
 void
 idx_claims_xact_end(void)
 {
-	pg_atomic_uint64 *word = own_word();
+	ClaimsSlot *slot = own_slot();
 
 	write_depth = 0;
-	if (word != NULL)
-		pg_atomic_write_u64(word, 0);
+	if (slot != NULL)
+		end_statement(slot);
 }
 
 /*
- * Is a statement that began at or before "claim_time" still running, in
- * any backend?  Without the registry, any may be.
+ * Did backend slot "slot" run, at "read_at" or later, a statement that
+ * began at or before "claim_time" (see the file header)?
+ */
+static bool
+slot_ran_since(ClaimsSlot *slot, int64 claim_time, int64 read_at)
+{
+	int64		since;
+	int64		last_since;
+	int64		last_end;
+
+	SpinLockAcquire(&slot->mutex);
+	since = slot->since;
+	last_since = slot->last_since;
+	last_end = slot->last_end;
+	SpinLockRelease(&slot->mutex);
+	if (since != 0 && since <= claim_time)
+		return true;
+	if (last_end == 0)
+		return false;
+	return (last_since <= claim_time && last_end >= read_at) ||
+		last_since > read_at;
+}
+
+/*
+ * Was a statement that began at or before "claim_time" running at
+ * "read_at" or later, in any backend?  Without the registry, any may
+ * have been.
  */
 bool
-idx_claims_write_since(int64 claim_time)
+idx_claims_write_since(int64 claim_time, int64 read_at)
 {
 	int			i;
 
 	if (registry == NULL)
 		return true;
-	pg_memory_barrier();		/* after the claim was read */
 	for (i = 0; i < registry->nslots; i++)
-	{
-		uint64		since = pg_atomic_read_u64(&registry->since[i]);
-
-		if (since != 0 && (int64) since <= claim_time)
+		if (slot_ran_since(&registry->slots[i], claim_time, read_at))
 			return true;
-	}
 	return false;
 }
 
 /*
- * May "claim" belong to a write that has not written its fact yet (see
- * index_claims.h)?
+ * May "claim" belong to a write whose fact the repair that read the fact
+ * at "read_at" did not see (see index_claims.h)?
  */
 bool
-idx_claim_in_flight(const bson_t *claim)
+idx_claim_in_flight(const bson_t *claim, int64 read_at)
 {
 	int64		t = idx_claim_time(claim);
 
 	if (t == 0 || idx_claim_now_ms() - t >= idx_unique_claim_timeout)
 		return false;
-	return idx_claims_write_since(t);
+	return idx_claims_write_since(t, read_at);
 }

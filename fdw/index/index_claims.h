@@ -13,14 +13,16 @@
  *
  * A write in ordered mode claims a new unique key (inserts its entry,
  * with the time "t") before it writes the fact.  Until the fact is
- * written, the claim matches no fact: to a repair (the applier's, or
- * repair_index) it looks stale, or orphaned.  Removing it then would free
- * the key for another write while the first is still going to write it.
- * So each backend notes in shared memory when its oldest statement that
- * may claim keys in ordered mode began, and a repair leaves a claim alone
- * while it is younger than idxtable.unique_claim_timeout and such a
- * statement that began at or before the claim is still running.  The
- * caller checks the fact again once that is over (the applier does).
+ * written, the claim matches no fact: to a repair that runs beside writes
+ * (the applier's, an online build's) it looks stale, or orphaned.
+ * Removing it then would free the key for another write while the first
+ * is still going to write it.  So each backend notes in shared memory
+ * when its statements that may claim keys in ordered mode begin and end,
+ * and a repair leaves a claim alone while it is younger than
+ * idxtable.unique_claim_timeout if a statement that began at or before
+ * the claim was running when the repair read the fact (it runs now, or
+ * ended since).  The caller checks the fact again once every such
+ * statement is over (the applier does).
  *
  * Times are milliseconds since the Unix epoch on this machine's clock,
  * the clock the claims' "t" is written with.
@@ -53,14 +55,18 @@ extern void idx_claims_write_end(void);
 extern void idx_claims_xact_end(void);
 
 /*
- * May "claim" belong to a write that has not written its fact yet: is it
- * younger than idxtable.unique_claim_timeout, and is a statement that
- * began at or before it still running?  Without the registry (the
+ * May "claim" belong to a write whose fact a repair that read the fact at
+ * "read_at" (0: at an unknown time) did not see: is the claim younger
+ * than idxtable.unique_claim_timeout, and was a statement that began at
+ * or before it running at read_at or later?  Without the registry (the
  * library not preloaded), any young claim may.
  */
-extern bool idx_claim_in_flight(const bson_t *claim);
+extern bool idx_claim_in_flight(const bson_t *claim, int64 read_at);
 
-/* Is a statement that began at or before "claim_time" still running? */
-extern bool idx_claims_write_since(int64 claim_time);
+/*
+ * Was a statement that began at or before "claim_time" running at
+ * "read_at" or later (with read_at now: is one still running)?
+ */
+extern bool idx_claims_write_since(int64 claim_time, int64 read_at);
 
 #endif							/* IDXTABLE_INDEX_CLAIMS_H */

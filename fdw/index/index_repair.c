@@ -45,7 +45,8 @@
  *
  * A repair that runs beside writes (st->spare_in_flight: the applier's,
  * an online build's) leaves alone a unique claim that a write in ordered
- * mode still running may have made before its fact (index_claims.h):
+ * mode may have made before its fact, a write that was running when the
+ * facts were read (index_claims.h):
  * neither deleted as stale or orphaned nor replaced, and not counted; its
  * fact is noted in st->spared for the caller to check again.
  *
@@ -214,11 +215,12 @@ without_claim_time(const bson_t *entry)
 
 /*
  * Repairing with writes in flight (st->spare_in_flight): is "entry" a
- * unique claim that a write in ordered mode still running may have made
- * before it writes its fact (index_claims.h)?  Removing or replacing it
- * then would free the key for another write.  Such a claim is left alone
- * and its fact noted in st->spared, for the caller to check again once
- * that write is over.
+ * unique claim that a write in ordered mode may have made before it wrote
+ * its fact, a write that was running when the facts compared were read
+ * (st->facts_read_at; index_claims.h)?  Removing or replacing it then
+ * would free the key for another write.  Such a claim is left alone and
+ * its fact noted in st->spared, for the caller to check again once that
+ * write is over.
  */
 bool
 idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
@@ -228,7 +230,7 @@ idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
 	bson_t	   *fact;
 
 	if (!st->repair || !st->spare_in_flight || !idx_entry_is_claim(entry) ||
-		!idx_claim_in_flight(entry))
+		!idx_claim_in_flight(entry, st->facts_read_at))
 		return false;
 	oldcxt = MemoryContextSwitchTo(st->long_cxt);
 	fact = idx_repair_wrap_field(entry, IDX_ENTRY_FACT_ID);
@@ -296,6 +298,8 @@ idx_repair_lookup(IdxRepairState *st, mongoc_collection_t *coll,
 	int			alloc = nkeys + 16;
 	int			from = 0;
 
+	if (coll == st->facts)
+		st->facts_read_at = idx_claim_now_ms();
 	st->ndocs = 0;
 	st->docs = palloc(sizeof(ReadDoc) * alloc);
 	do

@@ -157,6 +157,8 @@ typedef struct IdxRepairState
 	/* young claims of writes in flight: leave them, and note them */
 	bool		spare_in_flight;	/* set by the caller, optional */
 	List	   *spared;			/* IdxSparedClaim *, in long_cxt */
+	int64		facts_read_at;	/* when the facts compared were read, at
+								 * the earliest (index_claims.h); 0 unknown */
 
 	/* set by the caller after idx_repair_begin(), optional */
 	IdxConflictCallback on_conflict;

@@ -407,6 +407,7 @@ idx_repair_named_fix(IdxRepairState *st, IdxRepairState *facts,
 		known[i] = rd != NULL ? rd->doc : IDX_REPAIR_GONE;
 	}
 	read_named_facts(st, st->named_keys, st->named_nkeys, known);
+	st->facts_read_at = facts->facts_read_at;
 	st->docs = st->named_entries;
 	st->ndocs = st->named_nentries;
 	result = idx_repair_compare_batch(st);	/* resets batch_cxt */

@@ -231,12 +231,14 @@ settle_batch(IdxRepairState *st, bson_t **facts, int n, MemoryContext cxt)
 }
 
 /*
- * Repair (or check) one batch of facts read by the pass; with a settle
- * context, settle it (see settle_batch).
+ * Repair (or check) one batch of facts read by the pass, at "read_at" or
+ * later; with a settle context, settle it (see settle_batch).
  */
 static void
-fact_batch(IdxRepairState *st, bson_t **facts, int n, MemoryContext settle)
+fact_batch(IdxRepairState *st, bson_t **facts, int n, int64 read_at,
+		   MemoryContext settle)
 {
+	st->facts_read_at = read_at;
 	fact_batch_done(st, idx_repair_fact_docs(st, facts, n));
 	if (settle != NULL)
 	{
@@ -261,6 +263,7 @@ check_facts(IdxRepairState *st, bool settle)
 	int			n = 0;
 	MemoryContext settle_cxt = NULL;
 	MemoryContext oldcxt;
+	int64		opened = idx_claim_now_ms();	/* no fact read before */
 
 	idx_repair_projection(st, &projection);
 	st->cursor = idx_repair_open_stream(st, st->facts, &filter, &projection);
@@ -281,12 +284,12 @@ check_facts(IdxRepairState *st, bool settle)
 		facts[n++] = idx_bson_pcopy(doc);
 		if (n >= IDX_VERIFY_BATCH)
 		{
-			fact_batch(st, facts, n, settle_cxt);
+			fact_batch(st, facts, n, opened, settle_cxt);
 			n = 0;
 		}
 	}
 	idx_repair_check_cursor(st, st->cursor, idx_repair_facts_what(st));
-	fact_batch(st, facts, n, settle_cxt);
+	fact_batch(st, facts, n, opened, settle_cxt);
 	MemoryContextSwitchTo(oldcxt);
 	if (settle_cxt != NULL)
 		MemoryContextDelete(settle_cxt);

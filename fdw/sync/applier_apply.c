@@ -785,7 +785,8 @@ idx_applier_recheck_spared(AppStream *s)
 	foreach(lc, spared)
 	{
 		due[foreach_current_index(lc)] =
-			!idx_claims_write_since(((AppSpared *) lfirst(lc))->time);
+			!idx_claims_write_since(((AppSpared *) lfirst(lc))->time,
+									idx_claim_now_ms());
 		ndue += due[foreach_current_index(lc)] ? 1 : 0;
 	}
 	if (ndue == 0)
