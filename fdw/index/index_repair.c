@@ -46,9 +46,9 @@
  * A repair that runs beside writes (st->spare_in_flight: the applier's,
  * an online build's) leaves alone a unique claim that a write in ordered
  * mode may have made before its fact, a write that was running when the
- * facts were read (index_claims.h):
- * neither deleted as stale or orphaned nor replaced, and not counted; its
- * fact is noted in st->spared for the caller to check again.
+ * facts were read (index_claims.h): neither deleted as stale or orphaned
+ * nor replaced, and not counted; its fact is noted in st->spared for the
+ * caller to check again.
  *
  *-------------------------------------------------------------------------
  */
