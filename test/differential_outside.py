@@ -35,6 +35,13 @@ This runs in phases of --seconds each:
    again;
 1. steady: the applier runs (at least MIN_ROUTED_SHARE of the pairs must go
    through an index table, or the test proves nothing);
+1b. ordered FDW writes: the table in consistency 'ordered', random writes
+   through the FDW run between the pairs while the outside writers write,
+   among them new emails for customers the outside writers write too (the
+   applier may repair such a customer between the FDW's claim of its new
+   email and its fact, and must leave that claim to the write in flight);
+   no write may fail, but for a 23505 of a write of outside customers (one
+   may share its email with another: an outside duplicate);
 2. failpoints: MongoDB's failCommand (or failGetMoreAfterCursorCheckout)
    on for FAULT_WINDOW seconds every --fault-every seconds (or after the
    next pair when no applier ran or no command met it), with appName
@@ -53,7 +60,7 @@ for information only (how many differ without the wait).
 
 In phases 2-4 a routed query may fail with SQLSTATE IX001 (the index is not
 current within idxtable.sync_wait_timeout) while the applier restarts: such
-errors are counted and reported, never a wrong row; in phases 0 and 1 an IX001 is a
+errors are counted and reported, never a wrong row; in phases 0, 1 and 1b an IX001 is a
 failure.  Any other error is a failure.
 
 At the end the writers stop, a marker write (to another collection) gives
@@ -115,9 +122,11 @@ BARRIERS = {"customers_email": "SELECT count(*) FROM customers WHERE lower(email
 # (in this order: the launcher restarts an applier that failed within 60 s
 # of its start after 1 s, 2 s, 4 s, ...: the failpoints come first, while
 # the delays are short)
-ARMED, STEADY, FAILPOINTS, KILLED, RESTARTED = ("fdw writes", "steady", "failpoints", "applier killed",
-                                                "server restarted")
-PHASES = [ARMED, STEADY, FAILPOINTS, KILLED, RESTARTED]
+ARMED, STEADY, ORDERED, FAILPOINTS, KILLED, RESTARTED = (
+    "fdw writes", "steady", "ordered fdw writes", "failpoints", "applier killed", "server restarted")
+PHASES = [ARMED, STEADY, ORDERED, FAILPOINTS, KILLED, RESTARTED]
+# the ordered-FDW-writes phase: seconds between two writes through the FDW
+ORDERED_EVERY = 0.05
 # the FDW-writes phase: the outside writers are held for a stretch until the
 # applier leaves the FDW's own transactions out (at most ARMED_WAIT seconds,
 # longer than its quiet second), and for ARMED_AFTER seconds more, in which
@@ -412,7 +421,7 @@ class Reader(threading.Thread):
         out = session.run(query.sql, query.params)
         stats["queries"] += 1
         if out.failed():
-            if out.sqlstate == NOT_CURRENT and phase not in (STEADY, ARMED):
+            if out.sqlstate == NOT_CURRENT and phase not in (STEADY, ARMED, ORDERED):
                 stats["IX001"] += 1
                 return
             stats["errors"] += 1
@@ -546,7 +555,7 @@ class Run:
         if plain.failed():
             self.check(False, "the unrouted query failed", lines + ["unrouted: " + plain.show()])
         elif routed.failed():
-            if routed.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED):
+            if routed.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED, ORDERED):
                 stats["IX001"] += 1
             else:
                 stats["errors"] += 1
@@ -633,7 +642,7 @@ class Run:
     def check_insert(self, email, out, why):
         stats = self.stats[self.phase]
         stats["fdw inserts"] += 1
-        if out.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED):
+        if out.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED, ORDERED):
             stats["IX001"] += 1
             return
         self.check(out.sqlstate == UNIQUE_VIOLATION,
@@ -748,15 +757,17 @@ class Run:
             stats["differ"] += not routed.failed() and not plain.failed() and routed.rows != plain.rows
         self.routed.execute("RESET idxtable.index_consistency")
 
-    def fdw_write(self, bare=True):
-        """One random write through the FDW (transaction mode, the server's default): INSERT of new
+    def fdw_write(self, bare=True, emails=False):
+        """One random write through the FDW (in the table's consistency mode): INSERT of new
         customers, UPDATE or DELETE of customers it inserted, an UPDATE of outside customers by town,
-        or a write through customers_bare, which maintains no index table."""
+        a write through customers_bare, which maintains no index table, or (emails) two new emails
+        for one customer it inserted, back to back, or a new email for a customer the outside writers
+        write too."""
         stats = self.stats[self.phase]
         # writes through customers_bare are rare: each takes the FDW's transactions back into the
         # applier's stream for a second or more
-        kind = self.rng.choices(["insert", "update", "update_town", "delete", "bare"],
-                                [3, 3, 2, 2, 1 if bare else 0])[0]
+        kind = self.rng.choices(["insert", "update", "update_town", "delete", "bare", "emails"],
+                                [3, 3, 2, 2, 1 if bare else 0, 3 if emails else 0])[0]
         mine = self.fdw_rows
         if kind == "insert" or not mine:
             rows = []
@@ -779,6 +790,21 @@ class Run:
         elif kind == "update_town":
             out = self.routed.run("UPDATE customers SET first_name = 'Fdw ' || coalesce(first_name, '') "
                                   "WHERE town = %s AND n %% 7 = %s", (self.rng.choice(TOWNS), self.rng.randrange(7)))
+        elif kind == "emails" and self.rng.random() < 0.5:
+            _id = self.rng.choice(mine)
+            for _ in range(2):
+                self.fdw_serial += 1
+                out = self.routed.run("UPDATE customers SET email = %s WHERE _id = %s",
+                                      ("Fdw.Writer%d@Example.org" % self.fdw_serial, _id))
+                if out.failed():
+                    break
+        elif kind == "emails":
+            # a customer the outside writers write too, found by its email
+            kind = "outside email"
+            self.fdw_serial += 1
+            out = self.routed.run("UPDATE customers SET email = %s WHERE lower(email) = %s",
+                                  ("Fdw.Writer%d@Example.org" % self.fdw_serial,
+                                   lower(self.pool.pick_email(self.rng))))
         elif kind == "delete":
             ids = self.rng.sample(mine, min(len(mine), self.rng.randint(1, 5)))
             out = self.routed.run("DELETE FROM customers WHERE _id = ANY (%s)", (ids,))
@@ -790,6 +816,13 @@ class Run:
             out = self.routed.run("UPDATE customers_bare SET town = %s, tags = %s WHERE _id = ANY (%s)",
                                   (self.rng.choice(TOWNS), self.rng.sample(TAGS, self.rng.randint(0, 2)), ids))
         stats["fdw writes"] += 1
+        if (out.sqlstate == UNIQUE_VIOLATION and kind in ("update_town", "outside email")
+                and self.phase == ORDERED):
+            # a customer the outside writers write may share its email with another (an outside
+            # duplicate): writing its entries refuses the key the other holds, or the UPDATE gives
+            # both the same new email
+            stats["fdw writes refused (23505: outside customers sharing an email)"] += 1
+            return
         if out.failed():
             stats["fdw write errors"] += 1
             self.check(False, "a write through the FDW failed", ["%s: %s" % (kind, out.show())])
@@ -829,6 +862,18 @@ class Run:
         self.check(stats["stretches with the FDW's transactions left out"] > 0,
                    "in no stretch of FDW writes did the applier leave the FDW's own transactions out "
                    "(%d stretches)" % stats["stretches"])
+
+    def phase_ordered(self):
+        """Ordered FDW writes beside the outside writers (see the module's docstring).  The mode is
+        the server's option: an ALTER FOREIGN TABLE would wait for a routed query that waits for the
+        applier, whose lock on the table would queue behind the ALTER's (an IX001 after
+        idxtable.sync_wait_timeout; README, "Reads when other applications write to MongoDB")."""
+        self.admin.execute("ALTER SERVER mongo OPTIONS (ADD consistency 'ordered')")
+        try:
+            self.run_phase(ORDERED, lambda: self.fdw_write(bare=False, emails=True), ORDERED_EVERY)
+        finally:
+            self.admin.execute("ALTER SERVER mongo OPTIONS (DROP consistency)")
+        self.check(self.stats[ORDERED]["fdw writes"] > 0, "no write through the FDW ran")
 
     def phase_killed(self):
         self.run_phase(KILLED, self.kill_applier, self.args.kill_every)
@@ -958,6 +1003,8 @@ class Run:
                 self.phase_armed()
             if STEADY in wanted:
                 self.run_phase(STEADY)
+            if ORDERED in wanted:
+                self.phase_ordered()
             if FAILPOINTS in wanted:
                 self.phase_failpoints()
             if KILLED in wanted:
