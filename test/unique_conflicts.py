@@ -23,6 +23,9 @@ a pymongo client writes straight into MongoDB, and
   the conflict's row to lead it from the holder to the waiting fact, that
   fact kept its conflict entry and never got the claim: verify_index found
   missing 1, stale 1, and an FDW INSERT of the key succeeded;
+- an UPDATE of a column the unique index table includes fails with 23505
+  for the fact in conflict (its entry of the key is written again), not for
+  the holder;
 - at the end verify_index finds nothing, conflicts included.
 
 Environment as exported by eval "$(test/env start)".  Bounded: each wait
@@ -131,6 +134,12 @@ def test_conflicts(conn, coll):
                                   " ORDER BY _id")
     RES.check(through == plain == [("1",), ("2",)],
               "a routed query finds both facts of a key: %r, plain %r" % (through, plain))
+    # n is included in people_email: an UPDATE of it writes the fact's entry of the key again
+    RES.check(fails_23505(conn, "UPDATE people SET n = 20 WHERE _id = '2'", "(lower(email))=(ann@x.org)"),
+              "an UPDATE of an included column of the fact in conflict fails with 23505")
+    rows(conn, "UPDATE people SET n = 1 WHERE _id = '1'")
+    RES.check(rows(conn, "SELECT _id, n FROM people WHERE _id IN ('1', '2') ORDER BY 1") == [("1", 1), ("2", 2)],
+              "the holder's UPDATE of it succeeds; nothing of the failed one remains")
     through, plain = routed(conn, "SELECT _id FROM people WHERE 'a2' = ANY (codes) ORDER BY _id")
     RES.check(through == plain == [("1",), ("3",)],
               "the same for a multi-valued key: %r, plain %r" % (through, plain))
