@@ -83,7 +83,7 @@ typedef struct AppStream
 
 /*
  * A fact whose young unique claim a repair of index table "ix" left alone
- * while a write in ordered mode that may have made it runs (index_claims.h);
+ * to a write in ordered mode that may have made it (index_claims.h);
  * checked again once every such write that began by "time" is over.
  */
 typedef struct AppSpared

@@ -49,10 +49,11 @@
  *   column two of them use: one read, not two) and one of entries each.
  *
  * Claims left to writes in flight.  Every repair here leaves alone the
- * young unique claims that a write in ordered mode still running may have
- * made before its fact (index_claims.h); their facts are noted in
- * AppStream.spared and checked again at the end of a later batch, once
- * every such write that began by the claim's time is over.
+ * young unique claims that a write in ordered mode may have made before
+ * its fact, a write that was running when the repair read the facts
+ * (index_claims.h); their facts are noted in AppStream.spared and checked
+ * again at the end of a later batch, once every such write that began by
+ * the claim's time is over.
  *
  *-------------------------------------------------------------------------
  */
@@ -136,6 +137,22 @@ note_spared(AppStream *s, AppIndex *ix, const bson_t *fact, int64 time)
 }
 
 /*
+ * Note each IdxSparedClaim of "spared", of index "ix", in s->spared.
+ */
+static void
+note_all_spared(AppStream *s, AppIndex *ix, List *spared)
+{
+	ListCell   *lc;
+
+	foreach(lc, spared)
+	{
+		IdxSparedClaim *sc = lfirst(lc);
+
+		note_spared(s, ix, sc->fact, sc->time);
+	}
+}
+
+/*
  * After the repair of index "ix" of stream "s" by "rs" (released): the
  * facts whose claims it left to writes in flight, noted in s->spared; the
  * entries it wrote, noted in ix->wrote (a conflict entry counts too).
@@ -145,14 +162,8 @@ end_repair(AppStream *s, IdxRepairState *rs, AppIndex *ix)
 {
 	int64		written = rs->counts.missing + rs->counts.stale +
 		rs->counts.orphan;
-	ListCell   *lc;
 
-	foreach(lc, rs->spared)
-	{
-		IdxSparedClaim *sc = lfirst(lc);
-
-		note_spared(s, ix, sc->fact, sc->time);
-	}
+	note_all_spared(s, ix, rs->spared);
 	if (written > 0 || rs->counts.conflicts > 0)
 		ix->wrote = true;
 	MemoryContextDelete(rs->batch_cxt);
@@ -169,17 +180,11 @@ repair_all(AppStream *s, AppIndex *ix, IdxIndexDef *def, Relation rel)
 {
 	VerifyCounts counts;
 	List	   *spared = NIL;
-	ListCell   *lc;
 
 	idx_verify_run(def, rel, true, PROGRESS_CREATEIDX_COMMAND_REINDEX,
 				   PROGRESS_CREATEIDX_PHASE_VALIDATE_TABLESCAN, true, &counts,
 				   &spared);
-	foreach(lc, spared)
-	{
-		IdxSparedClaim *sc = lfirst(lc);
-
-		note_spared(s, ix, sc->fact, sc->time);
-	}
+	note_all_spared(s, ix, spared);
 	return counts.missing + counts.stale + counts.orphan;
 }
 
