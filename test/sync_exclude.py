@@ -31,7 +31,13 @@ second foreign table "sx_bare" over the same collection without any:
 8. in ordered mode (whose events keep the stream taking everything), a
    write of a unique key with "current" also writes its own wake-up, and
    the applier writes no heartbeat of its own for it; two backends write
-   their wake-ups to a document each (heartbeat:wake:<backend id>).
+   their wake-ups to a document each (heartbeat:wake:<backend id>);
+9. sessions that write through sx_bare (a doubt: sx's index tables are
+   not maintained by those writes) and exit right after their commit,
+   while the stream leaves their transactions out: an INSERT, a
+   transaction of an INSERT and a DELETE, and an INSERT of a unique key
+   that sx then tries to INSERT again (23505).  The routed reads find the
+   rows at once, and verify_index finds nothing missing.
 
 Environment as for test/differential.py.  The last line is
 "sync_exclude: N passed, M failed".
@@ -272,6 +278,42 @@ def ordered_unique_writes(res, conn, mdb):
                   "unique keys that had written their wake-ups" % heartbeats)
 
 
+def exit_after_commit(res, conn):
+    """9. a session that exits right after committing a write that leaves work to the applier."""
+    def session(statements):
+        bare = pg_fixture.connect(DATABASE)
+        warm = 8100 + len(statements) * 10 + (statements[-1][1] or (0,))[0] % 10
+        q(bare, "INSERT INTO sx_bare VALUES (%s, %s, 'Warmup')", (warm, "w%d@example.com" % warm))
+        # its session is registered now: wait until the stream leaves it out too
+        res.check(wait_for(lambda: armed(conn), 15), "not armed before an exiting session's write")
+        time.sleep(2.5)
+        with bare.cursor() as cur:
+            for sql, params in statements:
+                cur.execute(sql, params)
+        bare.close()  # the backend exits at once
+
+    session([("INSERT INTO sx_bare VALUES (%s, %s, 'Race1')", (8001, "race1@example.com"))])
+    res.check(routed_ids(conn, "town = 'Race1'") == (True, [8001]),
+              "an INSERT of a session that exited right after it, read through town: %r"
+              % (routed_ids(conn, "town = 'Race1'"),))
+    session([("BEGIN", None),
+             ("INSERT INTO sx_bare VALUES (%s, %s, 'Race2')", (8002, "race2@example.com")),
+             ("DELETE FROM sx_bare WHERE _id = %s", (9,)),
+             ("COMMIT", None)])
+    res.check(routed_ids(conn, "town = 'Race2'") == (True, [8002]),
+              "a transaction of a session that exited right after it, its INSERT read through town: %r"
+              % (routed_ids(conn, "town = 'Race2'"),))
+    res.check(routed_ids(conn, "town = 'Bare'") == (True, [7, 8, 6000]),
+              "... its DELETE of 9 read through town: %r" % (routed_ids(conn, "town = 'Bare'"),))
+    session([("INSERT INTO sx_bare VALUES (%s, %s, 'Race3')", (8003, "race3@example.com"))])
+    try:
+        q(conn, "INSERT INTO sx VALUES (8004, 'RACE3@example.com', 'Race3')")
+        res.check(False, "an INSERT of a unique key that an exited session wrote just before exiting succeeded")
+    except Exception as e:  # noqa: BLE001
+        res.check(getattr(e, "pgcode", None) == "23505",
+                  "an INSERT of a unique key an exited session wrote: %s %s" % (getattr(e, "pgcode", None), e))
+
+
 def verify(res, conn):
     """6. nothing wrong in the index tables."""
     for name in INDEXES:
@@ -291,6 +333,7 @@ def main():
         open_transaction_across_repair(res, conn, coll)
         refused_wake_up(res, conn, coll.database)
         ordered_unique_writes(res, conn, coll.database)
+        exit_after_commit(res, conn)
     verify(res, conn)
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))

@@ -66,6 +66,10 @@
 #include "sync/applier.h"
 #include "sync/sync_workers.h"
 
+/* Every applier slot can watch the registry of sessions */
+StaticAssertDecl(IDX_SYNC_MAX_APPLIERS <= IDX_SYNC_MAX_WATCHERS,
+				 "an applier slot number must be a watcher number");
+
 PGDLLEXPORT void idx_applier_main(Datum main_arg);
 
 Applier		applier;
@@ -563,6 +567,7 @@ applier_round(void)
 		idx_applier_step(s, Max(wait_ms, 1));
 	}
 	pg_atomic_write_u32(&applier.slot->long_poll, 0);
+	idx_sync_sessions_looked(applier.slotno, idx_exclude_doubts_looked());
 	return true;
 }
 
@@ -681,11 +686,13 @@ applier_failed(void)
 }
 
 /*
- * At exit (also on FATAL): the slot no longer has a process to wake.
+ * At exit (also on FATAL): the slot no longer has a process to wake, and
+ * the registry of sessions no watcher of ours.
  */
 static void
 applier_exit(int code, Datum arg)
 {
+	idx_sync_sessions_unwatch(applier.slotno);
 	SpinLockAcquire(&applier.slot->mutex);
 	applier.slot->pid = 0;
 	applier.slot->latch = NULL;
@@ -725,6 +732,8 @@ idx_applier_main(Datum main_arg)
 	SpinLockRelease(&applier.slot->mutex);
 	ConditionVariableBroadcast(&applier.slot->applied_cv);
 	before_shmem_exit(applier_exit, (Datum) 0);
+	idx_sync_sessions_watch(applier.slotno, applier.slot->dbid,
+							applier.slot->serverid);
 
 	PG_TRY();
 	{

@@ -76,6 +76,8 @@ typedef struct AppStream
 								 * the stream before it may arm */
 	uint64	   *doubts_seen;	/* per registry entry, the start of the
 								 * doubtful transaction last seen */
+	uint64		doubts_looked;	/* the registry's sequence at the last look
+								 * at the doubts */
 	TimestampTz quiet_since;	/* no batch wrote to an index table since */
 	TimestampTz arm_checked_at; /* the last check of the catalog for it */
 	bson_t	   *before;			/* the token before the current getMore */
@@ -168,6 +170,7 @@ extern bool idx_exclude_must_disarm(AppStream *s);
 extern IdxCsResult idx_exclude_disarm(AppStream *s);
 extern void idx_exclude_after_batch(AppStream *s, bool complete);
 extern void idx_exclude_close(AppStream *s);
+extern uint64 idx_exclude_doubts_looked(void);
 
 /* ---- applier_fields.c ---- */
 extern bool idx_applier_index_fields(AppIndex *ix, List **fields);

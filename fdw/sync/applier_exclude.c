@@ -110,7 +110,7 @@ add_hazard(AppStream *s, const IdxSessionTxn *txn)
  * raised a doubt), palloc'd; *n their number.
  */
 static IdxSessionTxn *
-session_txns(bool doubtful, int *n)
+session_txns(bool doubtful, int *n, uint64 *as_of)
 {
 	int			max = 64;
 	IdxSessionTxn *txns;
@@ -119,7 +119,7 @@ session_txns(bool doubtful, int *n)
 	{
 		txns = palloc(sizeof(IdxSessionTxn) * max);
 		*n = idx_sync_sessions_txns(MyDatabaseId, applier.slot->serverid,
-									doubtful, txns, max);
+									doubtful, txns, max, as_of);
 		if (*n <= max)
 			return txns;
 		pfree(txns);
@@ -136,7 +136,7 @@ add_open_txns(AppStream *s)
 {
 	int			n;
 	int			i;
-	IdxSessionTxn *txns = session_txns(false, &n);
+	IdxSessionTxn *txns = session_txns(false, &n, NULL);
 
 	for (i = 0; i < n; i++)
 		add_hazard(s, &txns[i]);
@@ -144,7 +144,8 @@ add_open_txns(AppStream *s)
 }
 
 /*
- * Doubts not seen before become hazards; true if there was one.
+ * Doubts not seen before become hazards; true if there was one.  The
+ * look's sequence number is kept for idx_exclude_doubts_looked.
  */
 static bool
 new_doubts(AppStream *s)
@@ -152,7 +153,7 @@ new_doubts(AppStream *s)
 	int			n;
 	int			i;
 	bool		fresh = false;
-	IdxSessionTxn *txns = session_txns(true, &n);
+	IdxSessionTxn *txns = session_txns(true, &n, &s->doubts_looked);
 
 	for (i = 0; i < n; i++)
 	{
@@ -392,4 +393,26 @@ idx_exclude_close(AppStream *s)
 	s->armed = false;
 	s->arm_pending = false;
 	s->cs.nexcluded = 0;
+}
+
+/*
+ * Up to which look of the registry every open stream has seen the doubts
+ * (the earliest of their latest looks); 0 if no stream is open.  Told to
+ * the registry after each round, so that it frees the entries of ended
+ * sessions whose doubts every stream has seen (sync_sessions.c).
+ */
+uint64
+idx_exclude_doubts_looked(void)
+{
+	uint64		looked = 0;
+	ListCell   *lc;
+
+	foreach(lc, applier.streams)
+	{
+		AppStream  *s = lfirst(lc);
+
+		if (s->open && (looked == 0 || s->doubts_looked < looked))
+			looked = s->doubts_looked;
+	}
+	return looked;
 }

@@ -16,6 +16,17 @@
  * only means that a session is not registered: its transactions then stay
  * in the stream, as every write does without the registry.
  *
+ * A session that ends (its backend exits, or its client is destroyed)
+ * with a doubt raised does not free its entry at once: an armed stream
+ * may have left out the doubtful transaction's events already, and only
+ * the doubt makes its applier take them again.  The entry is "retired":
+ * it keeps its doubt, with the sequence number of its retirement, until
+ * every applier of its database and server (a "watcher") has looked at
+ * the doubts after that (idx_sync_sessions_looked).  A watcher whose
+ * streams are all closed holds nothing back: a stream that opens takes
+ * every transaction from its stored position, which is older than any
+ * event it left out without having seen its doubt.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -38,13 +49,25 @@ typedef struct SessionEntry
 	uint64		start_seq;		/* the start of the latest transaction */
 	uint64		doubt_start;	/* the start of the latest transaction that
 								 * raised a doubt; 0 none */
+	uint64		retired_seq;	/* the session ended with a doubt at this
+								 * number (pid is 0 then); 0 live */
 } SessionEntry;
+
+/* An applier that looks at the doubts of (dbid, serverid) */
+typedef struct SessionWatcher
+{
+	Oid			dbid;			/* InvalidOid: none */
+	Oid			serverid;
+	uint64		looked_seq;		/* it has seen every doubt of a session
+								 * retired at or before this number */
+} SessionWatcher;
 
 typedef struct SessionRegistry
 {
 	LWLock	   *lock;
 	pg_atomic_uint64 seq;		/* the shared sequence */
 	uint64		generation;		/* bumped by every registration */
+	SessionWatcher watchers[IDX_SYNC_MAX_WATCHERS];
 	SessionEntry entries[IDX_SYNC_MAX_SESSIONS];
 } SessionRegistry;
 
@@ -90,8 +113,66 @@ seq_next(void)
 }
 
 /*
- * At backend exit: free the entries of this process.  A transaction still
- * open then is never committed by it.
+ * Has every watcher of retired entry "e" looked at the doubts since its
+ * retirement?  With the lock held.
+ */
+static bool
+retirement_seen(const SessionEntry *e)
+{
+	int			i;
+
+	for (i = 0; i < IDX_SYNC_MAX_WATCHERS; i++)
+	{
+		const SessionWatcher *w = &registry->watchers[i];
+
+		if (w->dbid == e->dbid && w->serverid == e->serverid &&
+			w->looked_seq < e->retired_seq)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Free the retired entries that every watcher has seen; with the lock
+ * held exclusively.
+ */
+static void
+free_seen_retired(void)
+{
+	int			i;
+
+	for (i = 0; i < IDX_SYNC_MAX_SESSIONS; i++)
+	{
+		SessionEntry *e = &registry->entries[i];
+
+		if (e->retired_seq != 0 && retirement_seen(e))
+			memset(e, 0, sizeof(SessionEntry));
+	}
+}
+
+/*
+ * The session of entry "e" has ended: free the entry, or retire it if its
+ * latest doubt may not have been seen yet (see the file header).  A
+ * transaction still open then is never committed by it.  With the lock
+ * held exclusively.
+ */
+static void
+end_entry(SessionEntry *e)
+{
+	if (e->doubt_start == 0)
+	{
+		memset(e, 0, sizeof(SessionEntry));
+		return;
+	}
+	e->pid = 0;
+	e->in_txn = false;
+	e->retired_seq = seq_next();
+	if (retirement_seen(e))
+		memset(e, 0, sizeof(SessionEntry));
+}
+
+/*
+ * At backend exit: end the sessions of this process.
  */
 static void
 forget_own_sessions(int code, Datum arg)
@@ -103,8 +184,29 @@ forget_own_sessions(int code, Datum arg)
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	for (i = 0; i < IDX_SYNC_MAX_SESSIONS; i++)
 		if (registry->entries[i].pid == MyProcPid)
-			memset(&registry->entries[i], 0, sizeof(SessionEntry));
+			end_entry(&registry->entries[i]);
 	LWLockRelease(registry->lock);
+}
+
+/*
+ * The number of a free entry, freeing the retired entries every watcher
+ * has seen if there is none; -1 if none is free then either.  With the
+ * lock held exclusively.
+ */
+static int
+free_entry(void)
+{
+	int			pass;
+	int			i;
+
+	for (pass = 0; pass < 2; pass++)
+	{
+		for (i = 0; i < IDX_SYNC_MAX_SESSIONS; i++)
+			if (!OidIsValid(registry->entries[i].dbid))
+				return i;
+		free_seen_retired();
+	}
+	return -1;
 }
 
 /*
@@ -134,24 +236,20 @@ idx_sync_session_register(Oid serverid, mongoc_client_session_t *session)
 		exit_callback_set = true;
 	}
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	for (i = 0; i < IDX_SYNC_MAX_SESSIONS; i++)
+	i = free_entry();
+	if (i >= 0)
 	{
 		SessionEntry *e = &registry->entries[i];
 
-		if (OidIsValid(e->dbid))
-			continue;
+		memset(e, 0, sizeof(SessionEntry));
 		e->dbid = MyDatabaseId;
 		e->serverid = serverid;
 		e->pid = MyProcPid;
 		memcpy(e->lsid, data, IDX_LSID_LEN);
-		e->in_txn = false;
-		e->start_seq = 0;
-		e->doubt_start = 0;
 		registry->generation++;
-		break;
 	}
 	LWLockRelease(registry->lock);
-	return i < IDX_SYNC_MAX_SESSIONS ? i : -1;
+	return i;
 }
 
 /*
@@ -175,7 +273,7 @@ lock_own_entry(int entry)
 }
 
 /*
- * Forget entry "entry": its session is ended.
+ * Forget entry "entry": its session is ended (see end_entry).
  */
 void
 idx_sync_session_forget(int entry)
@@ -184,7 +282,7 @@ idx_sync_session_forget(int entry)
 
 	if (e == NULL)
 		return;
-	memset(e, 0, sizeof(SessionEntry));
+	end_entry(e);
 	LWLockRelease(registry->lock);
 }
 
@@ -256,12 +354,14 @@ idx_sync_sessions_generation(void)
  */
 int
 idx_sync_sessions_txns(Oid dbid, Oid serverid, bool doubtful,
-					   IdxSessionTxn *out, int max)
+					   IdxSessionTxn *out, int max, uint64 *as_of)
 {
 	int			n = 0;
 	int			i;
 
 	LWLockAcquire(registry->lock, LW_SHARED);
+	if (as_of)
+		*as_of = pg_atomic_read_u64(&registry->seq);
 	for (i = 0; i < IDX_SYNC_MAX_SESSIONS; i++)
 	{
 		SessionEntry *e = &registry->entries[i];
@@ -313,7 +413,7 @@ idx_sync_sessions_lsids(Oid dbid, Oid serverid, uint8 (*out)[IDX_LSID_LEN],
 	{
 		SessionEntry *e = &registry->entries[i];
 
-		if (e->dbid != dbid || e->serverid != serverid)
+		if (e->dbid != dbid || e->serverid != serverid || e->retired_seq != 0)
 			continue;
 		if (n < max)
 			memcpy(out[n], e->lsid, IDX_LSID_LEN);
@@ -321,4 +421,64 @@ idx_sync_sessions_lsids(Oid dbid, Oid serverid, uint8 (*out)[IDX_LSID_LEN],
 	}
 	LWLockRelease(registry->lock);
 	return n;
+}
+
+/*
+ * Applier "watcher" (its slot number) starts to look at the doubts of
+ * (dbid, serverid); it holds back every retirement from now until it has
+ * looked.
+ */
+void
+idx_sync_sessions_watch(int watcher, Oid dbid, Oid serverid)
+{
+	SessionWatcher *w;
+
+	Assert(watcher >= 0 && watcher < IDX_SYNC_MAX_WATCHERS);
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	w = &registry->watchers[watcher];
+	w->dbid = dbid;
+	w->serverid = serverid;
+	w->looked_seq = 0;
+	LWLockRelease(registry->lock);
+}
+
+/*
+ * Applier "watcher" stops looking (it exits): it holds nothing back.
+ */
+void
+idx_sync_sessions_unwatch(int watcher)
+{
+	Assert(watcher >= 0 && watcher < IDX_SYNC_MAX_WATCHERS);
+	if (registry == NULL)
+		return;
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	memset(&registry->watchers[watcher], 0, sizeof(SessionWatcher));
+	free_seen_retired();
+	LWLockRelease(registry->lock);
+}
+
+/*
+ * Applier "watcher" has seen every doubt of a session retired at or before
+ * "seq" (an as_of of idx_sync_sessions_txns); 0: it holds nothing back (no
+ * stream open).  Frees the retired entries every watcher has seen.
+ */
+void
+idx_sync_sessions_looked(int watcher, uint64 seq)
+{
+	SessionWatcher *w;
+	bool		sweep;
+
+	Assert(watcher >= 0 && watcher < IDX_SYNC_MAX_WATCHERS);
+	if (seq == 0)
+		seq = PG_UINT64_MAX;
+	LWLockAcquire(registry->lock, LW_SHARED);
+	w = &registry->watchers[watcher];
+	sweep = w->looked_seq != seq;
+	LWLockRelease(registry->lock);
+	if (!sweep)
+		return;
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	w->looked_seq = seq;
+	free_seen_retired();
+	LWLockRelease(registry->lock);
 }

@@ -31,6 +31,9 @@
 /* Entries of the registry (fixed at server start) */
 #define IDX_SYNC_MAX_SESSIONS	1024
 
+/* Appliers that look at doubts (each by its slot number, < this) */
+#define IDX_SYNC_MAX_WATCHERS	64
+
 /* The bytes of an lsid's "id" (a UUID) */
 #define IDX_LSID_LEN			16
 
@@ -69,19 +72,33 @@ extern uint64 idx_sync_sessions_generation(void);
 /*
  * Into "out" (at most "max"), the open transactions of the sessions of
  * (dbid, serverid), or with "doubtful", the latest transaction of each
- * that raised a doubt (its entry keeps it until a later one does).  Returns how many there are (may exceed max).
+ * that raised a doubt (its entry keeps it until a later one does, or, for
+ * a session that ended, until every watcher has seen it).  Returns how
+ * many there are (may exceed max).  *as_of (if not NULL) is set to the
+ * sequence number as of the look, for idx_sync_sessions_looked.
  */
 extern int	idx_sync_sessions_txns(Oid dbid, Oid serverid, bool doubtful,
-								   IdxSessionTxn *out, int max);
+								   IdxSessionTxn *out, int max,
+								   uint64 *as_of);
 
 /* Has that transaction ended (committed, aborted, or its session gone)? */
 extern bool idx_sync_txn_ended(const IdxSessionTxn *txn);
 
 /*
- * The lsids of the sessions of (dbid, serverid) into "out" (at most max);
- * returns how many there are (may exceed max).
+ * The lsids of the live sessions of (dbid, serverid) into "out" (at most
+ * max); returns how many there are (may exceed max).
  */
 extern int	idx_sync_sessions_lsids(Oid dbid, Oid serverid,
 									uint8 (*out)[IDX_LSID_LEN], int max);
+
+/*
+ * An applier (by slot number) looks at the doubts of (dbid, serverid)
+ * from now on, until it unwatches (at exit); after each round it tells
+ * up to which look it has seen them all (0: no stream open), so that the
+ * entries of ended sessions with doubts can be freed.
+ */
+extern void idx_sync_sessions_watch(int watcher, Oid dbid, Oid serverid);
+extern void idx_sync_sessions_unwatch(int watcher);
+extern void idx_sync_sessions_looked(int watcher, uint64 seq);
 
 #endif							/* IDXTABLE_SYNC_SESSIONS_H */
