@@ -24,6 +24,18 @@
  * ChangeStreamFatalError (280) and CappedPositionLost (136) mean the
  * position is gone; anything else is an ERROR.
  *
+ * Every reply is checked before anything of it is used: an event the
+ * applier cannot read whole (no resume token, no operationType string of
+ * a kind a stream without expanded events has, no clusterTime Timestamp,
+ * a namespace that is not a document of strings, a document event
+ * without documentKey._id, a malformed lsid or txnNumber), a time past
+ * the cluster time the same reply reports (no event, nor the scan
+ * position, can be later than the server's clock when it answered; the
+ * position of a stream opened at a time can be that time), or
+ * a postBatchResumeToken that is not a token, is an ERROR: skipped, it
+ * would leave an index table without a change while the applier calls
+ * it current.
+ *
  * Resume tokens are opaque to clients, except that mongod's (and the test
  * server's) _data starts with the KeyString of the cluster time: the byte
  * 0x82 then the Timestamp as 8 big-endian bytes (mongod
@@ -49,8 +61,19 @@
 /* Error codes of mongod (src/mongo/base/error_codes.yml) */
 #define MONGO_CURSOR_NOT_FOUND		43
 #define MONGO_CAPPED_POSITION_LOST	136
+#define MONGO_INVALID_RESUME_TOKEN	260
 #define MONGO_CS_FATAL				280
 #define MONGO_CS_HISTORY_LOST		286
+
+/*
+ * The kinds of event a stream without showExpandedEvents has (mongod
+ * src/mongo/db/pipeline/document_source_change_stream.h); any other is
+ * one the applier does not know how to apply.
+ */
+static const char *const known_operations[] = {
+	"insert", "update", "replace", "delete", "drop", "rename",
+	"dropDatabase", "invalidate"
+};
 
 /*
  * The predicate that leaves out the transactions of the excluded
@@ -190,11 +213,14 @@ has_label(const bson_t *reply, const char *label)
 
 /*
  * Classify the failure of a command of the stream: history lost,
- * resumable (a getMore's only), or an ERROR naming the database.
+ * resumable (a getMore's only), or an ERROR naming the database.  An open
+ * that resumes after a token ("resuming") and is told the token is
+ * invalid (260) has lost its position as well: looping on it would stop
+ * the applier for good.
  */
 static IdxCsResult
 classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
-				 bool get_more)
+				 bool get_more, bool resuming)
 {
 	/* a cancel or terminate that made the I/O fail comes first */
 	idx_stream_raise_failure(cs->servername);
@@ -205,6 +231,10 @@ classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
 		if (error->code == MONGO_CS_HISTORY_LOST ||
 			error->code == MONGO_CS_FATAL ||
 			error->code == MONGO_CAPPED_POSITION_LOST)
+			return IDX_CS_HISTORY_LOST;
+		/* a stored position the server does not take as a token */
+		if (!get_more && resuming &&
+			error->code == MONGO_INVALID_RESUME_TOKEN)
 			return IDX_CS_HISTORY_LOST;
 		if (get_more && (error->code == MONGO_CURSOR_NOT_FOUND ||
 						 has_label(reply, "ResumableChangeStreamError")))
@@ -245,6 +275,211 @@ run_in_session(IdxChangeStream *cs, const bson_t *cmd, bson_t *reply,
 }
 
 /*
+ * Refuse a reply of the stream of "cs": "what" says what is wrong with it.
+ */
+static void
+refuse_reply(IdxChangeStream *cs, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("the change stream of database \"%s\" on server \"%s\" returned %s",
+					cs->database, cs->servername, what),
+			 errdetail("The applier cannot tell which index table entries the change needs; the index tables of the stream are not current until it can.")));
+}
+
+/*
+ * The latest cluster time a reply reports ($clusterTime.clusterTime or
+ * operationTime), or 0 if it reports none.
+ */
+static IdxClusterTime
+reply_cluster_time(const bson_t *reply)
+{
+	bson_iter_t iter;
+	IdxClusterTime t = 0;
+
+	if (bson_iter_init(&iter, reply) &&
+		bson_iter_find_descendant(&iter, "$clusterTime.clusterTime", &iter))
+		t = idx_cs_iter_time(&iter);
+	if (bson_iter_init_find(&iter, reply, "operationTime"))
+		t = Max(t, idx_cs_iter_time(&iter));
+	return t;
+}
+
+/*
+ * Is the value at "iter" a resume token: a document with a "_data" string
+ * of hexadecimal digits (and, from old servers, "_typeBits" binary data)?
+ */
+static bool
+is_token(const bson_iter_t *iter)
+{
+	bson_iter_t fields;
+	bool		data = false;
+
+	if (!BSON_ITER_HOLDS_DOCUMENT(iter) || !bson_iter_recurse(iter, &fields))
+		return false;
+	while (bson_iter_next(&fields))
+	{
+		const char *key = bson_iter_key(&fields);
+
+		if (strcmp(key, "_data") == 0 && BSON_ITER_HOLDS_UTF8(&fields))
+		{
+			uint32_t	len;
+			const char *hex = bson_iter_utf8(&fields, &len);
+
+			data = len > 0 && len % 2 == 0 && strspn(hex, "0123456789abcdefABCDEF") == len;
+			if (!data)
+				return false;
+		}
+		else if (strcmp(key, "_typeBits") != 0 ||
+				 !BSON_ITER_HOLDS_BINARY(&fields))
+			return false;
+	}
+	return data;
+}
+
+/*
+ * Is field "path" of "event" a string?  Also true if it is absent and
+ * "optional".
+ */
+static bool
+has_string(const bson_t *event, const char *path, bool optional)
+{
+	bson_iter_t iter,
+				found;
+
+	if (!bson_iter_init(&iter, event) ||
+		!bson_iter_find_descendant(&iter, path, &found))
+		return optional;
+	return BSON_ITER_HOLDS_UTF8(&found);
+}
+
+/*
+ * What is wrong with the transaction fields of "event" (lsid.id binary
+ * data and txnNumber a number, both or neither), or NULL.
+ */
+static const char *
+bad_txn_fields(const bson_t *event)
+{
+	bson_iter_t iter,
+				id;
+	bool		lsid = bson_iter_init_find(&iter, event, "lsid");
+	bool		txn;
+
+	if (lsid && (!BSON_ITER_HOLDS_DOCUMENT(&iter) ||
+				 !bson_iter_recurse(&iter, &id) ||
+				 !bson_iter_find(&id, "id") || !BSON_ITER_HOLDS_BINARY(&id)))
+		return "an event with a malformed lsid";
+	txn = bson_iter_init_find(&iter, event, "txnNumber");
+	if (txn && !BSON_ITER_HOLDS_NUMBER(&iter))
+		return "an event with a malformed txnNumber";
+	if (lsid != txn)
+		return "an event with only one of lsid and txnNumber";
+	return NULL;
+}
+
+/*
+ * What is wrong with "event" of a reply that reports cluster time
+ * "reply_time", or NULL if nothing is.
+ */
+static const char *
+bad_event(const bson_t *event, IdxClusterTime reply_time)
+{
+	bson_iter_t iter,
+				found;
+	const char *op = NULL;
+	IdxClusterTime time;
+	bool		document_event;
+	int			i;
+
+	if (!bson_iter_init_find(&iter, event, "_id") || !is_token(&iter))
+		return "an event without a valid resume token";
+	if (bson_iter_init_find(&iter, event, "operationType") &&
+		BSON_ITER_HOLDS_UTF8(&iter))
+		op = bson_iter_utf8(&iter, NULL);
+	for (i = 0; op != NULL && i < lengthof(known_operations); i++)
+		if (strcmp(op, known_operations[i]) == 0)
+			break;
+	if (op == NULL || i == lengthof(known_operations))
+		return "an event of an unknown operationType";
+	if (!bson_iter_init_find(&iter, event, "clusterTime") ||
+		!BSON_ITER_HOLDS_TIMESTAMP(&iter) ||
+		(time = idx_cs_iter_time(&iter)) == 0)
+		return "an event without a valid clusterTime";
+	if (time > reply_time)
+		return "an event whose clusterTime is later than the cluster time of its reply";
+	if (strcmp(op, "invalidate") == 0)
+		return NULL;
+	if (!bson_iter_init_find(&iter, event, "ns") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter) ||
+		!has_string(event, "ns.db", false) ||
+		!has_string(event, "ns.coll", strcmp(op, "dropDatabase") == 0))
+		return "an event without a valid namespace";
+	if (strcmp(op, "rename") == 0 &&
+		(!has_string(event, "to.db", false) ||
+		 !has_string(event, "to.coll", false)))
+		return "a rename event without a valid target namespace";
+	document_event = strcmp(op, "insert") == 0 || strcmp(op, "update") == 0 ||
+		strcmp(op, "replace") == 0 || strcmp(op, "delete") == 0;
+	if (document_event &&
+		(!bson_iter_init(&iter, event) ||
+		 !bson_iter_find_descendant(&iter, "documentKey._id", &found)))
+		return "a document event without documentKey._id";
+	return bad_txn_fields(event);
+}
+
+/*
+ * Check a reply of the stream of "cs" (whose events are in
+ * cursor.<batch_field>) before anything of it is used.
+ */
+static void
+check_reply(IdxChangeStream *cs, const bson_t *reply, const char *batch_field)
+{
+	IdxClusterTime reply_time = reply_cluster_time(reply);
+	bson_iter_t iter,
+				events;
+	char		path[32];
+
+	if (reply_time == 0)
+		refuse_reply(cs, "a reply without a cluster time");
+	if (bson_iter_init(&iter, reply) &&
+		bson_iter_find_descendant(&iter, "cursor.postBatchResumeToken", &iter))
+	{
+		bson_t		token;
+		const uint8_t *data;
+		uint32_t	len;
+
+		if (!is_token(&iter))
+			refuse_reply(cs, "an invalid postBatchResumeToken");
+		bson_iter_document(&iter, &len, &data);
+		if (!bson_init_static(&token, data, len) ||
+			idx_cs_token_time(&token) > Max(reply_time, cs->start_at))
+			refuse_reply(cs, "a postBatchResumeToken later than the cluster time of its reply");
+	}
+	snprintf(path, sizeof(path), "cursor.%s", batch_field);
+	if (!bson_iter_init(&iter, reply) ||
+		!bson_iter_find_descendant(&iter, path, &iter))
+		return;					/* no batch: take_reply's checks */
+	if (!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &events))
+		refuse_reply(cs, "a batch that is not an array");
+	while (bson_iter_next(&events))
+	{
+		const uint8_t *data;
+		uint32_t	len;
+		bson_t		event;
+		const char *what;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&events))
+			refuse_reply(cs, "an event that is not a document");
+		bson_iter_document(&events, &len, &data);
+		if (!bson_init_static(&event, data, len) ||
+			!bson_validate(&event, BSON_VALIDATE_NONE, NULL))
+			refuse_reply(cs, "a malformed event");
+		if ((what = bad_event(&event, reply_time)) != NULL)
+			refuse_reply(cs, what);
+	}
+}
+
+/*
  * Take the cursor of a successful reply: id, batch and PBRT.  The reply
  * is kept (it owns the batch).
  */
@@ -254,6 +489,7 @@ take_reply(IdxChangeStream *cs, bson_t *reply, const char *batch_field)
 	bson_iter_t iter,
 				cursor;
 
+	check_reply(cs, reply, batch_field);
 	if (cs->reply)
 		bson_destroy(cs->reply);
 	cs->reply = bson_copy(reply);
@@ -279,7 +515,7 @@ take_reply(IdxChangeStream *cs, bson_t *reply, const char *batch_field)
 
 			bson_iter_document(&cursor, &len, &data);
 			if (!bson_init_static(&token, data, len))
-				continue;
+				continue;		/* not reached: check_reply refused it */
 			if (cs->token && !bson_equal(cs->token, &token))
 			{
 				cs->token_moved = true;
@@ -305,6 +541,7 @@ idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 	bool		ok;
 
 	idx_cs_close(cs);
+	cs->start_at = token ? 0 : start_at;
 	cs->session = mongoc_client_start_session(cs->client, NULL, &error);
 	if (cs->session == NULL)
 		idx_report_error(&error, cs->servername,
@@ -314,7 +551,8 @@ idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 	bson_destroy(&cmd);
 	if (!ok)
 	{
-		IdxCsResult r = classify_failure(cs, &error, &reply, false);
+		IdxCsResult r = classify_failure(cs, &error, &reply, false,
+										 token != NULL);
 
 		bson_destroy(&reply);
 		return r;
@@ -350,7 +588,7 @@ idx_cs_get_more(IdxChangeStream *cs, int max_time_ms)
 	bson_destroy(&cmd);
 	if (!ok)
 	{
-		IdxCsResult r = classify_failure(cs, &error, &reply, true);
+		IdxCsResult r = classify_failure(cs, &error, &reply, true, true);
 
 		bson_destroy(&reply);
 		cs->cursor_id = 0;		/* a failed getMore kills the cursor */

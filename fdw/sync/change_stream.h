@@ -55,6 +55,10 @@ typedef struct IdxChangeStream
 	IdxClusterTime token_time;	/* cluster time of the PBRT, 0 unknown */
 	IdxClusterTime start_floor; /* everything before this was covered at
 								 * the open */
+	IdxClusterTime start_at;	/* the startAtOperationTime of the open, or
+								 * 0: the initial PBRT is a token of that
+								 * time, which may be later than the
+								 * server's clock by a tick or so */
 	int			nexcluded;		/* sessions whose transactions the stream
 								 * leaves out (applier_exclude.c), 0: none */
 	uint8		(*excluded)[IDX_LSID_LEN];	/* their lsids' ids */
