@@ -32,6 +32,7 @@
 #include "catalog/pg_user_mapping.h"
 #include "catalog/pg_attribute.h"
 #include "commands/defrem.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -559,4 +560,51 @@ idx_get_table_info(Oid relid)
 	table_close(rel, AccessShareLock);
 
 	return info;
+}
+
+/*
+ * Options "options" (DefElem *) as one string that differs for every
+ * different list: each name and value preceded by its length.  For
+ * telling whether the options a connection was made from changed.
+ */
+char *
+idx_options_identity(List *options)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+		char	   *value = defGetString(def);
+
+		appendStringInfo(&buf, "%zu:%s%zu:%s", strlen(def->defname),
+						 def->defname, strlen(value), value);
+	}
+	return buf.data;
+}
+
+/*
+ * A hash of what "server" connects to: its options uri and database.  The
+ * change-stream applier notes the one it connected with in the status of
+ * its index tables and in its stored positions; a backend that waits for
+ * an index table compares it with its own (sync_wait.c), a restarted
+ * applier with the stored position's (cluster times and resume tokens of
+ * one server mean nothing on another).
+ */
+uint32
+idx_server_target_hash(ForeignServer *server)
+{
+	const char *uri = idx_find_option(server->options, "uri");
+	const char *database = idx_find_option(server->options, "database");
+	char	   *target = psprintf("%zu:%s%zu:%s",
+								  uri ? strlen(uri) : 0, uri ? uri : "",
+								  database ? strlen(database) : 0,
+								  database ? database : "");
+	uint32		hash = hash_bytes((const unsigned char *) target,
+								  strlen(target));
+
+	pfree(target);
+	return hash;
 }

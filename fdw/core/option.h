@@ -76,6 +76,10 @@ extern int	idx_server_fetch_size(ForeignServer *server);
 extern bool idx_server_change_streams(ForeignServer *server);
 extern bool idx_srvoptions_change_streams(Datum srvoptions);
 
+/* Options as a string to compare; a hash of what a server connects to */
+extern char *idx_options_identity(List *options);
+extern uint32 idx_server_target_hash(ForeignServer *server);
+
 /* Field path of a column, from its "field" option or its name */
 extern char *idx_column_field(Oid relid, AttrNumber attnum);
 

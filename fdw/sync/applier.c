@@ -55,6 +55,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -78,6 +79,15 @@ Applier		applier;
 static bool applier_server_off = false;
 
 /*
+ * A foreign server or user mapping changed (a syscache invalidation): the
+ * options the applier connected with may no longer be those of the
+ * catalog, which conn_options keeps (in TopMemoryContext; it holds the
+ * password: never logged).
+ */
+static bool conn_options_inval = false;
+static char *conn_options = NULL;
+
+/*
  * How long a getMore waits for events: APPLIER_POLL_MS while the streams
  * bring events or a backend asked for a time within APPLIER_AWAKE_MS,
  * else APPLIER_IDLE_POLL_MS (see poll_ms()).
@@ -85,6 +95,9 @@ static bool applier_server_off = false;
 #define APPLIER_POLL_MS			25
 #define APPLIER_IDLE_POLL_MS	500
 #define APPLIER_AWAKE_MS		2000
+
+/* The same failure is logged again only after this long (ms) */
+#define APPLIER_ERROR_LOG_MS	(10 * 60 * 1000)
 
 /* The requested time last seen, and when it was seen to change */
 static IdxClusterTime seen_requested = 0;
@@ -165,6 +178,7 @@ keep_status(AppIndex *ix)
 	if (idx_sync_index_lookup(MyDatabaseId, ix->status.definition_id, &old))
 		ix->status = old;
 	ix->status.slotno = applier.slotno;
+	ix->status.server_hash = applier.server_hash;
 	ix->status.streaming = false;
 	ix->status.last_error[0] = '\0';	/* a failed applier's: it runs again */
 }
@@ -424,6 +438,80 @@ close_streams(void)
 }
 
 /*
+ * The options of our server and of the owner's user mapping for it (an
+ * ERROR if the mapping is gone), as one string to compare: everything the
+ * connection is made from.
+ */
+static char *
+connection_options(ForeignServer *server, UserMapping *user)
+{
+	return psprintf("%s;%s;%u", idx_options_identity(server->options),
+					idx_options_identity(user->options), user->umid);
+}
+
+/*
+ * Syscache callback of pg_foreign_server and pg_user_mapping: check the
+ * connection's options at the start of the next round.
+ */
+static void
+connection_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	conn_options_inval = true;
+}
+
+/*
+ * At the start of a round after a server or user mapping changed: if the
+ * options of our connection are no longer the catalog's (ALTER SERVER ...
+ * OPTIONS, ALTER or DROP USER MAPPING), stop following the streams with
+ * the old connection at once, without writing through it: the statuses
+ * say not streaming, and the process exits so that it is started again
+ * with the catalog's options (or fails to connect, with the reason in
+ * last_error).  The stored positions are older than what was applied, so
+ * the new process applies some events again, which changes nothing.  The
+ * times applied through are forgotten: the new options may name another
+ * server, whose cluster times are not comparable with the old one's, and
+ * a read must not take the old server's for the new one's.
+ */
+static void
+check_connection_options(void)
+{
+	ForeignServer *server;
+	UserMapping *user;
+	char	   *now;
+	ListCell   *lc;
+
+	if (!conn_options_inval)
+		return;
+	conn_options_inval = false;
+	server = GetForeignServerExtended(applier.slot->serverid, FSV_MISSING_OK);
+	if (server == NULL)
+		return;					/* dropped: load_catalog() finds nothing */
+	user = GetUserMapping(applier.slot->ownerid, applier.slot->serverid);
+	now = connection_options(server, user);
+	if (strcmp(now, conn_options) == 0)
+		return;
+	ereport(LOG,
+			(errmsg("idxtable_fdw applier for server \"%s\" restarts: the options of the server or of the user mapping of its tables' owner changed",
+					applier.servername)));
+	foreach(lc, applier.streams)
+	{
+		AppStream  *s = lfirst(lc);
+		ListCell   *lc2;
+
+		foreach(lc2, s->indexes)
+		{
+			AppIndex   *ix = lfirst(lc2);
+
+			ix->status.streaming = false;
+			ix->status.applied_through = 0;
+			idx_sync_index_report(&ix->status);
+		}
+	}
+	ConditionVariableBroadcast(&applier.slot->applied_cv);
+	proc_exit(1);
+}
+
+/*
  * Connect to the server as the owner's user mapping, with our appName.
  */
 static void
@@ -432,6 +520,10 @@ connect_applier(void)
 	ForeignServer *server = GetForeignServer(applier.slot->serverid);
 	UserMapping *user = GetUserMapping(applier.slot->ownerid,
 									   applier.slot->serverid);
+
+	conn_options = MemoryContextStrdup(TopMemoryContext,
+									   connection_options(server, user));
+	applier.server_hash = idx_server_target_hash(server);
 
 	applier.servername = MemoryContextStrdup(TopMemoryContext,
 											 server->servername);
@@ -539,6 +631,7 @@ applier_round(void)
 	ListCell   *lc;
 	int			wait_ms;
 
+	check_connection_options();
 	if (applier.streams == NIL ||
 		idx_sync_catalog_generation(MyDatabaseId) != applier.generation)
 	{
@@ -651,37 +744,40 @@ applier_loop(void)
 
 /*
  * An ERROR ends the worker: keep its message in the slot and in the
- * statuses of its indexes (translated FDW messages, never a URI), log it
- * and exit 1 so that the database worker starts it again.
+ * statuses of its indexes, also of those it had not loaded yet (a failure
+ * to connect; translated FDW messages, never a URI), log it and exit 1 so
+ * that the database worker starts it again.  The same error again within
+ * APPLIER_ERROR_LOG_MS of its last report is not logged again (a lasting
+ * condition, e.g. a refused connection, would otherwise fill the log at
+ * every restart); it stays in last_error.
  */
 static void
 applier_failed(void)
 {
 	ErrorData  *edata;
-	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		repeated;
 
 	HOLD_INTERRUPTS();
 	MemoryContextSwitchTo(TopMemoryContext);
 	edata = CopyErrorData();
 	SpinLockAcquire(&applier.slot->mutex);
+	repeated = strncmp(applier.slot->last_error, edata->message,
+					   IDX_SYNC_ERROR_LEN - 1) == 0 &&
+		!TimestampDifferenceExceeds(applier.slot->error_logged_at, now,
+									APPLIER_ERROR_LOG_MS);
+	if (!repeated)
+		applier.slot->error_logged_at = now;
 	strlcpy(applier.slot->last_error, edata->message, IDX_SYNC_ERROR_LEN);
 	SpinLockRelease(&applier.slot->mutex);
-	foreach(lc, applier.streams)
-	{
-		AppStream  *s = lfirst(lc);
-		ListCell   *lc2;
-
-		foreach(lc2, s->indexes)
-		{
-			AppIndex   *ix = lfirst(lc2);
-
-			strlcpy(ix->status.last_error, edata->message, IDX_SYNC_ERROR_LEN);
-			ix->status.streaming = false;
-			idx_sync_index_report(&ix->status);
-		}
-	}
-	ConditionVariableBroadcast(&applier.slot->applied_cv);
-	EmitErrorReport();
+	idx_sync_slot_failed(applier.slotno, edata->message);
+	if (repeated)
+		ereport(DEBUG1,
+				(errmsg_internal("idxtable_fdw applier for server \"%s\" failed again: %s",
+								 applier.servername ? applier.servername : "?",
+								 edata->message)));
+	else
+		EmitErrorReport();
 	proc_exit(1);
 }
 
@@ -732,6 +828,10 @@ idx_applier_main(Datum main_arg)
 	SpinLockRelease(&applier.slot->mutex);
 	ConditionVariableBroadcast(&applier.slot->applied_cv);
 	before_shmem_exit(applier_exit, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, connection_inval,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, connection_inval,
+								  (Datum) 0);
 	idx_sync_sessions_watch(applier.slotno, applier.slot->dbid,
 							applier.slot->serverid);
 

@@ -131,6 +131,8 @@ typedef struct Applier
 	char	   *servername;
 	char	   *key;			/* sysid/dboid/server/owner */
 	mongoc_client_t *client;	/* our own, appName "idxtable_fdw applier" */
+	uint32		server_hash;	/* idx_server_target_hash() it was made
+								 * with */
 	uint64		generation;		/* catalog generation loaded */
 	List	   *streams;		/* AppStream * */
 	MemoryContext cxt;			/* the catalog's memory */

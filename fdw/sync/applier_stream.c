@@ -280,6 +280,26 @@ rebuild_stale(AppStream *s)
 }
 
 /*
+ * Forget how far the index tables of "s" were applied: the times applied
+ * through before a lost history (or of another server, see
+ * idx_applier_open_stream) say nothing about what they lack now.
+ */
+static void
+forget_applied_through(AppStream *s)
+{
+	ListCell   *lc;
+
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+
+		ix->status.applied_through = 0;
+		ix->status.streaming = false;
+		idx_sync_index_report(&ix->status);
+	}
+}
+
+/*
  * The stream of "s" cannot resume (its history is gone): its indexes
  * become stale (routing through them stops, committed at once), the
  * stream starts again at the server's current time T0, and each index is
@@ -296,6 +316,7 @@ lost_history(AppStream *s)
 					s->database, applier.servername),
 			 errdetail("The history it needs is no longer on the server; its index tables are rebuilt.")));
 	idx_applier_set_state(s, "vs", "stale");
+	forget_applied_through(s);
 	CommitTransactionCommand();
 	StartTransactionCommand();
 
@@ -844,11 +865,13 @@ apply_batch(AppStream *s)
 
 /*
  * Read the stored position of the stream of "s": its token (caller
- * destroys), the time applied through and the definition_ids it covers.
+ * destroys), the time applied through and the definition_ids it covers;
+ * *other_server if it was stored through a connection to another server
+ * (the server's uri or database changed to a copy of the data).
  */
 static bool
 read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
-			  List **followed, bool *start_after)
+			  List **followed, bool *start_after, bool *other_server)
 {
 	mongoc_collection_t *coll;
 	mongoc_cursor_t *cursor;
@@ -885,6 +908,10 @@ read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
 			*covered = idx_cs_iter_time(&iter);
 		*start_after = bson_iter_init_find(&iter, doc, "startAfter") &&
 			bson_iter_as_bool(&iter);
+		/* written through another server's options: a copy of the data */
+		*other_server = bson_iter_init_find(&iter, doc, "server") &&
+			(!BSON_ITER_HOLDS_INT64(&iter) ||
+			 bson_iter_int64(&iter) != (int64) applier.server_hash);
 		if (bson_iter_init_find(&iter, doc, "indexes") &&
 			BSON_ITER_HOLDS_ARRAY(&iter) && bson_iter_recurse(&iter, &list))
 			while (bson_iter_next(&list))
@@ -985,6 +1012,8 @@ idx_applier_save_position(AppStream *s, bool force)
 	idx_check_append(BSON_APPEND_DOCUMENT(&set, "token", s->cs.token));
 	idx_check_append(idx_cs_append_time(&set, "clusterTime", s->covered));
 	idx_check_append(BSON_APPEND_BOOL(&set, "startAfter", s->cs.start_after));
+	idx_check_append(BSON_APPEND_INT64(&set, "server",
+									   (int64) applier.server_hash));
 	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&set, "indexes", &list));
 	foreach(lc, s->indexes)
 	{
@@ -1137,13 +1166,23 @@ idx_applier_open_stream(AppStream *s)
 	List	   *followed;
 	bool		found;
 	bool		start_after = false;
+	bool		other_server = false;
 	IdxClusterTime needed;
 	IdxCsResult r;
 
 	s->cs.collections = fact_collections(s);
 	MemoryContextSwitchTo(old);
 	idx_exclude_open(s);
-	found = read_position(s, &token, &stored, &followed, &start_after);
+	found = read_position(s, &token, &stored, &followed, &start_after,
+						  &other_server);
+	if (other_server)
+	{
+		/* its times and tokens are another server's: start afresh */
+		if (token)
+			bson_destroy(token);
+		lost_history(s);
+		return;
+	}
 	needed = oldest_needed(s, found ? followed : NIL);
 	if (found && (needed == 0 || needed > stored))
 	{
@@ -1158,9 +1197,24 @@ idx_applier_open_stream(AppStream *s)
 	}
 	else
 	{
-		IdxClusterTime start = needed ? needed :
-			idx_cs_server_time(applier.client, applier.servername, s->database);
+		IdxClusterTime now = idx_cs_server_time(applier.client,
+												applier.servername,
+												s->database);
+		IdxClusterTime start = needed ? needed : now;
 
+		if (start > now)
+		{
+			/*
+			 * A sync_from later than the server's clock is a time of
+			 * another server (the server's options were changed to one
+			 * whose clock is behind): what the index tables lack is
+			 * unknown, as after a lost history.
+			 */
+			if (token)
+				bson_destroy(token);
+			lost_history(s);
+			return;
+		}
 		r = idx_cs_open(&s->cs, NULL, start);
 		s->covered = start - 1;
 		s->unsaved = true;

@@ -261,6 +261,7 @@ init_slot(IdxApplierSlot *slot, Oid dbid, Oid serverid, Oid ownerid)
 	slot->last_batch_at = 0;
 	slot->restarts = 0;
 	slot->last_error[0] = '\0';
+	slot->error_logged_at = 0;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -316,6 +317,29 @@ idx_sync_release_slot(int slotno)
 	SpinLockRelease(&slot->mutex);
 	LWLockRelease(sync_shared->lock);
 	ConditionVariableBroadcast(&slot->applied_cv);
+}
+
+/*
+ * The applier of slot "slotno" failed with "message": none of its index
+ * tables is followed now, whether or not it had loaded them yet.
+ */
+void
+idx_sync_slot_failed(int slotno, const char *message)
+{
+	HASH_SEQ_STATUS seq;
+	IdxSyncIndexStatus *entry;
+
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, sync_indexes);
+	while ((entry = (IdxSyncIndexStatus *) hash_seq_search(&seq)) != NULL)
+	{
+		if (entry->slotno != slotno)
+			continue;
+		entry->streaming = false;
+		strlcpy(entry->last_error, message, IDX_SYNC_ERROR_LEN);
+	}
+	LWLockRelease(sync_shared->lock);
+	ConditionVariableBroadcast(&idx_sync_slot(slotno)->applied_cv);
 }
 
 /*
@@ -444,11 +468,13 @@ idx_sync_index_lookup(Oid dbid, const char *definition_id,
 
 /*
  * One look at an index for idx_sync_wait: CAUGHT_UP, UNMAINTAINED, or
- * -1 when the wait goes on (then *slotno is its applier's slot).
+ * -1 when the wait goes on (then *slotno is its applier's slot).  An
+ * applier connected to another server than the waiter's has not caught
+ * up, whatever its time: it is about to reconnect.
  */
 static int
-wait_check(Oid dbid, const char *definition_id, IdxClusterTime target,
-		   int *slotno)
+wait_check(Oid dbid, const char *definition_id, uint32 server_hash,
+		   IdxClusterTime target, int *slotno)
 {
 	IdxSyncIndexStatus status;
 	IdxApplierSlot *slot;
@@ -456,7 +482,8 @@ wait_check(Oid dbid, const char *definition_id, IdxClusterTime target,
 
 	if (!idx_sync_index_lookup(dbid, definition_id, &status))
 		return IDX_SYNC_UNMAINTAINED;
-	if (status.applied_through >= target)
+	/* a time of another server's says nothing (the applier reconnects) */
+	if (status.applied_through >= target && status.server_hash == server_hash)
 		return IDX_SYNC_CAUGHT_UP;
 	slot = idx_sync_slot(status.slotno);
 	state = slot_state(slot);
@@ -478,8 +505,8 @@ wait_check(Oid dbid, const char *definition_id, IdxClusterTime target,
  * sleep).
  */
 IdxSyncWaitResult
-idx_sync_wait(Oid dbid, const char *definition_id, IdxClusterTime target,
-			  int timeout_ms, int *waited_ms)
+idx_sync_wait(Oid dbid, const char *definition_id, uint32 server_hash,
+			  IdxClusterTime target, int timeout_ms, int *waited_ms)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	int			sleeping_on = -1;
@@ -490,7 +517,8 @@ idx_sync_wait(Oid dbid, const char *definition_id, IdxClusterTime target,
 		int			slotno = -1;
 		long		remaining;
 
-		result = wait_check(dbid, definition_id, target, &slotno);
+		result = wait_check(dbid, definition_id, server_hash, target,
+							&slotno);
 		if (result >= 0)
 			break;
 		if (slotno != sleeping_on)

@@ -77,6 +77,7 @@ typedef struct IdxApplierSlot
 	TimestampTz last_batch_at;
 	int			restarts;
 	char		last_error[IDX_SYNC_ERROR_LEN];
+	TimestampTz error_logged_at;	/* when last_error was last logged */
 
 	/* the highest cluster time a backend waits for (max, never lowered) */
 	pg_atomic_uint64 requested;
@@ -102,6 +103,9 @@ typedef struct IdxSyncIndexStatus
 	Oid			dbid;
 	char		definition_id[IDX_SYNC_UUID_LEN];
 	int			slotno;			/* its applier's slot */
+	uint32		server_hash;	/* what its applier connected to
+								 * (idx_server_target_hash): applied_through
+								 * is a time of that server's */
 	bool		streaming;		/* the applier follows its facts now */
 	IdxClusterTime applied_through; /* every change up to here is in it */
 	TimestampTz applied_at;		/* when applied_through last moved */
@@ -137,6 +141,9 @@ extern int	idx_sync_claim_slot(Oid dbid, Oid serverid, Oid ownerid);
 /* Free a slot and forget the status of its indexes */
 extern void idx_sync_release_slot(int slotno);
 
+/* The slot's applier failed: its indexes are not followed, with why */
+extern void idx_sync_slot_failed(int slotno, const char *message);
+
 /* Raise a slot's requested time to "target" and wake its applier */
 extern void idx_sync_request(int slotno, IdxClusterTime target);
 
@@ -158,9 +165,12 @@ extern bool idx_sync_index_lookup(Oid dbid, const char *definition_id,
 /*
  * Wait until index (dbid, definition_id) has applied_through >= target,
  * asking its applier to catch up; at most timeout_ms (interruptible).
+ * "target" is a time of the server whose target hashes to server_hash:
+ * an applier connected to another is waited for as behind.
  * *waited_ms is set to the time spent.
  */
 extern IdxSyncWaitResult idx_sync_wait(Oid dbid, const char *definition_id,
+									   uint32 server_hash,
 									   IdxClusterTime target, int timeout_ms,
 									   int *waited_ms);
 

@@ -410,9 +410,11 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   idx_sync_wait_timeout);
 	ApplierView view;
+	uint32		server_hash;
 
 	if (!idx_sync_enabled())
 		report_unmaintained(def);
+	server_hash = idx_server_target_hash(GetForeignServer(table_server(def->relid)));
 	while (wait_until_streaming(def, deadline, patient, &view))
 	{
 		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
@@ -420,8 +422,8 @@ wait_for_index(const IdxIndexDef *def, IdxClusterTime target, bool patient)
 		int			waited_ms;
 		IdxSyncWaitResult result;
 
-		result = idx_sync_wait(MyDatabaseId, def->definition_id, target,
-							   (int) remaining, &waited_ms);
+		result = idx_sync_wait(MyDatabaseId, def->definition_id, server_hash,
+							   target, (int) remaining, &waited_ms);
 		if (result == IDX_SYNC_CAUGHT_UP)
 			return;
 		if (result == IDX_SYNC_TIMED_OUT || remaining <= 0)
