@@ -82,6 +82,9 @@ static bool applier_server_off = false;
 #define APPLIER_IDLE_POLL_MS	500
 #define APPLIER_AWAKE_MS		2000
 
+/* a round stepped no stream: every stream is refused (applier_denied.c) */
+static bool round_idle = false;
+
 /* The requested time last seen, and when it was seen to change */
 static IdxClusterTime seen_requested = 0;
 static TimestampTz asked_at = 0;
@@ -163,6 +166,7 @@ keep_status(AppIndex *ix)
 	ix->status.slotno = applier.slotno;
 	ix->status.streaming = false;
 	ix->status.last_error[0] = '\0';	/* a failed applier's: it runs again */
+	ix->status.blocked = false; /* a refused stream's: applier_denied.c */
 }
 
 /*
@@ -552,15 +556,21 @@ applier_round(void)
 						wait_ms > APPLIER_POLL_MS ? 1 : 0);
 	/* announced before the heartbeat check reads "requested" again */
 	pg_memory_barrier();
+	round_idle = true;
 	foreach(lc, applier.streams)
 	{
 		AppStream  *s = lfirst(lc);
 
+		if (!s->open && !idx_applier_may_open(s))
+			continue;			/* refused: tried again later */
 		if (!s->open)
 			idx_applier_open_stream(s);
 		if (applier.generation != idx_sync_catalog_generation(MyDatabaseId))
 			break;				/* states changed: reload first */
+		if (!s->open)
+			continue;			/* refused again */
 		idx_applier_step(s, Max(wait_ms, 1));
+		round_idle = false;
 	}
 	pg_atomic_write_u32(&applier.slot->long_poll, 0);
 	return true;
@@ -631,7 +641,9 @@ applier_loop(void)
 		StartTransactionCommand();
 		more = applier_round();
 		CommitTransactionCommand();
-		if (more)
+		if (more && round_idle)
+			idx_applier_denied_sleep();
+		else if (more)
 			gather_events();
 	}
 	if (applier_server_off)
@@ -672,6 +684,7 @@ applier_failed(void)
 
 			strlcpy(ix->status.last_error, edata->message, IDX_SYNC_ERROR_LEN);
 			ix->status.streaming = false;
+			ix->status.blocked = false; /* it is started again */
 			idx_sync_index_report(&ix->status);
 		}
 	}

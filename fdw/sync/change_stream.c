@@ -51,6 +51,7 @@
 #define MONGO_CAPPED_POSITION_LOST	136
 #define MONGO_CS_FATAL				280
 #define MONGO_CS_HISTORY_LOST		286
+#define MONGO_UNAUTHORIZED			13
 
 /*
  * The predicate that leaves out the transactions of the excluded
@@ -190,7 +191,9 @@ has_label(const bson_t *reply, const char *label)
 
 /*
  * Classify the failure of a command of the stream: history lost,
- * resumable (a getMore's only), or an ERROR naming the database.
+ * resumable (a getMore's only), refused to the user (Unauthorized: the
+ * applier marks its index tables, applier_denied.c), or an ERROR naming
+ * the database.
  */
 static IdxCsResult
 classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
@@ -206,6 +209,8 @@ classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
 			error->code == MONGO_CS_FATAL ||
 			error->code == MONGO_CAPPED_POSITION_LOST)
 			return IDX_CS_HISTORY_LOST;
+		if (error->code == MONGO_UNAUTHORIZED)
+			return IDX_CS_DENIED;
 		if (get_more && (error->code == MONGO_CURSOR_NOT_FOUND ||
 						 has_label(reply, "ResumableChangeStreamError")))
 			return IDX_CS_RESUMABLE;
