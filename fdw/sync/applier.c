@@ -566,7 +566,10 @@ applier_round(void)
 		if (!s->open)
 			idx_applier_open_stream(s);
 		if (applier.generation != idx_sync_catalog_generation(MyDatabaseId))
+		{
+			round_idle = false; /* no sleep: the reload comes first */
 			break;				/* states changed: reload first */
+		}
 		if (!s->open)
 			continue;			/* refused again */
 		idx_applier_step(s, Max(wait_ms, 1));
