@@ -11,6 +11,7 @@ OBJS = \
 	fdw/coordinator.o \
 	fdw/sync/xact_marker.o \
 	fdw/core/remote_error.o \
+	fdw/core/privileges.o \
 	fdw/core/handle.o \
 	fdw/index/index_write.o \
 	fdw/index/index_claims.o \
@@ -56,6 +57,7 @@ OBJS = \
 	fdw/index/index_collate.o \
 	fdw/index/index_ddl.o \
 	fdw/index/index_owner.o \
+	fdw/index/index_privileges.o \
 	fdw/index/index_build.o \
 	fdw/index/index_online.o \
 	fdw/core/trust.o \
@@ -70,6 +72,7 @@ OBJS = \
 	fdw/sync/applier_apply.o \
 	fdw/sync/applier_exclude.o \
 	fdw/sync/applier_fields.o \
+	fdw/sync/applier_denied.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \
 	fdw/sync/launcher.o

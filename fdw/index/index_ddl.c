@@ -1416,6 +1416,7 @@ idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 
 	ni->client = idx_get_client_for_rel(def->relid, InvalidOid, &server);
 	ni->servername = server->servername;
+	idx_check_index_privileges(ni->client, server, def, ni->info);
 	ni->sync_from = idx_cluster_time_now(ni->client, ni->servername);
 	insert_definition(def, normalized, ni->sync_from);
 	create_owned_collection(def, ni->info, ni->client, ni->servername);

@@ -182,6 +182,12 @@ extern void idx_note_index_change(Oid relid, bool expect_applier);
 
 extern void idx_warn_unmaintained(const char *name, Oid relid);
 
+/* Refuse an index table the MongoDB user may not maintain (index_privileges.c) */
+extern void idx_check_index_privileges(mongoc_client_t *client,
+									   ForeignServer *server,
+									   const IdxIndexDef *def,
+									   const IdxTableInfo *info);
+
 /*
  * MongoDB's cluster time now: the operationTime of a {ping: 1}, packed as
  * in sync_state.h; 0 if the server does not report one (no replica set).

@@ -99,6 +99,9 @@ static char *conn_options = NULL;
 /* The same failure is logged again only after this long (ms) */
 #define APPLIER_ERROR_LOG_MS	(10 * 60 * 1000)
 
+/* a round stepped no stream: every stream is refused (applier_denied.c) */
+static bool round_idle = false;
+
 /* The requested time last seen, and when it was seen to change */
 static IdxClusterTime seen_requested = 0;
 static TimestampTz asked_at = 0;
@@ -181,6 +184,7 @@ keep_status(AppIndex *ix)
 	ix->status.server_hash = applier.server_hash;
 	ix->status.streaming = false;
 	ix->status.last_error[0] = '\0';	/* a failed applier's: it runs again */
+	ix->status.blocked = false; /* a refused stream's: applier_denied.c */
 }
 
 /*
@@ -649,15 +653,24 @@ applier_round(void)
 						wait_ms > APPLIER_POLL_MS ? 1 : 0);
 	/* announced before the heartbeat check reads "requested" again */
 	pg_memory_barrier();
+	round_idle = true;
 	foreach(lc, applier.streams)
 	{
 		AppStream  *s = lfirst(lc);
 
+		if (!s->open && !idx_applier_may_open(s))
+			continue;			/* refused: tried again later */
 		if (!s->open)
 			idx_applier_open_stream(s);
 		if (applier.generation != idx_sync_catalog_generation(MyDatabaseId))
+		{
+			round_idle = false; /* no sleep: the reload comes first */
 			break;				/* states changed: reload first */
+		}
+		if (!s->open)
+			continue;			/* refused again */
 		idx_applier_step(s, Max(wait_ms, 1));
+		round_idle = false;
 	}
 	pg_atomic_write_u32(&applier.slot->long_poll, 0);
 	idx_sync_sessions_looked(applier.slotno, idx_exclude_doubts_looked());
@@ -729,7 +742,9 @@ applier_loop(void)
 		StartTransactionCommand();
 		more = applier_round();
 		CommitTransactionCommand();
-		if (more)
+		if (more && round_idle)
+			idx_applier_denied_sleep();
+		else if (more)
 			gather_events();
 	}
 	if (applier_server_off)

@@ -174,6 +174,12 @@ extern void idx_exclude_after_batch(AppStream *s, bool complete);
 extern void idx_exclude_close(AppStream *s);
 extern uint64 idx_exclude_doubts_looked(void);
 
+/* ---- applier_denied.c ---- */
+extern void idx_applier_deny(AppStream *s);
+extern bool idx_applier_may_open(AppStream *s);
+extern void idx_applier_stream_allowed(AppStream *s);
+extern void idx_applier_denied_sleep(void);
+
 /* ---- applier_fields.c ---- */
 extern bool idx_applier_index_fields(AppIndex *ix, List **fields);
 extern bool idx_applier_update_touches(const bson_t *desc, List *fields);

@@ -1190,10 +1190,11 @@ idx_applier_open_stream(AppStream *s)
 		r = idx_cs_open(&s->cs, token, 0);
 		s->covered = stored;
 		s->unsaved = false;
-		ereport(LOG,
-				(errmsg("idxtable_fdw applier for server \"%s\" resumes database \"%s\" at %s",
-						applier.servername, s->database,
-						idx_applier_time_str(stored))));
+		if (r != IDX_CS_DENIED)
+			ereport(LOG,
+					(errmsg("idxtable_fdw applier for server \"%s\" resumes database \"%s\" at %s",
+							applier.servername, s->database,
+							idx_applier_time_str(stored))));
 	}
 	else
 	{
@@ -1218,20 +1219,27 @@ idx_applier_open_stream(AppStream *s)
 		r = idx_cs_open(&s->cs, NULL, start);
 		s->covered = start - 1;
 		s->unsaved = true;
-		ereport(LOG,
-				(errmsg("idxtable_fdw applier for server \"%s\" starts database \"%s\" at %s",
-						applier.servername, s->database,
-						idx_applier_time_str(start))));
+		if (r != IDX_CS_DENIED)
+			ereport(LOG,
+					(errmsg("idxtable_fdw applier for server \"%s\" starts database \"%s\" at %s",
+							applier.servername, s->database,
+							idx_applier_time_str(start))));
 	}
 	if (token)
 		bson_destroy(token);
 	s->saved_at = GetCurrentTimestamp();
+	if (r == IDX_CS_DENIED)
+	{
+		idx_applier_deny(s);	/* not current, tried again later */
+		return;
+	}
 	if (r == IDX_CS_HISTORY_LOST)
 	{
 		lost_history(s);
 		return;
 	}
 	s->open = true;
+	idx_applier_stream_allowed(s);
 	note_fixes(s, true);		/* an earlier process may have written */
 	rebuild_stale(s);
 	apply_batch(s);
@@ -1299,6 +1307,8 @@ idx_applier_step(AppStream *s, int poll_ms)
 	{
 		idx_applier_save_position(s, true);
 		idx_applier_close_stream(s);
+		if (r == IDX_CS_DENIED)
+			idx_applier_deny(s);
 		return;
 	}
 	complete = batch_complete(s);

@@ -64,6 +64,7 @@
 #define MONGO_INVALID_RESUME_TOKEN	260
 #define MONGO_CS_FATAL				280
 #define MONGO_CS_HISTORY_LOST		286
+#define MONGO_UNAUTHORIZED			13
 
 /*
  * The kinds of event a stream without showExpandedEvents has (mongod
@@ -213,10 +214,11 @@ has_label(const bson_t *reply, const char *label)
 
 /*
  * Classify the failure of a command of the stream: history lost,
- * resumable (a getMore's only), or an ERROR naming the database.  An open
- * that resumes after a token ("resuming") and is told the token is
- * invalid (260) has lost its position as well: looping on it would stop
- * the applier for good.
+ * resumable (a getMore's only), refused to the user (Unauthorized: the
+ * applier marks its index tables, applier_denied.c), or an ERROR naming
+ * the database.  An open that resumes after a token ("resuming") and is
+ * told the token is invalid (260) has lost its position as well: looping
+ * on it would stop the applier for good.
  */
 static IdxCsResult
 classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
@@ -236,6 +238,8 @@ classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
 		if (!get_more && resuming &&
 			error->code == MONGO_INVALID_RESUME_TOKEN)
 			return IDX_CS_HISTORY_LOST;
+		if (error->code == MONGO_UNAUTHORIZED)
+			return IDX_CS_DENIED;
 		if (get_more && (error->code == MONGO_CURSOR_NOT_FOUND ||
 						 has_label(reply, "ResumableChangeStreamError")))
 			return IDX_CS_RESUMABLE;

@@ -31,6 +31,7 @@ typedef enum IdxCsResult
 	IDX_CS_OK,					/* a batch (possibly empty) */
 	IDX_CS_RESUMABLE,			/* resumable error: reopen from the token */
 	IDX_CS_HISTORY_LOST,		/* 286/280/136: the position cannot resume */
+	IDX_CS_DENIED,				/* 13: the user may not follow the stream */
 	IDX_CS_CLOSED				/* the server closed the cursor (invalidate) */
 } IdxCsResult;
 

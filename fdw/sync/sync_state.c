@@ -336,6 +336,7 @@ idx_sync_slot_failed(int slotno, const char *message)
 		if (entry->slotno != slotno)
 			continue;
 		entry->streaming = false;
+		entry->blocked = false; /* it is started again */
 		strlcpy(entry->last_error, message, IDX_SYNC_ERROR_LEN);
 	}
 	LWLockRelease(sync_shared->lock);

@@ -115,6 +115,9 @@ typedef struct IdxSyncIndexStatus
 	int64		conflicts;
 	bool		skips_fdw;		/* its stream leaves out the FDW's own
 								 * transactions now (applier_exclude.c) */
+	bool		blocked;		/* its running applier cannot follow it until
+								 * something outside changes (last_error
+								 * says what): waits end at once */
 	char		last_error[IDX_SYNC_ERROR_LEN];
 } IdxSyncIndexStatus;
 

@@ -331,6 +331,15 @@ report_unmaintained(const IdxIndexDef *def)
 				 errdetail("idxtable_fdw is not in shared_preload_libraries, so no change-stream applier runs."),
 				 errhint("Add idxtable_fdw to shared_preload_libraries, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
 	look_up_applier(def, &view);
+	if (view.has_status && view.status.blocked &&
+		view.status.last_error[0] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
+				 errmsg("index table \"%s\" is not maintained against writes made outside this PostgreSQL",
+						def->name),
+				 errdetail("Its change-stream applier cannot follow it: %s.",
+						   view.status.last_error),
+				 errhint("Check idxtable.sync_status, or SET idxtable.index_consistency = 'any' to read the index table as it is.")));
 	if (view.slotno >= 0 && view.last_error[0] != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_IDX_INDEX_NOT_CURRENT),
@@ -372,6 +381,8 @@ wait_until_streaming(const IdxIndexDef *def, TimestampTz deadline,
 		long		remaining;
 
 		look_up_applier(def, view);
+		if (view->has_status && view->status.blocked)
+			break;				/* a lasting condition: applier_denied.c */
 		if (!is_maintained(view) && !(patient && view->slotno >= 0))
 			break;
 		if (view->has_status && view->status.streaming &&

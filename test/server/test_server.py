@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 
 import bson
 import pymongo
@@ -2343,6 +2344,155 @@ def test_unauthenticated_commands(env):
     check(exc.details["codeName"] == "Unauthorized")
     reply = client.admin.command("hello", saslSupportedMechs="admin.%s" % USER)
     check(reply["saslSupportedMechs"] == ["SCRAM-SHA-256", "SCRAM-SHA-1"])
+
+
+def _user_client(env, user, password, db="admin"):
+    """A client of the authenticated server logged in as user@db."""
+    return env.new_client(env.auth.uri("%s:%s@" % (user, password), "&authSource=%s" % db))
+
+
+@test(own=True)
+def test_privileges_collection_scoped_role(env):
+    admin = _user_client(env, USER, PASSWORD)
+    admin.priv.c.insert_many([{"_id": 1}, {"_id": 2}])
+    admin.priv.other.insert_one({"_id": 1})
+    admin.priv.command("createRole", "onlyC", privileges=[
+        {"resource": {"db": "priv", "collection": "c"},
+         "actions": ["find", "insert", "update", "remove", "changeStream"]}], roles=[])
+    admin.priv.command("createUser", "cuser", pwd="pw1", roles=["onlyC"])
+    client = _user_client(env, "cuser", "pw1", "priv")
+    check(len(list(client.priv.c.find())) == 2, "find on its own collection")
+    client.priv.c.insert_one({"_id": 3})
+    exc = expect_error(13, client.priv.other.find_one)
+    check(exc.details["codeName"] == "Unauthorized", exc.details)
+    check(exc.details["errmsg"].startswith('not authorized on priv to execute command { find: "other", filter: {}'),
+          exc.details["errmsg"])
+    check(', $db: "priv"' in exc.details["errmsg"] and exc.details["errmsg"].endswith(" }"), exc.details["errmsg"])
+    exc = expect_error(13, client.priv.other.insert_one, {"_id": 9})
+    check("documents" not in exc.details["errmsg"], "a document sequence is not part of the message")
+    expect_error(13, client.priv.c.drop)
+    expect_error(13, client.priv.c.create_index, "k")
+    # a database-wide change stream needs find and changeStream on {db: "priv", collection: ""}
+    exc = expect_error(13, client.priv.watch)
+    check(exc.details["errmsg"].startswith("not authorized on priv to execute command { aggregate: 1, pipeline: "
+                                           "[ { $changeStream: {} } ]"), exc.details["errmsg"])
+    with client.priv.c.watch(max_await_time_ms=100) as stream:
+        admin.priv.c.insert_one({"_id": 4})
+        change = stream.try_next() or stream.try_next()
+        check(change is not None and change["documentKey"] == {"_id": 4}, change)
+        # revoking changeStream ends the open stream's next getMore with 13
+        admin.priv.command("revokePrivilegesFromRole", "onlyC", privileges=[
+            {"resource": {"db": "priv", "collection": "c"}, "actions": ["changeStream"]}])
+        try:
+            stream.try_next()
+            raise AssertionError("getMore after the revoke succeeded")
+        except OperationFailure as exc2:
+            check(exc2.code == 13 and "not authorized for getMore with cursor id" in str(exc2), exc2.details)
+    expect_error(13, client.priv.c.watch)
+    admin.priv.command("grantPrivilegesToRole", "onlyC", privileges=[
+        {"resource": {"db": "priv", "collection": "c"}, "actions": ["changeStream"]}])
+    client.priv.c.watch().close()
+    # cursors belong to their user
+    reply = admin.priv.command("find", "c", batchSize=1)
+    exc = expect_error(13, client.priv.command, "getMore", reply["cursor"]["id"], collection="c")
+    check("was not created by the authenticated user" in exc.details["errmsg"], exc.details)
+    expect_error(13, client.priv.command, "killCursors", "c", cursors=[reply["cursor"]["id"]])
+    names = client.priv.list_collection_names(authorizedCollections=True, nameOnly=True)
+    check(names == ["c"], names)
+    expect_error(13, client.priv.command, "listCollections")
+    check([d["name"] for d in client.list_databases()] == ["priv"], "listDatabases shows its database only")
+
+
+@test(own=True)
+def test_privileges_builtin_roles(env):
+    admin = _user_client(env, USER, PASSWORD)
+    admin.rw.command("createUser", "rwuser", pwd="pw2", roles=["readWrite"])
+    admin.rw.command("createUser", "ruser", pwd="pw3", roles=[{"role": "read", "db": "rw"}])
+    admin.admin.command("createUser", "mon", pwd="pw4", roles=["clusterMonitor"])
+    admin.admin.command("createUser", "anyrw", pwd="pw5", roles=["readWriteAnyDatabase"])
+    admin.rw.command("createUser", "owner", pwd="pw6", roles=["dbOwner"])
+    rw = _user_client(env, "rwuser", "pw2", "rw")
+    rw.rw.x.insert_one({"_id": 1})
+    rw.rw.x.update_one({"_id": 1}, {"$set": {"a": 1}})
+    rw.rw.x.create_index("a")
+    rw.rw.watch().close()  # read/readWrite hold changeStream on the whole database
+    expect_error(13, rw.other.x.find_one)
+    expect_error(13, rw.rw.command, "dropDatabase")
+    expect_error(13, rw.rw.command, "createUser", "x", pwd="x", roles=[])
+    reader = _user_client(env, "ruser", "pw3", "rw")
+    check(reader.rw.x.find_one() == {"_id": 1, "a": 1})
+    expect_error(13, reader.rw.x.insert_one, {"_id": 2})
+    expect_error(13, reader.admin.command, "serverStatus")
+    mon = _user_client(env, "mon", "pw4")
+    check(mon.admin.command("serverStatus")["ok"] == 1)
+    check(mon.rw.command("dbStats")["ok"] == 1)
+    expect_error(13, mon.rw.x.find_one)
+    anyrw = _user_client(env, "anyrw", "pw5")
+    anyrw.elsewhere.y.insert_one({"_id": 1})
+    expect_error(13, anyrw.elsewhere.command, "dropDatabase")
+    owner = _user_client(env, "owner", "pw6", "rw")
+    owner.rw.command("createUser", "made", pwd="pw7", roles=["read"])
+    owner.rw.command("dropDatabase")
+    expect_error(13, owner.other.x.find_one)
+
+
+@test(own=True)
+def test_privileges_users_info_and_connection_status(env):
+    admin = _user_client(env, USER, PASSWORD)
+    admin.ui.command("createRole", "findC", privileges=[
+        {"resource": {"db": "ui", "collection": "c"}, "actions": ["find"]}], roles=["read"])
+    admin.ui.command("createUser", "u1", pwd="pw", roles=["findC"], customData={"k": 1})
+    info = admin.ui.command("usersInfo", "u1")["users"]
+    check(len(info) == 1, info)
+    user = info[0]
+    check(list(user) == ["_id", "userId", "user", "db", "customData", "roles", "mechanisms"], list(user))
+    check(user["_id"] == "ui.u1" and user["user"] == "u1" and user["db"] == "ui", user)
+    check(isinstance(user["userId"], uuid.UUID) or (isinstance(user["userId"], Binary)
+                                                    and user["userId"].subtype == 4), user["userId"])
+    check(user["roles"] == [{"role": "findC", "db": "ui"}], user["roles"])
+    check(user["mechanisms"] == ["SCRAM-SHA-1", "SCRAM-SHA-256"], user["mechanisms"])
+    full = admin.ui.command("usersInfo", {"user": "u1", "db": "ui"}, showPrivileges=True)["users"][0]
+    check(full["inheritedRoles"] == [{"role": "findC", "db": "ui"}, {"role": "read", "db": "ui"}],
+          full["inheritedRoles"])
+    resources = [p["resource"] for p in full["inheritedPrivileges"]]
+    check({"db": "ui", "collection": "c"} in resources and {"db": "ui", "collection": ""} in resources, resources)
+    check(admin.ui.command("usersInfo", 1)["users"][0]["_id"] == "ui.u1")
+    check(admin.ui.command("usersInfo", "nobody")["users"] == [])
+    client = _user_client(env, "u1", "pw", "ui")
+    status = client.admin.command("connectionStatus", showPrivileges=True)["authInfo"]
+    check(status["authenticatedUsers"] == [{"user": "u1", "db": "ui"}], status)
+    check(status["authenticatedUserRoles"] == [{"role": "findC", "db": "ui"}, {"role": "read", "db": "ui"}],
+          status)
+    privs = {(p["resource"].get("db"), p["resource"].get("collection")): p["actions"]
+             for p in status["authenticatedUserPrivileges"]}
+    check("changeStream" in privs[("ui", "")] and privs[("ui", "c")] == ["find"], privs)
+    check(client.ui.command("usersInfo", "u1")["users"][0]["user"] == "u1", "a user may see itself")
+    expect_error(13, client.ui.command, "usersInfo", 1)
+    roles = admin.ui.command("rolesInfo", "findC", showPrivileges=True)["roles"][0]
+    check(roles["role"] == "findC" and roles["isBuiltin"] is False and roles["roles"] == [{"role": "read",
+                                                                                        "db": "ui"}], roles)
+    check(roles["privileges"] == [{"resource": {"db": "ui", "collection": "c"}, "actions": ["find"]}], roles)
+    anonymous = env.new_client(env.auth.uri())
+    check(anonymous.admin.command("connectionStatus")["authInfo"]["authenticatedUsers"] == [])
+    # errors as mongod gives them
+    expect_error(51003, admin.ui.command, "createUser", "u1", pwd="x", roles=[])
+    expect_error(31, admin.ui.command, "createUser", "u2", pwd="x", roles=["noSuchRole"])
+    expect_error(11, admin.ui.command, "dropUser", "nobody")
+    expect_error(51002, admin.ui.command, "createRole", "findC", privileges=[], roles=[])
+    expect_error(49, admin.ui.command, "createRole", "elsewhere", roles=[], privileges=[
+        {"resource": {"db": "other", "collection": ""}, "actions": ["find"]}])
+    expect_error(2, admin.ui.command, "createRole", "bad", roles=[], privileges=[
+        {"resource": {"db": "ui", "collection": ""}, "actions": ["fly"]}])
+    admin.ui.command("revokeRolesFromUser", "u1", roles=["findC"])
+    expect_error(13, client.ui.c.find_one)
+    admin.ui.command("grantRolesToUser", "u1", roles=["read"])
+    client.ui.c.find_one()
+    admin.ui.command("updateUser", "u1", pwd="new")
+    expect_error(18, _user_client(env, "u1", "pw", "ui").ui.command, "ping")
+    check(_user_client(env, "u1", "new", "ui").ui.c.find_one() is None)
+    admin.ui.command("dropRole", "findC")
+    admin.ui.command("dropUser", "u1")
+    check(admin.ui.command("usersInfo", 1)["users"] == [])
 
 
 @test(own=True)

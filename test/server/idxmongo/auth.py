@@ -1,8 +1,10 @@
 """SCRAM-SHA-256 and SCRAM-SHA-1 server side (RFC 5802/7677 as MongoDB uses them via saslStart/saslContinue).
 
-One user, defined on `admin`. For SCRAM-SHA-1 MongoDB hashes the password as md5("user:mongo:password") hex
-before PBKDF2; SCRAM-SHA-256 uses the password itself (SASLprep is the identity for the ASCII passwords
-tests use). Credentials are derived once at start-up.
+The users are those of authz.Users: the one given on the command line (`admin`, role root) and those
+createUser made, each authenticating against its own database (the client's authSource). For SCRAM-SHA-1
+MongoDB hashes the password as md5("user:mongo:password") hex before PBKDF2; SCRAM-SHA-256 uses the password
+itself (SASLprep is the identity for the ASCII passwords tests use). Credentials are derived when the user
+is created or its password changed. A connection's `user` is the user's key, `<db>.<user>`.
 """
 
 import base64
@@ -67,21 +69,28 @@ def _unescape_user(name):
     return name.replace("=2C", ",").replace("=3D", "=")
 
 
-class Authenticator:
-    """The configured user and the SCRAM conversations of connections."""
+def credentials_for(user, password, mechanisms=None):
+    """Credentials of a user for `mechanisms` (both by default), as createUser stores them."""
+    return {m: Credential(m, user, password) for m in (mechanisms or HASHES)}
 
-    def __init__(self, user, password):
-        self.user = user
-        self.credentials = {m: Credential(m, user, password) for m in HASHES}
+
+class Authenticator:
+    """The SCRAM conversations of connections, against the users of `users` (authz.Users)."""
+
+    def __init__(self, users, user, password):
+        self.users = users
+        self.user = "admin.%s" % user
+        users.add_user("admin", user, credentials_for(user, password), [{"role": "root", "db": "admin"}])
 
     def mechanisms_for(self, db_user):
         """saslSupportedMechs answer for `db.user`, or None for an unknown user."""
-        return ["SCRAM-SHA-256", "SCRAM-SHA-1"] if db_user == "admin.%s" % self.user else None
+        doc = self.users.users.get(db_user)
+        return [m for m in ("SCRAM-SHA-256", "SCRAM-SHA-1") if m in doc["_credentials"]] if doc else None
 
     def start(self, conn, db, cmd):
         """saslStart: check the client-first message and answer with the server-first message."""
         mechanism = cmd.get("mechanism")
-        if mechanism not in self.credentials:
+        if mechanism not in HASHES:
             raise MongoError(2, "Received authentication for mechanism %s which is not enabled" % mechanism)
         client_first = bytes(cmd.get("payload", b"")).decode("utf-8", "replace")
         parts = client_first.split(",", 2)
@@ -89,13 +98,15 @@ class Authenticator:
             raise auth_failed()
         bare = parts[2]
         attrs = _parse_attrs(bare)
-        if db != "admin" or _unescape_user(attrs.get("n", "")) != self.user or "r" not in attrs:
+        key = "%s.%s" % (db, _unescape_user(attrs.get("n", "")))
+        doc = self.users.users.get(key)
+        if doc is None or mechanism not in doc["_credentials"] or "r" not in attrs:
             raise auth_failed()
-        cred = self.credentials[mechanism]
+        cred = doc["_credentials"][mechanism]
         nonce = attrs["r"] + base64.b64encode(os.urandom(24)).decode()
         server_first = "r=%s,s=%s,i=%d" % (nonce, base64.b64encode(cred.salt).decode(), cred.iterations)
         options = cmd.get("options") or {}
-        conn.sasl = {"cred": cred, "bare": bare, "server_first": server_first, "nonce": nonce,
+        conn.sasl = {"cred": cred, "user": key, "bare": bare, "server_first": server_first, "nonce": nonce,
                      "skip_empty": bool(options.get("skipEmptyExchange")), "step": 1}
         return {"conversationId": 1, "done": False, "payload": Binary(server_first.encode()), "ok": 1.0}
 
@@ -106,7 +117,7 @@ class Authenticator:
             raise MongoError(17, "No SASL session state found")
         if state["step"] == 2:
             conn.sasl = None
-            conn.user = self.user
+            conn.user = state["user"]
             return {"conversationId": 1, "done": True, "payload": Binary(b""), "ok": 1.0}
         client_final = bytes(cmd.get("payload", b"")).decode("utf-8", "replace")
         attrs = _parse_attrs(client_final)
@@ -122,7 +133,7 @@ class Authenticator:
         payload = Binary(("v=" + base64.b64encode(server_sig).decode()).encode())
         if state["skip_empty"]:
             conn.sasl = None
-            conn.user = self.user
+            conn.user = state["user"]
             return {"conversationId": 1, "done": True, "payload": payload, "ok": 1.0}
         state["step"] = 2
         return {"conversationId": 1, "done": False, "payload": payload, "ok": 1.0}

@@ -8,7 +8,8 @@ import time
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 
-from . import changestream
+from . import authz_cmds, changestream
+from .authz import CLUSTER, db_resource, ns_resource
 from . import collation as collations
 from . import limits
 from .changelog import wall_now
@@ -107,7 +108,12 @@ def cmd_list_databases(ctx):
     """listDatabases."""
     store = ctx.store
     databases = []
+    # without listDatabases on the cluster, only the databases the user has privileges on (mongod 4.0.5+)
+    see_all = ctx.server.auth is None or ctx.cmd.get("authorizedDatabases") is False or \
+        ctx.server.users.authorized(ctx.conn.user, CLUSTER, {"listDatabases"})
     for name in sorted(store.dbs):
+        if not see_all and not authz_cmds.may_see(ctx.server, ctx.conn, db_resource(name)):
+            continue
         colls = store.dbs[name]
         empty = not any(c.docs for c in colls.values())
         databases.append({"name": name, "sizeOnDisk": Int64(sum(len(c.docs) for c in colls.values()) * 100 + 4096),
@@ -208,7 +214,12 @@ def cmd_list_collections(ctx):
     """listCollections: a cursor of collection descriptions, optionally filtered."""
     infos = []
     match = compile_filter(ctx.cmd.get("filter") or {})
+    # authorizedCollections without listCollections: the collections the user has a privilege on
+    only_authorized = ctx.cmd.get("authorizedCollections") and ctx.server.auth is not None and \
+        not ctx.server.users.authorized(ctx.conn.user, db_resource(ctx.db), {"listCollections"})
     for name, coll in sorted(ctx.store.collections(ctx.db).items()):
+        if only_authorized and not authz_cmds.may_see(ctx.server, ctx.conn, ns_resource(ctx.db, name)):
+            continue
         info = {"name": name, "type": "collection", "options": dict(coll.options),
                 "info": {"readOnly": False, "uuid": coll.uuid}, "idIndex": dict(coll.indexes["_id_"].spec)}
         if match(info):
@@ -536,5 +547,5 @@ COMMANDS = {
 }
 
 NO_AUTH_COMMANDS = {"hello", "isMaster", "ismaster", "saslStart", "saslContinue", "ping", "buildInfo",
-                    "buildinfo", "endSessions", "logout"}
+                    "buildinfo", "endSessions", "logout", "connectionStatus"}
 TXN_CONTROL_COMMANDS = {"commitTransaction", "abortTransaction"}

@@ -9,9 +9,10 @@ import threading
 import time
 import traceback
 
-from . import bulkwrite, cmd_admin, cmd_crud, limits, sharding, txnrules
+from . import authz_cmds, bulkwrite, cmd_admin, cmd_crud, cmd_users, limits, sharding, txnrules
 from .cmdlog import CommandCpu, CommandLog, cmd_command_cpu, cmd_recent_commands
 from .auth import Authenticator
+from .authz import Users
 from . import changestream
 from .changelog import DEFAULT_LIMIT, ChangeLog
 from .changelog import wall_now as changelog_wall
@@ -73,12 +74,14 @@ class Server:
         self.cursors = CursorRegistry()
         self.noop_interval = 10.0  # --periodic-noop-secs: mongod's periodicNoopIntervalSecs
         self.failpoints = FailPoints()
-        self.auth = Authenticator(user, password) if user else None
+        self.users = Users()  # users and roles (authz.py); checked only with --user
+        self.auth = Authenticator(self.users, user, password) if user else None
         self.counters = collections.Counter()
         self.commands = dict(cmd_crud.COMMANDS)
         self.commands.update(cmd_admin.COMMANDS)
         self.commands.update(sharding.COMMANDS)
         self.commands.update(limits.COMMANDS)
+        self.commands.update(cmd_users.COMMANDS)
         self.txn_size_limit = None  # --txn-size-limit: bytes a transaction may write (limits.py)
         self.commands["recentCommands"] = cmd_recent_commands
         self.commands["commandCpu"] = cmd_command_cpu
@@ -204,7 +207,7 @@ class Server:
         try:
             if request.oversize:
                 raise limits.too_large_in_message(request.oversize)
-            reply = self._dispatch(conn, request.db, name, cmd)
+            reply = self._dispatch(conn, request.db, name, cmd, request.sequences)
             add_write_concern_error(name, cmd, reply)
             reply = add_error_labels(name, cmd, reply)
         except MongoError as exc:
@@ -239,14 +242,20 @@ class Server:
         exc.labels = labels
         return exc
 
-    def _dispatch(self, conn, db, name, cmd):
-        """Command lookup, authorization, session options, failpoint, transaction rules and binding,
-        execution."""
+    def _dispatch(self, conn, db, name, cmd, sequences=()):
+        """Command lookup, authentication and privileges, session options, failpoint, transaction rules
+        and binding, execution."""
         handler = self.commands.get(name)
         if handler is None:
             raise MongoError(59, "no such command: '%s'" % name)
-        if self.auth is not None and conn.user is None and name not in cmd_admin.NO_AUTH_COMMANDS:
-            raise MongoError(13, "command %s requires authentication" % name)
+        needs = []
+        if self.auth is not None:
+            if conn.user is None and name not in cmd_admin.NO_AUTH_COMMANDS:
+                raise MongoError(13, "command %s requires authentication" % name)
+            if name == "getMore":
+                authz_cmds.check_get_more(self, conn, cmd)
+            elif conn.user is not None:
+                needs = authz_cmds.check(self, conn, db, name, cmd, sequences)
         in_txn = txnrules.check_session_options(cmd)
         failure = self.failpoints.check(name, conn.app_name)
         if failure is not None:
@@ -261,6 +270,8 @@ class Server:
             try:
                 ctx.retry = self.retryable.begin(ctx)
                 reply = self._execute(ctx, handler)
+                if self.auth is not None:
+                    authz_cmds.note_cursor(self, conn, reply, needs)
                 if failure is not None:
                     failure.add_write_concern_error(reply)
                 return ctx.retry.annotate(reply) if ctx.retry is not None else reply

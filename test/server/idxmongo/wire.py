@@ -36,6 +36,7 @@ class Request:
         self.command = command
         self.more_to_come = more_to_come
         self.oversize = None  # size of a BSON object over mongod's limit in the message, if any
+        self.sequences = ()  # fields that came as OP_MSG document sequences (not in mongod's request body)
 
 
 def _recv_exact(sock, n):
@@ -116,6 +117,7 @@ def _parse_msg(request_id, body):
         command.setdefault(ident, []).extend(docs)
     request = Request(request_id, OP_MSG, command.get("$db", "admin"), command, bool(flags & MORE_TO_COME))
     request.oversize = oversize
+    request.sequences = tuple(ident for ident, _ in sequences)
     return request
 
 
