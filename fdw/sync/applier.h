@@ -64,6 +64,10 @@ typedef struct AppStream
 	List	   *spared;			/* AppSpared *: facts whose young claims a
 								 * repair left to writes in flight */
 	MemoryContext spare_cxt;	/* their memory */
+	bson_t	   *split_event;	/* what identifies a split event whose
+								 * fragments came so far (applier_stream.c),
+								 * or NULL */
+	int32		split_next;		/* the fragment number expected next */
 	TimestampTz complete_since; /* the last batch held every event committed
 								 * before this time (sent its getMore), or 0 */
 	bool		repaired;		/* the last batch wrote to an index table */

@@ -31,7 +31,9 @@ typedef enum IdxCsResult
 	IDX_CS_OK,					/* a batch (possibly empty) */
 	IDX_CS_RESUMABLE,			/* resumable error: reopen from the token */
 	IDX_CS_HISTORY_LOST,		/* 286/280/136: the position cannot resume */
-	IDX_CS_CLOSED				/* the server closed the cursor (invalidate) */
+	IDX_CS_CLOSED,				/* the server closed the cursor (invalidate) */
+	IDX_CS_TOO_LARGE			/* an event over 16 MB even without its
+								 * documents (10334, 7182500) */
 } IdxCsResult;
 
 /*
@@ -55,6 +57,10 @@ typedef struct IdxChangeStream
 	IdxClusterTime token_time;	/* cluster time of the PBRT, 0 unknown */
 	IdxClusterTime start_floor; /* everything before this was covered at
 								 * the open */
+	bool		split;			/* the server splits large events
+								 * ($changeStreamSplitLargeEvent, 7.0+) */
+	bool		slim;			/* this batch's events carry no documents:
+								 * an event was over 16 MB (change_stream.c) */
 	int			nexcluded;		/* sessions whose transactions the stream
 								 * leaves out (applier_exclude.c), 0: none */
 	uint8		(*excluded)[IDX_LSID_LEN];	/* their lsids' ids */
