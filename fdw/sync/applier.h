@@ -173,6 +173,12 @@ extern IdxCsResult idx_exclude_disarm(AppStream *s);
 extern void idx_exclude_after_batch(AppStream *s, bool complete);
 extern void idx_exclude_close(AppStream *s);
 
+/* ---- applier_split.c ---- */
+extern const bson_t *idx_applier_take_fragment(AppStream *s,
+											   const bson_t *event,
+											   const bson_iter_t *split);
+extern void idx_applier_forget_split(AppStream *s);
+
 /* ---- applier_fields.c ---- */
 extern bool idx_applier_index_fields(AppIndex *ix, List **fields);
 extern bool idx_applier_update_touches(const bson_t *desc, List *fields);

@@ -155,7 +155,6 @@ typedef struct DeferredId
 
 static void apply_batch(AppStream *s);
 static void restart_now(AppStream *s);
-static void forget_split(AppStream *s);
 
 
 /* ----------------------------------------------------------------
@@ -337,7 +336,7 @@ restart_now(AppStream *s)
 	CommitTransactionCommand();
 	StartTransactionCommand();
 
-	forget_split(s);
+	idx_applier_forget_split(s);
 	idx_exclude_open(s);
 	t0 = idx_cs_server_time(applier.client, applier.servername, s->database);
 	if (idx_cs_open(&s->cs, NULL, t0) != IDX_CS_OK)
@@ -660,77 +659,6 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 }
 
 /*
- * Forget the split event whose fragments came so far.
- */
-static void
-forget_split(AppStream *s)
-{
-	if (s->split_event)
-		bson_destroy(s->split_event);
-	s->split_event = NULL;
-	s->split_next = 0;
-}
-
-/*
- * Take a fragment of a split event (its "splitEvent" is "split"): keep
- * what identifies the event, and once its last fragment came, return
- * that (palloc'd) as the event to apply; else NULL.  The documents it
- * carries (fullDocument, updateDescription) are left out: its fact is
- * read from the collection, as for an update.  A fragment without the
- * fragments before it cannot be placed: an ERROR, and the applier resumes
- * from its stored position, which is never inside a split event.
- */
-static const bson_t *
-take_fragment(AppStream *s, const bson_t *event, const bson_iter_t *split)
-{
-	bson_iter_t iter;
-	int32		fragment = 0,
-				of = 0;
-	const bson_t *whole;
-
-	if (bson_iter_recurse(split, &iter))
-		while (bson_iter_next(&iter))
-		{
-			if (strcmp(bson_iter_key(&iter), "fragment") == 0 &&
-				BSON_ITER_HOLDS_NUMBER(&iter))
-				fragment = (int32) bson_iter_as_int64(&iter);
-			else if (strcmp(bson_iter_key(&iter), "of") == 0 &&
-					 BSON_ITER_HOLDS_NUMBER(&iter))
-				of = (int32) bson_iter_as_int64(&iter);
-		}
-	if (fragment == 1)
-	{
-		forget_split(s);
-		s->split_event = bson_new();
-		s->split_next = 1;
-	}
-	if (s->split_event == NULL || fragment != s->split_next ||
-		fragment > of)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_ERROR),
-				 errmsg("the change stream of database \"%s\" on server \"%s\" returned fragment %d of %d of a split event out of order",
-						s->database, applier.servername, fragment, of)));
-	if (bson_iter_init(&iter, event))
-		while (bson_iter_next(&iter))
-		{
-			const char *key = bson_iter_key(&iter);
-
-			if (strcmp(key, "_id") != 0 && strcmp(key, "splitEvent") != 0 &&
-				strcmp(key, "fullDocument") != 0 &&
-				strcmp(key, "fullDocumentBeforeChange") != 0 &&
-				strcmp(key, "updateDescription") != 0)
-				idx_check_append(bson_append_iter(s->split_event, key, -1,
-												  &iter));
-		}
-	s->split_next++;
-	if (fragment < of)
-		return NULL;
-	whole = idx_bson_pcopy(s->split_event);
-	forget_split(s);
-	return whole;
-}
-
-/*
  * Take one event into the batch; a fragment of a split event counts as
  * an event, and its event is taken with its last fragment.
  */
@@ -748,7 +676,7 @@ note_event(AppStream *s, Batch *b, const bson_t *event)
 	if (bson_iter_init_find(&split, event, "splitEvent") &&
 		BSON_ITER_HOLDS_DOCUMENT(&split))
 	{
-		event = take_fragment(s, event, &split);
+		event = idx_applier_take_fragment(s, event, &split);
 		if (event == NULL)
 			return;
 		time = idx_cs_event_time(event);
@@ -1484,7 +1412,7 @@ idx_applier_close_stream(AppStream *s)
 {
 	forget_deferred(s);			/* not stored: read again after the position */
 	idx_applier_forget_spared(s);	/* the same */
-	forget_split(s);			/* the same */
+	idx_applier_forget_split(s);			/* the same */
 	idx_exclude_close(s);
 	idx_cs_close(&s->cs);
 	s->open = false;
