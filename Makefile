@@ -73,6 +73,7 @@ OBJS = \
 	fdw/sync/applier_exclude.o \
 	fdw/sync/applier_fields.o \
 	fdw/sync/applier_denied.o \
+	fdw/sync/applier_split.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \
 	fdw/sync/launcher.o

@@ -64,6 +64,10 @@ typedef struct AppStream
 	List	   *spared;			/* AppSpared *: facts whose young claims a
 								 * repair left to writes in flight */
 	MemoryContext spare_cxt;	/* their memory */
+	bson_t	   *split_event;	/* what identifies a split event whose
+								 * fragments came so far (applier_stream.c),
+								 * or NULL */
+	int32		split_next;		/* the fragment number expected next */
 	TimestampTz complete_since; /* the last batch held every event committed
 								 * before this time (sent its getMore), or 0 */
 	bool		repaired;		/* the last batch wrote to an index table */
@@ -179,6 +183,12 @@ extern void idx_applier_deny(AppStream *s);
 extern bool idx_applier_may_open(AppStream *s);
 extern void idx_applier_stream_allowed(AppStream *s);
 extern void idx_applier_denied_sleep(void);
+
+/* ---- applier_split.c ---- */
+extern const bson_t *idx_applier_take_fragment(AppStream *s,
+											   const bson_t *event,
+											   const bson_iter_t *split);
+extern void idx_applier_forget_split(AppStream *s);
 
 /* ---- applier_fields.c ---- */
 extern bool idx_applier_index_fields(AppIndex *ix, List **fields);

@@ -154,6 +154,7 @@ typedef struct DeferredId
 #define MAX_DEFERRED	(10 * IDX_CS_BATCH_SIZE)
 
 static void apply_batch(AppStream *s);
+static void restart_now(AppStream *s);
 
 
 /* ----------------------------------------------------------------
@@ -309,17 +310,54 @@ forget_applied_through(AppStream *s)
 static void
 lost_history(AppStream *s)
 {
-	IdxClusterTime t0;
-
 	ereport(LOG,
 			(errmsg("idxtable_fdw applier: the change stream of database \"%s\" on server \"%s\" cannot resume",
 					s->database, applier.servername),
 			 errdetail("The history it needs is no longer on the server; its index tables are rebuilt.")));
+	restart_now(s);
+}
+
+/*
+ * An event of the stream of "s" cannot be read, even without its
+ * documents (change_stream.c): which fact it changed is unknown, so every
+ * index table of the database becomes stale, with the reason in its
+ * last_error, and is rebuilt as after a lost history.
+ */
+static void
+unreadable_event(AppStream *s)
+{
+	ListCell   *lc;
+	char	   *why = psprintf("a change event of database \"%s\" was over 16 MB even without its documents; the index table was rebuilt",
+							   s->database);
+
+	ereport(LOG,
+			(errmsg("idxtable_fdw applier: the change stream of database \"%s\" on server \"%s\" cannot read an event over 16 MB",
+					s->database, applier.servername),
+			 errdetail("Which facts it changed is unknown; the index tables of the database are rebuilt.")));
+	foreach(lc, s->indexes)
+	{
+		AppIndex   *ix = lfirst(lc);
+
+		strlcpy(ix->status.last_error, why, IDX_SYNC_ERROR_LEN);
+	}
+	restart_now(s);
+}
+
+/*
+ * The stream of "s" starts again now, its indexes stale until rebuilt
+ * (see lost_history()).
+ */
+static void
+restart_now(AppStream *s)
+{
+	IdxClusterTime t0;
+
 	idx_applier_set_state(s, "vs", "stale");
 	forget_applied_through(s);
 	CommitTransactionCommand();
 	StartTransactionCommand();
 
+	idx_applier_forget_split(s);
 	idx_exclude_open(s);
 	t0 = idx_cs_server_time(applier.client, applier.servername, s->database);
 	if (idx_cs_open(&s->cs, NULL, t0) != IDX_CS_OK)
@@ -642,18 +680,31 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 }
 
 /*
- * Take one event into the batch.
+ * Take one event into the batch; a fragment of a split event counts as
+ * an event, and its event is taken with its last fragment.
  */
 static void
 note_event(AppStream *s, Batch *b, const bson_t *event)
 {
-	const char *op = doc_string(event, "operationType");
-	const char *coll = doc_string(event, "ns.coll");
+	const char *op;
+	const char *coll;
 	IdxClusterTime time = idx_cs_event_time(event);
+	bson_iter_t split;
 
 	b->nevents++;
 	b->last_time = Max(b->last_time, time);
 	b->last_token = doc_string(event, "_id._data");
+	if (bson_iter_init_find(&split, event, "splitEvent") &&
+		BSON_ITER_HOLDS_DOCUMENT(&split))
+	{
+		event = idx_applier_take_fragment(s, event, &split);
+		if (event == NULL)
+			return;
+		time = idx_cs_event_time(event);
+		b->last_time = Max(b->last_time, time);
+	}
+	op = doc_string(event, "operationType");
+	coll = doc_string(event, "ns.coll");
 	if (op == NULL)
 		return;
 	if (strcmp(op, "insert") == 0 || strcmp(op, "update") == 0 ||
@@ -864,14 +915,32 @@ apply_batch(AppStream *s)
  */
 
 /*
+ * The strings of the array at "iter" (a view), appended to "list".
+ */
+static List *
+string_list(bson_iter_t *iter, List *list)
+{
+	bson_iter_t items;
+
+	if (BSON_ITER_HOLDS_ARRAY(iter) && bson_iter_recurse(iter, &items))
+		while (bson_iter_next(&items))
+			if (BSON_ITER_HOLDS_UTF8(&items))
+				list = lappend(list, pstrdup(bson_iter_utf8(&items, NULL)));
+	return list;
+}
+
+/*
  * Read the stored position of the stream of "s": its token (caller
- * destroys), the time applied through and the definition_ids it covers;
- * *other_server if it was stored through a connection to another server
- * (the server's uri or database changed to a copy of the data).
+ * destroys), the time applied through, the definition_ids it covers and
+ * the fact collections its stream watched (*watched is NIL if the
+ * position does not say); *other_server if it was stored through a
+ * connection to another server (the server's uri or database changed to
+ * a copy of the data).
  */
 static bool
 read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
-			  List **followed, bool *start_after, bool *other_server)
+			  List **followed, List **watched, bool *start_after,
+			  bool *other_server)
 {
 	mongoc_collection_t *coll;
 	mongoc_cursor_t *cursor;
@@ -889,10 +958,10 @@ read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
 	bson_destroy(&filter);
 	bson_destroy(&opts);
 	*followed = NIL;
+	*watched = NIL;
 	if (mongoc_cursor_next(cursor, &doc))
 	{
-		bson_iter_t iter,
-					list;
+		bson_iter_t iter;
 
 		if (bson_iter_init_find(&iter, doc, "token") &&
 			BSON_ITER_HOLDS_DOCUMENT(&iter))
@@ -912,12 +981,10 @@ read_position(AppStream *s, bson_t **token, IdxClusterTime *covered,
 		*other_server = bson_iter_init_find(&iter, doc, "server") &&
 			(!BSON_ITER_HOLDS_INT64(&iter) ||
 			 bson_iter_int64(&iter) != (int64) applier.server_hash);
-		if (bson_iter_init_find(&iter, doc, "indexes") &&
-			BSON_ITER_HOLDS_ARRAY(&iter) && bson_iter_recurse(&iter, &list))
-			while (bson_iter_next(&list))
-				if (BSON_ITER_HOLDS_UTF8(&list))
-					*followed = lappend(*followed,
-										pstrdup(bson_iter_utf8(&list, NULL)));
+		if (bson_iter_init_find(&iter, doc, "indexes"))
+			*followed = string_list(&iter, NIL);
+		if (bson_iter_init_find(&iter, doc, "collections"))
+			*watched = string_list(&iter, NIL);
 	}
 	else
 	{
@@ -999,6 +1066,9 @@ idx_applier_save_position(AppStream *s, bool force)
 	/* the token is past claims left to writes in flight: kept before them */
 	if (s->spared != NIL)
 		return;
+	/* the token is inside a split event: kept before it */
+	if (s->split_event != NULL)
+		return;
 	/* the token is past facts that wait for their marker */
 	if (s->deferred != NIL && !force)
 		return;
@@ -1022,6 +1092,16 @@ idx_applier_save_position(AppStream *s, bool force)
 		snprintf(key, sizeof(key), "%u", k++);
 		idx_check_append(BSON_APPEND_UTF8(&list, key,
 										  ((AppIndex *) lfirst(lc))->status.definition_id));
+	}
+	idx_check_append(bson_append_array_end(&set, &list));
+	k = 0;
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&set, "collections", &list));
+	foreach(lc, s->cs.collections)
+	{
+		char		key[16];
+
+		snprintf(key, sizeof(key), "%u", k++);
+		idx_check_append(BSON_APPEND_UTF8(&list, key, lfirst(lc)));
 	}
 	idx_check_append(bson_append_array_end(&set, &list));
 	idx_check_append(bson_append_document_end(&u, &set));
@@ -1153,6 +1233,64 @@ oldest_needed(AppStream *s, List *followed)
 }
 
 /*
+ * Does the stream of "s" now watch fewer fact collections than the one
+ * whose position was stored ("watched"; NIL: the position does not say)?
+ */
+static bool
+watches_fewer(AppStream *s, List *watched)
+{
+	ListCell   *lc;
+
+	if (watched == NIL)
+		return true;
+	foreach(lc, watched)
+	{
+		ListCell   *lc2;
+		bool		kept = false;
+
+		foreach(lc2, s->cs.collections)
+			kept = kept || strcmp(lfirst(lc2), lfirst(lc)) == 0;
+		if (!kept)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Open the stream of "s" after its stored position.  A stream that
+ * watches fewer collections than the one that stored it (a collection
+ * dropped or renamed outside, or its last index table dropped) does not
+ * resume after the token: the token may be the event of a collection it
+ * no longer watches, and mongod 5.1+ evaluates the stream's $match on the
+ * oplog before it looks for the token's event, so it would not find it
+ * and fail with 280 (PeerDB-io/peerdb issue 3246), which means a lost
+ * history.  It starts at the token's cluster time instead (inclusive; no
+ * later than the time after the one applied through): the events of that
+ * time are applied again, which changes nothing, since every difference
+ * a repair writes is confirmed against the facts as they are then
+ * (applier_apply.c), and a transaction's events come again whole, its
+ * marker with them.  An invalidate's token (startAfter) is kept: the
+ * events that end a database's stream are in every filter.
+ */
+static IdxCsResult
+resume_stream(AppStream *s, bson_t *token, IdxClusterTime stored,
+			  List *watched, bool start_after)
+{
+	IdxClusterTime at = idx_cs_token_time(token);
+
+	s->cs.start_after = start_after;
+	if (start_after || !watches_fewer(s, watched))
+		return idx_cs_open(&s->cs, token, 0);
+	if (at == 0 || at > stored + 1)
+		at = stored + 1;
+	ereport(LOG,
+			(errmsg("idxtable_fdw applier for server \"%s\" watches fewer collections of database \"%s\": it starts at the time of its position, %s",
+					applier.servername, s->database,
+					idx_applier_time_str(at))));
+	return idx_cs_open(&s->cs, NULL, at);
+}
+
+/*
  * Open the stream of "s": after its stored position, or at the oldest
  * sync_from of an index the position does not cover, or now.  Stale
  * indexes are rebuilt once it is open.
@@ -1164,6 +1302,7 @@ idx_applier_open_stream(AppStream *s)
 	bson_t	   *token = NULL;
 	IdxClusterTime stored = 0;
 	List	   *followed;
+	List	   *watched;
 	bool		found;
 	bool		start_after = false;
 	bool		other_server = false;
@@ -1173,8 +1312,8 @@ idx_applier_open_stream(AppStream *s)
 	s->cs.collections = fact_collections(s);
 	MemoryContextSwitchTo(old);
 	idx_exclude_open(s);
-	found = read_position(s, &token, &stored, &followed, &start_after,
-						  &other_server);
+	found = read_position(s, &token, &stored, &followed, &watched,
+						  &start_after, &other_server);
 	if (other_server)
 	{
 		/* its times and tokens are another server's: start afresh */
@@ -1186,8 +1325,7 @@ idx_applier_open_stream(AppStream *s)
 	needed = oldest_needed(s, found ? followed : NIL);
 	if (found && (needed == 0 || needed > stored))
 	{
-		s->cs.start_after = start_after;
-		r = idx_cs_open(&s->cs, token, 0);
+		r = resume_stream(s, token, stored, watched, start_after);
 		s->covered = stored;
 		s->unsaved = false;
 		if (r != IDX_CS_DENIED)
@@ -1236,6 +1374,11 @@ idx_applier_open_stream(AppStream *s)
 	if (r == IDX_CS_HISTORY_LOST)
 	{
 		lost_history(s);
+		return;
+	}
+	if (r == IDX_CS_TOO_LARGE)
+	{
+		unreadable_event(s);
 		return;
 	}
 	s->open = true;
@@ -1303,6 +1446,11 @@ idx_applier_step(AppStream *s, int poll_ms)
 		lost_history(s);
 		return;
 	}
+	if (r == IDX_CS_TOO_LARGE)
+	{
+		unreadable_event(s);
+		return;
+	}
 	if (r != IDX_CS_OK)
 	{
 		idx_applier_save_position(s, true);
@@ -1328,6 +1476,7 @@ idx_applier_close_stream(AppStream *s)
 {
 	forget_deferred(s);			/* not stored: read again after the position */
 	idx_applier_forget_spared(s);	/* the same */
+	idx_applier_forget_split(s);			/* the same */
 	idx_exclude_close(s);
 	idx_cs_close(&s->cs);
 	s->open = false;

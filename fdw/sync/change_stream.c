@@ -36,6 +36,22 @@
  * would leave an index table without a change while the applier calls
  * it current.
  *
+ * Events over 16 MB.  mongod serializes each event; one over the BSON
+ * size limit (an insert of a document with a large _id, which the event
+ * holds in both fullDocument and documentKey) fails the aggregate or
+ * getMore with BSONObjectTooLarge (10334), which no resume can pass: the
+ * stream meets it again.  From MongoDB 7.0 (wire version 21) the pipeline
+ * ends with $changeStreamSplitLargeEvent, and such an event comes as
+ * fragments (applier_stream.c puts them together).  On any server, when a
+ * command of the stream still fails so (10334, or 7182500: a fragment that
+ * cannot be made small enough), the stream is opened again after its
+ * token, for one batch, with a $project that keeps only what identifies
+ * each event (its type, time, namespaces, document key and transaction),
+ * none of the documents: the applier reads those facts from the
+ * collection instead ("slim"); the next getMore reopens it whole after
+ * that batch's token.  If even that fails, the caller learns it
+ * (IDX_CS_TOO_LARGE).
+ *
  * Resume tokens are opaque to clients, except that mongod's (and the test
  * server's) _data starts with the KeyString of the cluster time: the byte
  * 0x82 then the Timestamp as 8 big-endian bytes (mongod
@@ -75,6 +91,12 @@ static const char *const known_operations[] = {
 	"insert", "update", "replace", "delete", "drop", "rename",
 	"dropDatabase", "invalidate"
 };
+
+#define MONGO_BSON_TOO_LARGE		10334
+#define MONGO_SPLIT_FAILED			7182500
+
+/* The wire version of MongoDB 7.0, the first with $changeStreamSplitLargeEvent */
+#define SPLIT_WIRE_VERSION			21
 
 /*
  * The predicate that leaves out the transactions of the excluded
@@ -162,6 +184,53 @@ append_match(IdxChangeStream *cs, bson_t *pipeline)
 }
 
 /*
+ * Append the stage that keeps only what identifies each event (a slim
+ * batch, see the file header).
+ */
+static void
+append_slim(bson_t *pipeline, const char *key)
+{
+	bson_t		stage,
+				project;
+	int			i;
+	static const char *const fields[] = {"operationType", "clusterTime", "ns",
+	"to", "documentKey", "txnNumber", "lsid"};
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(pipeline, key, &stage));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$project", &project));
+	for (i = 0; i < lengthof(fields); i++)
+		idx_check_append(BSON_APPEND_INT32(&project, fields[i], 1));
+	idx_check_append(bson_append_document_end(&stage, &project));
+	idx_check_append(bson_append_document_end(pipeline, &stage));
+}
+
+/*
+ * Does the server split large events ($changeStreamSplitLargeEvent): a
+ * maxWireVersion of 21 (MongoDB 7.0) or later in the hello of the server
+ * the stream's commands go to?
+ */
+static bool
+server_splits(IdxChangeStream *cs)
+{
+	bson_error_t error;
+	mongoc_server_description_t *sd;
+	const bson_t *hello;
+	bson_iter_t iter;
+	int64		wire = 0;
+
+	sd = mongoc_client_select_server(cs->client, true, NULL, &error);
+	if (sd == NULL)
+		idx_report_error(&error, cs->servername,
+						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
+	hello = mongoc_server_description_hello_response(sd);
+	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		wire = bson_iter_as_int64(&iter);
+	mongoc_server_description_destroy(sd);
+	return wire >= SPLIT_WIRE_VERSION;
+}
+
+/*
  * The aggregate command that opens the stream.
  */
 static void
@@ -187,6 +256,19 @@ build_aggregate(IdxChangeStream *cs, const bson_t *token,
 	idx_check_append(bson_append_document_end(&stage, &spec));
 	idx_check_append(bson_append_document_end(&pipeline, &stage));
 	append_match(cs, &pipeline);
+	if (cs->slim)
+		append_slim(&pipeline, "2");
+	if (cs->split)
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline,
+													cs->slim ? "3" : "2",
+													&stage));
+		idx_check_append(bson_append_document_begin(&stage,
+													"$changeStreamSplitLargeEvent",
+													-1, &spec));
+		idx_check_append(bson_append_document_end(&stage, &spec));
+		idx_check_append(bson_append_document_end(&pipeline, &stage));
+	}
 	idx_check_append(bson_append_array_end(cmd, &pipeline));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(cmd, "cursor", &cursor));
 	idx_check_append(BSON_APPEND_INT32(&cursor, "batchSize", IDX_CS_BATCH_SIZE));
@@ -230,6 +312,9 @@ classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
 	if (error->domain == MONGOC_ERROR_SERVER ||
 		error->domain == MONGOC_ERROR_WRITE_CONCERN)
 	{
+		if (error->code == MONGO_BSON_TOO_LARGE ||
+			error->code == MONGO_SPLIT_FAILED)
+			return IDX_CS_TOO_LARGE;
 		if (error->code == MONGO_CS_HISTORY_LOST ||
 			error->code == MONGO_CS_FATAL ||
 			error->code == MONGO_CAPPED_POSITION_LOST)
@@ -382,11 +467,40 @@ bad_txn_fields(const bson_t *event)
 }
 
 /*
- * What is wrong with "event" of a reply that reports cluster time
- * "reply_time", or NULL if nothing is.
+ * What is wrong with fragment "event" of a split event (see
+ * applier_split.c; its fields are checked once it is whole), or NULL.
  */
 static const char *
-bad_event(const bson_t *event, IdxClusterTime reply_time)
+bad_fragment(const bson_t *event, IdxClusterTime reply_time)
+{
+	bson_iter_t iter,
+				split;
+	int			numbers = 0;
+
+	if (!bson_iter_init_find(&iter, event, "splitEvent") ||
+		!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &split))
+		return "a fragment of an event without a valid splitEvent";
+	while (bson_iter_next(&split))
+		if ((strcmp(bson_iter_key(&split), "fragment") == 0 ||
+			 strcmp(bson_iter_key(&split), "of") == 0) &&
+			BSON_ITER_HOLDS_NUMBER(&split))
+			numbers++;
+	if (numbers != 2)
+		return "a fragment of an event without a valid splitEvent";
+	if (bson_iter_init_find(&iter, event, "clusterTime") &&
+		(!BSON_ITER_HOLDS_TIMESTAMP(&iter) ||
+		 idx_cs_iter_time(&iter) > reply_time))
+		return "an event without a valid clusterTime";
+	return NULL;
+}
+
+/*
+ * What is wrong with "event" of a reply that reports cluster time
+ * "reply_time", or NULL if nothing is.  A fragment of a split event is
+ * checked as one; a split event put together ("whole") has no _id.
+ */
+static const char *
+bad_event(const bson_t *event, IdxClusterTime reply_time, bool whole)
 {
 	bson_iter_t iter,
 				found;
@@ -395,8 +509,11 @@ bad_event(const bson_t *event, IdxClusterTime reply_time)
 	bool		document_event;
 	int			i;
 
-	if (!bson_iter_init_find(&iter, event, "_id") || !is_token(&iter))
+	if (!whole &&
+		(!bson_iter_init_find(&iter, event, "_id") || !is_token(&iter)))
 		return "an event without a valid resume token";
+	if (!whole && bson_iter_init_find(&iter, event, "splitEvent"))
+		return bad_fragment(event, reply_time);
 	if (bson_iter_init_find(&iter, event, "operationType") &&
 		BSON_ITER_HOLDS_UTF8(&iter))
 		op = bson_iter_utf8(&iter, NULL);
@@ -478,9 +595,22 @@ check_reply(IdxChangeStream *cs, const bson_t *reply, const char *batch_field)
 		if (!bson_init_static(&event, data, len) ||
 			!bson_validate(&event, BSON_VALIDATE_NONE, NULL))
 			refuse_reply(cs, "a malformed event");
-		if ((what = bad_event(&event, reply_time)) != NULL)
+		if ((what = bad_event(&event, reply_time, false)) != NULL)
 			refuse_reply(cs, what);
 	}
+}
+
+/*
+ * Check a split event put together from its fragments (applier_split.c),
+ * whose fragments' times were checked with their replies.
+ */
+void
+idx_cs_check_whole(IdxChangeStream *cs, const bson_t *event)
+{
+	const char *what = bad_event(event, PG_UINT64_MAX, true);
+
+	if (what != NULL)
+		refuse_reply(cs, what);
 }
 
 /*
@@ -534,10 +664,11 @@ take_reply(IdxChangeStream *cs, bson_t *reply, const char *batch_field)
 }
 
 /*
- * Open the stream (see change_stream.h).
+ * Send the aggregate that opens the stream (slim or not, as cs->slim
+ * says).
  */
-IdxCsResult
-idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
+static IdxCsResult
+open_once(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 {
 	bson_t		cmd = BSON_INITIALIZER;
 	bson_t		reply;
@@ -546,6 +677,7 @@ idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 
 	idx_cs_close(cs);
 	cs->start_at = token ? 0 : start_at;
+	cs->split = server_splits(cs);
 	cs->session = mongoc_client_start_session(cs->client, NULL, &error);
 	if (cs->session == NULL)
 		idx_report_error(&error, cs->servername,
@@ -572,7 +704,47 @@ idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 }
 
 /*
- * One getMore, waiting at most max_time_ms for events.
+ * Open the stream (see change_stream.h); slim if an event is too large
+ * (see the file header).
+ */
+IdxCsResult
+idx_cs_open(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
+{
+	IdxCsResult r;
+
+	cs->slim = false;
+	r = open_once(cs, token, start_at);
+	if (r == IDX_CS_TOO_LARGE)
+	{
+		cs->slim = true;
+		r = open_once(cs, token, start_at);
+	}
+	return r;
+}
+
+/*
+ * Open the stream again after its token, slim or not (see the file
+ * header); the caller's getMore gets the first batch.
+ */
+static IdxCsResult
+reopen_after_token(IdxChangeStream *cs, bool slim)
+{
+	bson_t	   *token;
+	IdxCsResult r;
+
+	if (cs->token == NULL)
+		return IDX_CS_TOO_LARGE;	/* nothing to resume after */
+	token = bson_copy(cs->token);
+	cs->slim = slim;
+	r = open_once(cs, token, 0);	/* keeps cs->start_after */
+	bson_destroy(token);
+	return r;
+}
+
+/*
+ * One getMore, waiting at most max_time_ms for events.  After a slim
+ * batch, the stream is opened whole again after its token instead; an
+ * event too large to send makes the next batch slim.
  */
 IdxCsResult
 idx_cs_get_more(IdxChangeStream *cs, int max_time_ms)
@@ -584,6 +756,14 @@ idx_cs_get_more(IdxChangeStream *cs, int max_time_ms)
 
 	if (cs->cursor_id == 0)
 		return IDX_CS_CLOSED;
+	if (cs->slim)
+	{
+		IdxCsResult r = reopen_after_token(cs, false);
+
+		if (r == IDX_CS_TOO_LARGE)
+			r = reopen_after_token(cs, true);
+		return r;
+	}
 	idx_check_append(BSON_APPEND_INT64(&cmd, "getMore", cs->cursor_id));
 	idx_check_append(BSON_APPEND_UTF8(&cmd, "collection", "$cmd.aggregate"));
 	idx_check_append(BSON_APPEND_INT64(&cmd, "batchSize", IDX_CS_BATCH_SIZE));
@@ -596,6 +776,8 @@ idx_cs_get_more(IdxChangeStream *cs, int max_time_ms)
 
 		bson_destroy(&reply);
 		cs->cursor_id = 0;		/* a failed getMore kills the cursor */
+		if (r == IDX_CS_TOO_LARGE)
+			r = reopen_after_token(cs, true);
 		return r;
 	}
 	take_reply(cs, &reply, "nextBatch");

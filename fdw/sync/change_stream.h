@@ -32,7 +32,9 @@ typedef enum IdxCsResult
 	IDX_CS_RESUMABLE,			/* resumable error: reopen from the token */
 	IDX_CS_HISTORY_LOST,		/* 286/280/136: the position cannot resume */
 	IDX_CS_DENIED,				/* 13: the user may not follow the stream */
-	IDX_CS_CLOSED				/* the server closed the cursor (invalidate) */
+	IDX_CS_CLOSED,				/* the server closed the cursor (invalidate) */
+	IDX_CS_TOO_LARGE			/* an event over 16 MB even without its
+								 * documents (10334, 7182500) */
 } IdxCsResult;
 
 /*
@@ -60,6 +62,10 @@ typedef struct IdxChangeStream
 								 * 0: the initial PBRT is a token of that
 								 * time, which may be later than the
 								 * server's clock by a tick or so */
+	bool		split;			/* the server splits large events
+								 * ($changeStreamSplitLargeEvent, 7.0+) */
+	bool		slim;			/* this batch's events carry no documents:
+								 * an event was over 16 MB (change_stream.c) */
 	int			nexcluded;		/* sessions whose transactions the stream
 								 * leaves out (applier_exclude.c), 0: none */
 	uint8		(*excluded)[IDX_LSID_LEN];	/* their lsids' ids */
@@ -85,6 +91,9 @@ extern IdxCsResult idx_cs_get_more(IdxChangeStream *cs, int max_time_ms);
  */
 extern void idx_cs_batch(IdxChangeStream *cs, bson_iter_t *iter);
 extern bool idx_cs_next_event(bson_iter_t *iter, bson_t *event);
+
+/* Check a split event put together from its fragments: an ERROR if bad */
+extern void idx_cs_check_whole(IdxChangeStream *cs, const bson_t *event);
 
 /* Close the server cursor (best effort) and the session */
 extern void idx_cs_close(IdxChangeStream *cs);

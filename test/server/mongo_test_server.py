@@ -4,6 +4,7 @@
 Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--user NAME --password PW]
                             [--log FILE] [--txn-lifetime SECONDS] [--txn-size-limit BYTES]
                             [--dbpath DIR] [--change-history N] [--periodic-noop-secs S] [--bulk-write]
+                            [--server-version 6.0|7.0|8.0]
 With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
 With --dbpath every change is journaled in DIR before it is acknowledged, and replayed at the next start.
 The implementation lives in the idxmongo package next to this script.
@@ -48,6 +49,10 @@ def parse_args(argv):
     parser.add_argument("--bulk-write", action="store_true",
                         help="serve mongod 8.0's bulkWrite admin command and announce maxWireVersion 25 "
                              "(default: wire version 17, no bulkWrite)")
+    parser.add_argument("--server-version", default="6.0", choices=["6.0", "7.0", "8.0"],
+                        help="the mongod version to announce (buildInfo, hello's maxWireVersion 17, 21, 25) and "
+                             "to behave as where versions differ: 7.0 and later serve $changeStreamSplitLargeEvent "
+                             "(default 6.0; --bulk-write announces 8.0)")
     args = parser.parse_args(argv)
     if bool(args.user) != bool(args.password):
         parser.error("--user and --password go together")
@@ -64,7 +69,8 @@ def main(argv=None):
     gc.set_threshold(10000, 10, 10)
     try:
         server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath,
-                        args.change_history if args.change_history > 0 else None, args.bulk_write)
+                        args.change_history if args.change_history > 0 else None, args.bulk_write,
+                        args.server_version)
     except (OSError, RuntimeError) as exc:
         sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
     server.txn_size_limit = args.txn_size_limit or None

@@ -3406,6 +3406,172 @@ def test_change_stream_resume_tokens_ordered_and_resume(env):
         check([e["documentKey"]["_id"] for e in drain(stream, 5)] == [1, 2, 3, 4, 5], "startAtOperationTime")
 
 
+def raw_stream(db, pipeline, session=None, **spec):
+    """The first reply of a database stream (aggregate: 1) with `spec` and the stages `pipeline`."""
+    return db.command("aggregate", 1, pipeline=[{"$changeStream": spec}] + pipeline, cursor={},
+                      session=session, codec_options=CODEC)["cursor"]
+
+
+@test()
+def test_change_stream_resume_after_an_event_its_match_leaves_out(env):
+    """A resume (resumeAfter or startAfter) after the token of an event that the new stream's $match leaves
+    out on a field mongod 5.1+ evaluates on the oplog (ns, operationType, documentKey, lsid...) fails with
+    ChangeStreamFatalError 280, labelled NonResumableChangeStreamError, as mongod's scan passes the token's
+    position without finding its event; so does a collection stream resumed after another collection's
+    event. The same token resumes a stream that keeps its event, and a high-water mark resumes whatever the
+    $match (PeerDB-io/peerdb issue 3246)."""
+    db = env.client.get_database("t", codec_options=CODEC)
+    a, b = fresh(env, "cs_shrink_a"), fresh(env, "cs_shrink_b")
+    both = [{"$match": {"ns.coll": {"$in": [a.name, b.name]}}}]
+    start = raw_stream(db, both)
+    a.insert_one({"_id": 1})
+    b.insert_one({"_id": 2})
+    with env.client.start_session() as session:
+        with session.start_transaction():
+            b.insert_one({"_id": 3}, session=session)
+        sess = session.session_id["id"]
+    events = lsid_events(db, None, start["id"])
+    check([e["documentKey"]["_id"] for e in events] == [1, 2, 3], events)
+    tok_a, tok_b, tok_txn = (e["_id"] for e in events)
+    only_b = [{"$match": {"ns.coll": {"$in": [b.name]}}}]
+    for how in ("resumeAfter", "startAfter"):
+        exc = expect_error(280, raw_stream, db, only_b, **{how: tok_a})
+        check("NonResumableChangeStreamError" in (exc.details.get("errorLabels") or []), exc.details)
+        check("the resume token was not found" in str(exc), str(exc))
+    kept = raw_stream(db, only_b, resumeAfter=tok_b)
+    check([e["documentKey"]["_id"] for e in kept["firstBatch"]] == [3], kept)
+    check([e["documentKey"]["_id"] for e in raw_stream(db, both, resumeAfter=tok_a)["firstBatch"]] == [2, 3])
+    # the fields mongod rewrites into its oplog scan
+    expect_error(280, raw_stream, db, [{"$match": {"operationType": "delete"}}], resumeAfter=tok_b)
+    expect_error(280, raw_stream, db, [{"$match": {"documentKey._id": {"$ne": 2}}}], resumeAfter=tok_b)
+    expect_error(280, raw_stream, db, [{"$match": {"lsid.id": {"$nin": [sess]}}}], resumeAfter=tok_txn)
+    expect_error(280, raw_stream, db, [{"$match": {"$or": [{"ns.coll": a.name}, {"operationType": "drop"}]}}],
+                 resumeAfter=tok_b)
+    check(len(raw_stream(db, [{"$match": {"lsid.id": {"$nin": [sess]}}}], resumeAfter=tok_a)["firstBatch"]) == 1)
+    check(raw_stream(db, [{"$match": {"lsid.id": {"$in": [sess]}}}], resumeAfter=tok_txn)["firstBatch"] == [])
+    # a predicate on a field the scan cannot see is left to the events: no 280 for it
+    raw_stream(db, [{"$match": {"$or": [{"ns.coll": a.name}, {"fullDocument.x": 1}]}}], resumeAfter=tok_b)
+    expect_error(280, lambda: a.watch(resume_after=tok_b).try_next())
+    # a high-water mark: resumes after the shrink
+    idle = raw_stream(db, [{"$match": {"ns.coll": a.name}}], resumeAfter=tok_a)
+    hwm = db.command("getMore", idle["id"], collection="$cmd.aggregate", maxTimeMS=200,
+                     codec_options=CODEC)["cursor"]["postBatchResumeToken"]
+    check(hwm != tok_a, "an empty getMore moved the postBatchResumeToken past the last event")
+    a.insert_one({"_id": 4})
+    b.insert_one({"_id": 5})
+    after = [e["documentKey"]["_id"] for e in raw_stream(db, only_b, resumeAfter=hwm)["firstBatch"]]
+    check(after[-1:] == [5] and 4 not in after, after)
+
+
+@test()
+def test_retryable_write_operation_time_is_its_events_cluster_time(env):
+    """A retryable write's reply has the operationTime of its change event's clusterTime (mongod writes
+    config.transactions in the write's own storage transaction), so that a stream started at that time
+    (startAtOperationTime, inclusive) has the write."""
+    coll = fresh(env, "cs_retry_time")
+    with env.client.start_session() as session:
+        for write in (lambda: coll.insert_one({"_id": 1, "v": 0}, session=session),
+                      lambda: coll.update_one({"_id": 1}, {"$set": {"v": 1}}, session=session),
+                      lambda: coll.find_one_and_update({"_id": 1}, {"$set": {"v": 2}}, session=session),
+                      lambda: coll.delete_one({"_id": 1}, session=session)):
+            write()
+            at = session.operation_time
+            with coll.watch(start_at_operation_time=at, max_await_time_ms=200) as stream:
+                first = drain(stream, 1)[0]
+            check(first["clusterTime"] == at, (first, at))
+
+
+def split_server(env, version):
+    """A fresh server announcing mongod `version`, its client, and a collection with pre- and post-images
+    holding a document of 9 MB."""
+    server = env.start("split%s" % version.replace(".", ""), extra=["--server-version", version])
+    client = env.new_client(server.uri())
+    db = client.get_database("t", codec_options=CODEC)
+    db.create_collection("big", changeStreamPreAndPostImages={"enabled": True})
+    db.big.insert_one({"_id": 1, "a": "x" * (9 << 20)})
+    return server, client, db
+
+
+def large_update(db):
+    """An update whose event with both images is over 16 MB (each document 9 MB) and a small one after it."""
+    db.big.update_one({"_id": 1}, {"$set": {"a": "y" * (9 << 20)}})
+    db.big.insert_one({"_id": 2})
+
+
+IMAGES = {"fullDocument": "required", "fullDocumentBeforeChange": "required"}
+
+
+@test(own=True)
+def test_change_stream_event_over_16mb_fails_on_6_0(env):
+    """On a server announcing 6.0 (the default) an event over 16 MB fails the getMore with BSONObjectTooLarge
+    (10334), without the ResumableChangeStreamError label, and the cursor is gone; $changeStreamSplitLargeEvent
+    is an unknown stage there (40324); the same event without the images is returned."""
+    server, client, db = split_server(env, "6.0")
+    try:
+        check(client.admin.command("buildInfo")["version"] == "6.0.0")
+        check(client.admin.command("hello")["maxWireVersion"] == 17)
+        expect_error(40324, raw_stream, db, [{"$changeStreamSplitLargeEvent": {}}])
+        start = raw_stream(db, [], **IMAGES)
+        plain = raw_stream(db, [])
+        large_update(db)
+        exc = expect_error(10334, db.command, "getMore", start["id"], collection="$cmd.aggregate",
+                           maxTimeMS=500)
+        check("is invalid. Size must be between 0 and 16793600(16MB)" in str(exc)
+              and not exc.details.get("errorLabels"), exc.details)
+        expect_error(43, db.command, "getMore", start["id"], collection="$cmd.aggregate", maxTimeMS=100)
+        got = lsid_events(db, None, plain["id"])
+        check([e["operationType"] for e in got] == ["update", "insert"], [e["operationType"] for e in got])
+    finally:
+        client.close()
+        server.stop()
+
+
+@test(own=True)
+def test_change_stream_split_large_event_on_7_0(env):
+    """On a server announcing 7.0, $changeStreamSplitLargeEvent (the last stage, an empty spec) returns an
+    event over 16 MB as fragments with splitEvent {fragment, of} and a resume token each, fields placed by
+    size as mongod does; together they hold the event; a resume after a fragment returns the fragments
+    after it, then the next event; mongod's refusals of the stage elsewhere."""
+    server, client, db = split_server(env, "7.0")
+    try:
+        check(client.admin.command("buildInfo")["versionArray"][:2] == [7, 0])
+        check(client.admin.command("hello")["maxWireVersion"] == 21)
+        split = [{"$changeStreamSplitLargeEvent": {}}]
+        expect_error(7182800, raw_stream, db, [{"$changeStreamSplitLargeEvent": {"x": 1}}])
+        expect_error(7182802, raw_stream, db, split + [{"$match": {}}])
+        start = raw_stream(db, split, **IMAGES)
+        whole = raw_stream(db, [])
+        large_update(db)
+        got = lsid_events(db, None, start["id"], max_time_ms=500)
+        frags = got[:-1]
+        check([f["splitEvent"] for f in frags] == [{"fragment": i + 1, "of": 3} for i in range(3)],
+              [f.get("splitEvent") for f in got])
+        check(got[-1]["operationType"] == "insert" and "splitEvent" not in got[-1], got[-1].get("operationType"))
+        sizes = [len(bson.encode(f)) for f in frags]
+        check(all(size <= 16793600 - 8192 for size in sizes), sizes)
+        check(frags[0]["operationType"] == "update" and frags[0]["ns"] == {"db": "t", "coll": "big"}
+              and frags[0]["documentKey"] == {"_id": 1}, list(frags[0]))
+        merged = {}
+        for f in frags:
+            merged.update({k: v for k, v in f.items() if k not in ("_id", "splitEvent")})
+        check(merged["fullDocument"]["a"][0] == "y" and merged["fullDocumentBeforeChange"]["a"][0] == "x"
+              and merged["updateDescription"]["updatedFields"]["a"][0] == "y", list(merged))
+        tokens = [f["_id"]["_data"] for f in got]
+        check(tokens == sorted(tokens) and len(set(tokens)) == 4, tokens)
+        resumed = raw_stream(db, split, resumeAfter=frags[0]["_id"], **IMAGES)
+        again = resumed["firstBatch"] + lsid_events(db, None, resumed["id"], max_time_ms=500)
+        check([f.get("splitEvent") for f in again] == [{"fragment": 2, "of": 3}, {"fragment": 3, "of": 3}, None],
+              [f.get("splitEvent") for f in again])
+        last = raw_stream(db, split, resumeAfter=frags[2]["_id"], **IMAGES)
+        check([e["documentKey"]["_id"] for e in last["firstBatch"]] == [2], last["firstBatch"][:1])
+        expect_error(280, raw_stream, db, [], resumeAfter=frags[0]["_id"], **IMAGES)
+        plain = lsid_events(db, None, whole["id"])
+        check([e["operationType"] for e in plain] == ["update", "insert"], "small events are not split")
+    finally:
+        client.close()
+        server.stop()
+
+
 @test()
 def test_change_stream_transaction_events_at_commit(env):
     """A transaction's writes appear at its commit, all with the commit's clusterTime, with txnNumber and
@@ -3896,7 +4062,8 @@ def test_change_stream_history_survives_kill_with_dbpath(env):
     coll.insert_many([{"_id": i, "v": i, "arr": [i, i]} for i in range(5)])
     with db.watch(max_await_time_ms=100) as stream:
         coll.insert_one({"_id": 10})
-        token = drain(stream, 1)[0]["_id"]
+        first = drain(stream, 1)[0]
+        token = first["_id"]
         coll.update_many({"_id": {"$lt": 3}}, {"$set": {"v": -1}, "$pop": {"arr": 1}})
         coll.replace_one({"_id": 3}, {"r": 1})
         coll.delete_one({"_id": 4})
@@ -3933,8 +4100,11 @@ def test_change_stream_history_survives_kill_with_dbpath(env):
         check(read_stream(stream) == after, "startAtOperationTime of the earlier run")
     with db.watch(start_after=idle_token, max_await_time_ms=100) as stream:
         check([e["documentKey"] for e in read_stream(stream)] == [{"_id": 30}], "an idle stream's token")
+    # (a stream of "img" cannot resume after the token of an event of "a": 280, as on mongod)
+    after_token = Timestamp(first["clusterTime"].time, first["clusterTime"].inc + 1)
     images = db.command("aggregate", "img", cursor={}, pipeline=[{"$changeStream": {
-        "resumeAfter": token, "fullDocument": "required", "fullDocumentBeforeChange": "whenAvailable"}}])
+        "startAtOperationTime": after_token, "fullDocument": "required",
+        "fullDocumentBeforeChange": "whenAvailable"}}])
     check([(e.get("fullDocument"), e.get("fullDocumentBeforeChange")) for e in images["cursor"]["firstBatch"]]
           == [({"_id": 1, "x": 1}, None), ({"_id": 1, "x": 2}, {"_id": 1, "x": 1}), (None, {"_id": 1, "x": 2})],
           "pre- and post-images are journaled: %s" % images)

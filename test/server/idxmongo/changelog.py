@@ -15,8 +15,10 @@ written for that long) lets an idle stream's postBatchResumeToken advance.
 
 Resume tokens ({_data: uppercase hex}) sort in stream order as strings:
   82 | clusterTime t (4 bytes) i (4) | type (00 high-water mark, 80 event) | txnOpIndex (4) |
-  fromInvalidate (1) | event identity (4: crc32 of operationType and documentKey) | run id (4)
-A high-water mark at time T sorts before every event at T; an invalidate sorts right after its cause.
+  fromInvalidate (1) | event identity (4: crc32 of operationType and documentKey) | run id (4) |
+  [fragment (2): the fragment number of a split event's fragment, $changeStreamSplitLargeEvent]
+A high-water mark at time T sorts before every event at T; an invalidate sorts right after its cause;
+the fragments of a split event sort after its own token, in order.
 An entry's position (its key) is the token up to fromInvalidate, unique since every change outside a
 transaction has its own cluster time; the identity is computed only when a token is made or checked,
 so recording costs little.
@@ -63,26 +65,42 @@ def hwm_key(ts):
     return struct.pack(">BIIB", 0x82, ts.time, ts.inc, HWM)
 
 
-def token(key, identity=None):
-    """The resume token document of a position (an event's: with its identity)."""
+def token(key, identity=None, fragment=None):
+    """The resume token document of a position (an event's: with its identity; a fragment's of a split
+    event: with its number too)."""
     tail = struct.pack(">I", identity) if identity is not None else b""
-    return {"_data": (key + tail + struct.pack(">I", RUN_ID)).hex().upper()}
+    tail += struct.pack(">I", RUN_ID)
+    if fragment is not None:
+        tail += struct.pack(">H", fragment)
+    return {"_data": (key + tail).hex().upper()}
 
 
 def decode_token(doc):
     """(key, is_hwm, is_invalidate, same_run, identity) of a resume token; InvalidResumeToken (260) when
-    malformed."""
-    data = doc.get("_data") if isinstance(doc, dict) else None
-    try:
-        raw = bytes.fromhex(data)
-    except (TypeError, ValueError):
-        raise MongoError(260, "Bad resume token: _data of missing or of wrong type") from None
+    malformed. A fragment's token gives its event's (token_fragment gives the fragment number)."""
+    raw = _token_bytes(doc)
     if len(raw) == 14 and raw[0] == 0x82 and raw[9] == HWM:
         return raw[:10], True, False, struct.unpack(">I", raw[10:])[0] == RUN_ID, None
-    if len(raw) == 23 and raw[0] == 0x82 and raw[9] == EVENT:
-        run, identity = struct.unpack(">I", raw[19:])[0], struct.unpack(">I", raw[15:19])[0]
+    if len(raw) in (23, 25) and raw[0] == 0x82 and raw[9] == EVENT:
+        run, identity = struct.unpack(">I", raw[19:23])[0], struct.unpack(">I", raw[15:19])[0]
         return raw[:15], False, raw[14] == 1, run == RUN_ID, identity
     raise MongoError(260, "Bad resume token: unknown format")
+
+
+def token_fragment(doc):
+    """The fragment number of a split event's fragment token (0 for the first), else None (a token
+    decode_token accepted)."""
+    raw = _token_bytes(doc)
+    return struct.unpack(">H", raw[23:])[0] if len(raw) == 25 else None
+
+
+def _token_bytes(doc):
+    """The bytes of a token's _data; 260 when it has none."""
+    data = doc.get("_data") if isinstance(doc, dict) else None
+    try:
+        return bytes.fromhex(data)
+    except (TypeError, ValueError):
+        raise MongoError(260, "Bad resume token: _data of missing or of wrong type") from None
 
 
 def key_time(key):

@@ -17,9 +17,9 @@ from bson.int64 import Int64
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
-from . import changelog, rawbson
+from . import changelog, changesplit, rawbson
 from .bsonkeys import sort_key
-from .changelog import DOC_OPS, Entry, decode_token, hwm_key, key_time, token, wall_date
+from .changelog import DOC_OPS, Entry, decode_token, hwm_key, key_time, token, token_fragment, wall_date
 from .codec import encode
 from .cursors import DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES
 from .errors import MongoError, bad_value, from_mongomock
@@ -80,6 +80,9 @@ class StreamCursor:
         self.pbrt = start_token
         self.last_returned = None  # key of the last event returned
         self.session = session  # the lsid id bytes of the aggregate, or None
+        self.split = False  # $changeStreamSplitLargeEvent (changesplit.py)
+        self.resume_fragment = None  # (event key, fragment number) of a resume after a fragment
+        self.pending = []  # (key, token, BSON) of fragments not returned yet
         self.invalidated = False
         self.memo = {"lsid": (None, b"")}  # rawbson.document's: the last lsid's element
         self.lock = threading.Lock()
@@ -224,10 +227,13 @@ def _check_stages(stages):
 
 
 def _start(log, spec, clock):
-    """(position, start token) of a new stream: after a token, at a time (inclusive) or after now."""
+    """(position, start token, the token's event entry or None, fragment number or None) of a new
+    stream: after a token, at a time (inclusive) or after now. After a split event's fragment the
+    position is just before the event, whose later fragments the stream returns first."""
     given = spec.get("startAfter", spec.get("resumeAfter"))
     if given is not None:
         key, is_hwm, is_invalidate, same_run, identity = decode_token(given)
+        fragment = token_fragment(given)
         if is_invalidate and "resumeAfter" in spec:
             raise MongoError(260, "Attempting to resume a change stream using 'resumeAfter' is not allowed "
                              "from an invalidate notification.")
@@ -237,9 +243,10 @@ def _start(log, spec, clock):
             log.check_start(key, is_hwm)
             cause = log.find(key[:14] + b"\x00") if not is_hwm else None
             if not is_hwm and (cause is None or cause.identity() != identity):
-                raise MongoError(280, "cannot resume stream; the resume token was not found. %s" % given,
-                                 labels=["NonResumableChangeStreamError"])
-        return key, dict(given)
+                raise _token_not_found(given)
+        if fragment is not None:
+            return key[:14], dict(given), cause, fragment
+        return key, dict(given), None if is_invalidate else cause, None
     at = spec.get("startAtOperationTime")
     if at is not None:
         if not isinstance(at, Timestamp):
@@ -247,10 +254,16 @@ def _start(log, spec, clock):
         key = hwm_key(at)
         with log.cond:
             log.check_start(key, True)
-        return key, token(key)
+        return key, token(key), None, None
     now = clock.current()
     key = hwm_key(Timestamp(now.time, now.inc + 1))
-    return key, token(key)
+    return key, token(key), None, None
+
+
+def _token_not_found(given):
+    """ChangeStreamFatalError (280): the stream cannot find the event of its resume token."""
+    return MongoError(280, "cannot resume stream; the resume token was not found. %s" % given,
+                      labels=["NonResumableChangeStreamError"])
 
 
 def open_stream(ctx):
@@ -264,15 +277,25 @@ def open_stream(ctx):
     _check_namespace(ctx, cluster)
     stages = pipeline[1:]
     _check_stages(stages)
-    # events over 16 MB are not split here: the stage passes every event as it is
-    stages = [stage for stage in stages if "$changeStreamSplitLargeEvent" not in stage]
+    split = changesplit.check_stage(stages, ctx.server.version)
+    if split:
+        stages = stages[:-1]  # done by _collect: changesplit.pieces
     name = cmd["aggregate"]
     ns = "%s.%s" % (ctx.db, name if isinstance(name, str) else "$cmd.aggregate")
-    position, start_token = _start(ctx.server.changelog, spec, ctx.server.clock)
+    position, start_token, cause, fragment = _start(ctx.server.changelog, spec, ctx.server.clock)
     lsid = cmd.get("lsid")
     session = bytes(lsid["id"]) if isinstance(lsid, dict) and "id" in lsid else None
     cursor = StreamCursor(ns, None if cluster else ctx.db, name if isinstance(name, str) else None, spec,
                           stages, position, start_token, session)
+    cursor.split = split
+    if fragment is not None:
+        if not split:
+            raise MongoError(280, "Resuming after a fragment of a split event needs a "
+                             "$changeStreamSplitLargeEvent stage in the pipeline",
+                             labels=["NonResumableChangeStreamError"])
+        cursor.resume_fragment = (cause.key, fragment)
+    if cause is not None and _scan_drops(cursor, cause):
+        raise _token_not_found(start_token)
     batch_size = (cmd.get("cursor") or {}).get("batchSize")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, float))
                                    or batch_size < 0):
@@ -526,6 +549,73 @@ def _filtered_early(cursor, entry):
     return dropped
 
 
+# The event fields whose predicates mongod 5.1+ rewrites into its oplog scan exactly for every event
+# (change_stream_rewrite_helpers.cpp: renameRegistry and matchRewriteRegistry; fullDocument,
+# fullDocumentBeforeChange and updateDescription are rewritten inexactly, for some events only, and are
+# left to the events here)
+_SCAN_FIELDS = frozenset(("operationType", "ns", "to", "lsid", "txnNumber", "documentKey", "clusterTime"))
+
+
+def _scan_filter(filt, exact):
+    """The part of a $match filter mongod evaluates on the oplog (rewriteMatchExpressionTree): a
+    conjunction keeps the parts on _SCAN_FIELDS (all of them when `exact`), a disjunction only if every
+    branch has one, a $nor only exact branches; None when nothing can be kept ({} keeps every event)."""
+    if not isinstance(filt, dict):
+        return None
+    parts = []
+    for key, value in filt.items():
+        if key in ("$and", "$nor") and isinstance(value, list) and value:
+            kept = [_scan_filter(sub, exact and key == "$and" or key == "$nor") for sub in value]
+            rest = [k for k in kept if k or (k is not None and key == "$nor")]
+            if None in kept and exact:
+                part = None
+            elif key == "$and":
+                part = {"$and": rest} if rest else {}
+            else:
+                part = {"$nor": rest} if rest else {}
+        elif key == "$or" and isinstance(value, list) and value:
+            kept = [_scan_filter(sub, exact) for sub in value]
+            part = None if None in kept else {"$or": kept}
+        elif not key.startswith("$") and key.split(".", 1)[0] in _SCAN_FIELDS:
+            part = {key: value}
+        else:
+            part = None  # $expr, $where, $comment... and fields the scan cannot see
+        if part is None and exact:
+            return None
+        if part:
+            parts.append(part)
+    return {"$and": parts} if parts else {}
+
+
+def _scan_drops(cursor, entry):
+    """Whether mongod's oplog scan drops the entry before the stream looks for its resume token there:
+    not in the stream's namespace, or left out by what the stream's leading $match stages say about the
+    fields the scan sees (_scan_filter). A resume after such an event fails with 280 on mongod 5.1+
+    (document_source_change_stream_ensure_resume_token_present.cpp: the scan passes its position without
+    finding it), as PeerDB-io/peerdb issue 3246 shows."""
+    if not _watches(cursor, entry):
+        return True
+    filters = []
+    for stage in cursor.stages:
+        if not isinstance(stage, dict) or list(stage) != ["$match"]:
+            break
+        kept = _scan_filter(stage["$match"], False)
+        if kept:
+            filters.append({"$match": kept})
+    if not filters:
+        return False
+    probe = {"operationType": entry.op,
+             "ns": {"db": entry.db, "coll": entry.coll} if entry.coll is not None else {"db": entry.db},
+             "clusterTime": entry.ts}
+    if entry.to is not None:
+        probe["to"] = entry.to
+    if entry.txn is not None:
+        probe["txnNumber"], probe["lsid"] = entry.txn
+    if entry.op in DOC_OPS:
+        probe["documentKey"] = {"_id": entry.doc_id}
+    return not _compiled_matches(filters)(probe)
+
+
 def _plan_early(cursor):
     """Decide once per stream whether _filtered_early can judge its $match stages, and on which of a
     transaction's fields their verdict may depend."""
@@ -585,7 +675,8 @@ def _collect(server, cursor, max_docs):
     # no stages, or $match stages told from the fields _filtered_early gives (which kept the entry's
     # event already): an event that does not invalidate the stream is written straight from its entry
     direct = not cursor.stages or cursor.early
-    while not cursor.invalidated and (max_docs is None or len(batch) < max_docs):
+    size = _drain(cursor, batch, size, max_docs)
+    while not cursor.invalidated and not cursor.pending and (max_docs is None or len(batch) < max_docs):
         with log.cond:
             entries = log.after(cursor.position, SCAN_CHUNK)
         if not entries:
@@ -599,6 +690,13 @@ def _collect(server, cursor, max_docs):
                 written = _event_bson(server, cursor, entry) if direct and not invalidates else None
                 if written is not None:
                     tok, raw = written
+                    if len(raw) > changesplit.MAX_EVENT_SIZE or cursor.resume_fragment is not None:
+                        got = _split_entry(cursor, entry, [(entry.key, tok, raw)], batch, size, max_docs)
+                        if got is None:
+                            return batch
+                        if got is not False:
+                            size = got
+                            continue
                     if batch and size + len(raw) > MAX_BATCH_BYTES:
                         return batch
                     batch.append(RawBSONDocument(raw))
@@ -613,6 +711,14 @@ def _collect(server, cursor, max_docs):
                     out = [(key, doc["_id"], doc if kept else _transformed(cursor, doc)) for key, doc in docs]
                     out = [(key, tok, _encode_event(doc, cursor.memo)) for key, tok, doc in out
                            if doc is not None]
+                    if any(len(raw) > changesplit.MAX_EVENT_SIZE for _, _, raw in out) \
+                            or cursor.resume_fragment is not None:
+                        got = _split_entry(cursor, entry, out, batch, size, max_docs)
+                        if got is None:
+                            return batch
+                        if got is not False:
+                            size = got
+                            continue
                     if batch and size + sum(len(raw) for _, _, raw in out) > MAX_BATCH_BYTES:
                         return batch
                     for key, tok, raw in out:
@@ -631,6 +737,41 @@ def _collect(server, cursor, max_docs):
         if mark > decode_token(cursor.pbrt)[0]:
             cursor.pbrt = token(mark)
     return batch
+
+
+def _split_entry(cursor, entry, out, batch, size, max_docs):
+    """An entry whose event is over the size limit, or the first of a stream resumed after a fragment:
+    its event's fragments (changesplit.pieces) are returned from cursor.pending, the entry scanned.
+    Returns the batch's new size, None when fragments are left for the next batch, False when the event
+    is returned whole after all (the caller goes on with `out`, the entry not scanned yet)."""
+    expanded, split = [], False
+    for key, tok, raw in out:
+        if key != entry.key:
+            expanded.append((key, tok, raw))
+            continue
+        got, was_split = changesplit.pieces(cursor, entry, tok, raw)
+        split = split or was_split
+        expanded.extend((key, piece_tok, piece) for piece_tok, piece in got)
+    if not split:
+        return False
+    cursor.pending = expanded
+    cursor.position = entry.key
+    size = _drain(cursor, batch, size, max_docs)
+    return None if cursor.pending else size
+
+
+def _drain(cursor, batch, size, max_docs):
+    """Add the fragments left from a split event to the batch, as many as fit; the batch's new size."""
+    while cursor.pending and (max_docs is None or len(batch) < max_docs):
+        key, tok, raw = cursor.pending[0]
+        if batch and size + len(raw) > MAX_BATCH_BYTES:
+            break
+        batch.append(RawBSONDocument(raw))
+        size += len(raw)
+        cursor.last_returned = key
+        cursor.pbrt = tok
+        del cursor.pending[0]
+    return size
 
 
 # Past this many keys a stream's verdicts start again (a cluster stream sees a key per namespace)

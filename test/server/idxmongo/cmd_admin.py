@@ -19,7 +19,6 @@ from .matcher import compile_filter
 from .mockops import plain
 from .txn import no_such_transaction
 
-VERSION = "6.0.0"
 ELECTION_ID = ObjectId("7fffffff0000000000000001")
 GENERIC_FIELDS = {"lsid", "txnNumber", "autocommit", "startTransaction", "writeConcern", "readConcern", "comment",
                   "maxTimeMS", "apiVersion", "apiStrict", "apiDeprecationErrors"}
@@ -57,9 +56,16 @@ def cmd_ping(ctx):
     return {"ok": 1.0}
 
 
+def version_string(server):
+    """The version the server announces (--server-version): "6.0.0" by default."""
+    return "%d.%d.0" % server.version
+
+
 def cmd_build_info(ctx):
-    """buildInfo: a MongoDB 6.0.0 server."""
-    return {"version": VERSION, "gitVersion": "idxmongo-test-server", "versionArray": [6, 0, 0, 0],
+    """buildInfo: a MongoDB 6.0.0 server (or the --server-version)."""
+    major, minor = ctx.server.version
+    return {"version": version_string(ctx.server), "gitVersion": "idxmongo-test-server",
+            "versionArray": [major, minor, 0, 0],
             "bits": 64, "debug": False, "maxBsonObjectSize": 16777216, "storageEngines": ["wiredTiger"],
             "javascriptEngine": "none", "ok": 1.0}
 
@@ -70,7 +76,7 @@ def cmd_server_status(ctx):
     counters = server.counters
     uptime = time.time() - server.started
     return {
-        "host": "%s:%d" % (server.host, server.port), "version": VERSION, "process": "mongod",
+        "host": "%s:%d" % (server.host, server.port), "version": version_string(server), "process": "mongod",
         "pid": Int64(os.getpid()), "uptime": float(int(uptime)), "uptimeMillis": Int64(int(uptime * 1000)),
         "localTime": datetime.datetime.utcnow(),
         "connections": {"current": server.connections_current(), "available": 1000,

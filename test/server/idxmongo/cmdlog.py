@@ -2,7 +2,8 @@
 
 Each record says what a driver sent that a test may need to assert on: the command's name, database and
 target collection, its `$readPreference` (None when the driver sent none, which mongod reads as primary), its
-`collation`, `filter` and `limit` (for find), a bulkWrite's `ordered` and `ops` ([kind, namespace]), whether it ran in a transaction, and the client's appName.
+`collation`, `filter` and `limit` (for find), an aggregate's `stages` (the name of each stage), a bulkWrite's
+`ordered` and `ops` ([kind, namespace]), whether it ran in a transaction, and the client's appName.
 """
 
 import collections
@@ -44,6 +45,9 @@ class CommandLog:
         for field in ("filter", "collation", "limit"):
             if field in cmd:
                 entry[field] = cmd[field]
+        if name == "aggregate" and isinstance(cmd.get("pipeline"), list):
+            entry["stages"] = [next(iter(stage), None) if isinstance(stage, dict) else None
+                               for stage in cmd["pipeline"]]
         if name == "bulkWrite":  # its ops as [kind, namespace], in order, and whether they are ordered
             entry["ordered"] = cmd.get("ordered", True)
             entry["ops"] = _bulk_write_ops(cmd)
@@ -91,5 +95,10 @@ def cmd_command_cpu(ctx):
 
 
 def cmd_recent_commands(ctx):
-    """recentCommands (test server only): {recentCommands: 1, clear: bool} -> {commands: [...]}."""
-    return {"commands": ctx.server.cmdlog.take(bool(ctx.cmd.get("clear"))), "ok": 1.0}
+    """recentCommands (test server only): {recentCommands: 1, clear: bool, command: name} -> {commands: [...]}
+    (with `command`, only the records of commands of that name)."""
+    records = ctx.server.cmdlog.take(bool(ctx.cmd.get("clear")))
+    name = ctx.cmd.get("command")
+    if isinstance(name, str):
+        records = [record for record in records if record["command"] == name]
+    return {"commands": records, "ok": 1.0}

@@ -152,6 +152,13 @@ class Context:
             return
         journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
 
+    def record_session(self, make_op, *args):
+        """Journal a retryable write's statements with the command's changes (with --dbpath), without a
+        cluster time of their own: mongod writes config.transactions in the write's storage transaction,
+        so the reply's operationTime is the write's, the time of its change event."""
+        if self.server.journal is not None:
+            journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
+
     def record_event(self, entry):
         """Record a change-stream entry for the change just recorded (changelog.py): published when the
         command ends, or kept with the transaction until its commit (then at the commit's time)."""

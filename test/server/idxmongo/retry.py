@@ -117,7 +117,7 @@ class StatementLog:
     def journal(self, ctx):
         """Journal the statements this attempt recorded with the command's changes (with --dbpath)."""
         if self.new:
-            ctx.record_change(session_op, self.history.key, self.history.number, self.new)
+            ctx.record_session(session_op, self.history.key, self.history.number, self.new)
             self.new = []
 
     def annotate(self, reply):

@@ -40,6 +40,10 @@ OPCOUNTED_COMMANDS = {"find", "getMore", "insert", "update", "delete"}
 REAP_INTERVAL_SECONDS = 1.0
 
 
+# maxWireVersion of each mongod version the server can announce (mongo/db/wire_version.h)
+WIRE_VERSIONS = {"6.0": 17, "7.0": 21, "8.0": 25}
+
+
 class Connection:
     """One client connection and its per-connection state (authentication, SASL, appName)."""
 
@@ -57,7 +61,7 @@ class Server:
     """A MongoDB-wire-compatible server over an in-memory indexed store, journaled to `dbpath` if given."""
 
     def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0, dbpath=None,
-                 change_history=None, bulk_write=False):
+                 change_history=None, bulk_write=False, version="6.0"):
         self.host = host
         self.port = port
         self.lock = threading.RLock()
@@ -85,8 +89,15 @@ class Server:
         self.txn_size_limit = None  # --txn-size-limit: bytes a transaction may write (limits.py)
         self.commands["recentCommands"] = cmd_recent_commands
         self.commands["commandCpu"] = cmd_command_cpu
-        # mongod 8.0's bulkWrite, and wire version 25 in hello, only when asked (--bulk-write)
-        self.max_wire_version = 25 if bulk_write else 17
+        # the mongod version announced (--server-version: buildInfo, serverStatus, hello's
+        # maxWireVersion) and what depends on it: mongod 7.0's $changeStreamSplitLargeEvent
+        # (changesplit.py); mongod 8.0's bulkWrite only when asked (--bulk-write, which announces 8.0)
+        if version not in WIRE_VERSIONS:
+            raise RuntimeError("unknown server version %s (known: %s)" % (version, ", ".join(sorted(WIRE_VERSIONS))))
+        if bulk_write and version < "8.0":
+            version = "8.0"
+        self.version = tuple(int(part) for part in version.split("."))
+        self.max_wire_version = WIRE_VERSIONS[version]
         if bulk_write:
             self.commands.update(bulkwrite.COMMANDS)
         self.cmdlog = CommandLog()
