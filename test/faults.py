@@ -36,7 +36,9 @@ both in BEGIN, the second writes (after a write of its own) a row the first
 wrote, or a unique key the first took: it gets 40001 at once (MongoDB's
 WriteConflict), and after its ROLLBACK nothing of it is in MongoDB, while
 the first commits; two sessions that write different rows (facts and entries
-of the same index tables) both commit, neither statement waiting.
+of the same index tables) both commit, neither statement waiting.  A write
+in ordered mode to a row an open transaction wrote waits until it commits
+(statement_timeout: 57014, and the write still lands at the commit).
 
 Environment as for test/differential.py (PGHOST..., MONGO_URI...).  The
 last line is "faults: N passed, M failed".
@@ -503,7 +505,58 @@ def write_conflicts(res):
     print("transaction    write conflicts: slowest non-conflicting statement %.3f s" % slowest)
     first.close()
     second.close()
+    waits_for_transaction(res, conn)
     conn.close()
+
+
+def waits_for_transaction(res, conn):
+    """A write outside a MongoDB transaction (an ordered-mode table over the
+    same collection) to a row another session's open transaction wrote waits
+    until that transaction ends, as on mongod, then writes the values it
+    computed before the wait; a statement_timeout ends the statement (57014)
+    but not its write on the server (README, "Writes to one row from two
+    sessions")."""
+    with conn.cursor() as cur:
+        cur.execute("DROP FOREIGN TABLE IF EXISTS fw, fw_o")
+        cur.execute("CREATE FOREIGN TABLE fw (_id text, n int) SERVER mongo "
+                    "OPTIONS (collection 'fw', consistency 'transaction')")
+        cur.execute("CREATE FOREIGN TABLE fw_o (_id text, n int) SERVER mongo "
+                    "OPTIONS (collection 'fw', consistency 'ordered')")
+        cur.execute("DELETE FROM fw")
+        cur.execute("INSERT INTO fw VALUES ('1', 1), ('2', 2)")
+    db = mongo_db()
+    holder, other = connect_pg(), connect_pg()
+    holder.autocommit = False
+    timed(holder, "UPDATE fw SET n = 10 WHERE _id = '1'")
+    code, took = timed(other, "UPDATE fw_o SET n = 20 WHERE _id = '2'")
+    res.check(code is None and took < PROMPT_S, "ordered mode, another row: %s after %.2f s" % (code, took))
+    timed(other, "SET statement_timeout = 1000")
+    code, took = timed(other, "UPDATE fw_o SET n = n + 5 WHERE _id = '1'")
+    res.check(code == "57014" and took < 1000 + PROMPT_S,
+              "ordered mode, the transaction's row: %s after %.2f s (57014 at statement_timeout expected)"
+              % (code, took))
+    res.check(db.fw.find_one({"_id": "1"})["n"] == 1, "the transaction's write is not seen outside it")
+    holder.commit()
+    deadline = time.time() + 5
+    while db.fw.find_one({"_id": "1"})["n"] == 10 and time.time() < deadline:
+        time.sleep(0.05)
+    res.check(db.fw.find_one({"_id": "1"})["n"] == 6,
+              "the cancelled write landed after the commit: %r" % db.fw.find_one({"_id": "1"}))
+    timed(other, "SET statement_timeout = 0")
+    timed(holder, "UPDATE fw SET n = 100 WHERE _id = '1'")
+    outcome = {}
+    waiter = threading.Thread(target=lambda: outcome.update(
+        result=timed(other, "UPDATE fw_o SET n = n + 5 WHERE _id = '1'")))
+    waiter.start()
+    time.sleep(0.5)
+    res.check(waiter.is_alive(), "ordered mode waits for the transaction holding the row")
+    holder.commit()
+    waiter.join(10)
+    res.check(outcome.get("result", ("none",))[0] is None, "ordered mode after the commit: %r" % outcome)
+    res.check(db.fw.find_one({"_id": "1"})["n"] == 11,
+              "ordered mode wrote what it computed before the wait (6 + 5): %r" % db.fw.find_one({"_id": "1"}))
+    holder.close()
+    other.close()
 
 
 def main():
