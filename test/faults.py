@@ -28,8 +28,17 @@ kill cases are left out.
 
 Then two sessions insert the same unique key at the same moment, many
 times, in both modes: exactly one wins, the other gets 23505 (a 40001
-serialization failure, which a real MongoDB gives for two open
-transactions, is retried as PostgreSQL clients do).
+serialization failure, which MongoDB gives for two open transactions, is
+retried as PostgreSQL clients do).
+
+Then write conflicts in transaction mode, as two psql sessions meet them:
+both in BEGIN, the second writes (after a write of its own) a row the first
+wrote, or a unique key the first took: it gets 40001 at once (MongoDB's
+WriteConflict), and after its ROLLBACK nothing of it is in MongoDB, while
+the first commits; two sessions that write different rows (facts and entries
+of the same index tables) both commit, neither statement waiting.  A write
+in ordered mode to a row an open transaction wrote waits until it commits
+(statement_timeout: 57014, and the write still lands at the commit).
 
 Environment as for test/differential.py (PGHOST..., MONGO_URI...).  The
 last line is "faults: N passed, M failed".
@@ -85,6 +94,7 @@ QUERIES = [
 FAIL_COMMANDS = ["insert", "update", "delete", "findAndModify", "find", "getMore",
                  "commitTransaction", "abortTransaction"]
 MAX_STEPS = 40
+PROMPT_S = 1.0  # "at once": a write conflict is not waited for
 DRIFT = []  # ordered-mode cases that left drift for repair_index
 
 
@@ -417,6 +427,138 @@ def concurrency(res, rounds):
     conn.close()
 
 
+def timed(conn, sql):
+    """Run one statement; (SQLSTATE or None, seconds)."""
+    started = time.time()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+        return None, time.time() - started
+    except psycopg2.Error as e:
+        return e.pgcode, time.time() - started
+
+
+def conflict_case(res, label, first_sql, second_sql, first_id, second_ids):
+    """Two sessions in BEGIN: the first writes first_sql, the second its own
+    row and then second_sql, which meets the first's write: 40001 at once.
+    After the second's ROLLBACK none of its rows (second_ids) is in MongoDB
+    and the first commits; the index tables match the facts."""
+    db = mongo_db()
+    first, second = connect_pg(), connect_pg()
+    first.autocommit = second.autocommit = False
+    code, _ = timed(first, first_sql)
+    res.check(code is None, "%s: the first session's write: %s" % (label, code))
+    code, _ = timed(second, "INSERT INTO fx VALUES ('%s', 'Own', 'Lima', '{o}', 0)" % second_ids[0])
+    res.check(code is None, "%s: the second session's own write: %s" % (label, code))
+    code, took = timed(second, second_sql)
+    res.check(code == "40001" and took < PROMPT_S,
+              "%s: the conflicting write got %s after %.2f s (40001 at once expected)" % (label, code, took))
+    second.rollback()
+    res.check(not any(i in facts(db) for i in second_ids),
+              "%s: the second session's rows are in MongoDB after its ROLLBACK" % label)
+    code, _ = timed(first, "COMMIT")
+    res.check(code is None and first_id in facts(db), "%s: the first session's COMMIT: %s" % (label, code))
+    bad = independent_check(db)
+    res.check(not bad, "%s: index tables after the conflict: %r" % (label, bad))
+    first.close()
+    second.close()
+
+
+def write_conflicts(res):
+    """Write conflicts between two sessions in transaction mode: 40001 at
+    once for the second writer, nothing of it left; no waiting between
+    sessions that write different rows."""
+    conn = connect_pg()
+    reset_table(conn, "transaction")
+    conflict_case(res, "same row", "UPDATE fx SET n = n + 100 WHERE _id = '2'",
+                  "UPDATE fx SET name = 'Bob', n = 0 WHERE _id = '2'", "2", ["20"])
+    conflict_case(res, "update and delete", "UPDATE fx SET town = 'Kiev' WHERE _id = '4'",
+                  "DELETE FROM fx WHERE _id = '4'", "4", ["21"])
+    conflict_case(res, "unique key", "INSERT INTO fx VALUES ('30', 'Kim', 'Oslo', '{k}', 30)",
+                  "INSERT INTO fx VALUES ('31', 'KIM', 'Rome', '{k}', 31)", "30", ["22", "31"])
+    conflict_case(res, "same _id", "INSERT INTO fx VALUES ('32', 'Lea', 'Oslo', '{l}', 32)",
+                  "INSERT INTO fx VALUES ('32', 'Max', 'Rome', '{m}', 32)", "32", ["23"])
+    with conn.cursor() as cur:
+        cur.execute("SELECT n FROM fx WHERE _id = '2'")
+        res.check(cur.fetchone()[0] == 102, "same row: the first session's update is the one kept")
+    # different rows, the same index tables: neither waits, both commit (in the other order)
+    first, second = connect_pg(), connect_pg()
+    first.autocommit = second.autocommit = False
+    steps = [(first, "UPDATE fx SET n = n + 1, town = 'Kiev' WHERE _id = '1'"),
+             (second, "UPDATE fx SET n = n + 1, town = 'Kiev' WHERE _id = '3'"),
+             (first, "INSERT INTO fx VALUES ('40', 'Ned', 'Oslo', '{a}', 40)"),
+             (second, "INSERT INTO fx VALUES ('41', 'Ola', 'Oslo', '{a}', 41)"),
+             (first, "DELETE FROM fx WHERE _id = '5'"),
+             (second, "UPDATE fx SET tags = '{a,b}' WHERE _id = '30'"),
+             (second, "COMMIT"), (first, "COMMIT")]
+    slowest = 0.0
+    for session, sql in steps:
+        code, took = timed(session, sql)
+        slowest = max(slowest, took)
+        res.check(code is None, "different rows: %s got %s" % (sql, code))
+    res.check(slowest < PROMPT_S, "different rows: a statement took %.2f s" % slowest)
+    got = facts(mongo_db())
+    res.check(got["1"]["town"] == got["3"]["town"] == "Kiev" and "40" in got and "41" in got
+              and "5" not in got and got["30"]["tags"] == ["a", "b"], "different rows: both committed: %r" % got)
+    v = verify_all(conn)
+    res.check(all(x[1:] == (0, 0, 0) for x in v.values()), "different rows: verify %r" % v)
+    print("transaction    write conflicts: slowest non-conflicting statement %.3f s" % slowest)
+    first.close()
+    second.close()
+    waits_for_transaction(res, conn)
+    conn.close()
+
+
+def waits_for_transaction(res, conn):
+    """A write outside a MongoDB transaction (an ordered-mode table over the
+    same collection) to a row another session's open transaction wrote waits
+    until that transaction ends, as on mongod, then writes the values it
+    computed before the wait; a statement_timeout ends the statement (57014)
+    but not its write on the server (README, "Writes to one row from two
+    sessions")."""
+    with conn.cursor() as cur:
+        cur.execute("DROP FOREIGN TABLE IF EXISTS fw, fw_o")
+        cur.execute("CREATE FOREIGN TABLE fw (_id text, n int) SERVER mongo "
+                    "OPTIONS (collection 'fw', consistency 'transaction')")
+        cur.execute("CREATE FOREIGN TABLE fw_o (_id text, n int) SERVER mongo "
+                    "OPTIONS (collection 'fw', consistency 'ordered')")
+        cur.execute("DELETE FROM fw")
+        cur.execute("INSERT INTO fw VALUES ('1', 1), ('2', 2)")
+    db = mongo_db()
+    holder, other = connect_pg(), connect_pg()
+    holder.autocommit = False
+    timed(holder, "UPDATE fw SET n = 10 WHERE _id = '1'")
+    code, took = timed(other, "UPDATE fw_o SET n = 20 WHERE _id = '2'")
+    res.check(code is None and took < PROMPT_S, "ordered mode, another row: %s after %.2f s" % (code, took))
+    timed(other, "SET statement_timeout = 1000")
+    code, took = timed(other, "UPDATE fw_o SET n = n + 5 WHERE _id = '1'")
+    res.check(code == "57014" and took < 1000 + PROMPT_S,
+              "ordered mode, the transaction's row: %s after %.2f s (57014 at statement_timeout expected)"
+              % (code, took))
+    res.check(db.fw.find_one({"_id": "1"})["n"] == 1, "the transaction's write is not seen outside it")
+    holder.commit()
+    deadline = time.time() + 5
+    while db.fw.find_one({"_id": "1"})["n"] == 10 and time.time() < deadline:
+        time.sleep(0.05)
+    res.check(db.fw.find_one({"_id": "1"})["n"] == 6,
+              "the cancelled write landed after the commit: %r" % db.fw.find_one({"_id": "1"}))
+    timed(other, "SET statement_timeout = 0")
+    timed(holder, "UPDATE fw SET n = 100 WHERE _id = '1'")
+    outcome = {}
+    waiter = threading.Thread(target=lambda: outcome.update(
+        result=timed(other, "UPDATE fw_o SET n = n + 5 WHERE _id = '1'")))
+    waiter.start()
+    time.sleep(0.5)
+    res.check(waiter.is_alive(), "ordered mode waits for the transaction holding the row")
+    holder.commit()
+    waiter.join(10)
+    res.check(outcome.get("result", ("none",))[0] is None, "ordered mode after the commit: %r" % outcome)
+    res.check(db.fw.find_one({"_id": "1"})["n"] == 11,
+              "ordered mode wrote what it computed before the wait (6 + 5): %r" % db.fw.find_one({"_id": "1"}))
+    holder.close()
+    other.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kill", choices=["none", "sample", "all"],
@@ -436,6 +578,7 @@ def main():
     res.check(not have_verify(connect_pg()) or len(DRIFT) > 0,
               "no ordered-mode failure left drift: the repair checks proved nothing")
     concurrency(res, args.rounds)
+    write_conflicts(res)
     print("elapsed %.1fs" % (time.time() - start))
     print("faults: %d passed, %d failed" % (res.passed, res.failed))
     sys.exit(1 if res.failed else 0)

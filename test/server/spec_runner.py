@@ -102,9 +102,6 @@ KNOWN_DIFFERENCES = {
     "change_streams/unified/change-streams.json: Test new structure in ns document MUST NOT err":
         "documented difference: aggregation stages are mongomock's, and its $project makes a computed dotted "
         "path ('ns.viewOn') a field with a dot in its name instead of a subdocument",
-    "transactions/legacy/isolation.json: two transactions":
-        "documented difference: transactions are serialized (a second one waits for the first, then gets "
-        "WriteConflict), so two cannot be open at once",
 }
 
 # Skips by what a test needs, checked before it runs: (predicate over the test document, reason).

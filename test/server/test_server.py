@@ -1040,8 +1040,10 @@ def test_transaction_isolation(env):
         theirs = {d["_id"]: d["v"] for d in other.find()}
         check(theirs == {1: 1, 2: 2}, theirs)
         check(other.find_one({"v": 1}) == {"_id": 1, "v": 1} and other.count_documents({"v": 10}) == 0)
-        exc = expect_error(112, other.update_one, {"_id": 1}, {"$set": {"v": 5}})
-        check(exc.code == 112)
+        started = time.time()  # a write outside the transaction waits for it (here until maxTimeMS)
+        expect_error(50, other.database.command, "update", "txi", updates=[{"q": {"_id": 1}, "u": {"v": 5}}],
+                     maxTimeMS=300)
+        check(0.25 < time.time() - started < 3, "waited %.2f s" % (time.time() - started))
         session.commit_transaction()
     check({d["_id"]: d["v"] for d in other.find()} == {1: 10, 3: 3})
 
@@ -1077,21 +1079,300 @@ def test_error_in_transaction_aborts_it(env):
     check(sorted(d["_id"] for d in coll.find()) == [1])
 
 
-@test()
-def test_second_transaction_waits_then_write_conflict(env):
-    coll = fresh(env, "txw")
-    first = env.client.start_session()
+def two_transactions(env):
+    """Two sessions of two clients, each with a transaction started (pymongo sends nothing yet)."""
+    first, second = env.client.start_session(), env.client2.start_session()
     first.start_transaction()
-    coll.insert_one({"_id": 1}, session=first)
-    second = env.client2.start_session()
     second.start_transaction()
+    return first, second
+
+
+def expect_conflict(fn, *args, **kwargs):
+    """WriteConflict (112) with TransientTransactionError, at once."""
     started = time.time()
-    exc = expect_error(112, env.client2.t.txw.insert_one, {"_id": 2}, session=second)
-    check(4 <= time.time() - started < 10 and "TransientTransactionError" in exc.details.get("errorLabels", []))
+    exc = expect_error(112, fn, *args, **kwargs)
+    check("TransientTransactionError" in exc.details.get("errorLabels", []), exc.details)
+    check(time.time() - started < 1.0, "the conflict took %.2f s" % (time.time() - started))
+
+
+@test()
+def test_concurrent_transactions_side_by_side(env):
+    """Transactions of two sessions that write different documents are open at once, neither waits,
+    and they commit in any order; each sees its own writes and not the other's."""
+    coll = fresh(env, "txw")
+    coll.insert_many([{"_id": i, "v": i} for i in range(1, 5)])
+    mine, theirs = coll, env.client2.t.txw
+    first, second = two_transactions(env)
+    started = time.time()
+    mine.insert_one({"_id": 10}, session=first)
+    theirs.insert_one({"_id": 20}, session=second)
+    mine.update_one({"_id": 1}, {"$set": {"v": 100}}, session=first)
+    theirs.update_one({"_id": 2}, {"$set": {"v": 200}}, session=second)
+    mine.delete_one({"_id": 3}, session=first)
+    theirs.delete_one({"_id": 4}, session=second)
+    check(sorted((d["_id"], d.get("v")) for d in mine.find({}, session=first)) ==
+          [(1, 100), (2, 2), (4, 4), (10, None)], "the first sees its writes only")
+    check(sorted((d["_id"], d.get("v")) for d in theirs.find({}, session=second)) ==
+          [(1, 1), (2, 200), (3, 3), (20, None)], "the second sees its writes only")
+    check(sorted(d["_id"] for d in env.client2.t.txw.find()) == [1, 2, 3, 4], "outside: neither")
+    second.commit_transaction()  # the later one commits first
+    check(sorted(d["_id"] for d in mine.find({}, session=first)) == [1, 2, 4, 10], "first's snapshot stays")
     first.commit_transaction()
-    second.end_session()
+    check(time.time() - started < 2, "nothing waited: %.2f s" % (time.time() - started))
+    check(sorted((d["_id"], d.get("v")) for d in coll.find()) == [(1, 100), (2, 200), (10, None), (20, None)])
     first.end_session()
-    check([d["_id"] for d in coll.find()] == [1])
+    second.end_session()
+
+
+def conflict_case(env, name, setup, first_op, second_op, expected):
+    """The first writer of two open transactions wins (jstests/core/txns/transactions_write_conflicts.js):
+    the second's write gets WriteConflict at once and aborts it (its commit: NoSuchTransaction, its
+    earlier write gone); the first commits. `expected`: the documents after."""
+    coll = fresh(env, name)
+    coll.database.create_collection(name)  # (two transactions creating it: the second commit would fail)
+    if setup:
+        coll.insert_many(setup)
+    mine, theirs = coll, env.client2.t[name]
+    first, second = two_transactions(env)
+    theirs.insert_one({"_id": "second's own"}, session=second)
+    first_op(mine, first)
+    expect_conflict(second_op, theirs, second)
+    exc = expect_error(251, second.commit_transaction)
+    check("TransientTransactionError" in exc.details.get("errorLabels", []))
+    first.commit_transaction()
+    docs = sorted(coll.find(), key=lambda d: str(d["_id"]))
+    check(docs == expected, "%s: %s" % (name, docs))
+    first.end_session()
+    second.end_session()
+
+
+@test()
+def test_concurrent_transactions_write_conflicts(env):
+    one = [{"_id": 1, "v": 1}]
+    conflict_case(env, "wcu", one, lambda c, s: c.update_one({"_id": 1}, {"$set": {"v": 10}}, session=s),
+                  lambda c, s: c.update_one({"_id": 1}, {"$set": {"v": 20}}, session=s), [{"_id": 1, "v": 10}])
+    conflict_case(env, "wcd", one, lambda c, s: c.update_one({"_id": 1}, {"$set": {"v": 10}}, session=s),
+                  lambda c, s: c.delete_one({"_id": 1}, session=s), [{"_id": 1, "v": 10}])
+    conflict_case(env, "wcx", one, lambda c, s: c.delete_one({"_id": 1}, session=s),
+                  lambda c, s: c.find_one_and_update({"_id": 1}, {"$set": {"v": 2}}, session=s), [])
+    # inserts of one _id: the second gets WriteConflict (not DuplicateKey), as on mongod
+    conflict_case(env, "wci", None, lambda c, s: c.insert_one({"_id": 5, "by": 1}, session=s),
+                  lambda c, s: c.insert_one({"_id": 5, "by": 2}, session=s), [{"_id": 5, "by": 1}])
+    conflict_case(env, "wcp", None, lambda c, s: c.update_one({"_id": 5}, {"$set": {"by": 1}}, upsert=True,
+                                                              session=s),
+                  lambda c, s: c.update_one({"_id": 5}, {"$set": {"by": 2}}, upsert=True, session=s),
+                  [{"_id": 5, "by": 1}])
+    # a multi-document write meets the other's document after writing some of its own
+    four = [{"_id": i} for i in range(1, 5)]
+    conflict_case(env, "wcm", four, lambda c, s: c.update_many({"_id": {"$lte": 3}}, {"$set": {"a": 1}}, session=s),
+                  lambda c, s: c.delete_many({"_id": {"$gte": 2}}, session=s),
+                  [{"_id": 1, "a": 1}, {"_id": 2, "a": 1}, {"_id": 3, "a": 1}, {"_id": 4}])
+
+    def unique(c):
+        c.create_index("u", unique=True)
+    # a unique key the other took, or gave up
+    coll = fresh(env, "wck")
+    unique(coll)
+    coll.insert_one({"_id": 1, "u": 1})
+    first, second = two_transactions(env)
+    coll.insert_one({"_id": 2, "u": 7}, session=first)
+    expect_conflict(env.client2.t.wck.insert_one, {"_id": 3, "u": 7}, session=second)
+    first.abort_transaction()
+    first, second = two_transactions(env)
+    coll.delete_one({"_id": 1}, session=first)
+    expect_conflict(env.client2.t.wck.insert_one, {"_id": 3, "u": 1}, session=second)
+    first.abort_transaction()
+    check(list(coll.find()) == [{"_id": 1, "u": 1}], "both aborted: nothing changed")
+    # a transaction whose snapshot is older than the other's commit (T2StartsSecondAndWins)
+    coll = fresh(env, "wcs")
+    coll.insert_one({"_id": 1, "v": 1})
+    first, second = two_transactions(env)
+    check(coll.find_one({"_id": 1}, session=first) == {"_id": 1, "v": 1})  # the first's snapshot
+    env.client2.t.wcs.update_one({"_id": 1}, {"$set": {"v": 2}}, session=second)
+    second.commit_transaction()
+    check(coll.find_one({"_id": 1}, session=first) == {"_id": 1, "v": 1}, "it reads its snapshot")
+    expect_conflict(coll.update_one, {"_id": 1}, {"$set": {"v": 3}}, session=first)
+    expect_error(251, first.commit_transaction)
+    check(coll.find_one({"_id": 1}) == {"_id": 1, "v": 2})
+    # two transactions that create one collection: the second commit fails (create_collection_parallel.js)
+    fresh(env, "wcc")
+    first, second = two_transactions(env)
+    env.client.t.wcc.insert_one({"_id": 1}, session=first)
+    env.client2.t.wcc.insert_one({"_id": 2}, session=second)
+    second.commit_transaction()
+    expect_error(112, first.commit_transaction)
+    check(list(env.client.t.wcc.find()) == [{"_id": 2}])
+    # an aborted writer leaves no conflict behind
+    first, second = two_transactions(env)
+    env.client2.t.wcs.update_one({"_id": 1}, {"$set": {"v": 5}}, session=second)
+    second.abort_transaction()
+    coll.update_one({"_id": 1}, {"$set": {"v": 6}}, session=first)
+    first.commit_transaction()
+    check(coll.find_one({"_id": 1}) == {"_id": 1, "v": 6})
+
+
+@test()
+def test_concurrent_transactions_snapshot_reads(env):
+    """A transaction reads its snapshot, taken at its first command: neither another transaction's writes
+    (open or committed after it) nor writes outside transactions since, through any access path."""
+    coll = fresh(env, "txr")
+    coll.create_index("k")
+    coll.insert_many([{"_id": i, "k": i} for i in range(1, 6)])
+    first, second = two_transactions(env)
+    theirs = env.client2.t.txr
+    theirs.update_one({"_id": 1}, {"$set": {"k": 10}}, session=second)  # open, uncommitted
+    theirs.delete_one({"_id": 2}, session=second)
+    theirs.insert_one({"_id": 6, "k": 3}, session=second)
+    view = lambda: [(d["_id"], d["k"]) for d in coll.find({"k": {"$lte": 10}}, session=first).sort("k", 1)]  # noqa: E731
+    snapshot = [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)]
+    check(view() == snapshot, view())
+    second.commit_transaction()
+    env.client2.t.txr.update_one({"_id": 3}, {"$set": {"k": 0}})  # outside a transaction, after the snapshot
+    env.client2.t.txr.insert_one({"_id": 7, "k": 7})
+    check(view() == snapshot, "committed later: not seen %s" % view())
+    check(coll.count_documents({}, session=first) == 5)
+    check(coll.find_one({"k": 10}, session=first) is None and coll.find_one({"_id": 2}, session=first) is not None)
+    coll.update_one({"_id": 4}, {"$set": {"k": 40}}, session=first)  # its own write it sees
+    check(coll.find_one({"_id": 4}, session=first)["k"] == 40)
+    first.commit_transaction()
+    check(sorted((d["_id"], d["k"]) for d in coll.find()) == [(1, 10), (3, 0), (4, 40), (5, 5), (6, 3), (7, 7)])
+    first.end_session()
+    second.end_session()
+
+
+def in_thread(fn):
+    """Run fn() in a thread; returns (thread, outcome) where outcome gets "result" or "error" and "at"."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = fn()
+        except Exception as exc:  # noqa: BLE001 (checked by the caller)
+            outcome["error"] = exc
+        outcome["at"] = time.time()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+@test()
+def test_write_outside_transaction_waits_for_it(env):
+    """A write outside a transaction to a document (or unique key) an open transaction wrote waits until
+    the transaction commits or aborts, then runs (mongod retries it on the write conflict)."""
+    coll = fresh(env, "txb")
+    coll.create_index("u", unique=True)
+    coll.insert_many([{"_id": i, "v": 0, "u": i} for i in range(1, 6)])
+    other = env.new_client(retryWrites=False).t.txb
+    for end in ("commit", "abort"):
+        coll.update_many({}, {"$set": {"v": 0}})
+        session = env.client.start_session()
+        session.start_transaction()
+        coll.update_one({"_id": 3}, {"$inc": {"v": 10}}, session=session)
+        single, single_out = in_thread(lambda: other.update_one({"_id": 3}, {"$inc": {"v": 1}}).modified_count)
+        multi, multi_out = in_thread(lambda: other.update_many({}, {"$inc": {"v": 100}}).modified_count)
+        time.sleep(0.6)
+        check(single.is_alive() and multi.is_alive(), "%s: the writes wait %s %s" % (end, single_out, multi_out))
+        check(coll.find_one({"_id": 1})["v"] in (0, 100), "the multi-update went as far as the held document")
+        ended = time.time()
+        getattr(session, end + "_transaction")()
+        single.join(5)
+        multi.join(5)
+        check(single_out.get("result") == 1 and multi_out.get("result") == 5, (end, single_out, multi_out))
+        check(single_out["at"] - ended < 2 and multi_out["at"] - ended < 2, "they run as soon as it ends")
+        got = {d["_id"]: d["v"] for d in coll.find()}
+        check(got == {1: 100, 2: 100, 3: (10 if end == "commit" else 0) + 1 + 100, 4: 100, 5: 100},
+              "%s: each document updated once by the update_many, and after the transaction: %s" % (end, got))
+        session.end_session()
+    # a unique key the transaction took: after its commit the outside insert is a duplicate, after an abort
+    # it goes in
+    for end, code in (("commit", 11000), ("abort", None)):
+        session = env.client.start_session()
+        session.start_transaction()
+        coll.insert_one({"_id": 50, "u": 50}, session=session)
+        inserter, out = in_thread(lambda: other.insert_one({"_id": 51, "u": 50}))
+        time.sleep(0.4)
+        check(inserter.is_alive(), "the insert waits")
+        getattr(session, end + "_transaction")()
+        inserter.join(5)
+        if code is None:
+            check("error" not in out and coll.find_one({"_id": 51}) is not None, out)
+            coll.delete_one({"_id": 51})
+        else:
+            check(getattr(out.get("error"), "code", None) == code, out)
+            coll.delete_one({"_id": 50})
+        session.end_session()
+    # the wait ends at the transaction's end of life: the reaper aborts it
+    server = env.start("txb_life", extra=["--txn-lifetime", "1"])
+    client = env.new_client(server.uri(), retryWrites=False)
+    client.t.b.insert_one({"_id": 1, "v": 0})
+    session = client.start_session()
+    session.start_transaction()
+    client.t.b.update_one({"_id": 1}, {"$set": {"v": 1}}, session=session)
+    started = time.time()
+    client.t.b.update_one({"_id": 1}, {"$inc": {"v": 5}})
+    check(0.5 < time.time() - started < 4, "waited %.2f s" % (time.time() - started))
+    check(client.t.b.find_one({"_id": 1})["v"] == 5, "the expired transaction was aborted")
+    expect_error(251, session.commit_transaction)
+    env.servers.remove(server)
+    check(server.stop() == 0)
+
+
+@test()
+def test_concurrent_transactions_commit_order(env):
+    """Change streams and the journal see each transaction whole at its commit, in commit order, whatever
+    the order the transactions started or wrote in."""
+    coll = fresh(env, "txo")
+    coll.database.create_collection("txo")
+    with coll.watch(max_await_time_ms=200) as stream:
+        first, second = two_transactions(env)
+        coll.insert_one({"_id": "a1"}, session=first)
+        env.client2.t.txo.insert_one({"_id": "b1"}, session=second)
+        coll.insert_one({"_id": "a2"}, session=first)
+        env.client2.t.txo.insert_one({"_id": "b2"}, session=second)
+        check(stream.try_next() is None, "nothing before a commit")
+        second.commit_transaction()
+        first.commit_transaction()
+        events = drain(stream, 4)
+    ids = [e["documentKey"]["_id"] for e in events]
+    check(ids == ["b1", "b2", "a1", "a2"], "commit order: %s" % ids)
+    times = [e["clusterTime"] for e in events]
+    check(times[0] == times[1] < times[2] == times[3], times)
+    check(events[0]["lsid"] == events[1]["lsid"] != events[2]["lsid"], "each with its session")
+    first.end_session()
+    second.end_session()
+
+
+@test(own=True)
+def test_dbpath_concurrent_transactions(env):
+    """With --dbpath, each committed transaction is one record at its commit, an aborted one nothing, and
+    a restart replays the store as it was."""
+    server, client = journaled_server(env, "txcc")
+    other = env.new_client(server.uri(), retryWrites=False)
+    client.t.c.insert_many([{"_id": i, "v": 0} for i in range(4)])
+    first, second, third = client.start_session(), other.start_session(), other.start_session()
+    for session in (first, second, third):
+        session.start_transaction()
+    client.t.c.update_one({"_id": 0}, {"$set": {"v": 1}}, session=first)
+    other.t.c.update_one({"_id": 1}, {"$set": {"v": 2}}, session=second)
+    other.t.c.insert_one({"_id": 9}, session=third)
+    client.t.c.insert_one({"_id": 5}, session=first)
+    other.t.c.delete_one({"_id": 2}, session=second)
+    journal = os.path.join(env.tmpdir, "txcc.db", "journal.bson")
+    with open(journal, "rb") as f:
+        count = len(bson.decode_all(f.read()))
+    second.commit_transaction()
+    third.abort_transaction()
+    first.commit_transaction()
+    with open(journal, "rb") as f:
+        records = bson.decode_all(f.read())[count:]
+    check([[op["op"] for op in r["ops"]] for r in records] == [["replace", "delete"], ["replace", "insert"]],
+          records)
+    before = state_of(client)
+    server, client = kill_and_restart(env, server, "txcc2")
+    check(state_of(client) == before, "the replay gives the same store")
+    check(sorted((d["_id"], d.get("v")) for d in client.t.c.find()) == [(0, 1), (1, 2), (3, 0), (5, None)])
+    env.servers.remove(server)
+    check(server.stop() == 0)
 
 
 def snapshot_conflict(env, name, outside, inside, setup=None):

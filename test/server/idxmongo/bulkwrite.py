@@ -25,7 +25,7 @@ whole reply is in the first batch (the test server never opens a cursor for it),
 replies that fit.
 """
 
-from .errors import MongoError
+from .errors import INTERRUPTION_CODES, MongoError
 from .txnrules import is_transient
 
 COMMAND_FIELDS = {"bulkWrite", "ops", "nsInfo", "ordered", "errorsOnly", "bypassDocumentValidation", "comment",
@@ -125,8 +125,8 @@ def _run_insert(ctx, coll_name, index, op):
     ctx.server.counters["insert"] += 1
     if ctx.previous_outcome(index) is not None:
         return {"ok": 1.0, "idx": index, "n": 1}
-    coll = ctx.ensure_coll(coll_name)
-    ctx.insert_doc(coll, prepare_insert(op["document"]))
+    doc = prepare_insert(op["document"])
+    ctx.statement(lambda: ctx.insert_doc(ctx.ensure_coll(coll_name), doc))
     ctx.record_outcome(index, {"n": 1})
     return {"ok": 1.0, "idx": index, "n": 1}
 
@@ -156,7 +156,7 @@ def _run_update(ctx, coll_name, index, op):
 
 def _run_delete(ctx, coll_name, index, op):
     """One delete op: all matches (multi) or the first."""
-    from .cmd_crud import check_delete
+    from .cmd_crud import check_delete, delete_statement
     ctx.server.counters["delete"] += 1
     multi = bool(op.get("multi", False))
     _refuse_multi_retry(ctx, multi)
@@ -165,12 +165,7 @@ def _run_delete(ctx, coll_name, index, op):
     coll = ctx.coll(coll_name)
     stmt = {"q": op["filter"], "limit": 0 if multi else 1, "collation": op.get("collation")}
     check_delete(coll, stmt)
-    n = 0
-    for doc in ctx.query(coll, op["filter"], limit=0 if multi else 1, collation=op.get("collation")):
-        ctx.delete_doc(coll, doc)
-        ctx.record_outcome(index, {"n": 1})
-        n += 1
-    return {"ok": 1.0, "idx": index, "n": n}
+    return {"ok": 1.0, "idx": index, "n": delete_statement(ctx, coll_name, index, stmt)}
 
 
 RUNNERS = {"insert": _run_insert, "update": _run_update, "delete": _run_delete}
@@ -222,6 +217,8 @@ def cmd_bulk_write(ctx):
                 ctx.server.abort_on_error(ctx)
                 if is_transient(exc.code, False):
                     raise
+            if exc.code in INTERRUPTION_CODES:
+                raise  # an interruption fails the whole command (bulk_write.cpp, as write_ops_exec.cpp)
             entry = {"ok": 0.0, "idx": index, "code": exc.code, "errmsg": exc.errmsg}
             entry.update(exc.extra)
             results.append(entry)

@@ -152,8 +152,9 @@ def cmd_insert(ctx):
     cmd = ctx.cmd
     docs = cmd.get("documents") or []
     ordered = cmd.get("ordered", True)
-    ctx.wait_for_write_lock(_name_arg(ctx))
-    coll = ctx.ensure_coll(_name_arg(ctx))
+    name = _name_arg(ctx)
+    ctx.wait_for_write_lock(name)
+    coll = ctx.ensure_coll(name)
     n = 0
     errors = []
     batch_end, together = 0, False  # mongod's current batch (see _insert_together)
@@ -171,7 +172,8 @@ def cmd_insert(ctx):
                 n += 1
                 continue
         try:
-            ctx.insert_doc(coll, prepare_insert(doc))
+            prepared = prepare_insert(doc)
+            ctx.statement(lambda: ctx.insert_doc(ctx.ensure_coll(name), prepared))
             ctx.record_outcome(i, {"n": 1})
             n += 1
         except MongoError as exc:
@@ -257,22 +259,33 @@ def _check_update_statement(stmt):
 
 
 def _apply_statement(ctx, name, index, stmt, upserted):
-    """Run one update statement; returns (matched, modified)."""
+    """Run one update statement; returns (matched, modified). Outside a transaction it waits for a
+    transaction that wrote a document it must write and then goes on (Context.statement), leaving alone
+    the documents it already updated, as mongod's update stage remembers them."""
     _check_update_statement(stmt)
+    done = {}  # id key -> whether the statement modified the document
+    return ctx.statement(lambda: _update_documents(ctx, name, index, stmt, upserted, done))
+
+
+def _update_documents(ctx, name, index, stmt, upserted, done):
+    """The documents of an update statement, but those in `done`: updated, or the upsert inserted."""
     spec = stmt.get("q") or {}
     update = stmt["u"]
     coll = ctx.coll(name)
     check_update(coll, stmt)
     docs = ctx.query(coll, spec, limit=0 if stmt.get("multi") else 1, collation=stmt.get("collation"))
-    modified = 0
     for doc in docs:
+        idk = sort_key(doc["_id"])
+        if idk in done:
+            continue
         new = _updated(doc, spec, update)
         check_shard_key_change(ctx, coll, spec, doc, new, stmt.get("multi"))
-        if not _same_document(doc, new):
+        changed = not _same_document(doc, new)
+        if changed:
             ctx.replace_doc(coll, doc, new, not is_operator_update(update))
-            modified += 1
-    if docs or not stmt.get("upsert"):
-        return len(docs), modified
+        done[idk] = changed
+    if done or not stmt.get("upsert"):
+        return len(done), sum(done.values())
     new = prepare_insert(upsert_document(spec, update))
     ctx.insert_doc(ctx.ensure_coll(name), new)
     upserted.append({"index": index, "_id": new["_id"]})
@@ -325,6 +338,24 @@ def cmd_update(ctx):
     return _write_reply(n, errors, **extra)
 
 
+def delete_statement(ctx, name, index, stmt):
+    """Delete the documents of one statement (all matches with limit 0, else one); returns how many.
+    Outside a transaction it waits for a transaction that wrote one of them and then goes on
+    (Context.statement); those it deleted before are gone."""
+    deleted = [0]
+
+    def run():
+        coll = ctx.coll(name)
+        for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0,
+                             collation=stmt.get("collation")):
+            ctx.delete_doc(coll, doc)
+            ctx.record_outcome(index, {"n": 1})
+            deleted[0] += 1
+
+    ctx.statement(run)
+    return deleted[0]
+
+
 def cmd_delete(ctx):
     """delete: each statement removes all matches (limit 0) or one (limit 1)."""
     cmd = ctx.cmd
@@ -341,11 +372,7 @@ def cmd_delete(ctx):
         try:
             check_delete(coll, stmt)
             ctx.refuse_multi_retry(not stmt.get("limit"), "limit=0")
-            for doc in ctx.query(coll, stmt.get("q") or {}, limit=1 if stmt.get("limit") else 0,
-                                 collation=stmt.get("collation")):
-                ctx.delete_doc(coll, doc)
-                ctx.record_outcome(i, {"n": 1})
-                n += 1
+            n += delete_statement(ctx, _name_arg(ctx), i, stmt)
         except MongoError as exc:
             errors.append(exc.to_write_error(i))
             if ordered or ctx.txn is not None:  # in a transaction the first error ends the batch
@@ -369,6 +396,13 @@ def cmd_find_and_modify(ctx):
     if prior is not None:
         return find_and_modify_retry(prior, cmd)
     ctx.wait_for_write_lock(name)
+    return ctx.statement(lambda: _find_and_modify(ctx, name, spec, update, remove, fields))
+
+
+def _find_and_modify(ctx, name, spec, update, remove, fields):
+    """findAndModify's write, run by Context.statement (again after a wait for a transaction that wrote
+    the document it found)."""
+    cmd = ctx.cmd
     coll = ctx.coll(name)
     check_find_and_modify(coll, spec)
     docs = ctx.query(coll, spec, sort_spec(cmd.get("sort")), limit=1, collation=cmd.get("collation"))

@@ -11,9 +11,10 @@ from . import collation as collations
 from . import changestream, journal, limits, sharding
 from .bsonkeys import REGEX, sort_key
 from .changelog import wall_now
-from .errors import MongoError, write_conflict
+from .errors import MongoError
 from .query import ScanStats, execute
 from .storage import DuplicateKey
+from .txn import Busy
 
 
 class Context:
@@ -135,6 +136,21 @@ class Context:
             return time.monotonic() + max_time / 1000.0
         return None
 
+    def statement(self, run):
+        """Run one write statement (`run()`, which returns its result). Outside a transaction, a document
+        or unique key that an open transaction wrote makes it wait until that transaction commits or aborts
+        and then run again, as mongod's writeConflictRetry retries a write that is not in a transaction
+        until the conflict is gone (bounded by maxTimeMS, and by the transaction's lifetime, at which the
+        reaper aborts it). `run` must leave out what an earlier attempt already wrote (a multi-document
+        update remembers the documents it updated, as mongod's update stage does)."""
+        while True:
+            try:
+                return run()
+            except Busy as busy:
+                if self.txn is not None:
+                    raise
+                self.server.txns.wait_for_end(busy.holder, self.deadline())
+
     def wait_for_write_lock(self, name):
         """Before a write command outside a transaction: queue behind a DDL waiting for the collection."""
         if self.txn is None:
@@ -247,8 +263,8 @@ class Context:
                        collations.effective(collation, coll), progress)
 
     def insert_doc(self, coll, doc):
-        """Insert with transaction bookkeeping; WriteConflict instead of E11000 when the key belongs to
-        another open transaction."""
+        """Insert with transaction bookkeeping; WriteConflict (or Busy outside a transaction) instead of
+        E11000 when the key belongs to a document another open transaction wrote."""
         idk = sort_key(doc["_id"])
         txns = self.server.txns
         txns.check_write(self.txn, coll, idk, doc)
@@ -256,8 +272,9 @@ class Context:
         try:
             coll.insert(doc)
         except DuplicateKey as exc:
-            if txns.holder_conflict(self.txn, coll, exc.holder_idk):
-                raise write_conflict(self.txn is not None) from exc
+            conflict = txns.duplicate_conflict(self.txn, coll, exc.holder_idk)
+            if conflict is not None:
+                raise conflict from exc
             raise
         txns.note_write(self.txn, coll, idk, None)
         if self.txn is not None:
@@ -278,8 +295,9 @@ class Context:
         try:
             coll.replace(idk, new)
         except DuplicateKey as exc:
-            if txns.holder_conflict(self.txn, coll, exc.holder_idk):
-                raise write_conflict(self.txn is not None) from exc
+            conflict = txns.duplicate_conflict(self.txn, coll, exc.holder_idk)
+            if conflict is not None:
+                raise conflict from exc
             raise
         txns.note_write(self.txn, coll, idk, old)
         if self.txn is not None:

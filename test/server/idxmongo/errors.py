@@ -79,10 +79,19 @@ class MongoError(Exception):
         return reply
 
     def to_write_error(self, index):
-        """The `writeErrors` entry for this error at statement `index`."""
+        """The `writeErrors` entry for this error at statement `index`. An interruption (MaxTimeMSExpired
+        while a write waits, ...) fails the whole command instead, as in mongod's write_ops_exec.cpp
+        handleError: it is raised again."""
+        if self.code in INTERRUPTION_CODES:
+            raise self
         entry = {"index": index, "code": self.code, "errmsg": self.errmsg}
         entry.update(self.extra)
         return entry
+
+
+# ErrorCodes of mongod's Interruption category that this server raises or passes on (error_codes.yml):
+# InterruptedAtShutdown, Interrupted, InterruptedDueToReplStateChange, ExceededTimeLimit, MaxTimeMSExpired.
+INTERRUPTION_CODES = {11600, 11601, 11602, 262, 50}
 
 
 class CloseConnection(Exception):
