@@ -374,11 +374,14 @@ status_key(IdxSyncIndexStatus *key, Oid dbid, const char *definition_id)
 /*
  * Create or update an index's status (the applier's report).  When the
  * table is full the index stays without status, that is unmaintained,
- * and a WARNING says so.
+ * and a WARNING says so, at most once a minute per process (an applier
+ * reports after every batch; create_index refuses an index table when the
+ * table is full, so this takes a race of concurrent creators).
  */
 void
 idx_sync_index_report(const IdxSyncIndexStatus *status)
 {
+	static TimestampTz last_warning = 0;
 	IdxSyncIndexStatus key;
 	IdxSyncIndexStatus *entry;
 	bool		found;
@@ -398,11 +401,49 @@ idx_sync_index_report(const IdxSyncIndexStatus *status)
 		entry->last_error[IDX_SYNC_ERROR_LEN - 1] = '\0';
 	}
 	LWLockRelease(sync_shared->lock);
-	if (entry == NULL)
+	if (entry == NULL &&
+		TimestampDifferenceExceeds(last_warning, GetCurrentTimestamp(),
+								   60 * 1000))
+	{
+		last_warning = GetCurrentTimestamp();
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("index table %s is not maintained because %d index tables are maintained already",
-						status->definition_id, IDX_SYNC_MAX_INDEXES)));
+						status->definition_id, IDX_SYNC_MAX_INDEXES),
+				 errdetail("This message is repeated at most once a minute.")));
+	}
+}
+
+/*
+ * How many index tables have a status now (*total), and how many of them
+ * the appliers of databases other than "dbid" maintain for table owner
+ * "ownerid" (*others): create_index's limits (index_limits.c).
+ */
+void
+idx_sync_index_counts(Oid dbid, Oid ownerid, int *total, int *others)
+{
+	HASH_SEQ_STATUS scan;
+	IdxSyncIndexStatus *entry;
+
+	*total = 0;
+	*others = 0;
+	if (sync_shared == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	*total = (int) hash_get_num_entries(sync_indexes);
+	hash_seq_init(&scan, sync_indexes);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		IdxApplierSlot *slot;
+
+		if (entry->dbid == dbid || entry->slotno < 0 ||
+			entry->slotno >= IDX_SYNC_MAX_APPLIERS)
+			continue;
+		slot = &sync_shared->slots[entry->slotno];
+		if (slot->dbid == entry->dbid && slot->ownerid == ownerid)
+			(*others)++;
+	}
+	LWLockRelease(sync_shared->lock);
 }
 
 /*

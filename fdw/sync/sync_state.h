@@ -151,6 +151,13 @@ extern void idx_sync_index_report(const IdxSyncIndexStatus *status);
 /* Remove an index's entry (dropped, or no longer followed) */
 extern void idx_sync_index_forget(Oid dbid, const char *definition_id);
 
+/*
+ * How many index tables have an entry (*total), and how many of them the
+ * appliers of other databases than dbid maintain for ownerid (*others)
+ */
+extern void idx_sync_index_counts(Oid dbid, Oid ownerid, int *total,
+								  int *others);
+
 /* Copy an index's entry into *status; false if there is none */
 extern bool idx_sync_index_lookup(Oid dbid, const char *definition_id,
 								  IdxSyncIndexStatus *status);
