@@ -130,6 +130,8 @@ typedef struct Applier
 	char	   *key;			/* sysid/dboid/server/owner */
 	mongoc_client_t *client;	/* our own, appName "idxtable_fdw applier" */
 	uint64		generation;		/* catalog generation loaded */
+	char	   *signature;		/* of what it loaded (applier.c), in
+								 * TopMemoryContext */
 	List	   *streams;		/* AppStream * */
 	MemoryContext cxt;			/* the catalog's memory */
 } Applier;
