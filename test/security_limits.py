@@ -17,11 +17,18 @@ CREATE on a schema, nothing else) against another role's index tables
    foreign table (without index tables), and mallory's create_index and
    drop_index of her own index tables, make alice's applier neither
    reload nor reopen its stream (its "resumes database" / "starts
-   database" lines in the server log are counted);
+   database" lines in the server log are counted); the status entries of
+   mallory's 20 index tables created and dropped are freed;
 4. the applier's bookkeeping: 40 sessions of alice, each a new connection
    writing one row in transaction mode, leave at most a few transaction
    markers ("fdw:" documents) in <database>.idxtable.sync, not one per
-   session.
+   session;
+5. the cluster's total: a superuser (exempt from the per-role limit)
+   creates index tables until create_index fails with 53400 at the
+   appliers' 1,024 status entries (counting those of other databases);
+   then alice's create_index fails the same way, her existing unique index
+   table still takes writes, and no applier logs an index table left
+   without a status entry.
 
 Needs the library preloaded (test/env does it) and the server log in
 $IDXTABLE_ENV_DIR/pg/server.log.  Changes idxtable.max_index_tables_per_role
@@ -47,6 +54,8 @@ ALICE = "regress_seclim_alice"
 LIMIT = 5
 TEMP_CYCLES = 2000
 SESSIONS = 40
+DDL_CYCLES = 20
+TOTAL = 1024  # the appliers' status entries (IDX_SYNC_MAX_INDEXES)
 REOPEN = re.compile(r"applier for server \"mongo\" (resumes|starts) database")
 
 
@@ -235,12 +244,21 @@ def part_drops():
                      "OPTIONS (collection 'm_churn')")
         run(mallory, "DROP FOREIGN TABLE pg_temp.churn")
     elapsed = time.time() - began
-    # and her own index DDL on the same server (her applier, not alice's)
+    # and her own index DDL on the same server (her applier, not alice's):
+    # index tables created and dropped, whose status entries must go back
     run(mallory, "SELECT idxtable.drop_index('t1_c1_idx')")
-    run(mallory, "SELECT idxtable.create_index('m.t1', '{c6}', name => 'm_t1_c6')")
-    run(mallory, "SELECT idxtable.drop_index('m_t1_c6')")
+    for i in range(DDL_CYCLES):
+        run(mallory, "SELECT idxtable.create_index('m.t1', '{c6}', name => 'm_t1_c6')")
+        time.sleep(0.1)
+        run(mallory, "SELECT idxtable.drop_index('m_t1_c6')")
     mallory.close()
     time.sleep(2.0)
+    conn = connect()
+    stale = run(conn, "SELECT count(*) FROM idxtable.sync_status() s WHERE NOT EXISTS "
+                      "(SELECT 1 FROM idxtable.index_defs d WHERE d.definition_id = s.definition_id)")[0][0]
+    conn.close()
+    RES.check(stale == 0, "the status entries of dropped index tables are freed (%d create/drop cycles): "
+                          "%d left" % (DDL_CYCLES, stale))
     lines = [l for l in log_since(start).splitlines() if "[%d]" % pid in l and REOPEN.search(l)]
     RES.check(not lines, "alice's applier did not reload or reopen for %d temporary tables' create/drop "
                          "(%.1f s) and mallory's index DDL: %d reopen lines, e.g. %r"
@@ -283,6 +301,37 @@ def part_markers():
               % (SESSIONS, after))
 
 
+def part_total():
+    """5. the appliers' status entries of the cluster, checked at create_index."""
+    start = log_size()
+    admin = connect()
+    pg_fixture.create_foreign_table(admin, "public.bulk", "_id text, k text", collection="bulk")
+    run(admin, "INSERT INTO public.bulk VALUES ('1', 'a')")
+    created = 0
+    err = None
+    began = time.time()
+    for i in range(TOTAL + 100):
+        err = error_of(admin, "SELECT idxtable.create_index('public.bulk', '{k}', name => 'bulk_%d')" % i)
+        if err is not None:
+            break
+        created += 1
+    elapsed = time.time() - began
+    RES.check(err is not None and err[0] == "53400" and "%d index tables" % TOTAL in err[1],
+              "a superuser's create_index fails with 53400 once the appliers' %d status entries are taken "
+              "(after %d index tables, %.1f s): %r" % (TOTAL, created, elapsed, err))
+    alice = connect(ALICE)
+    err = error_of(alice, "SELECT idxtable.create_index('a.people', '{_id}', name => 'people_id')")
+    RES.check(err is not None and err[0] == "53400", "then alice's create_index fails with 53400 too: %r" % (err,))
+    err = error_of(alice, "INSERT INTO a.people VALUES ('9', 'zoe@x.org')")
+    RES.check(err is None, "alice's existing unique index table still takes writes: %r" % (err,))
+    alice.close()
+    run(admin, "DROP FOREIGN TABLE public.bulk")
+    admin.close()
+    time.sleep(1.0)
+    warned = [l for l in log_since(start).splitlines() if "is not maintained because" in l]
+    RES.check(not warned, "no applier found an index table without a status entry: %r" % warned[:2])
+
+
 def teardown():
     set_limit(None)
     pg_fixture.recreate_database(DATABASE, create=False)
@@ -302,6 +351,7 @@ def main():
         part_temp()
         part_drops()
         part_markers()
+        part_total()
     finally:
         teardown()
     print(RES.summary("security_limits"))

@@ -203,10 +203,12 @@ extern void idx_define_limit_gucs(void);
 /*
  * Set by sync_notify.c when the library is preloaded: before create_index
  * builds index table "name" of foreign table "relid", owned by "ownerid",
- * raise an ERROR if the appliers have no room left for it, and return how
- * many index tables of "ownerid" the appliers of other databases maintain.
+ * while this database has "here" index tables (not failed), raise an
+ * ERROR if the appliers have no room left for it, and return how many
+ * index tables of "ownerid" the appliers of other databases maintain.
  */
-typedef int (*IdxIndexRoomHook) (Oid relid, Oid ownerid, const char *name);
+typedef int (*IdxIndexRoomHook) (Oid relid, Oid ownerid, const char *name,
+								 int here);
 extern PGDLLIMPORT IdxIndexRoomHook idx_index_room_hook;
 
 /*

@@ -28,7 +28,10 @@
  * roles from crowding each other out, not the administrator.  The cluster's
  * total is checked by the hook for everybody, superusers included: an
  * index table without a status entry is an error at create_index, not a
- * stream of WARNINGs later.  Neither check locks out a concurrent
+ * stream of WARNINGs later.  It counts this database's definitions (not
+ * failed) rather than its status entries, which the appliers create only
+ * once they have picked a new index table up, and the status entries of the
+ * other databases.  Neither check locks out a concurrent
  * create_index of another table: two of them may pass together, so the
  * limit can be exceeded by the number of concurrent creators.
  *
@@ -88,7 +91,8 @@ idx_define_limit_gucs(void)
 
 /*
  * The index tables, not failed, of the foreign tables that "ownerid" owns
- * in this database, counted up to "limit" + 1.
+ * in this database (all of them for InvalidOid), counted up to "limit" +
+ * 1.  The transaction's own new definitions are counted too.
  */
 static int
 owned_index_tables(Oid ownerid, int limit)
@@ -102,7 +106,8 @@ owned_index_tables(Oid ownerid, int limit)
 									 "JOIN pg_catalog.pg_class c "
 									 "ON c.oid OPERATOR(pg_catalog.=) "
 									 "d.tbl::pg_catalog.oid "
-									 "WHERE c.relowner OPERATOR(pg_catalog.=) $1 "
+									 "WHERE ($1 OPERATOR(pg_catalog.=) 0 "
+									 "OR c.relowner OPERATOR(pg_catalog.=) $1) "
 									 "AND d.state OPERATOR(pg_catalog.<>) 'failed' "
 									 "LIMIT $2",
 									 2, argtypes, args, NULL, NULL, NULL);
@@ -130,7 +135,9 @@ idx_check_new_index(Relation rel, const char *name)
 				 errhint("Create the foreign table in a permanent schema.")));
 
 	if (idx_index_room_hook)
-		others = idx_index_room_hook(RelationGetRelid(rel), ownerid, name);
+		others = idx_index_room_hook(RelationGetRelid(rel), ownerid, name,
+									 owned_index_tables(InvalidOid,
+														INT_MAX - 1));
 	if (superuser_arg(ownerid))
 		return;
 	owned = others + owned_index_tables(ownerid, idx_max_index_tables_per_role);

@@ -211,6 +211,30 @@ add_index_row(HeapTuple tuple, TupleDesc desc)
 }
 
 /*
+ * Forget the statuses of the indexes this applier reported and no longer
+ * follows (dropped since the last load), so that their entries go back to
+ * the shared table.
+ */
+static void
+forget_unfollowed(void)
+{
+	char	  **keep = palloc(sizeof(char *) * IDX_SYNC_MAX_INDEXES);
+	int			nkeep = 0;
+	ListCell   *lc;
+
+	foreach(lc, applier.streams)
+	{
+		ListCell   *lc2;
+
+		foreach(lc2, ((AppStream *) lfirst(lc))->indexes)
+			if (nkeep < IDX_SYNC_MAX_INDEXES)
+				keep[nkeep++] = ((AppIndex *) lfirst(lc2))->status.definition_id;
+	}
+	idx_sync_index_forget_others(applier.slotno, MyDatabaseId, keep, nkeep);
+	pfree(keep);
+}
+
+/*
  * A text that changes whenever the catalog changes in a way that concerns
  * this applier: its index tables (name, table, state, definition_id,
  * sync_from), the rows of their foreign tables (options, owner, columns:
@@ -328,6 +352,7 @@ load_catalog(void)
 		add_index_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
 	MemoryContextSwitchTo(old);
 	spi_end();
+	forget_unfollowed();
 	return applier.streams != NIL;
 }
 

@@ -174,16 +174,18 @@ server_is_ours(Oid serverid)
 /*
  * idx_index_room_hook: may create_index build index table "name" of
  * foreign table "relid" (owned by "ownerid")?  An ERROR if the shared
- * status table is full, counting the index tables this transaction
- * created already; returns the index tables that the appliers of other
- * databases maintain for the owner.  An index table that no applier is to
- * maintain (change_streams 'off') needs no room.
+ * status table is full: the status entries of the other databases and the
+ * "here" index tables (not failed) of this one, whose appliers may not
+ * have picked all of them up yet (this transaction's new ones included).
+ * Returns the index tables that the appliers of other databases maintain
+ * for the owner.  An index table that no applier is to maintain
+ * (change_streams 'off') needs no room.
  */
 static int
-sync_index_room(Oid relid, Oid ownerid, const char *name)
+sync_index_room(Oid relid, Oid ownerid, const char *name, int here)
 {
 	ForeignServer *server;
-	int			total;
+	int			elsewhere;
 	int			others;
 
 	if (!idx_sync_enabled())
@@ -191,8 +193,8 @@ sync_index_room(Oid relid, Oid ownerid, const char *name)
 	server = GetForeignServer(GetForeignTable(relid)->serverid);
 	if (!idx_server_change_streams(server))
 		return 0;
-	idx_sync_index_counts(MyDatabaseId, ownerid, &total, &others);
-	if (total + list_length(expected_appliers) >= IDX_SYNC_MAX_INDEXES)
+	idx_sync_index_counts(MyDatabaseId, ownerid, &elsewhere, &others);
+	if (elsewhere + here >= IDX_SYNC_MAX_INDEXES)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("cannot create index table \"%s\": the change-stream appliers maintain %d index tables, the most they can",

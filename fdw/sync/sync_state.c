@@ -415,33 +415,65 @@ idx_sync_index_report(const IdxSyncIndexStatus *status)
 }
 
 /*
- * How many index tables have a status now (*total), and how many of them
- * the appliers of databases other than "dbid" maintain for table owner
- * "ownerid" (*others): create_index's limits (index_limits.c).
+ * How many index tables of databases other than "dbid" have a status now
+ * (*elsewhere), and how many of them their appliers maintain for table
+ * owner "ownerid" (*others): create_index's limits (index_limits.c).
  */
 void
-idx_sync_index_counts(Oid dbid, Oid ownerid, int *total, int *others)
+idx_sync_index_counts(Oid dbid, Oid ownerid, int *elsewhere, int *others)
 {
 	HASH_SEQ_STATUS scan;
 	IdxSyncIndexStatus *entry;
 
-	*total = 0;
+	*elsewhere = 0;
 	*others = 0;
 	if (sync_shared == NULL)
 		return;
 	LWLockAcquire(sync_shared->lock, LW_SHARED);
-	*total = (int) hash_get_num_entries(sync_indexes);
 	hash_seq_init(&scan, sync_indexes);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
 		IdxApplierSlot *slot;
 
-		if (entry->dbid == dbid || entry->slotno < 0 ||
-			entry->slotno >= IDX_SYNC_MAX_APPLIERS)
+		if (entry->dbid == dbid)
+			continue;
+		(*elsewhere)++;
+		if (entry->slotno < 0 || entry->slotno >= IDX_SYNC_MAX_APPLIERS)
 			continue;
 		slot = &sync_shared->slots[entry->slotno];
 		if (slot->dbid == entry->dbid && slot->ownerid == ownerid)
 			(*others)++;
+	}
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * Remove the statuses that the applier of slot "slotno" reported for
+ * indexes of database "dbid" that it no longer follows: those whose
+ * definition_id is not among the "nkeep" of "keep" (after a reload of its
+ * catalog; dropped index tables must not keep their entries, or creating
+ * and dropping index tables would fill the table).
+ */
+void
+idx_sync_index_forget_others(int slotno, Oid dbid, char **keep, int nkeep)
+{
+	HASH_SEQ_STATUS seq;
+	IdxSyncIndexStatus *entry;
+
+	Assert(sync_shared != NULL);
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, sync_indexes);
+	while ((entry = (IdxSyncIndexStatus *) hash_seq_search(&seq)) != NULL)
+	{
+		bool		kept = false;
+		int			i;
+
+		if (entry->slotno != slotno || entry->dbid != dbid)
+			continue;
+		for (i = 0; i < nkeep && !kept; i++)
+			kept = strcmp(entry->definition_id, keep[i]) == 0;
+		if (!kept)
+			hash_search(sync_indexes, entry, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(sync_shared->lock);
 }
