@@ -56,6 +56,8 @@ OBJS = \
 	fdw/index/index_entry.o \
 	fdw/index/index_collate.o \
 	fdw/index/index_ddl.o \
+	fdw/index/index_defs_sql.o \
+	fdw/index/index_limits.o \
 	fdw/index/index_owner.o \
 	fdw/index/index_privileges.o \
 	fdw/index/index_build.o \
@@ -82,7 +84,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond plan_stats pushdown_idxagg
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes security_limits sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond plan_stats pushdown_idxagg
 REGRESS_OPTS = --inputdir=.
 
 MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)

@@ -178,7 +178,8 @@ LANGUAGE C STRICT VOLATILE;
 -- missing = fact without its entry, orphan = entry without its fact,
 -- stale = entry whose key or included values differ from its fact's,
 -- unconvertible = fact whose values do not fit their columns (skipped),
--- conflicts = fact whose unique key another fact has and holds the claim of.
+-- conflicts = fact whose unique key another fact has and holds the claim of
+-- (a fact once, however many of its keys are held).
 CREATE FUNCTION idxtable.verify_index(name text)
 RETURNS TABLE (checked bigint, missing bigint, orphan bigint, stale bigint,
                unconvertible bigint, conflicts bigint)
@@ -229,7 +230,9 @@ LANGUAGE C STRICT VOLATILE;
 -- caught_up_at, the last time every event committed before it was applied
 -- (an empty batch: its answer; a batch below the batch size: its getMore's
 -- sending), so an idle server lags by nothing and a steady load by its
--- real lag; conflicts counts the index's rows of idxtable.conflicts;
+-- real lag; conflicts counts the facts in the index's rows of
+-- idxtable.conflicts (a fact once, however many keys other facts hold of
+-- it, as verify_index and repair_index count them);
 -- skips_fdw_transactions is true while the applier's change stream leaves
 -- out the FDW's own transactions, which need nothing from it.
 CREATE VIEW idxtable.sync_status AS
@@ -241,7 +244,8 @@ CREATE VIEW idxtable.sync_status AS
                                interval '0')
          END AS lag,
          s.events_applied, s.entries_written,
-         (SELECT pg_catalog.count(*) FROM idxtable.conflicts c
+         (SELECT pg_catalog.count(DISTINCT c.fact_bson)
+            FROM idxtable.conflicts c
            WHERE c.index_name OPERATOR(pg_catalog.=) d.name) AS conflicts,
          s.last_error, s.skips_fdw_transactions
     FROM idxtable.index_defs d

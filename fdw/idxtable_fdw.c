@@ -32,6 +32,7 @@
 #include "core/connection.h"
 #include "core/guc.h"
 #include "idxtable_fdw.h"
+#include "index/index_ddl.h"
 #include "modify.h"
 #include "module.h"
 #include "sync/sync_state.h"
@@ -82,6 +83,7 @@ _PG_init(void)
 	idx_define_gucs();
 	idx_sync_define_gucs();
 	idx_sync_define_read_gucs();
+	idx_define_limit_gucs();
 	MarkGUCPrefixReserved("idxtable");
 
 	/* the change-stream applier's processes exist only when preloaded */

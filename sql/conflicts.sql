@@ -116,6 +116,19 @@ SELECT n FROM cfl_cov WHERE email = 'bob@x.org' ORDER BY n;
 RESET idxtable.enable_plain_scan;
 DROP FOREIGN TABLE cfl_cov;
 
+-- a fact in conflict over two keys with one holder (fact 5 has Ann's codes
+-- a1 and a2) is one conflict, in verify_index, repair_index and
+-- sync_status alike: each counts facts in conflict
+\! /usr/bin/python3 test/fixtures/outside_write.py idxtable_conflicts insert cfl '{"_id": "5", "email": "eve@x.org", "codes": ["a1", "a2"], "town": "Bern", "n": 5}'
+SELECT conflicts FROM idxtable.repair_index('cfl_codes');
+SELECT conflicts FROM idxtable.verify_index('cfl_codes');
+SELECT conflicts FROM idxtable.sync_status WHERE name = 'cfl_codes';
+SELECT index_name, fact_id, holder_id FROM idxtable.conflicts
+ WHERE index_name = 'cfl_codes';
+\! /usr/bin/python3 test/fixtures/outside_write.py idxtable_conflicts set cfl '{"_id": "5"}' '{"codes": ["e1"]}'
+SELECT conflicts FROM idxtable.repair_index('cfl_codes');
+SELECT conflicts FROM idxtable.sync_status WHERE name = 'cfl_codes';
+
 -- the rows of an index go with it
 \! /usr/bin/python3 test/fixtures/outside_write.py idxtable_conflicts set cfl '{"_id": "4"}' '{"email": "ann@x.org"}'
 SELECT conflicts FROM idxtable.repair_index('cfl_email');

@@ -315,6 +315,7 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 		entry->xact.client = entry->client;
 		strlcpy(entry->xact.servername, server->servername, NAMEDATALEN);
 		entry->xact.serverid = server->serverid;
+		entry->xact.umid = user->umid;
 	}
 	else if (entry->superuser_only && !superuser_arg(user->userid))
 		recheck_trust(entry, server, user);

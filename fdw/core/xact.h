@@ -39,6 +39,7 @@ typedef struct IdxRemoteXact
 	mongoc_client_t *client;	/* NULL: the entry is not connected */
 	char		servername[NAMEDATALEN];
 	Oid			serverid;
+	Oid			umid;			/* the client's user mapping */
 	mongoc_client_session_t *session;	/* NULL until the first write */
 	int			registered;		/* the session's entry + 1 in the registry of
 								 * the applier (sync/xact_marker.c); 0: none */

@@ -1158,7 +1158,10 @@ idx_collection_shared(Oid relid, Oid serverid, const char *database,
  * change of a definition invalidates the relcache entry of its table (of
  * the old and the new row's), at commit for the other backends, at the
  * next command for this one: cached definitions and cached plans of the
- * table are then rebuilt.  A table already dropped needs nothing.
+ * table are then rebuilt.  A table already dropped needs nothing.  A
+ * deleted definition is noted as index DDL (idx_note_index_change): the
+ * change-stream workers learn at commit that a table lost index tables,
+ * also when DROP FOREIGN TABLE's event trigger deleted them.
  */
 Datum
 idxtable_index_defs_changed(PG_FUNCTION_ARGS)
@@ -1190,6 +1193,9 @@ idxtable_index_defs_changed(PG_FUNCTION_ARGS)
 						   RelationGetDescr(trigdata->tg_relation), &isnull);
 		if (!isnull && SearchSysCacheExists1(RELOID, tbl))
 			CacheInvalidateRelcacheByRelid(DatumGetObjectId(tbl));
+		/* a definition deleted (DROP FOREIGN TABLE's event trigger too) */
+		if (!isnull && TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+			idx_note_index_change(DatumGetObjectId(tbl), false);
 	}
 	return PointerGetDatum(NULL);
 }

@@ -432,12 +432,21 @@ PG_FUNCTION_INFO_V1(idxtable_collation_version);
 
 /*
  * idxtable.collation_version(regcollation): what index_defs records and
- * compares (idx_collation_version), the database default's included.
+ * compares (idx_collation_version), the database default's included.  An
+ * OID that names no collation is an error, as in
+ * pg_collation_actual_version().
  */
 Datum
 idxtable_collation_version(PG_FUNCTION_ARGS)
 {
-	const char *version = idx_collation_version(PG_GETARG_OID(0));
+	Oid			collid = PG_GETARG_OID(0);
+	const char *version;
+
+	if (!SearchSysCacheExists1(COLLOID, ObjectIdGetDatum(collid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("collation with OID %u does not exist", collid)));
+	version = idx_collation_version(collid);
 
 	if (version == NULL)
 		PG_RETURN_NULL();

@@ -126,8 +126,8 @@ conflicts_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
 /*
  * Run a statement on idxtable.conflicts as the table's owner, as a
  * security-restricted operation with search_path "pg_catalog, pg_temp"
- * (see index_ddl.c's catalog_execute(), which this follows); "rows" (or
- * NULL) reads the rows of a query (conflicts_spi()).  On error the
+ * (see idx_catalog_execute() in index_defs_sql.c, which this follows);
+ * "rows" (or NULL) reads the rows of a query (conflicts_spi()).  On error the
  * caller's user, security context and search_path come back before the
  * error goes on.
  */

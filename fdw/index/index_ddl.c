@@ -49,17 +49,9 @@
  * refused: if the transaction then rolled back, the index would come back
  * without that write's entries.
  *
- * Catalog SQL.  The definitions table belongs to the extension's owner.
- * Every statement on it (the lookups by name and the writes) goes through
- * catalog_execute(), which runs it through SPI as that owner, the way
- * PostgreSQL runs index builds and ANALYZE: as a security-restricted
- * operation, with search_path set to "pg_catalog, pg_temp" for the
- * statement's duration, and with schema-qualified tables and operators
- * (OPERATOR(pg_catalog.=)) besides.  No function or operator of the
- * caller's can be chosen by the parser, so none runs with the owner's
- * rights.  SPI rather than heap access keeps the table's constraints and
- * primary key doing their work; the planner's read of the definitions
- * (index_catalog.c) is a heap scan with an OID scan key and runs no SQL.
+ * Catalog SQL.  Every statement on idxtable.index_defs goes through
+ * idx_catalog_execute() (index_defs_sql.c), which runs it as the
+ * extension's owner in a security-restricted operation.
  *
  * Permissions before locks.  create_index, drop_index, verify_index and
  * repair_index check the caller's privileges on the foreign table before
@@ -81,7 +73,6 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
@@ -89,7 +80,6 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -160,129 +150,6 @@ static List *pending_drops = NIL;
  */
 
 /*
- * OID of idxtable.index_defs; an error if the extension is incomplete.
- */
-static Oid
-catalog_relid(void)
-{
-	Oid			relid = idx_index_defs_relid();
-
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation \"%s.%s\" does not exist",
-						IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE)));
-	return relid;
-}
-
-/*
- * The owner of idxtable.index_defs.
- */
-static Oid
-catalog_owner(void)
-{
-	HeapTuple	classtup;
-	Oid			owner;
-
-	classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(catalog_relid()));
-	if (!HeapTupleIsValid(classtup))
-		elog(ERROR, "cache lookup failed for %s.%s",
-			 IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE);
-	owner = ((Form_pg_class) GETSTRUCT(classtup))->relowner;
-	ReleaseSysCache(classtup);
-	return owner;
-}
-
-/*
- * Run one statement through SPI; returns the number of rows processed.  If
- * "result_relid" is not NULL, the first row's first two columns (tbl,
- * collection) are copied into "resultcxt".
- */
-static uint64
-catalog_spi(const char *sql, int nargs, Oid *argtypes, Datum *args,
-			const char *argnulls, MemoryContext resultcxt,
-			Oid *result_relid, char **result_coll)
-{
-	uint64		processed;
-	int			rc;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute_with_args(sql, nargs, argtypes, args, argnulls, false, 0);
-	if (rc < 0)
-		elog(ERROR, "could not run \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-	processed = SPI_processed;
-	if (result_relid && processed > 0 && SPI_tuptable != NULL)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[0];
-		TupleDesc	tupdesc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		Datum		coll;
-		MemoryContext oldcxt;
-
-		*result_relid = DatumGetObjectId(SPI_getbinval(tuple, tupdesc, 1,
-													   &isnull));
-		coll = SPI_getbinval(tuple, tupdesc, 2, &isnull);
-		oldcxt = MemoryContextSwitchTo(resultcxt);
-		*result_coll = TextDatumGetCString(coll);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	SPI_finish();
-	return processed;
-}
-
-/*
- * Run a statement on idxtable.index_defs as the table's owner; returns the
- * number of rows processed.  If "result_relid" is not NULL, the first
- * row's first two columns (tbl, collection) are copied into the caller's
- * context.
- *
- * As PostgreSQL does for index builds and ANALYZE, the statement runs as a
- * security-restricted operation with search_path "pg_catalog, pg_temp"
- * (a GUC nest level of its own): nothing the caller put in its search_path
- * can be chosen by the parser, and even a function that did run could not
- * SET ROLE or leave anything behind.  On error the caller's user, security
- * context and search_path come back here, before the error goes on (the
- * abort would restore them too, but code between here and there must not
- * run as the owner).
- */
-static uint64
-catalog_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
-				const char *argnulls, Oid *result_relid, char **result_coll)
-{
-	MemoryContext callercxt = CurrentMemoryContext;
-	Oid			owner = catalog_owner();
-	Oid			save_userid;
-	int			save_sec;
-	int			save_nestlevel;
-	uint64		processed = 0;
-
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	save_nestlevel = NewGUCNestLevel();
-	PG_TRY();
-	{
-		(void) set_config_option("search_path", "pg_catalog, pg_temp",
-								 PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		processed = catalog_spi(sql, nargs, argtypes, args, argnulls,
-								callercxt, result_relid, result_coll);
-	}
-	PG_CATCH();
-	{
-		AtEOXact_GUC(false, save_nestlevel);
-		SetUserIdAndSecContext(save_userid, save_sec);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	AtEOXact_GUC(true, save_nestlevel);
-	SetUserIdAndSecContext(save_userid, save_sec);
-	return processed;
-}
-
-/*
  * Does an index of this name exist?
  */
 static bool
@@ -292,9 +159,9 @@ index_name_exists(const char *name)
 	Datum		args[1];
 
 	args[0] = CStringGetTextDatum(name);
-	return catalog_execute("SELECT 1 FROM idxtable.index_defs "
-						   "WHERE name OPERATOR(pg_catalog.=) $1",
-						   1, argtypes, args, NULL, NULL, NULL) > 0;
+	return idx_catalog_execute("SELECT 1 FROM idxtable.index_defs "
+							   "WHERE name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, args, NULL, NULL, NULL) > 0;
 }
 
 /*
@@ -307,9 +174,9 @@ idx_lookup_index(const char *name, Oid *relid, char **collection)
 	Datum		args[1];
 
 	args[0] = CStringGetTextDatum(name);
-	return catalog_execute("SELECT tbl, collection FROM idxtable.index_defs "
-						   "WHERE name OPERATOR(pg_catalog.=) $1",
-						   1, argtypes, args, NULL, relid, collection) > 0;
+	return idx_catalog_execute("SELECT tbl, collection FROM idxtable.index_defs "
+							   "WHERE name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, args, NULL, relid, collection) > 0;
 }
 
 /*
@@ -324,10 +191,10 @@ lookup_definition_id(const char *name)
 	char	   *definition_id = NULL;
 
 	args[0] = CStringGetTextDatum(name);
-	catalog_execute("SELECT tbl, definition_id::pg_catalog.text "
-					"FROM idxtable.index_defs "
-					"WHERE name OPERATOR(pg_catalog.=) $1",
-					1, argtypes, args, NULL, &relid, &definition_id);
+	idx_catalog_execute("SELECT tbl, definition_id::pg_catalog.text "
+						"FROM idxtable.index_defs "
+						"WHERE name OPERATOR(pg_catalog.=) $1",
+						1, argtypes, args, NULL, &relid, &definition_id);
 	return definition_id;
 }
 
@@ -416,14 +283,14 @@ insert_definition(const IdxIndexDef *def, char **keyspecs, uint64 sync_from)
 		argnulls[7] = 'n';
 	if (!key_collations_array(def, &args[8]))
 		argnulls[8] = 'n';
-	catalog_execute("INSERT INTO idxtable.index_defs "
-					"(name, tbl, keys, include, is_unique, collection, state, "
-					"definition_id, sync_from, key_collations, "
-					"collation_versions) "
-					"VALUES ($1, $2, $3, $4, $5, $6, 'building', "
-					"$7::pg_catalog.uuid, $8, $9, "
-					COLLATION_VERSIONS_SQL("$9") ")",
-					9, argtypes, args, argnulls, NULL, NULL);
+	idx_catalog_execute("INSERT INTO idxtable.index_defs "
+						"(name, tbl, keys, include, is_unique, collection, state, "
+						"definition_id, sync_from, key_collations, "
+						"collation_versions) "
+						"VALUES ($1, $2, $3, $4, $5, $6, 'building', "
+						"$7::pg_catalog.uuid, $8, $9, "
+						COLLATION_VERSIONS_SQL("$9") ")",
+						9, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
@@ -442,12 +309,12 @@ idx_mark_index_valid(const char *name, const IdxBuildResult *result)
 	args[2] = Int64GetDatum(result->distinct_keys);
 	if (result->distinct_keys < 0)
 		argnulls[2] = 'n';
-	catalog_execute("UPDATE idxtable.index_defs "
-					"SET state = 'valid', entries = $2, distinct_keys = $3, "
-					"collation_versions = "
-					COLLATION_VERSIONS_SQL("key_collations") " "
-					"WHERE name OPERATOR(pg_catalog.=) $1",
-					3, argtypes, args, argnulls, NULL, NULL);
+	idx_catalog_execute("UPDATE idxtable.index_defs "
+						"SET state = 'valid', entries = $2, distinct_keys = $3, "
+						"collation_versions = "
+						COLLATION_VERSIONS_SQL("key_collations") " "
+						"WHERE name OPERATOR(pg_catalog.=) $1",
+						3, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
@@ -464,11 +331,11 @@ idx_refresh_collation_versions(const IdxIndexDef *def)
 	if (!def->collation_changed)
 		return;
 	args[0] = CStringGetTextDatum(def->name);
-	catalog_execute("UPDATE idxtable.index_defs "
-					"SET collation_versions = "
-					COLLATION_VERSIONS_SQL("key_collations") " "
-					"WHERE name OPERATOR(pg_catalog.=) $1",
-					1, argtypes, args, NULL, NULL, NULL);
+	idx_catalog_execute("UPDATE idxtable.index_defs "
+						"SET collation_versions = "
+						COLLATION_VERSIONS_SQL("key_collations") " "
+						"WHERE name OPERATOR(pg_catalog.=) $1",
+						1, argtypes, args, NULL, NULL, NULL);
 }
 
 /*
@@ -483,11 +350,11 @@ idx_mark_index_failed(const char *name, const char *definition_id)
 
 	args[0] = CStringGetTextDatum(name);
 	args[1] = CStringGetTextDatum(definition_id);
-	catalog_execute("UPDATE idxtable.index_defs SET state = 'failed' "
-					"WHERE name OPERATOR(pg_catalog.=) $1 "
-					"AND definition_id OPERATOR(pg_catalog.=) "
-					"$2::pg_catalog.uuid",
-					2, argtypes, args, NULL, NULL, NULL);
+	idx_catalog_execute("UPDATE idxtable.index_defs SET state = 'failed' "
+						"WHERE name OPERATOR(pg_catalog.=) $1 "
+						"AND definition_id OPERATOR(pg_catalog.=) "
+						"$2::pg_catalog.uuid",
+						2, argtypes, args, NULL, NULL, NULL);
 }
 
 /*
@@ -505,9 +372,9 @@ idx_set_sync_from(const char *name, uint64 sync_from)
 	args[1] = Int64GetDatum((int64) sync_from);
 	if (sync_from == 0)
 		argnulls[1] = 'n';
-	catalog_execute("UPDATE idxtable.index_defs SET sync_from = $2 "
-					"WHERE name OPERATOR(pg_catalog.=) $1",
-					2, argtypes, args, argnulls, NULL, NULL);
+	idx_catalog_execute("UPDATE idxtable.index_defs SET sync_from = $2 "
+						"WHERE name OPERATOR(pg_catalog.=) $1",
+						2, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
@@ -522,11 +389,11 @@ idx_set_index_stats(const char *name, int64 entries, int64 distinct_keys)
 	args[0] = CStringGetTextDatum(name);
 	args[1] = Int64GetDatum(entries);
 	args[2] = Int64GetDatum(distinct_keys);
-	catalog_execute("UPDATE idxtable.index_defs "
-					"SET entries = $2, distinct_keys = $3 "
-					"WHERE name OPERATOR(pg_catalog.=) $1 "
-					"AND state OPERATOR(pg_catalog.=) 'valid'",
-					3, argtypes, args, NULL, NULL, NULL);
+	idx_catalog_execute("UPDATE idxtable.index_defs "
+						"SET entries = $2, distinct_keys = $3 "
+						"WHERE name OPERATOR(pg_catalog.=) $1 "
+						"AND state OPERATOR(pg_catalog.=) 'valid'",
+						3, argtypes, args, NULL, NULL, NULL);
 }
 
 /*
@@ -539,9 +406,9 @@ delete_definition(const char *name)
 	Datum		args[1];
 
 	args[0] = CStringGetTextDatum(name);
-	return catalog_execute("DELETE FROM idxtable.index_defs "
-						   "WHERE name OPERATOR(pg_catalog.=) $1",
-						   1, argtypes, args, NULL, NULL, NULL) > 0;
+	return idx_catalog_execute("DELETE FROM idxtable.index_defs "
+							   "WHERE name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, args, NULL, NULL, NULL) > 0;
 }
 
 
@@ -1131,7 +998,8 @@ idx_open_index_table(const char *name, LOCKMODE lockmode, AclMode privilege,
 }
 
 /*
- * The elements of a text[] argument; NULL elements are refused.
+ * The elements of a text[] argument; NULL elements and more than one
+ * dimension are refused.
  */
 static char **
 text_array_argument(ArrayType *arr, const char *what, int *count)
@@ -1142,6 +1010,10 @@ text_array_argument(ArrayType *arr, const char *what, int *count)
 	int			n;
 	int			i;
 
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("argument \"%s\" must be a one-dimensional array", what)));
 	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT,
 					  &elems, &nulls, &n);
 	result = (char **) palloc(sizeof(char *) * Max(n, 1));
@@ -1406,6 +1278,7 @@ idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 		def->name = text_to_cstring(PG_GETARG_TEXT_PP(4));
 		check_index_name(def->name);
 	}
+	idx_check_new_index(rel, def->name);
 	check_no_remote_transaction(def->name);
 	ni->info = idx_get_table_info(def->relid);
 	idx_ddl_check_unique_allowed(def, ni->info);
@@ -1468,6 +1341,9 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 	ForeignServer *server;
 	mongoc_client_t *client;
 	IdxIndexDef dropped;
+
+	if (idx_drop_orphan_definition(name))
+		PG_RETURN_VOID();		/* its table is gone (index_limits.c) */
 
 	/* like DROP INDEX: no query may use the index meanwhile */
 	rel = idx_open_index_table(name, AccessExclusiveLock, ACL_NO_RIGHTS,

@@ -92,6 +92,16 @@ extern bool idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 extern bool idx_lookup_index(const char *name, Oid *relid, char **collection);
 
 /*
+ * Run a statement on idxtable.index_defs as the extension's owner, in a
+ * security-restricted operation (index_defs_sql.c); returns the number of
+ * rows processed.  With result_relid, the first row's first two columns
+ * (an OID, a text) are copied into the caller's context.
+ */
+extern uint64 idx_catalog_execute(const char *sql, int nargs, Oid *argtypes,
+								  Datum *args, const char *argnulls,
+								  Oid *result_relid, char **result_coll);
+
+/*
  * Open an idxtable_fdw foreign table for an index function; the current
  * user must own it (privilege ACL_NO_RIGHTS) or hold "privilege" on it,
  * which is checked before the lock is taken and again under it.
@@ -187,6 +197,37 @@ extern void idx_check_index_privileges(mongoc_client_t *client,
 									   ForeignServer *server,
 									   const IdxIndexDef *def,
 									   const IdxTableInfo *info);
+
+/* ---- what one role may create (index_limits.c) ---- */
+
+/* idxtable.max_index_tables_per_role */
+extern int	idx_max_index_tables_per_role;
+
+/* Define the settings of index_limits.c (from _PG_init) */
+extern void idx_define_limit_gucs(void);
+
+/*
+ * Set by sync_notify.c when the library is preloaded: before create_index
+ * builds index table "name" of foreign table "relid", owned by "ownerid",
+ * while this database has "here" index tables (not failed), raise an
+ * ERROR if the appliers have no room left for it, and return how many
+ * index tables of "ownerid" the appliers of other databases maintain.
+ */
+typedef int (*IdxIndexRoomHook) (Oid relid, Oid ownerid, const char *name,
+								 int here);
+extern PGDLLIMPORT IdxIndexRoomHook idx_index_room_hook;
+
+/*
+ * create_index's refusals, before anything is built: a temporary table,
+ * and a table owner at idxtable.max_index_tables_per_role (ERRORs).
+ */
+extern void idx_check_new_index(Relation rel, const char *name);
+
+/*
+ * drop_index of a definition whose foreign table no longer exists: a
+ * superuser's alone; true if "name" was such a definition and is gone.
+ */
+extern bool idx_drop_orphan_definition(const char *name);
 
 /*
  * MongoDB's cluster time now: the operationTime of a {ping: 1}, packed as

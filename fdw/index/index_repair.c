@@ -643,8 +643,10 @@ take_over_claim(IdxRepairState *st, const bson_t *claim,
 }
 
 /*
- * Count (and report to st->on_conflict) the conflict of item's claim "ee"
- * with the fact "holder" ({"v": _id}).
+ * Report to st->on_conflict the conflict of item's claim "ee" with the
+ * fact "holder" ({"v": _id}).  "conflicts" counts facts in conflict, once
+ * each however many of their keys other facts hold, as
+ * idxtable.sync_status counts the facts of idxtable.conflicts.
  */
 static void
 report_conflict(IdxRepairState *st, FactItem *item,
@@ -654,8 +656,8 @@ report_conflict(IdxRepairState *st, FactItem *item,
 	bson_iter_t holder_iter;
 	char	   *desc;
 
-	st->counts.conflicts++;
-	item->nconflicts++;
+	if (item->nconflicts++ == 0)
+		st->counts.conflicts++;
 	if (st->on_conflict == NULL)
 		return;
 	if (!bson_iter_init_find(&fact_iter, item->id, "v") ||

@@ -233,9 +233,106 @@ add_index_row(HeapTuple tuple, TupleDesc desc)
 }
 
 /*
+ * Forget the statuses of the indexes this applier reported and no longer
+ * follows (dropped since the last load), so that their entries go back to
+ * the shared table.
+ */
+static void
+forget_unfollowed(void)
+{
+	char	  **keep = palloc(sizeof(char *) * IDX_SYNC_MAX_INDEXES);
+	int			nkeep = 0;
+	ListCell   *lc;
+
+	foreach(lc, applier.streams)
+	{
+		ListCell   *lc2;
+
+		foreach(lc2, ((AppStream *) lfirst(lc))->indexes)
+			if (nkeep < IDX_SYNC_MAX_INDEXES)
+				keep[nkeep++] = ((AppIndex *) lfirst(lc2))->status.definition_id;
+	}
+	idx_sync_index_forget_others(applier.slotno, MyDatabaseId, keep, nkeep);
+	pfree(keep);
+}
+
+/*
+ * A text that changes whenever the catalog changes in a way that concerns
+ * this applier: its index tables (name, table, state, definition_id,
+ * sync_from), the rows of their foreign tables (options, owner, columns:
+ * their xmin) and the rows of its server and user mappings; NULL if there
+ * is no idxtable schema.  A generation bump that leaves it unchanged was
+ * made for others (another owner's index DDL, say): the streams stay open.
+ */
+static char *
+catalog_signature(void)
+{
+	static const char *query =
+		"SELECT pg_catalog.concat_ws('|', "
+		"  (SELECT pg_catalog.string_agg(pg_catalog.concat_ws('/', d.name, "
+		"            d.tbl::pg_catalog.oid, d.state, d.definition_id, "
+		"            pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->>) 'sync_from', "
+		"            ft.xmin, c.xmin), ',' ORDER BY d.name) "
+		"     FROM idxtable.index_defs d "
+		"     JOIN pg_catalog.pg_foreign_table ft "
+		"       ON ft.ftrelid OPERATOR(pg_catalog.=) d.tbl::pg_catalog.oid "
+		"     JOIN pg_catalog.pg_class c "
+		"       ON c.oid OPERATOR(pg_catalog.=) ft.ftrelid "
+		"    WHERE ft.ftserver OPERATOR(pg_catalog.=) $1 "
+		"      AND c.relowner OPERATOR(pg_catalog.=) $2 "
+		"      AND d.state OPERATOR(pg_catalog.<>) 'failed'), "
+		"  (SELECT s.xmin FROM pg_catalog.pg_foreign_server s "
+		"    WHERE s.oid OPERATOR(pg_catalog.=) $1), "
+		"  (SELECT pg_catalog.string_agg(u.xmin::pg_catalog.text, ',' "
+		"                                ORDER BY u.oid) "
+		"     FROM pg_catalog.pg_user_mapping u "
+		"    WHERE u.umserver OPERATOR(pg_catalog.=) $1 "
+		"      AND u.umuser OPERATOR(pg_catalog.=) ANY (ARRAY[$2, 0::pg_catalog.oid])))";
+	Oid			types[2] = {OIDOID, OIDOID};
+	Datum		values[2];
+	char	   *result = NULL;
+
+	if (!OidIsValid(get_namespace_oid("idxtable", true)))
+		return NULL;
+	values[0] = ObjectIdGetDatum(applier.slot->serverid);
+	values[1] = ObjectIdGetDatum(applier.slot->ownerid);
+	spi_begin();
+	if (SPI_execute_with_args(query, 2, types, values, NULL, true, 1) !=
+		SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the catalog of the index tables to maintain");
+	result = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (result != NULL)
+		result = MemoryContextStrdup(TopMemoryContext, result);
+	spi_end();
+	return result;
+}
+
+/*
+ * Did the catalog change since load_catalog() only in ways that concern
+ * others (catalog_signature())?  Then the generation is taken as loaded.
+ */
+static bool
+catalog_unchanged(void)
+{
+	uint64		generation = idx_sync_catalog_generation(MyDatabaseId);
+	char	   *signature = catalog_signature();
+	bool		same;
+
+	same = signature != NULL && applier.signature != NULL &&
+		strcmp(signature, applier.signature) == 0;
+	if (signature)
+		pfree(signature);
+	if (same)
+		applier.generation = generation;
+	return same;
+}
+
+/*
  * Read the index tables this applier maintains into applier.streams (in
  * applier.cxt); false if there are none.  sync_from is read through
- * to_jsonb so that a catalog without the column reads as NULL.
+ * to_jsonb so that a catalog without the column reads as NULL.  The
+ * catalog's signature is read first, so that a change committed between
+ * the two reads makes the next comparison differ.
  */
 static bool
 load_catalog(void)
@@ -258,6 +355,9 @@ load_catalog(void)
 	uint64		i;
 
 	applier.generation = idx_sync_catalog_generation(MyDatabaseId);
+	if (applier.signature)
+		pfree(applier.signature);
+	applier.signature = catalog_signature();
 	MemoryContextReset(applier.cxt);
 	applier.streams = NIL;
 	if (!OidIsValid(get_namespace_oid("idxtable", true)))
@@ -274,6 +374,7 @@ load_catalog(void)
 		add_index_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
 	MemoryContextSwitchTo(old);
 	spi_end();
+	forget_unfollowed();
 	return applier.streams != NIL;
 }
 
@@ -637,7 +738,8 @@ applier_round(void)
 
 	check_connection_options();
 	if (applier.streams == NIL ||
-		idx_sync_catalog_generation(MyDatabaseId) != applier.generation)
+		(idx_sync_catalog_generation(MyDatabaseId) != applier.generation &&
+		 !catalog_unchanged()))
 	{
 		close_streams();
 		if (!server_streams_on())

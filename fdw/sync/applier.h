@@ -138,6 +138,8 @@ typedef struct Applier
 	uint32		server_hash;	/* idx_server_target_hash() it was made
 								 * with */
 	uint64		generation;		/* catalog generation loaded */
+	char	   *signature;		/* of what it loaded (applier.c), in
+								 * TopMemoryContext */
 	List	   *streams;		/* AppStream * */
 	MemoryContext cxt;			/* the catalog's memory */
 } Applier;

@@ -19,16 +19,30 @@
  * database's catalog generation is bumped, which wakes the launcher, the
  * database worker and the appliers.  An abort forgets the notes.
  *
+ * DROP FOREIGN TABLE of a table with index tables is index DDL too: the
+ * event trigger that deletes its definitions fires the row trigger of
+ * idxtable.index_defs, which notes the change (index_catalog.c).  The drop
+ * of any other foreign table (a temporary one of a session, say) concerns
+ * no applier and tells nobody: appliers reload and reopen their streams
+ * only for tables with index tables.
+ *
  * An object access hook (installed only when preloaded) catches what
- * index DDL does not see: DROP FOREIGN TABLE (whose definitions an event
- * trigger deletes) and DROP EXTENSION mark the transaction's catalog
+ * index DDL does not see: DROP EXTENSION marks the transaction's catalog
  * changed, and so does ALTER SERVER of one of our servers (its option
- * change_streams starts or stops its appliers); DROP DATABASE asks our workers in that database to exit at
+ * change_streams starts or stops its appliers); DROP DATABASE asks our
+ * workers in that database to exit at
  * once, since it waits only 5 s for the database's other sessions.  The
  * other commands that need a database to themselves (ALTER DATABASE
  * RENAME and SET TABLESPACE, CREATE DATABASE from it as a template) have
  * no such hook before their check: a ProcessUtility hook asks the
  * workers to leave when the database's owner runs one of them.
+ *
+ * Room.  Before create_index builds an index table that an applier is to
+ * maintain, sync_index_room() checks that the shared status table has
+ * room for it (an ERROR if not, rather than an index table without status
+ * whose routed reads and unique writes would fail), and counts the index
+ * tables the table's owner has in other databases, for the per-role limit
+ * (index_limits.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -158,6 +172,39 @@ server_is_ours(Oid serverid)
 }
 
 /*
+ * idx_index_room_hook: may create_index build index table "name" of
+ * foreign table "relid" (owned by "ownerid")?  An ERROR if the shared
+ * status table is full: the status entries of the other databases and the
+ * "here" index tables (not failed) of this one, whose appliers may not
+ * have picked all of them up yet (this transaction's new ones included).
+ * Returns the index tables that the appliers of other databases maintain
+ * for the owner.  An index table that no applier is to maintain
+ * (change_streams 'off') needs no room.
+ */
+static int
+sync_index_room(Oid relid, Oid ownerid, const char *name, int here)
+{
+	ForeignServer *server;
+	int			elsewhere;
+	int			others;
+
+	if (!idx_sync_enabled())
+		return 0;
+	server = GetForeignServer(GetForeignTable(relid)->serverid);
+	if (!idx_server_change_streams(server))
+		return 0;
+	idx_sync_index_counts(MyDatabaseId, ownerid, &elsewhere, &others);
+	if (elsewhere + here >= IDX_SYNC_MAX_INDEXES)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("cannot create index table \"%s\": the change-stream appliers maintain %d index tables, the most they can",
+						name, IDX_SYNC_MAX_INDEXES),
+				 errdetail("The status of every maintained index table, of all databases of the cluster, is kept in shared memory of a fixed size."),
+				 errhint("Drop index tables that are no longer needed.")));
+	return others;
+}
+
+/*
  * object_access_hook: drops that concern the workers, and ALTER SERVER of
  * one of our servers (its option change_streams starts or stops its
  * appliers).
@@ -178,12 +225,8 @@ sync_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		return;
 	if (classId == DatabaseRelationId)
 		idx_sync_database_exclusive(objectId);
-	else if (classId == ExtensionRelationId ||
-			 (classId == RelationRelationId && subId == 0 &&
-			  get_rel_relkind(objectId) == RELKIND_FOREIGN_TABLE))
-	{
+	else if (classId == ExtensionRelationId)
 		catalog_dirty = true;
-	}
 }
 
 /*
@@ -257,6 +300,7 @@ idx_sync_install_object_hook(void)
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = sync_object_access;
 	idx_index_change_hook = idx_sync_note_change;
+	idx_index_room_hook = sync_index_room;
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = sync_process_utility;
 }

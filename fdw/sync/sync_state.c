@@ -399,11 +399,14 @@ status_key(IdxSyncIndexStatus *key, Oid dbid, const char *definition_id)
 /*
  * Create or update an index's status (the applier's report).  When the
  * table is full the index stays without status, that is unmaintained,
- * and a WARNING says so.
+ * and a WARNING says so, at most once a minute per process (an applier
+ * reports after every batch; create_index refuses an index table when the
+ * table is full, so this takes a race of concurrent creators).
  */
 void
 idx_sync_index_report(const IdxSyncIndexStatus *status)
 {
+	static TimestampTz last_warning = 0;
 	IdxSyncIndexStatus key;
 	IdxSyncIndexStatus *entry;
 	bool		found;
@@ -423,11 +426,81 @@ idx_sync_index_report(const IdxSyncIndexStatus *status)
 		entry->last_error[IDX_SYNC_ERROR_LEN - 1] = '\0';
 	}
 	LWLockRelease(sync_shared->lock);
-	if (entry == NULL)
+	if (entry == NULL &&
+		TimestampDifferenceExceeds(last_warning, GetCurrentTimestamp(),
+								   60 * 1000))
+	{
+		last_warning = GetCurrentTimestamp();
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("index table %s is not maintained because %d index tables are maintained already",
-						status->definition_id, IDX_SYNC_MAX_INDEXES)));
+						status->definition_id, IDX_SYNC_MAX_INDEXES),
+				 errdetail("This message is repeated at most once a minute.")));
+	}
+}
+
+/*
+ * How many index tables of databases other than "dbid" have a status now
+ * (*elsewhere), and how many of them their appliers maintain for table
+ * owner "ownerid" (*others): create_index's limits (index_limits.c).
+ */
+void
+idx_sync_index_counts(Oid dbid, Oid ownerid, int *elsewhere, int *others)
+{
+	HASH_SEQ_STATUS scan;
+	IdxSyncIndexStatus *entry;
+
+	*elsewhere = 0;
+	*others = 0;
+	if (sync_shared == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	hash_seq_init(&scan, sync_indexes);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		IdxApplierSlot *slot;
+
+		if (entry->dbid == dbid)
+			continue;
+		(*elsewhere)++;
+		if (entry->slotno < 0 || entry->slotno >= IDX_SYNC_MAX_APPLIERS)
+			continue;
+		slot = &sync_shared->slots[entry->slotno];
+		if (slot->dbid == entry->dbid && slot->ownerid == ownerid)
+			(*others)++;
+	}
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * Remove the statuses that the applier of slot "slotno" reported for
+ * indexes of database "dbid" that it no longer follows: those whose
+ * definition_id is not among the "nkeep" of "keep" (after a reload of its
+ * catalog; dropped index tables must not keep their entries, or creating
+ * and dropping index tables would fill the table).
+ */
+void
+idx_sync_index_forget_others(int slotno, Oid dbid, char **keep, int nkeep)
+{
+	HASH_SEQ_STATUS seq;
+	IdxSyncIndexStatus *entry;
+
+	Assert(sync_shared != NULL);
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, sync_indexes);
+	while ((entry = (IdxSyncIndexStatus *) hash_seq_search(&seq)) != NULL)
+	{
+		bool		kept = false;
+		int			i;
+
+		if (entry->slotno != slotno || entry->dbid != dbid)
+			continue;
+		for (i = 0; i < nkeep && !kept; i++)
+			kept = strcmp(entry->definition_id, keep[i]) == 0;
+		if (!kept)
+			hash_search(sync_indexes, entry, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(sync_shared->lock);
 }
 
 /*

@@ -158,8 +158,20 @@ extern void idx_sync_note_wake_up(int slotno, IdxClusterTime time);
 /* Create or update an index's entry (applier): copies *status */
 extern void idx_sync_index_report(const IdxSyncIndexStatus *status);
 
+/* Remove the entries of slotno's indexes of dbid not named in keep */
+extern void idx_sync_index_forget_others(int slotno, Oid dbid, char **keep,
+										 int nkeep);
+
 /* Remove an index's entry (dropped, or no longer followed) */
 extern void idx_sync_index_forget(Oid dbid, const char *definition_id);
+
+/*
+ * How many index tables of other databases than dbid have an entry
+ * (*elsewhere), and how many of them their appliers maintain for ownerid
+ * (*others)
+ */
+extern void idx_sync_index_counts(Oid dbid, Oid ownerid, int *elsewhere,
+								  int *others);
 
 /* Copy an index's entry into *status; false if there is none */
 extern bool idx_sync_index_lookup(Oid dbid, const char *definition_id,

@@ -18,7 +18,8 @@
  * replaceOne upsert into <db>.idxtable.sync (which the applier's change
  * stream watches) of
  *
- *	 {_id: "fdw:<the session's lsid as hex>", txn: <a counter>,
+ *	 {_id: "fdw:<system identifier>/<backend id>/<user mapping OID>",
+ *	  txn: <a counter>,
  *	  after: <a cluster time the session knew before the transaction>,
  *	  maintained: [{c: <fact collection>, i: [<definition_id>, ...]}, ...]}
  *
@@ -31,6 +32,27 @@
  * may then skip them is explained in applier_stream.c.  Markers are
  * written only where an applier can run (idx_sync_enabled()) and only for
  * databases with a fact collection that has index tables.
+ *
+ * How many markers.  The applier reads markers only from their events
+ * (an insert's or replace's fullDocument, with the event's own lsid and
+ * txnNumber), never the stored document, so a stored marker is needed by
+ * nobody once its transaction has committed; but it must not be deleted
+ * while a transaction may still write it (an outside delete between that
+ * transaction's snapshot and its write would make it fail with a write
+ * conflict).  So the document is not one per session (a backend's session
+ * is new with every connection, and a document per session would pile up
+ * forever) but one per client that can be live at once: the PostgreSQL
+ * cluster (its system identifier), the backend (its id, unique among the
+ * live backends) and the client's user mapping (a backend has one client
+ * per mapping).  Each transaction replaces its document, so a database
+ * holds at most one marker per backend slot and user mapping of each
+ * PostgreSQL cluster that writes to it.  Two live sessions never share a
+ * document, so their transactions do not conflict on it; only a
+ * transaction of a backend that ended without ending its MongoDB
+ * transaction (killed during COMMIT) can hold the document of a later
+ * backend with the same id, until mongod aborts it (at its transaction
+ * lifetime limit, 60 s by default): that backend's COMMIT then fails with
+ * a serialization failure (40001), which can be retried.
  *
  * The same knowledge lets the applier leave our transactions out of its
  * stream altogether (applier_exclude.c): each client's session is
@@ -45,6 +67,8 @@
 
 #include <mongoc/mongoc.h>
 
+#include "access/xlog.h"
+#include "storage/backendid.h"
 #include "utils/memutils.h"
 
 #include "core/connection.h"
@@ -244,26 +268,14 @@ idx_xact_note_maintained(mongoc_client_t *client, const char *servername,
 }
 
 /*
- * The session's lsid as hex (the UUID bytes of its "id").
+ * The _id of the markers of "x": "fdw:<system identifier>/<backend
+ * id>/<user mapping OID>" (see the file header).
  */
 static char *
-lsid_hex(mongoc_client_session_t *session)
+marker_id(IdxRemoteXact *x)
 {
-	const bson_t *lsid = mongoc_client_session_get_lsid(session);
-	bson_iter_t iter;
-	const uint8_t *data = NULL;
-	uint32_t	len = 0;
-	bson_subtype_t subtype;
-	char	   *hex;
-	uint32_t	k;
-
-	if (bson_iter_init_find(&iter, lsid, "id") && BSON_ITER_HOLDS_BINARY(&iter))
-		bson_iter_binary(&iter, &subtype, &len, &data);
-	hex = palloc(len * 2 + 1);
-	for (k = 0; k < len; k++)
-		snprintf(hex + 2 * k, 3, "%02x", data[k]);
-	hex[2 * len] = '\0';
-	return hex;
+	return psprintf(MARKER_PREFIX UINT64_FORMAT "/%d/%u",
+					GetSystemIdentifier(), MyBackendId, x->umid);
 }
 
 /*
@@ -282,9 +294,7 @@ build_marker(IdxRemoteXact *x, const char *database, bson_t *doc)
 	bool		any = false;
 	char		key[16];
 
-	idx_check_append(BSON_APPEND_UTF8(doc, "_id",
-									  psprintf(MARKER_PREFIX "%s",
-											   lsid_hex(x->session))));
+	idx_check_append(BSON_APPEND_UTF8(doc, "_id", marker_id(x)));
 	idx_check_append(BSON_APPEND_INT64(doc, "txn", marker_count));
 	idx_check_append(bson_append_timestamp(doc, "after", -1,
 										   (uint32_t) (x->known_before >> 32),
@@ -333,9 +343,7 @@ write_marker(IdxRemoteXact *x, const char *database)
 		bson_destroy(&doc);
 		return;
 	}
-	idx_check_append(BSON_APPEND_UTF8(&selector, "_id",
-									  psprintf(MARKER_PREFIX "%s",
-											   lsid_hex(x->session))));
+	idx_check_append(BSON_APPEND_UTF8(&selector, "_id", marker_id(x)));
 	idx_check_append(BSON_APPEND_BOOL(&opts, "upsert", true));
 	if (!mongoc_client_session_append(x->session, &opts, &error))
 		idx_report_error(&error, x->servername,
