@@ -33,6 +33,7 @@
 
 #include "core/connection.h"
 #include "core/handle.h"
+#include "core/protocol_read.h"
 #include "core/remote_error.h"
 #include "core/xact.h"
 #include "index/index_entry.h"
@@ -119,6 +120,9 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
 		ia->sync_waited = idx_sync_wait_for_read(ia->def, state->client,
 												 state->server->servername,
 												 &ia->sync_wait_ms);
+	/* what it waited for is on the primary (see idx_index_scan_begin) */
+	if (ia->def != NULL && ia->sync_waited)
+		state->read_prefs = idx_primary_read_prefs();
 	if (ia->group_key >= 0 || ia->minmax_key >= 0)
 		init_key_conv(plan, state, ia);
 }

@@ -284,6 +284,14 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 		ix->sync_waited = idx_sync_wait_for_read(ix->def, state->client,
 												 state->server->servername,
 												 &ix->sync_wait_ms);
+
+	/*
+	 * What the wait waited for is on the primary: the applier's entries
+	 * and the facts they point to may not be on a secondary yet, so the
+	 * lookup and the fact fetch go there too, whatever the URI prefers.
+	 */
+	if (ix->sync_waited)
+		state->read_prefs = idx_primary_read_prefs();
 }
 
 /*

@@ -39,7 +39,11 @@
  *    dropped, the stream reopened unarmed as above, and applied.  Before it
  *    arms, every transaction that was open when the applier last wrote is
  *    a "hazard": the stream must first have passed it unarmed, that is, a
- *    complete batch whose getMore was sent after it ended.  Transactions
+ *    complete batch whose getMore was sent after it ended, and the time
+ *    its session's operationTime had when it ended (a complete batch holds
+ *    what is majority-committed: a commit acknowledged with w: 1 may not
+ *    be in it yet; the time is unknown only for a session that has gone
+ *    without a doubt, whose entry another session may take).  Transactions
  *    that start later start after the write was acknowledged (a backend
  *    takes its start number under the registry's lock, before its first
  *    command; the applier reads the open ones after its write returned).
@@ -80,6 +84,8 @@ typedef struct AppHazard
 {
 	IdxSessionTxn txn;
 	bool		ended_before_ask;	/* had ended when the getMore was sent */
+	IdxClusterTime ended_by;	/* ... at or before this cluster time (0:
+								 * not known) */
 } AppHazard;
 
 /*
@@ -204,7 +210,7 @@ idx_exclude_before_get_more(AppStream *s)
 	{
 		AppHazard  *h = lfirst(lc);
 
-		h->ended_before_ask = idx_sync_txn_ended(&h->txn);
+		h->ended_before_ask = idx_sync_txn_ended(&h->txn, &h->ended_by);
 	}
 }
 
@@ -350,8 +356,10 @@ consider_arming(AppStream *s, TimestampTz now)
 /*
  * After a batch of "s" was applied: a write to an index table makes the
  * open transactions hazards; a complete batch lets the hazards go that
- * had ended before its getMore; then, if everything allows it, the next
- * step arms the stream.
+ * had ended before its getMore, once the stream has also passed the time
+ * they ended by (a batch holds only what is majority-committed: a commit
+ * acknowledged with a smaller write concern may not be in it yet); then,
+ * if everything allows it, the next step arms the stream.
  */
 void
 idx_exclude_after_batch(AppStream *s, bool complete)
@@ -371,7 +379,7 @@ idx_exclude_after_batch(AppStream *s, bool complete)
 	{
 		AppHazard  *h = lfirst(lc);
 
-		if (h->ended_before_ask)
+		if (h->ended_before_ask && s->covered >= h->ended_by)
 			s->hazards = foreach_delete_current(s->hazards, lc);
 	}
 	if (s->hazards != NIL || s->deferred != NIL || s->cs.token == NULL ||

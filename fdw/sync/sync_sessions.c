@@ -51,6 +51,9 @@ typedef struct SessionEntry
 								 * raised a doubt; 0 none */
 	uint64		retired_seq;	/* the session ended with a doubt at this
 								 * number (pid is 0 then); 0 live */
+	uint64		ended_through;	/* every ended transaction of the session
+								 * ended at or before this cluster time (its
+								 * operationTime then); 0 unknown */
 } SessionEntry;
 
 /* An applier that looks at the doubts of (dbid, serverid) */
@@ -305,15 +308,18 @@ idx_sync_session_begin(int entry)
 
 /*
  * The transaction of the session has ended (after its commit or abort
- * returned).  Idempotent.
+ * returned, or failed), at cluster time "end_time" (the session's
+ * operationTime then, or 0 if unknown).  Idempotent.
  */
 void
-idx_sync_session_end(int entry)
+idx_sync_session_end(int entry, uint64 end_time)
 {
 	SessionEntry *e = lock_own_entry(entry);
 
 	if (e == NULL)
 		return;
+	if (e->in_txn)
+		e->ended_through = Max(e->ended_through, end_time);
 	e->in_txn = false;
 	LWLockRelease(registry->lock);
 }
@@ -374,6 +380,7 @@ idx_sync_sessions_txns(Oid dbid, Oid serverid, bool doubtful,
 		{
 			out[n].entry = i;
 			out[n].start_seq = start;
+			memcpy(out[n].lsid, e->lsid, IDX_LSID_LEN);
 		}
 		n++;
 	}
@@ -383,17 +390,23 @@ idx_sync_sessions_txns(Oid dbid, Oid serverid, bool doubtful,
 
 /*
  * Has transaction "txn" ended?  Its session has begun another one (start
- * numbers are never reused), is between transactions, or is gone.
+ * numbers are never reused), is between transactions, or is gone.  If so,
+ * *ended_by is a cluster time at or after its end (its session's latest
+ * ended transaction's), or 0 if that is not known.
  */
 bool
-idx_sync_txn_ended(const IdxSessionTxn *txn)
+idx_sync_txn_ended(const IdxSessionTxn *txn, uint64 *ended_by)
 {
 	SessionEntry *e = &registry->entries[txn->entry];
+	bool		same;
 	bool		ended;
 
 	LWLockAcquire(registry->lock, LW_SHARED);
-	ended = !OidIsValid(e->dbid) || e->start_seq != txn->start_seq ||
-		!e->in_txn;
+	/* the entry may have been freed, and taken by another session */
+	same = OidIsValid(e->dbid) &&
+		memcmp(e->lsid, txn->lsid, IDX_LSID_LEN) == 0;
+	ended = !same || e->start_seq != txn->start_seq || !e->in_txn;
+	*ended_by = same ? e->ended_through : 0;
 	LWLockRelease(registry->lock);
 	return ended;
 }

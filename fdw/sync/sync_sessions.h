@@ -42,6 +42,7 @@ typedef struct IdxSessionTxn
 {
 	int			entry;
 	uint64		start_seq;
+	uint8		lsid[IDX_LSID_LEN]; /* its session's */
 } IdxSessionTxn;
 
 /* ---- set up (from sync_state.c's shared memory hooks) ---- */
@@ -59,7 +60,7 @@ extern void idx_sync_session_forget(int entry);
 
 /* Before a transaction's first command, and after its commit or abort */
 extern void idx_sync_session_begin(int entry);
-extern void idx_sync_session_end(int entry);
+extern void idx_sync_session_end(int entry, uint64 end_time);
 
 /* Before its commit: the transaction leaves work to the applier */
 extern void idx_sync_session_doubt(int entry);
@@ -81,8 +82,11 @@ extern int	idx_sync_sessions_txns(Oid dbid, Oid serverid, bool doubtful,
 								   IdxSessionTxn *out, int max,
 								   uint64 *as_of);
 
-/* Has that transaction ended (committed, aborted, or its session gone)? */
-extern bool idx_sync_txn_ended(const IdxSessionTxn *txn);
+/*
+ * Has that transaction ended (committed, aborted, or its session gone)?
+ * *ended_by: a cluster time at or after its end, 0 if not known.
+ */
+extern bool idx_sync_txn_ended(const IdxSessionTxn *txn, uint64 *ended_by);
 
 /*
  * The lsids of the live sessions of (dbid, serverid) into "out" (at most

@@ -471,12 +471,24 @@ idx_xact_note_started(mongoc_client_t *client)
 
 /*
  * The MongoDB transaction of "x" has ended (its commit or abort
- * returned, or the PostgreSQL transaction ends).  Idempotent.
+ * returned, or the PostgreSQL transaction ends), at the session's latest
+ * operationTime: the applier's stream has seen the transaction once it
+ * has passed that time (a commit acknowledged below majority is not in
+ * the stream yet when the commit returns).  Idempotent.
  */
 void
 idx_xact_note_ended(IdxRemoteXact *x)
 {
 	if (x->registered && x->registry_open)
-		idx_sync_session_end(x->registered - 1);
+	{
+		uint32_t	t = 0,
+					i = 0;
+
+		/* the commit's (or abort's) time: its reply's operationTime */
+		if (x->session)
+			mongoc_client_session_get_operation_time(x->session, &t, &i);
+		idx_sync_session_end(x->registered - 1,
+							 ((uint64) t << 32) | (uint64) i);
+	}
 	x->registry_open = false;
 }
