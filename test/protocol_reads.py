@@ -118,12 +118,19 @@ def main():
     check_all_primary(res, cmds, "create_index town", 2)
     run(res, conn, mongo, "SELECT idxtable.create_index('o', '{name}', is_unique => true)")
 
-    # a routed SELECT is user-visible too: the lookup and the fact fetch
+    # a routed SELECT under "any" is user-visible too: the lookup and the fact fetch
     cmds = run(res, conn, mongo, "SET idxtable.enable_plain_scan = off")
+    cmds = run(res, conn, mongo, "SET idxtable.index_consistency = 'any'")
     cmds = run(res, conn, mongo, "SELECT * FROM t WHERE town = 'town3'")
     rs = [c for c in reads(cmds) if c["collection"] not in ("idxtable.owners", None)]
     res.check(len(rs) >= 2 and all(mode(c) == "secondaryPreferred" for c in rs),
-              "routed SELECT: %s" % [(c["collection"], mode(c)) for c in rs])
+              "routed SELECT under any: %s" % [(c["collection"], mode(c)) for c in rs])
+    # under "current" it waited for the applier, whose entries are on the primary: both go there
+    cmds = run(res, conn, mongo, "SET idxtable.index_consistency = 'current'")
+    cmds = run(res, conn, mongo, "SELECT * FROM t WHERE town = 'town3'")
+    rs = [c for c in reads(cmds) if c["collection"] not in ("idxtable.owners", "idxtable.sync", None)]
+    res.check(len(rs) >= 2 and all(mode(c) in ("primary", None) for c in rs),
+              "routed SELECT under current: %s" % [(c["collection"], mode(c)) for c in rs])
     cmds = run(res, conn, mongo, "RESET idxtable.enable_plain_scan")
 
     # writes: claims of a unique index (a duplicate is refused), the scans of UPDATE and DELETE

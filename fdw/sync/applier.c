@@ -543,14 +543,32 @@ close_streams(void)
 }
 
 /*
- * The options of our server and of the owner's user mapping for it (an
- * ERROR if the mapping is gone), as one string to compare: everything the
- * connection is made from.
+ * The options of our server that the connection is made from, and those
+ * of the owner's user mapping for it (an ERROR if the mapping is gone), as
+ * one string to compare.  Other server options (consistency, fetch_size,
+ * change_streams, ...) reach the applier with the catalog, without a new
+ * connection.
  */
 static char *
 connection_options(ForeignServer *server, UserMapping *user)
 {
-	return psprintf("%s;%s;%u", idx_options_identity(server->options),
+	static const char *const server_options[] = {
+		"uri", "database", "connect_timeout_ms", "socket_timeout_ms",
+		"server_selection_timeout_ms"
+	};
+	List	   *connecting = NIL;
+	ListCell   *lc;
+	int			i;
+
+	foreach(lc, server->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		for (i = 0; i < lengthof(server_options); i++)
+			if (strcmp(def->defname, server_options[i]) == 0)
+				connecting = lappend(connecting, def);
+	}
+	return psprintf("%s;%s;%u", idx_options_identity(connecting),
 					idx_options_identity(user->options), user->umid);
 }
 

@@ -605,9 +605,12 @@ dbworker_start_applier(int slotno, TimestampTz now)
 				(errmsg("idxtable_fdw applier for foreign server \"%s\" started",
 						servername)));
 	else
-		ereport(LOG,
+	{
+		/* a lasting failure: attempts 1, 2, 4, 8, ... at LOG, the rest less */
+		ereport((ws->attempts & (ws->attempts - 1)) == 0 ? LOG : DEBUG1,
 				(errmsg("idxtable_fdw applier for foreign server \"%s\" restarted after a failure (attempt %d)",
 						servername, ws->attempts)));
+	}
 	return true;
 }
 
