@@ -21,7 +21,20 @@ duplicate emails straight into MongoDB, while
   outside phase 1), and is deleted again if it did not;
 - a reader thread runs random routed queries while the writers write: every
   row it gets must satisfy the query's condition (no stale entry may
-  return a fact that no longer matches).
+  return a fact that no longer matches);
+- in every phase but the first, two more threads write through the FDW,
+  through the writers' gate (test/fixtures/other_sessions.py): sessions
+  that exit right after their commit (through customers, through
+  customers_bare or through the second role's table, the last two raising
+  a "doubt": an INSERT, a BEGIN/INSERT/DELETE/COMMIT, or an INSERT of a
+  unique email that an INSERT through customers must then refuse with
+  23505), each followed by a routed query of its rows by their emails that
+  must equal the unrouted one; and a second role (SECOND_ROLE, with USAGE
+  on the server, its own user mapping as the MongoDB user
+  SECOND_MONGO_USER, readWrite on the database, where the server lets us
+  create it) writing INSERTs, UPDATEs, DELETEs and transactions through
+  its own foreign table over the collection without index tables
+  (bob.customers).  Some of the email queries ask for their emails.
 
 This runs in phases of --seconds each:
 
@@ -32,9 +45,24 @@ This runs in phases of --seconds each:
    (a check: in at least one stretch it did; at most ARMED_WAIT seconds),
    and ARMED_AFTER seconds more, with writes through a second foreign table
    over the collection without index tables, which must make it take them
-   again;
+   again.  Each stretch opens two sessions that write once at its start
+   (registered before the stream leaves their transactions out): one
+   through customers, one through customers_bare or the second role's
+   table; once the stream leaves the FDW's transactions out, each in turn,
+   after LEAVE_IDLE idle seconds, writes once more and exits right after
+   its commit, and its rows must be found at once by a routed query (and a
+   unique email it wrote refused); in at least one stretch a session with
+   a doubt must have exited so (item 1 of issue 26);
 1. steady: the applier runs (at least MIN_ROUTED_SHARE of the pairs must go
-   through an index table, or the test proves nothing);
+   through an index table, or the test proves nothing); an outside write to
+   another collection of the database, orders, every ORDERS_EVERY seconds,
+   whose table has one index table, orders_town; after half of the phase,
+   writers and reader held, one more, and once its entry is written, at
+   once, the drop_index of orders_town (the applier's position is then
+   likely that write's event, which its stream no longer sees: item 4 of
+   issue 26); the writers go on; customers' index tables must stay valid
+   (polled until the phase ends), the server log must show no rebuild and
+   no lost history, and that the stream watches fewer collections;
 1b. ordered FDW writes: the table in consistency 'ordered', random writes
    through the FDW run between the pairs while the outside writers write,
    among them new emails for customers the outside writers write too (the
@@ -61,7 +89,9 @@ for information only (how many differ without the wait).
 In phases 2-4 a routed query may fail with SQLSTATE IX001 (the index is not
 current within idxtable.sync_wait_timeout) while the applier restarts: such
 errors are counted and reported, never a wrong row; in phases 0, 1 and 1b an IX001 is a
-failure.  Any other error is a failure.
+failure.  Any other error is a failure, but for those of the exiting
+sessions and the second role in phases 2-4 (a write, or a check that finds
+no applier or no server: IX001, SQLSTATE class 08), which are counted.
 
 At the end the writers stop, a marker write (to another collection) gives
 the cluster time T that every write precedes, and idxtable.sync_status must
@@ -73,16 +103,22 @@ be the documents that share a lower(email) with another one in MongoDB
 be in idxtable.conflicts, and idxtable.sync_status must show as many
 conflicts as idxtable.conflicts holds facts (a fact once, however many
 holders its rows name, as verify_index counts); the duplicates the writers wrote
-are reported beside.  A routed query that differs is shown with the
-index's sync_status, the entries of the differing facts and the claim of
-their email, read while the writers are still held.  --no-duplicates
+are reported beside.  Every row the exiting sessions and the second role
+left must be found by a routed query by its email as by the unrouted one,
+and be what they wrote (where none of their writes failed).  The log says
+what they did per phase (sessions exited, after a doubt, while armed,
+rows; the second role's statements and rows) and the drop's time.  A
+routed query that differs is shown with the index's sync_status, the
+entries of the differing facts and the claim of their email, read while
+the writers are still held.  --no-duplicates
 leaves the duplicate emails out.
 
 Environment as for test/differential.py (PGHOST..., MONGO_URI, MONGO_USER,
 MONGO_PASSWORD, IDXTABLE_ENV_DIR for restart-mongo).  DIFFO_SEED fixes the
 seed (printed first; the writers' threads interleave as they will, so a run
 repeats its choices, not its timing).  The PostgreSQL and MongoDB databases
-idxtable_diffoutside are dropped and created, and left in place.  The last
+idxtable_diffoutside are dropped and created, and left in place, and so
+are the role regress_diffo_bob and the MongoDB user diffo_bob.  The last
 line is "differential outside: N passed, M failed".
 """
 import argparse
@@ -107,6 +143,7 @@ sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402  (test/fixtures)
 import outside_writers  # noqa: E402
+import other_sessions  # noqa: E402
 from outside_writers import TAGS, TOWNS  # noqa: E402
 
 DATABASE = "idxtable_diffoutside"
@@ -136,6 +173,30 @@ ARMED_WAIT = 8.0
 ARMED_AFTER = 2.0
 ARMED_GAP = 0.4
 APPLIER = "idxtable_fdw applier"          # its backend_type and its MongoDB appName
+# phases in which an IX001 or any other error is a failure
+STRICT_PHASES = (ARMED, STEADY, ORDERED)
+# the second role: its own foreign table over the collection, without index
+# tables, and its own user mapping (as MongoDB user SECOND_MONGO_USER if the
+# server lets us create it)
+SECOND_ROLE = "regress_diffo_bob"
+SECOND_TABLE = "bob.customers"
+SECOND_MONGO_USER = "diffo_bob"
+SECOND_ROLE_RATE = 4.0
+# another table over another collection of the MongoDB database, with one
+# index table, dropped in the steady phase (after half of it, see
+# Run.drop_orders_index); before that an outside write to it every
+# ORDERS_EVERY s
+ORDERS, ORDERS_INDEX = "orders", "orders_town"
+ORDERS_EVERY = 0.5
+# share of the email queries that ask for an email the exiting sessions or
+# the second role wrote
+OTHER_EMAIL_SHARE = 0.15
+# in each stretch of the FDW-writes phase, once the stream leaves the FDW's
+# transactions out: the idle seconds before each exiting session's last
+# write (the applier's getMore may then be a long one), and after its exit
+# before its rows are read
+LEAVE_IDLE = 1.2
+LEAVE_SETTLE = 0.2
 NOT_CURRENT = "IX001"
 UNIQUE_VIOLATION = "23505"
 MIN_ROUTED_SHARE = 0.5
@@ -229,11 +290,16 @@ class QueryGenerator:
     """Random queries that the index tables serve; values from what the
     writers wrote lately, so that they hit."""
 
-    def __init__(self, rng, pool):
+    def __init__(self, rng, pool, other=None):
         self.rng = rng
         self.pool = pool
+        self.other = other          # other_sessions.EmailList: emails of the other sessions
 
     def email(self):
+        if self.other is not None and self.rng.random() < OTHER_EMAIL_SHARE:
+            email = self.other.pick(self.rng)
+            if email is not None:
+                return lower(email)
         email = self.pool.recent_email(self.rng)
         if email is None or self.rng.random() < 0.05:
             return "nobody%d@example.org" % self.rng.randrange(1000)
@@ -378,6 +444,69 @@ def hashable(rows):
     return [tuple(tuple(v) if isinstance(v, list) else v for v in row) for row in rows]
 
 
+class OutcomeRun:
+    """A Session as test/fixtures/other_sessions.py runs statements: (rows, sqlstate, error)."""
+
+    def __init__(self, session):
+        self.session = session
+
+    def run(self, sql, params=()):
+        out = self.session.run(sql, params)
+        return out.rows, out.sqlstate, out.error
+
+
+class StateWatcher(threading.Thread):
+    """Polls the states of index tables (idxtable.index_defs) until stopped: {name: states seen}."""
+
+    def __init__(self, names):
+        super().__init__(name="state watcher", daemon=True)
+        self.names = names
+        self.states = {name: set() for name in names}
+        self.polls = 0
+        self.error = None
+        self.stopped = threading.Event()
+
+    def stop(self):
+        self.stopped.set()
+        self.join(30)
+
+    def run(self):
+        try:
+            session = Session()
+            while not self.stopped.is_set():
+                for name, state in session.execute("SELECT name, state FROM idxtable.index_defs "
+                                                   "WHERE name = ANY (%s)", (self.names,)):
+                    self.states[name].add(state)
+                self.polls += 1
+                self.stopped.wait(0.05)
+            session.close()
+        except Exception as exc:  # reported by the test
+            self.error = "%s: %s" % (type(exc).__name__, exc)
+
+
+def server_log():
+    return os.path.join(os.environ.get("IDXTABLE_ENV_DIR", "/tmp/idxtable_fdw_env"), "pg", "server.log")
+
+
+def log_size():
+    try:
+        return os.path.getsize(server_log())
+    except OSError:
+        return None
+
+
+def log_since(offset):
+    """PostgreSQL's server log from offset on, or None if it cannot be read."""
+    if offset is None:
+        return None
+    try:
+        with open(server_log(), errors="replace") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:
+        return None
+
+
 # --------------------------------------------------------------------------
 # The concurrent reader
 # --------------------------------------------------------------------------
@@ -386,9 +515,9 @@ class Reader(threading.Thread):
     """Routed queries while the writers write: every row must satisfy the
     query's condition."""
 
-    def __init__(self, seed, pool, report):
+    def __init__(self, seed, pool, report, other=None):
         super().__init__(name="reader", daemon=True)
-        self.gen = QueryGenerator(random.Random("%s/reader" % seed), pool)
+        self.gen = QueryGenerator(random.Random("%s/reader" % seed), pool, other)
         self.report = report
         self.gate = outside_writers.Gate()
         self.stopped = threading.Event()
@@ -462,6 +591,15 @@ class Run:
         self.fdw_serial = 0
         self.fdw_rows = []                  # _ids of the customers the FDW inserted (FDW-writes phase)
         self.mongo = mongo_client.connect()
+        self.other_emails = other_sessions.EmailList()
+        self.exiting = None                 # other_sessions.ExitingSessions
+        self.second = None                  # other_sessions.SecondRole
+        self.leavers = []                   # the exiting sessions of the FDW-writes phase's stretches
+        self.second_mongo_user = None
+        self.orders_rng = random.Random("%s/orders" % seed)
+        self.orders_serial = 0
+        self.drop = None                    # what the drop_index of ORDERS_INDEX did
+        self.phase_started = time.monotonic()
 
     def check(self, ok, what, lines=()):
         return self.report.check(ok, self.phase, what, lines)
@@ -482,6 +620,8 @@ class Run:
         # the same collection without index tables (the FDW-writes phase writes through it too)
         pg_fixture.create_foreign_table(self.admin.conn, "customers_bare", "_id text, first_name text, "
                                         "email text, town text, tags text[], n integer", collection=COLLECTION)
+        self.setup_second_role()
+        self.setup_orders()
         self.pool = outside_writers.CustomerPool(random.Random("%s/seed" % self.seed), self.args.documents)
         mongo_client.database(self.mongo, DATABASE)[COLLECTION].insert_many(self.pool.seed_documents())
         for name, keys, include, unique in INDEXES:
@@ -495,7 +635,46 @@ class Run:
                    % (value[0][0] if value else "not defined"))
         self.routed = Session(ROUTED_SETTINGS)
         self.plain = Session(PLAIN_SETTINGS)
-        self.wait_streaming("setup")
+        self.wait_streaming("setup", names=[i[0] for i in INDEXES] + [ORDERS_INDEX])
+
+    def setup_second_role(self):
+        """SECOND_ROLE: USAGE on the server, a user mapping of its own (as the MongoDB user
+        SECOND_MONGO_USER, readWrite on the database, where the server lets us create it; else with
+        the test's credentials) and its own foreign table over the collection, without index tables."""
+        cluster = pg_fixture.connect()
+        try:
+            pg_fixture.execute(cluster, "DROP ROLE IF EXISTS %s" % SECOND_ROLE)
+            pg_fixture.execute(cluster, "CREATE ROLE %s LOGIN" % SECOND_ROLE)
+        finally:
+            cluster.close()
+        self.admin.execute("GRANT USAGE ON FOREIGN SERVER mongo TO %s" % SECOND_ROLE)
+        self.admin.execute("CREATE SCHEMA bob AUTHORIZATION %s" % SECOND_ROLE)
+        db = mongo_client.database(self.mongo, DATABASE)
+        password = "diffo-%d" % random.Random("%s/password" % self.seed).randrange(10 ** 9)
+        try:
+            with contextlib.suppress(pymongo.errors.OperationFailure):
+                db.command("dropUser", SECOND_MONGO_USER)
+            db.command("createUser", SECOND_MONGO_USER, pwd=password, roles=["readWrite"])
+            options = [("username", SECOND_MONGO_USER), ("password", password), ("auth_source", DATABASE)]
+            self.second_mongo_user = "%s (readWrite on %s)" % (SECOND_MONGO_USER, DATABASE)
+        except pymongo.errors.OperationFailure as exc:
+            options = pg_fixture.mongo_credentials()
+            self.second_mongo_user = "the test's own (createUser failed: %s)" % first_line(exc)
+        pg_fixture.create_user_mapping(self.admin.conn, "mongo", SECOND_ROLE, credentials=False, options=options)
+        bob = pg_fixture.connect(DATABASE, user=SECOND_ROLE)
+        try:
+            pg_fixture.create_foreign_table(bob, SECOND_TABLE, "_id text, first_name text, email text, town text, "
+                                            "tags text[], n integer", collection=COLLECTION)
+        finally:
+            bob.close()
+
+    def setup_orders(self):
+        """ORDERS: another collection of the database (the applier's stream watches both), with one
+        index table, ORDERS_INDEX, dropped in the steady phase."""
+        pg_fixture.create_foreign_table(self.admin.conn, ORDERS, "_id text, town text, total integer")
+        mongo_client.database(self.mongo, DATABASE)[ORDERS].insert_many(
+            [{"_id": "o%d" % i, "town": self.orders_rng.choice(TOWNS), "total": i} for i in range(300)])
+        self.admin.execute("SELECT idxtable.create_index(%s, '{town}', name => %s)", (ORDERS, ORDERS_INDEX))
 
     def has_setting(self):
         return bool(self.admin.execute("SELECT 1 FROM pg_settings WHERE name = 'idxtable.index_consistency'"))
@@ -509,9 +688,10 @@ class Run:
             return "idxtable.sync_status: %s" % first_line(exc)
         return {r["name"]: r for r in rows}
 
-    def wait_streaming(self, why, through=None, seconds=APPLIER_BACK_SECONDS):
-        """Wait until every index is valid with an applied_through (>= the
-        epoch `through`); one check.  Returns the last sync_status."""
+    def wait_streaming(self, why, through=None, seconds=APPLIER_BACK_SECONDS, names=None):
+        """Wait until every index (of names, default the customers') is valid with an
+        applied_through (>= the epoch `through`); one check.  Returns the last sync_status."""
+        names = names or [i[0] for i in INDEXES]
         deadline = time.monotonic() + seconds
         started = time.monotonic()
         while True:
@@ -520,7 +700,7 @@ class Run:
                 name in status and status[name]["state"] == "valid"
                 and status[name]["applied_epoch"] is not None
                 and (through is None or float(status[name]["applied_epoch"]) >= through)
-                for name, _, _, _ in INDEXES)
+                for name in names)
             if ok or time.monotonic() > deadline or isinstance(status, str):
                 break
             time.sleep(0.25)
@@ -530,7 +710,7 @@ class Run:
                    [status] if isinstance(status, str) else
                    ["%s: %s" % (name, {k: status.get(name, {}).get(k) for k in
                                        ("state", "applied_through", "lag", "last_error")})
-                    for name, _, _, _ in INDEXES])
+                    for name in names])
         return status
 
     # ---- pairs
@@ -715,9 +895,21 @@ class Run:
 
     # ---- phases
 
-    def run_phase(self, phase, disrupt=None, every=None):
+    def set_phase(self, phase):
+        """The phase, for the threads too; the exiting sessions and the second role write in every
+        phase but the FDW-writes one (whose stretches they would keep unarmed: it runs exiting
+        sessions of its own)."""
         self.phase = phase
-        self.reader.phase = phase
+        self.phase_started = time.monotonic()
+        for thread in (self.reader, self.exiting, self.second):
+            if thread is not None:
+                thread.phase = phase
+        for thread in (self.exiting, self.second):
+            if thread is not None:
+                (thread.active.clear if phase == ARMED else thread.active.set)()
+
+    def run_phase(self, phase, disrupt=None, every=None):
+        self.set_phase(phase)
         started = time.monotonic()
         end = started + self.args.seconds
         next_disruption = started + (every / 2 if every else 0)
@@ -839,7 +1031,7 @@ class Run:
         most ARMED_WAIT s) and ARMED_AFTER s more, in which writes through customers_bare must make
         it take them again, as the outside writes after each stretch must; no duplicate emails are
         written, as a unique key conflict would keep the stream from it."""
-        self.phase = self.reader.phase = ARMED
+        self.set_phase(ARMED)
         started = time.monotonic()
         end = started + self.args.seconds
         stats = self.stats[ARMED]
@@ -848,13 +1040,21 @@ class Run:
             with self.gate.paused():
                 stretch_end = time.monotonic() + ARMED_WAIT
                 armed_seen = False
-                while time.monotonic() < stretch_end:
-                    # writes through customers_bare only once it is on: they must turn it off
-                    self.fdw_write(bare=armed_seen)
-                    self.pair(held=True)
-                    if not armed_seen and self.skips_fdw():
-                        armed_seen = True
-                        stretch_end = time.monotonic() + ARMED_AFTER
+                leavers = self.warm_leavers()
+                try:
+                    while time.monotonic() < stretch_end:
+                        # writes through customers_bare only once it is on: they must turn it off
+                        self.fdw_write(bare=armed_seen)
+                        self.pair(held=True)
+                        if not armed_seen and self.skips_fdw():
+                            armed_seen = True
+                            self.leave_armed(leavers)
+                            stretch_end = time.monotonic() + ARMED_AFTER
+                finally:
+                    for leaver in leavers:
+                        if leaver not in self.leavers:
+                            leaver.abandon()
+                            stats["sessions closed unarmed (never armed in the stretch)"] += 1
                 stats["stretches"] += 1
                 stats["stretches with the FDW's transactions left out"] += armed_seen
         for writer in self.writers:
@@ -863,6 +1063,134 @@ class Run:
         self.check(stats["stretches with the FDW's transactions left out"] > 0,
                    "in no stretch of FDW writes did the applier leave the FDW's own transactions out "
                    "(%d stretches)" % stats["stretches"])
+        self.check(stats["sessions exited while armed"] > 0
+                   and stats["sessions exited after a doubt while armed"] > 0,
+                   "no session exited right after its commit while the applier left the FDW's transactions out "
+                   "(%d exited, %d after a doubt)" % (stats["sessions exited while armed"],
+                                                      stats["sessions exited after a doubt while armed"]))
+
+    def warm_leavers(self):
+        """At the start of a stretch (writers held): two sessions that write once now, so that they are
+        registered before the stream arms and it leaves their transactions out: one through customers
+        (no doubt), one through customers_bare or the second role's table (a doubt)."""
+        leavers = []
+        for kind in ("customers", self.rng.choice(["customers_bare", "second role"])):
+            serial = len(self.leavers) + len(leavers) + 1
+            leaver = other_sessions.Leaver(DATABASE, kind, self.rng.choice(other_sessions.Leaver.SHAPES), serial,
+                                           self.rng, SECOND_ROLE, SECOND_TABLE)
+            leaver.open()
+            leaver.warm()
+            self.check(leaver.error is None, "the first write of a session that is to exit failed (%s): %s"
+                       % (kind, leaver.error))
+            leavers.append(leaver)
+        return leavers
+
+    def leave_armed(self, leavers):
+        """While the stream leaves the FDW's transactions out (writers held): each session, after an idle
+        moment, writes once more and exits right after its commit; its rows must then be found, routed
+        at once (with current: the applier must have seen the doubt of a session that is gone), and a
+        unique email it wrote must be refused to an INSERT through customers."""
+        stats = self.stats[ARMED]
+        checks = other_sessions.LeaverChecks(OutcomeRun(self.routed), OutcomeRun(self.plain))
+        for leaver in leavers:
+            time.sleep(LEAVE_IDLE)
+            armed = self.skips_fdw()
+            leaver.finish()
+            self.leavers.append(leaver)
+            for email in leaver.emails:
+                self.other_emails.add(email)
+            other_sessions.account(leaver, stats)
+            stats["sessions exited while armed"] += armed
+            stats["sessions exited after a doubt while armed"] += armed and leaver.doubt
+            self.check(leaver.error is None, "the last write of a session that exits after it failed (%s, %s): %s"
+                       % (leaver.kind, leaver.shape, leaver.error))
+            time.sleep(LEAVE_SETTLE)
+            checks.unique(leaver, self.check, False, stats)
+            checks.rows(leaver, self.check, False, stats)
+
+    # ---- the drop_index of another table's last index table
+
+    def orders_step(self):
+        """Steady phase: an outside write to ORDERS, and after half of the phase the drop."""
+        if self.drop is not None:
+            return True
+        if time.monotonic() - self.phase_started >= self.args.seconds / 2:
+            self.drop_orders_index()
+            return True
+        self.orders_serial += 1
+        with contextlib.suppress(pymongo.errors.PyMongoError):
+            mongo_client.database(self.mongo, DATABASE)[ORDERS].insert_one(
+                {"_id": "w%d" % self.orders_serial, "town": self.orders_rng.choice(TOWNS), "total": 1})
+        return True
+
+    def drop_orders_index(self):
+        """drop_index of ORDERS' only index table.  First, writers held, a routed read through
+        ORDERS_INDEX compared with the unrouted one.  Then, writers and reader held, an outside write
+        to ORDERS, applied (its entry polled in MongoDB: a routed read would write a wake-up after
+        it), and at once the drop (timed): the applier's stored position is then likely that write's
+        event, which its stream no longer sees once it watches customers only (item 4 of issue 26:
+        mongod 5.1+ and the test server refuse a resume after it with 280).  The writers and the
+        reader go on right after the drop.  A watcher polls the states of customers' index tables
+        until the phase ends."""
+        sql = "SELECT _id, town FROM orders WHERE town = %s ORDER BY _id"
+        town = self.orders_rng.choice(TOWNS)
+        with self.gate.paused():
+            index = routed_index(self.routed, Query("orders", sql, (town,)))
+            routed = self.routed.run(sql, (town,))
+            plain = self.plain.run(sql, (town,))
+        self.check(index == ORDERS_INDEX and not routed.failed() and routed.rows == plain.rows,
+                   "before its drop, a routed read through %s: %s, routed %s, unrouted %s"
+                   % (ORDERS_INDEX, index, routed.show(), plain.show()))
+        entries = self.admin.execute("SELECT collection FROM idxtable.index_defs WHERE name = %s", (ORDERS_INDEX,))
+        db = mongo_client.database(self.mongo, DATABASE)
+        self.drop = {"watcher": StateWatcher([i[0] for i in INDEXES]), "log": log_size(),
+                     "at": round(time.monotonic() - self.phase_started, 1)}
+        self.drop["watcher"].start()
+        # the reader held too: its routed reads would write wake-ups after the write
+        with self.gate.paused(), self.reader.gate.paused():
+            self.orders_serial += 1
+            _id = "w%d" % self.orders_serial
+            db[ORDERS].insert_one({"_id": _id, "town": town, "total": 2})
+            deadline = time.monotonic() + APPLIER_BACK_SECONDS
+            while db[entries[0][0]].find_one({"id": _id}, {"_id": 1}) is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.drop["applied"] = round(APPLIER_BACK_SECONDS - (deadline - time.monotonic()), 2)
+            started = time.monotonic()
+            out = self.admin.run("SELECT idxtable.drop_index(%s)", (ORDERS_INDEX,))
+            self.drop["seconds"] = round(time.monotonic() - started, 2)
+        self.check(not out.failed(), "drop_index(%s) failed: %s" % (ORDERS_INDEX, out.show()))
+
+    def check_drop(self):
+        """After the steady phase: the drop ran, customers' index tables stayed valid (never stale, not
+        rebuilt, no lost history: the server log), the applier said its stream watches fewer
+        collections, and the definition is gone."""
+        if not self.check(self.drop is not None,
+                          "the drop_index of %s did not run in the steady phase" % ORDERS_INDEX):
+            return
+        watcher = self.drop["watcher"]
+        watcher.stop()
+        self.drop["polls"] = watcher.polls
+        self.check(watcher.polls > 0 and all(states == {"valid"} for states in watcher.states.values())
+                   and watcher.error is None,
+                   "customers' index tables did not stay valid after the drop_index of %s: states seen %s%s"
+                   % (ORDERS_INDEX, {k: sorted(v) for k, v in watcher.states.items()},
+                      ", " + watcher.error if watcher.error else ""))
+        gone = self.admin.run("SELECT count(*) FROM idxtable.index_defs WHERE name = %s", (ORDERS_INDEX,))
+        self.check(not gone.failed() and gone.rows[0][0] == 0,
+                   "%s is still defined: %s" % (ORDERS_INDEX, gone.show()))
+        log = log_since(self.drop["log"])
+        if log is None:
+            self.drop["server log"] = "not readable (%s)" % server_log()
+            return
+        rebuilt = re.findall(r'rebuilding stale index "customers_\w+"|cannot resume', log)
+        fewer = "watches fewer collections" in log
+        self.drop["server log"] = "%s, %s" % ("rebuilds or lost history: %s" % rebuilt if rebuilt
+                                              else "no rebuild, no lost history",
+                                              "the stream watches fewer collections" if fewer else
+                                              "no line about fewer collections")
+        self.check(not rebuilt, "after the drop_index of %s the server log says %s" % (ORDERS_INDEX, rebuilt))
+        self.check(fewer, "after the drop_index of %s the applier did not log that its stream watches fewer "
+                   "collections (%s)" % (ORDERS_INDEX, server_log()))
 
     def phase_ordered(self):
         """Ordered FDW writes beside the outside writers (see the module's docstring).  The mode is
@@ -940,6 +1268,35 @@ class Run:
                        "documents that share a unique key with another" % (name, row.get("conflicts"), want))
             self.stats["end"]["verify " + name] = " ".join("%s=%s" % kv for kv in row.items())
         self.check_conflicts_table(groups)
+        self.check_other_rows()
+
+    def check_other_rows(self):
+        """Every row the exiting sessions and the second role left: a routed query by their emails
+        returns what the unrouted one does, and that is what they wrote (where none of their writes
+        failed)."""
+        leavers = self.leavers + self.exiting.all_leavers
+        certain = [e for leaver in leavers if leaver.error is None for e in leaver.emails]
+        want = sorted(i for leaver in leavers if leaver.error is None for i in leaver.rows)
+        if not self.second.uncertain:
+            certain += self.second.emails
+            want = sorted(want + list(self.second.rows))
+        every = [e.lower() for leaver in leavers for e in leaver.emails] + [e.lower() for e in self.second.emails]
+        routed = self.routed.run(other_sessions.ROWS_BY_EMAIL, (every,))
+        plain = self.plain.run(other_sessions.ROWS_BY_EMAIL, (every,))
+        found = self.plain.run(other_sessions.ROWS_BY_EMAIL, ([e.lower() for e in certain],))
+        self.stats["end"]["rows of the exiting sessions and the second role"] = "%s routed, %s unrouted" % (
+            len(routed.rows) if routed.rows is not None else routed.show(),
+            len(plain.rows) if plain.rows is not None else plain.show())
+        self.check(not routed.failed() and not plain.failed() and routed.rows == plain.rows,
+                   "routed != unrouted for the rows of the exiting sessions and the second role",
+                   ["routed: " + routed.show(), "unrouted: " + plain.show()]
+                   + (row_diff(routed.rows, plain.rows)
+                      if routed.rows is not None and plain.rows is not None else []))
+        got = sorted(r[0] for r in found.rows or [])
+        self.check(not found.failed() and got == want,
+                   "the collection does not hold what the exiting sessions and the second role wrote",
+                   ["only written: %s" % sorted(set(want) - set(got))[:10],
+                    "only found: %s" % sorted(set(got) - set(want))[:10]])
 
     def barrier(self):
         """A routed query through each index: with current it waits for the
@@ -996,14 +1353,24 @@ class Run:
                                                # none from the start when the FDW-writes phase runs
                                                duplicates=self.args.duplicates and ARMED not in wanted)
                         for n in range(self.args.writers)]
-        self.reader = Reader(self.seed, self.pool, self.report)
-        for thread in self.writers + [self.reader]:
+        self.reader = Reader(self.seed, self.pool, self.report, self.other_emails)
+        self.exiting = other_sessions.ExitingSessions(self.seed, DATABASE, self.gate, self.report.check,
+                                                      self.other_emails, STRICT_PHASES, SECOND_ROLE, SECOND_TABLE,
+                                                      ROUTED_SETTINGS, PLAIN_SETTINGS)
+        self.second = other_sessions.SecondRole(self.seed, DATABASE, SECOND_ROLE, SECOND_TABLE, self.gate,
+                                                self.report.check, self.other_emails, STRICT_PHASES,
+                                                rate=SECOND_ROLE_RATE)
+        actors = [self.exiting, self.second]
+        for thread in self.writers + [self.reader] + actors:
             thread.start()
         try:
             if ARMED in wanted:
                 self.phase_armed()
             if STEADY in wanted:
-                self.run_phase(STEADY)
+                try:
+                    self.run_phase(STEADY, self.orders_step, ORDERS_EVERY)
+                finally:
+                    self.check_drop()
             if ORDERED in wanted:
                 self.phase_ordered()
             if FAILPOINTS in wanted:
@@ -1013,14 +1380,40 @@ class Run:
             if RESTARTED in wanted:
                 self.phase_restarted()
         finally:
-            for thread in self.writers:
+            for thread in self.writers + actors:
                 thread.stop()
             self.reader.stop()
         self.phase = "threads"
-        for thread in self.writers + [self.reader]:
+        for thread in self.writers + [self.reader] + actors:
             self.check(thread.failure is None, "%s died: %s" % (thread.name, thread.failure))
         self.final()
         self.summary(time.monotonic() - started)
+
+    def summary_others(self):
+        """What the exiting sessions, the second role and the drop did."""
+        shown = ["sessions exited", "sessions exited after a doubt", "sessions exited after a transaction",
+                 "sessions exited while armed", "sessions exited after a doubt while armed", "rows left",
+                 "checks", "checks routed", "checks with wrong rows", "checks IX001 or no connection",
+                 "unique checks", "unique checks refused (23505)",
+                 "sessions closed unarmed (never armed in the stretch)"]
+        for phase in PHASES:
+            s = collections.Counter(self.exiting.stats.get(phase, {}))
+            if phase == ARMED:
+                s.update(self.stats[ARMED])
+            if s["sessions exited"] or s["sessions closed unarmed (never armed in the stretch)"]:
+                extra = [k for k in s if k.startswith("sessions with a failed write")]
+                print("%s: exiting sessions: %s" % (phase, ", ".join("%s %d" % (k, s[k]) for k in shown + extra
+                                                                     if k in s)))
+        print("second role %s (MongoDB user %s) through %s: %s" % (
+            SECOND_ROLE, self.second_mongo_user, SECOND_TABLE,
+            "; ".join("%s: %s" % (phase, ", ".join("%s %d" % kv for kv in sorted(self.second.stats[phase].items())))
+                      for phase in PHASES if phase in self.second.stats) or "no writes"))
+        if self.drop is not None:
+            print("drop_index(%s) at %s s of the steady phase (its last write applied in %s s): %s s; customers' "
+                  "index tables: %s (%d polls); server log: %s"
+                  % (ORDERS_INDEX, self.drop["at"], self.drop.get("applied"), self.drop.get("seconds"),
+                                      {k: sorted(v) for k, v in self.drop["watcher"].states.items()},
+                                      self.drop.get("polls", 0), self.drop.get("server log")))
 
     def summary(self, elapsed):
         ops, errors, duplicates = outside_writers.totals(self.writers)
@@ -1040,6 +1433,7 @@ class Run:
                       % (phase, s["pairs"], s["routed"], s["mismatches"], s["conflict mismatches"], s["IX001"],
                          s["errors"], s["fdw inserts"], r["queries"], r["IX001"], r["errors"], r["wrong"],
                          extra + "; " if extra else "", s["seconds"]))
+        self.summary_others()
         if "any" in self.stats:
             s = self.stats["any"]
             print("with idxtable.index_consistency = 'any' (information, no check): %d pairs (%d routed), "
