@@ -4,6 +4,7 @@ stepdown and failover, rollback. Registered into test_server.py's list (run them
 
 import socket
 import struct
+import threading
 import time
 
 import bson
@@ -251,3 +252,138 @@ def test_replset_members_and_secondary_reads(env):
     st = status(client)
     check([m["stateStr"] for m in st["members"]] == ["PRIMARY", "SECONDARY", "SECONDARY"], st["members"])
     check(st["members"][2]["optime"]["ts"] < st["members"][1]["optime"]["ts"], st["members"])
+
+
+# --- stages 3 and 4: stepdown, failover, rollback ---------------------------------------------------------
+
+LSID = {"id": bson.Binary(b"retry-session-01", 4)}
+
+
+def retryable_insert(port, doc, txn_number):
+    """A retryable write sent as is: insert of `doc` with the test session and `txn_number`."""
+    return raw_command(port, {"insert": "fo", "documents": [doc], "$db": "t", "lsid": LSID,
+                              "txnNumber": bson.Int64(txn_number), "writeConcern": {"w": 1}})
+
+
+def hello_of(port):
+    """hello on one member."""
+    return raw_command(port, {"hello": 1, "$db": "admin"})
+
+
+def wait_for(predicate, seconds=10, what="condition"):
+    """Poll until predicate() is true."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for %s" % what)
+        time.sleep(0.05)
+
+
+@test
+def test_replset_step_down_and_failover(env):
+    """replSetStepDown: the old primary becomes a secondary (hello, writes NotWritablePrimary 10107 with
+    the RetryableWriteError label), the caught-up secondary is elected at once in a higher term
+    (electionId), pymongo finds it and writes there; a retryable write made on the old primary and
+    retried on the new one is recognised (retriedStmtIds); a change stream resumes on the new primary
+    from its token; without force and no secondary caught up the stepdown fails with 262; a forced
+    stepdown answers a waiting w:"majority" write PrimarySteppedDown (189) and elects after
+    --election-timeout-ms the most up-to-date member out of its stepdown period."""
+    server, client = replica_set(env, "rs3fo", extra=["--election-timeout-ms", "300"])
+    p0, p1, p2 = server.ports
+    coll = client.t.fo
+    coll.insert_one({"_id": 1})
+    stream = coll.watch()
+    check(retryable_insert(p0, {"_id": "r"}, 1)["n"] == 1)
+    first = stream.next()
+    check(first["operationType"] == "insert", first)
+    token = stream.resume_token
+    term = status(client)["term"]
+    client.admin.command("replSetStepDown", 60)
+    old, new = hello_of(p0), hello_of(p1)
+    check(old["secondary"] and not old["isWritablePrimary"] and old["primary"] == "127.0.0.1:%d" % p1, old)
+    check(new["isWritablePrimary"] and new["electionId"] > bson.ObjectId("7fffffff0000000000000001"), new)
+    reply = raw_command(p0, {"insert": "fo", "documents": [{"_id": 9}], "$db": "t", "lsid": LSID,
+                             "txnNumber": bson.Int64(2)})
+    check(reply["code"] == 10107 and "RetryableWriteError" in reply["errorLabels"], reply)
+    retried = retryable_insert(p1, {"_id": "r"}, 1)
+    check(retried["n"] == 1 and retried.get("retriedStmtIds") == [0], retried)
+    check(coll.count_documents({"_id": "r"}) == 1)
+    coll.insert_one({"_id": 2})  # pymongo rediscovers the primary
+    check(client.primary == ("127.0.0.1", p1), client.primary)
+    check(status(client)["term"] > term)
+    resumed = client.t.fo.watch(resume_after=token)
+    event = resumed.next()
+    check(event["documentKey"] == {"_id": 2}, event)
+    # no caught-up secondary: 262 without force
+    client.admin.command({"setReplicationLag": 1, "member": 0, "paused": True})
+    client.admin.command({"setReplicationLag": 1, "member": 2, "paused": True})
+    coll.with_options(write_concern=WriteConcern(w=1)).insert_one({"_id": 3})
+    expect_code(262, client.admin.command, {"replSetStepDown": 60, "secondaryCatchUpPeriodSecs": 0.2})
+    # a w:majority write waiting when a forced stepdown comes: 189
+    result = {}
+
+    def waiting_write():
+        result["reply"] = raw_command(p1, {"insert": "fo", "documents": [{"_id": 4}], "$db": "t",
+                                           "writeConcern": {"w": "majority"}})
+    thread = threading.Thread(target=waiting_write)
+    thread.start()
+    time.sleep(0.3)
+    check(thread.is_alive(), "the w:majority write did not wait")
+    raw_command(p1, {"replSetStepDown": 60, "force": True, "$db": "admin"})
+    thread.join(5)
+    check(result["reply"]["writeConcernError"]["code"] == 189, result["reply"])
+    check(all(not hello_of(p)["isWritablePrimary"] for p in server.ports), "a primary before the election")
+    wait_for(lambda: hello_of(p0).get("primary") is not None, what="the election")
+    # member 0 is in its stepdown period: member 2, which stopped replicating before _id 3, is elected
+    # with member 0's vote, and the writes it lacks are rolled back
+    check(hello_of(p0)["primary"] == "127.0.0.1:%d" % p2, hello_of(p0))
+    left = sorted(d["_id"] for d in direct(env, p2).t.fo.find({"_id": {"$in": [3, 4]}}))
+    check(left == [], "writes the new primary lacked survived: %s" % left)
+
+
+@test
+def test_replset_rollback_of_writes_not_majority_committed(env):
+    """replSetStepUp on a secondary that stopped replicating: it wins (the other secondary has applied
+    no more), the old primary steps down and the writes after the new primary's optime are rolled back:
+    the documents are as before them, change streams never show them (a resume on the new primary
+    returns the later writes only; the old primary's cursors are gone, 43), the retryable write they
+    recorded runs again when retried, the transaction they committed is NoSuchTransaction on a retried
+    commit; majority-committed writes stay."""
+    server, client = replica_set(env, "rs3rb")
+    p0, p1, p2 = server.ports
+    coll = client.t.fo
+    coll.insert_many([{"_id": 1, "v": 1}, {"_id": 2, "v": 2}])  # w:majority by default
+    stream = raw_command(p0, {"aggregate": "fo", "pipeline": [{"$changeStream": {}}], "cursor": {},
+                              "$db": "t"})["cursor"]
+    for member in (1, 2):
+        client.admin.command({"setReplicationLag": 1, "member": member, "paused": True})
+    w1 = coll.with_options(write_concern=WriteConcern(w=1))
+    w1.insert_one({"_id": 3})
+    w1.update_one({"_id": 1}, {"$set": {"v": 10}})
+    w1.delete_one({"_id": 2})
+    check(retryable_insert(p0, {"_id": "r"}, 1)["n"] == 1)
+    with client.start_session() as session:
+        with session.start_transaction(write_concern=WriteConcern(w=1)):
+            w1.insert_one({"_id": "t"}, session=session)
+        txn_number = session._server_session.transaction_id
+        lsid = session.session_id
+    more = raw_command(p0, {"getMore": stream["id"], "collection": "fo", "maxTimeMS": 200, "$db": "t"})
+    check(more["cursor"]["nextBatch"] == [], "events past the commit point: %s" % more)
+    token = more["cursor"]["postBatchResumeToken"]
+    check(raw_command(p1, {"replSetStepUp": 1, "$db": "admin"})["ok"] == 1)
+    check(hello_of(p1)["isWritablePrimary"] and hello_of(p0)["secondary"])
+    new = env.new_client("mongodb://127.0.0.1:%d/?directConnection=true" % p1)
+    docs = {d["_id"]: d.get("v") for d in new.t.fo.find()}
+    check(docs == {1: 1, 2: 2}, "after the rollback: %s" % docs)
+    again = retryable_insert(p1, {"_id": "r"}, 1)
+    check(again["n"] == 1 and "retriedStmtIds" not in again, again)
+    commit = raw_command(p1, {"commitTransaction": 1, "$db": "admin", "lsid": lsid, "txnNumber": txn_number,
+                              "autocommit": False})
+    check(commit.get("code") == 251, commit)
+    more = raw_command(p0, {"getMore": stream["id"], "collection": "fo", "$db": "t"})
+    check(more.get("code") == 43, "the old primary's cursor: %s" % more)
+    resumed = raw_command(p1, {"aggregate": "fo", "pipeline": [{"$changeStream": {"resumeAfter": token}}],
+                               "cursor": {}, "$db": "t"})
+    events = resumed["cursor"]["firstBatch"]
+    check([(e["operationType"], e["documentKey"]["_id"]) for e in events] == [("insert", "r")], events)
+    check(status(new)["rollbacks"] == 1)

@@ -53,6 +53,20 @@ def cmd_repl_set_get_status(ctx):
     return ctx.server.repl.status(ctx.conn.member)
 
 
+def cmd_repl_set_step_down(ctx):
+    """replSetStepDown (admin): the primary becomes a secondary (see repl.ReplicaSet.step_down)."""
+    _admin_only(ctx, "replSetStepDown")
+    ctx.server.repl.step_down(ctx.conn.member, ctx.cmd)
+    return {"ok": 1.0}
+
+
+def cmd_repl_set_step_up(ctx):
+    """replSetStepUp (admin): this secondary calls an election (see repl.ReplicaSet.step_up)."""
+    _admin_only(ctx, "replSetStepUp")
+    ctx.server.repl.step_up(ctx.conn.member)
+    return {"ok": 1.0}
+
+
 def cmd_set_replication_lag(ctx):
     """setReplicationLag (admin; a test-server command): how far the majority commit point trails the
     last write (majorityLagMs), how far a member replicates behind (member, lagMs), or that it stopped
@@ -117,6 +131,7 @@ def _wait_for_transaction_locks(ctx, names):
     released while waiting, so other connections (and the transaction's own statements, which mongod
     grants on the locks the transaction already holds) go on."""
     ctx.server.txns.wait_for_locks(ctx.txn, ctx.db, names, ctx.deadline())
+    ctx.server.repl.check_interrupted(ctx.conn.member)
 
 
 def _txn_may_create(ctx, what):
@@ -465,6 +480,7 @@ def cmd_commit_transaction(ctx):
             raise
         ctx.server.counters["totalCommitted"] += 1
         ctx.note_write()
+        txn.commit_time = ctx.conn.op_time  # a replica set's rollback undoes the commits after its point
         ctx.events.extend(changestream.stamp_commit(txn.events, ctx.conn.op_time, wall_now(), number,
                                                     ctx.cmd.get("lsid")))
         txn.events = []
@@ -570,6 +586,8 @@ COMMANDS = {
     "whatsmyuri": cmd_whats_my_uri,
     "replSetGetStatus": cmd_repl_set_get_status,
     "setReplicationLag": cmd_set_replication_lag,
+    "replSetStepDown": cmd_repl_set_step_down,
+    "replSetStepUp": cmd_repl_set_step_up,
 }
 
 NO_AUTH_COMMANDS = {"hello", "isMaster", "ismaster", "saslStart", "saslContinue", "ping", "buildInfo",

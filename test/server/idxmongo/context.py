@@ -58,7 +58,7 @@ class Context:
         """Remember what statement `index` of a retryable write wrote (nothing outside one); mongod then
         evaluates onPrimaryTransactionalWrite (fire=False: an insert batch evaluates it once for all)."""
         if self.retry is not None:
-            self.retry.record(index, outcome)
+            self.retry.record(index, outcome, self.conn.op_time)
             if fire:
                 self.on_primary_write([index])
 
@@ -152,6 +152,7 @@ class Context:
                 if self.txn is not None:
                     raise
                 self.server.txns.wait_for_end(busy.holder, self.deadline())
+                self.server.repl.check_interrupted(self.conn.member)
 
     def wait_for_write_lock(self, name):
         """Before a write command outside a transaction: queue behind a DDL waiting for the collection."""

@@ -93,6 +93,7 @@ class ReplicaSet:
         self.last_optime = server.clock.current()
         self.majority_floor = self.last_optime
         self.versioned = False
+        self.rollbacks = 0  # how many rollbacks happened (replSetGetStatus)
         self._update_versioned()
 
     # --- configuration ------------------------------------------------------------------------------
@@ -223,8 +224,161 @@ class ReplicaSet:
             if cursor is not None:
                 cursor.member = member.index
 
-    def tick(self):
-        """Once a second or so (the reaper): nothing to do yet."""
+    def check_interrupted(self, member):
+        """After a wait inside a command (for a transaction, a lock): if the member stopped being primary
+        meanwhile, the operation is killed, as mongod's stepdown kills the operations that write
+        (InterruptedDueToReplStateChange, 11602)."""
+        if member is not self.primary:
+            raise MongoError(11602, "operation was interrupted because the member's replica set state "
+                             "changed")
+
+    # --- stepdown, elections, rollback ------------------------------------------------------------------
+
+    def step_down(self, member, cmd):
+        """replSetStepDown on `member` (store lock held, so writes wait meanwhile, as behind mongod's RSTL):
+        wait up to secondaryCatchUpPeriodSecs (10, 0 with force) for an electable secondary that has
+        applied every write; then step down (open transactions aborted, waiting write concerns answered
+        PrimarySteppedDown) and, if one caught up, elect it at once (the stepped-down primary nominates
+        it); with force and none caught up, step down anyway and hold an election after
+        electionTimeoutMillis. The stepped-down member may not be elected for replSetStepDown seconds.
+        Without force and no secondary caught up: ExceededTimeLimit (262)."""
+        if member is not self.primary:
+            raise MongoError(10107, "not primary")
+        force = bool(cmd.get("force"))
+        secs = cmd.get("replSetStepDown")
+        secs = 60.0 if isinstance(secs, bool) or not isinstance(secs, (int, float)) else float(secs)
+        catch_up = _number(cmd.get("secondaryCatchUpPeriodSecs", 0 if force else 10), "secondaryCatchUpPeriodSecs")
+        if secs < catch_up:
+            raise MongoError(2, "stepdown period must be longer than secondaryCatchUpPeriodSecs")
+        deadline = time.monotonic() + catch_up
+        while True:
+            caught = [m for m in self._electable(time.monotonic()) if self.applied(m) >= self.last_optime]
+            if caught or time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_SECONDS)
+        if not caught and not force:
+            raise MongoError(262, "No electable secondaries caught up as of %s. Please use the replSetStepDown "
+                             "command with the argument {force: true} to force node to step down."
+                             % datetime.datetime.utcnow().isoformat())
+        with self.lock:
+            member.floor = self.last_optime  # it has every write it made
+            member.stepdown_until = time.monotonic() + secs
+            self.primary = None
+            self.server.txns.abort_open()
+            if caught:
+                self._elect(caught[0])
+            else:
+                self._schedule_election()
+
+    def step_up(self, member):
+        """replSetStepUp on `member` (store lock held): it stands for election at once; it wins with the
+        votes of a majority of the members (itself included), each of which votes for it unless it has
+        applied a newer optime than the candidate. The old primary then steps down, and the writes the
+        new primary lacks are rolled back (see _elect). A lost election: CommandFailed (125)."""
+        if member is self.primary:
+            return
+        now = time.monotonic()
+        if member.stepdown_until > now:
+            raise MongoError(125, "Election failed: the member stepped down and may not be elected yet.")
+        with self.lock:
+            point = self.applied(member, now)
+            votes = sum(1 for m in self.members if m is member or self.applied(m, now) <= point)
+            if votes <= len(self.members) // 2:
+                raise MongoError(125, "Election failed: %d of %d votes (the other members have applied newer "
+                                 "optimes)." % (votes, len(self.members)))
+            self._elect(member)
+
+    def _electable(self, now):
+        """The secondaries that may be elected now, most up to date first."""
+        members = [m for m in self.members if m is not self.primary and m.stepdown_until <= now]
+        return sorted(members, key=lambda m: self.applied(m, now), reverse=True)
+
+    def _schedule_election(self):
+        """Hold an election electionTimeoutMillis from now (a thread; the set has no primary until)."""
+        self.election_at = time.monotonic() + self.election_timeout_ms / 1000.0
+        threading.Thread(target=self._elector, name="election", daemon=True).start()
+
+    def _elector(self):
+        """Wait for the election's time, then elect the most up-to-date electable member that wins the
+        votes of a majority, trying again until one does (or a primary came by replSetStepUp)."""
+        while not self.server.stop_event.wait(0.02):
+            if self.primary is not None:
+                return
+            if time.monotonic() < (self.election_at or 0):
+                continue
+            with self.server.lock:
+                now = time.monotonic()
+                for candidate in self._electable(now):
+                    point = self.applied(candidate, now)
+                    votes = sum(1 for m in self.members if m is candidate or self.applied(m, now) <= point)
+                    if votes > len(self.members) // 2:
+                        with self.lock:
+                            self._elect(candidate)
+                        return
+
+    def _elect(self, member):
+        """`member` becomes primary in a new term (store lock and self.lock held). The writes it has not
+        applied (after its applied optime, so never majority committed) are rolled back; an old primary
+        still in office steps down and its open transactions are aborted."""
+        now = time.monotonic()
+        point = self.applied(member, now)
+        old = self.primary
+        if old is not None:
+            old.floor = self.last_optime
+            self.primary = None
+            self.server.txns.abort_open()
+        if point < self.last_optime:
+            self._rollback(point, now)
+        self.term += 1
+        self.primary = member
+        member.paused_at = None
+        self.election_at = None
+
+    def _rollback(self, point, now):
+        """Undo every write after optime `point` (store lock held), as mongod's rollback does on the
+        members that had them: the documents are put back as they were (from the change history's prior
+        images), the history entries are removed (no change stream ever returns them), the retryable-write
+        statements and transaction commits they recorded are forgotten, and the cursors of the members
+        that had applied them are killed (a getMore then gets CursorNotFound, which drivers resume from).
+        DDL after `point` (collections and indexes created or dropped, renames) is not undone."""
+        log = self.server.changelog
+        bound = hwm_key(Timestamp(point.time, point.inc + 1))
+        with log.cond:
+            start = bisect.bisect_left(log.keys, bound)
+            undone = log.entries[start:]
+            del log.keys[start:]
+            del log.entries[start:]
+        images = {}
+        for entry in undone:
+            if entry.prior is not NO_PRIOR:
+                images.setdefault((entry.db, entry.coll), {}).setdefault(sort_key(entry.doc_id), entry.prior)
+        for (db, name), docs in images.items():
+            coll = self.server.store.get(db, name)
+            if coll is None:
+                continue
+            record_ids = {}
+            for idk, before in docs.items():
+                if before is not None and idk not in coll.docs:
+                    record_ids[idk] = coll.next_record_id
+                    coll.next_record_id += 1
+            coll.restore(docs, record_ids)
+        self.server.retryable.rollback(point)
+        self.server.txns.rollback(point)
+        ahead = {m.index for m in self.members if self.applied(m, now) > point}
+        cursors = self.server.cursors
+        with cursors.lock:
+            for cursor_id in [i for i, c in cursors.cursors.items() if getattr(c, "member", 0) in ahead]:
+                del cursors.cursors[cursor_id]
+        cut = bisect.bisect_right(self.times, point)
+        del self.monos[cut:]
+        del self.times[cut:]
+        self.last_optime = point
+        self.majority_floor = min(self.majority_floor, point)
+        for m in self.members:
+            m.floor = min(m.floor, point)
+            if m.paused_at is not None:
+                m.paused_at = min(m.paused_at, point)
+        self.rollbacks += 1
 
     # --- reads --------------------------------------------------------------------------------------
 
@@ -364,6 +518,7 @@ class ReplicaSet:
         applied = self.applied(member, now)
         return {"set": SET_NAME, "date": datetime.datetime.utcnow(), "myState": 1 if member is self.primary else 2,
                 "term": Int64(self.term), "majorityLagMs": self.majority_lag_ms,
+                "rollbacks": self.rollbacks,
                 "optimes": {"lastCommittedOpTime": self.op_time(majority),
                             "readConcernMajorityOpTime": self.op_time(majority),
                             "appliedOpTime": self.op_time(applied), "durableOpTime": self.op_time(applied),

@@ -175,7 +175,6 @@ class Server:
                 self.txns.reap()
                 self._periodic_noop()
             self.cursors.reap()
-            self.repl.tick()
 
     def _periodic_noop(self):
         """mongod's periodic no-op oplog entry (repl/noop_writer.cpp): when nothing was written for
@@ -311,6 +310,8 @@ class Server:
             ctx.read_at = self.repl.read_point(conn.member, cmd)
         lock = contextlib.nullcontext() if name in UNLOCKED_COMMANDS else self.lock
         with lock:
+            if lock is self.lock:  # a stepdown while the command waited for the lock
+                self.repl.check_command(conn.member, name, cmd, in_txn)
             try:
                 ctx.retry = self.retryable.begin(ctx)
                 if name == "getMore":
