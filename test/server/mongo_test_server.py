@@ -4,8 +4,10 @@
 Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--user NAME --password PW]
                             [--log FILE] [--txn-lifetime SECONDS] [--txn-size-limit BYTES]
                             [--dbpath DIR] [--change-history N] [--periodic-noop-secs S] [--bulk-write]
-                            [--server-version 6.0|7.0|8.0]
-With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
+                            [--server-version 6.0|7.0|8.0] [--members N] [--majority-lag-ms MS]
+                            [--secondary-lag-ms MS] [--election-timeout-ms MS]
+With --members N the server is a replica set of N members, one per port (PORT, PORT+1, ...; with --port 0
+free ones, written to --port-file one a line). With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
 With --dbpath every change is journaled in DIR before it is acknowledged, and replayed at the next start.
 The implementation lives in the idxmongo package next to this script.
 """
@@ -53,7 +55,19 @@ def parse_args(argv):
                         help="the mongod version to announce (buildInfo, hello's maxWireVersion 17, 21, 25) and "
                              "to behave as where versions differ: 7.0 and later serve $changeStreamSplitLargeEvent "
                              "(default 6.0; --bulk-write announces 8.0)")
+    parser.add_argument("--members", type=int, default=1,
+                        help="members of the replica set rs0, one per port (member 0 on --port is primary at "
+                             "start; default 1)")
+    parser.add_argument("--majority-lag-ms", type=float, default=0.0,
+                        help="the majority commit point trails the last write by this many ms (default 0)")
+    parser.add_argument("--secondary-lag-ms", type=float, default=0.0,
+                        help="each secondary has applied the writes made up to this many ms ago (default 0)")
+    parser.add_argument("--election-timeout-ms", type=float, default=10000.0,
+                        help="without a primary, an election after this many ms (mongod's "
+                             "electionTimeoutMillis, 10000)")
     args = parser.parse_args(argv)
+    if args.members < 1:
+        parser.error("--members must be at least 1")
     if bool(args.user) != bool(args.password):
         parser.error("--user and --password go together")
     return args
@@ -70,14 +84,15 @@ def main(argv=None):
     try:
         server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath,
                         args.change_history if args.change_history > 0 else None, args.bulk_write,
-                        args.server_version)
+                        args.server_version, args.members, args.majority_lag_ms, args.secondary_lag_ms,
+                        args.election_timeout_ms)
     except (OSError, RuntimeError) as exc:
         sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
     server.txn_size_limit = args.txn_size_limit or None
     server.noop_interval = max(0.1, args.periodic_noop_secs)
     server.listen()
     if args.port_file:
-        write_port_file(args.port_file, server.port)
+        write_port_file(args.port_file, [member.port for member in server.repl.members])
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.stop())
     server.serve_forever()

@@ -39,6 +39,8 @@ from bson.timestamp import Timestamp
 from pymongo.errors import (AutoReconnect, BulkWriteError, DuplicateKeyError, OperationFailure, WriteConcernError,
                             WriteError)
 
+import test_replset
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_SCRIPT = os.path.join(HERE, "mongo_test_server.py")
 PYTHON = "/usr/bin/python3"
@@ -95,7 +97,8 @@ class ServerProcess:
                 raise RuntimeError("server did not start: %s" % self.proc.stderr.read().decode())
             time.sleep(0.05)
         with open(self.port_file) as f:
-            self.port = int(f.read())
+            self.ports = [int(line) for line in f.read().split()]  # one per member (--members)
+        self.port = self.ports[0]
 
     def uri(self, credentials="", options=""):
         """A replica-set URI for this server."""
@@ -4013,8 +4016,14 @@ def test_change_stream_lsid_filter_builds_no_event(env):
         entries = [Entry("insert", "t", "facts" if i % 3 else "facts.idx", i, {"_id": i}) for i in range(3000)]
         log.publish(changestream.stamp_commit(entries, Timestamp(10 + n, 1), 0.0, 1, lsid), 0.0)
 
+    class Repl:  # a one-member set: every entry majority committed
+        @staticmethod
+        def stream_limit(member):
+            return None
+
     class Server:
         changelog = log
+        repl = Repl
     start = changestream.hwm_key(Timestamp(2, 0))
     stage = {"$match": {"ns.coll": {"$in": ["facts", "facts.idx"]},
                         "lsid.id": {"$nin": [s["id"] for s in sessions[:5]]}}}
@@ -4776,6 +4785,10 @@ def test_bulk_write_retry_after_lost_reply(env):
     check(server_client.t.bwl.count_documents({"m": 1}) == 0, "the multi update did not run")
     session.end_session()
 
+
+
+# the replica set's tests (majority commit point, secondaries, failover, rollback) live in their own file
+TESTS.extend(test_replset.TESTS)
 
 
 def main():

@@ -41,7 +41,8 @@ CLUSTER_MONITOR = {"checkFreeMonitoringStatus", "connPoolStats", "getCmdLineOpts
                    "serverStatus", "top"}
 CLUSTER_MONITOR_ANY_DB = {"collStats", "dbHash", "dbStats", "indexStats", "getShardVersion", "useUUID"}
 OTHER_ACTIONS = {"changeOwnPassword", "changeOwnCustomData", "killAnyCursor", "killAnySession",
-                 "configureFailPoint", "enableSharding", "killCursors", "anyAction", "internal"}
+                 "configureFailPoint", "enableSharding", "killCursors", "anyAction", "internal",
+                 "replSetStateChange"}
 ACTIONS = READ | READ_WRITE | DB_ADMIN | USER_ADMIN | CLUSTER_MONITOR | CLUSTER_MONITOR_ANY_DB | OTHER_ACTIONS
 
 CLUSTER = ("cluster",)

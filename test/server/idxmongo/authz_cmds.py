@@ -168,7 +168,9 @@ def required(db, name, cmd):
         return required(db, inner_name, inner) or []
     cluster = {"serverStatus": {"serverStatus"}, "getParameter": {"getParameter"},
                "killAllSessions": {"killAnySession"}, "configureFailPoint": {"configureFailPoint"},
-               "recentCommands": {"inprog"}, "commandCpu": {"inprog"}}
+               "recentCommands": {"inprog"}, "commandCpu": {"inprog"}, "replSetGetStatus": {"replSetGetStatus"},
+               "replSetStepDown": {"replSetStateChange"}, "replSetStepUp": {"replSetStateChange"},
+               "replSetFreeze": {"replSetStateChange"}, "setReplicationLag": {"configureFailPoint"}}
     if name in cluster:
         return [(CLUSTER, cluster[name])]
     database = {"dbStats": {"dbStats"}, "dropDatabase": {"dropDatabase"}, "enableSharding": {"enableSharding"},

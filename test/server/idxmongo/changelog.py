@@ -128,7 +128,8 @@ class Entry:
     """One recorded change: the changed document's `_id`, the new document (insert, replace) or the
     updateDescription (update), the target of a rename; kept as references, built into events on reading."""
 
-    __slots__ = ("key", "ts", "wall", "op", "db", "coll", "doc_id", "doc", "desc", "to", "txn", "pre", "post")
+    __slots__ = ("key", "ts", "wall", "op", "db", "coll", "doc_id", "doc", "desc", "to", "txn", "pre", "post",
+                 "prior")
 
     def __init__(self, op, db, coll, doc_id=None, doc=None, desc=None, to=None):
         self.op = op
@@ -140,6 +141,9 @@ class Entry:
         self.to = to
         self.txn = None  # (txnNumber, lsid) of a transaction's event
         self.pre = self.post = None  # pre- and post-images (changeStreamPreAndPostImages)
+        # the document before the change (None: it did not exist), kept while the replica set is
+        # versioned (repl.py: reads as of an optime, rollback)
+        self.prior = NO_PRIOR
         self.key = self.ts = self.wall = None
 
     def stamp(self, ts, wall, op_index=0):
@@ -154,6 +158,7 @@ class Entry:
 
 
 DOC_OPS = {"insert", "update", "replace", "delete"}
+NO_PRIOR = object()  # Entry.prior of a change made while the replica set was not versioned
 
 
 class _Waiter:
@@ -243,9 +248,13 @@ class ChangeLog:
         i = bisect.bisect_left(self.keys, key)
         return self.entries[i] if i < len(self.keys) and self.keys[i] == key else None
 
-    def after(self, key, max_entries):
-        """Up to `max_entries` entries after position `key` (cond held); 286 if the history moved past it."""
+    def after(self, key, max_entries, bound=None):
+        """Up to `max_entries` entries after position `key` (cond held), before position `bound` if given
+        (a replica set's majority commit point, repl.py); 286 if the history moved past it."""
         if key < self.horizon:
             raise history_lost("the stream's position %s is no longer in the history" % key_time(key))
         i = bisect.bisect_right(self.keys, key)
-        return self.entries[i:i + max_entries]
+        end = i + max_entries
+        if bound is not None:
+            end = min(end, bisect.bisect_left(self.keys, bound, i))
+        return self.entries[i:end]

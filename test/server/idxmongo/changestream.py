@@ -87,6 +87,7 @@ class StreamCursor:
         self.memo = {"lsid": (None, b"")}  # rawbson.document's: the last lsid's element
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
+        self.member = 0  # the replica-set member it was opened on (repl.py: what it has applied)
 
 
 # --- recording (called by context.py for every change) -------------------------------------------------
@@ -288,6 +289,7 @@ def open_stream(ctx):
     cursor = StreamCursor(ns, None if cluster else ctx.db, name if isinstance(name, str) else None, spec,
                           stages, position, start_token, session)
     cursor.split = split
+    cursor.member = ctx.conn.member.index
     if fragment is not None:
         if not split:
             raise MongoError(280, "Resuming after a fragment of a split event needs a "
@@ -676,9 +678,10 @@ def _collect(server, cursor, max_docs):
     # event already): an event that does not invalidate the stream is written straight from its entry
     direct = not cursor.stages or cursor.early
     size = _drain(cursor, batch, size, max_docs)
+    bound = _bound(server, cursor)
     while not cursor.invalidated and not cursor.pending and (max_docs is None or len(batch) < max_docs):
         with log.cond:
-            entries = log.after(cursor.position, SCAN_CHUNK)
+            entries = log.after(cursor.position, SCAN_CHUNK, bound)
         if not entries:
             break
         for entry in entries:
@@ -737,6 +740,13 @@ def _collect(server, cursor, max_docs):
         if mark > decode_token(cursor.pbrt)[0]:
             cursor.pbrt = token(mark)
     return batch
+
+
+def _bound(server, cursor):
+    """The position before which the stream may return events: the replica set's majority commit point,
+    or what the stream's member has applied (repl.stream_limit); None when every entry may be returned."""
+    limit = server.repl.stream_limit(cursor.member)
+    return None if limit is None else hwm_key(Timestamp(limit.time, limit.inc + 1))
 
 
 def _split_entry(cursor, entry, out, batch, size, max_docs):
@@ -861,8 +871,11 @@ def _wait_and_collect(server, cursor, batch_size, deadline):
         if batch or cursor.invalidated or remaining <= 0:
             return batch
         with log.cond:
-            if not log.keys or log.keys[-1] <= cursor.position:
+            waiting = not log.keys or log.keys[-1] <= cursor.position
+            if waiting:
                 log.wait(lambda entry: _may_return(cursor, entry), remaining)
+        if not waiting:  # entries past the majority commit point: wait until it passes them
+            time.sleep(min(remaining, 0.01))
 
 
 def add_labels(name, cmd, reply):

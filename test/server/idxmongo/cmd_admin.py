@@ -6,7 +6,6 @@ import os
 import time
 
 from bson.int64 import Int64
-from bson.objectid import ObjectId
 
 from . import authz_cmds, changestream
 from .authz import CLUSTER, db_resource, ns_resource
@@ -19,7 +18,6 @@ from .matcher import compile_filter
 from .mockops import plain
 from .txn import no_such_transaction
 
-ELECTION_ID = ObjectId("7fffffff0000000000000001")
 GENERIC_FIELDS = {"lsid", "txnNumber", "autocommit", "startTransaction", "writeConcern", "readConcern", "comment",
                   "maxTimeMS", "apiVersion", "apiStrict", "apiDeprecationErrors"}
 INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds", "collation", "hidden")
@@ -33,15 +31,13 @@ def cmd_hello(ctx):
     client = cmd.get("client")
     if isinstance(client, dict):
         ctx.conn.app_name = (client.get("application") or {}).get("name")
-    host = "%s:%d" % (server.host, server.port)
-    reply = {
-        "helloOk": True, "ismaster": True, "isWritablePrimary": True, "secondary": False,
-        "setName": "rs0", "setVersion": 1, "hosts": [host], "primary": host, "me": host,
-        "electionId": ELECTION_ID,
+    reply = {"helloOk": True}
+    reply.update(server.repl.hello_fields(ctx.conn.member))
+    reply.update({
         "maxBsonObjectSize": 16777216, "maxMessageSizeBytes": 48000000, "maxWriteBatchSize": 100000,
         "localTime": datetime.datetime.utcnow(), "logicalSessionTimeoutMinutes": 30,
         "connectionId": ctx.conn.id, "minWireVersion": 0, "maxWireVersion": server.max_wire_version, "readOnly": False,
-    }
+    })
     mech_user = cmd.get("saslSupportedMechs")
     if server.auth is not None and isinstance(mech_user, str):
         mechs = server.auth.mechanisms_for(mech_user)
@@ -49,6 +45,42 @@ def cmd_hello(ctx):
             reply["saslSupportedMechs"] = mechs
     reply["ok"] = 1.0
     return reply
+
+
+def cmd_repl_set_get_status(ctx):
+    """replSetGetStatus (admin): the members, their states and optimes, the majority commit point."""
+    _admin_only(ctx, "replSetGetStatus")
+    return ctx.server.repl.status(ctx.conn.member)
+
+
+def cmd_repl_set_step_down(ctx):
+    """replSetStepDown (admin): the primary becomes a secondary (see repl.ReplicaSet.step_down)."""
+    _admin_only(ctx, "replSetStepDown")
+    ctx.server.repl.step_down(ctx.conn.member, ctx.cmd)
+    return {"ok": 1.0}
+
+
+def cmd_repl_set_step_up(ctx):
+    """replSetStepUp (admin): this secondary calls an election (see repl.ReplicaSet.step_up)."""
+    _admin_only(ctx, "replSetStepUp")
+    ctx.server.repl.step_up(ctx.conn.member)
+    return {"ok": 1.0}
+
+
+def cmd_set_replication_lag(ctx):
+    """setReplicationLag (admin; a test-server command): how far the majority commit point trails the
+    last write (majorityLagMs), how far a member replicates behind (member, lagMs), or that it stopped
+    replicating (member, paused: true), and the election timeout (electionTimeoutMs). Answers as
+    replSetGetStatus."""
+    _admin_only(ctx, "setReplicationLag")
+    ctx.server.repl.set_lag(ctx.cmd)
+    return ctx.server.repl.status(ctx.conn.member)
+
+
+def _admin_only(ctx, name):
+    """Replication commands run on admin only (Unauthorized, 13, elsewhere, as mongod)."""
+    if ctx.db != "admin":
+        raise MongoError(13, "%s may only be run against the admin database." % name)
 
 
 def cmd_ping(ctx):
@@ -99,6 +131,7 @@ def _wait_for_transaction_locks(ctx, names):
     released while waiting, so other connections (and the transaction's own statements, which mongod
     grants on the locks the transaction already holds) go on."""
     ctx.server.txns.wait_for_locks(ctx.txn, ctx.db, names, ctx.deadline())
+    ctx.server.repl.check_interrupted(ctx.conn.member)
 
 
 def _txn_may_create(ctx, what):
@@ -447,6 +480,7 @@ def cmd_commit_transaction(ctx):
             raise
         ctx.server.counters["totalCommitted"] += 1
         ctx.note_write()
+        txn.commit_time = ctx.conn.op_time  # a replica set's rollback undoes the commits after its point
         ctx.events.extend(changestream.stamp_commit(txn.events, ctx.conn.op_time, wall_now(), number,
                                                     ctx.cmd.get("lsid")))
         txn.events = []
@@ -550,6 +584,10 @@ COMMANDS = {
     "getLastError": cmd_get_last_error,
     "getlasterror": cmd_get_last_error,
     "whatsmyuri": cmd_whats_my_uri,
+    "replSetGetStatus": cmd_repl_set_get_status,
+    "setReplicationLag": cmd_set_replication_lag,
+    "replSetStepDown": cmd_repl_set_step_down,
+    "replSetStepUp": cmd_repl_set_step_up,
 }
 
 NO_AUTH_COMMANDS = {"hello", "isMaster", "ismaster", "saslStart", "saslContinue", "ping", "buildInfo",

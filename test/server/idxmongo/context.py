@@ -2,6 +2,7 @@
 helpers that every command uses, so transaction isolation, counters and the journal (--dbpath) are applied
 in one place: every change to the store goes through a method here."""
 
+import collections
 import time
 import uuid
 
@@ -33,6 +34,7 @@ class Context:
         self.unit = None  # the before-images of the current statement of a retryable write (StatementUnit)
         self.close_connection = False  # onPrimaryTransactionalWrite ended the connection: send no reply
         self.events = []  # change-stream entries of this command outside a transaction, published at its end
+        self.read_at = None  # a replica set's read as of an optime (repl.read_point), None: current data
 
     def previous_outcome(self, index):
         """What an earlier attempt of this retryable write recorded for statement `index` (it is then not
@@ -56,7 +58,7 @@ class Context:
         """Remember what statement `index` of a retryable write wrote (nothing outside one); mongod then
         evaluates onPrimaryTransactionalWrite (fire=False: an insert batch evaluates it once for all)."""
         if self.retry is not None:
-            self.retry.record(index, outcome)
+            self.retry.record(index, outcome, self.conn.op_time)
             if fire:
                 self.on_primary_write([index])
 
@@ -150,6 +152,7 @@ class Context:
                 if self.txn is not None:
                     raise
                 self.server.txns.wait_for_end(busy.holder, self.deadline())
+                self.server.repl.check_interrupted(self.conn.member)
 
     def wait_for_write_lock(self, name):
         """Before a write command outside a transaction: queue behind a DDL waiting for the collection."""
@@ -175,9 +178,12 @@ class Context:
         if self.server.journal is not None:
             journal.add_op(self.txn.changes if self.txn is not None else self.changes, make_op(*args))
 
-    def record_event(self, entry):
+    def record_event(self, entry, prior=None):
         """Record a change-stream entry for the change just recorded (changelog.py): published when the
-        command ends, or kept with the transaction until its commit (then at the commit's time)."""
+        command ends, or kept with the transaction until its commit (then at the commit's time). While
+        the replica set is versioned (repl.py) the entry keeps `prior`, the document before the change."""
+        if self.server.repl.versioned and entry.op in changestream.DOC_OPS:
+            entry.prior = prior
         if self.txn is not None:
             self.txn.events.append(entry)
             return
@@ -246,8 +252,15 @@ class Context:
         self.record_event(changestream.drop_database_entry(self.db))
 
     def overlay(self, coll):
-        """Before-images this command must read instead of another transaction's uncommitted writes."""
-        return self.server.txns.overlay(self.txn, coll)
+        """Before-images this command must read instead of another transaction's uncommitted writes, and,
+        for a read as of an optime (a secondary's, a majority read), instead of the changes made after it."""
+        images = self.server.txns.overlay(self.txn, coll)
+        if self.read_at is None or self.txn is not None:
+            return images
+        past = self.server.repl.images_after(coll, self.read_at)
+        if not past:
+            return images
+        return past if not images else collections.ChainMap(past, images)
 
     def query(self, coll, filt, sort=None, skip=0, limit=0, plan=None, hint=None, collation=None, progress=None):
         """Matching documents as this command may see them (empty for a missing collection), under the
@@ -305,7 +318,7 @@ class Context:
         if self.unit is not None:
             self.unit.record(coll, idk, old)
         self.record_change(journal.replace_op, coll, [new])
-        self.record_event(changestream.update_entry(coll, old, new, replacement))
+        self.record_event(changestream.update_entry(coll, old, new, replacement), old)
         self.server.counters["updated"] += 1
 
     def delete_doc(self, coll, old):
@@ -322,7 +335,7 @@ class Context:
         if self.unit is not None:
             self.unit.record(coll, idk, old, record_id)
         self.record_change(journal.delete_op, coll, [old["_id"]])
-        self.record_event(changestream.doc_entry("delete", coll, old["_id"], pre=old))
+        self.record_event(changestream.doc_entry("delete", coll, old["_id"], pre=old), old)
         self.server.counters["deleted"] += 1
 
 

@@ -49,6 +49,7 @@ class Cursor:
         self.last_used = time.monotonic()
         self.progress = progress  # a streaming plan's query.ResultProgress, else None
         self.counted = (0, 0)  # keys and documents examined counted so far
+        self.member = 0  # the replica-set member it lives on (repl.py)
 
     def count_batch(self, stats, stashed):
         """Add to `stats` what producing the batch just taken examined: up to its last document, or up to

@@ -61,6 +61,7 @@ class History:
         self.key = key
         self.number = number
         self.statements = dict(statements or {})
+        self.times = {}  # stmt id -> optime of the write that recorded it (a replica set's rollback)
 
 
 class StatementLog:
@@ -96,10 +97,11 @@ class StatementLog:
             self.retried.append(stmt_id)
         return outcome
 
-    def record(self, index, outcome):
-        """Remember what statement `index` wrote."""
+    def record(self, index, outcome, op_time=None):
+        """Remember what statement `index` wrote (at optime `op_time`)."""
         stmt_id = self.stmt_id(index)
         self.history.statements[stmt_id] = outcome
+        self.history.times[stmt_id] = op_time
         self.new.append((stmt_id, outcome))
 
     def executed(self, index):
@@ -190,6 +192,17 @@ class RetryableWrites:
                 raise MongoError(251, "Given transaction number %d does not match any in-progress "
                                       "transactions." % number, labels=[TRANSIENT])
             del self.histories[session_key]
+
+    def rollback(self, point):
+        """A replica set rolled back the writes after optime `point`: the statements they recorded are
+        forgotten with them (mongod rolls config.transactions back with the oplog), so a retry runs
+        them again."""
+        with self.lock:
+            for history in self.histories.values():
+                for stmt_id, at in list(history.times.items()):
+                    if at is not None and at > point:
+                        history.statements.pop(stmt_id, None)
+                        del history.times[stmt_id]
 
     def end_sessions(self, session_keys):
         """Forget the histories of ended sessions."""

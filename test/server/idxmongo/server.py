@@ -4,6 +4,7 @@ import collections
 import contextlib
 import logging
 import os
+import select
 import socket
 import threading
 import time
@@ -23,11 +24,12 @@ from .errors import TRANSIENT, CloseConnection, MongoError, from_mongomock
 from .failpoints import KILL_EXIT_STATUS, FailPoints
 from .histjournal import DurableHistory
 from .journal import Journal
+from .repl import ReplicaSet
 from .retry import RetryableWrites, add_error_labels
 from .storage import Store
 from .txn import TransactionManager
 from .wire import ProtocolError, encode_reply, read_request
-from .writeconcern import add_write_concern_error
+from .writeconcern import WRITE_CONCERN_COMMANDS, add_write_concern_error
 
 LOG = logging.getLogger("idxmongo")
 
@@ -47,8 +49,9 @@ WIRE_VERSIONS = {"6.0": 17, "7.0": 21, "8.0": 25}
 class Connection:
     """One client connection and its per-connection state (authentication, SASL, appName)."""
 
-    def __init__(self, sock, conn_id, peer):
+    def __init__(self, sock, conn_id, peer, member):
         self.sock = sock
+        self.member = member  # the replica-set member (repl.Member) whose port the client connected to
         self.id = conn_id
         self.peer = peer
         self.user = None
@@ -61,9 +64,12 @@ class Server:
     """A MongoDB-wire-compatible server over an in-memory indexed store, journaled to `dbpath` if given."""
 
     def __init__(self, host="127.0.0.1", port=0, user=None, password=None, txn_lifetime=60.0, dbpath=None,
-                 change_history=None, bulk_write=False, version="6.0"):
+                 change_history=None, bulk_write=False, version="6.0", members=1, majority_lag_ms=0.0,
+                 secondary_lag_ms=0.0, election_timeout_ms=10000.0):
         self.host = host
         self.port = port
+        if members > 1 and dbpath:
+            raise RuntimeError("--members above 1 cannot be combined with --dbpath (rollback is not journaled)")
         self.lock = threading.RLock()
         self.store = Store()
         self.clock = ClusterClock()
@@ -107,17 +113,22 @@ class Server:
         self.conns_lock = threading.Lock()
         self.conns = {}
         self.total_conns = 0
-        self.listener = None
+        self.listeners = []
+        # the replica set (repl.py): one member per port, member 0 on `port` and primary at start
+        self.repl = ReplicaSet(self, host, [port] * max(1, members), majority_lag_ms, secondary_lag_ms,
+                               election_timeout_ms)
 
     def listen(self):
-        """Bind and listen; with port 0 the OS picks the port, which `self.port` then holds."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        sock.listen(128)
-        sock.settimeout(0.2)
-        self.port = sock.getsockname()[1]
-        self.listener = sock
+        """Bind and listen, one socket per member (on `port`, then the next ports; with port 0 the OS picks
+        each), so `self.port` and the members' ports then hold them."""
+        for member in self.repl.members:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port + member.index if self.port else 0))
+            sock.listen(128)
+            member.port = sock.getsockname()[1]
+            self.listeners.append(sock)
+        self.port = self.repl.members[0].port
 
     def serve_forever(self):
         """Accept connections (one thread each) until `stop_event` is set, then close everything."""
@@ -125,19 +136,23 @@ class Server:
         reaper.start()
         try:
             while not self.stop_event.is_set():
-                try:
-                    sock, peer = self.listener.accept()
-                except socket.timeout:
-                    continue
-                sock.settimeout(None)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                with self.conns_lock:
-                    self.total_conns += 1
-                    conn = Connection(sock, self.total_conns, peer)
-                    self.conns[conn.id] = conn
-                threading.Thread(target=self._serve_connection, args=(conn,), daemon=True).start()
+                ready, _, _ = select.select(self.listeners, [], [], 0.2)
+                for listener in ready:
+                    try:
+                        sock, peer = listener.accept()
+                    except OSError:
+                        continue
+                    sock.settimeout(None)
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    with self.conns_lock:
+                        self.total_conns += 1
+                        conn = Connection(sock, self.total_conns, peer,
+                                          self.repl.member_at(listener.getsockname()[1]))
+                        self.conns[conn.id] = conn
+                    threading.Thread(target=self._serve_connection, args=(conn,), daemon=True).start()
         finally:
-            self.listener.close()
+            for listener in self.listeners:
+                listener.close()
             with self.conns_lock:
                 for conn in list(self.conns.values()):
                     with contextlib.suppress(OSError):
@@ -173,6 +188,7 @@ class Server:
         if self.journal is not None:
             self.journal.write([], [entry], entry.ts)
         self.changelog.publish([entry], now)
+        self.repl.note_optime(entry.ts)
 
     def _serve_connection(self, conn):
         """Read requests and answer them until the client leaves (or a failpoint closes the socket)."""
@@ -219,7 +235,8 @@ class Server:
             if request.oversize:
                 raise limits.too_large_in_message(request.oversize)
             reply = self._dispatch(conn, request.db, name, cmd, request.sequences)
-            add_write_concern_error(name, cmd, reply)
+            self._wait_write_concern(conn, name, cmd, reply)
+            add_write_concern_error(name, cmd, reply, len(self.repl.members))
             reply = add_error_labels(name, cmd, reply)
         except MongoError as exc:
             reply = self._labelled(exc, name, cmd).to_reply()
@@ -237,6 +254,17 @@ class Server:
                   " readPreference=%s" % cmd["$readPreference"].get("mode")
                   if isinstance(cmd.get("$readPreference"), dict) else "")
         return reply
+
+    def _wait_write_concern(self, conn, name, cmd, reply):
+        """Wait (store lock released) until the command's writes satisfy its write concern on this
+        replica set (repl.py); a writeConcernError in the reply when they do not in time."""
+        if name not in WRITE_CONCERN_COMMANDS or reply.get("ok") != 1.0 or "writeConcernError" in reply:
+            return
+        if cmd.get("autocommit") is False and name not in cmd_admin.TXN_CONTROL_COMMANDS:
+            return
+        error = self.repl.wait_write_concern(conn.member, conn.op_time, cmd.get("writeConcern"))
+        if error is not None:
+            reply["writeConcernError"] = error
 
     @staticmethod
     def _labelled(exc, name, cmd):
@@ -268,6 +296,7 @@ class Server:
             elif conn.user is not None:
                 needs = authz_cmds.check(self, conn, db, name, cmd, sequences)
         in_txn = txnrules.check_session_options(cmd)
+        self.repl.check_command(conn.member, name, cmd, in_txn)
         failure = self.failpoints.check(name, conn.app_name)
         if failure is not None:
             self._fail_before(failure, name)
@@ -276,11 +305,19 @@ class Server:
         if name not in OPCOUNTED_COMMANDS:
             self.counters["command"] += 1
         ctx = Context(self, conn, db, name, cmd, self._transaction_for(name, cmd))
+        if ctx.txn is None and name not in UNLOCKED_COMMANDS:
+            self.repl.wait_read_concern(conn.member, cmd, ctx.deadline())
+            ctx.read_at = self.repl.read_point(conn.member, cmd)
         lock = contextlib.nullcontext() if name in UNLOCKED_COMMANDS else self.lock
         with lock:
+            if lock is self.lock:  # a stepdown while the command waited for the lock
+                self.repl.check_command(conn.member, name, cmd, in_txn)
             try:
                 ctx.retry = self.retryable.begin(ctx)
+                if name == "getMore":
+                    self.repl.check_get_more(conn.member, self.cursors, cmd)
                 reply = self._execute(ctx, handler)
+                self.repl.note_cursor(conn.member, self.cursors, reply)
                 if self.auth is not None:
                     authz_cmds.note_cursor(self, conn, reply, needs)
                 if failure is not None:
@@ -293,6 +330,7 @@ class Server:
                     self.journal.write(ctx.changes, ctx.events, self.clock.current())
                 if ctx.events:
                     self.changelog.publish(ctx.events, time.monotonic())
+                self.repl.note_optime(conn.op_time)
                 if failure is not None and failure.kill == "after":
                     self._kill(name, failure.kill)
                 if (failure is not None and failure.close_after) or ctx.close_connection:
@@ -389,9 +427,9 @@ def configure_logging(path):
     LOG.propagate = False
 
 
-def write_port_file(path, port):
-    """Write the port atomically, so a reader never sees a partial file."""
+def write_port_file(path, ports):
+    """Write the port (of each member, one a line) atomically, so a reader never sees a partial file."""
     tmp = "%s.tmp.%d" % (path, os.getpid())
     with open(tmp, "w") as f:
-        f.write("%d\n" % port)
+        f.write("".join("%d\n" % port for port in ports))
     os.replace(tmp, path)

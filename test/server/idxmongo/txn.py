@@ -70,6 +70,7 @@ class Transaction:
         # this transaction's snapshot (None for an insert)}
         self.last_used = time.monotonic()
         self.started = time.monotonic()  # the lifetime counts from here, as mongod's does
+        self.commit_time = None  # the commit's optime
 
     def create(self, db, name, options=None):
         """A new collection of the transaction's own, invisible to other sessions until commit."""
@@ -267,6 +268,19 @@ class TransactionManager:
             txn = self.sessions.pop(key, None)
             if txn is not None and txn.state == "active":
                 self.abort(txn)
+
+    def abort_open(self):
+        """Abort every open transaction (a replica-set state change; store lock held)."""
+        for txn in list(self.open.values()):
+            self.abort(txn)
+
+    def rollback(self, point):
+        """A replica set rolled back the writes after optime `point`: the transactions committed after it
+        count as never committed (a retried commitTransaction gets NoSuchTransaction, as on mongod, whose
+        rollback removes their config.transactions records)."""
+        for txn in self.sessions.values():
+            if txn.state == "committed" and txn.commit_time is not None and txn.commit_time > point:
+                txn.state = "aborted"
 
     def abort_all(self):
         """Abort every open transaction (killAllSessions; store lock held)."""
