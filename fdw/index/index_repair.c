@@ -246,6 +246,46 @@ idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
 }
 
 /*
+ * Reads of this process see only what is majority-committed and at least
+ * as new as this cluster time, when not 0 (idx_repair_read_durable_after).
+ */
+static uint64 durable_after = 0;
+
+/*
+ * From now on, the repairs of this process (the change-stream applier's)
+ * read with readConcern majority after cluster time "after" (0: the URI's
+ * read concern again).  A write that a failover may still roll back is
+ * then never read: an entry made for it could survive the rollback (the
+ * applier's write retried on the new primary) while no change stream ever
+ * shows the rollback.  Waiting for "after" (the time of the reply that
+ * brought the changes to apply) makes the reads see every write
+ * acknowledged before that reply, once it is majority-committed.
+ */
+void
+idx_repair_read_durable_after(uint64 after)
+{
+	durable_after = after;
+}
+
+/*
+ * Append the read concern of the repairs (see above) to "opts", if any.
+ */
+static void
+append_read_concern(bson_t *opts)
+{
+	bson_t		rc;
+
+	if (durable_after == 0)
+		return;
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "readConcern", &rc));
+	idx_check_append(BSON_APPEND_UTF8(&rc, "level", "majority"));
+	idx_check_append(bson_append_timestamp(&rc, "afterClusterTime", -1,
+										   (uint32_t) (durable_after >> 32),
+										   (uint32_t) durable_after));
+	idx_check_append(bson_append_document_end(opts, &rc));
+}
+
+/*
  * Open a find over the documents of "coll" matching "filter", with a
  * projection (optional).  verify_index
  * inside a transaction that has written reads through its session.
@@ -260,6 +300,7 @@ idx_repair_open_stream(IdxRepairState *st, mongoc_collection_t *coll,
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
 	idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", IDX_VERIFY_BATCH));
+	append_read_concern(&opts);
 	idx_xact_append_session(st->client, &opts);
 	cursor = mongoc_collection_find_with_opts(coll, filter, &opts,
 											  idx_primary_read_prefs());
@@ -467,6 +508,7 @@ find_one(IdxRepairState *st, mongoc_collection_t *coll, const bson_t *filter,
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
+	append_read_concern(&opts);
 	idx_xact_append_session(st->client, &opts);
 	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts,
 												  idx_primary_read_prefs());

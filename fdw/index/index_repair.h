@@ -230,6 +230,9 @@ extern ReadDoc *idx_repair_find_doc(IdxRepairState *st, const bson_t *key);
 extern bson_t *idx_repair_wrap_value(const bson_value_t *value);
 extern int	idx_repair_distinct_ids(const bson_value_t *ids, int n,
 									bson_t ***keys);
+/* The applier's repairs read only what is majority-committed (0: off) */
+extern void idx_repair_read_durable_after(uint64 after);
+
 extern mongoc_cursor_t *idx_repair_open_stream(IdxRepairState *st,
 											   mongoc_collection_t *coll,
 											   const bson_t *filter,

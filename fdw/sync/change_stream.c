@@ -560,6 +560,8 @@ check_reply(IdxChangeStream *cs, const bson_t *reply, const char *batch_field)
 				events;
 	char		path[32];
 
+	cs->reply_time = reply_time;
+
 	if (reply_time == 0)
 		refuse_reply(cs, "a reply without a cluster time");
 	if (bson_iter_init(&iter, reply) &&

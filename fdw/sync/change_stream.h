@@ -58,6 +58,7 @@ typedef struct IdxChangeStream
 	IdxClusterTime token_time;	/* cluster time of the PBRT, 0 unknown */
 	IdxClusterTime start_floor; /* everything before this was covered at
 								 * the open */
+	IdxClusterTime reply_time;	/* the cluster time the last reply reported */
 	IdxClusterTime start_at;	/* the startAtOperationTime of the open, or
 								 * 0: the initial PBRT is a token of that
 								 * time, which may be later than the

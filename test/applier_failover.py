@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""The applier never writes an entry for a write that a failover rolls back.
+
+Needs a replica set of three members in the test server (test/env with
+IDXTABLE_MONGO_MEMBERS=3; test/run starts one).  A foreign table "fo" over
+a server whose URI says w=1 (so that the applier's own writes do not wait
+for the paused secondaries), with an index table on k:
+
+1. the applier's next read is held (failCommand blockConnection on its
+   first find), an outside update of fact 1 to k = 'a' is
+   majority-committed (the applier reads for its event, held), the
+   secondaries stop replicating, and a second outside update of fact 1 to
+   k = 'b' is acknowledged with w: 1 only;
+2. while that write is not majority-committed, no entry of fact 1 under
+   'b' may exist: the applier must not read what a failover can still
+   roll back (before: it read k = 'b' and wrote its entry at once);
+3. a secondary that lacks the second update is stepped up: the update is
+   rolled back; after an outside write on the new primary, routed reads
+   with current find fact 1 under 'a' and not under 'b', and verify_index
+   is clean.
+
+The last line is "applier_failover: N passed, M failed".
+"""
+import os
+import sys
+import threading
+import time
+
+import psycopg2
+import pymongo
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
+import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402  (test/fixtures)
+
+DATABASE = "idxtable_failover"
+
+
+def q(conn, sql, params=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall() if cur.description else None
+
+
+def wait_for(predicate, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def streaming(conn):
+    row = q(conn, "SELECT coalesce(applied_through IS NOT NULL AND last_error IS NULL, false) "
+                  "FROM idxtable.sync_status WHERE name = 'fo_k'")
+    return bool(row and row[0][0])
+
+
+def read(conn, key):
+    try:
+        plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM fo WHERE k = %s", (key,)))
+        return "Index Table" in plan, sorted(r[0] for r in q(conn, "SELECT _id FROM fo WHERE k = %s", (key,)))
+    except psycopg2.Error as exc:
+        return None, exc.pgcode
+
+
+def index_collection(mongo):
+    names = [n for n in mongo[DATABASE].list_collection_names() if n.startswith("idxtable.fo")]
+    return mongo[DATABASE][names[0]] if names else None
+
+
+def entries_of(coll, fact_id):
+    """The keys of the entries of fact fact_id, read from the primary (local)."""
+    return sorted(str(d) for d in coll.find({"$or": [{"_id.id": fact_id}, {"id": fact_id}]}))
+
+
+def members(admin):
+    return admin.command("replSetGetStatus")["members"]
+
+
+def main():
+    res = Results()
+    start = time.time()
+    mongo = mongo_client.connect()
+    admin = mongo.admin
+    if len(members(admin)) < 3:
+        print("applier_failover: needs a replica set of three members (IDXTABLE_MONGO_MEMBERS=3)")
+        print("applier_failover: 0 passed, 1 failed")
+        sys.exit(1)
+    mongo.drop_database(DATABASE)
+    sep = "&" if "?" in os.environ["MONGO_URI"] else "?"
+    conn = pg_fixture.setup_database(DATABASE, uri=os.environ["MONGO_URI"] + sep + "w=1")
+    pg_fixture.create_foreign_table(conn, "fo", "_id int, k text")
+    q(conn, "INSERT INTO fo SELECT i, 'k' || i FROM generate_series(1, 5) i")
+    q(conn, "SELECT idxtable.create_index('fo', '{k}', name => 'fo_k')")
+    q(conn, "ANALYZE fo")
+    q(conn, "SET idxtable.index_consistency = 'current'")
+    q(conn, "SET idxtable.enable_plain_scan = off")
+    facts = mongo[DATABASE]["fo"]
+    if not res.check(wait_for(lambda: streaming(conn), 60), "the applier does not follow fo_k"):
+        print(res.summary("applier_failover"))
+        sys.exit(1)
+    index = index_collection(mongo)
+    time.sleep(1.0)
+
+    secondaries = [m for m in members(admin) if m["stateStr"] == "SECONDARY"]
+    # 1. E1 majority-committed, then W2 with w: 1 only, while the applier's first read for E1 is held
+    admin.command("configureFailPoint", "failCommand", mode={"times": 1},
+                  data={"failCommands": ["find"], "blockConnection": True, "blockTimeMS": 1500,
+                        "appName": "idxtable_fdw applier"})
+    facts.with_options(write_concern=pymongo.WriteConcern(w="majority")).update_one(
+        {"_id": 1}, {"$set": {"k": "a"}})
+    for m in secondaries:
+        admin.command({"setReplicationLag": 1, "member": m["_id"], "paused": True})
+    facts.with_options(write_concern=pymongo.WriteConcern(w=1)).update_one({"_id": 1}, {"$set": {"k": "b"}})
+
+    # 2. nothing of W2 in the index table while it can be rolled back
+    time.sleep(3.0)  # the held getMore returned E1 long ago; the applier applied it
+    seen = entries_of(index, 1)
+    res.check(not any("'b'" in e for e in seen),
+              "an entry for a write not majority-committed: %s" % seen)
+
+    # 3. a secondary without W2 takes over: W2 is rolled back
+    credentials = {"username": os.environ["MONGO_USER"], "password": os.environ.get("MONGO_PASSWORD", ""),
+                   "authSource": "admin"} if os.environ.get("MONGO_USER") else {}
+    secondary = pymongo.MongoClient("mongodb://%s/?directConnection=true" % secondaries[0]["name"],
+                                    **credentials)
+    secondary.admin.command("replSetStepUp")
+    for m in secondaries:
+        admin.command({"setReplicationLag": 1, "member": m["_id"], "paused": False})
+    status = admin.command("replSetGetStatus")
+    res.check(status.get("rollbacks", 0) >= 1, "no rollback happened: %r" % status.get("rollbacks"))
+    doc = facts.find_one({"_id": 1})
+    res.check(doc and doc.get("k") == "a", "fact 1 after the rollback: %r" % doc)
+    facts.insert_one({"_id": 100, "k": "after"})
+    deadline = time.time() + 60
+    got_a = got_b = None
+    while time.time() < deadline:
+        got_a, got_b = read(conn, "a"), read(conn, "b")
+        if got_a == (True, [1]) and got_b == (True, []):
+            break
+        time.sleep(0.5)
+    res.check(got_a == (True, [1]), "routed k = 'a' after the failover: %r" % (got_a,))
+    res.check(got_b == (True, []), "routed k = 'b' after the failover: %r" % (got_b,))
+    row = q(conn, "SELECT * FROM idxtable.verify_index('fo_k')")[0]
+    res.check(all(v == 0 for v in row[1:]), "verify_index(fo_k): %r" % (row,))
+    conn.close()
+    print("elapsed %.1fs" % (time.time() - start))
+    print(res.summary("applier_failover"))
+    sys.exit(1 if res.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
