@@ -17,7 +17,11 @@ for the paused secondaries), with an index table on k:
 3. a secondary that lacks the second update is stepped up: the update is
    rolled back; after an outside write on the new primary, routed reads
    with current find fact 1 under 'a' and not under 'b', and verify_index
-   is clean.
+   is clean;
+4. with readPreference=secondaryPreferred in the URI and both secondaries
+   1.5 s behind, a routed read with current right after an outside insert
+   finds it (it waited for the applier, whose entries are on the primary,
+   and so reads there; before, it read a secondary that had neither).
 
 The last line is "applier_failover: N passed, M failed".
 """
@@ -78,6 +82,39 @@ def entries_of(coll, fact_id):
 
 def members(admin):
     return admin.command("replSetGetStatus")["members"]
+
+
+def lagging_secondaries(res, conn, admin, facts):
+    """4. secondaries that lag, under readPreference=secondaryPreferred."""
+    sep = "&" if "?" in os.environ["MONGO_URI"] else "?"
+    restarts = q(conn, "SELECT restarts FROM idxtable.appliers")[0][0]
+    q(conn, "ALTER SERVER mongo OPTIONS (SET uri %s)",
+      (os.environ["MONGO_URI"] + sep + "w=1&readPreference=secondaryPreferred",))
+    # the applier reconnects with the new uri (the same hosts: no rebuild), then follows again
+    res.check(wait_for(lambda: q(conn, "SELECT restarts FROM idxtable.appliers")[0][0] > restarts
+                       and streaming(conn), 60),
+              "the applier does not follow fo_k again after the uri changed")
+    res.check(q(conn, "SELECT state FROM idxtable.index_defs WHERE name = 'fo_k'")[0][0] in ("valid", "v"),
+              "fo_k is not valid after a new readPreference in the uri")
+    for m in members(admin):
+        if m["stateStr"] == "SECONDARY":
+            admin.command({"setReplicationLag": 1, "member": m["_id"], "lagMs": 1500})
+    try:
+        facts.with_options(write_concern=pymongo.WriteConcern(w=1)).insert_one({"_id": 200, "k": "lagged"})
+        got = read(conn, "lagged")
+        res.check(got == (True, [200]), "a routed read with current right after an outside insert, "
+                  "secondaries 1.5 s behind: %r" % (got,))
+        q(conn, "SET idxtable.index_consistency = 'any'")
+        q(conn, "SET idxtable.enable_plain_scan = on")
+        facts.with_options(write_concern=pymongo.WriteConcern(w=1)).insert_one({"_id": 201, "k": "stale"})
+        plain = sorted(r[0] for r in q(conn, "SELECT _id FROM fo WHERE _id = 201"))
+        print("a plain read under any right after an insert, on a lagging secondary: %r" % plain)
+    finally:
+        q(conn, "SET idxtable.index_consistency = 'current'")
+        q(conn, "SET idxtable.enable_plain_scan = off")
+        for m in members(admin):
+            if m["stateStr"] == "SECONDARY":
+                admin.command({"setReplicationLag": 1, "member": m["_id"], "lagMs": 0})
 
 
 def main():
@@ -146,6 +183,7 @@ def main():
     res.check(got_b == (True, []), "routed k = 'b' after the failover: %r" % (got_b,))
     row = q(conn, "SELECT * FROM idxtable.verify_index('fo_k')")[0]
     res.check(all(v == 0 for v in row[1:]), "verify_index(fo_k): %r" % (row,))
+    lagging_secondaries(res, conn, admin, facts)
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))
     print(res.summary("applier_failover"))

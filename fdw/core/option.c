@@ -586,25 +586,51 @@ idx_options_identity(List *options)
 }
 
 /*
- * A hash of what "server" connects to: its options uri and database.  The
- * change-stream applier notes the one it connected with in the status of
- * its index tables and in its stored positions; a backend that waits for
- * an index table compares it with its own (sync_wait.c), a restarted
- * applier with the stored position's (cluster times and resume tokens of
- * one server mean nothing on another).
+ * What the URI "uri" connects to, as a string: its hosts as written and
+ * its replica set, not its read preference, timeouts or other options
+ * (the URI itself if it does not parse).
+ */
+static char *
+uri_target(const char *uri)
+{
+	bson_error_t error;
+	mongoc_uri_t *parsed = mongoc_uri_new_with_error(uri, &error);
+	const mongoc_host_list_t *host;
+	StringInfoData buf;
+
+	if (parsed == NULL)
+		return pstrdup(uri);
+	initStringInfo(&buf);
+	for (host = mongoc_uri_get_hosts(parsed); host != NULL; host = host->next)
+		appendStringInfo(&buf, "%s,", host->host_and_port);
+	appendStringInfo(&buf, "/%s", mongoc_uri_get_replica_set(parsed) ?
+					 mongoc_uri_get_replica_set(parsed) : "");
+	mongoc_uri_destroy(parsed);
+	return buf.data;
+}
+
+/*
+ * A hash of what "server" connects to: the hosts and replica set of its
+ * uri, and its database.  The change-stream applier notes the one it
+ * connected with in the status of its index tables and in its stored
+ * positions; a backend that waits for an index table compares it with its
+ * own (sync_wait.c), a restarted applier with the stored position's
+ * (cluster times and resume tokens of one server mean nothing on
+ * another).  A new read preference or timeout is not another server.
  */
 uint32
 idx_server_target_hash(ForeignServer *server)
 {
 	const char *uri = idx_find_option(server->options, "uri");
 	const char *database = idx_find_option(server->options, "database");
-	char	   *target = psprintf("%zu:%s%zu:%s",
-								  uri ? strlen(uri) : 0, uri ? uri : "",
+	char	   *hosts = uri_target(uri ? uri : "");
+	char	   *target = psprintf("%zu:%s%zu:%s", strlen(hosts), hosts,
 								  database ? strlen(database) : 0,
 								  database ? database : "");
 	uint32		hash = hash_bytes((const unsigned char *) target,
 								  strlen(target));
 
+	pfree(hosts);
 	pfree(target);
 	return hash;
 }
