@@ -378,6 +378,11 @@ root_readv(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 		}
 		if (must_stop(rs->owner))
 			return -1;
+		if (rs->fd == PGINVALID_SOCKET)
+		{
+			errno = ENOTCONN;	/* a cancelled connection's */
+			return -1;
+		}
 		n = recv(rs->fd, (char *) iov[i].iov_base + off,
 				 iov[i].iov_len - off, 0);
 		if (n > 0)
@@ -452,6 +457,11 @@ root_writev(mongoc_stream_t *stream, mongoc_iovec_t *iov, size_t iovcnt,
 		}
 		if (must_stop(rs->owner))
 			break;
+		if (rs->fd == PGINVALID_SOCKET)
+		{
+			errno = ENOTCONN;	/* a cancelled connection's */
+			break;
+		}
 		memset(&msg, 0, sizeof(msg));
 		msg.msg_iov = v + first;
 		msg.msg_iovlen = Min(iovcnt - first, 1024);
@@ -581,8 +591,12 @@ root_poll(mongoc_stream_poll_t *streams, size_t nstreams, int32_t timeout_msec)
 	for (;;)
 	{
 		ssize_t		n;
+		bool		socketless = false;
 
-		if (must_stop(owner))
+		for (i = 0; i < nstreams; i++)
+			socketless = socketless ||
+				((RootStream *) streams[i].stream)->fd == PGINVALID_SOCKET;
+		if (must_stop(owner) || socketless)
 		{
 			for (i = 0; i < nstreams; i++)
 				streams[i].revents = POLLERR;
@@ -1135,12 +1149,17 @@ initiator(const mongoc_uri_t *uri, const mongoc_host_list_t *host,
 	mongoc_stream_t *stream;
 	pgsocket	fd;
 
+	/*
+	 * Cancelled: no connection, but a stream whose every operation fails
+	 * (ECANCELED).  Not NULL: libmongoc 1.23's scanner retries a known
+	 * member's failed check at once, and if the initiator then returns
+	 * NULL, its error callback waits for the topology's lock, which the
+	 * retrying scanner holds: the backend would hang for good (seen on a
+	 * replica set of three members when the applier was terminated).
+	 */
 	if (must_stop(owner))
-	{
-		bson_set_error(error, MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_CONNECT,
-					   "Operation canceled");
-		return NULL;
-	}
+		return check_stream_new(owner, root_stream_new(owner, PGINVALID_SOCKET),
+								host);
 	fd = connect_host(owner, host, error);
 	if (fd == PGINVALID_SOCKET)
 		return NULL;
