@@ -253,8 +253,8 @@ static uint64 durable_after = 0;
 
 /*
  * From now on, the repairs of this process (the change-stream applier's)
- * read with readConcern majority after cluster time "after" (0: the URI's
- * read concern again).  A write that a failover may still roll back is
+ * read facts with readConcern majority after cluster time "after" (0: the
+ * URI's read concern again).  A write that a failover may still roll back is
  * then never read: an entry made for it could survive the rollback (the
  * applier's write retried on the new primary) while no change stream ever
  * shows the rollback.  Waiting for "after" (the time of the reply that
@@ -268,14 +268,19 @@ idx_repair_read_durable_after(uint64 after)
 }
 
 /*
- * Append the read concern of the repairs (see above) to "opts", if any.
+ * Append the read concern of the repairs (see above) to "opts" of a read
+ * of "coll", if any: for the facts only.  Entries and claims are read as
+ * the URI says: the applier's and the FDW's own recent writes of them must
+ * be seen (a claim that exists is not "missing"), and an entry made for a
+ * fact that rolls back is rolled back with it or repaired from the fact.
  */
 static void
-append_read_concern(bson_t *opts)
+append_read_concern(IdxRepairState *st, mongoc_collection_t *coll,
+					bson_t *opts)
 {
 	bson_t		rc;
 
-	if (durable_after == 0)
+	if (durable_after == 0 || coll != st->facts)
 		return;
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "readConcern", &rc));
 	idx_check_append(BSON_APPEND_UTF8(&rc, "level", "majority"));
@@ -300,7 +305,7 @@ idx_repair_open_stream(IdxRepairState *st, mongoc_collection_t *coll,
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
 	idx_check_append(BSON_APPEND_INT32(&opts, "batchSize", IDX_VERIFY_BATCH));
-	append_read_concern(&opts);
+	append_read_concern(st, coll, &opts);
 	idx_xact_append_session(st->client, &opts);
 	cursor = mongoc_collection_find_with_opts(coll, filter, &opts,
 											  idx_primary_read_prefs());
@@ -508,7 +513,7 @@ find_one(IdxRepairState *st, mongoc_collection_t *coll, const bson_t *filter,
 	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
 	if (projection)
 		idx_check_append(BSON_APPEND_DOCUMENT(&opts, "projection", projection));
-	append_read_concern(&opts);
+	append_read_concern(st, coll, &opts);
 	idx_xact_append_session(st->client, &opts);
 	st->lookup = mongoc_collection_find_with_opts(coll, filter, &opts,
 												  idx_primary_read_prefs());

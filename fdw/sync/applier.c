@@ -635,6 +635,26 @@ check_connection_options(void)
 }
 
 /*
+ * Do writes through "client" wait for a majority (the URI names w:
+ * "majority", or no w, which mongod 5.0+ takes as majority)?  Then the
+ * facts the FDW wrote are majority-committed once its statement ends, and
+ * the applier reads facts at majority (a fact a failover rolls back is
+ * never read).  With a smaller w the FDW's own writes may not be, and a
+ * majority read would miss the fact of a unique claim it just made; the
+ * applier then reads as the URI says (README: rollback with w below
+ * majority).
+ */
+static bool
+writes_wait_for_majority(mongoc_client_t *client)
+{
+	const mongoc_write_concern_t *wc = mongoc_client_get_write_concern(client);
+	int32_t		w = mongoc_write_concern_get_w(wc);
+
+	return w == MONGOC_WRITE_CONCERN_W_DEFAULT ||
+		mongoc_write_concern_get_wmajority(wc);
+}
+
+/*
  * Connect to the server as the owner's user mapping, with our appName.
  */
 static void
@@ -659,6 +679,7 @@ connect_applier(void)
 											   applier.slot->ownerid));
 	applier.client = idx_connect_private(server, user,
 										 "idxtable_fdw applier");
+	applier.durable_reads = writes_wait_for_majority(applier.client);
 }
 
 /*

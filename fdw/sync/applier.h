@@ -137,6 +137,9 @@ typedef struct Applier
 	mongoc_client_t *client;	/* our own, appName "idxtable_fdw applier" */
 	uint32		server_hash;	/* idx_server_target_hash() it was made
 								 * with */
+	bool		durable_reads;	/* writes wait for a majority (the URI's
+								 * write concern): facts are read at majority
+								 * (applier_stream.c) */
 	uint64		generation;		/* catalog generation loaded */
 	char	   *signature;		/* of what it loaded (applier.c), in
 								 * TopMemoryContext */

@@ -886,8 +886,8 @@ apply_batch(AppStream *s)
 	while (idx_cs_next_event(&iter, &event))
 		note_event(s, &b, &event);
 
-	/* read only what no failover can roll back, up to this reply's time */
-	idx_repair_read_durable_after(s->cs.reply_time);
+	/* read only facts no failover can roll back, up to this reply's time */
+	idx_repair_read_durable_after(applier.durable_reads ? s->cs.reply_time : 0);
 	repair_colls(s, &b);
 	/* the old deferred facts are applied or copied: their memory goes */
 	if (old_defer_cxt)
