@@ -1409,6 +1409,7 @@ class Run(replica_set_phases.ReplicaSetPhases):
         for thread in self.writers + [self.reader] + actors:
             self.check(thread.failure is None, "%s died: %s" % (thread.name, thread.failure))
         self.final()
+        self.reset_replication()
         self.summary(time.monotonic() - started)
 
     def summary_others(self):
