@@ -83,12 +83,18 @@ This runs in phases of --seconds each:
    server keeps its change-stream history in its journal, as mongod keeps
    its oplog, so the applier resumes from its stored position).
 
-After phase 1, --any-pairs pairs run with idxtable.index_consistency = any,
+With --replica-set (a test server of three members: test/env with
+IDXTABLE_MONGO_MEMBERS=3) two other phases run instead, described in
+test/fixtures/replica_set_phases.py: 5. secondaries lag (under
+secondaryPreferred; strict) and 6. stepdown (replSetStepDown while the
+applier's finds are held); not the killed and restarted ones.
+
+After phase 1 (or 5), --any-pairs pairs run with idxtable.index_consistency = any,
 for information only (how many differ without the wait).
 
-In phases 2-4 a routed query may fail with SQLSTATE IX001 (the index is not
+In phases 2-4 and 6 a routed query may fail with SQLSTATE IX001 (the index is not
 current within idxtable.sync_wait_timeout) while the applier restarts: such
-errors are counted and reported, never a wrong row; in phases 0, 1 and 1b an IX001 is a
+errors are counted and reported, never a wrong row; in phases 0, 1, 1b and 5 an IX001 is a
 failure.  Any other error is a failure, but for those of the exiting
 sessions and the second role in phases 2-4 (a write, or a check that finds
 no applier or no server: IX001, SQLSTATE class 08), which are counted.
@@ -144,6 +150,8 @@ import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402  (test/fixtures)
 import outside_writers  # noqa: E402
 import other_sessions  # noqa: E402
+import replica_set_phases  # noqa: E402
+from replica_set_phases import LAGGING, STEPDOWN, RS_PHASES  # noqa: E402  (--replica-set)
 from outside_writers import TAGS, TOWNS  # noqa: E402
 
 DATABASE = "idxtable_diffoutside"
@@ -163,6 +171,8 @@ BARRIERS = {"customers_email": "SELECT count(*) FROM customers WHERE lower(email
 ARMED, STEADY, ORDERED, FAILPOINTS, KILLED, RESTARTED = (
     "fdw writes", "steady", "ordered fdw writes", "failpoints", "applier killed", "server restarted")
 PHASES = [ARMED, STEADY, ORDERED, FAILPOINTS, KILLED, RESTARTED]
+ALL_PHASES = PHASES + RS_PHASES           # --replica-set: RS_PHASES, not NOT_IN_A_REPLICA_SET
+NOT_IN_A_REPLICA_SET = (KILLED, RESTARTED)
 # the ordered-FDW-writes phase: seconds between two writes through the FDW
 ORDERED_EVERY = 0.05
 # the FDW-writes phase: the outside writers are held for a stretch until the
@@ -174,7 +184,7 @@ ARMED_AFTER = 2.0
 ARMED_GAP = 0.4
 APPLIER = "idxtable_fdw applier"          # its backend_type and its MongoDB appName
 # phases in which an IX001 or any other error is a failure
-STRICT_PHASES = (ARMED, STEADY, ORDERED)
+STRICT_PHASES = (ARMED, STEADY, ORDERED, LAGGING)
 # the second role: its own foreign table over the collection, without index
 # tables, and its own user mapping (as MongoDB user SECOND_MONGO_USER if the
 # server lets us create it)
@@ -551,7 +561,7 @@ class Reader(threading.Thread):
         out = session.run(query.sql, query.params)
         stats["queries"] += 1
         if out.failed():
-            if out.sqlstate == NOT_CURRENT and phase not in (STEADY, ARMED, ORDERED):
+            if out.sqlstate == NOT_CURRENT and phase not in STRICT_PHASES:
                 stats["IX001"] += 1
                 return
             stats["errors"] += 1
@@ -573,7 +583,10 @@ class Reader(threading.Thread):
 # The run
 # --------------------------------------------------------------------------
 
-class Run:
+class Run(replica_set_phases.ReplicaSetPhases):
+    # for ReplicaSetPhases
+    database, collection, applier_app, session = DATABASE, COLLECTION, APPLIER, Session
+
     def __init__(self, seed, args, report):
         self.seed = seed
         self.args = args
@@ -614,9 +627,10 @@ class Run:
         self.check("idxtable_fdw" in [p.strip() for p in preload.split(",")],
                    "idxtable_fdw is not in shared_preload_libraries (%r): no applier can run" % preload)
         pg_fixture.create_extension(self.admin.conn)
-        pg_fixture.create_server(self.admin.conn, DATABASE)
-        pg_fixture.create_foreign_table(self.admin.conn, "customers", "_id text, first_name text, last_name text, "
-                                        "email text, town text, tags text[], n integer", collection=COLLECTION)
+        pg_fixture.create_server(self.admin.conn, DATABASE, uri=self.server_uri(os.environ["MONGO_URI"]))
+        columns = "_id text, first_name text, last_name text, email text, town text, tags text[], n integer"
+        pg_fixture.create_foreign_table(self.admin.conn, "customers", columns, collection=COLLECTION)
+        self.setup_replica_set(os.environ["MONGO_URI"], columns)
         # the same collection without index tables (the FDW-writes phase writes through it too)
         pg_fixture.create_foreign_table(self.admin.conn, "customers_bare", "_id text, first_name text, "
                                         "email text, town text, tags text[], n integer", collection=COLLECTION)
@@ -634,7 +648,7 @@ class Run:
         self.check(value == [("current",)], "idxtable.index_consistency is %r by default, not 'current'"
                    % (value[0][0] if value else "not defined"))
         self.routed = Session(ROUTED_SETTINGS)
-        self.plain = Session(PLAIN_SETTINGS)
+        self.plain = Session(self.plain_settings(PLAIN_SETTINGS))
         self.wait_streaming("setup", names=[i[0] for i in INDEXES] + [ORDERS_INDEX])
 
     def setup_second_role(self):
@@ -735,8 +749,11 @@ class Run:
         lines = ["sql: " + query.show(), "plan: %s" % (("Index Table: " + index) if index else "not routed")]
         if plain.failed():
             self.check(False, "the unrouted query failed", lines + ["unrouted: " + plain.show()])
+        elif not index and self.args.replica_set:
+            # its plain scan reads as the URI says (secondaryPreferred): it may be stale by design
+            stats["not routed (not compared)"] += 1
         elif routed.failed():
-            if routed.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED, ORDERED):
+            if routed.sqlstate == NOT_CURRENT and self.phase not in STRICT_PHASES:
                 stats["IX001"] += 1
             else:
                 stats["errors"] += 1
@@ -823,7 +840,7 @@ class Run:
     def check_insert(self, email, out, why):
         stats = self.stats[self.phase]
         stats["fdw inserts"] += 1
-        if out.sqlstate == NOT_CURRENT and self.phase not in (STEADY, ARMED, ORDERED):
+        if out.sqlstate == NOT_CURRENT and self.phase not in STRICT_PHASES:
             stats["IX001"] += 1
             return
         self.check(out.sqlstate == UNIQUE_VIOLATION,
@@ -923,7 +940,7 @@ class Run:
             self.pair()
         stats = self.stats[phase]
         stats["seconds"] = round(time.monotonic() - started, 1)
-        if phase == STEADY:
+        if phase in (STEADY, LAGGING):
             share = stats["routed"] / max(1, stats["pairs"])
             self.check(share >= MIN_ROUTED_SHARE, "only %d of %d pairs went through an index table"
                        % (stats["routed"], stats["pairs"]))
@@ -1345,9 +1362,9 @@ class Run:
 
     def run(self):
         started = time.monotonic()
+        wanted = self.wanted_phases(self.args.phase or PHASES, NOT_IN_A_REPLICA_SET)
         self.setup()
         self.queries = QueryGenerator(self.rng, self.pool)
-        wanted = self.args.phase or PHASES
         self.writers = [outside_writers.Writer(n, self.seed, self.pool, self.gate, DATABASE, COLLECTION,
                                                rate=self.args.rate / self.args.writers,
                                                # none from the start when the FDW-writes phase runs
@@ -1356,10 +1373,11 @@ class Run:
         self.reader = Reader(self.seed, self.pool, self.report, self.other_emails)
         self.exiting = other_sessions.ExitingSessions(self.seed, DATABASE, self.gate, self.report.check,
                                                       self.other_emails, STRICT_PHASES, SECOND_ROLE, SECOND_TABLE,
-                                                      ROUTED_SETTINGS, PLAIN_SETTINGS)
+                                                      ROUTED_SETTINGS, self.plain_settings(PLAIN_SETTINGS))
         self.second = other_sessions.SecondRole(self.seed, DATABASE, SECOND_ROLE, SECOND_TABLE, self.gate,
                                                 self.report.check, self.other_emails, STRICT_PHASES,
                                                 rate=SECOND_ROLE_RATE)
+        self.adapt_actors()
         actors = [self.exiting, self.second]
         for thread in self.writers + [self.reader] + actors:
             thread.start()
@@ -1379,6 +1397,10 @@ class Run:
                 self.phase_killed()
             if RESTARTED in wanted:
                 self.phase_restarted()
+            if LAGGING in wanted:
+                self.phase_lagging()
+            if STEPDOWN in wanted:
+                self.phase_stepdown()
         finally:
             for thread in self.writers + actors:
                 thread.stop()
@@ -1387,6 +1409,7 @@ class Run:
         for thread in self.writers + [self.reader] + actors:
             self.check(thread.failure is None, "%s died: %s" % (thread.name, thread.failure))
         self.final()
+        self.reset_replication()
         self.summary(time.monotonic() - started)
 
     def summary_others(self):
@@ -1394,9 +1417,10 @@ class Run:
         shown = ["sessions exited", "sessions exited after a doubt", "sessions exited after a transaction",
                  "sessions exited while armed", "sessions exited after a doubt while armed", "rows left",
                  "checks", "checks routed", "checks with wrong rows", "checks IX001 or no connection",
-                 "unique checks", "unique checks refused (23505)",
+                 "checks not routed (not compared)",
+                 "unique checks", "unique checks refused (23505)", "unique checks failed (40001)",
                  "sessions closed unarmed (never armed in the stretch)"]
-        for phase in PHASES:
+        for phase in ALL_PHASES:
             s = collections.Counter(self.exiting.stats.get(phase, {}))
             if phase == ARMED:
                 s.update(self.stats[ARMED])
@@ -1407,7 +1431,7 @@ class Run:
         print("second role %s (MongoDB user %s) through %s: %s" % (
             SECOND_ROLE, self.second_mongo_user, SECOND_TABLE,
             "; ".join("%s: %s" % (phase, ", ".join("%s %d" % kv for kv in sorted(self.second.stats[phase].items())))
-                      for phase in PHASES if phase in self.second.stats) or "no writes"))
+                      for phase in ALL_PHASES if phase in self.second.stats) or "no writes"))
         if self.drop is not None:
             print("drop_index(%s) at %s s of the steady phase (its last write applied in %s s): %s s; customers' "
                   "index tables: %s (%d polls); server log: %s"
@@ -1422,8 +1446,9 @@ class Run:
                  dict(errors) or "none"))
         disruptions = ["kills", "kills missed (no applier)", "restarts", "restart seconds", "faults armed",
                        "faults fired", "faults skipped (no applier)", "applier processes seen", "fdw writes",
-                       "fdw write errors", "stretches", "stretches with the FDW's transactions left out"]
-        for phase in PHASES:
+                       "fdw write errors", "stretches", "stretches with the FDW's transactions left out"
+                       ] + replica_set_phases.STATS
+        for phase in ALL_PHASES:
             if phase in self.stats:
                 s, r = self.stats[phase], self.reader.stats[phase]
                 extra = ", ".join("%s %s" % (k, s[k]) for k in disruptions if k in s)
@@ -1458,7 +1483,8 @@ def parse_args():
                         help="pairs run with index_consistency 'any' after the steady phase (information)")
     parser.add_argument("--no-duplicates", dest="duplicates", action="store_false",
                         help="the writers never write an email another document has")
-    parser.add_argument("--phase", choices=PHASES, action="append", help="only this phase (repeatable)")
+    parser.add_argument("--phase", choices=ALL_PHASES, action="append", help="only this phase (repeatable)")
+    replica_set_phases.add_arguments(parser, NOT_IN_A_REPLICA_SET)
     parser.add_argument("--details", type=int, default=MAX_DETAILED_FAILURES,
                         help="failures reported in detail (the rest in one line each)")
     return parser.parse_args()
