@@ -29,21 +29,17 @@ import sys
 import tempfile
 import time
 
-import psycopg2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402
 import pg_fixture  # noqa: E402  (test/fixtures)
+from routed_reads import q, read, read_until_found, streaming, verify_clean, wait_for  # noqa: E402
 
 DATABASE = "idxtable_applier_catalog"
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server", "mongo_test_server.py")
 
 
-def q(conn, sql, params=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchall() if cur.description else None
 
 
 def start_server(tmpdir):
@@ -87,49 +83,6 @@ def status(conn):
     return row[0] if row else (False, None)
 
 
-def streaming(conn):
-    return status(conn)[0]
-
-
-def wait_for(predicate, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
-def read(conn, key):
-    """(routed?, ids) of a read of k = key, or (None, SQLSTATE) if it failed."""
-    try:
-        plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM ac WHERE k = %s", (key,)))
-        return "Index Table" in plan, sorted(r[0] for r in q(conn, "SELECT _id FROM ac WHERE k = %s", (key,)))
-    except psycopg2.Error as exc:
-        return None, exc.pgcode
-
-
-def read_until_found(res, conn, key, want, what, seconds=60):
-    """Reads of key until a routed one returns want; none may return other rows."""
-    deadline = time.time() + seconds
-    wrong, errors, got = [], set(), None
-    while time.time() < deadline:
-        got = read(conn, key)
-        if got[0] is None:
-            errors.add(got[1])
-        elif got == (True, want):
-            break
-        elif got[1] != want:
-            wrong.append(got)
-        time.sleep(0.2)
-    res.check(not wrong, "%s: reads returned wrong rows %r (expected %r)" % (what, wrong[:3], want))
-    res.check(got == (True, want), "%s: no routed read found %r within %d s (last %r, errors %s)"
-              % (what, want, seconds, got, sorted(errors)))
-
-
-def verify(res, conn, what):
-    row = q(conn, "SELECT * FROM idxtable.verify_index('ac_k')")[0]
-    res.check(all(v == 0 for v in row[1:]), "%s: verify_index(ac_k): %r" % (what, row))
 
 
 def server_change(res, conn, tmpdir):
@@ -143,13 +96,13 @@ def server_change(res, conn, tmpdir):
         copy_database(first, second[DATABASE])
         q(conn, "ALTER SERVER mongo OPTIONS (SET uri %s)", ("mongodb://127.0.0.1:%d/?replicaSet=rs0" % port,))
         second[DATABASE]["ac"].insert_many([{"_id": 6, "k": "new"}, {"_id": 7, "k": "new"}])
-        read_until_found(res, conn, "new", [6, 7], "after the uri changed to another server")
+        read_until_found(res, conn, "ac", "new", [6, 7], "after the uri changed to another server")
         second[DATABASE]["ac"].insert_one({"_id": 8, "k": "newer"})
-        got = read(conn, "newer")
+        got = read(conn, "ac", "newer")
         res.check(got == (True, [8]), "an outside insert on the new server, read at once: %r" % (got,))
-        verify(res, conn, "after the uri changed")
+        verify_clean(res, conn, "ac_k", "after the uri changed")
         q(conn, "ALTER SERVER mongo OPTIONS (SET uri %s)", (os.environ["MONGO_URI"],))
-        read_until_found(res, conn, "k3", [3], "back on the first server")
+        read_until_found(res, conn, "ac", "k3", [3], "back on the first server")
     finally:
         proc.terminate()
         proc.wait()
@@ -162,25 +115,25 @@ def credentials_change(res, conn, coll):
         return
     password = os.environ.get("MONGO_PASSWORD", "")
     q(conn, "ALTER USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (SET password 'wrong')")
-    stopped = wait_for(lambda: not streaming(conn), 15)
+    stopped = wait_for(lambda: not streaming(conn, "ac_k"), 15)
     res.check(stopped, "the applier went on with the old password: %r" % (status(conn),))
     coll.insert_one({"_id": 9, "k": "meanwhile"})
     wait_for(lambda: status(conn)[1], 15)
     err = status(conn)[1] or ""
     res.check("could not connect" in err, "last_error after a wrong password: %r" % err)
     q(conn, "ALTER USER MAPPING FOR CURRENT_USER SERVER mongo OPTIONS (SET password %s)", (password,))
-    read_until_found(res, conn, "meanwhile", [9], "the right password again")
+    read_until_found(res, conn, "ac", "meanwhile", [9], "the right password again")
 
     q(conn, "DROP USER MAPPING FOR CURRENT_USER SERVER mongo")
-    stopped = wait_for(lambda: not streaming(conn), 15)
+    stopped = wait_for(lambda: not streaming(conn, "ac_k"), 15)
     res.check(stopped, "the applier went on after DROP USER MAPPING: %r" % (status(conn),))
     wait_for(lambda: status(conn)[1], 15)
     err = status(conn)[1] or ""
     res.check("user mapping" in err.lower(), "last_error after DROP USER MAPPING: %r" % err)
     coll.insert_one({"_id": 10, "k": "unmapped"})
     pg_fixture.create_user_mapping(conn, "mongo")
-    read_until_found(res, conn, "unmapped", [10], "a user mapping again")
-    verify(res, conn, "after the user mapping changes")
+    read_until_found(res, conn, "ac", "unmapped", [10], "a user mapping again")
+    verify_clean(res, conn, "ac_k", "after the user mapping changes")
 
 
 def main():
@@ -195,7 +148,7 @@ def main():
     q(conn, "SET idxtable.index_consistency = 'current'")
     q(conn, "SET idxtable.enable_plain_scan = off")
     coll = mongo_client.connect()[DATABASE]["ac"]
-    if res.check(wait_for(lambda: streaming(conn), 60), "the applier does not follow ac_k"):
+    if res.check(wait_for(lambda: streaming(conn, "ac_k"), 60), "the applier does not follow ac_k"):
         with tempfile.TemporaryDirectory() as tmpdir:
             server_change(res, conn, tmpdir)
         credentials_change(res, conn, coll)

@@ -28,47 +28,25 @@ The last line is "applier_failover: N passed, M failed".
 """
 import os
 import sys
-import threading
 import time
 
-import psycopg2
 import pymongo
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402
 import pg_fixture  # noqa: E402  (test/fixtures)
+from routed_reads import q, read, streaming, verify_clean, wait_for  # noqa: E402
 
 DATABASE = "idxtable_failover"
 
 
-def q(conn, sql, params=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchall() if cur.description else None
 
 
-def wait_for(predicate, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
-def streaming(conn):
-    row = q(conn, "SELECT coalesce(applied_through IS NOT NULL AND last_error IS NULL, false) "
-                  "FROM idxtable.sync_status WHERE name = 'fo_k'")
-    return bool(row and row[0][0])
 
 
-def read(conn, key):
-    try:
-        plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM fo WHERE k = %s", (key,)))
-        return "Index Table" in plan, sorted(r[0] for r in q(conn, "SELECT _id FROM fo WHERE k = %s", (key,)))
-    except psycopg2.Error as exc:
-        return None, exc.pgcode
 
 
 def index_collection(mongo):
@@ -93,7 +71,7 @@ def lagging_secondaries(res, conn, admin, facts):
       (os.environ["MONGO_URI"] + sep + "w=1&readPreference=secondaryPreferred",))
     # the applier reconnects with the new uri (the same hosts: no rebuild), then follows again
     res.check(wait_for(lambda: q(conn, "SELECT restarts FROM idxtable.appliers")[0][0] > restarts
-                       and streaming(conn), 60),
+                       and streaming(conn, "fo_k"), 60),
               "the applier does not follow fo_k again after the uri changed")
     res.check(q(conn, "SELECT state FROM idxtable.index_defs WHERE name = 'fo_k'")[0][0] in ("valid", "v"),
               "fo_k is not valid after a new readPreference in the uri")
@@ -102,7 +80,7 @@ def lagging_secondaries(res, conn, admin, facts):
             admin.command({"setReplicationLag": 1, "member": m["_id"], "lagMs": 1500})
     try:
         facts.with_options(write_concern=pymongo.WriteConcern(w=1)).insert_one({"_id": 200, "k": "lagged"})
-        got = read(conn, "lagged")
+        got = read(conn, "fo", "lagged")
         res.check(got == (True, [200]), "a routed read with current right after an outside insert, "
                   "secondaries 1.5 s behind: %r" % (got,))
         q(conn, "SET idxtable.index_consistency = 'any'")
@@ -136,7 +114,7 @@ def main():
     q(conn, "SET idxtable.index_consistency = 'current'")
     q(conn, "SET idxtable.enable_plain_scan = off")
     facts = mongo[DATABASE]["fo"]
-    if not res.check(wait_for(lambda: streaming(conn), 60), "the applier does not follow fo_k"):
+    if not res.check(wait_for(lambda: streaming(conn, "fo_k"), 60), "the applier does not follow fo_k"):
         print(res.summary("applier_failover"))
         sys.exit(1)
     index = index_collection(mongo)
@@ -175,14 +153,13 @@ def main():
     deadline = time.time() + 60
     got_a = got_b = None
     while time.time() < deadline:
-        got_a, got_b = read(conn, "a"), read(conn, "b")
+        got_a, got_b = read(conn, "fo", "a"), read(conn, "fo", "b")
         if got_a == (True, [1]) and got_b == (True, []):
             break
         time.sleep(0.5)
     res.check(got_a == (True, [1]), "routed k = 'a' after the failover: %r" % (got_a,))
     res.check(got_b == (True, []), "routed k = 'b' after the failover: %r" % (got_b,))
-    row = q(conn, "SELECT * FROM idxtable.verify_index('fo_k')")[0]
-    res.check(all(v == 0 for v in row[1:]), "verify_index(fo_k): %r" % (row,))
+    verify_clean(res, conn, "fo_k", "after the failover")
     lagging_secondaries(res, conn, admin, facts)
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))

@@ -42,12 +42,12 @@ import urllib.parse
 import bson
 from bson.codec_options import CodecOptions
 from bson.timestamp import Timestamp
-import psycopg2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402
 import pg_fixture  # noqa: E402  (test/fixtures)
+from routed_reads import q, read, read_until_found, streaming, verify_clean, wait_for  # noqa: E402
 
 DATABASE = "idxtable_hostile_events"
 OP_MSG = 2013
@@ -165,10 +165,6 @@ def damage(mode, event, cursor):
         cursor["postBatchResumeToken"] = {"_data": "not a token"}
 
 
-def q(conn, sql, params=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchall() if cur.description else None
 
 
 def setup(proxy):
@@ -185,19 +181,8 @@ def setup(proxy):
     return conn
 
 
-def streaming(conn):
-    row = q(conn, "SELECT coalesce(applied_through IS NOT NULL, false) FROM idxtable.sync_status "
-                  "WHERE name = 'he_k'")
-    return bool(row and row[0][0])
 
 
-def routed(conn, key):
-    """(routed?, ids) of a read of k = key, or (None, SQLSTATE) if it failed."""
-    try:
-        plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM he WHERE k = %s", (key,)))
-        return "Index Table" in plan, sorted(r[0] for r in q(conn, "SELECT _id FROM he WHERE k = %s", (key,)))
-    except psycopg2.Error as exc:
-        return None, exc.pgcode
 
 
 def last_errors(conn):
@@ -205,26 +190,6 @@ def last_errors(conn):
     return row[0][0] if row else None
 
 
-def read_until_found(res, conn, key, want, what):
-    """Routed reads of key until one returns want (60 s at most); none may return something else."""
-    deadline = time.time() + 60
-    wrong = []
-    errors = set()
-    while time.time() < deadline:
-        got = routed(conn, key)
-        if got[0] is None:
-            errors.add(got[1])
-        elif got == (True, want):
-            break
-        elif got[1] != want:  # a plain scan meanwhile is right too
-            wrong.append(got)
-        time.sleep(0.2)
-    else:
-        got = None
-    res.check(not wrong, "%s: routed reads returned wrong rows %r (expected %r)" % (what, wrong[:3], want))
-    res.check(got == (True, want), "%s: no routed read found %r within 60 s (errors %s)"
-              % (what, want, sorted(errors)))
-    return errors
 
 
 def case(res, conn, proxy, coll, mode, n):
@@ -244,10 +209,10 @@ def case(res, conn, proxy, coll, mode, n):
         time.sleep(2.5)  # a position would be stored by now
         q(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE application_name = 'idxtable_fdw applier' AND datname = current_database()")
-    errors = read_until_found(res, conn, "m_" + mode, [1000 + n], mode)
+    errors = read_until_found(res, conn, "he", "m_" + mode, [1000 + n], mode)
     if mode == "future_cluster_time":
         coll.insert_one({"_id": 2000 + n, "k": "later_" + mode})
-        got = routed(conn, "later_" + mode)
+        got = read(conn, "he", "later_" + mode)
         res.check(got == (True, [2000 + n]),
                   "%s: an outside insert after the damaged event, read at once: %r" % (mode, got))
     print("%s: refused (%s); reads failed meanwhile with %s" % (mode, (seen or ["-"])[0][:90],
@@ -261,26 +226,18 @@ def main():
     proxy = Proxy(uri.hostname, uri.port)
     conn = setup(proxy)
     coll = mongo_client.connect()[DATABASE]["he"]
-    if res.check(wait(lambda: streaming(conn), 60), "the applier does not follow he_k through the proxy"):
+    if res.check(wait_for(lambda: streaming(conn, "he_k"), 60), "the applier does not follow he_k through the proxy"):
         for n, mode in enumerate(CASES):
             if len(sys.argv) > 1 and mode not in sys.argv[1:]:
                 continue
             case(res, conn, proxy, coll, mode, n)
-    row = q(conn, "SELECT * FROM idxtable.verify_index('he_k')")[0]
-    res.check(all(v == 0 for v in row[1:]), "verify_index(he_k): %r" % (row,))
+    verify_clean(res, conn, "he_k", "at the end")
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))
     print(res.summary("hostile_events"))
     sys.exit(1 if res.failed else 0)
 
 
-def wait(predicate, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 if __name__ == "__main__":
