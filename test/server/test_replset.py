@@ -123,7 +123,8 @@ def test_replset_majority_lag_change_streams_and_reads(env):
     """A change stream returns an event only once the commit point passed it, and its
     postBatchResumeToken never runs ahead of the commit point; readConcern "majority" reads see the
     documents as of the commit point (inserted ones not yet, updated and deleted ones as they were)."""
-    _, client = lagged_server(env, "majlag_cs", 700)
+    # a lag far longer than the commands below take on a loaded machine (700 ms was not, in CI)
+    _, client = lagged_server(env, "majlag_cs", 3000)
     db = client.t
     w1 = db.rc.with_options(write_concern=WriteConcern(w=1))
     db.rc.insert_many([{"_id": 1, "v": "old"}, {"_id": 2, "v": "gone"}])  # majority: waits
@@ -143,7 +144,7 @@ def test_replset_majority_lag_change_streams_and_reads(env):
     token = more["cursor"]["postBatchResumeToken"]["_data"]
     check(token < _position_hex(inserted_at), "postBatchResumeToken %s past the uncommitted insert" % token)
     events = []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     while len(events) < 3 and time.monotonic() < deadline:
         more = db.command({"getMore": cursor_id, "collection": "rc", "maxTimeMS": 500})
         events += more["cursor"]["nextBatch"]
