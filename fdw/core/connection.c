@@ -556,3 +556,29 @@ idx_count_documents_at(mongoc_client_t *client, const char *server,
 	bson_destroy(&reply);
 	return Max(n, 0);
 }
+
+/*
+ * The maxWireVersion in the hello of the server that writes through
+ * "client" go to (0 if it tells none); selecting it may connect.  For the
+ * features a server version brings (bulkWrite, split change events).
+ */
+int64
+idx_primary_wire_version(mongoc_client_t *client, const char *servername)
+{
+	bson_error_t error;
+	mongoc_server_description_t *sd;
+	const bson_t *hello;
+	bson_iter_t iter;
+	int64		wire = 0;
+
+	sd = mongoc_client_select_server(client, true, NULL, &error);
+	if (sd == NULL)
+		idx_report_error(&error, servername,
+						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
+	hello = mongoc_server_description_hello_response(sd);
+	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
+		BSON_ITER_HOLDS_NUMBER(&iter))
+		wire = bson_iter_as_int64(&iter);
+	mongoc_server_description_destroy(sd);
+	return wire;
+}

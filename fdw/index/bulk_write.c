@@ -40,6 +40,7 @@
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 
+#include "core/connection.h"
 #include "core/convert.h"
 #include "core/handle.h"
 #include "core/remote_error.h"
@@ -76,22 +77,8 @@ struct IdxBulkWrite
 bool
 idx_bulk_write_supported(mongoc_client_t *client, const char *servername)
 {
-	bson_error_t error;
-	mongoc_server_description_t *sd;
-	const bson_t *hello;
-	bson_iter_t iter;
-	int64		wire = 0;
-
-	sd = mongoc_client_select_server(client, true, NULL, &error);
-	if (sd == NULL)
-		idx_report_error(&error, servername,
-						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
-	hello = mongoc_server_description_hello_response(sd);
-	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		wire = bson_iter_as_int64(&iter);
-	mongoc_server_description_destroy(sd);
-	return wire >= IDX_BULK_WRITE_WIRE_VERSION;
+	return idx_primary_wire_version(client, servername) >=
+		IDX_BULK_WRITE_WIRE_VERSION;
 }
 
 /*

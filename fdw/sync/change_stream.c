@@ -212,22 +212,8 @@ append_slim(bson_t *pipeline, const char *key)
 static bool
 server_splits(IdxChangeStream *cs)
 {
-	bson_error_t error;
-	mongoc_server_description_t *sd;
-	const bson_t *hello;
-	bson_iter_t iter;
-	int64		wire = 0;
-
-	sd = mongoc_client_select_server(cs->client, true, NULL, &error);
-	if (sd == NULL)
-		idx_report_error(&error, cs->servername,
-						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
-	hello = mongoc_server_description_hello_response(sd);
-	if (hello && bson_iter_init_find(&iter, hello, "maxWireVersion") &&
-		BSON_ITER_HOLDS_NUMBER(&iter))
-		wire = bson_iter_as_int64(&iter);
-	mongoc_server_description_destroy(sd);
-	return wire >= SPLIT_WIRE_VERSION;
+	return idx_primary_wire_version(cs->client, cs->servername) >=
+		SPLIT_WIRE_VERSION;
 }
 
 /*
