@@ -41,14 +41,6 @@ from routed_reads import q, read, streaming, verify_clean, wait_for  # noqa: E40
 DATABASE = "idxtable_failover"
 
 
-
-
-
-
-
-
-
-
 def index_collection(mongo):
     names = [n for n in mongo[DATABASE].list_collection_names() if n.startswith("idxtable.fo")]
     return mongo[DATABASE][names[0]] if names else None
