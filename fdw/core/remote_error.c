@@ -237,24 +237,66 @@ idx_report_error(const bson_error_t *error, const char *server,
 }
 
 /*
+ * The subdocument at "iter" as "doc" (a view); false if it is malformed.
+ */
+static bool
+iter_document(const bson_iter_t *iter, bson_t *doc)
+{
+	uint32_t	len;
+	const uint8_t *data;
+
+	bson_iter_document(iter, &len, &data);
+	return data != NULL && bson_init_static(doc, data, len);
+}
+
+/*
+ * The code and errmsg of "doc" into "error", as "domain"; false if "doc"
+ * has no code.
+ */
+static bool
+take_code(bson_error_t *error, const bson_t *doc, uint32 domain)
+{
+	bson_iter_t iter;
+
+	if (!bson_iter_init_find(&iter, doc, "code") ||
+		!BSON_ITER_HOLDS_NUMBER(&iter))
+		return false;
+	error->domain = domain;
+	error->code = (uint32) bson_iter_as_int64(&iter);
+	error->message[0] = '\0';
+	if (bson_iter_init_find(&iter, doc, "errmsg") &&
+		BSON_ITER_HOLDS_UTF8(&iter))
+		strlcpy(error->message, bson_iter_utf8(&iter, NULL),
+				sizeof(error->message));
+	return true;
+}
+
+/*
  * Prefer the reply's code and errmsg (the server's words) over libmongoc's
- * rewording, unless the connection itself failed.
+ * rewording, unless the connection itself failed.  A reply without a code
+ * of its own (a write command that succeeded as a command) gives those of
+ * its first write error or of its writeConcernError.
  */
 void
 idx_merge_reply_error(bson_error_t *error, const bson_t *reply)
 {
 	bson_iter_t iter;
+	bson_iter_t child;
+	bson_t		doc;
 
-	if (reply && bson_iter_init_find(&iter, reply, "code") &&
-		BSON_ITER_HOLDS_NUMBER(&iter) && error->domain != MONGOC_ERROR_STREAM)
-	{
-		error->domain = MONGOC_ERROR_SERVER;
-		error->code = (uint32) bson_iter_as_int64(&iter);
-		if (bson_iter_init_find(&iter, reply, "errmsg") &&
-			BSON_ITER_HOLDS_UTF8(&iter))
-			strlcpy(error->message, bson_iter_utf8(&iter, NULL),
-					sizeof(error->message));
-	}
+	if (reply == NULL || error->domain == MONGOC_ERROR_STREAM)
+		return;
+	if (take_code(error, reply, MONGOC_ERROR_SERVER))
+		return;
+	if (bson_iter_init_find(&iter, reply, "writeErrors") &&
+		BSON_ITER_HOLDS_ARRAY(&iter) && bson_iter_recurse(&iter, &child) &&
+		bson_iter_next(&child) && BSON_ITER_HOLDS_DOCUMENT(&child) &&
+		iter_document(&child, &doc) &&
+		take_code(error, &doc, MONGOC_ERROR_SERVER))
+		return;
+	if (bson_iter_init_find(&iter, reply, "writeConcernError") &&
+		BSON_ITER_HOLDS_DOCUMENT(&iter) && iter_document(&iter, &doc))
+		(void) take_code(error, &doc, MONGOC_ERROR_WRITE_CONCERN);
 }
 
 /*
