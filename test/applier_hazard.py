@@ -9,8 +9,8 @@ IDXTABLE_MONGO_MEMBERS=3; test/run starts one).  A foreign table "hz" over
 a server whose URI asks for w=1, with an index table on k, the stream
 leaving the FDW's transactions out (skips_fdw_transactions):
 
-1. both secondaries replicate 4 s late, so the majority commit point (and
-   with it what change streams show) is 4 s behind the primary;
+1. both secondaries replicate 2 s late, so the majority commit point (and
+   with it what change streams show) is 2 s behind the primary;
 2. an outside update moves fact 1 from k = 'a' to 'b'; a session then
    begins an FDW transaction that updates fact 1 to 'c' (its snapshot has
    'b', so it deletes the entry under 'b', which does not exist yet, and
@@ -18,10 +18,11 @@ leaving the FDW's transactions out (skips_fdw_transactions):
 3. the applier sees the outside update once it is majority-committed and
    writes the entry under 'b' (read from the primary): a write the open
    transaction's snapshot lacks, so that transaction becomes a hazard;
-4. the transaction commits two seconds later (acknowledged at w: 1 at
-   once; in the stream 4 s later).  The applier's majority write of its
-   position after the batch returns before that, and its next getMore
-   brings a short batch without the commit.  Before the fix that batch
+4. the transaction commits 3.5 s later (acknowledged at w: 1 at once; in
+   the stream 2 s later).  The applier's wait for its batch to be
+   majority-committed and its majority write of its position return
+   before that, and its next getMore brings a short batch without the
+   commit.  Before the fix that batch
    ended the hazard, the stream left the session's transactions out again
    at once, never saw the commit, and the entry under 'b' stayed beside
    the fact's 'c' (the check below, with the lag still on, failed in 3 of
@@ -47,8 +48,8 @@ import pg_fixture  # noqa: E402  (test/fixtures)
 from routed_reads import q, read, streaming, verify_clean, wait_for  # noqa: E402
 
 DATABASE = "idxtable_hazard"
-LAG_MS = 4000
-COMMIT_DELAY = 2.0
+LAG_MS = 2000
+COMMIT_DELAY = 3.5
 
 
 def skips(conn):
@@ -108,9 +109,10 @@ def hazard(res, mongo, conn):
         cur.execute("UPDATE hz SET k = 'c' WHERE _id = 1")  # its snapshot has 'b', not its entry
     wrote = wait_for(lambda: "b" in entry_keys(mongo, 1), LAG_MS / 1000.0 + 20)
     res.check(wrote, "the applier wrote no entry under 'b' for the outside update: %r" % entry_keys(mongo, 1))
-    # The applier's position write after that batch returns once the majority has it (LAG_MS); its
-    # next getMore is sent then.  Committing a while after the applier's write makes that getMore
-    # come after the commit but before the commit is in the stream.
+    # The applier's wait for that batch to be majority-committed, then its position write, return
+    # once the majority has them (LAG_MS each); its next getMore is sent then.  Committing a while
+    # after the applier's write makes that getMore come after the commit but before the commit is
+    # in the stream.
     time.sleep(COMMIT_DELAY)
     other.commit()  # acknowledged at w: 1; majority-committed LAG_MS later
     committed = time.time()

@@ -26,6 +26,7 @@
 
 #include "access/xact.h"
 #include "commands/defrem.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -581,4 +582,47 @@ idx_primary_wire_version(mongoc_client_t *client, const char *servername)
 		wire = bson_iter_as_int64(&iter);
 	mongoc_server_description_destroy(sd);
 	return wire;
+}
+
+/*
+ * The election of the primary of "client", asked of it now with a
+ * "hello" (not libmongoc's description of it, which may be a heartbeat
+ * old): a hash of the member that answers and its electionId, which is
+ * new at each election (it holds the term).  0 if the reply has no
+ * electionId (a standalone server or a mongos).  Two equal values mean
+ * that no election happened in between: the same member was primary all
+ * along, in one term.
+ */
+uint64
+idx_primary_election(mongoc_client_t *client, const char *servername)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		reply;
+	bson_iter_t iter;
+	uint64		election = 0;
+
+	BSON_APPEND_INT32(&cmd, "hello", 1);
+	idx_run_command(client, servername, "admin", &cmd, &reply,
+					idx_op(IDX_OP_READ_ELECTION, NULL, NULL));
+	bson_destroy(&cmd);
+	if (bson_iter_init_find(&iter, &reply, "electionId") &&
+		BSON_ITER_HOLDS_OID(&iter))
+	{
+		const bson_oid_t *oid = bson_iter_oid(&iter);
+
+		election = hash_bytes_extended(oid->bytes, sizeof(oid->bytes), 0);
+		if (bson_iter_init_find(&iter, &reply, "me") &&
+			BSON_ITER_HOLDS_UTF8(&iter))
+		{
+			const char *me = bson_iter_utf8(&iter, NULL);
+
+			election = hash_combine64(election,
+									  hash_bytes_extended((const unsigned char *) me,
+														  strlen(me), 0));
+		}
+		if (election == 0)
+			election = 1;
+	}
+	bson_destroy(&reply);
+	return election;
 }

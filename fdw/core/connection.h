@@ -44,12 +44,18 @@ extern mongoc_client_t *idx_connect_private(ForeignServer *server,
 											UserMapping *user,
 											const char *appname);
 
+/* The maxWireVersion of the primary (0: not told) */
+extern int64 idx_primary_wire_version(mongoc_client_t *client,
+									  const char *servername);
+
+/* The primary's election as its hello tells it now (0: not a replica set) */
+extern uint64 idx_primary_election(mongoc_client_t *client,
+								   const char *servername);
+
 /*
  * Run a command on a database and return the reply (caller destroys it).
  * Errors are reported with idx_report_reply_error().
  */
-extern int64 idx_primary_wire_version(mongoc_client_t *client,
-									  const char *servername);
 extern void idx_run_command(mongoc_client_t *client, const char *server,
 							const char *database, const bson_t *command,
 							bson_t *reply, const IdxOp *what);

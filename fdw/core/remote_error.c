@@ -128,6 +128,10 @@ idx_op_context(const IdxOp *what)
 			return errcontext("while storing the position of the change stream");
 		case IDX_OP_HEARTBEAT:
 			return errcontext("while writing a heartbeat of the change stream");
+		case IDX_OP_CONFIRM_DURABLE:
+			return errcontext("while waiting for the change stream's applied changes to be majority-committed");
+		case IDX_OP_READ_ELECTION:
+			return errcontext("while asking the primary for its election");
 	}
 	return 0;
 }

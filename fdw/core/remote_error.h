@@ -62,7 +62,9 @@ typedef enum IdxOpKind
 	IDX_OP_FOLLOW_STREAM,		/* (container: database) */
 	IDX_OP_READ_STREAM_POS,		/* (no names) */
 	IDX_OP_STORE_STREAM_POS,	/* (no names) */
-	IDX_OP_HEARTBEAT			/* (no names) */
+	IDX_OP_HEARTBEAT,			/* (no names) */
+	IDX_OP_CONFIRM_DURABLE,		/* (no names) */
+	IDX_OP_READ_ELECTION		/* (no names) */
 } IdxOpKind;
 
 typedef struct IdxOp

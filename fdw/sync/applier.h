@@ -71,6 +71,9 @@ typedef struct AppStream
 	TimestampTz complete_since; /* the last batch held every event committed
 								 * before this time (sent its getMore), or 0 */
 	bool		repaired;		/* the last batch wrote to an index table */
+	bool		election_known; /* "election" is the primary's before the
+								 * reads of the coming repairs */
+	uint64		election;		/* idx_primary_election(), 0: none held */
 
 	/* leaving the FDW's own transactions out (applier_exclude.c) */
 	bool		armed;			/* the stream leaves them out now */
@@ -194,6 +197,11 @@ extern const bson_t *idx_applier_take_fragment(AppStream *s,
 											   const bson_t *event,
 											   const bson_iter_t *split);
 extern void idx_applier_forget_split(AppStream *s);
+
+/* ---- applier_durable.c ---- */
+extern void idx_applier_note_election(AppStream *s);
+extern bool idx_applier_primary_kept(AppStream *s);
+extern void idx_applier_primary_changed(AppStream *s, int attempt);
 
 /* ---- applier_fields.c ---- */
 extern bool idx_applier_index_fields(AppIndex *ix, List **fields);

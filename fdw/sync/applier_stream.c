@@ -251,33 +251,41 @@ note_fixes(AppStream *s, bool all)
 
 /*
  * Rebuild the stale indexes of "s" (a full repair pass each, the stream
- * already open at a time before it), then make them valid.
+ * already open at a time before it), then make them valid; again after
+ * an election during the pass (applier_durable.c).
  */
 static void
 rebuild_stale(AppStream *s)
 {
 	ListCell   *lc;
 	bool		any = false;
+	int			attempt = 0;
 
-	foreach(lc, s->indexes)
+	for (;;)
 	{
-		AppIndex   *ix = lfirst(lc);
+		idx_applier_note_election(s);
+		foreach(lc, s->indexes)
+		{
+			AppIndex   *ix = lfirst(lc);
 
-		if (ix->state != 's')
-			continue;
-		ereport(LOG,
-				(errmsg("idxtable_fdw applier: rebuilding stale index \"%s\"",
-						ix->name)));
-		ix->status.entries_written += idx_applier_repair(s, ix, NULL, NULL,
-														 0);
-		s->repaired = true;
-		any = true;
-	}
-	if (any)
-	{
+			if (ix->state != 's')
+				continue;
+			ereport(LOG,
+					(errmsg("idxtable_fdw applier: rebuilding stale index \"%s\"",
+							ix->name)));
+			ix->status.entries_written += idx_applier_repair(s, ix, NULL,
+															 NULL, 0);
+			s->repaired = true;
+			any = true;
+		}
+		if (!any)
+			return;
 		note_fixes(s, false);
-		idx_applier_set_state(s, "s", "valid");
+		if (idx_applier_primary_kept(s))
+			break;
+		idx_applier_primary_changed(s, ++attempt);
 	}
+	idx_applier_set_state(s, "s", "valid");
 }
 
 /*
@@ -760,17 +768,53 @@ advance_covered(AppStream *s, const Batch *b)
 }
 
 /*
+ * The facts of batch "b" as a batch "into" of their _ids alone: no
+ * images, no markers, no events counted (they were, the first time).
+ */
+static Batch *
+ids_only(Batch *b, Batch *into)
+{
+	ListCell   *lc;
+	int			i;
+
+	memset(into, 0, sizeof(Batch));
+	foreach(lc, b->colls)
+	{
+		CollIds    *c = lfirst(lc);
+
+		for (i = 0; i < c->n; i++)
+			add_id(into, c->collection, &c->ids[i], NULL, NULL, NULL);
+	}
+	foreach(lc, into->colls)
+		((CollIds *) lfirst(lc))->events = 0;
+	return into;
+}
+
+/*
  * Apply the facts of batch "b" to the indexes of "s" (applier_apply.c),
- * then note which indexes were written.
+ * then note which indexes were written.  After an election during that
+ * (applier_durable.c) the same facts are applied again, as read from the
+ * new primary, whatever their events said.
  */
 static void
 repair_colls(AppStream *s, Batch *b)
 {
 	ListCell   *lc;
+	Batch		again;
+	int			attempt = 0;
 
-	foreach(lc, b->colls)
-		idx_applier_apply_facts(s, lfirst(lc));
-	note_fixes(s, false);
+	if (b->colls != NIL)
+		idx_applier_note_election(s);
+	for (;;)
+	{
+		foreach(lc, b->colls)
+			idx_applier_apply_facts(s, lfirst(lc));
+		note_fixes(s, false);
+		if (b->colls == NIL || idx_applier_primary_kept(s))
+			return;
+		idx_applier_primary_changed(s, ++attempt);
+		b = ids_only(b, &again);
+	}
 }
 
 /*
@@ -1483,4 +1527,5 @@ idx_applier_close_stream(AppStream *s)
 	idx_cs_close(&s->cs);
 	s->open = false;
 	s->partial = false;
+	s->election_known = false;
 }

@@ -886,6 +886,39 @@ idx_cs_event_time(const bson_t *event)
 }
 
 /*
+ * Wait until the primary's majority commit point has reached cluster time
+ * "ct": everything the primary had at "ct" can no longer be rolled back.
+ * A read with readConcern majority and afterClusterTime "ct" returns only
+ * then (mongod waits for its majority snapshot before it reads); it reads
+ * nothing (an _id no document of idxtable.sync has).  An ERROR after
+ * "timeout_ms" (maxTimeMS).
+ */
+void
+idx_cs_wait_majority(mongoc_client_t *client, const char *servername,
+					 const char *database, IdxClusterTime ct, int timeout_ms)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		child;
+	bson_t		reply;
+
+	idx_check_append(BSON_APPEND_UTF8(&cmd, "find", IDX_SYNC_COLLECTION));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "filter", &child));
+	idx_check_append(BSON_APPEND_UTF8(&child, "_id", "majority:wait"));
+	idx_check_append(bson_append_document_end(&cmd, &child));
+	idx_check_append(BSON_APPEND_INT32(&cmd, "limit", 1));
+	idx_check_append(BSON_APPEND_BOOL(&cmd, "singleBatch", true));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "readConcern", &child));
+	idx_check_append(BSON_APPEND_UTF8(&child, "level", "majority"));
+	idx_check_append(idx_cs_append_time(&child, "afterClusterTime", ct));
+	idx_check_append(bson_append_document_end(&cmd, &child));
+	idx_check_append(BSON_APPEND_INT32(&cmd, "maxTimeMS", timeout_ms));
+	idx_run_command(client, servername, database, &cmd, &reply,
+					idx_op(IDX_OP_CONFIRM_DURABLE, NULL, NULL));
+	bson_destroy(&cmd);
+	bson_destroy(&reply);
+}
+
+/*
  * The cluster time at the start of a token's _data (see the file header),
  * or 0.
  */

@@ -107,6 +107,12 @@ extern IdxClusterTime idx_cs_server_time(mongoc_client_t *client,
 										 const char *servername,
 										 const char *database);
 
+/* Wait until the majority commit point has reached "ct" (ERROR after timeout_ms) */
+extern void idx_cs_wait_majority(mongoc_client_t *client,
+								 const char *servername,
+								 const char *database, IdxClusterTime ct,
+								 int timeout_ms);
+
 /* The cluster time a resume token starts with, or 0 if not decodable */
 extern IdxClusterTime idx_cs_token_time(const bson_t *token);
 
