@@ -76,6 +76,7 @@
 #include "agg_scan.h"
 #include "core/deparse.h"
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "order.h"
 #include "planner.h"
 #include "upper.h"
@@ -449,11 +450,11 @@ idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 				  having_cost.per_tuple);
 
 	grouped_rel->fdw_private = ainfo;
-	ainfo->path = create_foreign_upper_path(root, grouped_rel, target,
-											clamp_row_est(groups),
-											startup_cost, total_cost, NIL,
-											NULL,
-											list_make1(makeInteger(IDX_UPPER_AGG)));
+	ainfo->path = idx_create_foreign_upper_path(root, grouped_rel, target,
+												clamp_row_est(groups),
+												startup_cost, total_cost, NIL,
+												NULL,
+												list_make1(makeInteger(IDX_UPPER_AGG)));
 	add_path(grouped_rel, (Path *) ainfo->path);
 }
 
@@ -609,13 +610,13 @@ idx_add_agg_ordered_paths(PlannerInfo *root, RelOptInfo *grouped_rel,
 	total_cost = path->path.total_cost +
 		path->path.rows * cpu_operator_cost;
 	add_path(ordered_rel, (Path *)
-			 create_foreign_upper_path(root, ordered_rel,
-									   root->upper_targets[UPPERREL_ORDERED],
-									   path->path.rows, total_cost,
-									   total_cost, root->sort_pathkeys, NULL,
-									   list_make4(makeInteger(IDX_UPPER_AGG),
-												  sort, makeInteger(-1),
-												  makeInteger(0))));
+			 idx_create_foreign_upper_path(root, ordered_rel,
+										   root->upper_targets[UPPERREL_ORDERED],
+										   path->path.rows, total_cost,
+										   total_cost, root->sort_pathkeys, NULL,
+										   list_make4(makeInteger(IDX_UPPER_AGG),
+													  sort, makeInteger(-1),
+													  makeInteger(0))));
 	return true;
 }
 
@@ -704,14 +705,14 @@ idx_add_agg_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
 	}
 	final_rel->fdw_private = orel;
 	add_path(final_rel, (Path *)
-			 create_foreign_upper_path(root, final_rel,
-									   root->upper_targets[UPPERREL_FINAL],
-									   clamp_row_est(rows), startup_cost,
-									   total_cost, root->sort_pathkeys, NULL,
-									   list_make4(makeInteger(IDX_UPPER_AGG),
-												  orel->agg->sort,
-												  makeInteger(count > 0 ? count + offset : -1),
-												  makeInteger(offset))));
+			 idx_create_foreign_upper_path(root, final_rel,
+										   root->upper_targets[UPPERREL_FINAL],
+										   clamp_row_est(rows), startup_cost,
+										   total_cost, root->sort_pathkeys, NULL,
+										   list_make4(makeInteger(IDX_UPPER_AGG),
+													  orel->agg->sort,
+													  makeInteger(count > 0 ? count + offset : -1),
+													  makeInteger(offset))));
 	return true;
 }
 

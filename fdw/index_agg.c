@@ -65,6 +65,7 @@
 
 #include "core/deparse.h"
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index_agg.h"
@@ -646,14 +647,14 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 	if (grouped_rel->fdw_private == NULL)
 		grouped_rel->fdw_private = fpinfo;
 	add_path(grouped_rel, (Path *)
-			 create_foreign_upper_path(root, grouped_rel,
-									   root->upper_targets[UPPERREL_GROUP_AGG],
-									   rows, cost, cost, NIL, NULL,
-									   list_make5(makeInteger(IDX_UPPER_INDEX_AGG),
-												  makeString(def->name),
-												  conds,
-												  makeInteger(input_rel->relid),
-												  list_make3_int(facts_exact, gk, mk))));
+			 idx_create_foreign_upper_path(root, grouped_rel,
+										   root->upper_targets[UPPERREL_GROUP_AGG],
+										   rows, cost, cost, NIL, NULL,
+										   list_make5(makeInteger(IDX_UPPER_INDEX_AGG),
+													  makeString(def->name),
+													  conds,
+													  makeInteger(input_rel->relid),
+													  list_make3_int(facts_exact, gk, mk))));
 }
 
 /*

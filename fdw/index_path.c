@@ -58,6 +58,7 @@
 
 #include "core/deparse.h"
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index/index_owner.h"
@@ -639,10 +640,10 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 	if (!OidIsValid(tce->lt_opr))
 		return NIL;
 	*order_key = prefix;
-	return build_expression_pathkey(root,
-									(Expr *) makeVar(baserel->relid, key->attnum,
-													 type, typmod, collid, 0),
-									NULL, tce->lt_opr, baserel->relids, false);
+	return idx_build_expression_pathkey(root,
+										(Expr *) makeVar(baserel->relid, key->attnum,
+														 type, typmod, collid, 0),
+										tce->lt_opr, baserel->relids);
 }
 
 /*
@@ -762,13 +763,13 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	}
 
 	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, rows,
-									 startup_cost, total_cost, pathkeys,
-									 required_outer, NULL,
-									 index_path_private(def, covering,
-														private_conds,
-														order_key, limit,
-														first_batch)));
+			 idx_create_foreignscan_path(root, baserel, NULL, rows,
+										 startup_cost, total_cost, pathkeys,
+										 required_outer, NULL,
+										 index_path_private(def, covering,
+															private_conds,
+															order_key, limit,
+															first_batch)));
 }
 
 /*

@@ -49,6 +49,7 @@
 #include "optimizer/appendinfo.h"
 #include "optimizer/inherit.h"
 #include "optimizer/pathnode.h"
+#include "parser/parse_relation.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -64,6 +65,7 @@
 #include "core/handle.h"
 #include "core/mongo_limits.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
 #include "core/shard_key.h"
@@ -246,13 +248,15 @@ modify_user(EState *estate, ResultRelInfo *rinfo)
 {
 	Index		rti = rinfo->ri_RangeTableIndex;
 	RangeTblEntry *rte;
+	Oid			user;
 
 	if (rti == 0 && rinfo->ri_RootResultRelInfo != NULL)
 		rti = rinfo->ri_RootResultRelInfo->ri_RangeTableIndex;
 	if (rti == 0)
 		return GetUserId();
 	rte = exec_rt_fetch(rti, estate);
-	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+	user = idx_rte_check_as_user(estate, rte);
+	return OidIsValid(user) ? user : GetUserId();
 }
 
 /*

@@ -26,6 +26,7 @@
 
 #include "core/convert.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "index/index_write.h"
 
 /*
@@ -152,8 +153,7 @@ extern bson_t *idx_modify_find_and_modify(IdxModifyState *ms,
 extern void idx_modify_remember_write(IdxModifyState *ms, UndoKind kind,
 									  const bson_value_t *id,
 									  const bson_t *before);
-extern void idx_modify_fail_statement(IdxModifyState *ms)
-			pg_attribute_noreturn();
+pg_noreturn extern void idx_modify_fail_statement(IdxModifyState *ms);
 
 /*
  * Batches of UPDATE and DELETE (modify_batch.c): in transaction mode and

@@ -28,6 +28,7 @@
 #include "access/sysattr.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "parser/parse_relation.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -35,6 +36,7 @@
 #include "core/convert.h"
 #include "core/deparse.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
 #include "core/stream.h"
@@ -163,10 +165,11 @@ idx_list_to_bitmap(List *list)
 Oid
 idx_scan_user(ForeignScanState *node)
 {
-	RangeTblEntry *rte = exec_rt_fetch(idx_scan_rtindex(node),
-									   node->ss.ps.state);
+	EState	   *estate = node->ss.ps.state;
+	RangeTblEntry *rte = exec_rt_fetch(idx_scan_rtindex(node), estate);
+	Oid			user = idx_rte_check_as_user(estate, rte);
 
-	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+	return OidIsValid(user) ? user : GetUserId();
 }
 
 /*

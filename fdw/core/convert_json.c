@@ -47,6 +47,7 @@
 
 #include "core/convert.h"
 #include "core/convert_json.h"
+#include "core/pg_compat.h"
 
 static void json_append_value(StringInfo buf, const bson_iter_t *iter,
 							  const IdxColumnConv *conv,
@@ -305,7 +306,7 @@ json_next(JsonLexContext *lex)
 	JsonParseErrorType result = json_lex(lex);
 
 	if (result != JSON_SUCCESS)
-		json_ereport_error(result, lex);
+		idx_json_report_error(result, lex);
 }
 
 /*
@@ -513,8 +514,8 @@ idx_append_json(bson_t *doc, const char *key, int keylen, Datum value,
 	else
 		json = TextDatumGetCString(value);
 
-	lex = makeJsonLexContextCstringLen(json, strlen(json),
-									   GetDatabaseEncoding(), true);
+	lex = idx_json_lex_context(json, strlen(json), GetDatabaseEncoding(),
+							   true);
 	json_next(lex);
 	append_json_value(doc, key, keylen, lex, target);
 	json_expect(lex, JSON_TOKEN_END);

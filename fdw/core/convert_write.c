@@ -38,6 +38,7 @@
 
 #include "core/convert.h"
 #include "core/convert_json.h"
+#include "core/pg_compat.h"
 
 /* Limits of BSON decimal128 (IEEE 754-2008, BID encoding) */
 #define DEC128_MAX_DIGITS	34

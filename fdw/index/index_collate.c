@@ -26,6 +26,7 @@
 
 #include <locale.h>
 
+#include "access/htup_details.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_database.h"
 #include "fmgr.h"
@@ -39,6 +40,7 @@
 #include "utils/pg_locale.h"
 #include "utils/syscache.h"
 
+#include "core/pg_compat.h"
 #include "index/index_collate.h"
 
 #ifdef USE_ICU
@@ -380,9 +382,9 @@ default_collation_version(void)
 		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
 	provider = ((Form_pg_database) GETSTRUCT(tp))->datlocprovider;
 	datum = SysCacheGetAttr(DATABASEOID, tp,
-							provider == COLLPROVIDER_ICU ?
-							Anum_pg_database_daticulocale :
-							Anum_pg_database_datcollate, &isnull);
+							provider == COLLPROVIDER_LIBC ?
+							Anum_pg_database_datcollate :
+							Anum_pg_database_datlocale, &isnull);
 	if (!isnull)
 		version = get_collation_actual_version(provider,
 											   TextDatumGetCString(datum));

@@ -59,6 +59,7 @@
 
 #include "core/convert.h"
 #include "core/handle.h"
+#include "core/pg_compat.h"
 #include "index/index_conflict.h"
 #include "index/index_ddl.h"
 

@@ -90,6 +90,7 @@
 #include "core/handle.h"
 #include "core/mongo_limits.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/stream.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
@@ -917,7 +918,7 @@ check_table_privilege(Oid relid, AclMode privilege)
 	classform = (Form_pg_class) GETSTRUCT(tuple);
 	if (privilege == ACL_NO_RIGHTS)
 	{
-		if (!pg_class_ownercheck(relid, GetUserId()))
+		if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
 			aclresult = ACLCHECK_NOT_OWNER;
 	}
 	else if (pg_class_aclcheck(relid, GetUserId(), privilege) != ACLCHECK_OK)

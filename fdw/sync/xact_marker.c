@@ -68,11 +68,11 @@
 #include <mongoc/mongoc.h>
 
 #include "access/xlog.h"
-#include "storage/backendid.h"
 #include "utils/memutils.h"
 
 #include "core/connection.h"
 #include "core/convert.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
@@ -275,7 +275,7 @@ static char *
 marker_id(IdxRemoteXact *x)
 {
 	return psprintf(MARKER_PREFIX UINT64_FORMAT "/%d/%u",
-					GetSystemIdentifier(), MyBackendId, x->umid);
+					GetSystemIdentifier(), idx_backend_number(), x->umid);
 }
 
 /*

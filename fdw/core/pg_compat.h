@@ -1,0 +1,201 @@
+/*-------------------------------------------------------------------------
+ *
+ * pg_compat.h
+ *		  What differs between the PostgreSQL versions idxtable_fdw builds
+ *		  against (15, 17 and 18), in one place.
+ *
+ * Copyright (c) 2026, idxtable_fdw developers
+ * Distributed under the PostgreSQL Licence; see the LICENSE file.
+ *
+ * IDENTIFICATION
+ *		  fdw/core/pg_compat.h
+ *
+ * The rest of the source is written against one API: the newest where a
+ * newer version renamed something (object_ownercheck, pg_noreturn,
+ * Anum_pg_database_datlocale are PostgreSQL 16-18's names, given here to
+ * the older versions), and small idx_ wrappers where the versions need
+ * different arguments or fields.  No PG_VERSION_NUM test belongs anywhere
+ * else; each one here says which versions differ and why.
+ *
+ * Included after postgres.h (by .c files only).  The macros expand in the
+ * caller, which includes the PostgreSQL headers that declare what they
+ * use (those are the same header in every version); this file includes
+ * only the headers that exist in some versions and not in others.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDXTABLE_PG_COMPAT_H
+#define IDXTABLE_PG_COMPAT_H
+
+#if PG_VERSION_NUM < 150000
+#error "idxtable_fdw needs PostgreSQL 15 or later"
+#endif
+
+/*
+ * VARDATA, SET_VARSIZE and the other varlena macros: PostgreSQL 16 moved
+ * them from postgres.h to varatt.h.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+/*
+ * Functions that never return: PostgreSQL 18 replaced the trailing
+ * pg_attribute_noreturn() with the leading pg_noreturn (C11 _Noreturn).
+ * Before 18 the GCC attribute is what pg_attribute_noreturn() was, and GCC
+ * and clang accept it in front of a declaration too.
+ */
+#ifndef pg_noreturn
+#define pg_noreturn pg_attribute_noreturn()
+#endif
+
+/*
+ * The number of this backend, 1 .. MaxBackends for every regular backend
+ * and background worker: the slot of per-backend tables in shared memory
+ * and part of names that must differ between live backends.  PostgreSQL
+ * 17 replaced the 1-based MyBackendId (storage/backendid.h) by the 0-based
+ * MyProcNumber (storage/procnumber.h), whose first MaxBackends numbers are
+ * those of the same processes.
+ */
+#if PG_VERSION_NUM >= 170000
+#include "storage/procnumber.h"
+#define idx_backend_number() ((int) MyProcNumber + 1)
+#else
+#include "storage/backendid.h"
+#define idx_backend_number() ((int) MyBackendId)
+#endif
+
+/*
+ * The local transaction id of this backend's current top-level
+ * transaction (storage/proc.h): PostgreSQL 17 moved it into MyProc->vxid.
+ */
+#if PG_VERSION_NUM >= 170000
+#define idx_local_xid() (MyProc->vxid.lxid)
+#else
+#define idx_local_xid() (MyProc->lxid)
+#endif
+
+/*
+ * The database's default collation locale: PostgreSQL 17 renamed
+ * daticulocale to datlocale (the locale of every provider but libc, with
+ * the new builtin provider).  Before 17 only ICU databases have one.
+ */
+#if PG_VERSION_NUM < 170000
+#define Anum_pg_database_datlocale Anum_pg_database_daticulocale
+#endif
+
+/*
+ * Ownership checks (utils/acl.h): PostgreSQL 16 replaced one function per
+ * catalog (pg_class_ownercheck, pg_database_ownercheck, ...) by
+ * object_ownercheck(classid, ...).  The two catalogs we ask about.
+ */
+#if PG_VERSION_NUM < 160000
+#define object_ownercheck(classid, objectid, roleid) \
+	((classid) == RelationRelationId ? \
+	 pg_class_ownercheck((objectid), (roleid)) : \
+	 (AssertMacro((classid) == DatabaseRelationId), \
+	  pg_database_ownercheck((objectid), (roleid))))
+#endif
+
+/*
+ * The user a range table entry of the executor's range table is checked
+ * as (InvalidOid: the current user), as ExecCheckPermissions() decides:
+ * PostgreSQL 16 moved checkAsUser from the RangeTblEntry into its
+ * RTEPermissionInfo (parser/parse_relation.h, executor/executor.h).
+ */
+#if PG_VERSION_NUM >= 160000
+#define idx_rte_check_as_user(estate, rte) \
+	((rte)->perminfoindex == 0 ? InvalidOid : \
+	 getRTEPermissionInfo((estate)->es_rteperminfos, (rte))->checkAsUser)
+#else
+#define idx_rte_check_as_user(estate, rte) ((rte)->checkAsUser)
+#endif
+
+/*
+ * Paths (optimizer/pathnode.h).  PostgreSQL 17 added fdw_restrictinfo to
+ * create_foreignscan_path and create_foreign_upper_path, and 18 the
+ * number of disabled nodes (of enable_* settings off) below the path.
+ *
+ * fdw_restrictinfo is NIL here: PostgreSQL 17 and 18 read it only for a
+ * foreign join (the gating quals createplan.c evaluates above the scan of
+ * a join relation); a base relation's pseudoconstant quals stay in its
+ * baserestrictinfo, and for an upper relation it is not read at all, so
+ * the upper paths keep refusing queries with pseudoconstant quals
+ * (order_path.c, agg_path.c, index_agg.c).  No path of ours has a disabled
+ * node below it.
+ */
+#if PG_VERSION_NUM >= 180000
+#define idx_create_foreignscan_path(root, rel, target, rows, startup, total, \
+									pathkeys, outer, outerpath, priv) \
+	create_foreignscan_path((root), (rel), (target), (rows), 0, (startup), \
+							(total), (pathkeys), (outer), (outerpath), NIL, \
+							(priv))
+#define idx_create_foreign_upper_path(root, rel, target, rows, startup, total, \
+									  pathkeys, outerpath, priv) \
+	create_foreign_upper_path((root), (rel), (target), (rows), 0, (startup), \
+							  (total), (pathkeys), (outerpath), NIL, (priv))
+#elif PG_VERSION_NUM >= 170000
+#define idx_create_foreignscan_path(root, rel, target, rows, startup, total, \
+									pathkeys, outer, outerpath, priv) \
+	create_foreignscan_path((root), (rel), (target), (rows), (startup), \
+							(total), (pathkeys), (outer), (outerpath), NIL, \
+							(priv))
+#define idx_create_foreign_upper_path(root, rel, target, rows, startup, total, \
+									  pathkeys, outerpath, priv) \
+	create_foreign_upper_path((root), (rel), (target), (rows), (startup), \
+							  (total), (pathkeys), (outerpath), NIL, (priv))
+#else
+#define idx_create_foreignscan_path create_foreignscan_path
+#define idx_create_foreign_upper_path create_foreign_upper_path
+#endif
+
+/*
+ * The pathkey of one expression (optimizer/paths.h): PostgreSQL 16 dropped
+ * the nullable_relids argument (outer-join nullability moved into the
+ * Vars).  We ask only about plain base relation columns, never nullable.
+ */
+#if PG_VERSION_NUM >= 160000
+#define idx_build_expression_pathkey(root, expr, opno, rel) \
+	build_expression_pathkey((root), (expr), (opno), (rel), false)
+#else
+#define idx_build_expression_pathkey(root, expr, opno, rel) \
+	build_expression_pathkey((root), (expr), NULL, (opno), (rel), false)
+#endif
+
+/*
+ * A WaitEventSet (storage/latch.h) that its creator frees itself with
+ * FreeWaitEventSet, on error as well.  PostgreSQL 17 allocates every set
+ * in TopMemoryContext and takes a resource owner instead of a memory
+ * context (NULL: none, as here); before 17 the set lives in "cxt".
+ */
+#if PG_VERSION_NUM >= 170000
+#define idx_create_wait_event_set(cxt, nevents) \
+	CreateWaitEventSet(NULL, (nevents))
+#else
+#define idx_create_wait_event_set(cxt, nevents) \
+	CreateWaitEventSet((cxt), (nevents))
+#endif
+
+/*
+ * JSON lexing (common/jsonapi.h, utils/jsonfuncs.h).  PostgreSQL 17's
+ * makeJsonLexContextCstringLen takes a context to fill (NULL: a new one is
+ * allocated, as before).  PostgreSQL 16 replaced json_ereport_error by
+ * json_errsave_error, which reports softly into an escape context when
+ * given one (NULL: ereport(ERROR), as before).
+ */
+#if PG_VERSION_NUM >= 170000
+#define idx_json_lex_context(json, len, encoding, need_escapes) \
+	makeJsonLexContextCstringLen(NULL, (json), (len), (encoding), \
+								 (need_escapes))
+#else
+#define idx_json_lex_context(json, len, encoding, need_escapes) \
+	makeJsonLexContextCstringLen((json), (len), (encoding), (need_escapes))
+#endif
+#if PG_VERSION_NUM >= 160000
+#define idx_json_report_error(error, lex) \
+	json_errsave_error((error), (lex), NULL)
+#else
+#define idx_json_report_error(error, lex) json_ereport_error((error), (lex))
+#endif
+
+#endif							/* IDXTABLE_PG_COMPAT_H */
