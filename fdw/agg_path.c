@@ -70,6 +70,7 @@
 #include "parser/parsetree.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
 #include "utils/selfuncs.h"
 #include "utils/typcache.h"
 
@@ -242,13 +243,10 @@ agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
 	var = plain_column(linitial_node(TargetEntry, agg->args)->expr, relid);
 	if (var == NULL || column_path(var, info) == NULL)
 		return NIL;
-	/* text is compared as bytes: only the C collation agrees */
-	if (agg->aggfnoid == F_MIN_TEXT || agg->aggfnoid == F_MAX_TEXT)
-	{
-		if (agg->inputcollid != C_COLLATION_OID &&
-			agg->inputcollid != POSIX_COLLATION_OID)
-			return NIL;
-	}
+	/* text is compared as bytes: only a collation that sorts as C agrees */
+	if ((agg->aggfnoid == F_MIN_TEXT || agg->aggfnoid == F_MAX_TEXT) &&
+		!idx_collate_is_c(agg->inputcollid))
+		return NIL;
 	/* DISTINCT: MongoDB's equality must be PostgreSQL's, as for groups */
 	if (kind == IDX_AGG_COUNT_DISTINCT &&
 		!group_type_ok(var->vartype, agg->inputcollid))
@@ -567,7 +565,7 @@ agg_sort_key(PathKey *pathkey, IdxAggRelInfo *ainfo)
 		!idx_pathkey_default_order(pathkey, exprType((Node *) m.expr)))
 		return NIL;
 	return list_make3_int(m.pos,
-						  pathkey->pk_strategy == BTGreaterStrategyNumber,
+						  idx_pathkey_descending(pathkey),
 						  pathkey->pk_nulls_first);
 }
 

@@ -66,6 +66,7 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 #include "core/xact.h"
 #include "planner.h"

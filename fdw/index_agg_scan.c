@@ -33,6 +33,7 @@
 
 #include "core/connection.h"
 #include "core/handle.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/remote_error.h"
 #include "core/xact.h"

@@ -221,14 +221,10 @@ static bool
 operator_cond(Oid opno, const IdxIndexKey *key, Oid collid, bool allow_range,
 			  IdxCondOp *op)
 {
-	List	   *interps = get_op_btree_interpretation(opno);
-	int			strategy;
+	int			strategy = idx_op_btree_strategy(opno);
 	Oid			keytype = key->keytype;
 	bool		is_text = (keytype == TEXTOID || keytype == VARCHAROID);
 
-	if (interps == NIL)
-		return false;
-	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
 	if (strategy == BTEqualStrategyNumber)
 	{
 		*op = ICOND_EQ;

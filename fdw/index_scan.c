@@ -39,6 +39,7 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/mongo_limits.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
 #include "core/xact.h"

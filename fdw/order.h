@@ -35,6 +35,7 @@
 #include "commands/explain.h"
 #include "nodes/pathnodes.h"
 
+#include "core/pg_compat.h"
 #include "planner.h"
 #include "scan.h"
 

@@ -171,7 +171,7 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 {
 	Var		   *var = pathkey_column(pathkey, baserel);
 	const char *field;
-	bool		desc = (pathkey->pk_strategy == BTGreaterStrategyNumber);
+	bool		desc = idx_pathkey_descending(pathkey);
 
 	if (var == NULL || !sortable_type(var->vartype, first))
 		return NIL;

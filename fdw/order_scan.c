@@ -22,6 +22,7 @@
 #include "catalog/pg_type.h"
 #include "utils/float.h"
 
+#include "core/pg_compat.h"
 #include "order.h"
 
 /*

@@ -26,6 +26,7 @@
 #include "core/convert.h"
 #include "core/deparse.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 
 /*

@@ -32,6 +32,7 @@
  */
 #include "postgres.h"
 
+#include <inttypes.h>
 #include <math.h>
 
 #include "catalog/pg_type.h"
@@ -109,7 +110,7 @@ idx_format_bson_date(int64 ms, char *buf)
 				 (int) (rem / 1000 % 60), (int) (rem % 1000));
 	else
 		snprintf(buf, DATE_STRING_LEN,
-				 "%+07" INT64_MODIFIER "d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+				 "%+07" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ",
 				 year, month, day,
 				 (int) (rem / 3600000), (int) (rem / 60000 % 60),
 				 (int) (rem / 1000 % 60), (int) (rem % 1000));
@@ -250,8 +251,8 @@ json_append_value(StringInfo buf, const bson_iter_t *iter,
 				if (len > (MaxAllocSize / 4) * 3 - 3)
 					idx_report_binary_too_long(conv, src, len);
 				b64 = palloc(pg_b64_enc_len((int) len) + 1);
-				b64len = pg_b64_encode((const char *) data, (int) len, b64,
-									   pg_b64_enc_len((int) len));
+				b64len = idx_b64_encode(data, (int) len, b64,
+										pg_b64_enc_len((int) len));
 				if (b64len < 0)
 					elog(ERROR, "could not encode binary value as base64");
 				appendStringInfoChar(buf, '"');

@@ -79,6 +79,7 @@
 
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/pg_compat.h"
 
 /* Comparison strategies we translate */
 typedef enum IdxCmp
@@ -254,18 +255,12 @@ idx_compatible_types(Oid coltype, Oid valtype)
 static bool
 operator_comparison(Oid opno, IdxCmp *cmp)
 {
-	List	   *interps = get_op_btree_interpretation(opno);
-	OpBtreeInterpretation *interp;
-
-	if (interps == NIL)
-		return false;
-	interp = (OpBtreeInterpretation *) linitial(interps);
-	switch (interp->strategy)
+	switch (idx_op_btree_strategy(opno))
 	{
 		case BTEqualStrategyNumber:
 			*cmp = CMP_EQ;
 			break;
-		case ROWCOMPARE_NE:
+		case IDX_STRATEGY_NE:
 			*cmp = CMP_NE;
 			break;
 		case BTLessStrategyNumber:
@@ -306,7 +301,7 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 			if (is_equality)
 				return get_collation_isdeterministic(collid)
 					? IDX_PUSH_EXACT : IDX_PUSH_NONE;
-			return lc_collate_is_c(collid) ? IDX_PUSH_LOSSY : IDX_PUSH_NONE;
+			return idx_collate_is_c(collid) ? IDX_PUSH_LOSSY : IDX_PUSH_NONE;
 		default:
 			return IDX_PUSH_NONE;
 	}

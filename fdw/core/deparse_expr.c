@@ -59,13 +59,14 @@
 
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/pg_compat.h"
 
 /* A comparison of two columns, taken apart */
 typedef struct ColumnComparison
 {
 	Var		   *left;
 	Var		   *right;
-	int			strategy;		/* BT*StrategyNumber or ROWCOMPARE_NE */
+	int			strategy;		/* BT*StrategyNumber or IDX_STRATEGY_NE */
 	bool		is_float;
 } ColumnComparison;
 
@@ -142,7 +143,6 @@ static bool
 parse_column_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 						ColumnComparison *out)
 {
-	List	   *interps;
 	Oid			family;
 
 	if (list_length(op->args) != 2)
@@ -154,12 +154,9 @@ parse_column_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 	family = type_family(out->left->vartype);
 	if (!OidIsValid(family) || family != type_family(out->right->vartype))
 		return false;
-	interps = get_op_btree_interpretation(op->opno);
-	if (interps == NIL)
-		return false;
-	out->strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	out->strategy = idx_op_btree_strategy(op->opno);
 	out->is_float = (family == FLOAT8OID);
-	return out->strategy == ROWCOMPARE_NE ||
+	return out->strategy == IDX_STRATEGY_NE ||
 		(out->strategy >= BTLessStrategyNumber &&
 		 out->strategy <= BTGreaterStrategyNumber);
 }
@@ -267,7 +264,6 @@ static bool
 parse_arith_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 					   ArithComparison *out)
 {
-	List	   *interps;
 
 	memset(out, 0, sizeof(*out));
 	if (list_length(op->args) != 2)
@@ -280,11 +276,8 @@ parse_arith_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 		!arith_term(out->left, relid, info, out) ||
 		!arith_term(out->right, relid, info, out) || out->fields == NIL)
 		return false;
-	interps = get_op_btree_interpretation(op->opno);
-	if (interps == NIL)
-		return false;
-	out->strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
-	return out->strategy == ROWCOMPARE_NE ||
+	out->strategy = idx_op_btree_strategy(op->opno);
+	return out->strategy == IDX_STRATEGY_NE ||
 		(out->strategy >= BTLessStrategyNumber &&
 		 out->strategy <= BTGreaterStrategyNumber);
 }
@@ -420,7 +413,7 @@ negate_strategy(int strategy)
 		case BTLessEqualStrategyNumber:
 			return BTGreaterStrategyNumber;
 		case BTEqualStrategyNumber:
-			return ROWCOMPARE_NE;
+			return IDX_STRATEGY_NE;
 		case BTGreaterEqualStrategyNumber:
 			return BTLessStrategyNumber;
 		case BTGreaterStrategyNumber:
@@ -594,7 +587,7 @@ build_arith_comparison(ArithComparison *a, bool truth, bson_t *out,
 	append_arith_escapes(&array, &index, a->right, info, relid);
 	snprintf(key, sizeof(key), "%u", index);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, key, &cmp));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, strategy == ROWCOMPARE_NE ?
+	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, strategy == IDX_STRATEGY_NE ?
 											 "$ne" : strategy_ops[strategy],
 											 &args));
 	append_term(&args, "0", a->left, info, relid);
@@ -638,7 +631,7 @@ idx_build_column_comparison(OpExpr *op, bool truth, bson_t *out, Index relid,
 	a = psprintf("$%s", left);
 	b = psprintf("$%s", right);
 	strategy = truth ? c.strategy : negate_strategy(c.strategy);
-	if (strategy == ROWCOMPARE_NE)
+	if (strategy == IDX_STRATEGY_NE)
 		append_cmp(out, "$expr", "$ne", a, b);
 	else if (!c.is_float || strategy == BTEqualStrategyNumber)
 		append_cmp(out, "$expr", strategy_ops[strategy], a, b);

@@ -198,4 +198,91 @@
 #define idx_json_report_error(error, lex) json_ereport_error((error), (lex))
 #endif
 
+/*
+ * The B-tree strategy of an operator (BTLessStrategyNumber ..
+ * BTGreaterStrategyNumber, or IDX_STRATEGY_NE for the negator of a B-tree
+ * equality) in the first B-tree operator family that has it; 0 if none
+ * has.  PostgreSQL 18 generalised get_op_btree_interpretation() to the
+ * operator families of every index method that can translate its
+ * strategies (get_op_index_interpretation()); its CompareType numbers the
+ * five comparisons as B-tree strategies and inequality as 6, like the
+ * ROWCOMPARE_NE of the earlier versions.  Only B-tree families count here,
+ * as before: a hash family knows equality, not its order.
+ */
+#if PG_VERSION_NUM >= 180000
+#include "catalog/pg_am_d.h"
+#define IDX_STRATEGY_NE ((int) COMPARE_NE)
+#else
+#define IDX_STRATEGY_NE ((int) ROWCOMPARE_NE)
+#endif
+#include "utils/lsyscache.h"
+
+static inline int
+idx_op_btree_strategy(Oid opno)
+{
+#if PG_VERSION_NUM >= 180000
+	ListCell   *lc;
+
+	foreach(lc, get_op_index_interpretation(opno))
+	{
+		OpIndexInterpretation *interp = lfirst(lc);
+
+		if (get_opfamily_method(interp->opfamily_id) == BTREE_AM_OID)
+			return (int) interp->cmptype;
+	}
+	return 0;
+#else
+	List	   *interps = get_op_btree_interpretation(opno);
+
+	return interps == NIL ? 0 :
+		((OpBtreeInterpretation *) linitial(interps))->strategy;
+#endif
+}
+
+/*
+ * Is a pathkey's order descending?  PostgreSQL 18 replaced its B-tree
+ * strategy (pk_strategy) by a CompareType (pk_cmptype).
+ */
+#if PG_VERSION_NUM >= 180000
+#define idx_pathkey_descending(pathkey) ((pathkey)->pk_cmptype == COMPARE_GT)
+#else
+#define idx_pathkey_descending(pathkey) \
+	((pathkey)->pk_strategy == BTGreaterStrategyNumber)
+#endif
+
+/*
+ * Does a collation (utils/pg_locale.h) sort as C does, bytewise?
+ * PostgreSQL 18 removed lc_collate_is_c(); its locale objects say it
+ * (collate_is_c, in every locale object since 17).  An invalid collation
+ * is not C, as lc_collate_is_c() answered.
+ */
+#if PG_VERSION_NUM >= 180000
+#define idx_collate_is_c(collid) \
+	(OidIsValid(collid) && pg_newlocale_from_collation(collid)->collate_is_c)
+#else
+#define idx_collate_is_c(collid) lc_collate_is_c(collid)
+#endif
+
+/*
+ * Base64 (common/base64.h): PostgreSQL 18 types the bytes to encode as
+ * uint8 rather than char.
+ */
+#if PG_VERSION_NUM >= 180000
+#define idx_b64_encode(src, len, dst, dstlen) \
+	pg_b64_encode((const uint8 *) (src), (len), (dst), (dstlen))
+#else
+#define idx_b64_encode(src, len, dst, dstlen) \
+	pg_b64_encode((const char *) (src), (len), (dst), (dstlen))
+#endif
+
+/*
+ * EXPLAIN: PostgreSQL 18 moved ExplainState into commands/explain_state.h
+ * and the ExplainProperty functions into commands/explain_format.h;
+ * commands/explain.h declares both before 18.
+ */
+#if PG_VERSION_NUM >= 180000
+#include "commands/explain_format.h"
+#include "commands/explain_state.h"
+#endif
+
 #endif							/* IDXTABLE_PG_COMPAT_H */
