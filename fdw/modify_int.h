@@ -16,8 +16,6 @@
 #ifndef IDXTABLE_MODIFY_INT_H
 #define IDXTABLE_MODIFY_INT_H
 
-#include <mongoc/mongoc.h>
-
 #include "executor/tuptable.h"
 #include "foreign/foreign.h"
 #include "nodes/execnodes.h"
@@ -25,6 +23,7 @@
 #include "utils/relcache.h"
 
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/pg_compat.h"
 #include "index/index_write.h"

@@ -23,8 +23,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/sysattr.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -35,6 +33,7 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/pg_compat.h"
 #include "core/protocol_read.h"

@@ -452,7 +452,7 @@ append_json_value(bson_t *doc, const char *key, int keylen,
 			{
 				uint32		index = 0;
 
-				idx_check_append(bson_append_array_begin(doc, key, keylen, &child));
+				idx_check_append(idx_bson_append_array_begin(doc, key, keylen, &child));
 				json_next(lex);
 				while (lex->token_type != JSON_TOKEN_ARRAY_END)
 				{

@@ -20,9 +20,8 @@
 #ifndef IDXTABLE_CONVERT_JSON_H
 #define IDXTABLE_CONVERT_JSON_H
 
-#include <bson/bson.h>
-
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
 #include "core/pg_compat.h"
 
 /* Milliseconds per day */

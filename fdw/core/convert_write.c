@@ -215,7 +215,7 @@ append_array(bson_t *doc, const char *key, int keylen, Datum value)
 	deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign,
 					  &elems, &nulls, &nelems);
 
-	idx_check_append(bson_append_array_begin(doc, key, keylen, &child));
+	idx_check_append(idx_bson_append_array_begin(doc, key, keylen, &child));
 	for (i = 0; i < nelems; i++)
 	{
 		char		keybuf[16];

@@ -636,7 +636,7 @@ append_match_nothing(bson_t *out)
 				array;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, IDX_ID_FIELD, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array));
 	idx_check_append(bson_append_array_end(&child, &array));
 	idx_check_append(bson_append_document_end(out, &child));
 }
@@ -752,7 +752,7 @@ append_is_null(bson_t *out, const char *field)
 				branch,
 				child;
 
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 	idx_check_append(BSON_APPEND_NULL(&branch, field));
 	idx_check_append(bson_append_document_end(&array, &branch));
@@ -778,7 +778,7 @@ append_in_list(bson_t *out, const char *field, const char *op,
 	int			i;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, op, &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, op, &array));
 	for (i = 0; i < nvalues; i++)
 		index = append_value_to_array(&array, index, values[i], type, is_text);
 	if (add_null)
@@ -811,7 +811,7 @@ append_range(bson_t *out, const char *field, const IdxBound *bounds,
 		bson_t		array,
 					branch;
 
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 		append_range(&branch, field, bounds, nbounds, false);
 		idx_check_append(bson_append_document_end(&array, &branch));
@@ -878,7 +878,7 @@ append_float_range(bson_t *out, const char *field, const IdxBound *bound)
 		append_range(out, field, nan ? &numbers : bound, 1, false);
 		return;
 	}
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 	append_range(&branch, field, nan ? &numbers : bound, 1, false);
 	idx_check_append(bson_append_document_end(&array, &branch));
@@ -1190,7 +1190,7 @@ build_junction(const char *op, List *args, bool truth, bson_t *out,
 		return;
 	}
 
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, op, &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, op, &array));
 	for (i = 0; i < list_length(args); i++)
 	{
 		bson_t		child;
@@ -1257,7 +1257,7 @@ build_guarded_leaf(Expr *expr, Expr *pair, bool truth, bson_t *out,
 	uint32		i = 0;
 	char		key[16];
 
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 	if (pair)
 		build_range_pair(expr, pair, truth, &branch, ctx);

@@ -24,12 +24,10 @@
 #ifndef IDXTABLE_DOCUMENT_H
 #define IDXTABLE_DOCUMENT_H
 
-#include <bson/bson.h>
-#include <mongoc/mongoc.h>
-
 #include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/pg_compat.h"
 

@@ -15,8 +15,7 @@
 #ifndef IDXTABLE_MONGO_LIMITS_H
 #define IDXTABLE_MONGO_LIMITS_H
 
-#include <mongoc/mongoc.h>
-
+#include "core/mongoc_compat.h"
 #include "core/pg_compat.h"
 #include "core/remote_error.h"
 

@@ -14,8 +14,7 @@
 #ifndef IDXTABLE_REMOTE_ERROR_H
 #define IDXTABLE_REMOTE_ERROR_H
 
-#include <mongoc/mongoc.h>
-
+#include "core/mongoc_compat.h"
 #include "core/pg_compat.h"
 
 /*

@@ -47,14 +47,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <mongoc/mongoc.h>
-
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "core/mongoc_compat.h"
 #include "core/pg_compat.h"
 #include "core/reply_check.h"
 #include "core/stream.h"

@@ -25,8 +25,7 @@
 #ifndef IDXTABLE_BULK_WRITE_H
 #define IDXTABLE_BULK_WRITE_H
 
-#include <mongoc/mongoc.h>
-
+#include "core/mongoc_compat.h"
 #include "core/pg_compat.h"
 #include "core/remote_error.h"
 
