@@ -26,7 +26,6 @@
 #include "access/sysattr.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
-#include "parser/parse_relation.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -157,17 +156,19 @@ idx_list_to_bitmap(List *list)
 }
 
 /*
- * The user to read the foreign table as: the range table entry's
- * checkAsUser (the owner of a view the table is read through), else the
- * current user, as ExecCheckRTPerms() and postgres_fdw decide.
+ * The user to read the foreign table as: the checkAsUser of the relation
+ * the query names (the owner of a view the table is read through, also
+ * for an inheritance child of it), else the current user, as
+ * ExecCheckPermissions() and postgres_fdw decide (core/pg_compat.h).
  */
 Oid
 idx_scan_user(ForeignScanState *node)
 {
-	EState	   *estate = node->ss.ps.state;
-	RangeTblEntry *rte = exec_rt_fetch(idx_scan_rtindex(node), estate);
-	Oid			user = idx_rte_check_as_user(estate, rte);
+	Oid			user;
 
+	user = idx_foreign_scan_check_as_user((ForeignScan *) node->ss.ps.plan,
+										  node->ss.ps.state,
+										  idx_scan_rtindex(node));
 	return OidIsValid(user) ? user : GetUserId();
 }
 

@@ -98,17 +98,53 @@
 #endif
 
 /*
- * The user a range table entry of the executor's range table is checked
- * as (InvalidOid: the current user), as ExecCheckPermissions() decides:
- * PostgreSQL 16 moved checkAsUser from the RangeTblEntry into its
- * RTEPermissionInfo (parser/parse_relation.h, executor/executor.h).
+ * The checkAsUser of a foreign scan (InvalidOid: the current user), the
+ * one of the relation the query names (the owner of a view read through).
+ * PostgreSQL 16 puts it in the ForeignScan plan (the planner takes it from
+ * RelOptInfo.userid, which an inheritance child and an upper relation
+ * inherit from the relation the query names), since the range table entry
+ * of an inheritance child has none of its own.  Before 16 the range table
+ * entry of the scanned relation ("rtindex") has it, children's copies too.
  */
 #if PG_VERSION_NUM >= 160000
-#define idx_rte_check_as_user(estate, rte) \
-	((rte)->perminfoindex == 0 ? InvalidOid : \
-	 getRTEPermissionInfo((estate)->es_rteperminfos, (rte))->checkAsUser)
+#define idx_foreign_scan_check_as_user(plan, estate, rtindex) \
+	((plan)->checkAsUser)
 #else
-#define idx_rte_check_as_user(estate, rte) ((rte)->checkAsUser)
+#define idx_foreign_scan_check_as_user(plan, estate, rtindex) \
+	(exec_rt_fetch((rtindex), (estate))->checkAsUser)
+#endif
+
+/*
+ * The user to write a result relation as (executor/executor.h): the
+ * checkAsUser of the relation the statement names (the owner of a view
+ * written through), else the current user.  PostgreSQL 16 moved
+ * checkAsUser into an RTEPermissionInfo that only the statement's own
+ * relations have, not the inheritance children and partitions it reaches,
+ * and added ExecGetResultRelCheckAsUser() to ask the root's.  Before 16
+ * every range table entry has it (an inheritance child a copy of its
+ * parent's), and a partition that tuple routing reached has no entry: its
+ * root's decides, as in postgres_fdw.
+ */
+#if PG_VERSION_NUM >= 160000
+#define idx_result_rel_user(rinfo, estate) \
+	ExecGetResultRelCheckAsUser((rinfo), (estate))
+#else
+#include "executor/executor.h"
+#include "miscadmin.h"
+
+static inline Oid
+idx_result_rel_user(ResultRelInfo *rinfo, EState *estate)
+{
+	Index		rti = rinfo->ri_RangeTableIndex;
+	Oid			user;
+
+	if (rti == 0 && rinfo->ri_RootResultRelInfo != NULL)
+		rti = rinfo->ri_RootResultRelInfo->ri_RangeTableIndex;
+	if (rti == 0)
+		return GetUserId();
+	user = exec_rt_fetch(rti, estate)->checkAsUser;
+	return OidIsValid(user) ? user : GetUserId();
+}
 #endif
 
 /*
