@@ -44,4 +44,50 @@
 #define IDX_BSON_APPEND_ARRAY_BEGIN(doc, key, child) \
 	idx_bson_append_array_begin((doc), (key), (int) strlen(key), (child))
 
+/*
+ * A document as relaxed extended JSON (bson_as_relaxed_extended_json; free
+ * it with bson_free), with every empty document or array written "{ }" or
+ * "[ ]".  libbson 1.23 writes an empty one inside another with two spaces
+ * ("{  }"), 1.30 and 2.x with one, as at the top level; EXPLAIN shows
+ * these texts, so they read the same whichever libbson the FDW was built
+ * with.  Nothing changes inside strings; a no-op on the later versions.
+ */
+static inline char *
+idx_bson_as_relaxed_json(const bson_t *doc, size_t *len)
+{
+	char	   *json = bson_as_relaxed_extended_json(doc, len);
+	size_t		from;
+	size_t		to = 0;
+	bool		in_string = false;
+
+	if (json == NULL)
+		return NULL;
+	for (from = 0; json[from] != '\0'; from++)
+	{
+		char		c = json[from];
+
+		if (in_string)
+		{
+			if (c == '\\' && json[from + 1] != '\0')
+			{
+				json[to++] = c;
+				c = json[++from];
+			}
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if ((c == '{' || c == '[') && json[from + 1] == ' ' &&
+				 json[from + 2] == ' ' &&
+				 json[from + 3] == (c == '{' ? '}' : ']'))
+			from++;				/* keep one of the two spaces */
+		json[to++] = c;
+	}
+	json[to] = '\0';
+	if (len != NULL)
+		*len = to;
+	return json;
+}
+
 #endif							/* IDXTABLE_MONGOC_COMPAT_H */
