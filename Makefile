@@ -88,8 +88,23 @@ PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes security_limits sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond plan_stats pushdown_idxagg
 REGRESS_OPTS = --inputdir=.
 
-MONGOC_CFLAGS := $(shell pkg-config --cflags libmongoc-1.0)
-MONGOC_LIBS := $(shell pkg-config --libs libmongoc-1.0)
+# libmongoc through pkg-config: 2.x installs mongoc2.pc and bson2.pc,
+# 1.x libmongoc-1.0.pc (which requires libbson-1.0); 2.x is taken when both
+# are there (MONGOC_PC=libmongoc-1.0 on the command line takes 1.x).  Both
+# install <mongoc/mongoc.h> and <bson/bson.h> under the folder their
+# --cflags name; fdw/core/mongoc_compat.h includes them and hides what
+# differs between the versions.  Their folders are system headers to the
+# compiler (-isystem): libbson 1.30's inline functions would otherwise
+# warn under PostgreSQL's -Wdeclaration-after-statement in every file.
+MONGOC_PC ?= $(shell pkg-config --exists mongoc2 bson2 && echo mongoc2 bson2 || \
+	(pkg-config --exists libmongoc-1.0 && echo libmongoc-1.0))
+ifeq ($(MONGOC_PC),)
+ifeq ($(filter clean distclean,$(MAKECMDGOALS)),)
+$(error libmongoc not found by pkg-config (neither mongoc2.pc nor libmongoc-1.0.pc): install libmongoc-dev and libbson-dev, or set PKG_CONFIG_PATH)
+endif
+endif
+MONGOC_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(MONGOC_PC)))
+MONGOC_LIBS := $(shell pkg-config --libs $(MONGOC_PC))
 PG_CPPFLAGS = $(MONGOC_CFLAGS) -I$(srcdir)/fdw
 # ICU sort keys of text index keys (index_collate.c): the library the
 # server was built with

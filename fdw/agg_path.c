@@ -70,12 +70,14 @@
 #include "parser/parsetree.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
 #include "utils/selfuncs.h"
 #include "utils/typcache.h"
 
 #include "agg_scan.h"
 #include "core/deparse.h"
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "order.h"
 #include "planner.h"
 #include "upper.h"
@@ -241,13 +243,10 @@ agg_item(Aggref *agg, Index relid, const IdxTableInfo *info)
 	var = plain_column(linitial_node(TargetEntry, agg->args)->expr, relid);
 	if (var == NULL || column_path(var, info) == NULL)
 		return NIL;
-	/* text is compared as bytes: only the C collation agrees */
-	if (agg->aggfnoid == F_MIN_TEXT || agg->aggfnoid == F_MAX_TEXT)
-	{
-		if (agg->inputcollid != C_COLLATION_OID &&
-			agg->inputcollid != POSIX_COLLATION_OID)
-			return NIL;
-	}
+	/* text is compared as bytes: only a collation that sorts as C agrees */
+	if ((agg->aggfnoid == F_MIN_TEXT || agg->aggfnoid == F_MAX_TEXT) &&
+		!idx_collate_is_c(agg->inputcollid))
+		return NIL;
 	/* DISTINCT: MongoDB's equality must be PostgreSQL's, as for groups */
 	if (kind == IDX_AGG_COUNT_DISTINCT &&
 		!group_type_ok(var->vartype, agg->inputcollid))
@@ -449,11 +448,11 @@ idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 				  having_cost.per_tuple);
 
 	grouped_rel->fdw_private = ainfo;
-	ainfo->path = create_foreign_upper_path(root, grouped_rel, target,
-											clamp_row_est(groups),
-											startup_cost, total_cost, NIL,
-											NULL,
-											list_make1(makeInteger(IDX_UPPER_AGG)));
+	ainfo->path = idx_create_foreign_upper_path(root, grouped_rel, target,
+												clamp_row_est(groups),
+												startup_cost, total_cost, NIL,
+												NULL,
+												list_make1(makeInteger(IDX_UPPER_AGG)));
 	add_path(grouped_rel, (Path *) ainfo->path);
 }
 
@@ -566,7 +565,7 @@ agg_sort_key(PathKey *pathkey, IdxAggRelInfo *ainfo)
 		!idx_pathkey_default_order(pathkey, exprType((Node *) m.expr)))
 		return NIL;
 	return list_make3_int(m.pos,
-						  pathkey->pk_strategy == BTGreaterStrategyNumber,
+						  idx_pathkey_descending(pathkey),
 						  pathkey->pk_nulls_first);
 }
 
@@ -609,13 +608,13 @@ idx_add_agg_ordered_paths(PlannerInfo *root, RelOptInfo *grouped_rel,
 	total_cost = path->path.total_cost +
 		path->path.rows * cpu_operator_cost;
 	add_path(ordered_rel, (Path *)
-			 create_foreign_upper_path(root, ordered_rel,
-									   root->upper_targets[UPPERREL_ORDERED],
-									   path->path.rows, total_cost,
-									   total_cost, root->sort_pathkeys, NULL,
-									   list_make4(makeInteger(IDX_UPPER_AGG),
-												  sort, makeInteger(-1),
-												  makeInteger(0))));
+			 idx_create_foreign_upper_path(root, ordered_rel,
+										   root->upper_targets[UPPERREL_ORDERED],
+										   path->path.rows, total_cost,
+										   total_cost, root->sort_pathkeys, NULL,
+										   list_make4(makeInteger(IDX_UPPER_AGG),
+													  sort, makeInteger(-1),
+													  makeInteger(0))));
 	return true;
 }
 
@@ -704,14 +703,14 @@ idx_add_agg_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
 	}
 	final_rel->fdw_private = orel;
 	add_path(final_rel, (Path *)
-			 create_foreign_upper_path(root, final_rel,
-									   root->upper_targets[UPPERREL_FINAL],
-									   clamp_row_est(rows), startup_cost,
-									   total_cost, root->sort_pathkeys, NULL,
-									   list_make4(makeInteger(IDX_UPPER_AGG),
-												  orel->agg->sort,
-												  makeInteger(count > 0 ? count + offset : -1),
-												  makeInteger(offset))));
+			 idx_create_foreign_upper_path(root, final_rel,
+										   root->upper_targets[UPPERREL_FINAL],
+										   clamp_row_est(rows), startup_cost,
+										   total_cost, root->sort_pathkeys, NULL,
+										   list_make4(makeInteger(IDX_UPPER_AGG),
+													  orel->agg->sort,
+													  makeInteger(count > 0 ? count + offset : -1),
+													  makeInteger(offset))));
 	return true;
 }
 

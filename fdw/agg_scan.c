@@ -52,8 +52,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -66,6 +64,8 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 #include "core/xact.h"
 #include "planner.h"
@@ -316,7 +316,7 @@ append_group_key(bson_t *id, const char *key, const IdxAggColumn *col)
 	bson_t		args;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(id, key, &op));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
 	append_value_expr(&args, "0", col);
 	idx_check_append(BSON_APPEND_NULL(&args, "1"));
 	idx_check_append(bson_append_array_end(&op, &args));

@@ -20,8 +20,6 @@
 
 #include <math.h>
 
-#include <mongoc/mongoc.h>
-
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "miscadmin.h"
@@ -32,6 +30,7 @@
 #include "core/convert.h"
 #include "core/deparse.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/table_size.h"
 #include "idxtable_fdw.h"
@@ -203,7 +202,7 @@ build_sample_pipeline(const IdxTableInfo *info, int targrows)
 	bson_t		spec;
 
 	pipeline = bson_new();
-	idx_check_append(bson_append_array_begin(pipeline, "pipeline", -1, &stages));
+	idx_check_append(idx_bson_append_array_begin(pipeline, "pipeline", -1, &stages));
 
 	idx_check_append(bson_append_document_begin(&stages, "0", -1, &stage));
 	idx_check_append(bson_append_document_begin(&stage, "$sample", -1, &spec));

@@ -20,8 +20,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
@@ -31,6 +29,7 @@
 #include "coordinator.h"
 #include "core/connection.h"
 #include "core/guc.h"
+#include "core/mongoc_compat.h"
 #include "idxtable_fdw.h"
 #include "index/index_ddl.h"
 #include "modify.h"

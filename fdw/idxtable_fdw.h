@@ -21,6 +21,7 @@
 #include "nodes/pathnodes.h"
 #include "utils/relcache.h"
 
+#include "core/pg_compat.h"
 
 /* planner.c */
 extern void idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,

@@ -19,8 +19,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "catalog/heap.h"
 #include "commands/defrem.h"
 #include "common/hashfn.h"
@@ -35,6 +33,7 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "idxtable_fdw.h"
 

@@ -65,6 +65,7 @@
 
 #include "core/deparse.h"
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index_agg.h"
@@ -105,7 +106,6 @@ idx_agg_min_max_of(Node *node, Var **arg)
 	Aggref	   *agg = (Aggref *) node;
 	HeapTuple	tuple;
 	Oid			sortop;
-	List	   *interps;
 	int			strategy;
 
 	if (!IsA(node, Aggref) || agg->aggstar || agg->aggfilter != NULL ||
@@ -119,10 +119,7 @@ idx_agg_min_max_of(Node *node, Var **arg)
 		return -1;
 	sortop = ((Form_pg_aggregate) GETSTRUCT(tuple))->aggsortop;
 	ReleaseSysCache(tuple);
-	interps = OidIsValid(sortop) ? get_op_btree_interpretation(sortop) : NIL;
-	if (interps == NIL)
-		return -1;
-	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	strategy = OidIsValid(sortop) ? idx_op_btree_strategy(sortop) : 0;
 	*arg = (Var *) linitial_node(TargetEntry, agg->args)->expr;
 	if (strategy == BTLessStrategyNumber)
 		return AGG_OUT_MIN;
@@ -221,7 +218,6 @@ match_op(const IdxIndexDef *def, OpExpr *op, Index relid, AggCond *cond)
 	Node	   *left = linitial(op->args);
 	Node	   *right = lsecond(op->args);
 	Oid			opno = op->opno;
-	List	   *interps;
 	int			strategy;
 	static const IdxCondOp ops[] = {0, ICOND_LT, ICOND_LE, ICOND_EQ,
 	ICOND_GE, ICOND_GT};
@@ -244,10 +240,7 @@ match_op(const IdxIndexDef *def, OpExpr *op, Index relid, AggCond *cond)
 		!idx_compatible_types(def->keys[cond->keypos].keytype,
 							  exprType(right)))
 		return false;
-	interps = get_op_btree_interpretation(opno);
-	if (interps == NIL)
-		return false;
-	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	strategy = idx_op_btree_strategy(opno);
 	if (strategy < BTLessStrategyNumber ||
 		strategy > BTGreaterStrategyNumber ||
 		!exact_key_strategy(&def->keys[cond->keypos], strategy,
@@ -266,17 +259,13 @@ match_in(const IdxIndexDef *def, ScalarArrayOpExpr *saop, Index relid,
 		 AggCond *cond)
 {
 	Node	   *array = (Node *) idx_strip_relabel(lsecond(saop->args));
-	List	   *interps;
 
 	cond->keypos = key_of_var(def, linitial(saop->args), relid);
 	if (!saop->useOr || cond->keypos < 0 || !is_value(array) ||
 		!idx_compatible_types(def->keys[cond->keypos].keytype,
 							  get_element_type(exprType(array))))
 		return false;
-	interps = get_op_btree_interpretation(saop->opno);
-	if (interps == NIL ||
-		((OpBtreeInterpretation *) linitial(interps))->strategy !=
-		BTEqualStrategyNumber ||
+	if (idx_op_btree_strategy(saop->opno) != BTEqualStrategyNumber ||
 		!exact_key_strategy(&def->keys[cond->keypos],
 							BTEqualStrategyNumber, saop->inputcollid))
 		return false;
@@ -646,14 +635,14 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 	if (grouped_rel->fdw_private == NULL)
 		grouped_rel->fdw_private = fpinfo;
 	add_path(grouped_rel, (Path *)
-			 create_foreign_upper_path(root, grouped_rel,
-									   root->upper_targets[UPPERREL_GROUP_AGG],
-									   rows, cost, cost, NIL, NULL,
-									   list_make5(makeInteger(IDX_UPPER_INDEX_AGG),
-												  makeString(def->name),
-												  conds,
-												  makeInteger(input_rel->relid),
-												  list_make3_int(facts_exact, gk, mk))));
+			 idx_create_foreign_upper_path(root, grouped_rel,
+										   root->upper_targets[UPPERREL_GROUP_AGG],
+										   rows, cost, cost, NIL, NULL,
+										   list_make5(makeInteger(IDX_UPPER_INDEX_AGG),
+													  makeString(def->name),
+													  conds,
+													  makeInteger(input_rel->relid),
+													  list_make3_int(facts_exact, gk, mk))));
 }
 
 /*

@@ -33,6 +33,7 @@
 
 #include "core/connection.h"
 #include "core/handle.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/remote_error.h"
 #include "core/xact.h"
@@ -149,7 +150,7 @@ append_in_list(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
 	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
 					  &elems, &nulls, &nelems);
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
 	for (i = 0; i < nelems; i++)
 	{
 		char		pos[16];
@@ -334,7 +335,7 @@ count_documents(IdxScanState *state, const char *database,
 					child;
 
 		idx_check_append(BSON_APPEND_UTF8(command, "aggregate", collection));
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(command, "pipeline", &pipeline));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(command, "pipeline", &pipeline));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage));
 		idx_check_append(BSON_APPEND_DOCUMENT(&stage, "$match", filter));
 		idx_check_append(bson_append_document_end(&pipeline, &stage));
@@ -547,7 +548,7 @@ find_extreme(IdxScanState *state, IdxIndexAggScan *ia, int which)
 	ia->minmax_null[which] = true;
 	if (!build_count_filter(ia, cond))
 		return;
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(filter, "$and", &arr));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(filter, "$and", &arr));
 	idx_check_append(BSON_APPEND_DOCUMENT(&arr, "0", cond));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&arr, "1", &elem));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&elem, field, &child));

@@ -58,6 +58,7 @@
 
 #include "core/deparse.h"
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index/index_owner.h"
@@ -220,14 +221,10 @@ static bool
 operator_cond(Oid opno, const IdxIndexKey *key, Oid collid, bool allow_range,
 			  IdxCondOp *op)
 {
-	List	   *interps = get_op_btree_interpretation(opno);
-	int			strategy;
+	int			strategy = idx_op_btree_strategy(opno);
 	Oid			keytype = key->keytype;
 	bool		is_text = (keytype == TEXTOID || keytype == VARCHAROID);
 
-	if (interps == NIL)
-		return false;
-	strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
 	if (strategy == BTEqualStrategyNumber)
 	{
 		*op = ICOND_EQ;
@@ -639,10 +636,10 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 	if (!OidIsValid(tce->lt_opr))
 		return NIL;
 	*order_key = prefix;
-	return build_expression_pathkey(root,
-									(Expr *) makeVar(baserel->relid, key->attnum,
-													 type, typmod, collid, 0),
-									NULL, tce->lt_opr, baserel->relids, false);
+	return idx_build_expression_pathkey(root,
+										(Expr *) makeVar(baserel->relid, key->attnum,
+														 type, typmod, collid, 0),
+										tce->lt_opr, baserel->relids);
 }
 
 /*
@@ -762,13 +759,13 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	}
 
 	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, rows,
-									 startup_cost, total_cost, pathkeys,
-									 required_outer, NULL,
-									 index_path_private(def, covering,
-														private_conds,
-														order_key, limit,
-														first_batch)));
+			 idx_create_foreignscan_path(root, baserel, NULL, rows,
+										 startup_cost, total_cost, pathkeys,
+										 required_outer, NULL,
+										 index_path_private(def, covering,
+															private_conds,
+															order_key, limit,
+															first_batch)));
 }
 
 /*

@@ -39,6 +39,7 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/mongo_limits.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
 #include "core/xact.h"
@@ -335,7 +336,7 @@ append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
 	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
 					  &elems, &nulls, &nelems);
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
 	for (i = 0; i < nelems; i++)
 	{
 		char		pos[16];
@@ -854,10 +855,10 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 											 state->info->fetch_batch_size);
 	ix->batch_entry_id_lens = MemoryContextAlloc(ix->batch_cxt, sizeof(uint32) *
 												 state->info->fetch_batch_size);
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &clauses));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &clauses));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clauses, "0", &idclause));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&idclause, "_id", &idcond));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&idcond, "$in", &ids));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&idcond, "$in", &ids));
 	while (n < max &&
 		   ids.len < IDX_IN_LIST_MAX_BYTES &&
 		   (entry = next_entry(state, ix)) != NULL)

@@ -64,6 +64,7 @@
 #include "core/handle.h"
 #include "core/mongo_limits.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
 #include "core/shard_key.h"
@@ -236,23 +237,15 @@ idxPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 }
 
 /*
- * The user to write the foreign table as: the checkAsUser of its range
- * table entry (the owner of a view written through), else the current
- * user.  A partition that tuple routing reached has no entry of its own:
- * the root table's entry decides, as in postgres_fdw.
+ * The user to write the foreign table as: the checkAsUser of the table
+ * the statement names (the owner of a view written through; for an
+ * inheritance child or a partition that tuple routing reached, its root's),
+ * else the current user, as in postgres_fdw (core/pg_compat.h).
  */
 static Oid
 modify_user(EState *estate, ResultRelInfo *rinfo)
 {
-	Index		rti = rinfo->ri_RangeTableIndex;
-	RangeTblEntry *rte;
-
-	if (rti == 0 && rinfo->ri_RootResultRelInfo != NULL)
-		rti = rinfo->ri_RootResultRelInfo->ri_RangeTableIndex;
-	if (rti == 0)
-		return GetUserId();
-	rte = exec_rt_fetch(rti, estate);
-	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+	return idx_result_rel_user(rinfo, estate);
 }
 
 /*

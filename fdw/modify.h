@@ -20,6 +20,8 @@
 #include "nodes/plannodes.h"
 #include "utils/relcache.h"
 
+#include "core/pg_compat.h"
+
 extern void idxAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
 									   RangeTblEntry *target_rte,
 									   Relation target_relation);

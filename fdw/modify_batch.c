@@ -241,7 +241,7 @@ ids_filter(IdxModifyBatch *b, bson_t *filter)
 	int			i;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &cond));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
 	for (i = 0; i < b->n; i++)
 	{
 		bson_iter_t iter;
@@ -289,7 +289,7 @@ batch_filter(IdxModifyState *ms, IdxModifyBatch *b, bson_t *filter)
 		ids_filter(b, filter);
 		return;
 	}
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(filter, "$or", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(filter, "$or", &list));
 	for (i = 0; i < b->n; i++)
 	{
 		char		key[16];

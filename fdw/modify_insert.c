@@ -76,7 +76,7 @@ remove_inserted(IdxModifyState *ms, bson_value_t *ids, bson_t **docs,
 	int			i;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids_in));
 	/* with a shard key, the $or below repeats each _id beside its key */
 	for (i = from; i < n && ids_in.len < IDX_IN_LIST_MAX_BYTES /
 		 (ms->info->nshard_key > 0 ? 3 : 1); i++)
@@ -314,7 +314,7 @@ bulk_write_duplicates(IdxModifyState *ms, TupleTableSlot **slots,
 	int			i;
 
 	idx_own_bson(reply);
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(reply, "writeErrors", &errors));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(reply, "writeErrors", &errors));
 	for (i = 0; i < n; i++)
 	{
 		bson_t		werr;

@@ -16,8 +16,6 @@
 #ifndef IDXTABLE_MODIFY_INT_H
 #define IDXTABLE_MODIFY_INT_H
 
-#include <mongoc/mongoc.h>
-
 #include "executor/tuptable.h"
 #include "foreign/foreign.h"
 #include "nodes/execnodes.h"
@@ -25,7 +23,9 @@
 #include "utils/relcache.h"
 
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "index/index_write.h"
 
 /*
@@ -152,8 +152,7 @@ extern bson_t *idx_modify_find_and_modify(IdxModifyState *ms,
 extern void idx_modify_remember_write(IdxModifyState *ms, UndoKind kind,
 									  const bson_value_t *id,
 									  const bson_t *before);
-extern void idx_modify_fail_statement(IdxModifyState *ms)
-			pg_attribute_noreturn();
+pg_noreturn extern void idx_modify_fail_statement(IdxModifyState *ms);
 
 /*
  * Batches of UPDATE and DELETE (modify_batch.c): in transaction mode and

@@ -30,11 +30,11 @@
 #ifndef IDXTABLE_ORDER_H
 #define IDXTABLE_ORDER_H
 
-#include <mongoc/mongoc.h>
-
 #include "commands/explain.h"
 #include "nodes/pathnodes.h"
 
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 #include "planner.h"
 #include "scan.h"
 

@@ -36,6 +36,7 @@
 
 #include "core/deparse.h"
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "order.h"
 #include "upper.h"
 
@@ -170,7 +171,7 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 {
 	Var		   *var = pathkey_column(pathkey, baserel);
 	const char *field;
-	bool		desc = (pathkey->pk_strategy == BTGreaterStrategyNumber);
+	bool		desc = idx_pathkey_descending(pathkey);
 
 	if (var == NULL || !sortable_type(var->vartype, first))
 		return NIL;
@@ -259,11 +260,11 @@ idx_add_order_paths(PlannerInfo *root, RelOptInfo *baserel,
 	if (!sort_on_id(sort, fpinfo))
 		sort_cost = baserel->tuples * DOCUMENT_EXAMINE_COST;
 	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
-									 startup_cost + sort_cost,
-									 total_cost + sort_cost +
-									 extra_finds(sort) * ROUND_TRIP_COST,
-									 root->query_pathkeys, NULL, NULL, NIL));
+			 idx_create_foreignscan_path(root, baserel, NULL, baserel->rows,
+										 startup_cost + sort_cost,
+										 total_cost + sort_cost +
+										 extra_finds(sort) * ROUND_TRIP_COST,
+										 root->query_pathkeys, NULL, NULL, NIL));
 }
 
 /*
@@ -390,14 +391,14 @@ idx_add_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
 		(DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
 
 	add_path(final_rel, (Path *)
-			 create_foreign_upper_path(root, final_rel,
-									   root->upper_targets[UPPERREL_FINAL],
-									   rows, startup_cost, total_cost,
-									   pathkeys, NULL,
-									   list_make4(makeInteger(IDX_UPPER_FINAL),
-												  makeInteger(baserel->relid),
-												  makeInteger(count >= 0 ? count + offset : -1),
-												  makeInteger(offset))));
+			 idx_create_foreign_upper_path(root, final_rel,
+										   root->upper_targets[UPPERREL_FINAL],
+										   rows, startup_cost, total_cost,
+										   pathkeys, NULL,
+										   list_make4(makeInteger(IDX_UPPER_FINAL),
+													  makeInteger(baserel->relid),
+													  makeInteger(count >= 0 ? count + offset : -1),
+													  makeInteger(offset))));
 }
 
 /*

@@ -22,6 +22,7 @@
 #include "catalog/pg_type.h"
 #include "utils/float.h"
 
+#include "core/pg_compat.h"
 #include "order.h"
 
 /*
@@ -157,7 +158,7 @@ append_values_cond(const IdxOrderScan *os, const char *field, bson_t *doc)
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(doc, field, &cond));
 	if (first_key_is_float(os))
 	{
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$nin", &array));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cond, "$nin", &array));
 		idx_check_append(BSON_APPEND_NULL(&array, "0"));
 		idx_check_append(BSON_APPEND_DOUBLE(&array, "1", get_float8_nan()));
 		idx_check_append(bson_append_array_end(&cond, &array));
@@ -191,7 +192,7 @@ append_nulls_cond(const char *field, bson_t *doc)
 		idx_check_append(BSON_APPEND_NULL(doc, field));
 		return;
 	}
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &item));
 	idx_check_append(BSON_APPEND_NULL(&item, field));
 	idx_check_append(bson_append_document_end(&array, &item));
@@ -245,7 +246,7 @@ restrict_filter(const IdxOrderScan *os, const IdxTableInfo *info,
 		append_phase_cond(os, info, &result);
 	else
 	{
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&result, "$and", &array));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&result, "$and", &array));
 		idx_check_append(BSON_APPEND_DOCUMENT(&array, "0", filter));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &item));
 		append_phase_cond(os, info, &item);

@@ -38,6 +38,7 @@
 #include "core/deparse.h"
 #include "core/guc.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/table_size.h"
 #include "idxtable_fdw.h"
 #include "index/index_catalog.h"
@@ -162,9 +163,9 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 		baserel->rows * local_cost.per_tuple;
 
 	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
-									 startup_cost, total_cost, NIL,
-									 NULL, NULL, NIL));
+			 idx_create_foreignscan_path(root, baserel, NULL, baserel->rows,
+										 startup_cost, total_cost, NIL,
+										 NULL, NULL, NIL));
 
 	idx_add_order_paths(root, baserel, fpinfo, startup_cost, total_cost);
 

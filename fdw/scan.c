@@ -23,8 +23,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/sysattr.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -34,7 +32,9 @@
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
 #include "core/stream.h"
@@ -156,17 +156,20 @@ idx_list_to_bitmap(List *list)
 }
 
 /*
- * The user to read the foreign table as: the range table entry's
- * checkAsUser (the owner of a view the table is read through), else the
- * current user, as ExecCheckRTPerms() and postgres_fdw decide.
+ * The user to read the foreign table as: the checkAsUser of the relation
+ * the query names (the owner of a view the table is read through, also
+ * for an inheritance child of it), else the current user, as
+ * ExecCheckPermissions() and postgres_fdw decide (core/pg_compat.h).
  */
 Oid
 idx_scan_user(ForeignScanState *node)
 {
-	RangeTblEntry *rte = exec_rt_fetch(idx_scan_rtindex(node),
-									   node->ss.ps.state);
+	Oid			user;
 
-	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+	user = idx_foreign_scan_check_as_user((ForeignScan *) node->ss.ps.plan,
+										  node->ss.ps.state,
+										  idx_scan_rtindex(node));
+	return OidIsValid(user) ? user : GetUserId();
 }
 
 /*

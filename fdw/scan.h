@@ -15,17 +15,15 @@
 #ifndef IDXTABLE_SCAN_H
 #define IDXTABLE_SCAN_H
 
-#include <bson/bson.h>
-
-#include <mongoc/mongoc.h>
-
 #include "commands/explain.h"
 #include "foreign/foreign.h"
 #include "nodes/execnodes.h"
 
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 
 /*

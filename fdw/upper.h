@@ -30,6 +30,7 @@
 #include "nodes/pathnodes.h"
 #include "nodes/plannodes.h"
 
+#include "core/pg_compat.h"
 #include "scan.h"
 
 /* First element of an upper ForeignPath's fdw_private (Integer) */

@@ -22,8 +22,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/xact.h"
 #include "commands/defrem.h"
 #include "common/hashfn.h"
@@ -35,6 +33,7 @@
 
 #include "core/connection.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/stream.h"
 #include "core/trust.h"

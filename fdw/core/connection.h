@@ -15,10 +15,9 @@
 #ifndef IDXTABLE_CONNECTION_H
 #define IDXTABLE_CONNECTION_H
 
-#include <mongoc/mongoc.h>
-
 #include "foreign/foreign.h"
 
+#include "core/mongoc_compat.h"
 #include "core/remote_error.h"
 
 /*

@@ -37,11 +37,11 @@
 #ifndef IDXTABLE_CONVERT_H
 #define IDXTABLE_CONVERT_H
 
-#include <bson/bson.h>
-
 #include "access/tupdesc.h"
 #include "fmgr.h"
 #include "nodes/bitmapset.h"
+
+#include "core/mongoc_compat.h"
 
 /*
  * How to convert one column.  Filled once per scan by idx_conv_init()

@@ -41,7 +41,7 @@ char *
 idx_bson_as_json(const bson_t *doc)
 {
 	size_t		len;
-	char	   *json = bson_as_relaxed_extended_json(doc, &len);
+	char	   *json = idx_bson_as_relaxed_json(doc, &len);
 	char	   *copy;
 	char	   *result;
 

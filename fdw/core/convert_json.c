@@ -32,6 +32,7 @@
  */
 #include "postgres.h"
 
+#include <inttypes.h>
 #include <math.h>
 
 #include "catalog/pg_type.h"
@@ -47,6 +48,7 @@
 
 #include "core/convert.h"
 #include "core/convert_json.h"
+#include "core/pg_compat.h"
 
 static void json_append_value(StringInfo buf, const bson_iter_t *iter,
 							  const IdxColumnConv *conv,
@@ -108,7 +110,7 @@ idx_format_bson_date(int64 ms, char *buf)
 				 (int) (rem / 1000 % 60), (int) (rem % 1000));
 	else
 		snprintf(buf, DATE_STRING_LEN,
-				 "%+07" INT64_MODIFIER "d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+				 "%+07" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ",
 				 year, month, day,
 				 (int) (rem / 3600000), (int) (rem / 60000 % 60),
 				 (int) (rem / 1000 % 60), (int) (rem % 1000));
@@ -249,8 +251,8 @@ json_append_value(StringInfo buf, const bson_iter_t *iter,
 				if (len > (MaxAllocSize / 4) * 3 - 3)
 					idx_report_binary_too_long(conv, src, len);
 				b64 = palloc(pg_b64_enc_len((int) len) + 1);
-				b64len = pg_b64_encode((const char *) data, (int) len, b64,
-									   pg_b64_enc_len((int) len));
+				b64len = idx_b64_encode(data, (int) len, b64,
+										pg_b64_enc_len((int) len));
 				if (b64len < 0)
 					elog(ERROR, "could not encode binary value as base64");
 				appendStringInfoChar(buf, '"');
@@ -305,7 +307,7 @@ json_next(JsonLexContext *lex)
 	JsonParseErrorType result = json_lex(lex);
 
 	if (result != JSON_SUCCESS)
-		json_ereport_error(result, lex);
+		idx_json_report_error(result, lex);
 }
 
 /*
@@ -450,7 +452,7 @@ append_json_value(bson_t *doc, const char *key, int keylen,
 			{
 				uint32		index = 0;
 
-				idx_check_append(bson_append_array_begin(doc, key, keylen, &child));
+				idx_check_append(idx_bson_append_array_begin(doc, key, keylen, &child));
 				json_next(lex);
 				while (lex->token_type != JSON_TOKEN_ARRAY_END)
 				{
@@ -513,8 +515,8 @@ idx_append_json(bson_t *doc, const char *key, int keylen, Datum value,
 	else
 		json = TextDatumGetCString(value);
 
-	lex = makeJsonLexContextCstringLen(json, strlen(json),
-									   GetDatabaseEncoding(), true);
+	lex = idx_json_lex_context(json, strlen(json), GetDatabaseEncoding(),
+							   true);
 	json_next(lex);
 	append_json_value(doc, key, keylen, lex, target);
 	json_expect(lex, JSON_TOKEN_END);

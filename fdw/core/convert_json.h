@@ -20,9 +20,9 @@
 #ifndef IDXTABLE_CONVERT_JSON_H
 #define IDXTABLE_CONVERT_JSON_H
 
-#include <bson/bson.h>
-
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 
 /* Milliseconds per day */
 #define MS_PER_DAY			INT64CONST(86400000)
@@ -67,30 +67,30 @@ extern void idx_conv_error_callback(void *arg);
 extern int	idx_errdetail_conv_source(const IdxConvSource *src);
 
 /* Errors naming the column, collection and _id of a value that does not fit */
-extern void idx_report_wrong_type(const IdxColumnConv *conv,
-							  const IdxConvSource *src,
-							  const char *bsontype) pg_attribute_noreturn();
-extern void idx_report_out_of_range(const IdxColumnConv *conv,
-								const IdxConvSource *src,
-								const char *value) pg_attribute_noreturn();
-extern void idx_report_inexact(const IdxColumnConv *conv,
-							   const IdxConvSource *src,
-							   const char *value) pg_attribute_noreturn();
-extern void idx_report_corrupt(const IdxColumnConv *conv,
-						   const IdxConvSource *src) pg_attribute_noreturn();
-extern void idx_report_bad_string(const IdxColumnConv *conv,
-								  const IdxConvSource *src) pg_attribute_noreturn();
-extern void idx_report_wrong_binary(const IdxColumnConv *conv,
-									const IdxConvSource *src,
-									bson_subtype_t subtype,
-									uint32 len) pg_attribute_noreturn();
-extern void idx_report_binary_too_long(const IdxColumnConv *conv,
-									   const IdxConvSource *src,
-									   uint32 len) pg_attribute_noreturn();
-extern void idx_report_wrong_number(const IdxColumnConv *conv,
-									const IdxConvSource *src,
-									bson_type_t bsontype,
-									const char *value) pg_attribute_noreturn();
+pg_noreturn extern void idx_report_wrong_type(const IdxColumnConv *conv,
+											  const IdxConvSource *src,
+											  const char *bsontype);
+pg_noreturn extern void idx_report_out_of_range(const IdxColumnConv *conv,
+												const IdxConvSource *src,
+												const char *value);
+pg_noreturn extern void idx_report_inexact(const IdxColumnConv *conv,
+										   const IdxConvSource *src,
+										   const char *value);
+pg_noreturn extern void idx_report_corrupt(const IdxColumnConv *conv,
+										   const IdxConvSource *src);
+pg_noreturn extern void idx_report_bad_string(const IdxColumnConv *conv,
+											  const IdxConvSource *src);
+pg_noreturn extern void idx_report_wrong_binary(const IdxColumnConv *conv,
+												const IdxConvSource *src,
+												bson_subtype_t subtype,
+												uint32 len);
+pg_noreturn extern void idx_report_binary_too_long(const IdxColumnConv *conv,
+												   const IdxConvSource *src,
+												   uint32 len);
+pg_noreturn extern void idx_report_wrong_number(const IdxColumnConv *conv,
+												const IdxConvSource *src,
+												bson_type_t bsontype,
+												const char *value);
 
 /* Call conv's type input function with conv's typmod */
 extern Datum idx_call_input_function(const IdxColumnConv *conv,

@@ -163,7 +163,7 @@ idx_path_collect(const bson_t *doc, const char *path)
 
 	PG_TRY();
 	{
-		idx_check_append(bson_append_array_begin(&out, "v", 1, &array));
+		idx_check_append(idx_bson_append_array_begin(&out, "v", 1, &array));
 		pv.array = &array;
 		pv.n = 0;
 		if (bson_iter_init(&iter, doc))

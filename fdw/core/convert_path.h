@@ -27,7 +27,7 @@
 #ifndef IDXTABLE_CONVERT_PATH_H
 #define IDXTABLE_CONVERT_PATH_H
 
-#include <bson/bson.h>
+#include "core/mongoc_compat.h"
 
 typedef enum IdxPathResult
 {

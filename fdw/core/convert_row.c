@@ -32,6 +32,7 @@
 #include "core/convert_json.h"
 #include "core/convert_path.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/reply_check.h"
 
 /*

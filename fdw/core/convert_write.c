@@ -38,6 +38,7 @@
 
 #include "core/convert.h"
 #include "core/convert_json.h"
+#include "core/pg_compat.h"
 
 /* Limits of BSON decimal128 (IEEE 754-2008, BID encoding) */
 #define DEC128_MAX_DIGITS	34
@@ -214,7 +215,7 @@ append_array(bson_t *doc, const char *key, int keylen, Datum value)
 	deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign,
 					  &elems, &nulls, &nelems);
 
-	idx_check_append(bson_append_array_begin(doc, key, keylen, &child));
+	idx_check_append(idx_bson_append_array_begin(doc, key, keylen, &child));
 	for (i = 0; i < nelems; i++)
 	{
 		char		keybuf[16];

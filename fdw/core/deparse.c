@@ -79,6 +79,7 @@
 
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/pg_compat.h"
 
 /* Comparison strategies we translate */
 typedef enum IdxCmp
@@ -254,18 +255,12 @@ idx_compatible_types(Oid coltype, Oid valtype)
 static bool
 operator_comparison(Oid opno, IdxCmp *cmp)
 {
-	List	   *interps = get_op_btree_interpretation(opno);
-	OpBtreeInterpretation *interp;
-
-	if (interps == NIL)
-		return false;
-	interp = (OpBtreeInterpretation *) linitial(interps);
-	switch (interp->strategy)
+	switch (idx_op_btree_strategy(opno))
 	{
 		case BTEqualStrategyNumber:
 			*cmp = CMP_EQ;
 			break;
-		case ROWCOMPARE_NE:
+		case IDX_STRATEGY_NE:
 			*cmp = CMP_NE;
 			break;
 		case BTLessStrategyNumber:
@@ -306,7 +301,7 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 			if (is_equality)
 				return get_collation_isdeterministic(collid)
 					? IDX_PUSH_EXACT : IDX_PUSH_NONE;
-			return lc_collate_is_c(collid) ? IDX_PUSH_LOSSY : IDX_PUSH_NONE;
+			return idx_collate_is_c(collid) ? IDX_PUSH_LOSSY : IDX_PUSH_NONE;
 		default:
 			return IDX_PUSH_NONE;
 	}
@@ -641,7 +636,7 @@ append_match_nothing(bson_t *out)
 				array;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, IDX_ID_FIELD, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array));
 	idx_check_append(bson_append_array_end(&child, &array));
 	idx_check_append(bson_append_document_end(out, &child));
 }
@@ -757,7 +752,7 @@ append_is_null(bson_t *out, const char *field)
 				branch,
 				child;
 
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 	idx_check_append(BSON_APPEND_NULL(&branch, field));
 	idx_check_append(bson_append_document_end(&array, &branch));
@@ -783,7 +778,7 @@ append_in_list(bson_t *out, const char *field, const char *op,
 	int			i;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, op, &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, op, &array));
 	for (i = 0; i < nvalues; i++)
 		index = append_value_to_array(&array, index, values[i], type, is_text);
 	if (add_null)
@@ -816,7 +811,7 @@ append_range(bson_t *out, const char *field, const IdxBound *bounds,
 		bson_t		array,
 					branch;
 
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 		append_range(&branch, field, bounds, nbounds, false);
 		idx_check_append(bson_append_document_end(&array, &branch));
@@ -883,7 +878,7 @@ append_float_range(bson_t *out, const char *field, const IdxBound *bound)
 		append_range(out, field, nan ? &numbers : bound, 1, false);
 		return;
 	}
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 	append_range(&branch, field, nan ? &numbers : bound, 1, false);
 	idx_check_append(bson_append_document_end(&array, &branch));
@@ -1195,7 +1190,7 @@ build_junction(const char *op, List *args, bool truth, bson_t *out,
 		return;
 	}
 
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, op, &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, op, &array));
 	for (i = 0; i < list_length(args); i++)
 	{
 		bson_t		child;
@@ -1262,7 +1257,7 @@ build_guarded_leaf(Expr *expr, Expr *pair, bool truth, bson_t *out,
 	uint32		i = 0;
 	char		key[16];
 
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
 	if (pair)
 		build_range_pair(expr, pair, truth, &branch, ctx);

@@ -15,11 +15,10 @@
 #ifndef IDXTABLE_DEPARSE_H
 #define IDXTABLE_DEPARSE_H
 
-#include <bson/bson.h>
-
 #include "nodes/bitmapset.h"
 #include "nodes/primnodes.h"
 
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 
 /*

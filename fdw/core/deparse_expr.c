@@ -59,13 +59,14 @@
 
 #include "core/convert.h"
 #include "core/deparse.h"
+#include "core/pg_compat.h"
 
 /* A comparison of two columns, taken apart */
 typedef struct ColumnComparison
 {
 	Var		   *left;
 	Var		   *right;
-	int			strategy;		/* BT*StrategyNumber or ROWCOMPARE_NE */
+	int			strategy;		/* BT*StrategyNumber or IDX_STRATEGY_NE */
 	bool		is_float;
 } ColumnComparison;
 
@@ -142,7 +143,6 @@ static bool
 parse_column_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 						ColumnComparison *out)
 {
-	List	   *interps;
 	Oid			family;
 
 	if (list_length(op->args) != 2)
@@ -154,12 +154,9 @@ parse_column_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 	family = type_family(out->left->vartype);
 	if (!OidIsValid(family) || family != type_family(out->right->vartype))
 		return false;
-	interps = get_op_btree_interpretation(op->opno);
-	if (interps == NIL)
-		return false;
-	out->strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
+	out->strategy = idx_op_btree_strategy(op->opno);
 	out->is_float = (family == FLOAT8OID);
-	return out->strategy == ROWCOMPARE_NE ||
+	return out->strategy == IDX_STRATEGY_NE ||
 		(out->strategy >= BTLessStrategyNumber &&
 		 out->strategy <= BTGreaterStrategyNumber);
 }
@@ -267,7 +264,6 @@ static bool
 parse_arith_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 					   ArithComparison *out)
 {
-	List	   *interps;
 
 	memset(out, 0, sizeof(*out));
 	if (list_length(op->args) != 2)
@@ -280,11 +276,8 @@ parse_arith_comparison(OpExpr *op, Index relid, const IdxTableInfo *info,
 		!arith_term(out->left, relid, info, out) ||
 		!arith_term(out->right, relid, info, out) || out->fields == NIL)
 		return false;
-	interps = get_op_btree_interpretation(op->opno);
-	if (interps == NIL)
-		return false;
-	out->strategy = ((OpBtreeInterpretation *) linitial(interps))->strategy;
-	return out->strategy == ROWCOMPARE_NE ||
+	out->strategy = idx_op_btree_strategy(op->opno);
+	return out->strategy == IDX_STRATEGY_NE ||
 		(out->strategy >= BTLessStrategyNumber &&
 		 out->strategy <= BTGreaterStrategyNumber);
 }
@@ -356,7 +349,7 @@ append_cmp(bson_t *out, const char *key, const char *op, const char *a,
 				args;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, key, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, op, &args));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, op, &args));
 	idx_check_append(BSON_APPEND_UTF8(&args, "0", a));
 	if (b)
 		idx_check_append(BSON_APPEND_UTF8(&args, "1", b));
@@ -382,14 +375,14 @@ append_float_order(bson_t *out, const char *key, const char *a,
 				branch;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, key, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, inclusive ? "$or" : "$and",
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, inclusive ? "$or" : "$and",
 											 &outer));
 	if (inclusive)
 		append_cmp(&outer, "0", "$eq", b, NULL);
 	else
 		append_cmp(&outer, "0", "$ne", a, NULL);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&outer, "1", &branch));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&branch, inclusive ? "$and" : "$or",
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&branch, inclusive ? "$and" : "$or",
 											 &inner));
 	if (inclusive)
 	{
@@ -420,7 +413,7 @@ negate_strategy(int strategy)
 		case BTLessEqualStrategyNumber:
 			return BTGreaterStrategyNumber;
 		case BTEqualStrategyNumber:
-			return ROWCOMPARE_NE;
+			return IDX_STRATEGY_NE;
 		case BTGreaterEqualStrategyNumber:
 			return BTLessStrategyNumber;
 		case BTGreaterStrategyNumber:
@@ -465,7 +458,7 @@ append_term(bson_t *out, const char *key, Expr *expr, const IdxTableInfo *info,
 		!integer_plus_minus(get_opcode(((OpExpr *) expr)->opno), &is_plus))
 		elog(ERROR, "unexpected expression in pushed-down filter");
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, key, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, is_plus ? "$add" : "$subtract",
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, is_plus ? "$add" : "$subtract",
 											 &args));
 	append_term(&args, "0", linitial(((OpExpr *) expr)->args), info, relid);
 	append_term(&args, "1", lsecond(((OpExpr *) expr)->args), info, relid);
@@ -486,7 +479,7 @@ append_term_cmp(bson_t *array, uint32 *index, const char *op, Expr *term,
 
 	snprintf(key, sizeof(key), "%u", (*index)++);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(array, key, &child));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&child, op, &args));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, op, &args));
 	append_term(&args, "0", term, info, relid);
 	idx_check_append(BSON_APPEND_INT64(&args, "1", bound));
 	idx_check_append(bson_append_array_end(&child, &args));
@@ -531,7 +524,7 @@ append_path_bound(bson_t *out, const char *key, const char *op,
 				args;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, key, &cmp));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, op, &args));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cmp, op, &args));
 	idx_check_append(BSON_APPEND_UTF8(&args, "0", path));
 	idx_check_append(BSON_APPEND_INT64(&args, "1", bound));
 	idx_check_append(bson_append_array_end(&cmp, &args));
@@ -555,9 +548,9 @@ append_out_of_bound(bson_t *array, uint32 *index, const char *field)
 
 	snprintf(key, sizeof(key), "%u", (*index)++);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(array, key, &not));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&not, "$not", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&not, "$not", &list));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&list, "0", &and));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&and, "$and", &both));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&and, "$and", &both));
 	append_path_bound(&both, "0", "$gte", path, -ARITH_BOUND);
 	append_path_bound(&both, "1", "$lte", path, ARITH_BOUND);
 	idx_check_append(bson_append_array_end(&and, &both));
@@ -587,14 +580,14 @@ build_arith_comparison(ArithComparison *a, bool truth, bson_t *out,
 	foreach(lc, a->fields)
 		append_not_null(out, strVal(lfirst(lc)));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, "$expr", &expr));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&expr, "$or", &array));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&expr, "$or", &array));
 	foreach(lc, a->fields)
 		append_out_of_bound(&array, &index, strVal(lfirst(lc)));
 	append_arith_escapes(&array, &index, a->left, info, relid);
 	append_arith_escapes(&array, &index, a->right, info, relid);
 	snprintf(key, sizeof(key), "%u", index);
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, key, &cmp));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmp, strategy == ROWCOMPARE_NE ?
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cmp, strategy == IDX_STRATEGY_NE ?
 											 "$ne" : strategy_ops[strategy],
 											 &args));
 	append_term(&args, "0", a->left, info, relid);
@@ -638,7 +631,7 @@ idx_build_column_comparison(OpExpr *op, bool truth, bson_t *out, Index relid,
 	a = psprintf("$%s", left);
 	b = psprintf("$%s", right);
 	strategy = truth ? c.strategy : negate_strategy(c.strategy);
-	if (strategy == ROWCOMPARE_NE)
+	if (strategy == IDX_STRATEGY_NE)
 		append_cmp(out, "$expr", "$ne", a, b);
 	else if (!c.is_float || strategy == BTEqualStrategyNumber)
 		append_cmp(out, "$expr", strategy_ops[strategy], a, b);

@@ -21,6 +21,7 @@
 #include "core/convert.h"
 #include "core/document.h"
 #include "core/handle.h"
+#include "core/pg_compat.h"
 
 /* MongoDB's maximum document size where the server does not say (16 MiB) */
 #define IDX_DEFAULT_MAX_BSON_SIZE	(16 * 1024 * 1024)

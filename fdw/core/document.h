@@ -24,13 +24,12 @@
 #ifndef IDXTABLE_DOCUMENT_H
 #define IDXTABLE_DOCUMENT_H
 
-#include <bson/bson.h>
-#include <mongoc/mongoc.h>
-
 #include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 
+#include "core/mongoc_compat.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 
 /* Append the BSON _id for an _id column value (see above) */
 extern void idx_append_id_value(bson_t *doc, const char *key, Datum value,
@@ -85,9 +84,8 @@ extern void idx_check_document_size(const bson_t *doc, int64 max_size,
  * A write libmongoc refused to queue (a document it will not send):
  * SQLSTATE 22023 naming the table; destroys "bulk" first.
  */
-extern void idx_document_refused(const IdxTableInfo *info,
-								 mongoc_bulk_operation_t *bulk,
-								 const bson_error_t *error)
-			pg_attribute_noreturn();
+pg_noreturn extern void idx_document_refused(const IdxTableInfo *info,
+											 mongoc_bulk_operation_t *bulk,
+											 const bson_error_t *error);
 
 #endif							/* IDXTABLE_DOCUMENT_H */

@@ -25,7 +25,7 @@
 #ifndef IDXTABLE_HANDLE_H
 #define IDXTABLE_HANDLE_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 typedef struct IdxHandle IdxHandle;
 

@@ -48,6 +48,7 @@
 
 #include "core/connection.h"
 #include "core/mongo_limits.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 #include "core/xact.h"
 
@@ -146,8 +147,7 @@ lifetime_passed(const char *server, long *age, int *lifetime)
 /*
  * The ERROR for a transaction that ran past the server's lifetime limit.
  */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 report_lifetime(const bson_error_t *error, const char *server,
 				const IdxOp *what, long age, int lifetime)
 {
@@ -165,8 +165,7 @@ report_lifetime(const bson_error_t *error, const char *server,
 /*
  * The ERROR for a transaction too large for the server.
  */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 report_size(const bson_error_t *error, const char *server, const IdxOp *what)
 {
 	ereport(ERROR,
@@ -203,8 +202,7 @@ idx_write_concern_unsatisfiable(const bson_error_t *error)
 /*
  * The ERROR for a write the server made but did not acknowledge as asked.
  */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 report_write_concern(const bson_error_t *error, const char *server,
 					 const IdxOp *what)
 {

@@ -15,8 +15,8 @@
 #ifndef IDXTABLE_MONGO_LIMITS_H
 #define IDXTABLE_MONGO_LIMITS_H
 
-#include <mongoc/mongoc.h>
-
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 
 /*
@@ -46,7 +46,7 @@ extern bool idx_is_write_concern_error(const bson_error_t *error);
 extern bool idx_write_concern_unsatisfiable(const bson_error_t *error);
 
 /* Raise the ERROR for a commit whose outcome MongoDB left unknown */
-extern void idx_report_commit_unknown(const bson_error_t *error,
-									  const char *server) pg_attribute_noreturn();
+pg_noreturn extern void idx_report_commit_unknown(const bson_error_t *error,
+												  const char *server);
 
 #endif							/* IDXTABLE_MONGO_LIMITS_H */

@@ -23,8 +23,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/reloptions.h"
 #include "access/table.h"
 #include "catalog/pg_foreign_server.h"
@@ -42,6 +40,7 @@
 #include "core/document.h"
 #include "core/handle.h"
 #include "core/mongo_limits.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/shard_key.h"
 #include "core/trust.h"

@@ -15,7 +15,7 @@
 #ifndef IDXTABLE_PRIVILEGES_H
 #define IDXTABLE_PRIVILEGES_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 /* The privileges of a connection's user (palloc'd) */
 typedef struct IdxPrivileges IdxPrivileges;

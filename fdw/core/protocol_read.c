@@ -28,6 +28,7 @@
 
 #include "core/convert.h"
 #include "core/handle.h"
+#include "core/pg_compat.h"
 #include "core/protocol_read.h"
 
 /*

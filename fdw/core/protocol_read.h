@@ -16,7 +16,7 @@
 #ifndef IDXTABLE_PROTOCOL_READ_H
 #define IDXTABLE_PROTOCOL_READ_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 #include "nodes/execnodes.h"
 #include "nodes/pg_list.h"

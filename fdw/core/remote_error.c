@@ -21,9 +21,8 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "core/mongo_limits.h"
+#include "core/mongoc_compat.h"
 #include "core/remote_error.h"
 #include "core/stream.h"
 

@@ -14,7 +14,8 @@
 #ifndef IDXTABLE_REMOTE_ERROR_H
 #define IDXTABLE_REMOTE_ERROR_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 
 /*
  * What the FDW was doing on a MongoDB server when an operation failed.  An
@@ -89,8 +90,9 @@ extern int	idx_op_context(const IdxOp *what);
  * the error domain/code (connection problems -> class 08, duplicate key
  * -> 23505, interrupted/timeouts -> 57014, everything else -> HV000).
  */
-extern void idx_report_error(const bson_error_t *error, const char *server,
-							 const IdxOp *what) pg_attribute_noreturn();
+pg_noreturn extern void idx_report_error(const bson_error_t *error,
+										 const char *server,
+										 const IdxOp *what);
 
 /*
  * A copy of a libmongoc message with anything that looks like a connection
@@ -99,14 +101,15 @@ extern void idx_report_error(const bson_error_t *error, const char *server,
 extern char *idx_scrub_message(const char *msg);
 
 /* A command reply that failed: same, using the reply's code/errmsg */
-extern void idx_report_reply_error(const bson_t *reply,
-								   const bson_error_t *error,
-								   const char *server,
-								   const IdxOp *what) pg_attribute_noreturn();
+pg_noreturn extern void idx_report_reply_error(const bson_t *reply,
+											   const bson_error_t *error,
+											   const char *server,
+											   const IdxOp *what);
 
 /* A cursor that failed: same, using its error document */
-extern void idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
-									const IdxOp *what) pg_attribute_noreturn();
+pg_noreturn extern void idx_report_cursor_error(mongoc_cursor_t *cursor,
+												const char *server,
+												const IdxOp *what);
 
 /*
  * Put a failed command's reply code and errmsg (the server's words) into

@@ -23,8 +23,7 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
+#include "core/mongoc_compat.h"
 #include "core/reply_check.h"
 
 #define OP_REPLY		1

@@ -25,11 +25,10 @@
 #ifndef IDXTABLE_ROWID_H
 #define IDXTABLE_ROWID_H
 
-#include <bson/bson.h>
-
 #include "nodes/execnodes.h"
 
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
 
 /* Name of the junk column carrying the handle (a ctid) */
 #define IDX_RAWID_NAME "idxtable_rawid"

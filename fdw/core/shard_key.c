@@ -340,7 +340,7 @@ idx_shard_key_restrict(const IdxTableInfo *info, bson_t *filter,
 
 	if (info->nshard_key == 0)
 		return;
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(filter, "$or", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(filter, "$or", &list));
 	for (i = 0; i < n; i++)
 	{
 		bson_t		one;

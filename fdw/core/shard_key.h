@@ -15,10 +15,9 @@
 #ifndef IDXTABLE_SHARD_KEY_H
 #define IDXTABLE_SHARD_KEY_H
 
-#include <mongoc/mongoc.h>
-
 #include "access/tupdesc.h"
 
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 
 /* Check the option's value: a list of distinct column names */

@@ -47,14 +47,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <mongoc/mongoc.h>
-
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 #include "core/reply_check.h"
 #include "core/stream.h"
 
@@ -281,7 +281,7 @@ stream_wait(RootStream *rs, int events, long timeout)
 
 		if (rs->set == NULL)
 		{
-			WaitEventSet *set = CreateWaitEventSet(TopMemoryContext, 3);
+			WaitEventSet *set = idx_create_wait_event_set(TopMemoryContext, 3);
 
 			rs->set = set;
 			AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
@@ -529,7 +529,7 @@ root_poll_once(mongoc_stream_poll_t *streams, size_t nstreams, long timeout)
 		int			n;
 		int			i;
 
-		set = CreateWaitEventSet(CurrentMemoryContext, nstreams + 2);
+		set = idx_create_wait_event_set(CurrentMemoryContext, nstreams + 2);
 		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL,
 						  NULL);

@@ -15,7 +15,7 @@
 #ifndef IDXTABLE_STREAM_H
 #define IDXTABLE_STREAM_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 /*
  * Create a single-threaded client for "uri" whose connections all go

@@ -40,6 +40,7 @@
 
 #include "core/connection.h"
 #include "core/mongo_limits.h"
+#include "core/pg_compat.h"
 #include "core/table_size.h"
 
 /* A cached count older than this is taken again when planning wants it */
@@ -141,7 +142,7 @@ count_into(const IdxTableInfo *info, mongoc_client_t *client,
 	entry = size_entry(info);
 	entry->count = (double) n;
 	entry->counted_at = GetCurrentTimestamp();
-	entry->counted_in = MyProc->lxid;
+	entry->counted_in = idx_local_xid();
 	entry->wanted = false;
 }
 
@@ -186,7 +187,7 @@ idx_analyze_document_count(const IdxTableInfo *info, mongoc_client_t *client,
 {
 	TableSizeEntry *entry = size_entry(info);
 
-	if (fresh || entry->count < 0 || entry->counted_in != MyProc->lxid)
+	if (fresh || entry->count < 0 || entry->counted_in != idx_local_xid())
 		count_into(info, client, servername, NULL);
 	return size_entry(info)->count;
 }

@@ -15,8 +15,7 @@
 #ifndef IDXTABLE_TABLE_SIZE_H
 #define IDXTABLE_TABLE_SIZE_H
 
-#include <mongoc/mongoc.h>
-
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 
 /*

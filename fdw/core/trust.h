@@ -15,7 +15,7 @@
 #ifndef IDXTABLE_TRUST_H
 #define IDXTABLE_TRUST_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 #include "foreign/foreign.h"
 #include "nodes/pg_list.h"

@@ -23,9 +23,8 @@
 #ifndef IDXTABLE_XACT_H
 #define IDXTABLE_XACT_H
 
-#include <mongoc/mongoc.h>
-
 #include "nodes/pg_list.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "utils/timestamp.h"
 

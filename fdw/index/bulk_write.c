@@ -238,7 +238,7 @@ build_command(IdxBulkWrite *bw, int from, bson_t *cmd)
 	ListCell   *lc;
 
 	idx_check_append(BSON_APPEND_INT32(cmd, "bulkWrite", 1));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(cmd, "ops", &ops));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(cmd, "ops", &ops));
 	for (end = from; end < bw->nops; end++)
 	{
 		char		key[16];
@@ -251,7 +251,7 @@ build_command(IdxBulkWrite *bw, int from, bson_t *cmd)
 		idx_check_append(BSON_APPEND_DOCUMENT(&ops, key, bw->ops[end]));
 	}
 	idx_check_append(bson_append_array_end(cmd, &ops));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(cmd, "nsInfo", &nsinfo));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(cmd, "nsInfo", &nsinfo));
 	foreach(lc, bw->namespaces)
 	{
 		bson_t		ns;

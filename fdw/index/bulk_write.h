@@ -25,8 +25,8 @@
 #ifndef IDXTABLE_BULK_WRITE_H
 #define IDXTABLE_BULK_WRITE_H
 
-#include <mongoc/mongoc.h>
-
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 
 /* The wire version of MongoDB 8.0, the first with bulkWrite */
@@ -75,8 +75,8 @@ extern bool idx_bulk_write_execute(IdxBulkWrite *bw, int from,
 extern void idx_bulk_write_counts(IdxBulkWrite *bw, int64 *matched,
 								  int64 *deleted);
 
-extern void idx_bulk_write_report(IdxBulkWrite *bw,
-								  const IdxBulkWriteError *failed,
-								  const IdxOp *what) pg_attribute_noreturn();
+pg_noreturn extern void idx_bulk_write_report(IdxBulkWrite *bw,
+											  const IdxBulkWriteError *failed,
+											  const IdxOp *what);
 
 #endif							/* IDXTABLE_BULK_WRITE_H */

@@ -33,8 +33,6 @@
 
 #include <math.h>
 
-#include <mongoc/mongoc.h>
-
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "commands/progress.h"
@@ -49,6 +47,7 @@
 #include "core/convert.h"
 #include "core/deparse.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "core/protocol_read.h"
 #include "index/index_ddl.h"
 #include "index/index_entry.h"

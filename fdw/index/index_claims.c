@@ -36,12 +36,12 @@
 #include <sys/time.h>
 
 #include "miscadmin.h"
-#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 
 #include "core/guc.h"
+#include "core/pg_compat.h"
 #include "index/index_claims.h"
 
 typedef struct ClaimsSlot
@@ -128,9 +128,9 @@ idx_claims_shmem_init(void)
 static ClaimsSlot *
 own_slot(void)
 {
-	if (registry == NULL || MyBackendId < 1 || MyBackendId > registry->nslots)
+	if (registry == NULL || idx_backend_number() < 1 || idx_backend_number() > registry->nslots)
 		return NULL;
-	return &registry->slots[MyBackendId - 1];
+	return &registry->slots[idx_backend_number() - 1];
 }
 
 /*

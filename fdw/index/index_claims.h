@@ -32,7 +32,7 @@
 #ifndef IDXTABLE_INDEX_CLAIMS_H
 #define IDXTABLE_INDEX_CLAIMS_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 /* Field of a unique claim written in ordered mode: when it was made */
 #define IDX_ENTRY_CLAIM_TIME "t"

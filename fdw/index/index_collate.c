@@ -26,6 +26,7 @@
 
 #include <locale.h>
 
+#include "access/htup_details.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_database.h"
 #include "fmgr.h"
@@ -39,10 +40,12 @@
 #include "utils/pg_locale.h"
 #include "utils/syscache.h"
 
+#include "core/pg_compat.h"
 #include "index/index_collate.h"
 
 #ifdef USE_ICU
 #include <unicode/ucol.h>
+#include <unicode/ustring.h>
 #endif
 
 /* What one collation can do, as found in this backend */
@@ -190,7 +193,7 @@ examine_collation(CollCapability *cap)
 	Oid			collid = cap->collid;
 	pg_locale_t loc;
 
-	if (lc_collate_is_c(collid))
+	if (idx_collate_is_c(collid))
 	{
 		cap->bytewise = true;
 		return;
@@ -265,13 +268,45 @@ idx_collation_has_sortkeys(Oid collid)
 
 #ifdef USE_ICU
 /*
+ * A string of the database encoding as the UTF-16 ICU collates, palloc'd;
+ * its length in code units.  (PostgreSQL's icu_to_uchar() did this; it is
+ * no longer exported since PostgreSQL 18.)
+ */
+static int32
+icu_uchars(const char *s, int len, UChar **uchars)
+{
+	char	   *utf8 = pg_server_to_any(s, len, PG_UTF8);
+	int32		utf8len = (utf8 == s) ? len : (int32) strlen(utf8);
+	int32		ulen = 0;
+	UErrorCode	status = U_ZERO_ERROR;
+
+	u_strFromUTF8(NULL, 0, &ulen, utf8, utf8len, &status);
+	if (U_FAILURE(status) && status != U_BUFFER_OVERFLOW_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not convert a string to UTF-16 for ICU: %s",
+						u_errorName(status))));
+	*uchars = palloc((ulen + 1) * sizeof(UChar));
+	status = U_ZERO_ERROR;
+	u_strFromUTF8(*uchars, ulen + 1, &ulen, utf8, utf8len, &status);
+	if (U_FAILURE(status))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not convert a string to UTF-16 for ICU: %s",
+						u_errorName(status))));
+	if (utf8 != s)
+		pfree(utf8);
+	return ulen;
+}
+
+/*
  * The ICU sort key of a string, without its terminating zero byte.
  */
 static uint8 *
 icu_sortkey(pg_locale_t loc, const char *s, int len, int32 *keylen)
 {
 	UChar	   *uchars;
-	int32		ulen = icu_to_uchar(&uchars, s, len);
+	int32		ulen = icu_uchars(s, len, &uchars);
 	int32		size = ulen * 4 + 16;
 	uint8	   *buf = palloc(size);
 	int32		n;
@@ -380,9 +415,9 @@ default_collation_version(void)
 		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
 	provider = ((Form_pg_database) GETSTRUCT(tp))->datlocprovider;
 	datum = SysCacheGetAttr(DATABASEOID, tp,
-							provider == COLLPROVIDER_ICU ?
-							Anum_pg_database_daticulocale :
-							Anum_pg_database_datcollate, &isnull);
+							provider == COLLPROVIDER_LIBC ?
+							Anum_pg_database_datcollate :
+							Anum_pg_database_datlocale, &isnull);
 	if (!isnull)
 		version = get_collation_actual_version(provider,
 											   TextDatumGetCString(datum));

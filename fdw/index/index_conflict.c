@@ -43,8 +43,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -59,6 +57,8 @@
 
 #include "core/convert.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 #include "index/index_conflict.h"
 #include "index/index_ddl.h"
 

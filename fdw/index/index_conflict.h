@@ -15,8 +15,7 @@
 #ifndef IDXTABLE_INDEX_CONFLICT_H
 #define IDXTABLE_INDEX_CONFLICT_H
 
-#include <bson/bson.h>
-
+#include "core/mongoc_compat.h"
 #include "index/index_repair.h"
 
 /* Record that fact_id and holder_id share a key of index "index_name" */

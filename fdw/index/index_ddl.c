@@ -66,8 +66,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
@@ -89,7 +87,9 @@
 #include "core/connection.h"
 #include "core/handle.h"
 #include "core/mongo_limits.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/stream.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
@@ -511,7 +511,7 @@ create_lookup_index(mongoc_client_t *client, const char *servername,
 	int			i;
 
 	BSON_APPEND_UTF8(command, "createIndexes", def->collection);
-	BSON_APPEND_ARRAY_BEGIN(command, "indexes", &indexes);
+	IDX_BSON_APPEND_ARRAY_BEGIN(command, "indexes", &indexes);
 	BSON_APPEND_DOCUMENT_BEGIN(&indexes, "0", &index);
 	BSON_APPEND_DOCUMENT_BEGIN(&index, "key", &key);
 	for (i = 0; i < def->nkeys; i++)
@@ -917,7 +917,7 @@ check_table_privilege(Oid relid, AclMode privilege)
 	classform = (Form_pg_class) GETSTRUCT(tuple);
 	if (privilege == ACL_NO_RIGHTS)
 	{
-		if (!pg_class_ownercheck(relid, GetUserId()))
+		if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
 			aclresult = ACLCHECK_NOT_OWNER;
 	}
 	else if (pg_class_aclcheck(relid, GetUserId(), privilege) != ACLCHECK_OK)

@@ -19,14 +19,13 @@
 #ifndef IDXTABLE_INDEX_DDL_H
 #define IDXTABLE_INDEX_DDL_H
 
-#include <mongoc/mongoc.h>
-
 #include "access/tupdesc.h"
 #include "fmgr.h"
 #include "nodes/parsenodes.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
 
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "index/index_catalog.h"
 

@@ -35,6 +35,7 @@
 
 #include "core/convert.h"
 #include "core/handle.h"
+#include "core/pg_compat.h"
 #include "index/index_collate.h"
 #include "index/index_entry.h"
 

@@ -48,10 +48,9 @@
 #ifndef IDXTABLE_INDEX_ENTRY_H
 #define IDXTABLE_INDEX_ENTRY_H
 
-#include <bson/bson.h>
-
 #include "nodes/bitmapset.h"
 
+#include "core/mongoc_compat.h"
 #include "index/index_catalog.h"
 
 /* Can values of this (scalar) type be index keys? */

@@ -58,8 +58,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/relation.h"
 #include "access/xact.h"
 #include "commands/progress.h"
@@ -79,6 +77,7 @@
 
 #include "core/connection.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
 #include "index/index_ddl.h"

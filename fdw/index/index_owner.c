@@ -80,8 +80,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "foreign/foreign.h"
@@ -93,6 +91,7 @@
 
 #include "core/connection.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "core/protocol_read.h"
 #include "index/index_catalog.h"
 #include "index/index_entry.h"
@@ -783,7 +782,7 @@ collections_filter(List *defs)
 	int			i = 0;
 
 	BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &cond);
-	BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &names);
+	IDX_BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &names);
 	foreach(lc, defs)
 	{
 		char		idx[16];

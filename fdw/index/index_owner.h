@@ -23,7 +23,7 @@
 #ifndef IDXTABLE_INDEX_OWNER_H
 #define IDXTABLE_INDEX_OWNER_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 #include "nodes/pg_list.h"
 

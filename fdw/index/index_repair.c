@@ -54,8 +54,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
@@ -64,6 +62,7 @@
 #include "core/deparse.h"
 #include "core/handle.h"
 #include "core/mongo_limits.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/protocol_read.h"
 #include "core/xact.h"
@@ -375,7 +374,7 @@ lookup_part(IdxRepairState *st, mongoc_collection_t *coll, const char *field,
 	uint32		k = 0;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter, field, &cond));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
 	for (i = from; i < nkeys && list.len < IDX_IN_LIST_MAX_BYTES; i++)
 	{
 		bson_iter_t iter;

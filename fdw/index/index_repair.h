@@ -20,14 +20,13 @@
 #ifndef IDXTABLE_INDEX_REPAIR_H
 #define IDXTABLE_INDEX_REPAIR_H
 
-#include <mongoc/mongoc.h>
-
 #include "access/tupdesc.h"
 #include "lib/stringinfo.h"
 #include "nodes/bitmapset.h"
 #include "utils/relcache.h"
 
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/remote_error.h"
 #include "index/index_catalog.h"

@@ -39,11 +39,10 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "utils/memutils.h"
 
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "index/index_catalog.h"
 #include "index/index_entry.h"
 #include "index/index_repair.h"

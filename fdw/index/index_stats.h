@@ -14,7 +14,7 @@
 #ifndef IDXTABLE_INDEX_STATS_H
 #define IDXTABLE_INDEX_STATS_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 #include "access/htup.h"
 #include "utils/relcache.h"

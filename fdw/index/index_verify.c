@@ -67,8 +67,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/relation.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
@@ -89,6 +87,7 @@
 #include "core/deparse.h"
 #include "core/handle.h"
 #include "core/mongo_limits.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/protocol_read.h"
 #include "core/xact.h"

@@ -35,12 +35,11 @@
 #ifndef IDXTABLE_INDEX_WRITE_H
 #define IDXTABLE_INDEX_WRITE_H
 
-#include <mongoc/mongoc.h>
-
 #include "nodes/bitmapset.h"
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
 
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "index/bulk_write.h"
 #include "index/index_claims.h"

@@ -38,8 +38,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -62,6 +60,7 @@
 #include "utils/timestamp.h"
 
 #include "core/connection.h"
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/stream.h"
 #include "sync/applier.h"

@@ -17,10 +17,9 @@
 #ifndef IDXTABLE_APPLIER_H
 #define IDXTABLE_APPLIER_H
 
-#include <mongoc/mongoc.h>
-
 #include "nodes/pg_list.h"
 
+#include "core/mongoc_compat.h"
 #include "sync/change_stream.h"
 #include "sync/sync_state.h"
 

@@ -59,8 +59,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/relation.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
@@ -70,6 +68,7 @@
 
 #include "core/deparse.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "index/index_claims.h"
 #include "index/index_conflict.h"
 #include "index/index_entry.h"

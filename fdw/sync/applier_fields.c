@@ -34,14 +34,13 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/relation.h"
 #include "access/sysattr.h"
 #include "miscadmin.h"
 #include "nodes/value.h"
 #include "utils/rel.h"
 
+#include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "index/index_catalog.h"
 #include "index/index_entry.h"

@@ -28,10 +28,9 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "core/convert.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "sync/applier.h"
 
 /*

@@ -95,8 +95,6 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
@@ -104,6 +102,7 @@
 
 #include "core/connection.h"
 #include "core/handle.h"
+#include "core/mongoc_compat.h"
 #include "core/protocol_read.h"
 #include "index/index_repair.h"
 #include "sync/applier.h"
@@ -1070,7 +1069,7 @@ majority_upsert(AppStream *s, const char *collection, const char *id,
 	bson_error_t error;
 
 	idx_check_append(BSON_APPEND_UTF8(&cmd, "update", collection));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "updates", &updates));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cmd, "updates", &updates));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&updates, "0", &update));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &q));
 	idx_check_append(BSON_APPEND_UTF8(&q, "_id", id));
@@ -1130,7 +1129,7 @@ idx_applier_save_position(AppStream *s, bool force)
 	idx_check_append(BSON_APPEND_BOOL(&set, "startAfter", s->cs.start_after));
 	idx_check_append(BSON_APPEND_INT64(&set, "server",
 									   (int64) applier.server_hash));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&set, "indexes", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&set, "indexes", &list));
 	foreach(lc, s->indexes)
 	{
 		char		key[16];
@@ -1141,7 +1140,7 @@ idx_applier_save_position(AppStream *s, bool force)
 	}
 	idx_check_append(bson_append_array_end(&set, &list));
 	k = 0;
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&set, "collections", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&set, "collections", &list));
 	foreach(lc, s->cs.collections)
 	{
 		char		key[16];

@@ -64,12 +64,11 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "miscadmin.h"
 
 #include "core/connection.h"
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
 #include "core/stream.h"
 #include "sync/change_stream.h"
 #include "sync/sync_state.h"
@@ -111,7 +110,7 @@ append_excluded(IdxChangeStream *cs, bson_t *match)
 	int			i;
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(match, "lsid.id", &cond));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$nin", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cond, "$nin", &list));
 	for (i = 0; i < cs->nexcluded; i++)
 	{
 		char		key[16];
@@ -147,7 +146,7 @@ append_match(IdxChangeStream *cs, bson_t *pipeline)
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(pipeline, "1", &stage));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$match", &match));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&match, "$or", &or));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&match, "$or", &or));
 	for (i = 0; i < 2; i++)
 	{
 		uint32		k = 0;
@@ -156,7 +155,7 @@ append_match(IdxChangeStream *cs, bson_t *pipeline)
 		snprintf(key, sizeof(key), "%d", i);
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&or, key, &clause));
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clause, fields[i], &cond));
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
 		foreach(lc, cs->collections)
 		{
 			snprintf(key, sizeof(key), "%u", k++);
@@ -170,7 +169,7 @@ append_match(IdxChangeStream *cs, bson_t *pipeline)
 	}
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&or, "2", &clause));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clause, "operationType", &cond));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list));
 	idx_check_append(BSON_APPEND_UTF8(&list, "0", "dropDatabase"));
 	idx_check_append(BSON_APPEND_UTF8(&list, "1", "invalidate"));
 	idx_check_append(bson_append_array_end(&cond, &list));
@@ -229,7 +228,7 @@ build_aggregate(IdxChangeStream *cs, const bson_t *token,
 				cursor;
 
 	idx_check_append(BSON_APPEND_INT32(cmd, "aggregate", 1));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(cmd, "pipeline", &pipeline));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(cmd, "pipeline", &pipeline));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&stage, "$changeStream", &spec));
 	if (token)
@@ -831,7 +830,7 @@ idx_cs_close(IdxChangeStream *cs)
 		bson_error_t error;
 
 		idx_check_append(BSON_APPEND_UTF8(&cmd, "killCursors", "$cmd.aggregate"));
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&cmd, "cursors", &cursors));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&cmd, "cursors", &cursors));
 		idx_check_append(BSON_APPEND_INT64(&cursors, "0", cs->cursor_id));
 		idx_check_append(bson_append_array_end(&cmd, &cursors));
 		(void) run_in_session(cs, &cmd, &reply, &error);

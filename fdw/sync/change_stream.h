@@ -15,10 +15,9 @@
 #ifndef IDXTABLE_CHANGE_STREAM_H
 #define IDXTABLE_CHANGE_STREAM_H
 
-#include <mongoc/mongoc.h>
-
 #include "nodes/pg_list.h"
 
+#include "core/mongoc_compat.h"
 #include "sync/sync_sessions.h"
 #include "sync/sync_state.h"
 

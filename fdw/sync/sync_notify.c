@@ -65,6 +65,7 @@
 #include "utils/syscache.h"
 
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/xact.h"
 #include "index/index_ddl.h"
 #include "module.h"
@@ -281,7 +282,7 @@ sync_process_utility(PlannedStmt *pstmt, const char *queryString,
 {
 	Oid			dbid = exclusive_database(pstmt->utilityStmt);
 
-	if (OidIsValid(dbid) && pg_database_ownercheck(dbid, GetUserId()))
+	if (OidIsValid(dbid) && object_ownercheck(DatabaseRelationId, dbid, GetUserId()))
 		idx_sync_database_exclusive(dbid);
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,

@@ -24,7 +24,7 @@
 #ifndef IDXTABLE_SYNC_SESSIONS_H
 #define IDXTABLE_SYNC_SESSIONS_H
 
-#include <mongoc/mongoc.h>
+#include "core/mongoc_compat.h"
 
 #include "storage/lwlock.h"
 

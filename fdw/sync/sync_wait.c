@@ -36,7 +36,6 @@
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
-#include "storage/backendid.h"
 #include "storage/condition_variable.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -48,6 +47,7 @@
 #include "core/connection.h"
 #include "core/handle.h"
 #include "core/option.h"
+#include "core/pg_compat.h"
 #include "core/xact.h"
 #include "sync/sync_state.h"
 #include "sync/sync_wait.h"
@@ -75,10 +75,9 @@ typedef struct ApplierView
 	IdxSyncIndexStatus status;
 } ApplierView;
 
-static void report_behind(const IdxIndexDef *def, IdxClusterTime target)
-			pg_attribute_noreturn();
-static void report_unmaintained(const IdxIndexDef *def)
-			pg_attribute_noreturn();
+pg_noreturn static void report_behind(const IdxIndexDef *def,
+									  IdxClusterTime target);
+pg_noreturn static void report_unmaintained(const IdxIndexDef *def);
 
 /*
  * Define idxtable.index_consistency and idxtable.sync_wait_timeout.
@@ -481,7 +480,7 @@ write_wake_up(const IdxIndexDef *def, mongoc_client_t *client, int slotno)
 	uint32		t = 0;
 	uint32		i = 0;
 
-	snprintf(id, sizeof(id), "%s:%d", IDX_SYNC_WAKE_ID, MyBackendId);
+	snprintf(id, sizeof(id), "%s:%d", IDX_SYNC_WAKE_ID, idx_backend_number());
 	command = BCON_NEW("update", BCON_UTF8(IDX_SYNC_COLLECTION),
 					   "updates", "[",
 					   "{", "q", "{", "_id", BCON_UTF8(id), "}",

@@ -24,10 +24,9 @@
 #ifndef IDXTABLE_SYNC_WAIT_H
 #define IDXTABLE_SYNC_WAIT_H
 
-#include <mongoc/mongoc.h>
-
 #include "nodes/pg_list.h"
 
+#include "core/mongoc_compat.h"
 #include "index/index_catalog.h"
 
 /* An index table has not caught up with writes made before a statement */

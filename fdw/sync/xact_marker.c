@@ -65,14 +65,13 @@
  */
 #include "postgres.h"
 
-#include <mongoc/mongoc.h>
-
 #include "access/xlog.h"
-#include "storage/backendid.h"
 #include "utils/memutils.h"
 
 #include "core/connection.h"
 #include "core/convert.h"
+#include "core/mongoc_compat.h"
+#include "core/pg_compat.h"
 #include "core/remote_error.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
@@ -275,7 +274,7 @@ static char *
 marker_id(IdxRemoteXact *x)
 {
 	return psprintf(MARKER_PREFIX UINT64_FORMAT "/%d/%u",
-					GetSystemIdentifier(), MyBackendId, x->umid);
+					GetSystemIdentifier(), idx_backend_number(), x->umid);
 }
 
 /*
@@ -299,7 +298,7 @@ build_marker(IdxRemoteXact *x, const char *database, bson_t *doc)
 	idx_check_append(bson_append_timestamp(doc, "after", -1,
 										   (uint32_t) (x->known_before >> 32),
 										   (uint32_t) x->known_before));
-	idx_check_append(BSON_APPEND_ARRAY_BEGIN(doc, "maintained", &list));
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "maintained", &list));
 	foreach(lc, x->maintained)
 	{
 		IdxXactMaintained *m = lfirst(lc);
@@ -310,7 +309,7 @@ build_marker(IdxRemoteXact *x, const char *database, bson_t *doc)
 		snprintf(key, sizeof(key), "%u", n++);
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&list, key, &item));
 		idx_check_append(BSON_APPEND_UTF8(&item, "c", m->collection));
-		idx_check_append(BSON_APPEND_ARRAY_BEGIN(&item, "i", &ids));
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&item, "i", &ids));
 		foreach(lc2, m->defids)
 		{
 			snprintf(key, sizeof(key), "%u", k++);

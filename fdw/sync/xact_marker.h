@@ -15,10 +15,9 @@
 #ifndef IDXTABLE_XACT_MARKER_H
 #define IDXTABLE_XACT_MARKER_H
 
-#include <mongoc/mongoc.h>
-
 #include "nodes/pg_list.h"
 
+#include "core/mongoc_compat.h"
 #include "core/xact.h"
 
 /*
