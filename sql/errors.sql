@@ -46,7 +46,7 @@ SELECT show_error('SELECT * FROM nowhere_t');
 -- no user mapping
 CREATE SERVER nomapping FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri 'mongodb://127.0.0.1:1/');
 CREATE FOREIGN TABLE nomapping_t (id int OPTIONS (field '_id')) SERVER nomapping;
-SELECT * FROM nomapping_t;
+SELECT show_error('SELECT * FROM nomapping_t');
 -- a failing command (MongoDB's failCommand failpoint), then recovery
 \! /usr/bin/python3 test/fixtures/failpoint.py find 2 --times 1
 SELECT count(*) FROM numbers;
