@@ -46,7 +46,7 @@ SELECT show_error('SELECT * FROM nowhere_t');
 -- no user mapping
 CREATE SERVER nomapping FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri 'mongodb://127.0.0.1:1/');
 CREATE FOREIGN TABLE nomapping_t (id int OPTIONS (field '_id')) SERVER nomapping;
-SELECT * FROM nomapping_t;
+SELECT show_error('SELECT * FROM nomapping_t');
 -- a failing command (MongoDB's failCommand failpoint), then recovery
 \! /usr/bin/python3 test/fixtures/failpoint.py find 2 --times 1
 SELECT count(*) FROM numbers;
@@ -67,9 +67,12 @@ CREATE FOREIGN TABLE bad_type (id int OPTIONS (field '_id'), p point) SERVER mon
 SELECT * FROM bad_type LIMIT 1;
 DROP SERVER nowhere CASCADE;
 DROP SERVER nomapping CASCADE;
--- statement_timeout and cancellation stop a long scan (many finds here);
--- the cursors are released and the next query works
+-- statement_timeout and cancellation stop a long scan (many finds here:
+-- an ARRAY subquery runs once per row in every version, where PostgreSQL 17
+-- turns a correlated IN into a join); the cursors are released and the next
+-- query works
 SET statement_timeout = '200ms';
-SELECT count(*) FROM numbers a WHERE a.v IN (SELECT b.v FROM numbers b WHERE b.label <> a.label);
+SELECT count(*) FROM numbers a
+  WHERE a.v = ANY (ARRAY(SELECT b.v FROM numbers b WHERE b.label <> a.label));
 RESET statement_timeout;
 SELECT count(*) FROM numbers WHERE v = 2;

@@ -10,7 +10,7 @@
 SHOW idxtable.index_consistency;
 SHOW idxtable.sync_wait_timeout;
 SET idxtable.index_consistency = sometimes;
-SET idxtable.sync_wait_timeout = -1;
+SELECT show_error('SET idxtable.sync_wait_timeout = -1');
 SET idxtable.sync_wait_timeout = '2s';
 SHOW idxtable.sync_wait_timeout;
 SET idxtable.index_consistency = 'any';
