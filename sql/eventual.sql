@@ -80,9 +80,9 @@ RESET idxtable.enable_plain_scan;
 
 -- EXPLAIN shows the mode and no index table maintained by the write
 EXPLAIN (COSTS OFF) UPDATE ev SET n = 5 WHERE _id = '3';
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   UPDATE ev SET town = 'Oslo', n = 5 WHERE _id = '3';
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   INSERT INTO ev VALUES ('5', 'Eve', 'Oslo', '{e}', 5), ('6', 'Finn', NULL, NULL, 6);
 
 -- each write is final when made, as in mode 'ordered': a statement that
@@ -102,7 +102,7 @@ SELECT _id FROM ev ORDER BY _id;
 -- UPDATE and DELETE go in batches (one find of the facts for the undo, one
 -- bulk write); a batch that fails undoes the batches written before it
 ALTER FOREIGN TABLE ev OPTIONS (ADD batch_size '2');
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   UPDATE ev SET n = n + 1;
 \! /usr/bin/python3 test/fixtures/failpoint.py update 2 --skip 1
 UPDATE ev SET n = n + 1000, town = 'Bern';
@@ -112,7 +112,7 @@ DELETE FROM ev WHERE n < 100;
 \! /usr/bin/python3 test/fixtures/failpoint.py off
 \! /usr/bin/python3 test/fixtures/documents.py show ev
 -- a batch of one row is one findAndModify
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   DELETE FROM ev WHERE _id = '5';
 DELETE FROM ev WHERE n > 5;
 SELECT _id, n FROM ev ORDER BY _id;

@@ -12,10 +12,10 @@ SELECT * FROM numbers WHERE id IN (1, 2, 3000, 4000) ORDER BY id;
 -- the planner knows an _id lookup returns few rows
 EXPLAIN (COSTS OFF) SELECT * FROM numbers a JOIN numbers b ON a.v = b.id WHERE a.id = 7;
 -- one round trip for a lookup, several for a scan in batches
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM numbers WHERE id = 42;
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM numbers WHERE id = 42;
 ALTER FOREIGN TABLE numbers OPTIONS (ADD fetch_size '1000');
 SET idxtable.enable_aggregate_pushdown = off;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM numbers;
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM numbers;
 RESET idxtable.enable_aggregate_pushdown;
 -- ObjectId keys read as 24 hex digits and are found by them
 SELECT * FROM objids ORDER BY id;

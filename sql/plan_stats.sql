@@ -25,7 +25,7 @@ EXPLAIN SELECT * FROM ps_people;
 SELECT count(*) FROM ps_people;
 EXPLAIN SELECT * FROM ps_people;
 -- the count is not one of the scan's round trips
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM ps_empty;
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM ps_empty;
 -- an empty collection's count is not taken: it may have been filled since
 EXPLAIN SELECT * FROM ps_empty;
 

@@ -241,7 +241,7 @@ RESET idxtable.enable_aggregate_pushdown;
 RESET enable_sort;
 DROP FOREIGN TABLE agg_bad2;
 -- EXPLAIN ANALYZE counts the groups returned
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT town, count(*) FROM agg_t GROUP BY town;
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT town, count(*) FROM agg_t GROUP BY town;
 DROP FOREIGN TABLE agg_t_wide;
 DROP TABLE agg_people_local;
 DROP FOREIGN TABLE agg_people;

@@ -29,7 +29,7 @@ ANALYZE ag;
 -- with index_consistency current (the default) the count waits for the
 -- applier as a routed scan does, then counts index keys: one round trip
 EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM ag WHERE town = 'Town3';
-EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT count(*) FROM ag WHERE town = 'Town3';
 -- the wait shows with TIMING (its time varies): not with 'any'
 CREATE FUNCTION explain_has(query text, pattern text) RETURNS boolean
@@ -37,7 +37,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   line text;
 BEGIN
-  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, SUMMARY OFF) ' || query LOOP
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, SUMMARY OFF) ' || query LOOP
     IF line LIKE pattern THEN
       RETURN true;
     END IF;
@@ -95,7 +95,7 @@ EXPLAIN (VERBOSE, COSTS OFF)
 -- plain reads of the facts are made to look expensive, as for routed scans
 SET idxtable.enable_plain_scan = off;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT town, count(*) FROM ag GROUP BY town;
-EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT n, count(*), 'x' FROM ag WHERE town = 'Town0' GROUP BY n;
 CREATE TEMP TABLE groups_on AS
   SELECT 1 AS q, town AS k, count(*) AS n FROM ag GROUP BY town
@@ -120,7 +120,7 @@ SELECT town, count(*) FROM ag GROUP BY town ORDER BY town;
 -- min() and max() of a key: a find sorted on the key, limit 1, each (NULL
 -- keys left out); three round trips with a count, which a small set of
 -- entries read locally beats
-EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT min(code), max(code) FROM ag;
 RESET idxtable.enable_plain_scan;
 EXPLAIN (COSTS OFF) SELECT min(n), max(n), count(*), 'x' FROM ag WHERE town = 'Town3';
@@ -158,7 +158,7 @@ SELECT 'x' AS c, count(*), 42 AS answer, count(*) AS again FROM ag WHERE code >=
 EXPLAIN (VERBOSE, COSTS OFF)
   SELECT 'x' AS c, count(*), 42 AS answer FROM ag WHERE code >= 1990;
 -- a condition that can match nothing sends no command
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT count(*) FROM ag WHERE town = ANY ('{}'::text[]);
 -- parameters of a generic plan, NULL included
 SET plan_cache_mode = force_generic_plan;
@@ -217,7 +217,7 @@ ALTER FOREIGN TABLE ag OPTIONS (DROP consistency);
 -- with $count, and sees the transaction's own writes
 BEGIN;
 INSERT INTO ag (id, town, n, code) VALUES (5001, 'Town3', 7, 5001);
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT count(*) FROM ag WHERE town = 'Town3';
 SELECT count(*) FROM ag WHERE town = 'Town3';
 SELECT count(*) FROM ag WHERE code = 5001;

@@ -19,25 +19,25 @@ SELECT idxtable.create_index('lim', '{grp,n}', name => 'lim_grp_n');
 SELECT idxtable.create_index('lim', '{n}', '{grp}', name => 'lim_n_grp');
 ANALYZE lim;
 -- ordered key-only scan after an equality prefix: 10 entries, 10 facts
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM lim WHERE grp = 1 ORDER BY n LIMIT 10;
 -- without the pushdown: a whole batch (fetch_batch_size, 500) of each
 SET idxtable.enable_order_pushdown = off;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM lim WHERE grp = 1 ORDER BY n LIMIT 10;
 RESET idxtable.enable_order_pushdown;
 -- the whole index in order, key-only and covering; OFFSET rows count too
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM lim ORDER BY n LIMIT 10;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT n, grp FROM lim ORDER BY n LIMIT 5 OFFSET 10;
 -- another pushed clause filters facts: the first batch allows for its
 -- selectivity (one fact in 1500 fails it here)
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM lim WHERE grp = 1 AND note <> 'note 3' ORDER BY n LIMIT 10;
 -- one that filters more than estimated: the batches double (11, 22, 44)
 -- until the rows are there
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM lim WHERE grp = 1 AND id > 100 ORDER BY n LIMIT 10;
 -- no first batch where the LIMIT is not the scan's: a Sort on another
 -- column, or a join

@@ -25,7 +25,7 @@ SELECT name, entries, distinct_keys FROM idxtable.index_defs
 -- composite key: equality on both keys, a lookup and one fetch
 EXPLAIN (VERBOSE, COSTS OFF)
   SELECT * FROM customers WHERE town = 'Town06' AND last_name = 'Name045';
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM customers WHERE town = 'Town06' AND last_name = 'Name045';
 -- prefix, IN list, and a range on the next key (only under COLLATE "C")
 EXPLAIN (COSTS OFF) SELECT * FROM customers WHERE town = 'Town07';
@@ -33,10 +33,10 @@ EXPLAIN (COSTS OFF) SELECT * FROM customers WHERE town IN ('Town07', 'Town08');
 EXPLAIN (COSTS OFF)
   SELECT * FROM customers WHERE town = 'Town07' AND last_name COLLATE "C" < 'Name010';
 -- expression key: lower(email) on a unique index
-EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT customer_id FROM customers WHERE lower(email) = 'ken.name0751234@example.com';
 -- covering: keys and included columns answer without fetching facts
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT first_name, town FROM customers WHERE last_name = 'Name042';
 -- the same index is key-only when the query needs more columns
 EXPLAIN (COSTS OFF) SELECT email FROM customers WHERE last_name = 'Name042';
@@ -51,7 +51,7 @@ CREATE TABLE orders AS
   SELECT customer_id * 10 AS order_id, lower(email) AS email FROM customers
   WHERE customer_id IN (7, 70, 700);
 ANALYZE orders;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT o.order_id, c.customer_id FROM orders o
   JOIN customers c ON lower(c.email) = o.email;
 -- rows in key order: ORDER BY a key after an equality prefix needs no Sort,
@@ -60,9 +60,9 @@ SELECT idxtable.create_index('customers', '{town,customer_id}', name => 'custome
 SELECT idxtable.create_index('customers', '{customer_id}', '{town}', name => 'customers_id_town');
 -- (with plain scans off: MongoDB's _id index would serve these as well)
 SET idxtable.enable_plain_scan = off;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT * FROM customers WHERE town = 'Town07' ORDER BY customer_id LIMIT 4;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT customer_id, town FROM customers ORDER BY customer_id LIMIT 3;
 RESET idxtable.enable_plain_scan;
 CREATE FUNCTION same_order(query text) RETURNS text LANGUAGE plpgsql AS $$

@@ -74,14 +74,14 @@ EXPLAIN (COSTS OFF) SELECT id FROM sync_people WHERE town = 'Town3';
 SELECT count(*) FROM sync_people WHERE town = 'Town3';
 EXPLAIN (COSTS OFF) SELECT id, town FROM sync_people WHERE lower(email) = 'p42@example.com';
 SELECT id, town FROM sync_people WHERE lower(email) = 'p42@example.com';
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT id FROM sync_people WHERE town = 'Town3';
 CREATE FUNCTION sync_explain(query text) RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
   line text;
 BEGIN
-  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, SUMMARY OFF) ' || query LOOP
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, SUMMARY OFF) ' || query LOOP
     RETURN NEXT regexp_replace(line, '[0-9]+(\.[0-9]+)?', 'N', 'g');
   END LOOP;
 END $$;

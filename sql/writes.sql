@@ -80,7 +80,7 @@ SELECT count(*) FROM acct WHERE _id = '7';
 
 -- EXPLAIN names the maintained index tables and the consistency mode
 EXPLAIN (COSTS OFF) UPDATE acct SET n = 1 WHERE _id = '1';
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   UPDATE acct SET town = 'Bergen' WHERE _id = '1';
 
 -- UPDATE and DELETE go in batches (transaction mode): the facts read by
@@ -91,7 +91,7 @@ UPDATE acct SET town = 'Tmp2' FROM (VALUES ('t1'), ('t1'), ('t2')) AS v(id) WHER
 SELECT _id, town FROM acct WHERE town = 'Tmp2' ORDER BY _id;
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   DELETE FROM acct USING (VALUES ('t1'), ('t2'), ('t1')) AS v(id) WHERE acct._id = v.id;
 RESET enable_hashjoin;
 RESET enable_mergejoin;
@@ -124,13 +124,13 @@ BEGIN
 END $$;
 CREATE TRIGGER acct_ex_update AFTER UPDATE ON acct
   FOR EACH STATEMENT EXECUTE FUNCTION acct_ex_count();
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   INSERT INTO acct SELECT 'e' || g, 'ex' || g, 'ExA', '{e}', g
   FROM generate_series(1, 5) g;
 SELECT count(*) FROM acct WHERE town = 'ExA';
 SET enable_nestloop = off;
 SET enable_mergejoin = off;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   UPDATE acct SET town = 'ExB' FROM generate_series(1, 4) g
   WHERE acct._id = 'e' || g AND acct.town = 'ExA';
 RESET enable_nestloop;
@@ -146,13 +146,13 @@ BEGIN
 END $$;
 DROP TRIGGER acct_ex_update ON acct;
 DROP FUNCTION acct_ex_count();
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   DELETE FROM acct WHERE town = 'ExA';
 SELECT count(*) FROM acct WHERE town = 'ExA' OR _id LIKE 'e_';
 
 -- batched INSERT ... SELECT and COPY
 ALTER FOREIGN TABLE acct OPTIONS (ADD batch_size '4');
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   INSERT INTO acct SELECT 'b' || g, 'user' || g, 'Town' || (g % 3), ARRAY['t' || (g % 2)], g
   FROM generate_series(1, 10) g;
 COPY acct FROM stdin;
@@ -193,7 +193,7 @@ SELECT _id, name FROM acct WHERE lower(name) IN ('ghost', 'young') ORDER BY _id;
 \! /usr/bin/python3 test/fixtures/documents.py entry idxtable.acct.acct_town Stale 11
 ALTER FOREIGN TABLE acct OPTIONS (ADD fetch_batch_size '1');
 SET idxtable.enable_plain_scan = off;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT _id FROM acct WHERE town IN ('Oslo', 'Stale') AND n = 11;
 SELECT _id, town FROM acct WHERE town IN ('Oslo', 'Stale') AND n = 11;
 SELECT _id, town FROM acct WHERE town = 'Stale';
