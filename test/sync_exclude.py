@@ -53,6 +53,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fix
 from results import Results  # noqa: E402  (test/fixtures)
 import mongo_client  # noqa: E402
 import pg_fixture  # noqa: E402  (test/fixtures)
+from routed_reads import wait_for  # noqa: E402
 
 DATABASE = "idxtable_sync_exclude"
 INDEXES = ["sx_email", "sx_town"]
@@ -91,16 +92,6 @@ def status(conn):
 def armed(conn):
     st = status(conn)
     return len(st) == len(INDEXES) and all(v[0] for v in st.values())
-
-
-def wait_for(predicate, seconds):
-    """True once predicate() holds, within seconds (polled every 0.1 s)."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 def events_applied(conn):
