@@ -5,9 +5,11 @@ Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--u
                             [--log FILE] [--txn-lifetime SECONDS] [--txn-size-limit BYTES]
                             [--dbpath DIR] [--change-history N] [--periodic-noop-secs S] [--bulk-write]
                             [--server-version 6.0|7.0|8.0] [--members N] [--majority-lag-ms MS]
-                            [--secondary-lag-ms MS] [--election-timeout-ms MS]
+                            [--secondary-lag-ms MS] [--election-timeout-ms MS] [--shards N [--routers R]]
 With --members N the server is a replica set of N members, one per port (PORT, PORT+1, ...; with --port 0
 free ones, written to --port-file one a line). With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
+With --shards N the server is a sharded cluster of N shards and R mongos routers (default 1), one port per
+router (PORT, PORT+1, ...; --port-file lists them), see idxmongo/cluster.py.
 With --dbpath every change is journaled in DIR before it is acknowledged, and replayed at the next start.
 The implementation lives in the idxmongo package next to this script.
 """
@@ -65,7 +67,16 @@ def parse_args(argv):
     parser.add_argument("--election-timeout-ms", type=float, default=10000.0,
                         help="without a primary, an election after this many ms (mongod's "
                              "electionTimeoutMillis, 10000)")
+    parser.add_argument("--shards", type=int, default=0,
+                        help="a sharded cluster of this many shards (each its own clock, history and data) "
+                             "behind --routers mongos routers, one port each (default: no cluster)")
+    parser.add_argument("--routers", type=int, default=1, help="mongos routers of the cluster (default 1)")
     args = parser.parse_args(argv)
+    if args.shards and (args.members > 1 or args.dbpath or args.bulk_write or args.majority_lag_ms
+                        or args.secondary_lag_ms):
+        parser.error("--shards does not combine with --members, --dbpath, --bulk-write or replication lags")
+    if args.shards and args.routers < 1:
+        parser.error("--routers must be at least 1")
     if args.members < 1:
         parser.error("--members must be at least 1")
     if bool(args.user) != bool(args.password):
@@ -81,6 +92,8 @@ def main(argv=None):
     # collect the youngest generation less often, or a bulk load spends a third of its time in the
     # collector (README, "Change streams": the cost of recording changes).
     gc.set_threshold(10000, 10, 10)
+    if args.shards:
+        return serve_cluster(args)
     try:
         server = Server(args.host, args.port, args.user, args.password, args.txn_lifetime, args.dbpath,
                         args.change_history if args.change_history > 0 else None, args.bulk_write,
@@ -96,6 +109,24 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.stop())
     server.serve_forever()
+    return 0
+
+
+def serve_cluster(args):
+    """A sharded cluster (idxmongo/cluster.py) until a termination signal."""
+    from idxmongo.cluster import Cluster
+    cluster = Cluster(args.host, args.port, args.user, args.password, args.shards, args.routers,
+                      args.server_version, args.txn_lifetime,
+                      args.change_history if args.change_history > 0 else None)
+    for shard in cluster.shards:
+        shard.txn_size_limit = args.txn_size_limit or None
+    cluster.set_noop_interval(max(0.1, args.periodic_noop_secs))
+    cluster.listen()
+    if args.port_file:
+        write_port_file(args.port_file, cluster.ports())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: cluster.stop())
+    cluster.serve_forever()
     return 0
 
 

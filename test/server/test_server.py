@@ -39,6 +39,7 @@ from bson.timestamp import Timestamp
 from pymongo.errors import (AutoReconnect, BulkWriteError, DuplicateKeyError, OperationFailure, WriteConcernError,
                             WriteError)
 
+import test_cluster
 import test_replset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -4789,6 +4790,7 @@ def test_bulk_write_retry_after_lost_reply(env):
 
 # the replica set's tests (majority commit point, secondaries, failover, rollback) live in their own file
 TESTS.extend(test_replset.TESTS)
+TESTS.extend(test_cluster.TESTS)
 
 
 def main():

@@ -168,7 +168,11 @@ def required(db, name, cmd):
         return required(db, inner_name, inner) or []
     cluster = {"serverStatus": {"serverStatus"}, "getParameter": {"getParameter"},
                "killAllSessions": {"killAnySession"}, "configureFailPoint": {"configureFailPoint"},
-               "recentCommands": {"inprog"}, "commandCpu": {"inprog"}, "replSetGetStatus": {"replSetGetStatus"},
+               "recentCommands": {"inprog"}, "commandCpu": {"inprog"}, "clusterShardStats": {"inprog"},
+               "appendOplogNote": {"appendOplogNote"}, "runOnShard": {"configureFailPoint"},
+               "setShardClock": {"configureFailPoint"},
+               "replSetGetStatus": {"replSetGetStatus"}, "listShards": {"listShards"},
+               "split": {"splitChunk"}, "moveChunk": {"moveChunk"},
                "replSetStepDown": {"replSetStateChange"}, "replSetStepUp": {"replSetStateChange"},
                "replSetFreeze": {"replSetStateChange"}, "setReplicationLag": {"configureFailPoint"}}
     if name in cluster:

@@ -535,6 +535,20 @@ def cmd_logout(ctx):
     return {"ok": 1.0}
 
 
+def cmd_append_oplog_note(ctx):
+    """appendOplogNote (admin): a no-op oplog entry at a new cluster time, which no change stream returns
+    but which moves every stream's postBatchResumeToken past it (db/commands/oplog_note.cpp); the reply's
+    operationTime is its time."""
+    _admin_only(ctx, "appendOplogNote")
+    if not isinstance(ctx.cmd.get("data"), dict):
+        raise MongoError(2, "appendOplogNote requires a 'data' field that is an object")
+    ctx.note_write()
+    entry = changestream.noop_entry()
+    entry.stamp(ctx.conn.op_time, wall_now())
+    ctx.events.append(entry)
+    return {"ok": 1.0}
+
+
 def cmd_configure_fail_point(ctx):
     """configureFailPoint (failCommand and onPrimaryTransactionalWrite)."""
     if ctx.db != "admin":
@@ -582,6 +596,7 @@ COMMANDS = {
     "logout": cmd_logout,
     "configureFailPoint": cmd_configure_fail_point,
     "getLastError": cmd_get_last_error,
+    "appendOplogNote": cmd_append_oplog_note,
     "getlasterror": cmd_get_last_error,
     "whatsmyuri": cmd_whats_my_uri,
     "replSetGetStatus": cmd_repl_set_get_status,

@@ -1,0 +1,337 @@
+"""A router's own commands: hello, ping, buildInfo, serverStatus, failpoints, cursors (getMore and
+killCursors), sessions, and the sharding commands mongos runs with its config server: enableSharding,
+shardCollection, split, moveChunk, listShards, and reads of the `config` database (shards, databases,
+collections, chunks), which mongos sends to the config server.
+
+A migration (moveChunk) copies the chunk's documents to the new owner and deletes them from the old one
+with neither writing a change-stream event, as mongod marks migrations' oplog entries `fromMigrate` and
+change streams hide them; both shards' store locks are held meanwhile, so no write or read sees a
+document twice or nowhere.
+"""
+
+import datetime
+
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+from bson.timestamp import Timestamp
+
+from . import cmd_admin
+from .bsonkeys import sort_key
+from .errors import MongoError
+from .matcher import compile_filter
+from .routing import path_value
+
+
+def _admin_only(db, name):
+    """Unauthorized (13) outside admin, as mongos answers."""
+    if db != "admin":
+        raise MongoError(13, "%s may only be run against the admin database." % name)
+
+
+def cmd_hello(router, conn, db, cmd):
+    """hello / isMaster."""
+    return router.hello(conn, cmd)
+
+
+def cmd_ping(router, conn, db, cmd):
+    """ping: answered by the router alone, with its own clock (strategy.cpp)."""
+    return {"ok": 1.0}
+
+
+def cmd_build_info(router, conn, db, cmd):
+    """buildInfo of the cluster's version."""
+    major, minor = router.cluster.primary.version
+    return {"version": cmd_admin.version_string(router.cluster.primary), "gitVersion": "idxmongo-test-server",
+            "versionArray": [major, minor, 0, 0], "bits": 64, "debug": False, "maxBsonObjectSize": 16777216,
+            "ok": 1.0}
+
+
+def cmd_whats_my_uri(router, conn, db, cmd):
+    """whatsmyuri."""
+    return {"you": "%s:%d" % conn.peer[:2], "ok": 1.0}
+
+
+def cmd_server_status(router, conn, db, cmd):
+    """serverStatus (router.py)."""
+    return router.server_status()
+
+
+def cmd_configure_fail_point(router, conn, db, cmd):
+    """configureFailPoint: the router's own failCommand."""
+    _admin_only(db, "configureFailPoint")
+    return router.failpoints.configure(cmd)
+
+
+def cmd_get_last_error(router, conn, db, cmd):
+    """getLastError: nothing to report."""
+    return {"err": None, "n": 0, "connectionId": conn.id, "ok": 1.0}
+
+
+def cmd_end_sessions(router, conn, db, cmd):
+    """endSessions: sent on to every shard (their transactions of those sessions end)."""
+    for index in range(len(router.cluster.shards)):
+        router.send(conn, index, db, cmd)
+    return {"ok": 1.0}
+
+
+def cmd_append_oplog_note(router, conn, db, cmd):
+    """appendOplogNote: a no-op on every shard (s/commands/cluster_append_oplog_note_cmd.cpp), each at
+    a time after the router's clock; the reply's operationTime is the latest of them."""
+    _admin_only(db, "appendOplogNote")
+    raw = {}
+    for index, shard in enumerate(router.cluster.shards):
+        reply = router.send(conn, index, db, cmd)
+        if reply.get("ok") != 1.0:
+            return router.strip(reply)
+        raw[shard.shard_name] = router.strip(reply)
+    return {"raw": raw, "ok": 1.0}
+
+
+def cmd_get_more(router, conn, db, cmd):
+    """getMore of a router cursor: each kind of cursor serves its own."""
+    cursor_id = cmd.get("getMore")
+    if isinstance(cursor_id, bool) or not isinstance(cursor_id, int):
+        raise MongoError(14, "getMore cursor id must be a 64-bit integer")
+    cursor = router.lookup(cursor_id)
+    ns = "%s.%s" % (db, cmd.get("collection"))
+    if cursor.ns is not None and cursor.ns != ns:
+        raise MongoError(43, "cursor id %d not found" % cursor_id)
+    if hasattr(cursor, "get_more"):
+        return cursor.get_more(router, conn, db, cmd)
+    sent = dict(cmd)
+    sent["getMore"] = Int64(cursor.shard_id)
+    reply = router.strip(router.send(conn, cursor.shard, db, sent))
+    got = reply.get("cursor")
+    if reply.get("ok") != 1.0 or not isinstance(got, dict) or not got.get("id"):
+        router.forget(cursor_id)
+    if isinstance(got, dict):
+        got = dict(got)
+        got["id"] = Int64(cursor_id if got.get("id") else 0)
+        reply["cursor"] = got
+    return reply
+
+
+def cmd_kill_cursors(router, conn, db, cmd):
+    """killCursors of router cursors (and of the shards' cursors behind them)."""
+    killed, missing = [], []
+    for cursor_id in cmd.get("cursors") or []:
+        cursor = router.forget(cursor_id)
+        if cursor is None:
+            missing.append(Int64(cursor_id))
+            continue
+        killed.append(Int64(cursor_id))
+        if hasattr(cursor, "close"):
+            cursor.close(router, conn)
+        else:
+            router.send(conn, cursor.shard, db, {"killCursors": cmd["killCursors"],
+                                                   "cursors": [Int64(cursor.shard_id)]})
+    return {"cursorsKilled": killed, "cursorsNotFound": missing, "cursorsAlive": [], "cursorsUnknown": [],
+            "ok": 1.0}
+
+
+def cmd_enable_sharding(router, conn, db, cmd):
+    """enableSharding: accepted (6.0 no longer needs it)."""
+    _admin_only(db, "enableSharding")
+    return {"ok": 1.0}
+
+
+def cmd_shard_collection(router, conn, db, cmd):
+    """shardCollection: a routing entry, the collection (and its shard key index) on every shard, each
+    shard told the key so it applies mongod's rules for shard key changes (sharding.py)."""
+    _admin_only(db, "shardCollection")
+    ns = cmd.get("shardCollection")
+    if not isinstance(ns, str) or "." not in ns:
+        raise MongoError(73, "Invalid namespace specified '%s'" % (ns,))
+    target_db, name = ns.split(".", 1)
+    if target_db in ("admin", "config", "local"):
+        raise MongoError(20, "can't shard %s collections" % target_db)
+    routing = router.cluster.routing
+    existing = routing.get(target_db, name)
+    if existing is not None:
+        if list(existing.key.items()) != list(dict(cmd.get("key") or {}).items()):
+            raise MongoError(23, "sharding already enabled for collection %s with options %s"
+                             % (ns, {"key": existing.key}))
+        return {"collectionsharded": ns, "ok": 1.0}
+    primary_count = router.send(conn, 0, target_db, {"count": name})
+    if primary_count.get("ok") == 1.0 and primary_count.get("n"):
+        if isinstance(dict(cmd.get("key") or {}).get(next(iter(cmd.get("key") or {"": 0}))), str):
+            raise MongoError(72, "Cannot shard a non-empty collection on a hashed key with this test server")
+    entry = routing.add(ns, cmd.get("key"), cmd.get("unique"))
+    index_name = "_".join("%s_%s" % (f, entry.key[f]) for f in entry.fields)
+    for index in range(len(router.cluster.shards)):
+        router.send(conn, index, target_db, {"create": name}) if index else None
+        reply = router.send(conn, index, "admin", {"shardCollection": ns, "key": entry.key,
+                                                      "unique": entry.unique})
+        if reply.get("ok") != 1.0:
+            routing.forget(target_db, name)
+            return router.strip(reply)
+        if entry.fields != ["_id"]:
+            router.send(conn, index, target_db, {"createIndexes": name, "indexes": [
+                {"key": entry.key, "name": index_name, "unique": entry.unique and entry.hashed_field is None}]})
+    return {"collectionsharded": ns, "collectionUUID": entry.uuid, "ok": 1.0}
+
+
+def _entry(router, cmd, name):
+    """The routing entry a split or moveChunk names; NamespaceNotSharded (118) when none."""
+    ns = cmd.get(name)
+    target_db, _, coll = ns.partition(".") if isinstance(ns, str) else ("", "", "")
+    entry = router.cluster.routing.get(target_db, coll)
+    if entry is None:
+        raise MongoError(118, "%s is not sharded" % (ns,))
+    return entry
+
+
+def _key_point(entry, doc, what):
+    """The full shard key value a `middle`/`find` document names (hashed field given as its hash for
+    middle, as its value for find)."""
+    if not isinstance(doc, dict):
+        raise MongoError(2, "%s must be a document" % what)
+    return doc
+
+
+def cmd_split(router, conn, db, cmd):
+    """split at `middle` (a full shard key value; a hashed field given by its hash)."""
+    _admin_only(db, "split")
+    entry = _entry(router, cmd, "split")
+    middle = _key_point(entry, cmd.get("middle"), "middle")
+    values = [path_value(middle, f) for f in entry.fields]
+    if any(v is None for v in values) or len(values) != len(entry.fields):
+        raise MongoError(2, "split: middle must hold every shard key field")
+    with router.cluster.routing.lock:
+        entry.split(values)
+    return {"ok": 1.0}
+
+
+def cmd_move_chunk(router, conn, db, cmd):
+    """moveChunk: the chunk holding `find` (a document, its hashed field unhashed) or starting at
+    `bounds`[0] goes to shard `to`, its documents with it."""
+    _admin_only(db, "moveChunk")
+    entry = _entry(router, cmd, "moveChunk")
+    names = [s.shard_name for s in router.cluster.shards]
+    target = cmd.get("to")
+    if target not in names:
+        raise MongoError(70, "Shard %s not found" % (target,))
+    if isinstance(cmd.get("bounds"), list) and cmd["bounds"]:
+        point = entry.point([path_value(cmd["bounds"][0], f) for f in entry.fields])
+    elif isinstance(cmd.get("find"), dict):
+        point = entry.point(entry.key_values(cmd["find"]))
+    else:
+        raise MongoError(2, "moveChunk needs find or bounds")
+    with router.cluster.routing.lock:
+        chunk = entry.chunk_of(point)
+        move_chunk(router.cluster, entry, chunk, names.index(target))
+    return {"millis": 0, "ok": 1.0}
+
+
+def move_chunk(cluster, entry, chunk, to):
+    """Move a chunk's documents from its owner to shard `to` (no change events), then give it to `to`."""
+    if chunk.shard == to:
+        return
+    source, dest = cluster.shards[chunk.shard], cluster.shards[to]
+    first, second = sorted([source, dest], key=lambda s: s.shard_index)
+    target_db, name = entry.ns.split(".", 1)
+    with first.lock, second.lock:
+        coll = source.store.get(target_db, name)
+        if coll is not None:
+            into, _ = dest.store.ensure(target_db, name)
+            for spec in coll.indexes.values() if isinstance(coll.indexes, dict) else []:
+                if spec.spec.get("name") not in into.indexes:
+                    into.add_index(dict(spec.spec))
+            for idk, doc in list(coll.docs.items()):
+                if entry.chunk_of(entry.point(entry.key_values(doc))) is chunk:
+                    into.insert(doc)
+                    coll.delete(idk)
+        chunk.shard = to
+        entry.epoch = ObjectId()
+
+
+def cmd_list_shards(router, conn, db, cmd):
+    """listShards."""
+    _admin_only(db, "listShards")
+    return {"shards": _shard_docs(router), "ok": 1.0}
+
+
+def _shard_docs(router):
+    """config.shards."""
+    return [{"_id": s.shard_name, "host": "%s/%s:%d" % (s.shard_name, router.host, 27018 + s.shard_index),
+             "state": 1} for s in router.cluster.shards]
+
+
+def _config_docs(router, coll):
+    """The documents of a config collection, as the config server has them."""
+    routing = router.cluster.routing
+    names = [s.shard_name for s in router.cluster.shards]
+    with routing.lock:
+        entries = list(routing.collections.values())
+        if coll == "shards":
+            return _shard_docs(router)
+        if coll == "collections":
+            return [e.config_doc() for e in entries]
+        if coll == "chunks":
+            return [doc for e in entries for doc in e.chunk_docs(names)]
+        if coll == "databases":
+            dbs = {e.ns.split(".", 1)[0] for e in entries}
+            return [{"_id": d, "primary": names[0], "partitioned": True} for d in sorted(dbs)]
+    return []
+
+
+def config_find(router, conn, cmd):
+    """find on the config database: its documents filtered, all in the first batch."""
+    docs = _config_docs(router, cmd.get("find"))
+    filt = cmd.get("filter") or {}
+    match = compile_filter(filt)
+    docs = [d for d in docs if match(d)]
+    limit = cmd.get("limit") or 0
+    if limit:
+        docs = docs[:int(limit)]
+    return {"cursor": {"firstBatch": docs, "id": Int64(0), "ns": "config.%s" % cmd.get("find")}, "ok": 1.0}
+
+
+def cmd_cluster_shard_stats(router, conn, db, cmd):
+    """A test-server command: per shard, its examined counters and operations (serverStatus's `shards`)."""
+    return {"shards": router.server_status()["shards"], "ok": 1.0}
+
+
+def _shard_index(router, name):
+    """The index of a shard named in a test command; ShardNotFound (70) otherwise."""
+    names = [s.shard_name for s in router.cluster.shards]
+    if name not in names:
+        raise MongoError(70, "Shard %s not found" % (name,))
+    return names.index(name)
+
+
+def cmd_run_on_shard(router, conn, db, cmd):
+    """A test-server command: `{runOnShard: "<shard>", command: {...}, db: "<db>"}` (admin by default) runs
+    the command on that shard alone, as a client connected to the shard's primary would (a failCommand
+    there, a read of its own data); the reply is the shard's."""
+    _admin_only(db, "runOnShard")
+    index = _shard_index(router, cmd.get("runOnShard"))
+    inner = cmd.get("command")
+    if not isinstance(inner, dict) or not inner:
+        raise MongoError(2, "runOnShard needs a command document")
+    return router.strip(router.send(conn, index, cmd.get("db") or "admin", dict(inner)))
+
+
+def cmd_set_shard_clock(router, conn, db, cmd):
+    """A test-server command: `{setShardClock: "<shard>", time: Timestamp}` moves that shard's cluster
+    clock to the time (never back), so the shard's next write takes the next increment: tests make two
+    shards write at the same cluster time, as independent clocks do."""
+    _admin_only(db, "setShardClock")
+    index = _shard_index(router, cmd.get("setShardClock"))
+    at = cmd.get("time")
+    if not isinstance(at, Timestamp):
+        raise MongoError(14, "setShardClock needs a timestamp")
+    router.cluster.shards[index].clock.advance({"clusterTime": at})
+    return {"ok": 1.0}
+
+
+COMMANDS = {
+    "hello": cmd_hello, "isMaster": cmd_hello, "ismaster": cmd_hello, "ping": cmd_ping,
+    "buildInfo": cmd_build_info, "buildinfo": cmd_build_info, "whatsmyuri": cmd_whats_my_uri,
+    "serverStatus": cmd_server_status, "configureFailPoint": cmd_configure_fail_point,
+    "getLastError": cmd_get_last_error, "getlasterror": cmd_get_last_error, "endSessions": cmd_end_sessions,
+    "getMore": cmd_get_more, "killCursors": cmd_kill_cursors, "enableSharding": cmd_enable_sharding,
+    "shardCollection": cmd_shard_collection, "split": cmd_split, "moveChunk": cmd_move_chunk,
+    "listShards": cmd_list_shards, "appendOplogNote": cmd_append_oplog_note,
+    "runOnShard": cmd_run_on_shard, "setShardClock": cmd_set_shard_clock, "clusterShardStats": cmd_cluster_shard_stats,
+}

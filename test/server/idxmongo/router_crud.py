@@ -1,0 +1,438 @@
+"""Commands a router sends to shards: unsharded collections go to the primary shard unchanged (cursors
+handed out under router ids); sharded collections to the shards the routing table targets, their
+replies merged as mongos merges them (s/commands/cluster_*_cmd.cpp, s/write_ops/batch_write_exec.cpp):
+
+- insert: each document to the shard owning its key, in runs per shard (an ordered batch stops at the
+  first error); write errors keep their index in the client's batch;
+- update and delete: a statement with the full shard key (or `_id` for one document) to its shard, others
+  to every targeted shard (a one-document statement to each in turn until one matches); an update that
+  moves a document to another shard's chunk becomes a delete and an insert in one transaction, committed
+  on the two shards in either order (router_txn.move_document), as mongos's
+  document_shard_key_update_util.cpp does;
+- find: every targeted shard runs the filter (with limit + skip, without skip), the router sorts, skips,
+  limits and projects; count and distinct merge the shards' answers; aggregate runs the leading `$match`
+  stages on the shards and the rest of the pipeline on the router.
+
+The router reads every targeted shard's results before its first batch (mongos streams them); so a
+client that stops reading early still had every targeted shard examine what the filter matched.
+"""
+
+import copy
+
+from bson.int64 import Int64
+
+from . import router_admin
+from .bsonkeys import sort_documents, sort_key
+from .errors import MongoError
+from .mockops import apply_update, is_operator_update, project, run_stages
+from .routing import MISSING, path_value
+
+DRAIN_BATCH = 1000000
+SHARDED_DDL = {"createIndexes", "dropIndexes", "collMod"}
+NAMESPACE_COMMANDS = {"find", "aggregate", "count", "distinct", "insert", "update", "delete", "findAndModify",
+                      "createIndexes", "dropIndexes", "collMod", "drop", "collStats", "listIndexes", "create",
+                      "explain", "dataSize", "validate"}
+
+
+class MergedCursor:
+    """Documents the router merged, served batch by batch."""
+
+    def __init__(self, ns, docs):
+        self.ns = ns
+        self.docs = docs
+        self.pos = 0
+
+    def batch(self, size):
+        """The next documents (`size` None: 101)."""
+        size = 101 if size is None else size
+        out = self.docs[self.pos:self.pos + size] if size else self.docs[self.pos:]
+        self.pos += len(out)
+        return out
+
+    def get_more(self, router, conn, db, cmd):
+        """getMore: the next batch; id 0 once exhausted."""
+        batch = self.batch(int(cmd.get("batchSize") or 0))
+        cursor_id = self.id
+        if self.pos >= len(self.docs):
+            router.forget(self.id)
+            cursor_id = 0
+        return {"cursor": {"nextBatch": batch, "id": Int64(cursor_id), "ns": self.ns}, "ok": 1.0}
+
+    def close(self, router, conn):
+        """Nothing held on shards."""
+
+
+def _first_reply(router, ns, docs, batch_size, single=False):
+    """The first batch of merged documents (a router cursor if more remain)."""
+    cursor = MergedCursor(ns, docs)
+    batch = cursor.batch(batch_size)
+    cursor_id = 0
+    if cursor.pos < len(docs) and not single:
+        cursor_id = router.register(cursor)
+    return {"cursor": {"firstBatch": batch, "id": Int64(cursor_id), "ns": ns}, "ok": 1.0}
+
+
+def _error(reply):
+    """A shard's error reply as an exception (its code, message and labels)."""
+    exc = MongoError(reply.get("code", 1), reply.get("errmsg", "shard error"),
+                     labels=list(reply.get("errorLabels") or []))
+    exc.fixed_labels = True
+    for key in ("codeName", "writeConcernError"):
+        if key in reply:
+            exc.extra[key] = reply[key]
+    return exc
+
+
+def _checked(reply):
+    """A shard's reply, raising its error."""
+    if reply.get("ok") != 1.0:
+        raise _error(reply)
+    return reply
+
+
+def drain(router, conn, index, db, cmd):
+    """All documents of a find or aggregate run on shard `index`."""
+    reply = _checked(router.send(conn, index, db, cmd))
+    cursor = reply["cursor"]
+    docs = list(cursor.get("firstBatch") or [])
+    while cursor.get("id"):
+        reply = _checked(router.send(conn, index, db, {"getMore": cursor["id"], "collection": cursor["ns"].split(
+            ".", 1)[1], **_session_fields(cmd)}))
+        cursor = reply["cursor"]
+        docs.extend(cursor.get("nextBatch") or [])
+    return [dict(d) for d in docs]
+
+
+def _statements(cmd, sent, positions):
+    """A retryable write's part for one shard numbers its statements as the client's batch does (mongos
+    sends `stmtIds`), so a shard's records of two parts never collide."""
+    if cmd.get("txnNumber") is None or cmd.get("autocommit") is False:
+        return sent
+    given = cmd.get("stmtIds")
+    first = cmd.get("stmtId", 0)
+    sent.pop("stmtId", None)
+    sent["stmtIds"] = [given[i] if isinstance(given, list) else first + i for i in positions]
+    return sent
+
+
+def _session_fields(cmd):
+    """The session and transaction fields a follow-up command of `cmd` carries."""
+    return {k: cmd[k] for k in ("lsid", "txnNumber", "autocommit") if k in cmd}
+
+
+def forward(router, conn, db, name, cmd):
+    """A command the router has no handler of its own for: config reads, sharded collections, or the
+    primary shard."""
+    if db == "config" and name == "find":
+        return router_admin.config_find(router, conn, cmd)
+    coll = cmd.get(name)
+    if name == "explain" and isinstance(coll, dict):
+        coll = next(iter(coll.values()), None)
+    entry = router.cluster.routing.get(db, coll) if name in NAMESPACE_COMMANDS else None
+    if entry is not None:
+        handler = SHARDED.get(name)
+        if handler is not None:
+            return handler(router, conn, db, cmd, entry)
+        if name in SHARDED_DDL:
+            return _broadcast(router, conn, db, cmd, entry)
+        if name == "drop":
+            reply = _broadcast(router, conn, db, cmd, entry, every=True)
+            router.cluster.routing.forget(db, coll)
+            return reply
+        index = entry.owners()[0]
+        return router.forwarded_cursor(conn, index, router.strip(router.send(conn, index, db, cmd)))
+    if name == "dropDatabase":
+        reply = _broadcast(router, conn, db, cmd, None, every=True)
+        router.cluster.routing.forget(db)
+        return reply
+    if name == "renameCollection":
+        return _rename(router, conn, db, cmd)
+    return router.forwarded_cursor(conn, 0, router.strip(router.send(conn, 0, db, cmd)))
+
+
+def _broadcast(router, conn, db, cmd, entry, every=False):
+    """A command on every shard (owning a chunk, or every one); the primary shard's reply, or the first
+    error."""
+    shards = range(len(router.cluster.shards)) if every or entry is None else entry.owners()
+    first = None
+    for index in shards:
+        reply = router.send(conn, index, db, cmd)
+        if reply.get("ok") != 1.0 and not (every and reply.get("code") == 26):
+            return router.strip(reply)
+        first = first or reply
+    return router.strip(first)
+
+
+def _rename(router, conn, db, cmd):
+    """renameCollection: of a sharded collection on every shard, its routing entry renamed."""
+    source = cmd.get("renameCollection")
+    src_db, _, src_coll = source.partition(".") if isinstance(source, str) else ("", "", "")
+    entry = router.cluster.routing.get(src_db, src_coll)
+    if entry is None:
+        return router.strip(router.send(conn, 0, db, cmd))
+    reply = _broadcast(router, conn, db, cmd, entry, every=True)
+    if reply.get("ok") == 1.0:
+        router.cluster.routing.rename(source, cmd.get("to"))
+    return reply
+
+
+# --- reads ---------------------------------------------------------------------------------------------
+
+def _find(router, conn, db, cmd, entry):
+    """find on a sharded collection."""
+    filt = cmd.get("filter") or {}
+    sort = cmd.get("sort") or {}
+    skip = int(cmd.get("skip") or 0)
+    limit = int(cmd.get("limit") or 0)
+    sent = {k: v for k, v in cmd.items() if k not in ("skip", "limit", "batchSize", "singleBatch", "projection")}
+    if limit:
+        sent["limit"] = limit + skip
+    sent["batchSize"] = DRAIN_BATCH
+    docs = []
+    for index in entry.target(filt):
+        docs.extend(drain(router, conn, index, db, sent))
+    if sort:
+        sort_documents(docs, list(sort.items()))
+    docs = docs[skip:]
+    if limit:
+        docs = docs[:limit]
+    if cmd.get("projection"):
+        docs = [project(d, cmd["projection"]) for d in docs]
+    return _first_reply(router, "%s.%s" % (db, cmd["find"]), docs, cmd.get("batchSize"),
+                        bool(cmd.get("singleBatch")))
+
+
+def _count(router, conn, db, cmd, entry):
+    """count: the shards' counts added, then skip and limit."""
+    sent = {k: v for k, v in cmd.items() if k not in ("skip", "limit")}
+    total = 0
+    for index in entry.target(cmd.get("query") or {}):
+        total += _checked(router.send(conn, index, db, sent)).get("n", 0)
+    skip = int(cmd.get("skip") or 0)
+    limit = abs(int(cmd.get("limit") or 0))
+    total = max(0, total - skip)
+    return {"n": min(total, limit) if limit else total, "ok": 1.0}
+
+
+def _distinct(router, conn, db, cmd, entry):
+    """distinct: the union of the shards' values."""
+    seen = {}
+    for index in entry.target(cmd.get("query") or {}):
+        for value in _checked(router.send(conn, index, db, cmd)).get("values", []):
+            seen.setdefault(sort_key(value), value)
+    return {"values": [seen[k] for k in sorted(seen)], "ok": 1.0}
+
+
+def _aggregate(router, conn, db, cmd, entry):
+    """aggregate: the leading $match stages on the targeted shards, the rest on the router."""
+    pipeline = list(cmd.get("pipeline") or [])
+    if cmd.get("explain"):
+        return router.strip(router.send(conn, entry.owners()[0], db, cmd))
+    head = 0
+    while head < len(pipeline) and isinstance(pipeline[head], dict) and list(pipeline[head]) == ["$match"]:
+        head += 1
+    filt = {"$and": [s["$match"] for s in pipeline[:head]]} if head else {}
+    sent = dict(cmd)
+    sent["pipeline"] = pipeline[:head]
+    sent["cursor"] = {"batchSize": DRAIN_BATCH}
+    docs = []
+    for index in entry.target(filt):
+        docs.extend(drain(router, conn, index, db, sent))
+    docs = run_stages(docs, pipeline[head:], None)
+    return _first_reply(router, "%s.%s" % (db, cmd["aggregate"]), docs, (cmd.get("cursor") or {}).get("batchSize"))
+
+
+def _coll_stats(router, conn, db, cmd, entry):
+    """collStats: the shards' counts and sizes added."""
+    out = None
+    for index in entry.owners():
+        reply = _checked(router.strip(router.send(conn, index, db, cmd)))
+        if out is None:
+            out = dict(reply)
+            continue
+        for key in ("count", "size", "storageSize", "totalIndexSize", "totalSize"):
+            if isinstance(reply.get(key), (int, float)):
+                out[key] = out.get(key, 0) + reply[key]
+    if out.get("count"):
+        out["avgObjSize"] = out.get("size", 0) // out["count"]
+    out["sharded"] = True
+    return out
+
+
+# --- writes --------------------------------------------------------------------------------------------
+
+def _merge_write(total, reply, offset_of):
+    """Add a shard's write reply to the client's: counts, upserts and write errors with the client's
+    indexes; a command error raises."""
+    if reply.get("ok") != 1.0:
+        raise _error(reply)
+    total["n"] += reply.get("n", 0)
+    if "nModified" in reply:
+        total["nModified"] = total.get("nModified", 0) + reply["nModified"]
+    for doc in reply.get("upserted") or []:
+        doc = dict(doc)
+        doc["index"] = offset_of(doc["index"])
+        total.setdefault("upserted", []).append(doc)
+    for error in reply.get("writeErrors") or []:
+        error = dict(error)
+        error["index"] = offset_of(error["index"])
+        total.setdefault("writeErrors", []).append(error)
+    if "writeConcernError" in reply:
+        total["writeConcernError"] = reply["writeConcernError"]
+    return bool(reply.get("writeErrors"))
+
+
+def _finish_write(total):
+    """The merged reply, write errors in batch order."""
+    if "writeErrors" in total:
+        total["writeErrors"].sort(key=lambda e: e["index"])
+    if "upserted" in total:
+        total["upserted"].sort(key=lambda e: e["index"])
+    total["ok"] = 1.0
+    return total
+
+
+def _insert(router, conn, db, cmd, entry):
+    """insert: runs of consecutive documents per owning shard."""
+    docs = list(cmd.get("documents") or [])
+    ordered = cmd.get("ordered", True)
+    runs = []
+    for i, doc in enumerate(docs):
+        shard = entry.shard_of(doc)
+        if runs and runs[-1][0] == shard and ordered:
+            runs[-1][1].append(i)
+        else:
+            runs.append((shard, [i]))
+    if not ordered:
+        grouped = {}
+        for shard, idx in runs:
+            grouped.setdefault(shard, []).extend(idx)
+        runs = list(grouped.items())
+    total = {"n": 0}
+    for shard, idx in runs:
+        sent = dict(cmd)
+        sent["documents"] = [docs[i] for i in idx]
+        _statements(cmd, sent, idx)
+        failed = _merge_write(total, router.send(conn, shard, db, sent), lambda k, idx=idx: idx[k])
+        if failed and ordered:
+            break
+    return _finish_write(total)
+
+
+def _changes_shard_key(entry, update):
+    """Whether an update (operators or replacement) may change a shard key field."""
+    if isinstance(update, list):
+        return True
+    if not is_operator_update(update):
+        return True
+    for fields in update.values():
+        if isinstance(fields, dict):
+            for path in fields:
+                for key in entry.fields:
+                    if path == key or key.startswith(path + ".") or path.startswith(key + "."):
+                        return True
+    return False
+
+
+def _moves(router, conn, db, cmd, entry, index, stmt):
+    """The (document, new document, new shard) of a one-document update that moves it to another shard's
+    chunk, or None."""
+    if stmt.get("multi") or not _changes_shard_key(entry, stmt.get("u")) or isinstance(stmt.get("u"), list):
+        return None
+    found = drain(router, conn, index, db, {"find": cmd["update"], "filter": stmt.get("q") or {}, "limit": 1,
+                                           "batchSize": DRAIN_BATCH, **_session_fields(cmd)})
+    if not found:
+        return None
+    old = found[0]
+    new = apply_update(copy.deepcopy(old), stmt.get("q") or {}, stmt["u"]) if is_operator_update(stmt["u"]) \
+        else dict(stmt["u"], _id=old["_id"])
+    to = entry.shard_of(new)
+    return (old, new, to) if to != index else None
+
+
+def _update_one_statement(router, conn, db, cmd, entry, stmt, position):
+    """One update statement on its shards: (reply of the shard that ran it)."""
+    targets = entry.target(stmt.get("q") or {})
+    sent = dict(cmd)
+    sent["updates"] = [stmt]
+    _statements(cmd, sent, [position])
+    if stmt.get("multi") or len(targets) == 1:
+        if len(targets) == 1:
+            moved = _moves(router, conn, db, cmd, entry, targets[0], stmt)
+            if moved is not None:
+                from . import router_txn
+                return router_txn.move_document(router, conn, db, cmd, entry, targets[0], moved)
+        replies = [router.send(conn, index, db, sent) for index in targets]
+        return _sum(replies)
+    reply = None
+    for index in targets:
+        reply = router.send(conn, index, db, sent)
+        if reply.get("ok") != 1.0 or reply.get("n") or reply.get("writeErrors"):
+            return reply
+    return reply
+
+
+def _sum(replies):
+    """Replies of one statement run on several shards, added."""
+    out = {"n": 0, "nModified": 0, "ok": 1.0}
+    for reply in replies:
+        if reply.get("ok") != 1.0 or reply.get("writeErrors"):
+            return reply
+        out["n"] += reply.get("n", 0)
+        out["nModified"] += reply.get("nModified", 0)
+        if reply.get("upserted"):
+            out["upserted"] = reply["upserted"]
+        if "writeConcernError" in reply:
+            out["writeConcernError"] = reply["writeConcernError"]
+    return out
+
+
+def _update(router, conn, db, cmd, entry):
+    """update: statement by statement."""
+    total = {"n": 0, "nModified": 0}
+    for i, stmt in enumerate(cmd.get("updates") or []):
+        failed = _merge_write(total, _update_one_statement(router, conn, db, cmd, entry, stmt, i), lambda k, i=i: i)
+        if failed and cmd.get("ordered", True):
+            break
+    return _finish_write(total)
+
+
+def _delete(router, conn, db, cmd, entry):
+    """delete: statement by statement; a one-document delete on each targeted shard until one deletes."""
+    total = {"n": 0}
+    for i, stmt in enumerate(cmd.get("deletes") or []):
+        sent = dict(cmd)
+        sent["deletes"] = [stmt]
+        _statements(cmd, sent, [i])
+        targets = entry.target(stmt.get("q") or {})
+        if stmt.get("limit") == 1:
+            reply = None
+            for index in targets:
+                reply = router.send(conn, index, db, sent)
+                if reply.get("ok") != 1.0 or reply.get("n") or reply.get("writeErrors"):
+                    break
+        else:
+            reply = _sum([router.send(conn, index, db, sent) for index in targets])
+        failed = _merge_write(total, reply, lambda k, i=i: i)
+        if failed and cmd.get("ordered", True):
+            break
+    return _finish_write(total)
+
+
+def _find_and_modify(router, conn, db, cmd, entry):
+    """findAndModify on the shard its query targets (mongos 6.0 needs the full shard key: the shard
+    refuses it otherwise, as sharding.py has it); a one-shard query's shards in turn otherwise."""
+    targets = entry.target(cmd.get("query") or {})
+    reply = None
+    for index in targets:
+        reply = router.strip(router.send(conn, index, db, cmd))
+        if reply.get("ok") != 1.0 or reply.get("value") is not None \
+                or (reply.get("lastErrorObject") or {}).get("n"):
+            return reply
+    return reply
+
+
+SHARDED = {"find": _find, "count": _count, "distinct": _distinct, "aggregate": _aggregate,
+           "collStats": _coll_stats, "insert": _insert, "update": _update, "delete": _delete,
+           "findAndModify": _find_and_modify}
+COMMANDS = {}

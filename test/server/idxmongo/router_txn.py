@@ -1,0 +1,158 @@
+"""Transactions through a router, as mongos runs them (s/transaction_router.cpp,
+s/commands/cluster_commit_transaction_cmd.cpp):
+
+- the first statement a shard sees of a transaction starts it there (`startTransaction` and the
+  transaction's read concern added), so each shard a transaction reaches is a participant;
+- commitTransaction with one participant is that shard's commit; with several, the router commits them
+  one after the other, each with the cluster time the router had when the commit began, so a shard
+  whose clock had not passed it commits at the same time as another and one whose clock had commits
+  later: each participant's part has its own commit time, in either order (mongod's two-phase commit
+  gives every participant the coordinator's commit timestamp, the largest prepare timestamp; the events
+  of a cross-shard transaction can therefore share times with other shards' events or not);
+- abortTransaction reaches every participant.
+
+Not emulated: prepare. A participant whose commit fails after another's succeeded leaves the other's
+committed (mongod's coordinator would have aborted before any commit); readers on one shard can see its
+part committed before another shard's part is.
+"""
+
+import os
+import random
+
+from bson.binary import Binary
+from bson.int64 import Int64
+
+from .errors import MongoError
+
+class RouterTransaction:
+    """One transaction of a session through this router: its participants and read concern."""
+
+    def __init__(self, read_concern):
+        self.read_concern = read_concern
+        self.participants = []
+
+
+def _key(cmd):
+    """(session id bytes, txnNumber) of a transaction statement, or None."""
+    lsid = cmd.get("lsid")
+    if cmd.get("autocommit") is not False or not isinstance(lsid, dict) or "id" not in lsid:
+        return None
+    return bytes(lsid["id"]), int(cmd.get("txnNumber") or 0)
+
+
+def shape(router, index, cmd):
+    """The statement as sent to shard `index`: it starts the transaction there if the shard is not a
+    participant yet."""
+    key = _key(cmd)
+    name = next(iter(cmd), "")
+    if key is None or name in ("commitTransaction", "abortTransaction"):
+        return cmd
+    with router.txns_lock:
+        txn = router.txns.get(key)
+        if txn is None:
+            txn = RouterTransaction(cmd.get("readConcern"))
+            router.txns[key] = txn
+            for old in [k for k in router.txns if k[0] == key[0] and k[1] < key[1]]:
+                del router.txns[old]
+        joining = index not in txn.participants
+        if joining:
+            txn.participants.append(index)
+    sent = dict(cmd)
+    if joining:
+        sent["startTransaction"] = True
+        if txn.read_concern is not None:
+            sent["readConcern"] = txn.read_concern
+    else:
+        sent.pop("startTransaction", None)
+        sent.pop("readConcern", None)
+    return sent
+
+
+def _participants(router, cmd):
+    """The participants of the transaction a commit or abort names (forgotten by the router)."""
+    key = _key(cmd)
+    with router.txns_lock:
+        txn = router.txns.pop(key, None) if key is not None else None
+    return txn.participants if txn is not None else []
+
+
+def cmd_commit(router, conn, db, cmd):
+    """commitTransaction: every participant's part, in random order, at the time the commit began."""
+    participants = _participants(router, cmd)
+    if not participants:
+        if cmd.get("autocommit") is False and cmd.get("txnNumber") is not None:
+            return {"ok": 1.0}
+        raise MongoError(251, "Transaction was not started")
+    random.shuffle(participants)
+    at = router.clock.current()
+    result = None
+    for position, index in enumerate(participants):
+        reply = router.send(conn, index, db, cmd, cluster_time=at)
+        if reply.get("ok") != 1.0 and position == 0:
+            abort = {"abortTransaction": 1, **{k: cmd[k] for k in ("lsid", "txnNumber", "autocommit")}}
+            for other in participants[1:]:
+                router.send(conn, other, db, abort)
+            return router.strip(reply)
+        if result is None or (result.get("ok") == 1.0 and reply.get("ok") != 1.0):
+            result = reply
+    return router.strip(result)
+
+
+def cmd_abort(router, conn, db, cmd):
+    """abortTransaction: every participant's part."""
+    participants = _participants(router, cmd)
+    if not participants:
+        raise MongoError(251, "Transaction was not started")
+    result = None
+    for index in participants:
+        reply = router.send(conn, index, db, cmd)
+        if result is None or (result.get("ok") == 1.0 and reply.get("ok") != 1.0):
+            result = reply
+    return router.strip(result)
+
+
+def move_document(router, conn, db, cmd, entry, old_shard, moved):
+    """An update that moves a document to another shard's chunk: a delete on its shard and an insert on
+    the new one, in the client's transaction, or else in a transaction of the router's own (mongos's
+    internal transaction for a retryable write; without txnNumber mongod 6.0 refuses the change:
+    IllegalOperation 20). The reply is the update's: n 1, nModified 1."""
+    old, new, to = moved
+    coll = cmd["update"]
+    in_txn = cmd.get("autocommit") is False
+    if not in_txn and cmd.get("txnNumber") is None:
+        return {"ok": 1.0, "n": 0, "nModified": 0, "writeErrors": [{
+            "index": 0, "code": 20, "errmsg": "Must run update to shard key field in a multi-statement "
+                                             "transaction or with retryWrites: true."}]}
+    if in_txn:
+        session = {k: cmd[k] for k in ("lsid", "txnNumber", "autocommit")}
+    else:
+        session = {"lsid": {"id": Binary(os.urandom(16), 4)}, "txnNumber": Int64(1), "autocommit": False}
+    steps = [(old_shard, {"delete": coll, "deletes": [{"q": {"_id": old["_id"], **_key_filter(entry, old)},
+                                                       "limit": 1}], **session}),
+             (to, {"insert": coll, "documents": [new], **session})]
+    for index, sent in steps:
+        reply = router.send(conn, index, db, sent)
+        if reply.get("ok") != 1.0 or reply.get("writeErrors"):
+            if not in_txn:
+                cmd_abort(router, conn, db, {"abortTransaction": 1, **session})
+            return reply
+    if not in_txn:
+        reply = cmd_commit(router, conn, "admin", {"commitTransaction": 1, **session})
+        if reply.get("ok") != 1.0:
+            return reply
+    return {"ok": 1.0, "n": 1, "nModified": 1}
+
+
+def _key_filter(entry, doc):
+    """Equalities on a document's shard key fields (its old values), so the delete targets one shard."""
+    from .routing import MISSING, path_value
+    out = {}
+    for field in entry.fields:
+        if field == "_id":
+            continue
+        value = path_value(doc, field)
+        out[field] = None if value is MISSING else value
+    return out
+
+
+COMMANDS = {"commitTransaction": cmd_commit, "abortTransaction": cmd_abort}

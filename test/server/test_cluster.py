@@ -1,0 +1,223 @@
+"""Tests of the test server's sharded cluster (idxmongo/cluster.py, router*.py, routing.py): routing and
+targeting, migrations, per-router clocks, merged change streams, cross-shard transactions, shard-key
+changes, appendOplogNote. Registered into test_server.py's list (run them with
+`/usr/bin/python3 test/server/test_server.py cluster`); each starts a cluster of its own, with pymongo as
+the independent client."""
+
+import time
+
+from bson.timestamp import Timestamp
+
+
+TESTS = []
+USER, PASSWORD = "clusteradmin", "cluster-secret"
+
+
+def test(fn):
+    """Register a test (each starts a cluster of its own)."""
+    TESTS.append((fn, True))
+    return fn
+
+
+def check(condition, message="check failed"):
+    """Assert that keeps working under python -O."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def cluster(env, name, shards=2, routers=2, noop_secs=10.0, auth=False):
+    """A cluster and a client of every router (pymongo spreads its commands over them)."""
+    extra = ["--shards", str(shards), "--routers", str(routers), "--periodic-noop-secs", str(noop_secs)]
+    server = env.start(name, USER if auth else None, PASSWORD if auth else None, extra=extra)
+    return server, router_client(env, server, None, auth)
+
+
+def router_client(env, server, index=None, auth=False):
+    """A client of router `index` only (None: of every router)."""
+    ports = server.ports if index is None else [server.ports[index]]
+    credentials = "%s:%s@" % (USER, PASSWORD) if auth else ""
+    return env.new_client("mongodb://%s%s/" % (credentials, ",".join("127.0.0.1:%d" % p for p in ports)))
+
+
+def shard_stats(client):
+    """{shard name: (documents examined, find/query count, inserts)} so far."""
+    shards = client.admin.command("clusterShardStats")["shards"]
+    return {name: (s["metrics"]["queryExecutor"]["scannedObjects"], s["opcounters"]["query"],
+                   s["opcounters"]["insert"]) for name, s in shards.items()}
+
+
+def reached(client, fn):
+    """The shards whose query count moved while fn() ran."""
+    before = shard_stats(client)
+    fn()
+    after = shard_stats(client)
+    return sorted(name for name in after if after[name][1] != before[name][1])
+
+
+def next_event(stream, seconds):
+    """(the next event, seconds waited) of a change stream, or (None, seconds)."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        event = stream.try_next()
+        if event is not None:
+            return event, time.monotonic() - started
+    return None, time.monotonic() - started
+
+
+@test
+def test_cluster_topology_and_hashed_routing(env):
+    """hello answers as mongos; a hashed collection spreads its documents over both shards; an equality on
+    the shard key reaches one shard, an $in the shards of its values, other filters both; counts,
+    distinct, sort with limit and aggregates merge the shards' answers as one collection's."""
+    server, client = cluster(env, "cl_hashed")
+    direct = router_client(env, server, 0)
+    hello = direct.admin.command("hello")
+    check(hello.get("msg") == "isdbgrid" and "setName" not in hello, "a router answers as mongos: %s" % hello)
+    check(client.is_mongos, "pymongo sees mongos")
+    client.admin.command("shardCollection", "t.h", key={"_id": "hashed"})
+    client.t.h.insert_many([{"_id": i, "g": i % 5} for i in range(200)])
+    chunks = list(client.config.chunks.find({"ns": "t.h"}))
+    check(sorted({c["shard"] for c in chunks}) == ["shard0", "shard1"], "chunks on both shards")
+    check(client.t.h.count_documents({}) == 200, "count over both shards")
+    check(sorted(client.t.h.distinct("g")) == [0, 1, 2, 3, 4], "distinct merged")
+    check([d["_id"] for d in client.t.h.find({}, sort=[("_id", -1)], limit=3)] == [199, 198, 197],
+          "sort and limit merged")
+    groups = {d["_id"]: d["n"] for d in client.t.h.aggregate([{"$group": {"_id": "$g", "n": {"$sum": 1}}}])}
+    check(groups == {g: 40 for g in range(5)}, "a $group over both shards: %s" % groups)
+    one = reached(client, lambda: list(client.t.h.find({"_id": 7})))
+    check(len(one) == 1, "an equality on the shard key reaches one shard: %s" % one)
+    both = reached(client, lambda: list(client.t.h.find({"g": 1})))
+    check(both == ["shard0", "shard1"], "a filter without the shard key reaches both: %s" % both)
+    owners = {c["shard"] for c in chunks}
+    check(len(owners) == 2, "two owners")
+
+
+@test
+def test_cluster_ranged_split_move_and_per_shard_ids(env):
+    """A ranged key starts on the primary shard; split and moveChunk move the documents of a chunk (no
+    change event); a range targets the shards of its chunks; `_id` is unique per shard only."""
+    server, client = cluster(env, "cl_ranged")
+    coll = client.t.r
+    client.admin.command("shardCollection", "t.r", key={"k": 1})
+    coll.insert_many([{"_id": i, "k": i} for i in range(100)])
+    with client.t.watch() as stream:
+        client.admin.command("split", "t.r", middle={"k": 50})
+        client.admin.command("moveChunk", "t.r", find={"k": 70}, to="shard1")
+        coll.insert_one({"_id": "after", "k": 10})
+        event, _ = next_event(stream, 15)
+        check(event is not None and event["documentKey"]["_id"] == "after",
+              "a migration writes no change event: %s" % (event,))
+    stats = client.admin.command("clusterShardStats")["shards"]
+    check(stats["shard1"]["opcounters"]["insert"] == 0, "migrated documents are not inserts")
+    high = reached(client, lambda: list(coll.find({"k": {"$gte": 60}})))
+    check(high == ["shard1"], "a range targets the chunk's shard: %s" % high)
+    check(coll.count_documents({"k": {"$gte": 50}}) == 50, "the moved documents are found")
+    coll.insert_one({"_id": "twin", "k": 1})
+    coll.insert_one({"_id": "twin", "k": 99})
+    check(coll.count_documents({"_id": "twin"}) == 2, "_id is unique per shard only, as on mongod")
+
+
+@test
+def test_cluster_router_clocks_gossip(env):
+    """Each router has a clock of its own: a ping through router 1 can answer with a time before a write
+    acknowledged through router 0; appendOplogNote reaches every shard and answers with the latest time."""
+    server, _ = cluster(env, "cl_clock")
+    first, second = router_client(env, server, 0), router_client(env, server, 1)
+    second.admin.command("ping")
+    time.sleep(1.1)
+    session = first.start_session()
+    first.t.c.insert_one({"_id": 1}, session=session)
+    written = session.operation_time
+    pinged = second.admin.command("ping")["operationTime"]
+    check(pinged < written, "router 1's clock did not learn router 0's write: %s >= %s" % (pinged, written))
+    note = second.admin.command("appendOplogNote", data={"t": 1})
+    check(sorted(note["raw"]) == ["shard0", "shard1"], "appendOplogNote on every shard: %s" % note)
+    check(note["operationTime"] > written, "its time is past the write's on the shard that had it")
+    at = Timestamp(note["operationTime"].time + 5, 1)
+    for shard in ("shard0", "shard1"):
+        first.admin.command("setShardClock", shard, time=at)
+    times = [via.admin.command({"runOnShard": shard, "command": {"appendOplogNote": 1, "data": {}}})["operationTime"]
+             for via, shard in ((first, "shard0"), (second, "shard1"))]
+    check(times == [Timestamp(at.time, 2)] * 2, "two shards write at one cluster time: %s" % times)
+
+
+@test
+def test_cluster_merged_change_stream(env):
+    """A database stream through a router releases an event only when every shard has passed it: with one
+    shard idle, after its next no-op (1 s here); the postBatchResumeToken is then a high-water mark; an
+    appendOplogNote releases it at once; events of both shards come in time order; resuming after an
+    event returns the ones after it from both shards."""
+    server, client = cluster(env, "cl_stream", noop_secs=1.0)
+    client.admin.command("shardCollection", "t.s", key={"_id": "hashed"})
+    coll = client.t.s
+    shard_of = {}
+    for i in range(40):
+        coll.insert_one({"_id": i})
+    for doc_id in range(40):
+        before = shard_stats(client)
+        list(coll.find({"_id": doc_id}))
+        after = shard_stats(client)
+        shard_of[doc_id] = next(n for n in after if after[n][1] != before[n][1])
+    on0 = [i for i in range(40) if shard_of[i] == "shard0"]
+    on1 = [i for i in range(40) if shard_of[i] == "shard1"]
+    time.sleep(1.5)
+    with client.t.watch(max_await_time_ms=200) as stream:
+        time.sleep(2.5)  # both shards past the stream's start by their no-ops
+        with client.t.watch(max_await_time_ms=200) as held:
+            coll.update_one({"_id": on0[0]}, {"$set": {"x": 1}})
+            event, waited = next_event(held, 5)
+            check(event is not None and waited > 0.3, "the idle shard held the event back (%.2f s)" % waited)
+        coll.update_one({"_id": on0[1]}, {"$set": {"x": 1}})
+        coll.update_one({"_id": on1[0]}, {"$set": {"x": 1}})
+        client.admin.command("appendOplogNote", data={"wake": 1})
+        got = []
+        while len(got) < 3:
+            event, _ = next_event(stream, 3)
+            check(event is not None, "events after the note: %s" % got)
+            got.append(event)
+        times = [e["clusterTime"] for e in got]
+        check(times == sorted(times), "events in time order: %s" % times)
+        resume = got[1]["_id"]
+    with client.t.watch(resume_after=resume, max_await_time_ms=200) as again:
+        event, _ = next_event(again, 4)
+        check(event is not None and event["_id"] == got[2]["_id"], "resumed after the second event")
+
+
+@test
+def test_cluster_transactions_and_shard_key_changes(env):
+    """A transaction reaching both shards commits both parts; a shard-key change moves the document by a
+    delete and an insert in one transaction whose events come in either order over repeated runs; without
+    a transaction or retryable write it is refused (20)."""
+    server, client = cluster(env, "cl_txn", noop_secs=0.5)
+    client.admin.command("shardCollection", "t.k", key={"region": 1})
+    client.admin.command("split", "t.k", middle={"region": "m"})
+    client.admin.command("moveChunk", "t.k", find={"region": "z"}, to="shard1")
+    coll = client.t.k
+    with client.start_session() as session:
+        with session.start_transaction():
+            coll.insert_one({"_id": "a1", "region": "a"}, session=session)
+            coll.insert_one({"_id": "z1", "region": "z"}, session=session)
+    check(coll.count_documents({}) == 2, "both parts committed")
+    stats = client.admin.command("clusterShardStats")["shards"]
+    check(all(s["transactions"]["totalCommitted"] >= 1 for s in stats.values()), "a part on each shard")
+    orders = set()
+    with client.t.watch(max_await_time_ms=100) as stream:
+        for n in range(12):
+            doc_id = "m%d" % n
+            coll.insert_one({"_id": doc_id, "region": "b"})
+            with client.start_session() as session:
+                with session.start_transaction():
+                    coll.update_one({"_id": doc_id, "region": "b"}, {"$set": {"region": "y"}}, session=session)
+            kinds = []
+            while len(kinds) < 3:
+                event, _ = next_event(stream, 5)
+                check(event is not None, "the move's events")
+                kinds.append(event["operationType"])
+            check(kinds[0] == "insert" and sorted(kinds[1:]) == ["delete", "insert"], "events %s" % kinds)
+            orders.add(tuple(kinds[1:]))
+            check(coll.find_one({"_id": doc_id})["region"] == "y", "moved")
+    check(len(orders) == 2, "the delete and the insert came in both orders over 12 moves: %s" % orders)
+    reply = router_client(env, server, 0).t.command(
+        {"update": "k", "updates": [{"q": {"_id": "a1", "region": "a"}, "u": {"$set": {"region": "x"}}}]})
+    errors = reply.get("writeErrors") or [{}]
+    check(errors[0].get("code") == 20, "a shard-key change outside a transaction is IllegalOperation: %s" % reply)
