@@ -173,6 +173,7 @@ ARMED, STEADY, ORDERED, FAILPOINTS, KILLED, RESTARTED = (
 PHASES = [ARMED, STEADY, ORDERED, FAILPOINTS, KILLED, RESTARTED]
 ALL_PHASES = PHASES + RS_PHASES           # --replica-set: RS_PHASES, not NOT_IN_A_REPLICA_SET
 NOT_IN_A_REPLICA_SET = (KILLED, RESTARTED)
+NOT_ON_A_CLUSTER = (RESTARTED,)          # --cluster: the test server's cluster cannot restart
 # the ordered-FDW-writes phase: seconds between two writes through the FDW
 ORDERED_EVERY = 0.05
 # the FDW-writes phase: the outside writers are held for a stretch until the
@@ -235,6 +236,8 @@ FAULTS = [
     ("failGetMoreAfterCursorCheckout", {"errorCode": 91}),
 ]
 FAULT_WINDOW = 0.5
+# mongod's failpoints that a mongos does not have (--cluster sets failpoints on the routers)
+NOT_ON_A_ROUTER = ("failGetMoreAfterCursorCheckout",)
 
 
 # --------------------------------------------------------------------------
@@ -629,7 +632,12 @@ class Run(replica_set_phases.ReplicaSetPhases):
         pg_fixture.create_extension(self.admin.conn)
         pg_fixture.create_server(self.admin.conn, DATABASE, uri=self.server_uri(os.environ["MONGO_URI"]))
         columns = "_id text, first_name text, last_name text, email text, town text, tags text[], n integer"
-        pg_fixture.create_foreign_table(self.admin.conn, "customers", columns, collection=COLLECTION)
+        if self.args.cluster:
+            # a collection spread over every shard by a hashed _id (the applier's stream then merges
+            # every shard's); the FDW names the shard key for its one-document writes
+            self.mongo.admin.command("shardCollection", "%s.%s" % (DATABASE, COLLECTION), key={"_id": "hashed"})
+        pg_fixture.create_foreign_table(self.admin.conn, "customers", columns, collection=COLLECTION,
+                                        options={"shard_key": "_id"} if self.args.cluster else ())
         self.setup_replica_set(os.environ["MONGO_URI"], columns)
         # the same collection without index tables (the FDW-writes phase writes through it too)
         pg_fixture.create_foreign_table(self.admin.conn, "customers_bare", "_id text, first_name text, "
@@ -882,9 +890,11 @@ class Run(replica_set_phases.ReplicaSetPhases):
         if not pids:
             self.stats[self.phase]["faults skipped (no applier)"] += 1
             return False
-        name, data = self.rng.choice(FAULTS)
+        name, data = self.rng.choice(FAULTS if not self.args.cluster else
+                                     [f for f in FAULTS if f[0] not in NOT_ON_A_ROUTER])
         data = dict(data, appName=APPLIER)
-        self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", "alwaysOn"), ("data", data)]))
+        for client in self.fault_clients():
+            client.admin.command(SON([("configureFailPoint", name), ("mode", "alwaysOn"), ("data", data)]))
         self.stats[self.phase]["faults armed"] += 1
         try:
             time.sleep(FAULT_WINDOW)
@@ -895,11 +905,24 @@ class Run(replica_set_phases.ReplicaSetPhases):
     def disarm_faults(self):
         """Turn both failpoints off; how often they fired (counted)."""
         fired = 0
-        for name in ("failCommand", "failGetMoreAfterCursorCheckout"):
-            reply = self.mongo.admin.command(SON([("configureFailPoint", name), ("mode", "off")]))
-            fired += int(reply.get("count", 0))
+        for client in self.fault_clients():
+            for name in ("failCommand", "failGetMoreAfterCursorCheckout"):
+                if self.args.cluster and name in NOT_ON_A_ROUTER:
+                    continue
+                reply = client.admin.command(SON([("configureFailPoint", name), ("mode", "off")]))
+                fired += int(reply.get("count", 0))
         self.stats[self.phase]["faults fired"] += fired
         return fired
+
+    def fault_clients(self):
+        """The clients whose server the failpoints are set on: the one server, or with --cluster each
+        router (a mongos has failpoints of its own, and libmongoc spreads the applier's commands over
+        the routers of its URI)."""
+        if not self.args.cluster:
+            return [self.mongo]
+        if not hasattr(self, "router_clients"):
+            self.router_clients = mongo_client.each_router(self.mongo)
+        return self.router_clients
 
     def durable_test_server(self):
         """None if restart-mongo can run, else why not."""
@@ -1363,6 +1386,10 @@ class Run(replica_set_phases.ReplicaSetPhases):
     def run(self):
         started = time.monotonic()
         wanted = self.wanted_phases(self.args.phase or PHASES, NOT_IN_A_REPLICA_SET)
+        if self.args.cluster:
+            for phase in [p for p in wanted if p in NOT_ON_A_CLUSTER]:
+                print("%s: skipped (--cluster)" % phase)
+            wanted = [p for p in wanted if p not in NOT_ON_A_CLUSTER]
         self.setup()
         self.queries = QueryGenerator(self.rng, self.pool)
         self.writers = [outside_writers.Writer(n, self.seed, self.pool, self.gate, DATABASE, COLLECTION,
@@ -1485,6 +1512,9 @@ def parse_args():
                         help="the writers never write an email another document has")
     parser.add_argument("--phase", choices=ALL_PHASES, action="append", help="only this phase (repeatable)")
     replica_set_phases.add_arguments(parser, NOT_IN_A_REPLICA_SET)
+    parser.add_argument("--cluster", action="store_true",
+                        help="against a sharded cluster (test/env with IDXTABLE_MONGO_SHARDS): the customers "
+                             "collection sharded on a hashed _id; the phases but for %s" % ", ".join(NOT_ON_A_CLUSTER))
     parser.add_argument("--details", type=int, default=MAX_DETAILED_FAILURES,
                         help="failures reported in detail (the rest in one line each)")
     return parser.parse_args()

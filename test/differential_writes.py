@@ -31,7 +31,8 @@ foreign table with SQLSTATE 22023 (a key) or 54000 (the size) if it writes
 any row at all, and leave nothing of itself; it is not run on the local
 table (in a transaction, the local side is aborted alongside).
 
-With --sharded, fw's collection is flagged as sharded on {flag: 1}
+With --sharded, fw's collection is flagged as sharded on {flag: 1} (on a
+sharded cluster, true on another shard than false and null)
 (mongos's shardCollection, which the test server emulates: findAndModify
 and single-document writes must then hold the shard key) and fw has the
 option shard_key 'flag'.  In transaction mode flag is assigned as any column
@@ -699,6 +700,12 @@ class Run:
         options = TABLE_OPTIONS
         if self.args.sharded:
             client.admin.command("shardCollection", "%s.fw" % DATABASE, key={SHARD_KEY: 1})
+            if client.is_mongos:
+                # on a cluster: true on another shard than false and null, so that a change of flag moves
+                # the document between shards (a delete and an insert in one transaction)
+                shards = [s["_id"] for s in client.admin.command("listShards")["shards"]]
+                client.admin.command("split", "%s.fw" % DATABASE, middle={SHARD_KEY: True})
+                client.admin.command("moveChunk", "%s.fw" % DATABASE, find={SHARD_KEY: True}, to=shards[-1])
             options += ", shard_key '%s'" % SHARD_KEY
         client.close()
         cols = ", ".join("%s %s" % (c, COLUMN_TYPES[c]) for c in COLUMNS)

@@ -115,6 +115,13 @@ def test_cluster_ranged_split_move_and_per_shard_ids(env):
     coll.insert_one({"_id": "twin", "k": 1})
     coll.insert_one({"_id": "twin", "k": 99})
     check(coll.count_documents({"_id": "twin"}) == 2, "_id is unique per shard only, as on mongod")
+    client.t.full.insert_many([{"_id": i} for i in range(50)])
+    client.admin.command("shardCollection", "t.full", key={"_id": "hashed"})
+    stats = client.admin.command("clusterShardStats")["shards"]
+    spread = {name: client.admin.command({"runOnShard": name, "db": "t", "command": {"count": "full"}})["n"]
+              for name in stats}
+    check(sum(spread.values()) == 50 and all(spread.values()),
+          "a hashed key spreads an existing collection's documents over the shards: %s" % spread)
 
 
 @test

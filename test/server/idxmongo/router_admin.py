@@ -152,10 +152,6 @@ def cmd_shard_collection(router, conn, db, cmd):
             raise MongoError(23, "sharding already enabled for collection %s with options %s"
                              % (ns, {"key": existing.key}))
         return {"collectionsharded": ns, "ok": 1.0}
-    primary_count = router.send(conn, 0, target_db, {"count": name})
-    if primary_count.get("ok") == 1.0 and primary_count.get("n"):
-        if isinstance(dict(cmd.get("key") or {}).get(next(iter(cmd.get("key") or {"": 0}))), str):
-            raise MongoError(72, "Cannot shard a non-empty collection on a hashed key with this test server")
     entry = routing.add(ns, cmd.get("key"), cmd.get("unique"))
     index_name = "_".join("%s_%s" % (f, entry.key[f]) for f in entry.fields)
     for index in range(len(router.cluster.shards)):
@@ -168,6 +164,10 @@ def cmd_shard_collection(router, conn, db, cmd):
         if entry.fields != ["_id"]:
             router.send(conn, index, target_db, {"createIndexes": name, "indexes": [
                 {"key": entry.key, "name": index_name, "unique": entry.unique and entry.hashed_field is None}]})
+    with routing.lock:
+        for chunk in entry.chunks:
+            if chunk.shard != 0:
+                migrate(router.cluster, entry, chunk, 0, chunk.shard)
     return {"collectionsharded": ns, "collectionUUID": entry.uuid, "ok": 1.0}
 
 
@@ -181,19 +181,13 @@ def _entry(router, cmd, name):
     return entry
 
 
-def _key_point(entry, doc, what):
-    """The full shard key value a `middle`/`find` document names (hashed field given as its hash for
-    middle, as its value for find)."""
-    if not isinstance(doc, dict):
-        raise MongoError(2, "%s must be a document" % what)
-    return doc
-
-
 def cmd_split(router, conn, db, cmd):
     """split at `middle` (a full shard key value; a hashed field given by its hash)."""
     _admin_only(db, "split")
     entry = _entry(router, cmd, "split")
-    middle = _key_point(entry, cmd.get("middle"), "middle")
+    middle = cmd.get("middle")
+    if not isinstance(middle, dict):
+        raise MongoError(2, "split: middle must be a document")
     values = [path_value(middle, f) for f in entry.fields]
     if any(v is None for v in values) or len(values) != len(entry.fields):
         raise MongoError(2, "split: middle must hold every shard key field")
@@ -224,25 +218,33 @@ def cmd_move_chunk(router, conn, db, cmd):
 
 
 def move_chunk(cluster, entry, chunk, to):
-    """Move a chunk's documents from its owner to shard `to` (no change events), then give it to `to`."""
+    """Give a chunk to shard `to`, its documents with it."""
     if chunk.shard == to:
         return
-    source, dest = cluster.shards[chunk.shard], cluster.shards[to]
+    migrate(cluster, entry, chunk, chunk.shard, to)
+    chunk.shard = to
+    entry.epoch = ObjectId()
+
+
+def migrate(cluster, entry, chunk, source_index, dest_index):
+    """Move the documents of a chunk from one shard to another, with both shards' store locks held and
+    no change event (a migration's oplog entries are `fromMigrate`, hidden from change streams); the
+    destination gets the collection's indexes first."""
+    source, dest = cluster.shards[source_index], cluster.shards[dest_index]
     first, second = sorted([source, dest], key=lambda s: s.shard_index)
     target_db, name = entry.ns.split(".", 1)
     with first.lock, second.lock:
         coll = source.store.get(target_db, name)
-        if coll is not None:
-            into, _ = dest.store.ensure(target_db, name)
-            for spec in coll.indexes.values() if isinstance(coll.indexes, dict) else []:
-                if spec.spec.get("name") not in into.indexes:
-                    into.add_index(dict(spec.spec))
-            for idk, doc in list(coll.docs.items()):
-                if entry.chunk_of(entry.point(entry.key_values(doc))) is chunk:
-                    into.insert(doc)
-                    coll.delete(idk)
-        chunk.shard = to
-        entry.epoch = ObjectId()
+        if coll is None:
+            return
+        into, _ = dest.store.ensure(target_db, name)
+        for index in coll.indexes.values():
+            if index.name not in into.indexes:
+                into.add_index(dict(index.spec))
+        for idk, doc in list(coll.docs.items()):
+            if entry.chunk_of(entry.point(entry.key_values(doc))) is chunk:
+                into.insert(doc)
+                coll.delete(idk)
 
 
 def cmd_list_shards(router, conn, db, cmd):
