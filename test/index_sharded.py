@@ -8,8 +8,8 @@ unique), and tables over unsharded collections:
 
 1. create_index's choice: the default is 'ranged' for a sharded collection and 'none' for an
    unsharded one; idxtable.indexes shows it; config.collections has the index collections with the
-   keys {"_id.k0": 1} and {"_id.k0": "hashed"}; a bad value is 22023; a MongoDB user without
-   enableSharding gets 42501 naming it;
+   keys {"_id.k0": 1} and {"_id.k0": "hashed"}; create_index_concurrently shards too, rebuild_index
+   works; a bad value is 22023; a MongoDB user without enableSharding gets 42501 naming it;
 2. where entries go: a hashed index spreads its entries over both shards at once; a ranged one after
    a split at the median and a moveChunk of the upper chunk (the test does both); the share of index
    writes on the busiest shard for 1,000 inserts (ranged, hashed, unsharded) is printed;
@@ -151,6 +151,15 @@ def check_choices(res, mongo, conn):
     res.check(keys == {"%s.%s" % (DATABASE, ns("f.f_k")): {"_id.k0": 1},
                        "%s.%s" % (DATABASE, ns("f.f_s")): {"_id.k0": "hashed"}},
               "config.collections of the index collections: %r" % keys)
+    # create_index_concurrently and rebuild_index on a sharded index collection
+    q(conn, "CALL idxtable.create_index_concurrently('f', '{k, s}', name => 'f_ks', sharding => 'hashed')")
+    shown = q(conn, "SELECT sharding, state FROM idxtable.indexes WHERE name = 'f_ks'")
+    key = (mongo.config.collections.find_one({"_id": "%s.%s" % (DATABASE, ns("f.f_ks"))}) or {}).get("key")
+    res.check(shown == [("hashed", "valid")] and key == {"_id.k0": "hashed"},
+              "create_index_concurrently, hashed: %r %r" % (shown, key))
+    res.check(q(conn, "SELECT idxtable.rebuild_index('f_ks')") == [(200,)], "rebuild_index of f_ks")
+    verify_clean(res, conn, "f_ks", "after rebuild_index")
+    q(conn, "SELECT idxtable.drop_index('f_ks')")
     code, _ = sqlstate(conn, "SELECT idxtable.create_index('f', '{s}', name => 'f_bad', sharding => 'striped')")
     res.check(code == "22023", "sharding => 'striped': %s" % code)
     # a MongoDB user with readWrite only may not shard: 42501 naming enableSharding

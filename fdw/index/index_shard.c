@@ -221,8 +221,7 @@ idx_resolve_sharding(mongoc_client_t *client, const char *servername,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot shard the index collection of index table \"%s\": foreign server \"%s\" is not a sharded cluster",
 						def->name, servername),
-				 errdetail("Only a mongos shards collections; the server is of type %s.",
-						   type),
+				 errdetail("Only a mongos (or a load balancer in front of mongos) shards collections."),
 				 errhint("Create the index with sharding => 'none', or without the argument.")));
 	}
 	if (requested == IDX_SHARDING_DEFAULT)
