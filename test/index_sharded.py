@@ -14,8 +14,8 @@ unique), and tables over unsharded collections:
    a split at the median and a moveChunk of the upper chunk (the test does both); the share of index
    writes on the busiest shard for 1,000 inserts (ranged, hashed, unsharded) is printed;
 3. targeting, counted by the find commands each shard ran on the index collection (the shards'
-   recentCommands): a point lookup reaches 1 shard, an IN of keys on both shards 2, a range inside one
-   chunk of a ranged index 1 and one across the split 2;
+   recentCommands): a point lookup reaches 1 shard, an IN of keys on both shards 2, a range (and its
+   count, and an ORDER BY ... LIMIT) inside one chunk of a ranged index 1 and one across the split 2;
 4. a unique index table (hashed, and ranged after a split) refuses a duplicate of a key whose entry
    is on either shard (23505);
 5. a differential run: random INSERTs, UPDATEs and DELETEs through the FDW, the same on a local heap
@@ -73,11 +73,11 @@ def clear_logs(mongo):
 
 
 def finds_on(mongo, collection):
-    """The shards that ran a find on `collection` since the last clear_logs()."""
+    """The shards that read `collection` (find, count, aggregate) since the last clear_logs()."""
     reached = []
     for shard in SHARDS:
         cmds = on_shard(mongo, shard, {"recentCommands": 1, "clear": True}, db="admin")["commands"]
-        if any(c["command"] == "find" and c["collection"] == collection for c in cmds):
+        if any(c["command"] in ("find", "count", "aggregate") and c["collection"] == collection for c in cmds):
             reached.append(shard)
     return reached
 
@@ -171,6 +171,9 @@ def check_choices(res, mongo, conn):
                                     options=[("shard_key", "_id")])
     code, msg = sqlstate(conn, "SELECT idxtable.create_index('fw', '{k}', name => 'fw_k', sharding => 'ranged')")
     res.check(code == "42501" and "enableSharding" in msg, "a user without enableSharding: %s %s" % (code, msg))
+    code, msg = sqlstate(conn, "SELECT idxtable.create_index('fw', '{k}', name => 'fw_k')")
+    res.check(code == "42501" and "config" in msg, "the same user, the default (reads config.collections): %s %s"
+              % (code, msg))
     code, msg = sqlstate(conn, "SELECT idxtable.create_index('fw', '{k}', name => 'fw_k', sharding => 'none')")
     res.check(code is None, "the same user, sharding => 'none': %s %s" % (code, msg))
 
@@ -204,7 +207,10 @@ def check_targeting(res, mongo, conn):
               ("k IN (3, 4, 5)", 3, ["shard0"], "IN of 3 keys in one chunk"),
               ("k IN (3, 703)", 2, list(SHARDS), "IN of 2 keys across the split"),
               ("k >= 600 AND k < 650", 50, ["shard1"], "range inside a chunk"),
-              ("k >= 450 AND k < 550", 100, list(SHARDS), "range across the split")]
+              ("k >= 450 AND k < 550", 100, list(SHARDS), "range across the split"),
+              ("k >= 600 ORDER BY k LIMIT 5", 5, ["shard1"], "ORDER BY ... LIMIT above the split")]
+    rows, shards = reached(mongo, conn, coll, "SELECT count(*) FROM wr WHERE k >= 600 AND k < 700")
+    res.check(rows == [(100,)] and shards == ["shard1"], "ranged count of a range: %r %r" % (rows, shards))
     for cond, count, want, what in checks:
         rows, shards = reached(mongo, conn, coll, "SELECT _id FROM wr WHERE " + cond)
         res.check(len(rows) == count and shards == want,
@@ -223,6 +229,15 @@ def check_targeting(res, mongo, conn):
         res.check(len(rows) == count and shards == want,
                   "hashed %s (%s): %d rows, shards %r" % (what, cond, len(rows), shards))
         print("hashed wh_k, %s: %d shard(s)" % (what, len(shards)))
+    rng = random.Random(7)
+    for k in (1, 2, 4, 8):
+        total = 0
+        for _ in range(5):
+            keys = rng.sample(range(1000), k)
+            rows, shards = reached(mongo, conn, coll, "SELECT _id FROM wh WHERE k = ANY(%s)", (keys,))
+            res.check(len(rows) == k, "hashed IN of %d keys: %d rows" % (k, len(rows)))
+            total += len(shards)
+        print("hashed wh_k, IN of %d random keys: %.1f shards on average (5 lists)" % (k, total / 5.0))
 
 
 def check_unique(res, mongo, conn):
