@@ -22,7 +22,8 @@ unique), and tables over unsharded collections:
    table, and routed reads (=, IN, ranges, ORDER BY ... LIMIT) compared, while another session moves
    a chunk of the ranged index collection between the shards (during the reads: the test server's
    shards do not check shard versions, so a write must not race a move); an outside insert is
-   indexed by the applier; verify_index is clean at the end, and repair_index restores an entry
+   indexed by the applier, and an outside update and delete followed (entries deleted and written on
+   the shards of their keys); verify_index is clean at the end, and repair_index restores an entry
    deleted behind the FDW's back.
 
 The last line is "index_sharded: N passed, M failed".
@@ -342,6 +343,19 @@ def check_differential(res, mongo, conn):
     q(local, "INSERT INTO f_local VALUES (9999, 42, 'outside')")
     found = wait_for(lambda: [r[0] for r in q(conn, "SELECT _id FROM f WHERE s = 'outside'")] == [9999], 30)
     res.check(found, "the applier indexed an outside insert in the hashed f_s")
+    # an outside update (a new key in f_k and f_s) and an outside delete: the applier deletes and writes
+    # entries on the shards of their keys
+    mongo[DATABASE]["f"].update_one({"_id": 9999}, {"$set": {"k": 77, "s": "outside2"}})
+    gone, gone_k = q(conn, "SELECT _id, k FROM f ORDER BY _id LIMIT 1")[0]
+    mongo[DATABASE]["f"].delete_one({"_id": gone})
+    q(local, "UPDATE f_local SET k = 77, s = 'outside2' WHERE _id = 9999")
+    q(local, "DELETE FROM f_local WHERE _id = %s", (gone,))
+    found = wait_for(lambda: ([r[0] for r in q(conn, "SELECT _id FROM f WHERE s = 'outside2'")] == [9999]
+                              and q(conn, "SELECT _id FROM f WHERE s = 'outside'") == []
+                              and 9999 in [r[0] for r in q(conn, "SELECT _id FROM f WHERE k = 77")]
+                              and gone not in [r[0] for r in q(conn, "SELECT _id FROM f WHERE k = %s",
+                                                                (gone_k,))]), 30)
+    res.check(found, "the applier followed an outside update and delete in f_k and f_s")
     for index in ("f_k", "f_s"):
         verify_clean(res, conn, index, "after the differential run")
     # repair_index of an entry deleted behind the FDW's back
