@@ -7,7 +7,7 @@ collection sharded on a hashed _id, with index tables on k (ranged, the default)
 unique), and tables over unsharded collections:
 
 1. create_index's choice: the default is 'ranged' for a sharded collection and 'none' for an
-   unsharded one; idxtable.indexes shows it; config.collections has the index collections with the
+   unsharded one, which can still be asked for 'ranged'; idxtable.indexes shows it; config.collections has the index collections with the
    keys {"_id.k0": 1} and {"_id.k0": "hashed"}; create_index_concurrently shards too, rebuild_index
    works; a bad value is 22023; a MongoDB user without enableSharding gets 42501 naming it;
 2. where entries go: a hashed index spreads its entries over both shards at once; a ranged one after
@@ -145,12 +145,14 @@ def check_choices(res, mongo, conn):
     q(conn, "SELECT idxtable.create_index('f', '{k}', name => 'f_k')")
     q(conn, "SELECT idxtable.create_index('f', '{s}', is_unique => true, name => 'f_s', sharding => 'hashed')")
     q(conn, "SELECT idxtable.create_index('plain', '{k}', name => 'plain_k')")
+    q(conn, "SELECT idxtable.create_index('plain', '{k}', name => 'plain_r', sharding => 'ranged')")
     shown = dict(q(conn, "SELECT name, sharding FROM idxtable.indexes"))
-    res.check(shown == {"f_k": "ranged", "f_s": "hashed", "plain_k": "none"},
+    res.check(shown == {"f_k": "ranged", "f_s": "hashed", "plain_k": "none", "plain_r": "ranged"},
               "sharding in idxtable.indexes: %r" % shown)
     keys = {d["_id"]: d["key"] for d in mongo.config.collections.find({"_id": {"$regex": "^%s\\.idxtable" % DATABASE}})}
     res.check(keys == {"%s.%s" % (DATABASE, ns("f.f_k")): {"_id.k0": 1},
-                       "%s.%s" % (DATABASE, ns("f.f_s")): {"_id.k0": "hashed"}},
+                       "%s.%s" % (DATABASE, ns("f.f_s")): {"_id.k0": "hashed"},
+                       "%s.%s" % (DATABASE, ns("plain.plain_r")): {"_id.k0": 1}},
               "config.collections of the index collections: %r" % keys)
     # create_index_concurrently and rebuild_index on a sharded index collection
     q(conn, "CALL idxtable.create_index_concurrently('f', '{k, s}', name => 'f_ks', sharding => 'hashed')")
