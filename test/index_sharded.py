@@ -17,7 +17,7 @@ unique), and tables over unsharded collections:
    recentCommands): a point lookup reaches 1 shard, an IN of keys on both shards 2, a range (and its
    count, and an ORDER BY ... LIMIT) inside one chunk of a ranged index 1 and one across the split 2;
 4. a unique index table (hashed, and ranged after a split) refuses a duplicate of a key whose entry
-   is on either shard (23505);
+   is on either shard (23505), in consistency modes transaction and ordered;
 5. a differential run: random INSERTs, UPDATEs and DELETEs through the FDW, the same on a local heap
    table, and routed reads (=, IN, ranges, ORDER BY ... LIMIT) compared, while another session moves
    a chunk of the ranged index collection between the shards (during the reads: the test server's
@@ -258,10 +258,16 @@ def check_unique(res, mongo, conn):
         res.check(set(on) == set(SHARDS), "%s: keys on both shards %r" % (index, on))
         insert = ("INSERT INTO u (_id, s) VALUES (%s, %s)" if table == "u"
                   else "INSERT INTO f (_id, k, s) VALUES (%s, 1, %s)")
-        for shard in SHARDS:
-            code, _ = sqlstate(conn, insert, (5000, on.get(shard)))
-            res.check(code == "23505", "%s (%s): a duplicate of %r (entry on %s): %s"
-                      % (index, sharding, on.get(shard), shard, code))
+        for mode in ("transaction", "ordered"):
+            q(conn, "ALTER FOREIGN TABLE %s OPTIONS (%s consistency %%s)"
+              % (table, "ADD" if mode == "transaction" else "SET"), (mode,))
+            for shard in SHARDS:
+                code, _ = sqlstate(conn, insert, (5000, on.get(shard)))
+                res.check(code == "23505", "%s (%s, %s): a duplicate of %r (entry on %s): %s"
+                          % (index, sharding, mode, on.get(shard), shard, code))
+        q(conn, "ALTER FOREIGN TABLE %s OPTIONS (DROP consistency)" % table)
+    q(conn, "INSERT INTO u VALUES (5001, 'u500'), (5002, 'u001x')")
+    verify_clean(res, conn, "u_r", "after the refused duplicates")
 
 
 def mover(mongo, stop, moves, writing):
