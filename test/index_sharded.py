@@ -9,7 +9,8 @@ unique), and tables over unsharded collections:
 1. create_index's choice: the default is 'ranged' for a sharded collection and 'none' for an
    unsharded one, which can still be asked for 'ranged'; idxtable.indexes shows it; config.collections has the index collections with the
    keys {"_id.k0": 1} and {"_id.k0": "hashed"}; create_index_concurrently shards too, rebuild_index
-   works; a bad value is 22023; a MongoDB user without enableSharding gets 42501 naming it;
+   works; a bad value is 22023; a MongoDB user without enableSharding gets 42501 naming it when
+   it asks for sharding, and an unsharded index collection with a WARNING by default;
 2. where entries go: a hashed index spreads its entries over both shards at once; a ranged one after
    a split at the median and a moveChunk of the upper chunk (the test does both); the share of index
    writes on the busiest shard for 1,000 inserts (ranged, hashed, unsharded) is printed;
@@ -174,9 +175,13 @@ def check_choices(res, mongo, conn):
                                     options=[("shard_key", "_id")])
     code, msg = sqlstate(conn, "SELECT idxtable.create_index('fw', '{k}', name => 'fw_k', sharding => 'ranged')")
     res.check(code == "42501" and "enableSharding" in msg, "a user without enableSharding: %s %s" % (code, msg))
+    del conn.notices[:]
     code, msg = sqlstate(conn, "SELECT idxtable.create_index('fw', '{k}', name => 'fw_k')")
-    res.check(code == "42501" and "config" in msg, "the same user, the default (reads config.collections): %s %s"
-              % (code, msg))
+    warned = [n for n in conn.notices if "is not sharded" in n]
+    shown = q(conn, "SELECT sharding FROM idxtable.indexes WHERE name = 'fw_k'")
+    res.check(code is None and warned and shown == [("none",)],
+              "the same user, the default: unsharded with a WARNING: %s %s %r %r" % (code, msg, conn.notices, shown))
+    q(conn, "SELECT idxtable.drop_index('fw_k')")
     code, msg = sqlstate(conn, "SELECT idxtable.create_index('fw', '{k}', name => 'fw_k', sharding => 'none')")
     res.check(code is None, "the same user, sharding => 'none': %s %s" % (code, msg))
 

@@ -114,34 +114,30 @@ is_router(const char *type)
 }
 
 /*
- * Refuse with 42501 when the MongoDB user lacks "actions" on "collection"
- * of "database" (the privileges are unknown: go on, the server decides):
- * those of reading config.collections when "reading_config", else those of
- * sharding index collection "collection" of index table "indexname".
+ * The actions of "actions" the MongoDB user lacks on "collection" of
+ * "database", as a list for messages; NULL when it has them all or its
+ * privileges cannot be read (then the server decides).
  */
-static void
-check_actions(mongoc_client_t *client, const char *servername,
-			  const char *database, const char *collection,
-			  const char *const *actions, const char *indexname,
-			  bool reading_config)
+static char *
+missing_actions(mongoc_client_t *client, const char *database,
+				const char *collection, const char *const *actions)
 {
 	IdxPrivileges *privileges = idx_privileges_fetch(client);
-	char	   *missing;
 
 	if (privileges == NULL)
-		return;
-	missing = idx_privileges_missing(privileges, database, collection,
-									 actions);
-	if (missing == NULL)
-		return;
-	if (reading_config)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the MongoDB user of foreign server \"%s\" may not read whether the collection of index table \"%s\" is sharded",
-						servername, indexname),
-				 errdetail("The user lacks the action %s on collection \"collections\" of database \"config\".",
-						   missing),
-				 errhint("Grant the MongoDB user the action find on config.collections (the built-in role clusterMonitor has it), or name the sharding of the index collection: sharding => 'ranged', 'hashed' or 'none'.")));
+		return NULL;
+	return idx_privileges_missing(privileges, database, collection, actions);
+}
+
+/*
+ * Refuse to shard index collection "collection" of "database" (of index
+ * table "indexname") for lack of the actions "missing": 42501.
+ */
+static void
+refuse_sharding(const char *servername, const char *database,
+				const char *collection, const char *indexname,
+				const char *missing)
+{
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("the MongoDB user of foreign server \"%s\" may not shard index collection \"%s\" of database \"%s\"",
@@ -150,6 +146,21 @@ check_actions(mongoc_client_t *client, const char *servername,
 					   missing),
 			 errhint("Grant the MongoDB user the action enableSharding on the index collection (the built-in roles enableSharding and clusterManager have it), or create index table \"%s\" with sharding => 'none'.",
 					 indexname)));
+}
+
+/*
+ * The default left unsharded for lack of the actions "missing" on
+ * "what": a WARNING saying so (the index table works, on one shard).
+ */
+static void
+warn_unsharded(const char *servername, const char *indexname,
+			   const char *missing, const char *what)
+{
+	ereport(WARNING,
+			(errmsg("the index collection of index table \"%s\" is not sharded", indexname),
+			 errdetail("The MongoDB user of foreign server \"%s\" lacks the action %s on %s.",
+					   servername, missing, what),
+			 errhint("To shard it, grant the MongoDB user find on config.collections (the built-in role clusterMonitor has it) and enableSharding on the index collection (the built-in role enableSharding has it), then drop the index and create it again, or name the sharding: sharding => 'ranged' or 'hashed' (an error without the privilege), 'none' (no warning).")));
 }
 
 /*
@@ -201,7 +212,11 @@ collection_is_sharded(mongoc_client_t *client, const char *servername,
 }
 
 /*
- * The sharding of a new index table (see index_shard.h).
+ * The sharding of a new index table (see index_shard.h).  Asked for
+ * explicitly, ranged or hashed needs a mongos and the action
+ * enableSharding (0A000, 42501); the default falls back to unsharded, with
+ * a WARNING, where the user may not read config.collections or shard, as
+ * index collections were before they could be sharded.
  */
 IdxSharding
 idx_resolve_sharding(mongoc_client_t *client, const char *servername,
@@ -209,6 +224,7 @@ idx_resolve_sharding(mongoc_client_t *client, const char *servername,
 					 IdxSharding requested)
 {
 	char	   *type;
+	char	   *missing;
 
 	if (requested == IDX_SHARDING_NONE)
 		return IDX_SHARDING_NONE;
@@ -226,15 +242,34 @@ idx_resolve_sharding(mongoc_client_t *client, const char *servername,
 	}
 	if (requested == IDX_SHARDING_DEFAULT)
 	{
-		check_actions(client, servername, "config", "collections",
-					  config_actions, def->name, true);
+		/* without the privileges, the default stays what it was: unsharded */
+		missing = missing_actions(client, "config", "collections",
+								  config_actions);
+		if (missing != NULL)
+		{
+			warn_unsharded(servername, def->name, missing,
+						   "config.collections");
+			return IDX_SHARDING_NONE;
+		}
 		if (!collection_is_sharded(client, servername, info->database,
 								   info->collection))
 			return IDX_SHARDING_NONE;
-		requested = IDX_SHARDING_RANGED;
+		missing = missing_actions(client, def->database, def->collection,
+								  shard_actions);
+		if (missing != NULL)
+		{
+			warn_unsharded(servername, def->name, missing,
+						   psprintf("the index collection \"%s\"",
+									def->collection));
+			return IDX_SHARDING_NONE;
+		}
+		return IDX_SHARDING_RANGED;
 	}
-	check_actions(client, servername, def->database, def->collection,
-				  shard_actions, def->name, false);
+	missing = missing_actions(client, def->database, def->collection,
+							  shard_actions);
+	if (missing != NULL)
+		refuse_sharding(servername, def->database, def->collection,
+						def->name, missing);
 	return requested;
 }
 

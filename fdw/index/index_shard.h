@@ -37,7 +37,8 @@ extern const char *idx_sharding_name(IdxSharding sharding);
  * The sharding of new index table "def" of the fact collection of "info":
  * "requested" checked against the server (ranged and hashed need a mongos
  * and the privilege to shard), the default resolved (ranged when the fact
- * collection is sharded, else none).
+ * collection is sharded, else none; none with a WARNING when the user may
+ * not read config.collections or shard).
  */
 extern IdxSharding idx_resolve_sharding(mongoc_client_t *client,
 										const char *servername,
