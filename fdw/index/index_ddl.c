@@ -261,7 +261,7 @@ static void
 insert_definition(const IdxIndexDef *def, char **keyspecs, uint64 sync_from)
 {
 	Oid			argtypes[10] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
-		TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID, INT8OID, REGCOLLATIONARRAYOID,
+	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID, INT8OID, REGCOLLATIONARRAYOID,
 	TEXTOID};
 	Datum		args[10];
 	char		argnulls[11] = "          ";
@@ -1232,11 +1232,11 @@ idx_warn_unmaintained(const char *name, Oid relid)
 /*
  * The first half of create_index and create_index_concurrently, with the
  * same arguments (tbl, keys, include, is_unique, name, sharding): open
- * the table with "lockmode", resolve the definition, note the cluster time its
- * change stream is to start from (before anything reads the facts),
- * insert the definition as 'building', and create its index collection
- * with the collection's lookup index, sharded as index_shard.c decides.
- * The caller fills it.
+ * the table with "lockmode", resolve the definition and its sharding, note
+ * the cluster time its change stream is to start from (before anything
+ * reads the facts), insert the definition as 'building', and create its
+ * index collection with the collection's lookup index, sharded as
+ * index_shard.c decides.  The caller fills it.
  */
 void
 idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
