@@ -60,6 +60,7 @@ OBJS = \
 	fdw/index/index_limits.o \
 	fdw/index/index_owner.o \
 	fdw/index/index_privileges.o \
+	fdw/index/index_shard.o \
 	fdw/index/index_build.o \
 	fdw/index/index_online.o \
 	fdw/core/trust.o \

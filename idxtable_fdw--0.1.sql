@@ -70,7 +70,12 @@ CREATE TABLE idxtable.index_defs (
   -- the entries were written; another version makes the index stale for
   -- reads until verify_index finds it intact, or repair_index or
   -- rebuild_index rewrites it
-  collation_versions text[]
+  collation_versions text[],
+  -- how the index collection is sharded on a sharded cluster (mongos): by
+  -- the leading key "_id.k0", 'ranged' or 'hashed', or 'none' (unsharded,
+  -- on the database's primary shard); create_index decides it once
+  sharding text NOT NULL DEFAULT 'none'
+    CHECK (sharding IN ('none', 'ranged', 'hashed'))
 );
 
 COMMENT ON TABLE idxtable.index_defs IS
@@ -137,7 +142,7 @@ CREATE VIEW idxtable.indexes AS
                    AND c.version IS DISTINCT FROM
                        idxtable.collation_version(c.coll))
               THEN 'stale' ELSE state END AS state,
-         entries
+         entries, sharding
     FROM idxtable.index_defs;
 
 GRANT USAGE ON SCHEMA idxtable TO PUBLIC;
@@ -146,7 +151,8 @@ GRANT SELECT ON idxtable.index_defs, idxtable.indexes TO PUBLIC;
 CREATE FUNCTION idxtable.create_index(tbl regclass, keys text[],
                                       include text[] DEFAULT '{}',
                                       is_unique boolean DEFAULT false,
-                                      name text DEFAULT NULL)
+                                      name text DEFAULT NULL,
+                                      sharding text DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'idxtable_create_index'
 LANGUAGE C VOLATILE;
@@ -158,7 +164,8 @@ LANGUAGE C VOLATILE;
 CREATE PROCEDURE idxtable.create_index_concurrently(tbl regclass, keys text[],
                                                     include text[] DEFAULT '{}',
                                                     is_unique boolean DEFAULT false,
-                                                    name text DEFAULT NULL)
+                                                    name text DEFAULT NULL,
+                                                    sharding text DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'idxtable_create_index_concurrently'
 LANGUAGE C;
 

@@ -144,6 +144,8 @@ SELECT show_error(s) FROM (VALUES
   ($$SELECT idxtable.create_index('people', '{town}', name => 'a$b')$$),
   ($$SELECT idxtable.create_index('people', '{town}', name => '')$$),
   ($$SELECT idxtable.create_index('people', '{town}', name => repeat('x', 190))$$),
+  ($$SELECT idxtable.create_index('people', '{town}', name => 'people_sh', sharding => 'striped')$$),
+  ($$SELECT idxtable.create_index('people', '{town}', name => 'people_sh', sharding => 'ranged')$$),
   ($$SELECT idxtable.drop_index('nosuch')$$)) AS t(s);
 -- the hints
 SELECT idxtable.create_index('types', '{n}');

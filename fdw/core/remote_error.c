@@ -97,6 +97,8 @@ idx_op_context(const IdxOp *what)
 			return errcontext("while dropping index collection \"%s\" of database \"%s\"", o, c);
 		case IDX_OP_CREATE_LOOKUP:
 			return errcontext("while creating the lookup index of index collection \"%s\" of database \"%s\"", o, c);
+		case IDX_OP_SHARD_INDEX_COLL:
+			return errcontext("while sharding index collection \"%s\" of database \"%s\"", o, c);
 		case IDX_OP_BUILD_INDEX:
 			return errcontext("while building index collection \"%s\" of database \"%s\"", o, c);
 		case IDX_OP_VERIFY_INDEX:

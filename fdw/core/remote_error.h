@@ -49,6 +49,7 @@ typedef enum IdxOpKind
 	IDX_OP_CREATE_INDEX_COLL,	/* index collection, database */
 	IDX_OP_DROP_INDEX_COLL,		/* index collection, database */
 	IDX_OP_CREATE_LOOKUP,		/* index collection, database */
+	IDX_OP_SHARD_INDEX_COLL,	/* index collection, database */
 	IDX_OP_BUILD_INDEX,			/* index collection, database */
 	IDX_OP_VERIFY_INDEX,		/* index collection, database */
 	IDX_OP_REPAIR_INDEX,		/* index collection, database */

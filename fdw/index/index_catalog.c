@@ -571,6 +571,7 @@ row_to_definition(Datum *values, bool *nulls, Oid relid)
 	def->relid = relid;
 	def->collection = TextDatumGetCString(values[Anum_index_defs_collection - 1]);
 	def->unique = DatumGetBool(values[Anum_index_defs_is_unique - 1]);
+	def->sharding = TextDatumGetCString(values[Anum_index_defs_sharding - 1]);
 	def->entries = nulls[Anum_index_defs_entries - 1] ? -1 :
 		(double) DatumGetInt64(values[Anum_index_defs_entries - 1]);
 	def->distinct_keys = nulls[Anum_index_defs_distinct_keys - 1] ? -1 :

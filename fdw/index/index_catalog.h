@@ -87,6 +87,9 @@ typedef struct IdxIndexDef
 								 * collection's ownership marker */
 	char	   *owner_problem;	/* why the collection is not this index's
 								 * (state is then failed), or NULL */
+	const char *sharding;		/* how the index collection is sharded:
+								 * "none", "ranged" or "hashed"
+								 * (index_shard.h) */
 	bool		collation_changed;	/* a sortcoll's version is not the one
 									 * the entries were written under: stale
 									 * for reads until repaired or rebuilt */

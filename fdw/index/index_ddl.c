@@ -96,6 +96,7 @@
 #include "index/index_ddl.h"
 #include "index/index_entry.h"
 #include "index/index_owner.h"
+#include "index/index_shard.h"
 #include "module.h"
 
 /* Set by the change-stream workers' code when preloaded (sync_notify.c) */
@@ -259,10 +260,11 @@ key_collations_array(const IdxIndexDef *def, Datum *array)
 static void
 insert_definition(const IdxIndexDef *def, char **keyspecs, uint64 sync_from)
 {
-	Oid			argtypes[9] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
-	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID, INT8OID, REGCOLLATIONARRAYOID};
-	Datum		args[9];
-	char		argnulls[10] = "         ";
+	Oid			argtypes[10] = {TEXTOID, REGCLASSOID, TEXTARRAYOID,
+	TEXTARRAYOID, BOOLOID, TEXTOID, TEXTOID, INT8OID, REGCOLLATIONARRAYOID,
+	TEXTOID};
+	Datum		args[10];
+	char		argnulls[11] = "          ";
 	char	  **includes;
 	int			i;
 
@@ -283,14 +285,15 @@ insert_definition(const IdxIndexDef *def, char **keyspecs, uint64 sync_from)
 		argnulls[7] = 'n';
 	if (!key_collations_array(def, &args[8]))
 		argnulls[8] = 'n';
+	args[9] = CStringGetTextDatum(def->sharding ? def->sharding : "none");
 	idx_catalog_execute("INSERT INTO idxtable.index_defs "
 						"(name, tbl, keys, include, is_unique, collection, state, "
 						"definition_id, sync_from, key_collations, "
-						"collation_versions) "
+						"collation_versions, sharding) "
 						"VALUES ($1, $2, $3, $4, $5, $6, 'building', "
 						"$7::pg_catalog.uuid, $8, $9, "
-						COLLATION_VERSIONS_SQL("$9") ")",
-						9, argtypes, args, argnulls, NULL, NULL);
+						COLLATION_VERSIONS_SQL("$9") ", $10)",
+						10, argtypes, args, argnulls, NULL, NULL);
 }
 
 /*
@@ -1228,11 +1231,12 @@ idx_warn_unmaintained(const char *name, Oid relid)
 
 /*
  * The first half of create_index and create_index_concurrently, with the
- * same arguments (tbl, keys, include, is_unique, name): open the table
- * with "lockmode", resolve the definition, note the cluster time its
- * change stream is to start from (before anything reads the facts),
- * insert the definition as 'building', and create its index collection
- * with the collection's lookup index.  The caller fills it.
+ * same arguments (tbl, keys, include, is_unique, name, sharding): open
+ * the table with "lockmode", resolve the definition and its sharding, note
+ * the cluster time its change stream is to start from (before anything
+ * reads the facts), insert the definition as 'building', and create its
+ * index collection with the collection's lookup index, sharded as
+ * index_shard.c decides.  The caller fills it.
  */
 void
 idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
@@ -1247,6 +1251,7 @@ idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 	char	  **normalized;
 	int			nkeys;
 	int			ninclude = 0;
+	IdxSharding sharding;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -1278,6 +1283,9 @@ idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 		def->name = text_to_cstring(PG_GETARG_TEXT_PP(4));
 		check_index_name(def->name);
 	}
+	sharding = idx_parse_sharding(PG_NARGS() > 5 && !PG_ARGISNULL(5) ?
+								  text_to_cstring(PG_GETARG_TEXT_PP(5)) :
+								  NULL);
 	idx_check_new_index(rel, def->name);
 	check_no_remote_transaction(def->name);
 	ni->info = idx_get_table_info(def->relid);
@@ -1290,17 +1298,21 @@ idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 	ni->client = idx_get_client_for_rel(def->relid, InvalidOid, &server);
 	ni->servername = server->servername;
 	idx_check_index_privileges(ni->client, server, def, ni->info);
+	sharding = idx_resolve_sharding(ni->client, ni->servername, def, ni->info,
+									sharding);
+	def->sharding = idx_sharding_name(sharding);
 	ni->sync_from = idx_cluster_time_now(ni->client, ni->servername);
 	insert_definition(def, normalized, ni->sync_from);
 	create_owned_collection(def, ni->info, ni->client, ni->servername);
 	create_lookup_index(ni->client, ni->servername, def);
+	idx_shard_index_collection(ni->client, ni->servername, def, sharding);
 	ni->rel = rel;
 	ni->def = def;
 }
 
 /*
- * idxtable.create_index(tbl, keys, include, is_unique, name) returns the
- * index name.
+ * idxtable.create_index(tbl, keys, include, is_unique, name, sharding)
+ * returns the index name.
  */
 Datum
 idxtable_create_index(PG_FUNCTION_ARGS)

@@ -34,7 +34,7 @@
 #define IDX_CATALOG_TABLE		"index_defs"
 
 /* Columns of idxtable.index_defs */
-#define Natts_index_defs				13
+#define Natts_index_defs				14
 #define Anum_index_defs_name			1
 #define Anum_index_defs_tbl				2
 #define Anum_index_defs_keys			3
@@ -48,6 +48,7 @@
 #define Anum_index_defs_sync_from		11
 #define Anum_index_defs_key_collations	12
 #define Anum_index_defs_collation_versions	13
+#define Anum_index_defs_sharding		14
 
 /* Prefix of every index collection; IMPORT FOREIGN SCHEMA skips them */
 #define IDX_COLLECTION_PREFIX	"idxtable."

@@ -4,8 +4,10 @@ changes, appendOplogNote. Registered into test_server.py's list (run them with
 `/usr/bin/python3 test/server/test_server.py cluster`); each starts a cluster of its own, with pymongo as
 the independent client."""
 
+import threading
 import time
 
+from bson.min_key import MinKey
 from bson.timestamp import Timestamp
 
 
@@ -122,6 +124,43 @@ def test_cluster_ranged_split_move_and_per_shard_ids(env):
               for name in stats}
     check(sum(spread.values()) == 50 and all(spread.values()),
           "a hashed key spreads an existing collection's documents over the shards: %s" % spread)
+
+
+@test
+def test_cluster_dotted_key_inside_id(env):
+    """A shard key field inside _id ({"_id.k0": 1}, as index collections use): split's `middle` names it by
+    its dotted path; an upsert whose filter is an equality on the whole _id holds the shard key (mongos's
+    findEqualityElement); a retryable replacement reaches its document; a find run while a chunk moves
+    sees every document."""
+    server, client = cluster(env, "cl_dotted")
+    coll = client.t.d
+    client.admin.command("shardCollection", "t.d", key={"_id.k0": 1})
+    coll.insert_many([{"_id": {"k0": i, "id": i}, "n": 0} for i in range(100)])
+    client.admin.command("split", "t.d", middle={"_id.k0": 50})
+    chunks = list(client.config.chunks.find({"ns": "t.d"}, {"min": 1, "_id": 0}))
+    check(sorted(str(c["min"]) for c in chunks) == sorted([str({"_id.k0": 50}), str({"_id.k0": MinKey()})]),
+          "split at the dotted middle: %s" % chunks)
+    client.admin.command("moveChunk", "t.d", find={"_id.k0": 70}, to="shard1")
+    high = reached(client, lambda: list(coll.find({"_id.k0": {"$gte": 60}})))
+    check(high == ["shard1"], "the upper chunk moved: %s" % high)
+    result = coll.replace_one({"_id": {"k0": 150, "id": 1}}, {"_id": {"k0": 150, "id": 1}, "n": 1}, upsert=True)
+    check(result.upserted_id == {"k0": 150, "id": 1}, "an upsert by the whole _id: %s" % result.raw_result)
+    result = coll.replace_one({"_id": {"k0": 7, "id": 7}}, {"_id": {"k0": 7, "id": 7}, "n": 2})
+    check(result.modified_count == 1, "a retryable replacement: %s" % result.raw_result)
+    done = []
+
+    def move():
+        for to in ["shard0", "shard1"] * 10:
+            client.admin.command("moveChunk", "t.d", find={"_id.k0": 70}, to=to)
+        done.append(True)
+
+    mover = threading.Thread(target=move)
+    mover.start()
+    counts = set()
+    while not done:
+        counts.add(len(list(coll.find({"_id.k0": {"$gte": 0}}))))
+    mover.join()
+    check(counts == {101}, "finds during moves saw every document: %s" % sorted(counts))
 
 
 @test

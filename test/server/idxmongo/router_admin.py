@@ -19,7 +19,7 @@ from . import cmd_admin
 from .bsonkeys import sort_key
 from .errors import MongoError
 from .matcher import compile_filter
-from .routing import path_value
+from .routing import MISSING, hashed, path_value
 
 
 def _admin_only(db, name):
@@ -181,6 +181,12 @@ def _entry(router, cmd, name):
     return entry
 
 
+def _key_field(doc, field):
+    """A shard key field's value in a shard key document (`middle`, `bounds`: its fields named by their
+    dotted paths, as mongos writes them) or in a `find` query, which may also nest it ({a: {b: 1}})."""
+    return doc[field] if field in doc else path_value(doc, field)
+
+
 def cmd_split(router, conn, db, cmd):
     """split at `middle` (a full shard key value; a hashed field given by its hash)."""
     _admin_only(db, "split")
@@ -188,8 +194,8 @@ def cmd_split(router, conn, db, cmd):
     middle = cmd.get("middle")
     if not isinstance(middle, dict):
         raise MongoError(2, "split: middle must be a document")
-    values = [path_value(middle, f) for f in entry.fields]
-    if any(v is None for v in values) or len(values) != len(entry.fields):
+    values = [_key_field(middle, f) for f in entry.fields]
+    if any(v is None or v is MISSING for v in values) or len(values) != len(entry.fields):
         raise MongoError(2, "split: middle must hold every shard key field")
     with router.cluster.routing.lock:
         entry.split(values)
@@ -206,9 +212,11 @@ def cmd_move_chunk(router, conn, db, cmd):
     if target not in names:
         raise MongoError(70, "Shard %s not found" % (target,))
     if isinstance(cmd.get("bounds"), list) and cmd["bounds"]:
-        point = entry.point([path_value(cmd["bounds"][0], f) for f in entry.fields])
+        point = entry.point([_key_field(cmd["bounds"][0], f) for f in entry.fields])
     elif isinstance(cmd.get("find"), dict):
-        point = entry.point(entry.key_values(cmd["find"]))
+        found = [_key_field(cmd["find"], f) for f in entry.fields]
+        point = entry.point([hashed(v) if f == entry.hashed_field else (None if v is MISSING else v)
+                             for f, v in zip(entry.fields, found)])
     else:
         raise MongoError(2, "moveChunk needs find or bounds")
     with router.cluster.routing.lock:

@@ -188,9 +188,15 @@ def _find(router, conn, db, cmd, entry):
     if limit:
         sent["limit"] = limit + skip
     sent["batchSize"] = DRAIN_BATCH
-    docs = []
-    for index in entry.target(filt):
-        docs.extend(drain(router, conn, index, db, sent))
+    # A chunk that moved while the shards ran the find (a new epoch) may have been read on neither: run
+    # it again, as mongos does when a shard answers StaleConfig.
+    while True:
+        epoch = entry.epoch
+        docs = []
+        for index in entry.target(filt):
+            docs.extend(drain(router, conn, index, db, sent))
+        if entry.epoch == epoch or cmd.get("autocommit") is False:
+            break
     if sort:
         sort_documents(docs, list(sort.items()))
     docs = docs[skip:]
@@ -339,8 +345,11 @@ def _moves(router, conn, db, cmd, entry, index, stmt):
     chunk, or None."""
     if stmt.get("multi") or not _changes_shard_key(entry, stmt.get("u")) or isinstance(stmt.get("u"), list):
         return None
+    # (the find joins a transaction; a retryable write's txnNumber is not for a find: 50768 on a shard)
+    session = _session_fields(cmd) if cmd.get("autocommit") is False else \
+        {k: cmd[k] for k in ("lsid",) if k in cmd}
     found = drain(router, conn, index, db, {"find": cmd["update"], "filter": stmt.get("q") or {}, "limit": 1,
-                                           "batchSize": DRAIN_BATCH, **_session_fields(cmd)})
+                                           "batchSize": DRAIN_BATCH, **session})
     if not found:
         return None
     old = found[0]

@@ -112,6 +112,9 @@ def forget(store, db, name=None):
             config.delete(idk)
 
 
+_MISSING = object()
+
+
 def _is_operator_doc(value):
     """Is `value` a document of query operators ({$gt: ..})?"""
     return isinstance(value, dict) and bool(value) and next(iter(value)).startswith("$")
@@ -130,11 +133,21 @@ def _equality(value):
 
 
 def _has_equality(query, path):
-    """Does the filter hold an equality on `path`, at its top level or inside a top-level $and?"""
+    """Does the filter hold an equality on `path`, at its top level or inside a top-level $and, or an
+    equality on an enclosing path whose document holds the field (mongos's findEqualityElement in
+    s/shard_key_pattern_query_util.cpp: {_id: {k0: 1, id: 2}} holds the shard key field "_id.k0")?"""
     if not isinstance(query, dict):
         return False
     if path in query and _equality(query[path])[0]:
         return True
+    parts = path.split(".")
+    for cut in range(1, len(parts)):
+        head = ".".join(parts[:cut])
+        found, value = _equality(query[head]) if head in query else (False, None)
+        for part in parts[cut:] if found else ():
+            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
+        if found and value is not _MISSING and _equality(value)[0]:
+            return True
     clauses = query.get("$and")
     return isinstance(clauses, list) and any(_has_equality(c, path) for c in clauses)
 
