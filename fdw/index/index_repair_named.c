@@ -107,13 +107,9 @@ compare_mentions(const void *a, const void *b)
 /*
  * For each of the distinct keys[0..nkeys-1] (sorted, from
  * idx_repair_distinct_ids()), the image of its last mention in
- * ids/images[0..n-1] (or NULL).  An _id whose mentions include both a
- * delete (IDX_REPAIR_GONE) and a document gets NULL, so that it is read:
- * on a sharded cluster a change of a document's shard key is a delete on
- * one shard and an insert on another in one transaction, and their events
- * may come in either order, so the last mention need not be the last
- * change (idx_applier_apply_facts() reads such _ids once for all index
- * tables; this covers any other caller).
+ * ids/images[0..n-1] (or NULL).  The caller leaves no image for a fact
+ * whose last mention need not be its last change (on mongos, a shard-key
+ * change's delete and insert come in either order: applier_apply.c).
  */
 static const bson_t **
 last_images(const bson_value_t *ids, const bson_t *const *images, int n,
@@ -121,8 +117,6 @@ last_images(const bson_value_t *ids, const bson_t *const *images, int n,
 {
 	Mention    *m = palloc(sizeof(Mention) * Max(n, 1));
 	const bson_t **known = palloc0(sizeof(bson_t *) * Max(nkeys, 1));
-	bool		gone = false;
-	bool		doc = false;
 	int			i,
 				k = 0;
 
@@ -134,17 +128,12 @@ last_images(const bson_value_t *ids, const bson_t *const *images, int n,
 	qsort(m, n, sizeof(Mention), compare_mentions);
 	for (i = 0; i < n; i++)
 	{
-		const bson_t *image = images[m[i].pos];
-
-		gone = gone || image == IDX_REPAIR_GONE;
-		doc = doc || (image != NULL && image != IDX_REPAIR_GONE);
 		if (i + 1 < n && idx_repair_compare_bson(m[i].key, m[i + 1].key) == 0)
 			continue;			/* not the last mention of its _id */
 		while (k < nkeys && idx_repair_compare_bson(keys[k], m[i].key) < 0)
 			k++;
 		if (k < nkeys && idx_repair_compare_bson(keys[k], m[i].key) == 0)
-			known[k] = (gone && doc) ? NULL : image;
-		gone = doc = false;
+			known[k] = images[m[i].pos];
 	}
 	return known;
 }

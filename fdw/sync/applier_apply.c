@@ -49,10 +49,9 @@
  *   column two of them use: one read, not two) and one of entries each.
  *
  * Facts moved between shards.  The image of a fact is its last mention's
- * in the batch, except for a fact a batch shows both deleted and as a
- * document: it is read (forget_moved_images()), since the delete and the
- * insert of a change of its shard key on a sharded cluster come in either
- * order.
+ * in the batch, except on mongos for a fact a batch shows both deleted and
+ * as a document: it is read (forget_moved_images()), since the delete and
+ * the insert of a change of its shard key come in either order.
  *
  * Claims left to writes in flight.  Every repair here leaves alone the
  * young unique claims that a write in ordered mode may have made before
@@ -595,17 +594,18 @@ compare_id_mentions(const void *a, const void *b)
 }
 
 /*
- * Forget what the events of "c" showed of each fact whose mentions include
- * both a delete and a document: it is read instead, once for all index
- * tables.  On a sharded cluster mongos changes a document's shard key by a
- * delete on the old shard and an insert on the new one, in one
- * transaction whose parts' events come in either order, so the last
- * mention (the delete, when the insert came first) need not be the fact
- * as it is.  On a replica set such a pair (a fact deleted and inserted
- * again, or the other way) costs one read more.
+ * On mongos, forget what the events of "c" showed of each fact whose
+ * mentions include both a delete and a document: it is read instead, once
+ * for all index tables.  mongos changes a document's shard key by a delete
+ * on the old shard and an insert on the new one, in one transaction whose
+ * parts' events come in either order, so the last mention (the delete,
+ * when the insert came first) need not be the fact as it is.  On a replica
+ * set the events of a fact come in the order of its changes: its last
+ * mention is right, and an insert and a delete in one batch (a write in
+ * ordered mode) cost no read.
  */
 static void
-forget_moved_images(CollIds *c)
+forget_moved_images(AppStream *s, CollIds *c)
 {
 	IdMention  *m;
 	bool		gone = false;
@@ -620,7 +620,7 @@ forget_moved_images(CollIds *c)
 		doc = doc || (c->images[i] != NULL &&
 					  c->images[i] != IDX_REPAIR_GONE);
 	}
-	if (!gone || !doc)
+	if (!s->mongos || !gone || !doc)
 		return;
 	m = palloc(sizeof(IdMention) * c->n);
 	for (i = 0; i < c->n; i++)
@@ -768,8 +768,8 @@ repair_direct(AppStream *s, IndexPlan *plans, int nplans)
  * Apply the facts of "c" to each index table of "s" over its collection,
  * leaving out what each needs not apply: the index tables that know none
  * of their facts directly, the others checking first, with one read of
- * the facts for those of one foreign table (see the file header).  The
- * facts a batch shows both deleted and as a document are read
+ * the facts for those of one foreign table (see the file header).  On
+ * mongos the facts a batch shows both deleted and as a document are read
  * (forget_moved_images()).
  */
 void
@@ -781,7 +781,7 @@ idx_applier_apply_facts(AppStream *s, CollIds *c)
 	ListCell   *lc;
 	int			i;
 
-	forget_moved_images(c);
+	forget_moved_images(s, c);
 	foreach(lc, s->indexes)
 	{
 		AppIndex   *ix = lfirst(lc);
