@@ -19,8 +19,9 @@ shard_key 'region' and an index table on sku.
    transaction's events are applied in one batch, so the index has no entry of m<k> when the batch is
    checked.  Before the fix the applier took the fact's last mention in the batch (the delete) for the
    fact ("gone"), found no entry to remove, and left the fact out of the index for good: a routed read
-   of S<k> found nothing and verify_index counted it missing (7 of 8 facts in each of 3 runs; the
-   last one's batch was cut, so it was read).  Then the same with facts e<k> already in the index,
+   of S<k> found nothing and verify_index counted it missing (7 of 8 facts in each of 3 runs on the
+   code before this test; 4, 6 and 6 of 8 with only this fix taken out; a fact whose transaction a
+   batch's end cut waits for the next batch and is read).  Then the same with facts e<k> already in the index,
    moved in a transaction of their own (right before the fix too).  Each fact must be found by a
    routed read within 20 s, and verify_index must be clean.
 2. Cross-shard transactions (item 5).  TXNS times, the stream taking the FDW's transactions (an outside
