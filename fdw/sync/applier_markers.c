@@ -203,10 +203,12 @@ fdw_session(const uint8_t *lsid, uint32_t len, uint8 **registry,
 		return false;
 	if (*nregistry < 0)
 	{
-		*registry = palloc(IDX_LSID_LEN * IDX_SYNC_MAX_SESSIONS);
+		uint8		(*out)[IDX_LSID_LEN];
+
+		out = palloc(sizeof(*out) * IDX_SYNC_MAX_SESSIONS);
+		*registry = (uint8 *) out;
 		*nregistry = Min(idx_sync_sessions_lsids(MyDatabaseId,
-												 applier.slot->serverid,
-												 (uint8 (*)[IDX_LSID_LEN]) *registry,
+												 applier.slot->serverid, out,
 												 IDX_SYNC_MAX_SESSIONS),
 						 IDX_SYNC_MAX_SESSIONS);
 	}

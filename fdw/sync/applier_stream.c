@@ -127,7 +127,7 @@ typedef struct Batch
 	List	   *colls;			/* CollIds * */
 	List	   *markers;		/* Marker * */
 	List	   *marker_times;	/* ... their events' (IdxClusterTime *) */
-	AppStream  *stream;			/* its stream, whose kept markers count too */
+	AppStream  *stream;			/* its stream (its kept markers count) */
 	uint8	   *registry;		/* the FDW's sessions (applier_markers.c) */
 	int			nregistry;		/* how many; -1: not read yet */
 	List	   *failed;			/* fact collections dropped or renamed */
