@@ -77,6 +77,7 @@ OBJS = \
 	fdw/sync/applier_fields.o \
 	fdw/sync/applier_denied.o \
 	fdw/sync/applier_split.o \
+	fdw/sync/applier_markers.o \
 	fdw/sync/applier_durable.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \

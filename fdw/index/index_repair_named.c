@@ -107,7 +107,9 @@ compare_mentions(const void *a, const void *b)
 /*
  * For each of the distinct keys[0..nkeys-1] (sorted, from
  * idx_repair_distinct_ids()), the image of its last mention in
- * ids/images[0..n-1] (or NULL).
+ * ids/images[0..n-1] (or NULL).  The caller leaves no image for a fact
+ * whose last mention need not be its last change (on mongos, a shard-key
+ * change's delete and insert come in either order: applier_apply.c).
  */
 static const bson_t **
 last_images(const bson_value_t *ids, const bson_t *const *images, int n,

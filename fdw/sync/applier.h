@@ -87,6 +87,11 @@ typedef struct AppStream
 	TimestampTz quiet_since;	/* no batch wrote to an index table since */
 	TimestampTz arm_checked_at; /* the last check of the catalog for it */
 	bson_t	   *before;			/* the token before the current getMore */
+
+	/* markers of cross-shard transactions (applier_markers.c) */
+	bool		mongos;			/* the stream goes through mongos */
+	List	   *kept_markers;	/* markers seen recently (KeptMarker *) */
+	MemoryContext marker_cxt;	/* their memory */
 } AppStream;
 
 /*
@@ -201,6 +206,17 @@ extern void idx_applier_forget_split(AppStream *s);
 extern void idx_applier_note_election(AppStream *s);
 extern bool idx_applier_primary_kept(AppStream *s);
 extern void idx_applier_primary_changed(AppStream *s, int attempt);
+
+/* ---- applier_markers.c ---- */
+extern bool idx_applier_on_mongos(void);
+extern void idx_applier_keep_markers(AppStream *s, List *markers,
+									 List *times);
+extern Marker *idx_applier_kept_marker(AppStream *s, const uint8_t *lsid,
+									   uint32_t len, int64 txn);
+extern void idx_applier_forget_markers(AppStream *s);
+extern bool idx_applier_awaits_marker(AppStream *s, const uint8_t *lsid,
+									  uint32_t len, uint8 **registry,
+									  int *nregistry);
 
 /* ---- applier_fields.c ---- */
 extern bool idx_applier_index_fields(AppIndex *ix, List **fields);

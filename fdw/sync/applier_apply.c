@@ -48,6 +48,11 @@
  *   thus costs one read of the facts for all index tables (an UPDATE of a
  *   column two of them use: one read, not two) and one of entries each.
  *
+ * Facts moved between shards.  The image of a fact is its last mention's
+ * in the batch, except on mongos for a fact a batch shows both deleted and
+ * as a document: it is read (forget_moved_images()), since the delete and
+ * the insert of a change of its shard key come in either order.
+ *
  * Claims left to writes in flight.  Every repair here leaves alone the
  * young unique claims that a write in ordered mode may have made before
  * its fact, a write that was running when the repair read the facts
@@ -557,6 +562,93 @@ share_facts_read(IndexPlan *plans, int nplans)
 }
 
 /* ----------------------------------------------------------------
+ *		Facts moved between shards
+ * ----------------------------------------------------------------
+ */
+
+/* One mention of a fact _id in a batch, for forget_moved_images() */
+typedef struct IdMention
+{
+	bson_t	   *key;			/* {"v": _id} */
+	int			pos;			/* its place in the CollIds */
+} IdMention;
+
+/*
+ * Order of mentions by _id (as bytes: equal _ids are equal), then by
+ * place.
+ */
+static int
+compare_id_mentions(const void *a, const void *b)
+{
+	const IdMention *ma = a;
+	const IdMention *mb = b;
+	int			c;
+
+	if (ma->key->len != mb->key->len)
+		return ma->key->len < mb->key->len ? -1 : 1;
+	c = memcmp(bson_get_data(ma->key), bson_get_data(mb->key),
+			   ma->key->len);
+	if (c != 0)
+		return c;
+	return (ma->pos > mb->pos) - (ma->pos < mb->pos);
+}
+
+/*
+ * On mongos, forget what the events of "c" showed of each fact whose
+ * mentions include both a delete and a document: it is read instead, once
+ * for all index tables.  mongos changes a document's shard key by a delete
+ * on the old shard and an insert on the new one, in one transaction whose
+ * parts' events come in either order, so the last mention (the delete,
+ * when the insert came first) need not be the fact as it is.  On a replica
+ * set the events of a fact come in the order of its changes: its last
+ * mention is right, and an insert and a delete in one batch (a write in
+ * ordered mode) cost no read.
+ */
+static void
+forget_moved_images(AppStream *s, CollIds *c)
+{
+	IdMention  *m;
+	bool		gone = false;
+	bool		doc = false;
+	int			i,
+				j,
+				k;
+
+	for (i = 0; i < c->n; i++)
+	{
+		gone = gone || c->images[i] == IDX_REPAIR_GONE;
+		doc = doc || (c->images[i] != NULL &&
+					  c->images[i] != IDX_REPAIR_GONE);
+	}
+	if (!s->mongos || !gone || !doc)
+		return;
+	m = palloc(sizeof(IdMention) * c->n);
+	for (i = 0; i < c->n; i++)
+	{
+		m[i].key = idx_repair_wrap_value(&c->ids[i]);
+		m[i].pos = i;
+	}
+	qsort(m, c->n, sizeof(IdMention), compare_id_mentions);
+	for (i = 0; i < c->n; i = j)
+	{
+		gone = doc = false;
+		for (j = i; j < c->n && m[j].key->len == m[i].key->len &&
+			 memcmp(bson_get_data(m[j].key), bson_get_data(m[i].key),
+					m[i].key->len) == 0; j++)
+		{
+			const bson_t *image = c->images[m[j].pos];
+
+			gone = gone || image == IDX_REPAIR_GONE;
+			doc = doc || (image != NULL && image != IDX_REPAIR_GONE);
+		}
+		if (gone && doc)
+			for (k = i; k < j; k++)
+				c->images[m[k].pos] = NULL;
+	}
+}
+
+
+/* ----------------------------------------------------------------
  *		Direct repairs
  * ----------------------------------------------------------------
  */
@@ -676,7 +768,9 @@ repair_direct(AppStream *s, IndexPlan *plans, int nplans)
  * Apply the facts of "c" to each index table of "s" over its collection,
  * leaving out what each needs not apply: the index tables that know none
  * of their facts directly, the others checking first, with one read of
- * the facts for those of one foreign table (see the file header).
+ * the facts for those of one foreign table (see the file header).  On
+ * mongos the facts a batch shows both deleted and as a document are read
+ * (forget_moved_images()).
  */
 void
 idx_applier_apply_facts(AppStream *s, CollIds *c)
@@ -687,6 +781,7 @@ idx_applier_apply_facts(AppStream *s, CollIds *c)
 	ListCell   *lc;
 	int			i;
 
+	forget_moved_images(s, c);
 	foreach(lc, s->indexes)
 	{
 		AppIndex   *ix = lfirst(lc);

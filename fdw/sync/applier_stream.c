@@ -90,6 +90,10 @@
  * time applied through stays before the transaction's, and the position
  * is not stored while they wait (a restart reads them again).  If the
  * stream is closed or reopened first, or too many wait, they are applied.
+ * On mongos the parts of a transaction over several shards come at times
+ * of their own, so its marker can come batches before or after its other
+ * facts: the markers seen lately are kept, and facts of the FDW's
+ * sessions wait a while for a marker not seen yet (applier_markers.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -122,6 +126,10 @@ typedef struct Batch
 {
 	List	   *colls;			/* CollIds * */
 	List	   *markers;		/* Marker * */
+	List	   *marker_times;	/* ... their events' (IdxClusterTime *) */
+	AppStream  *stream;			/* its stream (its kept markers count) */
+	uint8	   *registry;		/* the FDW's sessions (applier_markers.c) */
+	int			nregistry;		/* how many; -1: not read yet */
 	List	   *failed;			/* fact collections dropped or renamed */
 	List	   *failed_at;		/* ... and when (IdxClusterTime *) */
 	bool		invalidated;	/* the stream was invalidated */
@@ -147,10 +155,17 @@ typedef struct DeferredId
 	uint8_t    *lsid;
 	uint32_t	lsid_len;
 	int64		txn;
+	IdxClusterTime time;		/* its event's */
+	TimestampTz since;			/* waits for a marker not seen (mongos,
+								 * applier_markers.c) since; 0: its
+								 * transaction ended the batch */
 } DeferredId;
 
 /* At most this many facts wait for their transaction's marker */
 #define MAX_DEFERRED	(10 * IDX_CS_BATCH_SIZE)
+
+/* At most this long (ms) for a marker not seen (applier_markers.c) */
+#define MARKER_WAIT_MS	2000
 
 static void apply_batch(AppStream *s);
 static void restart_now(AppStream *s);
@@ -491,7 +506,8 @@ event_txn(const bson_t *event, const uint8_t **lsid, uint32_t *lsid_len,
 }
 
 /*
- * The marker of the transaction of "event" in the batch, or NULL.
+ * The marker of transaction (lsid, txn) in the batch, or kept by its
+ * stream from an earlier one (on mongos, applier_markers.c), or NULL.
  */
 static Marker *
 find_marker(Batch *b, const uint8_t *lsid, uint32_t len, int64 txn)
@@ -506,22 +522,9 @@ find_marker(Batch *b, const uint8_t *lsid, uint32_t len, int64 txn)
 			memcmp(m->lsid, lsid, len) == 0)
 			return m;
 	}
+	if (b->stream != NULL && b->stream->kept_markers != NIL)
+		return idx_applier_kept_marker(b->stream, lsid, len, txn);
 	return NULL;
-}
-
-/*
- * The marker of the transaction of "event" in the batch, or NULL.
- */
-static Marker *
-event_marker(Batch *b, const bson_t *event)
-{
-	const uint8_t *lsid;
-	uint32_t	len;
-	int64		txn;
-
-	if (b->markers == NIL || !event_txn(event, &lsid, &len, &txn))
-		return NULL;
-	return find_marker(b, lsid, len, txn);
 }
 
 /*
@@ -536,13 +539,15 @@ is_deferred_txn(Batch *b, const uint8_t *lsid, uint32_t len, int64 txn)
 }
 
 /*
- * Keep a fact of the transaction the batch ends in for the next batch, in
- * the new list "*into" (in s->defer_cxt).
+ * Keep a fact (of event time "time") of transaction (lsid, txn) for the
+ * next batch, in the new list "*into" (in s->defer_cxt): a fact of the
+ * transaction the batch ends in ("since" 0), or one that waits since then
+ * for a marker not seen (applier_markers.c).
  */
 static void
 defer_id(AppStream *s, List **into, const char *collection,
 		 const bson_value_t *id, const uint8_t *lsid, uint32_t len,
-		 int64 txn)
+		 int64 txn, IdxClusterTime time, TimestampTz since)
 {
 	MemoryContext old = MemoryContextSwitchTo(s->defer_cxt);
 	DeferredId *d = palloc0(sizeof(DeferredId));
@@ -560,14 +565,27 @@ defer_id(AppStream *s, List **into, const char *collection,
 	memcpy(d->lsid, lsid, len);
 	d->lsid_len = len;
 	d->txn = txn;
+	d->time = time;
+	d->since = since;
 	*into = lappend(*into, d);
 	MemoryContextSwitchTo(old);
 }
 
 /*
+ * Should a fact of transaction (session "lsid") whose marker was not seen
+ * wait for it (applier_markers.c), room left?
+ */
+static bool
+awaits_marker(AppStream *s, Batch *b, const uint8_t *lsid, uint32_t len)
+{
+	return s->ndeferred + list_length(b->new_deferred) < MAX_DEFERRED &&
+		idx_applier_awaits_marker(s, lsid, len, &b->registry, &b->nregistry);
+}
+
+/*
  * If "event" writes the marker of a transaction through the FDW (an
  * insert or replace of an "fdw:" document of idxtable.sync, in a
- * transaction), add it to the batch's markers.
+ * transaction), add it to the batch's markers, with its time.
  */
 static void
 note_marker(Batch *b, const bson_t *event)
@@ -579,6 +597,7 @@ note_marker(Batch *b, const bson_t *event)
 	Marker	   *m;
 	const uint8_t *data;
 	uint32_t	len;
+	IdxClusterTime *time;
 
 	if (op == NULL || coll == NULL || id == NULL ||
 		strcmp(coll, IDX_SYNC_COLLECTION) != 0 ||
@@ -595,6 +614,9 @@ note_marker(Batch *b, const bson_t *event)
 	if (bson_iter_init_find(&iter, &m->doc, "after"))
 		m->after = idx_cs_iter_time(&iter);
 	b->markers = lappend(b->markers, m);
+	time = palloc(sizeof(IdxClusterTime));
+	*time = idx_cs_event_time(event);
+	b->marker_times = lappend(b->marker_times, time);
 }
 
 /*
@@ -670,14 +692,18 @@ note_document_event(AppStream *s, Batch *b, const bson_t *event,
 		const uint8_t *lsid;
 		uint32_t	len;
 		int64		txn;
+		bool		in_txn = event_txn(event, &lsid, &len, &txn);
+		Marker	   *marker = in_txn ? find_marker(b, lsid, len, txn) : NULL;
 
-		if (b->defer && event_txn(event, &lsid, &len, &txn) &&
-			is_deferred_txn(b, lsid, len, txn))
+		if (in_txn && b->defer && is_deferred_txn(b, lsid, len, txn))
 			defer_id(s, &b->new_deferred, fact, bson_iter_value(&id), lsid,
-					 len, txn);
+					 len, txn, time, 0);
+		else if (in_txn && marker == NULL && awaits_marker(s, b, lsid, len))
+			defer_id(s, &b->new_deferred, fact, bson_iter_value(&id), lsid,
+					 len, txn, time, GetCurrentTimestamp());
 		else
 			add_id(b, fact, bson_iter_value(&id), event_image(event),
-				   event_marker(b, event), event_changes(event));
+				   marker, event_changes(event));
 	}
 	else if (coll != NULL && strcmp(coll, IDX_SYNC_COLLECTION) == 0 &&
 			 BSON_ITER_HOLDS_UTF8(&id) &&
@@ -837,24 +863,56 @@ note_tail(AppStream *s, Batch *b, const bson_t *last)
 
 /*
  * The facts that waited for this batch: into it (with their marker, if
- * it came), or waiting on if their transaction still goes on.
+ * it came), or waiting on if their transaction still goes on, or (on
+ * mongos) if their marker was not seen and they have not waited long
+ * (applier_markers.c).
  */
 static void
 take_deferred(AppStream *s, Batch *b)
 {
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	foreach(lc, s->deferred)
+	{
+		DeferredId *d = lfirst(lc);
+		Marker	   *m = find_marker(b, d->lsid, d->lsid_len, d->txn);
+
+		if (is_deferred_txn(b, d->lsid, d->lsid_len, d->txn))
+			defer_id(s, &b->new_deferred, d->collection, &d->id, d->lsid,
+					 d->lsid_len, d->txn, d->time, d->since);
+		else if (m == NULL &&
+				 (d->since != 0 ?
+				  !TimestampDifferenceExceeds(d->since, now, MARKER_WAIT_MS) :
+				  awaits_marker(s, b, d->lsid, d->lsid_len)))
+			defer_id(s, &b->new_deferred, d->collection, &d->id, d->lsid,
+					 d->lsid_len, d->txn, d->time,
+					 d->since != 0 ? d->since : now);
+		else
+			add_id(b, d->collection, &d->id, NULL, m, NULL);
+	}
+}
+
+/*
+ * While facts wait for their marker, the stream has applied through the
+ * time before the earliest of them at most (but never less than
+ * "before", where it was).
+ */
+static void
+cap_covered(AppStream *s, IdxClusterTime before)
+{
+	IdxClusterTime earliest = 0;
 	ListCell   *lc;
 
 	foreach(lc, s->deferred)
 	{
 		DeferredId *d = lfirst(lc);
 
-		if (is_deferred_txn(b, d->lsid, d->lsid_len, d->txn))
-			defer_id(s, &b->new_deferred, d->collection, &d->id, d->lsid,
-					 d->lsid_len, d->txn);
-		else
-			add_id(b, d->collection, &d->id, NULL,
-				   find_marker(b, d->lsid, d->lsid_len, d->txn), NULL);
+		if (d->time > 0 && (earliest == 0 || d->time < earliest))
+			earliest = d->time;
 	}
+	if (earliest > 0)
+		s->covered = Max(before, Min(s->covered, earliest - 1));
 }
 
 /*
@@ -911,6 +969,8 @@ apply_batch(AppStream *s)
 	MemoryContext old_defer_cxt = s->defer_cxt;
 
 	memset(&b, 0, sizeof(b));
+	b.stream = s;
+	b.nregistry = -1;
 	/* the markers first: a transaction's marker is its last event */
 	idx_cs_batch(&s->cs, &iter);
 	while (idx_cs_next_event(&iter, &event))
@@ -944,6 +1004,8 @@ apply_batch(AppStream *s)
 		s->cs.start_after = true;	/* the PBRT is the invalidate's token */
 
 	advance_covered(s, &b);
+	cap_covered(s, before);
+	idx_applier_keep_markers(s, b.markers, b.marker_times);
 	s->caught_up = (b.nevents == 0);
 	if (b.nevents > 0 || s->covered != before)
 		s->unsaved = true;
@@ -1356,6 +1418,7 @@ idx_applier_open_stream(AppStream *s)
 
 	s->cs.collections = fact_collections(s);
 	MemoryContextSwitchTo(old);
+	s->mongos = idx_applier_on_mongos();
 	idx_exclude_open(s);
 	found = read_position(s, &token, &stored, &followed, &watched,
 						  &start_after, &other_server);
@@ -1520,6 +1583,7 @@ void
 idx_applier_close_stream(AppStream *s)
 {
 	forget_deferred(s);			/* not stored: read again after the position */
+	idx_applier_forget_markers(s);
 	idx_applier_forget_spared(s);	/* the same */
 	idx_applier_forget_split(s);			/* the same */
 	idx_exclude_close(s);

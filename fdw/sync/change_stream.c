@@ -341,6 +341,9 @@ run_in_session(IdxChangeStream *cs, const bson_t *cmd, bson_t *reply,
 		bson_init(reply);
 		return false;
 	}
+	if (cs->server_id != 0)
+		idx_check_append(BSON_APPEND_INT32(&opts, "serverId",
+										   (int32) cs->server_id));
 	ok = mongoc_client_command_with_opts(cs->client, cs->database, cmd, NULL,
 										 &opts, reply, error);
 	bson_destroy(&opts);
@@ -651,8 +654,33 @@ take_reply(IdxChangeStream *cs, bson_t *reply, const char *batch_field)
 }
 
 /*
+ * The server the commands of the stream go to, or 0 for any (the
+ * primary): on a sharded cluster, the mongos that opens it.  A mongos
+ * keeps the cursor of a change stream for itself (another answers a
+ * getMore with CursorNotFound), and libmongoc picks any mongos of the URI
+ * for each command, so with several the stream's getMores would fail half
+ * of the time and the stream be reopened each time.
+ */
+static uint32_t
+stream_server(IdxChangeStream *cs)
+{
+	mongoc_server_description_t *sd;
+	bson_error_t error;
+	uint32_t	id = 0;
+
+	sd = mongoc_client_select_server(cs->client, false, NULL, &error);
+	if (sd == NULL)
+		idx_report_error(&error, cs->servername,
+						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
+	if (strcmp(mongoc_server_description_type(sd), "Mongos") == 0)
+		id = mongoc_server_description_id(sd);
+	mongoc_server_description_destroy(sd);
+	return id;
+}
+
+/*
  * Send the aggregate that opens the stream (slim or not, as cs->slim
- * says).
+ * says), through the server stream_server() picks.
  */
 static IdxCsResult
 open_once(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
@@ -665,6 +693,7 @@ open_once(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 	idx_cs_close(cs);
 	cs->start_at = token ? 0 : start_at;
 	cs->split = server_splits(cs);
+	cs->server_id = stream_server(cs);
 	cs->session = mongoc_client_start_session(cs->client, NULL, &error);
 	if (cs->session == NULL)
 		idx_report_error(&error, cs->servername,

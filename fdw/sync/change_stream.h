@@ -69,6 +69,8 @@ typedef struct IdxChangeStream
 	int			nexcluded;		/* sessions whose transactions the stream
 								 * leaves out (applier_exclude.c), 0: none */
 	uint8		(*excluded)[IDX_LSID_LEN];	/* their lsids' ids */
+	uint32_t	server_id;		/* the mongos its cursor lives on, or 0
+								 * (change_stream.c, stream_server()) */
 } IdxChangeStream;
 
 /*

@@ -1,0 +1,233 @@
+#!/usr/bin/python3
+"""The applier on a sharded cluster: shard-key changes whose insert comes before their delete (issue 28,
+item 4), and the FDW's cross-shard transactions whose marker is not their last event (item 5).
+
+Needs the test server's sharded cluster: 2 shards, 2 routers, no-ops every second (test/env with
+IDXTABLE_MONGO_SHARDS=2 IDXTABLE_MONGO_ROUTERS=2 IDXTABLE_MONGO_NOOP_INTERVAL_S=1; test/run starts one).
+MONGO_URI lists both routers (the FDW and pymongo use them both).  The collection items is sharded on
+{region: 1}, split at "m", the chunk of "z" on shard1 (shard0 holds "a", the database's primary shard,
+where the index collection and idxtable.sync live).  A foreign table items (_id, region, sku) with
+shard_key 'region' and an index table on sku.
+
+1. Shard-key changes (item 4).  MOVES times, through pymongo, in one transaction: insert {_id: m<k>,
+   region: "a", sku: S<k>} (shard0), then move it to region "z": mongos deletes it on shard0 and
+   inserts it on shard1, and the parts' events come in either order (a change stream of our own
+   records which).  On the test server the order follows the two parts' commit times, and when they
+   are equal (most often here) the events' places in their parts, then their identities (a hash of
+   operationType and documentKey, as in a resume token): the shard0 part's insert and delete are its
+   first and second statements, so the delete then comes last, after shard1's insert.  A
+   transaction's events are applied in one batch, so the index has no entry of m<k> when the batch is
+   checked.  Before the fix the applier took the fact's last mention in the batch (the delete) for the
+   fact ("gone"), found no entry to remove, and left the fact out of the index for good: a routed read
+   of S<k> found nothing and verify_index counted it missing (7 of 8 facts in each of 3 runs on the
+   code before this test; 4, 6 and 6 of 8 with only this fix taken out; a fact whose transaction a
+   batch's end cut waits for the next batch and is read).  Then the same with facts e<k> already in the index,
+   moved in a transaction of their own (right before the fix too).  Each fact must be found by a
+   routed read within 20 s, and verify_index must be clean.
+2. Cross-shard transactions (item 5).  TXNS times, the stream taking the FDW's transactions (an outside
+   update of a field no index table uses, just before, makes it take them again, and makes the
+   applier write nothing: a marker counts only for index tables the applier has not written to since
+   the transaction's session learnt its time): BEGIN; INSERT a row of region "a" (shard0, with the
+   marker) and one of region "z" (shard1); COMMIT.  The parts commit on the two shards one after the
+   other, at one time or at different times, so the shard1 part's event comes in another batch than
+   the marker, before it or after it.  The transaction wrote the entries itself: the applier must read
+   none of its facts (the test server's recentCommands: finds of items with the applier's appName
+   naming the rows' _ids).  Before the fix the applier read the shard1 row of each transaction
+   (5 reads of 5 in each of 3 runs).
+
+The last line is "applier_cluster_moves: N passed, M failed".
+"""
+import os
+import sys
+import threading
+import time
+
+import pymongo
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from results import Results  # noqa: E402  (test/fixtures)
+import mongo_client  # noqa: E402
+import pg_fixture  # noqa: E402
+from routed_reads import q, streaming, wait_for  # noqa: E402
+
+DATABASE = "idxtable_moves"
+APPLIER = "idxtable_fdw applier"
+MOVES = int(os.environ.get("MOVES", "8"))
+TXNS = int(os.environ.get("TXNS", "5"))
+
+
+def is_cluster(client):
+    """Is MONGO_URI the test server's sharded cluster?"""
+    try:
+        client.admin.command("clusterShardStats")
+        return client.is_mongos
+    except pymongo.errors.PyMongoError:
+        return False
+
+
+def setup(res, client):
+    """The sharded collection, the foreign table and its index table, followed by an applier."""
+    client.drop_database(DATABASE)
+    ns = DATABASE + ".items"
+    client.admin.command("shardCollection", ns, key={"region": 1})
+    client.admin.command("split", ns, middle={"region": "m"})
+    client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
+    conn = pg_fixture.setup_database(DATABASE)
+    pg_fixture.create_foreign_table(conn, "items", "_id text, region text, sku text",
+                                    options={"shard_key": "region"})
+    q(conn, "INSERT INTO items VALUES ('s1', 'a', 'seed1'), ('s2', 'z', 'seed2')")
+    q(conn, "SELECT idxtable.create_index('items', '{sku}', name => 'items_sku')")
+    q(conn, "ANALYZE items")
+    q(conn, "SET idxtable.enable_plain_scan = off")
+    q(conn, "SET idxtable.index_consistency = 'current'")
+    ok = res.check(wait_for(lambda: streaming(conn, "items_sku"), 60), "the applier does not follow items_sku")
+    return conn if ok else None
+
+
+def routed(conn, sku):
+    """(routed?, ids) of SELECT _id FROM items WHERE sku = sku, or (None, SQLSTATE)."""
+    try:
+        plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM items WHERE sku = %s", (sku,)))
+        return "Index Table" in plan, sorted(r[0] for r in q(conn, "SELECT _id FROM items WHERE sku = %s", (sku,)))
+    except Exception as exc:  # psycopg2.Error: a failed read is no wrong row
+        return None, getattr(exc, "pgcode", str(exc))
+
+
+def verify(res, conn, what):
+    """verify_index(items_sku) finds nothing wrong; the row it returned."""
+    row = q(conn, "SELECT * FROM idxtable.verify_index('items_sku')")[0]
+    res.check(all(v == 0 for v in row[1:]), "%s: verify_index(items_sku): %r" % (what, row))
+    return row
+
+
+class Orders(threading.Thread):
+    """A change stream of our own on items: the order of each move's delete and insert."""
+
+    def __init__(self, client):
+        super().__init__(daemon=True)
+        self.stream = client[DATABASE].items.watch(max_await_time_ms=100)
+        self.kinds = {}
+        self.stop = False
+
+    def run(self):
+        while not self.stop:
+            try:
+                event = self.stream.try_next()
+            except pymongo.errors.PyMongoError:
+                return
+            if event is not None:
+                self.kinds.setdefault(event["documentKey"]["_id"], []).append(event["operationType"])
+
+    def delete_last(self):
+        """The _ids whose events ended with the move's delete, after its insert."""
+        return sorted(k for k, v in self.kinds.items() if len(v) >= 3 and v[-1] == "delete")
+
+
+def shard_key_changes(res, client, conn):
+    """Part 1: MOVES facts inserted and moved to shard1 in one transaction, then MOVES facts in the index
+    moved; every fact in the index afterwards."""
+    orders = Orders(client)
+    orders.start()
+    items = client[DATABASE].items
+    items.insert_many([{"_id": "e%d" % k, "region": "a", "sku": "E%d" % k} for k in range(MOVES)])
+    for k in range(MOVES):
+        with client.start_session() as session:
+            with session.start_transaction():
+                items.insert_one({"_id": "m%d" % k, "region": "a", "sku": "S%d" % k}, session=session)
+                items.update_one({"_id": "m%d" % k, "region": "a"}, {"$set": {"region": "z"}},
+                                 session=session)
+    missing = []
+    for sku, doc_id in [("S%d" % k, "m%d" % k) for k in range(MOVES)]:
+        if not wait_for(lambda: routed(conn, sku) == (True, [doc_id]), 20 if not missing else 2):
+            missing.append("%s (%r)" % (doc_id, routed(conn, sku)))
+    for k in range(MOVES):
+        with client.start_session() as session:
+            with session.start_transaction():
+                items.update_one({"_id": "e%d" % k, "region": "a"}, {"$set": {"region": "z"}},
+                                 session=session)
+    for sku, doc_id in [("E%d" % k, "e%d" % k) for k in range(MOVES)]:
+        if not wait_for(lambda: routed(conn, sku) == (True, [doc_id]), 20 if not missing else 2):
+            missing.append("%s (%r)" % (doc_id, routed(conn, sku)))
+    time.sleep(0.5)
+    orders.stop = True
+    orders.join(5)
+    last = orders.delete_last()
+    print("shard-key changes: %d moves, the delete came last in %d (%s); %d facts not found by a routed read"
+          % (2 * MOVES, len(last), ", ".join(last), len(missing)))
+    res.check(not missing, "shard-key changes: routed reads did not find %s (moves whose delete came last: %s)"
+              % (", ".join(missing), ", ".join(last)))
+    verify(res, conn, "after the shard-key changes")
+
+
+def applier_fact_reads(admin, ids):
+    """The applier's finds of items that name any of ids, since the last call."""
+    cmds = admin.command({"recentCommands": 1, "clear": True})["commands"]
+    return [c for c in cmds if c.get("appName") == APPLIER and c.get("command") == "find"
+            and c.get("collection") == "items" and any('"%s"' % i in str(c.get("filter")).replace("'", '"')
+                                                        for i in ids)]
+
+
+def skips(conn):
+    """Does the stream of items_sku leave the FDW's transactions out now?"""
+    row = q(conn, "SELECT coalesce(skips_fdw_transactions, false) FROM idxtable.sync_status "
+                  "WHERE name = 'items_sku'")
+    return bool(row and row[0][0])
+
+
+def cross_shard_transactions(res, client, conn):
+    """Part 2: TXNS FDW transactions over both shards; the applier reads none of their facts."""
+    admin = client.admin
+    items = client[DATABASE].items
+    reads, armed, wrong = [], 0, []
+    for k in range(TXNS):
+        # an outside update of a field no index table uses: the stream takes every transaction again
+        # (it is someone else's write), and the applier writes nothing for it (a marker counts only for
+        # index tables the applier has not written to since the transaction's session last learnt
+        # the time)
+        items.update_one({"_id": "s1", "region": "a"}, {"$set": {"note": k}})
+        routed(conn, "seed1")
+        applier_fact_reads(admin, [])
+        was_armed = skips(conn)
+        q(conn, "BEGIN")
+        q(conn, "INSERT INTO items VALUES (%s, 'a', %s), (%s, 'z', %s)",
+          ("ta%d" % k, "P%d" % k, "tz%d" % k, "Q%d" % k))
+        q(conn, "COMMIT")
+        armed += 1 if was_armed or skips(conn) else 0
+        for sku, doc_id in (("Q%d" % k, "tz%d" % k), ("P%d" % k, "ta%d" % k)):
+            if not wait_for(lambda: routed(conn, sku) == (True, [doc_id]), 20):
+                wrong.append(doc_id)
+        # (a current read returns once the applier has applied every event before it, so what it
+        # reads for the transaction it has read by now)
+        found = applier_fact_reads(admin, ["ta%d" % k, "tz%d" % k])
+        reads.extend(found)
+    print("cross-shard transactions: %d, %d with the stream leaving them out; the applier read their facts "
+          "%d times" % (TXNS, armed, len(reads)))
+    res.check(not wrong, "cross-shard transactions: routed reads did not find %s" % wrong)
+    res.check(armed < TXNS, "cross-shard transactions: the stream left every one out (nothing tested)")
+    res.check(not reads, "cross-shard transactions: the applier read facts the FDW's transactions wrote "
+                         "(%d finds, e.g. %r)" % (len(reads), [c.get("filter") for c in reads[:3]]))
+    verify(res, conn, "after the cross-shard transactions")
+
+
+def main():
+    res = Results()
+    client = mongo_client.connect()
+    if not is_cluster(client):
+        print("applier_cluster_moves needs the test server's sharded cluster (IDXTABLE_MONGO_SHARDS=2)")
+        res.check(False, "MONGO_URI is not the test server's sharded cluster")
+        print(res.summary("applier_cluster_moves"))
+        return 1
+    conn = setup(res, client)
+    if conn is not None:
+        parts = sys.argv[1:] or ["moves", "txns"]
+        if "moves" in parts:
+            shard_key_changes(res, client, conn)
+        if "txns" in parts:
+            cross_shard_transactions(res, client, conn)
+        conn.close()
+    print(res.summary("applier_cluster_moves"))
+    return 0 if res.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
