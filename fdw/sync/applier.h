@@ -139,6 +139,9 @@ typedef struct Applier
 	mongoc_client_t *client;	/* our own, appName "idxtable_fdw applier" */
 	uint32		server_hash;	/* idx_server_target_hash() it was made
 								 * with */
+	bool		mongos;			/* the client talks to mongos (a sharded
+								 * cluster): heartbeats, covered times and
+								 * arming differ (applier_stream.c) */
 	bool		durable_reads;	/* writes wait for a majority (the URI's
 								 * write concern): facts are read at majority
 								 * (applier_stream.c) */

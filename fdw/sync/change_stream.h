@@ -106,6 +106,11 @@ extern IdxClusterTime idx_cs_server_time(mongoc_client_t *client,
 										 const char *servername,
 										 const char *database);
 
+/* A no-op on every shard through mongos (appendOplogNote): its time */
+extern IdxClusterTime idx_cs_oplog_note(mongoc_client_t *client,
+										const char *servername,
+										const char *why);
+
 /* Wait until the majority commit point has reached "ct" (ERROR after timeout_ms) */
 extern void idx_cs_wait_majority(mongoc_client_t *client,
 								 const char *servername,
