@@ -14,6 +14,13 @@ T1 (cold shard): shard1 idle; three times an outside insert through
    new unique sku.  Each finishes within 1 s with the right rows.  Before
    the fix each waited for shard1's next no-op: mongos released nothing
    later than it (IX001 after idxtable.sync_wait_timeout, 5 s).
+T2 (several routers): the applier's getMores on shard1 are held 3 s, so
+   router 0 hears nothing of shard1; shard1's clock is ahead; an outside
+   insert through router 1 lands on shard1.  A routed read of its sku
+   finds it; an FDW insert of the same sku (on shard0) is refused with
+   23505.  Before the fix the read's time (a ping of router 0) was before
+   the insert: 0 rows, and the duplicate key was let in.
+   Then its facts are removed and the index table catches up again.
 T3 (a) (high-water marks): shard0 and shard1 at one cluster time T: an
    outside insert (sku E) on shard0 at T, a no-op on shard1 at T, shard1
    idle.  A routed read of E finds it within 1 s.  Before the fix the
@@ -27,13 +34,6 @@ T3 (b) (arming at a shared time): the stream leaves the FDW's
    arming reopened the stream at T + 1 and the
    insert was skipped for good
    (verify_index: 1 missing entry).
-T2 (several routers): the applier's getMores on shard1 are held 3 s, so
-   router 0 hears nothing of shard1; shard1's clock is ahead; an outside
-   insert through router 1 lands on shard1.  A routed read of its sku
-   finds it; an FDW insert of the same sku (on shard0) is refused with
-   23505.  Before the fix the read's time (a ping of router 0) was before
-   the insert: 0 rows, and the duplicate key was let in.
-
 The last line is "applier_cluster: N passed, M failed".
 """
 import os
@@ -76,11 +76,15 @@ def timed(fn):
 
 
 def routed_ids(conn, sku):
-    """The _ids of a routed read of sku (the plan must go through the index table)."""
-    plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM items WHERE sku = %s", (sku,)))
-    if "Index Table" not in plan:
-        return ("not routed", plan)
-    return sorted(r[0] for r in q(conn, "SELECT _id FROM items WHERE sku = %s", (sku,)))
+    """The _ids of a routed read of sku (the plan must go through the index table), or (None, SQLSTATE)."""
+    try:
+        plan = "\n".join(r[0] for r in q(conn, "EXPLAIN (COSTS OFF) SELECT _id FROM items WHERE sku = %s",
+                                         (sku,)))
+        if "Index Table" not in plan:
+            return ("not routed", plan)
+        return sorted(r[0] for r in q(conn, "SELECT _id FROM items WHERE sku = %s", (sku,)))
+    except psycopg2.Error as exc:
+        return (None, exc.pgcode)
 
 
 def skips(conn):
@@ -180,9 +184,15 @@ def arming_at_shared_time(res, r0, r1, conn):
     res.check(all(v == 0 for v in row[1:]), "T3 (b): verify_index(%s) after the arming: %r" % (INDEX, row))
 
 
-def hold_shard1(r0):
-    """The applier's next getMore on shard1 (router 0 polls it) waits 3 s there."""
-    r0.admin.command({"runOnShard": "shard1", "db": "admin", "command": {
+def hold_shard1(r0, r1):
+    """Every shard moved on and the applier caught up (1 s), then the applier's next getMore on shard1
+    (router 0 polls it) waits 3 s there; asked through router 1, so router 0's clock stays."""
+    r0.admin.command("appendOplogNote", data={"t2": "settle"})
+    time.sleep(1.0)
+    # both shards write their no-ops at one time, the latest router 0 knows (it gossips it to both)
+    r0.admin.command("appendOplogNote", data={"t2": "level"})
+    time.sleep(0.2)
+    r1.admin.command({"runOnShard": "shard1", "db": "admin", "command": {
         "configureFailPoint": "failCommand", "mode": {"times": 1},
         "data": {"failCommands": ["getMore"], "blockConnection": True, "blockTimeMS": 3000,
                  "appName": "idxtable_fdw applier"}}})
@@ -192,10 +202,7 @@ def hold_shard1(r0):
 def other_router(res, r0, r1, conn):
     """T2: a write acknowledged through router 1 on shard1, router 0 not told."""
     for step, (sku, fdw_id) in enumerate((("K", None), ("K2", "d"))):
-        hold_shard1(r0)
-        now = r1.admin.command({"runOnShard": "shard1", "db": "admin",
-                                "command": {"appendOplogNote": 1, "data": {"t2": 1}}})["operationTime"]
-        r1.admin.command("setShardClock", "shard1", time=Timestamp(now.time + 3, 1))
+        hold_shard1(r0, r1)
         written = r1[DATABASE].command({"insert": "items",
                                         "documents": [{"_id": "w%d" % step, "region": "z", "sku": sku}]})
         pinged = r0.admin.command("ping")["operationTime"]
@@ -214,6 +221,16 @@ def other_router(res, r0, r1, conn):
         time.sleep(3.0)  # the hold is over
 
 
+def settle(res, r0, conn):
+    """After T2: its facts removed (a duplicate let in would stay a conflict), every shard moved on, the
+    index table current again (a routed read of an outside insert)."""
+    r0[DATABASE].items.delete_many({"_id": {"$in": ["w0", "w1", "d"]}})
+    r0[DATABASE].items.insert_one({"_id": "settled", "region": "a", "sku": "SETTLED"})
+    r0.admin.command("appendOplogNote", data={"settle": 1})
+    res.check(wait_for(lambda: routed_ids(conn, "SETTLED") == ["settled"], 30),
+              "after T2: a routed read of an outside insert: %r" % (routed_ids(conn, "SETTLED"),))
+
+
 def main():
     res = Results()
     start = time.time()
@@ -226,9 +243,10 @@ def main():
     conn = setup(res, r0, hosts)
     if conn is not None:
         cold_shard(res, r0, conn)
+        other_router(res, r0, r1, conn)
+        settle(res, r0, conn)
         shared_timestamp(res, r0, r1, conn)
         arming_at_shared_time(res, r0, r1, conn)
-        other_router(res, r0, r1, conn)
         conn.close()
     print("elapsed %.1fs" % (time.time() - start))
     print(res.summary("applier_cluster"))
