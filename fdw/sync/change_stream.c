@@ -325,8 +325,11 @@ classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
 }
 
 /*
- * Send a command of the stream within its session; the reply (also of a
- * failure) is left in *reply.
+ * Send a command of the stream within its session, to the server of its
+ * aggregate (cs->server_id, if chosen); the reply (also of a failure) is
+ * left in *reply.  A cursor lives on the server that opened it: through
+ * several mongos, libmongoc would choose any of them for each command,
+ * and a getMore sent to another mongos fails with CursorNotFound.
  */
 static bool
 run_in_session(IdxChangeStream *cs, const bson_t *cmd, bson_t *reply,
@@ -341,6 +344,9 @@ run_in_session(IdxChangeStream *cs, const bson_t *cmd, bson_t *reply,
 		bson_init(reply);
 		return false;
 	}
+	if (cs->server_id != 0)
+		idx_check_append(BSON_APPEND_INT32(&opts, "serverId",
+										   (int32) cs->server_id));
 	ok = mongoc_client_command_with_opts(cs->client, cs->database, cmd, NULL,
 										 &opts, reply, error);
 	bson_destroy(&opts);
@@ -660,6 +666,8 @@ open_once(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 	bson_t		cmd = BSON_INITIALIZER;
 	bson_t		reply;
 	bson_error_t error;
+	mongoc_server_description_t *sd;
+	IdxCsResult r;
 	bool		ok;
 
 	idx_cs_close(cs);
@@ -669,14 +677,22 @@ open_once(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 	if (cs->session == NULL)
 		idx_report_error(&error, cs->servername,
 						 idx_op(IDX_OP_START_SESSION, NULL, NULL));
+	sd = mongoc_client_select_server(cs->client, true, NULL, &error);
+	if (sd == NULL)
+	{
+		bson_init(&reply);
+		r = classify_failure(cs, &error, &reply, false, token != NULL);
+		bson_destroy(&reply);
+		return r;
+	}
+	cs->server_id = mongoc_server_description_id(sd);
+	mongoc_server_description_destroy(sd);
 	build_aggregate(cs, token, start_at, &cmd);
 	ok = run_in_session(cs, &cmd, &reply, &error);
 	bson_destroy(&cmd);
 	if (!ok)
 	{
-		IdxCsResult r = classify_failure(cs, &error, &reply, false,
-										 token != NULL);
-
+		r = classify_failure(cs, &error, &reply, false, token != NULL);
 		bson_destroy(&reply);
 		return r;
 	}
@@ -838,6 +854,7 @@ idx_cs_close(IdxChangeStream *cs)
 		bson_destroy(&cmd);
 	}
 	cs->cursor_id = 0;
+	cs->server_id = 0;
 	if (cs->session)
 		mongoc_client_session_destroy(cs->session);
 	cs->session = NULL;

@@ -47,6 +47,9 @@ typedef struct IdxChangeStream
 	char	   *database;
 	List	   *collections;	/* names (char *) of watched collections */
 	mongoc_client_session_t *session;	/* one lsid for aggregate + getMores */
+	uint32		server_id;		/* the server of the aggregate, which its
+								 * getMores go to (one of several mongos);
+								 * 0: not chosen */
 	int64		cursor_id;		/* 0: not open */
 	bson_t	   *reply;			/* the last reply (owns the batch) */
 	const char *batch_field;	/* its firstBatch or nextBatch */
