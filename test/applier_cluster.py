@@ -12,28 +12,32 @@ writers use router 0 or router 1.  items has a unique index table on sku.
 T1 (cold shard): shard1 idle; three times an outside insert through
    router 0, then at once a routed read of its sku and an FDW insert of a
    new unique sku.  Each finishes within 1 s with the right rows.  Before
-   the fix each waited for shard1's next no-op: mongos released nothing
-   later than it (IX001 after idxtable.sync_wait_timeout, 5 s).
-T2 (several routers): the applier's getMores on shard1 are held 3 s, so
-   router 0 hears nothing of shard1; shard1's clock is ahead; an outside
-   insert through router 1 lands on shard1.  A routed read of its sku
-   finds it; an FDW insert of the same sku (on shard0) is refused with
-   23505.  Before the fix the read's time (a ping of router 0) was before
-   the insert: 0 rows, and the duplicate key was let in.
-   Then its facts are removed and the index table catches up again.
+   the fix each waited for shard1's next no-op, since mongos released
+   nothing later than it: reads failed with IX001 after 5.0 s (or were not
+   routed once the index was known behind), inserts took 4.1 to 5.0 s.
+T2 (several routers): the shards level at router 0's time, then the
+   applier's next getMore on shard1 is held 3 s (asked through router 1),
+   so router 0 hears nothing of shard1; an outside insert through router 1
+   lands on shard1.  A routed read of its sku through router 0 finds it;
+   an FDW insert of the same sku (on shard0) fails with 23505.  Before the
+   fix the read's time was router 0's clock (a ping), before the insert:
+   the read returned 0 rows, and the FDW insert of the duplicate key
+   succeeded.  Then its facts are removed and the index catches up.
 T3 (a) (high-water marks): shard0 and shard1 at one cluster time T: an
-   outside insert (sku E) on shard0 at T, a no-op on shard1 at T, shard1
-   idle.  A routed read of E finds it within 1 s.  Before the fix the
-   stream's high-water mark at T counted as applied through T, so the read
-   ended at once with 0 rows.
+   outside insert on shard0 at T, a no-op on shard1 at T, shard1 idle.  A
+   routed read of its sku finds it within 1 s.  Before the fix the
+   stream's high-water mark at T counted as applied through T, so the
+   read ended at once with 0 rows (right after T1; later in this script,
+   IX001 or not routed, the index being behind).
 T3 (b) (arming at a shared time): the stream leaves the FDW's
-   transactions out; the same two writes at one time T (sku H); then a
-   new PostgreSQL session writes through the FDW, so the stream is armed
-   again, while mongos still holds the insert back.  Once every shard moved on,
-   verify_index is clean and a routed read finds it.  Before the fix the
-   arming reopened the stream at T + 1 and the
-   insert was skipped for good
-   (verify_index: 1 missing entry).
+   transactions out; the same two writes at one time T; then a new
+   PostgreSQL session writes through the FDW, so the stream is armed again
+   while mongos still holds the insert back.  Once every shard moved on,
+   verify_index is clean and a routed read finds it.  Before the fix (also
+   with only item 3's part of it undone) the arming reopened the stream at
+   T + 1 and the insert was skipped for good: verify_index found 1
+   missing entry and the routed read 0 rows.
+
 The last line is "applier_cluster: N passed, M failed".
 """
 import os
