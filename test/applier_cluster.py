@@ -37,6 +37,9 @@ T3 (b) (arming at a shared time): the stream leaves the FDW's
    with only item 3's part of it undone) the arming reopened the stream at
    T + 1 and the insert was skipped for good: verify_index found 1
    missing entry and the routed read 0 rows.
+T4 (privilege): a second server whose user mapping's MongoDB user has
+   readWrite only (no appendOplogNote): a routed current read fails with
+   42501 and a message that names appendOplogNote.
 
 The last line is "applier_cluster: N passed, M failed".
 """
@@ -235,6 +238,33 @@ def settle(res, r0, conn):
               "after T2: a routed read of an outside insert: %r" % (routed_ids(conn, "SETTLED"),))
 
 
+def no_note_privilege(res, r0, hosts, conn):
+    """T4: a user mapping whose MongoDB user may not run appendOplogNote: a routed current read is an
+    ERROR that says so (42501), not a read against a time that may miss writes."""
+    try:
+        r0.admin.command("dropUser", "idx_no_note")
+    except pymongo.errors.OperationFailure:
+        pass
+    r0.admin.command("createUser", "idx_no_note", pwd="no-note-pw",
+                     roles=[{"role": "readWrite", "db": DATABASE}])
+    pg_fixture.create_server(conn, DATABASE, name="mongo_nn", uri="mongodb://%s/" % hosts[0],
+                             credentials=False, mapping_options=[("username", "idx_no_note"),
+                                                                 ("password", "no-note-pw")])
+    pg_fixture.create_foreign_table(conn, "items_nn", "_id text, region text, sku text, note text",
+                                    server="mongo_nn", collection="items", options={"shard_key": "region"})
+    q(conn, "SELECT idxtable.create_index('items_nn', '{sku}', name => 'items_nn_sku')")
+    q(conn, "ANALYZE items_nn")
+    res.check(wait_for(lambda: streaming(conn, "items_nn_sku"), 30), "T4: the applier does not follow items_nn_sku")
+    try:
+        q(conn, "SELECT _id FROM items_nn WHERE sku = 'S1'")
+        got = ("no error", None)
+    except psycopg2.Error as exc:
+        got = (exc.pgcode, exc.pgerror)
+    print("T4: routed read without the appendOplogNote privilege: %r" % (got,))
+    res.check(got[0] == "42501" and "appendOplogNote" in (got[1] or ""),
+              "T4: a routed current read without the appendOplogNote privilege: %r" % (got,))
+
+
 def main():
     res = Results()
     start = time.time()
@@ -251,6 +281,7 @@ def main():
         settle(res, r0, conn)
         shared_timestamp(res, r0, r1, conn)
         arming_at_shared_time(res, r0, r1, conn)
+        no_note_privilege(res, r0, hosts, conn)
         conn.close()
     print("elapsed %.1fs" % (time.time() - start))
     print(res.summary("applier_cluster"))
