@@ -38,8 +38,10 @@ T3 (b) (arming at a shared time): the stream leaves the FDW's
    T + 1 and the insert was skipped for good: verify_index found 1
    missing entry and the routed read 0 rows.
 T4 (privilege): a second server whose user mapping's MongoDB user has
-   readWrite only (no appendOplogNote): a routed current read fails with
-   42501 and a message that names appendOplogNote.
+   readWrite only: create_index fails with 42501 naming appendOplogNote on
+   the cluster; with a role that grants it the index is created; once the
+   role is revoked, a routed current read fails with 42501 and a message
+   that names appendOplogNote.
 
 The last line is "applier_cluster: N passed, M failed".
 """
@@ -238,13 +240,26 @@ def settle(res, r0, conn):
               "after T2: a routed read of an outside insert: %r" % (routed_ids(conn, "SETTLED"),))
 
 
-def no_note_privilege(res, r0, hosts, conn):
-    """T4: a user mapping whose MongoDB user may not run appendOplogNote: a routed current read is an
-    ERROR that says so (42501), not a read against a time that may miss writes."""
+def failure(conn, sql):
+    """(SQLSTATE, message) of a statement that should fail, or ("no error", None)."""
     try:
-        r0.admin.command("dropUser", "idx_no_note")
-    except pymongo.errors.OperationFailure:
-        pass
+        q(conn, sql)
+        return ("no error", None)
+    except psycopg2.Error as exc:
+        return (exc.pgcode, exc.pgerror)
+
+
+def no_note_privilege(res, r0, hosts, conn):
+    """T4: a user mapping whose MongoDB user may not run appendOplogNote: create_index refuses it, and
+    a routed current read is an ERROR that says so (42501), not a read against a time that may miss
+    writes."""
+    for command in ({"dropUser": "idx_no_note"}, {"dropRole": "idx_note"}):
+        try:
+            r0.admin.command(command)
+        except pymongo.errors.OperationFailure:
+            pass
+    r0.admin.command("createRole", "idx_note", privileges=[
+        {"resource": {"cluster": True}, "actions": ["appendOplogNote"]}], roles=[])
     r0.admin.command("createUser", "idx_no_note", pwd="no-note-pw",
                      roles=[{"role": "readWrite", "db": DATABASE}])
     pg_fixture.create_server(conn, DATABASE, name="mongo_nn", uri="mongodb://%s/" % hosts[0],
@@ -252,16 +267,18 @@ def no_note_privilege(res, r0, hosts, conn):
                                                                  ("password", "no-note-pw")])
     pg_fixture.create_foreign_table(conn, "items_nn", "_id text, region text, sku text, note text",
                                     server="mongo_nn", collection="items", options={"shard_key": "region"})
+    got = failure(conn, "SELECT idxtable.create_index('items_nn', '{sku}', name => 'items_nn_sku')")
+    print("T4: create_index without the appendOplogNote privilege: %r" % (got,))
+    res.check(got[0] == "42501" and "appendOplogNote on the cluster" in (got[1] or ""),
+              "T4: create_index without the appendOplogNote privilege: %r" % (got,))
+    r0.admin.command("grantRolesToUser", "idx_no_note", roles=[{"role": "idx_note", "db": "admin"}])
     q(conn, "SELECT idxtable.create_index('items_nn', '{sku}', name => 'items_nn_sku')")
     q(conn, "ANALYZE items_nn")
     res.check(wait_for(lambda: streaming(conn, "items_nn_sku"), 30), "T4: the applier does not follow items_nn_sku")
-    try:
-        q(conn, "SELECT _id FROM items_nn WHERE sku = 'S1'")
-        got = ("no error", None)
-    except psycopg2.Error as exc:
-        got = (exc.pgcode, exc.pgerror)
+    r0.admin.command("revokeRolesFromUser", "idx_no_note", roles=[{"role": "idx_note", "db": "admin"}])
+    got = failure(conn, "SELECT _id FROM items_nn WHERE sku = 'S1'")
     print("T4: routed read without the appendOplogNote privilege: %r" % (got,))
-    res.check(got[0] == "42501" and "appendOplogNote" in (got[1] or ""),
+    res.check(got[0] == "42501" and "may not run appendOplogNote" in (got[1] or ""),
               "T4: a routed current read without the appendOplogNote privilege: %r" % (got,))
 
 
