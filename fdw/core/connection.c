@@ -53,6 +53,8 @@ typedef struct IdxConnEntry
 	bool		superuser_only; /* trust rules not yet checked for a
 								 * non-superuser (trust.c) */
 	IdxRemoteXact xact;			/* the client's MongoDB transaction */
+	int8		mongos;			/* the client talks to mongos: 1 yes, 0 no,
+								 * -1 not asked yet (idx_client_is_mongos) */
 } IdxConnEntry;
 
 static HTAB *ConnectionHash = NULL;
@@ -316,6 +318,7 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 		strlcpy(entry->xact.servername, server->servername, NAMEDATALEN);
 		entry->xact.serverid = server->serverid;
 		entry->xact.umid = user->umid;
+		entry->mongos = -1;
 	}
 	else if (entry->superuser_only && !superuser_arg(user->userid))
 		recheck_trust(entry, server, user);
@@ -581,6 +584,59 @@ idx_primary_wire_version(mongoc_client_t *client, const char *servername)
 		wire = bson_iter_as_int64(&iter);
 	mongoc_server_description_destroy(sd);
 	return wire;
+}
+
+/*
+ * The cache entry of "client", or NULL if it is not a cached one.
+ */
+static IdxConnEntry *
+entry_of_client(mongoc_client_t *client)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (ConnectionHash == NULL || client == NULL)
+		return NULL;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client == client)
+		{
+			hash_seq_term(&scan);
+			return entry;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Does "client" talk to a sharded cluster's mongos: is the server that
+ * writes go to one whose hello says msg "isdbgrid" (libmongoc's server
+ * type "Mongos")?  Selecting it may connect.  The answer is kept in the
+ * client's cache entry (a cached client is made again when its server's
+ * options change); a caller of a private client keeps it itself.  The
+ * consistent reads and the applier work differently through mongos
+ * (sync_wait.c, applier_stream.c).
+ */
+bool
+idx_client_is_mongos(mongoc_client_t *client, const char *servername)
+{
+	IdxConnEntry *entry = entry_of_client(client);
+	bson_error_t error;
+	mongoc_server_description_t *sd;
+	bool		mongos;
+
+	if (entry != NULL && entry->mongos >= 0)
+		return entry->mongos == 1;
+	sd = mongoc_client_select_server(client, true, NULL, &error);
+	if (sd == NULL)
+		idx_report_error(&error, servername,
+						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
+	mongos = strcmp(mongoc_server_description_type(sd), "Mongos") == 0;
+	mongoc_server_description_destroy(sd);
+	if (entry != NULL)
+		entry->mongos = mongos ? 1 : 0;
+	return mongos;
 }
 
 /*

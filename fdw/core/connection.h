@@ -47,6 +47,10 @@ extern mongoc_client_t *idx_connect_private(ForeignServer *server,
 extern int64 idx_primary_wire_version(mongoc_client_t *client,
 									  const char *servername);
 
+/* Does the client talk to mongos (cached for cached clients)? */
+extern bool idx_client_is_mongos(mongoc_client_t *client,
+								 const char *servername);
+
 /* The primary's election as its hello tells it now (0: not a replica set) */
 extern uint64 idx_primary_election(mongoc_client_t *client,
 								   const char *servername);

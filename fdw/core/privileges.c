@@ -109,7 +109,9 @@ resource_field(const bson_t *resource, const char *key)
 
 /*
  * Does a privilege on "resource" cover collection "collection" of
- * "database" ("" : the database resource)?  See the header comment.
+ * "database" ("" : the database resource; a NULL database: the cluster
+ * resource, {cluster: true}, which only itself and anyResource cover)?
+ * See the header comment.
  */
 static bool
 resource_covers(const bson_t *resource, const char *database,
@@ -122,6 +124,9 @@ resource_covers(const bson_t *resource, const char *database,
 	if (bson_iter_init_find(&iter, resource, "anyResource") &&
 		bson_iter_as_bool(&iter))
 		return true;
+	if (database == NULL)		/* the cluster resource */
+		return bson_iter_init_find(&iter, resource, "cluster") &&
+			bson_iter_as_bool(&iter);
 	db = resource_field(resource, "db");
 	coll = resource_field(resource, "collection");
 	if (db == NULL || coll == NULL)

@@ -29,8 +29,9 @@ extern IdxPrivileges *idx_privileges_fetch(mongoc_client_t *client);
 /*
  * The actions of "actions" (NULL-terminated) the user may not do on
  * collection "collection" of "database" ("" names the database resource,
- * {db: database, collection: ""}): NULL when it may do them all, else a
- * palloc'd list "a, b".
+ * {db: database, collection: ""}; a NULL database the cluster resource,
+ * {cluster: true}): NULL when it may do them all, else a palloc'd list
+ * "a, b".
  */
 extern char *idx_privileges_missing(const IdxPrivileges *privileges,
 									const char *database,

@@ -133,6 +133,8 @@ idx_op_context(const IdxOp *what)
 			return errcontext("while waiting for the change stream's applied changes to be majority-committed");
 		case IDX_OP_READ_ELECTION:
 			return errcontext("while asking the primary for its election");
+		case IDX_OP_OPLOG_NOTE:
+			return errcontext("while writing a no-op on every shard with appendOplogNote");
 	}
 	return 0;
 }

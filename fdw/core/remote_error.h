@@ -66,7 +66,8 @@ typedef enum IdxOpKind
 	IDX_OP_STORE_STREAM_POS,	/* (no names) */
 	IDX_OP_HEARTBEAT,			/* (no names) */
 	IDX_OP_CONFIRM_DURABLE,		/* (no names) */
-	IDX_OP_READ_ELECTION		/* (no names) */
+	IDX_OP_READ_ELECTION,		/* (no names) */
+	IDX_OP_OPLOG_NOTE			/* (no names) */
 } IdxOpKind;
 
 typedef struct IdxOp

@@ -23,6 +23,9 @@
  * create_index asks the server what the user may do (connectionStatus,
  * core/privileges.c) and refuses with 42501, naming what is missing and on
  * which collection.  A server that cannot tell is not refused here.
+ * Through mongos the applier and every current read need appendOplogNote
+ * on the cluster too (sync_wait.c); the owner's user mapping is checked
+ * for it.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,6 +34,7 @@
 #include "foreign/foreign.h"
 #include "lib/stringinfo.h"
 
+#include "core/connection.h"
 #include "core/privileges.h"
 #include "index/index_ddl.h"
 #include "index/index_owner.h"
@@ -46,10 +50,12 @@ static const char *const index_actions[] = {"find", "insert", "update",
 static const char *const marker_actions[] = {"find", "insert", "update",
 	"remove", NULL};
 static const char *const sync_actions[] = {"find", "insert", "update", NULL};
+static const char *const cluster_actions[] = {"appendOplogNote", NULL};
 
 /*
  * Add "actions on collection" (or on the whole database, when collection
- * is "") to "detail" if the user lacks any of them; true if it does.
+ * is "", or on the cluster, when database is NULL) to "detail" if the user
+ * lacks any of them; true if it does.
  */
 static bool
 note_missing(StringInfo detail, const IdxPrivileges *privileges,
@@ -63,7 +69,10 @@ note_missing(StringInfo detail, const IdxPrivileges *privileges,
 		return false;
 	if (detail->len > 0)
 		appendStringInfoString(detail, "; ");
-	if (*collection == '\0')
+	if (database == NULL)
+		appendStringInfo(detail, _("%s on the cluster ({cluster: true})"),
+						 missing);
+	else if (*collection == '\0')
 		appendStringInfo(detail, _("%s on the whole database \"%s\" ({db: \"%s\", collection: \"\"})"),
 						 missing, database, database);
 	else
@@ -88,6 +97,7 @@ idx_check_index_privileges(mongoc_client_t *client, ForeignServer *server,
 	const char *servername = server->servername;
 	StringInfoData detail;
 	bool		no_stream = false;
+	bool		no_note = false;
 
 	if (privileges == NULL)
 		return;
@@ -107,6 +117,9 @@ idx_check_index_privileges(mongoc_client_t *client, ForeignServer *server,
 					 sync_actions);
 		note_missing(&detail, privileges, def->database,
 					 POSITIONS_COLLECTION, sync_actions);
+		if (idx_client_is_mongos(client, servername))
+			no_note = note_missing(&detail, privileges, NULL, NULL,
+								   cluster_actions);
 	}
 	if (detail.len == 0)
 		return;
@@ -117,6 +130,9 @@ idx_check_index_privileges(mongoc_client_t *client, ForeignServer *server,
 			 errdetail("The user lacks these actions: %s.", detail.data),
 			 no_stream ?
 			 errhint("Grant the MongoDB user the role readWrite on database \"%s\" (it holds every action needed), or these actions on these resources; the change-stream applier needs find and changeStream on the whole database. Without change streams, set the server's option change_streams to 'off'.",
+					 def->database) :
+			 no_note ?
+			 errhint("Grant the MongoDB user the role readWrite on database \"%s\" and, through mongos, the action appendOplogNote on the cluster (the role clusterManager has it), or these actions on these resources.",
 					 def->database) :
 			 errhint("Grant the MongoDB user the role readWrite on database \"%s\" (it holds every action needed), or these actions on these resources.",
 					 def->database)));

@@ -679,6 +679,7 @@ connect_applier(void)
 	applier.client = idx_connect_private(server, user,
 										 "idxtable_fdw applier");
 	applier.durable_reads = writes_wait_for_majority(applier.client);
+	applier.mongos = idx_client_is_mongos(applier.client, applier.servername);
 }
 
 /*
@@ -730,6 +731,11 @@ server_streams_on(void)
  * getMores would only return empty batches and take the server's time
  * from the FDW's own writes; unless a backend could not write its wake-up
  * lately (a user mapping that may not write idxtable.sync).
+ *
+ * Through mongos the wake-ups are no-ops on every shard (appendOplogNote),
+ * which are no events: they move the streams' high-water marks but do not
+ * end a getMore.  So while a backend's request is past what a stream has
+ * covered, the getMores are short, armed or not.
  */
 static int
 poll_ms(void)
@@ -751,7 +757,8 @@ poll_ms(void)
 	{
 		AppStream  *s = lfirst(lc);
 
-		busy = busy || !s->caught_up;
+		busy = busy || !s->caught_up ||
+			(applier.mongos && requested > s->covered);
 		backends_wake_us = backends_wake_us && s->armed && !s->arm_pending;
 	}
 	wake_failed_at = (TimestampTz) pg_atomic_read_u64(&applier.slot->wake_failed_at);

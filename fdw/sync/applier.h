@@ -144,6 +144,9 @@ typedef struct Applier
 	mongoc_client_t *client;	/* our own, appName "idxtable_fdw applier" */
 	uint32		server_hash;	/* idx_server_target_hash() it was made
 								 * with */
+	bool		mongos;			/* the client talks to mongos (a sharded
+								 * cluster): heartbeats, covered times and
+								 * arming differ (applier_stream.c) */
 	bool		durable_reads;	/* writes wait for a majority (the URI's
 								 * write concern): facts are read at majority
 								 * (applier_stream.c) */
@@ -208,7 +211,6 @@ extern bool idx_applier_primary_kept(AppStream *s);
 extern void idx_applier_primary_changed(AppStream *s, int attempt);
 
 /* ---- applier_markers.c ---- */
-extern bool idx_applier_on_mongos(void);
 extern void idx_applier_keep_markers(AppStream *s, List *markers,
 									 List *times);
 extern Marker *idx_applier_kept_marker(AppStream *s, const uint8_t *lsid,

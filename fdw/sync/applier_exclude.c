@@ -223,12 +223,17 @@ idx_exclude_before_get_more(AppStream *s)
  * not have, and mongod may refuse to resume after an event it cannot find
  * (280).  The arming follows a complete batch, so its token is either a
  * high-water mark or the last event of everything up to its time: the
- * stream has passed every event of that time.
+ * stream has passed every event of that time.  Not so through mongos,
+ * where a high-water mark at T comes before the events at T of other
+ * shards: there the stream reopens just after what it has covered
+ * (advance_covered counts such a token as T - 1), at T at the latest;
+ * an event of that time applied again changes nothing.
  */
 IdxCsResult
 idx_exclude_arm(AppStream *s)
 {
 	IdxClusterTime t = idx_cs_token_time(s->before);
+	IdxClusterTime at;
 
 	s->arm_pending = false;
 	if (t == 0)
@@ -240,7 +245,10 @@ idx_exclude_arm(AppStream *s)
 	ereport(DEBUG1,
 			(errmsg_internal("idxtable_fdw applier: the stream of database \"%s\" leaves out the transactions of %d sessions",
 							 s->database, s->cs.nexcluded)));
-	return idx_cs_open(&s->cs, NULL, t + 1);
+	at = t + 1;
+	if (applier.mongos)
+		at = (s->covered > 0 && s->covered < t) ? s->covered + 1 : t;
+	return idx_cs_open(&s->cs, NULL, at);
 }
 
 /*

@@ -63,27 +63,6 @@ typedef struct KeptMarker
 } KeptMarker;
 
 /*
- * Is the server of the applier's client a mongos (libmongoc's server
- * description type "Mongos", from its hello: msg "isdbgrid")?  Asked once
- * per stream when it opens (also a server selection error makes it
- * false: the stream's own commands report that error).
- */
-bool
-idx_applier_on_mongos(void)
-{
-	mongoc_server_description_t *sd;
-	bson_error_t error;
-	bool		result;
-
-	sd = mongoc_client_select_server(applier.client, false, NULL, &error);
-	if (sd == NULL)
-		return false;
-	result = strcmp(mongoc_server_description_type(sd), "Mongos") == 0;
-	mongoc_server_description_destroy(sd);
-	return result;
-}
-
-/*
  * Forget the kept marker "k" (its memory too).
  */
 static void

@@ -20,14 +20,26 @@
  * past T and found nothing more) or a getMore came back empty (every
  * event of the oplog entry at T would have been returned at once): then
  * through the PBRT's time.  A heartbeat, a single-document write of ours
- * into <db>.idxtable.sync, has a cluster time no other event shares, so
- * once its event is applied the stream has applied through its time.
- * A backend that waits for time R raises the slot's "requested" time; the
- * applier then writes a heartbeat (its time is at least R) and the stream
- * passes it at once, also on an idle server.  A backend that wrote a
- * wake-up of its own before it asked (sync_wait.c) says so in the slot;
- * its request is then first looked for in a short getMore, and a heartbeat
- * follows only if that did not pass it.
+ * into <db>.idxtable.sync, has a cluster time no other event of a replica
+ * set shares, so once its event is applied the stream has applied through
+ * its time.  A backend that waits for time R raises the slot's
+ * "requested" time; the applier then writes a heartbeat (its time is at
+ * least R) and the stream passes it at once, also on an idle server.  A
+ * backend that wrote a wake-up of its own before it asked (sync_wait.c)
+ * says so in the slot; its request is then first looked for in a short
+ * getMore, and a heartbeat follows only if that did not pass it.
+ *
+ * Through mongos (a sharded cluster) the shards have clocks of their own
+ * and often share times: an event at T of one shard may follow a
+ * high-water-mark token, or a heartbeat, at T of another (mongos sorts a
+ * high-water mark at T before every event at T, resume_token.h).  So there
+ * a PBRT's or a heartbeat's time T counts as applied through T - 1 only.
+ * And mongos releases an event only once every shard's high-water mark
+ * has passed it, which an idle shard moves only by its periodic no-op:
+ * the heartbeat is then an appendOplogNote, a no-op on every shard, sent
+ * twice (the second carries the first's time, so every shard writes one
+ * later than the request), and the backends' wake-ups are the same
+ * (sync_wait.c); the stream's high-water mark then passes the request.
  *
  * Position.  The PBRT after an applied batch, with the time applied
  * through and the definition_ids of the indexes it covers, is upserted
@@ -765,6 +777,18 @@ note_event(AppStream *s, Batch *b, const bson_t *event)
 }
 
 /*
+ * The time a high-water-mark token or a heartbeat at "t" says the stream
+ * has applied through: "t" on a replica set, "t" - 1 through mongos (see
+ * the file header).  A cluster time is (seconds << 32 | increment), so
+ * (t, 0) - 1 is (t - 1, 0xFFFFFFFF), which sorts right.
+ */
+static IdxClusterTime
+through(IdxClusterTime t)
+{
+	return applier.mongos && t > 0 ? t - 1 : t;
+}
+
+/*
  * How far the stream has applied after batch "b" (see the file header).
  */
 static void
@@ -776,7 +800,7 @@ advance_covered(AppStream *s, const Batch *b)
 	if (b->nevents == 0)
 	{
 		if (cs->token_moved && cs->token_time > 0)
-			s->covered = Max(s->covered, cs->token_time);
+			s->covered = Max(s->covered, through(cs->token_time));
 		return;
 	}
 	if (cs->token && b->last_token)
@@ -786,10 +810,10 @@ advance_covered(AppStream *s, const Batch *b)
 		token_is_last = data != NULL && strcmp(data, b->last_token) == 0;
 	}
 	if (!token_is_last && cs->token_time >= b->last_time)
-		s->covered = Max(s->covered, cs->token_time);
+		s->covered = Max(s->covered, through(cs->token_time));
 	else if (b->last_time > 0)
 		s->covered = Max(s->covered, b->last_time - 1);
-	s->covered = Max(s->covered, b->heartbeat_time);
+	s->covered = Max(s->covered, through(b->heartbeat_time));
 }
 
 /*
@@ -1252,8 +1276,12 @@ backend_woke(AppStream *s, IdxClusterTime requested)
  * A backend waits for a time this stream has not applied through: write
  * a heartbeat, whose event the stream passes at once (its time is at least
  * the requested one, as it is acknowledged after the request was made).
- * Returns true when it wrote none because the backend's own wake-up is
- * to be looked for first: the next getMore is then a short one.
+ * Through mongos, two no-ops on every shard instead (see the file header):
+ * the first's time is past the request (the shard whose clock gave the
+ * request's time ticks on), and the second, carrying it, makes every
+ * shard write one later.  Returns true when it wrote none because the
+ * backend's own wake-up is to be looked for first: the next getMore is
+ * then a short one.
  */
 static bool
 maybe_heartbeat(AppStream *s)
@@ -1272,6 +1300,16 @@ maybe_heartbeat(AppStream *s)
 	if (backend_woke(s, requested))
 		return true;
 
+	if (applier.mongos)
+	{
+		(void) idx_cs_oplog_note(applier.client, applier.servername,
+								 "heartbeat");
+		(void) idx_cs_oplog_note(applier.client, applier.servername,
+								 "heartbeat");
+		s->heartbeat_for = requested;
+		s->heartbeat_at = now;
+		return false;
+	}
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$inc", &inc));
 	idx_check_append(BSON_APPEND_INT64(&inc, "n", 1));
 	idx_check_append(bson_append_document_end(&u, &inc));
@@ -1418,7 +1456,7 @@ idx_applier_open_stream(AppStream *s)
 
 	s->cs.collections = fact_collections(s);
 	MemoryContextSwitchTo(old);
-	s->mongos = idx_applier_on_mongos();
+	s->mongos = applier.mongos;
 	idx_exclude_open(s);
 	found = read_position(s, &token, &stored, &followed, &watched,
 						  &start_after, &other_server);

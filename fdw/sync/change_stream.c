@@ -325,8 +325,11 @@ classify_failure(IdxChangeStream *cs, bson_error_t *error, bson_t *reply,
 }
 
 /*
- * Send a command of the stream within its session; the reply (also of a
- * failure) is left in *reply.
+ * Send a command of the stream within its session, to the server of its
+ * aggregate (cs->server_id, if chosen); the reply (also of a failure) is
+ * left in *reply.  A cursor lives on the server that opened it: through
+ * several mongos, libmongoc would choose any of them for each command,
+ * and a getMore sent to another mongos fails with CursorNotFound.
  */
 static bool
 run_in_session(IdxChangeStream *cs, const bson_t *cmd, bson_t *reply,
@@ -654,33 +657,13 @@ take_reply(IdxChangeStream *cs, bson_t *reply, const char *batch_field)
 }
 
 /*
- * The server the commands of the stream go to, or 0 for any (the
- * primary): on a sharded cluster, the mongos that opens it.  A mongos
- * keeps the cursor of a change stream for itself (another answers a
- * getMore with CursorNotFound), and libmongoc picks any mongos of the URI
- * for each command, so with several the stream's getMores would fail half
- * of the time and the stream be reopened each time.
- */
-static uint32_t
-stream_server(IdxChangeStream *cs)
-{
-	mongoc_server_description_t *sd;
-	bson_error_t error;
-	uint32_t	id = 0;
-
-	sd = mongoc_client_select_server(cs->client, false, NULL, &error);
-	if (sd == NULL)
-		idx_report_error(&error, cs->servername,
-						 idx_op(IDX_OP_SELECT_SERVER, NULL, NULL));
-	if (strcmp(mongoc_server_description_type(sd), "Mongos") == 0)
-		id = mongoc_server_description_id(sd);
-	mongoc_server_description_destroy(sd);
-	return id;
-}
-
-/*
  * Send the aggregate that opens the stream (slim or not, as cs->slim
- * says), through the server stream_server() picks.
+ * says).  On a sharded cluster every later command of the stream goes to
+ * the mongos that opens it: a mongos keeps the cursor of a change stream
+ * for itself (another answers a getMore with CursorNotFound), and
+ * libmongoc picks any mongos of the URI for each command, so with several
+ * the stream's getMores would fail half of the time and the stream be
+ * reopened each time.  Elsewhere libmongoc chooses as before.
  */
 static IdxCsResult
 open_once(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
@@ -688,24 +671,34 @@ open_once(IdxChangeStream *cs, const bson_t *token, IdxClusterTime start_at)
 	bson_t		cmd = BSON_INITIALIZER;
 	bson_t		reply;
 	bson_error_t error;
+	mongoc_server_description_t *sd;
+	IdxCsResult r;
 	bool		ok;
 
 	idx_cs_close(cs);
 	cs->start_at = token ? 0 : start_at;
 	cs->split = server_splits(cs);
-	cs->server_id = stream_server(cs);
 	cs->session = mongoc_client_start_session(cs->client, NULL, &error);
 	if (cs->session == NULL)
 		idx_report_error(&error, cs->servername,
 						 idx_op(IDX_OP_START_SESSION, NULL, NULL));
+	sd = mongoc_client_select_server(cs->client, true, NULL, &error);
+	if (sd == NULL)
+	{
+		bson_init(&reply);
+		r = classify_failure(cs, &error, &reply, false, token != NULL);
+		bson_destroy(&reply);
+		return r;
+	}
+	if (strcmp(mongoc_server_description_type(sd), "Mongos") == 0)
+		cs->server_id = mongoc_server_description_id(sd);
+	mongoc_server_description_destroy(sd);
 	build_aggregate(cs, token, start_at, &cmd);
 	ok = run_in_session(cs, &cmd, &reply, &error);
 	bson_destroy(&cmd);
 	if (!ok)
 	{
-		IdxCsResult r = classify_failure(cs, &error, &reply, false,
-										 token != NULL);
-
+		r = classify_failure(cs, &error, &reply, false, token != NULL);
 		bson_destroy(&reply);
 		return r;
 	}
@@ -867,6 +860,7 @@ idx_cs_close(IdxChangeStream *cs)
 		bson_destroy(&cmd);
 	}
 	cs->cursor_id = 0;
+	cs->server_id = 0;
 	if (cs->session)
 		mongoc_client_session_destroy(cs->session);
 	cs->session = NULL;
@@ -1007,6 +1001,69 @@ idx_cs_server_time(mongoc_client_t *client, const char *servername,
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("server \"%s\" reports no cluster time", servername),
+				 errhint("Index tables are maintained against outside writes only on a replica set or a sharded cluster.")));
+	return ct;
+}
+
+/*
+ * Write a no-op on every shard of a sharded cluster: appendOplogNote
+ * through mongos, sent without a session on the admin database, "why"
+ * going into the note's data.  mongos sends it to the primary of every
+ * shard, each of which writes it at a new tick of its own clock, after
+ * moving that clock up to the $clusterTime the command carries (libmongoc
+ * sends the latest it has seen); the reply's operationTime is the latest
+ * of the shards' (s/commands/strategy.cpp, the largest operationTime of
+ * the shards a command reached).  So every write acknowledged on any
+ * shard, through any mongos, before the command was sent is at or before
+ * the time returned, and every shard's change-stream high-water mark
+ * moves past the time the command carried.
+ *
+ * It needs the appendOplogNote action on the cluster (the clusterManager
+ * role has it).  A user mapping without it gets an ERROR that says so:
+ * there is no other way, through mongos, to learn a time that covers the
+ * writes of every shard, and a read or claim made against a smaller time
+ * could miss them.
+ */
+IdxClusterTime
+idx_cs_oplog_note(mongoc_client_t *client, const char *servername,
+				  const char *why)
+{
+	bson_t		cmd = BSON_INITIALIZER;
+	bson_t		data;
+	bson_t		reply;
+	bson_error_t error;
+	bson_iter_t iter;
+	IdxClusterTime ct = 0;
+
+	idx_check_append(BSON_APPEND_INT32(&cmd, "appendOplogNote", 1));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "data", &data));
+	idx_check_append(BSON_APPEND_UTF8(&data, "idxtable", why));
+	idx_check_append(bson_append_document_end(&cmd, &data));
+	if (!mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply,
+									  &error))
+	{
+		bson_destroy(&cmd);
+		idx_merge_reply_error(&error, &reply);
+		bson_destroy(&reply);
+		if (error.domain == MONGOC_ERROR_SERVER && error.code == 13)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("the user mapping for server \"%s\" may not run appendOplogNote, which index tables need on a sharded cluster",
+							servername),
+					 errdetail("Through mongos, the change-stream applier and every query that reads an index table as current or writes a unique key write a no-op on every shard (appendOplogNote) to learn a cluster time that covers the writes of all shards."),
+					 errhint("Grant the MongoDB user of the mapping the appendOplogNote action on the cluster resource (the clusterManager role has it), or SET idxtable.index_consistency = 'any'.")));
+		idx_report_error(&error, servername,
+						 idx_op(IDX_OP_OPLOG_NOTE, NULL, NULL));
+	}
+	bson_destroy(&cmd);
+	if (bson_iter_init_find(&iter, &reply, "operationTime"))
+		ct = idx_cs_iter_time(&iter);
+	bson_destroy(&reply);
+	if (ct == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("server \"%s\" reports no cluster time for appendOplogNote",
+						servername),
 				 errhint("Index tables are maintained against outside writes only on a replica set or a sharded cluster.")));
 	return ct;
 }

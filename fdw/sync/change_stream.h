@@ -47,6 +47,8 @@ typedef struct IdxChangeStream
 	char	   *database;
 	List	   *collections;	/* names (char *) of watched collections */
 	mongoc_client_session_t *session;	/* one lsid for aggregate + getMores */
+	uint32		server_id;		/* the mongos of the aggregate, which its
+								 * getMores go to; 0: any (not mongos) */
 	int64		cursor_id;		/* 0: not open */
 	bson_t	   *reply;			/* the last reply (owns the batch) */
 	const char *batch_field;	/* its firstBatch or nextBatch */
@@ -69,8 +71,6 @@ typedef struct IdxChangeStream
 	int			nexcluded;		/* sessions whose transactions the stream
 								 * leaves out (applier_exclude.c), 0: none */
 	uint8		(*excluded)[IDX_LSID_LEN];	/* their lsids' ids */
-	uint32_t	server_id;		/* the mongos its cursor lives on, or 0
-								 * (change_stream.c, stream_server()) */
 } IdxChangeStream;
 
 /*
@@ -107,6 +107,11 @@ extern IdxClusterTime idx_cs_event_time(const bson_t *event);
 extern IdxClusterTime idx_cs_server_time(mongoc_client_t *client,
 										 const char *servername,
 										 const char *database);
+
+/* A no-op on every shard through mongos (appendOplogNote): its time */
+extern IdxClusterTime idx_cs_oplog_note(mongoc_client_t *client,
+										const char *servername,
+										const char *why);
 
 /* Wait until the majority commit point has reached "ct" (ERROR after timeout_ms) */
 extern void idx_cs_wait_majority(mongoc_client_t *client,

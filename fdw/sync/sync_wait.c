@@ -21,8 +21,16 @@
  * sent on the statement's client without a session's transaction: on a
  * replica-set member the time of the latest write the node has applied,
  * so every write acknowledged to any client before the ping is at or
- * before it (mongod's computeOperationTime, service_entry_point_common.cpp;
- * mongos answers with its cluster time, which is as late).
+ * before it (mongod's computeOperationTime, service_entry_point_common.cpp).
+ *
+ * Not through mongos: a ping reaches no shard and mongos answers with its
+ * own clock, which a write acknowledged through another mongos can be
+ * past; and mongos releases an event of its merged change stream only once
+ * every shard's high-water mark has passed it, which an idle shard moves
+ * only by its periodic no-op (every 10 s).  So through mongos the target
+ * is the operationTime of an appendOplogNote, a no-op on every shard, and
+ * a second one, sent once the client knows that time (libmongoc gossips
+ * it), moves every shard past it (cluster_target).
  *
  *-------------------------------------------------------------------------
  */
@@ -49,6 +57,7 @@
 #include "core/option.h"
 #include "core/pg_compat.h"
 #include "core/xact.h"
+#include "sync/change_stream.h"
 #include "sync/sync_state.h"
 #include "sync/sync_wait.h"
 
@@ -535,6 +544,57 @@ wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
 }
 
 /*
+ * Through mongos, wake the applier of "def" for "target" if it has not
+ * applied through it: a no-op on every shard (appendOplogNote) after
+ * "target", unless *woke already holds the time of one (a statement with
+ * several index tables writes one), noted in the slot as the backend's
+ * wake-up before the request, so that the applier looks for it with a
+ * short getMore instead of writing its own.  Once every shard has written
+ * a no-op later than "target", the merged stream's high-water mark passes
+ * it (the shards' marks are past it) and the applier has applied through
+ * it (applier_stream.c).
+ */
+static void
+wake_cluster_applier(const IdxIndexDef *def, mongoc_client_t *client,
+					 const char *servername, IdxClusterTime target,
+					 IdxClusterTime *woke)
+{
+	ApplierView view;
+
+	look_up_applier(def, &view);
+	if (view.slotno < 0 ||
+		(view.has_status && view.status.applied_through >= target))
+		return;
+	if (*woke <= target)
+		*woke = idx_cs_oplog_note(client, servername, "wake");
+	idx_sync_note_wake_up(view.slotno, *woke);
+	idx_sync_request(view.slotno, target);
+}
+
+/*
+ * The cluster time a statement waits for through mongos (see the file
+ * header), with the applier of "def" woken (wake_cluster_applier): the
+ * operationTime of an appendOplogNote, the latest of the shards' no-ops.
+ * Every write acknowledged on any shard, through any mongos, before the
+ * statement started is at or before it.  One round alone is not enough to
+ * wake the applier: a shard whose no-op is earlier than that time holds
+ * the merged stream below it until its next write.  "*woke" is the time
+ * of the second round, or 0 if none was needed.
+ */
+static IdxClusterTime
+cluster_target(const IdxIndexDef *def, mongoc_client_t *client,
+			   const char *servername, IdxClusterTime *woke)
+{
+	IdxClusterTime target = idx_cs_oplog_note(client, servername, "target");
+
+	idx_xact_note_cluster_time(client, target);
+	*woke = 0;
+	if (idx_sync_enabled())
+		wake_cluster_applier(def, client, servername, target, woke);
+	return target;
+}
+
+/*
  * The cluster time a statement waits for, with the applier of "def"
  * woken if it needs it (wake_idle_applier).  When its stream leaves our
  * transactions out it always needs it, and a write (a claim of unique
@@ -544,15 +604,19 @@ wake_idle_applier(const IdxIndexDef *def, mongoc_client_t *client,
  * write acknowledged before then is at or before it, and the stream
  * passes its event at once.  Otherwise (a read of a stream that brings
  * events, whose applier's one heartbeat serves every reader waiting, or
- * if the write failed) the ping's operationTime.
+ * if the write failed) the ping's operationTime.  Through mongos,
+ * cluster_target()'s; "*woke" is then the time of its wake-up (0: none).
  */
 static IdxClusterTime
 statement_target(const IdxIndexDef *def, mongoc_client_t *client,
-				 const char *servername, bool writer)
+				 const char *servername, bool writer, IdxClusterTime *woke)
 {
 	ApplierView view;
 	IdxClusterTime target;
 
+	*woke = 0;
+	if (idx_client_is_mongos(client, servername))
+		return cluster_target(def, client, servername, woke);
 	if (idx_sync_enabled())
 	{
 		look_up_applier(def, &view);
@@ -581,11 +645,12 @@ idx_sync_wait_for_read(const IdxIndexDef *def, mongoc_client_t *client,
 	instr_time	start;
 	instr_time	duration;
 	IdxClusterTime target;
+	IdxClusterTime woke;
 
 	if (idx_index_consistency == IDX_READ_ANY)
 		return false;
 	INSTR_TIME_SET_CURRENT(start);
-	target = statement_target(def, client, servername, false);
+	target = statement_target(def, client, servername, false, &woke);
 	wait_for_index(def, target, false);
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
@@ -647,6 +712,7 @@ idx_sync_write_wait_start(List *defs, List *target_attrs,
 	IdxWriteWait *wait;
 	List	   *waits = NIL;
 	ListCell   *lc;
+	IdxClusterTime woke;
 
 	if (idx_index_consistency == IDX_READ_ANY || !idx_sync_enabled())
 		return NULL;
@@ -665,9 +731,15 @@ idx_sync_write_wait_start(List *defs, List *target_attrs,
 	wait = palloc(sizeof(IdxWriteWait));
 	wait->defs = waits;
 	wait->target = statement_target(linitial(waits), client, servername,
-									true);
+									true, &woke);
 	for_each_from(lc, waits, 1)
-		wake_idle_applier(lfirst(lc), client, wait->target);
+	{
+		if (idx_client_is_mongos(client, servername))
+			wake_cluster_applier(lfirst(lc), client, servername,
+								 wait->target, &woke);
+		else
+			wake_idle_applier(lfirst(lc), client, wait->target);
+	}
 	return wait;
 }
 
