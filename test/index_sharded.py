@@ -121,10 +121,11 @@ def split_and_move(mongo, collection, middle, to="shard1"):
 def setup(mongo):
     """The database, the sharded fact collection f and the foreign tables."""
     mongo.drop_database(DATABASE)
-    try:
-        mongo.admin.command("dropUser", "ixsh_rw")
-    except pymongo.errors.OperationFailure:
-        pass  # none yet
+    for command in ("dropUser", "dropRole"):
+        try:
+            mongo.admin.command(command, "ixsh_rw" if command == "dropUser" else "ixsh_note")
+        except pymongo.errors.OperationFailure:
+            pass  # none yet
     mongo.admin.command({"shardCollection": "%s.f" % DATABASE, "key": {"_id": "hashed"}})
     for name in ("wr", "wh", "wn", "u"):
         mongo.admin.command({"shardCollection": "%s.%s" % (DATABASE, name), "key": {"_id": "hashed"}})
@@ -166,8 +167,12 @@ def check_choices(res, mongo, conn):
     q(conn, "SELECT idxtable.drop_index('f_ks')")
     code, _ = sqlstate(conn, "SELECT idxtable.create_index('f', '{s}', name => 'f_bad', sharding => 'striped')")
     res.check(code == "22023", "sharding => 'striped': %s" % code)
-    # a MongoDB user with readWrite only may not shard: 42501 naming enableSharding
-    mongo.admin.command({"createUser": "ixsh_rw", "pwd": "pw", "roles": [{"role": "readWrite", "db": DATABASE}]})
+    # a MongoDB user with readWrite (and appendOplogNote, which index tables need through mongos)
+    # may not shard: 42501 naming enableSharding
+    mongo.admin.command({"createRole": "ixsh_note", "roles": [],
+                         "privileges": [{"resource": {"cluster": True}, "actions": ["appendOplogNote"]}]})
+    mongo.admin.command({"createUser": "ixsh_rw", "pwd": "pw", "roles": [{"role": "readWrite", "db": DATABASE},
+                                                                         {"role": "ixsh_note", "db": "admin"}]})
     q(conn, "CREATE SERVER weak FOREIGN DATA WRAPPER idxtable_fdw OPTIONS (uri %s, database %s)",
       (os.environ["MONGO_URI"], DATABASE))
     q(conn, "CREATE USER MAPPING FOR CURRENT_USER SERVER weak OPTIONS (username 'ixsh_rw', password 'pw')")
