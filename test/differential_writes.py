@@ -32,7 +32,8 @@ any row at all, and leave nothing of itself; it is not run on the local
 table (in a transaction, the local side is aborted alongside).
 
 With --sharded, fw's collection is flagged as sharded on {flag: 1} (on a
-sharded cluster, true on another shard than false and null)
+sharded cluster, true on another shard than false and null, and a unique
+index table on _id, which mongod checks per shard only)
 (mongos's shardCollection, which the test server emulates: findAndModify
 and single-document writes must then hold the shard key) and fw has the
 option shard_key 'flag'.  In transaction mode flag is assigned as any column
@@ -688,6 +689,7 @@ class Run:
         self.where = ""
         self.plain_scan = "on"
         self.eventual = mode == "eventual"
+        self.spread = False             # --sharded on a cluster: fw's documents on two shards
         self.waiting_reads = False      # eventual: idxtable.index_consistency exists
 
     # ---- setup
@@ -700,6 +702,7 @@ class Run:
         options = TABLE_OPTIONS
         if self.args.sharded:
             client.admin.command("shardCollection", "%s.fw" % DATABASE, key={SHARD_KEY: 1})
+            self.spread = client.is_mongos
             if client.is_mongos:
                 # on a cluster: true on another shard than false and null, so that a change of flag moves
                 # the document between shards (a delete and an insert in one transaction)
@@ -731,6 +734,10 @@ class Run:
             self.lw.execute("SELECT idxtable.create_index('fw', '%s', include => '%s', is_unique => %s, "
                             "name => '%s')" % (keys, include, "true" if unique and not self.eventual
                                                else "false", name))
+        if self.args.sharded and self.spread and not self.eventual:
+            # mongod checks _id per shard only: fw's _id stays unique across its two shards through a
+            # unique index table on it, as the README advises where _id is not the shard key
+            self.lw.execute("SELECT idxtable.create_index('fw', '{_id}', is_unique => true, name => 'fw_id')")
 
     def seed_hex_ids(self):
         """Facts whose _id is a string of 24 hex digits, written by another
