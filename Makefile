@@ -72,6 +72,7 @@ OBJS = \
 	fdw/sync/change_stream.o \
 	fdw/sync/applier.o \
 	fdw/sync/applier_stream.o \
+	fdw/sync/applier_position.o \
 	fdw/sync/applier_apply.o \
 	fdw/sync/applier_exclude.o \
 	fdw/sync/applier_fields.o \

@@ -39,7 +39,7 @@
 #include "index/index_ddl.h"
 #include "index/index_owner.h"
 
-/* The applier's collections in each database (sync_state.h, applier_stream.c) */
+/* The applier's collections per database (sync_state.h, applier_position.c) */
 #define SYNC_COLLECTION			"idxtable.sync"
 #define POSITIONS_COLLECTION	"idxtable.positions"
 

@@ -3,8 +3,10 @@
  * applier.h
  *		  The change-stream applier's own state, shared by applier.c (the
  *		  worker, its catalog and its index states), applier_stream.c
- *		  (one stream per MongoDB database: batches, position, heartbeats)
- *		  and applier_apply.c (a batch's facts applied to index tables).
+ *		  (one stream per MongoDB database: its batches),
+ *		  applier_position.c (its stored position and heartbeats),
+ *		  applier_apply.c (a batch's facts applied to index tables) and
+ *		  the other applier_*.c files.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -171,9 +173,17 @@ extern bool idx_applier_has_conflicts(AppIndex *ix);
 /* ---- applier_stream.c ---- */
 extern void idx_applier_open_stream(AppStream *s);
 extern void idx_applier_step(AppStream *s, int poll_ms);
-extern void idx_applier_save_position(AppStream *s, bool force);
 extern void idx_applier_close_stream(AppStream *s);
 extern struct IdxIndexDef *idx_applier_current_def(AppIndex *ix);
+extern void idx_applier_apply_deferred(AppStream *s);
+
+/* ---- applier_position.c ---- */
+extern bool idx_applier_read_position(AppStream *s, bson_t **token,
+									  IdxClusterTime *covered,
+									  List **followed, List **watched,
+									  bool *start_after, bool *other_server);
+extern void idx_applier_save_position(AppStream *s, bool force);
+extern bool idx_applier_heartbeat(AppStream *s);
 
 /* ---- applier_apply.c ---- */
 extern int64 idx_applier_repair(AppStream *s, AppIndex *ix,

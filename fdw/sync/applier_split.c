@@ -21,7 +21,7 @@
  * could be most of 16 MB each, and the applier reads the fact from the
  * collection instead, as for an update whose fields it does not know.
  * While an event is in pieces the stream's position is not stored
- * (applier_stream.c): a restart resumes before the event, never from a
+ * (applier_position.c): a restart resumes before the event, never from a
  * fragment whose earlier fragments it would not have.
  *
  *-------------------------------------------------------------------------

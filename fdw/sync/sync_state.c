@@ -347,7 +347,7 @@ idx_sync_slot_failed(int slotno, const char *message)
  * Note that a backend's wake-up for the applier of slot "slotno" was
  * acknowledged at "time": its event is in the history, so the applier
  * need not write a heartbeat of its own for a request up to that time
- * (applier_stream.c).  Done before the request that it answers.
+ * (applier_position.c).  Done before the request that it answers.
  */
 void
 idx_sync_note_wake_up(int slotno, IdxClusterTime time)
