@@ -142,6 +142,22 @@ release_cursor(void *arg)
 }
 
 /*
+ * Release the cursor, then the pin the scan holds on its client from
+ * BeginForeignScan on.  Safe to call more than once; also the memory
+ * context reset callback, for a query that ends in an error.
+ */
+static void
+release_scan(void *arg)
+{
+	IdxScanState *state = (IdxScanState *) arg;
+
+	release_cursor(state);
+	if (state->holds_client)
+		idx_client_pin(state->client, -1);
+	state->holds_client = false;
+}
+
+/*
  * Integer list back to an attribute bitmap.
  */
 Bitmapset *
@@ -212,7 +228,7 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 
 	state = palloc0(sizeof(IdxScanState));
 	state->scan_cxt = scan_cxt;
-	state->release_cb.func = release_cursor;
+	state->release_cb.func = release_scan;
 	state->release_cb.arg = state;
 	MemoryContextRegisterResetCallback(scan_cxt, &state->release_cb);
 	node->fdw_state = state;
@@ -251,6 +267,15 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 		}
 		state->client = idx_get_client_for_rel(relid, idx_scan_user(node),
 											   &state->server);
+
+		/*
+		 * Pinned until the scan ends: a later lookup of the same client in
+		 * this statement (the UPDATE's or DELETE's own, after an ALTER
+		 * SERVER or USER MAPPING it took in, or once the client is broken)
+		 * must not destroy it before the first cursor pins it.
+		 */
+		idx_client_pin(state->client, 1);
+		state->holds_client = true;
 		/* a count planning wanted and could not take (table_size.h) */
 		idx_refresh_document_count(state->info, state->client,
 								   state->server->servername,
@@ -529,7 +554,7 @@ idxEndForeignScan(ForeignScanState *node)
 
 	if (state == NULL)
 		return;
-	release_cursor(state);
+	release_scan(state);
 	if (state->kind == IDX_SCAN_AGG)
 		idx_agg_scan_end(state);
 	else if (state->kind == IDX_SCAN_INDEX_AGG)

@@ -51,6 +51,7 @@ typedef struct IdxScanState
 	mongoc_collection_t *collection;
 	mongoc_cursor_t *cursor;
 	bool		pinned;			/* holds a pin on the client */
+	bool		holds_client;	/* pins the client from Begin to End */
 	const mongoc_read_prefs_t *read_prefs;	/* NULL: the URI's */
 	List	   *recheck_ids;	/* _ids a lookup under the collection's
 								 * collation asked for (protocol_read.h) */

@@ -40,6 +40,12 @@ of the same index tables) both commit, neither statement waiting.  A write
 in ordered mode to a row an open transaction wrote waits until it commits
 (statement_timeout: 57014, and the write still lands at the commit).
 
+Last, an UPDATE ... RETURNING whose scan has taken the cached MongoDB client
+but opened no cursor yet (its count is held by blockConnection) while an
+ALTER SERVER commits: the UPDATE's own lookup of the client takes in the
+invalidation and must not destroy the client under the scan (it did: the
+backend crashed with SIGSEGV); the UPDATE returns its row.
+
 Environment as for test/differential.py (PGHOST..., MONGO_URI...).  The
 last line is "faults: N passed, M failed".
 """
@@ -559,6 +565,58 @@ def waits_for_transaction(res, conn):
     other.close()
 
 
+def client_under_scan(res):
+    """An UPDATE ... RETURNING whose scan has taken the cached client (at BeginForeignScan) but
+    opened no cursor yet, while an ALTER SERVER commits: the UPDATE's own lookup of the client (at
+    BeginForeignModify, which takes in the invalidation) must not destroy the client the scan
+    holds.  The scan's count of the collection (a fresh session has none) is held by
+    blockConnection, and the ALTER commits meanwhile.  Before the fix the backend crashed with
+    SIGSEGV (the scan's cursor on the freed client)."""
+    conn = connect_pg()
+    reset_table(conn, "transaction")
+    conn.close()
+    client = mongo_client.connect()
+    admin = connect_pg()
+    writer = connect_pg()
+    client.admin.command(SON([("configureFailPoint", "failCommand"), ("mode", {"times": 1}),
+                              ("data", {"failCommands": ["count"], "blockConnection": True,
+                                        "blockTimeMS": 1500, "appName": "idxtable_fdw"})]))
+    out = {}
+
+    def update():
+        try:
+            with writer.cursor() as cur:
+                cur.execute("UPDATE fx SET town = 'Bern' WHERE _id = ANY (ARRAY['2']) RETURNING _id")
+                out["rows"] = cur.fetchall()
+        except psycopg2.Error as exc:
+            out["error"] = "%s %s" % (exc.pgcode, str(exc).strip().splitlines()[0])
+
+    thread = threading.Thread(target=update)
+    thread.start()
+    time.sleep(0.7)
+    with admin.cursor() as cur:
+        cur.execute("ALTER SERVER mongo OPTIONS (ADD fetch_size '100')")
+    thread.join(30)
+    fired = client.admin.command(SON([("configureFailPoint", "failCommand"), ("mode", "off")])).get("count")
+    with admin.cursor() as cur:
+        cur.execute("ALTER SERVER mongo OPTIONS (DROP fetch_size)")
+    res.check(fired == 1, "client under a scan: the scan's count was not held (failpoint fired %r times)"
+              % (fired,))
+    res.check(out.get("rows") == [("2",)],
+              "client under a scan: UPDATE ... RETURNING while an ALTER SERVER committed gave %r" % (out,))
+    alive = True
+    try:
+        with writer.cursor() as cur:
+            cur.execute("SELECT town FROM fx WHERE _id = '2'")
+            town = cur.fetchall()
+    except psycopg2.Error:
+        alive, town = False, None
+    res.check(alive and town == [("Bern",)], "client under a scan: the session then read %r" % (town,))
+    for c in (admin, writer):
+        if not c.closed:
+            c.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kill", choices=["none", "sample", "all"],
@@ -579,6 +637,7 @@ def main():
               "no ordered-mode failure left drift: the repair checks proved nothing")
     concurrency(res, args.rounds)
     write_conflicts(res)
+    client_under_scan(res)
     print("elapsed %.1fs" % (time.time() - start))
     print("faults: %d passed, %d failed" % (res.passed, res.failed))
     sys.exit(1 if res.failed else 0)

@@ -349,8 +349,10 @@ idx_get_client_for_rel(Oid relid, Oid userid, ForeignServer **server_out)
 }
 
 /*
- * Track scans that hold a cursor on a cached client, so that an
- * invalidation never destroys a client under an open cursor.
+ * Track scans and writes that hold a cached client (from their Begin
+ * callback on) or a cursor on it, so that an invalidation or a broken
+ * connection never destroys a client still in use: idx_get_client()
+ * drops only unpinned clients.
  */
 void
 idx_client_pin(mongoc_client_t *client, int delta)
