@@ -18,7 +18,9 @@ unique), and tables over unsharded collections:
    recentCommands): a point lookup reaches 1 shard, an IN of keys on both shards 2, a range (and its
    count, and an ORDER BY ... LIMIT) inside one chunk of a ranged index 1 and one across the split 2;
 4. a unique index table (hashed, and ranged after a split) refuses a duplicate of a key whose entry
-   is on either shard (23505), in consistency modes transaction and ordered;
+   is on either shard (23505), in consistency modes transaction and ordered; a unique index table
+   on _id (mongod checks _id per shard only) refuses two rows of one _id in one INSERT batch whose
+   shard keys put them on two shards, and leaves no fact of them;
 5. a differential run: random INSERTs, UPDATEs and DELETEs through the FDW, the same on a local heap
    table, and routed reads (=, IN, ranges, ORDER BY ... LIMIT) compared, while another session moves
    a chunk of the ranged index collection between the shards (during the reads: the test server's
@@ -387,6 +389,25 @@ def check_differential(res, mongo, conn):
     local.close()
 
 
+def check_unique_id(res, mongo, conn):
+    """4b: a unique index table on _id (mongod checks _id per shard only) refuses two rows of one _id in
+    one INSERT batch whose shard keys put them on two shards, in both modes, and leaves no fact of it."""
+    mongo.admin.command({"shardCollection": "%s.d" % DATABASE, "key": {"g": 1}})
+    mongo.admin.command({"split": "%s.d" % DATABASE, "middle": {"g": 1}})
+    mongo.admin.command({"moveChunk": "%s.d" % DATABASE, "find": {"g": 1}, "to": "shard1"})
+    pg_fixture.create_foreign_table(conn, "d", "_id int, g int", options=[("shard_key", "g")])
+    q(conn, "SELECT idxtable.create_index('d', '{_id}', is_unique => true, name => 'd_id')")
+    for number, mode in enumerate(("transaction", "ordered")):
+        q(conn, "ALTER FOREIGN TABLE d OPTIONS (%s consistency %%s)" % ("SET" if number else "ADD"), (mode,))
+        code, message = sqlstate(conn, "INSERT INTO d VALUES (%s, 0), (%s, 1)", (number, number))
+        res.check(code == "23505" and "d_id" in message,
+                  "%s: two rows of one _id on two shards in one batch: %s %s" % (mode, code, message.strip()))
+        left = {shard: on_shard(mongo, shard, {"count": "d", "query": {"_id": number}})["n"] for shard in SHARDS}
+        res.check(left == {"shard0": 0, "shard1": 0}, "%s: no fact of the refused _id left: %r" % (mode, left))
+    q(conn, "ALTER FOREIGN TABLE d OPTIONS (DROP consistency)")
+    verify_clean(res, conn, "d_id", "after the refused batches")
+
+
 def main():
     res = Results()
     start = time.time()
@@ -400,6 +421,7 @@ def main():
     check_spread(res, mongo, conn)
     check_targeting(res, mongo, conn)
     check_unique(res, mongo, conn)
+    check_unique_id(res, mongo, conn)
     check_differential(res, mongo, conn)
     conn.close()
     print("elapsed %.1fs" % (time.time() - start))

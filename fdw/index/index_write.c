@@ -783,13 +783,39 @@ write_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe,
 }
 
 /*
+ * Did another new row (INSERT) of this batch write the claim of "pe"
+ * already?  The two rows have the same _id when the claim is held by the
+ * fact "pe" is for: two facts with one _id, whose claim a sharded
+ * collection would otherwise let the second take over from the first (the
+ * facts are written after the claims, on the shards of their keys).
+ */
+static bool
+claimed_in_batch(IndexQueue *q, PendingEntry *pe)
+{
+	ListCell   *lc;
+
+	foreach(lc, q->inserts)
+	{
+		PendingEntry *other = lfirst(lc);
+
+		if (other != pe && other->row != pe->row && other->fresh &&
+			other->claim && other->written &&
+			idx_entry_same_id(other->entry, pe->entry))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Ordered mode: a claim we could not insert is held by someone.  Take it
  * over if it is ours already, or an orphan (its fact lacks the key) older
  * than idxtable.unique_claim_timeout; otherwise it is a unique violation.
  * A claim of our own _id is not ours for a new row (INSERT) whose _id
  * already has a fact with the key: that is a second fact with the same
  * _id, which a sharded collection takes where the shard key differs (_id
- * is unique per shard only), so a unique index on _id must refuse it.
+ * is unique per shard only), so a unique index on _id must refuse it; so
+ * is a claim that another new row of the batch wrote (its fact is not
+ * written yet).
  */
 static void
 resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
@@ -827,7 +853,8 @@ resolve_claim(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
 				break;
 			if (pe->fresh &&
 				same_value(bson_iter_value(&holder), &fact_id) &&
-				fact_entry_now(w, q, &holder, pe->entry) != NULL)
+				(claimed_in_batch(q, pe) ||
+				 fact_entry_now(w, q, &holder, pe->entry) != NULL))
 				break;
 			done = write_claim(w, q, pe, &entry_id, bson_iter_value(&holder));
 		}

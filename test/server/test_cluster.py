@@ -7,6 +7,9 @@ the independent client."""
 import threading
 import time
 
+import pymongo
+import pymongo.errors
+
 from bson.min_key import MinKey
 from bson.timestamp import Timestamp
 
@@ -267,3 +270,43 @@ def test_cluster_transactions_and_shard_key_changes(env):
         {"update": "k", "updates": [{"q": {"_id": "a1", "region": "a"}, "u": {"$set": {"region": "x"}}}]})
     errors = reply.get("writeErrors") or [{}]
     check(errors[0].get("code") == 20, "a shard-key change outside a transaction is IllegalOperation: %s" % reply)
+
+
+@test
+def test_cluster_find_and_modify_moves_document(env):
+    """A findAndModify that changes the shard key to another shard's chunk moves the document (a delete
+    and an insert), in the client's transaction or in one of the router's for a retryable write, and
+    answers with the document before (or, `new`, after) it; without either it is refused (20). The
+    document is never left on its old shard with a key of the other's chunk."""
+    server, client = cluster(env, "cl_fam")
+    client.admin.command("shardCollection", "t.f", key={"flag": 1})
+    client.admin.command("split", "t.f", middle={"flag": True})
+    client.admin.command("moveChunk", "t.f", find={"flag": True}, to="shard1")
+    coll = client.t.f
+    coll.insert_one({"_id": "r", "flag": False, "n": 1})
+
+    def on_shard(name):
+        return [(d["_id"], d["flag"], d["n"]) for d in client.admin.command(
+            {"runOnShard": name, "db": "t", "command": {"find": "f", "filter": {}}})["cursor"]["firstBatch"]]
+
+    with client.start_session() as session:
+        with session.start_transaction():
+            before = coll.find_one_and_update({"_id": "r", "flag": False}, {"$set": {"flag": True}},
+                                              projection={"n": 1}, session=session)
+            check(before == {"_id": "r", "n": 1}, "the document before, projected: %s" % before)
+            again = coll.find_one_and_update({"_id": "r", "flag": True}, {"$set": {"n": 2}}, session=session)
+            check(again is not None and again["n"] == 1, "the moved document, by its new key: %s" % again)
+    check(on_shard("shard0") == [] and on_shard("shard1") == [("r", True, 2)],
+          "moved to shard1: %s, %s" % (on_shard("shard0"), on_shard("shard1")))
+    after = coll.find_one_and_update({"_id": "r", "flag": True}, {"$set": {"flag": False, "n": 3}},
+                                     return_document=True)
+    check(after == {"_id": "r", "flag": False, "n": 3}, "a retryable write's move, `new`: %s" % after)
+    check(on_shard("shard0") == [("r", False, 3)] and on_shard("shard1") == [],
+          "moved back: %s, %s" % (on_shard("shard0"), on_shard("shard1")))
+    plain = env.new_client("mongodb://127.0.0.1:%d/?retryWrites=false" % server.ports[0])
+    try:
+        plain.t.f.find_one_and_update({"_id": "r", "flag": False}, {"$set": {"flag": True}})
+        check(False, "a move outside a transaction or retryable write is refused")
+    except pymongo.errors.OperationFailure as exc:
+        check(exc.code == 20, "IllegalOperation: %s" % exc)
+    check(on_shard("shard0") == [("r", False, 3)], "left as it was")

@@ -5,9 +5,9 @@ replies merged as mongos merges them (s/commands/cluster_*_cmd.cpp, s/write_ops/
 - insert: each document to the shard owning its key, in runs per shard (an ordered batch stops at the
   first error); write errors keep their index in the client's batch;
 - update and delete: a statement with the full shard key (or `_id` for one document) to its shard, others
-  to every targeted shard (a one-document statement to each in turn until one matches); an update that
-  moves a document to another shard's chunk becomes a delete and an insert in one transaction, committed
-  on the two shards in either order (router_txn.move_document), as mongos's
+  to every targeted shard (a one-document statement to each in turn until one matches); an update (or a
+  findAndModify) that moves a document to another shard's chunk becomes a delete and an insert in one
+  transaction, committed on the two shards in either order (router_txn.move_document), as mongos's
   document_shard_key_update_util.cpp does;
 - find: every targeted shard runs the filter (with limit + skip, without skip), the router sorts, skips,
   limits and projects; count and distinct merge the shards' answers; aggregate runs the leading `$match`
@@ -340,21 +340,23 @@ def _changes_shard_key(entry, update):
     return False
 
 
-def _moves(router, conn, db, cmd, entry, index, stmt):
-    """The (document, new document, new shard) of a one-document update that moves it to another shard's
-    chunk, or None."""
-    if stmt.get("multi") or not _changes_shard_key(entry, stmt.get("u")) or isinstance(stmt.get("u"), list):
+def _moves(router, conn, db, cmd, entry, index, coll, query, update, sort=None):
+    """The (document, new document, new shard) of a one-document update (an update statement or a
+    findAndModify) that moves it to another shard's chunk, or None."""
+    if not _changes_shard_key(entry, update) or isinstance(update, list):
         return None
     # (the find joins a transaction; a retryable write's txnNumber is not for a find: 50768 on a shard)
     session = _session_fields(cmd) if cmd.get("autocommit") is False else \
         {k: cmd[k] for k in ("lsid",) if k in cmd}
-    found = drain(router, conn, index, db, {"find": cmd["update"], "filter": stmt.get("q") or {}, "limit": 1,
-                                           "batchSize": DRAIN_BATCH, **session})
+    find = {"find": coll, "filter": query or {}, "limit": 1, "batchSize": DRAIN_BATCH, **session}
+    if sort:
+        find["sort"] = sort
+    found = drain(router, conn, index, db, find)
     if not found:
         return None
     old = found[0]
-    new = apply_update(copy.deepcopy(old), stmt.get("q") or {}, stmt["u"]) if is_operator_update(stmt["u"]) \
-        else dict(stmt["u"], _id=old["_id"])
+    new = apply_update(copy.deepcopy(old), query or {}, update) if is_operator_update(update) \
+        else dict(update, _id=old["_id"])
     to = entry.shard_of(new)
     return (old, new, to) if to != index else None
 
@@ -366,11 +368,11 @@ def _update_one_statement(router, conn, db, cmd, entry, stmt, position):
     sent["updates"] = [stmt]
     _statements(cmd, sent, [position])
     if stmt.get("multi") or len(targets) == 1:
-        if len(targets) == 1:
-            moved = _moves(router, conn, db, cmd, entry, targets[0], stmt)
+        if len(targets) == 1 and not stmt.get("multi"):
+            moved = _moves(router, conn, db, cmd, entry, targets[0], cmd["update"], stmt.get("q"), stmt.get("u"))
             if moved is not None:
                 from . import router_txn
-                return router_txn.move_document(router, conn, db, cmd, entry, targets[0], moved)
+                return router_txn.move_document(router, conn, db, cmd, entry, targets[0], moved, cmd["update"])
         replies = [router.send(conn, index, db, sent) for index in targets]
         return _sum(replies)
     reply = None
@@ -430,8 +432,17 @@ def _delete(router, conn, db, cmd, entry):
 
 def _find_and_modify(router, conn, db, cmd, entry):
     """findAndModify on the shard its query targets (mongos 6.0 needs the full shard key: the shard
-    refuses it otherwise, as sharding.py has it); a one-shard query's shards in turn otherwise."""
+    refuses it otherwise, as sharding.py has it); a one-shard query's shards in turn otherwise. An update
+    that moves the document to another shard's chunk is a delete and an insert, as for update (mongos's
+    cluster_find_and_modify_cmd.cpp on the shard's WouldChangeOwningShard)."""
     targets = entry.target(cmd.get("query") or {})
+    if len(targets) == 1 and not cmd.get("remove") and cmd.get("update") is not None:
+        moved = _moves(router, conn, db, cmd, entry, targets[0], cmd["findAndModify"], cmd.get("query"),
+                       cmd["update"], cmd.get("sort"))
+        if moved is not None:
+            from . import router_txn
+            reply = router_txn.move_document(router, conn, db, cmd, entry, targets[0], moved, cmd["findAndModify"])
+            return _moved_reply(router, cmd, moved, reply)
     reply = None
     for index in targets:
         reply = router.strip(router.send(conn, index, db, cmd))
@@ -439,6 +450,24 @@ def _find_and_modify(router, conn, db, cmd, entry):
                 or (reply.get("lastErrorObject") or {}).get("n"):
             return reply
     return reply
+
+
+def _moved_reply(router, cmd, moved, reply):
+    """findAndModify's reply to a move (router_txn.move_document's update reply): the document before or
+    (`new`) after, projected; a write error as the command's error."""
+    if reply.get("ok") != 1.0:
+        return router.strip(reply)
+    if reply.get("writeErrors"):
+        error = reply["writeErrors"][0]
+        out = {"ok": 0.0, "code": error.get("code", 1), "errmsg": error.get("errmsg", "")}
+        if "codeName" in error:
+            out["codeName"] = error["codeName"]
+        return out
+    old, new, _ = moved
+    value = new if cmd.get("new") else old
+    if cmd.get("fields"):
+        value = project(value, cmd["fields"])
+    return {"lastErrorObject": {"n": 1, "updatedExisting": True}, "value": value, "ok": 1.0}
 
 
 SHARDED = {"find": _find, "count": _count, "distinct": _distinct, "aggregate": _aggregate,

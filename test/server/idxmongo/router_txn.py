@@ -111,13 +111,13 @@ def cmd_abort(router, conn, db, cmd):
     return router.strip(result)
 
 
-def move_document(router, conn, db, cmd, entry, old_shard, moved):
+def move_document(router, conn, db, cmd, entry, old_shard, moved, coll):
     """An update that moves a document to another shard's chunk: a delete on its shard and an insert on
     the new one, in the client's transaction, or else in a transaction of the router's own (mongos's
     internal transaction for a retryable write; without txnNumber mongod 6.0 refuses the change:
-    IllegalOperation 20). The reply is the update's: n 1, nModified 1."""
+    IllegalOperation 20). The reply is the update's: n 1, nModified 1 (router_crud makes a findAndModify's
+    of it)."""
     old, new, to = moved
-    coll = cmd["update"]
     in_txn = cmd.get("autocommit") is False
     if not in_txn and cmd.get("txnNumber") is None:
         return {"ok": 1.0, "n": 0, "nModified": 0, "writeErrors": [{
