@@ -193,10 +193,10 @@ def test_cluster_router_clocks_gossip(env):
 @test
 def test_cluster_merged_change_stream(env):
     """A database stream through a router releases an event only when every shard has passed it: with one
-    shard idle, after its next no-op (1 s here); the postBatchResumeToken is then a high-water mark; an
-    appendOplogNote releases it at once; events of both shards come in time order; resuming after an
-    event returns the ones after it from both shards."""
-    server, client = cluster(env, "cl_stream", noop_secs=1.0)
+    shard idle (no periodic no-op here), not at all, until an appendOplogNote moves every shard on; with
+    the periodic no-op, by the idle shard's next one; events of both shards come in time order; resuming
+    after an event returns the ones after it from both shards."""
+    server, client = cluster(env, "cl_stream", noop_secs=1000.0)
     client.admin.command("shardCollection", "t.s", key={"_id": "hashed"})
     coll = client.t.s
     shard_of = {}
@@ -209,13 +209,17 @@ def test_cluster_merged_change_stream(env):
         shard_of[doc_id] = next(n for n in after if after[n][1] != before[n][1])
     on0 = [i for i in range(40) if shard_of[i] == "shard0"]
     on1 = [i for i in range(40) if shard_of[i] == "shard1"]
-    time.sleep(1.5)
     with client.t.watch(max_await_time_ms=200) as stream:
-        time.sleep(2.5)  # both shards past the stream's start by their no-ops
+        client.admin.command("appendOplogNote", data={"start": 1})  # both shards past the stream's start
         with client.t.watch(max_await_time_ms=200) as held:
+            client.admin.command("appendOplogNote", data={"start": 1})
             coll.update_one({"_id": on0[0]}, {"$set": {"x": 1}})
-            event, waited = next_event(held, 5)
-            check(event is not None and waited > 0.3, "the idle shard held the event back (%.2f s)" % waited)
+            event, waited = next_event(held, 1.5)
+            check(event is None, "the idle shard did not hold the event back: %s" % (event,))
+            client.admin.command("appendOplogNote", data={"release": 1})
+            event, waited = next_event(held, 3)
+            check(event is not None and event["documentKey"]["_id"] == on0[0],
+                  "appendOplogNote released the held event: %s" % (event,))
         coll.update_one({"_id": on0[1]}, {"$set": {"x": 1}})
         coll.update_one({"_id": on1[0]}, {"$set": {"x": 1}})
         client.admin.command("appendOplogNote", data={"wake": 1})
@@ -230,6 +234,13 @@ def test_cluster_merged_change_stream(env):
     with client.t.watch(resume_after=resume, max_await_time_ms=200) as again:
         event, _ = next_event(again, 4)
         check(event is not None and event["_id"] == got[2]["_id"], "resumed after the second event")
+    _, noop_client = cluster(env, "cl_stream_noop", noop_secs=1.0)
+    with noop_client.t.watch(max_await_time_ms=200) as stream:
+        time.sleep(2.5)  # both shards past the stream's start by their no-ops
+        noop_client.t.s.insert_one({"_id": "by-noop"})
+        event, _ = next_event(stream, 5)
+        check(event is not None and event["documentKey"]["_id"] == "by-noop",
+              "the idle shard's periodic no-op released the event: %s" % (event,))
 
 
 @test
