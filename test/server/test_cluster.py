@@ -321,3 +321,84 @@ def test_cluster_find_and_modify_moves_document(env):
     except pymongo.errors.OperationFailure as exc:
         check(exc.code == 20, "IllegalOperation: %s" % exc)
     check(on_shard("shard0") == [("r", False, 3)], "left as it was")
+
+
+def explained_shards(reply):
+    """The shards a router's explain names: queryPlanner.winningPlan.shards[].shardName (find, count,
+    distinct) or the keys of `shards` (aggregate), as the FDW reads them."""
+    planner = reply.get("queryPlanner")
+    if planner is not None and "shards" in planner.get("winningPlan", {}):
+        return sorted(s["shardName"] for s in planner["winningPlan"]["shards"])
+    return sorted(reply.get("shards") or {})
+
+
+@test
+def test_cluster_explain_names_targeted_shards(env):
+    """explain through a router targets as the command does and names exactly those shards, in mongos's
+    shapes: a point on the ranged key one shard (SINGLE_SHARD), an $in over keys of both shards both
+    (SHARD_MERGE), a range the shards of its chunks, a filter without the key every shard; count,
+    distinct and aggregate alike; executionStats per shard only when asked, and queryPlanner examines
+    nothing; an unsharded collection's find names the primary shard, its aggregate is the shard's own."""
+    server, client = cluster(env, "cl_explain")
+    coll = client.t.e
+    client.admin.command("shardCollection", "t.e", key={"k": 1})
+    coll.insert_many([{"_id": i, "k": i, "g": i % 3} for i in range(100)])
+    client.admin.command("split", "t.e", middle={"k": 50})
+    client.admin.command("moveChunk", "t.e", find={"k": 70}, to="shard1")
+    t = client.t
+
+    def explain(inner, verbosity="queryPlanner"):
+        return t.command("explain", inner, verbosity=verbosity)
+
+    point = explain({"find": "e", "filter": {"k": 70}})
+    check(explained_shards(point) == ["shard1"], "a point names its chunk's shard: %s" % point)
+    check(point["queryPlanner"]["winningPlan"]["stage"] == "SINGLE_SHARD", "SINGLE_SHARD: %s" % point)
+    check(point["queryPlanner"]["winningPlan"]["shards"][0]["winningPlan"]["stage"] in ("FETCH", "COLLSCAN"),
+          "each shard's own plan: %s" % point)
+    check("executionStats" not in point, "queryPlanner has no executionStats: %s" % point)
+    both = explain({"find": "e", "filter": {"k": {"$in": [3, 80]}}})
+    check(explained_shards(both) == ["shard0", "shard1"], "an $in over both shards names both: %s" % both)
+    check(both["queryPlanner"]["winningPlan"]["stage"] == "SHARD_MERGE", "SHARD_MERGE: %s" % both)
+    low = explain({"find": "e", "filter": {"k": {"$gte": 10, "$lt": 40}}})
+    check(explained_shards(low) == ["shard0"], "a range names the shards of its chunks: %s" % low)
+    span = explain({"find": "e", "filter": {"k": {"$gte": 40, "$lt": 60}}, "sort": {"k": 1}})
+    check(explained_shards(span) == ["shard0", "shard1"]
+          and span["queryPlanner"]["winningPlan"]["stage"] == "SHARD_MERGE_SORT",
+          "a range over both chunks, sorted: %s" % span)
+    broadcast = explain({"find": "e", "filter": {"g": 1}})
+    check(explained_shards(broadcast) == ["shard0", "shard1"], "no shard key: every shard: %s" % broadcast)
+    check(explained_shards(explain({"count": "e", "query": {"k": 5}})) == ["shard0"], "count targeted")
+    check(explained_shards(explain({"distinct": "e", "key": "g", "query": {"k": {"$in": [60, 90]}}}))
+          == ["shard1"], "distinct targeted")
+    agg = explain({"aggregate": "e", "pipeline": [{"$match": {"k": 80}}, {"$group": {"_id": "$g"}}],
+                   "cursor": {}})
+    check(explained_shards(agg) == ["shard1"] and agg.get("splitPipeline", "absent") is None,
+          "an aggregate on one shard: not split, that shard named: %s" % agg)
+    agg = explain({"aggregate": "e", "pipeline": [{"$match": {"g": 1}}, {"$group": {"_id": "$g"}}],
+                   "cursor": {}})
+    check(explained_shards(agg) == ["shard0", "shard1"] and agg.get("mergeType") == "mongos"
+          and "shardsPart" in agg["splitPipeline"], "an aggregate over both shards is split: %s" % agg)
+
+    # the targeting is the command's own: the shards an explain names are those the find reaches
+    for filt in ({"k": 70}, {"k": {"$in": [3, 80]}}, {"k": {"$gte": 10, "$lt": 40}}, {"g": 1}):
+        ran = reached(client, lambda: list(coll.find(filt)))
+        named = explained_shards(explain({"find": "e", "filter": filt}))
+        check(ran == named, "explain names the shards the find reaches for %s: %s, %s" % (filt, named, ran))
+
+    # queryPlanner runs nothing; executionStats reports per shard what each examined
+    before = shard_stats(client)
+    explain({"find": "e", "filter": {"g": 1}})
+    after = shard_stats(client)
+    check(all(after[s][0] == before[s][0] for s in after), "queryPlanner examines no document")
+    stats = explain({"find": "e", "filter": {"g": 1}}, "executionStats")["executionStats"]
+    per = {s["shardName"]: s["totalDocsExamined"] for s in stats["executionStages"]["shards"]}
+    check(per == {"shard0": 50, "shard1": 50} and stats["totalDocsExamined"] == 100
+          and stats["nReturned"] == 33, "executionStats per shard: %s" % stats)
+
+    # an unsharded collection: find names the primary shard; an aggregate is passed through unnamed
+    t.plain.insert_many([{"_id": i} for i in range(5)])
+    check(explained_shards(explain({"find": "plain", "filter": {"_id": 1}})) == ["shard0"],
+          "an unsharded find names the primary shard")
+    passed = explain({"aggregate": "plain", "pipeline": [{"$match": {"_id": 1}}], "cursor": {}})
+    check("shards" not in passed and "queryPlanner" in passed,
+          "an unsharded aggregate's explain is the primary shard's own: %s" % passed)

@@ -549,8 +549,10 @@ def cmd_aggregate(ctx):
 
 
 def cmd_explain(ctx):
-    """explain of find or count: the plan the planner picks and what executing it examined."""
+    """explain of find or count: the plan the planner picks and, unless the verbosity is "queryPlanner"
+    (which, as on mongod, runs nothing and examines nothing), what executing it examined."""
     inner = ctx.cmd.get("explain")
+    planner_only = ctx.cmd.get("verbosity") == "queryPlanner"
     if not isinstance(inner, dict) or not inner:
         raise bad_value("explain command requires a nested object")
     kind = next(iter(inner))
@@ -564,7 +566,7 @@ def cmd_explain(ctx):
     plan_doc = {"stage": "EOF"}
     counted = None
     if kind == "count" and coll is not None and not ctx.overlay(coll) and not inner.get("hint"):
-        counted = _explain_covered_count(ctx, coll, filt, inner)
+        counted = _explain_covered_count(ctx, coll, filt, inner, None if planner_only else ctx.stats)
     if counted is not None:
         plan_doc = counted
     elif coll is not None:
@@ -572,21 +574,24 @@ def cmd_explain(ctx):
         plan = choose_plan(coll, collations.fold_filter(filt) if collation else filt, sort, inner.get("hint"),
                            collation)
         plan_doc = plan.describe()
-        docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan,
-                         collation=inner.get("collation"))
+        if not planner_only:
+            docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan,
+                             collation=inner.get("collation"))
     ns = "%s.%s" % (ctx.db, inner[kind])
-    return {"queryPlanner": {"namespace": ns, "parsedQuery": filt, "winningPlan": plan_doc, "rejectedPlans": []},
-            "executionStats": {"executionSuccess": True, "nReturned": len(docs),
-                               "totalKeysExamined": ctx.stats.keys - keys_before,
-                               "totalDocsExamined": ctx.stats.docs - docs_before},
-            "ok": 1.0}
+    reply = {"queryPlanner": {"namespace": ns, "parsedQuery": filt, "winningPlan": plan_doc, "rejectedPlans": []}}
+    if not planner_only:
+        reply["executionStats"] = {"executionSuccess": True, "nReturned": len(docs),
+                                   "totalKeysExamined": ctx.stats.keys - keys_before,
+                                   "totalDocsExamined": ctx.stats.docs - docs_before}
+    reply["ok"] = 1.0
+    return reply
 
 
-def _explain_covered_count(ctx, coll, filt, inner):
+def _explain_covered_count(ctx, coll, filt, inner, stats):
     """The plan of a count answered from index keys (COUNT over COUNT_SCAN for one interval, else over an
     IXSCAN without FETCH), counting the keys it examines; None if the documents are needed."""
     collation = collations.effective(inner.get("collation"), coll)
-    if not isinstance(filt, dict) or covered_count(coll, filt, collation, ctx.stats) is None:
+    if not isinstance(filt, dict) or covered_count(coll, filt, collation, stats) is None:
         return None
     plan = choose_plan(coll, filt, [])
     stage = "COUNT_SCAN" if len(plan.intervals) == 1 else "IXSCAN"

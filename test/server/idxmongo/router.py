@@ -5,7 +5,8 @@ What runs on the router itself: hello (a mongos's: `msg: "isdbgrid"`, no replica
 authentication (the SCRAM conversation is held with the primary shard, which has the users), privileges
 (checked as the primary shard would, before anything is sent), failCommand (`configureFailPoint` on a
 router sets the router's, as on mongos), getMore and killCursors of its own cursors, the sharding
-commands (router_admin.py), change streams (router_stream.py) and transactions (router_txn.py).
+commands (router_admin.py), change streams (router_stream.py), transactions (router_txn.py) and the
+explain of reads (router_explain.py).
 Everything else is sent to shards (router_crud.py): to the primary shard for an unsharded collection, to
 the targeted shards for a sharded one.
 
@@ -98,9 +99,10 @@ class Router:
         self.conns_lock = threading.Lock()
         self.total_conns = 0
         self.started = time.time()
-        from . import router_admin, router_crud, router_stream, router_txn
+        from . import router_admin, router_crud, router_explain, router_stream, router_txn
         self.commands = dict(router_crud.COMMANDS)
         self.commands.update(router_admin.COMMANDS)
+        self.commands.update(router_explain.COMMANDS)
         self.commands.update(router_stream.COMMANDS)
         self.commands.update(router_txn.COMMANDS)
 
