@@ -25,6 +25,7 @@ OBJS = \
 	fdw/modify_undo.o \
 	fdw/index/bulk_write.o \
 	fdw/core/shard_key.o \
+	fdw/core/shard_explain.o \
 	fdw/core/rowid.o \
 	fdw/core/convert_path.o \
 	fdw/core/connection.o \

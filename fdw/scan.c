@@ -37,6 +37,7 @@
 #include "core/pg_compat.h"
 #include "core/protocol_read.h"
 #include "core/rowid.h"
+#include "core/shard_explain.h"
 #include "core/stream.h"
 #include "core/table_size.h"
 #include "core/xact.h"
@@ -47,6 +48,7 @@
 #include "upper.h"
 
 static TupleTableSlot *iterate(ForeignScanState *node);
+static void explain_plain_scan(IdxScanState *state, ExplainState *es);
 static inline const bson_t *next_doc(IdxScanState *state,
 									 mongoc_cursor_t **cursor,
 									 const char *collection,
@@ -276,6 +278,15 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 		 */
 		idx_client_pin(state->client, 1);
 		state->holds_client = true;
+		/* EXPLAIN ANALYZE through mongos notes the shards reached */
+		if (estate->es_instrument &&
+			idx_client_is_mongos(state->client, state->server->servername))
+			state->shard_log = idx_shard_log_start(&state->round_trips,
+												   state->client,
+												   state->server->servername,
+												   state->read_prefs,
+												   state->info->database,
+												   state->info->collection);
 		/* a count planning wanted and could not take (table_size.h) */
 		idx_refresh_document_count(state->info, state->client,
 								   state->server->servername,
@@ -562,31 +573,39 @@ idxEndForeignScan(ForeignScanState *node)
 }
 
 /*
- * EXPLAIN: the collection; with VERBOSE the filter and projection as
- * MongoDB JSON; with ANALYZE documents fetched and round trips.
+ * EXPLAIN: the scan kind's properties; with ANALYZE through mongos the
+ * shards its reads reached.
  */
 void
 idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
+
+	if (state->kind == IDX_SCAN_AGG)
+		idx_agg_scan_explain(state, es);
+	else if (state->kind == IDX_SCAN_INDEX_AGG)
+		idx_index_agg_scan_explain(state, es);
+	else if (state->index)
+		idx_index_scan_explain(state, es);
+	else
+		explain_plain_scan(state, es);
+
+	/* through mongos: the shards the scan's reads reached */
+	if (es->analyze && state->shard_log)
+		idx_shard_log_explain(state->shard_log, es);
+}
+
+/*
+ * EXPLAIN of a plain scan: the collection; with VERBOSE the filter and
+ * projection as MongoDB JSON; with ANALYZE documents fetched and round
+ * trips.
+ */
+static void
+explain_plain_scan(IdxScanState *state, ExplainState *es)
+{
 	char	   *ns = psprintf("%s.%s", state->info->database,
 							  state->info->collection);
 
-	if (state->kind == IDX_SCAN_AGG)
-	{
-		idx_agg_scan_explain(state, es);
-		return;
-	}
-	if (state->kind == IDX_SCAN_INDEX_AGG)
-	{
-		idx_index_agg_scan_explain(state, es);
-		return;
-	}
-	if (state->index)
-	{
-		idx_index_scan_explain(state, es);
-		return;
-	}
 	ExplainPropertyText("Collection", ns, es);
 	if (state->id_lookup >= 0)
 		ExplainPropertyText("Access", "_id lookup", es);

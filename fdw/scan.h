@@ -73,6 +73,8 @@ typedef struct IdxScanState
 	char	   *last_filter;	/* the filter of the latest find, as JSON */
 	uint64		docs_fetched;
 	uint64		round_trips;
+	struct IdxShardLog *shard_log;	/* through mongos: the reads' shards
+									 * (core/shard_explain.h), or NULL */
 } IdxScanState;
 
 

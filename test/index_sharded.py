@@ -17,6 +17,10 @@ unique), and tables over unsharded collections:
 3. targeting, counted by the find commands each shard ran on the index collection (the shards'
    recentCommands): a point lookup reaches 1 shard, an IN of keys on both shards 2, a range (and its
    count, and an ORDER BY ... LIMIT) inside one chunk of a ranged index 1 and one across the split 2;
+3b. EXPLAIN (ANALYZE) names those shards (mongos's explain of each request): a point lookup one, an
+   IN of keys on both shards both, a range the shards of its chunks, the same the shards' logs saw;
+   the fact fetches and a plain scan of an unsharded collection (the primary shard) name theirs; a
+   failed explain leaves its requests "not explained" and fails no query;
 4. a unique index table (hashed, and ranged after a split) refuses a duplicate of a key whose entry
    is on either shard (23505), in consistency modes transaction and ordered; a unique index table
    on _id (mongod checks _id per shard only) refuses two rows of one _id in one INSERT batch whose
@@ -255,6 +259,73 @@ def check_targeting(res, mongo, conn):
         print("hashed wh_k, IN of %d random keys: %.1f shards on average (5 lists)" % (k, total / 5.0))
 
 
+def explain_shards(conn, sql, params=None):
+    """EXPLAIN (ANALYZE, FORMAT JSON) of a query's foreign scan: ({property: {shard: requests}} of its
+    "Index Collection Shards" and "Collection Shards", the scan's plan node)."""
+    plan = q(conn, "EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)[0][0][0]["Plan"]
+    while plan.get("Node Type") != "Foreign Scan":
+        plan = plan["Plans"][0]
+    shown = {}
+    for prop in ("Index Collection Shards", "Collection Shards"):
+        if prop in plan:
+            shown[prop] = {s["Shard Name"]: s["Requests"] for s in plan[prop]}
+    return shown, plan
+
+
+def check_explain(res, mongo, conn):
+    """3b: EXPLAIN ANALYZE names the shards a scan's requests reached (mongos's explain of each): on the
+    ranged wr_k (split at 500, upper chunk on shard1) a point lookup one shard, an IN of keys on both
+    shards both, a range the shards of its chunks, the same shards the shards' own logs saw; the facts'
+    fetches by _id on the hashed f name theirs; a plain scan of an unsharded collection names the primary
+    shard; TEXT and YAML show the same; EXPLAIN without ANALYZE shows none."""
+    coll = ns("wr.wr_k")
+    for cond, want in (("k = 7", {"shard0": 1}), ("k = 700", {"shard1": 1}),
+                       ("k IN (3, 703)", {"shard0": 1, "shard1": 1}),
+                       ("k >= 600 AND k < 650", {"shard1": 1}),
+                       ("k >= 450 AND k < 550", {"shard0": 1, "shard1": 1})):
+        sql = "SELECT _id, k FROM wr WHERE " + cond
+        clear_logs(mongo)
+        shown, plan = explain_shards(conn, sql)
+        logged = finds_on(mongo, coll)
+        index = shown.get("Index Collection Shards")
+        res.check(index == want and sorted(index) == logged,
+                  "EXPLAIN ANALYZE of %s names the index collection's shards %r (want %r, the shards ran %r)"
+                  % (cond, index, want, logged))
+        facts = shown.get("Collection Shards") or {}
+        res.check(facts and set(facts) <= set(SHARDS) and plan.get("Facts Fetched", 0) > 0,
+                  "and the facts' fetches theirs: %r" % shown)
+        print("EXPLAIN ANALYZE, ranged wr_k, %s: %r" % (cond, shown))
+    text = "\n".join(r[0] for r in q(conn, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
+                                           "SELECT _id FROM wr WHERE k IN (3, 703)"))
+    res.check("Index Collection Shards: shard0 (1 request), shard1 (1 request)" in text
+              and "Collection Shards: " in text, "the text format: %s" % text)
+    yaml = q(conn, "EXPLAIN (ANALYZE, FORMAT YAML) SELECT _id FROM wr WHERE k = 700")[0][0]
+    res.check("Index Collection Shards: " in yaml and "- Shard Name: \"shard1\"" in yaml, "the YAML format: %s" % yaml)
+    plain = "\n".join(r[0] for r in q(conn, "EXPLAIN SELECT _id FROM wr WHERE k = 7"))
+    res.check("Shards" not in plain, "EXPLAIN without ANALYZE shows no shards: %s" % plain)
+    # a plain scan of an unsharded collection: its find goes to the primary shard
+    shown, _ = explain_shards(conn, "SELECT * FROM plain")
+    res.check(shown == {"Collection Shards": {"shard0": 1}}, "a plain scan of an unsharded collection: %r" % shown)
+    # a failed explain fails no query and names no shard: its requests are "not explained"
+    routers = mongo_client.each_router(mongo)
+    for router in routers:
+        router.admin.command({"configureFailPoint": "failCommand", "mode": "alwaysOn",
+                              "data": {"failCommands": ["explain"], "errorCode": 2}})
+    try:
+        rows = q(conn, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT _id FROM wr WHERE k = 7")
+    finally:
+        for router in routers:
+            router.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+    text = "\n".join(r[0] for r in rows)
+    res.check("Index Collection Shards: 1 request not explained" in text
+              and "Collection Shards: 1 request not explained" in text
+              and "Shard Explain Error: Failing command via 'failCommand' failpoint" in text and "shard0" not in text,
+              "a failed explain: the query runs, no shard named: %s" % text)
+    # a routed count on the ranged index (a count command) names the shard of its range
+    shown, _ = explain_shards(conn, "SELECT count(*) FROM wr WHERE k >= 600 AND k < 700")
+    res.check(shown.get("Index Collection Shards") == {"shard1": 1}, "a count of a range: %r" % shown)
+
+
 def check_unique(res, mongo, conn):
     """4: duplicates of keys whose entries are on either shard are refused, hashed and ranged."""
     q(conn, "INSERT INTO u SELECT i, 'u' || lpad(i::text, 3, '0') FROM generate_series(0, 99) i")
@@ -420,6 +491,7 @@ def main():
     check_choices(res, mongo, conn)
     check_spread(res, mongo, conn)
     check_targeting(res, mongo, conn)
+    check_explain(res, mongo, conn)
     check_unique(res, mongo, conn)
     check_unique_id(res, mongo, conn)
     check_differential(res, mongo, conn)

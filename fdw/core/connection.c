@@ -35,6 +35,7 @@
 #include "core/handle.h"
 #include "core/mongoc_compat.h"
 #include "core/option.h"
+#include "core/shard_explain.h"
 #include "core/stream.h"
 #include "core/trust.h"
 #include "core/xact.h"
@@ -73,13 +74,17 @@ static void run_command_at(mongoc_client_t *client, const char *server,
 
 /*
  * APM hook: count every command libmongoc sends (find, getMore, ...) for
- * whoever asked.
+ * whoever asked, and note the scan's reads for EXPLAIN ANALYZE's shards
+ * (shard_explain.h; nothing unless the scan asked).
  */
 static void
 command_started(const mongoc_apm_command_started_t *event)
 {
 	if (round_trip_counter)
+	{
 		(*round_trip_counter)++;
+		idx_shard_log_note(round_trip_counter, event);
+	}
 }
 
 /*
