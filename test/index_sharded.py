@@ -262,9 +262,10 @@ def check_targeting(res, mongo, conn):
 def explain_shards(conn, sql, params=None):
     """EXPLAIN (ANALYZE, FORMAT JSON) of a query's foreign scan: ({property: {shard: requests}} of its
     "Index Collection Shards" and "Collection Shards", the scan's plan node)."""
-    plan = q(conn, "EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)[0][0][0]["Plan"]
-    while plan.get("Node Type") != "Foreign Scan":
-        plan = plan["Plans"][0]
+    todo = [q(conn, "EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)[0][0][0]["Plan"]]
+    while todo[0].get("Node Type") != "Foreign Scan":
+        todo = todo[0].get("Plans", []) + todo[1:]
+    plan = todo[0]
     shown = {}
     for prop in ("Index Collection Shards", "Collection Shards"):
         if prop in plan:
@@ -295,6 +296,25 @@ def check_explain(res, mongo, conn):
         res.check(facts and set(facts) <= set(SHARDS) and plan.get("Facts Fetched", 0) > 0,
                   "and the facts' fetches theirs: %r" % shown)
         print("EXPLAIN ANALYZE, ranged wr_k, %s: %r" % (cond, shown))
+        res.check(plan.get("Round Trips") == 2, "the explains are not Round Trips: %r" % plan.get("Round Trips"))
+    # a parameterized lookup per outer row: requests counted per shard, a command sent twice once explained
+    q(conn, "SET enable_hashjoin = off")
+    q(conn, "SET enable_mergejoin = off")
+    clear_logs(mongo)
+    try:
+        shown, plan = explain_shards(conn, "SELECT wr._id FROM (VALUES (3), (4), (703), (3)) v(k) "
+                                           "JOIN wr ON wr.k = v.k")
+    finally:
+        q(conn, "RESET enable_hashjoin")
+        q(conn, "RESET enable_mergejoin")
+    res.check(shown.get("Index Collection Shards") == {"shard0": 3, "shard1": 1} and plan.get("Actual Loops") == 4,
+              "a lookup per outer row, counted per shard: %r (%s loops)" % (shown, plan.get("Actual Loops")))
+    res.check(sum(shown.get("Collection Shards", {}).values()) == 4, "4 fact fetches: %r" % shown)
+    # 3 distinct lookups and 3 distinct fetches (k = 3 twice), each on one shard: 6 explains, not 8
+    explains = sum(1 for shard in SHARDS
+                   for c in on_shard(mongo, shard, {"recentCommands": 1, "clear": True}, db="admin")["commands"]
+                   if c["command"] == "explain")
+    res.check(explains == 6, "each distinct command explained once: %d explains on the shards" % explains)
     text = "\n".join(r[0] for r in q(conn, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
                                            "SELECT _id FROM wr WHERE k IN (3, 703)"))
     res.check("Index Collection Shards: shard0 (1 request), shard1 (1 request)" in text
