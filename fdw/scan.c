@@ -283,7 +283,6 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 			idx_client_is_mongos(state->client, state->server->servername))
 			state->shard_log = idx_shard_log_start(&state->round_trips,
 												   state->client,
-												   state->server->servername,
 												   state->read_prefs,
 												   state->info->database,
 												   state->info->collection);

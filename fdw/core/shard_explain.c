@@ -75,7 +75,6 @@ struct IdxShardLog
 	dlist_node	node;			/* in active_logs while noting */
 	uint64	   *counter;		/* the scan's round trip counter */
 	mongoc_client_t *client;
-	const char *servername;
 	const mongoc_read_prefs_t *read_prefs;
 	char	   *database;		/* the scan's collection */
 	char	   *collection;
@@ -101,9 +100,13 @@ stop_noting(void *arg)
 	dlist_delete(&log->node);
 }
 
+/*
+ * Start noting the reads the scan counted by "counter" sends (see
+ * shard_explain.h).  The log is allocated in the current memory context
+ * (the scan's), and leaves the active list when that context is reset.
+ */
 IdxShardLog *
 idx_shard_log_start(uint64 *counter, mongoc_client_t *client,
-					const char *servername,
 					const mongoc_read_prefs_t *read_prefs,
 					const char *database, const char *collection)
 {
@@ -111,7 +114,6 @@ idx_shard_log_start(uint64 *counter, mongoc_client_t *client,
 
 	log->counter = counter;
 	log->client = client;
-	log->servername = pstrdup(servername);
 	log->read_prefs = read_prefs;
 	log->database = pstrdup(database);
 	log->collection = pstrdup(collection);
@@ -169,6 +171,36 @@ log_of_counter(uint64 *counter)
 }
 
 /*
+ * Keep a new command of "kind" ("len" bytes at "data", run on "database")
+ * sent once, if there is room and memory; false if not.  Raises no error.
+ */
+static bool
+keep_command(IdxShardLog *log, const char *database, const uint8 *data,
+			 uint32 len, int kind)
+{
+	ShardCmd   *cmd;
+	uint8	   *bytes;
+	char	   *db;
+
+	if (log->ncmds >= SHARD_EXPLAIN_MAX_COMMANDS)
+		return false;
+	bytes = MemoryContextAllocExtended(log->cxt, len, MCXT_ALLOC_NO_OOM);
+	db = MemoryContextAllocExtended(log->cxt, strlen(database) + 1,
+									MCXT_ALLOC_NO_OOM);
+	if (bytes == NULL || db == NULL)
+		return false;
+	memcpy(bytes, data, len);
+	strcpy(db, database);
+	cmd = &log->cmds[log->ncmds++];
+	cmd->bytes = bytes;
+	cmd->database = db;
+	cmd->len = len;
+	cmd->kind = kind;
+	cmd->sends = 1;
+	return true;
+}
+
+/*
  * Note one request: a command sent before adds a send, a new one is kept
  * while there is room.  Memory is asked without raising an error; a
  * request that cannot be kept is counted as not explained.
@@ -215,26 +247,16 @@ note_command(IdxShardLog *log, const char *database, const bson_t *sent)
 		}
 	}
 
-	cmd = &log->cmds[log->ncmds];
-	if (log->ncmds < SHARD_EXPLAIN_MAX_COMMANDS &&
-		(cmd->bytes = MemoryContextAllocExtended(log->cxt, kept.len,
-												 MCXT_ALLOC_NO_OOM)) != NULL &&
-		(cmd->database = MemoryContextAllocExtended(log->cxt,
-													strlen(database) + 1,
-													MCXT_ALLOC_NO_OOM)) != NULL)
-	{
-		memcpy(cmd->bytes, data, kept.len);
-		strcpy(cmd->database, database);
-		cmd->len = kept.len;
-		cmd->kind = kind;
-		cmd->sends = 1;
-		log->ncmds++;
-	}
-	else
+	if (!keep_command(log, database, data, kept.len, kind))
 		log->unnoted[kind]++;
 	bson_destroy(&kept);
 }
 
+/*
+ * The APM hook's part: a find, aggregate, count or distinct sent while a
+ * noting scan's counter counts is noted in its log.  Cheap when no scan
+ * notes (the list is empty); raises no error, as it runs inside libmongoc.
+ */
 void
 idx_shard_log_note(uint64 *counter, const mongoc_apm_command_started_t *event)
 {
@@ -470,6 +492,11 @@ show_kind(IdxShardLog *log, int kind, ExplainState *es)
 		ExplainPropertyUInteger(unknown_label, NULL, unknown, es);
 }
 
+/*
+ * EXPLAIN ANALYZE of a scan through mongos: explain the commands not yet
+ * explained (outside the scan's round trip counter, in the log's memory
+ * context), then show each kind's shards and the first explain error.
+ */
 void
 idx_shard_log_explain(IdxShardLog *log, ExplainState *es)
 {

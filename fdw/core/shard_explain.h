@@ -32,7 +32,6 @@ typedef struct IdxShardLog IdxShardLog;
  */
 extern IdxShardLog *idx_shard_log_start(uint64 *counter,
 										mongoc_client_t *client,
-										const char *servername,
 										const mongoc_read_prefs_t *read_prefs,
 										const char *database,
 										const char *collection);
