@@ -37,6 +37,18 @@ extern const mongoc_read_prefs_t *idx_primary_read_prefs(void);
 extern const mongoc_read_prefs_t *idx_scan_read_prefs(ForeignScanState *node);
 
 /*
+ * Is there a document in "collection" of "database" matching "filter"?
+ * Read from the primary, projected to _id and "field" (NULL: _id alone);
+ * a found document is copied into *doc unless "doc" is NULL.
+ */
+extern bool idx_find_one_primary(mongoc_client_t *client,
+								 const char *servername,
+								 const char *database,
+								 const char *collection,
+								 const bson_t *filter, const char *field,
+								 bson_t *doc);
+
+/*
  * The default collation of a collection (its listCollections options), or
  * NULL when it has none (binary comparison).  Asked once per collection
  * and backend, outside any MongoDB transaction; a collection that does not
