@@ -179,7 +179,8 @@ collection_is_sharded(mongoc_client_t *client, const char *servername,
 
 	BSON_APPEND_UTF8(&filter, "_id", psprintf("%s.%s", database, collection));
 	found = idx_find_one_primary(client, servername, "config", "collections",
-								 &filter, "unsplittable", &doc);
+								 &filter, "unsplittable", &doc,
+								 idx_op(IDX_OP_READ, "collections", "config"));
 	bson_destroy(&filter);
 	if (found)
 	{
