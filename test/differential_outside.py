@@ -623,8 +623,8 @@ class Run(replica_set_phases.ReplicaSetPhases):
     # ---- setup
 
     def setup(self):
-        self.mongo.drop_database(DATABASE)
-        pg_fixture.recreate_database(DATABASE, options=pg_fixture.UTF8_C)
+        # (the previous run's appliers end before the MongoDB database is dropped: see the fixture)
+        pg_fixture.recreate_databases(DATABASE, self.mongo, options=pg_fixture.UTF8_C)
         self.admin = Session()
         preload = self.admin.execute("SHOW shared_preload_libraries")[0][0]
         self.check("idxtable_fdw" in [p.strip() for p in preload.split(",")],

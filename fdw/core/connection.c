@@ -354,6 +354,29 @@ idx_get_client_for_rel(Oid relid, Oid userid, ForeignServer **server_out)
 }
 
 /*
+ * The cache entry of "client", or NULL if it is not a cached one.
+ */
+static IdxConnEntry *
+entry_of_client(mongoc_client_t *client)
+{
+	HASH_SEQ_STATUS scan;
+	IdxConnEntry *entry;
+
+	if (ConnectionHash == NULL || client == NULL)
+		return NULL;
+	hash_seq_init(&scan, ConnectionHash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->client == client)
+		{
+			hash_seq_term(&scan);
+			return entry;
+		}
+	}
+	return NULL;
+}
+
+/*
  * Track scans and writes that hold a cached client (from their Begin
  * callback on) or a cursor on it, so that an invalidation or a broken
  * connection never destroys a client still in use: idx_get_client()
@@ -362,21 +385,10 @@ idx_get_client_for_rel(Oid relid, Oid userid, ForeignServer **server_out)
 void
 idx_client_pin(mongoc_client_t *client, int delta)
 {
-	HASH_SEQ_STATUS scan;
-	IdxConnEntry *entry;
+	IdxConnEntry *entry = entry_of_client(client);
 
-	if (ConnectionHash == NULL)
-		return;
-	hash_seq_init(&scan, ConnectionHash);
-	while ((entry = hash_seq_search(&scan)) != NULL)
-	{
-		if (entry->client == client)
-		{
-			entry->active_scans = Max(entry->active_scans + delta, 0);
-			hash_seq_term(&scan);
-			break;
-		}
-	}
+	if (entry != NULL)
+		entry->active_scans = Max(entry->active_scans + delta, 0);
 }
 
 /*
@@ -434,21 +446,9 @@ idx_conn_xact_end(bool commit)
 struct IdxRemoteXact *
 idx_conn_xact(mongoc_client_t *client)
 {
-	HASH_SEQ_STATUS scan;
-	IdxConnEntry *entry;
+	IdxConnEntry *entry = entry_of_client(client);
 
-	if (ConnectionHash == NULL || client == NULL)
-		return NULL;
-	hash_seq_init(&scan, ConnectionHash);
-	while ((entry = hash_seq_search(&scan)) != NULL)
-	{
-		if (entry->client == client)
-		{
-			hash_seq_term(&scan);
-			return &entry->xact;
-		}
-	}
-	return NULL;
+	return entry ? &entry->xact : NULL;
 }
 
 /*
@@ -591,29 +591,6 @@ idx_primary_wire_version(mongoc_client_t *client, const char *servername)
 		wire = bson_iter_as_int64(&iter);
 	mongoc_server_description_destroy(sd);
 	return wire;
-}
-
-/*
- * The cache entry of "client", or NULL if it is not a cached one.
- */
-static IdxConnEntry *
-entry_of_client(mongoc_client_t *client)
-{
-	HASH_SEQ_STATUS scan;
-	IdxConnEntry *entry;
-
-	if (ConnectionHash == NULL || client == NULL)
-		return NULL;
-	hash_seq_init(&scan, ConnectionHash);
-	while ((entry = hash_seq_search(&scan)) != NULL)
-	{
-		if (entry->client == client)
-		{
-			hash_seq_term(&scan);
-			return entry;
-		}
-	}
-	return NULL;
 }
 
 /*

@@ -30,6 +30,7 @@
 #include "core/handle.h"
 #include "core/pg_compat.h"
 #include "core/protocol_read.h"
+#include "core/remote_error.h"
 
 /*
  * The primary read preference, made once per backend.  libmongoc copies
@@ -69,6 +70,54 @@ idx_scan_read_prefs(ForeignScanState *node)
 		 estate->es_rowmarks[scanrelid - 1] != NULL))
 		return idx_primary_read_prefs();
 	return NULL;
+}
+
+/*
+ * Read from the primary the first document of "collection" in "database"
+ * that matches "filter", projected to _id and "field" (NULL: the whole
+ * document).  Returns whether there is one; if so and "doc" is not NULL,
+ * the document is copied into *doc, which the caller then destroys.  An
+ * error of the read is raised as one of operation "op".  For the
+ * protocol's questions about one document (is a collection empty, is it
+ * sharded, what does an ownership marker say).
+ */
+bool
+idx_find_one_primary(mongoc_client_t *client, const char *servername,
+					 const char *database, const char *collection,
+					 const bson_t *filter, const char *field, bson_t *doc,
+					 const IdxOp *op)
+{
+	mongoc_collection_t *coll;
+	mongoc_cursor_t *cursor;
+	IdxHandle  *owned_coll;
+	IdxHandle  *owned_cursor;
+	bson_t		opts = BSON_INITIALIZER;
+	bson_t		projection;
+	bson_error_t error;
+	const bson_t *found;
+	bool		any;
+
+	BSON_APPEND_INT64(&opts, "limit", 1);
+	if (field != NULL)
+	{
+		BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection);
+		BSON_APPEND_INT32(&projection, field, 1);
+		bson_append_document_end(&opts, &projection);
+	}
+	coll = mongoc_client_get_collection(client, database, collection);
+	owned_coll = idx_own_collection(coll);
+	cursor = mongoc_collection_find_with_opts(coll, filter, &opts,
+											  idx_primary_read_prefs());
+	bson_destroy(&opts);
+	owned_cursor = idx_own_cursor(cursor);
+	any = mongoc_cursor_next(cursor, &found);
+	if (any && doc != NULL)
+		bson_copy_to(found, doc);
+	else if (!any && mongoc_cursor_error(cursor, &error))
+		idx_report_cursor_error(cursor, servername, op);
+	idx_release(owned_cursor);
+	idx_release(owned_coll);
+	return any;
 }
 
 /*

@@ -21,6 +21,8 @@
 #include "nodes/execnodes.h"
 #include "nodes/pg_list.h"
 
+struct IdxOp;					/* core/remote_error.h */
+
 /*
  * The read preference of reads whose answer decides a write (claims,
  * ownership markers, verify/repair lookups, fact fetches before a write or
@@ -35,6 +37,19 @@ extern const mongoc_read_prefs_t *idx_primary_read_prefs(void);
  * UPDATE/SHARE), else NULL (the URI's readPreference).
  */
 extern const mongoc_read_prefs_t *idx_scan_read_prefs(ForeignScanState *node);
+
+/*
+ * Is there a document in "collection" of "database" matching "filter"?
+ * Read from the primary, projected to _id and "field" (NULL: the whole
+ * document); a found document is copied into *doc unless "doc" is NULL.
+ * A failed read raises an ERROR about "op".
+ */
+extern bool idx_find_one_primary(mongoc_client_t *client,
+								 const char *servername,
+								 const char *database,
+								 const char *collection,
+								 const bson_t *filter, const char *field,
+								 bson_t *doc, const struct IdxOp *op);
 
 /*
  * The default collation of a collection (its listCollections options), or

@@ -255,33 +255,21 @@ static bool
 read_marker(mongoc_client_t *client, const char *servername,
 			const char *database, const char *collection, OwnerMarker *m)
 {
-	mongoc_collection_t *registry;
-	mongoc_cursor_t *cursor;
-	IdxHandle  *owned_registry;
-	IdxHandle  *owned_cursor;
 	bson_t		filter = BSON_INITIALIZER;
-	bson_error_t error;
-	const bson_t *doc;
-	bool		found = false;
+	bson_t		doc;
+	bool		found;
 
 	BSON_APPEND_UTF8(&filter, "_id", collection);
-	registry = mongoc_client_get_collection(client, database,
-											IDX_OWNER_REGISTRY);
-	owned_registry = idx_own_collection(registry);
-	cursor = mongoc_collection_find_with_opts(registry, &filter, NULL,
-											  idx_primary_read_prefs());
+	found = idx_find_one_primary(client, servername, database,
+								 IDX_OWNER_REGISTRY, &filter, NULL, &doc,
+								 idx_op(IDX_OP_READ_OWNER, collection,
+										database));
 	bson_destroy(&filter);
-	owned_cursor = idx_own_cursor(cursor);
-	if (mongoc_cursor_next(cursor, &doc))
+	if (found)
 	{
-		parse_marker(doc, m);
-		found = true;
+		parse_marker(&doc, m);
+		bson_destroy(&doc);
 	}
-	else if (mongoc_cursor_error(cursor, &error))
-		idx_report_cursor_error(cursor, servername,
-								idx_op(IDX_OP_READ_OWNER, collection, database));
-	idx_release(owned_cursor);
-	idx_release(owned_registry);
 	return found;
 }
 
@@ -351,31 +339,11 @@ static bool
 collection_has_documents(mongoc_client_t *client, const char *servername,
 						 const char *database, const char *collection)
 {
-	mongoc_collection_t *coll;
-	mongoc_cursor_t *cursor;
-	IdxHandle  *owned_coll;
-	IdxHandle  *owned_cursor;
 	bson_t		filter = BSON_INITIALIZER;
-	bson_t	   *opts;
-	bson_error_t error;
-	const bson_t *doc;
-	bool		any;
 
-	coll = mongoc_client_get_collection(client, database, collection);
-	owned_coll = idx_own_collection(coll);
-	opts = BCON_NEW("limit", BCON_INT64(1),
-					"projection", "{", "_id", BCON_INT32(1), "}");
-	cursor = mongoc_collection_find_with_opts(coll, &filter, opts,
-											  idx_primary_read_prefs());
-	bson_destroy(opts);
-	owned_cursor = idx_own_cursor(cursor);
-	any = mongoc_cursor_next(cursor, &doc);
-	if (!any && mongoc_cursor_error(cursor, &error))
-		idx_report_cursor_error(cursor, servername,
+	return idx_find_one_primary(client, servername, database, collection,
+								&filter, "_id", NULL,
 								idx_op(IDX_OP_READ, collection, database));
-	idx_release(owned_cursor);
-	idx_release(owned_coll);
-	return any;
 }
 
 /*

@@ -31,7 +31,6 @@
 #include "postgres.h"
 
 #include "core/connection.h"
-#include "core/handle.h"
 #include "core/privileges.h"
 #include "core/protocol_read.h"
 #include "core/remote_error.h"
@@ -173,41 +172,23 @@ static bool
 collection_is_sharded(mongoc_client_t *client, const char *servername,
 					  const char *database, const char *collection)
 {
-	mongoc_collection_t *coll;
-	mongoc_cursor_t *cursor;
-	IdxHandle  *owned_coll;
-	IdxHandle  *owned_cursor;
 	bson_t		filter = BSON_INITIALIZER;
-	bson_t	   *opts;
-	bson_error_t error;
-	const bson_t *doc;
+	bson_t		doc;
+	bson_iter_t iter;
 	bool		found;
-	char	   *ns = psprintf("%s.%s", database, collection);
 
-	BSON_APPEND_UTF8(&filter, "_id", ns);
-	coll = mongoc_client_get_collection(client, "config", "collections");
-	owned_coll = idx_own_collection(coll);
-	opts = BCON_NEW("limit", BCON_INT64(1),
-					"projection", "{", "unsplittable", BCON_INT32(1), "}");
-	cursor = mongoc_collection_find_with_opts(coll, &filter, opts,
-											  idx_primary_read_prefs());
-	bson_destroy(opts);
+	BSON_APPEND_UTF8(&filter, "_id", psprintf("%s.%s", database, collection));
+	found = idx_find_one_primary(client, servername, "config", "collections",
+								 &filter, "unsplittable", &doc,
+								 idx_op(IDX_OP_READ, "collections", "config"));
 	bson_destroy(&filter);
-	owned_cursor = idx_own_cursor(cursor);
-	found = mongoc_cursor_next(cursor, &doc);
 	if (found)
 	{
-		bson_iter_t iter;
-
-		if (bson_iter_init_find(&iter, doc, "unsplittable") &&
+		if (bson_iter_init_find(&iter, &doc, "unsplittable") &&
 			bson_iter_as_bool(&iter))
 			found = false;
+		bson_destroy(&doc);
 	}
-	else if (mongoc_cursor_error(cursor, &error))
-		idx_report_cursor_error(cursor, servername,
-								idx_op(IDX_OP_READ, "collections", "config"));
-	idx_release(owned_cursor);
-	idx_release(owned_coll);
 	return found;
 }
 

@@ -978,6 +978,30 @@ idx_cs_token_time(const bson_t *token)
 }
 
 /*
+ * The operationTime of "reply" to command "command", which is destroyed.
+ * A server without cluster times (a standalone mongod) sends none: an
+ * ERROR, since only replica sets and sharded clusters have change streams.
+ */
+static IdxClusterTime
+reply_operation_time(bson_t *reply, const char *servername,
+					 const char *command)
+{
+	bson_iter_t iter;
+	IdxClusterTime ct = 0;
+
+	if (bson_iter_init_find(&iter, reply, "operationTime"))
+		ct = idx_cs_iter_time(&iter);
+	bson_destroy(reply);
+	if (ct == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("server \"%s\" reports no cluster time in its reply to %s",
+						servername, command),
+				 errhint("Index tables are maintained against outside writes only on a replica set or a sharded cluster.")));
+	return ct;
+}
+
+/*
  * The server's operationTime for a "ping" on "database": every change
  * acknowledged before it has a cluster time at or below it.
  */
@@ -987,22 +1011,12 @@ idx_cs_server_time(mongoc_client_t *client, const char *servername,
 {
 	bson_t		cmd = BSON_INITIALIZER;
 	bson_t		reply;
-	bson_iter_t iter;
-	IdxClusterTime ct = 0;
 
 	idx_check_append(BSON_APPEND_INT32(&cmd, "ping", 1));
 	idx_run_command(client, servername, database, &cmd, &reply,
 					idx_op(IDX_OP_CLUSTER_TIME, NULL, NULL));
 	bson_destroy(&cmd);
-	if (bson_iter_init_find(&iter, &reply, "operationTime"))
-		ct = idx_cs_iter_time(&iter);
-	bson_destroy(&reply);
-	if (ct == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_ERROR),
-				 errmsg("server \"%s\" reports no cluster time", servername),
-				 errhint("Index tables are maintained against outside writes only on a replica set or a sharded cluster.")));
-	return ct;
+	return reply_operation_time(&reply, servername, "ping");
 }
 
 /*
@@ -1032,8 +1046,6 @@ idx_cs_oplog_note(mongoc_client_t *client, const char *servername,
 	bson_t		data;
 	bson_t		reply;
 	bson_error_t error;
-	bson_iter_t iter;
-	IdxClusterTime ct = 0;
 
 	idx_check_append(BSON_APPEND_INT32(&cmd, "appendOplogNote", 1));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&cmd, "data", &data));
@@ -1056,14 +1068,5 @@ idx_cs_oplog_note(mongoc_client_t *client, const char *servername,
 						 idx_op(IDX_OP_OPLOG_NOTE, NULL, NULL));
 	}
 	bson_destroy(&cmd);
-	if (bson_iter_init_find(&iter, &reply, "operationTime"))
-		ct = idx_cs_iter_time(&iter);
-	bson_destroy(&reply);
-	if (ct == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_ERROR),
-				 errmsg("server \"%s\" reports no cluster time for appendOplogNote",
-						servername),
-				 errhint("Index tables are maintained against outside writes only on a replica set or a sharded cluster.")));
-	return ct;
+	return reply_operation_time(&reply, servername, "appendOplogNote");
 }

@@ -402,3 +402,61 @@ def test_cluster_explain_names_targeted_shards(env):
     passed = explain({"aggregate": "plain", "pipeline": [{"$match": {"_id": 1}}], "cursor": {}})
     check("shards" not in passed and "queryPlanner" in passed,
           "an unsharded aggregate's explain is the primary shard's own: %s" % passed)
+
+
+@test
+def test_cluster_shard_key_change_with_update_options(env):
+    """A shard-key change is computed as the shard would compute it (mongos has the shard run the update
+    and answer WouldChangeOwningShard): the update's collation picks the document, the new document
+    keeps `_id` (66 for a change, also in a replacement) and an update the shard refuses (arrayFilters,
+    which the test server does not run) gets the error it gets on an unsharded collection; the document
+    is never left on a shard whose chunks do not hold its key."""
+    server, client = cluster(env, "cl_opts")
+    client.admin.command("shardCollection", "t.o", key={"k": 1})
+    client.admin.command("split", "t.o", middle={"k": 10})
+    client.admin.command("moveChunk", "t.o", find={"k": 10}, to="shard1")
+    coll = client.t.o
+    coll.insert_one({"_id": "a", "k": 1, "name": "abc", "tags": ["x", "y"]})
+    en2 = {"locale": "en", "strength": 2}
+
+    def on_shard(name):
+        return [(d["_id"], d["k"]) for d in client.admin.command(
+            {"runOnShard": name, "db": "t", "command": {"find": "o", "filter": {}}})["cursor"]["firstBatch"]]
+
+    with client.start_session() as session:
+        with session.start_transaction():
+            result = coll.update_one({"k": 1, "name": "ABC"}, {"$set": {"k": 20}}, collation=en2, session=session)
+    check(result.matched_count == 1, "matched under the collation: %s" % result.raw_result)
+    check(on_shard("shard0") == [] and on_shard("shard1") == [("a", 20)],
+          "moved to shard1 (collation): %s, %s" % (on_shard("shard0"), on_shard("shard1")))
+    before = coll.find_one_and_update({"k": 20, "name": "ABC"}, {"$set": {"k": 2}}, collation=en2)
+    check(before is not None and before["k"] == 20, "findAndModify under the collation: %s" % before)
+    check(on_shard("shard0") == [("a", 2)] and on_shard("shard1") == [],
+          "moved back (findAndModify, collation): %s, %s" % (on_shard("shard0"), on_shard("shard1")))
+
+    def write_error(fn):
+        try:
+            fn()
+        except pymongo.errors.WriteError as exc:
+            return exc.code
+        except pymongo.errors.OperationFailure as exc:
+            return exc.code
+        return None
+
+    client.t.plain.insert_one({"_id": "a", "k": 2, "tags": ["x", "y"]})
+    array_update = {"$set": {"k": 20, "tags.$[t]": "z"}}
+    unsharded = write_error(lambda: client.t.plain.update_one({"_id": "a", "k": 2}, array_update,
+                                                              array_filters=[{"t": "x"}]))
+    check(unsharded is not None, "arrayFilters on an unsharded collection")
+    code = write_error(lambda: coll.update_one({"_id": "a", "k": 2}, array_update, array_filters=[{"t": "x"}]))
+    check(code == unsharded, "arrayFilters in a shard-key change: %s, as unsharded: %s" % (code, unsharded))
+    code = write_error(lambda: coll.find_one_and_update({"_id": "a", "k": 2}, array_update,
+                                                        array_filters=[{"t": "x"}]))
+    check(code == unsharded, "arrayFilters in a findAndModify's shard-key change: %s" % code)
+    code = write_error(lambda: coll.update_one({"_id": "a", "k": 2}, {"$set": {"k": 20, "_id": "b"}}))
+    check(code == 66, "an _id change with the shard key's is ImmutableField: %s" % code)
+    code = write_error(lambda: coll.replace_one({"_id": "a", "k": 2}, {"_id": "b", "k": 20}))
+    check(code == 66, "a replacement with another _id is ImmutableField: %s" % code)
+    check(on_shard("shard0") == [("a", 2)] and on_shard("shard1") == [],
+          "left as it was: %s, %s" % (on_shard("shard0"), on_shard("shard1")))
+    check(coll.find_one({"_id": "a"})["tags"] == ["x", "y"], "tags unchanged")

@@ -237,7 +237,7 @@ def _same_document(a, b):
     return encode(a) == encode(b)
 
 
-def _updated(doc, spec, update):
+def updated_document(doc, spec, update):
     """Apply an update to one document, enforcing `_id` immutability."""
     new = apply_update(doc, spec, update)
     if sort_key(new.get("_id")) != sort_key(doc["_id"]):
@@ -245,7 +245,7 @@ def _updated(doc, spec, update):
     return new
 
 
-def _check_update_statement(stmt):
+def check_update_statement(stmt):
     """Validate one update statement's form."""
     update = stmt.get("u")
     if isinstance(update, list):
@@ -262,7 +262,7 @@ def _apply_statement(ctx, name, index, stmt, upserted):
     """Run one update statement; returns (matched, modified). Outside a transaction it waits for a
     transaction that wrote a document it must write and then goes on (Context.statement), leaving alone
     the documents it already updated, as mongod's update stage remembers them."""
-    _check_update_statement(stmt)
+    check_update_statement(stmt)
     done = {}  # id key -> whether the statement modified the document
     return ctx.statement(lambda: _update_documents(ctx, name, index, stmt, upserted, done))
 
@@ -278,7 +278,7 @@ def _update_documents(ctx, name, index, stmt, upserted, done):
         idk = sort_key(doc["_id"])
         if idk in done:
             continue
-        new = _updated(doc, spec, update)
+        new = updated_document(doc, spec, update)
         check_shard_key_change(ctx, coll, spec, doc, new, stmt.get("multi"))
         changed = not _same_document(doc, new)
         if changed:
@@ -413,10 +413,10 @@ def _find_and_modify(ctx, name, spec, update, remove, fields):
             ctx.record_outcome(0, {"kind": "delete", "image": docs[0]})
         value = project(docs[0], fields) if docs else None
         return {"lastErrorObject": {"n": len(docs)}, "value": value, "ok": 1.0}
-    _check_update_statement({"u": update, "arrayFilters": cmd.get("arrayFilters")})
+    check_update_statement({"u": update, "arrayFilters": cmd.get("arrayFilters")})
     ctx.server.counters["update"] += 1
     if docs:
-        new = _updated(docs[0], spec, update)
+        new = updated_document(docs[0], spec, update)
         value = new if cmd.get("new") else docs[0]
         check_shard_key_change(ctx, coll, spec, docs[0], new, False)
         if not _same_document(docs[0], new):

@@ -22,7 +22,6 @@ import random
 import socket
 import threading
 import time
-import traceback
 
 from bson.int64 import Int64
 
@@ -31,7 +30,7 @@ from .clusterclock import ZERO_SIGNATURE, ClusterClock
 from .errors import CloseConnection, MongoError
 from .failpoints import FailPoints
 from .retry import add_error_labels
-from .wire import OP_MSG, ProtocolError, Request, encode_reply, read_request
+from .wire import OP_MSG, Request, serve_requests
 
 LOG = logging.getLogger("idxmongo")
 
@@ -132,29 +131,10 @@ class Router:
 
     def _serve_connection(self, conn):
         """Read requests and answer them until the client leaves."""
-        try:
-            while True:
-                request = read_request(conn.sock)
-                if request is None:
-                    break
-                reply = self.dispatch(conn, request)
-                if not request.more_to_come:
-                    try:
-                        data = encode_reply(request, reply)
-                    except Exception as exc:  # a document bson cannot encode
-                        data = encode_reply(request, MongoError(1, "cannot encode reply: %s" % exc).to_reply())
-                    conn.sock.sendall(data)
-        except CloseConnection:
-            pass
-        except (OSError, ProtocolError) as exc:
-            LOG.debug("router %d connection %d closed: %s", self.index, conn.id, exc)
-        except Exception:
-            LOG.debug("router %d connection %d failed: %s", self.index, conn.id, traceback.format_exc())
-        finally:
-            with contextlib.suppress(OSError):
-                conn.sock.close()
-            with self.conns_lock:
-                self.conns.pop(conn.id, None)
+        serve_requests(conn.sock, lambda request: self.dispatch(conn, request),
+                       "router %d connection %d" % (self.index, conn.id))
+        with self.conns_lock:
+            self.conns.pop(conn.id, None)
 
     # --- commands ---------------------------------------------------------------------------------------
 

@@ -24,7 +24,8 @@ from bson.int64 import Int64
 from . import router_admin
 from .bsonkeys import sort_documents, sort_key
 from .errors import MongoError
-from .mockops import apply_update, is_operator_update, project, run_stages
+from .cmd_crud import check_update_statement, updated_document
+from .mockops import is_operator_update, project, run_stages
 from .routing import MISSING, path_value
 
 DRAIN_BATCH = 1000000
@@ -340,10 +341,20 @@ def _changes_shard_key(entry, update):
     return False
 
 
-def _moves(router, conn, db, cmd, entry, index, coll, query, update, sort=None):
+def _moves(router, conn, db, cmd, entry, index, coll, query, update, options, sort=None):
     """The (document, new document, new shard) of a one-document update (an update statement or a
-    findAndModify) that moves it to another shard's chunk, or None."""
-    if not _changes_shard_key(entry, update) or isinstance(update, list):
+    findAndModify, whose update options `options` holds: `collation`, `arrayFilters`) that moves it to
+    another shard's chunk, or None. mongos lets the shard run the update, which answers
+    WouldChangeOwningShard with the document before and after; here the router finds the document and
+    computes the new one as the shard would (its collation, its checks of the update, `_id`
+    immutability). An update the shard refuses (arrayFilters and pipelines, which the test server does
+    not run; an `_id` change, 66) is not a move: it goes to the shard, which refuses it with its own
+    error."""
+    if not _changes_shard_key(entry, update):
+        return None
+    try:
+        check_update_statement({"u": update, "arrayFilters": options.get("arrayFilters")})
+    except MongoError:
         return None
     # (the find joins a transaction; a retryable write's txnNumber is not for a find: 50768 on a shard)
     session = _session_fields(cmd) if cmd.get("autocommit") is False else \
@@ -351,12 +362,16 @@ def _moves(router, conn, db, cmd, entry, index, coll, query, update, sort=None):
     find = {"find": coll, "filter": query or {}, "limit": 1, "batchSize": DRAIN_BATCH, **session}
     if sort:
         find["sort"] = sort
+    if options.get("collation") is not None:
+        find["collation"] = options["collation"]
     found = drain(router, conn, index, db, find)
     if not found:
         return None
     old = found[0]
-    new = apply_update(copy.deepcopy(old), query or {}, update) if is_operator_update(update) \
-        else dict(update, _id=old["_id"])
+    try:
+        new = updated_document(copy.deepcopy(old), query or {}, update)
+    except MongoError:
+        return None
     to = entry.shard_of(new)
     return (old, new, to) if to != index else None
 
@@ -369,7 +384,8 @@ def _update_one_statement(router, conn, db, cmd, entry, stmt, position):
     _statements(cmd, sent, [position])
     if stmt.get("multi") or len(targets) == 1:
         if len(targets) == 1 and not stmt.get("multi"):
-            moved = _moves(router, conn, db, cmd, entry, targets[0], cmd["update"], stmt.get("q"), stmt.get("u"))
+            moved = _moves(router, conn, db, cmd, entry, targets[0], cmd["update"], stmt.get("q"), stmt.get("u"),
+                           stmt)
             if moved is not None:
                 from . import router_txn
                 return router_txn.move_document(router, conn, db, cmd, entry, targets[0], moved, cmd["update"])
@@ -438,7 +454,7 @@ def _find_and_modify(router, conn, db, cmd, entry):
     targets = entry.target(cmd.get("query") or {})
     if len(targets) == 1 and not cmd.get("remove") and cmd.get("update") is not None:
         moved = _moves(router, conn, db, cmd, entry, targets[0], cmd["findAndModify"], cmd.get("query"),
-                       cmd["update"], cmd.get("sort"))
+                       cmd["update"], cmd, cmd.get("sort"))
         if moved is not None:
             from . import router_txn
             reply = router_txn.move_document(router, conn, db, cmd, entry, targets[0], moved, cmd["findAndModify"])

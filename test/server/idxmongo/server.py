@@ -28,7 +28,7 @@ from .repl import ReplicaSet
 from .retry import RetryableWrites, add_error_labels
 from .storage import Store
 from .txn import TransactionManager
-from .wire import ProtocolError, encode_reply, read_request
+from .wire import serve_requests
 from .writeconcern import WRITE_CONCERN_COMMANDS, add_write_concern_error
 
 LOG = logging.getLogger("idxmongo")
@@ -192,34 +192,9 @@ class Server:
 
     def _serve_connection(self, conn):
         """Read requests and answer them until the client leaves (or a failpoint closes the socket)."""
-        try:
-            while True:
-                request = read_request(conn.sock)
-                if request is None:
-                    break
-                reply = self.dispatch(conn, request)
-                if not request.more_to_come:
-                    conn.sock.sendall(self._encode(request, reply))
-        except CloseConnection:
-            pass
-        except (OSError, ProtocolError) as exc:
-            LOG.debug("connection %d closed: %s", conn.id, exc)
-        except Exception:  # an undecodable message: drop this connection, keep serving the others
-            LOG.debug("connection %d failed: %s", conn.id, traceback.format_exc())
-        finally:
-            with contextlib.suppress(OSError):
-                conn.sock.close()
-            with self.conns_lock:
-                self.conns.pop(conn.id, None)
-
-    @staticmethod
-    def _encode(request, reply):
-        """Encode a reply; a reply that cannot be encoded becomes an error reply."""
-        try:
-            return encode_reply(request, reply)
-        except Exception as exc:  # e.g. a document bson cannot encode
-            LOG.debug("cannot encode reply: %s", exc)
-            return encode_reply(request, MongoError(1, "cannot encode reply: %s" % exc).to_reply())
+        serve_requests(conn.sock, lambda request: self.dispatch(conn, request), "connection %d" % conn.id)
+        with self.conns_lock:
+            self.conns.pop(conn.id, None)
 
     def dispatch(self, conn, request):
         """Run one command and return its reply document (raises CloseConnection for failpoints)."""

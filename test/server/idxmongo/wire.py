@@ -5,10 +5,14 @@ carries flag bits, a kind-0 body section and kind-1 document sequences (`documen
 `deletes`), which are merged into the command as arrays.
 """
 
+import contextlib
 import itertools
+import logging
 import struct
+import traceback
 
 from .codec import decode, decode_all, encode
+from .errors import CloseConnection, MongoError
 from .limits import MAX_INTERNAL_SIZE, MAX_MESSAGE_SIZE
 
 OP_REPLY = 1
@@ -20,6 +24,7 @@ MORE_TO_COME = 2
 
 _HEADER = struct.Struct("<iiii")
 _request_ids = itertools.count(1)
+LOG = logging.getLogger("idxmongo")
 
 
 class ProtocolError(Exception):
@@ -141,3 +146,36 @@ def encode_reply(request, reply):
         payload = struct.pack("<IB", 0, 0) + doc
         opcode = OP_MSG
     return _HEADER.pack(16 + len(payload), next(_request_ids), request.request_id, opcode) + payload
+
+
+def encode_reply_or_error(request, reply):
+    """encode_reply, or an error reply when the reply cannot be encoded (a document bson refuses)."""
+    try:
+        return encode_reply(request, reply)
+    except Exception as exc:
+        LOG.debug("cannot encode reply: %s", exc)
+        return encode_reply(request, MongoError(1, "cannot encode reply: %s" % exc).to_reply())
+
+
+def serve_requests(sock, dispatch, label):
+    """Answer the requests read from `sock` with `dispatch(request)`'s reply documents until the client
+    leaves, `dispatch` raises CloseConnection (a failpoint) or the connection breaks, then close `sock`.
+    Any other error of `dispatch` (an undecodable message) drops this connection only, logged as
+    `label`'s (e.g. "connection 7")."""
+    try:
+        while True:
+            request = read_request(sock)
+            if request is None:
+                break
+            reply = dispatch(request)
+            if not request.more_to_come:
+                sock.sendall(encode_reply_or_error(request, reply))
+    except CloseConnection:
+        pass
+    except (OSError, ProtocolError) as exc:
+        LOG.debug("%s closed: %s", label, exc)
+    except Exception:
+        LOG.debug("%s failed: %s", label, traceback.format_exc())
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
