@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Tests of the MongoDB test server, driven by pymongo (and libmongoc through c_smoke.c when gcc is there).
 
-Run: /usr/bin/python3 test/server/test_server.py [NAME_SUBSTRING...]
+Run: /usr/bin/python3 test/server/test_server.py [--part=K/N] [NAME_SUBSTRING...]
+(--part=K/N runs every Nth test from the Kth, so that N processes share the suite; test/run runs two.)
 Starts its own server instances on free ports; exits non-zero on any failure and ends with a line
 `server: N passed, M failed`. With MONGO_URI set, the tests that need no fresh instance of this server
 run against that server instead.
@@ -4796,6 +4797,11 @@ TESTS.extend(test_cluster.TESTS)
 def main():
     """Run the selected tests and print the summary line."""
     selected = sys.argv[1:]
+    part, parts = 0, 1
+    if selected and selected[0].startswith("--part="):
+        # --part=K/N: every Nth test from the Kth (1-based), so that N processes share the tests
+        part, parts = (int(x) for x in selected.pop(0)[len("--part="):].split("/"))
+        part -= 1
     tmpdir = tempfile.mkdtemp(prefix="mongo_test_server.")
     started = time.time()
     passed = failed = skipped = 0
@@ -4806,7 +4812,9 @@ def main():
         print("server: 0 passed, 1 failed")
         return 1
     try:
-        for fn, own in TESTS:
+        for number, (fn, own) in enumerate(TESTS):
+            if number % parts != part:
+                continue
             if selected and not any(s in fn.__name__ for s in selected):
                 continue
             if own and env.external:
