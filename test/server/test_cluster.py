@@ -563,3 +563,22 @@ def test_cluster_balancer(env):
     check(client.t.b.count_documents({}) == 601, "every document kept")
     stopped, stopped_client = cluster(env, "cl_balancer_off", routers=1, balancer_secs=0)
     check(stopped_client.admin.command("balancerStatus")["mode"] == "off", "interval 0: stopped at start")
+
+
+@test
+def test_cluster_merged_sort_into_subdocuments(env):
+    """The router merges the shards' sorted results by a path into a sub-document (`_id.k0`, as index
+    collections are read in key order) when the lower chunk lives on the later shard (the balancer or a
+    moveChunk can put it there): the merged order is the key's, not the shards'."""
+    server, client = cluster(env, "cl_subsort")
+    coll = client.t.ss
+    client.admin.command("shardCollection", "t.ss", key={"_id.k0": 1})
+    coll.insert_many([{"_id": {"k0": i, "id": i}, "v": {"w": 100 - i}} for i in range(100)])
+    client.admin.command("split", "t.ss", middle={"_id.k0": 50})
+    client.admin.command("moveChunk", "t.ss", find={"_id": {"k0": 10}}, to="shard1")
+    got = [d["_id"]["k0"] for d in coll.find({"_id.k0": {"$gt": 44}}).sort("_id.k0", 1).limit(7)]
+    check(got == [45, 46, 47, 48, 49, 50, 51], "sorted by _id.k0 across the shards: %s" % got)
+    got = [d["v"]["w"] for d in coll.find({}).sort("v.w", 1).limit(3)]
+    check(got == [1, 2, 3], "sorted by v.w across the shards: %s" % got)
+    got = [d["_id"] for d in coll.aggregate([{"$group": {"_id": "$_id.k0"}}, {"$sort": {"_id": -1}}, {"$limit": 2}])]
+    check(got == [99, 98], "a $group on a sub-document's field after the shards' part: %s" % got)

@@ -28,8 +28,9 @@ first statement (router_txn.retry_first_statement), otherwise the transaction is
 import copy
 
 from bson.int64 import Int64
+from bson.raw_bson import RawBSONDocument
 
-from . import router_admin, router_txn
+from . import codec, router_admin, router_txn
 from .bsonkeys import sort_documents, sort_key
 from .errors import MongoError
 from .mockops import apply_update, is_operator_update, project, run_stages
@@ -134,7 +135,9 @@ def drain(router, conn, index, db, cmd):
             ".", 1)[1], **_session_fields(cmd)}))
         cursor = reply["cursor"]
         docs.extend(cursor.get("nextBatch") or [])
-    return [dict(d) for d in docs]
+    # (the shard's batches are RawBSONDocuments, cursors.py: decoded whole, so that the router's sort,
+    # stages and updates reach into sub-documents, as `_id.k0` of an index collection)
+    return [codec.decode(d.raw) if isinstance(d, RawBSONDocument) else dict(d) for d in docs]
 
 
 def _statements(cmd, sent, positions):
