@@ -480,9 +480,11 @@ def test_cluster_writes_race_moves(env):
 
 @test
 def test_cluster_transaction_meets_moved_chunk(env):
-    """In a transaction, a later statement whose chunk moved meanwhile aborts the transaction with
-    StaleConfig and TransientTransactionError (its commit: NoSuchTransaction, nothing of it committed);
-    a first statement that meets a moved chunk is retried by the router, and the transaction commits."""
+    """In a transaction, a statement whose chunk moved meanwhile aborts the transaction with StaleConfig
+    and TransientTransactionError (its commit: NoSuchTransaction, nothing of it committed), even the
+    first one, as a production mongos does; under the test-only fail point
+    enableStaleVersionAndSnapshotRetriesWithinTransactions a first statement is retried by the router,
+    and the transaction commits; flushRouterConfig refreshes a router."""
     server, client = cluster(env, "cl_txnstale")
     r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
     r0.admin.command("shardCollection", "t.x", key={"k": 1})
@@ -507,6 +509,25 @@ def test_cluster_transaction_meets_moved_chunk(env):
     check(client.t.other.count_documents({"_id": "in-txn"}) == 0, "nothing of the aborted transaction is left")
     check(client.t.x.count_documents({"k": 80}) == 0, "the refused statement left nothing")
     r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard0")  # router 1 is stale again
+    with r1.start_session() as session:
+        session.start_transaction()
+        try:
+            r1.t.x.insert_one({"_id": 81, "k": 81}, session=session)
+            raise AssertionError("a first statement meeting a moved chunk fails too (no fail point)")
+        except pymongo.errors.OperationFailure as exc:
+            check(exc.code == 13388 and exc.has_error_label("TransientTransactionError"),
+                  "the first statement: StaleConfig, TransientTransactionError: %s" % exc.details)
+        session.abort_transaction()
+    r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard1")
+    r1.admin.command("flushRouterConfig")
+    with r1.start_session() as session:
+        session.start_transaction()
+        r1.t.x.insert_one({"_id": 83, "k": 83}, session=session)  # a flushed router is not stale
+        session.commit_transaction()
+    r1.t.x.delete_one({"k": 83, "_id": 83})
+    r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard0")  # router 1 is stale again
+    r1.admin.command("configureFailPoint", "enableStaleVersionAndSnapshotRetriesWithinTransactions",
+                     mode="alwaysOn")
     with r1.start_session() as session:
         session.start_transaction()
         r1.t.x.insert_one({"_id": 81, "k": 81}, session=session)  # the first statement: retried

@@ -172,7 +172,7 @@ def required(db, name, cmd):
                "appendOplogNote": {"appendOplogNote"}, "runOnShard": {"configureFailPoint"},
                "setShardClock": {"configureFailPoint"},
                "replSetGetStatus": {"replSetGetStatus"}, "listShards": {"listShards"},
-               "split": {"splitChunk"}, "moveChunk": {"moveChunk"},
+               "split": {"splitChunk"}, "moveChunk": {"moveChunk"}, "flushRouterConfig": {"flushRouterConfig"},
                "replSetStepDown": {"replSetStateChange"}, "replSetStepUp": {"replSetStateChange"},
                "replSetFreeze": {"replSetStateChange"}, "setReplicationLag": {"configureFailPoint"}}
     if name in cluster:

@@ -97,6 +97,7 @@ class Router:
         self.txns = {}  # (lsid bytes, txnNumber) -> router_txn.RouterTransaction
         self.txns_lock = threading.Lock()
         self.cache = RouterCache(cluster)  # the routing information this router has learnt
+        self.stale_retries_in_transactions = False  # mongos's test-only fail point (router_admin.py)
         self.conns = {}
         self.conns_lock = threading.Lock()
         self.total_conns = 0

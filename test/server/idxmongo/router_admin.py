@@ -65,10 +65,36 @@ def cmd_server_status(router, conn, db, cmd):
     return router.server_status()
 
 
+STALE_RETRIES_FAIL_POINT = "enableStaleVersionAndSnapshotRetriesWithinTransactions"
+
+
 def cmd_configure_fail_point(router, conn, db, cmd):
-    """configureFailPoint: the router's own failCommand."""
+    """configureFailPoint: the router's own failCommand, or mongos's test-only fail point
+    enableStaleVersionAndSnapshotRetriesWithinTransactions (mode "alwaysOn" / "off"), under which a
+    transaction's first statement is retried after StaleConfig (router_txn.retry_first_statement)."""
     _admin_only(db, "configureFailPoint")
+    if cmd.get("configureFailPoint") == STALE_RETRIES_FAIL_POINT:
+        mode = cmd.get("mode")
+        if mode not in ("alwaysOn", "off"):
+            raise MongoError(2, "mode must be alwaysOn or off for %s" % STALE_RETRIES_FAIL_POINT)
+        router.stale_retries_in_transactions = mode == "alwaysOn"
+        return {"count": 0, "ok": 1.0}
     return router.failpoints.configure(cmd)
+
+
+def cmd_flush_router_config(router, conn, db, cmd):
+    """flushRouterConfig: the router forgets its cached routing information (of one namespace or
+    database when given, else all), and reads it again from the config server at next use."""
+    _admin_only(db, "flushRouterConfig")
+    what = cmd.get("flushRouterConfig")
+    if isinstance(what, str) and what:
+        if "." in what:
+            router.cache.forget(what)
+        else:
+            router.cache.refresh_db(what)
+    else:
+        router.cache.forget_all()
+    return {"flushed": True, "ok": 1.0}
 
 
 def cmd_get_last_error(router, conn, db, cmd):
@@ -427,5 +453,6 @@ COMMANDS = {
     "getMore": cmd_get_more, "killCursors": cmd_kill_cursors, "enableSharding": cmd_enable_sharding,
     "shardCollection": cmd_shard_collection, "split": cmd_split, "moveChunk": cmd_move_chunk,
     "listShards": cmd_list_shards, "appendOplogNote": cmd_append_oplog_note,
+    "flushRouterConfig": cmd_flush_router_config,
     "runOnShard": cmd_run_on_shard, "setShardClock": cmd_set_shard_clock, "clusterShardStats": cmd_cluster_shard_stats,
 }

@@ -22,7 +22,8 @@ mongos does (s/write_ops/batch_write_exec.cpp, s/commands/strategy.cpp; at most 
 kMaxNumStaleVersionRetries): a read whole; a write only for its statements (or an insert's documents)
 not yet applied, a multi-document statement on every shard it now targets (mongos re-sends it, so
 such a statement can apply twice where a shard ran it before the retry); in a transaction only its
-first statement (router_txn.retry_first_statement), otherwise the transaction is aborted.
+first statement and only under mongos's test-only fail point (router_txn.retry_first_statement),
+otherwise the transaction is aborted.
 """
 
 import copy

@@ -10,11 +10,13 @@ s/commands/cluster_commit_transaction_cmd.cpp):
   gives every participant the coordinator's commit timestamp, the largest prepare timestamp; the events
   of a cross-shard transaction can therefore share times with other shards' events or not);
 - abortTransaction reaches every participant;
-- StaleConfig (shard_version.py) on the transaction's first statement: the participants it reached are
-  aborted and forgotten, and the statement runs again (each shard starts the transaction again at the
-  same txnNumber); on a later statement the router aborts the transaction on every participant and the
-  client gets the error with TransientTransactionError (its commit then gets NoSuchTransaction), as
-  mongos's TransactionRouter does (canContinueOnStaleShardOrDbError, implicitlyAbortTransaction).
+- StaleConfig (shard_version.py) on a statement: the router aborts the transaction on every
+  participant and the client gets the error with TransientTransactionError (its commit then gets
+  NoSuchTransaction), as mongos's TransactionRouter does (canContinueOnStaleShardOrDbError is false
+  unless the test-only fail point enableStaleVersionAndSnapshotRetriesWithinTransactions is on;
+  implicitlyAbortTransaction). With that fail point on (router_admin.cmd_configure_fail_point), on the
+  transaction's first statement the participants it reached are aborted and forgotten, and the
+  statement runs again (each shard starts the transaction again at the same txnNumber).
 
 Not emulated: prepare. A participant whose commit fails after another's succeeded leaves the other's
 committed (mongod's coordinator would have aborted before any commit); readers on one shard can see its
@@ -101,16 +103,17 @@ def _abort_participants(router, conn, db, cmd, participants):
 
 
 def retry_first_statement(router, conn, db, cmd):
-    """After a statement met StaleConfig: True when it is the transaction's first (its participants are
-    aborted and forgotten, the statement may run again); otherwise the router aborts the transaction on
-    every participant and returns False (the error reaches the client, TransientTransactionError)."""
+    """After a statement met StaleConfig: True when it is the transaction's first and the router retries
+    within transactions (the fail point; its participants are aborted and forgotten, the statement may
+    run again); otherwise the router aborts the transaction on every participant and returns False (the
+    error reaches the client, TransientTransactionError)."""
     key = _key(cmd)
     with router.txns_lock:
         txn = router.txns.get(key)
         if txn is None:
             return False
         participants, txn.participants = txn.participants, []
-        first = txn.statements <= 1
+        first = txn.statements <= 1 and router.stale_retries_in_transactions
         txn.aborted = not first
     _abort_participants(router, conn, db, cmd, participants)
     return first

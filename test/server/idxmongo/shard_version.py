@@ -25,10 +25,14 @@ db/s/collection_sharding_runtime.cpp, db/s/operation_sharding_state.cpp, s/stale
   transaction began on the shard is refused with StaleConfig too (mongod checks the placement at the
   transaction's snapshot), with the TransientTransactionError label, and the shard's part aborted.
 - On StaleConfig the router refreshes its cache for the namespace and retries (router_crud.py): reads
-  and writes outside transactions transparently (a write only for its statements not yet applied); in a
-  transaction only while it is the transaction's first statement (its participants so far aborted, each
-  restarted at the same txnNumber, as a shard allows), otherwise the error reaches the client with
-  TransientTransactionError and the router aborts the transaction on every participant.
+  and writes outside transactions transparently (a write only for its statements not yet applied). In a
+  transaction it does not retry (s/transaction_router.cpp, canContinueOnStaleShardOrDbError: retries
+  happen only under the test-only fail point enableStaleVersionAndSnapshotRetriesWithinTransactions,
+  off in a production mongos): the router aborts the transaction on every participant and the error
+  reaches the client with TransientTransactionError. With that fail point set on a router
+  (configureFailPoint, "alwaysOn"), the transaction's first statement is retried (its participants so
+  far aborted, each restarted at the same txnNumber, as a shard allows). `flushRouterConfig` makes a
+  router forget its cache.
 
 Not emulated: database versions (every database lives on the primary shard and never moves: there is no
 movePrimary), the shard's own refresh from the config server (the shard's metadata is set when the
@@ -163,6 +167,16 @@ class RouterCache:
             self.entries[ns] = snapshot
             self.refreshes += 1
         return snapshot
+
+    def forget(self, ns):
+        """Forget one cached namespace (read again at next use)."""
+        with self.lock:
+            self.entries.pop(ns, None)
+
+    def forget_all(self):
+        """Forget every cached namespace."""
+        with self.lock:
+            self.entries.clear()
 
     def refresh_db(self, db):
         """Forget every cached namespace of a database (the router dropped it)."""
