@@ -41,8 +41,9 @@ shard_key 'region' and an index table on sku.
    moves from shard1 to shard0 through pymongo; INSERT a row of parts in that chunk.  mongos refuses
    the second statement (a stale router: StaleConfig from shard1; a fresh one: the placement changed
    on shard0 after the transaction began there) with TransientTransactionError and aborts the
-   transaction; the FDW must raise SQLSTATE 40001 and leave nothing of the transaction: neither row in
-   MongoDB, no index entry (verify_index clean), and the same transaction run again commits.  Before
+   transaction (mongos never retries StaleConfig inside a transaction); the FDW must raise SQLSTATE
+   40001 and leave nothing of the transaction: neither row in MongoDB, no index entry (verify_index
+   clean), and the same transaction run again (as an application retries 40001) commits.  Before
    the test server checked shard versions the second INSERT succeeded (a stale router wrote the parts
    row onto shard1, outside its chunk: an orphan that reads never see).
 4. Writes racing chunk moves.  For RACE_SECONDS, outside writers (pymongo, one per router: inserts,
@@ -50,6 +51,14 @@ shard_key 'region' and an index table on sku.
    when made) run while a mover moves items's chunks between the shards; then every fact is where its
    chunk is and the index table is exact: verify_index clean, and a routed read of every sku finds its
    facts.  Before the shard versions, writes routed before a move landed on the donor (orphans).
+
+5. Routers that knew an index collection's old routing.  Three rounds on gadgets (sharded on
+   {region: 1}): create_index (its index collection created and sharded through one mongos),
+   FLUSH_INSERTS transaction-mode INSERTs, drop_index and DELETE.  A mongos that keeps what it cached
+   of the dropped index collection (or of the new one before it was sharded) sends the next
+   transaction's entries with a version the shards refuse: StaleConfig, which mongos does not retry in
+   a transaction (40001).  create_index must leave no router stale (flushRouterConfig on each mongos
+   the client knows): every INSERT succeeds.
 
 The last line is "applier_cluster_moves: N passed, M failed".
 """
@@ -72,6 +81,7 @@ MOVES = int(os.environ.get("MOVES", "8"))
 TXNS = int(os.environ.get("TXNS", "5"))
 STALE = int(os.environ.get("STALE", "3"))
 RACE_SECONDS = float(os.environ.get("RACE_SECONDS", "4"))
+FLUSH_INSERTS = int(os.environ.get("FLUSH_INSERTS", "10"))
 
 
 def is_cluster(client):
@@ -90,6 +100,7 @@ def setup(res, client):
     client.admin.command("shardCollection", ns, key={"region": 1})
     client.admin.command("split", ns, middle={"region": "m"})
     client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
+    mongo_client.flush_routers(client)  # (a router may hold the dropped collection's routing)
     conn = pg_fixture.setup_database(DATABASE)
     pg_fixture.create_foreign_table(conn, "items", "_id text, region text, sku text",
                                     options={"shard_key": "region"})
@@ -248,10 +259,12 @@ def stale_transactions(res, client, conn):
     client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
     pg_fixture.create_foreign_table(conn, "parts", "_id text, region text, sku text",
                                     options={"shard_key": "region"})
+    mongo_client.flush_routers(client)
     q(conn, "INSERT INTO parts VALUES ('p0', 'z', 'first')")  # the FDW's routers learn the chunks
     codes, left = [], []
     for k in range(STALE):
         client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
+        mongo_client.flush_routers(client)  # no router stale before the transaction begins
         q(conn, "INSERT INTO parts VALUES (%s, 'z', 'warm')", ("w%d" % k,))
         q(conn, "BEGIN")
         code = None
@@ -388,6 +401,32 @@ def racing_moves(res, client, conn):
     verify(res, conn, "after the writes racing moves")
 
 
+def index_on_stale_routers(res, client, conn):
+    """Part 5: create_index leaves no router holding its new index collection's old routing."""
+    import psycopg2
+    client.admin.command("shardCollection", DATABASE + ".gadgets", key={"region": 1})
+    mongo_client.flush_routers(client)
+    pg_fixture.create_foreign_table(conn, "gadgets", "_id text, region text, sku text",
+                                    options={"shard_key": "region"})
+    codes, rounds = [], 3
+    for round_ in range(rounds):
+        q(conn, "SELECT idxtable.create_index('gadgets', '{sku}', name => 'gadgets_sku')")
+        for k in range(FLUSH_INSERTS):
+            try:
+                q(conn, "INSERT INTO gadgets VALUES (%s, %s, %s)",
+                  ("g%d-%d" % (round_, k), "az"[k % 2], "G%d" % k))
+            except psycopg2.Error as exc:
+                codes.append(exc.pgcode)
+        row = q(conn, "SELECT * FROM idxtable.verify_index('gadgets_sku')")[0]
+        res.check(all(v == 0 for v in row[1:]), "verify_index(gadgets_sku), round %d: %r" % (round_, row))
+        if round_ < rounds - 1:
+            q(conn, "SELECT idxtable.drop_index('gadgets_sku')")
+            q(conn, "DELETE FROM gadgets")
+    print("transactions after create_index on a sharded collection (%d rounds of create, %d INSERTs, drop): "
+          "%d failed %s" % (rounds, FLUSH_INSERTS, len(codes), codes))
+    res.check(not codes, "no router kept an index collection's old routing: %s" % codes)
+
+
 def main():
     res = Results()
     client = mongo_client.connect()
@@ -398,7 +437,7 @@ def main():
         return 1
     conn = setup(res, client)
     if conn is not None:
-        parts = sys.argv[1:] or ["moves", "txns", "stale", "race"]
+        parts = sys.argv[1:] or ["moves", "txns", "stale", "race", "flush"]
         if "moves" in parts:
             shard_key_changes(res, client, conn)
         if "txns" in parts:
@@ -407,6 +446,8 @@ def main():
             stale_transactions(res, client, conn)
         if "race" in parts:
             racing_moves(res, client, conn)
+        if "flush" in parts:
+            index_on_stale_routers(res, client, conn)
         conn.close()
     print(res.summary("applier_cluster_moves"))
     return 0 if res.failed == 0 else 1

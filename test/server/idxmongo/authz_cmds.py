@@ -177,6 +177,8 @@ def required(db, name, cmd):
                "replSetFreeze": {"replSetStateChange"}, "setReplicationLag": {"configureFailPoint"}}
     if name in cluster:
         return [(CLUSTER, cluster[name])]
+    if name in ("balancerStart", "balancerStop", "balancerStatus"):  # mongos: on config.settings
+        return [(ns_resource("config", "settings"), {"find" if name == "balancerStatus" else "update"})]
     database = {"dbStats": {"dbStats"}, "dropDatabase": {"dropDatabase"}, "enableSharding": {"enableSharding"},
                 "enablesharding": {"enableSharding"}, "createUser": {"createUser"}, "dropUser": {"dropUser"},
                 "createRole": {"createRole"}, "dropRole": {"dropRole"}}
