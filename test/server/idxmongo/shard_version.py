@@ -201,6 +201,9 @@ def attach(router, conn, index, db, cmd):
     coll = cmd.get(name)
     if name not in VERSIONED or db in SYSTEM_DBS or not isinstance(coll, str) or "shardVersion" in cmd:
         return cmd
+    pipeline = cmd.get("pipeline") if name == "aggregate" else None
+    if isinstance(pipeline, list) and pipeline and isinstance(pipeline[0], dict) and "$changeStream" in pipeline[0]:
+        return cmd  # mongos opens a change stream on every shard unversioned (ChunkVersion IGNORED)
     sent = dict(cmd)
     sent["shardVersion"] = router.cache.version_for(db, coll, index, getattr(conn, "targeting", None))
     return sent
