@@ -35,6 +35,31 @@ shard_key 'region' and an index table on sku.
    naming the rows' _ids).  Before the fix the applier read the shard1 row of each transaction
    (5 reads of 5 in each of 3 runs).
 
+3. A transaction that meets a moved chunk (shard versions).  STALE times: BEGIN; INSERT a row of items
+   in region "a" (shard0: the MongoDB transaction begins there); a chunk of another foreign table,
+   parts (sharded like items, not touched by the transaction, so the migration need not wait for it),
+   moves from shard1 to shard0 through pymongo; INSERT a row of parts in that chunk.  mongos refuses
+   the second statement (a stale router: StaleConfig from shard1; a fresh one: the placement changed
+   on shard0 after the transaction began there) with TransientTransactionError and aborts the
+   transaction (mongos never retries StaleConfig inside a transaction); the FDW must raise SQLSTATE
+   40001 and leave nothing of the transaction: neither row in MongoDB, no index entry (verify_index
+   clean), and the same transaction run again (as an application retries 40001) commits.  Before
+   the test server checked shard versions the second INSERT succeeded (a stale router wrote the parts
+   row onto shard1, outside its chunk: an orphan that reads never see).
+4. Writes racing chunk moves.  For RACE_SECONDS, outside writers (pymongo, one per router: inserts,
+   sku updates and deletes of items, by shard key) and FDW writes (ordered consistency, each final
+   when made) run while a mover moves items's chunks between the shards; then every fact is where its
+   chunk is and the index table is exact: verify_index clean, and a routed read of every sku finds its
+   facts.  Before the shard versions, writes routed before a move landed on the donor (orphans).
+
+5. Routers that knew an index collection's old routing.  Three rounds on gadgets (sharded on
+   {region: 1}): create_index (its index collection created and sharded through one mongos),
+   FLUSH_INSERTS transaction-mode INSERTs, drop_index and DELETE.  A mongos that keeps what it cached
+   of the dropped index collection (or of the new one before it was sharded) sends the next
+   transaction's entries with a version the shards refuse: StaleConfig, which mongos does not retry in
+   a transaction (40001).  create_index must leave no router stale (flushRouterConfig on each mongos
+   the client knows): every INSERT succeeds.
+
 The last line is "applier_cluster_moves: N passed, M failed".
 """
 import os
@@ -54,6 +79,9 @@ DATABASE = "idxtable_moves"
 APPLIER = "idxtable_fdw applier"
 MOVES = int(os.environ.get("MOVES", "8"))
 TXNS = int(os.environ.get("TXNS", "5"))
+STALE = int(os.environ.get("STALE", "3"))
+RACE_SECONDS = float(os.environ.get("RACE_SECONDS", "4"))
+FLUSH_INSERTS = int(os.environ.get("FLUSH_INSERTS", "10"))
 
 
 def is_cluster(client):
@@ -72,6 +100,7 @@ def setup(res, client):
     client.admin.command("shardCollection", ns, key={"region": 1})
     client.admin.command("split", ns, middle={"region": "m"})
     client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
+    mongo_client.flush_routers(client)  # (a router may hold the dropped collection's routing)
     conn = pg_fixture.setup_database(DATABASE)
     pg_fixture.create_foreign_table(conn, "items", "_id text, region text, sku text",
                                     options={"shard_key": "region"})
@@ -209,6 +238,195 @@ def cross_shard_transactions(res, client, conn):
     verify(res, conn, "after the cross-shard transactions")
 
 
+def shard_of(client, coll, doc_id):
+    """The shards holding the document `doc_id` of `coll` (runOnShard: each shard's own data)."""
+    out = []
+    for shard in ("shard0", "shard1"):
+        reply = client.admin.command({"runOnShard": shard, "db": DATABASE,
+                                      "command": {"find": coll, "filter": {"_id": doc_id}}})
+        if reply["cursor"]["firstBatch"]:
+            out.append(shard)
+    return out
+
+
+def stale_transactions(res, client, conn):
+    """Part 3: a transaction whose second statement meets a moved chunk fails with 40001, leaving
+    nothing; run again, it commits."""
+    import psycopg2
+    ns = DATABASE + ".parts"
+    client.admin.command("shardCollection", ns, key={"region": 1})
+    client.admin.command("split", ns, middle={"region": "m"})
+    client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
+    pg_fixture.create_foreign_table(conn, "parts", "_id text, region text, sku text",
+                                    options={"shard_key": "region"})
+    mongo_client.flush_routers(client)
+    q(conn, "INSERT INTO parts VALUES ('p0', 'z', 'first')")  # the FDW's routers learn the chunks
+    codes, left = [], []
+    for k in range(STALE):
+        client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
+        mongo_client.flush_routers(client)  # no router stale before the transaction begins
+        q(conn, "INSERT INTO parts VALUES (%s, 'z', 'warm')", ("w%d" % k,))
+        q(conn, "BEGIN")
+        code = None
+        try:
+            q(conn, "INSERT INTO items VALUES (%s, 'a', %s)", ("st%d" % k, "ST%d" % k))
+            client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard0")
+            q(conn, "INSERT INTO parts VALUES (%s, 'z', 'late')", ("pz%d" % k,))
+            q(conn, "COMMIT")
+        except psycopg2.Error as exc:
+            code = exc.pgcode
+            q(conn, "ROLLBACK")
+        codes.append(code)
+        for coll, doc_id in (("items", "st%d" % k), ("parts", "pz%d" % k)):
+            where = shard_of(client, coll, doc_id)
+            if where:
+                left.append("%s %s on %s" % (coll, doc_id, where))
+        for attempt in range(5 if code is not None else 0):  # run again, as an application retries 40001 (the other router may be stale too)
+            try:
+                q(conn, "BEGIN")
+                q(conn, "INSERT INTO items VALUES (%s, 'a', %s)", ("st%d" % k, "ST%d" % k))
+                q(conn, "INSERT INTO parts VALUES (%s, 'z', 'late')", ("pz%d" % k,))
+                q(conn, "COMMIT")
+                break
+            except psycopg2.Error as exc:
+                q(conn, "ROLLBACK")
+                if exc.pgcode != "40001" or attempt == 4:
+                    raise
+    print("transactions meeting a moved chunk: SQLSTATEs %s; left behind: %s" % (codes, left or "nothing"))
+    res.check(codes == ["40001"] * STALE, "a transaction meeting a moved chunk fails with 40001: %s" % codes)
+    res.check(not left, "nothing of the failed transactions is left: %s" % left)
+    for k in range(STALE):
+        res.check(routed(conn, "ST%d" % k) == (True, ["st%d" % k]), "the transaction run again committed st%d" % k)
+        where = shard_of(client, "parts", "pz%d" % k)
+        res.check(where == ["shard0"], "pz%d on its chunk's shard: %s" % (k, where))
+    verify(res, conn, "after the transactions meeting moved chunks")
+
+
+def router_clients():
+    """A pymongo client of each router named in MONGO_URI."""
+    hosts = os.environ["MONGO_URI"].split("//", 1)[1].split("/", 1)[0].replace("\\,", ",").split(",")
+    kwargs = {"serverSelectionTimeoutMS": 10000}
+    if os.environ.get("MONGO_USER"):
+        kwargs.update(username=os.environ["MONGO_USER"], password=os.environ.get("MONGO_PASSWORD", ""),
+                      authSource="admin")
+    return [pymongo.MongoClient("mongodb://%s/" % h, **kwargs) for h in hosts]
+
+
+def misplaced_facts(client, coll):
+    """(_id, shard, owners) of the documents of `coll` stored outside their chunk's shard (a region key)."""
+    chunks = list(client.config.chunks.find({"ns": "%s.%s" % (DATABASE, coll)}))
+
+    def owners(region):
+        return [c["shard"] for c in chunks
+                if (not isinstance(c["min"]["region"], str) or c["min"]["region"] <= region)
+                and (not isinstance(c["max"]["region"], str) or region < c["max"]["region"])]
+    out = []
+    for shard in ("shard0", "shard1"):
+        reply = client.admin.command({"runOnShard": shard, "db": DATABASE,
+                                      "command": {"find": coll, "filter": {}, "batchSize": 1000000}})
+        out.extend((d["_id"], shard, owners(d["region"])) for d in reply["cursor"]["firstBatch"]
+                   if owners(d["region"]) != [shard])
+    return out
+
+
+def racing_moves(res, client, conn):
+    """Part 4: outside and FDW writes racing moves of items's chunks; the index table stays exact."""
+    ns = DATABASE + ".items"
+    stop = time.monotonic() + RACE_SECONDS
+    errors, moves, written = [], [0], {}
+    lock = threading.Lock()
+
+    def outside(index, one):
+        items = one[DATABASE].items
+        i = 0
+        try:
+            while time.monotonic() < stop:
+                doc_id, region, sku = "o%d-%d" % (index, i), "az"[i % 2], "R%d" % (i % 20)
+                items.insert_one({"_id": doc_id, "region": region, "sku": sku})
+                with lock:
+                    written[doc_id] = sku
+                if i % 3 == 0:
+                    items.update_one({"_id": doc_id, "region": region}, {"$set": {"sku": "U%d" % (i % 20)}})
+                    with lock:
+                        written[doc_id] = "U%d" % (i % 20)
+                if i % 5 == 0:
+                    items.delete_one({"_id": doc_id, "region": region})
+                    with lock:
+                        del written[doc_id]
+                i += 1
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    def mover():
+        to = 0
+        try:
+            while time.monotonic() < stop:
+                client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard%d" % to)
+                moves[0] += 1
+                to = 1 - to
+                time.sleep(0.02)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=outside, args=(i, one)) for i, one in enumerate(router_clients())]
+    threads.append(threading.Thread(target=mover))
+    q(conn, "ALTER FOREIGN TABLE items OPTIONS (ADD consistency 'ordered')")
+    for thread in threads:
+        thread.start()
+    i = 0
+    while time.monotonic() < stop:
+        doc_id, region, sku = "f%d" % i, "az"[i % 2], "R%d" % (i % 20)
+        q(conn, "INSERT INTO items VALUES (%s, %s, %s)", (doc_id, region, sku))
+        with lock:
+            written[doc_id] = sku
+        i += 1
+    for thread in threads:
+        thread.join()
+    q(conn, "ALTER FOREIGN TABLE items OPTIONS (DROP consistency)")
+    res.check(not errors, "writes and moves through mongos succeeded: %s" % errors[:3])
+    misplaced = misplaced_facts(client, "items")
+    by_sku = {}
+    for doc_id, sku in written.items():
+        by_sku.setdefault(sku, set()).add(doc_id)
+    wrong = []
+    for sku, ids in sorted(by_sku.items()):
+        want = sorted(ids)
+        if not wait_for(lambda: [x for x in (routed(conn, sku)[1] or []) if x[0] in "fo"] == want, 10):
+            wrong.append((sku, routed(conn, sku), want))
+    print("writes racing %d moves: %d facts written, %d misplaced, %d skus read wrong"
+          % (moves[0], len(written), len(misplaced), len(wrong)))
+    res.check(moves[0] > 3, "the chunk moved while the writes ran: %d moves" % moves[0])
+    res.check(not misplaced, "every fact on its chunk's shard: %s" % misplaced[:5])
+    res.check(not wrong, "routed reads find the facts written: %s" % wrong[:3])
+    verify(res, conn, "after the writes racing moves")
+
+
+def index_on_stale_routers(res, client, conn):
+    """Part 5: create_index leaves no router holding its new index collection's old routing."""
+    import psycopg2
+    client.admin.command("shardCollection", DATABASE + ".gadgets", key={"region": 1})
+    mongo_client.flush_routers(client)
+    pg_fixture.create_foreign_table(conn, "gadgets", "_id text, region text, sku text",
+                                    options={"shard_key": "region"})
+    codes, rounds = [], 3
+    for round_ in range(rounds):
+        q(conn, "SELECT idxtable.create_index('gadgets', '{sku}', name => 'gadgets_sku')")
+        for k in range(FLUSH_INSERTS):
+            try:
+                q(conn, "INSERT INTO gadgets VALUES (%s, %s, %s)",
+                  ("g%d-%d" % (round_, k), "az"[k % 2], "G%d" % k))
+            except psycopg2.Error as exc:
+                codes.append(exc.pgcode)
+        row = q(conn, "SELECT * FROM idxtable.verify_index('gadgets_sku')")[0]
+        res.check(all(v == 0 for v in row[1:]), "verify_index(gadgets_sku), round %d: %r" % (round_, row))
+        if round_ < rounds - 1:
+            q(conn, "SELECT idxtable.drop_index('gadgets_sku')")
+            q(conn, "DELETE FROM gadgets")
+    print("transactions after create_index on a sharded collection (%d rounds of create, %d INSERTs, drop): "
+          "%d failed %s" % (rounds, FLUSH_INSERTS, len(codes), codes))
+    res.check(not codes, "no router kept an index collection's old routing: %s" % codes)
+
+
 def main():
     res = Results()
     client = mongo_client.connect()
@@ -219,11 +437,17 @@ def main():
         return 1
     conn = setup(res, client)
     if conn is not None:
-        parts = sys.argv[1:] or ["moves", "txns"]
+        parts = sys.argv[1:] or ["moves", "txns", "stale", "race", "flush"]
         if "moves" in parts:
             shard_key_changes(res, client, conn)
         if "txns" in parts:
             cross_shard_transactions(res, client, conn)
+        if "stale" in parts:
+            stale_transactions(res, client, conn)
+        if "race" in parts:
+            racing_moves(res, client, conn)
+        if "flush" in parts:
+            index_on_stale_routers(res, client, conn)
         conn.close()
     print(res.summary("applier_cluster_moves"))
     return 0 if res.failed == 0 else 1

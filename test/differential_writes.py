@@ -709,6 +709,7 @@ class Run:
                 shards = [s["_id"] for s in client.admin.command("listShards")["shards"]]
                 client.admin.command("split", "%s.fw" % DATABASE, middle={SHARD_KEY: True})
                 client.admin.command("moveChunk", "%s.fw" % DATABASE, find={SHARD_KEY: True}, to=shards[-1])
+                mongo_client.flush_routers(client)  # (mongos retries no StaleConfig in a transaction)
             options += ", shard_key '%s'" % SHARD_KEY
         client.close()
         cols = ", ".join("%s %s" % (c, COLUMN_TYPES[c]) for c in COLUMNS)

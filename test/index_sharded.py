@@ -122,6 +122,7 @@ def split_and_move(mongo, collection, middle, to="shard1"):
     full = "%s.%s" % (DATABASE, collection)
     mongo.admin.command({"split": full, "middle": {"_id.k0": middle}})
     mongo.admin.command({"moveChunk": full, "find": {"_id": {"k0": middle}}, "to": to})
+    mongo_client.flush_routers(mongo)
 
 
 def setup(mongo):
@@ -375,13 +376,16 @@ def check_unique(res, mongo, conn):
 
 def mover(mongo, stop, moves, writing):
     """Move the chunk of f_k holding k0 = 50 between the shards until stopped, while the FDW reads (not
-    while it writes: the test server's shards do not check shard versions, so a write targeted before
-    a move would land on the donor, where mongod would answer StaleConfig and mongos retry)."""
+    while it writes: a router that met the move with its old shard version inside the FDW's
+    transaction would abort it with TransientTransactionError, 40001, as mongos does; each move is
+    followed by flushRouterConfig on every router, and the writes outside transactions that race moves
+    are applier_cluster_moves.py's)."""
     full = "%s.%s" % (DATABASE, ns("f.f_k"))
     to = 1
     while not stop.is_set():
         with writing:
             mongo.admin.command({"moveChunk": full, "find": {"_id": {"k0": 50}}, "to": SHARDS[to]})
+            mongo_client.flush_routers(mongo)
         moves.append(to)
         to = 1 - to
         time.sleep(0.05)
@@ -398,6 +402,7 @@ def compare(res, conn, local, sql, params, what, wrong):
 def check_differential(res, mongo, conn):
     """5: random writes through the FDW against a local heap table, reads compared, chunks moving."""
     mongo.admin.command({"split": "%s.%s" % (DATABASE, ns("f.f_k")), "middle": {"_id.k0": 50}})
+    mongo_client.flush_routers(mongo)
     local = pg_fixture.connect(DATABASE)
     q(local, "CREATE TABLE f_local (_id int PRIMARY KEY, k int, s text UNIQUE)")
     q(local, "INSERT INTO f_local SELECT _id, k, s FROM f")
@@ -486,6 +491,7 @@ def check_unique_id(res, mongo, conn):
     mongo.admin.command({"shardCollection": "%s.d" % DATABASE, "key": {"g": 1}})
     mongo.admin.command({"split": "%s.d" % DATABASE, "middle": {"g": 1}})
     mongo.admin.command({"moveChunk": "%s.d" % DATABASE, "find": {"g": 1}, "to": "shard1"})
+    mongo_client.flush_routers(mongo)
     pg_fixture.create_foreign_table(conn, "d", "_id int, g int", options=[("shard_key", "g")])
     q(conn, "SELECT idxtable.create_index('d', '{_id}', is_unique => true, name => 'd_id')")
     for number, mode in enumerate(("transaction", "ordered")):
@@ -507,6 +513,7 @@ def main():
         print("index_sharded: needs a cluster of two shards (IDXTABLE_MONGO_SHARDS=2 IDXTABLE_MONGO_ROUTERS=2)")
         print("index_sharded: 0 passed, 1 failed")
         sys.exit(1)
+    mongo_client.stop_balancer(mongo)  # the test places chunks itself and counts the shards reached
     conn = setup(mongo)
     check_choices(res, mongo, conn)
     check_spread(res, mongo, conn)

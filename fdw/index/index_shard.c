@@ -30,6 +30,8 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+
 #include "core/connection.h"
 #include "core/privileges.h"
 #include "core/protocol_read.h"
@@ -255,6 +257,47 @@ idx_resolve_sharding(mongoc_client_t *client, const char *servername,
 }
 
 /*
+ * After the index collection of "def" was sharded through one mongos, make
+ * every mongos the client knows forget what it may have cached of the
+ * collection while it was unsharded ({flushRouterConfig: "<db>.<coll>"}):
+ * creating the collection and its lookup index may have gone through
+ * another one.  Such a mongos would send the collection's writes to the
+ * primary shard with an unsharded version, which the shard refuses with
+ * StaleConfig; mongos retries that outside a transaction but not inside
+ * one, so the first transaction to write the index collection through it
+ * would fail with 40001.  Best effort: a mongos that refuses (a user
+ * without the flushRouterConfig action) or cannot be reached learns the
+ * change by that failure instead.
+ */
+static void
+flush_routers(mongoc_client_t *client, const IdxIndexDef *def)
+{
+	mongoc_server_description_t **sds;
+	size_t		n;
+	bson_t		command = BSON_INITIALIZER;
+
+	sds = mongoc_client_get_server_descriptions(client, &n);
+	BSON_APPEND_UTF8(&command, "flushRouterConfig",
+					 psprintf("%s.%s", def->database, def->collection));
+	for (size_t i = 0; i < n; i++)
+	{
+		bson_t		reply;
+		bson_error_t error;
+
+		if (strcmp(mongoc_server_description_type(sds[i]), "Mongos") != 0)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		(void) mongoc_client_command_simple_with_server_id(client, "admin",
+														   &command, NULL,
+														   mongoc_server_description_id(sds[i]),
+														   &reply, &error);
+		bson_destroy(&reply);
+	}
+	bson_destroy(&command);
+	mongoc_server_descriptions_destroy_all(sds, n);
+}
+
+/*
  * Shard the new, empty index collection of "def": {shardCollection:
  * "<db>.<collection>", key: {"_id.k0": 1 or "hashed"}}.  Ranged uses the
  * lookup index (whose first field is "_id.k0"); hashed makes mongod create
@@ -289,7 +332,10 @@ idx_shard_index_collection(mongoc_client_t *client, const char *servername,
 	bson_destroy(&command);
 	bson_destroy(&reply);
 	if (ok)
+	{
+		flush_routers(client, def);
 		return;
+	}
 	if (error.domain == MONGOC_ERROR_SERVER &&
 		error.code == MONGO_UNAUTHORIZED)
 		ereport(ERROR,

@@ -10,6 +10,7 @@ import time
 import pymongo
 import pymongo.errors
 
+from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.timestamp import Timestamp
 
@@ -30,9 +31,11 @@ def check(condition, message="check failed"):
         raise AssertionError(message)
 
 
-def cluster(env, name, shards=2, routers=2, noop_secs=10.0, auth=False):
-    """A cluster and a client of every router (pymongo spreads its commands over them)."""
-    extra = ["--shards", str(shards), "--routers", str(routers), "--periodic-noop-secs", str(noop_secs)]
+def cluster(env, name, shards=2, routers=2, noop_secs=10.0, auth=False, balancer_secs=0):
+    """A cluster and a client of every router (pymongo spreads its commands over them); its balancer
+    stopped unless `balancer_secs` gives its round interval."""
+    extra = ["--shards", str(shards), "--routers", str(routers), "--periodic-noop-secs", str(noop_secs),
+             "--balancer-interval-secs", str(balancer_secs)]
     server = env.start(name, USER if auth else None, PASSWORD if auth else None, extra=extra)
     return server, router_client(env, server, None, auth)
 
@@ -460,3 +463,282 @@ def test_cluster_shard_key_change_with_update_options(env):
     check(on_shard("shard0") == [("a", 2)] and on_shard("shard1") == [],
           "left as it was: %s, %s" % (on_shard("shard0"), on_shard("shard1")))
     check(coll.find_one({"_id": "a"})["tags"] == ["x", "y"], "tags unchanged")
+
+
+def shard_docs(client, coll, shard):
+    """The documents of `t.<coll>` stored on one shard (runOnShard: the shard's own data)."""
+    reply = client.admin.command({"runOnShard": shard, "db": "t",
+                                  "command": {"find": coll, "filter": {}, "batchSize": 1000000}})
+    return reply["cursor"]["firstBatch"]
+
+
+def stale_counts(client):
+    """{shard: StaleConfig answers so far} and {router host: stale errors its cache met} (serverStatus)."""
+    status = client.admin.command("clusterShardStats")["shards"]
+    return {name: s["shardingStatistics"]["countStaleConfigErrors"] for name, s in status.items()}
+
+
+def check_placement(client, coll, expected):
+    """Every document of `t.<coll>` is on the shard owning its chunk (config.chunks), on one shard only,
+    and the documents are exactly `expected` ({_id: document})."""
+    chunks = list(client.config.chunks.find({"ns": "t." + coll}))
+    seen = {}
+    for shard in ("shard0", "shard1"):
+        for doc in shard_docs(client, coll, shard):
+            check(doc["_id"] not in seen, "document %r on %s and %s" % (doc["_id"], seen.get(doc["_id"]), shard))
+            seen[doc["_id"]] = shard
+            owner = [c["shard"] for c in chunks if _in_chunk(doc["k"], c)]
+            check(owner == [shard], "document %r on %s outside its chunk's shard %s" % (doc["_id"], shard, owner))
+    check(set(seen) == set(expected), "documents lost %s, extra %s" % (
+        sorted(set(expected) - set(seen))[:10], sorted(set(seen) - set(expected))[:10]))
+    for shard in ("shard0", "shard1"):
+        for doc in shard_docs(client, coll, shard):
+            check(doc == expected[doc["_id"]], "document %r is %r, expected %r" % (doc["_id"], doc, expected[doc["_id"]]))
+    check(client.t[coll].count_documents({}) == len(expected), "the router counts every document")
+
+
+def _in_chunk(value, chunk):
+    """Whether a ranged key value (an int) lies in a chunk's [min, max)."""
+    low, high = chunk["min"]["k"], chunk["max"]["k"]
+    return (isinstance(low, MinKey) or low <= value) and (isinstance(high, MaxKey) or value < high)
+
+
+@test
+def test_cluster_stale_router_refused_and_retried(env):
+    """Each router caches the routing table: after a chunk moves through router 0, router 1's writes and
+    reads carry its old shard version; the shard refuses them with StaleConfig (13388, errInfo), router
+    1 refreshes and retries, and the client sees plain success with every document where its chunk is."""
+    server, client = cluster(env, "cl_stale")
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    r0.admin.command("shardCollection", "t.s", key={"k": 1})
+    r1.t.s.insert_many([{"_id": i, "k": i, "n": 0} for i in range(100)])  # router 1 learns: one chunk on shard0
+    check(r1.t.s.count_documents({"k": {"$gte": 50}}) == 50, "router 1 reads")
+    r0.admin.command("split", "t.s", middle={"k": 50})
+    r0.admin.command("moveChunk", "t.s", find={"k": 70}, to="shard1")
+    before = stale_counts(client)
+    r1.t.s.insert_one({"_id": "late", "k": 80, "n": 0})
+    after = stale_counts(client)
+    check(after["shard0"] == before["shard0"] + 1, "shard0 refused router 1's stale insert: %s -> %s" % (before, after))
+    check([d["_id"] for d in shard_docs(client, "s", "shard1") if d["_id"] == "late"] == ["late"],
+          "the insert landed on the chunk's new shard")
+    status = r1.admin.command("serverStatus")["shardingStatistics"]["catalogCache"]
+    check(status["countStaleConfigErrors"] >= 1, "router 1 met StaleConfig: %s" % status)
+    # the shard's answer to a stale version, as a client of the shard would see it
+    try:
+        client.admin.command({"runOnShard": "shard0", "db": "t", "command": {
+            "find": "s", "filter": {}, "shardVersion": {"e": client.config.collections.find_one({"_id": "t.s"})[
+                "lastmodEpoch"], "t": Timestamp(0, 0), "v": Timestamp(1, 0)}}})
+        reply = {}
+    except pymongo.errors.OperationFailure as exc:
+        reply = exc.details
+    check(reply.get("code") == 13388 and reply["errInfo"]["ns"] == "t.s" and reply["errInfo"]["shardId"] == "shard0"
+          and reply["errInfo"]["vWanted"]["v"].time == 2, "StaleConfig with errInfo: %s" % reply)
+    r0.admin.command("moveChunk", "t.s", find={"k": 70}, to="shard0")  # router 1 is stale again
+    check(r1.t.s.count_documents({"k": {"$gte": 50}}) == 51, "a stale count is retried")
+    r0.admin.command("moveChunk", "t.s", find={"k": 70}, to="shard1")
+    check(sorted(d["k"] for d in r1.t.s.find({"k": {"$gte": 95}})) == [95, 96, 97, 98, 99], "a stale find retried")
+    r0.admin.command("moveChunk", "t.s", find={"k": 70}, to="shard0")
+    check(r1.t.s.update_one({"k": 80, "_id": "late"}, {"$inc": {"n": 1}}).modified_count == 1, "a stale update retried")
+    r0.admin.command("moveChunk", "t.s", find={"k": 70}, to="shard1")
+    check(r1.t.s.delete_many({"k": {"$gte": 90}}).deleted_count == 10, "a stale delete retried")
+    r0.admin.command("moveChunk", "t.s", find={"k": 70}, to="shard0")
+    r1.t.s.insert_many([{"_id": "a%d" % i, "k": 10 * i, "n": 0} for i in range(10)], ordered=False)
+    expected = {i: {"_id": i, "k": i, "n": 0} for i in range(90)}
+    expected["late"] = {"_id": "late", "k": 80, "n": 1}
+    expected.update({"a%d" % i: {"_id": "a%d" % i, "k": 10 * i, "n": 0} for i in range(10)})
+    check_placement(client, "s", expected)
+    # a collection sharded through router 0 after router 1 saw it unsharded
+    r1.t.u.insert_one({"_id": 0, "k": 0, "n": 0})
+    r0.admin.command("shardCollection", "t.u", key={"k": 1})
+    r0.admin.command("split", "t.u", middle={"k": 50})
+    r0.admin.command("moveChunk", "t.u", find={"k": 50}, to="shard1")
+    r1.t.u.insert_one({"_id": 1, "k": 60, "n": 0})
+    check_placement(client, "u", {0: {"_id": 0, "k": 0, "n": 0}, 1: {"_id": 1, "k": 60, "n": 0}})
+
+
+@test
+def test_cluster_writes_race_moves(env):
+    """Writes through two routers racing moveChunk and the balancer's moves lose and duplicate nothing:
+    inserts, $inc updates and deletes by shard key, each acknowledged one counted, end with every
+    document on the shard owning its chunk, once, with the increments acknowledged."""
+    server, client = cluster(env, "cl_race", balancer_secs=0.2)
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    r0.admin.command("balancerStop")
+    r0.admin.command("shardCollection", "t.w", key={"k": 1})
+    for cut in range(100, 800, 100):
+        r0.admin.command("split", "t.w", middle={"k": cut})
+    r0.admin.command("balancerStart")  # 8 chunks on shard0: the balancer starts moving them
+    stop = time.monotonic() + 3.0
+    expected = {}
+    errors = []
+    lock = threading.Lock()
+
+    def writer(via, parity):
+        try:
+            i = 0
+            while time.monotonic() < stop:
+                k = (i * 2 + parity) % 800
+                key = "%d-%d" % (parity, i)
+                via.t.w.insert_one({"_id": key, "k": k, "n": 0})
+                with lock:
+                    expected[key] = {"_id": key, "k": k, "n": 0}
+                if i % 3 == 0:
+                    via.t.w.update_one({"k": k, "_id": key}, {"$inc": {"n": 1}})
+                    with lock:
+                        expected[key]["n"] += 1
+                if i % 7 == 0:
+                    via.t.w.delete_one({"k": k, "_id": key})
+                    with lock:
+                        del expected[key]
+                i += 1
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    def mover():
+        try:
+            n = 0
+            while time.monotonic() < stop:
+                r0.admin.command("moveChunk", "t.w", find={"k": (n * 300) % 800}, to=["shard0", "shard1"][n % 2])
+                n += 1
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(r0, 0)), threading.Thread(target=writer, args=(r1, 1)),
+               threading.Thread(target=mover)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    r0.admin.command("balancerStop")
+    check(not errors, "writes and moves succeeded: %s" % errors[:3])
+    check(len(expected) > 50, "enough writes raced the moves: %d" % len(expected))
+    stale = stale_counts(client)
+    check(sum(stale.values()) > 0, "some writes met a moved chunk: %s" % stale)
+    check_placement(client, "w", expected)
+
+
+@test
+def test_cluster_transaction_meets_moved_chunk(env):
+    """In a transaction, a statement whose chunk moved meanwhile aborts the transaction with StaleConfig
+    and TransientTransactionError (its commit: NoSuchTransaction, nothing of it committed), even the
+    first one, as a production mongos does; under the test-only fail point
+    enableStaleVersionAndSnapshotRetriesWithinTransactions a first statement is retried by the router,
+    and the transaction commits; flushRouterConfig refreshes a router."""
+    server, client = cluster(env, "cl_txnstale")
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    r0.admin.command("shardCollection", "t.x", key={"k": 1})
+    r0.admin.command("split", "t.x", middle={"k": 50})
+    r1.t.x.insert_many([{"_id": i, "k": i} for i in (10, 60)])  # router 1 learns: both chunks on shard0
+    r1.t.other.insert_one({"_id": "seed"})
+    with r1.start_session() as session:
+        session.start_transaction()
+        r1.t.other.insert_one({"_id": "in-txn"}, session=session)
+        r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard1")
+        try:
+            r1.t.x.insert_one({"_id": 80, "k": 80}, session=session)
+            raise AssertionError("a later statement meeting a moved chunk must fail")
+        except pymongo.errors.OperationFailure as exc:
+            check(exc.code == 13388 and exc.has_error_label("TransientTransactionError"),
+                  "StaleConfig with TransientTransactionError: %s %s" % (exc.code, exc.details))
+        try:
+            session.commit_transaction()
+            raise AssertionError("the aborted transaction must not commit")
+        except pymongo.errors.OperationFailure as exc:
+            check(exc.code == 251, "commit: NoSuchTransaction: %s" % exc.details)
+    check(client.t.other.count_documents({"_id": "in-txn"}) == 0, "nothing of the aborted transaction is left")
+    check(client.t.x.count_documents({"k": 80}) == 0, "the refused statement left nothing")
+    r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard0")  # router 1 is stale again
+    with r1.start_session() as session:
+        session.start_transaction()
+        try:
+            r1.t.x.insert_one({"_id": 81, "k": 81}, session=session)
+            raise AssertionError("a first statement meeting a moved chunk fails too (no fail point)")
+        except pymongo.errors.OperationFailure as exc:
+            check(exc.code == 13388 and exc.has_error_label("TransientTransactionError"),
+                  "the first statement: StaleConfig, TransientTransactionError: %s" % exc.details)
+        session.abort_transaction()
+    r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard1")
+    r1.admin.command("flushRouterConfig")
+    with r1.start_session() as session:
+        session.start_transaction()
+        r1.t.x.insert_one({"_id": 83, "k": 83}, session=session)  # a flushed router is not stale
+        session.commit_transaction()
+    r1.t.x.delete_one({"k": 83, "_id": 83})
+    r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard0")  # router 1 is stale again
+    r1.admin.command("configureFailPoint", "enableStaleVersionAndSnapshotRetriesWithinTransactions",
+                     mode="alwaysOn")
+    with r1.start_session() as session:
+        session.start_transaction()
+        r1.t.x.insert_one({"_id": 81, "k": 81}, session=session)  # the first statement: retried
+        r1.t.x.insert_one({"_id": 82, "k": 82}, session=session)
+        session.commit_transaction()
+    check(sorted(d["_id"] for d in shard_docs(client, "x", "shard0")) == [10, 60, 81, 82],
+          "the retried first statement committed on the chunk's shard")
+    check(shard_docs(client, "x", "shard1") == [], "nothing on the chunk's old shard")
+
+
+@test
+def test_cluster_balancer(env):
+    """balancerStatus, balancerStop and balancerStart (sh.isBalancerRunning, sh.stopBalancer,
+    sh.startBalancer) and config.settings {_id: "balancer"} (sh.getBalancerState); a stopped balancer
+    moves nothing; a running one evens the chunks out (the 5.0/6.0 chunk-count threshold) without a
+    change event, every document kept; --balancer-interval-secs 0 starts it stopped."""
+    server, client = cluster(env, "cl_balancer", noop_secs=0.5, balancer_secs=0.2)
+    status = client.admin.command("balancerStatus")
+    check(status["mode"] == "full" and status["inBalancerRound"] in (True, False), "running: %s" % status)
+    check(client.config.settings.find_one({"_id": "balancer"}) is None, "no settings before a start or stop")
+    client.admin.command("balancerStop")
+    check(client.admin.command("balancerStatus")["mode"] == "off", "stopped")
+    settings = client.config.settings.find_one({"_id": "balancer"})
+    check(settings is not None and settings.get("stopped") is True and settings.get("mode") == "off",
+          "sh.getBalancerState reads stopped: %s" % settings)
+    client.admin.command("shardCollection", "t.b", key={"k": 1})
+    client.t.b.insert_many([{"_id": i, "k": i} for i in range(600)])
+    for cut in range(100, 600, 100):
+        client.admin.command("split", "t.b", middle={"k": cut})
+    rounds = client.admin.command("balancerStatus")["numBalancerRounds"]
+    time.sleep(0.6)
+    shards = [c["shard"] for c in client.config.chunks.find({"ns": "t.b"})]
+    check(shards == ["shard0"] * 6, "a stopped balancer moves nothing: %s" % shards)
+    check(client.admin.command("balancerStatus")["numBalancerRounds"] == rounds, "no rounds while stopped")
+    with client.t.watch() as stream:
+        client.admin.command("balancerStart")
+        check(client.config.settings.find_one({"_id": "balancer"})["stopped"] is False, "started")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            shards = [c["shard"] for c in client.config.chunks.find({"ns": "t.b"})]
+            if shards.count("shard1") == 3:
+                break
+            time.sleep(0.05)
+        check(sorted(shards) == ["shard0"] * 3 + ["shard1"] * 3, "the balancer evened the chunks: %s" % shards)
+        time.sleep(0.6)
+        shards = [c["shard"] for c in client.config.chunks.find({"ns": "t.b"})]
+        check(sorted(shards) == ["shard0"] * 3 + ["shard1"] * 3, "and stops moving when balanced: %s" % shards)
+        client.t.b.insert_one({"_id": "after", "k": 1})
+        event, _ = next_event(stream, 15)
+        check(event is not None and event["documentKey"]["_id"] == "after", "the moves wrote no event: %s" % event)
+    check(client.admin.command("balancerStatus")["numBalancerRounds"] > rounds, "rounds counted")
+    counts = [len(shard_docs(client, "b", s)) for s in ("shard0", "shard1")]
+    check(counts == [300, 301] or sorted(counts) == [300, 301], "documents moved with their chunks: %s" % counts)
+    check(client.t.b.count_documents({}) == 601, "every document kept")
+    stopped, stopped_client = cluster(env, "cl_balancer_off", routers=1, balancer_secs=0)
+    check(stopped_client.admin.command("balancerStatus")["mode"] == "off", "interval 0: stopped at start")
+
+
+@test
+def test_cluster_merged_sort_into_subdocuments(env):
+    """The router merges the shards' sorted results by a path into a sub-document (`_id.k0`, as index
+    collections are read in key order) when the lower chunk lives on the later shard (the balancer or a
+    moveChunk can put it there): the merged order is the key's, not the shards'."""
+    server, client = cluster(env, "cl_subsort")
+    coll = client.t.ss
+    client.admin.command("shardCollection", "t.ss", key={"_id.k0": 1})
+    coll.insert_many([{"_id": {"k0": i, "id": i}, "v": {"w": 100 - i}} for i in range(100)])
+    client.admin.command("split", "t.ss", middle={"_id.k0": 50})
+    client.admin.command("moveChunk", "t.ss", find={"_id": {"k0": 10}}, to="shard1")
+    got = [d["_id"]["k0"] for d in coll.find({"_id.k0": {"$gt": 44}}).sort("_id.k0", 1).limit(7)]
+    check(got == [45, 46, 47, 48, 49, 50, 51], "sorted by _id.k0 across the shards: %s" % got)
+    got = [d["v"]["w"] for d in coll.find({}).sort("v.w", 1).limit(3)]
+    check(got == [1, 2, 3], "sorted by v.w across the shards: %s" % got)
+    got = [d["_id"] for d in coll.aggregate([{"$group": {"_id": "$_id.k0"}}, {"$sort": {"_id": -1}}, {"$limit": 2}])]
+    check(got == [99, 98], "a $group on a sub-document's field after the shards' part: %s" % got)

@@ -42,7 +42,7 @@ CLUSTER_MONITOR = {"checkFreeMonitoringStatus", "connPoolStats", "getCmdLineOpts
 CLUSTER_MONITOR_ANY_DB = {"collStats", "dbHash", "dbStats", "indexStats", "getShardVersion", "useUUID"}
 OTHER_ACTIONS = {"changeOwnPassword", "changeOwnCustomData", "killAnyCursor", "killAnySession",
                  "configureFailPoint", "enableSharding", "killCursors", "anyAction", "internal",
-                 "replSetStateChange", "appendOplogNote", "splitChunk", "moveChunk"}
+                 "replSetStateChange", "appendOplogNote", "splitChunk", "moveChunk", "flushRouterConfig"}
 ACTIONS = READ | READ_WRITE | DB_ADMIN | USER_ADMIN | CLUSTER_MONITOR | CLUSTER_MONITOR_ANY_DB | OTHER_ACTIONS
 
 CLUSTER = ("cluster",)

@@ -172,11 +172,13 @@ def required(db, name, cmd):
                "appendOplogNote": {"appendOplogNote"}, "runOnShard": {"configureFailPoint"},
                "setShardClock": {"configureFailPoint"},
                "replSetGetStatus": {"replSetGetStatus"}, "listShards": {"listShards"},
-               "split": {"splitChunk"}, "moveChunk": {"moveChunk"},
+               "split": {"splitChunk"}, "moveChunk": {"moveChunk"}, "flushRouterConfig": {"flushRouterConfig"},
                "replSetStepDown": {"replSetStateChange"}, "replSetStepUp": {"replSetStateChange"},
                "replSetFreeze": {"replSetStateChange"}, "setReplicationLag": {"configureFailPoint"}}
     if name in cluster:
         return [(CLUSTER, cluster[name])]
+    if name in ("balancerStart", "balancerStop", "balancerStatus"):  # mongos: on config.settings
+        return [(ns_resource("config", "settings"), {"find" if name == "balancerStatus" else "update"})]
     database = {"dbStats": {"dbStats"}, "dropDatabase": {"dropDatabase"}, "enableSharding": {"enableSharding"},
                 "enablesharding": {"enableSharding"}, "createUser": {"createUser"}, "dropUser": {"dropUser"},
                 "createRole": {"createRole"}, "dropRole": {"dropRole"}}

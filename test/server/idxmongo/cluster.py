@@ -15,6 +15,7 @@ import select
 import socket
 import threading
 
+from .balancer import Balancer
 from .routing import RoutingTable
 from .router import Router
 from .server import Server
@@ -24,7 +25,7 @@ class Cluster:
     """The shards, the routing table they share (the config server's) and the routers."""
 
     def __init__(self, host="127.0.0.1", port=0, user=None, password=None, shards=2, routers=1,
-                 version="6.0", txn_lifetime=60.0, change_history=None):
+                 version="6.0", txn_lifetime=60.0, change_history=None, balancer_interval=10.0):
         if shards < 1 or routers < 1:
             raise RuntimeError("a cluster needs at least one shard and one router")
         self.host = host
@@ -35,8 +36,12 @@ class Cluster:
                            txn_lifetime, None, change_history, False, version)
             shard.shard_name = "shard%d" % index
             shard.shard_index = index
+            shard.filtering = {}  # ns -> shard_version.ShardMetadata of the sharded collections
+            shard.txns.restart_aborted = True
             self.shards.append(shard)
         self.routing = RoutingTable(self)
+        self.config_lock = threading.RLock()  # config changes one at a time (router_admin.py)
+        self.balancer = Balancer(self, balancer_interval)
         self.routers = [Router(self, index, host) for index in range(routers)]
         self.stop_event = threading.Event()
         self.listeners = {}
@@ -71,6 +76,7 @@ class Cluster:
         for shard in self.shards:
             threading.Thread(target=shard._reap_loop, name="reaper-%s" % shard.shard_name,
                              daemon=True).start()
+        threading.Thread(target=self.balancer.run, args=(self.stop_event,), name="balancer", daemon=True).start()
         try:
             while not self.stop_event.is_set():
                 ready, _, _ = select.select(list(self.listeners), [], [], 0.2)
@@ -81,6 +87,7 @@ class Cluster:
         finally:
             for listener in self.listeners:
                 listener.close()
+            self.balancer.wake.set()
             for shard in self.shards:
                 shard.stop_event.set()
             for router in self.routers:

@@ -47,6 +47,7 @@ CODE_NAMES.update({
     100: "UnsatisfiableWriteConcern",
     51: "ManualInterventionRequired", 89: "NetworkTimeout", 91: "ShutdownInProgress", 189: "PrimarySteppedDown",
     246: "SnapshotUnavailable", 262: "ExceededTimeLimit", 267: "PreparedTransactionInProgress",
+    13388: "StaleConfig", 46: "LockBusy",
     9001: "SocketException", 10107: "NotWritablePrimary", 11600: "InterruptedAtShutdown", 11601: "Interrupted",
     11602: "InterruptedDueToReplStateChange", 13435: "NotPrimaryNoSecondaryOk", 13436: "NotPrimaryOrSecondary",
 })

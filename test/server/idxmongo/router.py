@@ -30,6 +30,7 @@ from .clusterclock import ZERO_SIGNATURE, ClusterClock
 from .errors import CloseConnection, MongoError
 from .failpoints import FailPoints
 from .retry import add_error_labels
+from .shard_version import RouterCache, attach, stale_namespace
 from .wire import OP_MSG, Request, serve_requests
 
 LOG = logging.getLogger("idxmongo")
@@ -48,6 +49,7 @@ class RouterConnection:
         self.peer = peer
         self.app_name = None
         self.op_time = None  # the latest operationTime of the shards the current command reached
+        self.targeting = {}  # ns -> the routing entry the current command was targeted with
         self.links = {}
 
     def link(self, index):
@@ -94,12 +96,15 @@ class Router:
         self.cursors_lock = threading.Lock()
         self.txns = {}  # (lsid bytes, txnNumber) -> router_txn.RouterTransaction
         self.txns_lock = threading.Lock()
+        self.cache = RouterCache(cluster)  # the routing information this router has learnt
+        self.stale_retries_in_transactions = False  # mongos's test-only fail point (router_admin.py)
         self.conns = {}
         self.conns_lock = threading.Lock()
         self.total_conns = 0
         self.started = time.time()
-        from . import router_admin, router_crud, router_explain, router_stream, router_txn
+        from . import balancer, router_admin, router_crud, router_explain, router_stream, router_txn
         self.commands = dict(router_crud.COMMANDS)
+        self.commands.update(balancer.COMMANDS)
         self.commands.update(router_admin.COMMANDS)
         self.commands.update(router_explain.COMMANDS)
         self.commands.update(router_stream.COMMANDS)
@@ -144,6 +149,7 @@ class Router:
         name = next(iter(cmd), "")
         started = time.monotonic()
         conn.op_time = None
+        conn.targeting = {}
         self.clock.advance(cmd.get("$clusterTime"))
         try:
             if request.oversize:
@@ -192,18 +198,24 @@ class Router:
         if error is not None:
             raise error
 
-    def send(self, conn, index, db, cmd, cluster_time=None):
+    def send(self, conn, index, db, cmd, cluster_time=None, versioned=True):
         """Run a command on shard `index` for this client, with the router's cluster time (or the one
         given); the shard's reply moves the router's clock and the command's operationTime. A statement
-        of a transaction starts it on a shard it has not reached yet (router_txn.py)."""
+        of a transaction starts it on a shard it has not reached yet (router_txn.py). A versioned command
+        carries the shardVersion of the router's cache; a StaleConfig reply refreshes the cache
+        (shard_version.py), and the caller retries."""
         from . import router_txn
         shard = self.cluster.shards[index]
-        sent = dict(router_txn.shape(self, index, cmd))
+        sent = dict(router_txn.shape(self, index, attach(self, conn, index, db, cmd) if versioned else cmd))
         sent["$clusterTime"] = {"clusterTime": cluster_time or self.clock.current(),
                                 "signature": dict(ZERO_SIGNATURE)}
         sent.pop("$readPreference", None)
         reply = shard.dispatch(conn.link(index), Request(0, OP_MSG, db, sent))
         self.clock.advance(reply.get("$clusterTime"))
+        stale = stale_namespace(db, cmd, reply)
+        if stale is not None:  # the shard says this router's routing information is stale
+            self.cache.stale_errors += 1
+            self.cache.refresh(stale)
         op_time = reply.get("operationTime")
         if op_time is not None and (conn.op_time is None or op_time > conn.op_time):
             conn.op_time = op_time
@@ -290,6 +302,7 @@ class Router:
                 "metrics": {"queryExecutor": {k: Int64(counters[k]) for k in ("scanned", "scannedObjects")}},
                 "transactions": {k: Int64(counters[k]) for k in ("totalStarted", "totalCommitted",
                                                                   "totalAborted")},
+                "shardingStatistics": {"countStaleConfigErrors": Int64(counters["countStaleConfigErrors"])},
             }
             for key, value in counters.items():
                 totals[key] = totals.get(key, 0) + value
@@ -308,5 +321,8 @@ class Router:
             "transactions": {k: Int64(totals.get(k, 0)) for k in ("totalStarted", "totalCommitted",
                                                                    "totalAborted")},
             "shards": per_shard,
+            "shardingStatistics": {"catalogCache": {
+                "countFullRefreshesStarted": Int64(self.cache.refreshes),
+                "countStaleConfigErrors": Int64(self.cache.stale_errors)}},
             "ok": 1.0,
         }

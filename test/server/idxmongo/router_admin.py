@@ -3,11 +3,20 @@ killCursors), sessions, and the sharding commands mongos runs with its config se
 shardCollection, split, moveChunk, listShards, and reads of the `config` database (shards, databases,
 collections, chunks), which mongos sends to the config server.
 
-A migration (moveChunk) copies the chunk's documents to the new owner and deletes them from the old one
-with neither writing a change-stream event, as mongod marks migrations' oplog entries `fromMigrate` and
-change streams hide them; both shards' store locks are held meanwhile, so no write or read sees a
-document twice or nowhere.
+A migration (moveChunk, or the balancer's, balancer.py) first waits until no open transaction on the
+donor or the recipient holds the collection (mongod's migration takes collection locks that wait for the
+transactions' intent locks; LockBusy (46) after 10 s), then, with both shards' store locks held (mongod's
+critical section: commands on either shard wait), copies the chunk's documents to the new owner, deletes
+them from the old one, commits the new chunk versions on the config server and sets both shards'
+filtering metadata (shard_version.py): a command that waited, or any later one routed with the old
+versions, is refused with StaleConfig and retried by its router. Neither shard writes a change-stream
+event, as mongod marks migrations' oplog entries `fromMigrate` and change streams hide them; no write or
+read sees a document twice or nowhere. Config changes (shardCollection, split, migrations, drops)
+run one at a time (`cluster.config_lock`, as the config server serialises them).
 """
+
+import contextlib
+import time
 
 import datetime
 
@@ -15,7 +24,7 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
-from . import cmd_admin
+from . import cmd_admin, shard_version
 from .bsonkeys import sort_key
 from .errors import MongoError
 from .matcher import compile_filter
@@ -56,10 +65,36 @@ def cmd_server_status(router, conn, db, cmd):
     return router.server_status()
 
 
+STALE_RETRIES_FAIL_POINT = "enableStaleVersionAndSnapshotRetriesWithinTransactions"
+
+
 def cmd_configure_fail_point(router, conn, db, cmd):
-    """configureFailPoint: the router's own failCommand."""
+    """configureFailPoint: the router's own failCommand, or mongos's test-only fail point
+    enableStaleVersionAndSnapshotRetriesWithinTransactions (mode "alwaysOn" / "off"), under which a
+    transaction's first statement is retried after StaleConfig (router_txn.retry_first_statement)."""
     _admin_only(db, "configureFailPoint")
+    if cmd.get("configureFailPoint") == STALE_RETRIES_FAIL_POINT:
+        mode = cmd.get("mode")
+        if mode not in ("alwaysOn", "off"):
+            raise MongoError(2, "mode must be alwaysOn or off for %s" % STALE_RETRIES_FAIL_POINT)
+        router.stale_retries_in_transactions = mode == "alwaysOn"
+        return {"count": 0, "ok": 1.0}
     return router.failpoints.configure(cmd)
+
+
+def cmd_flush_router_config(router, conn, db, cmd):
+    """flushRouterConfig: the router forgets its cached routing information (of one namespace or
+    database when given, else all), and reads it again from the config server at next use."""
+    _admin_only(db, "flushRouterConfig")
+    what = cmd.get("flushRouterConfig")
+    if isinstance(what, str) and what:
+        if "." in what:
+            router.cache.forget(what)
+        else:
+            router.cache.refresh_db(what)
+    else:
+        router.cache.forget_all()
+    return {"flushed": True, "ok": 1.0}
 
 
 def cmd_get_last_error(router, conn, db, cmd):
@@ -152,6 +187,13 @@ def cmd_shard_collection(router, conn, db, cmd):
             raise MongoError(23, "sharding already enabled for collection %s with options %s"
                              % (ns, {"key": existing.key}))
         return {"collectionsharded": ns, "ok": 1.0}
+    with router.cluster.config_lock:
+        return _shard_collection(router, conn, ns, target_db, name, cmd)
+
+
+def _shard_collection(router, conn, ns, target_db, name, cmd):
+    """shardCollection's work, config lock held."""
+    routing = router.cluster.routing
     entry = routing.add(ns, cmd.get("key"), cmd.get("unique"))
     index_name = "_".join("%s_%s" % (f, entry.key[f]) for f in entry.fields)
     for index in range(len(router.cluster.shards)):
@@ -164,10 +206,14 @@ def cmd_shard_collection(router, conn, db, cmd):
         if entry.fields != ["_id"]:
             router.send(conn, index, target_db, {"createIndexes": name, "indexes": [
                 {"key": entry.key, "name": index_name, "unique": entry.unique and entry.hashed_field is None}]})
-    with routing.lock:
+    with contextlib.ExitStack() as locks:  # the documents move and the shards learn the versions at once
+        for shard in router.cluster.shards:
+            locks.enter_context(shard.lock)
         for chunk in entry.chunks:
             if chunk.shard != 0:
                 migrate(router.cluster, entry, chunk, 0, chunk.shard)
+        shard_version.publish(router.cluster, entry)
+    router.cache.refresh(ns)
     return {"collectionsharded": ns, "collectionUUID": entry.uuid, "ok": 1.0}
 
 
@@ -197,8 +243,12 @@ def cmd_split(router, conn, db, cmd):
     values = [_key_field(middle, f) for f in entry.fields]
     if any(v is None or v is MISSING for v in values) or len(values) != len(entry.fields):
         raise MongoError(2, "split: middle must hold every shard key field")
-    with router.cluster.routing.lock:
-        entry.split(values)
+    with router.cluster.config_lock:
+        with router.cluster.routing.lock:
+            owner = entry.chunk_of(entry.point(values)).shard
+            entry.split(values)
+        shard_version.publish(router.cluster, entry, [owner])
+    router.cache.refresh(entry.ns)
     return {"ok": 1.0}
 
 
@@ -219,19 +269,77 @@ def cmd_move_chunk(router, conn, db, cmd):
                              for f, v in zip(entry.fields, found)])
     else:
         raise MongoError(2, "moveChunk needs find or bounds")
-    with router.cluster.routing.lock:
+    started = time.monotonic()
+    with router.cluster.config_lock:
         chunk = entry.chunk_of(point)
         move_chunk(router.cluster, entry, chunk, names.index(target))
-    return {"millis": 0, "ok": 1.0}
+    router.cache.refresh(entry.ns)
+    return {"millis": int((time.monotonic() - started) * 1000), "ok": 1.0}
+
+
+MIGRATION_LOCK_WAIT = 10.0
+
+
+def _transactions_hold(shard, entry):
+    """Whether an open transaction on a shard holds the collection."""
+    target_db, name = entry.ns.split(".", 1)
+    return any(txn.holds(target_db, [name]) for txn in list(shard.txns.open.values()))
 
 
 def move_chunk(cluster, entry, chunk, to):
-    """Give a chunk to shard `to`, its documents with it."""
+    """Give a chunk to shard `to`, its documents with it (config lock held): once no open transaction on
+    either shard holds the collection, with both shards' store locks held, the documents move, the
+    config server commits the new chunk versions and both shards learn them."""
     if chunk.shard == to:
         return
-    migrate(cluster, entry, chunk, chunk.shard, to)
-    chunk.shard = to
-    entry.epoch = ObjectId()
+    donor = chunk.shard
+    first, second = sorted([cluster.shards[donor], cluster.shards[to]], key=lambda s: s.shard_index)
+    deadline = time.monotonic() + MIGRATION_LOCK_WAIT
+    while True:
+        with first.lock, second.lock:
+            if not (_transactions_hold(first, entry) or _transactions_hold(second, entry)):
+                migrate(cluster, entry, chunk, donor, to)
+                with cluster.routing.lock:
+                    entry.give(chunk, to)
+                shard_version.publish(cluster, entry, [donor, to], moved=True)
+                return
+        if time.monotonic() > deadline:
+            raise MongoError(46, "Unable to acquire the collection locks of %s for a migration: open "
+                                 "transactions hold it" % entry.ns)
+        time.sleep(0.005)
+
+
+def forget_sharded(router, db, coll):
+    """A sharded collection (or every one of a database, coll None) was dropped: the config server
+    forgets it, the shards their metadata, this router its cache."""
+    routing = router.cluster.routing
+    with router.cluster.config_lock:
+        with routing.lock:
+            gone = [ns for ns in routing.collections
+                    if ns == "%s.%s" % (db, coll) or (coll is None and ns.startswith(db + "."))]
+            routing.forget(db, coll)
+        for ns in gone:
+            shard_version.unpublish(router.cluster, ns)
+    if coll is None:
+        router.cache.refresh_db(db)
+    else:
+        router.cache.refresh("%s.%s" % (db, coll))
+
+
+def rename_sharded(router, source, to):
+    """A sharded collection renamed: a new epoch under its new name; the shards' metadata follows."""
+    routing = router.cluster.routing
+    with router.cluster.config_lock:
+        with routing.lock:
+            entry = routing.collections.get(source)
+            routing.rename(source, to)
+            if entry is not None:
+                entry.epoch = ObjectId()
+        shard_version.unpublish(router.cluster, source)
+        if entry is not None:
+            shard_version.publish(router.cluster, entry)
+    router.cache.refresh(source)
+    router.cache.refresh(to)
 
 
 def migrate(cluster, entry, chunk, source_index, dest_index):
@@ -279,6 +387,8 @@ def _config_docs(router, coll):
             return [e.config_doc() for e in entries]
         if coll == "chunks":
             return [doc for e in entries for doc in e.chunk_docs(names)]
+        if coll == "settings":
+            return router.cluster.balancer.settings_doc()
         if coll == "databases":
             dbs = {e.ns.split(".", 1)[0] for e in entries}
             return [{"_id": d, "primary": names[0], "partitioned": True} for d in sorted(dbs)]
@@ -319,7 +429,7 @@ def cmd_run_on_shard(router, conn, db, cmd):
     inner = cmd.get("command")
     if not isinstance(inner, dict) or not inner:
         raise MongoError(2, "runOnShard needs a command document")
-    return router.strip(router.send(conn, index, cmd.get("db") or "admin", dict(inner)))
+    return router.strip(router.send(conn, index, cmd.get("db") or "admin", dict(inner), versioned=False))
 
 
 def cmd_set_shard_clock(router, conn, db, cmd):
@@ -343,5 +453,6 @@ COMMANDS = {
     "getMore": cmd_get_more, "killCursors": cmd_kill_cursors, "enableSharding": cmd_enable_sharding,
     "shardCollection": cmd_shard_collection, "split": cmd_split, "moveChunk": cmd_move_chunk,
     "listShards": cmd_list_shards, "appendOplogNote": cmd_append_oplog_note,
+    "flushRouterConfig": cmd_flush_router_config,
     "runOnShard": cmd_run_on_shard, "setShardClock": cmd_set_shard_clock, "clusterShardStats": cmd_cluster_shard_stats,
 }

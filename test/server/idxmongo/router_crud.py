@@ -15,18 +15,34 @@ replies merged as mongos merges them (s/commands/cluster_*_cmd.cpp, s/write_ops/
 
 The router reads every targeted shard's results before its first batch (mongos streams them); so a
 client that stops reading early still had every targeted shard examine what the filter matched.
+
+Targets come from the router's cached routing information, and each command carries the shard version
+it assumes (shard_version.py). A shard's StaleConfig refreshes the cache; the router then retries, as
+mongos does (s/write_ops/batch_write_exec.cpp, s/commands/strategy.cpp; at most 10 times,
+kMaxNumStaleVersionRetries): a read whole; a write only for its statements (or an insert's documents)
+not yet applied, a multi-document statement on every shard it now targets (mongos re-sends it, so
+such a statement can apply twice where a shard ran it before the retry); in a transaction only its
+first statement and only under mongos's test-only fail point (router_txn.retry_first_statement),
+otherwise the transaction is aborted.
 """
 
 import copy
 
 from bson.int64 import Int64
+from bson.raw_bson import RawBSONDocument
 
-from . import router_admin
+from . import codec, router_admin, router_txn
 from .bsonkeys import sort_documents, sort_key
 from .errors import MongoError
 from .cmd_crud import check_update_statement, updated_document
 from .mockops import is_operator_update, project, run_stages
 from .routing import MISSING, path_value
+from .shard_version import STALE_CONFIG
+
+MAX_STALE_RETRIES = 10
+# commands retried whole after StaleConfig outside a transaction: they change nothing, or one document
+# at most once (findAndModify tries shards in turn, each refusing before it runs)
+RETRIED_WHOLE = {"find", "aggregate", "count", "distinct", "findAndModify", "collStats", "explain"}
 
 DRAIN_BATCH = 1000000
 SHARDED_DDL = {"createIndexes", "dropIndexes", "collMod"}
@@ -84,6 +100,26 @@ def _error(reply):
     return exc
 
 
+def _stale(reply):
+    """Whether a shard's reply is StaleConfig."""
+    return reply.get("ok") != 1.0 and reply.get("code") == STALE_CONFIG
+
+
+def _retry_locally(cmd, attempts):
+    """Whether a write retries its refused part itself: outside a transaction, below the limit."""
+    return cmd.get("autocommit") is not False and attempts < MAX_STALE_RETRIES
+
+
+def _current(router, conn, db, coll, reply=None):
+    """The refreshed routing entry of a sharded collection still being written; the shard's StaleConfig
+    (or one of the router's own) when it is no longer sharded."""
+    entry = router.cache.target(conn, db, coll)
+    if entry is None:
+        raise _error(reply) if reply is not None else MongoError(STALE_CONFIG, "%s.%s is no longer sharded"
+                                                                  % (db, coll))
+    return entry
+
+
 def _checked(reply):
     """A shard's reply, raising its error."""
     if reply.get("ok") != 1.0:
@@ -101,7 +137,9 @@ def drain(router, conn, index, db, cmd):
             ".", 1)[1], **_session_fields(cmd)}))
         cursor = reply["cursor"]
         docs.extend(cursor.get("nextBatch") or [])
-    return [dict(d) for d in docs]
+    # (the shard's batches are RawBSONDocuments, cursors.py: decoded whole, so that the router's sort,
+    # stages and updates reach into sub-documents, as `_id.k0` of an index collection)
+    return [codec.decode(d.raw) if isinstance(d, RawBSONDocument) else dict(d) for d in docs]
 
 
 def _statements(cmd, sent, positions):
@@ -123,13 +161,37 @@ def _session_fields(cmd):
 
 def forward(router, conn, db, name, cmd):
     """A command the router has no handler of its own for: config reads, sharded collections, or the
-    primary shard."""
+    primary shard. StaleConfig from a shard: retried (see the module's docstring)."""
     if db == "config" and name == "find":
         return router_admin.config_find(router, conn, cmd)
+    router_txn.note_statement(router, cmd)
+    attempts = 0
+    while True:
+        try:
+            return _forward(router, conn, db, name, cmd)
+        except MongoError as exc:
+            if exc.code != STALE_CONFIG or attempts >= MAX_STALE_RETRIES:
+                raise
+            if cmd.get("autocommit") is False:
+                if not router_txn.retry_first_statement(router, conn, db, cmd):
+                    raise
+            elif name not in RETRIED_WHOLE and not getattr(exc, "whole_refused", False):
+                raise
+            attempts += 1
+
+
+def _namespace_of(name, cmd):
+    """The collection a command names."""
     coll = cmd.get(name)
     if name == "explain" and isinstance(coll, dict):
         coll = next(iter(coll.values()), None)
-    entry = router.cluster.routing.get(db, coll) if name in NAMESPACE_COMMANDS else None
+    return coll
+
+
+def _forward(router, conn, db, name, cmd):
+    """One attempt of forward()."""
+    coll = _namespace_of(name, cmd)
+    entry = router.cache.target(conn, db, coll) if name in NAMESPACE_COMMANDS else None
     if entry is not None:
         handler = SHARDED.get(name)
         if handler is not None:
@@ -138,22 +200,33 @@ def forward(router, conn, db, name, cmd):
             return _broadcast(router, conn, db, cmd, entry)
         if name == "drop":
             reply = _broadcast(router, conn, db, cmd, entry, every=True)
-            router.cluster.routing.forget(db, coll)
+            router_admin.forget_sharded(router, db, coll)
             return reply
         index = entry.owners()[0]
-        return router.forwarded_cursor(conn, index, router.strip(router.send(conn, index, db, cmd)))
+        return router.forwarded_cursor(conn, index, _unless_stale(router.strip(router.send(conn, index, db, cmd))))
     if name == "dropDatabase":
         reply = _broadcast(router, conn, db, cmd, None, every=True)
-        router.cluster.routing.forget(db)
+        router_admin.forget_sharded(router, db, None)
         return reply
     if name == "renameCollection":
         return _rename(router, conn, db, cmd)
-    return router.forwarded_cursor(conn, 0, router.strip(router.send(conn, 0, db, cmd)))
+    return router.forwarded_cursor(conn, 0, _unless_stale(router.strip(router.send(conn, 0, db, cmd))))
+
+
+def _unless_stale(reply):
+    """A shard's reply, StaleConfig raised (forward retries it: the shard refused the whole command)."""
+    if _stale(reply):
+        exc = _error(reply)
+        exc.whole_refused = True
+        raise exc
+    return reply
 
 
 def _broadcast(router, conn, db, cmd, entry, every=False):
     """A command on every shard (owning a chunk, or every one); the primary shard's reply, or the first
     error."""
+    if entry is not None and not every:  # DDL is not versioned here: the latest owners
+        entry = router.cache.refresh(entry.ns) or entry
     shards = range(len(router.cluster.shards)) if every or entry is None else entry.owners()
     first = None
     for index in shards:
@@ -168,12 +241,12 @@ def _rename(router, conn, db, cmd):
     """renameCollection: of a sharded collection on every shard, its routing entry renamed."""
     source = cmd.get("renameCollection")
     src_db, _, src_coll = source.partition(".") if isinstance(source, str) else ("", "", "")
-    entry = router.cluster.routing.get(src_db, src_coll)
+    entry = router.cache.refresh(source) if isinstance(source, str) else None
     if entry is None:
         return router.strip(router.send(conn, 0, db, cmd))
     reply = _broadcast(router, conn, db, cmd, entry, every=True)
     if reply.get("ok") == 1.0:
-        router.cluster.routing.rename(source, cmd.get("to"))
+        router_admin.rename_sharded(router, source, cmd.get("to"))
     return reply
 
 
@@ -189,15 +262,9 @@ def _find(router, conn, db, cmd, entry):
     if limit:
         sent["limit"] = limit + skip
     sent["batchSize"] = DRAIN_BATCH
-    # A chunk that moved while the shards ran the find (a new epoch) may have been read on neither: run
-    # it again, as mongos does when a shard answers StaleConfig.
-    while True:
-        epoch = entry.epoch
-        docs = []
-        for index in entry.target(filt):
-            docs.extend(drain(router, conn, index, db, sent))
-        if entry.epoch == epoch or cmd.get("autocommit") is False:
-            break
+    docs = []
+    for index in entry.target(filt):  # a shard's StaleConfig raises: forward runs the find again
+        docs.extend(drain(router, conn, index, db, sent))
     if sort:
         sort_documents(docs, list(sort.items()))
     docs = docs[skip:]
@@ -299,13 +366,12 @@ def _finish_write(total):
     return total
 
 
-def _insert(router, conn, db, cmd, entry):
-    """insert: runs of consecutive documents per owning shard."""
-    docs = list(cmd.get("documents") or [])
-    ordered = cmd.get("ordered", True)
+def _runs(entry, docs, positions, ordered):
+    """[(shard, [positions])]: runs of consecutive documents per owning shard (ordered), or each shard's
+    documents (unordered)."""
     runs = []
-    for i, doc in enumerate(docs):
-        shard = entry.shard_of(doc)
+    for i in positions:
+        shard = entry.shard_of(docs[i])
         if runs and runs[-1][0] == shard and ordered:
             runs[-1][1].append(i)
         else:
@@ -315,14 +381,39 @@ def _insert(router, conn, db, cmd, entry):
         for shard, idx in runs:
             grouped.setdefault(shard, []).extend(idx)
         runs = list(grouped.items())
+    return runs
+
+
+def _insert(router, conn, db, cmd, entry):
+    """insert: runs of consecutive documents per owning shard; the documents of a run a shard refused
+    as stale (and, ordered, every later one) are targeted again with the refreshed routing."""
+    docs = list(cmd.get("documents") or [])
+    ordered = cmd.get("ordered", True)
     total = {"n": 0}
-    for shard, idx in runs:
-        sent = dict(cmd)
-        sent["documents"] = [docs[i] for i in idx]
-        _statements(cmd, sent, idx)
-        failed = _merge_write(total, router.send(conn, shard, db, sent), lambda k, idx=idx: idx[k])
-        if failed and ordered:
-            break
+    pending = list(range(len(docs)))
+    attempts = 0
+    while pending:
+        retry = []
+        runs = _runs(entry, docs, pending, ordered)
+        for position, (shard, idx) in enumerate(runs):
+            sent = dict(cmd)
+            sent["documents"] = [docs[i] for i in idx]
+            _statements(cmd, sent, idx)
+            reply = router.send(conn, shard, db, sent)
+            if _stale(reply) and _retry_locally(cmd, attempts):
+                retry.extend(idx)
+                if ordered:
+                    retry.extend(i for _, later in runs[position + 1:] for i in later)
+                    break
+                continue
+            failed = _merge_write(total, reply, lambda k, idx=idx: idx[k])
+            if failed and ordered:
+                retry = []
+                break
+        pending = sorted(retry)
+        if pending:
+            attempts += 1
+            entry = _current(router, conn, db, cmd["insert"])
     return _finish_write(total)
 
 
@@ -414,11 +505,32 @@ def _sum(replies):
     return out
 
 
+def _statement_retried(router, conn, db, cmd, entry, run):
+    """run(entry) of one write statement, run again with the refreshed routing while a shard refuses it
+    as stale (outside a transaction; raised there, for forward)."""
+    attempts = 0
+    while True:
+        try:
+            reply = run(entry)
+        except MongoError as exc:
+            if exc.code != STALE_CONFIG or not _retry_locally(cmd, attempts):
+                raise
+            reply = exc.to_reply()
+        if not _stale(reply):
+            return reply
+        if not _retry_locally(cmd, attempts):
+            raise _error(reply)
+        attempts += 1
+        entry = _current(router, conn, db, next(iter(cmd.values())), reply)
+
+
 def _update(router, conn, db, cmd, entry):
     """update: statement by statement."""
     total = {"n": 0, "nModified": 0}
     for i, stmt in enumerate(cmd.get("updates") or []):
-        failed = _merge_write(total, _update_one_statement(router, conn, db, cmd, entry, stmt, i), lambda k, i=i: i)
+        reply = _statement_retried(router, conn, db, cmd, entry, lambda e, stmt=stmt, i=i: _update_one_statement(
+            router, conn, db, cmd, e, stmt, i))
+        failed = _merge_write(total, reply, lambda k, i=i: i)
         if failed and cmd.get("ordered", True):
             break
     return _finish_write(total)
@@ -428,22 +540,29 @@ def _delete(router, conn, db, cmd, entry):
     """delete: statement by statement; a one-document delete on each targeted shard until one deletes."""
     total = {"n": 0}
     for i, stmt in enumerate(cmd.get("deletes") or []):
-        sent = dict(cmd)
-        sent["deletes"] = [stmt]
-        _statements(cmd, sent, [i])
-        targets = entry.target(stmt.get("q") or {})
-        if stmt.get("limit") == 1:
-            reply = None
-            for index in targets:
-                reply = router.send(conn, index, db, sent)
-                if reply.get("ok") != 1.0 or reply.get("n") or reply.get("writeErrors"):
-                    break
-        else:
-            reply = _sum([router.send(conn, index, db, sent) for index in targets])
+        reply = _statement_retried(router, conn, db, cmd, entry, lambda e, stmt=stmt, i=i: _delete_one_statement(
+            router, conn, db, cmd, e, stmt, i))
         failed = _merge_write(total, reply, lambda k, i=i: i)
         if failed and cmd.get("ordered", True):
             break
     return _finish_write(total)
+
+
+def _delete_one_statement(router, conn, db, cmd, entry, stmt, position):
+    """One delete statement on its shards; a one-document delete on each targeted shard until one
+    deletes."""
+    sent = dict(cmd)
+    sent["deletes"] = [stmt]
+    _statements(cmd, sent, [position])
+    targets = entry.target(stmt.get("q") or {})
+    if stmt.get("limit") == 1:
+        reply = None
+        for index in targets:
+            reply = router.send(conn, index, db, sent)
+            if reply.get("ok") != 1.0 or reply.get("n") or reply.get("writeErrors"):
+                break
+        return reply
+    return _sum([router.send(conn, index, db, sent) for index in targets])
 
 
 def _find_and_modify(router, conn, db, cmd, entry):
@@ -461,7 +580,7 @@ def _find_and_modify(router, conn, db, cmd, entry):
             return _moved_reply(router, cmd, moved, reply)
     reply = None
     for index in targets:
-        reply = router.strip(router.send(conn, index, db, cmd))
+        reply = _unless_stale(router.strip(router.send(conn, index, db, cmd)))
         if reply.get("ok") != 1.0 or reply.get("value") is not None \
                 or (reply.get("lastErrorObject") or {}).get("n"):
             return reply
@@ -472,7 +591,7 @@ def _moved_reply(router, cmd, moved, reply):
     """findAndModify's reply to a move (router_txn.move_document's update reply): the document before or
     (`new`) after, projected; a write error as the command's error."""
     if reply.get("ok") != 1.0:
-        return router.strip(reply)
+        return _unless_stale(router.strip(reply))
     if reply.get("writeErrors"):
         error = reply["writeErrors"][0]
         out = {"ok": 0.0, "code": error.get("code", 1), "errmsg": error.get("errmsg", "")}

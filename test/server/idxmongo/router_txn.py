@@ -9,7 +9,14 @@ s/commands/cluster_commit_transaction_cmd.cpp):
   later: each participant's part has its own commit time, in either order (mongod's two-phase commit
   gives every participant the coordinator's commit timestamp, the largest prepare timestamp; the events
   of a cross-shard transaction can therefore share times with other shards' events or not);
-- abortTransaction reaches every participant.
+- abortTransaction reaches every participant;
+- StaleConfig (shard_version.py) on a statement: the router aborts the transaction on every
+  participant and the client gets the error with TransientTransactionError (its commit then gets
+  NoSuchTransaction), as mongos's TransactionRouter does (canContinueOnStaleShardOrDbError is false
+  unless the test-only fail point enableStaleVersionAndSnapshotRetriesWithinTransactions is on;
+  implicitlyAbortTransaction). With that fail point on (router_admin.cmd_configure_fail_point), on the
+  transaction's first statement the participants it reached are aborted and forgotten, and the
+  statement runs again (each shard starts the transaction again at the same txnNumber).
 
 Not emulated: prepare. A participant whose commit fails after another's succeeded leaves the other's
 committed (mongod's coordinator would have aborted before any commit); readers on one shard can see its
@@ -22,7 +29,7 @@ import random
 from bson.binary import Binary
 from bson.int64 import Int64
 
-from .errors import MongoError
+from .errors import TRANSIENT, MongoError
 
 class RouterTransaction:
     """One transaction of a session through this router: its participants and read concern."""
@@ -30,6 +37,8 @@ class RouterTransaction:
     def __init__(self, read_concern):
         self.read_concern = read_concern
         self.participants = []
+        self.statements = 0  # statements the router has run of it (forward's)
+        self.aborted = False  # aborted by the router after a statement's StaleConfig
 
 
 def _key(cmd):
@@ -48,12 +57,7 @@ def shape(router, index, cmd):
     if key is None or name in ("commitTransaction", "abortTransaction"):
         return cmd
     with router.txns_lock:
-        txn = router.txns.get(key)
-        if txn is None:
-            txn = RouterTransaction(cmd.get("readConcern"))
-            router.txns[key] = txn
-            for old in [k for k in router.txns if k[0] == key[0] and k[1] < key[1]]:
-                del router.txns[old]
+        txn = _transaction(router, key, cmd)
         joining = index not in txn.participants
         if joining:
             txn.participants.append(index)
@@ -68,11 +72,61 @@ def shape(router, index, cmd):
     return sent
 
 
+def _transaction(router, key, cmd):
+    """The router's record of a transaction (made at its first statement; txns_lock held)."""
+    txn = router.txns.get(key)
+    if txn is None:
+        txn = RouterTransaction(cmd.get("readConcern"))
+        router.txns[key] = txn
+        for old in [k for k in router.txns if k[0] == key[0] and k[1] < key[1]]:
+            del router.txns[old]
+    return txn
+
+
+def note_statement(router, cmd):
+    """Count a statement of a transaction (forward's), for retry_first_statement."""
+    key = _key(cmd)
+    if key is None:
+        return
+    with router.txns_lock:
+        txn = _transaction(router, key, cmd)
+        if txn.aborted:
+            raise MongoError(251, "Transaction %s has been aborted." % key[1], labels=[TRANSIENT])
+        txn.statements += 1
+
+
+def _abort_participants(router, conn, db, cmd, participants):
+    """abortTransaction on each participant (errors ignored: a shard may have aborted already)."""
+    abort = {"abortTransaction": 1, **{k: cmd[k] for k in ("lsid", "txnNumber", "autocommit") if k in cmd}}
+    for index in participants:
+        router.send(conn, index, "admin", abort)
+
+
+def retry_first_statement(router, conn, db, cmd):
+    """After a statement met StaleConfig: True when it is the transaction's first and the router retries
+    within transactions (the fail point; its participants are aborted and forgotten, the statement may
+    run again); otherwise the router aborts the transaction on every participant and returns False (the
+    error reaches the client, TransientTransactionError)."""
+    key = _key(cmd)
+    with router.txns_lock:
+        txn = router.txns.get(key)
+        if txn is None:
+            return False
+        participants, txn.participants = txn.participants, []
+        first = txn.statements <= 1 and router.stale_retries_in_transactions
+        txn.aborted = not first
+    _abort_participants(router, conn, db, cmd, participants)
+    return first
+
+
 def _participants(router, cmd):
-    """The participants of the transaction a commit or abort names (forgotten by the router)."""
+    """The participants of the transaction a commit or abort names (forgotten by the router);
+    NoSuchTransaction (251) when the router aborted it."""
     key = _key(cmd)
     with router.txns_lock:
         txn = router.txns.pop(key, None) if key is not None else None
+    if txn is not None and txn.aborted:
+        raise MongoError(251, "Transaction %s has been aborted." % key[1], labels=[TRANSIENT])
     return txn.participants if txn is not None else []
 
 

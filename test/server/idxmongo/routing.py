@@ -17,11 +17,13 @@ on mongod. Clients never compute it.
 """
 
 import bisect
+import copy
 import datetime
 import hashlib
 import math
 import struct
 import threading
+import time
 import uuid
 
 import bson
@@ -30,6 +32,7 @@ from bson.int64 import Int64
 from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.objectid import ObjectId
+from bson.timestamp import Timestamp
 
 from .bsonkeys import MISSING, REGEX, sort_key
 from .errors import MongoError
@@ -81,12 +84,13 @@ def path_value(doc, path):
 class Chunk:
     """[min, max) of shard key values (as bound tuples of sort keys) and the shard that owns it."""
 
-    def __init__(self, low, high, shard, low_doc, high_doc):
+    def __init__(self, low, high, shard, low_doc, high_doc, version=(1, 0)):
         self.low = low
         self.high = high
         self.shard = shard
         self.low_doc = low_doc
         self.high_doc = high_doc
+        self.version = version  # (major, minor): mongod's chunk version (shard_version.py)
         self.id = ObjectId()
 
 
@@ -101,6 +105,8 @@ class Sharded:
         self.uuid = Binary(uuid.uuid4().bytes, 4)
         self.epoch = ObjectId()
         self.created = datetime.datetime.utcnow()
+        self.timestamp = Timestamp(int(time.time()), 1)
+        self.no_balance = False
         self.chunks = []
         if self.hashed_field is None:
             self.chunks.append(self._chunk(None, None, 0))
@@ -111,6 +117,8 @@ class Sharded:
             bounds = [None] + cuts + [None]
             for i in range(count):
                 self.chunks.append(self._chunk(bounds[i], bounds[i + 1], i // CHUNKS_PER_SHARD))
+        for i, chunk in enumerate(self.chunks):
+            chunk.version = (1, i)
 
     def _bound(self, value, edge):
         """(bound tuple, bound document) of a split point on the first field (None: MinKey or MaxKey), the
@@ -162,9 +170,37 @@ class Sharded:
             return
         doc = dict(zip(self.fields, values))
         index = self.chunks.index(chunk)
-        upper = Chunk(point, chunk.high, chunk.shard, doc, chunk.high_doc)
+        major, minor = self.version()
+        upper = Chunk(point, chunk.high, chunk.shard, doc, chunk.high_doc, (major, minor + 2))
         chunk.high, chunk.high_doc = point, doc
+        chunk.version = (major, minor + 1)
         self.chunks.insert(index + 1, upper)
+
+    def version(self):
+        """The collection version: the highest of its chunks' versions."""
+        return max(c.version for c in self.chunks)
+
+    def shard_version(self, shard):
+        """A shard's version of the collection: the highest version of the chunks it owns, (0, 0) when it
+        owns none (mongod's ChunkVersion; its epoch and timestamp are the collection's)."""
+        return max((c.version for c in self.chunks if c.shard == shard), default=(0, 0))
+
+    def give(self, chunk, to):
+        """Record a migration's commit as the config server does: the chunk gets the next major version,
+        and one chunk the donor keeps gets it too (minor 1), so both shards' versions change."""
+        donor = chunk.shard
+        major = self.version()[0] + 1
+        chunk.shard = to
+        chunk.version = (major, 0)
+        kept = [c for c in self.chunks if c.shard == donor]
+        if kept:
+            kept[0].version = (major, 1)
+
+    def snapshot(self):
+        """A copy of the routing information (what a router caches): its chunks copied."""
+        out = copy.copy(self)
+        out.chunks = [copy.copy(c) for c in self.chunks]
+        return out
 
     def target(self, filt):
         """The shards a filter must reach (sorted indexes)."""
@@ -195,13 +231,13 @@ class Sharded:
 
     def config_doc(self):
         """Its config.collections document."""
-        return {"_id": self.ns, "lastmodEpoch": self.epoch, "lastmod": self.created, "timestamp": None,
-                "uuid": self.uuid, "key": dict(self.key), "unique": self.unique, "noBalance": False}
+        return {"_id": self.ns, "lastmodEpoch": self.epoch, "lastmod": self.created, "timestamp": self.timestamp,
+                "uuid": self.uuid, "key": dict(self.key), "unique": self.unique, "noBalance": self.no_balance}
 
     def chunk_docs(self, shard_names):
         """Its config.chunks documents."""
         return [{"_id": c.id, "uuid": self.uuid, "ns": self.ns, "min": dict(c.low_doc), "max": dict(c.high_doc),
-                 "shard": shard_names[c.shard], "lastmod": None} for c in self.chunks]
+                 "shard": shard_names[c.shard], "lastmod": Timestamp(*c.version)} for c in self.chunks]
 
 
 def _is_operators(value):

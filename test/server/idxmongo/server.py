@@ -10,7 +10,7 @@ import threading
 import time
 import traceback
 
-from . import authz_cmds, bulkwrite, cmd_admin, cmd_crud, cmd_users, limits, sharding, txnrules
+from . import authz_cmds, bulkwrite, cmd_admin, cmd_crud, cmd_users, limits, shard_version, sharding, txnrules
 from .cmdlog import CommandCpu, CommandLog, cmd_command_cpu, cmd_recent_commands
 from .auth import Authenticator
 from .authz import Users
@@ -288,6 +288,8 @@ class Server:
             if lock is self.lock:  # a stepdown while the command waited for the lock
                 self.repl.check_command(conn.member, name, cmd, in_txn)
             try:
+                if "shardVersion" in cmd:
+                    self._check_shard_version(ctx)
                 ctx.retry = self.retryable.begin(ctx)
                 if name == "getMore":
                     self.repl.check_get_more(conn.member, self.cursors, cmd)
@@ -310,6 +312,15 @@ class Server:
                     self._kill(name, failure.kill)
                 if (failure is not None and failure.close_after) or ctx.close_connection:
                     raise CloseConnection()  # ctx.close_connection: onPrimaryTransactionalWrite
+
+    def _check_shard_version(self, ctx):
+        """A shard of a cluster refuses a command routed with a stale shardVersion (shard_version.py);
+        its transaction, if any, is aborted, as any failed statement's is."""
+        try:
+            shard_version.check(self, ctx.db, ctx.name, ctx.cmd, ctx.txn)
+        except MongoError:
+            self._abort_on_error(ctx)
+            raise
 
     def _fail_before(self, failure, name):
         """Apply a triggered failCommand before the command runs: block, then exit the process

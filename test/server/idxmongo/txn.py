@@ -122,6 +122,9 @@ class TransactionManager:
         self.pending = {}  # (db, coll or None) -> number of DDL commands waiting for an exclusive lock on it
         self.open = {}  # id(transaction) -> transaction, for every active one, in start order
         self.sessions = {}
+        # a shard of a cluster lets a router start an aborted (never prepared) transaction again at the
+        # same number: mongos retries a transaction's first statement after StaleConfig (shard_version.py)
+        self.restart_aborted = False
 
     def start(self, session_key, number, read_level="local"):
         """Begin a transaction: its snapshot is the store as it is now. This session's own older
@@ -131,7 +134,8 @@ class TransactionManager:
             if current is not None and current.number > number:
                 raise MongoError(225, "txnNumber %s is less than last txnNumber %s seen in session"
                                  % (number, current.number))
-            if current is not None and current.number == number:
+            if current is not None and current.number == number and \
+                    not (self.restart_aborted and current.state == "aborted"):
                 raise MongoError(251, "Transaction %s has already been started" % number, labels=[TRANSIENT])
             if current is not None and current.state == "active":
                 self.abort(current)
