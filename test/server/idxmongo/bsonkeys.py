@@ -18,6 +18,7 @@ from bson.decimal128 import Decimal128
 from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.objectid import ObjectId
+from bson.raw_bson import RawBSONDocument
 from bson.regex import Regex
 from bson.timestamp import Timestamp
 
@@ -77,7 +78,7 @@ def sort_key(value):
         return (CODE, str(value))
     if isinstance(value, str):
         return (STRING, value)
-    if isinstance(value, dict):
+    if isinstance(value, (dict, RawBSONDocument)):  # (a shard's reply, through a router, holds raw ones)
         parts = []
         for k, v in value.items():
             vk = sort_key(v)
