@@ -128,7 +128,7 @@ def path_values(value, parts):
     if not parts:
         return [value], False
     head, rest = parts[0], parts[1:]
-    if isinstance(value, dict):
+    if isinstance(value, (dict, RawBSONDocument)):
         if head in value:
             return path_values(value[head], rest)
         return [MISSING], False
@@ -137,7 +137,7 @@ def path_values(value, parts):
         if head.isdigit() and int(head) < len(value):
             out.extend(path_values(value[int(head)], rest)[0])
         for element in value:
-            if isinstance(element, dict):
+            if isinstance(element, (dict, RawBSONDocument)):
                 out.extend(path_values(element, parts)[0])
         if not out:
             out.append(MISSING)
