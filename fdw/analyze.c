@@ -127,6 +127,7 @@ idxAcquireSampleRows(Relation relation, int elevel,
 	IdxHandle  *owned_opts;
 	IdxHandle  *owned_collection;
 	IdxHandle  *owned_cursor;
+	IdxHandle  *pin;
 
 	*totalrows = 0;
 	*totaldeadrows = 0;
@@ -138,6 +139,14 @@ idxAcquireSampleRows(Relation relation, int elevel,
 	/* as the table's owner, whoever runs ANALYZE (as postgres_fdw does) */
 	client = idx_get_client_for_rel(RelationGetRelid(relation),
 									relation->rd_rel->relowner, &server);
+
+	/*
+	 * Pinned until the index tables' counts below: their definitions'
+	 * ownership markers, when not read yet in this session, are read with a
+	 * lookup of the same client, which must not destroy it (after an ALTER
+	 * SERVER taken in meanwhile, or once it is broken).
+	 */
+	pin = idx_client_pin_owned(client);
 	rc = idx_row_conv_create(RelationGetDescr(relation), info, NULL);
 
 	/* the count idxAnalyzeForeignTable just took */
@@ -172,6 +181,7 @@ idxAcquireSampleRows(Relation relation, int elevel,
 
 	/* the index tables' statistics come from the same sample */
 	idx_analyze_indexes(relation, rows, numrows, client, server->servername);
+	idx_release(pin);
 
 	/* The count may lag behind the collection; never report less than seen */
 	if (ndocs < numrows)

@@ -44,7 +44,11 @@ Last, an UPDATE ... RETURNING whose scan has taken the cached MongoDB client
 but opened no cursor yet (its count is held by blockConnection) while an
 ALTER SERVER commits: the UPDATE's own lookup of the client takes in the
 invalidation and must not destroy the client under the scan (it did: the
-backend crashed with SIGSEGV); the UPDATE returns its row.
+backend crashed with SIGSEGV); the UPDATE returns its row.  And an ANALYZE in a
+new session whose sample ($sample, held the same way) outlives an ALTER SERVER:
+the read of the index tables' ownership markers at the sample's end looks the
+client up again and must not destroy the client ANALYZE then counts the index
+tables with (it did: SIGSEGV).
 
 Environment as for test/differential.py (PGHOST..., MONGO_URI...).  The
 last line is "faults: N passed, M failed".
@@ -617,6 +621,59 @@ def client_under_scan(res):
             c.close()
 
 
+def client_under_analyze(res):
+    """ANALYZE in a new session holds the cached client from its sample ($sample, held by
+    blockConnection while an ALTER SERVER commits) to the index tables' counts.  In between, the read
+    of the index tables' ownership markers (none read yet in the session) looks the same client up,
+    takes in the invalidation, and must not destroy the client ANALYZE still holds.  Before the fix
+    the backend crashed with SIGSEGV (the counts on the freed client)."""
+    conn = connect_pg()
+    reset_table(conn, "transaction")
+    conn.close()
+    client = mongo_client.connect()
+    admin = connect_pg()
+    session = connect_pg()
+    client.admin.command(SON([("configureFailPoint", "failCommand"), ("mode", {"times": 1}),
+                              ("data", {"failCommands": ["aggregate"], "blockConnection": True,
+                                        "blockTimeMS": 1500, "appName": "idxtable_fdw"})]))
+    out = {}
+
+    def analyze():
+        try:
+            with session.cursor() as cur:
+                cur.execute("ANALYZE fx")
+                out["done"] = True
+        except psycopg2.Error as exc:
+            out["error"] = "%s %s" % (exc.pgcode, str(exc).strip().splitlines()[0])
+
+    thread = threading.Thread(target=analyze)
+    thread.start()
+    time.sleep(0.7)
+    with admin.cursor() as cur:
+        cur.execute("ALTER SERVER mongo OPTIONS (ADD fetch_size '100')")
+    thread.join(30)
+    fired = client.admin.command(SON([("configureFailPoint", "failCommand"), ("mode", "off")])).get("count")
+    res.check(fired == 1, "client under ANALYZE: the sample was not held (failpoint fired %r times)" % (fired,))
+    res.check(out == {"done": True}, "client under ANALYZE while an ALTER SERVER committed: %r" % (out,))
+    try:
+        with session.cursor() as cur:
+            cur.execute("SELECT entries FROM idxtable.indexes WHERE name = 'fx_town'")
+            entries = cur.fetchall()
+    except psycopg2.Error:
+        entries = None
+    res.check(entries == [(len(BASELINE),)], "client under ANALYZE: the session then read %r" % (entries,))
+    for _ in range(100):  # (after a crash the server restarts every session)
+        try:
+            admin = connect_pg() if admin.closed or entries is None else admin
+            with admin.cursor() as cur:
+                cur.execute("ALTER SERVER mongo OPTIONS (DROP fetch_size)")
+            break
+        except psycopg2.Error:
+            time.sleep(0.1)
+    for c in (admin, session):
+        if not c.closed:
+            c.close()
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kill", choices=["none", "sample", "all"],
@@ -638,6 +695,7 @@ def main():
     concurrency(res, args.rounds)
     write_conflicts(res)
     client_under_scan(res)
+    client_under_analyze(res)
     print("elapsed %.1fs" % (time.time() - start))
     print("faults: %d passed, %d failed" % (res.passed, res.failed))
     sys.exit(1 if res.failed else 0)

@@ -392,6 +392,31 @@ idx_client_pin(mongoc_client_t *client, int delta)
 }
 
 /*
+ * Release callback of idx_client_pin_owned().
+ */
+static void
+unpin_client(void *client)
+{
+	idx_client_pin((mongoc_client_t *) client, -1);
+}
+
+/*
+ * Pin a cached client for a function that holds it across calls which may
+ * look the same client up again (such as the read of index tables'
+ * ownership markers in idx_get_indexes): that lookup, after an
+ * invalidation or once the connection is broken, must not destroy it.  The
+ * pin goes with idx_release() of the handle, or with the current memory
+ * context on an error.  Release it before a commit inside a procedure: a
+ * commit forgets every pin.
+ */
+IdxHandle *
+idx_client_pin_owned(mongoc_client_t *client)
+{
+	idx_client_pin(client, 1);
+	return idx_own(client, unpin_client);
+}
+
+/*
  * Syscache invalidation: mark the clients of a changed server or user
  * mapping (hashvalue 0 means "everything").
  */

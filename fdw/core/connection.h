@@ -84,6 +84,12 @@ extern uint64 *idx_count_round_trips(uint64 *counter);
 extern void idx_client_pin(mongoc_client_t *client, int delta);
 
 /*
+ * Pin a cached client until idx_release() of the handle or the end of the
+ * current memory context (see connection.c)
+ */
+extern struct IdxHandle *idx_client_pin_owned(mongoc_client_t *client);
+
+/*
  * The MongoDB transaction state (xact.h) kept in the cache entry of a
  * client, or NULL if the client is not a cached one.
  */

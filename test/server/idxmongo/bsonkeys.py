@@ -18,6 +18,7 @@ from bson.decimal128 import Decimal128
 from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.objectid import ObjectId
+from bson.raw_bson import RawBSONDocument
 from bson.regex import Regex
 from bson.timestamp import Timestamp
 
@@ -77,7 +78,7 @@ def sort_key(value):
         return (CODE, str(value))
     if isinstance(value, str):
         return (STRING, value)
-    if isinstance(value, dict):
+    if isinstance(value, (dict, RawBSONDocument)):  # (a shard's reply, through a router, holds raw ones)
         parts = []
         for k, v in value.items():
             vk = sort_key(v)
@@ -127,7 +128,7 @@ def path_values(value, parts):
     if not parts:
         return [value], False
     head, rest = parts[0], parts[1:]
-    if isinstance(value, dict):
+    if isinstance(value, (dict, RawBSONDocument)):
         if head in value:
             return path_values(value[head], rest)
         return [MISSING], False
@@ -136,7 +137,7 @@ def path_values(value, parts):
         if head.isdigit() and int(head) < len(value):
             out.extend(path_values(value[int(head)], rest)[0])
         for element in value:
-            if isinstance(element, dict):
+            if isinstance(element, (dict, RawBSONDocument)):
                 out.extend(path_values(element, parts)[0])
         if not out:
             out.append(MISSING)
