@@ -208,6 +208,11 @@ def test_replset_members_and_secondary_reads(env):
         check(hello["isWritablePrimary"] == (i == 0) and hello["secondary"] == (i != 0), hello)
         check(("electionId" in hello) == (i == 0), hello)
     check(client.primary == ("127.0.0.1", server.ports[0]), client.primary)
+    # (pymongo monitors each member on a thread of its own: the primary found, a secondary may not be
+    # yet on a busy machine)
+    deadline = time.time() + 10
+    while len(client.secondaries) < 2 and time.time() < deadline:
+        time.sleep(0.05)
     check(len(client.secondaries) == 2, client.secondaries)
     coll = client.t.sec.with_options(write_concern=WriteConcern(w=1))
     secondary = coll.with_options(read_preference=ReadPreference.SECONDARY)
