@@ -24,7 +24,13 @@
  *	DELETE	findAndModify removing the fact, then its entries are deleted
  *
  * In transaction mode all of it runs in the MongoDB transaction of the
- * PostgreSQL transaction (xact.c).  In ordered mode each step is its own
+ * PostgreSQL transaction (xact.c), where the order does not matter (any
+ * failure aborts it all), so the facts go first: INSERT writes them before
+ * the entries, and UPDATE computes the entries from the fact findAndModify
+ * returns.  A statement that begins the MongoDB transaction then begins it
+ * with a write of its facts, the command that a migrated chunk of the fact
+ * collection makes a stale mongos fail, and which xact.c lets be sent again
+ * in the transaction started again.  In ordered mode each step is its own
  * MongoDB write, and the order above is what makes any prefix of the steps
  * a state that reads tolerate and repair_index fixes.  In eventual mode
  * only the facts are written, each final when made as in ordered mode (so
@@ -696,6 +702,8 @@ idx_modify_find_and_modify(IdxModifyState *ms,
 	bson_error_t error;
 	bson_t	   *result = NULL;
 	bool		ok;
+	bool		first;
+	int			attempts = 0;
 
 	idx_check_append(BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id));
 	idx_shard_key_append(ms->info, &query, shard);
@@ -711,8 +719,16 @@ idx_modify_find_and_modify(IdxModifyState *ms,
 	}
 	idx_modify_append_session(session, &extra);
 	mongoc_find_and_modify_opts_append(fam, &extra);
-	ok = mongoc_collection_find_and_modify_with_opts(ms->facts, &query, fam,
-													 &reply, &error);
+	first = idx_xact_sends_first(session);
+	for (;;)
+	{
+		ok = mongoc_collection_find_and_modify_with_opts(ms->facts, &query,
+														 fam, &reply, &error);
+		if (ok || !first ||
+			!idx_xact_restart_first(session, &reply, &error, &attempts))
+			break;
+		bson_destroy(&reply);	/* the transaction began again: resend */
+	}
 	mongoc_find_and_modify_opts_destroy(fam);
 	bson_destroy(&query);
 	bson_destroy(&projection);
@@ -879,7 +895,9 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 							ms->info, true);
 	session = idx_modify_session(ms);
 
-	have_old = indexed && idx_modify_old_row(ms, planSlot, &oldvals, &oldnulls);
+	/* in a transaction, the entries from the fact as it was (file header) */
+	have_old = indexed && session == NULL &&
+		idx_modify_old_row(ms, planSlot, &oldvals, &oldnulls);
 	if (have_old)
 	{
 		idx_writer_queue(w, 0, oldvals, oldnulls, slot->tts_values,

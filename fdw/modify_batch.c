@@ -302,6 +302,49 @@ batch_filter(IdxModifyState *ms, IdxModifyBatch *b, bson_t *filter)
 }
 
 /*
+ * Keep "doc", a fact read by read_facts, as pre[i] of the row i it is of.
+ */
+static void
+take_fact(IdxModifyBatch *b, bson_t **pre, const bson_t *doc)
+{
+	bson_t		key = BSON_INITIALIZER;
+	bson_iter_t iter;
+	int			i;
+
+	if (bson_iter_init_find(&iter, doc, "_id"))
+		idx_check_append(bson_append_iter(&key, "_id", -1, &iter));
+	for (i = 0; i < b->n; i++)
+	{
+		if (pre[i] == NULL && idx_bson_same_bytes(b->rows[i].id, &key))
+		{
+			pre[i] = idx_bson_pcopy(doc);
+			break;
+		}
+	}
+	bson_destroy(&key);
+}
+
+/*
+ * Did the find of "cursor", which returned nothing, begin the MongoDB
+ * transaction of "session" (if "first") and fail in a way that lets the
+ * transaction start again (idx_xact_restart_first)?  Then true: open the
+ * cursor again.  A find that returned nothing failed at its first command
+ * (its first batch is not empty while documents match, so no getMore
+ * came after it).
+ */
+static bool
+find_aborted(mongoc_cursor_t *cursor, mongoc_client_session_t *session,
+			 bool first, int *attempts)
+{
+	const bson_t *reply;
+	bson_error_t error;
+
+	return first &&
+		mongoc_cursor_error_document(cursor, &error, &reply) &&
+		idx_xact_restart_first(session, reply, &error, attempts);
+}
+
+/*
  * Step 1: the batch's facts as they are, in the transaction; pre[i] is
  * row i's fact (index columns; in eventual mode, outside a transaction,
  * the whole fact, for the undo), or NULL if it is gone.
@@ -318,6 +361,8 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	mongoc_cursor_t *cursor;
 	IdxHandle  *owned_cursor;
 	const bson_t *doc;
+	bool		first;
+	int			attempts = 0;
 
 	batch_filter(ms, b, &filter);
 	if (!ms->eventual)
@@ -328,29 +373,25 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	}
 	if (session && !mongoc_client_session_append(session, &opts, &error))
 		elog(ERROR, "could not add the session to a read: %s", error.message);
-	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts,
-											  idx_primary_read_prefs());
+	first = idx_xact_sends_first(session);
+	for (;;)
+	{
+		bool		seen = false;
+
+		cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts,
+												  idx_primary_read_prefs());
+		owned_cursor = idx_own_cursor(cursor);
+		while (mongoc_cursor_next(cursor, &doc))
+		{
+			take_fact(b, pre, doc);
+			seen = true;
+		}
+		if (seen || !find_aborted(cursor, session, first, &attempts))
+			break;
+		idx_release(owned_cursor);	/* the transaction began again */
+	}
 	bson_destroy(&filter);
 	bson_destroy(&opts);
-	owned_cursor = idx_own_cursor(cursor);
-	while (mongoc_cursor_next(cursor, &doc))
-	{
-		bson_t		key = BSON_INITIALIZER;
-		bson_iter_t iter;
-		int			i;
-
-		if (bson_iter_init_find(&iter, doc, "_id"))
-			idx_check_append(bson_append_iter(&key, "_id", -1, &iter));
-		for (i = 0; i < b->n; i++)
-		{
-			if (pre[i] == NULL && idx_bson_same_bytes(b->rows[i].id, &key))
-			{
-				pre[i] = idx_bson_pcopy(doc);
-				break;
-			}
-		}
-		bson_destroy(&key);
-	}
 	if (mongoc_cursor_error(cursor, NULL))
 		idx_report_cursor_error(cursor, ms->server->servername,
 								idx_reading_what(ms->info->collection,
@@ -399,18 +440,15 @@ queue_row(IdxModifyState *ms, int i, BatchRow *row, const bson_t *pre)
 }
 
 /*
- * Step 3: the facts, in one bulk; returns how many were written.
+ * The bulk of step 3, every write queued, nothing sent yet.
  */
-static int64
-write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
-			mongoc_client_session_t *session)
+static mongoc_bulk_operation_t *
+facts_bulk(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
+		   mongoc_client_session_t *session)
 {
 	bson_t		opts = BSON_INITIALIZER;
-	bson_t		reply;
 	bson_error_t error;
 	mongoc_bulk_operation_t *bulk;
-	bson_iter_t iter;
-	int64		written = 0;
 	bool		ok;
 	int			i;
 
@@ -443,8 +481,37 @@ write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 				idx_document_refused(ms->info, bulk, &error);
 		}
 	}
-	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
-	mongoc_bulk_operation_destroy(bulk);
+	return bulk;
+}
+
+/*
+ * Step 3: the facts, in one bulk; returns how many were written.  If the
+ * bulk begins the MongoDB transaction and MongoDB aborted it for now, it
+ * is sent again in the transaction started again (idx_xact_restart_first).
+ */
+static int64
+write_facts(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
+			mongoc_client_session_t *session)
+{
+	bson_t		reply;
+	bson_error_t error;
+	mongoc_bulk_operation_t *bulk;
+	bson_iter_t iter;
+	int64		written = 0;
+	bool		ok;
+	bool		first = idx_xact_sends_first(session);
+	int			attempts = 0;
+
+	for (;;)
+	{
+		bulk = facts_bulk(ms, b, pre, session);
+		ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
+		mongoc_bulk_operation_destroy(bulk);
+		if (ok || !first ||
+			!idx_xact_restart_first(session, &reply, &error, &attempts))
+			break;
+		bson_destroy(&reply);
+	}
 	if (!ok)
 	{
 		bson_t	   *failed_reply = idx_own_reply(&reply);

@@ -398,7 +398,12 @@ insert_rows_bulk_write(IdxModifyState *ms, TupleTableSlot **slots,
 /*
  * Insert a batch of rows: the fact documents are built and queued first
  * (anything MongoDB cannot store fails here, before any write), then the
- * entries are written, then the facts in one bulk.
+ * entries are written, then the facts in one bulk.  In a MongoDB
+ * transaction the facts go first (the order of a transaction's writes
+ * does not matter, any failure aborts it all): a batch that begins the
+ * transaction then begins it with its facts, the command that meets a
+ * migrated chunk of the fact collection, which can be sent again in the
+ * transaction started again (idx_xact_restart_first).
  */
 void
 idx_modify_insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
@@ -413,6 +418,8 @@ idx_modify_insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	bool		ok;
 	int			i;
 	uint64	   *prev;
+	bool		first;
+	int			attempts = 0;
 
 	for (i = 0; i < n; i++)
 	{
@@ -433,12 +440,24 @@ idx_modify_insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	for (i = 0; i < n && idx_writer_nindexes(ms->writer) > 0; i++)
 		idx_writer_queue(ms->writer, i, NULL, NULL, slots[i]->tts_values,
 						 slots[i]->tts_isnull, &ids[i]);
-	idx_writer_write_new(ms->writer, session);
+	if (session == NULL)
+		idx_writer_write_new(ms->writer, session);
 
-	prev = idx_count_round_trips(&ms->round_trips);
-	ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
-	idx_count_round_trips(prev);
-	idx_release(owned_bulk);
+	first = idx_xact_sends_first(session);
+	for (;;)
+	{
+		prev = idx_count_round_trips(&ms->round_trips);
+		ok = mongoc_bulk_operation_execute(bulk, &reply, &error);
+		idx_count_round_trips(prev);
+		idx_release(owned_bulk);
+		if (ok || !first ||
+			!idx_xact_restart_first(session, &reply, &error, &attempts))
+			break;
+		/* the transaction was started again: send the facts again */
+		bson_destroy(&reply);
+		bulk = queue_documents(ms, session, docs, n);
+		owned_bulk = idx_own_bulk(bulk);
+	}
 	if (!ok)
 	{
 		bson_t	   *failed_reply = idx_own_reply(&reply);
@@ -446,5 +465,7 @@ idx_modify_insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 		insert_failed(ms, slots, ids, docs, n, session, failed_reply, &error);
 	}
 	bson_destroy(&reply);
+	if (session != NULL)
+		idx_writer_write_new(ms->writer, session);
 	inserted(ms, ids, docs, n);
 }

@@ -104,8 +104,11 @@ SELECT _id, region, n, v FROM shorders WHERE _id IN (1, 20);
 ALTER FOREIGN TABLE shorders OPTIONS (DROP consistency);
 
 -- _id is unique per shard only, unless it is the shard key: a unique
--- index table on _id makes a duplicate _id a unique violation before any
--- fact is written
+-- index table on _id makes a duplicate _id a unique violation.  Ordered
+-- mode writes the entries first, so its claim fails before any fact is
+-- written; transaction mode writes the facts first, so a duplicate on the
+-- same shard fails there ("_id_"), one on another shard at the claim, and
+-- the transaction keeps neither
 SELECT idxtable.create_index('shorders', '{_id}', is_unique => true, name => 'shorders_id');
 INSERT INTO shorders VALUES (1, 'us', 1001, 'dup');
 ALTER FOREIGN TABLE shorders OPTIONS (ADD consistency 'ordered');

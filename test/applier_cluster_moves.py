@@ -59,9 +59,25 @@ shard_key 'region' and an index table on sku.
    transaction's entries with a version the shards refuse: StaleConfig, which mongos does not retry in
    a transaction (40001).  create_index must leave no router stale (flushRouterConfig on each mongos
    the client knows): every INSERT succeeds.
+6. A transaction that BEGINS by meeting a moved chunk.  A second foreign server "solo" names only the
+   second router (B); bolts (sharded on {region: 1}, split at "m", with an index table on sku) and nuts
+   (unsharded) are read and written through it.  Each round makes B cache bolts's routing, then moves
+   the chunk of "z" through the first router (A) while B still holds the old versions, then writes
+   through B in transaction mode: an autocommit INSERT (its facts are the transaction's first command),
+   an UPDATE ... RETURNING (findAndModify) and a DELETE (a batch, whose first command reads the facts in
+   the transaction).  For the UPDATE and the DELETE the chunk moves during the statement, after their
+   scan (which B, outside a transaction, refreshes and retries by itself) and before their write: a
+   local WHERE condition waits there for an advisory lock that the test holds while it moves the chunk.  Their first
+   command meets StaleConfig, mongos aborts the transaction (TransientTransactionError), and the FDW
+   starts the transaction again and sends the command again: each statement must succeed (no 40001),
+   with a DEBUG1 message saying so, leave the right rows, and verify_index(bolts_sku) must be clean.
+   Then BEGIN; INSERT INTO nuts (the first command); the chunk moves; INSERT INTO bolts: the second
+   command's StaleConfig must stay SQLSTATE 40001, and leave neither row.  Before the FDW started a
+   transaction again, every statement of the rounds failed with 40001.
 
 The last line is "applier_cluster_moves: N passed, M failed".
 """
+import collections
 import os
 import sys
 import threading
@@ -82,6 +98,9 @@ TXNS = int(os.environ.get("TXNS", "5"))
 STALE = int(os.environ.get("STALE", "3"))
 RACE_SECONDS = float(os.environ.get("RACE_SECONDS", "4"))
 FLUSH_INSERTS = int(os.environ.get("FLUSH_INSERTS", "10"))
+FIRST_ROUNDS = int(os.environ.get("FIRST_ROUNDS", "2"))
+RESTARTED = "at its first command: starting it again"
+HOLD = 4242  # the advisory lock that holds part 6's statements between their scan and their write
 
 
 def is_cluster(client):
@@ -427,6 +446,127 @@ def index_on_stale_routers(res, client, conn):
     res.check(not codes, "no router kept an index collection's old routing: %s" % codes)
 
 
+def move_z(router_a, ns, shards):
+    """Move the chunk of "z" of ns through router A to the other shard; the shard it went to."""
+    where = shards[0]
+    shards.reverse()
+    router_a.admin.command("moveChunk", ns, find={"region": "z"}, to=where)
+    return where
+
+
+def during(conn, holder, sql, params, action):
+    """Run sql on conn (its local WHERE condition waits for the advisory lock HOLD, which `holder`, a
+    second connection, holds) and, once it waits there (its scan done, its write not begun), action();
+    then let it go on. The error it raised, or None."""
+    out = []
+
+    def run():
+        try:
+            q(conn, sql, params)
+            out.append(None)
+        except Exception as exc:  # psycopg2.Error
+            out.append(exc)
+
+    q(holder, "SELECT pg_advisory_lock(%s)", (HOLD,))
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        waiting = wait_for(lambda: q(holder, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                             "AND objid = %s AND NOT granted", (HOLD,))[0][0] > 0, 10)
+        if waiting:
+            action()
+    finally:
+        q(holder, "SELECT pg_advisory_unlock(%s)", (HOLD,))
+        thread.join()
+    return out[0] if waiting else RuntimeError("the statement never reached its advisory lock")
+
+
+def first_command_restarted(res, client, conn):
+    """Part 6: a transaction whose FIRST command meets a moved chunk is started again and succeeds;
+    one whose second command does still fails with 40001."""
+    import psycopg2
+    ns = DATABASE + ".bolts"
+    client.admin.command("shardCollection", ns, key={"region": 1})
+    client.admin.command("split", ns, middle={"region": "m"})
+    client.admin.command("moveChunk", ns, find={"region": "z"}, to="shard1")
+    mongo_client.flush_routers(client)
+    router_a, router_b = router_clients()[:2]
+    host_b = router_b.address
+    pg_fixture.create_server(conn, DATABASE, name="solo", uri="mongodb://%s:%d/" % host_b)
+    pg_fixture.create_foreign_table(conn, "bolts", "_id text, region text, sku text", server="solo",
+                                    options={"shard_key": "region"})
+    pg_fixture.create_foreign_table(conn, "nuts", "_id text, n int", server="solo")
+    q(conn, "SELECT idxtable.create_index('bolts', '{sku}', name => 'bolts_sku')")
+    conn.notices = collections.deque(maxlen=5000)
+    q(conn, "SET client_min_messages = debug1")
+    shards = ["shard0", "shard1"]
+    codes, restarts, wrong = [], [], []
+    holder = pg_fixture.connect(DATABASE)
+
+    def restarted():
+        n = sum(1 for m in conn.notices if RESTARTED in m)
+        conn.notices.clear()
+        return n
+
+    for k in range(FIRST_ROUNDS):
+        for stmt in ("insert", "update", "delete"):
+            q(conn, "INSERT INTO bolts VALUES (%s, 'z', 'warm')", ("w%d%s" % (k, stmt),))  # B learns the chunks
+            restarted()
+            if stmt == "insert":
+                move_z(router_a, ns, shards)
+                try:
+                    q(conn, "INSERT INTO bolts VALUES (%s, 'z', %s)", ("b%d" % k, "B%d" % k))
+                    exc = None
+                except psycopg2.Error as err:
+                    exc = err
+            elif stmt == "update":
+                exc = during(conn, holder, "UPDATE bolts SET sku = %s WHERE _id = %s AND "
+                             "pg_advisory_xact_lock_shared(%s)::text = '' RETURNING _id",
+                             ("U%d" % k, "w%dupdate" % k, HOLD), lambda: move_z(router_a, ns, shards))
+            else:
+                exc = during(conn, holder, "DELETE FROM bolts WHERE _id = %s AND "
+                             "pg_advisory_xact_lock_shared(%s)::text = ''",
+                             ("w%ddelete" % k, HOLD), lambda: move_z(router_a, ns, shards))
+            codes.append(getattr(exc, "pgcode", str(exc)) if exc else None)
+            restarts.append(restarted())
+        rows = q(conn, "SELECT _id, sku FROM bolts WHERE _id IN (%s, %s, %s) ORDER BY _id",
+                 ("b%d" % k, "w%dupdate" % k, "w%ddelete" % k))
+        if rows != [("b%d" % k, "B%d" % k), ("w%dupdate" % k, "U%d" % k)]:
+            wrong.append(rows)
+    print("statements beginning a transaction on a stale router: SQLSTATEs %s, restarts %s" % (codes, restarts))
+    res.check(codes == [None] * len(codes), "a transaction's first command that meets a moved chunk is sent again: %s"
+              % codes)
+    res.check(all(n >= 1 for n in restarts), "each such statement started its transaction again (DEBUG1): %s"
+              % restarts)
+    res.check(not wrong, "the statements' rows are right: %s" % wrong)
+    row = q(conn, "SELECT * FROM idxtable.verify_index('bolts_sku')")[0]
+    res.check(all(v == 0 for v in row[1:]), "verify_index(bolts_sku) after the restarted transactions: %r" % (row,))
+
+    # the second command of a transaction meets the moved chunk: 40001, nothing left
+    q(conn, "INSERT INTO bolts VALUES ('w-second', 'z', 'warm')")
+    restarted()
+    q(conn, "BEGIN")
+    code = None
+    try:
+        q(conn, "INSERT INTO nuts VALUES ('n1', 1)")
+        move_z(router_a, ns, shards)
+        q(conn, "INSERT INTO bolts VALUES ('b-second', 'z', 'second')")
+        q(conn, "COMMIT")
+    except psycopg2.Error as exc:
+        code = exc.pgcode
+        q(conn, "ROLLBACK")
+    left = [c for c, i in (("nuts", "n1"), ("bolts", "b-second"))
+            if client[DATABASE][c].find_one({"_id": i}) is not None]
+    print("a transaction whose second command meets a moved chunk: SQLSTATE %s, left %s, restarts %d"
+          % (code, left or "nothing", restarted()))
+    res.check(code == "40001", "a transaction's second command meeting a moved chunk fails with 40001: %s" % code)
+    res.check(not left, "nothing of it is left: %s" % left)
+    q(conn, "RESET client_min_messages")
+    holder.close()
+    router_a.close()
+    router_b.close()
+
+
 def main():
     res = Results()
     client = mongo_client.connect()
@@ -437,7 +577,7 @@ def main():
         return 1
     conn = setup(res, client)
     if conn is not None:
-        parts = sys.argv[1:] or ["moves", "txns", "stale", "race", "flush"]
+        parts = sys.argv[1:] or ["moves", "txns", "stale", "race", "flush", "first"]
         if "moves" in parts:
             shard_key_changes(res, client, conn)
         if "txns" in parts:
@@ -448,6 +588,8 @@ def main():
             racing_moves(res, client, conn)
         if "flush" in parts:
             index_on_stale_routers(res, client, conn)
+        if "first" in parts:
+            first_command_restarted(res, client, conn)
         conn.close()
     print(res.summary("applier_cluster_moves"))
     return 0 if res.failed == 0 else 1

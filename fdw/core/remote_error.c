@@ -343,6 +343,9 @@ idx_report_cursor_error(mongoc_cursor_t *cursor, const char *server,
 	bson_error_t error;
 
 	mongoc_cursor_error_document(cursor, &error, &reply);
+	/* a read of a transaction that MongoDB aborted: 40001, as for writes */
+	if (reply && mongoc_error_has_label(reply, "TransientTransactionError"))
+		idx_report_reply_error(reply, &error, server, what);
 	idx_merge_reply_error(&error, reply);
 	idx_report_error(&error, server, what);
 }

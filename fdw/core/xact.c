@@ -32,7 +32,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #include "core/connection.h"
 #include "core/convert.h"
@@ -42,6 +45,12 @@
 
 /* Attempts at commitTransaction while the result is unknown */
 #define IDX_COMMIT_ATTEMPTS 3
+
+/* Attempts at a transaction's first command that MongoDB aborted */
+#define IDX_FIRST_COMMAND_ATTEMPTS 4
+
+/* WriteConflict: another transaction holds the document */
+#define IDX_WRITE_CONFLICT 112
 
 static char *ordered_write_rel = NULL;	/* a table written in ordered mode */
 static const char *ordered_write_mode = NULL;	/* its mode: "ordered" or
@@ -261,6 +270,99 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	}
 	x->write_level = Max(x->write_level, level);
 	return x->session;
+}
+
+/*
+ * Is "session" in a MongoDB transaction that has sent no command yet?  The
+ * caller asks before sending a command, to know whether the command is the
+ * transaction's first (libmongoc starts the transaction on the server with
+ * it, and leaves the state "starting" until then).
+ */
+bool
+idx_xact_sends_first(mongoc_client_session_t *session)
+{
+	return session != NULL &&
+		mongoc_client_session_get_transaction_state(session) ==
+		MONGOC_TRANSACTION_STARTING;
+}
+
+/*
+ * Did the failed command of "reply" and "error" abort its transaction on
+ * every participant, for a reason that is gone on a second try?  MongoDB
+ * labels such errors TransientTransactionError (a stale router's
+ * StaleConfig after a chunk migration, a primary that stepped down).  A
+ * write conflict is labelled so too, but another transaction holds the
+ * document: that stays the statement's serialization failure at once.
+ */
+static bool
+aborted_for_now(const bson_t *reply, const bson_error_t *error)
+{
+	bson_iter_t iter;
+
+	if (reply == NULL ||
+		!mongoc_error_has_label(reply, "TransientTransactionError"))
+		return false;
+	if (error->code == IDX_WRITE_CONFLICT)
+		return false;
+	return !(bson_iter_init_find(&iter, reply, "code") &&
+			 BSON_ITER_HOLDS_NUMBER(&iter) &&
+			 bson_iter_as_int64(&iter) == IDX_WRITE_CONFLICT);
+}
+
+/*
+ * Wait a little before attempt "attempt" + 1, cancellably.
+ */
+static void
+backoff(int attempt)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 10L * attempt, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The FIRST command of the MongoDB transaction of "session" failed (the
+ * caller asked idx_xact_sends_first() before sending it): should it be
+ * sent again?  If MongoDB aborted the transaction with
+ * TransientTransactionError, nothing of it took effect and nothing of it
+ * was read, so, as MongoDB drivers' withTransaction does, the transaction
+ * is started again (abortTransaction, then a new txnNumber) and the caller
+ * sends the same command again: true.  *attempts counts the attempts made
+ * (0 before the first); after IDX_FIRST_COMMAND_ATTEMPTS of them, or for
+ * any other error, false, and the caller reports the error.  The
+ * transaction's marker and registry entry (xact_marker.c) stay: they
+ * describe the PostgreSQL transaction's writes, which are still to come.
+ */
+bool
+idx_xact_restart_first(mongoc_client_session_t *session, const bson_t *reply,
+					   const bson_error_t *error, int *attempts)
+{
+	IdxRemoteXact *x;
+	bson_error_t start_error;
+
+	(*attempts)++;
+	if (session == NULL || *attempts >= IDX_FIRST_COMMAND_ATTEMPTS ||
+		!aborted_for_now(reply, error))
+		return false;
+	x = find_xact(mongoc_client_session_get_client(session));
+	if (!x->in_txn || x->session != session)
+		return false;
+	ereport(DEBUG1,
+			(errmsg_internal("MongoDB aborted the transaction on server \"%s\" at its first command: starting it again (attempt %d)",
+							 x->servername, *attempts + 1),
+			 errdetail_internal("%s", error->message)));
+	/* libmongoc ignores the server's answer (NoSuchTransaction) */
+	(void) mongoc_client_session_abort_transaction(session, &start_error);
+	backoff(*attempts);
+	if (!start_transaction(session, &start_error))
+	{
+		x->in_txn = false;
+		idx_report_error(&start_error, x->servername,
+						 idx_op(IDX_OP_START_XACT, NULL, NULL));
+	}
+	x->started = GetCurrentTimestamp();
+	return true;
 }
 
 /*

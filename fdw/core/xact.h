@@ -96,6 +96,17 @@ extern mongoc_client_session_t *idx_xact_begin_write(mongoc_client_t *client,
 													 const char *servername);
 
 /*
+ * A transaction's first command that MongoDB aborted for now is sent
+ * again: before sending a command in "session", ask whether it is the
+ * transaction's first; if it fails, idx_xact_restart_first() starts the
+ * transaction again and says whether to send it again.
+ */
+extern bool idx_xact_sends_first(mongoc_client_session_t *session);
+extern bool idx_xact_restart_first(mongoc_client_session_t *session,
+								   const bson_t *reply,
+								   const bson_error_t *error, int *attempts);
+
+/*
  * Remember a write outside a MongoDB transaction, in mode "ordered" or
  * "eventual" (for the warning at rollback)
  */

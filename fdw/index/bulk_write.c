@@ -544,7 +544,9 @@ run_command(IdxBulkWrite *bw, const bson_t *cmd, const bson_t *opts,
  * transaction's: libmongoc adds lsid, txnNumber and autocommit), else as a
  * retryable write if it can be one (see the top of the file), sent a second
  * time if the first attempt asks for it; else in libmongoc's implicit
- * session.
+ * session.  The first command of a transaction that MongoDB aborted for
+ * now is sent again in the transaction started again
+ * (idx_xact_restart_first).
  */
 static bool
 send_command(IdxBulkWrite *bw, bson_t *cmd, mongoc_client_session_t *session,
@@ -553,6 +555,8 @@ send_command(IdxBulkWrite *bw, bson_t *cmd, mongoc_client_session_t *session,
 	bson_t		opts = BSON_INITIALIZER;
 	bool		retryable = false;
 	bool		ok;
+	bool		first = idx_xact_sends_first(session);
+	int			attempts = 0;
 
 	if (session == NULL && !bw->has_multi && server_takes_retryable(bw))
 	{
@@ -575,6 +579,13 @@ send_command(IdxBulkWrite *bw, bson_t *cmd, mongoc_client_session_t *session,
 	}
 	ok = run_command(bw, cmd, &opts, reply, error);
 	if (retryable && retry_wanted(ok, error, reply))
+	{
+		bson_destroy(reply);
+		ok = run_command(bw, cmd, &opts, reply, error);
+	}
+	/* the transaction's first command, which MongoDB aborted for now */
+	while (!ok && first &&
+		   idx_xact_restart_first(session, reply, error, &attempts))
 	{
 		bson_destroy(reply);
 		ok = run_command(bw, cmd, &opts, reply, error);

@@ -568,10 +568,15 @@ upserted_ops(const bson_t *reply)
  * list of the ops that failed on a duplicate key (-1: unknown which);
  * other errors, and any error without write errors, are raised at once.
  * *upserted (if wanted) gets the upserts that created a document.
+ * "first" is the session whose transaction this bulk's command begins, or
+ * NULL: if MongoDB aborted that transaction for now, it is started again
+ * (idx_xact_restart_first, *attempts counting) and the result is false
+ * with no duplicates (*ndups 0): build the bulk again and send it again.
  */
 static bool
 run_bulk(IdxIndexWriter *w, IndexQueue *q, mongoc_bulk_operation_t **bulk,
-		 int **dup_ops, int *ndups, Bitmapset **upserted)
+		 int **dup_ops, int *ndups, Bitmapset **upserted,
+		 mongoc_client_session_t *first, int *attempts)
 {
 	bson_t		reply;
 	bson_error_t error;
@@ -591,6 +596,11 @@ run_bulk(IdxIndexWriter *w, IndexQueue *q, mongoc_bulk_operation_t **bulk,
 	{
 		bson_destroy(&reply);
 		return true;
+	}
+	if (first && idx_xact_restart_first(first, &reply, &error, attempts))
+	{
+		bson_destroy(&reply);
+		return false;
 	}
 	n = idx_bulk_write_errors(&reply, &indexes, &codes);
 	if (n == 0 && error.code == 11000 &&
@@ -902,7 +912,7 @@ delete_entries(IdxIndexWriter *w, IndexQueue *q, List *filters,
 				 error.message);
 		}
 	}
-	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL))
+	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL, NULL, NULL))
 		elog(ERROR, "unexpected duplicate key while deleting index entries");
 	w->deleted += list_length(filters);
 }
@@ -918,7 +928,7 @@ write_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
 	int			ndups;
 
 	bulk_add_entry(w, bulk, pe);
-	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL))
+	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL, NULL, NULL))
 		elog(ERROR, "unexpected duplicate key while rewriting an index entry");
 }
 
@@ -1060,15 +1070,23 @@ idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
 		int			d;
 		bool		ok;
 		Bitmapset  *upserted;
+		mongoc_client_session_t *first;
+		int			attempts;
 
 		if (q->inserts == NIL)
 			continue;
 		CHECK_FOR_INTERRUPTS();
 		q->inserts = claims_first(q->inserts);
-		bulk = create_bulk(q, session, session != NULL);
-		foreach(lc, q->inserts)
-			bulk_add_entry(w, bulk, lfirst(lc));
-		ok = run_bulk(w, q, &bulk, &dups, &ndups, &upserted);
+		first = idx_xact_sends_first(session) ? session : NULL;
+		attempts = 0;
+		do
+		{
+			bulk = create_bulk(q, session, session != NULL);
+			foreach(lc, q->inserts)
+				bulk_add_entry(w, bulk, lfirst(lc));
+			ok = run_bulk(w, q, &bulk, &dups, &ndups, &upserted, first,
+						  &attempts);
+		} while (!ok && ndups == 0);
 
 		/* everything but the duplicates was written */
 		foreach(lc, q->inserts)
