@@ -557,6 +557,33 @@ def test_cluster_stale_router_refused_and_retried(env):
 
 
 @test
+def test_cluster_stale_statement_retargets_later_ones(env):
+    """An update or delete command of several statements through a stale router: the first statement
+    meets StaleConfig and is retried with the refreshed routing, and so are the later ones targeted (the
+    versions the router attaches are the refreshed routing's: statements targeted with the old chunks
+    would pass the shard's check and miss a moved document, or upsert one onto a shard that no longer
+    owns its chunk)."""
+    server, client = cluster(env, "cl_stalestmt")
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    r0.admin.command("shardCollection", "t.m", key={"k": 1})
+    r1.t.m.insert_many([{"_id": i, "k": i, "n": 0} for i in range(100)])  # router 1 learns: one chunk on shard0
+    r0.admin.command("split", "t.m", middle={"k": 50})
+    r0.admin.command("moveChunk", "t.m", find={"k": 10}, to="shard1")  # router 1 is stale
+    reply = r1.t.m.bulk_write([pymongo.UpdateOne({"k": 70}, {"$inc": {"n": 1}}),
+                               pymongo.UpdateOne({"k": 10}, {"$inc": {"n": 1}}),
+                               pymongo.UpdateOne({"_id": "u", "k": 20}, {"$set": {"n": 5}}, upsert=True)])
+    check((reply.matched_count, reply.modified_count, reply.upserted_count) == (2, 2, 1),
+          "every statement of a stale update reached its chunk's shard: %r" % reply.bulk_api_result)
+    r0.admin.command("moveChunk", "t.m", find={"k": 10}, to="shard0")  # router 1 is stale again
+    reply = r1.t.m.bulk_write([pymongo.DeleteOne({"k": 60}), pymongo.DeleteOne({"k": 11})])
+    check(reply.deleted_count == 2, "every statement of a stale delete reached its chunk's shard: %r"
+          % reply.bulk_api_result)
+    expected = {i: {"_id": i, "k": i, "n": 1 if i in (10, 70) else 0} for i in range(100) if i not in (11, 60)}
+    expected["u"] = {"_id": "u", "k": 20, "n": 5}
+    check_placement(client, "m", expected)
+
+
+@test
 def test_cluster_writes_race_moves(env):
     """Writes through two routers racing moveChunk and the balancer's moves lose and duplicate nothing:
     inserts, $inc updates and deletes by shard key, each acknowledged one counted, end with every
