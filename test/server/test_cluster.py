@@ -47,6 +47,14 @@ def router_client(env, server, index=None, auth=False):
     return env.new_client("mongodb://%s%s/" % (credentials, ",".join("127.0.0.1:%d" % p for p in ports)))
 
 
+def fresh_routers(env, server):
+    """Make every router forget its cached routing (flushRouterConfig), so that a test whose setup split
+    and moved chunks through whichever router pymongo picked does not meet a stale router in a
+    transaction next (the router does not retry StaleConfig there, as mongos does not)."""
+    for index in range(len(server.ports)):
+        router_client(env, server, index).admin.command("flushRouterConfig")
+
+
 def shard_stats(client):
     """{shard name: (documents examined, find/query count, inserts)} so far."""
     shards = client.admin.command("clusterShardStats")["shards"]
@@ -255,6 +263,7 @@ def test_cluster_transactions_and_shard_key_changes(env):
     client.admin.command("shardCollection", "t.k", key={"region": 1})
     client.admin.command("split", "t.k", middle={"region": "m"})
     client.admin.command("moveChunk", "t.k", find={"region": "z"}, to="shard1")
+    fresh_routers(env, server)
     coll = client.t.k
     with client.start_session() as session:
         with session.start_transaction():
@@ -296,6 +305,7 @@ def test_cluster_find_and_modify_moves_document(env):
     client.admin.command("shardCollection", "t.f", key={"flag": 1})
     client.admin.command("split", "t.f", middle={"flag": True})
     client.admin.command("moveChunk", "t.f", find={"flag": True}, to="shard1")
+    fresh_routers(env, server)
     coll = client.t.f
     coll.insert_one({"_id": "r", "flag": False, "n": 1})
 
@@ -418,6 +428,7 @@ def test_cluster_shard_key_change_with_update_options(env):
     client.admin.command("shardCollection", "t.o", key={"k": 1})
     client.admin.command("split", "t.o", middle={"k": 10})
     client.admin.command("moveChunk", "t.o", find={"k": 10}, to="shard1")
+    fresh_routers(env, server)
     coll = client.t.o
     coll.insert_one({"_id": "a", "k": 1, "name": "abc", "tags": ["x", "y"]})
     en2 = {"locale": "en", "strength": 2}
