@@ -47,6 +47,14 @@ def router_client(env, server, index=None, auth=False):
     return env.new_client("mongodb://%s%s/" % (credentials, ",".join("127.0.0.1:%d" % p for p in ports)))
 
 
+def fresh_routers(env, server):
+    """Make every router forget its cached routing (flushRouterConfig), so that a test whose setup split
+    and moved chunks through whichever router pymongo picked does not meet a stale router in a
+    transaction next (the router does not retry StaleConfig there, as mongos does not)."""
+    for index in range(len(server.ports)):
+        router_client(env, server, index).admin.command("flushRouterConfig")
+
+
 def shard_stats(client):
     """{shard name: (documents examined, find/query count, inserts)} so far."""
     shards = client.admin.command("clusterShardStats")["shards"]
@@ -255,6 +263,7 @@ def test_cluster_transactions_and_shard_key_changes(env):
     client.admin.command("shardCollection", "t.k", key={"region": 1})
     client.admin.command("split", "t.k", middle={"region": "m"})
     client.admin.command("moveChunk", "t.k", find={"region": "z"}, to="shard1")
+    fresh_routers(env, server)
     coll = client.t.k
     with client.start_session() as session:
         with session.start_transaction():
@@ -296,6 +305,7 @@ def test_cluster_find_and_modify_moves_document(env):
     client.admin.command("shardCollection", "t.f", key={"flag": 1})
     client.admin.command("split", "t.f", middle={"flag": True})
     client.admin.command("moveChunk", "t.f", find={"flag": True}, to="shard1")
+    fresh_routers(env, server)
     coll = client.t.f
     coll.insert_one({"_id": "r", "flag": False, "n": 1})
 
@@ -418,6 +428,7 @@ def test_cluster_shard_key_change_with_update_options(env):
     client.admin.command("shardCollection", "t.o", key={"k": 1})
     client.admin.command("split", "t.o", middle={"k": 10})
     client.admin.command("moveChunk", "t.o", find={"k": 10}, to="shard1")
+    fresh_routers(env, server)
     coll = client.t.o
     coll.insert_one({"_id": "a", "k": 1, "name": "abc", "tags": ["x", "y"]})
     en2 = {"locale": "en", "strength": 2}
@@ -554,6 +565,33 @@ def test_cluster_stale_router_refused_and_retried(env):
     r0.admin.command("moveChunk", "t.u", find={"k": 50}, to="shard1")
     r1.t.u.insert_one({"_id": 1, "k": 60, "n": 0})
     check_placement(client, "u", {0: {"_id": 0, "k": 0, "n": 0}, 1: {"_id": 1, "k": 60, "n": 0}})
+
+
+@test
+def test_cluster_stale_statement_retargets_later_ones(env):
+    """An update or delete command of several statements through a stale router: the first statement
+    meets StaleConfig and is retried with the refreshed routing, and so are the later ones targeted (the
+    versions the router attaches are the refreshed routing's: statements targeted with the old chunks
+    would pass the shard's check and miss a moved document, or upsert one onto a shard that no longer
+    owns its chunk)."""
+    server, client = cluster(env, "cl_stalestmt")
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    r0.admin.command("shardCollection", "t.m", key={"k": 1})
+    r1.t.m.insert_many([{"_id": i, "k": i, "n": 0} for i in range(100)])  # router 1 learns: one chunk on shard0
+    r0.admin.command("split", "t.m", middle={"k": 50})
+    r0.admin.command("moveChunk", "t.m", find={"k": 10}, to="shard1")  # router 1 is stale
+    reply = r1.t.m.bulk_write([pymongo.UpdateOne({"k": 70}, {"$inc": {"n": 1}}),
+                               pymongo.UpdateOne({"k": 10}, {"$inc": {"n": 1}}),
+                               pymongo.UpdateOne({"_id": "u", "k": 20}, {"$set": {"n": 5}}, upsert=True)])
+    check((reply.matched_count, reply.modified_count, reply.upserted_count) == (2, 2, 1),
+          "every statement of a stale update reached its chunk's shard: %r" % reply.bulk_api_result)
+    r0.admin.command("moveChunk", "t.m", find={"k": 10}, to="shard0")  # router 1 is stale again
+    reply = r1.t.m.bulk_write([pymongo.DeleteOne({"k": 60}), pymongo.DeleteOne({"k": 11})])
+    check(reply.deleted_count == 2, "every statement of a stale delete reached its chunk's shard: %r"
+          % reply.bulk_api_result)
+    expected = {i: {"_id": i, "k": i, "n": 1 if i in (10, 70) else 0} for i in range(100) if i not in (11, 60)}
+    expected["u"] = {"_id": "u", "k": 20, "n": 5}
+    check_placement(client, "m", expected)
 
 
 @test

@@ -21,7 +21,8 @@ it assumes (shard_version.py). A shard's StaleConfig refreshes the cache; the ro
 mongos does (s/write_ops/batch_write_exec.cpp, s/commands/strategy.cpp; at most 10 times,
 kMaxNumStaleVersionRetries): a read whole; a write only for its statements (or an insert's documents)
 not yet applied, a multi-document statement on every shard it now targets (mongos re-sends it, so
-such a statement can apply twice where a shard ran it before the retry); in a transaction only its
+such a statement can apply twice where a shard ran it before the retry), and the command's later
+statements with the refreshed routing too (whose versions they carry); in a transaction only its
 first statement and only under mongos's test-only fail point (router_txn.retry_first_statement),
 otherwise the transaction is aborted.
 """
@@ -507,7 +508,10 @@ def _sum(replies):
 
 def _statement_retried(router, conn, db, cmd, entry, run):
     """run(entry) of one write statement, run again with the refreshed routing while a shard refuses it
-    as stale (outside a transaction; raised there, for forward)."""
+    as stale (outside a transaction; raised there, for forward): (reply, the routing entry it ran with).
+    The command's later statements must be targeted with that entry: the versions the router attaches
+    are the refreshed entry's (shard_version.attach), and a statement targeted with the old chunks but
+    sent with the new versions would pass the shard's check and write where its chunk no longer is."""
     attempts = 0
     while True:
         try:
@@ -517,7 +521,7 @@ def _statement_retried(router, conn, db, cmd, entry, run):
                 raise
             reply = exc.to_reply()
         if not _stale(reply):
-            return reply
+            return reply, entry
         if not _retry_locally(cmd, attempts):
             raise _error(reply)
         attempts += 1
@@ -528,8 +532,8 @@ def _update(router, conn, db, cmd, entry):
     """update: statement by statement."""
     total = {"n": 0, "nModified": 0}
     for i, stmt in enumerate(cmd.get("updates") or []):
-        reply = _statement_retried(router, conn, db, cmd, entry, lambda e, stmt=stmt, i=i: _update_one_statement(
-            router, conn, db, cmd, e, stmt, i))
+        reply, entry = _statement_retried(router, conn, db, cmd, entry, lambda e, stmt=stmt, i=i:
+                                          _update_one_statement(router, conn, db, cmd, e, stmt, i))
         failed = _merge_write(total, reply, lambda k, i=i: i)
         if failed and cmd.get("ordered", True):
             break
@@ -540,8 +544,8 @@ def _delete(router, conn, db, cmd, entry):
     """delete: statement by statement; a one-document delete on each targeted shard until one deletes."""
     total = {"n": 0}
     for i, stmt in enumerate(cmd.get("deletes") or []):
-        reply = _statement_retried(router, conn, db, cmd, entry, lambda e, stmt=stmt, i=i: _delete_one_statement(
-            router, conn, db, cmd, e, stmt, i))
+        reply, entry = _statement_retried(router, conn, db, cmd, entry, lambda e, stmt=stmt, i=i:
+                                          _delete_one_statement(router, conn, db, cmd, e, stmt, i))
         failed = _merge_write(total, reply, lambda k, i=i: i)
         if failed and cmd.get("ordered", True):
             break
