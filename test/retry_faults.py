@@ -162,13 +162,20 @@ def main():
             sys.stdout.flush()
     # libmongoc retries writes outside transactions (ordered mode sends only
     # retryable ones: single-document updates and deletes) and the commit of
-    # a transaction, never a write inside one
+    # a transaction, never a write inside one; the FDW sends again the first
+    # command of a transaction (a lost reply is a TransientTransactionError:
+    # the transaction is started again, the one that ran it is never
+    # committed), which is a write where the statement begins with an INSERT
+    # (its facts), and a read (not failed here) where it begins with a scan
+    begins_with_write = {"insert", "transaction"}
     for name in WRITES:
         res.check(outcome[("ordered", name)][1] == 0 and outcome[("ordered", name)][0] > 0,
                   "ordered/%s: every closed write must be retried: %r" % (name, outcome[("ordered", name)]))
-        res.check(outcome[("transaction", name)][0] == 1,
-                  "transaction/%s: only the commit is retried, and it succeeds: %r"
-                  % (name, outcome[("transaction", name)]))
+        expected = 2 if name in begins_with_write else 1
+        res.check(outcome[("transaction", name)][0] == expected,
+                  "transaction/%s: the commit%s retried, and it succeeds: %r"
+                  % (name, " and the first write are" if expected == 2 else " only is",
+                     outcome[("transaction", name)]))
     conn.close()
     print("elapsed %.1fs" % (time.time() - started))
     print("retry_faults: %d passed, %d failed" % (res.passed, res.failed))
