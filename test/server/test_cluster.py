@@ -296,6 +296,45 @@ def test_cluster_transactions_and_shard_key_changes(env):
 
 
 @test
+def test_cluster_cross_shard_commit_seen_whole(env):
+    """A cross-shard transaction's parts become visible together, as prepare makes them on mongod: a
+    reader through the other router that sees the part on one shard committed never then reads the other
+    shard's part as it was before (its writes of both parts are in either commit order)."""
+    server, client = cluster(env, "cl_whole")
+    client.admin.command("shardCollection", "t.w", key={"region": 1})
+    client.admin.command("split", "t.w", middle={"region": "m"})
+    client.admin.command("moveChunk", "t.w", find={"region": "z"}, to="shard1")
+    fresh_routers(env, server)
+    writer = router_client(env, server, 0).t.w
+    reader = router_client(env, server, 1).t.w
+    writer.insert_many([{"_id": "a", "region": "a", "v": 0}, {"_id": "z", "region": "z", "v": 0}])
+    torn = []
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set():
+            for first, second in (("a", "z"), ("z", "a")):
+                one = reader.find_one({"_id": first, "region": first})["v"]
+                other = reader.find_one({"_id": second, "region": second})["v"]
+                if other < one:
+                    torn.append((first, one, second, other))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        with writer.database.client.start_session() as session:
+            for n in range(1, 151):
+                with session.start_transaction():
+                    writer.update_one({"_id": "a", "region": "a"}, {"$set": {"v": n}}, session=session)
+                    writer.update_one({"_id": "z", "region": "z"}, {"$set": {"v": n}}, session=session)
+    finally:
+        stop.set()
+        thread.join()
+    check(not torn, "a part read committed, then the other read as before: %s" % torn[:5])
+    check(reader.find_one({"_id": "z", "region": "z"})["v"] == 150, "every commit applied")
+
+
+@test
 def test_cluster_find_and_modify_moves_document(env):
     """A findAndModify that changes the shard key to another shard's chunk moves the document (a delete
     and an insert), in the client's transaction or in one of the router's for a retryable write, and

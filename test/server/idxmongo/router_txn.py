@@ -18,13 +18,20 @@ s/commands/cluster_commit_transaction_cmd.cpp):
   transaction's first statement the participants it reached are aborted and forgotten, and the
   statement runs again (each shard starts the transaction again at the same txnNumber).
 
-Not emulated: prepare. A participant whose commit fails after another's succeeded leaves the other's
-committed (mongod's coordinator would have aborted before any commit); readers on one shard can see its
-part committed before another shard's part is.
+- two-phase commit's visibility: mongod's participants are prepared before any commits, and a read or
+  write of a prepared document waits for the decision (a prepare conflict), so no client sees one
+  participant's part committed and then another's not yet; the router holds every participant's store
+  lock (in shard order, as migrations take them) while it commits them one after the other, up to 2 ms
+  apart (the coordinator's round trips), which no reader or writer can see between.
+
+Not emulated: the prepare itself. A participant whose commit fails after another's succeeded leaves the
+other's committed (mongod's coordinator would have aborted before any commit).
 """
 
+import contextlib
 import os
 import random
+import time
 
 from bson.binary import Binary
 from bson.int64 import Int64
@@ -130,8 +137,13 @@ def _participants(router, cmd):
     return txn.participants if txn is not None else []
 
 
+COMMIT_SPREAD_S = 0.002  # the most time between two participants' commits
+
+
 def cmd_commit(router, conn, db, cmd):
-    """commitTransaction: every participant's part, in random order, at the time the commit began."""
+    """commitTransaction: every participant's part, in random order, at the time the commit began, with
+    every participant's store lock held when there are several (no one sees one part without the others,
+    as prepare ensures)."""
     participants = _participants(router, cmd)
     if not participants:
         if cmd.get("autocommit") is False and cmd.get("txnNumber") is not None:
@@ -139,6 +151,15 @@ def cmd_commit(router, conn, db, cmd):
         raise MongoError(251, "Transaction was not started")
     random.shuffle(participants)
     at = router.clock.current()
+    with contextlib.ExitStack() as held:
+        if len(participants) > 1:
+            for index in sorted(participants):
+                held.enter_context(router.cluster.shards[index].lock)
+        return _commit_participants(router, conn, db, cmd, participants, at)
+
+
+def _commit_participants(router, conn, db, cmd, participants, at):
+    """Commit each participant in the order given, at time `at`; the first one refused aborts the rest."""
     result = None
     for position, index in enumerate(participants):
         reply = router.send(conn, index, db, cmd, cluster_time=at)
@@ -149,6 +170,9 @@ def cmd_commit(router, conn, db, cmd):
             return router.strip(reply)
         if result is None or (result.get("ok") == 1.0 and reply.get("ok") != 1.0):
             result = reply
+        if position + 1 < len(participants):
+            # (mongod's coordinator reaches its participants one network round trip apart)
+            time.sleep(random.uniform(0, COMMIT_SPREAD_S))
     return router.strip(result)
 
 
