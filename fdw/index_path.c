@@ -732,11 +732,14 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	if (!covering)
 	{
-		double		fetches = Max(1, ceil(entries / fpinfo->table->fetch_batch_size));
+		double		fetches = Max(1, idx_batches(entries,
+												 fpinfo->table->fetch_batch_size,
+												 fpinfo->doc_bytes));
 
 		startup_cost += ROUND_TRIP_COST;
 		total_cost += fetches * ROUND_TRIP_COST +
-			entries * (FACT_FETCH_COST + DOCUMENT_TRANSFER_COST);
+			entries * (FACT_FETCH_COST + DOCUMENT_TRANSFER_COST +
+					   fpinfo->doc_bytes * DOCUMENT_BYTE_COST);
 	}
 	total_cost += entries * cpu_tuple_cost;
 

@@ -39,7 +39,6 @@
 #include "core/rowid.h"
 #include "core/shard_explain.h"
 #include "core/stream.h"
-#include "core/table_size.h"
 #include "core/xact.h"
 #include "idxtable_fdw.h"
 #include "order.h"
@@ -286,10 +285,6 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 												   state->read_prefs,
 												   state->info->database,
 												   state->info->collection);
-		/* a count planning wanted and could not take (table_size.h) */
-		idx_refresh_document_count(state->info, state->client,
-								   state->server->servername,
-								   state->read_prefs);
 	}
 	else
 		state->server = GetForeignServer(state->info->serverid);
