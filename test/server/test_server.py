@@ -1853,6 +1853,39 @@ def test_txn_commands_outside_the_allow_list_are_refused(env):
     raw.close()
 
 
+@test()
+def test_coll_stats_as_mongod(env):
+    """$collStats and collStats answer as mongod: storageStats.count, size (the documents' BSON) and
+    avgObjSize (size // count, not scaled, missing when empty); `count: {}` the count; sizes divided by
+    `scale`; a collection that does not exist is NamespaceNotFound; the stage is only valid first,
+    takes only its own options, each an object (the collStats action: test_privileges_collection_scoped_role)."""
+    coll = fresh(env, "cst")
+    docs = [{"_id": i, "s": "x" * (i * 10)} for i in range(4)]
+    coll.insert_many(docs)
+    size = sum(len(bson.encode(d)) for d in docs)
+    (doc,) = list(coll.aggregate([{"$collStats": {"storageStats": {}, "count": {}}}]))
+    st = doc["storageStats"]
+    check(doc["ns"] == "t.cst" and doc["count"] == 4 and "host" in doc and "localTime" in doc, doc)
+    check(st["count"] == 4 and st["size"] == size and st["avgObjSize"] == size // 4, st)
+    (doc,) = list(coll.aggregate([{"$collStats": {"storageStats": {"scale": 2}}}]))
+    check(doc["storageStats"]["size"] == size // 2 and doc["storageStats"]["avgObjSize"] == size // 4 and
+          "count" not in doc, doc)
+    cmd = env.client.t.command("collStats", "cst")
+    check(cmd["count"] == 4 and cmd["size"] == size and cmd["avgObjSize"] == size // 4, cmd)
+    empty = fresh(env, "cst_empty")
+    empty.insert_one({"_id": 1})
+    empty.delete_one({"_id": 1})
+    (doc,) = list(empty.aggregate([{"$collStats": {"storageStats": {}}}]))
+    check(doc["storageStats"]["count"] == 0 and "avgObjSize" not in doc["storageStats"], doc)
+    none = fresh(env, "cst_none")
+    expect_error(26, lambda: list(none.aggregate([{"$collStats": {"storageStats": {}}}])))
+    expect_error(26, lambda: list(none.aggregate([{"$collStats": {"count": {}}}])))
+    check(len(list(none.aggregate([{"$collStats": {}}]))) == 1, "no statistics asked: one document")
+    expect_error(40602, lambda: list(coll.aggregate([{"$match": {}}, {"$collStats": {"count": {}}}])))
+    expect_error(40415, lambda: list(coll.aggregate([{"$collStats": {"sizes": {}}}])))
+    expect_error(14, lambda: list(coll.aggregate([{"$collStats": {"count": 1}}])))
+
+
 @test(own=True)
 def test_txn_read_and_write_concern_rules(env):
     coll = fresh(env, "txrc")
@@ -2658,6 +2691,10 @@ def test_privileges_collection_scoped_role(env):
     check("documents" not in exc.details["errmsg"], "a document sequence is not part of the message")
     expect_error(13, client.priv.c.drop)
     expect_error(13, client.priv.c.create_index, "k")
+    # $collStats and collStats need the collStats action; count needs find only
+    expect_error(13, lambda: list(client.priv.c.aggregate([{"$collStats": {"storageStats": {}}}])))
+    expect_error(13, client.priv.command, "collStats", "c")
+    check(client.priv.command("count", "c")["n"] == 3, "count with find alone")
     # a database-wide change stream needs find and changeStream on {db: "priv", collection: ""}
     exc = expect_error(13, client.priv.watch)
     check(exc.details["errmsg"].startswith("not authorized on priv to execute command { aggregate: 1, pipeline: "
