@@ -37,6 +37,7 @@
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
+#include "optimizer/prep.h"
 #include "optimizer/restrictinfo.h"
 
 #include "core/deparse.h"
@@ -69,6 +70,18 @@ unanalyzed_size(const IdxTableInfo *table, const IdxCollectionSize *size)
 	if (count <= 0)
 		count = idx_indexed_fact_count(table->relid);
 	return count <= 0 ? DEFAULT_COLLECTION_SIZE : count;
+}
+
+/*
+ * Does the scan of the relation decide a write: is it a result relation
+ * of the UPDATE or DELETE, or locked (FOR UPDATE)?  Its reads then go to
+ * the primary (protocol_read.h), planning's too.
+ */
+static bool
+scan_decides_write(PlannerInfo *root, RelOptInfo *baserel)
+{
+	return bms_is_member(baserel->relid, root->all_result_relids) ||
+		get_plan_rowmark(root->rowMarks, baserel->relid) != NULL;
 }
 
 /*
@@ -172,7 +185,8 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	{
 		IdxCollectionSize size;
 
-		idx_planning_collection_size(fpinfo->table, baserel->userid, &size);
+		idx_planning_collection_size(fpinfo->table, baserel->userid,
+									 scan_decides_write(root, baserel), &size);
 		baserel->tuples = unanalyzed_size(fpinfo->table, &size);
 		fpinfo->doc_bytes = returned_bytes(baserel, fpinfo, &size);
 	}

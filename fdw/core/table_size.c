@@ -21,8 +21,9 @@
  * query instead, which is estimatedDocumentCount: the count alone.
  *
  * Planning asks at most once per relation, cached per backend by server,
- * database and collection for IDX_SIZE_MAX_AGE_MS, with the client's read
- * preference (a plain read's), outside any scan's round trips.  It never
+ * database and collection for IDX_SIZE_MAX_AGE_MS, where the scan's reads
+ * go (the URI's read preference for a plain read, the primary for one that
+ * decides a write), outside any scan's round trips.  It never
  * fails for MongoDB's sake: a server that cannot be reached or refuses
  * both commands leaves the size unknown (the planner then assumes a
  * default, planner.c), and is asked again after IDX_SIZE_RETRY_MS only,
@@ -47,6 +48,7 @@
 #include "core/connection.h"
 #include "core/mongo_limits.h"
 #include "core/pg_compat.h"
+#include "core/protocol_read.h"
 #include "core/stream.h"
 #include "core/table_size.h"
 
@@ -165,7 +167,9 @@ add_number(const bson_t *doc, const char *path, double *sum)
  */
 static bool
 collection_stats(mongoc_client_t *client, const char *servername,
-				 const IdxTableInfo *info, double *count, double *bytes)
+				 const IdxTableInfo *info,
+				 const mongoc_read_prefs_t *read_prefs, double *count,
+				 double *bytes)
 {
 	mongoc_collection_t *collection;
 	mongoc_cursor_t *cursor;
@@ -183,7 +187,7 @@ collection_stats(mongoc_client_t *client, const char *servername,
 	collection = mongoc_client_get_collection(client, info->database,
 											  info->collection);
 	cursor = mongoc_collection_aggregate(collection, MONGOC_QUERY_NONE,
-										 pipeline, NULL, NULL);
+										 pipeline, NULL, read_prefs);
 	while (mongoc_cursor_next(cursor, &doc))
 	{
 		ok &= add_number(doc, "storageStats.count", count);
@@ -206,7 +210,8 @@ collection_stats(mongoc_client_t *client, const char *servername,
  */
 static bool
 metadata_count(mongoc_client_t *client, const char *servername,
-			   const IdxTableInfo *info, double *count)
+			   const IdxTableInfo *info,
+			   const mongoc_read_prefs_t *read_prefs, double *count)
 {
 	bson_t	   *command = BCON_NEW("count", BCON_UTF8(info->collection));
 	bson_t		reply;
@@ -215,8 +220,7 @@ metadata_count(mongoc_client_t *client, const char *servername,
 
 	*count = 0;
 	ok = mongoc_client_command_simple(client, info->database, command,
-									  mongoc_client_get_read_prefs(client),
-									  &reply, &error) &&
+									  read_prefs, &reply, &error) &&
 		add_number(&reply, "n", count);
 	bson_destroy(&reply);
 	bson_destroy(command);
@@ -242,10 +246,12 @@ has_user_mapping(Oid userid, Oid serverid)
 
 /*
  * Ask MongoDB for the collection's size (see the file header) and keep
- * what it said in the entry.
+ * what it said in the entry: where the scan's reads go, the primary for
+ * one that decides a write ("primary"), else where the client's read
+ * preference says.
  */
 static void
-ask_size(const IdxTableInfo *info, Oid userid)
+ask_size(const IdxTableInfo *info, Oid userid, bool primary)
 {
 	ForeignServer *server = GetForeignServer(info->serverid);
 	mongoc_client_t *client = NULL;
@@ -260,11 +266,14 @@ ask_size(const IdxTableInfo *info, Oid userid)
 	if (client != NULL)
 	{
 		uint64	   *previous = idx_count_round_trips(NULL);
+		const mongoc_read_prefs_t *read_prefs = primary ?
+			idx_primary_read_prefs() : mongoc_client_get_read_prefs(client);
 
-		if (collection_stats(client, server->servername, info, &count,
-							 &bytes))
+		if (collection_stats(client, server->servername, info, read_prefs,
+							 &count, &bytes))
 			bytes = count > 0 ? bytes / count : -1;
-		else if (!metadata_count(client, server->servername, info, &count))
+		else if (!metadata_count(client, server->servername, info,
+								 read_prefs, &count))
 			count = -1;
 		idx_count_round_trips(previous);
 	}
@@ -286,13 +295,13 @@ ask_size(const IdxTableInfo *info, Oid userid)
  */
 void
 idx_planning_collection_size(const IdxTableInfo *info, Oid userid,
-							 IdxCollectionSize *size)
+							 bool primary, IdxCollectionSize *size)
 {
 	TableSizeEntry *entry = size_entry(info);
 
 	if (size_wanted(entry))
 	{
-		ask_size(info, OidIsValid(userid) ? userid : GetUserId());
+		ask_size(info, OidIsValid(userid) ? userid : GetUserId(), primary);
 		entry = size_entry(info);
 	}
 	size->documents = entry->count;

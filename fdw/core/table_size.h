@@ -28,11 +28,12 @@ typedef struct IdxCollectionSize
 /*
  * Planning before ANALYZE: the collection's size, from the cache or, at
  * most once per relation every few minutes, asked of MongoDB as user
- * "userid" (one $collStats, or a count where that is refused).  Never
- * fails for MongoDB's sake: what could not be learned is -1.
+ * "userid" (one $collStats, or a count where that is refused), of the
+ * primary if "primary" (the scan decides a write).  Never fails for
+ * MongoDB's sake: what could not be learned is -1.
  */
 extern void idx_planning_collection_size(const IdxTableInfo *info,
-										 Oid userid,
+										 Oid userid, bool primary,
 										 IdxCollectionSize *size);
 
 /*
