@@ -213,16 +213,15 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 	Cost		startup_cost;
 	Cost		total_cost;
 	QualCost	local_cost;
+	List	   *pushed = list_concat_copy(fpinfo->remote_exact,
+										  fpinfo->remote_lossy);
 	List	   *rechecked = list_concat_copy(fpinfo->local_conds,
 											 fpinfo->remote_lossy);
 
 	/* the documents the pushed-down filter lets through */
 	returned = clamp_row_est(baserel->tuples *
-							 clauselist_selectivity(root,
-													list_concat_copy(fpinfo->remote_exact,
-																	 fpinfo->remote_lossy),
-													baserel->relid, JOIN_INNER,
-													NULL));
+							 clauselist_selectivity(root, pushed, 0,
+													JOIN_INNER, NULL));
 	if (fpinfo->id_lookup >= 0)
 		returned = Min(returned, Max(fpinfo->id_lookup, 1));
 	returned = Max(returned, baserel->rows);
