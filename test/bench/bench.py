@@ -361,7 +361,8 @@ def run_applier(args, mongo):
 
 def run_planning(args, mongo):
     """The planning section (planning.py), in a database of its own."""
-    log("== planning: a point query with 0 and %d index tables ==" % planning.COLUMNS)
+    log("== planning: a point query with 0 and %d index tables; plans before and after ANALYZE =="
+        % planning.COLUMNS)
     recreate_database(create=False, db=PLANNING_DB)
     mongo.drop_database(PLANNING_DB)
     conn = setup_server(PLANNING_DB)
@@ -372,6 +373,8 @@ def run_planning(args, mongo):
           "without index tables and on one with %d (%d documents each, ANALYZEd; mean of the "
           "fastest 90%% of %d runs)" % (planning.COLUMNS, planning.DOCS,
                                        planning.RUNS_QUICK if args.quick else planning.RUNS))
+    print("then the plans of queries before and after ANALYZE (each in a new session; execution time the "
+          "median of %d EXPLAIN ANALYZE runs)" % planning.EXEC_RUNS)
     print()
     for line in lines:
         print(line)
