@@ -508,16 +508,19 @@ def _coll_stats_stage(ctx, coll, options):
             raise MongoError(14, "BSON field '$collStats.%s' is the wrong type '%s', expected type "
                                  "'object'" % (key, type(value).__name__))
     name = coll.name if coll else ctx.cmd["aggregate"]
-    out = {"ns": "%s.%s" % (ctx.db, name), "host": "%s:%d" % (ctx.server.host, ctx.server.port or 0),
-           "localTime": datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)}
+    out = {"ns": "%s.%s" % (ctx.db, name)}
     if getattr(ctx.server, "shard_name", None):
         out["shard"] = ctx.server.shard_name
+    out["host"] = "%s:%d" % (ctx.server.host, ctx.server.port or 0)
+    out["localTime"] = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     for key in ("storageStats", "count"):
         if key in options and coll is None:
             raise MongoError(26, "Unable to retrieve %s in $collStats stage :: caused by :: Collection "
                                  "[%s.%s] not found." % (key, ctx.db, name))
     if "storageStats" in options:
-        out["storageStats"] = collection_stats(coll, options["storageStats"].get("scale", 1))
+        stats = collection_stats(coll, options["storageStats"].get("scale", 1))
+        del stats["ns"]  # the stage's document names it, not its storageStats
+        out["storageStats"] = stats
     if "count" in options:
         out["count"] = len(coll.docs)
     return [out]
