@@ -23,12 +23,13 @@
  *				  a<i>: {<a<i>'s operator>: "$a<i>"}, ...}}
  * and a second one merges what reads as one group (build_merge()): the
  * ObjectId test costs a few operators per group instead of per document.
- * Sums are
- * of Decimal128 values ($convert to decimal), which hold any sum of int8
- * values exactly; the least and greatest value of a summed column go
- * through the column's conversion, so that a value the column cannot hold
- * (out of range, no integer, no number: in BSON order, strings, documents,
- * booleans and dates sort above numbers) is the error a local scan gives; a sum or average over no values is NULL, which the count of
+ *
+ * Sums are of Decimal128 values ($convert to decimal), which hold any sum
+ * of int8 values exactly; the least and greatest value of a summed column
+ * go through the column's conversion, so that a value the column cannot
+ * hold (out of range, no integer, no number: in BSON order, strings,
+ * documents, booleans and dates sort above numbers) is the error a local
+ * scan gives; a sum or average over no values is NULL, which the count of
  * values tells (MongoDB's $sum gives 0).  Without GROUP BY, no rows give no
  * group in MongoDB but one row in PostgreSQL: count 0, the rest NULL.
  *
@@ -148,9 +149,6 @@ init_columns(IdxAggScan *agg, List *items)
 		col->field = strVal(lsecond(item));
 		if (col->kind == IDX_AGG_COUNT_DISTINCT)
 			agg->distinct = true;
-		if (col->kind == IDX_AGG_GROUP &&
-			(typid == TEXTOID || typid == VARCHAROID))
-			agg->merged = true;
 		snprintf(col->key, sizeof(col->key), "%c%d",
 				 col->kind == IDX_AGG_GROUP ? 'g' : 'a', i);
 		snprintf(col->nkey, sizeof(col->nkey), "n%d", i);
@@ -169,6 +167,29 @@ init_columns(IdxAggScan *agg, List *items)
 }
 
 /*
+ * Does the pipeline of "agg" group by the fields as they are, then merge
+ * the groups (see the file header)?  With a text group key, whose ObjectId
+ * test is several operators, and not with count(DISTINCT), whose first
+ * stage groups by the keys as the columns read them.
+ */
+static bool
+merges_groups(const IdxAggScan *agg)
+{
+	int			i;
+
+	if (!agg->grouped || agg->distinct)
+		return false;
+	for (i = 0; i < agg->ncols; i++)
+	{
+		if (agg->cols[i].kind == IDX_AGG_GROUP &&
+			(agg->cols[i].conv.typid == TEXTOID ||
+			 agg->cols[i].conv.typid == VARCHAROID))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Executor start: the columns; the command is sent at the first row.
  */
 void
@@ -183,7 +204,7 @@ idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	agg->limit = intVal(list_nth(plan->fdw_private, IdxPrivLimit));
 	agg->offset = intVal(list_nth(plan->fdw_private, IdxPrivOffset));
 	init_columns(agg, list_nth(plan->fdw_private, IdxPrivAggItems));
-	agg->merged = agg->merged && agg->grouped && !agg->distinct;
+	agg->merged = merges_groups(agg);
 }
 
 /*
