@@ -47,6 +47,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/stratnum.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_type.h"
@@ -643,10 +645,12 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 	/*
 	 * A count per key reads the documents of the entries the filter matches
 	 * in a $group, as a pipeline over the facts reads every fact
-	 * (agg_path.c); a count without GROUP BY counts index keys.
+	 * (agg_path.c), and returns the groups in batches of fetch_size as it
+	 * does; a count without GROUP BY counts index keys.
 	 */
 	if (group)
-		cost += ROUND_TRIP_COST + entries * ENTRY_GROUP_COST;
+		cost += ROUND_TRIP_COST + entries * ENTRY_GROUP_COST +
+			Max(ceil(rows / fpinfo->table->fetch_size) - 1, 0) * ROUND_TRIP_COST;
 	else if (mk < 0 || target_has_count(root))
 		cost += ROUND_TRIP_COST + entries * INDEX_ENTRY_COST * 0.5;
 	if (mk >= 0)
