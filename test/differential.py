@@ -1358,6 +1358,42 @@ def aggregate_cases(rng, clauses, count):
     return cases
 
 
+# GROUP BY one key of an index table with count(*) only, the WHERE clause on
+# the same index table's keys: the shape a count per key from the index
+# entries answers (index_agg.c), where each fact has one entry ({table}'s
+# index tables: INDEX_TABLES).  t holds ObjectIds beside strings, one the
+# hex text of an ObjectId, and NULL, missing and undefined, which must be
+# one group each way.  Literals {column} are drawn per case.
+INDEX_GROUPINGS = [
+    ("t", ["true", "t = {t}", "t > {t}", "t < {t}", "t IN ({t}, {t})", "t IS NULL"]),
+    ("i8", ["t = {t}", "t IS NULL", "t IN ({t}, {t})"]),
+    ("i4", ["true", "i4 > {i4}", "i4 IS NULL"]),
+    ("vc", ["true", "vc = {vc}"]),
+    ("u", ["true"]),
+    ("b", ["true", "b", "NOT b"]),
+    ("ti", ["true", "b = {b}", "ti < {ti}"]),
+]
+# the run fails unless at least this share of them is answered from an index table
+MIN_INDEX_GROUPED = 0.5
+
+
+def index_grouping_cases(rng, clauses, count):
+    """``count`` queries of INDEX_GROUPINGS' shape over table ``{table}``,
+    now and then with a constant or a second count(*) beside the count."""
+    cases = []
+    for _ in range(count):
+        key, conditions = rng.choice(INDEX_GROUPINGS)
+
+        def literal(match):
+            column = COLUMN[match.group(1)]
+            value = clauses.values.pool_value(column) if rng.random() < 0.5 else clauses.values.value(column)
+            return clauses.literal(column, value)
+        where = re.sub(r"\{(\w+)\}", literal, rng.choice(conditions))
+        extra = rng.choice(["", "", ", 'k' AS c", ", count(*) AS again"])
+        cases.append("SELECT %s, count(*)%s FROM {table} WHERE %s GROUP BY %s" % (key, extra, where, key))
+    return cases
+
+
 def aggregate_rows(rows):
     """Rows made comparable: floats by repr, numerics by value (0 and 0.0 are
     equal, as in comparable()), a numeric NaN equal to itself."""
@@ -1372,10 +1408,15 @@ def sorted_outcome(outcome):
     return outcome
 
 
-def run_aggregate_case(session, number, sql, report):
-    """Compare one aggregate query on both tables; True if it was pushed."""
+def run_aggregate_case(session, number, sql, report, index_counts=None):
+    """Compare one aggregate query on both tables; True if it was pushed (as
+    an aggregate pipeline, or into ``index_counts`` a list, as a count per
+    key from an index table)."""
     plan = session.run("EXPLAIN (VERBOSE, COSTS OFF) " + sql.replace("{table}", "ft"))
     pushed = any("aggregate pipeline" in line for (line,) in plan.rows or [])
+    if index_counts is not None:
+        pushed = any("(count per key)" in line for (line,) in plan.rows or [])
+        index_counts.append(pushed)
     limited = " LIMIT " in sql and " ORDER BY " not in sql
     if " ORDER BY " in sql:
         pushed = pushed and any("$sort" in line for (line,) in plan.rows or [])
@@ -1394,7 +1435,7 @@ def run_aggregate_case(session, number, sql, report):
         problem = ["foreign: %r" % foreign.rows[:6], "local:   %r" % local.rows[:6]]
     if problem:
         problem = [sql.replace("{table}", "ft"), "pushed: %s" % pushed] + problem
-    report.result("aggregate %d" % number, problem)
+    report.result(("index grouping %d" if index_counts is not None else "aggregate %d") % number, problem)
     return pushed
 
 
@@ -1563,6 +1604,8 @@ def parse_args():
                         help="number of ORDER BY/LIMIT/OFFSET queries (default %d)" % ORDER_CASES)
     parser.add_argument("--aggregates", type=int, default=80,
                         help="number of aggregate queries (default 80)")
+    parser.add_argument("--index-groupings", type=int, default=30,
+                        help="number of GROUP BY queries of an index table's key (default 30)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print sample documents, clauses and prepared cases; touch no server")
     return parser.parse_args()
@@ -1586,7 +1629,9 @@ def generate(seed, args):
     float_rng = random.Random(seed + 2)
     orders += float_order_cases(float_rng, ClauseGenerator(float_rng, values), rows,
                                 FLOAT_ORDER_CASES * args.orders // ORDER_CASES)
-    return docs, rows, where, prepared, orders, aggregates
+    index_rng = random.Random(seed + 3)
+    groupings = index_grouping_cases(index_rng, ClauseGenerator(index_rng, values), args.index_groupings)
+    return docs, rows, where, prepared, orders, aggregates, groupings
 
 
 def dry_run(docs, rows, where, prepared, orders):
@@ -1608,7 +1653,7 @@ def main():
     args = parse_args()
     seed = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(2 ** 32))
     print("differential: seed %d (repeat with DIFF_SEED=%d)" % (seed, seed), flush=True)
-    docs, rows, where, prepared, orders, aggregates = generate(seed, args)
+    docs, rows, where, prepared, orders, aggregates, groupings = generate(seed, args)
     if args.dry_run:
         dry_run(docs, rows, where, prepared, orders)
         return 0
@@ -1689,6 +1734,17 @@ def main():
     report.result("aggregate pushdown coverage",
                   None if agg_pushed >= MIN_AGG_PUSHED * len(aggregates) else
                   ["only %d of %d aggregate queries were pushed" % (agg_pushed, len(aggregates))])
+
+    index_counts = []
+    for number, sql in enumerate(groupings):
+        run_aggregate_case(session, number, sql, report, index_counts)
+        clock.charge("index grouping")
+    print("index groupings: %d of %d counted per key from an index table"
+          % (sum(index_counts), len(groupings)))
+    report.result("index grouping coverage",
+                  None if sum(index_counts) >= MIN_INDEX_GROUPED * len(groupings) else
+                  ["only %d of %d GROUP BY queries of an index table's key were answered from it"
+                   % (sum(index_counts), len(groupings))])
     session.close()
     clock.print()
     print("elapsed %.1fs" % (time.monotonic() - started))

@@ -262,13 +262,17 @@ def run_pushdown(cur, d, cpu, counters, args, size):
     write them."""
     reps = args.reps or 3
     log("== pushdown: %d customers ==" % size)
-    rows, scen, notes = pushdown.run(cur, d, cpu, counters, reps, log, explain=args.explain)
+    rows, scen, notes = pushdown.run(cur, d, cpu, counters, reps, log, explain=args.explain,
+                                     only=args.only)
     runs = args.reps or (pushdown.RAW_RUNS_QUICK if args.quick else pushdown.RAW_RUNS)
-    try:
-        ratio = pushdown.scan_ratio(cur, cpu, DB, d.size, runs, log)
-    except pushdown.Unavailable as e:
-        ratio = str(e)
-        log("  NOTE: scan CPU ratio not measured: %s" % e)
+    if args.only:
+        ratio = "not measured (--only)"
+    else:
+        try:
+            ratio = pushdown.scan_ratio(cur, cpu, DB, d.size, runs, log)
+        except pushdown.Unavailable as e:
+            ratio = str(e)
+            log("  NOTE: scan CPU ratio not measured: %s" % e)
     pushdown.print_report(size, rows, scen, ratio, notes, reps)
     sys.stdout.flush()
     path = os.path.join(HERE, "results-pushdown-%d.csv" % size)

@@ -141,8 +141,9 @@ def describe(lines):
                       for n, extra in nodes)
 
 
-def run(cur, d, cpu, counters, reps, log, explain=False):
-    """Measure every scenario on both paths; returns (rows, scenarios, notes)."""
+def run(cur, d, cpu, counters, reps, log, explain=False, only=None):
+    """Measure every scenario (whose name contains only, if given) on both paths;
+    returns (rows, scenarios, notes)."""
     notes = []
     defined = _gucs_defined(cur)
     missing = [g for g in GUCS if g not in defined]
@@ -150,7 +151,7 @@ def run(cur, d, cpu, counters, reps, log, explain=False):
         notes.append("not defined by this build: %s (SET makes placeholders; both paths "
                      "are the same plan)" % ", ".join(missing))
         log("  NOTE: " + notes[-1])
-    scen = build(d)
+    scen = [s for s in build(d) if not only or only.lower() in s.key.lower()]
     rows = []
     for i, s in enumerate(scen, 1):
         for path, setting in PATHS:
