@@ -374,6 +374,77 @@ def test_claim_in_flight(conn, coll):
     rows(conn, "ALTER FOREIGN TABLE people OPTIONS (DROP consistency)")
 
 
+def block_commands(coll, commands, app, block_ms, times):
+    """failCommand: the next `times` of `commands` of the client named app
+    wait block_ms first; returns how often the failpoint replaced fired."""
+    reply = coll.database.client.admin.command(SON([
+        ("configureFailPoint", "failCommand"), ("mode", {"times": times}),
+        ("data", {"failCommands": commands, "blockConnection": True, "blockTimeMS": block_ms,
+                  "appName": app})]))
+    return int(reply.get("count", 0))
+
+
+def set_batch_delay(conn, ms):
+    """idxtable.applier_batch_delay for the applier (None: its default)."""
+    rows(conn, "ALTER SYSTEM SET idxtable.applier_batch_delay = %d" % ms if ms is not None
+         else "ALTER SYSTEM RESET idxtable.applier_batch_delay")
+    rows(conn, "SELECT pg_reload_conf()")
+    time.sleep(0.5)
+
+
+def test_undo_claim_kept(conn, coll):
+    """The applier never removes the claim that the undo of a failed ordered
+    UPDATE gave back to a fact.  A two-row UPDATE gives both facts one new
+    key: the first row claims it, writes its fact and deletes its old key's
+    claim; the second row's claim is a duplicate, so the statement's undo
+    claims the old key again and writes the fact back.  The applier, which
+    read the first fact's entries before that delete and the fact after its
+    write, found the old key's claim stale; its deletion of the claim as it
+    had read it ({_id, id}) came after the undo had claimed the key again,
+    and took the new claim: the fact kept its key without a claim until the
+    applier applied the undo's change (test/differential_writes.py's ordered
+    mode found missing 1 after such a statement, once, under load).  Here
+    the FDW's deletion of the old claim is held while the applier reads (it
+    gets the first row's change after its batch delay, 1 s here), and the
+    applier's deletion, and its next insert (the claim put back once it
+    applies the undo), until the undo is over."""
+    rows(conn, "ALTER FOREIGN TABLE people OPTIONS (ADD consistency 'ordered')")
+    rows(conn, "INSERT INTO people VALUES ('60', 'mia@x.org', NULL, 60)")
+    rows(conn, "INSERT INTO people VALUES ('61', 'ned@x.org', NULL, 61)")
+    index = coll.database["idxtable.people.people_email"]
+    set_batch_delay(conn, 1000)
+    outcome = {}
+    lost = []
+    try:
+        # a routed query (current) waits until the applier has applied them
+        routed(conn, "SELECT _id FROM people WHERE lower(email) = 'mia@x.org'")
+        block_commands(coll, ["delete"], "idxtable_fdw", 2000, 1)
+        thread = update_in_thread("UPDATE people SET email = 'oz@x.org' WHERE _id IN ('60', '61')",
+                                  outcome)
+        wrote = wait_for(lambda: (coll.find_one({"_id": "60"}) or {}).get("email") == "oz@x.org", 5)
+        RES.check(wrote, "undo: the UPDATE wrote the first fact")
+        time.sleep(0.05)        # its deletion of the old claim is held now
+        fired = block_commands(coll, ["delete", "insert"], "idxtable_fdw applier", 2500, 2)
+        RES.check(fired == 1, "undo: the UPDATE's deletion of the old claim was held (%d)" % fired)
+        thread.join(15)
+        RES.check(outcome.get("sqlstate") == "23505", "undo: the UPDATE failed with 23505: %r" % (outcome,))
+        # while the applier's commands are held, and a while after
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and not lost:
+            claim = index.find_one({"_id": {"k0": "mia@x.org"}})
+            if claim is None or claim.get("id") != "60":
+                lost.append(claim)
+            time.sleep(0.02)
+    finally:
+        fired = failpoint_off(coll)
+        set_batch_delay(conn, None)
+    RES.check(fired >= 1, "undo: the applier's deletion of the claim it read was held (%d)" % fired)
+    RES.check(not lost, "undo: the restored fact keeps its claim: %r" % (lost,))
+    v = wait_for(lambda: verify(conn, "people_email") == (0, 0, 0, 0, 0) or None, 10)
+    RES.check(v, "undo: then verify_index is clean: %r" % (verify(conn, "people_email"),))
+    rows(conn, "ALTER FOREIGN TABLE people OPTIONS (DROP consistency)")
+
+
 def main():
     conn, coll = setup()
     try:
@@ -382,6 +453,7 @@ def main():
         test_resolved(conn, coll)
         test_holder_gone(conn, coll)
         test_claim_in_flight(conn, coll)
+        test_undo_claim_kept(conn, coll)
     finally:
         conn.close()
         admin = connect()

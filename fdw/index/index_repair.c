@@ -440,12 +440,51 @@ fix_bulk(IdxRepairState *st)
 }
 
 /*
- * Queue the deletion of an entry as it was read (pass its own filter).
+ * The filter that matches "entry" only as it was read, for a fix that
+ * deletes or replaces it: its own filter (idx_entry_own_filter) and, for a
+ * unique claim, the claim time it had, or none.  A write in ordered mode
+ * may delete a claim after the repair read it and then make it again, as
+ * the undo of a failed statement claims a fact's old key again: the claim
+ * made again has the time it was made at, so the fix of the claim as it
+ * was read, decided on the fact as it was then, leaves it alone (the repair
+ * of the write's change of the fact sees it as it is).  (Other entries
+ * have no such time: one made again is the same document.)
+ */
+static bson_t *
+read_filter(const bson_t *entry)
+{
+	bson_t	   *own = idx_entry_own_filter(entry);
+	bson_t		filter;
+	bson_t		cond;
+	bson_iter_t iter;
+	bson_t	   *result;
+
+	if (!idx_entry_is_claim(entry))
+		return own;
+	bson_copy_to(own, &filter);
+	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_CLAIM_TIME))
+		idx_check_append(bson_append_iter(&filter, IDX_ENTRY_CLAIM_TIME, -1,
+										  &iter));
+	else
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter,
+													IDX_ENTRY_CLAIM_TIME,
+													&cond));
+		idx_check_append(BSON_APPEND_BOOL(&cond, "$exists", false));
+		idx_check_append(bson_append_document_end(&filter, &cond));
+	}
+	result = idx_bson_pcopy(&filter);
+	bson_destroy(&filter);
+	return result;
+}
+
+/*
+ * Queue the deletion of an entry as it was read (read_filter()).
  */
 void
 idx_repair_queue_delete(IdxRepairState *st, const bson_t *entry)
 {
-	bson_t	   *filter = idx_entry_own_filter(entry);
+	bson_t	   *filter = read_filter(entry);
 	bson_error_t error;
 
 	if (!mongoc_bulk_operation_remove_one_with_opts(fix_bulk(st), filter,
@@ -668,7 +707,7 @@ static bool
 take_over_claim(IdxRepairState *st, const bson_t *claim,
 				const ExpectedEntry *ee)
 {
-	bson_t	   *selector = idx_entry_own_filter(claim);
+	bson_t	   *selector = read_filter(claim);
 	bson_t		reply;
 	bson_error_t error;
 	bson_iter_t iter;
@@ -945,7 +984,7 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 			return;
 		st->counts.stale++;
 		if (st->repair)
-			fix_replace(st, idx_entry_own_filter(rd->doc), ee->entry, false);
+			fix_replace(st, read_filter(rd->doc), ee->entry, false);
 		return;
 	}
 
