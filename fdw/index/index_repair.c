@@ -21,9 +21,10 @@
  *		orphan		an entry of a named fact that no longer exists.
  * In repair mode the difference is written as one unordered bulk per
  * batch: a missing entry upserted by its _id, a stale one replaced or
- * deleted and an orphan deleted by the filter {_id, id} that matches the
- * entry only as it was read; a missing unique claim is inserted, or taken
- * over from a fact that lacks the key.  Every fix is complete by itself,
+ * deleted and an orphan deleted by the filter {_id, id} (and a claim's
+ * time, read_filter()) that matches the entry only as it was read; a
+ * missing unique claim is inserted, or taken over from a fact that lacks
+ * the key.  Every fix is complete by itself,
  * and applying a batch twice changes nothing.
  *
  *		conflict	a unique claim the fact should have, held by another fact
