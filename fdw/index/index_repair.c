@@ -214,13 +214,14 @@ without_claim_time(const bson_t *entry)
 }
 
 /*
- * Repairing with writes in flight (st->spare_in_flight): is "entry" a
- * unique claim that a write in ordered mode may have made before it wrote
- * its fact, a write that was running when the facts compared were read
+ * Repairing with writes in flight (st->spare_in_flight): is "entry" one
+ * that a write in ordered mode may have made before it wrote its fact, a
+ * write that was running when the facts compared were read
  * (st->facts_read_at; index_claims.h)?  Removing or replacing it then
- * would free the key for another write.  Such a claim is left alone and
- * its fact noted in st->spared, for the caller to check again once that
- * write is over.
+ * would leave the fact without it once the write has written the fact,
+ * and for a unique claim free the key for another write.  Such an entry
+ * is left alone and its fact noted in st->spared, for the caller to check
+ * again once that write is over.
  */
 bool
 idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
@@ -229,7 +230,7 @@ idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
 	IdxSparedClaim *sc;
 	bson_t	   *fact;
 
-	if (!st->repair || !st->spare_in_flight || !idx_entry_is_claim(entry) ||
+	if (!st->repair || !st->spare_in_flight ||
 		!idx_claim_in_flight(entry, st->facts_read_at))
 		return false;
 	oldcxt = MemoryContextSwitchTo(st->long_cxt);
@@ -442,14 +443,14 @@ fix_bulk(IdxRepairState *st)
 
 /*
  * The filter that matches "entry" only as it was read, for a fix that
- * deletes or replaces it: its own filter (idx_entry_own_filter) and, for a
- * unique claim, the claim time it had, or none.  A write in ordered mode
- * may delete a claim after the repair read it and then make it again, as
- * the undo of a failed statement claims a fact's old key again: the claim
- * made again has the time it was made at, so the fix of the claim as it
- * was read, decided on the fact as it was then, leaves it alone (the repair
- * of the write's change of the fact sees it as it is).  (Other entries
- * have no such time: one made again is the same document.)
+ * deletes or replaces it: its own filter (idx_entry_own_filter) and the
+ * time "t" it was written with in ordered mode, or none.  A write in
+ * ordered mode may delete or replace an entry after the repair read it and
+ * then write it again, as the undo of a failed statement writes a fact's
+ * old entries again: the entry written again has the time it was written
+ * at, so the fix of the entry as it was read, decided on the fact as it
+ * was then, leaves it alone (the repair of the write's change of the fact
+ * sees it as it is).
  */
 static bson_t *
 read_filter(const bson_t *entry)
@@ -460,8 +461,6 @@ read_filter(const bson_t *entry)
 	bson_iter_t iter;
 	bson_t	   *result;
 
-	if (!idx_entry_is_claim(entry))
-		return own;
 	bson_copy_to(own, &filter);
 	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_CLAIM_TIME))
 		idx_check_append(bson_append_iter(&filter, IDX_ENTRY_CLAIM_TIME, -1,
