@@ -21,9 +21,10 @@
  *		orphan		an entry of a named fact that no longer exists.
  * In repair mode the difference is written as one unordered bulk per
  * batch: a missing entry upserted by its _id, a stale one replaced or
- * deleted and an orphan deleted by the filter {_id, id} that matches the
- * entry only as it was read; a missing unique claim is inserted, or taken
- * over from a fact that lacks the key.  Every fix is complete by itself,
+ * deleted and an orphan deleted by the filter {_id, id} (and a claim's
+ * time, read_filter()) that matches the entry only as it was read; a
+ * missing unique claim is inserted, or taken over from a fact that lacks
+ * the key.  Every fix is complete by itself,
  * and applying a batch twice changes nothing.
  *
  *		conflict	a unique claim the fact should have, held by another fact
@@ -213,13 +214,14 @@ without_claim_time(const bson_t *entry)
 }
 
 /*
- * Repairing with writes in flight (st->spare_in_flight): is "entry" a
- * unique claim that a write in ordered mode may have made before it wrote
- * its fact, a write that was running when the facts compared were read
+ * Repairing with writes in flight (st->spare_in_flight): is "entry" one
+ * that a write in ordered mode may have made before it wrote its fact, a
+ * write that was running when the facts compared were read
  * (st->facts_read_at; index_claims.h)?  Removing or replacing it then
- * would free the key for another write.  Such a claim is left alone and
- * its fact noted in st->spared, for the caller to check again once that
- * write is over.
+ * would leave the fact without it once the write has written the fact,
+ * and for a unique claim free the key for another write.  Such an entry
+ * is left alone and its fact noted in st->spared, for the caller to check
+ * again once that write is over.
  */
 bool
 idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
@@ -228,7 +230,7 @@ idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
 	IdxSparedClaim *sc;
 	bson_t	   *fact;
 
-	if (!st->repair || !st->spare_in_flight || !idx_entry_is_claim(entry) ||
+	if (!st->repair || !st->spare_in_flight ||
 		!idx_claim_in_flight(entry, st->facts_read_at))
 		return false;
 	oldcxt = MemoryContextSwitchTo(st->long_cxt);
@@ -440,12 +442,49 @@ fix_bulk(IdxRepairState *st)
 }
 
 /*
- * Queue the deletion of an entry as it was read (pass its own filter).
+ * The filter that matches "entry" only as it was read, for a fix that
+ * deletes or replaces it: its own filter (idx_entry_own_filter) and the
+ * time "t" it was written with in ordered mode, or none.  A write in
+ * ordered mode may delete or replace an entry after the repair read it and
+ * then write it again, as the undo of a failed statement writes a fact's
+ * old entries again: the entry written again has the time it was written
+ * at, so the fix of the entry as it was read, decided on the fact as it
+ * was then, leaves it alone (the repair of the write's change of the fact
+ * sees it as it is).
+ */
+static bson_t *
+read_filter(const bson_t *entry)
+{
+	bson_t	   *own = idx_entry_own_filter(entry);
+	bson_t		filter;
+	bson_t		cond;
+	bson_iter_t iter;
+	bson_t	   *result;
+
+	bson_copy_to(own, &filter);
+	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_CLAIM_TIME))
+		idx_check_append(bson_append_iter(&filter, IDX_ENTRY_CLAIM_TIME, -1,
+										  &iter));
+	else
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter,
+													IDX_ENTRY_CLAIM_TIME,
+													&cond));
+		idx_check_append(BSON_APPEND_BOOL(&cond, "$exists", false));
+		idx_check_append(bson_append_document_end(&filter, &cond));
+	}
+	result = idx_bson_pcopy(&filter);
+	bson_destroy(&filter);
+	return result;
+}
+
+/*
+ * Queue the deletion of an entry as it was read (read_filter()).
  */
 void
 idx_repair_queue_delete(IdxRepairState *st, const bson_t *entry)
 {
-	bson_t	   *filter = idx_entry_own_filter(entry);
+	bson_t	   *filter = read_filter(entry);
 	bson_error_t error;
 
 	if (!mongoc_bulk_operation_remove_one_with_opts(fix_bulk(st), filter,
@@ -668,7 +707,7 @@ static bool
 take_over_claim(IdxRepairState *st, const bson_t *claim,
 				const ExpectedEntry *ee)
 {
-	bson_t	   *selector = idx_entry_own_filter(claim);
+	bson_t	   *selector = read_filter(claim);
 	bson_t		reply;
 	bson_error_t error;
 	bson_iter_t iter;
@@ -945,7 +984,7 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 			return;
 		st->counts.stale++;
 		if (st->repair)
-			fix_replace(st, idx_entry_own_filter(rd->doc), ee->entry, false);
+			fix_replace(st, read_filter(rd->doc), ee->entry, false);
 		return;
 	}
 
