@@ -961,8 +961,11 @@ check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 }
 
 /*
- * Which inserts of write_claims()'s bulk failed with a duplicate key
- * ("taken", by their place in the bulk); any other failure is raised.
+ * Which inserts of write_claims()'s failed bulk met a duplicate key
+ * ("taken", by their place in the bulk).  Any other failure is raised: a
+ * write error of another code, a write concern error, and a failure with
+ * no write error at all (the command failed: nothing says which inserts
+ * were made).
  */
 static void
 note_taken_claims(IdxRepairState *st, bson_t *reply, bson_error_t *error,
@@ -970,6 +973,7 @@ note_taken_claims(IdxRepairState *st, bson_t *reply, bson_error_t *error,
 {
 	bson_iter_t iter;
 	bson_iter_t errors;
+	int			nduplicates = 0;
 	bool		other = !bson_iter_init_find(&iter, reply, "writeErrors") ||
 		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &errors);
 
@@ -992,10 +996,14 @@ note_taken_claims(IdxRepairState *st, bson_t *reply, bson_error_t *error,
 				code = bson_iter_as_int64(&field);
 		}
 		if (code == 11000 && place >= 0 && place < n)
+		{
 			taken[place] = true;
+			nduplicates++;
+		}
 		else
 			other = true;
 	}
+	other = other || nduplicates == 0;
 	if (bson_iter_init_find(&iter, reply, "writeConcernErrors") &&
 		BSON_ITER_HOLDS_ARRAY(&iter))
 	{
