@@ -31,9 +31,11 @@ import csv
 import math
 import os
 import re
+import shutil
 import subprocess
-import sys
 import statistics
+import sys
+import tempfile
 import threading
 import time
 
@@ -49,8 +51,10 @@ import scenarios
 TABLE = "a_customers"
 FLOOR_TABLE = "f_customers"  # the same customers, followed by the floor (floor.py) alone
 FLOOR_SPECS = ["u:email", "town,last_name", "town+first_name,last_name"]  # INDEXES for floor.py
+TURNS = 3               # bursts of the applier and of the floor, taking turns, per index count
 LOADS = (0.5, 0.8)      # the steady loads, as shares of the floor's 3-index rate
 APPLIER_APP = "idxtable_fdw applier"
+RING_SIZE = 2000        # the test server's ring of recent commands (cmdlog.py)
 FLOOR_APP = "idxtable_bench floor"  # floor.py's appName
 INDEXES = [("{lower(email)}", None, True),          # as writes.py: a table with n gets the first n
            ("{town,last_name}", None, False),
@@ -168,18 +172,34 @@ class ServerCounts:
             self.ok = False
 
     def take(self):
-        """{appName: (commands, getMores, server cpu ms)} since the last call ({} on mongod)."""
+        """{appName: (commands, batches, server cpu ms)} since the last call ({} on mongod).
+
+        batches: the getMores after which the client sent other commands before its next one
+        (those that brought events), from the server's ring of recent commands; commands: all
+        the client's commands less its other getMores (those that waited and brought nothing).
+        If the ring overflowed: all commands and all getMores.
+        """
         out = {}
         try:
             commands = self.admin.command("commandCpu", clear=True)["commands"]
+            ring = self.admin.command("recentCommands", clear=True)["commands"]
         except pymongo.errors.PyMongoError:
             return out
+        batches, last = {}, {}
+        for rec in ring:
+            app = rec.get("appName")
+            if rec["command"] != "getMore" and last.get(app) == "getMore":
+                batches[app] = batches.get(app, 0) + 1
+            last[app] = rec["command"]
+        overflow = len(ring) >= RING_SIZE
         for c in commands:
             n, g, ms = out.get(c["appName"], (0, 0, 0.0))
             out[c["appName"]] = (n + c["count"],
                                  g + (c["count"] if c["command"] == "getMore" else 0),
                                  ms + c["cpu_ms"])
-        return out
+        # round trips of the batches: every command but the getMores that brought nothing
+        return {app: (n - g + batches.get(app, 0), batches.get(app, 0), ms) if not overflow
+                else (n, g, ms) for app, (n, g, ms) in out.items()}
 
 
 def applier_cpu(cur):
@@ -199,30 +219,51 @@ def applier_cpu(cur):
 def add_costs(r, events, cpu_s, counts):
     """CPU per event, the test server's CPU per event and round trips per batch into row r.
 
-    counts: (commands, getMores, server cpu ms) of the follower, or None.
+    counts: (commands, batches, server cpu ms) of the follower, or None.
     """
     if cpu_s is not None:
         r["cpu_us"] = cpu_s / events * 1e6
     if counts:
-        commands, get_mores, srv_ms = counts
+        commands, batches, srv_ms = counts
         r["srv_us"] = srv_ms * 1000.0 / events
-        if get_mores:
-            r["rt_batch"] = commands / get_mores
+        if batches:
+            r["rt_batch"] = commands / batches
+            r["note"] = r.get("note", "") + "; %d commands in %d batches" % (commands, batches)
+
+
+def build_floor(tmpdir):
+    """Compile floor.c (cc, pkg-config libmongoc-1.0); its path, or None if it does not build."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        return None
+    try:
+        flags = subprocess.check_output(["pkg-config", "--cflags", "--libs", "libmongoc-1.0"],
+                                        text=True).split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    binary = os.path.join(tmpdir, "floor")
+    out = subprocess.run([cc, "-O2", "-Wall", "-o", binary,
+                          os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor.c")]
+                         + flags, capture_output=True, text=True)
+    return binary if out.returncode == 0 else None
 
 
 class Floor:
-    """floor.py following FLOOR_TABLE with the first k index tables' entries, a process of its own."""
+    """floor.py following FLOOR_TABLE with the first k index tables' entries, a process of its own
+    (floor.c once the collections are built, if binary is not None)."""
 
-    def __init__(self, db_name, k):
+    def __init__(self, db_name, k, binary=None):
         here = os.path.dirname(os.path.abspath(__file__))
-        self.proc = subprocess.Popen([sys.executable, os.path.join(here, "floor.py"), db_name,
-                                      FLOOR_TABLE] + FLOOR_SPECS[:k],
+        self.proc = subprocess.Popen([sys.executable, os.path.join(here, "floor.py")]
+                                     + (["--c", binary] if binary else [])
+                                     + [db_name, FLOOR_TABLE] + FLOOR_SPECS[:k],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if self.proc.stdout.readline().strip() != "ready":
+        ready = self.proc.stdout.readline().split()
+        if not ready or ready[0] != "ready":
             self.proc.kill()
             raise RuntimeError("floor.py did not start (exit status %s)" % self.proc.wait())
         self.lock = threading.Lock()
-        self.last = (0, time.monotonic(), 0.0, 0, 0)
+        self.last = (0, time.monotonic(), float(ready[1]), 0, 0)
         self.thread = threading.Thread(target=self.read, daemon=True)
         self.thread.start()
 
@@ -248,33 +289,31 @@ class Floor:
             self.proc.wait()
 
 
-def floor_burst(db_name, writer, k, events, srv, log):
-    """The burst of burst(), followed by the floor with k index collections instead."""
-    floor = Floor(db_name, k)
-    try:
-        b0 = floor.progress()
-        srv.take()
-        t0 = time.monotonic()
-        written = 0
-        while written < events:
-            n = min(BULK, events - written)
-            writer.write(n)
-            written += n
-        t_written = time.monotonic()
-        t_end = t0 + max(60.0, events / 50.0)
-        while floor.progress()[0] < b0[0] + events and time.monotonic() < t_end:
-            time.sleep(POLL_S)
-        t_done = time.monotonic()
-        p = floor.progress()
-    finally:
-        floor.close()
+def floor_burst(floor, writer, k, events, srv, binary, log):
+    """The burst of burst(), followed by the floor (a Floor with k index collections) instead."""
+    time.sleep(QUIET_S)             # as burst() waits for the applier's counters to stand still
+    b0 = floor.progress()
+    srv.take()
+    t0 = time.monotonic()
+    written = 0
+    while written < events:
+        n = min(BULK, events - written)
+        writer.write(n)
+        written += n
+    t_written = time.monotonic()
+    t_end = t0 + max(60.0, events / 50.0)
+    while floor.progress()[0] < b0[0] + events and time.monotonic() < t_end:
+        time.sleep(POLL_S)
+    t_done = time.monotonic()
+    p = floor.progress()
     r = {"measurement": "floor: burst of %d updates" % events, "indexes": k, "events": events}
     if p[0] < b0[0] + events:
         r["note"] = "NOT APPLIED: the floor followed %d of %d events" % (p[0] - b0[0], events)
         return r
     r.update(seconds=t_done - t0, events_s=events / (t_done - t0),
-             note="floor.py: per batch a find of the facts, per index collection a find of its "
-                  "entries and a bulk write; pymongo wrote it in %.2f s" % (t_written - t0))
+             note="%s: per batch a find of the facts, per index collection a find of its "
+                  "entries and a bulk write; pymongo wrote it in %.2f s"
+                  % ("floor.c" if binary else "floor.py (floor.c did not build)", t_written - t0))
     counts = srv.take().get(FLOOR_APP)
     if counts is None:      # mongod: its own count
         counts = (p[3] - b0[3], p[4] - b0[4], 0.0)
@@ -284,6 +323,28 @@ def floor_burst(db_name, writer, k, events, srv, log):
     log("  floor %d idx: %d events in %.2f s (%.0f events/s)"
         % (k, events, r["seconds"], r["events_s"]))
     return r
+
+
+def median_turn(turns):
+    """The rows of the applier and of the floor over turns [(applier row, floor row)]: each
+    measure's median, and x_floor the median of the turns' own ratios (a load that comes and goes
+    on the machine slows both sides of a turn alike)."""
+    out = []
+    for side in (0, 1):
+        rows = [t[side] for t in turns]
+        r = dict(rows[-1])
+        for key in ("seconds", "events_s", "entries_s", "cpu_us", "srv_us", "rt_batch"):
+            values = [x[key] for x in rows if x.get(key) is not None]
+            r[key] = statistics.median(values) if len(values) == len(rows) else None
+        r["measurement"] += " (median of %d)" % len(rows) if len(rows) > 1 else ""
+        out.append(r)
+    ratios = [f["events_s"] / a["events_s"] for a, f in turns
+              if a.get("events_s") and f.get("events_s")]
+    if len(ratios) == len(turns):
+        out[0]["x_floor"] = statistics.median(ratios)
+        out[0]["note"] = "turns' floor / applier %s; %s" % (
+            " ".join("%.2f" % x for x in ratios), out[0].get("note", ""))
+    return out
 
 
 def create_indexes(cur, have, want, log):
@@ -715,14 +776,21 @@ def run(db, mdb, n, events, seconds, idle_reps, log):
     srv = ServerCounts(mdb)
     rows, notes = [], []
     floors = {}
+    tmpdir = tempfile.mkdtemp(prefix="idxtable_floor_")
+    binary = build_floor(tmpdir)
 
     for have, want in ((0, 1), (1, 3)):
         names = create_indexes(cur, have, want, log)
-        r = burst(cur, writer, names, events, srv, log)
-        f = floor_burst(db, floor_writer, want, events, srv, log)
+        floor = Floor(db, want, binary)
+        turns = []
+        try:
+            for _ in range(TURNS):
+                r = burst(cur, writer, names, events, srv, log)
+                turns.append((r, floor_burst(floor, floor_writer, want, events, srv, binary, log)))
+        finally:
+            floor.close()
+        r, f = median_turn(turns)
         floors[want] = f.get("events_s")
-        if r.get("events_s") and floors[want]:
-            r["x_floor"] = floors[want] / r["events_s"]
         rows.extend([r, f])
 
     queries = Queries(db, emails)

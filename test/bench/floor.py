@@ -9,11 +9,13 @@ ones upserted).  Its index collections are its own (floor_<collection>_<i>), bui
 the start, one entry per fact each, a unique one with the key alone as _id, as the FDW's claims are.
 Nothing else: no markers, no position stored, no conflict handling, no PostgreSQL.
 
-    python3 floor.py DB COLLECTION INDEX [INDEX ...]
+    python3 floor.py [--c BINARY] DB COLLECTION INDEX [INDEX ...]
         INDEX: comma-separated fields, "u:" before them for a unique one on lower() of the first,
         optional "+field,..." for included fields, e.g. u:email  town,last_name  town+first_name
-    stdout: "ready", then after each applied batch "<events> <monotonic> <cpu s> <commands> <getMores>"
+    stdout: "ready <cpu s>", then after each applied batch "<events> <monotonic> <cpu s> <commands> <getMores>"
     (running totals); it stops when stdin closes.
+    --c BINARY: once the index collections are built, follow with floor.c compiled (the same work
+    with libmongoc, as the applier does it: the follower's own CPU then hardly counts).
 """
 import os
 import sys
@@ -132,18 +134,25 @@ class Follower:
 
 
 def main():
-    db_name, collection, specs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    args = sys.argv[1:]
+    binary = None
+    if args[0] == "--c":
+        binary, args = args[1], args[2:]
+    db_name, collection, specs = args[0], args[1], args[2:]
     client = mongo_client.connect(appname=APP_NAME)
     db = mongo_client.database(client, db_name)
     indexes = [Index(db, collection, i, s) for i, s in enumerate(specs)]
     facts = list(db[collection].find({}, {f: 1 for ix in indexes for f in ix.fields()}))
     for ix in indexes:
         ix.build(facts)
+    if binary:
+        client.close()
+        os.execv(binary, [binary, os.environ["MONGO_URI"], db_name, collection] + specs)
     follower = Follower(client, db, collection, indexes)
     batch = follower.open()
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
-    print("ready", flush=True)
+    print("ready %.4f" % time.process_time(), flush=True)
     while not stop.is_set():
         if batch:
             follower.apply(batch)
