@@ -22,9 +22,10 @@
  * In repair mode the difference is written as one unordered bulk per
  * batch: a missing entry upserted by its _id, a stale one replaced or
  * deleted and an orphan deleted by the filter {_id, id} that matches the
- * entry only as it was read; a missing unique claim is inserted, or taken
- * over from a fact that lacks the key.  Every fix is complete by itself,
- * and applying a batch twice changes nothing.
+ * entry only as it was read; then the batch's missing unique claims are
+ * inserted in one unordered bulk, and each that meets a duplicate key is
+ * taken over from a fact that lacks the key.  Every fix is complete by
+ * itself, and applying a batch twice changes nothing.
  *
  *		conflict	a unique claim the fact should have, held by another fact
  *					that has the key too (a client writing straight into
@@ -1231,7 +1232,7 @@ append_key_condition(bson_t *filter, const bson_t *claim)
  * each served by the index collection's "lookup" index on the key
  * components.
  */
-#define WAITING_KEYS	500
+#define WAITING_KEYS	1000
 
 static void
 note_waiting(IdxRepairState *st, bson_t **claims, int n)

@@ -174,8 +174,8 @@ class ServerCounts:
     def take(self):
         """{appName: (commands, batches, server cpu ms)} since the last call ({} on mongod).
 
-        batches: the getMores after which the client sent other commands before its next one
-        (those that brought events), from the server's ring of recent commands; commands: all
+        batches: the getMores whose client sent a find next (a batch's first read: those that
+        brought events), from the server's ring of recent commands; commands: all
         the client's commands less its other getMores (those that waited and brought nothing).
         If the ring overflowed: all commands and all getMores.
         """
@@ -188,7 +188,7 @@ class ServerCounts:
         batches, last = {}, {}
         for rec in ring:
             app = rec.get("appName")
-            if rec["command"] != "getMore" and last.get(app) == "getMore":
+            if rec["command"] == "find" and last.get(app) == "getMore":
                 batches[app] = batches.get(app, 0) + 1
             last[app] = rec["command"]
         overflow = len(ring) >= RING_SIZE

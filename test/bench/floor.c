@@ -18,7 +18,7 @@
  * then runs this (when it compiles), which opens the change stream now
  * and, per getMore that brings events: one find of the facts they name
  * ({_id: {$in: [...]}}, the fields the entries need), per index
- * collection one find of those facts' entries ({f: {$in: [...]}}) and one
+ * collection one find of those facts' entries ({id: {$in: [...]}}) and one
  * unordered bulk write of the differences (an entry no longer wanted
  * deleted, a wanted one that differs upserted).  Nothing else: no markers,
  * no stored position, no conflicts, no PostgreSQL.
@@ -115,7 +115,7 @@ parse_index(FloorIndex *ix, const char *spec)
 	ix->nkeys = split(s, ix->keys);
 }
 
-/* Append the field "name" of fact (null if it lacks it) as "key". */
+/* Append the field "name" of fact (null if it lacks it) as "key" (lower: in lower case). */
 static void
 append_field(bson_t *out, const char *key, const bson_t *fact, const char *name,
 			 int lower)
@@ -152,22 +152,36 @@ make_entry(FloorIndex *ix, const bson_t *fact)
 	bson_t		id;
 	bson_iter_t fid;
 	int			i;
+	char		name[16];
 
 	if (!bson_iter_init_find(&fid, fact, "_id"))
 		fail("fact", "no _id");
 	BSON_APPEND_DOCUMENT_BEGIN(doc, "_id", &id);
 	if (ix->unique)
-		append_field(&id, ix->keys[0], fact, ix->keys[0], 1);
+		append_field(&id, "k0", fact, ix->keys[0], 1);
 	else
 	{
 		for (i = 0; i < ix->nkeys; i++)
-			append_field(&id, ix->keys[i], fact, ix->keys[i], 0);
-		bson_append_iter(&id, "f", 1, &fid);
+		{
+			snprintf(name, sizeof(name), "k%d", i);
+			append_field(&id, name, fact, ix->keys[i], 0);
+		}
+		bson_append_iter(&id, "id", 2, &fid);
 	}
 	bson_append_document_end(doc, &id);
-	bson_append_iter(doc, "f", 1, &fid);
-	for (i = 0; i < ix->ninclude; i++)
-		append_field(doc, ix->include[i], fact, ix->include[i], 0);
+	bson_append_iter(doc, "id", 2, &fid);
+	if (ix->ninclude > 0)
+	{
+		bson_t		v;
+
+		BSON_APPEND_DOCUMENT_BEGIN(doc, "v", &v);
+		for (i = 0; i < ix->ninclude; i++)
+		{
+			snprintf(name, sizeof(name), "i%d", i);
+			append_field(&v, name, fact, ix->include[i], 0);
+		}
+		bson_append_document_end(doc, &v);
+	}
 	return doc;
 }
 
@@ -234,7 +248,7 @@ apply_index(FloorIndex *ix, const bson_t *in_ids, int nids, bson_t **facts, int 
 	int			i;
 	bson_error_t error;
 
-	BSON_APPEND_DOCUMENT_BEGIN(&filter, "f", &cond);
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "id", &cond);
 	BSON_APPEND_ARRAY(&cond, "$in", in_ids);
 	bson_append_document_end(&filter, &cond);
 	BSON_APPEND_INT32(&opts, "batchSize", nids * 2 + 1);
@@ -285,8 +299,8 @@ apply_index(FloorIndex *ix, const bson_t *in_ids, int nids, bson_t **facts, int 
 			continue;
 		bson_iter_init_find(&it, have[i].doc, "_id");
 		bson_append_iter(&sel, "_id", 3, &it);
-		bson_iter_init_find(&it, have[i].doc, "f");
-		bson_append_iter(&sel, "f", 1, &it);
+		bson_iter_init_find(&it, have[i].doc, "id");
+		bson_append_iter(&sel, "id", 2, &it);
 		if (!mongoc_bulk_operation_remove_one_with_opts(bulk, &sel, NULL, &error))
 			fail("bulk", error.message);
 		bson_destroy(&sel);

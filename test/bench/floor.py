@@ -7,7 +7,9 @@ the index tables need), one find per index collection of the entries those facts
 and one unordered bulk write per index collection (the entries that should go deleted, the missing
 ones upserted).  Its index collections are its own (floor_<collection>_<i>), built from the facts at
 the start, one entry per fact each, a unique one with the key alone as _id, as the FDW's claims are.
-Nothing else: no markers, no position stored, no conflict handling, no PostgreSQL.
+They are shaped and indexed as the FDW's index collections are (the entry _id {k0, ..., id}, id, v
+{i0, ...}; the indexes "lookup" on the key and "fact" on id), since every write to them costs the
+server that.  Nothing else: no markers, no position stored, no conflict handling, no PostgreSQL.
 
     python3 floor.py [--c BINARY] DB COLLECTION INDEX [INDEX ...]
         INDEX: comma-separated fields, "u:" before them for a unique one on lower() of the first,
@@ -49,21 +51,24 @@ class Index:
         return self.keys + self.include
 
     def entry(self, fact):
-        """The entry of fact (a dict with _id)."""
+        """The entry of fact (a dict with _id), shaped as the FDW's: _id {k0, ..., id}, id, v."""
         if self.unique:
             v = fact.get(self.keys[0])
-            eid = {self.keys[0]: v.lower() if isinstance(v, str) else v}
+            eid = {"k0": v.lower() if isinstance(v, str) else v}
         else:
-            eid = {k: fact.get(k) for k in self.keys}
-            eid["f"] = fact["_id"]
-        doc = {"_id": eid, "f": fact["_id"]}
-        doc.update((k, fact.get(k)) for k in self.include)
+            eid = {"k%d" % i: fact.get(k) for i, k in enumerate(self.keys)}
+            eid["id"] = fact["_id"]
+        doc = {"_id": eid, "id": fact["_id"]}
+        if self.include:
+            doc["v"] = {"i%d" % i: fact.get(k) for i, k in enumerate(self.include)}
         return doc
 
     def build(self, facts):
-        """Fill the collection from all facts (not timed)."""
+        """Fill the collection from all facts (not timed), with the indexes of the FDW's index
+        collections: "lookup" on the key, "fact" on the fact's _id."""
         self.coll.drop()
-        self.coll.create_index("f")
+        self.coll.create_index([("_id.k%d" % i, 1) for i in range(len(self.keys))], name="lookup")
+        self.coll.create_index("id", name="fact")
         docs = [self.entry(f) for f in facts]
         for i in range(0, len(docs), 1000):
             self.coll.insert_many(docs[i:i + 1000], ordered=False)
@@ -71,13 +76,13 @@ class Index:
     def apply(self, ids, facts):
         """One find of the entries of ids, one bulk write of the differences; entries written."""
         have = {}
-        for e in self.coll.find({"f": {"$in": ids}}, batch_size=len(ids) * 2 + 1):
+        for e in self.coll.find({"id": {"$in": ids}}, batch_size=len(ids) * 2 + 1):
             have[repr(e["_id"])] = e
         want = {}
         for f in facts:
             e = self.entry(f)
             want[repr(e["_id"])] = e
-        ops = [DeleteOne({"_id": e["_id"], "f": e["f"]}) for k, e in have.items() if k not in want]
+        ops = [DeleteOne({"_id": e["_id"], "id": e["id"]}) for k, e in have.items() if k not in want]
         ops += [ReplaceOne({"_id": e["_id"]}, e, upsert=True) for k, e in want.items()
                 if have.get(k) != e]
         if ops:
