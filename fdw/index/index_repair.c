@@ -1223,6 +1223,9 @@ append_key_condition(bson_t *filter, const bson_t *claim)
 	return true;
 }
 
+/* The most keys note_waiting() looks for in one find (a batch's) */
+#define WAITING_KEYS	1000
+
 /*
  * Repairing, the claims "claims[0..n-1]" were deleted (their facts are
  * gone, or no longer have the key).  Facts with conflict entries of those
@@ -1232,8 +1235,6 @@ append_key_condition(bson_t *filter, const bson_t *claim)
  * each served by the index collection's "lookup" index on the key
  * components.
  */
-#define WAITING_KEYS	1000
-
 static void
 note_waiting(IdxRepairState *st, bson_t **claims, int n)
 {
