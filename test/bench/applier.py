@@ -796,6 +796,7 @@ def run(db, mdb, n, events, seconds, idle_reps, log):
         r, f = median_turn(turns)
         floors[want] = f.get("events_s")
         rows.extend([r, f])
+    shutil.rmtree(tmpdir, ignore_errors=True)
 
     queries = Queries(db, emails)
     wait_ready(cur, names, log)
