@@ -61,7 +61,7 @@ SUSTAINED_ROWS, SUSTAINED_ROWS_QUICK = 500, 200   # new customers each
 APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
-APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 15.0, 100), (5000, 2000, 5.0, 30)
+APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 20.0, 100), (5000, 2000, 5.0, 30)
 GUC = "idxtable.enable_index_routing"
 # 1,000,000 is supported, but not the default: on the Python test server its
 # setup takes ~9 minutes (measured: loading 23 s, the six index builds 45-123 s
