@@ -25,6 +25,7 @@
 #include "access/stratnum.h"
 #include "access/sysattr.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/cost.h"
@@ -184,8 +185,10 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		return NIL;
 	if (!idx_pathkey_default_order(pathkey, var->vartype))
 		return NIL;
+	/* text as MongoDB orders it: UTF-8 bytes (the merge compares them) */
 	if ((var->vartype == TEXTOID || var->vartype == VARCHAROID) &&
-		!idx_collation_bytewise(pathkey->pk_eclass->ec_collation))
+		(GetDatabaseEncoding() != PG_UTF8 ||
+		 !idx_collation_bytewise(pathkey->pk_eclass->ec_collation)))
 		return NIL;
 	/* MongoDB's NULLs come first ascending and last descending */
 	if (!first && pathkey->pk_nulls_first != !desc)

@@ -256,9 +256,10 @@ append_text_values_cond(const char *field, int sub, bson_t *doc)
 
 /*
  * Append the condition of the find of a text key's other types: every
- * BSON type but strings, symbols, ObjectIds, null and undefined (and
- * arrays, whose elements the other finds match), as a $type list, which
- * mongod serves from an index as one interval per type bracket.
+ * BSON type but strings, symbols, ObjectIds, null and undefined, as a
+ * $type list, which mongod serves from an index as one interval per type
+ * bracket.  Arrays too, but for _id (never an array): an index cannot
+ * bound them, and they read as an error wherever they come from.
  */
 static void
 append_other_types_cond(const char *field, bson_t *doc)
@@ -279,6 +280,11 @@ append_other_types_cond(const char *field, bson_t *doc)
 	{
 		snprintf(key, sizeof(key), "%d", i);
 		idx_check_append(BSON_APPEND_UTF8(&array, key, types[i]));
+	}
+	if (strcmp(field, "_id") != 0)
+	{
+		snprintf(key, sizeof(key), "%d", i);
+		idx_check_append(BSON_APPEND_UTF8(&array, key, "array"));
 	}
 	idx_check_append(bson_append_array_end(&cond, &array));
 	idx_check_append(bson_append_document_end(doc, &cond));

@@ -135,8 +135,9 @@ static void
 release_cursor(void *arg)
 {
 	IdxScanState *state = (IdxScanState *) arg;
+	mongoc_collection_t *shared = NULL; /* the second find uses the first's */
 
-	idx_release_find(state, &state->cursor2, &state->collection);
+	idx_release_find(state, &state->cursor2, &shared);
 	idx_release_find(state, &state->cursor, &state->collection);
 	state->merge_open[0] = state->merge_open[1] = false;
 	if (state->index)
@@ -391,9 +392,9 @@ idx_reading_what(const char *collection, const char *database)
 }
 
 /*
- * Start find "sub" (see build_order_filter()) into *cursor.  The filter
- * uses the parameter values of this execution; the filter's JSON is kept
- * for EXPLAIN ANALYZE.
+ * Start find "sub" of the current part (0, or 1 for the second of two
+ * merged finds: order.h) into *cursor.  The filter uses the parameter
+ * values of this execution; the filter's JSON is kept for EXPLAIN ANALYZE.
  */
 static void
 open_find(ForeignScanState *node, IdxScanState *state, int sub,

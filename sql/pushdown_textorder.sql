@@ -72,6 +72,11 @@ SELECT check_text(q, t) FROM (VALUES ('tmix'), ('tstr'), ('toid')) tables(t),
 -- a key of another type fails as in a plain scan
 SELECT id FROM tbad ORDER BY id LIMIT 2;
 SELECT id FROM tbad LIMIT 100;
+CREATE FOREIGN TABLE tarr (id text OPTIONS (field '_id') COLLATE "C", n int,
+  t text COLLATE "C")
+  SERVER mongo OPTIONS (database 'idxtable_order', collection 'tarr');
+SELECT t FROM tarr ORDER BY t LIMIT 2;
+SELECT t FROM tarr LIMIT 100;
 -- a prepared keyset page
 PREPARE page(text) AS SELECT id FROM tmix WHERE id > $1 ORDER BY id LIMIT 3;
 EXECUTE page('');
