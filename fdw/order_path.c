@@ -62,10 +62,10 @@ enum IdxFinalPathPrivate
  * first key ("first"), whose NaNs the scan reads with a find of their
  * own.  Text is sorted by merging the finds of its strings and of its
  * ObjectIds (order.h), as the only key under a collation that orders as
- * bytes (sort_key()).  Numeric is not: a double reads as its shortest decimal, which may
- * sort apart from its exact value against an int64 or a decimal128 (the
- * double 2^62 reads as 4611686018427388000, MongoDB sorts the int64
- * 4611686018427387950 above it).
+ * bytes (sort_key()).  Numeric is not: a double reads as its shortest
+ * decimal, which may sort apart from its exact value against an int64 or
+ * a decimal128 (the double 2^62 reads as 4611686018427388000, MongoDB
+ * sorts the int64 4611686018427387950 above it).
  */
 static bool
 sortable_type(Oid type, bool first)

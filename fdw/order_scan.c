@@ -248,7 +248,7 @@ append_text_values_cond(const char *field, int sub, bson_t *doc)
 		idx_check_append(BSON_APPEND_UTF8(&cond, "$gte", ""));
 	else
 	{
-		bson_oid_init_from_data(&zero, (const uint8_t *) "\0\0\0\0\0\0\0\0\0\0\0\0");
+		idx_objectid_least(&zero);
 		idx_check_append(BSON_APPEND_OID(&cond, "$gte", &zero));
 	}
 	idx_check_append(bson_append_document_end(doc, &cond));
@@ -567,10 +567,11 @@ idx_order_explain(const IdxOrderScan *os, const IdxTableInfo *info,
 		bson_destroy(&sort);
 		if (first_key_is_text(os))
 			ExplainPropertyText("MongoDB Sort Merge",
-								"strings and ObjectIds read by a find each, merged as bytes",
-								es);
+								"strings and ObjectIds read by a find each, "
+								"merged as bytes", es);
+		/* a text key's other types are read first, then NULLs or values */
 		ExplainPropertyText("MongoDB Sort NULLs",
-							parts[first_key_is_text(os) ? 1 : 0] == IDX_PART_NULLS ?
+							parts[first_key_is_text(os)] == IDX_PART_NULLS ?
 							"read first, by a find of their own" :
 							"read last, by a find of their own", es);
 		if (first_key_is_float(os))

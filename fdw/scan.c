@@ -429,10 +429,11 @@ open_find(ForeignScanState *node, IdxScanState *state, int sub,
 			pfree(state->last_filter);
 		state->last_filter = idx_bson_as_json(&filter);
 
-		if (state->collection == NULL)
-			state->collection = mongoc_client_get_collection(state->client,
-															 state->info->database,
-															 state->info->collection);
+		if (state->collection == NULL)	/* the second find shares it */
+			state->collection =
+				mongoc_client_get_collection(state->client,
+											 state->info->database,
+											 state->info->collection);
 		if (!state->pinned)
 			idx_client_pin(state->client, 1);
 		state->pinned = true;

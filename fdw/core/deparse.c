@@ -304,7 +304,8 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 			if (is_equality)
 				return get_collation_isdeterministic(collid)
 					? IDX_PUSH_EXACT : IDX_PUSH_NONE;
-			return idx_collation_bytewise(collid) ? IDX_PUSH_EXACT : IDX_PUSH_NONE;
+			return idx_collation_bytewise(collid) ?
+				IDX_PUSH_EXACT : IDX_PUSH_NONE;
 		default:
 			return IDX_PUSH_NONE;
 	}
@@ -885,7 +886,8 @@ append_float_range(bson_t *out, const char *field, const IdxBound *bound)
 	}
 	if (!add_nan)
 	{
-		append_range(out, field, nan ? &numbers : bound, 1, false, IDX_TEXT_BOTH);
+		append_range(out, field, nan ? &numbers : bound, 1, false,
+					 IDX_TEXT_BOTH);
 		return;
 	}
 	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));

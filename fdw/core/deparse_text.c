@@ -77,7 +77,7 @@ append_objectid_range(bson_t *out, const char *field, const bson_oid_t *oids,
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
 	if (n == 0)
 	{
-		bson_oid_init_from_data(&zero, (const uint8_t *) "\0\0\0\0\0\0\0\0\0\0\0\0");
+		idx_objectid_least(&zero);
 		idx_check_append(BSON_APPEND_OID(&child, "$gte", &zero));
 	}
 	for (i = 0; i < n; i++)
@@ -108,7 +108,8 @@ append_string_range(bson_t *out, const char *field, const char *const *ops,
  */
 void
 idx_append_text_range(bson_t *out, const char *field, const char *const *ops,
-					  const Datum *values, int nbounds, IdxTextBracket bracket)
+					  const Datum *values, int nbounds,
+					  IdxTextBracket bracket)
 {
 	bson_oid_t	oids[2];
 	const char *oid_ops_used[2];
@@ -131,7 +132,8 @@ idx_append_text_range(bson_t *out, const char *field, const char *const *ops,
 		else
 		{
 			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
-			idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, "$in", &array));
+			idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&child, "$in",
+														 &array));
 			idx_check_append(bson_append_array_end(&child, &array));
 			idx_check_append(bson_append_document_end(out, &child));
 		}

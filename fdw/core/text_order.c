@@ -154,6 +154,17 @@ idx_bson_text(const bson_iter_t *iter, char *buf, const char **str,
 }
 
 /*
+ * The least ObjectId, whose bound selects the ObjectIds' whole bracket.
+ */
+void
+idx_objectid_least(bson_oid_t *oid)
+{
+	static const uint8_t zeros[12] = {0};
+
+	bson_oid_init_from_data(oid, zeros);
+}
+
+/*
  * Compare two texts as bytes, as PostgreSQL's C collation does.
  */
 int

@@ -55,6 +55,9 @@ extern IdxOidRange idx_text_bound_objectids(const char *s, size_t len,
 extern bool idx_bson_text(const bson_iter_t *iter, char *buf,
 						  const char **str, uint32 *len);
 
+/* The least ObjectId (twelve zero bytes): {$gte: it} is every ObjectId */
+extern void idx_objectid_least(bson_oid_t *oid);
+
 /* Compare two texts as their bytes (memcmp, then the shorter first) */
 extern int	idx_text_bytes_cmp(const char *a, uint32 alen,
 							   const char *b, uint32 blen);
