@@ -667,8 +667,9 @@ idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
 /*
  * EXPLAIN VERBOSE of a sorted scan on a text key: each find it sends, in
  * the order it sends them, as {filter, sort, limit} (the limit as the
- * first find of its part has it); with the parameters' values of the
- * latest execution, else placeholders.
+ * first find of its part has it).  Parameters show as placeholders: the
+ * values of the latest execution lived in a per-tuple context, since
+ * reset.
  */
 static void
 explain_finds(IdxScanState *state, ExplainState *es)
@@ -677,7 +678,7 @@ explain_finds(IdxScanState *state, ExplainState *es)
 	IdxParamValues params = state->params;
 	int			sub;
 
-	params.placeholders = state->last_filter == NULL;
+	params.placeholders = true;
 	probe.seen = 0;
 	for (probe.phase = 0;
 		 idx_order_find_label(&probe, probe.phase, 0) != NULL;
@@ -741,7 +742,7 @@ explain_plain_scan(IdxScanState *state, ExplainState *es)
 			IdxParamValues placeholders = state->params;
 
 			/* a text sort's finds follow: the filter they all restrict */
-			placeholders.placeholders = state->last_filter == NULL;
+			placeholders.placeholders = true;
 			idx_build_filter(&doc, state->remote_conds, state->relid,
 							 state->info, &placeholders);
 			json = idx_bson_as_json(&doc);

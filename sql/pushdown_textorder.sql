@@ -83,3 +83,14 @@ EXECUTE page('');
 EXECUTE page('650000000000000000000000');
 EXECUTE page('a');
 DEALLOCATE page;
+-- a generic plan: the range with a parameter is rechecked, the sort pushed
+-- (no local sort), the LIMIT kept local; EXPLAIN shows the parameter as a
+-- placeholder in the finds
+SET plan_cache_mode = force_generic_plan;
+SET enable_sort = off;
+PREPARE gpage(text) AS SELECT id FROM tmix WHERE id > $1 ORDER BY id LIMIT 3;
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE gpage('650000000000000000000000');
+EXECUTE gpage('650000000000000000000000');
+DEALLOCATE gpage;
+RESET enable_sort;
+RESET plan_cache_mode;
