@@ -15,6 +15,10 @@ sometimes missing, sometimes null and sometimes the deprecated undefined
 (which MongoDB 8.0's {f: null} no longer matches), and the literals come mostly from the
 values actually stored, so that equalities and boundaries hit.
 
+Tables tk_str, tk_oid and tk_mix (test/differential_textkeys.py) have a text
+_id of strings, of ObjectIds and of both, under COLLATE "C": ORDER BY,
+LIMIT, OFFSET and keyset ranges on them run on both sides too.
+
 Environment (as exported by ``eval "$(test/env start)"``): PGHOST, PGPORT,
 PGDATABASE, PGUSER for a superuser connection; MONGO_URI, MONGO_USER,
 MONGO_PASSWORD for MongoDB (see fixtures/mongo_client.py).  DIFF_SEED fixes
@@ -51,6 +55,7 @@ from bson.raw_bson import RawBSONDocument
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402
+import differential_textkeys  # noqa: E402  (test/)
 
 DATABASE = "idxtable_differential"
 COLLECTION = "facts"
@@ -1606,6 +1611,8 @@ def parse_args():
                         help="number of aggregate queries (default 80)")
     parser.add_argument("--index-groupings", type=int, default=30,
                         help="number of GROUP BY queries of an index table's key (default 30)")
+    parser.add_argument("--text-keys", type=int, default=120,
+                        help="number of queries on text keys of strings and ObjectIds (default 120)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print sample documents, clauses and prepared cases; touch no server")
     return parser.parse_args()
@@ -1663,9 +1670,11 @@ def main():
     clock = Clock()
     try:
         load_mongo(docs)
+        text_keys = differential_textkeys.load(DATABASE, seed + 3)
         create_database()
         session = Session(DATABASE)
         create_tables(session.conn, rows)
+        differential_textkeys.create_tables(session.conn, pg_fixture)
     except Exception as exc:  # any setup failure is one failed case
         report.result("setup", ["%s: %s" % (type(exc).__name__, exc)])
         print("differential: %d passed, %d failed" % (report.passed, report.failed))
@@ -1720,6 +1729,18 @@ def main():
     report.result("order pushdown coverage", None if order_pushed >= min(MIN_ORDER_PUSHED, len(orders)) else
                   ["only %d ORDER BY/LIMIT/OFFSET queries were pushed, need %d"
                    % (order_pushed, MIN_ORDER_PUSHED)])
+
+    phase_started = time.monotonic()
+    text_pushed = 0
+    text_cases = differential_textkeys.cases(seed + 4, text_keys, args.text_keys)
+    for number, case in enumerate(text_cases):
+        text_pushed += differential_textkeys.run_case(session, number, case, report, compare)
+    clock.charge("text keys")
+    print("text keys: %d of %d queries on text keys of strings and ObjectIds pushed a merged sort or a limit "
+          "(%.1fs)" % (text_pushed, len(text_cases), time.monotonic() - phase_started))
+    report.result("text key pushdown coverage",
+                  None if text_pushed >= differential_textkeys.MIN_PUSHED * len(text_cases) else
+                  ["only %d of %d text key queries were pushed" % (text_pushed, len(text_cases))])
 
     agg_results = []
     for number, sql in enumerate(aggregates):

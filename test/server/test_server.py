@@ -2879,6 +2879,39 @@ def test_counters_range_bounds_intersected(env):
     check((keys, docs) == (0, 0), "disjoint bounds examine nothing: %s" % ((keys, docs),))
 
 
+@test()
+def test_type_lists_and_bounds(env):
+    """$type takes a list (any of its types matches) and the types mongomock leaves out; on an indexed
+    field it is one interval per type bracket, intersected with a range on the field (mongod's index
+    bounds builder), so an empty bracket examines nothing and a range and a bracket of another type
+    nothing either."""
+    from bson.min_key import MinKey
+    from bson.regex import Regex
+    from bson.timestamp import Timestamp
+    coll = fresh(env, "typelists")
+    oids = [ObjectId("%024x" % i) for i in range(1, 6)]
+    coll.insert_many([{"_id": "s%d" % i} for i in range(20)] + [{"_id": o} for o in oids]
+                     + [{"_id": 7}, {"_id": 2.5}, {"_id": Timestamp(1, 1)}, {"_id": MinKey()},
+                        {"_id": datetime.datetime(2020, 1, 1)}, {"_id": {"a": 1}}])
+    coll.insert_one({"_id": "r", "f": Regex("^a")})
+    coll.insert_one({"_id": "n", "f": None})
+    found = []
+    keys, docs = env.examined(lambda: found.extend(d["_id"] for d in coll.find(
+        {"_id": {"$type": ["double", "int", "timestamp", "minKey"]}})))
+    check(len(found) == 4 and docs == 4 and keys == 4, (found, keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"_id": {"$type": ["binData", "bool", "maxKey"]}})))
+    check((keys, docs) == (0, 0), "empty brackets examine nothing: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: list(coll.find({"$and": [{"_id": {"$gt": "s5"}},
+                                                              {"_id": {"$type": ["int", "date"]}}]})))
+    check((keys, docs) == (0, 0), "a string range and other brackets examine nothing: %s" % ((keys, docs),))
+    found = []
+    keys, docs = env.examined(lambda: found.extend(d["_id"] for d in coll.find(
+        {"$and": [{"_id": {"$gt": oids[1]}}, {"_id": {"$type": "objectId"}}]})))
+    check(found == oids[2:] and (keys, docs) == (3, 3), (found, keys, docs))
+    check([d["_id"] for d in coll.find({"f": {"$type": "regex"}})] == ["r"], "regex")
+    check([d["_id"] for d in coll.find({"f": {"$type": ["null", "regex"]}})] == ["r", "n"], "null, regex")
+
+
 NAN = float("nan")
 NAN_DOCS = [{"_id": 1, "f": NAN}, {"_id": 2, "f": 1.5}, {"_id": 3, "f": -math.inf}, {"_id": 4, "f": None},
             {"_id": 5}, {"_id": 6, "f": math.inf}, {"_id": 7, "f": [2.5, NAN]}]

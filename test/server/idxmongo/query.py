@@ -15,7 +15,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
 
-from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, sort_documents, sort_key
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, TYPE_BRACKETS, sort_documents, sort_key
 from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
@@ -119,8 +119,23 @@ def _range_interval(ops, multikey):
     return (lower[0], lower[1], upper[0], upper[1])
 
 
+def _type_intervals(types):
+    """The intervals of a `$type` (a name or a list of names): one whole type bracket per name, as mongod's
+    index bounds builder makes for each type (two names of one bracket share it); None for an unknown
+    name or "array" (mongod cannot bound arrays by their index keys, which are their elements)."""
+    names = types if isinstance(types, list) else [types]
+    brackets = set()
+    for name in names:
+        bracket = TYPE_BRACKETS.get(name)
+        if bracket is None:
+            return None
+        brackets.add(bracket)
+    return [((b,), True, (b + 1,), False) for b in sorted(brackets)]
+
+
 def _condition_bounds(cond, multikey):
-    """Bounds for one condition: ("points", [keys]) or ("range", interval) or None if not indexable."""
+    """Bounds for one condition: ("points", [keys]), ("range", interval), ("ranges", [intervals]) (a
+    `$type`) or None if not indexable."""
     if not _is_operator_doc(cond):
         key = _point_key(cond)
         return None if key is None else ("points", [key])
@@ -133,6 +148,9 @@ def _condition_bounds(cond, multikey):
         if all(k is not None for k in keys):
             return ("points", sorted(set(keys)))
     interval = _range_interval(cond, multikey)
+    if interval is None and "$type" in cond:
+        intervals = _type_intervals(cond["$type"])
+        return None if intervals is None else ("ranges", intervals)
     return None if interval is None else ("range", interval)
 
 
@@ -149,21 +167,30 @@ def _intersect(a, b):
     return (lower[0], lower[1], upper[0], upper[1])
 
 
+def _is_empty(interval):
+    """Whether an interval (lo, lo_incl, hi, hi_incl) holds no key."""
+    return interval[0] > interval[2] or (interval[0] == interval[2] and not (interval[1] and interval[3]))
+
+
 def _path_bounds(conds, multikey):
     """Best bounds among all conditions on one path: the fewest points, else the ranges intersected (as
     mongod's index bounds builder does for a conjunction; on a multikey index the first range only, since
-    different array elements may satisfy each)."""
+    different array elements may satisfy each). Ranges come back as ("ranges", [intervals]), in key order:
+    a `$type` gives one interval per type bracket, and its intersection with a range keeps the non-empty
+    ones."""
     found = [b for b in (_condition_bounds(c, multikey) for c in conds) if b is not None]
     points = [b for b in found if b[0] == "points"]
     if points:
         return min(points, key=lambda b: len(b[1]))
     if not found:
         return None
-    interval = found[0][1]
+    found = [(b[1] if b[0] == "ranges" else [b[1]]) for b in found]
+    intervals = found[0]
     if not multikey:
         for other in found[1:]:
-            interval = _intersect(interval, other[1])
-    return ("range", interval)
+            intervals = [_intersect(a, b) for a in intervals for b in other]
+            intervals = [i for i in intervals if not _is_empty(i)]
+    return ("ranges", intervals)
 
 
 def _index_intervals(index, conds):
@@ -177,7 +204,7 @@ def _index_intervals(index, conds):
         bounds = _path_bounds(conds.get(path, ()), index.multikey)
         if bounds is None:
             break
-        if bounds[0] == "range":
+        if bounds[0] == "ranges":
             rng = bounds[1]
             break
         combos = 1
@@ -193,7 +220,8 @@ def _index_intervals(index, conds):
         if rng is None:
             intervals.append((prefix, True, prefix, True))
         else:
-            intervals.append((prefix + (rng[0],), rng[1], prefix + (rng[2],), rng[3]))
+            for r in rng:
+                intervals.append((prefix + (r[0],), r[1], prefix + (r[2],), r[3]))
     return intervals, point_lists, rng is not None
 
 
