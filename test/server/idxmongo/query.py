@@ -15,7 +15,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
 
-from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, sort_documents, sort_key
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, UNDEFINED_KEY, sort_documents, sort_key
 from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
@@ -119,8 +119,19 @@ def _range_interval(ops, multikey):
     return (lower[0], lower[1], upper[0], upper[1])
 
 
+def _ne_intervals(value):
+    """The two intervals around one value that `{$ne: value}` scans, as mongod's index bounds builder makes
+    them for a scalar (`$ne: null` also leaves undefined out, which equals null to a query): [MinKey, value)
+    and (value, MaxKey]."""
+    key = sort_key(value)
+    below = UNDEFINED_KEY if value is None else key
+    return [(BELOW_ALL, True, below, False), (key, False, ABOVE_ALL, False)]
+
+
 def _condition_bounds(cond, multikey):
-    """Bounds for one condition: ("points", [keys]) or ("range", interval) or None if not indexable."""
+    """Bounds for one condition: ("points", [keys]), ("range", interval), ("ranges", [intervals]) for a
+    `$ne` alone on a scalar (not on a multikey index, whose arrays may hold the value and others), or None
+    if not indexable."""
     if not _is_operator_doc(cond):
         key = _point_key(cond)
         return None if key is None else ("points", [key])
@@ -133,6 +144,9 @@ def _condition_bounds(cond, multikey):
         if all(k is not None for k in keys):
             return ("points", sorted(set(keys)))
     interval = _range_interval(cond, multikey)
+    if interval is None and set(cond) == {"$ne"} and not multikey and \
+            not isinstance(cond["$ne"], _NOT_RANGE_VALUES[1:] + (dict,)):
+        return ("ranges", _ne_intervals(cond["$ne"]))
     return None if interval is None else ("range", interval)
 
 
@@ -157,8 +171,10 @@ def _path_bounds(conds, multikey):
     points = [b for b in found if b[0] == "points"]
     if points:
         return min(points, key=lambda b: len(b[1]))
-    if not found:
-        return None
+    ranges = [b for b in found if b[0] == "range"]
+    if not ranges:
+        return found[0] if found else None
+    found = ranges
     interval = found[0][1]
     if not multikey:
         for other in found[1:]:
@@ -168,17 +184,22 @@ def _path_bounds(conds, multikey):
 
 def _index_intervals(index, conds):
     """(key intervals, per-field point lists, has range) for `index` from the conditions, or None if it
-    cannot help.
+    cannot help.  "Has range" is 2 for a range, 1 for the two intervals of a `$ne` (which the planner
+    ranks below a range: mongod's multi-planner finds them wider), else False.
 
     An empty `$in` gives no interval at all: nothing can match."""
     point_lists = []
     rng = None
+    rank = False
     for path in index.paths:
         bounds = _path_bounds(conds.get(path, ()), index.multikey)
         if bounds is None:
             break
         if bounds[0] == "range":
-            rng = bounds[1]
+            rng, rank = [bounds[1]], 2
+            break
+        if bounds[0] == "ranges":
+            rng, rank = bounds[1], 1
             break
         combos = 1
         for keys in point_lists:
@@ -193,8 +214,9 @@ def _index_intervals(index, conds):
         if rng is None:
             intervals.append((prefix, True, prefix, True))
         else:
-            intervals.append((prefix + (rng[0],), rng[1], prefix + (rng[2],), rng[3]))
-    return intervals, point_lists, rng is not None
+            for r in rng:
+                intervals.append((prefix + (r[0],), r[1], prefix + (r[2],), r[3]))
+    return intervals, point_lists, rank
 
 
 def _provides_order(index, point_lists, sort):
