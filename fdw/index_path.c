@@ -585,11 +585,11 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
  * The pathkey of the column mapped to _id, ASC NULLS LAST under the
  * column's own type and collation, if the query's sort key at "pos" is
  * that (ORDER BY key, _id; or ORDER BY _id where an equality fixes the
- * key), else NIL.  An ordered index scan can
- * give that order whatever the _id's BSON types: it sorts the entries of
- * each key value by their fact's _id with the column's own comparison
- * (index_scan.c), so PostgreSQL's order is the one followed, byte order
- * under C-like collations.
+ * key), else NIL.  An ordered index scan can give that order whatever
+ * the _id's BSON types: it sorts the entries of each key value by their
+ * fact's _id with the column's own comparison (index_scan.c), so
+ * PostgreSQL's order is the one followed, byte order under C-like
+ * collations.
  */
 static List *
 id_tiebreak_pathkey(PlannerInfo *root, RelOptInfo *baserel, int pos)
@@ -775,6 +775,26 @@ path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
 }
 
 /*
+ * Do equalities (or IS NULL) fix every key of "def"?  match_index() keeps
+ * one per key at most.
+ */
+static bool
+all_keys_fixed(const IdxIndexDef *def, List *conds)
+{
+	int			fixed = 0;
+	ListCell   *lc;
+
+	foreach(lc, conds)
+	{
+		IdxKeyCond *cond = lfirst(lc);
+
+		if (cond->op == ICOND_EQ || cond->op == ICOND_NULL)
+			fixed++;
+	}
+	return fixed >= def->nkeys;
+}
+
+/*
  * Add one index path for "def" with conditions "conds".
  */
 static void
@@ -820,6 +840,15 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		order_key = -1;
 	else
 		total_cost += ROUND_TRIP_COST;	/* NULL keys are read separately */
+
+	/*
+	 * A group of equal keys is read whole before its first row: when
+	 * equalities fix every key, that is every entry, however small the
+	 * LIMIT.
+	 */
+	if (order_by_id && all_keys_fixed(def, conds))
+		startup_cost += lookups * ROUND_TRIP_COST +
+			entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,
 						   &first_batch);
 

@@ -884,16 +884,19 @@ read_tie_group(IdxScanState *state, IdxIndexScan *ix)
 			MemoryContextSwitchTo(ix->tie_cxt);
 			if (entry == NULL)
 				break;
-			if (ix->tie_n > 0 &&
-				bson_init_static(&first, ix->tie[0].data, ix->tie[0].len) &&
-				!same_order_key(&first, entry, ix->order_key))
+			if (ix->tie_n > 0)
 			{
-				/* the next group's first entry: keep it for then */
-				MemoryContextReset(ix->pending_cxt);
-				MemoryContextSwitchTo(ix->pending_cxt);
-				ix->pending = palloc(sizeof(bson_t));
-				bson_init_static(ix->pending, copy_entry(entry), entry->len);
-				break;
+				bson_init_static(&first, ix->tie[0].data, ix->tie[0].len);
+				if (!same_order_key(&first, entry, ix->order_key))
+				{
+					/* the next group's first entry: keep it for then */
+					MemoryContextReset(ix->pending_cxt);
+					MemoryContextSwitchTo(ix->pending_cxt);
+					ix->pending = palloc(sizeof(bson_t));
+					bson_init_static(ix->pending, copy_entry(entry),
+									 entry->len);
+					break;
+				}
 			}
 		}
 		if (ix->tie_n == cap)
@@ -1254,6 +1257,25 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
+ * The order of an ordered index scan, for EXPLAIN: "town ASC NULLS LAST",
+ * and ", _id ASC NULLS LAST" when equal keys come in _id order.
+ */
+static char *
+index_order_text(IdxScanState *state, IdxIndexScan *ix)
+{
+	const char *key = get_attname(ix->def->relid,
+								  ix->def->keys[ix->order_key].attnum, false);
+
+	if (!ix->order_by_id)
+		return psprintf("%s ASC NULLS LAST", quote_identifier(key));
+	return psprintf("%s ASC NULLS LAST, %s ASC NULLS LAST",
+					quote_identifier(key),
+					quote_identifier(get_attname(ix->def->relid,
+												 state->info->id_attnum,
+												 false)));
+}
+
+/*
  * EXPLAIN of an index scan: the index, its condition, the collections;
  * with VERBOSE the MongoDB filters; with ANALYZE the wait for the applier
  * (with TIMING), entries read, facts fetched and round trips.
@@ -1270,18 +1292,7 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 	if (ix->cond_text[0] != '\0')
 		ExplainPropertyText("Index Cond", ix->cond_text, es);
 	if (ix->order_key >= 0)
-		ExplainPropertyText("Index Order",
-							psprintf("%s ASC NULLS LAST%s%s%s",
-									 quote_identifier(get_attname(ix->def->relid,
-																  ix->def->keys[ix->order_key].attnum,
-																  false)),
-									 ix->order_by_id ? ", " : "",
-									 ix->order_by_id ?
-									 quote_identifier(get_attname(ix->def->relid,
-																  state->info->id_attnum,
-																  false)) : "",
-									 ix->order_by_id ? " ASC NULLS LAST" : ""),
-							es);
+		ExplainPropertyText("Index Order", index_order_text(state, ix), es);
 	/* a LIMIT made the first batch smaller than a full one */
 	if (ix->first_batch > 0 &&
 		ix->first_batch < (ix->covering ? state->info->fetch_size :
