@@ -15,7 +15,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
 
-from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, UNDEFINED_KEY, sort_documents, sort_key
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, TYPE_BRACKETS, UNDEFINED_KEY, sort_documents, sort_key
 from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
@@ -119,6 +119,20 @@ def _range_interval(ops, multikey):
     return (lower[0], lower[1], upper[0], upper[1])
 
 
+def _type_intervals(types):
+    """The intervals of a `$type` (a name or a list of names): one whole type bracket per name, as mongod's
+    index bounds builder makes for each type (two names of one bracket share it); None for an unknown
+    name or "array" (mongod cannot bound arrays by their index keys, which are their elements)."""
+    names = types if isinstance(types, list) else [types]
+    brackets = set()
+    for name in names:
+        bracket = TYPE_BRACKETS.get(name)
+        if bracket is None:
+            return None
+        brackets.add(bracket)
+    return [((b,), True, (b + 1,), False) for b in sorted(brackets)]
+
+
 def _ne_intervals(value):
     """The two intervals around one value that `{$ne: value}` scans, as mongod's index bounds builder makes
     them for a scalar (`$ne: null` also leaves undefined out, which equals null to a query): [MinKey, value)
@@ -129,9 +143,9 @@ def _ne_intervals(value):
 
 
 def _condition_bounds(cond, multikey):
-    """Bounds for one condition: ("points", [keys]), ("range", interval), ("ranges", [intervals]) for a
-    `$ne` alone on a scalar (not on a multikey index, whose arrays may hold the value and others), or None
-    if not indexable."""
+    """Bounds for one condition: ("points", [keys]), ("range", interval), ("ranges", [intervals]) (a
+    `$type`), ("ne", [intervals]) (a `$ne` alone on a scalar, not on a multikey index, whose arrays may hold
+    the value and others) or None if not indexable."""
     if not _is_operator_doc(cond):
         key = _point_key(cond)
         return None if key is None else ("points", [key])
@@ -144,9 +158,12 @@ def _condition_bounds(cond, multikey):
         if all(k is not None for k in keys):
             return ("points", sorted(set(keys)))
     interval = _range_interval(cond, multikey)
+    if interval is None and "$type" in cond:
+        intervals = _type_intervals(cond["$type"])
+        return None if intervals is None else ("ranges", intervals)
     if interval is None and set(cond) == {"$ne"} and not multikey and \
             not isinstance(cond["$ne"], _NOT_RANGE_VALUES[1:] + (dict,)):
-        return ("ranges", _ne_intervals(cond["$ne"]))
+        return ("ne", _ne_intervals(cond["$ne"]))
     return None if interval is None else ("range", interval)
 
 
@@ -163,23 +180,31 @@ def _intersect(a, b):
     return (lower[0], lower[1], upper[0], upper[1])
 
 
+def _is_empty(interval):
+    """Whether an interval (lo, lo_incl, hi, hi_incl) holds no key."""
+    return interval[0] > interval[2] or (interval[0] == interval[2] and not (interval[1] and interval[3]))
+
+
 def _path_bounds(conds, multikey):
     """Best bounds among all conditions on one path: the fewest points, else the ranges intersected (as
     mongod's index bounds builder does for a conjunction; on a multikey index the first range only, since
-    different array elements may satisfy each)."""
+    different array elements may satisfy each). Ranges come back as ("ranges", [intervals]), in key order:
+    a `$type` gives one interval per type bracket, a `$ne` the two on either side of its value, and their
+    intersection with a range keeps the non-empty ones; `$ne`s alone come back as ("ne", [intervals])."""
     found = [b for b in (_condition_bounds(c, multikey) for c in conds) if b is not None]
     points = [b for b in found if b[0] == "points"]
     if points:
         return min(points, key=lambda b: len(b[1]))
-    ranges = [b for b in found if b[0] == "range"]
-    if not ranges:
-        return found[0] if found else None
-    found = ranges
-    interval = found[0][1]
+    if not found:
+        return None
+    kind = "ne" if all(b[0] == "ne" for b in found) else "ranges"
+    found = [(b[1] if b[0] in ("ranges", "ne") else [b[1]]) for b in found]
+    intervals = found[0]
     if not multikey:
         for other in found[1:]:
-            interval = _intersect(interval, other[1])
-    return ("range", interval)
+            intervals = [_intersect(a, b) for a in intervals for b in other]
+            intervals = [i for i in intervals if not _is_empty(i)]
+    return (kind, intervals)
 
 
 def _index_intervals(index, conds):
@@ -195,11 +220,8 @@ def _index_intervals(index, conds):
         bounds = _path_bounds(conds.get(path, ()), index.multikey)
         if bounds is None:
             break
-        if bounds[0] == "range":
-            rng, rank = [bounds[1]], 2
-            break
-        if bounds[0] == "ranges":
-            rng, rank = bounds[1], 1
+        if bounds[0] in ("ranges", "ne"):
+            rng, rank = bounds[1], 1 if bounds[0] == "ne" else 2
             break
         combos = 1
         for keys in point_lists:
