@@ -65,6 +65,14 @@ EXPLAIN (COSTS OFF)
 EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id LIMIT 2;
 SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id LIMIT 2;
+-- a rescan for each outer row: the groups start over
+EXPLAIN (COSTS OFF)
+  SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
+  LATERAL (SELECT _id FROM idxorder WHERE town = v.t ORDER BY _id LIMIT 2) s;
+SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
+  LATERAL (SELECT _id FROM idxorder WHERE town = v.t ORDER BY _id LIMIT 2) s;
+SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
+  LATERAL (SELECT _id FROM idxorder_local WHERE town = v.t ORDER BY _id LIMIT 2) s;
 -- the _id under another collation: ties sorted in its order all the same
 ALTER FOREIGN TABLE idxorder ALTER COLUMN _id TYPE text COLLATE "en-x-icu";
 EXPLAIN (COSTS OFF)
