@@ -95,6 +95,8 @@ enum IdxIndexPathPrivateIndex
 	IdxPathConds,
 	/* key position whose order the rows follow, or -1 (Integer) */
 	IdxPathOrderKey,
+	/* 1 if equal keys come in the order of their fact's _id (Integer) */
+	IdxPathOrderById,
 	/* rows the query asks for at most, or -1 (Integer, see IdxPrivLimit) */
 	IdxPathLimit,
 	/* entries of the first lookup batch, or -1 (Integer) */
@@ -102,8 +104,8 @@ enum IdxIndexPathPrivateIndex
 };
 
 static List *index_path_private(const IdxIndexDef *def, bool covering,
-								List *conds, int order_key, int limit,
-								int first_batch);
+								List *conds, int order_key, bool order_by_id,
+								int limit, int first_batch);
 
 /*
  * Valid index definitions of a table: only those are used for reads, and
@@ -580,16 +582,63 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 }
 
 /*
+ * The pathkey of the column mapped to _id, ASC NULLS LAST under the
+ * column's own type and collation, if the query's sort key at "pos" is
+ * that (ORDER BY key, _id; or ORDER BY _id where an equality fixes the
+ * key), else NIL.  An ordered index scan can give that order whatever
+ * the _id's BSON types: it sorts the entries of each key value by their
+ * fact's _id with the column's own comparison (index_scan.c), so
+ * PostgreSQL's order is the one followed, byte order under C-like
+ * collations.
+ */
+static List *
+id_tiebreak_pathkey(PlannerInfo *root, RelOptInfo *baserel, int pos)
+{
+	IdxRelInfo *fpinfo = baserel->fdw_private;
+	AttrNumber	id_attnum = fpinfo->table->id_attnum;
+	PathKey    *wanted;
+	Oid			type;
+	int32		typmod;
+	Oid			collid;
+	TypeCacheEntry *tce;
+	List	   *pathkeys;
+
+	if (id_attnum == InvalidAttrNumber ||
+		list_length(root->query_pathkeys) <= pos)
+		return NIL;
+	wanted = list_nth(root->query_pathkeys, pos);
+	get_atttypetypmodcoll(fpinfo->table->relid, id_attnum, &type, &typmod,
+						  &collid);
+	tce = lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_CMP_PROC);
+	if (!OidIsValid(tce->lt_opr) || !OidIsValid(tce->cmp_proc))
+		return NIL;
+	pathkeys = idx_build_expression_pathkey(root,
+											(Expr *) makeVar(baserel->relid, id_attnum,
+															 type, typmod, collid, 0),
+											tce->lt_opr, baserel->relids);
+	if (pathkeys == NIL || linitial(pathkeys) != wanted)
+		return NIL;
+	return pathkeys;
+}
+
+/*
  * Can the rows of an index path come out in the order of key "keypos"?
  * Only for a plain column whose BSON order is PostgreSQL's (integers,
  * dates and timestamps, uuid, boolean, and text whose entries are in the
  * order of the column's collation: text_key_orders_as), right after an
  * equality prefix of single values.  Returns the pathkeys
  * (ASC NULLS LAST, the default of ORDER BY) if the query can use them.
+ * When the query's next sort key is the column mapped to _id (ORDER BY
+ * key, _id: a keyset's tie-break), "order_by_id" (if not NULL) says the
+ * scan also orders the entries of equal keys by their fact's _id
+ * (index_scan.c), and the pathkeys have that second key too; when
+ * equalities fix every key, the query's first sort key may be the _id
+ * (WHERE key = v ORDER BY _id), the order key is then the last (fixed)
+ * one and all entries are one group of equal keys.
  */
 static List *
 index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
-			   List *conds, int *order_key)
+			   List *conds, int *order_key, bool *order_by_id)
 {
 	const IdxIndexKey *key;
 	ListCell   *lc;
@@ -598,8 +647,11 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 	int32		typmod;
 	Oid			collid;
 	TypeCacheEntry *tce;
+	List	   *result;
 
 	*order_key = -1;
+	if (order_by_id != NULL)
+		*order_by_id = false;
 	foreach(lc, conds)
 	{
 		IdxKeyCond *cond = lfirst(lc);
@@ -608,8 +660,21 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 			(cond->op == ICOND_EQ || cond->op == ICOND_NULL))
 			prefix++;
 	}
-	if (prefix >= def->nkeys || root->query_pathkeys == NIL)
+	if (root->query_pathkeys == NIL)
 		return NIL;
+	if (prefix >= def->nkeys)
+	{
+		/* every key fixed: the entries are one group, sorted by _id */
+		if (order_by_id == NULL)
+			return NIL;
+		result = id_tiebreak_pathkey(root, baserel, 0);
+		if (result != NIL)
+		{
+			*order_key = def->nkeys - 1;
+			*order_by_id = true;
+		}
+		return result;
+	}
 	key = &def->keys[prefix];
 	if (key->kind != IDX_KEY_COLUMN || key->multi)
 		return NIL;
@@ -636,10 +701,18 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 	if (!OidIsValid(tce->lt_opr))
 		return NIL;
 	*order_key = prefix;
-	return idx_build_expression_pathkey(root,
-										(Expr *) makeVar(baserel->relid, key->attnum,
-														 type, typmod, collid, 0),
-										tce->lt_opr, baserel->relids);
+	result = idx_build_expression_pathkey(root,
+										  (Expr *) makeVar(baserel->relid, key->attnum,
+														   type, typmod, collid, 0),
+										  tce->lt_opr, baserel->relids);
+	if (result != NIL && order_by_id != NULL)
+	{
+		List	   *id_pathkey = id_tiebreak_pathkey(root, baserel, 1);
+
+		*order_by_id = (id_pathkey != NIL);
+		result = list_concat(result, id_pathkey);
+	}
+	return result;
 }
 
 /*
@@ -702,6 +775,26 @@ path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
 }
 
 /*
+ * Do equalities (or IS NULL) fix every key of "def"?  match_index() keeps
+ * one per key at most.
+ */
+static bool
+all_keys_fixed(const IdxIndexDef *def, List *conds)
+{
+	int			fixed = 0;
+	ListCell   *lc;
+
+	foreach(lc, conds)
+	{
+		IdxKeyCond *cond = lfirst(lc);
+
+		if (cond->op == ICOND_EQ || cond->op == ICOND_NULL)
+			fixed++;
+	}
+	return fixed >= def->nkeys;
+}
+
+/*
  * Add one index path for "def" with conditions "conds".
  */
 static void
@@ -718,6 +811,7 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	List	   *private_conds = NIL;
 	List	   *pathkeys;
 	int			order_key;
+	bool		order_by_id;
 	int			limit;
 	int			first_batch;
 	ListCell   *lc;
@@ -743,11 +837,21 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	}
 	total_cost += entries * cpu_tuple_cost;
 
-	pathkeys = index_pathkeys(root, baserel, def, conds, &order_key);
+	pathkeys = index_pathkeys(root, baserel, def, conds, &order_key,
+							  &order_by_id);
 	if (pathkeys == NIL)
 		order_key = -1;
 	else
 		total_cost += ROUND_TRIP_COST;	/* NULL keys are read separately */
+
+	/*
+	 * A group of equal keys is read whole before its first row: when
+	 * equalities fix every key, that is every entry, however small the
+	 * LIMIT.
+	 */
+	if (order_by_id && all_keys_fixed(def, conds))
+		startup_cost += lookups * ROUND_TRIP_COST +
+			entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,
 						   &first_batch);
 
@@ -767,7 +871,9 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 										 required_outer, NULL,
 										 index_path_private(def, covering,
 															private_conds,
-															order_key, limit,
+															order_key,
+															order_by_id,
+															limit,
 															first_batch)));
 }
 
@@ -776,7 +882,8 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
  */
 static List *
 index_path_private(const IdxIndexDef *def, bool covering, List *conds,
-				   int order_key, int limit, int first_batch)
+				   int order_key, bool order_by_id, int limit,
+				   int first_batch)
 {
 	List	   *result = NIL;
 
@@ -786,6 +893,7 @@ index_path_private(const IdxIndexDef *def, bool covering, List *conds,
 	result = lappend(result, makeInteger(covering));
 	result = lappend(result, conds);
 	result = lappend(result, makeInteger(order_key));
+	result = lappend(result, makeInteger(order_by_id));
 	result = lappend(result, makeInteger(limit));
 	result = lappend(result, makeInteger(first_batch));
 	return result;
@@ -867,7 +975,8 @@ idx_add_index_paths(PlannerInfo *root, RelOptInfo *baserel,
 			int			order_key;
 
 			/* no condition, but the entries' order may serve ORDER BY */
-			if (index_pathkeys(root, baserel, def, NIL, &order_key) != NIL)
+			if (index_pathkeys(root, baserel, def, NIL, &order_key,
+							   NULL) != NIL)
 				add_index_path(root, baserel, fpinfo, def, NIL, NULL, NIL);
 		}
 
@@ -1041,5 +1150,6 @@ idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
 	result = lappend(result, makeString(text.data));
 	result = lappend(result, list_nth(path_private, IdxPathOrderKey));
 	result = lappend(result, list_nth(path_private, IdxPathFirstBatch));
+	result = lappend(result, list_nth(path_private, IdxPathOrderById));
 	return result;
 }

@@ -58,7 +58,13 @@ enum IdxIndexPrivateIndex
 	 * entries of the first lookup batch and fact fetch under a LIMIT, or -1
 	 * for full batches (Integer; index_path.c: path_row_limit)
 	 */
-	IdxPrivFirstBatch
+	IdxPrivFirstBatch,
+	/*
+	 * 1 if the entries of equal order keys come in the order of their fact's
+	 * _id, the query's second sort key (Integer; index_path.c:
+	 * id_tiebreak_pathkey)
+	 */
+	IdxPrivOrderById
 };
 
 /* Valid index definitions of a table (routing reads only those) */

@@ -81,9 +81,14 @@ INDEXES = [
     ("customers", "{town}", "{first_name,last_name}", False),
     ("customers", "{last_name}", None, False),
     ("movies", "{actors}", None, False),
+    ("ids_str", "{town}", None, False),
+    ("ids_oid", "{town}", None, False),
+    ("ids_mixed", "{town}", None, False),
 ]
 # the index tables the pushdown queries use (all that --pushdown-only builds)
-PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}")}
+PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}"),
+                    ("customers", "{last_name}"), ("ids_str", "{town}"), ("ids_oid", "{town}"),
+                    ("ids_mixed", "{town}")}
 
 
 def log(msg=""):
@@ -114,6 +119,10 @@ def setup_postgres(d):
                                     "town text, last_name text, first_name text, email text, balance int")
     pg_fixture.create_foreign_table(conn, "movies", "movie_id int OPTIONS (field '_id'), "
                                     "title text, year int, actors text[]")
+    for kind in ("str", "oid", "mixed"):
+        # text that compares as MongoDB does (README: "Text that compares as MongoDB does")
+        pg_fixture.create_foreign_table(conn, "ids_" + kind, '_id text COLLATE "C", '
+                                        'town text COLLATE "C", n int')
     cur.execute("CREATE TABLE orders (order_id int PRIMARY KEY, email text)")
     rng = random.Random(d.seed + 3)
     ids = sorted(d.emails)
@@ -184,7 +193,7 @@ def run_size(size, args, mongo):
     if setup_s > SLOW_LOAD_S:
         notes.append("loading and index builds took %.0f s (> %.0f s)" % (setup_s, SLOW_LOAD_S))
     t0 = time.monotonic()
-    cur.execute("ANALYZE customers, movies, orders")
+    cur.execute("ANALYZE customers, movies, orders, ids_str, ids_oid, ids_mixed")
     analyze_s = time.monotonic() - t0
     log("  ANALYZE in %.1f s" % analyze_s)
 

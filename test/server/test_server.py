@@ -2912,6 +2912,24 @@ def test_type_lists_and_bounds(env):
     check([d["_id"] for d in coll.find({"f": {"$type": ["null", "regex"]}})] == ["r", "n"], "null, regex")
 
 
+@test()
+def test_counters_ne_bounds(env):
+    """`{$ne: v}` alone on a field scans the index on both sides of v, as mongod's bounds builder does
+    ([MinKey, undefined) and (null, MaxKey] for null): a sorted, limited find skips the nulls that sort
+    first; a range on another indexed field is still preferred."""
+    coll = fresh(env, "ne_bounds")
+    coll.insert_many([{"_id": i, "a": None if i < 60 else i, "b": i} for i in range(100)])
+    coll.create_index("a", name="a_1")
+    coll.create_index("b", name="b_1")
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}}).sort("a", 1).limit(3)))
+    check([d["a"] for d in found] == [60, 61, 62] and keys <= 4 and docs <= 3, (found, keys, docs))
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": 70}})))
+    check((keys, docs) == (99, 99), "both sides of 70: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: list(coll.find({"a": {"$ne": None}, "b": {"$gte": 90}})))
+    check((keys, docs) == (10, 10), "the range on b wins: %s" % ((keys, docs),))
+
+
 NAN = float("nan")
 NAN_DOCS = [{"_id": 1, "f": NAN}, {"_id": 2, "f": 1.5}, {"_id": 3, "f": -math.inf}, {"_id": 4, "f": None},
             {"_id": 5}, {"_id": 6, "f": math.inf}, {"_id": 7, "f": [2.5, NAN]}]

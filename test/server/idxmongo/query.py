@@ -15,7 +15,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
 
-from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, TYPE_BRACKETS, sort_documents, sort_key
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, TYPE_BRACKETS, UNDEFINED_KEY, sort_documents, sort_key
 from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
@@ -133,9 +133,19 @@ def _type_intervals(types):
     return [((b,), True, (b + 1,), False) for b in sorted(brackets)]
 
 
+def _ne_intervals(value):
+    """The two intervals around one value that `{$ne: value}` scans, as mongod's index bounds builder makes
+    them for a scalar (`$ne: null` also leaves undefined out, which equals null to a query): [MinKey, value)
+    and (value, MaxKey]."""
+    key = sort_key(value)
+    below = UNDEFINED_KEY if value is None else key
+    return [(BELOW_ALL, True, below, False), (key, False, ABOVE_ALL, False)]
+
+
 def _condition_bounds(cond, multikey):
     """Bounds for one condition: ("points", [keys]), ("range", interval), ("ranges", [intervals]) (a
-    `$type`) or None if not indexable."""
+    `$type`), ("ne", [intervals]) (a `$ne` alone on a scalar, not on a multikey index, whose arrays may hold
+    the value and others) or None if not indexable."""
     if not _is_operator_doc(cond):
         key = _point_key(cond)
         return None if key is None else ("points", [key])
@@ -151,6 +161,9 @@ def _condition_bounds(cond, multikey):
     if interval is None and "$type" in cond:
         intervals = _type_intervals(cond["$type"])
         return None if intervals is None else ("ranges", intervals)
+    if interval is None and set(cond) == {"$ne"} and not multikey and \
+            not isinstance(cond["$ne"], _NOT_RANGE_VALUES[1:] + (dict,)):
+        return ("ne", _ne_intervals(cond["$ne"]))
     return None if interval is None else ("range", interval)
 
 
@@ -176,36 +189,39 @@ def _path_bounds(conds, multikey):
     """Best bounds among all conditions on one path: the fewest points, else the ranges intersected (as
     mongod's index bounds builder does for a conjunction; on a multikey index the first range only, since
     different array elements may satisfy each). Ranges come back as ("ranges", [intervals]), in key order:
-    a `$type` gives one interval per type bracket, and its intersection with a range keeps the non-empty
-    ones."""
+    a `$type` gives one interval per type bracket, a `$ne` the two on either side of its value, and their
+    intersection with a range keeps the non-empty ones; `$ne`s alone come back as ("ne", [intervals])."""
     found = [b for b in (_condition_bounds(c, multikey) for c in conds) if b is not None]
     points = [b for b in found if b[0] == "points"]
     if points:
         return min(points, key=lambda b: len(b[1]))
     if not found:
         return None
-    found = [(b[1] if b[0] == "ranges" else [b[1]]) for b in found]
+    kind = "ne" if all(b[0] == "ne" for b in found) else "ranges"
+    found = [(b[1] if b[0] in ("ranges", "ne") else [b[1]]) for b in found]
     intervals = found[0]
     if not multikey:
         for other in found[1:]:
             intervals = [_intersect(a, b) for a in intervals for b in other]
             intervals = [i for i in intervals if not _is_empty(i)]
-    return ("ranges", intervals)
+    return (kind, intervals)
 
 
 def _index_intervals(index, conds):
     """(key intervals, per-field point lists, has range) for `index` from the conditions, or None if it
-    cannot help.
+    cannot help.  "Has range" is 2 for a range, 1 for the two intervals of a `$ne` (which the planner
+    ranks below a range: mongod's multi-planner finds them wider), else False.
 
     An empty `$in` gives no interval at all: nothing can match."""
     point_lists = []
     rng = None
+    rank = False
     for path in index.paths:
         bounds = _path_bounds(conds.get(path, ()), index.multikey)
         if bounds is None:
             break
-        if bounds[0] == "ranges":
-            rng = bounds[1]
+        if bounds[0] in ("ranges", "ne"):
+            rng, rank = bounds[1], 1 if bounds[0] == "ne" else 2
             break
         combos = 1
         for keys in point_lists:
@@ -222,7 +238,7 @@ def _index_intervals(index, conds):
         else:
             for r in rng:
                 intervals.append((prefix + (r[0],), r[1], prefix + (r[2],), r[3]))
-    return intervals, point_lists, rng is not None
+    return intervals, point_lists, rank
 
 
 def _provides_order(index, point_lists, sort):
