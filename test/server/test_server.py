@@ -2842,6 +2842,31 @@ def test_counters_range_bounds_intersected(env):
     check((keys, docs) == (0, 0), "disjoint bounds examine nothing: %s" % ((keys, docs),))
 
 
+@test(own=True)
+def test_counters_ne_null_bounds(env):
+    """{$ne: null} on an index that is not multikey has mongod's bounds [MinKey, null) U (null, MaxKey]: a
+    sorted find under a limit examines no null or missing key (undefined, below null, is in the bounds and
+    matches); on a multikey index there are no bounds, and the null keys are examined."""
+    coll = fresh(env, "ne_null_bounds")
+    coll.insert_many([{"_id": i} if i % 2 else {"_id": i, "a": None} for i in range(1000)] +
+                     [{"_id": 1000 + i, "a": i} for i in range(20)] + [_undefined_doc(2000, b"\x06a\x00")])
+    coll.create_index("a")
+    for direction, expected in ((1, [2000, 1000, 1001, 1002, 1003]), (-1, [1019, 1018, 1017, 1016, 1015])):
+        found = []
+        keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}}).sort("a", direction)
+                                                       .limit(5)))
+        check([d["_id"] for d in found] == expected and (keys, docs) == (5, 5), (direction, found, keys, docs))
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}})))
+    check(len(found) == 21 and (keys, docs) == (21, 21), (len(found), keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"a": {"$ne": None, "$gte": 15}})))
+    check((keys, docs) == (5, 5), "a range with it: its own bounds (%d, %d)" % (keys, docs))
+    coll.insert_one({"_id": 3000, "a": [1, 2]})
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}}).sort("a", 1).limit(5)))
+    check(len(found) == 5 and docs > 1000, "multikey: no bounds (%d, %d)" % (keys, docs))
+
+
 NAN = float("nan")
 NAN_DOCS = [{"_id": 1, "f": NAN}, {"_id": 2, "f": 1.5}, {"_id": 3, "f": -math.inf}, {"_id": 4, "f": None},
             {"_id": 5}, {"_id": 6, "f": math.inf}, {"_id": 7, "f": [2.5, NAN]}]

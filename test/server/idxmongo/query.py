@@ -1,7 +1,7 @@
 """Query planning and execution over the indexed store, with MongoDB's examined-keys/documents counters.
 
-The planner only narrows the candidate set: it reads equality, `$in` and range conditions of the filter's
-top-level conjunction (including `$and`) on the leading fields of an index, scans those index intervals,
+The planner only narrows the candidate set: it reads equality, `$in`, range and `$ne: null` conditions of the
+filter's top-level conjunction (including `$and`) on the leading fields of an index, scans those index intervals,
 then applies the whole filter to every fetched document with the matcher (matcher.py: mongomock's, with
 MongoDB's null semantics on dotted paths). Any subset of a conjunction selects a superset of the matches,
 so results never depend on the plan, only the counters do.
@@ -15,7 +15,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
 
-from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, sort_documents, sort_key
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, NULL_KEY, sort_documents, sort_key
 from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
@@ -133,7 +133,17 @@ def _condition_bounds(cond, multikey):
         if all(k is not None for k in keys):
             return ("points", sorted(set(keys)))
     interval = _range_interval(cond, multikey)
-    return None if interval is None else ("range", interval)
+    if interval is not None:
+        return ("range", interval)
+    if set(cond) == {"$ne"} and cond["$ne"] is None and not multikey:
+        return ("ranges", _NOT_NULL_INTERVALS)
+    return None
+
+
+# mongod's bounds for {$ne: null} on an index that is not multikey: [MinKey, null) U (null, MaxKey], the
+# complement of {$eq: null}'s [null, null] (8.0: undefined is below null, and matches). On a multikey
+# index an empty array is indexed below null, and no bounds are derived here.
+_NOT_NULL_INTERVALS = [(BELOW_ALL, True, NULL_KEY, False), (NULL_KEY, False, ABOVE_ALL, False)]
 
 
 def _intersect(a, b):
@@ -157,8 +167,10 @@ def _path_bounds(conds, multikey):
     points = [b for b in found if b[0] == "points"]
     if points:
         return min(points, key=lambda b: len(b[1]))
+    unions = [b for b in found if b[0] == "ranges"]
+    found = [b for b in found if b[0] == "range"]
     if not found:
-        return None
+        return unions[0] if unions else None
     interval = found[0][1]
     if not multikey:
         for other in found[1:]:
@@ -177,8 +189,8 @@ def _index_intervals(index, conds):
         bounds = _path_bounds(conds.get(path, ()), index.multikey)
         if bounds is None:
             break
-        if bounds[0] == "range":
-            rng = bounds[1]
+        if bounds[0] in ("range", "ranges"):
+            rng = [bounds[1]] if bounds[0] == "range" else bounds[1]
             break
         combos = 1
         for keys in point_lists:
@@ -193,7 +205,7 @@ def _index_intervals(index, conds):
         if rng is None:
             intervals.append((prefix, True, prefix, True))
         else:
-            intervals.append((prefix + (rng[0],), rng[1], prefix + (rng[2],), rng[3]))
+            intervals.extend((prefix + (r[0],), r[1], prefix + (r[2],), r[3]) for r in rng)
     return intervals, point_lists, rng is not None
 
 
