@@ -80,14 +80,25 @@ typedef struct IdxIndexScan
 	bool		lookup_done;	/* no more entries */
 
 	/*
-	 * Ordered scans (ORDER BY the key "order_key", ASC NULLS LAST): MongoDB
-	 * sorts null first, so phase 1 reads the non-null keys in order and
-	 * phase 2 the null ones (phase 0: one pass, nulls impossible or order
-	 * not needed).  Key-only ordered scans put each batch of facts back in
-	 * entry order.
+	 * Ordered scans follow "order_nkeys" keys from "order_key" (-1: no
+	 * order), descending or not; the first key places its NULLs first or
+	 * last ("nulls_first"), the others as MongoDB does.  Key-only ordered
+	 * scans put each batch of facts back in entry order.
+	 *
+	 * The lookup is one find, or two (parts): where a key "split_key" has
+	 * its NULL entries read apart, those of an "IS NULL OR" condition, or
+	 * of the first order key when MongoDB, which sorts null below every
+	 * other value, would place them otherwise than the order asks (and no
+	 * range excludes them).  "null_part" is the part that reads them.
 	 */
 	int			order_key;
-	int			phase;
+	int			order_nkeys;
+	bool		order_desc;
+	bool		nulls_first;
+	int			split_key;
+	int			nparts;
+	int			part;			/* the find under way, from 0 */
+	int			null_part;
 	MemoryContext batch_cxt;
 	int			batch_n;		/* facts of the current batch, in order */
 	int			batch_pos;
@@ -97,7 +108,8 @@ typedef struct IdxIndexScan
 	uint32	   *batch_entry_id_lens;
 	bson_t	   *batch_docs;		/* the facts, static bsons over copies */
 	bool	   *batch_found;
-	char	   *last_lookup;	/* the latest lookup filter, as JSON */
+	char	   *last_lookup;	/* the lookup filters of the parts opened in
+								 * the latest execution, as JSON */
 
 	/*
 	 * Under a LIMIT, the lookup's batches and the fact fetches hold
@@ -170,11 +182,11 @@ find_index(Oid relid, Oid userid, const char *name, bool explain_only)
  */
 static bool
 scan_without_index(IdxScanState *state, const IdxIndexDef *def,
-				   int order_key)
+				   bool ordered)
 {
 	if (def->owner_problem == NULL)
 		return false;
-	if (order_key >= 0)
+	if (ordered)
 	{
 		ResetPlanCache();
 		ereport(ERROR,
@@ -240,14 +252,15 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	Relation	rel = node->ss.ss_currentRelation;
 	IdxIndexScan *ix;
 	IdxIndexDef *def;
+	List	   *order;
 	int			nexprs = list_length(plan->fdw_exprs);
 
 	def = find_index(RelationGetRelid(rel), idx_scan_user(node),
 					 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)),
 					 (eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0);
+	order = list_nth(plan->fdw_private, IdxPrivOrder);
 	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) &&
-		scan_without_index(state, def,
-						   intVal(list_nth(plan->fdw_private, IdxPrivOrderKey))))
+		scan_without_index(state, def, order != NIL))
 		return;
 	ix = palloc0(sizeof(IdxIndexScan));
 	ix->def = def;
@@ -259,7 +272,14 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	ix->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	ix->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
 	ix->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
-	ix->order_key = intVal(list_nth(plan->fdw_private, IdxPrivOrderKey));
+	ix->order_key = -1;
+	if (order != NIL)
+	{
+		ix->order_key = linitial_int(order);
+		ix->order_nkeys = lsecond_int(order);
+		ix->order_desc = lthird_int(order);
+		ix->nulls_first = lfourth_int(order);
+	}
 	ix->first_batch = intVal(list_nth(plan->fdw_private, IdxPrivFirstBatch));
 	ix->batch_cxt = AllocSetContextCreate(state->scan_cxt,
 										  "idxtable_fdw ordered batch",
@@ -354,9 +374,12 @@ append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 
 /*
  * Build the lookup filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a}, ...}
- * from the conditions and this execution's values.  Returns false, leaving
- * "filter" unfinished, when the conditions can match nothing (a NULL
- * compared, an empty IN list).
+ * of the current part from the conditions and this execution's values.
+ * The key whose NULL entries are read apart (split_key) is {$eq: null} in
+ * their part, and in the other its ranges, or {$ne: null} (which MongoDB
+ * turns into the index bounds [MinKey, null) and (null, MaxKey]).
+ * Returns false, leaving "filter" unfinished, when the part can match
+ * nothing (a NULL compared, an empty IN list).
  */
 static bool
 build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
@@ -371,12 +394,12 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 		ListCell   *lc;
 		char	   *field = psprintf("_id.%s", idx_key_field(k));
 
-		if (k == ix->order_key && ix->phase != 0)
+		if (k == ix->split_key && ix->part == ix->null_part)
 		{
 			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
-			idx_check_append(BSON_APPEND_NULL(&child,
-											  ix->phase == 1 ? "$ne" : "$eq"));
-			any = true;
+			idx_check_append(BSON_APPEND_NULL(&child, "$eq"));
+			idx_check_append(bson_append_document_end(filter, &child));
+			continue;
 		}
 		foreach(lc, ix->conds)
 		{
@@ -384,7 +407,7 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 			IdxCondOp	op = list_nth_int(cond, 1);
 			int			exprpos = list_nth_int(cond, 2);
 
-			if (list_nth_int(cond, 0) != k)
+			if (list_nth_int(cond, 0) != k || op == ICOND_NULL_OR)
 				continue;
 			if (!any)
 				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
@@ -418,6 +441,12 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 									 OidIsValid(ix->def->keys[k].sortcoll)
 									 ? TEXTOID : type, false);
 			}
+		}
+		if (k == ix->split_key && !any)
+		{
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
+			idx_check_append(BSON_APPEND_NULL(&child, "$ne"));
+			any = true;
 		}
 		if (any)
 			idx_check_append(bson_append_document_end(filter, &child));
@@ -470,8 +499,9 @@ grow_batches(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * Open the lookup cursor of the current phase.  Returns false (and opens
- * nothing) when its conditions can match nothing.
+ * Open the lookup cursor of the current part, sorted on the order keys of
+ * an ordered scan.  Returns false (and opens nothing) when its conditions
+ * can match nothing.
  */
 static bool
 open_lookup(IdxScanState *state, IdxIndexScan *ix)
@@ -499,13 +529,16 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1));
 			}
 			idx_check_append(bson_append_document_end(&opts, &child));
-			if (ix->order_key >= 0 && ix->phase != 2)
+			if (ix->order_key >= 0)
 			{
+				int			k;
+
 				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &child));
-				idx_check_append(BSON_APPEND_INT32(&child,
-											   psprintf("_id.%s",
-														idx_key_field(ix->order_key)),
-											   1));
+				for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
+					idx_check_append(BSON_APPEND_INT32(&child,
+												   psprintf("_id.%s",
+															idx_key_field(k)),
+												   ix->order_desc ? -1 : 1));
 				idx_check_append(bson_append_document_end(&opts, &child));
 			}
 			/* int64, which mongoc_cursor_set_batch_size() can overwrite */
@@ -526,12 +559,15 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 		}
 		else
 			bson_reinit(&filter);	/* the half-built filter goes */
-		if (ix->phase != 2)
+		if (ix->part == 0 || ix->last_lookup == NULL)
 		{
 			if (ix->last_lookup)
 				pfree(ix->last_lookup);
 			ix->last_lookup = idx_bson_as_json(&filter);
 		}
+		else
+			ix->last_lookup = psprintf("%s then %s", ix->last_lookup,
+									   idx_bson_as_json(&filter));
 	}
 	PG_FINALLY();
 	{
@@ -543,19 +579,43 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * Does the order key have a range condition (which excludes NULL keys)?
+ * The key whose NULL entries the lookup reads in a part of their own, or
+ * -1 (see IdxIndexScan): the key of an "IS NULL OR" condition, or the
+ * first order key when the order places NULLs where MongoDB does not
+ * (MongoDB sorts them first ascending, last descending) and no range
+ * excludes them.
  */
-static bool
-order_key_has_range(IdxIndexScan *ix)
+static int
+null_split_key(IdxIndexScan *ix)
 {
 	ListCell   *lc;
 
 	foreach(lc, ix->conds)
 	{
 		List	   *cond = lfirst(lc);
+		IdxCondOp	op = list_nth_int(cond, 1);
 
+		if (op == ICOND_NULL_OR)
+			return list_nth_int(cond, 0);
 		if (list_nth_int(cond, 0) == ix->order_key &&
-			list_nth_int(cond, 1) >= ICOND_LT)
+			op >= ICOND_LT && op <= ICOND_GE)
+			return -1;
+	}
+	if (ix->order_key >= 0 && ix->nulls_first == ix->order_desc)
+		return ix->order_key;
+	return -1;
+}
+
+/*
+ * Open the lookup of the first part from "ix->part" on that can match
+ * anything; false when none can.
+ */
+static bool
+open_next_part(IdxScanState *state, IdxIndexScan *ix)
+{
+	for (; ix->part < ix->nparts; ix->part++)
+	{
+		if (open_lookup(state, ix))
 			return true;
 	}
 	return false;
@@ -621,8 +681,12 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 	ix->batch_target = Max(ix->first_batch, 0);
 	ix->exec_entries = 0;
 	ix->fetches = 0;
-	ix->phase = (ix->order_key >= 0 && !order_key_has_range(ix)) ? 1 : 0;
-	if (!open_lookup(state, ix))
+	ix->split_key = null_split_key(ix);
+	ix->nparts = ix->split_key >= 0 ? 2 : 1;
+	/* the NULL entries of an unordered scan first: any part may be */
+	ix->null_part = (ix->order_key < 0 || ix->nulls_first) ? 0 : 1;
+	ix->part = 0;
+	if (!open_next_part(state, ix))
 		ix->lookup_done = true;
 	ix->next_grow = lookup_batch_size(state, ix);
 
@@ -665,15 +729,13 @@ next_entry(IdxScanState *state, IdxIndexScan *ix)
 								  ix->def->database);
 		if (entry != NULL)
 			break;
-		if (ix->phase != 1)
+		/* the next part's entries come after this one's */
+		ix->part++;
+		if (!open_next_part(state, ix))
 		{
 			ix->lookup_done = true;
 			return NULL;
 		}
-		/* phase 2: the entries whose order key is NULL come last */
-		ix->phase = 2;
-		if (!open_lookup(state, ix))
-			ix->lookup_done = true;
 	}
 	ix->entries_read++;
 	ix->exec_entries++;
@@ -998,6 +1060,33 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
+ * The order of an ordered scan, for EXPLAIN: "a DESC NULLS FIRST, b DESC
+ * NULLS LAST".
+ */
+static char *
+order_text(const IdxIndexScan *ix)
+{
+	StringInfoData buf;
+	int			k;
+
+	initStringInfo(&buf);
+	for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
+	{
+		/* keys after the first place NULLs as MongoDB does */
+		bool		nulls_first = k == ix->order_key ? ix->nulls_first :
+			!ix->order_desc;
+
+		appendStringInfo(&buf, "%s%s %s NULLS %s", buf.len > 0 ? ", " : "",
+						 quote_identifier(get_attname(ix->def->relid,
+													  ix->def->keys[k].attnum,
+													  false)),
+						 ix->order_desc ? "DESC" : "ASC",
+						 nulls_first ? "FIRST" : "LAST");
+	}
+	return buf.data;
+}
+
+/*
  * EXPLAIN of an index scan: the index, its condition, the collections;
  * with VERBOSE the MongoDB filters; with ANALYZE the wait for the applier
  * (with TIMING), entries read, facts fetched and round trips.
@@ -1014,12 +1103,7 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 	if (ix->cond_text[0] != '\0')
 		ExplainPropertyText("Index Cond", ix->cond_text, es);
 	if (ix->order_key >= 0)
-		ExplainPropertyText("Index Order",
-							psprintf("%s ASC NULLS LAST",
-									 quote_identifier(get_attname(ix->def->relid,
-																  ix->def->keys[ix->order_key].attnum,
-																  false))),
-							es);
+		ExplainPropertyText("Index Order", order_text(ix), es);
 	/* a LIMIT made the first batch smaller than a full one */
 	if (ix->first_batch > 0 &&
 		ix->first_batch < (ix->covering ? state->info->fetch_size :
