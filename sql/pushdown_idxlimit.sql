@@ -70,10 +70,90 @@ SELECT idxlimit_same_order(q) FROM (VALUES
   -- the last rows of group 0 are its NULLs, in no defined order among them
   ('SELECT n FROM lim WHERE grp = 0 ORDER BY n LIMIT 10 OFFSET 1490'),
   ('SELECT id, n FROM lim WHERE grp = 1 AND id > 100 ORDER BY n LIMIT 10'),
-  ('SELECT id, n FROM lim WHERE grp = 1 AND id > 2950 ORDER BY n LIMIT 30')
+  ('SELECT id, n FROM lim WHERE grp = 1 AND id > 2950 ORDER BY n LIMIT 30'),
+  -- every NULL order, also across the NULL entries' boundary
+  ('SELECT n FROM lim ORDER BY n DESC LIMIT 35'),
+  ('SELECT n FROM lim ORDER BY n NULLS FIRST LIMIT 5 OFFSET 28'),
+  ('SELECT n FROM lim ORDER BY n DESC NULLS LAST LIMIT 5 OFFSET 2968'),
+  ('SELECT n FROM lim WHERE grp = 0 ORDER BY n DESC LIMIT 5 OFFSET 28'),
+  ('SELECT grp, n FROM lim ORDER BY grp DESC, n DESC NULLS LAST LIMIT 40'),
+  ('SELECT grp, n FROM lim ORDER BY grp NULLS FIRST, n NULLS FIRST LIMIT 40'),
+  ('SELECT id, n FROM lim WHERE n IS NULL OR n > 2990 ORDER BY id'),
+  ('SELECT n FROM lim WHERE grp = 0 AND (n IS NULL OR n < 50) ORDER BY n DESC LIMIT 30'),
+  ('SELECT n FROM lim WHERE n IS NULL OR n BETWEEN 10 AND 20 ORDER BY n NULLS FIRST LIMIT 35')
 ) AS v(q);
 RESET idxtable.enable_plain_scan;
 DROP FUNCTION idxlimit_same_order(text);
+--
+-- NULL keys in every order.  MongoDB sorts null below every other value:
+-- first ascending, last descending.  Where the query places NULLs there,
+-- one lookup sorted both ways reads them in place; elsewhere the NULL
+-- entries come from a find of their own ({"_id.k0": {"$eq": null}}),
+-- before or after that of the others ({"$ne": null}, which mongod turns
+-- into index bounds that leave the NULL keys out), each limited by the
+-- first batch.  The counts below stay at the LIMIT (+ OFFSET), however
+-- many NULL keys there are.
+--
+-- NULLs first descending: their find first, 3 of its entries
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n DESC LIMIT 3;
+-- then the other find, past the 30 NULL keys
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n DESC LIMIT 3 OFFSET 29;
+-- MongoDB's own places: one find, no filter
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n NULLS FIRST LIMIT 3 OFFSET 29;
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n DESC NULLS LAST LIMIT 3;
+-- two keys of {grp, n}: the second must place NULLs as MongoDB does, in
+-- the first's direction; the first's NULLs go either way
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp DESC, n DESC NULLS LAST LIMIT 3;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp, n NULLS FIRST LIMIT 3;
+-- a second key whose NULLs MongoDB places otherwise: only the first key
+-- comes from the index (an Incremental Sort does the rest)
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp, n LIMIT 3;
+EXPLAIN (COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp, n DESC LIMIT 3;
+--
+-- IS NULL, and "key IS NULL OR <range>" on the key after the equality
+-- prefix: the NULL entries and the range's come from two finds (in the
+-- order's NULL place when ordered)
+--
+-- rare NULLs (1%): IS NULL is cheaper through the index table
+RESET idxtable.enable_plain_scan;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL;
+SELECT count(*), count(n), sum(id) FROM lim WHERE n IS NULL;
+-- covering, and key-only
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT n, grp FROM lim WHERE n IS NULL OR n > 2990;
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM lim WHERE n > 2990 OR n IS NULL;
+-- an equality prefix, an equality or both bounds in the range, an order
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim WHERE grp = 0 AND (n IS NULL OR n BETWEEN 10 AND 60)
+  ORDER BY n DESC NULLS LAST LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR n = 5;
+-- not matched: a NULL test on another key, two ranges, IS NOT NULL
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR grp > 0;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR n < 5 OR n > 2990;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NOT NULL OR n > 5;
+-- a generic plan whose range compares with a NULL: still the NULL entries
+SET plan_cache_mode = force_generic_plan;
+SET idxtable.enable_aggregate_pushdown = off;
+PREPARE nulls_or(int) AS
+  SELECT count(*), count(n), min(n) FROM lim WHERE n IS NULL OR n > $1;
+EXPLAIN (COSTS OFF) EXECUTE nulls_or(NULL);
+EXECUTE nulls_or(NULL);
+EXECUTE nulls_or(2990);
+DEALLOCATE nulls_or;
+RESET idxtable.enable_aggregate_pushdown;
+RESET plan_cache_mode;
+RESET idxtable.enable_plain_scan;
 -- an index whose collection turns out not to be its own when a scan
 -- reads its ownership marker (planning reads none): an unordered scan
 -- reads the facts instead, an ordered one fails once and drops the cached
