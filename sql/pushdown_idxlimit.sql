@@ -154,6 +154,27 @@ DEALLOCATE nulls_or;
 RESET idxtable.enable_aggregate_pushdown;
 RESET plan_cache_mode;
 RESET idxtable.enable_plain_scan;
+-- a multi-valued key has no entry for a NULL or empty array, nor for a
+-- NULL element: its NULLs are never read from the index table, and the
+-- other keys' only where an element is looked up (the rows that have it)
+CREATE FOREIGN TABLE lim_tags (id int OPTIONS (field '_id'), tags text[],
+  n int) SERVER mongo_nostream OPTIONS (collection 'idxlimit_tags');
+DELETE FROM lim_tags;
+INSERT INTO lim_tags VALUES (1, NULL, NULL), (2, '{}', NULL), (3, '{a}', NULL),
+  (4, '{a,b}', 4), (5, '{b,NULL}', NULL), (6, '{a}', 6), (7, NULL, 7);
+SELECT idxtable.create_index('lim_tags', '{tags,n}', name => 'lim_tags_n');
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM lim_tags WHERE tags IS NULL;
+EXPLAIN (COSTS OFF) SELECT id FROM lim_tags WHERE n IS NULL;
+EXPLAIN (COSTS OFF)
+  SELECT id, n FROM lim_tags WHERE 'a' = ANY (tags) AND (n IS NULL OR n > 5)
+  ORDER BY n DESC;
+SELECT id, n FROM lim_tags WHERE 'a' = ANY (tags) AND (n IS NULL OR n > 5)
+  ORDER BY n DESC;
+SELECT id FROM lim_tags WHERE 'b' = ANY (tags) AND n IS NULL;
+RESET idxtable.enable_plain_scan;
+SELECT idxtable.drop_index('lim_tags_n');
+DROP FOREIGN TABLE lim_tags;
 -- an index whose collection turns out not to be its own when a scan
 -- reads its ownership marker (planning reads none): an unordered scan
 -- reads the facts instead, an ordered one fails once and drops the cached
