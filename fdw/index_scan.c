@@ -273,6 +273,7 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	ix->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
 	ix->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
 	ix->order_key = -1;
+	ix->split_key = -1;
 	if (order != NIL)
 	{
 		ix->order_key = linitial_int(order);
