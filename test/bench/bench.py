@@ -80,10 +80,11 @@ INDEXES = [
     ("customers", "{email}", None, False),
     ("customers", "{town}", "{first_name,last_name}", False),
     ("customers", "{last_name}", None, False),
+    ("customers", "{age}", None, False),
     ("movies", "{actors}", None, False),
 ]
 # the index tables the pushdown queries use (all that --pushdown-only builds)
-PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}")}
+PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}"), ("customers", "{age}")}
 
 
 def log(msg=""):
@@ -111,7 +112,8 @@ def setup_postgres(d):
     conn = setup_server(DB)
     cur = conn.cursor()
     pg_fixture.create_foreign_table(conn, "customers", "customer_id int OPTIONS (field '_id'), "
-                                    "town text, last_name text, first_name text, email text, balance int")
+                                    "town text, last_name text, first_name text, email text, balance int, "
+                                    "age int")
     pg_fixture.create_foreign_table(conn, "movies", "movie_id int OPTIONS (field '_id'), "
                                     "title text, year int, actors text[]")
     cur.execute("CREATE TABLE orders (order_id int PRIMARY KEY, email text)")
