@@ -500,6 +500,31 @@ grow_batches(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
+ * Remember the lookup filter of the part being opened, for EXPLAIN: the
+ * first part's alone, the next's after it.  In the scan's context: a part
+ * after the first is opened while a row is fetched, in its short-lived
+ * context.
+ */
+static void
+note_lookup(IdxScanState *state, IdxIndexScan *ix, const bson_t *filter)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	char	   *json = idx_bson_as_json(filter);
+	char	   *previous = ix->last_lookup;
+
+	if (ix->part == 0 || previous == NULL)
+		ix->last_lookup = json;
+	else
+	{
+		ix->last_lookup = psprintf("%s then %s", previous, json);
+		pfree(json);
+	}
+	if (previous)
+		pfree(previous);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
  * Open the lookup cursor of the current part, sorted on the order keys of
  * an ordered scan.  Returns false (and opens nothing) when its conditions
  * can match nothing.
@@ -560,15 +585,7 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 		}
 		else
 			bson_reinit(&filter);	/* the half-built filter goes */
-		if (ix->part == 0 || ix->last_lookup == NULL)
-		{
-			if (ix->last_lookup)
-				pfree(ix->last_lookup);
-			ix->last_lookup = idx_bson_as_json(&filter);
-		}
-		else
-			ix->last_lookup = psprintf("%s then %s", ix->last_lookup,
-									   idx_bson_as_json(&filter));
+		note_lookup(state, ix, &filter);
 	}
 	PG_FINALLY();
 	{

@@ -142,6 +142,20 @@ EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR n = 5;
 EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR grp > 0;
 EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR n < 5 OR n > 2990;
 EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NOT NULL OR n > 5;
+-- a parameterized scan opens its finds again for each outer row (the
+-- second while fetching a row: what it keeps for EXPLAIN outlives that)
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+CREATE TEMP TABLE lim_outer (x int);
+INSERT INTO lim_outer VALUES (2995), (NULL), (2990);
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT o.x, l.id FROM lim_outer o JOIN lim l ON (l.n IS NULL OR l.n > o.x);
+SELECT o.x, count(*), count(l.n), sum(l.id)
+  FROM lim_outer o JOIN lim l ON (l.n IS NULL OR l.n > o.x)
+  GROUP BY o.x ORDER BY o.x;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+DROP TABLE lim_outer;
 -- a generic plan whose range compares with a NULL: still the NULL entries
 SET plan_cache_mode = force_generic_plan;
 SET idxtable.enable_aggregate_pushdown = off;
