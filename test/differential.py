@@ -1646,6 +1646,43 @@ NULL_PARAMETER_CASES = [
 ]
 
 
+# parameterized scans: the finds opened again for each outer row (NULL too)
+NULL_JOIN_CASES = [
+    "SELECT o.x, t.id FROM (VALUES (NULL::int), (0), (900), (-2147483648)) o(x) "
+    "JOIN {table} t ON (t.i4 IS NULL OR t.i4 > o.x) ORDER BY 1, 2",
+    "SELECT o.x, t.id FROM (VALUES (NULL::timestamptz), ('2001-01-01+00'), ('1970-01-01+00')) o(x) "
+    "JOIN {table} t ON (t.ts IS NULL OR t.ts <= o.x) ORDER BY 1, 2",
+    "SELECT o.x, t.id, t.i4 FROM (VALUES (NULL::int), (5), (-5)) o(x) "
+    "JOIN LATERAL (SELECT * FROM {table} WHERE i4 IS NULL OR i4 >= o.x ORDER BY i4 DESC NULLS LAST LIMIT 4) t "
+    "ON true ORDER BY 1, 3, 2",
+]
+
+
+def run_null_join_cases(session, report):
+    """NULL_JOIN_CASES on both tables, nested loops over the foreign one with
+    plain scans a last resort; the lateral case's rows tie only on NULLs of
+    i4 (its ids may differ among those), so only i4 is compared there."""
+    routed = 0
+    for number, query in enumerate(NULL_JOIN_CASES):
+        for setting in ("enable_hashjoin", "enable_mergejoin", "idxtable.enable_plain_scan"):
+            session.run("SET %s = off" % setting)
+        plan = session.run("EXPLAIN " + query.replace("{table}", "ft"))
+        foreign = session.run(query.replace("{table}", "ft"))
+        for setting in ("enable_hashjoin", "enable_mergejoin", "idxtable.enable_plain_scan"):
+            session.run("RESET %s" % setting)
+        local = session.run(query.replace("{table}", "lt"))
+        routed += any("Index Cond:" in line and "IS NULL" in line for (line,) in plan.rows or [])
+        if "LATERAL" in query and foreign.rows and local.rows:
+            foreign.rows = [(r[0], r[2]) for r in foreign.rows]
+            local.rows = [(r[0], r[2]) for r in local.rows]
+        problem = compare(foreign, local)
+        if problem:
+            problem = [query.replace("{table}", "ft")] + [line for (line,) in plan.rows or []] + problem
+        report.result("null join %d" % number, problem)
+    report.result("null join routing", None if routed == len(NULL_JOIN_CASES) else
+                  ["only %d of %d joins went through an index table" % (routed, len(NULL_JOIN_CASES))])
+
+
 def run_null_parameter_cases(session, report, cases=NULL_PARAMETER_CASES):
     """Generic plans of IS NULL OR clauses executed with NULL and other
     values, plain scans a last resort; each must equal the local table's."""
@@ -1683,6 +1720,7 @@ def run_null_cases(session, report, args, nulls, clock):
     routed = sum(run_null_routing_case(session, number, clause, report)
                  for number, clause in enumerate(null_clauses))
     run_null_parameter_cases(session, report)
+    run_null_join_cases(session, report)
     clock.charge("null routing")
     print("null order: %d of %d queries ordered by an index table with NULL entries; "
           "%d of %d IS NULL (OR) clauses routed through one" % (ordered, len(null_orders), routed, len(null_clauses)))
