@@ -783,7 +783,8 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 /*
  * The finds of the lookup after the first (index_scan.c): one for the
  * NULL entries of an "IS NULL OR" key, or of the first order key when the
- * order places them where MongoDB does not and no range excludes them.
+ * order places them where MongoDB does not and no IN list or range
+ * excludes them.
  */
 static int
 extra_lookups(List *conds, List *order)
@@ -797,7 +798,8 @@ extra_lookups(List *conds, List *order)
 		if (cond->op == ICOND_NULL_OR)
 			return 1;
 		if (order != NIL && cond->keypos == linitial_int(order) &&
-			cond->op >= ICOND_LT && cond->op <= ICOND_GE)
+			(cond->op == ICOND_IN ||
+			 (cond->op >= ICOND_LT && cond->op <= ICOND_GE)))
 			return 0;
 	}
 	/* MongoDB's NULLs come first ascending, last descending */

@@ -89,7 +89,8 @@ typedef struct IdxIndexScan
 	 * its NULL entries read apart, those of an "IS NULL OR" condition, or
 	 * of the first order key when MongoDB, which sorts null below every
 	 * other value, would place them otherwise than the order asks (and no
-	 * range excludes them).  "null_part" is the part that reads them.
+	 * IN list or range excludes them).  "null_part" is the part that reads
+	 * them.
 	 */
 	int			order_key;
 	int			order_nkeys;
@@ -600,8 +601,8 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
  * The key whose NULL entries the lookup reads in a part of their own, or
  * -1 (see IdxIndexScan): the key of an "IS NULL OR" condition, or the
  * first order key when the order places NULLs where MongoDB does not
- * (MongoDB sorts them first ascending, last descending) and no range
- * excludes them.
+ * (MongoDB sorts them first ascending, last descending) and no IN list or
+ * range excludes them.
  */
 static int
 null_split_key(IdxIndexScan *ix)
@@ -615,8 +616,9 @@ null_split_key(IdxIndexScan *ix)
 
 		if (op == ICOND_NULL_OR)
 			return list_nth_int(cond, 0);
+		/* an IN list or a range on the order key leaves NULLs out */
 		if (list_nth_int(cond, 0) == ix->order_key &&
-			op >= ICOND_LT && op <= ICOND_GE)
+			(op == ICOND_IN || (op >= ICOND_LT && op <= ICOND_GE)))
 			return -1;
 	}
 	if (ix->order_key >= 0 && ix->nulls_first == ix->order_desc)
