@@ -38,6 +38,9 @@ OBJS = \
 	fdw/core/convert_write.o \
 	fdw/core/convert_json.o \
 	fdw/core/deparse.o \
+	fdw/core/collate_bytes.o \
+	fdw/core/text_order.o \
+	fdw/core/deparse_text.o \
 	fdw/core/deparse_expr.o \
 	fdw/planner.o \
 	fdw/scan.o \
@@ -89,7 +92,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes security_limits sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit collate pushdown_cond plan_stats pushdown_idxagg
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes security_limits sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit pushdown_idxorder collate pushdown_cond plan_stats pushdown_idxagg pushdown_textorder
 REGRESS_OPTS = --inputdir=.
 
 # libmongoc through pkg-config: 2.x installs mongoc2.pc and bson2.pc,

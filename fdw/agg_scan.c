@@ -16,12 +16,20 @@
  *				   a<i>: <accumulator>, n<i>: <count of values>, ...}}]
  * where i is the position in fdw_scan_tlist.  $ifNull makes null, missing
  * and undefined one group, as they are all NULL to PostgreSQL; a text
- * column's ObjectId is grouped and compared as its hexadecimal string.  Sums are
- * of Decimal128 values ($convert to decimal), which hold any sum of int8
- * values exactly; the least and greatest value of a summed column go
- * through the column's conversion, so that a value the column cannot hold
- * (out of range, no integer, no number: in BSON order, strings, documents,
- * booleans and dates sort above numbers) is the error a local scan gives; a sum or average over no values is NULL, which the count of
+ * column's ObjectId is grouped and compared as its hexadecimal string.
+ * With a text group key the first $group is by the fields as they are,
+ *		{$group: {_id: "$field" | {g<i>: "$field", ...}, a<i>: ..., ...}},
+ *		{$group: {_id: {g<i>: {$ifNull: [<value of "$_id[.g<i>]">, null]}, ...},
+ *				  a<i>: {<a<i>'s operator>: "$a<i>"}, ...}}
+ * and a second one merges what reads as one group (build_merge()): the
+ * ObjectId test costs a few operators per group instead of per document.
+ *
+ * Sums are of Decimal128 values ($convert to decimal), which hold any sum
+ * of int8 values exactly; the least and greatest value of a summed column
+ * go through the column's conversion, so that a value the column cannot
+ * hold (out of range, no integer, no number: in BSON order, strings,
+ * documents, booleans and dates sort above numbers) is the error a local
+ * scan gives; a sum or average over no values is NULL, which the count of
  * values tells (MongoDB's $sum gives 0).  Without GROUP BY, no rows give no
  * group in MongoDB but one row in PostgreSQL: count 0, the rest NULL.
  *
@@ -99,6 +107,7 @@ typedef struct IdxAggScan
 	IdxAggColumn *cols;
 	bool		grouped;		/* the query has a GROUP BY */
 	bool		distinct;		/* a count(DISTINCT): two $group stages */
+	bool		merged;			/* raw keys, then a $group merging them */
 	List	   *sort;			/* IdxPrivSort: (column, desc, nulls first) */
 	int			limit;			/* OFFSET + LIMIT groups at most, or -1 */
 	int			offset;			/* groups skipped first */
@@ -158,6 +167,29 @@ init_columns(IdxAggScan *agg, List *items)
 }
 
 /*
+ * Does the pipeline of "agg" group by the fields as they are, then merge
+ * the groups (see the file header)?  With a text group key, whose ObjectId
+ * test is several operators, and not with count(DISTINCT), whose first
+ * stage groups by the keys as the columns read them.
+ */
+static bool
+merges_groups(const IdxAggScan *agg)
+{
+	int			i;
+
+	if (!agg->grouped || agg->distinct)
+		return false;
+	for (i = 0; i < agg->ncols; i++)
+	{
+		if (agg->cols[i].kind == IDX_AGG_GROUP &&
+			(agg->cols[i].conv.typid == TEXTOID ||
+			 agg->cols[i].conv.typid == VARCHAROID))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Executor start: the columns; the command is sent at the first row.
  */
 void
@@ -172,6 +204,7 @@ idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	agg->limit = intVal(list_nth(plan->fdw_private, IdxPrivLimit));
 	agg->offset = intVal(list_nth(plan->fdw_private, IdxPrivOffset));
 	init_columns(agg, list_nth(plan->fdw_private, IdxPrivAggItems));
+	agg->merged = merges_groups(agg);
 }
 
 /*
@@ -190,15 +223,15 @@ append_count_values(bson_t *group, const char *key, const char *ref)
 }
 
 /*
- * Append under "key" the expression of the value column "col" reads: the
- * field, or for text an ObjectId as its hexadecimal string, which is how
- * the column reads it (convert.h), so that they group and order as equal.
+ * Append under "key" the expression of the value of column "col" that
+ * "ref" reads ("$field", or a first stage's output): the value, or for
+ * text an ObjectId as its hexadecimal string, which is how the column
+ * reads it (convert.h), so that they group and order as equal.
  */
 static void
-append_value_expr(bson_t *parent, const char *key, const IdxAggColumn *col)
+append_value_expr(bson_t *parent, const char *key, const IdxAggColumn *col,
+				  const char *ref)
 {
-	char	   *ref = psprintf("$%s", col->field);
-
 	if (col->conv.typid == TEXTOID || col->conv.typid == VARCHAROID)
 		BCON_APPEND(parent, key, "{", "$cond", "[",
 					"{", "$eq", "[", "{", "$type", BCON_UTF8(ref), "}",
@@ -207,7 +240,6 @@ append_value_expr(bson_t *parent, const char *key, const IdxAggColumn *col)
 					BCON_UTF8(ref), "]", "}");
 	else
 		BCON_APPEND(parent, key, BCON_UTF8(ref));
-	pfree(ref);
 }
 
 /*
@@ -218,10 +250,12 @@ append_extreme(bson_t *group, const char *key, const char *op,
 			   const IdxAggColumn *col)
 {
 	bson_t		acc;
+	char	   *ref = psprintf("$%s", col->field);
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(group, key, &acc));
-	append_value_expr(&acc, op, col);
+	append_value_expr(&acc, op, col, ref);
 	idx_check_append(bson_append_document_end(group, &acc));
+	pfree(ref);
 }
 
 /*
@@ -307,24 +341,57 @@ append_accumulators(bson_t *group, const IdxAggColumn *col, const char *ref)
 
 /*
  * Append under "key" the group key expression {$ifNull: [<value of
- * "col">, null]}: null, missing and undefined are one group, NULL.
+ * "col" that "ref" reads>, null]}: null, missing and undefined are one
+ * group, NULL.  "ref" is NULL for the column's field.
  */
 static void
-append_group_key(bson_t *id, const char *key, const IdxAggColumn *col)
+append_group_key(bson_t *id, const char *key, const IdxAggColumn *col,
+				 const char *ref)
 {
 	bson_t		op;
 	bson_t		args;
+	char	   *field_ref = psprintf("$%s", col->field);
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(id, key, &op));
 	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&op, "$ifNull", &args));
-	append_value_expr(&args, "0", col);
+	append_value_expr(&args, "0", col, ref ? ref : field_ref);
+	pfree(field_ref);
 	idx_check_append(BSON_APPEND_NULL(&args, "1"));
 	idx_check_append(bson_append_array_end(&op, &args));
 	idx_check_append(bson_append_document_end(id, &op));
 }
 
 /*
- * The single $group stage of a pipeline without count(DISTINCT).
+ * The number of GROUP BY columns of "agg".
+ */
+static int
+group_count(const IdxAggScan *agg)
+{
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < agg->ncols; i++)
+		n += agg->cols[i].kind == IDX_AGG_GROUP;
+	return n;
+}
+
+/*
+ * The reference of a merged pipeline's second stage to group column "col"
+ * of the first stage: "$_id", the one group column, or "$_id.g<i>".
+ */
+static char *
+first_stage_ref(const IdxAggScan *agg, const IdxAggColumn *col)
+{
+	return group_count(agg) == 1 ? pstrdup("$_id") :
+		psprintf("$_id.%s", col->key);
+}
+
+/*
+ * The $group stage over the documents of a pipeline without
+ * count(DISTINCT): by the group key expressions, or when "agg" is merged
+ * by the fields' values as they are ("$field" for one group column, else
+ * {g<i>: "$field", ...}, where a missing field is left out), which
+ * build_merge() then turns into the groups.
  */
 static void
 build_group(bson_t *group, const IdxAggScan *agg)
@@ -334,13 +401,33 @@ build_group(bson_t *group, const IdxAggScan *agg)
 
 	for (i = 0; i < agg->ncols; i++)
 	{
-		if (agg->cols[i].kind == IDX_AGG_GROUP)
-			append_group_key(&id, agg->cols[i].key, &agg->cols[i]);
+		const IdxAggColumn *col = &agg->cols[i];
+		char	   *ref;
+
+		if (col->kind != IDX_AGG_GROUP)
+			continue;
+		if (!agg->merged)
+		{
+			append_group_key(&id, col->key, col, NULL);
+			continue;
+		}
+		ref = psprintf("$%s", col->field);
+		idx_check_append(BSON_APPEND_UTF8(&id, col->key, ref));
+		pfree(ref);
 	}
-	if (agg->grouped)
-		BCON_APPEND(group, "_id", BCON_DOCUMENT(&id));
-	else
+	if (!agg->grouped)
 		BCON_APPEND(group, "_id", BCON_NULL);
+	else if (agg->merged && group_count(agg) == 1)
+	{
+		bson_iter_t iter;
+
+		/* the one field path alone (cheaper than a document per input) */
+		if (!bson_iter_init(&iter, &id) || !bson_iter_next(&iter))
+			elog(ERROR, "could not read the group key of the first $group stage");
+		BCON_APPEND(group, "_id", BCON_UTF8(bson_iter_utf8(&iter, NULL)));
+	}
+	else
+		BCON_APPEND(group, "_id", BCON_DOCUMENT(&id));
 	for (i = 0; i < agg->ncols; i++)
 	{
 		char	   *ref = psprintf("$%s", agg->cols[i].field);
@@ -349,6 +436,57 @@ build_group(bson_t *group, const IdxAggScan *agg)
 		pfree(ref);
 	}
 	bson_destroy(&id);
+}
+
+/*
+ * The second $group stage of a merged pipeline: the first stage's groups
+ * by their group key expressions over first_stage_ref(), so that values one
+ * group key reads alike (an ObjectId and its hexadecimal string; null,
+ * missing and undefined) become one group, and each output of "first"
+ * accumulated again by its own operator ($sum of sums and counts, $min of
+ * least values, $max of greatest ones), which is exact for every output
+ * build_group() and append_null_flags() make.  It costs a document per
+ * first-stage group, where the key expressions over the documents would
+ * cost several operators per document.
+ */
+static void
+build_merge(bson_t *second, const bson_t *first, const IdxAggScan *agg)
+{
+	bson_t		id = BSON_INITIALIZER;
+	bson_iter_t iter;
+	bson_iter_t op;
+	int			i;
+
+	for (i = 0; i < agg->ncols; i++)
+	{
+		const IdxAggColumn *col = &agg->cols[i];
+		char	   *ref;
+
+		if (col->kind != IDX_AGG_GROUP)
+			continue;
+		ref = first_stage_ref(agg, col);
+		append_group_key(&id, col->key, col, ref);
+		pfree(ref);
+	}
+	BCON_APPEND(second, "_id", BCON_DOCUMENT(&id));
+	bson_destroy(&id);
+	if (!bson_iter_init(&iter, first))
+		elog(ERROR, "could not read the first $group stage");
+	while (bson_iter_next(&iter))
+	{
+		const char *key = bson_iter_key(&iter);
+		char	   *ref;
+
+		if (strcmp(key, "_id") == 0)
+			continue;
+		if (!BSON_ITER_HOLDS_DOCUMENT(&iter) ||
+			!bson_iter_recurse(&iter, &op) || !bson_iter_next(&op))
+			elog(ERROR, "unexpected accumulator \"%s\" in the first $group stage",
+				 key);
+		ref = psprintf("$%s", key);
+		BCON_APPEND(second, key, "{", bson_iter_key(&op), BCON_UTF8(ref), "}");
+		pfree(ref);
+	}
 }
 
 /*
@@ -372,7 +510,7 @@ build_distinct_groups(bson_t *first, bson_t *second, const IdxAggScan *agg)
 		{
 			char	   *ref = psprintf("$_id.%s", col->key);
 
-			append_group_key(&id, col->key, col);
+			append_group_key(&id, col->key, col, NULL);
 			idx_check_append(BSON_APPEND_UTF8(&outer_id, col->key, ref));
 			pfree(ref);
 		}
@@ -380,7 +518,7 @@ build_distinct_groups(bson_t *first, bson_t *second, const IdxAggScan *agg)
 			value = col;
 	}
 	Assert(value != NULL);
-	append_group_key(&id, "v", value);
+	append_group_key(&id, "v", value, NULL);
 	BCON_APPEND(first, "_id", BCON_DOCUMENT(&id));
 	if (agg->grouped)
 		BCON_APPEND(second, "_id", BCON_DOCUMENT(&outer_id));
@@ -605,9 +743,15 @@ build_pipeline(bson_t *pipeline, const IdxAggScan *agg, const bson_t *filter)
 		build_group(&group, agg);
 		append_null_flags(&group, agg);
 		BCON_APPEND(pipeline, "1", "{", "$group", BCON_DOCUMENT(&group), "}");
+		if (agg->merged)
+		{
+			build_merge(&second, &group, agg);
+			BCON_APPEND(pipeline, "2", "{", "$group", BCON_DOCUMENT(&second), "}");
+		}
 	}
 	if (windowed(agg))
-		append_order_stages(pipeline, agg, agg->distinct ? 3 : 2);
+		append_order_stages(pipeline, agg,
+							agg->distinct || agg->merged ? 3 : 2);
 	bson_destroy(&group);
 	bson_destroy(&second);
 }

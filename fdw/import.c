@@ -15,6 +15,13 @@
  * are ordered by collection name; columns are "_id", then the other
  * fields in bytewise order of their names.
  *
+ * A text column for "_id" or for a field whose sample holds ObjectIds is
+ * declared COLLATE "C", and a NOTICE names those columns: MongoDB orders
+ * strings and ObjectIds by their bytes, as PostgreSQL does under "C", so
+ * that ORDER BY, LIMIT and ranges on them are pushed down exactly and an
+ * _id compares as MongoDB compares it.  (A command of IMPORT FOREIGN
+ * SCHEMA can only be a CREATE FOREIGN TABLE, so no COMMENT can say it.)
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -423,6 +430,46 @@ merged_type(const ImportField *field)
 	return "jsonb";
 }
 
+/*
+ * byte_order_column
+ *		Is a field's column declared COLLATE "C": a text column for "_id",
+ *		or for a field whose sample holds ObjectIds (read as their hex
+ *		digits), which MongoDB compares by their bytes?
+ */
+static bool
+byte_order_column(const ImportField *field, const char *pgtype)
+{
+	if (strcmp(pgtype, "text") != 0)
+		return false;
+	return strcmp(field->name, IDX_ID_FIELD) == 0 ||
+		(field->seen & TYPE_BIT(BSON_TYPE_OID)) != 0;
+}
+
+/*
+ * report_byte_order_columns
+ *		Say which columns of a table byte_order_column() declared COLLATE
+ *		"C", and why (a NOTICE, as PostgreSQL says what a command did
+ *		beyond what was written).
+ */
+static void
+report_byte_order_columns(List *columns, const char *tablename)
+{
+	StringInfoData names;
+	ListCell   *lc;
+
+	if (columns == NIL)
+		return;
+	initStringInfo(&names);
+	foreach(lc, columns)
+		appendStringInfo(&names, "%s\"%s\"", names.len > 0 ? ", " : "",
+						 (char *) lfirst(lc));
+	ereport(NOTICE,
+			(errmsg_plural("column %s of foreign table \"%s\" is declared COLLATE \"C\"",
+						   "columns %s of foreign table \"%s\" are declared COLLATE \"C\"",
+						   list_length(columns), names.data, tablename),
+			 errdetail("MongoDB compares strings and ObjectIds by their bytes, as PostgreSQL compares text under the collation \"C\"; ORDER BY, LIMIT and ranges on these columns can then be pushed down exactly.")));
+}
+
 /* qsort comparator: "_id" first, then the fields bytewise by name */
 static int
 field_cmp(const void *a, const void *b)
@@ -456,6 +503,7 @@ build_create_command(HTAB *fields, const char *servername,
 	ImportField *field;
 	HASH_SEQ_STATUS status;
 	List	   *colnames = NIL;
+	List	   *bytewise = NIL;
 	int			n = 0;
 	int			i;
 
@@ -474,6 +522,7 @@ build_create_command(HTAB *fields, const char *servername,
 	{
 		char	   *fieldname = to_server_encoding(sorted[i]->name);
 		char	   *colname = fieldname;
+		const char *pgtype;
 		ListCell   *lc;
 
 		if (SystemAttributeByName(colname) != NULL)
@@ -496,10 +545,15 @@ build_create_command(HTAB *fields, const char *servername,
 		colnames = lappend(colnames, colname);
 
 		/* _id (sorted first) of a collection without documents is text */
+		pgtype = (i == 0 && sorted[i]->pgtype == NULL) ?
+			"text" : merged_type(sorted[i]);
 		appendStringInfo(&buf, "%s\n  %s %s", (i > 0) ? "," : "",
-						 quote_identifier(colname),
-						 (i == 0 && sorted[i]->pgtype == NULL) ?
-						 "text" : merged_type(sorted[i]));
+						 quote_identifier(colname), pgtype);
+		if (byte_order_column(sorted[i], pgtype))
+		{
+			appendStringInfoString(&buf, " COLLATE \"C\"");
+			bytewise = lappend(bytewise, colname);
+		}
 		if (strcmp(colname, fieldname) != 0)
 			appendStringInfo(&buf, " OPTIONS (field %s)",
 							 quote_literal_cstr(fieldname));
@@ -510,8 +564,10 @@ build_create_command(HTAB *fields, const char *servername,
 					 quote_literal_cstr(database_local),
 					 quote_literal_cstr(coll->local));
 
+	report_byte_order_columns(bytewise, coll->tablename);
 	pfree(sorted);
 	list_free(colnames);
+	list_free(bytewise);
 	return buf.data;
 }
 

@@ -47,6 +47,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/stratnum.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_type.h"
@@ -72,6 +74,17 @@
 #include "index_path.h"
 #include "planner.h"
 #include "upper.h"
+
+/*
+ * Server-side cost of one entry read by the $group of a count per key.  An
+ * entry of a key or two is a smaller document than its fact, but its keys
+ * are in a sub-document: test/bench measured a $group by "$_id.k0" over
+ * 100,000 entries of customers {town,last_name} (half the facts' bytes) at
+ * 1.2 times the CPU of a $group by "$town" over the facts in the test
+ * server.  So the entries answer a GROUP BY where the filter reads fewer of
+ * them than the facts pipeline reads facts, not over a whole table.
+ */
+#define ENTRY_GROUP_COST (DOCUMENT_EXAMINE_COST * 1.2)
 
 /* A condition on one key, found while matching the WHERE clauses */
 typedef struct AggCond
@@ -628,7 +641,17 @@ add_index_agg_path(PlannerInfo *root, RelOptInfo *input_rel,
 		rows = estimate_num_groups(root, list_make1(group), entries, NULL,
 								   NULL);
 	cost = rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
-	if (mk < 0 || target_has_count(root))
+
+	/*
+	 * A count per key reads the documents of the entries the filter matches
+	 * in a $group, as a pipeline over the facts reads every fact
+	 * (agg_path.c), and returns the groups in batches of fetch_size as it
+	 * does; a count without GROUP BY counts index keys.
+	 */
+	if (group)
+		cost += ROUND_TRIP_COST + entries * ENTRY_GROUP_COST +
+			Max(ceil(rows / fpinfo->table->fetch_size) - 1, 0) * ROUND_TRIP_COST;
+	else if (mk < 0 || target_has_count(root))
 		cost += ROUND_TRIP_COST + entries * INDEX_ENTRY_COST * 0.5;
 	if (mk >= 0)
 		cost += min_max_cost(root, conds, mk, entries);

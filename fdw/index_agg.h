@@ -77,6 +77,7 @@ typedef struct IdxIndexAggScan
 	double		sync_wait_ms;
 	int64		count;
 	char	   *last_filter;	/* the count's filter, as JSON */
+	char	   *last_pipeline;	/* GROUP BY: the aggregate's pipeline, JSON */
 } IdxIndexAggScan;
 
 /* min() or max() of a Var: AGG_OUT_MIN or AGG_OUT_MAX (*arg), else -1 */

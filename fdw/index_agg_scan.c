@@ -500,6 +500,7 @@ open_group_cursor(ForeignScanState *node, IdxScanState *state,
 	}
 	idx_check_append(bson_append_document_end(&stage, &group));
 	idx_check_append(bson_append_document_end(pipeline, &stage));
+	ia->last_pipeline = idx_bson_as_json(pipeline);
 	idx_check_append(BSON_APPEND_INT32(opts, "batchSize",
 									   state->info->fetch_size));
 
@@ -740,8 +741,9 @@ idx_index_agg_scan_end(IdxScanState *state)
 }
 
 /*
- * EXPLAIN: the index and its conditions; VERBOSE the count's filter once
- * run; ANALYZE the wait, the count and the round trips.
+ * EXPLAIN: the index and its conditions; VERBOSE the count's filter (and a
+ * count per key's pipeline) once run; ANALYZE the wait, the count and the
+ * round trips.
  */
 void
 idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
@@ -761,6 +763,8 @@ idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
 							es);
 	if (es->verbose && ia->last_filter)
 		ExplainPropertyText("MongoDB Index Filter", ia->last_filter, es);
+	if (es->verbose && ia->last_pipeline)
+		ExplainPropertyText("MongoDB Pipeline", ia->last_pipeline, es);
 	if (ia->group_key >= 0)
 		ExplainPropertyInteger("Groups", NULL, ia->count, es);
 	if (ia->sync_waited && es->timing)

@@ -737,6 +737,44 @@ pathkey_is_key(PathKey *pathkey, RelOptInfo *baserel, const IdxIndexKey *key)
 }
 
 /*
+ * Is the query's sort key at "pos" the column mapped to _id, ASC NULLS
+ * LAST under the column's own type and collation (ORDER BY key, _id; or
+ * ORDER BY _id where equalities fix every key)?  An ordered index scan
+ * can give that order whatever the _id's BSON types: it sorts the entries
+ * of each group of equal order keys by their fact's _id with the column's
+ * own comparison (index_scan.c), so PostgreSQL's order is the one
+ * followed, byte order under C-like collations.  Other orders of the _id
+ * (DESC, NULLS FIRST) are left to a local sort.
+ */
+static bool
+id_tiebreak_pathkey(PlannerInfo *root, RelOptInfo *baserel, int pos)
+{
+	IdxRelInfo *fpinfo = baserel->fdw_private;
+	AttrNumber	id_attnum = fpinfo->table->id_attnum;
+	PathKey    *wanted;
+	Oid			type;
+	int32		typmod;
+	Oid			collid;
+	TypeCacheEntry *tce;
+	List	   *pathkeys;
+
+	if (id_attnum == InvalidAttrNumber ||
+		list_length(root->query_pathkeys) <= pos)
+		return false;
+	wanted = list_nth(root->query_pathkeys, pos);
+	get_atttypetypmodcoll(fpinfo->table->relid, id_attnum, &type, &typmod,
+						  &collid);
+	tce = lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_CMP_PROC);
+	if (!OidIsValid(tce->lt_opr) || !OidIsValid(tce->cmp_proc))
+		return false;
+	pathkeys = idx_build_expression_pathkey(root,
+											(Expr *) makeVar(baserel->relid, id_attnum,
+															 type, typmod, collid, 0),
+											tce->lt_opr, baserel->relids);
+	return pathkeys != NIL && linitial(pathkeys) == wanted;
+}
+
+/*
  * The leading pathkeys of the query that an index path can follow, and
  * the order (IdxPrivOrder) in "*order", or NIL for none.  After an
  * equality prefix of single values, the entries are in the order of the
@@ -744,6 +782,14 @@ pathkey_is_key(PathKey *pathkey, RelOptInfo *baserel, const IdxIndexKey *key)
  * last (the scan reads its NULL entries apart where MongoDB places them
  * otherwise, index_scan.c), the others in the same direction, placing
  * NULLs as MongoDB does (ASC NULLS FIRST, DESC NULLS LAST).
+ *
+ * When the query's next sort key is the column mapped to _id, ASC NULLS
+ * LAST (ORDER BY key, _id: a keyset's tie-break), the scan also orders the
+ * entries of equal order keys by their fact's _id (index_scan.c), and the
+ * pathkeys have that key too.  When equalities fix every key, the query's
+ * first sort key may be the _id (WHERE key = v ORDER BY _id): the order
+ * key is then the last (fixed) one and all entries are one group of
+ * equal keys.
  */
 static List *
 index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
@@ -751,8 +797,11 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 {
 	List	   *result = NIL;
 	int			prefix = equality_prefix(def, conds);
+	int			first = prefix;
+	int			nkeys;
 	bool		desc = false;
 	bool		nulls_first = false;
+	bool		order_by_id = false;
 	ListCell   *lc;
 
 	*order = NIL;
@@ -774,17 +823,42 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 			break;
 		result = lappend(result, pathkey);
 	}
+	nkeys = list_length(result);
+	if ((result != NIL || prefix >= def->nkeys) &&
+		id_tiebreak_pathkey(root, baserel, nkeys))
+	{
+		order_by_id = true;
+		result = lappend(result, list_nth(root->query_pathkeys, nkeys));
+		if (nkeys == 0)
+		{
+			/* every key fixed: the entries are one group, sorted by _id */
+			first = def->nkeys - 1;
+			nkeys = 1;
+		}
+	}
 	if (result != NIL)
-		*order = list_make4_int(prefix, list_length(result), desc,
-								nulls_first);
+	{
+		*order = list_make4_int(first, nkeys, desc, nulls_first);
+		*order = lappend_int(*order, order_by_id);
+	}
 	return result;
+}
+
+/*
+ * Does the order "order" (IdxPrivOrder) sort equal keys by their fact's
+ * _id?
+ */
+static bool
+order_sorts_by_id(List *order)
+{
+	return order != NIL && list_nth_int(order, 4);
 }
 
 /*
  * The finds of the lookup after the first (index_scan.c): one for the
  * NULL entries of an "IS NULL OR" key, or of the first order key when the
- * order places them where MongoDB does not and no IN list or range
- * excludes them.
+ * order places them where MongoDB does not and no condition (an equality,
+ * IN list or range) leaves them out or alone.
  */
 static int
 extra_lookups(List *conds, List *order)
@@ -797,9 +871,7 @@ extra_lookups(List *conds, List *order)
 
 		if (cond->op == ICOND_NULL_OR)
 			return 1;
-		if (order != NIL && cond->keypos == linitial_int(order) &&
-			(cond->op == ICOND_IN ||
-			 (cond->op >= ICOND_LT && cond->op <= ICOND_GE)))
+		if (order != NIL && cond->keypos == linitial_int(order))
 			return 0;
 	}
 	/* MongoDB's NULLs come first ascending, last descending */
@@ -898,16 +970,28 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	if (!covering)
 	{
-		double		fetches = Max(1, ceil(entries / fpinfo->table->fetch_batch_size));
+		double		fetches = Max(1, idx_batches(entries,
+												 fpinfo->table->fetch_batch_size,
+												 fpinfo->doc_bytes));
 
 		startup_cost += ROUND_TRIP_COST;
 		total_cost += fetches * ROUND_TRIP_COST +
-			entries * (FACT_FETCH_COST + DOCUMENT_TRANSFER_COST);
+			entries * (FACT_FETCH_COST + DOCUMENT_TRANSFER_COST +
+					   fpinfo->doc_bytes * DOCUMENT_BYTE_COST);
 	}
 	total_cost += entries * cpu_tuple_cost;
 
 	pathkeys = index_pathkeys(root, baserel, def, conds, &order);
 	total_cost += extra_lookups(conds, order) * ROUND_TRIP_COST;
+
+	/*
+	 * A group of equal keys is read whole before its first row: when
+	 * equalities fix every key, that is every entry, however small the
+	 * LIMIT.
+	 */
+	if (order_sorts_by_id(order) && equality_prefix(def, conds) >= def->nkeys)
+		startup_cost += lookups * ROUND_TRIP_COST +
+			entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,
 						   &first_batch);
 

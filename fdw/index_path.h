@@ -54,8 +54,10 @@ enum IdxIndexPrivateIndex
 	IdxPrivIndexCondText,
 	/*
 	 * the order the rows follow, NIL for none: an IntList (position of the
-	 * first key, number of keys, descending, NULLs of the first key first);
-	 * keys after the first place NULLs as MongoDB does
+	 * first key, number of keys, descending, NULLs of the first key first,
+	 * equal keys in the order of their fact's _id); keys after the first
+	 * place NULLs as MongoDB does, the _id is ASC NULLS LAST
+	 * (index_path.c: id_tiebreak_pathkey)
 	 */
 	IdxPrivOrder,
 	/*

@@ -116,27 +116,19 @@ release_modify(void *arg)
 }
 
 /*
- * In ordered mode with a unique index table, the statement (or the undo
- * of its failure) claims keys before it writes their facts: it is noted
- * as running, so that a repair leaves its young claims alone until it
- * ends (index_claims.h).
+ * In ordered mode with index tables, the statement (or the undo of its
+ * failure) writes entries, unique keys' claims among them, before it
+ * writes their facts: it is noted as running, so that a repair leaves its
+ * young entries alone until it ends (index_claims.h).
  */
 static void
 note_claiming(IdxModifyState *ms)
 {
-	ListCell   *lc;
-
-	if (!ms->ordered || ms->eventual)
+	if (!ms->ordered || ms->eventual ||
+		idx_writer_nindexes(ms->writer) == 0)
 		return;
-	foreach(lc, idx_writer_indexes(ms->writer))
-	{
-		if (((IdxIndexDef *) lfirst(lc))->unique)
-		{
-			idx_claims_write_begin();
-			ms->claiming = true;
-			return;
-		}
-	}
+	idx_claims_write_begin();
+	ms->claiming = true;
 }
 
 /*

@@ -25,6 +25,14 @@
  * most one (so that NULLs of different BSON types never decide an order)
  * and are not floats.
  *
+ * A text key (the only key, under a collation that orders as bytes) holds
+ * strings, which MongoDB sorts below every ObjectId, and ObjectIds, whose
+ * text sorts among the strings (core/text_order.h).  Its values are read
+ * by two finds, one for the strings and symbols and one for the ObjectIds,
+ * each sorted and limited, whose rows the scan merges as bytes; a third
+ * find, run first with limit 1, returns a value of any other type, whose
+ * conversion fails as it would in a plain scan.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_ORDER_H
@@ -71,10 +79,20 @@ extern IdxOrderScan *idx_order_scan_create(List *fdw_private);
 extern bool idx_order_exhausted(const IdxOrderScan *os);
 extern int	idx_order_batch_size(const IdxOrderScan *os, int fetch_size);
 extern void idx_order_find(const IdxOrderScan *os, const IdxTableInfo *info,
-						   bson_t *filter, bson_t *opts);
+						   int sub, bson_t *filter, bson_t *opts);
 extern bool idx_order_skip_row(IdxOrderScan *os);
+extern bool idx_order_merging(const IdxOrderScan *os);
+extern const char *idx_order_bracket(const IdxOrderScan *os,
+									 const IdxTableInfo *info, int sub,
+									 IdxTextBracket *bracket);
+extern int	idx_order_merge_pick(const IdxOrderScan *os,
+								 const IdxTableInfo *info,
+								 const bson_t *doc0, const bson_t *doc1);
 extern bool idx_order_next_phase(IdxOrderScan *os);
 extern void idx_order_rescan(IdxOrderScan *os);
+extern bool idx_order_text_sort(const IdxOrderScan *os);
+extern const char *idx_order_find_label(const IdxOrderScan *os, int phase,
+										int sub);
 extern void idx_order_explain(const IdxOrderScan *os,
 							  const IdxTableInfo *info, ExplainState *es);
 

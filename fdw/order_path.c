@@ -25,6 +25,7 @@
 #include "access/stratnum.h"
 #include "access/sysattr.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/cost.h"
@@ -34,6 +35,7 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
+#include "core/collate_bytes.h"
 #include "core/deparse.h"
 #include "core/guc.h"
 #include "core/pg_compat.h"
@@ -58,11 +60,12 @@ enum IdxFinalPathPrivate
  * no ties or swaps among mixed BSON types, which MongoDB compares by
  * exact value), but MongoDB sorts NaN below every number: only as a
  * first key ("first"), whose NaNs the scan reads with a find of their
- * own.  Text is not: ObjectIds read as text sort apart from strings.
- * Neither is numeric: a double reads as its shortest decimal, which may
- * sort apart from its exact value against an int64 or a decimal128 (the
- * double 2^62 reads as 4611686018427388000, MongoDB sorts the int64
- * 4611686018427387950 above it).
+ * own.  Text is sorted by merging the finds of its strings and of its
+ * ObjectIds (order.h), as the only key under a collation that orders as
+ * bytes (sort_key()).  Numeric is not: a double reads as its shortest
+ * decimal, which may sort apart from its exact value against an int64 or
+ * a decimal128 (the double 2^62 reads as 4611686018427388000, MongoDB
+ * sorts the int64 4611686018427387950 above it).
  */
 static bool
 sortable_type(Oid type, bool first)
@@ -80,6 +83,8 @@ sortable_type(Oid type, bool first)
 			return true;
 		case FLOAT4OID:
 		case FLOAT8OID:
+		case TEXTOID:
+		case VARCHAROID:
 			return first;
 		default:
 			return false;
@@ -180,6 +185,11 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 		return NIL;
 	if (!idx_pathkey_default_order(pathkey, var->vartype))
 		return NIL;
+	/* text as MongoDB orders it: UTF-8 bytes (the merge compares them) */
+	if ((var->vartype == TEXTOID || var->vartype == VARCHAROID) &&
+		(GetDatabaseEncoding() != PG_UTF8 ||
+		 !idx_collation_bytewise(pathkey->pk_eclass->ec_collation)))
+		return NIL;
 	/* MongoDB's NULLs come first ascending and last descending */
 	if (!first && pathkey->pk_nulls_first != !desc)
 		return NIL;
@@ -192,7 +202,9 @@ sort_key(PathKey *pathkey, RelOptInfo *baserel, IdxRelInfo *fpinfo,
  * or NIL when MongoDB cannot return rows in that order exactly (also for
  * no pathkeys).  At most two keys: NULLs (and NaNs) of the first are read
  * apart, the second must place NULLs as MongoDB does, and a third would
- * see NULLs of the second sorted by BSON type (undefined before null).
+ * see NULLs of the second sorted by BSON type (undefined before null).  A
+ * text key is the only one: a string and an ObjectId may read as the same
+ * text, and the merge of their finds compares nothing else.
  */
 List *
 idx_order_sort_spec(PlannerInfo *root, RelOptInfo *baserel, List *pathkeys)
@@ -211,6 +223,10 @@ idx_order_sort_spec(PlannerInfo *root, RelOptInfo *baserel, List *pathkeys)
 			return NIL;
 		result = lappend(result, key);
 	}
+	if (list_length(result) > 1 &&
+		(lfourth_int(linitial(result)) == TEXTOID ||
+		 lfourth_int(linitial(result)) == VARCHAROID))
+		return NIL;
 	return result;
 }
 
@@ -228,13 +244,16 @@ sort_on_id(List *sort, IdxRelInfo *fpinfo)
 
 /*
  * The finds of a pushed sort after the first: one for the NULLs of the
- * first key, and one for its NaNs if it is a float.
+ * first key, and one for its NaNs if it is a float, or for a text key the
+ * second find of its values and the one of its other types.
  */
 static int
 extra_finds(List *sort)
 {
 	Oid			type = lfourth_int(linitial(sort));
 
+	if (type == TEXTOID || type == VARCHAROID)
+		return 3;
 	return (type == FLOAT4OID || type == FLOAT8OID) ? 2 : 1;
 }
 

@@ -12,15 +12,19 @@
  * Each restriction clause is classified once (deparse.c): pushed down
  * exactly, pushed down and rechecked, or evaluated locally.  Row counts
  * come from ANALYZE (pg_class.reltuples and column statistics); before
- * it, from the entry count of a valid index table (the facts its build
- * or the latest ANALYZE counted), else from MongoDB's metadata count
- * cached by the backend (table_size.c), else a collection is assumed to
- * hold DEFAULT_COLLECTION_SIZE documents.  Nothing here talks to MongoDB.
+ * it, from what MongoDB says of the collection (its document count and
+ * mean document size, asked once per relation and cached by the backend:
+ * table_size.c), else from the entry count of a valid index table (the
+ * facts its build or the latest ANALYZE counted), else a collection is
+ * assumed to hold DEFAULT_COLLECTION_SIZE documents.
  *
  * Costs model what MongoDB does: a lookup by _id touches only the matching
- * documents, anything else examines every document of the collection; each
- * returned document costs its transfer and conversion, and every batch a
- * round trip.
+ * documents, anything else examines every document of the collection; the
+ * documents the pushed-down filter lets through are returned, each costing
+ * its transfer and conversion (per document and per byte of the columns
+ * read), and every batch a round trip (fetch_size documents, or fewer
+ * when 16 MiB of them fill a reply).  Clauses evaluated locally only
+ * choose among the returned documents: they make the scan no cheaper.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,6 +37,7 @@
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
+#include "optimizer/prep.h"
 #include "optimizer/restrictinfo.h"
 
 #include "core/deparse.h"
@@ -47,7 +52,7 @@
 #include "planner.h"
 #include "upper.h"
 
-/* Assumed collection size when ANALYZE has never run */
+/* Assumed collection size when ANALYZE has never run and MongoDB did not say */
 #define DEFAULT_COLLECTION_SIZE 1000.0
 
 /*
@@ -58,13 +63,67 @@
  * was empty and never vacuumed.
  */
 static double
-unanalyzed_size(const IdxTableInfo *table)
+unanalyzed_size(const IdxTableInfo *table, const IdxCollectionSize *size)
 {
-	double		count = idx_indexed_fact_count(table->relid);
+	double		count = size->documents;
 
 	if (count <= 0)
-		count = idx_cached_document_count(table);
+		count = idx_indexed_fact_count(table->relid);
 	return count <= 0 ? DEFAULT_COLLECTION_SIZE : count;
+}
+
+/*
+ * Does the scan of the relation decide a write: is it a result relation
+ * of the UPDATE or DELETE, or locked (FOR UPDATE)?  Its reads then go to
+ * the primary (protocol_read.h), planning's too.
+ */
+static bool
+scan_decides_write(PlannerInfo *root, RelOptInfo *baserel)
+{
+	return bms_is_member(baserel->relid, root->all_result_relids) ||
+		get_plan_rowmark(root->rowMarks, baserel->relid) != NULL;
+}
+
+/*
+ * Bytes of one document as the scans of the relation return it: after
+ * ANALYZE, PostgreSQL's width of the columns read (from their statistics);
+ * before it, the mean document size MongoDB reports, for the share of the
+ * table's columns the scan reads (its projection returns no other field).
+ */
+static double
+returned_bytes(RelOptInfo *baserel, IdxRelInfo *fpinfo,
+			   const IdxCollectionSize *size)
+{
+	int			columns = 0;
+	int			read = 0;
+	int			i;
+
+	if (size == NULL || size->avg_bytes <= 0)
+		return baserel->reltarget->width;
+	for (i = 0; i < fpinfo->table->natts; i++)
+	{
+		if (fpinfo->table->fields[i] == NULL)
+			continue;
+		columns++;
+		if (bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber,
+						  fpinfo->attrs_used))
+			read++;
+	}
+	/* a whole-row reference reads every column */
+	if (bms_is_member(-FirstLowInvalidHeapAttributeNumber, fpinfo->attrs_used))
+		read = columns;
+	return size->avg_bytes * Max(read, 1) / Max(columns, 1);
+}
+
+/*
+ * See planner.h.
+ */
+double
+idx_batches(double docs, int per_batch, double bytes)
+{
+	double		batches = ceil(docs / Max(per_batch, 1));
+
+	return Max(batches, ceil(docs * Max(bytes, 0) / MAX_BATCH_BYTES));
 }
 
 /*
@@ -123,7 +182,16 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 					   baserel->relid, &fpinfo->attrs_used);
 
 	if (baserel->tuples < 0)
-		baserel->tuples = unanalyzed_size(fpinfo->table);
+	{
+		IdxCollectionSize size;
+
+		idx_planning_collection_size(fpinfo->table, baserel->userid,
+									 scan_decides_write(root, baserel), &size);
+		baserel->tuples = unanalyzed_size(fpinfo->table, &size);
+		fpinfo->doc_bytes = returned_bytes(baserel, fpinfo, &size);
+	}
+	else
+		fpinfo->doc_bytes = returned_bytes(baserel, fpinfo, NULL);
 	sel = clauselist_selectivity(root, baserel->baserestrictinfo, 0,
 								 JOIN_INNER, NULL);
 	baserel->rows = clamp_row_est(baserel->tuples * sel);
@@ -140,17 +208,28 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 {
 	IdxRelInfo *fpinfo = baserel->fdw_private;
 	double		examined;
+	double		returned;
 	double		batches;
 	Cost		startup_cost;
 	Cost		total_cost;
 	QualCost	local_cost;
+	List	   *pushed = list_concat_copy(fpinfo->remote_exact,
+										  fpinfo->remote_lossy);
+	List	   *rechecked = list_concat_copy(fpinfo->local_conds,
+											 fpinfo->remote_lossy);
 
-	examined = fpinfo->id_lookup >= 0 ? baserel->rows : baserel->tuples;
-	batches = ceil(baserel->rows / fpinfo->table->fetch_size);
+	/* the documents the pushed-down filter lets through */
+	returned = clamp_row_est(baserel->tuples *
+							 clauselist_selectivity(root, pushed, 0,
+													JOIN_INNER, NULL));
+	if (fpinfo->id_lookup >= 0)
+		returned = Min(returned, Max(fpinfo->id_lookup, 1));
+	returned = Max(returned, baserel->rows);
+	examined = fpinfo->id_lookup >= 0 ? returned : baserel->tuples;
+	batches = idx_batches(returned, fpinfo->table->fetch_size,
+						  fpinfo->doc_bytes);
 
-	cost_qual_eval(&local_cost,
-				   list_concat_copy(fpinfo->local_conds, fpinfo->remote_lossy),
-				   root);
+	cost_qual_eval(&local_cost, rechecked, root);
 
 	startup_cost = ROUND_TRIP_COST + local_cost.startup;
 	if (!idxtable_enable_plain_scan && fpinfo->id_lookup < 0 &&
@@ -159,8 +238,10 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 	total_cost = startup_cost +
 		examined * DOCUMENT_EXAMINE_COST +
 		Max(batches - 1, 0) * ROUND_TRIP_COST +
-		baserel->rows * (DOCUMENT_TRANSFER_COST + cpu_tuple_cost) +
-		baserel->rows * local_cost.per_tuple;
+		returned * (DOCUMENT_TRANSFER_COST +
+					fpinfo->doc_bytes * DOCUMENT_BYTE_COST +
+					cpu_tuple_cost) +
+		returned * local_cost.per_tuple;
 
 	add_path(baserel, (Path *)
 			 idx_create_foreignscan_path(root, baserel, NULL, baserel->rows,

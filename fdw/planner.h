@@ -31,6 +31,7 @@ typedef struct IdxRelInfo
 	Bitmapset  *attrs_used;		/* columns to fetch */
 	int			id_lookup;		/* _id values looked up, or -1 */
 	List	   *indexes;		/* valid IdxIndexDefs of the table */
+	double		doc_bytes;		/* bytes of one document a scan returns */
 } IdxRelInfo;
 
 /* Kinds of scans (first element of fdw_private) */
@@ -78,6 +79,10 @@ enum IdxScanPrivateIndex
 #define DOCUMENT_EXAMINE_COST 0.05
 /* Cost of transferring and converting one returned document */
 #define DOCUMENT_TRANSFER_COST 0.02
+/* ... and each of its bytes (the projection's: the columns read) */
+#define DOCUMENT_BYTE_COST 0.0002
+/* MongoDB ends a reply batch at 16 MiB, whatever the batch size asked */
+#define MAX_BATCH_BYTES (16.0 * 1024 * 1024)
 /* Server-side cost of reading one index entry through the lookup index */
 #define INDEX_ENTRY_COST 0.1
 /*
@@ -86,6 +91,12 @@ enum IdxScanPrivateIndex
  * cost in test/bench)
  */
 #define FACT_FETCH_COST 0.7
+
+/*
+ * Round trips that return "docs" documents of "bytes" each, at most
+ * "per_batch" a batch
+ */
+extern double idx_batches(double docs, int per_batch, double bytes);
 
 /* Turn an attribute bitmap into an integer list for fdw_private */
 extern List *idx_bitmap_to_list(Bitmapset *bms);

@@ -39,7 +39,6 @@
 #include "core/rowid.h"
 #include "core/shard_explain.h"
 #include "core/stream.h"
-#include "core/table_size.h"
 #include "core/xact.h"
 #include "idxtable_fdw.h"
 #include "order.h"
@@ -49,6 +48,7 @@
 
 static TupleTableSlot *iterate(ForeignScanState *node);
 static void explain_plain_scan(IdxScanState *state, ExplainState *es);
+static void explain_finds(IdxScanState *state, ExplainState *es);
 static inline const bson_t *next_doc(IdxScanState *state,
 									 mongoc_cursor_t **cursor,
 									 const char *collection,
@@ -134,8 +134,11 @@ static void
 release_cursor(void *arg)
 {
 	IdxScanState *state = (IdxScanState *) arg;
+	mongoc_collection_t *shared = NULL; /* the second find uses the first's */
 
+	idx_release_find(state, &state->cursor2, &shared);
 	idx_release_find(state, &state->cursor, &state->collection);
+	state->merge_open[0] = state->merge_open[1] = false;
 	if (state->index)
 		idx_index_scan_release(state);
 	if (state->pinned)
@@ -286,10 +289,6 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 												   state->read_prefs,
 												   state->info->database,
 												   state->info->collection);
-		/* a count planning wanted and could not take (table_size.h) */
-		idx_refresh_document_count(state->info, state->client,
-								   state->server->servername,
-								   state->read_prefs);
 	}
 	else
 		state->server = GetForeignServer(state->info->serverid);
@@ -388,11 +387,13 @@ idx_reading_what(const char *collection, const char *database)
 }
 
 /*
- * Start the find.  The filter uses the parameter values of this execution;
- * the filter's JSON is kept for EXPLAIN ANALYZE.
+ * Start find "sub" of the current part (0, or 1 for the second of two
+ * merged finds: order.h) into *cursor.  The filter uses the parameter
+ * values of this execution; the filter's JSON is kept for EXPLAIN ANALYZE.
  */
 static void
-open_cursor(ForeignScanState *node, IdxScanState *state)
+open_find(ForeignScanState *node, IdxScanState *state, int sub,
+		  mongoc_cursor_t **cursor)
 {
 	bson_t		filter = BSON_INITIALIZER;
 	bson_t		opts = BSON_INITIALIZER;
@@ -404,8 +405,13 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 	oldcxt = MemoryContextSwitchTo(state->scan_cxt);
 	PG_TRY();
 	{
-		idx_build_filter(&filter, state->remote_conds, state->relid,
-						 state->info, &state->params);
+		IdxTextBracket bracket;
+		const char *field = idx_order_bracket(state->order, state->info, sub,
+											  &bracket);
+
+		idx_build_filter_bracketed(&filter, state->remote_conds, state->relid,
+								   state->info, &state->params, field,
+								   bracket);
 		idx_append_find_options(&opts, state->info, state->attrs_used,
 								state->order ?
 								idx_order_batch_size(state->order,
@@ -413,20 +419,23 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 								state->info->fetch_size,
 								scan_collation(state, &filter));
 		if (state->order)
-			idx_order_find(state->order, state->info, &filter, &opts);
+			idx_order_find(state->order, state->info, sub, &filter, &opts);
 		if (state->last_filter)
 			pfree(state->last_filter);
 		state->last_filter = idx_bson_as_json(&filter);
 
-		state->collection = mongoc_client_get_collection(state->client,
-														 state->info->database,
-														 state->info->collection);
-		idx_client_pin(state->client, 1);
+		if (state->collection == NULL)	/* the second find shares it */
+			state->collection =
+				mongoc_client_get_collection(state->client,
+											 state->info->database,
+											 state->info->collection);
+		if (!state->pinned)
+			idx_client_pin(state->client, 1);
 		state->pinned = true;
 		idx_xact_append_session(state->client, &opts);
-		state->cursor = mongoc_collection_find_with_opts(state->collection,
-														 &filter, &opts,
-														 state->read_prefs);
+		*cursor = mongoc_collection_find_with_opts(state->collection,
+												   &filter, &opts,
+												   state->read_prefs);
 	}
 	PG_FINALLY();
 	{
@@ -435,6 +444,59 @@ open_cursor(ForeignScanState *node, IdxScanState *state)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Start the current part's find, or its two finds where it merges them
+ * (order.h).
+ */
+static void
+open_cursor(ForeignScanState *node, IdxScanState *state)
+{
+	open_find(node, state, 0, &state->cursor);
+	if (state->order && idx_order_merging(state->order))
+	{
+		open_find(node, state, 1, &state->cursor2);
+		state->merge_docs[0] = state->merge_docs[1] = NULL;
+		state->merge_open[0] = state->merge_open[1] = true;
+	}
+}
+
+/*
+ * The next document of two merged finds (order.h), or NULL when both
+ * have ended.  A document stays valid until its own cursor moves on, so
+ * the other find's next one waits in merge_docs until it is taken.
+ */
+static const bson_t *
+next_merged(IdxScanState *state)
+{
+	mongoc_cursor_t **cursors[2] = {&state->cursor, &state->cursor2};
+	const bson_t *doc;
+	int			pick;
+	int			i;
+
+	if (idx_order_exhausted(state->order))
+		return NULL;			/* the limit is reached: the finds end */
+	for (i = 0; i < 2; i++)
+	{
+		if (state->merge_docs[i] == NULL && state->merge_open[i])
+		{
+			state->merge_docs[i] = next_doc(state, cursors[i],
+											state->info->collection,
+											state->info->database, false);
+			state->merge_open[i] = state->merge_docs[i] != NULL;
+		}
+	}
+	if (state->merge_docs[0] == NULL && state->merge_docs[1] == NULL)
+		return NULL;
+	if (state->merge_docs[0] == NULL || state->merge_docs[1] == NULL)
+		pick = state->merge_docs[0] == NULL ? 1 : 0;
+	else
+		pick = idx_order_merge_pick(state->order, state->info,
+									state->merge_docs[0], state->merge_docs[1]);
+	doc = state->merge_docs[pick];
+	state->merge_docs[pick] = NULL;
+	return doc;
 }
 
 /*
@@ -483,7 +545,7 @@ iterate(ForeignScanState *node)
 		return idx_index_agg_scan_next(node, state);
 	ExecClearTuple(slot);
 
-	if (state->cursor == NULL)
+	if (state->cursor == NULL && state->cursor2 == NULL)
 	{
 		if (state->collection != NULL)
 			return slot;		/* already exhausted, no rescan yet */
@@ -501,11 +563,14 @@ iterate(ForeignScanState *node)
 	/* at the end the collection handle stays, as the "exhausted" marker */
 	for (;;)
 	{
-		doc = next_doc(state, &state->cursor, state->info->collection,
-					   state->info->database, defer_check);
+		if (state->order && idx_order_merging(state->order))
+			doc = next_merged(state);
+		else
+			doc = next_doc(state, &state->cursor, state->info->collection,
+						   state->info->database, defer_check);
 		if (doc == NULL)
 		{
-			/* a sorted scan reads the NULL keys by a second find */
+			/* a sorted scan reads the NULL keys by another find */
 			if (state->order == NULL || !idx_order_next_phase(state->order))
 				return slot;
 			release_cursor(state);
@@ -595,6 +660,56 @@ idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
 }
 
 /*
+ * EXPLAIN VERBOSE of a sorted scan on a text key: each find it sends, in
+ * the order it sends them, as {filter, sort, limit} (the limit as the
+ * first find of its part has it).  Parameters show as placeholders: the
+ * values of the latest execution lived in a per-tuple context, since
+ * reset.
+ */
+static void
+explain_finds(IdxScanState *state, ExplainState *es)
+{
+	IdxOrderScan probe = *state->order;
+	IdxParamValues params = state->params;
+	int			sub;
+
+	params.placeholders = true;
+	probe.seen = 0;
+	for (probe.phase = 0;
+		 idx_order_find_label(&probe, probe.phase, 0) != NULL;
+		 probe.phase++)
+	{
+		int			nfinds = idx_order_merging(&probe) ? 2 : 1;
+
+		for (sub = 0; sub < nfinds; sub++)
+		{
+			const char *label = idx_order_find_label(&probe, probe.phase, sub);
+			bson_t		filter = BSON_INITIALIZER;
+			bson_t		opts = BSON_INITIALIZER;
+			bson_t		find = BSON_INITIALIZER;
+			bson_iter_t it;
+			IdxTextBracket bracket;
+			const char *field = idx_order_bracket(&probe, state->info, sub,
+												  &bracket);
+
+			idx_build_filter_bracketed(&filter, state->remote_conds,
+									   state->relid, state->info, &params,
+									   field, bracket);
+			idx_order_find(&probe, state->info, sub, &filter, &opts);
+			idx_check_append(BSON_APPEND_DOCUMENT(&find, "filter", &filter));
+			if (bson_iter_init_find(&it, &opts, "sort"))
+				idx_check_append(bson_append_iter(&find, "sort", -1, &it));
+			if (bson_iter_init_find(&it, &opts, "limit"))
+				idx_check_append(bson_append_iter(&find, "limit", -1, &it));
+			ExplainPropertyText(label, idx_bson_as_json(&find), es);
+			bson_destroy(&filter);
+			bson_destroy(&opts);
+			bson_destroy(&find);
+		}
+	}
+}
+
+/*
  * EXPLAIN of a plain scan: the collection; with VERBOSE the filter and
  * projection as MongoDB JSON; with ANALYZE documents fetched and round
  * trips.
@@ -614,12 +729,14 @@ explain_plain_scan(IdxScanState *state, ExplainState *es)
 		bson_t		doc = BSON_INITIALIZER;
 		char	   *json;
 
-		if (state->last_filter)
+		if (state->last_filter &&
+			!(state->order && idx_order_text_sort(state->order)))
 			json = state->last_filter;
 		else
 		{
 			IdxParamValues placeholders = state->params;
 
+			/* a text sort's finds follow: the filter they all restrict */
 			placeholders.placeholders = true;
 			idx_build_filter(&doc, state->remote_conds, state->relid,
 							 state->info, &placeholders);
@@ -633,6 +750,8 @@ explain_plain_scan(IdxScanState *state, ExplainState *es)
 		bson_destroy(&doc);
 		if (state->order)
 			idx_order_explain(state->order, state->info, es);
+		if (state->order && idx_order_text_sort(state->order))
+			explain_finds(state, es);
 	}
 
 	if (es->analyze)

@@ -50,6 +50,11 @@ typedef struct IdxScanState
 	/* libmongoc objects, released by release_cursor() */
 	mongoc_collection_t *collection;
 	mongoc_cursor_t *cursor;
+	/* a sorted scan merging two finds (order.h): the second one's cursor,
+	 * and the next document of each find, NULL once taken */
+	mongoc_cursor_t *cursor2;
+	const bson_t *merge_docs[2];
+	bool		merge_open[2];	/* the find has documents left */
 	bool		pinned;			/* holds a pin on the client */
 	bool		holds_client;	/* pins the client from Begin to End */
 	const mongoc_read_prefs_t *read_prefs;	/* NULL: the URI's */

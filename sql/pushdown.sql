@@ -17,7 +17,8 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM people WHERE age IS NULL OR NOT acti
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM people WHERE NOT (age > 30 AND town = 'Seattle');
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM people WHERE active;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM people WHERE zip = '98001';
--- text ranges: only under the C collation, and ObjectIds let through
+-- text ranges: only under a collation that orders as bytes (C, or the
+-- database's C.UTF-8), as a range of the strings or one of the ObjectIds
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM people WHERE town < 'S';
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM people WHERE town COLLATE "C" < 'S';
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM people WHERE town COLLATE "en-x-icu" = 'Redmond';

@@ -18,9 +18,11 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr WHERE g > 1 ORDER BY b NULLS FI
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr ORDER BY id LIMIT 3;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id, k + 1 FROM ordr WHERE g >= 1 LIMIT 2 OFFSET 3;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr ORDER BY d DESC LIMIT 2 OFFSET 1;
--- not pushed: text, three keys, NULLs of a second key where MongoDB does not
--- put them, an expression, a local condition, a LIMIT not known when planning
+-- text under a collation that orders as bytes: strings and ObjectIds read by
+-- a find each and merged (pushdown_textorder)
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr ORDER BY t LIMIT 3;
+-- not pushed: three keys, NULLs of a second key where MongoDB does not put
+-- them, an expression, a local condition, a LIMIT not known when planning
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr ORDER BY k, g NULLS FIRST, id LIMIT 3;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr ORDER BY k, g LIMIT 3;
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id FROM ordr ORDER BY k + 1 LIMIT 3;

@@ -15,6 +15,10 @@ sometimes missing, sometimes null and sometimes the deprecated undefined
 (which MongoDB 8.0's {f: null} no longer matches), and the literals come mostly from the
 values actually stored, so that equalities and boundaries hit.
 
+Tables tk_str, tk_oid and tk_mix (test/differential_textkeys.py) have a text
+_id of strings, of ObjectIds and of both, under COLLATE "C": ORDER BY,
+LIMIT, OFFSET and keyset ranges on them run on both sides too.
+
 Environment (as exported by ``eval "$(test/env start)"``): PGHOST, PGPORT,
 PGDATABASE, PGUSER for a superuser connection; MONGO_URI, MONGO_USER,
 MONGO_PASSWORD for MongoDB (see fixtures/mongo_client.py).  DIFF_SEED fixes
@@ -51,6 +55,7 @@ from bson.raw_bson import RawBSONDocument
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402
+import differential_textkeys  # noqa: E402  (test/)
 
 DATABASE = "idxtable_differential"
 COLLECTION = "facts"
@@ -1358,6 +1363,42 @@ def aggregate_cases(rng, clauses, count):
     return cases
 
 
+# GROUP BY one key of an index table with count(*) only, the WHERE clause on
+# the same index table's keys: the shape a count per key from the index
+# entries answers (index_agg.c), where each fact has one entry ({table}'s
+# index tables: INDEX_TABLES).  t holds ObjectIds beside strings, one the
+# hex text of an ObjectId, and NULL, missing and undefined, which must be
+# one group each way.  Literals {column} are drawn per case.
+INDEX_GROUPINGS = [
+    ("t", ["true", "t = {t}", "t > {t}", "t < {t}", "t IN ({t}, {t})", "t IS NULL"]),
+    ("i8", ["t = {t}", "t IS NULL", "t IN ({t}, {t})"]),
+    ("i4", ["true", "i4 > {i4}", "i4 IS NULL"]),
+    ("vc", ["true", "vc = {vc}"]),
+    ("u", ["true"]),
+    ("b", ["true", "b", "NOT b"]),
+    ("ti", ["true", "b = {b}", "ti < {ti}"]),
+]
+# the run fails unless at least this share of them is answered from an index table
+MIN_INDEX_GROUPED = 0.5
+
+
+def index_grouping_cases(rng, clauses, count):
+    """``count`` queries of INDEX_GROUPINGS' shape over table ``{table}``,
+    now and then with a constant or a second count(*) beside the count."""
+    cases = []
+    for _ in range(count):
+        key, conditions = rng.choice(INDEX_GROUPINGS)
+
+        def literal(match):
+            column = COLUMN[match.group(1)]
+            value = clauses.values.pool_value(column) if rng.random() < 0.5 else clauses.values.value(column)
+            return clauses.literal(column, value)
+        where = re.sub(r"\{(\w+)\}", literal, rng.choice(conditions))
+        extra = rng.choice(["", "", ", 'k' AS c", ", count(*) AS again"])
+        cases.append("SELECT %s, count(*)%s FROM {table} WHERE %s GROUP BY %s" % (key, extra, where, key))
+    return cases
+
+
 def aggregate_rows(rows):
     """Rows made comparable: floats by repr, numerics by value (0 and 0.0 are
     equal, as in comparable()), a numeric NaN equal to itself."""
@@ -1372,10 +1413,15 @@ def sorted_outcome(outcome):
     return outcome
 
 
-def run_aggregate_case(session, number, sql, report):
-    """Compare one aggregate query on both tables; True if it was pushed."""
+def run_aggregate_case(session, number, sql, report, index_counts=None):
+    """Compare one aggregate query on both tables; True if it was pushed (as
+    an aggregate pipeline, or into ``index_counts`` a list, as a count per
+    key from an index table)."""
     plan = session.run("EXPLAIN (VERBOSE, COSTS OFF) " + sql.replace("{table}", "ft"))
     pushed = any("aggregate pipeline" in line for (line,) in plan.rows or [])
+    if index_counts is not None:
+        pushed = any("(count per key)" in line for (line,) in plan.rows or [])
+        index_counts.append(pushed)
     limited = " LIMIT " in sql and " ORDER BY " not in sql
     if " ORDER BY " in sql:
         pushed = pushed and any("$sort" in line for (line,) in plan.rows or [])
@@ -1394,7 +1440,7 @@ def run_aggregate_case(session, number, sql, report):
         problem = ["foreign: %r" % foreign.rows[:6], "local:   %r" % local.rows[:6]]
     if problem:
         problem = [sql.replace("{table}", "ft"), "pushed: %s" % pushed] + problem
-    report.result("aggregate %d" % number, problem)
+    report.result(("index grouping %d" if index_counts is not None else "aggregate %d") % number, problem)
     return pushed
 
 
@@ -1803,6 +1849,10 @@ def parse_args():
     parser.add_argument("--null-orders", type=int, default=NULL_ORDER_CASES,
                         help="number of queries ordered by index keys with NULLs, and of IS NULL (OR) "
                         "clauses routed (default %d)" % NULL_ORDER_CASES)
+    parser.add_argument("--index-groupings", type=int, default=30,
+                        help="number of GROUP BY queries of an index table's key (default 30)")
+    parser.add_argument("--text-keys", type=int, default=120,
+                        help="number of queries on text keys of strings and ObjectIds (default 120)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print sample documents, clauses and prepared cases; touch no server")
     return parser.parse_args()
@@ -1826,11 +1876,13 @@ def generate(seed, args):
     float_rng = random.Random(seed + 2)
     orders += float_order_cases(float_rng, ClauseGenerator(float_rng, values), rows,
                                 FLOAT_ORDER_CASES * args.orders // ORDER_CASES)
-    null_rng = random.Random(seed + 3)
+    null_rng = random.Random(seed + 5)
     null_clauses = ClauseGenerator(null_rng, values)
     nulls = (null_order_cases(null_rng, null_clauses, rows, args.null_orders),
              null_routing_clauses(null_rng, null_clauses, NULL_ROUTING_CASES * args.null_orders // NULL_ORDER_CASES))
-    return docs, rows, where, prepared, orders, aggregates, nulls
+    index_rng = random.Random(seed + 3)
+    groupings = index_grouping_cases(index_rng, ClauseGenerator(index_rng, values), args.index_groupings)
+    return docs, rows, where, prepared, orders, aggregates, nulls, groupings
 
 
 def dry_run(docs, rows, where, prepared, orders):
@@ -1852,7 +1904,7 @@ def main():
     args = parse_args()
     seed = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(2 ** 32))
     print("differential: seed %d (repeat with DIFF_SEED=%d)" % (seed, seed), flush=True)
-    docs, rows, where, prepared, orders, aggregates, nulls = generate(seed, args)
+    docs, rows, where, prepared, orders, aggregates, nulls, groupings = generate(seed, args)
     if args.dry_run:
         dry_run(docs, rows, where, prepared, orders + nulls[0] + nulls[1])
         return 0
@@ -1862,9 +1914,11 @@ def main():
     clock = Clock()
     try:
         load_mongo(docs)
+        text_keys = differential_textkeys.load(DATABASE, seed + 3)
         create_database()
         session = Session(DATABASE)
         create_tables(session.conn, rows)
+        differential_textkeys.create_tables(session.conn, pg_fixture)
     except Exception as exc:  # any setup failure is one failed case
         report.result("setup", ["%s: %s" % (type(exc).__name__, exc)])
         print("differential: %d passed, %d failed" % (report.passed, report.failed))
@@ -1922,6 +1976,18 @@ def main():
                   ["only %d ORDER BY/LIMIT/OFFSET queries were pushed, need %d"
                    % (order_pushed, MIN_ORDER_PUSHED)])
 
+    phase_started = time.monotonic()
+    text_pushed = 0
+    text_cases = differential_textkeys.cases(seed + 4, text_keys, args.text_keys)
+    for number, case in enumerate(text_cases):
+        text_pushed += differential_textkeys.run_case(session, number, case, report, compare)
+    clock.charge("text keys")
+    print("text keys: %d of %d queries on text keys of strings and ObjectIds pushed a merged sort or a limit "
+          "(%.1fs)" % (text_pushed, len(text_cases), time.monotonic() - phase_started))
+    report.result("text key pushdown coverage",
+                  None if text_pushed >= differential_textkeys.MIN_PUSHED * len(text_cases) else
+                  ["only %d of %d text key queries were pushed" % (text_pushed, len(text_cases))])
+
     agg_results = []
     for number, sql in enumerate(aggregates):
         agg_results.append((run_aggregate_case(session, number, sql, report), " ORDER BY " in sql))
@@ -1935,6 +2001,17 @@ def main():
     report.result("aggregate pushdown coverage",
                   None if agg_pushed >= MIN_AGG_PUSHED * len(aggregates) else
                   ["only %d of %d aggregate queries were pushed" % (agg_pushed, len(aggregates))])
+
+    index_counts = []
+    for number, sql in enumerate(groupings):
+        run_aggregate_case(session, number, sql, report, index_counts)
+        clock.charge("index grouping")
+    print("index groupings: %d of %d counted per key from an index table"
+          % (sum(index_counts), len(groupings)))
+    report.result("index grouping coverage",
+                  None if sum(index_counts) >= MIN_INDEX_GROUPED * len(groupings) else
+                  ["only %d of %d GROUP BY queries of an index table's key were answered from it"
+                   % (sum(index_counts), len(groupings))])
     session.close()
     clock.print()
     print("elapsed %.1fs" % (time.monotonic() - started))

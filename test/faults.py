@@ -573,9 +573,11 @@ def client_under_scan(res):
     """An UPDATE ... RETURNING whose scan has taken the cached client (at BeginForeignScan) but
     opened no cursor yet, while an ALTER SERVER commits: the UPDATE's own lookup of the client (at
     BeginForeignModify, which takes in the invalidation) must not destroy the client the scan
-    holds.  The scan's count of the collection (a fresh session has none) is held by
-    blockConnection, and the ALTER commits meanwhile.  Before the fix the backend crashed with
-    SIGSEGV (the scan's cursor on the freed client)."""
+    holds.  The scan goes through index table fx_name (the plain scan off), whose ownership marker
+    a fresh session reads when that scan begins: that find is held by blockConnection, and the
+    ALTER commits meanwhile.  Before the fix the backend crashed with SIGSEGV (the scan's cursor on
+    the freed client).  (The scan's count of the collection held it before planning asked for the
+    collection's size itself.)"""
     conn = connect_pg()
     reset_table(conn, "transaction")
     conn.close()
@@ -583,14 +585,15 @@ def client_under_scan(res):
     admin = connect_pg()
     writer = connect_pg()
     client.admin.command(SON([("configureFailPoint", "failCommand"), ("mode", {"times": 1}),
-                              ("data", {"failCommands": ["count"], "blockConnection": True,
+                              ("data", {"failCommands": ["find"], "blockConnection": True,
                                         "blockTimeMS": 1500, "appName": "idxtable_fdw"})]))
     out = {}
 
     def update():
         try:
             with writer.cursor() as cur:
-                cur.execute("UPDATE fx SET town = 'Bern' WHERE _id = ANY (ARRAY['2']) RETURNING _id")
+                cur.execute("SET idxtable.enable_plain_scan = off")
+                cur.execute("UPDATE fx SET town = 'Bern' WHERE lower(name) = 'ben' RETURNING _id")
                 out["rows"] = cur.fetchall()
         except psycopg2.Error as exc:
             out["error"] = "%s %s" % (exc.pgcode, str(exc).strip().splitlines()[0])
@@ -604,7 +607,7 @@ def client_under_scan(res):
     fired = client.admin.command(SON([("configureFailPoint", "failCommand"), ("mode", "off")])).get("count")
     with admin.cursor() as cur:
         cur.execute("ALTER SERVER mongo OPTIONS (DROP fetch_size)")
-    res.check(fired == 1, "client under a scan: the scan's count was not held (failpoint fired %r times)"
+    res.check(fired == 1, "client under a scan: the marker read was not held (failpoint fired %r times)"
               % (fired,))
     res.check(out.get("rows") == [("2",)],
               "client under a scan: UPDATE ... RETURNING while an ALTER SERVER committed gave %r" % (out,))

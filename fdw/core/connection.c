@@ -67,6 +67,8 @@ static uint64 *round_trip_counter = NULL;
 static const char *conn_appname = "idxtable_fdw";
 
 static void idx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
+static mongoc_client_t *get_client(ForeignServer *server, UserMapping *user,
+								   bool quiet);
 static void run_command_at(mongoc_client_t *client, const char *server,
 						   const char *database, const bson_t *command,
 						   const mongoc_read_prefs_t *read_prefs,
@@ -188,10 +190,12 @@ build_uri(ForeignServer *server, UserMapping *user)
 /*
  * Create a client for (server, user) and check it with a "ping", so that
  * connection and authentication problems surface here, as class-08 errors
- * naming the server, rather than in the middle of a scan.
+ * naming the server, rather than in the middle of a scan.  With "quiet",
+ * a failed ping returns NULL instead (planning's look at the collection's
+ * size, which must not fail: table_size.c).
  */
 static mongoc_client_t *
-connect_client(ForeignServer *server, UserMapping *user)
+connect_client(ForeignServer *server, UserMapping *user, bool quiet)
 {
 	mongoc_uri_t *uri = build_uri(server, user);
 	IdxHandle  *owned_uri = idx_own_uri(uri);
@@ -223,6 +227,12 @@ connect_client(ForeignServer *server, UserMapping *user)
 	if (!ok)
 	{
 		idx_stream_client_destroy(client);
+		if (quiet)
+		{
+			/* a cancel is not a server that cannot be reached */
+			idx_stream_raise_failure(server->servername);
+			return NULL;
+		}
 		idx_report_error(&error, server->servername,
 						 idx_op(IDX_OP_CONNECT, NULL, NULL));
 	}
@@ -244,7 +254,7 @@ idx_connect_private(ForeignServer *server, UserMapping *user,
 	conn_appname = appname;
 	PG_TRY();
 	{
-		client = connect_client(server, user);
+		client = connect_client(server, user, false);
 	}
 	PG_FINALLY();
 	{
@@ -289,6 +299,25 @@ recheck_trust(IdxConnEntry *entry, ForeignServer *server, UserMapping *user)
 mongoc_client_t *
 idx_get_client(ForeignServer *server, UserMapping *user)
 {
+	return get_client(server, user, false);
+}
+
+/*
+ * The same, but NULL when the server cannot be reached (see
+ * connect_client); the options and the trust rules are checked as ever.
+ */
+mongoc_client_t *
+idx_get_client_quiet(ForeignServer *server, UserMapping *user)
+{
+	return get_client(server, user, true);
+}
+
+/*
+ * idx_get_client() and idx_get_client_quiet().
+ */
+static mongoc_client_t *
+get_client(ForeignServer *server, UserMapping *user, bool quiet)
+{
 	IdxConnEntry *entry;
 	bool		found;
 
@@ -317,7 +346,9 @@ idx_get_client(ForeignServer *server, UserMapping *user)
 		entry->mapping_hashvalue =
 			GetSysCacheHashValue1(USERMAPPINGOID,
 								  ObjectIdGetDatum(user->umid));
-		entry->client = connect_client(server, user);
+		entry->client = connect_client(server, user, quiet);
+		if (entry->client == NULL)
+			return NULL;
 		entry->superuser_only = superuser_arg(user->userid);
 		entry->xact.client = entry->client;
 		strlcpy(entry->xact.servername, server->servername, NAMEDATALEN);

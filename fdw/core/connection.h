@@ -28,6 +28,14 @@
 extern mongoc_client_t *idx_get_client(ForeignServer *server, UserMapping *user);
 
 /*
+ * Same, but NULL instead of an error when the server cannot be reached
+ * (for planning, which must not fail for that).  Bad options and the
+ * trust rules still raise errors.
+ */
+extern mongoc_client_t *idx_get_client_quiet(ForeignServer *server,
+											 UserMapping *user);
+
+/*
  * Same, looked up from a foreign table's OID and the user to connect as:
  * the range table entry's checkAsUser (view owner) for scans and writes,
  * InvalidOid (the current user) for ANALYZE and idxtable.* functions.

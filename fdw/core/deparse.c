@@ -23,8 +23,8 @@
  *	- float4/float8: all comparisons; PostgreSQL sorts NaN above every
  *	  number, MongoDB below, so ranges name NaN explicitly (append_float_range);
  *	- text/varchar: = and <> under a deterministic collation, ranges only
- *	  under the C collation (MongoDB compares UTF-8 bytes), in a UTF-8
- *	  database;
+ *	  under a collation that orders as bytes (MongoDB compares UTF-8 bytes;
+ *	  core/collate_bytes.h), in a UTF-8 database;
  *	- boolean, uuid, timestamp, timestamptz, date: all comparisons of
  *	  values of the column's own type;
  *	- IS [NOT] NULL on any scalar column (MongoDB's {f: null} matches null
@@ -52,8 +52,8 @@
  * {"a.b": {$type: "array"}}]}.
  *
  * Text columns may hold ObjectIds (read as 24 hex digits), so an equality
- * with such a string also matches the ObjectId, and text ranges also let
- * every ObjectId through (LOSSY: rechecked locally).  Constants that BSON
+ * with such a string also matches the ObjectId, and a text range is a range
+ * of the strings or one of the ObjectIds (deparse_text.c).  Constants that BSON
  * cannot hold exactly (sub-millisecond timestamps, NaN) are not pushed;
  * parameters are only known at execution, so clauses with parameters are
  * always rechecked locally and an inexact parameter value matches all.
@@ -77,6 +77,7 @@
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
 
+#include "core/collate_bytes.h"
 #include "core/convert.h"
 #include "core/deparse.h"
 #include "core/pg_compat.h"
@@ -135,6 +136,8 @@ typedef struct BuildContext
 	Index		relid;			/* range table index the Vars use */
 	const IdxTableInfo *info;
 	const IdxParamValues *params;
+	const char *bracket_field;	/* text ranges on this field keep ... */
+	IdxTextBracket bracket;		/* ... only this bracket's branch */
 } BuildContext;
 
 static void build_clause(Expr *expr, Expr *pair, bool truth, bson_t *out,
@@ -283,7 +286,7 @@ operator_comparison(Oid opno, IdxCmp *cmp)
 
 /*
  * Does the column kind allow comparison "cmp" under collation "collid"?
- * Returns NONE, LOSSY (text ranges, which let ObjectIds through) or EXACT.
+ * Returns NONE or EXACT.
  */
 static IdxPushKind
 comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
@@ -301,7 +304,8 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 			if (is_equality)
 				return get_collation_isdeterministic(collid)
 					? IDX_PUSH_EXACT : IDX_PUSH_NONE;
-			return idx_collate_is_c(collid) ? IDX_PUSH_LOSSY : IDX_PUSH_NONE;
+			return idx_collation_bytewise(collid) ?
+				IDX_PUSH_EXACT : IDX_PUSH_NONE;
 		default:
 			return IDX_PUSH_NONE;
 	}
@@ -627,6 +631,17 @@ var_field(Var *var, BuildContext *ctx)
 }
 
 /*
+ * The bracket text ranges on "field" keep (idx_build_filter_bracketed).
+ */
+static IdxTextBracket
+field_bracket(const char *field, BuildContext *ctx)
+{
+	if (ctx->bracket_field != NULL && strcmp(field, ctx->bracket_field) == 0)
+		return ctx->bracket;
+	return IDX_TEXT_BOTH;
+}
+
+/*
  * Append a filter that matches no document.
  */
 static void
@@ -796,31 +811,27 @@ append_in_list(bson_t *out, const char *field, const char *op,
 
 /*
  * Append {field: {op: value, ...}} for one or two bounds (a merged range,
- * which MongoDB serves as one index interval); text ranges become
- * {$or: [{field: {...}}, {field: {$type: "objectId"}}]}.
+ * which MongoDB serves as one index interval); text ranges select strings
+ * and ObjectIds, or one of them in "bracket" (deparse_text.c).
  */
 static void
 append_range(bson_t *out, const char *field, const IdxBound *bounds,
-			 int nbounds, bool is_text)
+			 int nbounds, bool is_text, IdxTextBracket bracket)
 {
 	bson_t		child;
 	int			i;
 
 	if (is_text)
 	{
-		bson_t		array,
-					branch;
+		const char *ops[2];
+		Datum		values[2];
 
-		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
-		append_range(&branch, field, bounds, nbounds, false);
-		idx_check_append(bson_append_document_end(&array, &branch));
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch));
-		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&branch, field, &child));
-		idx_check_append(BSON_APPEND_UTF8(&child, "$type", "objectId"));
-		idx_check_append(bson_append_document_end(&branch, &child));
-		idx_check_append(bson_append_document_end(&array, &branch));
-		idx_check_append(bson_append_array_end(out, &array));
+		for (i = 0; i < nbounds; i++)
+		{
+			ops[i] = range_ops[bounds[i].op];
+			values[i] = bounds[i].value;
+		}
+		idx_append_text_range(out, field, ops, values, nbounds, bracket);
 		return;
 	}
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(out, field, &child));
@@ -875,12 +886,14 @@ append_float_range(bson_t *out, const char *field, const IdxBound *bound)
 	}
 	if (!add_nan)
 	{
-		append_range(out, field, nan ? &numbers : bound, 1, false);
+		append_range(out, field, nan ? &numbers : bound, 1, false,
+					 IDX_TEXT_BOTH);
 		return;
 	}
 	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(out, "$or", &array));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "0", &branch));
-	append_range(&branch, field, nan ? &numbers : bound, 1, false);
+	append_range(&branch, field, nan ? &numbers : bound, 1, false,
+				 IDX_TEXT_BOTH);
 	idx_check_append(bson_append_document_end(&array, &branch));
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&array, "1", &branch));
 	append_is_nan(&branch, field);
@@ -895,7 +908,8 @@ append_float_range(bson_t *out, const char *field, const IdxBound *bound)
  */
 static void
 build_comparison(const char *field, IdxCmp cmp, bool truth, Datum value,
-				 Oid type, bool is_text, bool is_float, bson_t *out)
+				 Oid type, bool is_text, bool is_float, IdxTextBracket bracket,
+				 bson_t *out)
 {
 	IdxBound	bound;
 
@@ -924,7 +938,7 @@ build_comparison(const char *field, IdxCmp cmp, bool truth, Datum value,
 	if (is_float)
 		append_float_range(out, field, &bound);
 	else
-		append_range(out, field, &bound, 1, is_text);
+		append_range(out, field, &bound, 1, is_text, bracket);
 }
 
 /*
@@ -995,7 +1009,8 @@ build_opexpr(OpExpr *op, bool truth, bson_t *out, BuildContext *ctx)
 	if (!value_is_exact(value, type))
 		return;					/* {}: everything; rechecked locally */
 	build_comparison(var_field(c.var, ctx), c.cmp, truth, value, type,
-					 c.is_text, c.is_float, out);
+					 c.is_text, c.is_float,
+					 field_bracket(var_field(c.var, ctx), ctx), out);
 }
 
 /*
@@ -1161,7 +1176,8 @@ build_range_pair(Expr *a, Expr *b, bool truth, bson_t *out, BuildContext *ctx)
 		bounds[0] = bounds[1];
 		bounds[1] = tmp;
 	}
-	append_range(out, var_field(c.var, ctx), bounds, 2, c.is_text);
+	append_range(out, var_field(c.var, ctx), bounds, 2, c.is_text,
+				 field_bracket(var_field(c.var, ctx), ctx));
 }
 
 /*
@@ -1364,11 +1380,29 @@ void
 idx_build_filter(bson_t *filter, List *conds, Index relid,
 				 const IdxTableInfo *info, const IdxParamValues *params)
 {
+	idx_build_filter_bracketed(filter, conds, relid, info, params, NULL,
+							   IDX_TEXT_BOTH);
+}
+
+/*
+ * idx_build_filter(), with the text ranges on "field" selecting only the
+ * values of "bracket": exact for the documents whose field is of that
+ * bracket, for a find that asks for them alone (a sorted scan's,
+ * order_scan.c).
+ */
+void
+idx_build_filter_bracketed(bson_t *filter, List *conds, Index relid,
+						   const IdxTableInfo *info,
+						   const IdxParamValues *params, const char *field,
+						   IdxTextBracket bracket)
+{
 	BuildContext ctx;
 
 	ctx.relid = relid;
 	ctx.info = info;
 	ctx.params = params;
+	ctx.bracket_field = field;
+	ctx.bracket = bracket;
 
 	if (list_length(conds) == 1)
 		build_clause(linitial(conds), NULL, true, filter, &ctx);

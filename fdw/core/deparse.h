@@ -105,6 +105,32 @@ extern void idx_build_filter(bson_t *filter, List *conds, Index relid,
 							 const IdxParamValues *params);
 
 /*
+ * The values a range on a text column selects (core/text_order.h): the
+ * strings and the ObjectIds, or one of them alone.
+ */
+typedef enum IdxTextBracket
+{
+	IDX_TEXT_BOTH,
+	IDX_TEXT_STRINGS,
+	IDX_TEXT_OBJECTIDS
+} IdxTextBracket;
+
+/* idx_build_filter(), text ranges on "field" selecting "bracket" alone */
+extern void idx_build_filter_bracketed(bson_t *filter, List *conds,
+									   Index relid, const IdxTableInfo *info,
+									   const IdxParamValues *params,
+									   const char *field,
+									   IdxTextBracket bracket);
+
+/*
+ * deparse_text.c: {field: {op: text, ...}} for "nbounds" bounds ("$gt",
+ * ...) on a text column, as the strings and ObjectIds it selects
+ */
+extern void idx_append_text_range(bson_t *out, const char *field,
+								  const char *const *ops, const Datum *values,
+								  int nbounds, IdxTextBracket bracket);
+
+/*
  * Build the projection for the attributes in "attrs_used" (pull_varattnos
  * convention, whole-row = all columns); _id is always included.
  */

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * table_size.c
- *		  The document count of a foreign table's collection, cached per
- *		  backend for planning before ANALYZE.
+ *		  The size of a foreign table's collection as MongoDB reports it,
+ *		  cached per backend for planning before ANALYZE.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -10,20 +10,25 @@
  * IDENTIFICATION
  *		  fdw/core/table_size.c
  *
- * Without statistics the planner takes a table's size from a valid index
- * table's entry count (index_catalog.c), else from here: MongoDB's
- * metadata count of the collection (the "count" command without a query,
- * which is what the drivers' estimatedDocumentCount sends: see
- * mongodb/specifications, source/crud/crud.md), cached per backend by
- * server, database and collection.  Planning never talks to MongoDB: when
- * it finds no count, it marks the collection as wanted, and the next
- * scan of the table counts at executor start (not for EXPLAIN without
- * ANALYZE), outside the scan's round trips, with the scan's read
- * preference (the URI's for a plain read, the primary for one that
- * decides a write).  So the first query of a
- * backend on a never-analyzed table without index tables is planned with
- * DEFAULT_COLLECTION_SIZE, the next ones with the count.  A count older
- * than IDX_COUNT_MAX_AGE_MS is taken again the same way.  ANALYZE counts
+ * Without statistics the planner costs a table from what MongoDB says of
+ * its collection: the number of documents and their mean BSON size.  One
+ * aggregate with a $collStats stage asking for storageStats gives both
+ * (storageStats.count and .size, what the drivers' estimatedDocumentCount
+ * and collStats read from the same metadata); through mongos it returns
+ * one document per shard of a sharded collection, and the shards' counts
+ * and sizes are added.  A user without the collStats action (or a server
+ * or a view that refuses the stage) gets the "count" command without a
+ * query instead, which is estimatedDocumentCount: the count alone.
+ *
+ * Planning asks at most once per relation, cached per backend by server,
+ * database and collection for IDX_SIZE_MAX_AGE_MS, where the scan's reads
+ * go (the URI's read preference for a plain read, the primary for one that
+ * decides a write), outside any scan's round trips.  It never
+ * fails for MongoDB's sake: a server that cannot be reached or refuses
+ * both commands leaves the size unknown (the planner then assumes a
+ * default, planner.c), and is asked again after IDX_SIZE_RETRY_MS only,
+ * so that EXPLAIN while the server is down does not wait for it at every
+ * planning.  A cancel during the ask is raised as ever.  ANALYZE counts
  * once per table and keeps the count here too.
  *
  *-------------------------------------------------------------------------
@@ -31,6 +36,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -41,10 +48,14 @@
 #include "core/connection.h"
 #include "core/mongo_limits.h"
 #include "core/pg_compat.h"
+#include "core/protocol_read.h"
+#include "core/stream.h"
 #include "core/table_size.h"
 
-/* A cached count older than this is taken again when planning wants it */
-#define IDX_COUNT_MAX_AGE_MS (5 * 60 * 1000)
+/* A cached size older than this is asked for again by planning */
+#define IDX_SIZE_MAX_AGE_MS (5 * 60 * 1000)
+/* After an ask that learned nothing, planning waits this long to ask again */
+#define IDX_SIZE_RETRY_MS (60 * 1000)
 
 /* "<server OID>/<database>.<collection>": the namespace is limited */
 #define SIZE_KEY_LEN (IDX_MAX_NAMESPACE_BYTES + 16)
@@ -53,15 +64,16 @@ typedef struct TableSizeEntry
 {
 	char		key[SIZE_KEY_LEN];	/* hash key */
 	double		count;			/* documents, or -1 if not counted yet */
+	double		avg_bytes;		/* mean document size, or -1 if unknown */
 	TimestampTz counted_at;
 	LocalTransactionId counted_in;	/* the transaction that counted */
-	bool		wanted;			/* planning found no (fresh) count */
+	TimestampTz asked_at;		/* planning's last ask, or 0 */
 } TableSizeEntry;
 
 static HTAB *size_cache = NULL;
 
 /*
- * A changed server may be another cluster: forget every count.
+ * A changed server may be another cluster: forget every size.
  */
 static void
 size_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
@@ -104,78 +116,196 @@ size_entry(const IdxTableInfo *info)
 	if (!found)
 	{
 		entry->count = -1;
+		entry->avg_bytes = -1;
 		entry->counted_at = 0;
 		entry->counted_in = InvalidLocalTransactionId;
-		entry->wanted = false;
+		entry->asked_at = 0;
 	}
 	return entry;
 }
 
 /*
- * Is the entry's count missing or older than IDX_COUNT_MAX_AGE_MS?
+ * Should planning ask MongoDB: is the entry's count missing or older than
+ * IDX_SIZE_MAX_AGE_MS, and its last ask not a failed one of the last
+ * IDX_SIZE_RETRY_MS?
  */
 static bool
-count_is_old(const TableSizeEntry *entry)
+size_wanted(const TableSizeEntry *entry)
 {
-	return entry->count < 0 ||
-		TimestampDifferenceExceeds(entry->counted_at, GetCurrentTimestamp(),
-								   IDX_COUNT_MAX_AGE_MS);
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (entry->count >= 0 &&
+		!TimestampDifferenceExceeds(entry->counted_at, now,
+									IDX_SIZE_MAX_AGE_MS))
+		return false;
+	return entry->asked_at == 0 ||
+		TimestampDifferenceExceeds(entry->asked_at, now, IDX_SIZE_RETRY_MS);
 }
 
 /*
- * Count the collection (one "count" command, not counted as a round trip
- * of any scan) into its entry, on a server "read_prefs" selects (NULL: the
- * primary).
+ * The number in "doc" at dotted "path", added to *sum; false if there is
+ * none.
+ */
+static bool
+add_number(const bson_t *doc, const char *path, double *sum)
+{
+	bson_iter_t iter;
+	bson_iter_t found;
+
+	if (!bson_iter_init(&iter, doc) ||
+		!bson_iter_find_descendant(&iter, path, &found) ||
+		!BSON_ITER_HOLDS_NUMBER(&found))
+		return false;
+	*sum += (double) bson_iter_as_int64(&found);
+	return true;
+}
+
+/*
+ * Count and total size of the collection from a $collStats stage, summed
+ * over the documents it returns (one per shard through mongos).  False if
+ * the aggregate failed or said nothing of storage.
+ */
+static bool
+collection_stats(mongoc_client_t *client, const char *servername,
+				 const IdxTableInfo *info,
+				 const mongoc_read_prefs_t *read_prefs, double *count,
+				 double *bytes)
+{
+	mongoc_collection_t *collection;
+	mongoc_cursor_t *cursor;
+	bson_t	   *pipeline;
+	const bson_t *doc;
+	bson_error_t error;
+	bool		ok = true;
+	int			shards = 0;
+
+	*count = 0;
+	*bytes = 0;
+	pipeline = BCON_NEW("pipeline", "[",
+						"{", "$collStats", "{", "storageStats", "{", "}", "}", "}",
+						"]");
+	collection = mongoc_client_get_collection(client, info->database,
+											  info->collection);
+	cursor = mongoc_collection_aggregate(collection, MONGOC_QUERY_NONE,
+										 pipeline, NULL, read_prefs);
+	while (mongoc_cursor_next(cursor, &doc))
+	{
+		ok &= add_number(doc, "storageStats.count", count);
+		ok &= add_number(doc, "storageStats.size", bytes);
+		shards++;
+	}
+	if (mongoc_cursor_error(cursor, &error))
+		ok = false;
+	mongoc_cursor_destroy(cursor);
+	mongoc_collection_destroy(collection);
+	bson_destroy(pipeline);
+	if (!ok)
+		idx_stream_raise_failure(servername);
+	return ok && shards > 0;
+}
+
+/*
+ * The "count" command without a query (estimatedDocumentCount), for a
+ * user or server that refuses $collStats.  False if it failed.
+ */
+static bool
+metadata_count(mongoc_client_t *client, const char *servername,
+			   const IdxTableInfo *info,
+			   const mongoc_read_prefs_t *read_prefs, double *count)
+{
+	bson_t	   *command = BCON_NEW("count", BCON_UTF8(info->collection));
+	bson_t		reply;
+	bson_error_t error;
+	bool		ok;
+
+	*count = 0;
+	ok = mongoc_client_command_simple(client, info->database, command,
+									  read_prefs, &reply, &error) &&
+		add_number(&reply, "n", count);
+	bson_destroy(&reply);
+	bson_destroy(command);
+	if (!ok)
+		idx_stream_raise_failure(servername);
+	return ok;
+}
+
+/*
+ * May planning connect as "userid" to the server: has it a user mapping
+ * (its own or PUBLIC's, as GetUserMapping looks them up)?
+ */
+static bool
+has_user_mapping(Oid userid, Oid serverid)
+{
+	return SearchSysCacheExists2(USERMAPPINGUSERSERVER,
+								 ObjectIdGetDatum(userid),
+								 ObjectIdGetDatum(serverid)) ||
+		SearchSysCacheExists2(USERMAPPINGUSERSERVER,
+							  ObjectIdGetDatum(InvalidOid),
+							  ObjectIdGetDatum(serverid));
+}
+
+/*
+ * Ask MongoDB for the collection's size (see the file header) and keep
+ * what it said in the entry: where the scan's reads go, the primary for
+ * one that decides a write ("primary"), else where the client's read
+ * preference says.
  */
 static void
-count_into(const IdxTableInfo *info, mongoc_client_t *client,
-		   const char *servername, const mongoc_read_prefs_t *read_prefs)
+ask_size(const IdxTableInfo *info, Oid userid, bool primary)
 {
-	uint64	   *previous = idx_count_round_trips(NULL);
+	ForeignServer *server = GetForeignServer(info->serverid);
+	mongoc_client_t *client = NULL;
 	TableSizeEntry *entry;
-	int64		n;
+	double		count = -1;
+	double		bytes = -1;
 
-	n = idx_count_documents_at(client, servername, info->database,
-							   info->collection, read_prefs);
-	idx_count_round_trips(previous);
-	/* looked up after the command: an invalidation may have removed it */
+	/* a parallel worker plans nothing of ours; a missing mapping errs later */
+	if (!IsInParallelMode() && has_user_mapping(userid, info->serverid))
+		client = idx_get_client_quiet(server,
+									  GetUserMapping(userid, info->serverid));
+	if (client != NULL)
+	{
+		uint64	   *previous = idx_count_round_trips(NULL);
+		const mongoc_read_prefs_t *read_prefs = primary ?
+			idx_primary_read_prefs() : mongoc_client_get_read_prefs(client);
+
+		if (collection_stats(client, server->servername, info, read_prefs,
+							 &count, &bytes))
+			bytes = count > 0 ? bytes / count : -1;
+		else if (!metadata_count(client, server->servername, info,
+								 read_prefs, &count))
+			count = -1;
+		idx_count_round_trips(previous);
+	}
+
+	/* looked up after the commands: an invalidation may have removed it */
 	entry = size_entry(info);
-	entry->count = (double) n;
-	entry->counted_at = GetCurrentTimestamp();
-	entry->counted_in = idx_local_xid();
-	entry->wanted = false;
-}
-
-/*
- * See table_size.h.
- */
-double
-idx_cached_document_count(const IdxTableInfo *info)
-{
-	TableSizeEntry *entry = size_entry(info);
-
-	if (count_is_old(entry))
-		entry->wanted = true;
-	return entry->count;
+	entry->asked_at = GetCurrentTimestamp();
+	if (count >= 0)
+	{
+		entry->count = count;
+		entry->avg_bytes = bytes;
+		entry->counted_at = entry->asked_at;
+		entry->counted_in = idx_local_xid();
+	}
 }
 
 /*
  * See table_size.h.
  */
 void
-idx_refresh_document_count(const IdxTableInfo *info, mongoc_client_t *client,
-						   const char *servername,
-						   const mongoc_read_prefs_t *read_prefs)
+idx_planning_collection_size(const IdxTableInfo *info, Oid userid,
+							 bool primary, IdxCollectionSize *size)
 {
-	TableSizeEntry *entry;
+	TableSizeEntry *entry = size_entry(info);
 
-	if (size_cache == NULL)
-		return;					/* planning wanted nothing yet */
-	entry = size_entry(info);
-	if (read_prefs == NULL)
-		read_prefs = mongoc_client_get_read_prefs(client);	/* as a find's */
-	if (entry->wanted && count_is_old(entry))
-		count_into(info, client, servername, read_prefs);
+	if (size_wanted(entry))
+	{
+		ask_size(info, OidIsValid(userid) ? userid : GetUserId(), primary);
+		entry = size_entry(info);
+	}
+	size->documents = entry->count;
+	size->avg_bytes = entry->avg_bytes;
 }
 
 /*
@@ -186,8 +316,19 @@ idx_analyze_document_count(const IdxTableInfo *info, mongoc_client_t *client,
 						   const char *servername, bool fresh)
 {
 	TableSizeEntry *entry = size_entry(info);
+	uint64	   *previous;
+	int64		n;
 
-	if (fresh || entry->count < 0 || entry->counted_in != idx_local_xid())
-		count_into(info, client, servername, NULL);
-	return size_entry(info)->count;
+	if (!fresh && entry->count >= 0 && entry->counted_in == idx_local_xid())
+		return entry->count;
+	previous = idx_count_round_trips(NULL);
+	n = idx_count_documents(client, servername, info->database,
+							info->collection);
+	idx_count_round_trips(previous);
+	/* looked up after the command: an invalidation may have removed it */
+	entry = size_entry(info);
+	entry->count = (double) n;
+	entry->counted_at = GetCurrentTimestamp();
+	entry->counted_in = idx_local_xid();
+	return entry->count;
 }

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * table_size.h
- *		  The document count of a foreign table's collection, cached per
- *		  backend for planning before ANALYZE.
+ *		  The size of a foreign table's collection as MongoDB reports it,
+ *		  cached per backend for planning before ANALYZE.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -18,21 +18,23 @@
 #include "core/mongoc_compat.h"
 #include "core/option.h"
 
-/*
- * Planning: the cached count of the table's collection, or -1 (it is then
- * asked for at the table's next scan).  Never talks to MongoDB.
- */
-extern double idx_cached_document_count(const IdxTableInfo *info);
+/* What planning knows of a collection */
+typedef struct IdxCollectionSize
+{
+	double		documents;		/* documents, or -1 if unknown */
+	double		avg_bytes;		/* their mean BSON size, or -1 if unknown */
+} IdxCollectionSize;
 
 /*
- * Executor start of a scan (not for EXPLAIN alone): count the collection
- * if planning asked for it and the cached count is missing or old, with
- * the scan's read preference (NULL: the client's, as a find's).
+ * Planning before ANALYZE: the collection's size, from the cache or, at
+ * most once per relation every few minutes, asked of MongoDB as user
+ * "userid" (one $collStats, or a count where that is refused), of the
+ * primary if "primary" (the scan decides a write).  Never fails for
+ * MongoDB's sake: what could not be learned is -1.
  */
-extern void idx_refresh_document_count(const IdxTableInfo *info,
-									   mongoc_client_t *client,
-									   const char *servername,
-									   const mongoc_read_prefs_t *read_prefs);
+extern void idx_planning_collection_size(const IdxTableInfo *info,
+										 Oid userid, bool primary,
+										 IdxCollectionSize *size);
 
 /*
  * ANALYZE: count the collection now ("fresh") or, within the transaction

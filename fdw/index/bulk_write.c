@@ -72,7 +72,8 @@ struct IdxBulkWrite
 /*
  * Does the server writes go to take bulkWrite (wire version 25 or later,
  * from the hello of the connection's server description)?  Called at
- * executor start: planning never talks to MongoDB.
+ * executor start: planning asks MongoDB nothing but a never-analyzed
+ * table's size.
  */
 bool
 idx_bulk_write_supported(mongoc_client_t *client, const char *servername)

@@ -11,7 +11,7 @@
  *		  fdw/index/index_claims.c
  *
  * The registry is one slot per backend: when its running statement that
- * may claim keys in ordered mode began (the outermost, if a trigger's
+ * may write entries in ordered mode began (the outermost, if a trigger's
  * write runs inside another), and when the last such statement began and
  * ended.  Only the backend writes its own slot, under the slot's spinlock;
  * a repair reads them all, after it has read a claim, which the statement
@@ -143,7 +143,7 @@ end_own_statement(int code, Datum arg)
 }
 
 /*
- * A statement that may claim keys in ordered mode begins: the first of
+ * A statement that may write entries in ordered mode begins: the first of
  * the backend's running ones stores its start.
  */
 void

@@ -16,13 +16,15 @@
  * written, the claim matches no fact: to a repair that runs beside writes
  * (the applier's, an online build's) it looks stale, or orphaned.
  * Removing it then would free the key for another write while the first
- * is still going to write it.  So each backend notes in shared memory
- * when its statements that may claim keys in ordered mode begin and end,
- * and a repair leaves a claim alone while it is younger than
- * idxtable.unique_claim_timeout if a statement that began at or before
- * the claim was running when the repair read the fact (it runs now, or
- * ended since).  The caller checks the fact again once every such
- * statement is over (the applier does).
+ * is still going to write it.  The write's other entries, written with
+ * their time too, are in the same state: removed, the fact would lack
+ * them until the repair of the write's change put them back.  So each
+ * backend notes in shared memory when its statements that may write
+ * entries in ordered mode begin and end, and a repair leaves an entry
+ * with a time alone while it is younger than idxtable.unique_claim_timeout
+ * if a statement that began at or before that time was running when the
+ * repair read the fact (it runs now, or ended since).  The caller checks
+ * the fact again once every such statement is over (the applier does).
  *
  * Times are milliseconds since the Unix epoch on this machine's clock,
  * the clock the claims' "t" is written with.
@@ -34,7 +36,7 @@
 
 #include "core/mongoc_compat.h"
 
-/* Field of a unique claim written in ordered mode: when it was made */
+/* Field of an entry written in ordered mode: when it was written */
 #define IDX_ENTRY_CLAIM_TIME "t"
 
 /* Now, as a claim's time */
@@ -47,7 +49,7 @@ extern int64 idx_claim_time(const bson_t *claim);
 extern Size idx_claims_shmem_size(void);
 extern void idx_claims_shmem_init(void);
 
-/* A statement that may claim keys in ordered mode begins, or ends */
+/* A statement that may write entries in ordered mode begins, or ends */
 extern void idx_claims_write_begin(void);
 extern void idx_claims_write_end(void);
 

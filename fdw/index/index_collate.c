@@ -16,7 +16,8 @@
  * does not change under a running backend) and forgotten when pg_collation
  * changes.  A libc collation is trusted only after a check set: every pair
  * of its strings must compare alike through strcoll and through strcmp of
- * their strxfrm (or, for a bytewise collation, through strcmp itself);
+ * their strxfrm (for a bytewise collation, through strcmp itself:
+ * core/collate_bytes.c);
  * glibc has had locales where strxfrm disagreed with strcoll, which is why
  * PostgreSQL itself does not use strxfrm for libc collations.
  *
@@ -40,6 +41,7 @@
 #include "utils/pg_locale.h"
 #include "utils/syscache.h"
 
+#include "core/collate_bytes.h"
 #include "core/pg_compat.h"
 #include "index/index_collate.h"
 
@@ -62,24 +64,6 @@ static List *capabilities = NIL;	/* in TopMemoryContext */
 static bool callback_registered = false;
 
 /*
- * The check set for libc collations: cases, accents (French orders them
- * backwards), punctuation that many locales ignore at the first level,
- * digits, ligatures, combining marks, characters outside the BMP.
- */
-static const char *const check_strings[] = {
-	"", " ", "a", "A", "b", "B", "z", "Z", "aa", "ab", "aB", "Ab", "a b",
-	"a-b", "ab-", "-ab", "a_b", "a.b", "1", "10", "2", "9", "0.5",
-	"\xc3\xa4", "\xc3\x84", "ae", "\xc3\xa9", "e", "f",
-	"cote", "cot\xc3\xa9", "c\xc3\xb4te", "c\xc3\xb4t\xc3\xa9",
-	"e\xcc\x81", "\xc3\x9f", "ss", "SS", "\xef\xac\x81", "fi",
-	"\xc5\x93", "oe", "\xc3\xb8", "o", "\xe2\x85\xa8", "ix",
-	"\xf0\x9f\x98\x80", "\xef\xbf\xbd", "\xe4\xb8\xad", "\xd0\x96", "\xce\xa9",
-	"\t", "a\tb", "~", "z~"
-};
-
-#define NCHECK lengthof(check_strings)
-
-/*
  * pg_collation changed: forget what was found (a collation dropped and
  * created again may come back under the same OID).
  */
@@ -87,24 +71,6 @@ static void
 collation_changed(Datum arg, int cacheid, uint32 hashvalue)
 {
 	capabilities = NIL;			/* the few bytes are left behind */
-}
-
-/* -1, 0 or 1 */
-static int
-sign(int x)
-{
-	return (x > 0) - (x < 0);
-}
-
-/*
- * strcoll under a libc collation (NULL: the database's default).
- */
-static int
-libc_strcoll(pg_locale_t loc, const char *a, const char *b)
-{
-	if (loc)
-		return strcoll_l(a, b, loc->info.lt);
-	return strcoll(a, b);
 }
 
 /*
@@ -135,53 +101,34 @@ libc_strxfrm(pg_locale_t loc, const char *s, size_t *len)
 }
 
 /*
- * Do all pairs of the check set compare alike through strcoll and through
- * strcmp of their strxfrm (sortkeys) or of themselves (!sortkeys)?
+ * Do all pairs of the check set (collate_bytes.c) compare alike through
+ * strcoll and through strcmp of their strxfrm?
  */
 static bool
-libc_check(pg_locale_t loc, bool sortkeys)
+libc_check_sortkeys(pg_locale_t loc)
 {
-	const char *forms[NCHECK];
+	const char *forms[64];
 	size_t		len;
 	int			i,
 				j;
 
-	for (i = 0; i < NCHECK; i++)
-		forms[i] = sortkeys ? libc_strxfrm(loc, check_strings[i], &len)
-			: check_strings[i];
-	for (i = 0; i < NCHECK; i++)
+	Assert(idx_collation_ncheck <= lengthof(forms));
+	for (i = 0; i < idx_collation_ncheck; i++)
+		forms[i] = libc_strxfrm(loc, idx_collation_check_strings[i], &len);
+	for (i = 0; i < idx_collation_ncheck; i++)
 	{
-		for (j = 0; j < NCHECK; j++)
+		for (j = 0; j < idx_collation_ncheck; j++)
 		{
-			if (sign(libc_strcoll(loc, check_strings[i], check_strings[j])) !=
-				sign(strcmp(forms[i], forms[j])))
+			int			coll = idx_libc_strcoll(loc,
+												idx_collation_check_strings[i],
+												idx_collation_check_strings[j]);
+			int			cmp = strcmp(forms[i], forms[j]);
+
+			if ((coll > 0) - (coll < 0) != (cmp > 0) - (cmp < 0))
 				return false;
 		}
 	}
 	return true;
-}
-
-/*
- * The locale name of a libc collation ("C.UTF-8", "en_US.utf8").
- */
-static char *
-libc_locale_name(Oid collid)
-{
-	HeapTuple	tp;
-	Datum		datum;
-	bool		isnull;
-	char	   *result;
-
-	if (collid == DEFAULT_COLLATION_OID)
-		return pstrdup(setlocale(LC_COLLATE, NULL));
-	tp = SearchSysCache1(COLLOID, ObjectIdGetDatum(collid));
-	if (!HeapTupleIsValid(tp))
-		elog(ERROR, "cache lookup failed for collation %u", collid);
-	datum = SysCacheGetAttr(COLLOID, tp, Anum_pg_collation_collcollate,
-							&isnull);
-	result = isnull ? pstrdup("") : TextDatumGetCString(datum);
-	ReleaseSysCache(tp);
-	return result;
 }
 
 /*
@@ -193,7 +140,7 @@ examine_collation(CollCapability *cap)
 	Oid			collid = cap->collid;
 	pg_locale_t loc;
 
-	if (idx_collate_is_c(collid))
+	if (idx_collation_bytewise(collid))
 	{
 		cap->bytewise = true;
 		return;
@@ -208,12 +155,7 @@ examine_collation(CollCapability *cap)
 #endif
 		return;
 	}
-	if (GetDatabaseEncoding() == PG_UTF8 &&
-		(pg_strncasecmp(libc_locale_name(collid), "C.", 2) == 0) &&
-		libc_check(loc, false))
-		cap->bytewise = true;
-	else
-		cap->sortkeys = libc_check(loc, true);
+	cap->sortkeys = libc_check_sortkeys(loc);
 }
 
 /*
@@ -246,15 +188,6 @@ capability(Oid collid)
 	capabilities = lappend(capabilities, cap);
 	MemoryContextSwitchTo(oldcxt);
 	return cap;
-}
-
-/*
- * Does "collid" order strings as their bytes do?
- */
-bool
-idx_collation_bytewise(Oid collid)
-{
-	return OidIsValid(collid) && capability(collid)->bytewise;
 }
 
 /*

@@ -30,8 +30,9 @@
 #ifndef IDXTABLE_INDEX_COLLATE_H
 #define IDXTABLE_INDEX_COLLATE_H
 
-/* Does "collid" order strings as their bytes do (ranges on stored text)? */
-extern bool idx_collation_bytewise(Oid collid);
+/* idx_collation_bytewise(): does "collid" order strings as bytes do? */
+#include "core/collate_bytes.h"
+
 
 /*
  * Can keys under "collid" be stored as sort keys (deterministic, not

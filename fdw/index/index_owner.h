@@ -111,9 +111,9 @@ extern bool idx_owner_check_indexes(Oid relid, Oid userid, List *defs);
 
 /*
  * While true, idx_owner_check_indexes reads no marker: planning, which
- * never talks to MongoDB, sees only the verdicts already made (an index
- * not judged yet is judged when a scan of it starts).  Returns the
- * previous setting.
+ * asks MongoDB nothing but a never-analyzed table's size, sees only the
+ * verdicts already made (an index not judged yet is judged when a scan of
+ * it starts).  Returns the previous setting.
  */
 extern bool idx_owner_defer_reads(bool defer);
 

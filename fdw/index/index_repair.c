@@ -21,10 +21,12 @@
  *		orphan		an entry of a named fact that no longer exists.
  * In repair mode the difference is written as one unordered bulk per
  * batch: a missing entry upserted by its _id, a stale one replaced or
- * deleted and an orphan deleted by the filter {_id, id} that matches the
- * entry only as it was read; a missing unique claim is inserted, or taken
- * over from a fact that lacks the key.  Every fix is complete by itself,
- * and applying a batch twice changes nothing.
+ * deleted and an orphan deleted by the filter {_id, id} (and the entry's
+ * time, read_filter()) that matches the entry only as it was read; then
+ * the batch's missing unique claims are inserted in one unordered bulk,
+ * and each that meets a duplicate key is taken over from a fact that
+ * lacks the key.  Every fix is complete by itself, and applying a batch
+ * twice changes nothing.
  *
  *		conflict	a unique claim the fact should have, held by another fact
  *					that has the key too (a client writing straight into
@@ -213,13 +215,14 @@ without_claim_time(const bson_t *entry)
 }
 
 /*
- * Repairing with writes in flight (st->spare_in_flight): is "entry" a
- * unique claim that a write in ordered mode may have made before it wrote
- * its fact, a write that was running when the facts compared were read
+ * Repairing with writes in flight (st->spare_in_flight): is "entry" one
+ * that a write in ordered mode may have made before it wrote its fact, a
+ * write that was running when the facts compared were read
  * (st->facts_read_at; index_claims.h)?  Removing or replacing it then
- * would free the key for another write.  Such a claim is left alone and
- * its fact noted in st->spared, for the caller to check again once that
- * write is over.
+ * would leave the fact without it once the write has written the fact,
+ * and for a unique claim free the key for another write.  Such an entry
+ * is left alone and its fact noted in st->spared, for the caller to check
+ * again once that write is over.
  */
 bool
 idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
@@ -228,7 +231,7 @@ idx_repair_spare_claim(IdxRepairState *st, const bson_t *entry)
 	IdxSparedClaim *sc;
 	bson_t	   *fact;
 
-	if (!st->repair || !st->spare_in_flight || !idx_entry_is_claim(entry) ||
+	if (!st->repair || !st->spare_in_flight ||
 		!idx_claim_in_flight(entry, st->facts_read_at))
 		return false;
 	oldcxt = MemoryContextSwitchTo(st->long_cxt);
@@ -440,12 +443,49 @@ fix_bulk(IdxRepairState *st)
 }
 
 /*
- * Queue the deletion of an entry as it was read (pass its own filter).
+ * The filter that matches "entry" only as it was read, for a fix that
+ * deletes or replaces it: its own filter (idx_entry_own_filter) and the
+ * time "t" it was written with in ordered mode, or none.  A write in
+ * ordered mode may delete or replace an entry after the repair read it and
+ * then write it again, as the undo of a failed statement writes a fact's
+ * old entries again: the entry written again has the time it was written
+ * at, so the fix of the entry as it was read, decided on the fact as it
+ * was then, leaves it alone (the repair of the write's change of the fact
+ * sees it as it is).
+ */
+static bson_t *
+read_filter(const bson_t *entry)
+{
+	bson_t	   *own = idx_entry_own_filter(entry);
+	bson_t		filter;
+	bson_t		cond;
+	bson_iter_t iter;
+	bson_t	   *result;
+
+	bson_copy_to(own, &filter);
+	if (bson_iter_init_find(&iter, entry, IDX_ENTRY_CLAIM_TIME))
+		idx_check_append(bson_append_iter(&filter, IDX_ENTRY_CLAIM_TIME, -1,
+										  &iter));
+	else
+	{
+		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&filter,
+													IDX_ENTRY_CLAIM_TIME,
+													&cond));
+		idx_check_append(BSON_APPEND_BOOL(&cond, "$exists", false));
+		idx_check_append(bson_append_document_end(&filter, &cond));
+	}
+	result = idx_bson_pcopy(&filter);
+	bson_destroy(&filter);
+	return result;
+}
+
+/*
+ * Queue the deletion of an entry as it was read (read_filter()).
  */
 void
 idx_repair_queue_delete(IdxRepairState *st, const bson_t *entry)
 {
-	bson_t	   *filter = idx_entry_own_filter(entry);
+	bson_t	   *filter = read_filter(entry);
 	bson_error_t error;
 
 	if (!mongoc_bulk_operation_remove_one_with_opts(fix_bulk(st), filter,
@@ -610,10 +650,13 @@ static bool take_over_claim(IdxRepairState *st, const bson_t *claim,
  * the key, take it over when that fact lacks the key.  When it has it, two
  * facts share a unique key: nothing is written, and the holder's _id
  * ({"v": ...}) is returned for the conflict to be reported; NULL when the
- * claim was written.
+ * claim was written.  "taken": an insert of the claim has just failed
+ * with a duplicate key (write_claims()), so the first attempt looks for
+ * the holder at once.
  */
 static bson_t *
-fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee)
+fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee,
+		  bool taken)
 {
 	bson_t	   *holder_filter = entry_id_key(ee->entry);
 	int			attempt;
@@ -626,20 +669,25 @@ fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee)
 		bson_t	   *holder;
 
 		CHECK_FOR_INTERRUPTS();
-		if (mongoc_collection_insert_one(st->index, ee->entry, NULL, &reply,
-										 &error))
+		if (taken)
+			taken = false;
+		else if (mongoc_collection_insert_one(st->index, ee->entry, NULL,
+											  &reply, &error))
 		{
 			bson_destroy(&reply);
 			return NULL;
 		}
-		if (error.code != 11000)
+		else
 		{
-			bson_t	   *failed_reply = idx_own_reply(&reply);
+			if (error.code != 11000)
+			{
+				bson_t	   *failed_reply = idx_own_reply(&reply);
 
-			idx_report_reply_error(failed_reply, &error, st->servername,
-								   idx_repair_index_what(st));
+				idx_report_reply_error(failed_reply, &error, st->servername,
+									   idx_repair_index_what(st));
+			}
+			bson_destroy(&reply);
 		}
-		bson_destroy(&reply);
 
 		claim = find_one(st, st->index, holder_filter, NULL,
 						 idx_repair_index_what(st));
@@ -668,7 +716,7 @@ static bool
 take_over_claim(IdxRepairState *st, const bson_t *claim,
 				const ExpectedEntry *ee)
 {
-	bson_t	   *selector = idx_entry_own_filter(claim);
+	bson_t	   *selector = read_filter(claim);
 	bson_t		reply;
 	bson_error_t error;
 	bson_iter_t iter;
@@ -901,21 +949,14 @@ check_conflict_entry(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 }
 
 /*
- * A unique claim "ee" of item that the index lacks: missing (and written,
- * repairing), or a conflict with another fact that has the key too.
+ * The outcome of item's missing claim "ee": missing (and written,
+ * repairing) if no other fact that has the key holds it ("holder" NULL),
+ * else a conflict with that fact.
  */
 static void
-check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+claim_outcome(IdxRepairState *st, FactItem *item, ExpectedEntry *ee,
+			  bson_t *holder)
 {
-	bson_t	   *holder;
-
-	if (st->repair)
-	{
-		idx_repair_flush(st);	/* the holder may be a stale entry queued */
-		holder = fix_claim(st, item, ee);
-	}
-	else
-		holder = claim_conflict(st, item, ee);
 	if (holder == NULL)
 	{
 		st->counts.missing++;
@@ -923,6 +964,154 @@ check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 	}
 	report_conflict(st, item, ee, holder);
 	check_conflict_entry(st, item, ee);
+}
+
+/*
+ * A missing claim of a fact of the batch, written with the others by
+ * write_claims().
+ */
+typedef struct PendingClaim
+{
+	FactItem   *item;
+	ExpectedEntry *ee;
+} PendingClaim;
+
+/*
+ * A unique claim "ee" of item that the index lacks: missing, or a conflict
+ * with another fact that has the key too.  Repairing, it is written with
+ * the batch's other missing claims (write_claims()).
+ */
+static void
+check_claim(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
+{
+	MemoryContext oldcxt;
+	PendingClaim *pc;
+
+	if (!st->repair)
+	{
+		claim_outcome(st, item, ee, claim_conflict(st, item, ee));
+		return;
+	}
+	oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	pc = palloc(sizeof(PendingClaim));
+	pc->item = item;
+	pc->ee = ee;
+	st->pending_claims = lappend(st->pending_claims, pc);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Which inserts of write_claims()'s failed bulk met a duplicate key
+ * ("taken", by their place in the bulk).  Any other failure is raised: a
+ * write error of another code, a write concern error, and a failure with
+ * no write error at all (the command failed: nothing says which inserts
+ * were made).
+ */
+static void
+note_taken_claims(IdxRepairState *st, bson_t *reply, bson_error_t *error,
+				  bool *taken, int n)
+{
+	bson_iter_t iter;
+	bson_iter_t errors;
+	int			nduplicates = 0;
+	bool		other = !bson_iter_init_find(&iter, reply, "writeErrors") ||
+		!BSON_ITER_HOLDS_ARRAY(&iter) || !bson_iter_recurse(&iter, &errors);
+
+	while (!other && bson_iter_next(&errors))
+	{
+		bson_iter_t field;
+		int64		place = -1;
+		int64		code = 0;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&errors) ||
+			!bson_iter_recurse(&errors, &field))
+			break;
+		while (bson_iter_next(&field))
+		{
+			if (strcmp(bson_iter_key(&field), "index") == 0 &&
+				BSON_ITER_HOLDS_NUMBER(&field))
+				place = bson_iter_as_int64(&field);
+			else if (strcmp(bson_iter_key(&field), "code") == 0 &&
+					 BSON_ITER_HOLDS_NUMBER(&field))
+				code = bson_iter_as_int64(&field);
+		}
+		if (code == 11000 && place >= 0 && place < n)
+		{
+			taken[place] = true;
+			nduplicates++;
+		}
+		else
+			other = true;
+	}
+	other = other || nduplicates == 0;
+	if (bson_iter_init_find(&iter, reply, "writeConcernErrors") &&
+		BSON_ITER_HOLDS_ARRAY(&iter))
+	{
+		uint32_t	len;
+		const uint8_t *data;
+
+		bson_iter_array(&iter, &len, &data);
+		other = other || len > 5;	/* not the empty array */
+	}
+	if (other)
+		idx_report_reply_error(idx_own_reply(reply), error, st->servername,
+							   idx_repair_index_what(st));
+}
+
+/*
+ * Repairing, write the batch's missing unique claims (check_claim()): one
+ * unordered bulk of inserts, after the fixes queued before them (a holder
+ * may be a stale entry being replaced).  A claim whose key is held goes
+ * the way of a single claim (fix_claim()): taken over from a holder that
+ * lacks the key, or a conflict.  The server applies the inserts in the
+ * order the facts came, so that a key two facts of the batch want goes to
+ * the first, as one insert after the other gives it.
+ */
+static void
+write_claims(IdxRepairState *st)
+{
+	int			n = list_length(st->pending_claims);
+	bool	   *taken;
+	bson_t		reply;
+	bson_error_t error;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (n == 0)
+		return;
+	idx_repair_flush(st);
+	foreach(lc, st->pending_claims)
+	{
+		PendingClaim *pc = lfirst(lc);
+
+		if (!mongoc_bulk_operation_insert_with_opts(fix_bulk(st),
+													pc->ee->entry, NULL,
+													&error))
+			idx_report_error(&error, st->servername,
+							 idx_repair_index_what(st));
+	}
+	taken = palloc0(sizeof(bool) * n);
+	if (!mongoc_bulk_operation_execute(st->bulk, &reply, &error))
+		note_taken_claims(st, &reply, &error, taken, n);
+	bson_destroy(&reply);
+	mongoc_bulk_operation_destroy(st->bulk);
+	st->bulk = NULL;
+	CHECK_FOR_INTERRUPTS();		/* a cancel that came during the write */
+	foreach(lc, st->pending_claims)
+	{
+		PendingClaim *pc = lfirst(lc);
+
+		if (!taken[i++])
+		{
+			st->counts.missing++;
+			continue;
+		}
+		idx_repair_flush(st);	/* the holder may be a stale entry queued */
+		claim_outcome(st, pc->item, pc->ee,
+					  fix_claim(st, pc->item, pc->ee, true));
+	}
+	pfree(taken);
+	st->pending_claims = NIL;
 }
 
 /*
@@ -945,7 +1134,7 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 			return;
 		st->counts.stale++;
 		if (st->repair)
-			fix_replace(st, idx_entry_own_filter(rd->doc), ee->entry, false);
+			fix_replace(st, read_filter(rd->doc), ee->entry, false);
 		return;
 	}
 
@@ -1050,42 +1239,91 @@ add_waiting(IdxRepairState *st, const bson_t *entry)
 }
 
 /*
- * Repairing, the claim "claim" was deleted (its fact is gone, or no longer
- * has the key).  Facts with conflict entries of that key (see
- * check_conflict_entry()) waited for it: note them, to be checked again
- * after the batch, when the first of them takes the claim.  The find is
- * served by the index collection's "lookup" index on the key components.
+ * Append to "filter" the condition on the key of the claim "claim": each
+ * key component of its _id equal, as "_id.<component>"; false if the
+ * claim has no such _id.
  */
-static void
-note_waiting(IdxRepairState *st, const bson_t *claim)
+static bool
+append_key_condition(bson_t *filter, const bson_t *claim)
 {
-	bson_t		filter = BSON_INITIALIZER;
-	bson_t		projection = BSON_INITIALIZER;
 	bson_iter_t iter;
 	bson_iter_t key;
-	const bson_t *doc;
 
 	if (!bson_iter_init_find(&iter, claim, "_id") ||
 		!BSON_ITER_HOLDS_DOCUMENT(&iter) || !bson_iter_recurse(&iter, &key))
-		return;
+		return false;
 	while (bson_iter_next(&key))
 	{
 		char	   *path = psprintf("_id.%s", bson_iter_key(&key));
 
-		idx_check_append(bson_append_iter(&filter, path, -1, &key));
+		idx_check_append(bson_append_iter(filter, path, -1, &key));
+		pfree(path);
 	}
-	idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1));
-	st->lookup = idx_repair_open_stream(st, st->index, &filter, &projection);
-	bson_destroy(&filter);
-	bson_destroy(&projection);
-	while (mongoc_cursor_next(st->lookup, &doc))
+	return true;
+}
+
+/* The most keys note_waiting() looks for in one find (a batch's) */
+#define WAITING_KEYS	1000
+
+/*
+ * Repairing, the claims "claims[0..n-1]" were deleted (their facts are
+ * gone, or no longer have the key).  Facts with conflict entries of those
+ * keys (see check_conflict_entry()) waited for them: note them, to be
+ * checked again after the batch, when the first of them takes the claim.
+ * One find for up to WAITING_KEYS keys, an $or of the keys' conditions,
+ * each served by the index collection's "lookup" index on the key
+ * components.
+ */
+static void
+note_waiting(IdxRepairState *st, bson_t **claims, int n)
+{
+	int			from;
+
+	for (from = 0; from < n; from += WAITING_KEYS)
 	{
-		CHECK_FOR_INTERRUPTS();
-		add_waiting(st, doc);
+		bson_t		filter = BSON_INITIALIZER;
+		bson_t		branches;
+		bson_t		projection = BSON_INITIALIZER;
+		const bson_t *doc;
+		int			nkeys = 0;
+		int			i;
+
+		idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(&filter, "$or",
+													  &branches));
+		for (i = from; i < n && i < from + WAITING_KEYS; i++)
+		{
+			bson_t		branch = BSON_INITIALIZER;
+			char		index[16];
+			const char *name;
+
+			if (append_key_condition(&branch, claims[i]))
+			{
+				bson_uint32_to_string(nkeys++, &name, index, sizeof(index));
+				idx_check_append(BSON_APPEND_DOCUMENT(&branches, name,
+													  &branch));
+			}
+			bson_destroy(&branch);
+		}
+		idx_check_append(bson_append_array_end(&filter, &branches));
+		if (nkeys == 0)
+		{
+			bson_destroy(&filter);
+			continue;
+		}
+		idx_check_append(BSON_APPEND_INT32(&projection, IDX_ENTRY_FACT_ID, 1));
+		st->lookup = idx_repair_open_stream(st, st->index, &filter,
+											&projection);
+		bson_destroy(&filter);
+		bson_destroy(&projection);
+		while (mongoc_cursor_next(st->lookup, &doc))
+		{
+			CHECK_FOR_INTERRUPTS();
+			add_waiting(st, doc);
+		}
+		idx_repair_check_cursor(st, st->lookup, idx_repair_index_what(st));
+		mongoc_cursor_destroy(st->lookup);
+		st->lookup = NULL;
 	}
-	idx_repair_check_cursor(st, st->lookup, idx_repair_index_what(st));
-	mongoc_cursor_destroy(st->lookup);
-	st->lookup = NULL;
 }
 
 /*
@@ -1150,9 +1388,11 @@ idx_repair_compare_batch(IdxRepairState *st)
 				e;
 
 	gone = gone_ids(st, &ngone);
+	st->pending_claims = NIL;
 	for (i = 0; i < st->nitems; i++)
 		for (e = 0; e < st->items[i].nentries; e++)
 			check_expected(st, &st->items[i], &st->items[i].entries[e]);
+	write_claims(st);
 
 	/* entries of these facts that no fact of the batch should have */
 	for (i = 0; i < st->ndocs; i++)
@@ -1175,15 +1415,20 @@ idx_repair_compare_batch(IdxRepairState *st)
 	if (st->repair)
 	{
 		/* claims freed: who waits for their keys?  conflicts resolved? */
+		bson_t	  **freed = palloc(sizeof(bson_t *) * Max(st->ndocs, 1));
+		int			nfreed = 0;
+
 		for (i = 0; i < st->ndocs; i++)
 		{
 			if (st->docs[i].matched)
 				continue;
 			if (idx_entry_is_claim(st->docs[i].doc))
-				note_waiting(st, st->docs[i].doc);
+				freed[nfreed++] = st->docs[i].doc;
 			else if (st->def->unique)
 				note_resolved(st, st->docs[i].doc);
 		}
+		note_waiting(st, freed, nfreed);
+		pfree(freed);
 	}
 
 	st->counts.checked += nchecked;

@@ -141,6 +141,9 @@ typedef struct IdxRepairState
 	StringInfoData bad_ids;		/* the first unconvertible facts' _ids */
 	char	   *first_error;	/* the first conversion error's message */
 
+	/* a batch's missing unique claims, written together (in batch_cxt) */
+	List	   *pending_claims;
+
 	/* facts to check again after a batch: their key's claim was freed */
 	MemoryContext wait_cxt;
 	bson_t	  **waiting;		/* {"v": _id} each, in wait_cxt */

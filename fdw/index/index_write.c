@@ -369,13 +369,16 @@ create_bulk(IndexQueue *q, mongoc_client_session_t *session, bool ordered)
 }
 
 /*
- * What we write for a pending entry: the entry, plus the claim time for
- * claims in ordered mode.
+ * What we write for a pending entry: the entry, plus in ordered mode the
+ * time it is written ("t"): a claim's age, and for every entry what tells
+ * it from the same entry written again, so that a repair beside writes
+ * touches an entry only as it read it and leaves one of a write in flight
+ * alone (index_claims.h).
  */
 static bson_t *
 entry_to_write(IdxIndexWriter *w, PendingEntry *pe, bson_t *buf)
 {
-	if (!(w->ordered && pe->claim))
+	if (!w->ordered)
 		return pe->entry;
 	bson_copy_to(pe->entry, buf);
 	idx_check_append(BSON_APPEND_DATE_TIME(buf, IDX_ENTRY_CLAIM_TIME,

@@ -829,16 +829,22 @@ applier_round(void)
  * with no stream behind, let more events come before the next getMore
  * (idxtable.applier_batch_delay): a run of small writes, one getMore
  * each, is then applied in a few batches instead of a confirming read of
- * the facts and entries per write.  A backend that waits for a time we
- * have not applied (its request sets our latch) ends the delay at once,
- * and none starts while one waits.  Outside any transaction.
+ * the facts and entries per write.  The delay counts from the start of
+ * the round ("round_start"), when its getMores went out: events gathered
+ * while the round applied its batches too, and a round that took longer
+ * than the delay is followed at once (under a steady load near the
+ * applier's rate, a delay after each batch would only add to the lag).
+ * A backend that waits for a time we have not applied (its request sets
+ * our latch) ends the delay at once, and none starts while one waits.
+ * Outside any transaction.
  */
 static void
-gather_events(void)
+gather_events(TimestampTz round_start)
 {
 	ListCell   *lc;
 	bool		partial = false;
 	IdxClusterTime requested;
+	long		wait_ms;
 
 	if (idx_applier_batch_delay <= 0)
 		return;
@@ -857,8 +863,12 @@ gather_events(void)
 	}
 	if (!partial)
 		return;
+	wait_ms = idx_applier_batch_delay -
+		TimestampDifferenceMilliseconds(round_start, GetCurrentTimestamp());
+	if (wait_ms <= 0)
+		return;
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 idx_applier_batch_delay, PG_WAIT_EXTENSION);
+					 wait_ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }
@@ -880,19 +890,22 @@ applier_loop(void)
 
 	while (more)
 	{
+		TimestampTz round_start;
+
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		round_start = GetCurrentTimestamp();
 		StartTransactionCommand();
 		more = applier_round();
 		CommitTransactionCommand();
 		if (more && round_idle)
 			idx_applier_denied_sleep();
 		else if (more)
-			gather_events();
+			gather_events(round_start);
 	}
 	if (applier_server_off)
 		ereport(LOG,

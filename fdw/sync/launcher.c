@@ -141,7 +141,7 @@ idx_sync_define_gucs(void)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("idxtable.applier_batch_delay",
-							"Sets how long an applier lets changes gather after a batch that did not fill.",
+							"Sets how long an applier lets changes gather after the getMore of a batch that did not fill.",
 							"A longer delay applies a run of small writes in fewer, larger batches; "
 							"a query that waits for the applier ends the delay at once.  0 turns it off.",
 							&idx_applier_batch_delay,

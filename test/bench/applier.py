@@ -29,8 +29,13 @@ At the end every index table must be clean in idxtable.verify_index.
 """
 import csv
 import math
+import os
 import re
+import shutil
+import subprocess
 import statistics
+import sys
+import tempfile
 import threading
 import time
 
@@ -44,6 +49,13 @@ import report
 import scenarios
 
 TABLE = "a_customers"
+FLOOR_TABLE = "f_customers"  # the same customers, followed by the floor (floor.py) alone
+FLOOR_SPECS = ["u:email", "town,last_name", "town+first_name,last_name"]  # INDEXES for floor.py
+TURNS = 3               # bursts of the applier and of the floor, taking turns, per index count
+LOADS = (0.5, 0.8)      # the steady loads, as shares of the floor's 3-index rate
+APPLIER_APP = "idxtable_fdw applier"
+RING_SIZE = 2000        # the test server's ring of recent commands (cmdlog.py)
+FLOOR_APP = "idxtable_bench floor"  # floor.py's appName
 INDEXES = [("{lower(email)}", None, True),          # as writes.py: a table with n gets the first n
            ("{town,last_name}", None, False),
            ("{town}", "{first_name,last_name}", False)]
@@ -64,6 +76,10 @@ COLUMNS = [
     ("seconds", "seconds", 7, ".2f"),
     ("events/s", "events_s", 8, ".0f"),
     ("entries/s", "entries_s", 9, ".0f"),
+    ("x_floor", "x_floor", 7, ".2f"),
+    ("cpu_us/ev", "cpu_us", 9, ".0f"),
+    ("srv_us/ev", "srv_us", 9, ".0f"),
+    ("rt/batch", "rt_batch", 8, ".1f"),
     ("runs", "runs", 5, "d"),
     ("median_ms", "median_ms", 9, ".2f"),
     ("p99_ms", "p99_ms", 8, ".2f"),
@@ -73,6 +89,7 @@ COLUMNS = [
     ("note", "note", 0, "s"),
 ]
 CSV_FIELDS = ["measurement", "indexes", "events", "seconds", "events_s", "entries_s",
+              "x_floor", "cpu_us", "srv_us", "rt_batch",
               "drain_events_s", "runs", "median_ms", "p99_ms", "max_ms", "x_any", "added_ms",
               "sync_wait_ms", "lag_col_median_s", "lag_col_p99_s", "note"]
 
@@ -132,6 +149,206 @@ def load(cur, mdb, n, log):
                 "OPTIONS (collection %%s)" % TABLE, (TABLE,))
     cur.execute("ANALYZE %s" % TABLE)
     return emails
+
+
+def load_floor(mdb, n, log):
+    """The same n customers in FLOOR_TABLE: no foreign table over it, so no applier follows it."""
+    mdb.drop_collection(FLOOR_TABLE)
+    t0 = time.monotonic()
+    for batch in data.Dataset(n).customers():
+        mdb[FLOOR_TABLE].insert_many(batch, ordered=False)
+    log("  loaded %d customers for the floor in %.1f s" % (n, time.monotonic() - t0))
+
+
+class ServerCounts:
+    """The test server's commands and CPU by client (its commandCpu command); ok is False on mongod."""
+
+    def __init__(self, mdb):
+        self.admin = mdb.client.admin
+        try:
+            self.take()
+            self.ok = True
+        except pymongo.errors.PyMongoError:
+            self.ok = False
+
+    def take(self):
+        """{appName: (commands, batches, server cpu ms)} since the last call ({} on mongod).
+
+        batches: the client's finds of the facts (one per batch that brought events, for the
+        applier as for the floor), from the server's ring of recent commands (the appliers of
+        other databases share the appName, but read other collections); commands: all the
+        client's commands less its getMores but one per batch (the others waited and brought
+        nothing).
+        If the ring overflowed: all commands, and batches None.
+        """
+        out = {}
+        try:
+            commands = self.admin.command("commandCpu", clear=True)["commands"]
+            ring = self.admin.command("recentCommands", clear=True)["commands"]
+        except pymongo.errors.PyMongoError:
+            return out
+        batches = {}
+        for rec in ring:
+            if rec["command"] == "find" and rec.get("collection") in (TABLE, FLOOR_TABLE):
+                batches[rec.get("appName")] = batches.get(rec.get("appName"), 0) + 1
+        overflow = len(ring) >= RING_SIZE
+        for c in commands:
+            n, g, ms = out.get(c["appName"], (0, 0, 0.0))
+            out[c["appName"]] = (n + c["count"],
+                                 g + (c["count"] if c["command"] == "getMore" else 0),
+                                 ms + c["cpu_ms"])
+        # round trips of the batches: every command but the getMores that brought nothing
+        return {app: (n - g + batches.get(app, 0), batches.get(app, 0), ms) if not overflow
+                else (n, None, ms) for app, (n, g, ms) in out.items()}
+
+
+def applier_cpu(cur):
+    """The CPU seconds the appliers' processes have used (/proc/PID/stat); None if unreadable."""
+    cur.execute("SELECT pid FROM idxtable.appliers WHERE pid IS NOT NULL")
+    total = 0.0
+    try:
+        for (pid,) in cur.fetchall():
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def add_costs(r, events, cpu_s, counts):
+    """CPU per event, the test server's CPU per event and round trips per batch into row r.
+
+    counts: (commands, batches, server cpu ms) of the follower, or None.
+    """
+    if cpu_s is not None:
+        r["cpu_us"] = cpu_s / events * 1e6
+    if counts:
+        commands, batches, srv_ms = counts
+        r["srv_us"] = srv_ms * 1000.0 / events
+        if batches:
+            r["rt_batch"] = commands / batches
+            r["note"] = r.get("note", "") + "; %d commands in %d batches" % (commands, batches)
+        elif batches is None:       # more commands than the ring holds: per 1,000 events
+            r["rt_batch"] = commands * 1000.0 / events
+            r["note"] = r.get("note", "") + ("; %d commands (rt/batch: per 1,000 events, the "
+                                             "test server's ring of commands overflowed)" % commands)
+
+
+def build_floor(tmpdir):
+    """Compile floor.c (cc, pkg-config libmongoc-1.0); its path, or None if it does not build."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        return None
+    try:
+        flags = subprocess.check_output(["pkg-config", "--cflags", "--libs", "libmongoc-1.0"],
+                                        text=True).split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    binary = os.path.join(tmpdir, "floor")
+    out = subprocess.run([cc, "-O2", "-Wall", "-o", binary,
+                          os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor.c")]
+                         + flags, capture_output=True, text=True)
+    return binary if out.returncode == 0 else None
+
+
+class Floor:
+    """floor.py following FLOOR_TABLE with the first k index tables' entries, a process of its own
+    (floor.c once the collections are built, if binary is not None)."""
+
+    def __init__(self, db_name, k, binary=None):
+        here = os.path.dirname(os.path.abspath(__file__))
+        self.proc = subprocess.Popen([sys.executable, os.path.join(here, "floor.py")]
+                                     + (["--c", binary] if binary else [])
+                                     + [db_name, FLOOR_TABLE] + FLOOR_SPECS[:k],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.proc.stdout.readline().split()
+        if not ready or ready[0] != "ready":
+            self.proc.kill()
+            raise RuntimeError("floor.py did not start (exit status %s)" % self.proc.wait())
+        self.lock = threading.Lock()
+        self.last = (0, time.monotonic(), float(ready[1]), 0, 0)
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        """Its progress lines: (events, monotonic, cpu s, commands, getMores), running totals."""
+        for line in self.proc.stdout:
+            p = line.split()
+            with self.lock:
+                self.last = (int(p[0]), float(p[1]), float(p[2]), int(p[3]), int(p[4]))
+
+    def progress(self):
+        """The last progress line."""
+        with self.lock:
+            return self.last
+
+    def close(self):
+        """Stop it (it stops when its stdin closes)."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def floor_burst(floor, writer, k, events, srv, binary, log):
+    """The burst of burst(), followed by the floor (a Floor with k index collections) instead."""
+    time.sleep(QUIET_S)             # as burst() waits for the applier's counters to stand still
+    b0 = floor.progress()
+    srv.take()
+    t0 = time.monotonic()
+    written = 0
+    while written < events:
+        n = min(BULK, events - written)
+        writer.write(n)
+        written += n
+    t_written = time.monotonic()
+    t_end = t0 + max(60.0, events / 50.0)
+    while floor.progress()[0] < b0[0] + events and time.monotonic() < t_end:
+        time.sleep(POLL_S)
+    t_done = time.monotonic()
+    p = floor.progress()
+    r = {"measurement": "floor: burst of %d updates" % events, "indexes": k, "events": events}
+    if p[0] < b0[0] + events:
+        r["note"] = "NOT APPLIED: the floor followed %d of %d events" % (p[0] - b0[0], events)
+        return r
+    r.update(seconds=t_done - t0, events_s=events / (t_done - t0),
+             note="%s: per batch a find of the facts, per index collection a find of its "
+                  "entries and a bulk write; pymongo wrote it in %.2f s"
+                  % ("floor.c" if binary else "floor.py (floor.c did not build)", t_written - t0))
+    counts = srv.take().get(FLOOR_APP)
+    if counts is None:      # mongod: its own count
+        counts = (p[3] - b0[3], None, 0.0)
+    add_costs(r, events, p[2] - b0[2], counts)
+    if not srv.ok:
+        r.pop("srv_us", None)
+    log("  floor %d idx: %d events in %.2f s (%.0f events/s)"
+        % (k, events, r["seconds"], r["events_s"]))
+    return r
+
+
+def median_turn(turns):
+    """The rows of the applier and of the floor over turns [(applier row, floor row)]: each
+    measure's median, and x_floor the median of the turns' own ratios (a load that comes and goes
+    on the machine slows both sides of a turn alike)."""
+    out = []
+    for side in (0, 1):
+        rows = [t[side] for t in turns]
+        r = dict(rows[-1])
+        for key in ("seconds", "events_s", "entries_s", "cpu_us", "srv_us", "rt_batch"):
+            values = [x[key] for x in rows if x.get(key) is not None]
+            r[key] = statistics.median(values) if len(values) == len(rows) else None
+        r["measurement"] += " (median of %d)" % len(rows) if len(rows) > 1 else ""
+        out.append(r)
+    ratios = [f["events_s"] / a["events_s"] for a, f in turns
+              if a.get("events_s") and f.get("events_s")]
+    if len(ratios) == len(turns):
+        out[0]["x_floor"] = statistics.median(ratios)
+        out[0]["note"] = "turns' floor / applier %s; %s" % (
+            " ".join("%.2f" % x for x in ratios), out[0].get("note", ""))
+    return out
 
 
 def create_indexes(cur, have, want, log):
@@ -240,9 +457,11 @@ def wait_applied(cur, names, target, timeout_s, series=None):
         time.sleep(POLL_S)
 
 
-def burst(cur, writer, names, events, log):
+def burst(cur, writer, names, events, srv, log):
     """Write `events` outside updates at once; measure until every index table has them."""
     base = wait_ready(cur, names, log)
+    srv.take()
+    cpu0 = applier_cpu(cur)
     t0 = time.perf_counter()
     written = 0
     while written < events:
@@ -258,6 +477,9 @@ def burst(cur, writer, names, events, log):
         r["note"] = ("NOT APPLIED: after %.0f s the counters show %s of %d events"
                      % (time.perf_counter() - t0, None if c is None else c[0] - base[0], events))
         return r
+    cpu1 = applier_cpu(cur)
+    add_costs(r, events, None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+              srv.take().get(APPLIER_APP))
     at_written = max([n for t, n in series if t <= t_written] or [base[0]]) - base[0]
     r.update(seconds=t_done - t0, events_s=events / (t_done - t0),
              entries_s=(c[1] - base[1]) / (t_done - t0),
@@ -373,7 +595,8 @@ def query_rows(label, walls, errors, waits, plans):
 
 
 def steady(db, writer, names, rate, seconds, base, queries, log):
-    """The steady load at `rate` updates/s for 2 x seconds; lag rows, busy query rows."""
+    """The steady load at `rate` updates/s for seconds, then as long again with the queries (if
+    not None); lag rows, busy query results."""
     per_tick = max(1, int(round(rate * TICK_S)))
     tick = per_tick / rate
     acks = []                   # (perf_counter at acknowledgement, cumulative events)
@@ -418,7 +641,10 @@ def steady(db, writer, names, rate, seconds, base, queries, log):
         t.start()
     time.sleep(seconds)
     t_half = time.perf_counter()
-    walls, errors, waits = queries.run(until=t_half + seconds)
+    if queries is not None:
+        walls, errors, waits = queries.run(until=t_half + seconds)
+    else:
+        walls, errors, waits = None, None, None
     t_end = time.perf_counter()
     stop.set()
     threads[0].join()
@@ -433,9 +659,10 @@ def steady(db, writer, names, rate, seconds, base, queries, log):
         % (total, t_end - t0, rate,
            "%.2f s after the last" % (t_done - t_end) if t_done else "NOT within the timeout"))
 
-    rows = []
-    for label, lo, hi in (("lag, steady load", t0, t_half), ("lag, load + queries", t_half, t_end)):
-        rows.append(lag_row(label, len(names), rate, acks, samples, lo, hi, failures))
+    rows = [lag_row("lag, steady load", len(names), rate, acks, samples, t0, t_half, failures)]
+    if queries is not None:
+        rows.append(lag_row("lag, load + queries", len(names), rate, acks, samples, t_half, t_end,
+                            failures))
     return rows, (walls, errors, waits)
 
 
@@ -507,6 +734,10 @@ def summary(rows):
         out.append("applier: %.0f events/s with 1 index table, %.0f with 3 (%.2fx)"
                    % (bursts[1]["events_s"], bursts[3]["events_s"],
                       bursts[3]["events_s"] / bursts[1]["events_s"]))
+    for n in (1, 3):
+        if bursts.get(n, {}).get("x_floor"):
+            out.append("floor / applier with %d index table(s): %.2fx (target: at most 1.25x)"
+                       % (n, bursts[n]["x_floor"]))
     for r in rows:
         if r["measurement"].startswith("lag") and r.get("median_ms") is not None:
             out.append("%s: median %.1f ms, p99 %.1f ms over %d bulks"
@@ -543,13 +774,29 @@ def run(db, mdb, n, events, seconds, idle_reps, log):
     if n < events + SPARE:
         n = events + SPARE
     emails = load(cur, mdb, n, log)
+    load_floor(mdb, n, log)
     writer = Writer(mdb[TABLE], n)
+    floor_writer = Writer(mdb[FLOOR_TABLE], n)
+    srv = ServerCounts(mdb)
     rows, notes = [], []
+    floors = {}
+    tmpdir = tempfile.mkdtemp(prefix="idxtable_floor_")
+    binary = build_floor(tmpdir)
 
-    names = create_indexes(cur, 0, 1, log)
-    rows.append(burst(cur, writer, names, events, log))
-    names = create_indexes(cur, 1, 3, log)
-    rows.append(burst(cur, writer, names, events, log))
+    for have, want in ((0, 1), (1, 3)):
+        names = create_indexes(cur, have, want, log)
+        floor = Floor(db, want, binary)
+        turns = []
+        try:
+            for _ in range(TURNS):
+                r = burst(cur, writer, names, events, srv, log)
+                turns.append((r, floor_burst(floor, floor_writer, want, events, srv, binary, log)))
+        finally:
+            floor.close()
+        r, f = median_turn(turns)
+        floors[want] = f.get("events_s")
+        rows.extend([r, f])
+    shutil.rmtree(tmpdir, ignore_errors=True)
 
     queries = Queries(db, emails)
     wait_ready(cur, names, log)
@@ -560,14 +807,20 @@ def run(db, mdb, n, events, seconds, idle_reps, log):
         % tuple(("%.2f" % r["median_ms"]) if r.get("median_ms") else "-" for r in idle))
 
     rows.extend(idle)
-    rate3 = rows[1].get("events_s")
+    rate3 = floors.get(3)
     if rate3:
-        base = wait_ready(cur, names, log)[0]
-        lag_rows, busy_q = steady(db, writer, names, rate3 / 2.0, seconds, base, queries, log)
-        rows.extend(lag_rows)
-        rows.extend(query_rows("busy", *busy_q, plans=plans))
+        for share in LOADS:
+            base = wait_ready(cur, names, log)[0]
+            lag_rows, busy_q = steady(db, writer, names, rate3 * share, seconds, base,
+                                      queries if share == LOADS[0] else None, log)
+            for lr in lag_rows:
+                lr["measurement"] = lr["measurement"].replace(
+                    " (", " %.0f%% (" % (share * 100), 1)
+            rows.extend(lag_rows)
+            if share == LOADS[0]:
+                rows.extend(query_rows("busy", *busy_q, plans=plans))
     else:
-        notes.append("no steady load and no busy queries: the 3-index burst was not applied")
+        notes.append("no steady load and no busy queries: the floor's 3-index burst did not end")
     queries.close()
 
     wait_ready(cur, names, log)

@@ -61,7 +61,7 @@ SUSTAINED_ROWS, SUSTAINED_ROWS_QUICK = 500, 200   # new customers each
 APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
-APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 15.0, 100), (5000, 2000, 5.0, 30)
+APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 20.0, 100), (5000, 2000, 5.0, 30)
 GUC = "idxtable.enable_index_routing"
 # 1,000,000 is supported, but not the default: on the Python test server its
 # setup takes ~9 minutes (measured: loading 23 s, the six index builds 45-123 s
@@ -82,9 +82,14 @@ INDEXES = [
     ("customers", "{last_name}", None, False),
     ("customers", "{age}", None, False),
     ("movies", "{actors}", None, False),
+    ("ids_str", "{town}", None, False),
+    ("ids_oid", "{town}", None, False),
+    ("ids_mixed", "{town}", None, False),
 ]
 # the index tables the pushdown queries use (all that --pushdown-only builds)
-PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}"), ("customers", "{age}")}
+PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}"), ("customers", "{age}"),
+                    ("customers", "{last_name}"), ("ids_str", "{town}"), ("ids_oid", "{town}"),
+                    ("ids_mixed", "{town}")}
 
 
 def log(msg=""):
@@ -116,6 +121,10 @@ def setup_postgres(d):
                                     "age int")
     pg_fixture.create_foreign_table(conn, "movies", "movie_id int OPTIONS (field '_id'), "
                                     "title text, year int, actors text[]")
+    for kind in ("str", "oid", "mixed"):
+        # text that compares as MongoDB does (README: "Text that compares as MongoDB does")
+        pg_fixture.create_foreign_table(conn, "ids_" + kind, '_id text COLLATE "C", '
+                                        'town text COLLATE "C", n int')
     cur.execute("CREATE TABLE orders (order_id int PRIMARY KEY, email text)")
     rng = random.Random(d.seed + 3)
     ids = sorted(d.emails)
@@ -186,7 +195,7 @@ def run_size(size, args, mongo):
     if setup_s > SLOW_LOAD_S:
         notes.append("loading and index builds took %.0f s (> %.0f s)" % (setup_s, SLOW_LOAD_S))
     t0 = time.monotonic()
-    cur.execute("ANALYZE customers, movies, orders")
+    cur.execute("ANALYZE customers, movies, orders, ids_str, ids_oid, ids_mixed")
     analyze_s = time.monotonic() - t0
     log("  ANALYZE in %.1f s" % analyze_s)
 
@@ -264,13 +273,17 @@ def run_pushdown(cur, d, cpu, counters, args, size):
     write them."""
     reps = args.reps or 3
     log("== pushdown: %d customers ==" % size)
-    rows, scen, notes = pushdown.run(cur, d, cpu, counters, reps, log, explain=args.explain)
+    rows, scen, notes = pushdown.run(cur, d, cpu, counters, reps, log, explain=args.explain,
+                                     only=args.only)
     runs = args.reps or (pushdown.RAW_RUNS_QUICK if args.quick else pushdown.RAW_RUNS)
-    try:
-        ratio = pushdown.scan_ratio(cur, cpu, DB, d.size, runs, log)
-    except pushdown.Unavailable as e:
-        ratio = str(e)
-        log("  NOTE: scan CPU ratio not measured: %s" % e)
+    if args.only:
+        ratio = "not measured (--only)"
+    else:
+        try:
+            ratio = pushdown.scan_ratio(cur, cpu, DB, d.size, runs, log)
+        except pushdown.Unavailable as e:
+            ratio = str(e)
+            log("  NOTE: scan CPU ratio not measured: %s" % e)
     pushdown.print_report(size, rows, scen, ratio, notes, reps)
     sys.stdout.flush()
     path = os.path.join(HERE, "results-pushdown-%d.csv" % size)
@@ -363,7 +376,8 @@ def run_applier(args, mongo):
 
 def run_planning(args, mongo):
     """The planning section (planning.py), in a database of its own."""
-    log("== planning: a point query with 0 and %d index tables ==" % planning.COLUMNS)
+    log("== planning: a point query with 0 and %d index tables; plans before and after ANALYZE =="
+        % planning.COLUMNS)
     recreate_database(create=False, db=PLANNING_DB)
     mongo.drop_database(PLANNING_DB)
     conn = setup_server(PLANNING_DB)
@@ -374,6 +388,8 @@ def run_planning(args, mongo):
           "without index tables and on one with %d (%d documents each, ANALYZEd; mean of the "
           "fastest 90%% of %d runs)" % (planning.COLUMNS, planning.DOCS,
                                        planning.RUNS_QUICK if args.quick else planning.RUNS))
+    print("then the plans of queries before and after ANALYZE (each in a new session; execution time the "
+          "median of %d EXPLAIN ANALYZE runs)" % planning.EXEC_RUNS)
     print()
     for line in lines:
         print(line)

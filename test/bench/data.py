@@ -10,6 +10,9 @@ customers {_id, town, last_name, first_name, email, balance, age}
              that the other fields are those of a run without it)
 movies {_id, title, year, actors}, size/10 of them, each with 3-8 distinct
   actors drawn (Zipf, s = 0.6) from a pool of 20,000 names.
+ids_str, ids_oid, ids_mixed {_id, town, n}, size/4 of each: string _ids,
+  ObjectId _ids, and both (every other one), for ORDER BY _id on text;
+  town 10% "Seattle", else one of 50 others.
 
 Everything derives from one seed, so every run loads the same documents; the
 generator also keeps the value counts the scenarios need to pick their
@@ -18,6 +21,8 @@ constants (a rare, a medium and a common last name, a tail town, ...).
 import itertools
 import random
 from collections import Counter
+
+from bson.objectid import ObjectId
 
 SEED = 20260101
 BATCH = 10000
@@ -153,6 +158,7 @@ class Dataset:
         self.actor_counts = Counter()
         self.emails = {}            # a sample: _id -> email, for lookups and orders
         self.null_ages = 0
+        self.id_texts = {}          # ids_<kind>: the _ids as text, in byte order
 
     def customers(self):
         """Yield lists of up to BATCH customer documents."""
@@ -215,6 +221,29 @@ class Dataset:
                     "year": rng.randint(1920, 2024), "actors": cast})
             yield batch
 
+    def id_documents(self, kind):
+        """Yield lists of up to BATCH documents of ids_<kind> (str, oid, mixed); note
+        the _ids as text, in PostgreSQL's byte order, in self.id_texts[kind]."""
+        rng = random.Random(self.seed * 7 + {"str": 3, "oid": 4, "mixed": 5}[kind])
+        n = max(1, self.size // 4)
+        texts = []
+        for start in range(0, n, BATCH):
+            batch = []
+            for i in range(start, min(n, start + BATCH)):
+                as_oid = kind == "oid" or (kind == "mixed" and i % 2 == 1)
+                if as_oid:
+                    _id = ObjectId("%08x%016x" % (1700000000 + i, rng.getrandbits(64)))
+                    texts.append(str(_id))
+                else:
+                    # hex-looking and other strings, so that both kinds interleave in byte order
+                    _id = "%s%07d" % (rng.choice("0123456789abcdefgXYZ"), rng.randrange(10 ** 7))
+                    texts.append(_id)
+                town = "Seattle" if rng.random() < 0.1 else _TOWN_REAL[1 + rng.randrange(49)]
+                batch.append({"_id": _id, "town": town, "n": i})
+            yield batch
+        texts = sorted(set(texts), key=lambda t: t.encode())
+        self.id_texts[kind] = texts
+
     # -- constants for the scenarios (call after loading) --
 
     def last_name_at(self, target):
@@ -238,10 +267,13 @@ class Dataset:
 
 
 def load(db, data, log=print):
-    """Drop and load both collections; return {collection: seconds}."""
+    """Drop and load the collections; return {collection: seconds}."""
     import time
     times = {}
-    for name, gen in (("customers", data.customers), ("movies", data.movies)):
+    for name, gen in (("customers", data.customers), ("movies", data.movies),
+                      ("ids_str", lambda: data.id_documents("str")),
+                      ("ids_oid", lambda: data.id_documents("oid")),
+                      ("ids_mixed", lambda: data.id_documents("mixed"))):
         db.drop_collection(name)
         coll = db[name]
         t0 = time.monotonic()

@@ -91,7 +91,11 @@ def build(d):
           "ORDER BY count(*) DESC LIMIT 5", "pushed: $group, $sort, $limit 5"),
         S("GROUP BY ORDER key LIMIT", "SELECT balance, count(*) FROM customers GROUP BY balance "
           "ORDER BY balance LIMIT 3", "pushed: $group, $sort (NULLs last), $limit 3"),
-    ] + null_key_scenarios(d)
+        S("ORDER BY name idx LIMIT", "SELECT * FROM customers ORDER BY last_name LIMIT 10",
+          "{last_name} index, C.UTF-8 (byte order); pushed: ~10 entries and facts"),
+        S("ORDER BY name,_id idx", "SELECT * FROM customers ORDER BY last_name, customer_id LIMIT 10",
+          "{last_name} index; each name's entries sorted by _id, 10 facts fetched"),
+    ] + null_key_scenarios(d) + text_id_scenarios(d)
 
 
 def null_key_scenarios(d):
@@ -111,6 +115,29 @@ def null_key_scenarios(d):
         S("age IS NULL OR age > 98", "SELECT * FROM customers WHERE age IS NULL OR age > 98",
           "{age} index (two lookups) where cheaper than a scan"),
     ]
+
+
+def text_id_scenarios(d):
+    """ORDER BY a text _id (COLLATE "C") on collections of string, ObjectId and mixed _ids."""
+    out = []
+    for kind in ("str", "oid", "mixed"):
+        table = "ids_" + kind
+        texts = d.id_texts.get(kind, [])
+        last = texts[len(texts) // 2] if texts else ""
+        S = scenarios.Scenario
+        out += [
+            S("%s: _id L10" % kind, "SELECT * FROM %s ORDER BY _id LIMIT 10" % table,
+              "%d documents, _id text COLLATE \"C\"" % len(texts)),
+            S("%s: _id DESC L5 O10" % kind,
+              "SELECT * FROM %s ORDER BY _id DESC LIMIT 5 OFFSET 10" % table, ""),
+            S("%s: Seattle _id L7" % kind,
+              "SELECT * FROM %s WHERE town = 'Seattle' ORDER BY _id LIMIT 7" % table,
+              "~10%% in Seattle; {town} index"),
+            S("%s: _id>last L100" % kind,
+              "SELECT * FROM %s WHERE _id > %s ORDER BY _id LIMIT 100" % (table, scenarios.lit(last)),
+              "keyset page from the middle _id"),
+        ]
+    return out
 
 
 def _set_pushdown(cur, setting):
@@ -160,8 +187,9 @@ def describe(lines):
                       for n, extra in nodes)
 
 
-def run(cur, d, cpu, counters, reps, log, explain=False):
-    """Measure every scenario on both paths; returns (rows, scenarios, notes)."""
+def run(cur, d, cpu, counters, reps, log, explain=False, only=None):
+    """Measure every scenario (whose name contains only, if given) on both paths;
+    returns (rows, scenarios, notes)."""
     notes = []
     defined = _gucs_defined(cur)
     missing = [g for g in GUCS if g not in defined]
@@ -169,7 +197,7 @@ def run(cur, d, cpu, counters, reps, log, explain=False):
         notes.append("not defined by this build: %s (SET makes placeholders; both paths "
                      "are the same plan)" % ", ".join(missing))
         log("  NOTE: " + notes[-1])
-    scen = build(d)
+    scen = [s for s in build(d) if not only or only.lower() in s.key.lower()]
     rows = []
     for i, s in enumerate(scen, 1):
         for path, setting in PATHS:

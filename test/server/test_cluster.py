@@ -84,7 +84,8 @@ def next_event(stream, seconds):
 def test_cluster_topology_and_hashed_routing(env):
     """hello answers as mongos; a hashed collection spreads its documents over both shards; an equality on
     the shard key reaches one shard, an $in the shards of its values, other filters both; counts,
-    distinct, sort with limit and aggregates merge the shards' answers as one collection's."""
+    distinct, sort with limit and aggregates merge the shards' answers as one collection's; $collStats
+    gives one document per shard owning chunks, collStats their sums."""
     server, client = cluster(env, "cl_hashed")
     direct = router_client(env, server, 0)
     hello = direct.admin.command("hello")
@@ -106,6 +107,17 @@ def test_cluster_topology_and_hashed_routing(env):
     check(both == ["shard0", "shard1"], "a filter without the shard key reaches both: %s" % both)
     owners = {c["shard"] for c in chunks}
     check(len(owners) == 2, "two owners")
+    # $collStats: one document per shard owning chunks, naming it (mongos); collStats adds them up
+    stats = list(client.t.h.aggregate([{"$collStats": {"storageStats": {}}}]))
+    check(sorted(d.get("shard") for d in stats) == ["shard0", "shard1"], "one $collStats per shard: %s" % stats)
+    check(sum(d["storageStats"]["count"] for d in stats) == 200, "the shards' counts add up: %s" % stats)
+    whole = client.t.command("collStats", "h")
+    check(whole["count"] == 200 and whole["size"] == sum(d["storageStats"]["size"] for d in stats) and
+          whole["avgObjSize"] == whole["size"] // 200, "collStats through mongos: %s" % whole)
+    client.t.u.insert_many([{"_id": i} for i in range(3)])
+    stats = list(client.t.u.aggregate([{"$collStats": {"storageStats": {}, "count": {}}}]))
+    check(len(stats) == 1 and stats[0].get("shard") == "shard0" and stats[0]["count"] == 3 and
+          stats[0]["storageStats"]["count"] == 3, "$collStats of an unsharded collection: %s" % stats)
 
 
 @test

@@ -1853,6 +1853,39 @@ def test_txn_commands_outside_the_allow_list_are_refused(env):
     raw.close()
 
 
+@test()
+def test_coll_stats_as_mongod(env):
+    """$collStats and collStats answer as mongod: storageStats.count, size (the documents' BSON) and
+    avgObjSize (size // count, not scaled, missing when empty); `count: {}` the count; sizes divided by
+    `scale`; a collection that does not exist is NamespaceNotFound; the stage is only valid first,
+    takes only its own options, each an object (the collStats action: test_privileges_collection_scoped_role)."""
+    coll = fresh(env, "cst")
+    docs = [{"_id": i, "s": "x" * (i * 10)} for i in range(4)]
+    coll.insert_many(docs)
+    size = sum(len(bson.encode(d)) for d in docs)
+    (doc,) = list(coll.aggregate([{"$collStats": {"storageStats": {}, "count": {}}}]))
+    st = doc["storageStats"]
+    check(doc["ns"] == "t.cst" and doc["count"] == 4 and "host" in doc and "localTime" in doc, doc)
+    check(st["count"] == 4 and st["size"] == size and st["avgObjSize"] == size // 4, st)
+    (doc,) = list(coll.aggregate([{"$collStats": {"storageStats": {"scale": 2}}}]))
+    check(doc["storageStats"]["size"] == size // 2 and doc["storageStats"]["avgObjSize"] == size // 4 and
+          "count" not in doc, doc)
+    cmd = env.client.t.command("collStats", "cst")
+    check(cmd["count"] == 4 and cmd["size"] == size and cmd["avgObjSize"] == size // 4, cmd)
+    empty = fresh(env, "cst_empty")
+    empty.insert_one({"_id": 1})
+    empty.delete_one({"_id": 1})
+    (doc,) = list(empty.aggregate([{"$collStats": {"storageStats": {}}}]))
+    check(doc["storageStats"]["count"] == 0 and "avgObjSize" not in doc["storageStats"], doc)
+    none = fresh(env, "cst_none")
+    expect_error(26, lambda: list(none.aggregate([{"$collStats": {"storageStats": {}}}])))
+    expect_error(26, lambda: list(none.aggregate([{"$collStats": {"count": {}}}])))
+    check(len(list(none.aggregate([{"$collStats": {}}]))) == 1, "no statistics asked: one document")
+    expect_error(40602, lambda: list(coll.aggregate([{"$match": {}}, {"$collStats": {"count": {}}}])))
+    expect_error(40415, lambda: list(coll.aggregate([{"$collStats": {"sizes": {}}}])))
+    expect_error(14, lambda: list(coll.aggregate([{"$collStats": {"count": 1}}])))
+
+
 @test(own=True)
 def test_txn_read_and_write_concern_rules(env):
     coll = fresh(env, "txrc")
@@ -2658,6 +2691,10 @@ def test_privileges_collection_scoped_role(env):
     check("documents" not in exc.details["errmsg"], "a document sequence is not part of the message")
     expect_error(13, client.priv.c.drop)
     expect_error(13, client.priv.c.create_index, "k")
+    # $collStats and collStats need the collStats action; count needs find only
+    expect_error(13, lambda: list(client.priv.c.aggregate([{"$collStats": {"storageStats": {}}}])))
+    expect_error(13, client.priv.command, "collStats", "c")
+    check(client.priv.command("count", "c")["n"] == 3, "count with find alone")
     # a database-wide change stream needs find and changeStream on {db: "priv", collection: ""}
     exc = expect_error(13, client.priv.watch)
     check(exc.details["errmsg"].startswith("not authorized on priv to execute command { aggregate: 1, pipeline: "
@@ -2865,6 +2902,57 @@ def test_counters_ne_null_bounds(env):
     found = []
     keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}}).sort("a", 1).limit(5)))
     check(len(found) == 5 and docs > 1000, "multikey: no bounds (%d, %d)" % (keys, docs))
+
+
+@test()
+def test_type_lists_and_bounds(env):
+    """$type takes a list (any of its types matches) and the types mongomock leaves out; on an indexed
+    field it is one interval per type bracket, intersected with a range on the field (mongod's index
+    bounds builder), so an empty bracket examines nothing and a range and a bracket of another type
+    nothing either."""
+    from bson.min_key import MinKey
+    from bson.regex import Regex
+    from bson.timestamp import Timestamp
+    coll = fresh(env, "typelists")
+    oids = [ObjectId("%024x" % i) for i in range(1, 6)]
+    coll.insert_many([{"_id": "s%d" % i} for i in range(20)] + [{"_id": o} for o in oids]
+                     + [{"_id": 7}, {"_id": 2.5}, {"_id": Timestamp(1, 1)}, {"_id": MinKey()},
+                        {"_id": datetime.datetime(2020, 1, 1)}, {"_id": {"a": 1}}])
+    coll.insert_one({"_id": "r", "f": Regex("^a")})
+    coll.insert_one({"_id": "n", "f": None})
+    found = []
+    keys, docs = env.examined(lambda: found.extend(d["_id"] for d in coll.find(
+        {"_id": {"$type": ["double", "int", "timestamp", "minKey"]}})))
+    check(len(found) == 4 and docs == 4 and keys == 4, (found, keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"_id": {"$type": ["binData", "bool", "maxKey"]}})))
+    check((keys, docs) == (0, 0), "empty brackets examine nothing: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: list(coll.find({"$and": [{"_id": {"$gt": "s5"}},
+                                                              {"_id": {"$type": ["int", "date"]}}]})))
+    check((keys, docs) == (0, 0), "a string range and other brackets examine nothing: %s" % ((keys, docs),))
+    found = []
+    keys, docs = env.examined(lambda: found.extend(d["_id"] for d in coll.find(
+        {"$and": [{"_id": {"$gt": oids[1]}}, {"_id": {"$type": "objectId"}}]})))
+    check(found == oids[2:] and (keys, docs) == (3, 3), (found, keys, docs))
+    check([d["_id"] for d in coll.find({"f": {"$type": "regex"}})] == ["r"], "regex")
+    check([d["_id"] for d in coll.find({"f": {"$type": ["null", "regex"]}})] == ["r", "n"], "null, regex")
+
+
+@test()
+def test_counters_ne_bounds(env):
+    """`{$ne: v}` alone on a field scans the index on both sides of v, as mongod's bounds builder does
+    ([MinKey, null) and (null, MaxKey] for null, test_counters_ne_null_bounds): a sorted, limited find
+    skips the nulls that sort first; a range on another indexed field is still preferred."""
+    coll = fresh(env, "ne_bounds")
+    coll.insert_many([{"_id": i, "a": None if i < 60 else i, "b": i} for i in range(100)])
+    coll.create_index("a", name="a_1")
+    coll.create_index("b", name="b_1")
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}}).sort("a", 1).limit(3)))
+    check([d["a"] for d in found] == [60, 61, 62] and keys <= 4 and docs <= 3, (found, keys, docs))
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": 70}})))
+    check((keys, docs) == (99, 99), "both sides of 70: %s" % ((keys, docs),))
+    keys, docs = env.examined(lambda: list(coll.find({"a": {"$ne": None}, "b": {"$gte": 90}})))
+    check((keys, docs) == (10, 10), "the range on b wins: %s" % ((keys, docs),))
 
 
 NAN = float("nan")

@@ -27,6 +27,13 @@ from .codec import UNDEFINED, OutOfRangeDate, date_millis
 MINKEY, NULL, NUMBER, STRING, DOCUMENT, ARRAY, BINARY, OBJECTID, BOOL, DATE, TIMESTAMP, REGEX, CODE = range(13)
 MAXKEY = 100
 
+# the type bracket of each `$type` name ("array" has none: an index holds an array's elements)
+TYPE_BRACKETS = {
+    "minKey": MINKEY, "undefined": MINKEY, "null": NULL, "double": NUMBER, "int": NUMBER, "long": NUMBER,
+    "decimal": NUMBER, "number": NUMBER, "string": STRING, "symbol": STRING, "object": DOCUMENT,
+    "binData": BINARY, "objectId": OBJECTID, "bool": BOOL, "date": DATE, "timestamp": TIMESTAMP,
+    "regex": REGEX, "dbPointer": DOCUMENT, "javascript": CODE, "javascriptWithScope": CODE, "maxKey": MAXKEY,
+}
 NULL_KEY = (NULL, 1)
 UNDEFINED_KEY = (MINKEY, 1)  # mongod's canonical type 0: after MinKey, before null, equal to nothing else
 EMPTY_ARRAY_SORT_KEY = (NULL, 0)  # MongoDB sorts [] before null

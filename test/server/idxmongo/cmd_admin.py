@@ -425,7 +425,7 @@ def cmd_coll_stats(ctx):
     coll = ctx.coll(name)
     if coll is None:
         raise MongoError(26, "Collection [%s.%s] not found." % (ctx.db, name))
-    reply = collection_stats(coll)
+    reply = collection_stats(coll, ctx.cmd.get("scale", 1))
     reply["ok"] = 1.0
     return reply
 

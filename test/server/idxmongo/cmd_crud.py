@@ -2,6 +2,7 @@
 distinct, aggregate, explain."""
 
 import copy
+import datetime
 
 from . import changestream
 from . import collation as collations
@@ -490,24 +491,58 @@ def _pushdown(pipeline):
     return parts, pipeline[i:]
 
 
+COLL_STATS_OPTIONS = {"latencyStats", "storageStats", "count", "queryExecStats"}
+
+
 def _coll_stats_stage(ctx, coll, options):
-    """The documents of a leading $collStats stage (count and storage statistics)."""
-    out = {"ns": "%s.%s" % (ctx.db, coll.name if coll else ctx.cmd["aggregate"])}
-    n = len(coll.docs) if coll else 0
-    if "count" in options:
-        out["count"] = n
+    """The document of a leading $collStats stage, as mongod's DocumentSourceCollStats: ns, host,
+    localTime, the shard on a shard server, then what the options ask (count: the number of
+    documents; storageStats: collection_stats, sizes divided by its `scale`).  Options are objects;
+    count and storageStats of a collection that does not exist fail with NamespaceNotFound."""
+    if not isinstance(options, dict):
+        raise MongoError(5447000, "$collStats must take a nested object but found: %r" % (options,))
+    for key, value in options.items():
+        if key not in COLL_STATS_OPTIONS:
+            raise MongoError(40415, "BSON field '$collStats.%s' is an unknown field." % key)
+        if not isinstance(value, dict):
+            raise MongoError(14, "BSON field '$collStats.%s' is the wrong type '%s', expected type "
+                                 "'object'" % (key, type(value).__name__))
+    name = coll.name if coll else ctx.cmd["aggregate"]
+    out = {"ns": "%s.%s" % (ctx.db, name)}
+    if getattr(ctx.server, "shard_name", None):
+        out["shard"] = ctx.server.shard_name
+    out["host"] = "%s:%d" % (ctx.server.host, ctx.server.port or 0)
+    out["localTime"] = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    for key in ("storageStats", "count"):
+        if key in options and coll is None:
+            raise MongoError(26, "Unable to retrieve %s in $collStats stage :: caused by :: Collection "
+                                 "[%s.%s] not found." % (key, ctx.db, name))
     if "storageStats" in options:
-        out["storageStats"] = collection_stats(coll) if coll else {"count": 0, "size": 0}
+        stats = collection_stats(coll, options["storageStats"].get("scale", 1))
+        del stats["ns"]  # the stage's document names it, not its storageStats
+        out["storageStats"] = stats
+    if "count" in options:
+        out["count"] = len(coll.docs)
     return [out]
 
 
-def collection_stats(coll):
-    """Size statistics of a collection computed from the encoded documents."""
+def collection_stats(coll, scale=1):
+    """Size statistics of a collection computed from the encoded documents, as mongod's
+    appendCollectionStorageStats: sizes divided by `scale` (a positive integer; avgObjSize is not
+    scaled, and is there only when there are documents)."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 1:
+        raise MongoError(2, "scale has to be >= 1")
+    scale = int(scale)
     size = sum(len(encode(d)) for d in coll.docs.values())
     n = len(coll.docs)
-    return {"ns": coll.ns, "count": n, "size": size, "avgObjSize": size // n if n else 0, "storageSize": size,
-            "nindexes": len(coll.indexes), "totalIndexSize": sum(len(i.entries) * 16 for i in coll.indexes.values()),
-            "indexSizes": {name: len(i.entries) * 16 for name, i in coll.indexes.items()}}
+    out = {"ns": coll.ns, "size": size // scale, "count": n}
+    if n:
+        out["avgObjSize"] = size // n
+    out.update({"storageSize": size // scale, "nindexes": len(coll.indexes),
+                "totalIndexSize": sum(len(i.entries) * 16 for i in coll.indexes.values()) // scale,
+                "indexSizes": {name: len(i.entries) * 16 // scale for name, i in coll.indexes.items()},
+                "scaleFactor": scale})
+    return out
 
 
 def cmd_aggregate(ctx):
@@ -530,8 +565,10 @@ def cmd_aggregate(ctx):
         check_pipeline(pipeline)
     coll = ctx.coll(name)
     progress = None
+    if any(isinstance(stage, dict) and "$collStats" in stage for stage in pipeline[1:]):
+        raise MongoError(40602, "$collStats is only valid as the first stage in a pipeline")
     if pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
-        docs, rest = _coll_stats_stage(ctx, coll, pipeline[0]["$collStats"] or {}), pipeline[1:]
+        docs, rest = _coll_stats_stage(ctx, coll, pipeline[0]["$collStats"]), pipeline[1:]
     else:
         parts, rest = _pushdown(pipeline)
         # only $match/$sort/$skip/$limit: mongod answers from the query layer alone, batch by batch as a find

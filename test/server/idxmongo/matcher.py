@@ -52,6 +52,40 @@ def _teach_mongomock_undefined():
 
 _teach_mongomock_undefined()
 
+
+def _teach_mongomock_type_lists():
+    """Give mongomock's `$type` what mongod's has: a list of types (any of them matches), and the types
+    mongomock leaves unimplemented that the test server stores distinctly (null, regex, timestamp,
+    javascript, minKey, maxKey; dbPointer reads as a DBRef document, symbol as a string, so neither is
+    ever matched by its own name)."""
+    from bson.code import Code
+    from bson.max_key import MaxKey
+    from bson.min_key import MinKey
+    from bson.regex import Regex
+    from bson.timestamp import Timestamp
+    import re
+
+    types = _mm_filtering.TYPE_MAP
+    types["null"] = lambda v: v is None
+    types["regex"] = lambda v: isinstance(v, (Regex, re.Pattern))
+    types["timestamp"] = lambda v: isinstance(v, Timestamp)
+    types["javascript"] = lambda v: isinstance(v, Code) and v.scope is None
+    types["javascriptWithScope"] = lambda v: isinstance(v, Code) and v.scope is not None
+    types["minKey"] = lambda v: isinstance(v, MinKey)
+    types["maxKey"] = lambda v: isinstance(v, MaxKey)
+    types["dbPointer"] = lambda v: False
+    types["symbol"] = lambda v: False
+    single = _mm_filtering._filterer_inst._operator_map["$type"]
+
+    def type_op(doc_val, search_val):
+        if isinstance(search_val, list):
+            return any(single(doc_val, one) for one in search_val)
+        return single(doc_val, search_val)
+    _mm_filtering._filterer_inst._operator_map["$type"] = type_op
+
+
+_teach_mongomock_type_lists()
+
 def _is_operator_doc(cond):
     """True for `{$op: ...}` condition documents (mongomock's rule: every key is an operator)."""
     return isinstance(cond, dict) and bool(cond) and all(k.startswith("$") for k in cond)

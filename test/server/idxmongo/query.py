@@ -1,10 +1,10 @@
 """Query planning and execution over the indexed store, with MongoDB's examined-keys/documents counters.
 
-The planner only narrows the candidate set: it reads equality, `$in`, range and `$ne: null` conditions of the
-filter's top-level conjunction (including `$and`) on the leading fields of an index, scans those index intervals,
-then applies the whole filter to every fetched document with the matcher (matcher.py: mongomock's, with
-MongoDB's null semantics on dotted paths). Any subset of a conjunction selects a superset of the matches,
-so results never depend on the plan, only the counters do.
+The planner only narrows the candidate set: it reads equality, `$in`, range, `$type` and `$ne` conditions of
+the filter's top-level conjunction (including `$and`) on the leading fields of an index, scans those index
+intervals, then applies the whole filter to every fetched document with the matcher (matcher.py:
+mongomock's, with MongoDB's null semantics on dotted paths). Any subset of a conjunction selects a superset
+of the matches, so results never depend on the plan, only the counters do.
 """
 
 import bisect
@@ -15,7 +15,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
 
-from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, NULL_KEY, sort_documents, sort_key
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, TYPE_BRACKETS, sort_documents, sort_key
 from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
@@ -119,8 +119,34 @@ def _range_interval(ops, multikey):
     return (lower[0], lower[1], upper[0], upper[1])
 
 
+def _type_intervals(types):
+    """The intervals of a `$type` (a name or a list of names): one whole type bracket per name, as mongod's
+    index bounds builder makes for each type (two names of one bracket share it); None for an unknown
+    name or "array" (mongod cannot bound arrays by their index keys, which are their elements)."""
+    names = types if isinstance(types, list) else [types]
+    brackets = set()
+    for name in names:
+        bracket = TYPE_BRACKETS.get(name)
+        if bracket is None:
+            return None
+        brackets.add(bracket)
+    return [((b,), True, (b + 1,), False) for b in sorted(brackets)]
+
+
+def _ne_intervals(value):
+    """The two intervals around one value that `{$ne: value}` scans, as mongod's index bounds builder makes
+    them for a scalar: [MinKey, value) and (value, MaxKey], the complement of `{$eq: value}`'s point. For
+    null that is [MinKey, null) and (null, MaxKey]: since 8.0 `{$eq: null}` is [null, null] alone, and
+    undefined (below null) matches `$ne: null` (matcher.py), so it is in the bounds. On a multikey index an
+    array holds the value and others, and an empty array is indexed below null: no bounds there."""
+    key = sort_key(value)
+    return [(BELOW_ALL, True, key, False), (key, False, ABOVE_ALL, False)]
+
+
 def _condition_bounds(cond, multikey):
-    """Bounds for one condition: ("points", [keys]) or ("range", interval) or None if not indexable."""
+    """Bounds for one condition: ("points", [keys]), ("range", interval), ("ranges", [intervals]) (a
+    `$type`), ("ne", [intervals]) (a `$ne` alone on a scalar, not on a multikey index, whose arrays may hold
+    the value and others) or None if not indexable."""
     if not _is_operator_doc(cond):
         key = _point_key(cond)
         return None if key is None else ("points", [key])
@@ -133,17 +159,13 @@ def _condition_bounds(cond, multikey):
         if all(k is not None for k in keys):
             return ("points", sorted(set(keys)))
     interval = _range_interval(cond, multikey)
-    if interval is not None:
-        return ("range", interval)
-    if set(cond) == {"$ne"} and cond["$ne"] is None and not multikey:
-        return ("ranges", _NOT_NULL_INTERVALS)
-    return None
-
-
-# mongod's bounds for {$ne: null} on an index that is not multikey: [MinKey, null) U (null, MaxKey], the
-# complement of {$eq: null}'s [null, null] (8.0: undefined is below null, and matches). On a multikey
-# index an empty array is indexed below null, and no bounds are derived here.
-_NOT_NULL_INTERVALS = [(BELOW_ALL, True, NULL_KEY, False), (NULL_KEY, False, ABOVE_ALL, False)]
+    if interval is None and "$type" in cond:
+        intervals = _type_intervals(cond["$type"])
+        return None if intervals is None else ("ranges", intervals)
+    if interval is None and set(cond) == {"$ne"} and not multikey and \
+            not isinstance(cond["$ne"], _NOT_RANGE_VALUES[1:] + (dict,)):
+        return ("ne", _ne_intervals(cond["$ne"]))
+    return None if interval is None else ("range", interval)
 
 
 def _intersect(a, b):
@@ -159,38 +181,48 @@ def _intersect(a, b):
     return (lower[0], lower[1], upper[0], upper[1])
 
 
+def _is_empty(interval):
+    """Whether an interval (lo, lo_incl, hi, hi_incl) holds no key."""
+    return interval[0] > interval[2] or (interval[0] == interval[2] and not (interval[1] and interval[3]))
+
+
 def _path_bounds(conds, multikey):
     """Best bounds among all conditions on one path: the fewest points, else the ranges intersected (as
     mongod's index bounds builder does for a conjunction; on a multikey index the first range only, since
-    different array elements may satisfy each)."""
+    different array elements may satisfy each). Ranges come back as ("ranges", [intervals]), in key order:
+    a `$type` gives one interval per type bracket, a `$ne` the two on either side of its value, and their
+    intersection with a range keeps the non-empty ones; `$ne`s alone come back as ("ne", [intervals])."""
     found = [b for b in (_condition_bounds(c, multikey) for c in conds) if b is not None]
     points = [b for b in found if b[0] == "points"]
     if points:
         return min(points, key=lambda b: len(b[1]))
-    unions = [b for b in found if b[0] == "ranges"]
-    found = [b for b in found if b[0] == "range"]
     if not found:
-        return unions[0] if unions else None
-    interval = found[0][1]
+        return None
+    kind = "ne" if all(b[0] == "ne" for b in found) else "ranges"
+    found = [(b[1] if b[0] in ("ranges", "ne") else [b[1]]) for b in found]
+    intervals = found[0]
     if not multikey:
         for other in found[1:]:
-            interval = _intersect(interval, other[1])
-    return ("range", interval)
+            intervals = [_intersect(a, b) for a in intervals for b in other]
+            intervals = [i for i in intervals if not _is_empty(i)]
+    return (kind, intervals)
 
 
 def _index_intervals(index, conds):
     """(key intervals, per-field point lists, has range) for `index` from the conditions, or None if it
-    cannot help.
+    cannot help.  "Has range" is 2 for a range, 1 for the two intervals of a `$ne` (which the planner
+    ranks below a range: mongod's multi-planner finds them wider), else False.
 
     An empty `$in` gives no interval at all: nothing can match."""
     point_lists = []
     rng = None
+    rank = False
     for path in index.paths:
         bounds = _path_bounds(conds.get(path, ()), index.multikey)
         if bounds is None:
             break
-        if bounds[0] in ("range", "ranges"):
-            rng = [bounds[1]] if bounds[0] == "range" else bounds[1]
+        if bounds[0] in ("ranges", "ne"):
+            rng, rank = bounds[1], 1 if bounds[0] == "ne" else 2
             break
         combos = 1
         for keys in point_lists:
@@ -205,8 +237,9 @@ def _index_intervals(index, conds):
         if rng is None:
             intervals.append((prefix, True, prefix, True))
         else:
-            intervals.extend((prefix + (r[0],), r[1], prefix + (r[2],), r[3]) for r in rng)
-    return intervals, point_lists, rng is not None
+            for r in rng:
+                intervals.append((prefix + (r[0],), r[1], prefix + (r[2],), r[3]))
+    return intervals, point_lists, rank
 
 
 def _provides_order(index, point_lists, sort):

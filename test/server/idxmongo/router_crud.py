@@ -306,7 +306,9 @@ def _aggregate(router, conn, db, cmd, entry):
     head = 0
     while head < len(pipeline) and isinstance(pipeline[head], dict) and list(pipeline[head]) == ["$match"]:
         head += 1
-    filt = {"$and": [s["$match"] for s in pipeline[:head]]} if head else {}
+    if head == 0 and pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
+        head = 1  # one document from every shard owning chunks (each names its shard), as mongos
+    filt = {"$and": [s["$match"] for s in pipeline[:head]]} if head and "$match" in pipeline[0] else {}
     sent = dict(cmd)
     sent["pipeline"] = pipeline[:head]
     sent["cursor"] = {"batchSize": DRAIN_BATCH}

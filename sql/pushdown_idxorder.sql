@@ -1,0 +1,91 @@
+--
+-- pushdown_idxorder: ORDER BY a text key of an index table, and ORDER BY
+-- key, _id, under C-like collations (C, POSIX, C.<encoding>).  Entries
+-- hold text keys as strings, which MongoDB compares as bytes: the lookup
+-- reads them in the column's order, NULL keys last.  ORDER BY key, _id
+-- reads each group of equal keys whole and sorts it by the facts' _ids as
+-- the _id column compares them (string, ObjectId and other _ids mixed,
+-- as text in byte order), so a LIMIT reads about as many entries as rows.
+-- Every result is a heap table's with the same rows.
+--
+SET idxtable.index_consistency = 'any';
+\! /usr/bin/python3 test/fixtures/documents.py delete idxorder_facts '{}' > /dev/null
+-- string and ObjectId _ids; towns with ties, null and missing
+\! /usr/bin/python3 test/fixtures/documents.py insert idxorder_facts '[{"_id":"été","n":22,"town":null},{"_id":{"$oid":"a0000000000000000000001d"},"n":8,"town":"seattle"},{"_id":"","n":23},{"_id":"b","n":20,"town":"seattle"},{"_id":{"$oid":"900000000000000000000016"},"n":6,"town":"Seattle"},{"_id":{"$oid":"50000000000000000000000f"},"n":4,"town":null},{"_id":"f","n":24,"town":"Seattle"},{"_id":"0","n":14,"town":"seattle"},{"_id":"Z","n":21,"town":"Ärhus"},{"_id":{"$oid":"500000000000000000000012"},"n":5},{"_id":"00","n":15,"town":"Ärhus"},{"_id":{"$oid":"c00000000000000000000024"},"n":10,"town":null},{"_id":{"$oid":"900000000000000000000019"},"n":7,"town":"Redmond"},{"_id":"9zz","n":18,"town":"Seattle"},{"_id":{"$oid":"10000000000000000000000b"},"n":3,"town":"Ärhus"},{"_id":{"$oid":"000000000000000000000004"},"n":1,"town":"Redmond"},{"_id":{"$oid":"000000000000000000000001"},"n":0,"town":"Seattle"},{"_id":{"$oid":"f0000000000000000000002e"},"n":13,"town":"Redmond"},{"_id":{"$oid":"f0000000000000000000002b"},"n":12,"town":"Seattle"},{"_id":"g","n":26,"town":"seattle"},{"_id":"5","n":16,"town":null},{"_id":{"$oid":"a00000000000000000000020"},"n":9,"town":"Ärhus"},{"_id":"ffffffffffffffffffffffff0","n":25,"town":"Redmond"},{"_id":"a","n":19,"town":"Redmond"},{"_id":{"$oid":"c00000000000000000000027"},"n":11},{"_id":{"$oid":"100000000000000000000008"},"n":2,"town":"seattle"},{"_id":"5f","n":17}]'
+CREATE FOREIGN TABLE idxorder (_id text COLLATE "C", town text COLLATE "C",
+  n int) SERVER mongo OPTIONS (database 'idxtable_writes',
+  collection 'idxorder_facts');
+CREATE TEMP TABLE idxorder_local AS SELECT * FROM idxorder;
+SELECT idxtable.create_index('idxorder', '{town}', name => 'idxorder_town');
+ANALYZE idxorder;
+SET idxtable.enable_plain_scan = off;
+-- the key's order, then the _id's: one lookup in key order, facts by $in
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT * FROM idxorder ORDER BY town, _id LIMIT 5;
+SELECT * FROM idxorder ORDER BY town, _id LIMIT 5;
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM idxorder ORDER BY town, _id LIMIT 5;
+-- a range on the key, with OFFSET
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT _id, town FROM idxorder WHERE town >= 'Seattle' AND town < 'seattle'
+  ORDER BY town, _id LIMIT 3 OFFSET 2;
+SELECT _id, town FROM idxorder WHERE town >= 'Seattle' AND town < 'seattle'
+  ORDER BY town, _id LIMIT 3 OFFSET 2;
+-- the key alone: its order, no sort of ties
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT town FROM idxorder WHERE town > 'Redmond' ORDER BY town LIMIT 4;
+-- every result is the heap table's, in the same order
+CREATE FUNCTION idxorder_same(query text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  routed text;
+  heap text;
+BEGIN
+  EXECUTE format('SELECT string_agg(t::text, '' '') FROM (%s) t', query) INTO routed;
+  EXECUTE format('SELECT string_agg(t::text, '' '') FROM (%s) t',
+                 replace(query, 'FROM idxorder ', 'FROM idxorder_local ')) INTO heap;
+  RETURN CASE WHEN routed IS NOT DISTINCT FROM heap THEN 'same: ' ELSE 'DIFFERENT: ' END || query;
+END $$;
+SELECT idxorder_same(q) FROM (VALUES
+  ('SELECT _id, town FROM idxorder ORDER BY town, _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 7'),
+  ('SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 4 OFFSET 9'),
+  ('SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 5 OFFSET 20'),
+  ('SELECT _id, town FROM idxorder WHERE town >= ''Seattle'' ORDER BY town, _id LIMIT 6'),
+  ('SELECT _id, town FROM idxorder WHERE town > ''Redmond'' AND town <= ''seattle'' ORDER BY town, _id'),
+  ('SELECT town FROM idxorder WHERE town < ''Seattle'' ORDER BY town LIMIT 3'),
+  ('SELECT _id, town FROM idxorder WHERE town = ''Seattle'' ORDER BY town, _id LIMIT 3'),
+  ('SELECT _id, n FROM idxorder WHERE town = ''seattle'' ORDER BY _id LIMIT 2 OFFSET 1'),
+  ('SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id'),
+  ('SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id LIMIT 4')
+) AS v(q);
+-- an equality fixes the key: its entries are one group, sorted by _id,
+-- and only the facts of the rows are fetched
+EXPLAIN (COSTS OFF)
+  SELECT _id, town FROM idxorder WHERE town = 'Seattle' ORDER BY town, _id LIMIT 3;
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id LIMIT 2;
+SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id LIMIT 2;
+-- a rescan for each outer row: the groups start over
+EXPLAIN (COSTS OFF)
+  SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
+  LATERAL (SELECT _id FROM idxorder WHERE town = v.t ORDER BY _id LIMIT 2) s;
+SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
+  LATERAL (SELECT _id FROM idxorder WHERE town = v.t ORDER BY _id LIMIT 2) s;
+SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
+  LATERAL (SELECT _id FROM idxorder_local WHERE town = v.t ORDER BY _id LIMIT 2) s;
+-- the _id under another collation: ties sorted in its order all the same
+ALTER FOREIGN TABLE idxorder ALTER COLUMN _id TYPE text COLLATE "en-x-icu";
+EXPLAIN (COSTS OFF)
+  SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 4;
+SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 4;
+SELECT _id, town FROM idxorder_local ORDER BY town, _id COLLATE "en-x-icu" LIMIT 4;
+ALTER FOREIGN TABLE idxorder ALTER COLUMN _id TYPE text COLLATE "C";
+-- a key under a collation that is not byte order: not in the index's order
+ALTER FOREIGN TABLE idxorder ALTER COLUMN town TYPE text COLLATE "en-x-icu";
+EXPLAIN (COSTS OFF)
+  SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 4;
+RESET idxtable.enable_plain_scan;
+DROP FUNCTION idxorder_same(text);
+SELECT idxtable.drop_index('idxorder_town');
+DROP FOREIGN TABLE idxorder;
+DROP TABLE idxorder_local;
