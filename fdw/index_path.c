@@ -989,7 +989,8 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	 * equalities fix every key, that is every entry, however small the
 	 * LIMIT.
 	 */
-	if (order_sorts_by_id(order) && equality_prefix(def, conds) >= def->nkeys)
+	if (order_sorts_by_id(order) &&
+		equality_prefix(def, conds) >= def->nkeys)
 		startup_cost += lookups * ROUND_TRIP_COST +
 			entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,

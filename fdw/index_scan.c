@@ -104,8 +104,8 @@ typedef struct IdxIndexScan
 	 * its NULL entries read apart, those of an "IS NULL OR" condition, or
 	 * of the first order key when MongoDB, which sorts null below every
 	 * other value, would place them otherwise than the order asks (and no
-	 * IN list or range excludes them).  "null_part" is the part that reads
-	 * them.
+	 * condition on the key decides them).  "null_part" is the part that
+	 * reads them.
 	 */
 	int			order_key;
 	int			order_nkeys;
@@ -118,7 +118,8 @@ typedef struct IdxIndexScan
 
 	/*
 	 * ORDER BY key, _id ("order_by_id"): the entries of equal order keys
-	 * (a "tie" group, read whole) are sorted by their fact's _id, read from
+	 * (a "tie" group, read whole, across the parts' boundary too: the NULL
+	 * entries are one group) are sorted by their fact's _id, read from
 	 * the entry's "id" as the _id column reads it ("idconv") and compared
 	 * as PostgreSQL compares that column ("id_sort").  "pending" is the
 	 * first entry of the next group, read to see the group end.
