@@ -1305,6 +1305,20 @@ store_row(ForeignScanState *node, const IdxRowConv *conv, const bson_t *doc)
 }
 
 /*
+ * Has the scan used up its entries?  The lookup may be done while a group
+ * of equal keys read whole (ORDER BY key, _id) still has entries to give,
+ * or the next group's first entry waits in "pending".
+ */
+static bool
+entries_used_up(IdxIndexScan *ix)
+{
+	if (!ix->lookup_done)
+		return false;
+	return !ix->order_by_id ||
+		(ix->tie_pos >= ix->tie_n && ix->pending == NULL);
+}
+
+/*
  * Return the next row of an index scan, or an empty slot at the end.
  */
 TupleTableSlot *
@@ -1351,7 +1365,7 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 				continue;
 			return store_row(node, state->rowconv, doc);
 		}
-		if (ix->lookup_done || !fetch_next_batch(state, ix))
+		if (entries_used_up(ix) || !fetch_next_batch(state, ix))
 			return slot;
 	}
 }

@@ -101,6 +101,14 @@ SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
   LATERAL (SELECT _id FROM idxorder WHERE town = v.t ORDER BY _id LIMIT 2) s;
 SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
   LATERAL (SELECT _id FROM idxorder_local WHERE town = v.t ORDER BY _id LIMIT 2) s;
+-- groups of equal keys larger than a batch of facts: every row comes
+ALTER FOREIGN TABLE idxorder OPTIONS (ADD fetch_size '3', ADD fetch_batch_size '2');
+SELECT idxorder_same(q) FROM (VALUES
+  ('SELECT _id, town FROM idxorder ORDER BY town, _id'),
+  ('SELECT _id, n FROM idxorder WHERE town = ''Seattle'' ORDER BY _id'),
+  ('SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id')
+) AS v(q);
+ALTER FOREIGN TABLE idxorder OPTIONS (DROP fetch_size, DROP fetch_batch_size);
 -- the _id under another collation: ties sorted in its order all the same
 ALTER FOREIGN TABLE idxorder ALTER COLUMN _id TYPE text COLLATE "en-x-icu";
 EXPLAIN (COSTS OFF)
