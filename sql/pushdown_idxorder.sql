@@ -106,7 +106,10 @@ ALTER FOREIGN TABLE idxorder OPTIONS (ADD fetch_size '3', ADD fetch_batch_size '
 SELECT idxorder_same(q) FROM (VALUES
   ('SELECT _id, town FROM idxorder ORDER BY town, _id'),
   ('SELECT _id, n FROM idxorder WHERE town = ''Seattle'' ORDER BY _id'),
-  ('SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id')
+  ('SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town DESC, _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town NULLS FIRST, _id LIMIT 9'),
+  ('SELECT _id, town FROM idxorder WHERE town IS NULL OR town > ''S'' ORDER BY town DESC, _id')
 ) AS v(q);
 ALTER FOREIGN TABLE idxorder OPTIONS (DROP fetch_size, DROP fetch_batch_size);
 -- the _id under another collation: ties sorted in its order all the same

@@ -1585,7 +1585,8 @@ def prefix_condition(clauses, prefix):
 
 def null_order_cases(rng, clauses, rows, count):
     """Queries ordered by index keys with NULL entries, in every NULL order,
-    under LIMIT and OFFSET, some with (IS NULL OR) conditions on the key."""
+    under LIMIT and OFFSET, some with (IS NULL OR) conditions on the key,
+    some with the _id (id) after the keys as their tie-break."""
     names = [c.name for c in COLUMNS]
     cases = []
     for number in range(count):
@@ -1606,6 +1607,10 @@ def null_order_cases(rng, clauses, rows, count):
             keys = "%s%s%s" % (column, rng.choice(["", " ASC", " DESC"]),
                                rng.choice(["", " NULLS FIRST", " NULLS LAST"]))
             outputs = column
+        if rng.random() < 0.3:
+            # the _id as the tie-break: equal keys sorted by their fact's _id
+            keys += ", id"
+            outputs += ", id"
         limit = " LIMIT %d" % rng.choice([1, 3, 10, 50, 700]) if rng.random() < 0.85 else ""
         offset = rng.choice([0, 0, 1, 5, nulls, len(rows) - nulls]) + rng.randint(-2, 2)
         if offset > 0:
