@@ -12,7 +12,9 @@
  * For every valid index table of a foreign table, the restriction clauses
  * (and, for parameterized paths, the join clauses) are matched against the
  * index's key components in order: equality (=, IN / = ANY, IS NULL) on a
- * prefix of the key, then at most one range on the next component.
+ * prefix of the key, then at most one range on the next component, or
+ * "key IS NULL OR <range>" there (the scan reads the NULL entries and the
+ * range's apart).
  * lower(col) / upper(col) keys match the same expression; a multi-valued
  * key (an array column) matches "value = ANY(col)" and "col @> ARRAY[...]".
  *
@@ -63,6 +65,7 @@
 #include "index/index_collate.h"
 #include "index/index_owner.h"
 #include "index_path.h"
+#include "order.h"
 #include "sync/sync_wait.h"
 
 /*
@@ -93,10 +96,8 @@ enum IdxIndexPathPrivateIndex
 	 * Integer, value Expr or NULL for IS NULL)
 	 */
 	IdxPathConds,
-	/* key position whose order the rows follow, or -1 (Integer) */
-	IdxPathOrderKey,
-	/* 1 if equal keys come in the order of their fact's _id (Integer) */
-	IdxPathOrderById,
+	/* the order the rows follow, or NIL (IdxPrivOrder's IntList) */
+	IdxPathOrder,
 	/* rows the query asks for at most, or -1 (Integer, see IdxPrivLimit) */
 	IdxPathLimit,
 	/* entries of the first lookup batch, or -1 (Integer) */
@@ -104,8 +105,8 @@ enum IdxIndexPathPrivateIndex
 };
 
 static List *index_path_private(const IdxIndexDef *def, bool covering,
-								List *conds, int order_key, bool order_by_id,
-								int limit, int first_batch);
+								List *conds, List *order, int limit,
+								int first_batch);
 
 /*
  * Valid index definitions of a table: only those are used for reads, and
@@ -390,8 +391,75 @@ copy_cond(const IdxKeyCond *cond)
 }
 
 /*
+ * Match "key IS NULL OR <arm>", where the arm is one comparison on the key,
+ * or an AND of a lower and an upper bound: the conditions (ICOND_NULL_OR,
+ * then the arm's bounds; an equality becomes a lower and an upper bound
+ * where ranges are exact), all of clause "rinfo", or NIL.  The scan reads
+ * the NULL entries and the arm's apart (index_scan.c).  Only plain
+ * columns: a multi-valued key's NULL entries are not its NULL rows, and
+ * lower()/upper() keys serve no ranges.
+ */
+static List *
+match_null_or(RestrictInfo *rinfo, Index relid, const IdxIndexKey *key,
+			  int keypos)
+{
+	BoolExpr   *or = (BoolExpr *) rinfo->clause;
+	Node	   *arm = NULL;
+	bool		null_arm = false;
+	bool		lower = false;
+	bool		upper = false;
+	List	   *result;
+	IdxKeyCond	cond = {keypos, ICOND_NULL_OR, NULL, rinfo};
+	ListCell   *lc;
+
+	if (!is_orclause(or) || list_length(or->args) != 2 ||
+		key->kind != IDX_KEY_COLUMN || key->multi)
+		return NIL;
+	foreach(lc, or->args)
+	{
+		NullTest   *nt = lfirst(lc);
+
+		if (!null_arm && IsA(nt, NullTest) && nt->nulltesttype == IS_NULL &&
+			is_key_expr((Node *) nt->arg, relid, key))
+			null_arm = true;
+		else
+			arm = (Node *) nt;
+	}
+	if (!null_arm || arm == NULL)
+		return NIL;
+	result = list_make1(copy_cond(&cond));
+	foreach(lc, is_andclause(arm) ? ((BoolExpr *) arm)->args : list_make1(arm))
+	{
+		if (!IsA(lfirst(lc), OpExpr) ||
+			!match_opexpr(lfirst(lc), relid, key, &cond))
+			return NIL;
+		cond.keypos = keypos;
+		cond.rinfo = rinfo;
+		if (cond.op == ICOND_EQ)
+		{
+			/* text and boolean keys serve equality where not ranges */
+			if (key->keytype == TEXTOID || key->keytype == VARCHAROID ||
+				key->keytype == BOOLOID || lower || upper)
+				return NIL;
+			cond.op = ICOND_GE;
+			result = lappend(result, copy_cond(&cond));
+			cond.op = ICOND_LE;
+			lower = true;
+		}
+		else if (cond.op == ICOND_IN ||
+				 ((cond.op == ICOND_GT || cond.op == ICOND_GE) ? lower : upper))
+			return NIL;			/* one bound of each side at most */
+		lower |= (cond.op == ICOND_GT || cond.op == ICOND_GE);
+		upper |= (cond.op == ICOND_LT || cond.op == ICOND_LE);
+		result = lappend(result, copy_cond(&cond));
+	}
+	return result;
+}
+
+/*
  * Match clauses to the keys of "def": equality on a prefix, then at most a
- * lower and an upper bound on the next component.  Returns IdxKeyConds.
+ * lower and an upper bound on the next component, or else one
+ * "IS NULL OR <range>" clause there (match_null_or).  Returns IdxKeyConds.
  */
 static List *
 match_index(IdxIndexDef *def, Index relid, List *clauses)
@@ -404,6 +472,7 @@ match_index(IdxIndexDef *def, Index relid, List *clauses)
 		IdxKeyCond *eq = NULL;
 		IdxKeyCond *lower = NULL;
 		IdxKeyCond *upper = NULL;
+		List	   *null_or = NIL;
 		ListCell   *lc;
 
 		foreach(lc, clauses)
@@ -411,7 +480,12 @@ match_index(IdxIndexDef *def, Index relid, List *clauses)
 			IdxKeyCond	cond;
 
 			if (!match_clause(lfirst(lc), relid, &def->keys[k], &cond))
+			{
+				if (null_or == NIL)
+					null_or = match_null_or(lfirst(lc), relid,
+											&def->keys[k], k);
 				continue;
+			}
 			cond.keypos = k;
 			if (cond.op == ICOND_EQ || cond.op == ICOND_NULL ||
 				cond.op == ICOND_IN)
@@ -434,6 +508,8 @@ match_index(IdxIndexDef *def, Index relid, List *clauses)
 			conds = lappend(conds, lower);
 		if (upper)
 			conds = lappend(conds, upper);
+		if (!lower && !upper)
+			conds = list_concat(conds, null_or);
 		break;
 	}
 
@@ -551,7 +627,7 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 	{
 		IdxKeyCond *cond = lfirst(lc);
 
-		clauses = lappend(clauses, cond->rinfo);
+		clauses = list_append_unique_ptr(clauses, cond->rinfo);
 		if (cond->op == ICOND_IN)
 		{
 			Expr	   *array = cond->value;
@@ -582,16 +658,95 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 }
 
 /*
- * The pathkey of the column mapped to _id, ASC NULLS LAST under the
- * column's own type and collation, if the query's sort key at "pos" is
- * that (ORDER BY key, _id; or ORDER BY _id where an equality fixes the
- * key), else NIL.  An ordered index scan can give that order whatever
- * the _id's BSON types: it sorts the entries of each key value by their
- * fact's _id with the column's own comparison (index_scan.c), so
- * PostgreSQL's order is the one followed, byte order under C-like
- * collations.
+ * The number of leading keys that the conditions fix to one value each
+ * (= or IS NULL): the entries after them are in the order of the next keys.
  */
-static List *
+static int
+equality_prefix(const IdxIndexDef *def, List *conds)
+{
+	int			prefix = 0;
+	ListCell   *lc;
+
+	foreach(lc, conds)
+	{
+		IdxKeyCond *cond = lfirst(lc);
+
+		if (cond->keypos == prefix &&
+			(cond->op == ICOND_EQ || cond->op == ICOND_NULL))
+			prefix++;
+	}
+	return prefix;
+}
+
+/* What key_match() looks for in a pathkey's equivalence class */
+typedef struct KeyMatch
+{
+	Index		relid;
+	AttrNumber	attnum;
+	Oid			type;			/* out: the column's type */
+} KeyMatch;
+
+/*
+ * An IdxPathkeyMatch (order.h): is "expr" the key's column?
+ */
+static bool
+key_match(Expr *expr, void *arg)
+{
+	KeyMatch   *m = (KeyMatch *) arg;
+
+	if (!is_column((Node *) expr, m->relid, m->attnum))
+		return false;
+	m->type = exprType((Node *) expr);
+	return true;
+}
+
+/*
+ * Does a pathkey sort on key "key" of "def", in an order its entries can
+ * give: a plain column whose BSON order is PostgreSQL's (integers, dates
+ * and timestamps, uuid, boolean, and text whose entries are in the order
+ * of the pathkey's collation: text_key_orders_as), sorted by its type's
+ * default operator?
+ */
+static bool
+pathkey_is_key(PathKey *pathkey, RelOptInfo *baserel, const IdxIndexKey *key)
+{
+	KeyMatch	m = {baserel->relid, key->attnum, InvalidOid};
+
+	if (key->kind != IDX_KEY_COLUMN || key->multi ||
+		!idx_pathkey_match(pathkey, key_match, &m))
+		return false;
+	switch (m.type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case UUIDOID:
+		case BOOLOID:
+			break;
+		case TEXTOID:
+			if (text_key_orders_as(key, pathkey->pk_eclass->ec_collation))
+				break;
+			return false;
+		default:
+			return false;
+	}
+	return idx_pathkey_default_order(pathkey, m.type);
+}
+
+/*
+ * Is the query's sort key at "pos" the column mapped to _id, ASC NULLS
+ * LAST under the column's own type and collation (ORDER BY key, _id; or
+ * ORDER BY _id where equalities fix every key)?  An ordered index scan
+ * can give that order whatever the _id's BSON types: it sorts the entries
+ * of each group of equal order keys by their fact's _id with the column's
+ * own comparison (index_scan.c), so PostgreSQL's order is the one
+ * followed, byte order under C-like collations.  Other orders of the _id
+ * (DESC, NULLS FIRST) are left to a local sort.
+ */
+static bool
 id_tiebreak_pathkey(PlannerInfo *root, RelOptInfo *baserel, int pos)
 {
 	IdxRelInfo *fpinfo = baserel->fdw_private;
@@ -605,114 +760,124 @@ id_tiebreak_pathkey(PlannerInfo *root, RelOptInfo *baserel, int pos)
 
 	if (id_attnum == InvalidAttrNumber ||
 		list_length(root->query_pathkeys) <= pos)
-		return NIL;
+		return false;
 	wanted = list_nth(root->query_pathkeys, pos);
 	get_atttypetypmodcoll(fpinfo->table->relid, id_attnum, &type, &typmod,
 						  &collid);
 	tce = lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_CMP_PROC);
 	if (!OidIsValid(tce->lt_opr) || !OidIsValid(tce->cmp_proc))
-		return NIL;
+		return false;
 	pathkeys = idx_build_expression_pathkey(root,
 											(Expr *) makeVar(baserel->relid, id_attnum,
 															 type, typmod, collid, 0),
 											tce->lt_opr, baserel->relids);
-	if (pathkeys == NIL || linitial(pathkeys) != wanted)
-		return NIL;
-	return pathkeys;
+	return pathkeys != NIL && linitial(pathkeys) == wanted;
 }
 
 /*
- * Can the rows of an index path come out in the order of key "keypos"?
- * Only for a plain column whose BSON order is PostgreSQL's (integers,
- * dates and timestamps, uuid, boolean, and text whose entries are in the
- * order of the column's collation: text_key_orders_as), right after an
- * equality prefix of single values.  Returns the pathkeys
- * (ASC NULLS LAST, the default of ORDER BY) if the query can use them.
- * When the query's next sort key is the column mapped to _id (ORDER BY
- * key, _id: a keyset's tie-break), "order_by_id" (if not NULL) says the
- * scan also orders the entries of equal keys by their fact's _id
- * (index_scan.c), and the pathkeys have that second key too; when
- * equalities fix every key, the query's first sort key may be the _id
- * (WHERE key = v ORDER BY _id), the order key is then the last (fixed)
- * one and all entries are one group of equal keys.
+ * The leading pathkeys of the query that an index path can follow, and
+ * the order (IdxPrivOrder) in "*order", or NIL for none.  After an
+ * equality prefix of single values, the entries are in the order of the
+ * next keys, both ways: the first of those may place its NULLs first or
+ * last (the scan reads its NULL entries apart where MongoDB places them
+ * otherwise, index_scan.c), the others in the same direction, placing
+ * NULLs as MongoDB does (ASC NULLS FIRST, DESC NULLS LAST).
+ *
+ * When the query's next sort key is the column mapped to _id, ASC NULLS
+ * LAST (ORDER BY key, _id: a keyset's tie-break), the scan also orders the
+ * entries of equal order keys by their fact's _id (index_scan.c), and the
+ * pathkeys have that key too.  When equalities fix every key, the query's
+ * first sort key may be the _id (WHERE key = v ORDER BY _id): the order
+ * key is then the last (fixed) one and all entries are one group of
+ * equal keys.
  */
 static List *
 index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
-			   List *conds, int *order_key, bool *order_by_id)
+			   List *conds, List **order)
 {
-	const IdxIndexKey *key;
+	List	   *result = NIL;
+	int			prefix = equality_prefix(def, conds);
+	int			first = prefix;
+	int			nkeys;
+	bool		desc = false;
+	bool		nulls_first = false;
+	bool		order_by_id = false;
 	ListCell   *lc;
-	int			prefix = 0;
-	Oid			type;
-	int32		typmod;
-	Oid			collid;
-	TypeCacheEntry *tce;
-	List	   *result;
 
-	*order_key = -1;
-	if (order_by_id != NULL)
-		*order_by_id = false;
+	*order = NIL;
+	foreach(lc, root->query_pathkeys)
+	{
+		PathKey    *pathkey = lfirst(lc);
+		int			keypos = prefix + list_length(result);
+
+		if (keypos >= def->nkeys ||
+			!pathkey_is_key(pathkey, baserel, &def->keys[keypos]))
+			break;
+		if (result == NIL)
+		{
+			desc = idx_pathkey_descending(pathkey);
+			nulls_first = pathkey->pk_nulls_first;
+		}
+		else if (idx_pathkey_descending(pathkey) != desc ||
+				 pathkey->pk_nulls_first == desc)
+			break;
+		result = lappend(result, pathkey);
+	}
+	nkeys = list_length(result);
+	if ((result != NIL || prefix >= def->nkeys) &&
+		id_tiebreak_pathkey(root, baserel, nkeys))
+	{
+		order_by_id = true;
+		result = lappend(result, list_nth(root->query_pathkeys, nkeys));
+		if (nkeys == 0)
+		{
+			/* every key fixed: the entries are one group, sorted by _id */
+			first = def->nkeys - 1;
+			nkeys = 1;
+		}
+	}
+	if (result != NIL)
+	{
+		*order = list_make4_int(first, nkeys, desc, nulls_first);
+		*order = lappend_int(*order, order_by_id);
+	}
+	return result;
+}
+
+/*
+ * Does the order "order" (IdxPrivOrder) sort equal keys by their fact's
+ * _id?
+ */
+static bool
+order_sorts_by_id(List *order)
+{
+	return order != NIL && list_nth_int(order, 4);
+}
+
+/*
+ * The finds of the lookup after the first (index_scan.c): one for the
+ * NULL entries of an "IS NULL OR" key, or of the first order key when the
+ * order places them where MongoDB does not and no condition (an equality,
+ * IN list or range) leaves them out or alone.
+ */
+static int
+extra_lookups(List *conds, List *order)
+{
+	ListCell   *lc;
+
 	foreach(lc, conds)
 	{
 		IdxKeyCond *cond = lfirst(lc);
 
-		if (cond->keypos == prefix &&
-			(cond->op == ICOND_EQ || cond->op == ICOND_NULL))
-			prefix++;
+		if (cond->op == ICOND_NULL_OR)
+			return 1;
+		if (order != NIL && cond->keypos == linitial_int(order))
+			return 0;
 	}
-	if (root->query_pathkeys == NIL)
-		return NIL;
-	if (prefix >= def->nkeys)
-	{
-		/* every key fixed: the entries are one group, sorted by _id */
-		if (order_by_id == NULL)
-			return NIL;
-		result = id_tiebreak_pathkey(root, baserel, 0);
-		if (result != NIL)
-		{
-			*order_key = def->nkeys - 1;
-			*order_by_id = true;
-		}
-		return result;
-	}
-	key = &def->keys[prefix];
-	if (key->kind != IDX_KEY_COLUMN || key->multi)
-		return NIL;
-	get_atttypetypmodcoll(def->relid, key->attnum, &type, &typmod, &collid);
-	switch (type)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case DATEOID:
-		case TIMESTAMPOID:
-		case TIMESTAMPTZOID:
-		case UUIDOID:
-		case BOOLOID:
-			break;
-		case TEXTOID:
-			if (text_key_orders_as(key, collid))
-				break;
-			return NIL;
-		default:
-			return NIL;
-	}
-	tce = lookup_type_cache(type, TYPECACHE_LT_OPR);
-	if (!OidIsValid(tce->lt_opr))
-		return NIL;
-	*order_key = prefix;
-	result = idx_build_expression_pathkey(root,
-										  (Expr *) makeVar(baserel->relid, key->attnum,
-														   type, typmod, collid, 0),
-										  tce->lt_opr, baserel->relids);
-	if (result != NIL && order_by_id != NULL)
-	{
-		List	   *id_pathkey = id_tiebreak_pathkey(root, baserel, 1);
-
-		*order_by_id = (id_pathkey != NIL);
-		result = list_concat(result, id_pathkey);
-	}
-	return result;
+	/* MongoDB's NULLs come first ascending, last descending */
+	if (order != NIL && lfourth_int(order) == lthird_int(order))
+		return 1;
+	return 0;
 }
 
 /*
@@ -775,26 +940,6 @@ path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
 }
 
 /*
- * Do equalities (or IS NULL) fix every key of "def"?  match_index() keeps
- * one per key at most.
- */
-static bool
-all_keys_fixed(const IdxIndexDef *def, List *conds)
-{
-	int			fixed = 0;
-	ListCell   *lc;
-
-	foreach(lc, conds)
-	{
-		IdxKeyCond *cond = lfirst(lc);
-
-		if (cond->op == ICOND_EQ || cond->op == ICOND_NULL)
-			fixed++;
-	}
-	return fixed >= def->nkeys;
-}
-
-/*
  * Add one index path for "def" with conditions "conds".
  */
 static void
@@ -810,8 +955,7 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	Cost		total_cost;
 	List	   *private_conds = NIL;
 	List	   *pathkeys;
-	int			order_key;
-	bool		order_by_id;
+	List	   *order;
 	int			limit;
 	int			first_batch;
 	ListCell   *lc;
@@ -837,19 +981,16 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	}
 	total_cost += entries * cpu_tuple_cost;
 
-	pathkeys = index_pathkeys(root, baserel, def, conds, &order_key,
-							  &order_by_id);
-	if (pathkeys == NIL)
-		order_key = -1;
-	else
-		total_cost += ROUND_TRIP_COST;	/* NULL keys are read separately */
+	pathkeys = index_pathkeys(root, baserel, def, conds, &order);
+	total_cost += extra_lookups(conds, order) * ROUND_TRIP_COST;
 
 	/*
 	 * A group of equal keys is read whole before its first row: when
 	 * equalities fix every key, that is every entry, however small the
 	 * LIMIT.
 	 */
-	if (order_by_id && all_keys_fixed(def, conds))
+	if (order_sorts_by_id(order) &&
+		equality_prefix(def, conds) >= def->nkeys)
 		startup_cost += lookups * ROUND_TRIP_COST +
 			entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,
@@ -871,9 +1012,7 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 										 required_outer, NULL,
 										 index_path_private(def, covering,
 															private_conds,
-															order_key,
-															order_by_id,
-															limit,
+															order, limit,
 															first_batch)));
 }
 
@@ -882,8 +1021,7 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
  */
 static List *
 index_path_private(const IdxIndexDef *def, bool covering, List *conds,
-				   int order_key, bool order_by_id, int limit,
-				   int first_batch)
+				   List *order, int limit, int first_batch)
 {
 	List	   *result = NIL;
 
@@ -892,8 +1030,7 @@ index_path_private(const IdxIndexDef *def, bool covering, List *conds,
 	result = lappend(result, makeString(pstrdup(def->name)));
 	result = lappend(result, makeInteger(covering));
 	result = lappend(result, conds);
-	result = lappend(result, makeInteger(order_key));
-	result = lappend(result, makeInteger(order_by_id));
+	result = lappend(result, order);
 	result = lappend(result, makeInteger(limit));
 	result = lappend(result, makeInteger(first_batch));
 	return result;
@@ -972,11 +1109,10 @@ idx_add_index_paths(PlannerInfo *root, RelOptInfo *baserel,
 			add_index_path(root, baserel, fpinfo, def, conds, NULL, NIL);
 		else
 		{
-			int			order_key;
+			List	   *order;
 
 			/* no condition, but the entries' order may serve ORDER BY */
-			if (index_pathkeys(root, baserel, def, NIL, &order_key,
-							   NULL) != NIL)
+			if (index_pathkeys(root, baserel, def, NIL, &order) != NIL)
 				add_index_path(root, baserel, fpinfo, def, NIL, NULL, NIL);
 		}
 
@@ -1112,11 +1248,14 @@ idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
 	List	   *conds = NIL;
 	List	   *result = NIL;
 	StringInfoData text;
+	StringInfoData arm;
+	int			null_or = -1;
 	ListCell   *lc;
 
 	def = path_index_def(baserel->fdw_private,
 						 strVal(list_nth(path_private, IdxPathIndexName)));
 	initStringInfo(&text);
+	initStringInfo(&arm);
 	foreach(lc, (List *) list_nth(path_private, IdxPathConds))
 	{
 		List	   *pc = lfirst(lc);
@@ -1131,9 +1270,21 @@ idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
 			exprpos = list_length(*fdw_exprs) - 1;
 		}
 		conds = lappend(conds, list_make3_int(keypos, op, exprpos));
-		appendStringInfo(&text, "%s(%s)", text.len > 0 ? " AND " : "",
-						 cond_text(root, def, keypos, op, value));
+		if (op == ICOND_NULL_OR)
+			null_or = keypos;	/* the conditions after it are its arm */
+		else if (null_or >= 0)
+			appendStringInfo(&arm, "%s%s", arm.len > 0 ? " AND " : "",
+							 cond_text(root, def, keypos, op, value));
+		else
+			appendStringInfo(&text, "%s(%s)", text.len > 0 ? " AND " : "",
+							 cond_text(root, def, keypos, op, value));
 	}
+	if (null_or >= 0)
+		appendStringInfo(&text, "%s(%s IS NULL OR %s%s%s)",
+						 text.len > 0 ? " AND " : "",
+						 key_spec_text(def, null_or),
+						 strstr(arm.data, " AND ") ? "(" : "", arm.data,
+						 strstr(arm.data, " AND ") ? ")" : "");
 
 	if (covering)
 	{
@@ -1148,8 +1299,7 @@ idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
 	result = lappend(result, makeInteger(covering));
 	result = lappend(result, conds);
 	result = lappend(result, makeString(text.data));
-	result = lappend(result, list_nth(path_private, IdxPathOrderKey));
+	result = lappend(result, list_nth(path_private, IdxPathOrder));
 	result = lappend(result, list_nth(path_private, IdxPathFirstBatch));
-	result = lappend(result, list_nth(path_private, IdxPathOrderById));
 	return result;
 }

@@ -30,7 +30,10 @@ typedef enum IdxCondOp
 	ICOND_LT,
 	ICOND_LE,
 	ICOND_GT,
-	ICOND_GE
+	ICOND_GE,
+	ICOND_NULL_OR				/* key IS NULL, or the key's ranges (the
+								 * conditions after it on the same key, from
+								 * the same clause) */
 } IdxCondOp;
 
 /*
@@ -50,21 +53,18 @@ enum IdxIndexPrivateIndex
 	/* the index conditions as text, for EXPLAIN (String) */
 	IdxPrivIndexCondText,
 	/*
-	 * key position whose order the rows follow (ASC NULLS LAST), or -1
-	 * (Integer)
+	 * the order the rows follow, NIL for none: an IntList (position of the
+	 * first key, number of keys, descending, NULLs of the first key first,
+	 * equal keys in the order of their fact's _id); keys after the first
+	 * place NULLs as MongoDB does, the _id is ASC NULLS LAST
+	 * (index_path.c: id_tiebreak_pathkey)
 	 */
-	IdxPrivOrderKey,
+	IdxPrivOrder,
 	/*
 	 * entries of the first lookup batch and fact fetch under a LIMIT, or -1
 	 * for full batches (Integer; index_path.c: path_row_limit)
 	 */
-	IdxPrivFirstBatch,
-	/*
-	 * 1 if the entries of equal order keys come in the order of their fact's
-	 * _id, the query's second sort key (Integer; index_path.c:
-	 * id_tiebreak_pathkey)
-	 */
-	IdxPrivOrderById
+	IdxPrivFirstBatch
 };
 
 /* Valid index definitions of a table (routing reads only those) */

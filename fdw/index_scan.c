@@ -95,18 +95,31 @@ typedef struct IdxIndexScan
 	bool		lookup_done;	/* no more entries */
 
 	/*
-	 * Ordered scans (ORDER BY the key "order_key", ASC NULLS LAST): MongoDB
-	 * sorts null first, so phase 1 reads the non-null keys in order and
-	 * phase 2 the null ones (phase 0: one pass, nulls impossible or order
-	 * not needed).  Key-only ordered scans put each batch of facts back in
-	 * entry order.
+	 * Ordered scans follow "order_nkeys" keys from "order_key" (-1: no
+	 * order), descending or not; the first key places its NULLs first or
+	 * last ("nulls_first"), the others as MongoDB does.  Key-only ordered
+	 * scans put each batch of facts back in entry order.
+	 *
+	 * The lookup is one find, or two (parts): where a key "split_key" has
+	 * its NULL entries read apart, those of an "IS NULL OR" condition, or
+	 * of the first order key when MongoDB, which sorts null below every
+	 * other value, would place them otherwise than the order asks (and no
+	 * condition on the key decides them).  "null_part" is the part that
+	 * reads them.
 	 */
 	int			order_key;
-	int			phase;
+	int			order_nkeys;
+	bool		order_desc;
+	bool		nulls_first;
+	int			split_key;
+	int			nparts;
+	int			part;			/* the find under way, from 0 */
+	int			null_part;
 
 	/*
-	 * ORDER BY key, _id ("order_by_id"): the entries of one order key value
-	 * (a "tie" group, read whole) are sorted by their fact's _id, read from
+	 * ORDER BY key, _id ("order_by_id"): the entries of equal order keys
+	 * (a "tie" group, read whole, across the parts' boundary too: the NULL
+	 * entries are one group) are sorted by their fact's _id, read from
 	 * the entry's "id" as the _id column reads it ("idconv") and compared
 	 * as PostgreSQL compares that column ("id_sort").  "pending" is the
 	 * first entry of the next group, read to see the group end.
@@ -130,7 +143,8 @@ typedef struct IdxIndexScan
 	uint32	   *batch_entry_id_lens;
 	bson_t	   *batch_docs;		/* the facts, static bsons over copies */
 	bool	   *batch_found;
-	char	   *last_lookup;	/* the latest lookup filter, as JSON */
+	char	   *last_lookup;	/* the lookup filters of the parts opened in
+								 * the latest execution, as JSON */
 
 	/*
 	 * Under a LIMIT, the lookup's batches and the fact fetches hold
@@ -203,11 +217,11 @@ find_index(Oid relid, Oid userid, const char *name, bool explain_only)
  */
 static bool
 scan_without_index(IdxScanState *state, const IdxIndexDef *def,
-				   int order_key)
+				   bool ordered)
 {
 	if (def->owner_problem == NULL)
 		return false;
-	if (order_key >= 0)
+	if (ordered)
 	{
 		ResetPlanCache();
 		ereport(ERROR,
@@ -304,14 +318,15 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	Relation	rel = node->ss.ss_currentRelation;
 	IdxIndexScan *ix;
 	IdxIndexDef *def;
+	List	   *order;
 	int			nexprs = list_length(plan->fdw_exprs);
 
 	def = find_index(RelationGetRelid(rel), idx_scan_user(node),
 					 strVal(list_nth(plan->fdw_private, IdxPrivIndexName)),
 					 (eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0);
+	order = list_nth(plan->fdw_private, IdxPrivOrder);
 	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) &&
-		scan_without_index(state, def,
-						   intVal(list_nth(plan->fdw_private, IdxPrivOrderKey))))
+		scan_without_index(state, def, order != NIL))
 		return;
 	ix = palloc0(sizeof(IdxIndexScan));
 	ix->def = def;
@@ -323,9 +338,17 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	ix->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	ix->values = palloc0(sizeof(Datum) * Max(nexprs, 1));
 	ix->nulls = palloc0(sizeof(bool) * Max(nexprs, 1));
-	ix->order_key = intVal(list_nth(plan->fdw_private, IdxPrivOrderKey));
+	ix->order_key = -1;
+	ix->split_key = -1;
+	if (order != NIL)
+	{
+		ix->order_key = linitial_int(order);
+		ix->order_nkeys = lsecond_int(order);
+		ix->order_desc = lthird_int(order);
+		ix->nulls_first = lfourth_int(order);
+		ix->order_by_id = list_nth_int(order, 4);
+	}
 	ix->first_batch = intVal(list_nth(plan->fdw_private, IdxPrivFirstBatch));
-	ix->order_by_id = intVal(list_nth(plan->fdw_private, IdxPrivOrderById));
 	ix->batch_cxt = AllocSetContextCreate(state->scan_cxt,
 										  "idxtable_fdw ordered batch",
 										  ALLOCSET_DEFAULT_SIZES);
@@ -423,9 +446,12 @@ append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 
 /*
  * Build the lookup filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a}, ...}
- * from the conditions and this execution's values.  Returns false, leaving
- * "filter" unfinished, when the conditions can match nothing (a NULL
- * compared, an empty IN list).
+ * of the current part from the conditions and this execution's values.
+ * The key whose NULL entries are read apart (split_key) is {$eq: null} in
+ * their part, and in the other its ranges, or {$ne: null} (which MongoDB
+ * turns into the index bounds [MinKey, null) and (null, MaxKey]).
+ * Returns false, leaving "filter" unfinished, when the part can match
+ * nothing (a NULL compared, an empty IN list).
  */
 static bool
 build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
@@ -440,12 +466,12 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 		ListCell   *lc;
 		char	   *field = psprintf("_id.%s", idx_key_field(k));
 
-		if (k == ix->order_key && ix->phase != 0)
+		if (k == ix->split_key && ix->part == ix->null_part)
 		{
 			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
-			idx_check_append(BSON_APPEND_NULL(&child,
-											  ix->phase == 1 ? "$ne" : "$eq"));
-			any = true;
+			idx_check_append(BSON_APPEND_NULL(&child, "$eq"));
+			idx_check_append(bson_append_document_end(filter, &child));
+			continue;
 		}
 		foreach(lc, ix->conds)
 		{
@@ -453,7 +479,7 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 			IdxCondOp	op = list_nth_int(cond, 1);
 			int			exprpos = list_nth_int(cond, 2);
 
-			if (list_nth_int(cond, 0) != k)
+			if (list_nth_int(cond, 0) != k || op == ICOND_NULL_OR)
 				continue;
 			if (!any)
 				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
@@ -487,6 +513,12 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 									 OidIsValid(ix->def->keys[k].sortcoll)
 									 ? TEXTOID : type, false);
 			}
+		}
+		if (k == ix->split_key && !any)
+		{
+			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
+			idx_check_append(BSON_APPEND_NULL(&child, "$ne"));
+			any = true;
 		}
 		if (any)
 			idx_check_append(bson_append_document_end(filter, &child));
@@ -541,8 +573,34 @@ grow_batches(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * Open the lookup cursor of the current phase.  Returns false (and opens
- * nothing) when its conditions can match nothing.
+ * Remember the lookup filter of the part being opened, for EXPLAIN: the
+ * first part's alone, the next's after it.  In the scan's context: a part
+ * after the first is opened while a row is fetched, in its short-lived
+ * context.
+ */
+static void
+note_lookup(IdxScanState *state, IdxIndexScan *ix, const bson_t *filter)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(state->scan_cxt);
+	char	   *json = idx_bson_as_json(filter);
+	char	   *previous = ix->last_lookup;
+
+	if (ix->part == 0 || previous == NULL)
+		ix->last_lookup = json;
+	else
+	{
+		ix->last_lookup = psprintf("%s then %s", previous, json);
+		pfree(json);
+	}
+	if (previous)
+		pfree(previous);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Open the lookup cursor of the current part, sorted on the order keys of
+ * an ordered scan.  Returns false (and opens nothing) when its conditions
+ * can match nothing.
  */
 static bool
 open_lookup(IdxScanState *state, IdxIndexScan *ix)
@@ -573,13 +631,16 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1));
 			}
 			idx_check_append(bson_append_document_end(&opts, &child));
-			if (ix->order_key >= 0 && ix->phase != 2)
+			if (ix->order_key >= 0)
 			{
+				int			k;
+
 				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &child));
-				idx_check_append(BSON_APPEND_INT32(&child,
-											   psprintf("_id.%s",
-														idx_key_field(ix->order_key)),
-											   1));
+				for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
+					idx_check_append(BSON_APPEND_INT32(&child,
+												   psprintf("_id.%s",
+															idx_key_field(k)),
+												   ix->order_desc ? -1 : 1));
 				idx_check_append(bson_append_document_end(&opts, &child));
 			}
 			/* int64, which mongoc_cursor_set_batch_size() can overwrite */
@@ -600,12 +661,7 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 		}
 		else
 			bson_reinit(&filter);	/* the half-built filter goes */
-		if (ix->phase != 2)
-		{
-			if (ix->last_lookup)
-				pfree(ix->last_lookup);
-			ix->last_lookup = idx_bson_as_json(&filter);
-		}
+		note_lookup(state, ix, &filter);
 	}
 	PG_FINALLY();
 	{
@@ -617,19 +673,45 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * Does the order key have a condition?  A range, an equality or IN
- * excludes NULL keys, IS NULL all others: one lookup reads them in order.
+ * The key whose NULL entries the lookup reads in a part of their own, or
+ * -1 (see IdxIndexScan): the key of an "IS NULL OR" condition, or the
+ * first order key when the order places NULLs where MongoDB does not
+ * (MongoDB sorts them first ascending, last descending) and no condition
+ * on it decides them (a range, an equality or IN excludes NULL keys,
+ * IS NULL all others; the order key of ORDER BY _id under equalities on
+ * every key is fixed).
  */
-static bool
-order_key_has_cond(IdxIndexScan *ix)
+static int
+null_split_key(IdxIndexScan *ix)
 {
 	ListCell   *lc;
 
 	foreach(lc, ix->conds)
 	{
 		List	   *cond = lfirst(lc);
+		IdxCondOp	op = list_nth_int(cond, 1);
 
+		if (op == ICOND_NULL_OR)
+			return list_nth_int(cond, 0);
+		/* any other condition on the order key decides its NULLs */
 		if (list_nth_int(cond, 0) == ix->order_key)
+			return -1;
+	}
+	if (ix->order_key >= 0 && ix->nulls_first == ix->order_desc)
+		return ix->order_key;
+	return -1;
+}
+
+/*
+ * Open the lookup of the first part from "ix->part" on that can match
+ * anything; false when none can.
+ */
+static bool
+open_next_part(IdxScanState *state, IdxIndexScan *ix)
+{
+	for (; ix->part < ix->nparts; ix->part++)
+	{
+		if (open_lookup(state, ix))
 			return true;
 	}
 	return false;
@@ -695,8 +777,12 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 	ix->batch_target = Max(ix->first_batch, 0);
 	ix->exec_entries = 0;
 	ix->fetches = 0;
-	ix->phase = (ix->order_key >= 0 && !order_key_has_cond(ix)) ? 1 : 0;
-	if (!open_lookup(state, ix))
+	ix->split_key = null_split_key(ix);
+	ix->nparts = ix->split_key >= 0 ? 2 : 1;
+	/* the NULL entries of an unordered scan first: any part may be */
+	ix->null_part = (ix->order_key < 0 || ix->nulls_first) ? 0 : 1;
+	ix->part = 0;
+	if (!open_next_part(state, ix))
 		ix->lookup_done = true;
 	ix->next_grow = lookup_batch_size(state, ix);
 
@@ -740,15 +826,13 @@ next_lookup_entry(IdxScanState *state, IdxIndexScan *ix)
 								  ix->def->database);
 		if (entry != NULL)
 			break;
-		if (ix->phase != 1)
+		/* the next part's entries come after this one's */
+		ix->part++;
+		if (!open_next_part(state, ix))
 		{
 			ix->lookup_done = true;
 			return NULL;
 		}
-		/* phase 2: the entries whose order key is NULL come last */
-		ix->phase = 2;
-		if (!open_lookup(state, ix))
-			ix->lookup_done = true;
 	}
 	ix->entries_read++;
 	ix->exec_entries++;
@@ -772,11 +856,11 @@ entry_key_value(const bson_t *entry, int keypos, bson_iter_t *key)
 }
 
 /*
- * Do two entries have the same order key, byte for byte (both missing
+ * Do two entries have the same key "keypos", byte for byte (both missing
  * counts as the same)?
  */
 static bool
-same_order_key(const bson_t *a, const bson_t *b, int keypos)
+same_key(const bson_t *a, const bson_t *b, int keypos)
 {
 	bson_iter_t ka;
 	bson_iter_t kb;
@@ -796,6 +880,22 @@ same_order_key(const bson_t *a, const bson_t *b, int keypos)
 	bson_destroy(&da);
 	bson_destroy(&db);
 	return same;
+}
+
+/*
+ * Do two entries have the same order keys (all "order_nkeys" of them)?
+ */
+static bool
+same_order_keys(IdxIndexScan *ix, const bson_t *a, const bson_t *b)
+{
+	int			k;
+
+	for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
+	{
+		if (!same_key(a, b, k))
+			return false;
+	}
+	return true;
 }
 
 /*
@@ -887,7 +987,7 @@ read_tie_group(IdxScanState *state, IdxIndexScan *ix)
 			if (ix->tie_n > 0)
 			{
 				bson_init_static(&first, ix->tie[0].data, ix->tie[0].len);
-				if (!same_order_key(&first, entry, ix->order_key))
+				if (!same_order_keys(ix, &first, entry))
 				{
 					/* the next group's first entry: keep it for then */
 					MemoryContextReset(ix->pending_cxt);
@@ -1271,22 +1371,36 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 }
 
 /*
- * The order of an ordered index scan, for EXPLAIN: "town ASC NULLS LAST",
- * and ", _id ASC NULLS LAST" when equal keys come in _id order.
+ * The order of an ordered scan, for EXPLAIN: "a DESC NULLS FIRST, b DESC
+ * NULLS LAST", and ", _id ASC NULLS LAST" when equal keys come in the
+ * order of their fact's _id.
  */
 static char *
-index_order_text(IdxScanState *state, IdxIndexScan *ix)
+order_text(IdxScanState *state, const IdxIndexScan *ix)
 {
-	const char *key = get_attname(ix->def->relid,
-								  ix->def->keys[ix->order_key].attnum, false);
+	StringInfoData buf;
+	int			k;
 
-	if (!ix->order_by_id)
-		return psprintf("%s ASC NULLS LAST", quote_identifier(key));
-	return psprintf("%s ASC NULLS LAST, %s ASC NULLS LAST",
-					quote_identifier(key),
-					quote_identifier(get_attname(ix->def->relid,
-												 state->info->id_attnum,
-												 false)));
+	initStringInfo(&buf);
+	for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
+	{
+		/* keys after the first place NULLs as MongoDB does */
+		bool		nulls_first = k == ix->order_key ? ix->nulls_first :
+			!ix->order_desc;
+
+		appendStringInfo(&buf, "%s%s %s NULLS %s", buf.len > 0 ? ", " : "",
+						 quote_identifier(get_attname(ix->def->relid,
+													  ix->def->keys[k].attnum,
+													  false)),
+						 ix->order_desc ? "DESC" : "ASC",
+						 nulls_first ? "FIRST" : "LAST");
+	}
+	if (ix->order_by_id)
+		appendStringInfo(&buf, ", %s ASC NULLS LAST",
+						 quote_identifier(get_attname(ix->def->relid,
+													  state->info->id_attnum,
+													  false)));
+	return buf.data;
 }
 
 /*
@@ -1306,7 +1420,7 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 	if (ix->cond_text[0] != '\0')
 		ExplainPropertyText("Index Cond", ix->cond_text, es);
 	if (ix->order_key >= 0)
-		ExplainPropertyText("Index Order", index_order_text(state, ix), es);
+		ExplainPropertyText("Index Order", order_text(state, ix), es);
 	/* a LIMIT made the first batch smaller than a full one */
 	if (ix->first_batch > 0 &&
 		ix->first_batch < (ix->covering ? state->info->fetch_size :

@@ -70,10 +70,128 @@ SELECT idxlimit_same_order(q) FROM (VALUES
   -- the last rows of group 0 are its NULLs, in no defined order among them
   ('SELECT n FROM lim WHERE grp = 0 ORDER BY n LIMIT 10 OFFSET 1490'),
   ('SELECT id, n FROM lim WHERE grp = 1 AND id > 100 ORDER BY n LIMIT 10'),
-  ('SELECT id, n FROM lim WHERE grp = 1 AND id > 2950 ORDER BY n LIMIT 30')
+  ('SELECT id, n FROM lim WHERE grp = 1 AND id > 2950 ORDER BY n LIMIT 30'),
+  -- every NULL order, also across the NULL entries' boundary
+  ('SELECT n FROM lim ORDER BY n DESC LIMIT 35'),
+  ('SELECT n FROM lim ORDER BY n NULLS FIRST LIMIT 5 OFFSET 28'),
+  ('SELECT n FROM lim ORDER BY n DESC NULLS LAST LIMIT 5 OFFSET 2968'),
+  ('SELECT n FROM lim WHERE grp = 0 ORDER BY n DESC LIMIT 5 OFFSET 28'),
+  ('SELECT grp, n FROM lim ORDER BY grp DESC, n DESC NULLS LAST LIMIT 40'),
+  ('SELECT grp, n FROM lim ORDER BY grp NULLS FIRST, n NULLS FIRST LIMIT 40'),
+  ('SELECT id, n FROM lim WHERE n IS NULL OR n > 2990 ORDER BY id'),
+  ('SELECT n FROM lim WHERE grp = 0 AND (n IS NULL OR n < 50) ORDER BY n DESC LIMIT 30'),
+  ('SELECT n FROM lim WHERE n IS NULL OR n BETWEEN 10 AND 20 ORDER BY n NULLS FIRST LIMIT 35')
 ) AS v(q);
 RESET idxtable.enable_plain_scan;
 DROP FUNCTION idxlimit_same_order(text);
+--
+-- NULL keys in every order.  MongoDB sorts null below every other value:
+-- first ascending, last descending.  Where the query places NULLs there,
+-- one lookup sorted both ways reads them in place; elsewhere the NULL
+-- entries come from a find of their own ({"_id.k0": {"$eq": null}}),
+-- before or after that of the others ({"$ne": null}, which mongod turns
+-- into index bounds that leave the NULL keys out), each limited by the
+-- first batch.  The counts below stay at the LIMIT (+ OFFSET), however
+-- many NULL keys there are.
+--
+-- NULLs first descending: their find first, 3 of its entries
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n DESC LIMIT 3;
+-- then the other find, past the 30 NULL keys
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n DESC LIMIT 3 OFFSET 29;
+-- MongoDB's own places: one find, no filter
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n NULLS FIRST LIMIT 3 OFFSET 29;
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim ORDER BY n DESC NULLS LAST LIMIT 3;
+-- two keys of {grp, n}: the second must place NULLs as MongoDB does, in
+-- the first's direction; the first's NULLs go either way
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp DESC, n DESC NULLS LAST LIMIT 3;
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp, n NULLS FIRST LIMIT 3;
+-- a second key whose NULLs MongoDB places otherwise: only the first key
+-- comes from the index (an Incremental Sort does the rest)
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp, n LIMIT 3;
+EXPLAIN (COSTS OFF)
+  SELECT grp, n FROM lim ORDER BY grp, n DESC LIMIT 3;
+--
+-- IS NULL, and "key IS NULL OR <range>" on the key after the equality
+-- prefix: the NULL entries and the range's come from two finds (in the
+-- order's NULL place when ordered)
+--
+-- rare NULLs (1%): IS NULL is cheaper through the index table
+RESET idxtable.enable_plain_scan;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL;
+SELECT count(*), count(n), sum(id) FROM lim WHERE n IS NULL;
+-- covering, and key-only
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT n, grp FROM lim WHERE n IS NULL OR n > 2990;
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM lim WHERE n > 2990 OR n IS NULL;
+-- an equality prefix, an equality or both bounds in the range, an order
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id, n FROM lim WHERE grp = 0 AND (n IS NULL OR n BETWEEN 10 AND 60)
+  ORDER BY n DESC NULLS LAST LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR n = 5;
+-- an IN list on the order key leaves NULLs out: one find
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT n FROM lim WHERE n IN (5, 7, 2999) ORDER BY n DESC LIMIT 2;
+-- not matched: a NULL test on another key, two ranges, IS NOT NULL
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR grp > 0;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NULL OR n < 5 OR n > 2990;
+EXPLAIN (COSTS OFF) SELECT * FROM lim WHERE n IS NOT NULL OR n > 5;
+-- a parameterized scan opens its finds again for each outer row (the
+-- second while fetching a row: what it keeps for EXPLAIN outlives that)
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+CREATE TEMP TABLE lim_outer (x int);
+INSERT INTO lim_outer VALUES (2995), (NULL), (2990);
+EXPLAIN (ANALYZE, VERBOSE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT o.x, l.id FROM lim_outer o JOIN lim l ON (l.n IS NULL OR l.n > o.x);
+SELECT o.x, count(*), count(l.n), sum(l.id)
+  FROM lim_outer o JOIN lim l ON (l.n IS NULL OR l.n > o.x)
+  GROUP BY o.x ORDER BY o.x;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+DROP TABLE lim_outer;
+-- a generic plan whose range compares with a NULL: still the NULL entries
+SET plan_cache_mode = force_generic_plan;
+SET idxtable.enable_aggregate_pushdown = off;
+PREPARE nulls_or(int) AS
+  SELECT count(*), count(n), min(n) FROM lim WHERE n IS NULL OR n > $1;
+EXPLAIN (COSTS OFF) EXECUTE nulls_or(NULL);
+EXECUTE nulls_or(NULL);
+EXECUTE nulls_or(2990);
+DEALLOCATE nulls_or;
+RESET idxtable.enable_aggregate_pushdown;
+RESET plan_cache_mode;
+RESET idxtable.enable_plain_scan;
+-- a multi-valued key has no entry for a NULL or empty array, nor for a
+-- NULL element: its NULLs are never read from the index table, and the
+-- other keys' only where an element is looked up (the rows that have it)
+CREATE FOREIGN TABLE lim_tags (id int OPTIONS (field '_id'), tags text[],
+  n int) SERVER mongo_nostream OPTIONS (collection 'idxlimit_tags');
+DELETE FROM lim_tags;
+INSERT INTO lim_tags VALUES (1, NULL, NULL), (2, '{}', NULL), (3, '{a}', NULL),
+  (4, '{a,b}', 4), (5, '{b,NULL}', NULL), (6, '{a}', 6), (7, NULL, 7);
+SELECT idxtable.create_index('lim_tags', '{tags,n}', name => 'lim_tags_n');
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM lim_tags WHERE tags IS NULL;
+EXPLAIN (COSTS OFF) SELECT id FROM lim_tags WHERE n IS NULL;
+EXPLAIN (COSTS OFF)
+  SELECT id, n FROM lim_tags WHERE 'a' = ANY (tags) AND (n IS NULL OR n > 5)
+  ORDER BY n DESC;
+SELECT id, n FROM lim_tags WHERE 'a' = ANY (tags) AND (n IS NULL OR n > 5)
+  ORDER BY n DESC;
+SELECT id FROM lim_tags WHERE 'b' = ANY (tags) AND n IS NULL;
+RESET idxtable.enable_plain_scan;
+SELECT idxtable.drop_index('lim_tags_n');
+DROP FOREIGN TABLE lim_tags;
 -- an index whose collection turns out not to be its own when a scan
 -- reads its ownership marker (planning reads none): an unordered scan
 -- reads the facts instead, an ordered one fails once and drops the cached

@@ -65,6 +65,34 @@ EXPLAIN (COSTS OFF)
 EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id LIMIT 2;
 SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id LIMIT 2;
+-- the key in every direction and NULL order, then the _id (ASC NULLS
+-- LAST): the NULL entries are one group, read by a find of their own
+-- where MongoDB places them otherwise; another order of the _id stays a
+-- local sort
+EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT _id, town FROM idxorder ORDER BY town DESC NULLS FIRST, _id LIMIT 5;
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT _id, town FROM idxorder ORDER BY town DESC NULLS FIRST, _id LIMIT 5;
+SELECT _id, town FROM idxorder ORDER BY town DESC NULLS FIRST, _id LIMIT 5;
+EXPLAIN (COSTS OFF)
+  SELECT _id, town FROM idxorder WHERE town IS NULL OR town > 'S'
+  ORDER BY town NULLS FIRST, _id LIMIT 4;
+EXPLAIN (COSTS OFF)
+  SELECT _id, town FROM idxorder ORDER BY town DESC, _id DESC LIMIT 4;
+SELECT idxorder_same(q) FROM (VALUES
+  ('SELECT _id, town FROM idxorder ORDER BY town NULLS FIRST, _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town NULLS FIRST, _id LIMIT 6'),
+  ('SELECT _id, town FROM idxorder ORDER BY town DESC, _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town DESC, _id LIMIT 6 OFFSET 2'),
+  ('SELECT _id, town FROM idxorder ORDER BY town DESC NULLS LAST, _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town DESC NULLS LAST, _id LIMIT 3 OFFSET 21'),
+  ('SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 4 OFFSET 20'),
+  ('SELECT _id, town FROM idxorder ORDER BY town DESC, _id DESC LIMIT 5'),
+  ('SELECT _id, town FROM idxorder WHERE town IS NULL OR town > ''S'' ORDER BY town NULLS FIRST, _id LIMIT 4'),
+  ('SELECT _id, town FROM idxorder WHERE town IS NULL OR town > ''S'' ORDER BY town DESC, _id'),
+  ('SELECT _id, town FROM idxorder WHERE town IS NULL OR town < ''S'' ORDER BY town, _id LIMIT 8'),
+  ('SELECT _id, town FROM idxorder WHERE town > ''Redmond'' ORDER BY town DESC, _id LIMIT 4')
+) AS v(q);
 -- a rescan for each outer row: the groups start over
 EXPLAIN (COSTS OFF)
   SELECT v.t, s._id FROM (VALUES ('seattle'), ('Redmond'), (NULL)) v(t),
@@ -78,7 +106,10 @@ ALTER FOREIGN TABLE idxorder OPTIONS (ADD fetch_size '3', ADD fetch_batch_size '
 SELECT idxorder_same(q) FROM (VALUES
   ('SELECT _id, town FROM idxorder ORDER BY town, _id'),
   ('SELECT _id, n FROM idxorder WHERE town = ''Seattle'' ORDER BY _id'),
-  ('SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id')
+  ('SELECT _id, n FROM idxorder WHERE town IS NULL ORDER BY _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town DESC, _id'),
+  ('SELECT _id, town FROM idxorder ORDER BY town NULLS FIRST, _id LIMIT 9'),
+  ('SELECT _id, town FROM idxorder WHERE town IS NULL OR town > ''S'' ORDER BY town DESC, _id')
 ) AS v(q);
 ALTER FOREIGN TABLE idxorder OPTIONS (DROP fetch_size, DROP fetch_batch_size);
 -- the _id under another collation: ties sorted in its order all the same
@@ -92,8 +123,27 @@ ALTER FOREIGN TABLE idxorder ALTER COLUMN _id TYPE text COLLATE "C";
 ALTER FOREIGN TABLE idxorder ALTER COLUMN town TYPE text COLLATE "en-x-icu";
 EXPLAIN (COSTS OFF)
   SELECT _id, town FROM idxorder ORDER BY town, _id LIMIT 4;
+ALTER FOREIGN TABLE idxorder ALTER COLUMN town TYPE text COLLATE "C";
+SELECT idxtable.drop_index('idxorder_town');
+-- two keys in one direction, the second placing NULLs as MongoDB does,
+-- then the _id: a group is the entries whose keys are both equal
+RESET idxtable.enable_plain_scan;
+UPDATE idxorder SET n = n % 3 WHERE n IS NOT NULL;
+UPDATE idxorder_local SET n = n % 3 WHERE n IS NOT NULL;
+SELECT idxtable.create_index('idxorder', '{town,n}', name => 'idxorder_town_n');
+SET idxtable.enable_plain_scan = off;
+EXPLAIN (COSTS OFF)
+  SELECT _id, town, n FROM idxorder ORDER BY town DESC NULLS FIRST, n DESC NULLS LAST, _id LIMIT 5;
+SELECT idxorder_same(q) FROM (VALUES
+  ('SELECT _id, town, n FROM idxorder ORDER BY town DESC NULLS FIRST, n DESC NULLS LAST, _id'),
+  ('SELECT _id, town, n FROM idxorder ORDER BY town DESC NULLS FIRST, n DESC NULLS LAST, _id LIMIT 5'),
+  ('SELECT _id, town, n FROM idxorder ORDER BY town, n NULLS FIRST, _id LIMIT 9'),
+  ('SELECT _id, town, n FROM idxorder ORDER BY town NULLS FIRST, n NULLS FIRST, _id LIMIT 7 OFFSET 3'),
+  ('SELECT _id, town, n FROM idxorder WHERE town = ''seattle'' ORDER BY n DESC, _id LIMIT 3'),
+  ('SELECT _id, town, n FROM idxorder WHERE town = ''Seattle'' AND n = 0 ORDER BY _id')
+) AS v(q);
 RESET idxtable.enable_plain_scan;
 DROP FUNCTION idxorder_same(text);
-SELECT idxtable.drop_index('idxorder_town');
+SELECT idxtable.drop_index('idxorder_town_n');
 DROP FOREIGN TABLE idxorder;
 DROP TABLE idxorder_local;

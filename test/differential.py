@@ -1541,6 +1541,248 @@ def run_order_case(session, number, query, report):
     return pushed
 
 
+# Index-table order and NULLs: queries ordered by index keys holding NULL
+# entries (missing, null and undefined fields), with every NULLS FIRST/LAST,
+# under LIMIT/OFFSET (around where the NULLs start or end), and IS NULL /
+# IS NULL OR conditions on the keys; run with plain scans a last resort, so
+# that the index tables serve whatever they can.  (column, equality prefix
+# on the index table's leading key, or None)
+NULL_ORDER_KEYS = [("i4", None), ("ts", None), ("u", None), ("d", "b"), ("i8", "t")]
+NULL_ORDER_CASES = 48
+MIN_NULL_ORDERED = 20
+NULL_ROUTING_CASES = 40
+MIN_NULL_ROUTED = 15
+# the ORDER BY keys of the (b, d) index table, both ways
+NULL_ORDER_PAIRS = ["b%s, d%s" % (x, y) for x in ("", " DESC", " NULLS FIRST", " DESC NULLS LAST")
+                    for y in ("", " NULLS FIRST", " DESC", " DESC NULLS LAST")]
+
+
+def null_condition(clauses, column, kind):
+    """An IS NULL or "IS NULL OR" condition on ``column`` (a range, an
+    equality, or both bounds), or a range alone (kind "range")."""
+    rng = clauses.rng
+    col = next(c for c in COLUMNS if c.name == column)
+
+    def lit():
+        return clauses.literal(col, clauses.values.value(col))
+    if kind == "is null":
+        return "%s IS NULL" % column
+    arm = rng.choice(["%s > %s", "%s <= %s", "%s = %s", "%s >= %s AND %s < %s"])
+    arm = arm % ((column, lit()) if arm.count("%s") == 2 else (column, lit(), column, lit()))
+    if kind == "range":
+        return arm
+    if rng.random() < 0.5:
+        return "%s IS NULL OR (%s)" % (column, arm)
+    return "(%s) OR %s IS NULL" % (arm, column)
+
+
+def prefix_condition(clauses, prefix):
+    """An equality on the leading key of the index table (b or t)."""
+    col = next(c for c in COLUMNS if c.name == prefix)
+    value = clauses.values.pool_value(col) if prefix == "b" else clauses.values.value(col)
+    return "%s = %s" % (prefix, clauses.literal(col, value) if prefix == "t" else str(value).lower())
+
+
+def null_order_cases(rng, clauses, rows, count):
+    """Queries ordered by index keys with NULL entries, in every NULL order,
+    under LIMIT and OFFSET, some with (IS NULL OR) conditions on the key,
+    some with the _id (id) after the keys as their tie-break."""
+    names = [c.name for c in COLUMNS]
+    cases = []
+    for number in range(count):
+        column, prefix = NULL_ORDER_KEYS[number % len(NULL_ORDER_KEYS)]
+        nulls = sum(r[names.index(column)] is None for r in rows)
+        where = []
+        if prefix:
+            where.append(prefix_condition(clauses, prefix))
+        roll = rng.random()
+        if roll < 0.4:
+            where.append("(%s)" % null_condition(clauses, column, rng.choice(["null or", "null or", "range"])))
+        elif roll < 0.5:
+            where.append("(%s)" % clauses.clause(depth=1))
+        if column == "d" and not prefix_used(where) and rng.random() < 0.5:
+            keys = rng.choice(NULL_ORDER_PAIRS)
+            outputs = "b, d"
+        else:
+            keys = "%s%s%s" % (column, rng.choice(["", " ASC", " DESC"]),
+                               rng.choice(["", " NULLS FIRST", " NULLS LAST"]))
+            outputs = column
+        if rng.random() < 0.3:
+            # the _id as the tie-break: equal keys sorted by their fact's _id
+            keys += ", id"
+            outputs += ", id"
+        limit = " LIMIT %d" % rng.choice([1, 3, 10, 50, 700]) if rng.random() < 0.85 else ""
+        offset = rng.choice([0, 0, 1, 5, nulls, len(rows) - nulls]) + rng.randint(-2, 2)
+        if offset > 0:
+            limit += " OFFSET %d" % offset
+        cases.append("SELECT %s FROM {table}%s ORDER BY %s%s" % (
+            outputs, " WHERE " + " AND ".join(where) if where else "", keys, limit))
+    return cases
+
+
+def prefix_used(where):
+    """Does the query have the equality on b (the (b, d) index's prefix)?"""
+    return any(w.startswith("b = ") for w in where)
+
+
+def null_routing_clauses(rng, clauses, count):
+    """IS NULL and IS NULL OR conditions on index keys, alone, after an
+    equality on the index table's leading key, or ANDed with a random clause."""
+    result = []
+    for number in range(count):
+        column, prefix = NULL_ORDER_KEYS[number % len(NULL_ORDER_KEYS)]
+        clause = null_condition(clauses, column, rng.choice(["is null", "null or", "null or"]))
+        if prefix:
+            clause = "%s AND (%s)" % (prefix_condition(clauses, prefix), clause)
+        if rng.random() < 0.3:
+            clause = "(%s) AND (%s)" % (clause, clauses.clause(depth=1))
+        result.append(clause)
+    return result
+
+
+def plan_lines(session, sql):
+    """The lines of EXPLAIN (VERBOSE) of ``sql`` with plain scans a last resort."""
+    session.run("SET idxtable.enable_plain_scan = off")
+    plan = session.run("EXPLAIN (VERBOSE) " + sql)
+    return [line for (line,) in plan.rows or []]
+
+
+def run_null_order_case(session, number, query, report):
+    """One query of null_order_cases on both tables (plain scans a last
+    resort on the foreign one); returns whether an index table gave the
+    order.  Only the sort keys are output: rows equal on them may come in
+    any order."""
+    lines = plan_lines(session, query.replace("{table}", "ft"))
+    foreign = session.run(query.replace("{table}", "ft"))
+    session.run("RESET idxtable.enable_plain_scan")
+    local = session.run(query.replace("{table}", "lt"))
+    ordered = any("Index Order:" in line for line in lines)
+    problem = None
+    if foreign.error or local.error:
+        problem = compare(foreign, local)
+    elif comparable_rows(foreign.rows) != comparable_rows(local.rows):
+        problem = ["foreign: %d rows, local: %d rows" % (len(foreign.rows), len(local.rows))]
+        problem += ["first difference at row %d: foreign %r local %r" % (i, f, l)
+                    for i, (f, l) in enumerate(zip(foreign.rows, local.rows)) if f != l][:1]
+    if problem:
+        problem = [query.replace("{table}", "ft"), "index order: %s" % ordered] + \
+            [line for line in lines if "Index" in line] + problem
+    report.result("null order %d" % number, problem)
+    return ordered
+
+
+def run_null_routing_case(session, number, clause, report):
+    """One IS NULL (OR) clause on both tables, the foreign one with plain
+    scans a last resort; returns whether an index table served the NULLs."""
+    sql = select_sql("ft", clause)
+    lines = plan_lines(session, sql)
+    foreign = session.run(sql)
+    session.run("RESET idxtable.enable_plain_scan")
+    problem = compare(foreign, session.run(select_sql("lt", clause)))
+    routed = any("Index Cond:" in line and "IS NULL" in line for line in lines)
+    if problem:
+        problem = ["WHERE " + clause, "routed: %s" % routed] + \
+            [line for line in lines if "Index" in line] + problem
+    report.result("null routing %d" % number, problem)
+    return routed
+
+
+# an "IS NULL OR" lookup whose range compares with a NULL parameter still
+# reads the NULL entries (generic plans: the value is known at execution)
+NULL_PARAMETER_CASES = [
+    ("(integer)", "i4 IS NULL OR i4 > $1", ["NULL", "100", "-5000"]),
+    ("(timestamptz)", "ts IS NULL OR ts <= $1", ["NULL", "'2001-02-03 04:05:06+00'"]),
+    ("(integer, integer)", "i4 IS NULL OR (i4 >= $1 AND i4 < $2)", ["NULL, 10", "-10, NULL", "-300, 300"]),
+    ("(text, bigint)", "t = $1 AND (i8 IS NULL OR i8 < $2)", ["NULL, 1", "'a', NULL", "'a', 0"]),
+]
+
+
+# parameterized scans: the finds opened again for each outer row (NULL too)
+NULL_JOIN_CASES = [
+    "SELECT o.x, t.id FROM (VALUES (NULL::int), (0), (900), (-2147483648)) o(x) "
+    "JOIN {table} t ON (t.i4 IS NULL OR t.i4 > o.x) ORDER BY 1, 2",
+    "SELECT o.x, t.id FROM (VALUES (NULL::timestamptz), ('2001-01-01+00'), ('1970-01-01+00')) o(x) "
+    "JOIN {table} t ON (t.ts IS NULL OR t.ts <= o.x) ORDER BY 1, 2",
+    "SELECT o.x, t.id, t.i4 FROM (VALUES (NULL::int), (5), (-5)) o(x) "
+    "JOIN LATERAL (SELECT * FROM {table} WHERE i4 IS NULL OR i4 >= o.x ORDER BY i4 DESC NULLS LAST LIMIT 4) t "
+    "ON true ORDER BY 1, 3, 2",
+]
+
+
+def run_null_join_cases(session, report):
+    """NULL_JOIN_CASES on both tables, nested loops over the foreign one with
+    plain scans a last resort; the lateral case's rows tie only on NULLs of
+    i4 (its ids may differ among those), so only i4 is compared there."""
+    routed = 0
+    for number, query in enumerate(NULL_JOIN_CASES):
+        for setting in ("enable_hashjoin", "enable_mergejoin", "idxtable.enable_plain_scan"):
+            session.run("SET %s = off" % setting)
+        plan = session.run("EXPLAIN " + query.replace("{table}", "ft"))
+        foreign = session.run(query.replace("{table}", "ft"))
+        for setting in ("enable_hashjoin", "enable_mergejoin", "idxtable.enable_plain_scan"):
+            session.run("RESET %s" % setting)
+        local = session.run(query.replace("{table}", "lt"))
+        routed += any("Index Cond:" in line and "IS NULL" in line for (line,) in plan.rows or [])
+        if "LATERAL" in query and foreign.rows and local.rows:
+            foreign.rows = [(r[0], r[2]) for r in foreign.rows]
+            local.rows = [(r[0], r[2]) for r in local.rows]
+        problem = compare(foreign, local)
+        if problem:
+            problem = [query.replace("{table}", "ft")] + [line for (line,) in plan.rows or []] + problem
+        report.result("null join %d" % number, problem)
+    report.result("null join routing", None if routed == len(NULL_JOIN_CASES) else
+                  ["only %d of %d joins went through an index table" % (routed, len(NULL_JOIN_CASES))])
+
+
+def run_null_parameter_cases(session, report, cases=NULL_PARAMETER_CASES):
+    """Generic plans of IS NULL OR clauses executed with NULL and other
+    values, plain scans a last resort; each must equal the local table's."""
+    for number, (declaration, clause, executions) in enumerate(cases):
+        problem = None
+        session.run("SET plan_cache_mode = force_generic_plan")
+        session.run("SET idxtable.enable_plain_scan = off")
+        for name, table in (("nf", "ft"), ("nl", "lt")):
+            outcome = session.run("PREPARE %s%s AS %s" % (name, declaration, select_sql(table, clause)))
+            if outcome.error:
+                problem = (problem or []) + ["PREPARE on %s failed: %s" % (table, outcome.error)]
+        plan = session.run("EXPLAIN EXECUTE nf(%s)" % executions[0])
+        if problem is None and not any("IS NULL" in line for (line,) in plan.rows or []
+                                       if "Index Cond:" in line):
+            problem = ["not routed through an index table"] + [line for (line,) in plan.rows or []]
+        for args in executions if problem is None else []:
+            difference = compare(session.run("EXECUTE nf(%s)" % args), session.run("EXECUTE nl(%s)" % args))
+            if difference:
+                problem = ["EXECUTE (%s)" % args] + difference
+                break
+        session.run("DEALLOCATE ALL")
+        session.run("RESET idxtable.enable_plain_scan")
+        session.run("RESET plan_cache_mode")
+        if problem:
+            problem = ["PREPARE %s AS ... WHERE %s" % (declaration, clause)] + problem
+        report.result("null parameter %d" % number, problem)
+
+
+def run_null_cases(session, report, args, nulls, clock):
+    """The index-table order and NULL families, with their coverage checks."""
+    null_orders, null_clauses = nulls
+    ordered = sum(run_null_order_case(session, number, query, report)
+                  for number, query in enumerate(null_orders))
+    clock.charge("null order")
+    routed = sum(run_null_routing_case(session, number, clause, report)
+                 for number, clause in enumerate(null_clauses))
+    run_null_parameter_cases(session, report)
+    run_null_join_cases(session, report)
+    clock.charge("null routing")
+    print("null order: %d of %d queries ordered by an index table with NULL entries; "
+          "%d of %d IS NULL (OR) clauses routed through one" % (ordered, len(null_orders), routed, len(null_clauses)))
+    want_ordered = MIN_NULL_ORDERED * args.null_orders // NULL_ORDER_CASES
+    want_routed = MIN_NULL_ROUTED * args.null_orders // NULL_ORDER_CASES
+    report.result("null order coverage", None if ordered >= want_ordered else
+                  ["only %d queries were ordered by an index table, need %d" % (ordered, want_ordered)])
+    report.result("null routing coverage", None if routed >= want_routed else
+                  ["only %d IS NULL (OR) clauses were routed, need %d" % (routed, want_routed)])
+
+
 class Clock:
     """Where the run's time goes, per family of cases: wall seconds and the
     CPU seconds of the test server's process, of PostgreSQL (the postmaster
@@ -1609,6 +1851,9 @@ def parse_args():
                         help="number of ORDER BY/LIMIT/OFFSET queries (default %d)" % ORDER_CASES)
     parser.add_argument("--aggregates", type=int, default=80,
                         help="number of aggregate queries (default 80)")
+    parser.add_argument("--null-orders", type=int, default=NULL_ORDER_CASES,
+                        help="number of queries ordered by index keys with NULLs, and of IS NULL (OR) "
+                        "clauses routed (default %d)" % NULL_ORDER_CASES)
     parser.add_argument("--index-groupings", type=int, default=30,
                         help="number of GROUP BY queries of an index table's key (default 30)")
     parser.add_argument("--text-keys", type=int, default=120,
@@ -1636,9 +1881,13 @@ def generate(seed, args):
     float_rng = random.Random(seed + 2)
     orders += float_order_cases(float_rng, ClauseGenerator(float_rng, values), rows,
                                 FLOAT_ORDER_CASES * args.orders // ORDER_CASES)
+    null_rng = random.Random(seed + 5)
+    null_clauses = ClauseGenerator(null_rng, values)
+    nulls = (null_order_cases(null_rng, null_clauses, rows, args.null_orders),
+             null_routing_clauses(null_rng, null_clauses, NULL_ROUTING_CASES * args.null_orders // NULL_ORDER_CASES))
     index_rng = random.Random(seed + 3)
     groupings = index_grouping_cases(index_rng, ClauseGenerator(index_rng, values), args.index_groupings)
-    return docs, rows, where, prepared, orders, aggregates, groupings
+    return docs, rows, where, prepared, orders, aggregates, nulls, groupings
 
 
 def dry_run(docs, rows, where, prepared, orders):
@@ -1660,9 +1909,9 @@ def main():
     args = parse_args()
     seed = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(2 ** 32))
     print("differential: seed %d (repeat with DIFF_SEED=%d)" % (seed, seed), flush=True)
-    docs, rows, where, prepared, orders, aggregates, groupings = generate(seed, args)
+    docs, rows, where, prepared, orders, aggregates, nulls, groupings = generate(seed, args)
     if args.dry_run:
-        dry_run(docs, rows, where, prepared, orders)
+        dry_run(docs, rows, where, prepared, orders + nulls[0] + nulls[1])
         return 0
 
     report = Report(seed)
@@ -1719,6 +1968,8 @@ def main():
     for number, query in enumerate(orders):
         order_results.append(run_order_case(session, number, query, report))
         clock.charge("order" if number < args.orders else "float order")
+    run_null_cases(session, report, args, nulls, clock)
+
     order_pushed = sum(1 for r in order_results if r)
     float_pushed = order_results.count(2)
     print("order: %d of %d ORDER BY/LIMIT/OFFSET queries pushed a sort, limit or skip, %d of them a float sort"

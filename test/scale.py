@@ -5,6 +5,10 @@
   server (serverStatus metrics.queryExecutor deltas).
 - A full scan of the collection runs at a reasonable rate (printed).
 - A pushed-down filter returns exactly the rows of a local copy.
+- ORDER BY a nullable key LIMIT k through an index table (40% of the keys
+  NULL), in every NULL order, examines at most 3k + 2 keys and 3k + 2
+  documents on the server, whatever the share of NULLs; so does an
+  "IS NULL OR <range>" condition ordered on the key.
 - verify_index / repair_index over 20,000 facts: progress shows in
   pg_stat_progress_create_index, drift made directly in MongoDB is counted
   exactly, a cancelled repair leaves nothing worse, a full repair ends clean.
@@ -41,14 +45,25 @@ def load(client):
     client.drop_database(DB)
     coll = mongo_client.database(client, DB).people
     rng = random.Random(7)
+    ages = random.Random(8)
     batch = []
     for i in range(1, N + 1):
         batch.append({"_id": i, "town": rng.choice(TOWNS), "n": i % 1000,
                       "name": "person%d" % i})
+        roll = ages.random()
+        if roll >= NULL_AGES:
+            batch[-1]["age"] = ages.randrange(100)
+        elif roll < NULL_AGES / 2:
+            batch[-1]["age"] = None     # else missing
         if len(batch) == 10000:
             coll.insert_many(batch)
             batch = []
     return coll
+
+
+def expected_ages(client):
+    """The ages of the collection as the FDW reads them (None: NULL)."""
+    return [d.get("age") for d in mongo_client.database(client, DB).people.find({}, {"age": 1})]
 
 
 def executor_counters(client):
@@ -60,11 +75,54 @@ def executor_counters(client):
 def setup_postgres():
     """A fresh database with the extension, server and foreign table."""
     conn = pg_fixture.setup_database(DB)
-    pg_fixture.create_foreign_table(conn, "people", "id int OPTIONS (field '_id'), town text, n int, name text")
+    pg_fixture.create_foreign_table(conn, "people", "id int OPTIONS (field '_id'), town text, n int, name text, "
+                                    "age int")
     return conn.cursor()
 
 
 VERIFY_N = 20000
+NULL_AGES = 0.4
+
+
+def ordered(values, desc, nulls_first):
+    """``values`` in PostgreSQL's order of ORDER BY with these options."""
+    known = sorted((v for v in values if v is not None), reverse=desc)
+    nulls = [None] * (len(values) - len(known))
+    return nulls + known if nulls_first else known + nulls
+
+
+def null_order_at_scale(client, cur):
+    """ORDER BY age LIMIT k through the {age} index table, key-only (the
+    facts fetched) and covering: the rows of PostgreSQL's order, and at
+    most 3k + 2 keys and documents examined on the server in every NULL
+    order, though 40% of the ages are NULL."""
+    cur.execute("SELECT idxtable.create_index('people', '{age}', name => 'people_age')")
+    ages = expected_ages(client)
+    for k, columns in ((1, "age, name"), (10, "age, name"), (10, "age"), (100, "age, name")):
+        for spec, desc, nulls_first, where in (
+                ("", False, False, None), (" NULLS FIRST", False, True, None),
+                (" DESC", True, True, None), (" DESC NULLS LAST", True, False, None),
+                (" DESC", True, True, 95), (" NULLS LAST", False, False, 95)):
+            clause = " WHERE age IS NULL OR age > %d" % where if where is not None else ""
+            sql = "SELECT %s FROM people%s ORDER BY age%s LIMIT %d" % (columns, clause, spec, k)
+            cur.execute("EXPLAIN " + sql)
+            plan = "\n".join(r[0] for r in cur.fetchall())
+            cur.execute(sql)            # once first: the index's ownership marker is read then
+            counts = []
+            for _ in range(2):          # the lower counts: background readers add to the server's
+                before = executor_counters(client)
+                cur.execute(sql)
+                rows = [r[0] for r in cur.fetchall()]
+                after = executor_counters(client)
+                counts.append((after[0] - before[0], after[1] - before[1]))
+            keys, docs = min(counts)
+            want = ordered([a for a in ages if where is None or a is None or a > where], desc, nulls_first)[:k]
+            check("%s: the index order, its rows, at most %d keys and documents" % (sql, 3 * k + 2),
+                  "Index Order:" in plan and rows == want and keys <= 3 * k + 2 and docs <= 3 * k + 2,
+                  "keys %d, documents %d, %d rows%s" % (keys, docs, len(rows),
+                                                        "" if rows == want else " (wrong)"))
+
+
 
 
 def progress_poller(pid, seen, stop):
@@ -179,6 +237,7 @@ def main():
               remote == local and "MongoDB Filter: { }" not in plan,
               "%d rows vs %d" % (len(remote), len(local)))
 
+    null_order_at_scale(client, cur)
     verify_at_scale(client, cur)
 
     print("scale: %d passed, %d failed" % (results["passed"], results["failed"]))

@@ -80,13 +80,14 @@ INDEXES = [
     ("customers", "{email}", None, False),
     ("customers", "{town}", "{first_name,last_name}", False),
     ("customers", "{last_name}", None, False),
+    ("customers", "{age}", None, False),
     ("movies", "{actors}", None, False),
     ("ids_str", "{town}", None, False),
     ("ids_oid", "{town}", None, False),
     ("ids_mixed", "{town}", None, False),
 ]
 # the index tables the pushdown queries use (all that --pushdown-only builds)
-PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}"),
+PUSHDOWN_INDEXES = {("customers", "{town,last_name}"), ("customers", "{town}"), ("customers", "{age}"),
                     ("customers", "{last_name}"), ("ids_str", "{town}"), ("ids_oid", "{town}"),
                     ("ids_mixed", "{town}")}
 
@@ -116,7 +117,8 @@ def setup_postgres(d):
     conn = setup_server(DB)
     cur = conn.cursor()
     pg_fixture.create_foreign_table(conn, "customers", "customer_id int OPTIONS (field '_id'), "
-                                    "town text, last_name text, first_name text, email text, balance int")
+                                    "town text, last_name text, first_name text, email text, balance int, "
+                                    "age int")
     pg_fixture.create_foreign_table(conn, "movies", "movie_id int OPTIONS (field '_id'), "
                                     "title text, year int, actors text[]")
     for kind in ("str", "oid", "mixed"):

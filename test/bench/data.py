@@ -1,11 +1,13 @@
 """Seeded benchmark data: customers and movies, generated and loaded with pymongo.
 
-customers {_id, town, last_name, first_name, email, balance}
+customers {_id, town, last_name, first_name, email, balance, age}
   town       90% "Redmond", the other 10% Zipf-distributed over ~300 tail towns
   last_name  ~3,000 names, Zipf-distributed (s = 1)
   first_name ~200 names, uniform
   email      unique, mixed case ("Ada.SMITH123@Example.com")
   balance    int 0..100,000
+  age        int 18..99, missing for 5% (drawn from a random stream of its own, so
+             that the other fields are those of a run without it)
 movies {_id, title, year, actors}, size/10 of them, each with 3-8 distinct
   actors drawn (Zipf, s = 0.6) from a pool of 20,000 names.
 ids_str, ids_oid, ids_mixed {_id, town, n}, size/4 of each: string _ids,
@@ -25,6 +27,7 @@ from bson.objectid import ObjectId
 SEED = 20260101
 BATCH = 10000
 REDMOND_SHARE = 0.90
+NULL_AGE_SHARE = 0.05
 
 _COMMON_LAST = [
     "Johnson", "Williams", "Brown", "Jones", "Smith", "Garcia", "Miller", "Davis",
@@ -154,11 +157,13 @@ class Dataset:
         self.town_last_counts = Counter()
         self.actor_counts = Counter()
         self.emails = {}            # a sample: _id -> email, for lookups and orders
+        self.null_ages = 0
         self.id_texts = {}          # ids_<kind>: the _ids as text, in byte order
 
     def customers(self):
         """Yield lists of up to BATCH customer documents."""
         rng = random.Random(self.seed * 7 + 1)
+        ages = random.Random(self.seed * 7 + 3)
         last_cum = _zipf_cum(len(self.last_names), 1.0)
         town_cum = _zipf_cum(len(self.tail_towns), 1.0)
         firsts = _FIRST
@@ -180,6 +185,10 @@ class Dataset:
                 batch.append({"_id": cid, "town": town, "last_name": ln,
                               "first_name": first, "email": email,
                               "balance": rng.randrange(100001)})
+                if ages.random() < NULL_AGE_SHARE:
+                    self.null_ages += 1
+                else:
+                    batch[-1]["age"] = ages.randrange(18, 100)
                 self.town_counts[town] += 1
                 self.last_counts[ln] += 1
                 self.town_last_counts[(town, ln)] += 1

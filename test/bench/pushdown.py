@@ -95,7 +95,26 @@ def build(d):
           "{last_name} index, C.UTF-8 (byte order); pushed: ~10 entries and facts"),
         S("ORDER BY name,_id idx", "SELECT * FROM customers ORDER BY last_name, customer_id LIMIT 10",
           "{last_name} index; each name's entries sorted by _id, 10 facts fetched"),
-    ] + text_id_scenarios(d)
+    ] + null_key_scenarios(d) + text_id_scenarios(d)
+
+
+def null_key_scenarios(d):
+    """ORDER BY a nullable key LIMIT 10 through the {age} index table (5% of
+    the ages NULL) in every NULL order, and IS NULL (OR) on it: issue 29."""
+    S = scenarios.Scenario
+    nulls = "%d NULL ages" % d.null_ages
+    result = [S("ORDER BY age%s LIMIT 10" % spec, "SELECT * FROM customers ORDER BY age%s LIMIT 10" % spec,
+                "{age} index; %s, %s; pushed: ~10 entries and facts" % (nulls, where))
+              for spec, where in (("", "read last"), (" NULLS FIRST", "read first, MongoDB's place"),
+                                  (" DESC", "read first"), (" DESC NULLS LAST", "read last, MongoDB's place"))]
+    return result + [
+        S("age IS NULL OR age > 98 LIMIT", "SELECT * FROM customers WHERE age IS NULL OR age > 98 "
+          "ORDER BY age DESC LIMIT 10", "{age} index; NULL entries, then > 98"),
+        S("age IS NULL", "SELECT * FROM customers WHERE age IS NULL",
+          "%s; the {age} index where cheaper than a scan" % nulls),
+        S("age IS NULL OR age > 98", "SELECT * FROM customers WHERE age IS NULL OR age > 98",
+          "{age} index (two lookups) where cheaper than a scan"),
+    ]
 
 
 def text_id_scenarios(d):

@@ -2879,6 +2879,31 @@ def test_counters_range_bounds_intersected(env):
     check((keys, docs) == (0, 0), "disjoint bounds examine nothing: %s" % ((keys, docs),))
 
 
+@test(own=True)
+def test_counters_ne_null_bounds(env):
+    """{$ne: null} on an index that is not multikey has mongod's bounds [MinKey, null) U (null, MaxKey]: a
+    sorted find under a limit examines no null or missing key (undefined, below null, is in the bounds and
+    matches); on a multikey index there are no bounds, and the null keys are examined."""
+    coll = fresh(env, "ne_null_bounds")
+    coll.insert_many([{"_id": i} if i % 2 else {"_id": i, "a": None} for i in range(1000)] +
+                     [{"_id": 1000 + i, "a": i} for i in range(20)] + [_undefined_doc(2000, b"\x06a\x00")])
+    coll.create_index("a")
+    for direction, expected in ((1, [2000, 1000, 1001, 1002, 1003]), (-1, [1019, 1018, 1017, 1016, 1015])):
+        found = []
+        keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}}).sort("a", direction)
+                                                       .limit(5)))
+        check([d["_id"] for d in found] == expected and (keys, docs) == (5, 5), (direction, found, keys, docs))
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}})))
+    check(len(found) == 21 and (keys, docs) == (21, 21), (len(found), keys, docs))
+    keys, docs = env.examined(lambda: list(coll.find({"a": {"$ne": None, "$gte": 15}})))
+    check((keys, docs) == (5, 5), "a range with it: its own bounds (%d, %d)" % (keys, docs))
+    coll.insert_one({"_id": 3000, "a": [1, 2]})
+    found = []
+    keys, docs = env.examined(lambda: found.extend(coll.find({"a": {"$ne": None}}).sort("a", 1).limit(5)))
+    check(len(found) == 5 and docs > 1000, "multikey: no bounds (%d, %d)" % (keys, docs))
+
+
 @test()
 def test_type_lists_and_bounds(env):
     """$type takes a list (any of its types matches) and the types mongomock leaves out; on an indexed
@@ -2915,8 +2940,8 @@ def test_type_lists_and_bounds(env):
 @test()
 def test_counters_ne_bounds(env):
     """`{$ne: v}` alone on a field scans the index on both sides of v, as mongod's bounds builder does
-    ([MinKey, undefined) and (null, MaxKey] for null): a sorted, limited find skips the nulls that sort
-    first; a range on another indexed field is still preferred."""
+    ([MinKey, null) and (null, MaxKey] for null, test_counters_ne_null_bounds): a sorted, limited find
+    skips the nulls that sort first; a range on another indexed field is still preferred."""
     coll = fresh(env, "ne_bounds")
     coll.insert_many([{"_id": i, "a": None if i < 60 else i, "b": i} for i in range(100)])
     coll.create_index("a", name="a_1")

@@ -1,10 +1,10 @@
 """Query planning and execution over the indexed store, with MongoDB's examined-keys/documents counters.
 
-The planner only narrows the candidate set: it reads equality, `$in` and range conditions of the filter's
-top-level conjunction (including `$and`) on the leading fields of an index, scans those index intervals,
-then applies the whole filter to every fetched document with the matcher (matcher.py: mongomock's, with
-MongoDB's null semantics on dotted paths). Any subset of a conjunction selects a superset of the matches,
-so results never depend on the plan, only the counters do.
+The planner only narrows the candidate set: it reads equality, `$in`, range, `$type` and `$ne` conditions of
+the filter's top-level conjunction (including `$and`) on the leading fields of an index, scans those index
+intervals, then applies the whole filter to every fetched document with the matcher (matcher.py:
+mongomock's, with MongoDB's null semantics on dotted paths). Any subset of a conjunction selects a superset
+of the matches, so results never depend on the plan, only the counters do.
 """
 
 import bisect
@@ -15,7 +15,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.regex import Regex
 
-from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, TYPE_BRACKETS, UNDEFINED_KEY, sort_documents, sort_key
+from .bsonkeys import ABOVE_ALL, BELOW_ALL, MISSING, TYPE_BRACKETS, sort_documents, sort_key
 from .collation import fold, fold_filter
 from .errors import MongoError
 from .matcher import compile_filter
@@ -135,11 +135,12 @@ def _type_intervals(types):
 
 def _ne_intervals(value):
     """The two intervals around one value that `{$ne: value}` scans, as mongod's index bounds builder makes
-    them for a scalar (`$ne: null` also leaves undefined out, which equals null to a query): [MinKey, value)
-    and (value, MaxKey]."""
+    them for a scalar: [MinKey, value) and (value, MaxKey], the complement of `{$eq: value}`'s point. For
+    null that is [MinKey, null) and (null, MaxKey]: since 8.0 `{$eq: null}` is [null, null] alone, and
+    undefined (below null) matches `$ne: null` (matcher.py), so it is in the bounds. On a multikey index an
+    array holds the value and others, and an empty array is indexed below null: no bounds there."""
     key = sort_key(value)
-    below = UNDEFINED_KEY if value is None else key
-    return [(BELOW_ALL, True, below, False), (key, False, ABOVE_ALL, False)]
+    return [(BELOW_ALL, True, key, False), (key, False, ABOVE_ALL, False)]
 
 
 def _condition_bounds(cond, multikey):
