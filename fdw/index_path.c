@@ -111,9 +111,10 @@ static List *index_path_private(const IdxIndexDef *def, bool covering,
 /*
  * Valid index definitions of a table: only those are used for reads, and
  * with idxtable.index_consistency = current only those an applier keeps
- * current with every writer (sync_wait.h).  Planning never talks to
- * MongoDB: an index whose ownership marker this backend has not read yet
- * counts as valid, and the scan that uses it checks the marker when it
+ * current with every writer (sync_wait.h).  Planning reads no markers
+ * (it asks MongoDB only a never-analyzed table's size, table_size.c): an
+ * index whose ownership marker this backend has not read yet counts as
+ * valid, and the scan that uses it checks the marker when it
  * starts (index_scan.c).
  */
 List *
@@ -566,8 +567,8 @@ covered_attrs(const IdxIndexDef *def)
  * writes are in consistency mode 'ordered': then an entry may be an orphan
  * or stale (see index_write.h), and only reads that recheck each fact may
  * use the index.  Without a mode of its own the table's mode depends on
- * whether the server has transactions, which planning does not ask (it
- * never talks to MongoDB): the covering plan is made, and its execution
+ * whether the server has transactions, which planning does not ask: the
+ * covering plan is made, and its execution
  * reads the facts after all on a server without transactions
  * (idx_index_scan_begin).
  */
