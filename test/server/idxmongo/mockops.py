@@ -221,6 +221,87 @@ def _combine_projection_spec(fields):
 mm_collection._combine_projection_spec = _combine_projection_spec
 
 
+_INCLUSIONS = {}
+
+
+def _inclusion_tree(projection):
+    """(tree, with _id) of a projection that only includes fields (values 1/true, `_id` also 0), the tree
+    {name: True or a tree of the path's rest}; kept per projection. None for any other projection
+    (operators, expressions, exclusions, a path beside its prefix), which mongomock's projection serves."""
+    try:
+        key = tuple(projection.items())
+        return _INCLUSIONS[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable values: not a plain inclusion
+        return None
+    parsed = _parse_inclusion(key)
+    if len(_INCLUSIONS) >= 256:
+        _INCLUSIONS.clear()
+    _INCLUSIONS[key] = parsed
+    return parsed
+
+
+def _parse_inclusion(items):
+    """The tree of _inclusion_tree, built from the projection's (name, value) pairs."""
+    tree = {}
+    with_id = True
+    for name, value in items:
+        if type(value) not in (int, bool, float) or value != value or not isinstance(name, str):
+            return None
+        if name == "_id":
+            with_id = bool(value)
+            continue
+        parts = name.split(".")
+        if not value or any(not part or part.startswith("$") for part in parts):
+            return None
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if node is True:
+                return None
+        if parts[-1] in node:
+            return None
+        node[parts[-1]] = True
+    return (tree, with_id) if tree and "_id" not in tree else None
+
+
+_NOT_PLAIN = object()
+
+
+def _include_tree(doc, tree):
+    """`doc` projected on an inclusion tree, values shared, in the document's order; _NOT_PLAIN where a
+    path goes through an array (mongomock's projection then serves the document)."""
+    out = {}
+    for name, value in doc.items():
+        sub = tree.get(name)
+        if sub is None:
+            continue
+        if sub is True:
+            out[name] = value
+        elif isinstance(value, dict):
+            inner = _include_tree(value, sub)
+            if inner is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out[name] = inner
+        elif isinstance(value, (list, tuple)) or hasattr(value, "keys"):
+            return _NOT_PLAIN
+    return out
+
+
+def _include_fields(doc, tree, with_id):
+    """An inclusion projection of `doc` sharing its values (for a result only encoded): `_id` first
+    unless excluded, then the included fields in the document's order, as mongod returns them; None
+    where mongomock's projection must serve it."""
+    out = _include_tree(doc, tree)
+    if out is _NOT_PLAIN:
+        return None
+    if with_id and "_id" in doc:
+        out.pop("_id", None)
+        return {"_id": doc["_id"], **out}
+    return out
+
+
 def project(doc, projection, shared=False):
     """Apply a find projection (inclusion or exclusion, dotted paths, $slice/$elemMatch) with `_id` first.
 
@@ -228,6 +309,12 @@ def project(doc, projection, shared=False):
     changes it."""
     if not projection:
         return doc
+    if shared:
+        inclusion = _inclusion_tree(projection)
+        if inclusion is not None:
+            out = _include_fields(doc, *inclusion)
+            if out is not None:
+                return out
     _SHARING.active = shared
     try:
         out = _SCRATCH._copy_only_fields(doc, dict(projection), dict)

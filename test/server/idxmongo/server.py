@@ -343,6 +343,8 @@ class Server:
         """failCommand killServer: end the process at once, like SIGKILL (no reply, no cleanup; the journal
         already holds every acknowledged change)."""
         LOG.debug("failCommand killServer %s %s: exiting", moment, name)
+        for handler in LOG.handlers:  # the log, unlike the process, ends in order
+            handler.close()
         os._exit(KILL_EXIT_STATUS)
 
     def _transaction_for(self, name, cmd):
@@ -403,13 +405,44 @@ class Server:
         self.stop_event.set()
 
 
+class _BatchedFileHandler(logging.FileHandler):
+    """A file handler that flushes every LOG_FLUSH_SECS, not after each record: a flush per command was
+    about 5% of the server's CPU under the differential test. Records of a server killed with SIGKILL
+    may be lost for the last interval; an exiting server flushes (logging's shutdown at exit)."""
+
+    def flush(self):
+        """Nothing per record; the flusher thread calls flush_now."""
+
+    def flush_now(self):
+        """Write what the stream buffered."""
+        with self.lock:
+            if self.stream is not None and not self.stream.closed:
+                self.stream.flush()
+
+    def close(self):
+        """Flush, then close as FileHandler does."""
+        self.flush_now()
+        super().close()
+
+
+LOG_FLUSH_SECS = 0.2
+
+
+def _flush_log_forever(handler):
+    """The log's flusher thread."""
+    while True:
+        time.sleep(LOG_FLUSH_SECS)
+        handler.flush_now()
+
+
 def configure_logging(path):
     """Debug-level command log to `path` (nothing is logged without it)."""
     LOG.setLevel(logging.DEBUG if path else logging.CRITICAL)
     if path:
-        handler = logging.FileHandler(path)
+        handler = _BatchedFileHandler(path)
         handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(message)s"))
         LOG.addHandler(handler)
+        threading.Thread(target=_flush_log_forever, args=(handler,), name="log-flusher", daemon=True).start()
     LOG.propagate = False
 
 
