@@ -1,8 +1,12 @@
 """explain through a router, as mongos answers it: the command is targeted by the rules the command itself
 follows (router_crud.py: the routing table's `target` of the find's filter, the count's or distinct's query,
-the aggregate's leading `$match` stages; the primary shard for an unsharded collection), each targeted shard
-explains its part, and the router puts the shards' answers together in mongos's shapes
-(s/commands/cluster_explain.cpp, pipeline/sharded_agg_helpers.cpp):
+the aggregate's leading `$match` stages as router_crud.shards_part finds them; the primary shard for an
+unsharded collection), each targeted shard explains its part, and the router puts the shards' answers
+together in mongos's shapes (s/commands/cluster_explain.cpp, pipeline/sharded_agg_helpers.cpp). The
+routing is the config server's table: the shards' explains carry no shard version here, and mongos, whose
+versioned explain a shard would refuse (StaleConfig) when its cache is stale, names the shards of the
+refreshed table too. An aggregate with `explain: true` (the option's old form) of a sharded collection is
+answered as the explain command with verbosity queryPlanner, as mongos answers it.
 
 - find, count, distinct: `queryPlanner.winningPlan` is a mongos stage, SINGLE_SHARD for one shard, else
   SHARD_MERGE_SORT for a sorted find and SHARD_MERGE otherwise, whose `shards` array holds per shard its
@@ -25,7 +29,7 @@ import time
 
 from . import cmd_admin
 from .errors import MongoError
-from .router_crud import _checked, _session_fields, forward
+from .router_crud import _checked, _session_fields, forward, shards_part
 
 READS = ("find", "count", "distinct", "aggregate")
 VERBOSITIES = ("queryPlanner", "executionStats", "allPlansExecution")
@@ -49,23 +53,27 @@ def cmd_explain(router, conn, db, cmd):
     return _read(router, conn, db, cmd, kind, inner, entry, verbosity)
 
 
+def aggregate_explain_option(router, conn, db, cmd):
+    """aggregate {explain: true} of a sharded collection (router_crud sends it here): the explain command
+    of the aggregate without the option, verbosity queryPlanner."""
+    inner = {k: v for k, v in cmd.items()
+             if k not in ("explain", "lsid", "txnNumber", "autocommit") and not k.startswith("$")}
+    return cmd_explain(router, conn, db, dict({"explain": inner, "verbosity": "queryPlanner"},
+                                              **_session_fields(cmd)))
+
+
+def _pipeline(inner):
+    """An aggregate's pipeline (a list)."""
+    pipeline = inner.get("pipeline")
+    return list(pipeline) if isinstance(pipeline, list) else []
+
+
 def _filter(kind, inner):
-    """The filter a read is targeted by."""
+    """The filter a read is targeted by: the same as the command's own (router_crud.py)."""
     if kind == "aggregate":
-        stages = _leading_match(inner.get("pipeline"))
-        return {"$and": [s["$match"] for s in stages]} if stages else {}
+        return shards_part(_pipeline(inner))[1]
     filt = inner.get("filter" if kind == "find" else "query")
     return filt if isinstance(filt, dict) else {}
-
-
-def _leading_match(pipeline):
-    """The leading `$match` stages of a pipeline (those the shards run)."""
-    out = []
-    for stage in pipeline if isinstance(pipeline, list) else []:
-        if not (isinstance(stage, dict) and list(stage) == ["$match"]):
-            break
-        out.append(stage)
-    return out
 
 
 def _targets(entry, filt):
@@ -167,8 +175,8 @@ def _shard_aggregate(reply, stages_after):
 def _aggregate(router, conn, db, cmd, inner, entry, verbosity):
     """aggregate: passed through to the primary shard when unsharded; else split as the router runs it,
     with each targeted shard's explain under its name."""
-    pipeline = list(inner.get("pipeline") or [])
-    head = len(_leading_match(pipeline))
+    pipeline = _pipeline(inner)
+    head = shards_part(pipeline)[0]
     filt = _filter("aggregate", inner)
     part = _shard_part("aggregate", inner, filt)
     targets = _targets(entry, filt)
