@@ -362,7 +362,8 @@ def check_explain_plain(res, mongo, conn):
     """3b: plain scans and pushed-down aggregates of wr (sharded on a hashed _id) name the shards their
     find or aggregate reached: targeted by the shard key one (the shard holding the document), an IN of
     _ids on both shards both, a filter without the shard key every shard; an aggregate of an unsharded
-    collection (passed whole to the primary shard by mongos) the primary shard."""
+    collection (passed whole to the primary shard by mongos) the primary shard; each the shards whose
+    logs saw the scan's find or aggregate."""
     ids = {}
     for _id in range(1, 200):
         ids.setdefault(shard_of_fact(mongo, "wr", _id), _id)
@@ -387,9 +388,12 @@ def check_explain_plain(res, mongo, conn):
                  "an untargeted pushed-down aggregate (every shard)"),
                 ("SELECT count(*) FROM plain", {"shard0": 1},
                  "a pushed-down aggregate of an unsharded collection (the primary shard)")):
+            clear_logs(mongo)
             shown, plan = explain_shards(conn, sql)
-            res.check(shown == {"Collection Shards": want} and "Shard Explain Error" not in plan,
-                      "EXPLAIN ANALYZE of %s: %r (want %r)" % (what, shown, want))
+            logged = finds_on(mongo, "plain" if "FROM plain" in sql else "wr")
+            res.check(shown == {"Collection Shards": want} and "Shard Explain Error" not in plan
+                      and sorted(want) == logged,
+                      "EXPLAIN ANALYZE of %s: %r (want %r, the shards ran %r)" % (what, shown, want, logged))
             print("EXPLAIN ANALYZE, %s: %r" % (sql, shown))
         plain = "\n".join(r[0] for r in q(conn, "EXPLAIN SELECT count(*), max(k) FROM wr"))
         res.check("Shards" not in plain, "EXPLAIN without ANALYZE of an aggregate shows no shards: %s" % plain)

@@ -496,6 +496,24 @@ def test_cluster_explain_names_targeted_shards(env):
     check([(s["shardName"], s["nReturned"]) for s in point["executionStages"]["shards"]] == [("shard1", 1)]
           and point["executionStages"]["stage"] == "SINGLE_SHARD", "a point's executionStats: %s" % point)
 
+    # a stale router: its explain carries the shard version of its cache, the shard refuses it, the
+    # router refreshes and names the chunk's new shard (as the find itself is retried)
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    for r in (r0, r1):
+        check(explained_shards(r.t.command("explain", {"find": "e", "filter": {"k": 80}},
+                                           verbosity="queryPlanner")) == ["shard1"], "both routers cached")
+    r0.admin.command("moveChunk", "t.e", find={"k": 70}, to="shard0")
+    before = stale_counts(client)
+    moved = r1.t.command("explain", {"find": "e", "filter": {"k": 80}}, verbosity="queryPlanner")
+    after = stale_counts(client)
+    check(explained_shards(moved) == ["shard0"], "a stale router's explain names the new shard: %s" % moved)
+    check(after["shard1"] == before["shard1"] + 1, "the old owner refused the stale explain: %s -> %s"
+          % (before, after))
+    r0.admin.command("moveChunk", "t.e", find={"k": 70}, to="shard1")
+    moved = r1.t.command("explain", {"aggregate": "e", "pipeline": [{"$match": {"k": 80}}], "cursor": {}},
+                         verbosity="queryPlanner")
+    check(explained_shards(moved) == ["shard1"], "and a stale aggregate's explain: %s" % moved)
+
     # an unsharded collection: find names the primary shard; an aggregate is passed through unnamed
     t.plain.insert_many([{"_id": i} for i in range(5)])
     check(explained_shards(explain({"find": "plain", "filter": {"_id": 1}})) == ["shard0"],

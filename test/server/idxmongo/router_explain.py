@@ -3,10 +3,11 @@ follows (router_crud.py: the routing table's `target` of the find's filter, the 
 the aggregate's leading `$match` stages as router_crud.shards_part finds them; the primary shard for an
 unsharded collection), each targeted shard explains its part, and the router puts the shards' answers
 together in mongos's shapes (s/commands/cluster_explain.cpp, pipeline/sharded_agg_helpers.cpp). The
-routing is the config server's table: the shards' explains carry no shard version here, and mongos, whose
-versioned explain a shard would refuse (StaleConfig) when its cache is stale, names the shards of the
-refreshed table too. An aggregate with `explain: true` (the option's old form) of a sharded collection is
-answered as the explain command with verbosity queryPlanner, as mongos answers it.
+routing is the router's cache, as for the command itself, and each shard's part carries the shard version
+in its explained command (shard_version.attach): a shard whose chunks moved refuses it (StaleConfig), the
+router refreshes and explains again (at most MAX_STALE_RETRIES times, as the command's reads are retried).
+An aggregate with `explain: true` (the option's old form) of a sharded collection is answered as the
+explain command with verbosity queryPlanner, as mongos answers it.
 
 - find, count, distinct: `queryPlanner.winningPlan` is a mongos stage, SINGLE_SHARD for one shard, else
   SHARD_MERGE_SORT for a sorted find and SHARD_MERGE otherwise, whose `shards` array holds per shard its
@@ -29,7 +30,8 @@ import time
 
 from . import cmd_admin
 from .errors import MongoError
-from .router_crud import _checked, _session_fields, forward, shards_part
+from .router_crud import MAX_STALE_RETRIES, _checked, _session_fields, forward, shards_part
+from .shard_version import STALE_CONFIG
 
 READS = ("find", "count", "distinct", "aggregate")
 VERBOSITIES = ("queryPlanner", "executionStats", "allPlansExecution")
@@ -47,10 +49,17 @@ def cmd_explain(router, conn, db, cmd):
     if verbosity not in VERBOSITIES:
         raise MongoError(2, "verbosity string must be one of {'queryPlanner', 'executionStats', "
                             "'allPlansExecution'}")
-    entry = router.cluster.routing.get(db, inner[kind])
-    if kind == "aggregate":
-        return _aggregate(router, conn, db, cmd, inner, entry, verbosity)
-    return _read(router, conn, db, cmd, kind, inner, entry, verbosity)
+    attempts = 0
+    while True:
+        entry = router.cache.target(conn, db, inner[kind])
+        try:
+            if kind == "aggregate":
+                return _aggregate(router, conn, db, cmd, inner, entry, verbosity)
+            return _read(router, conn, db, cmd, kind, inner, entry, verbosity)
+        except MongoError as exc:  # a shard refused a stale version: the cache is refreshed (router.send)
+            if exc.code != STALE_CONFIG or attempts >= MAX_STALE_RETRIES:
+                raise
+            attempts += 1
 
 
 def aggregate_explain_option(router, conn, db, cmd):
