@@ -473,7 +473,10 @@ aggregate_as_find(const bson_t *sent, bson_t *find)
  * Explain one command through the scan's mongos; an aggregate whose explain
  * names no shard through the find it is explained by (aggregate_as_find).
  * A failure, or a reply that names no shard, leaves the command not known;
- * the first message is kept for EXPLAIN.
+ * the first message is kept for EXPLAIN.  Never an ERROR: the scan has
+ * already run and the rows and counters EXPLAIN ANALYZE shows are right,
+ * so a failed diagnostic (a mongos that refuses explain, a timeout) is
+ * shown as such rather than hiding them.
  */
 static void
 explain_command(IdxShardLog *log, ShardCmd *cmd)
