@@ -19,8 +19,10 @@ unique), and tables over unsharded collections:
    count, and an ORDER BY ... LIMIT) inside one chunk of a ranged index 1 and one across the split 2;
 3b. EXPLAIN (ANALYZE) names those shards (mongos's explain of each request): a point lookup one, an
    IN of keys on both shards both, a range the shards of its chunks, the same the shards' logs saw;
-   the fact fetches and a plain scan of an unsharded collection (the primary shard) name theirs; a
-   failed explain leaves its requests "not explained" and fails no query;
+   the fact fetches and a plain scan of an unsharded collection (the primary shard) name theirs, plain
+   scans and pushed-down aggregates of a sharded collection one shard when targeted by the shard key and
+   every shard when not, an aggregate of an unsharded collection the primary shard; a failed explain
+   leaves its requests "not explained" and fails no query;
 4. a unique index table (hashed, and ranged after a split) refuses a duplicate of a key whose entry
    is on either shard (23505), in consistency modes transaction and ordered; a unique index table
    on _id (mongod checks _id per shard only) refuses two rows of one _id in one INSERT batch whose
@@ -327,6 +329,7 @@ def check_explain(res, mongo, conn):
     # a plain scan of an unsharded collection: its find goes to the primary shard
     shown, _ = explain_shards(conn, "SELECT * FROM plain")
     res.check(shown == {"Collection Shards": {"shard0": 1}}, "a plain scan of an unsharded collection: %r" % shown)
+    check_explain_plain(res, mongo, conn)
     # a failed explain fails no query and names no shard: its requests are "not explained"
     routers = mongo_client.each_router(mongo)
     for router in routers:
@@ -345,6 +348,57 @@ def check_explain(res, mongo, conn):
     # a routed count on the ranged index (a count command) names the shard of its range
     shown, _ = explain_shards(conn, "SELECT count(*) FROM wr WHERE k >= 600 AND k < 700")
     res.check(shown.get("Index Collection Shards") == {"shard1": 1}, "a count of a range: %r" % shown)
+
+
+def shard_of_fact(mongo, collection, _id):
+    """The shard holding the document of `_id` in `collection`, or None."""
+    for shard in SHARDS:
+        if on_shard(mongo, shard, {"find": collection, "filter": {"_id": _id}, "limit": 1})["cursor"]["firstBatch"]:
+            return shard
+    return None
+
+
+def check_explain_plain(res, mongo, conn):
+    """3b: plain scans and pushed-down aggregates of wr (sharded on a hashed _id) name the shards their
+    find or aggregate reached: targeted by the shard key one (the shard holding the document), an IN of
+    _ids on both shards both, a filter without the shard key every shard; an aggregate of an unsharded
+    collection (passed whole to the primary shard by mongos) the primary shard; each the shards whose
+    logs saw the scan's find or aggregate."""
+    ids = {}
+    for _id in range(1, 200):
+        ids.setdefault(shard_of_fact(mongo, "wr", _id), _id)
+        if set(SHARDS) <= set(ids):
+            break
+    if not res.check(set(SHARDS) <= set(ids), "documents of wr on both shards: %r" % ids):
+        return
+    one, other = ids["shard0"], ids["shard1"]
+    q(conn, "SET idxtable.enable_plain_scan = on")
+    try:
+        for sql, want, what in (
+                ("SELECT * FROM wr WHERE _id = %d" % one, {"shard0": 1}, "a plain scan by the shard key"),
+                ("SELECT * FROM wr WHERE _id = %d" % other, {"shard1": 1}, "a plain scan by the shard key"),
+                ("SELECT * FROM wr WHERE _id IN (%d, %d)" % (one, other), {"shard0": 1, "shard1": 1},
+                 "a plain scan of an IN of shard keys on both shards"),
+                ("SELECT * FROM wr WHERE _id < 10", {"shard0": 1, "shard1": 1},
+                 "a plain scan of a range of a hashed shard key (every shard)"),
+                ("SELECT * FROM wr", {"shard0": 1, "shard1": 1}, "an untargeted plain scan (every shard)"),
+                ("SELECT count(*), max(k) FROM wr WHERE _id = %d" % other, {"shard1": 1},
+                 "a pushed-down aggregate targeted by the shard key"),
+                ("SELECT count(*), max(k) FROM wr", {"shard0": 1, "shard1": 1},
+                 "an untargeted pushed-down aggregate (every shard)"),
+                ("SELECT count(*) FROM plain", {"shard0": 1},
+                 "a pushed-down aggregate of an unsharded collection (the primary shard)")):
+            clear_logs(mongo)
+            shown, plan = explain_shards(conn, sql)
+            logged = finds_on(mongo, "plain" if "FROM plain" in sql else "wr")
+            res.check(shown == {"Collection Shards": want} and "Shard Explain Error" not in plan
+                      and sorted(want) == logged,
+                      "EXPLAIN ANALYZE of %s: %r (want %r, the shards ran %r)" % (what, shown, want, logged))
+            print("EXPLAIN ANALYZE, %s: %r" % (sql, shown))
+        plain = "\n".join(r[0] for r in q(conn, "EXPLAIN SELECT count(*), max(k) FROM wr"))
+        res.check("Shards" not in plain, "EXPLAIN without ANALYZE of an aggregate shows no shards: %s" % plain)
+    finally:
+        q(conn, "SET idxtable.enable_plain_scan = off")
 
 
 def check_unique(res, mongo, conn):

@@ -15,8 +15,11 @@
  * queryPlanner.winningPlan.shards[].shardName (stage SINGLE_SHARD or
  * SHARD_MERGE), an aggregate of a sharded collection in the keys of its
  * "shards" document.  An aggregate of an unsharded collection is passed to
- * the primary shard, whose reply mongos returns as it is: it names no
- * shard, and the requests are shown as not explained (never guessed).
+ * the primary shard, whose reply mongos returns as it is, naming no shard:
+ * such an aggregate is explained once more as the find of its collection
+ * with its leading $match stages as the filter, which mongos sends to the
+ * same primary shard and names (aggregate_as_find).  Requests whose
+ * shards still are not named are shown as not explained (never guessed).
  *
  * While a scan runs under EXPLAIN ANALYZE through mongos, the APM hook that
  * counts its round trips also notes its reads here, each distinct command
@@ -329,39 +332,175 @@ read_shards(const bson_t *reply, ShardCmd *cmd)
 }
 
 /*
- * Explain one command through the scan's mongos.  A failure, or a reply
- * that names no shard, leaves the command not known; the first message is
- * kept for EXPLAIN.
+ * Explain "sent" (verbosity queryPlanner) on "database" through the scan's
+ * mongos and read the shards its reply names into "cmd".  True if it named
+ * some; false if it named none (*message left NULL) or failed (*message
+ * the error, palloc'd).  The reply is owned by the current memory context
+ * while it is read, so an error in between frees it.
+ */
+static bool
+explain_shards(IdxShardLog *log, const char *database, const bson_t *sent,
+			   ShardCmd *cmd, char **message)
+{
+	bson_t	   *explain = bson_new();
+	IdxHandle  *owned = idx_own_bson(explain);
+	bson_t		stack_reply;
+	bson_t	   *reply;
+	IdxHandle  *owned_reply;
+	bson_error_t error;
+	bool		ok;
+	bool		named;
+
+	*message = NULL;
+	if (!BSON_APPEND_DOCUMENT(explain, "explain", sent) ||
+		!BSON_APPEND_UTF8(explain, "verbosity", "queryPlanner"))
+	{
+		idx_release(owned);
+		*message = pstrdup("the explain command could not be built");
+		return false;
+	}
+	ok = mongoc_client_command_simple(log->client, database, explain,
+									  log->read_prefs, &stack_reply, &error);
+	reply = bson_copy(&stack_reply);
+	bson_destroy(&stack_reply);
+	owned_reply = idx_own_bson(reply);
+	idx_release(owned);
+	if (!ok)
+	{
+		*message = pstrdup(error.message);
+		idx_release(owned_reply);
+		return false;
+	}
+	cmd->shards = NIL;
+	named = read_shards(reply, cmd);
+	idx_release(owned_reply);
+	return named;
+}
+
+/*
+ * Is "sent" an aggregate (its first field, the command's name)?
+ */
+static bool
+is_aggregate(const bson_t *sent)
+{
+	bson_iter_t iter;
+
+	return bson_iter_init(&iter, sent) && bson_iter_next(&iter) &&
+		strcmp(bson_iter_key(&iter), "aggregate") == 0 &&
+		BSON_ITER_HOLDS_UTF8(&iter);
+}
+
+/*
+ * Append the filter of an aggregate's leading $match stages to "find" as
+ * its "filter": the one stage's document, several under $and, none as {}.
+ * These stages are what mongos targets an aggregate by.  False if an
+ * append fails.
+ */
+static bool
+append_leading_match(bson_iter_t *pipeline, bson_t *find)
+{
+	bson_t		matches = BSON_INITIALIZER;
+	bson_t		and;
+	bson_iter_t stage;
+	bson_iter_t match;
+	int			n = 0;
+	bool		ok = true;
+
+	while (ok && bson_iter_next(pipeline) &&
+		   BSON_ITER_HOLDS_DOCUMENT(pipeline) &&
+		   bson_iter_recurse(pipeline, &stage) && bson_iter_next(&stage) &&
+		   strcmp(bson_iter_key(&stage), "$match") == 0 &&
+		   BSON_ITER_HOLDS_DOCUMENT(&stage))
+	{
+		const char *key;
+		char		keybuf[16];
+
+		bson_uint32_to_string(n++, &key, keybuf, sizeof(keybuf));
+		match = stage;
+		ok = bson_append_iter(&matches, key, -1, &stage);
+	}
+	if (ok && n == 1)
+	{
+		bson_t		one;
+		const uint8 *data;
+		uint32		len;
+
+		bson_iter_document(&match, &len, &data);
+		ok = bson_init_static(&one, data, len) &&
+			BSON_APPEND_DOCUMENT(find, "filter", &one);
+	}
+	else if (ok)
+	{
+		ok = BSON_APPEND_DOCUMENT_BEGIN(find, "filter", &and) &&
+			(n == 0 || BSON_APPEND_ARRAY(&and, "$and", &matches)) &&
+			bson_append_document_end(find, &and);
+	}
+	bson_destroy(&matches);
+	return ok;
+}
+
+/*
+ * Build into "find" the find an aggregate of an unsharded collection is
+ * explained by: of the same collection, with the aggregate's leading
+ * $match stages as its filter and the aggregate's collation.  False if it
+ * cannot be built.  mongos passes such an aggregate whole to the
+ * database's primary shard and returns that shard's own explain, which
+ * names no shard; a find of the same collection and filter goes to the
+ * same primary shard, and mongos's explain of it names that shard.  (Of a
+ * sharded collection mongos always names an aggregate's shards, so this is
+ * never asked for one.)
+ */
+static bool
+aggregate_as_find(const bson_t *sent, bson_t *find)
+{
+	bson_iter_t iter;
+	bson_iter_t pipeline;
+	bool		ok;
+
+	ok = bson_iter_init(&iter, sent) && bson_iter_next(&iter) &&
+		BSON_APPEND_UTF8(find, "find", bson_iter_utf8(&iter, NULL));
+	if (ok && bson_iter_init_find(&iter, sent, "pipeline") &&
+		BSON_ITER_HOLDS_ARRAY(&iter) && bson_iter_recurse(&iter, &pipeline))
+		ok = append_leading_match(&pipeline, find);
+	else
+		ok = false;
+	if (ok && bson_iter_init_find(&iter, sent, "collation"))
+		ok = bson_append_iter(find, "collation", -1, &iter);
+	return ok;
+}
+
+/*
+ * Explain one command through the scan's mongos; an aggregate whose explain
+ * names no shard through the find it is explained by (aggregate_as_find).
+ * A failure, or a reply that names no shard, leaves the command not known;
+ * the first message is kept for EXPLAIN.  Never an ERROR: the scan has
+ * already run and the rows and counters EXPLAIN ANALYZE shows are right,
+ * so a failed diagnostic (a mongos that refuses explain, a timeout) is
+ * shown as such rather than hiding them.
  */
 static void
 explain_command(IdxShardLog *log, ShardCmd *cmd)
 {
 	bson_t		sent;
-	bson_t	   *explain = bson_new();
-	IdxHandle  *owned = idx_own_bson(explain);
-	bson_t		reply;
-	bson_error_t error;
+	char	   *message = NULL;
 
 	cmd->explained = true;
-	if (!bson_init_static(&sent, cmd->bytes, cmd->len) ||
-		!BSON_APPEND_DOCUMENT(explain, "explain", &sent) ||
-		!BSON_APPEND_UTF8(explain, "verbosity", "queryPlanner"))
-	{
-		idx_release(owned);
+	if (!bson_init_static(&sent, cmd->bytes, cmd->len))
 		return;
-	}
-	if (mongoc_client_command_simple(log->client, cmd->database, explain,
-									 log->read_prefs, &reply, &error))
+	cmd->known = explain_shards(log, cmd->database, &sent, cmd, &message);
+	if (!cmd->known && message == NULL && is_aggregate(&sent))
 	{
-		cmd->shards = NIL;
-		cmd->known = read_shards(&reply, cmd);
-		if (!cmd->known && log->error == NULL)
-			log->error = pstrdup("the explain reply names no shard");
+		bson_t	   *find = bson_new();
+		IdxHandle  *owned = idx_own_bson(find);
+
+		if (aggregate_as_find(&sent, find))
+			cmd->known = explain_shards(log, cmd->database, find, cmd,
+										&message);
+		idx_release(owned);
 	}
-	else if (log->error == NULL)
-		log->error = pstrdup(error.message);
-	bson_destroy(&reply);
-	idx_release(owned);
+	if (!cmd->known && log->error == NULL)
+		log->error = message ? message :
+			pstrdup("the explain reply names no shard");
 }
 
 /*

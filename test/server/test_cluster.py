@@ -70,6 +70,17 @@ def reached(client, fn):
     return sorted(name for name in after if after[name][1] != before[name][1])
 
 
+def ran_on(client, name, fn):
+    """The shards that received a command `name` while fn() ran (their recentCommands)."""
+    shards = sorted(s["_id"] for s in client.admin.command("listShards")["shards"])
+    for shard in shards:
+        client.admin.command({"runOnShard": shard, "db": "admin", "command": {"recentCommands": 1, "clear": True}})
+    fn()
+    return [shard for shard in shards if client.admin.command(
+        {"runOnShard": shard, "db": "admin", "command": {"recentCommands": 1, "clear": True, "command": name}}
+    )["commands"]]
+
+
 def next_event(stream, seconds):
     """(the next event, seconds waited) of a change stream, or (None, seconds)."""
     started = time.monotonic()
@@ -420,6 +431,11 @@ def test_cluster_explain_names_targeted_shards(env):
     check(point["queryPlanner"]["winningPlan"]["shards"][0]["winningPlan"]["stage"] in ("FETCH", "COLLSCAN"),
           "each shard's own plan: %s" % point)
     check("executionStats" not in point, "queryPlanner has no executionStats: %s" % point)
+    one = point["queryPlanner"]["winningPlan"]["shards"][0]
+    check(point["queryPlanner"]["mongosPlannerVersion"] == 1
+          and one["connectionString"].startswith("shard1/") and "host" in one["serverInfo"]
+          and one["namespace"] == "t.e" and one["indexFilterSet"] is False and one["parsedQuery"] == {"k": 70}
+          and one["rejectedPlans"] == [], "each shard's entry, as mongos's: %s" % one)
     both = explain({"find": "e", "filter": {"k": {"$in": [3, 80]}}})
     check(explained_shards(both) == ["shard0", "shard1"], "an $in over both shards names both: %s" % both)
     check(both["queryPlanner"]["winningPlan"]["stage"] == "SHARD_MERGE", "SHARD_MERGE: %s" % both)
@@ -442,12 +458,27 @@ def test_cluster_explain_names_targeted_shards(env):
                    "cursor": {}})
     check(explained_shards(agg) == ["shard0", "shard1"] and agg.get("mergeType") == "mongos"
           and "shardsPart" in agg["splitPipeline"], "an aggregate over both shards is split: %s" % agg)
+    # the old form, aggregate {explain: true}: mongos answers it as the explain command (queryPlanner)
+    old_form = t.command("aggregate", "e", pipeline=[{"$match": {"k": {"$in": [3, 80]}}}], explain=True)
+    check(explained_shards(old_form) == ["shard0", "shard1"] and "splitPipeline" in old_form,
+          "aggregate {explain: true} of a sharded collection names its shards: %s" % old_form)
+    one_form = t.command("aggregate", "e", pipeline=[{"$match": {"k": 3}}, {"$count": "n"}], explain=True)
+    check(explained_shards(one_form) == ["shard0"] and one_form["splitPipeline"] is None,
+          "aggregate {explain: true} targeted to one shard: %s" % one_form)
 
-    # the targeting is the command's own: the shards an explain names are those the find reaches
+    # the targeting is the command's own: the shards an explain names are those the find, count, distinct
+    # or aggregate reaches
     for filt in ({"k": 70}, {"k": {"$in": [3, 80]}}, {"k": {"$gte": 10, "$lt": 40}}, {"g": 1}):
         ran = reached(client, lambda: list(coll.find(filt)))
         named = explained_shards(explain({"find": "e", "filter": filt}))
         check(ran == named, "explain names the shards the find reaches for %s: %s, %s" % (filt, named, ran))
+        ran = ran_on(client, "aggregate", lambda: coll.count_documents(filt))
+        named = explained_shards(explain({"aggregate": "e", "pipeline": [{"$match": filt}, {"$group": {
+            "_id": 1, "n": {"$sum": 1}}}], "cursor": {}}))
+        check(ran == named, "explain names the shards the aggregate reaches for %s: %s, %s" % (filt, named, ran))
+        ran = ran_on(client, "count", lambda: t.command("count", "e", query=filt))
+        named = explained_shards(explain({"count": "e", "query": filt}))
+        check(ran == named, "explain names the shards the count reaches for %s: %s, %s" % (filt, named, ran))
 
     # queryPlanner runs nothing; executionStats reports per shard what each examined
     before = shard_stats(client)
@@ -458,6 +489,30 @@ def test_cluster_explain_names_targeted_shards(env):
     per = {s["shardName"]: s["totalDocsExamined"] for s in stats["executionStages"]["shards"]}
     check(per == {"shard0": 50, "shard1": 50} and stats["totalDocsExamined"] == 100
           and stats["nReturned"] == 33, "executionStats per shard: %s" % stats)
+    check(sum(s["nReturned"] for s in stats["executionStages"]["shards"]) == 33
+          and all("totalKeysExamined" in s for s in stats["executionStages"]["shards"])
+          and stats["executionStages"]["stage"] == "SHARD_MERGE", "per shard nReturned and keys: %s" % stats)
+    point = explain({"find": "e", "filter": {"k": 70}}, "executionStats")["executionStats"]
+    check([(s["shardName"], s["nReturned"]) for s in point["executionStages"]["shards"]] == [("shard1", 1)]
+          and point["executionStages"]["stage"] == "SINGLE_SHARD", "a point's executionStats: %s" % point)
+
+    # a stale router: its explain carries the shard version of its cache, the shard refuses it, the
+    # router refreshes and names the chunk's new shard (as the find itself is retried)
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    for r in (r0, r1):
+        check(explained_shards(r.t.command("explain", {"find": "e", "filter": {"k": 80}},
+                                           verbosity="queryPlanner")) == ["shard1"], "both routers cached")
+    r0.admin.command("moveChunk", "t.e", find={"k": 70}, to="shard0")
+    before = stale_counts(client)
+    moved = r1.t.command("explain", {"find": "e", "filter": {"k": 80}}, verbosity="queryPlanner")
+    after = stale_counts(client)
+    check(explained_shards(moved) == ["shard0"], "a stale router's explain names the new shard: %s" % moved)
+    check(after["shard1"] == before["shard1"] + 1, "the old owner refused the stale explain: %s -> %s"
+          % (before, after))
+    r0.admin.command("moveChunk", "t.e", find={"k": 70}, to="shard1")
+    moved = r1.t.command("explain", {"aggregate": "e", "pipeline": [{"$match": {"k": 80}}], "cursor": {}},
+                         verbosity="queryPlanner")
+    check(explained_shards(moved) == ["shard1"], "and a stale aggregate's explain: %s" % moved)
 
     # an unsharded collection: find names the primary shard; an aggregate is passed through unnamed
     t.plain.insert_many([{"_id": i} for i in range(5)])

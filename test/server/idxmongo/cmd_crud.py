@@ -615,7 +615,8 @@ def cmd_explain(ctx):
             docs = ctx.query(coll, filt, sort, _int_arg(inner, "skip"), abs(_int_arg(inner, "limit")), plan,
                              collation=inner.get("collation"))
     ns = "%s.%s" % (ctx.db, inner[kind])
-    reply = {"queryPlanner": {"namespace": ns, "parsedQuery": filt, "winningPlan": plan_doc, "rejectedPlans": []}}
+    reply = {"queryPlanner": {"namespace": ns, "indexFilterSet": False, "parsedQuery": filt, "winningPlan": plan_doc,
+                              "rejectedPlans": []}}
     if not planner_only:
         reply["executionStats"] = {"executionSuccess": True, "nReturned": len(docs),
                                    "totalKeysExamined": ctx.stats.keys - keys_before,

@@ -298,17 +298,26 @@ def _distinct(router, conn, db, cmd, entry):
     return {"values": [seen[k] for k in sorted(seen)], "ok": 1.0}
 
 
-def _aggregate(router, conn, db, cmd, entry):
-    """aggregate: the leading $match stages on the targeted shards, the rest on the router."""
-    pipeline = list(cmd.get("pipeline") or [])
-    if cmd.get("explain"):
-        return router.strip(router.send(conn, entry.owners()[0], db, cmd))
+def shards_part(pipeline):
+    """(the number of leading stages the shards run, the filter the aggregate is targeted by): the
+    leading `$match` stages (their filters under `$and`), or a leading `$collStats` on every shard owning
+    chunks. The explain of an aggregate targets by the same (router_explain.py)."""
     head = 0
     while head < len(pipeline) and isinstance(pipeline[head], dict) and list(pipeline[head]) == ["$match"]:
         head += 1
     if head == 0 and pipeline and isinstance(pipeline[0], dict) and "$collStats" in pipeline[0]:
         head = 1  # one document from every shard owning chunks (each names its shard), as mongos
     filt = {"$and": [s["$match"] for s in pipeline[:head]]} if head and "$match" in pipeline[0] else {}
+    return head, filt
+
+
+def _aggregate(router, conn, db, cmd, entry):
+    """aggregate: the leading $match stages on the targeted shards, the rest on the router."""
+    pipeline = list(cmd.get("pipeline") or [])
+    if cmd.get("explain"):  # the old form of an explain: answered as the explain command's
+        from . import router_explain
+        return router_explain.aggregate_explain_option(router, conn, db, cmd)
+    head, filt = shards_part(pipeline)
     sent = dict(cmd)
     sent["pipeline"] = pipeline[:head]
     sent["cursor"] = {"batchSize": DRAIN_BATCH}

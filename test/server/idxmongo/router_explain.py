@@ -1,8 +1,13 @@
 """explain through a router, as mongos answers it: the command is targeted by the rules the command itself
 follows (router_crud.py: the routing table's `target` of the find's filter, the count's or distinct's query,
-the aggregate's leading `$match` stages; the primary shard for an unsharded collection), each targeted shard
-explains its part, and the router puts the shards' answers together in mongos's shapes
-(s/commands/cluster_explain.cpp, pipeline/sharded_agg_helpers.cpp):
+the aggregate's leading `$match` stages as router_crud.shards_part finds them; the primary shard for an
+unsharded collection), each targeted shard explains its part, and the router puts the shards' answers
+together in mongos's shapes (s/commands/cluster_explain.cpp, pipeline/sharded_agg_helpers.cpp). The
+routing is the router's cache, as for the command itself, and each shard's part carries the shard version
+in its explained command (shard_version.attach): a shard whose chunks moved refuses it (StaleConfig), the
+router refreshes and explains again (at most MAX_STALE_RETRIES times, as the command's reads are retried).
+An aggregate with `explain: true` (the option's old form) of a sharded collection is answered as the
+explain command with verbosity queryPlanner, as mongos answers it.
 
 - find, count, distinct: `queryPlanner.winningPlan` is a mongos stage, SINGLE_SHARD for one shard, else
   SHARD_MERGE_SORT for a sorted find and SHARD_MERGE otherwise, whose `shards` array holds per shard its
@@ -25,7 +30,8 @@ import time
 
 from . import cmd_admin
 from .errors import MongoError
-from .router_crud import _checked, _session_fields, forward
+from .router_crud import MAX_STALE_RETRIES, _checked, _session_fields, forward, shards_part
+from .shard_version import STALE_CONFIG
 
 READS = ("find", "count", "distinct", "aggregate")
 VERBOSITIES = ("queryPlanner", "executionStats", "allPlansExecution")
@@ -43,29 +49,40 @@ def cmd_explain(router, conn, db, cmd):
     if verbosity not in VERBOSITIES:
         raise MongoError(2, "verbosity string must be one of {'queryPlanner', 'executionStats', "
                             "'allPlansExecution'}")
-    entry = router.cluster.routing.get(db, inner[kind])
-    if kind == "aggregate":
-        return _aggregate(router, conn, db, cmd, inner, entry, verbosity)
-    return _read(router, conn, db, cmd, kind, inner, entry, verbosity)
+    attempts = 0
+    while True:
+        entry = router.cache.target(conn, db, inner[kind])
+        try:
+            if kind == "aggregate":
+                return _aggregate(router, conn, db, cmd, inner, entry, verbosity)
+            return _read(router, conn, db, cmd, kind, inner, entry, verbosity)
+        except MongoError as exc:  # a shard refused a stale version: the cache is refreshed (router.send)
+            if exc.code != STALE_CONFIG or attempts >= MAX_STALE_RETRIES:
+                raise
+            attempts += 1
+
+
+def aggregate_explain_option(router, conn, db, cmd):
+    """aggregate {explain: true} of a sharded collection (router_crud sends it here): the explain command
+    of the aggregate without the option, verbosity queryPlanner."""
+    inner = {k: v for k, v in cmd.items()
+             if k not in ("explain", "lsid", "txnNumber", "autocommit") and not k.startswith("$")}
+    return cmd_explain(router, conn, db, dict({"explain": inner, "verbosity": "queryPlanner"},
+                                              **_session_fields(cmd)))
+
+
+def _pipeline(inner):
+    """An aggregate's pipeline (a list)."""
+    pipeline = inner.get("pipeline")
+    return list(pipeline) if isinstance(pipeline, list) else []
 
 
 def _filter(kind, inner):
-    """The filter a read is targeted by."""
+    """The filter a read is targeted by: the same as the command's own (router_crud.py)."""
     if kind == "aggregate":
-        stages = _leading_match(inner.get("pipeline"))
-        return {"$and": [s["$match"] for s in stages]} if stages else {}
+        return shards_part(_pipeline(inner))[1]
     filt = inner.get("filter" if kind == "find" else "query")
     return filt if isinstance(filt, dict) else {}
-
-
-def _leading_match(pipeline):
-    """The leading `$match` stages of a pipeline (those the shards run)."""
-    out = []
-    for stage in pipeline if isinstance(pipeline, list) else []:
-        if not (isinstance(stage, dict) and list(stage) == ["$match"]):
-            break
-        out.append(stage)
-    return out
 
 
 def _targets(entry, filt):
@@ -167,8 +184,8 @@ def _shard_aggregate(reply, stages_after):
 def _aggregate(router, conn, db, cmd, inner, entry, verbosity):
     """aggregate: passed through to the primary shard when unsharded; else split as the router runs it,
     with each targeted shard's explain under its name."""
-    pipeline = list(inner.get("pipeline") or [])
-    head = len(_leading_match(pipeline))
+    pipeline = _pipeline(inner)
+    head = shards_part(pipeline)[0]
     filt = _filter("aggregate", inner)
     part = _shard_part("aggregate", inner, filt)
     targets = _targets(entry, filt)

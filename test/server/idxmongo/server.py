@@ -288,7 +288,7 @@ class Server:
             if lock is self.lock:  # a stepdown while the command waited for the lock
                 self.repl.check_command(conn.member, name, cmd, in_txn)
             try:
-                if "shardVersion" in cmd:
+                if shard_version.carries_version(name, cmd):
                     self._check_shard_version(ctx)
                 ctx.retry = self.retryable.begin(ctx)
                 if name == "getMore":

@@ -9,8 +9,8 @@ db/s/collection_sharding_runtime.cpp, db/s/operation_sharding_state.cpp, s/stale
   collection's chunks, or "unsharded") and keeps it until a shard tells it that it is stale
   (RouterCache). The shards a command reaches and the documents an insert sends where come from that
   cache, never from the config server directly.
-- Every versioned command (find, aggregate, count, distinct, insert, update, delete, findAndModify) the
-  router sends a shard carries `shardVersion`: the highest version of the chunks the cached routing says
+- Every versioned command (find, aggregate, count, distinct, insert, update, delete, findAndModify, and
+  the explained command of an explain of one) the router sends a shard carries `shardVersion`: the highest version of the chunks the cached routing says
   the shard owns ({e: epoch, t: timestamp, v: Timestamp(major, minor)}), or UNSHARDED (zero epoch and
   version) for a collection the cache holds as unsharded.
 - Each shard knows its own filtering metadata for each sharded collection: the epoch and its version
@@ -105,10 +105,25 @@ def _stale(shard, ns, received, wanted, why):
                                          "shardId": shard.shard_name}})
 
 
+def _explained(name, cmd):
+    """(name, command) of the command an explain explains; of any other command, themselves."""
+    inner = cmd.get("explain") if name == "explain" else None
+    if isinstance(inner, dict) and inner:
+        return next(iter(inner)), inner
+    return name, cmd
+
+
+def carries_version(name, cmd):
+    """Whether a command (or the command an explain explains) carries a shardVersion to check."""
+    return "shardVersion" in _explained(name, cmd)[1]
+
+
 def check(shard, db, name, cmd, txn):
     """On a shard, before a versioned command runs (store lock held): refuse it with StaleConfig when its
     shardVersion is not the shard's own, or when it is a transaction's statement and the collection's
-    placement here changed after the transaction began on this shard."""
+    placement here changed after the transaction began on this shard. An explain is checked by the
+    version its explained command carries, as mongos sends it."""
+    name, cmd = _explained(name, cmd)
     received = cmd.get("shardVersion")
     coll = cmd.get(name)
     if received is None or not isinstance(coll, str) or getattr(shard, "filtering", None) is None:
@@ -196,8 +211,13 @@ class RouterCache:
 
 def attach(router, conn, index, db, cmd):
     """The command as sent to shard `index`: a versioned command on a user collection carries the
-    shardVersion of the routing entry it was targeted with (unless it already has one)."""
+    shardVersion of the routing entry it was targeted with (unless it already has one); an explain of one
+    carries it in the explained command, as mongos sends it (cluster_explain.cpp wraps the versioned
+    command)."""
     name = next(iter(cmd), "")
+    if name == "explain" and isinstance(cmd.get("explain"), dict):
+        inner = attach(router, conn, index, db, cmd["explain"])
+        return cmd if inner is cmd["explain"] else dict(cmd, explain=inner)
     coll = cmd.get(name)
     if name not in VERSIONED or db in SYSTEM_DBS or not isinstance(coll, str) or "shardVersion" in cmd:
         return cmd
