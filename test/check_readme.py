@@ -24,12 +24,19 @@ Reads the sources, not a running server, so it needs no environment:
   with the file's path; no header under fdw/ includes postgres.h, and every
   .c file under fdw/ includes it first (PostgreSQL's rule).
 
+- reference (docs/reference.md): every function and procedure users call,
+  every view and table of the extension's script (with its columns, in
+  order) and every SQLSTATE that fdw/ raises (errcode() of its ereports,
+  its error mapping's codes and its own, read through PostgreSQL's
+  errcodes.h) is a row of its table there, and every row is one of them.
+
 Prints a FAIL line per mismatch; the last line is
 "readme: N passed, M failed".
 """
 import glob
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
@@ -230,6 +237,133 @@ def readme_sources(readme):
     return set(re.findall(r"`([A-Za-z0-9_]+\.c)`", readme[start:end]))
 
 
+# Functions of the extension's script that are not called by users: the
+# FDW's handler and validator, the catalog's trigger and event trigger.
+NOT_CALLED = {"idxtable_fdw_handler", "idxtable_fdw_validator", "index_defs_changed", "drop_table_indexes"}
+
+
+def script_sql():
+    """The extension's SQL script(s), comments removed."""
+    text = "\n".join(read(os.path.basename(p)) for p in sorted(glob.glob(os.path.join(TOP, "idxtable_fdw--*.sql"))))
+    return re.sub(r"--[^\n]*", "", text)
+
+
+def script_routines(sql):
+    """Names (without schema) of the functions and procedures users call."""
+    names = re.findall(r"CREATE (?:OR REPLACE )?(?:FUNCTION|PROCEDURE) (?:idxtable\.)?(\w+)\(", sql)
+    return {n for n in names if n not in NOT_CALLED}
+
+
+def split_top(text):
+    """text split at its top-level commas (not inside parentheses)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur]
+
+
+def select_list(sql, at):
+    """The select list that starts at sql[at:], up to its FROM at the top
+    level (a FROM inside parentheses belongs to a subquery)."""
+    depth = 0
+    for i in range(at, len(sql)):
+        depth += sql[i] == "("
+        depth -= sql[i] == ")"
+        if depth == 0 and re.match(r"\sFROM\s", sql[i:i + 6]):
+            return sql[at:i]
+    return sql[at:]
+
+
+def script_relations(sql):
+    """{schema-qualified name: [columns]} of the views and tables of the script."""
+    rels = {}
+    for name, body in re.findall(r"CREATE TABLE (idxtable\.\w+) \((.*?)\n\);", sql, re.S):
+        cols = [p.split()[0] for p in split_top(body) if p.split()]
+        rels[name] = [c for c in cols if c.upper() not in ("PRIMARY", "UNIQUE", "CHECK", "FOREIGN")]
+    for m in re.finditer(r"CREATE VIEW (idxtable\.\w+) AS\s+SELECT ", sql):
+        cols = []
+        for part in split_top(select_list(sql, m.end())):
+            words = re.findall(r'"?[\w.]+"?', part.strip())
+            cols.append(words[-1].strip('"').split(".")[-1])
+        rels[m.group(1)] = cols
+    return rels
+
+
+SQLSTATE_DEFINE = r"#define (ERRCODE_\w+)\s+MAKE_SQLSTATE\('(.)',\s*'(.)',\s*'(.)',\s*'(.)',\s*'(.)'\)"
+
+
+def code_sqlstates():
+    """The SQLSTATEs fdw/ raises: the errcode() of its ereports and what its
+    error mapping returns (ERRCODE_ macros), and codes of its own."""
+    header = os.path.join(subprocess.run(["pg_config", "--includedir-server"], capture_output=True,
+                                         text=True).stdout.strip(), "utils", "errcodes.h")
+    codes = {}
+    for path in [header] + glob.glob(os.path.join(TOP, "fdw", "**", "*.h"), recursive=True):
+        for m in re.findall(SQLSTATE_DEFINE, read_abs(path)):
+            codes[m[0]] = "".join(m[1:])
+    used = set()
+    for path in glob.glob(os.path.join(TOP, "fdw", "**", "*.[ch]"), recursive=True):
+        text = strip_comments(read_abs(path))
+        for line in text.split("\n"):
+            if "ERRCODE_TO_CATEGORY" in line:
+                continue  # a comparison with a class, not a code raised
+            used.update(n for n in re.findall(r"\b(ERRCODE_\w+)\b", line) if not n.startswith("ERRCODE_TO_"))
+    missing = sorted(n for n in used if n not in codes)
+    return {codes[n] for n in used if n in codes}, missing
+
+
+def read_abs(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def check_reference():
+    """docs/reference.md against the extension's script and fdw/'s error codes."""
+    ref = read(os.path.join("docs", "reference.md"))
+    sql = script_sql()
+
+    rows = table_rows(ref, "| function or procedure | returns | what it does | who may call it |") or []
+    doc = {re.match(r"`(\w+)", cells[0]).group(1) for cells in rows if re.match(r"`(\w+)", cells[0])}
+    code = script_routines(sql)
+    for name in sorted(code - doc):
+        check(False, "function or procedure %s is not in docs/reference.md" % name)
+    for name in sorted(doc - code):
+        check(False, "docs/reference.md lists function %s, which the extension does not define" % name)
+    check(bool(code & doc), "docs/reference.md lists the extension's functions")
+
+    rows = table_rows(ref, "| view or table | columns | what a row is |") or []
+    doc = {}
+    for cells in rows:
+        name = re.match(r"`([\w.]+)`", cells[0]).group(1)
+        doc[name] = re.findall(r"`(\w+)`", cells[1])
+    code = script_relations(sql)
+    for name, cols in sorted(code.items()):
+        if name not in doc:
+            check(False, "view or table %s is not in docs/reference.md" % name)
+            continue
+        check(doc[name] == cols, "%s: docs/reference.md lists columns %s, the script defines %s"
+              % (name, ", ".join(doc[name]), ", ".join(cols)))
+    for name in sorted(set(doc) - set(code)):
+        check(False, "docs/reference.md lists %s, which the extension does not define" % name)
+
+    rows = table_rows(ref, "| SQLSTATE | condition name | raised when |") or []
+    doc = {cells[0].strip("`") for cells in rows}
+    code, unknown = code_sqlstates()
+    for name in unknown:
+        check(False, "fdw/ uses %s, which neither errcodes.h nor fdw/ defines" % name)
+    for state in sorted(code - doc):
+        check(False, "SQLSTATE %s, raised in fdw/, is not in docs/reference.md" % state)
+    for state in sorted(doc - code):
+        check(False, "docs/reference.md lists SQLSTATE %s, which fdw/ does not raise" % state)
+    check(bool(code & doc), "docs/reference.md lists the SQLSTATEs of fdw/")
+
+
 COPYRIGHT = "Copyright (c) 2026, idxtable_fdw developers"
 LICENCE_NOTE = "Distributed under the PostgreSQL Licence; see the LICENSE file."
 
@@ -292,6 +426,7 @@ def main():
         check(False, "the README's sources list names %s, which fdw/ does not have" % name)
 
     check_file_headers()
+    check_reference()
 
     print(RESULTS.summary("readme"))
     return 1 if RESULTS.failed else 0
