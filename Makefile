@@ -67,6 +67,7 @@ OBJS = \
 	fdw/index/index_shard.o \
 	fdw/index/index_build.o \
 	fdw/index/index_online.o \
+	fdw/index/index_utility.o \
 	fdw/core/trust.o \
 	fdw/core/mongo_limits.o \
 	fdw/core/protocol_read.o \
