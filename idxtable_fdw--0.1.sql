@@ -143,10 +143,10 @@ CREATE VIEW idxtable.indexes AS
                        idxtable.collation_version(c.coll))
               THEN 'stale' ELSE state END AS state,
          entries, sharding,
-         -- as pg_indexes: the table's schema and name, and the CREATE
-         -- INDEX statement that makes the index table again (NULL for a
-         -- definition whose table is gone)
-         n.nspname AS schemaname, c.relname AS tablename,
+         -- as pg_indexes: the table's schema and name, the index's name,
+         -- and the CREATE INDEX statement that makes the index table again
+         -- (NULL for a definition whose table is gone)
+         n.nspname AS schemaname, c.relname AS tablename, name AS indexname,
          CASE WHEN c.oid IS NOT NULL THEN
          pg_catalog.format('CREATE %sINDEX %I ON %I.%I (%s)%s%s',
                            CASE WHEN is_unique THEN 'UNIQUE ' ELSE '' END,
