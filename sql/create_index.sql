@@ -108,6 +108,16 @@ CREATE INDEX CONCURRENTLY ON ci_people (age);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 SELECT show_error('CREATE INDEX CONCURRENTLY ON ci.ci_people (age)');
+-- a failed concurrent build leaves the index table 'failed', for DROP INDEX
+-- (as create_index_concurrently does)
+CREATE UNIQUE INDEX CONCURRENTLY ci_people_town_ukey ON ci_people (town);
+\echo :LAST_ERROR_SQLSTATE
+SELECT name, state FROM ci_indexes WHERE name = 'ci_people_town_ukey';
+DROP INDEX ci_people_town_ukey;
+-- CREATE INDEX inside a function (not CONCURRENTLY)
+DO $$ BEGIN CREATE INDEX ci_people_in_do ON ci.ci_people (age); END $$;
+SELECT name, state, indexdef FROM ci_indexes WHERE name = 'ci_people_in_do';
+DROP INDEX ci_people_in_do;
 -- routed through an index table that CREATE INDEX CONCURRENTLY made, with
 -- the rows of a local table
 CREATE INDEX CONCURRENTLY ci_films_year ON ci_films (year) INCLUDE (title);

@@ -209,15 +209,16 @@ is_index_table_name(const RangeVar *rv, Oid *relid)
  */
 
 /*
- * Refuse what an index table cannot do, naming it (0A000).
+ * Refuse what an index table cannot do (0A000); "message" is a whole
+ * sentence naming it, already translated (marked with _() by the caller).
  */
 static void
-refuse_feature(const char *what)
+refuse_feature(const char *message)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("index tables do not support %s", what),
-			 errhint("An index table is a btree-like index of columns, lower(column) and upper(column), with optional INCLUDE columns.")));
+			 errmsg_internal("%s", message),
+			 errhint("An index table indexes columns, lower(column) and upper(column) in ascending order, with optional INCLUDE columns.")));
 }
 
 /*
@@ -227,7 +228,7 @@ static void
 check_statement_clauses(const IndexStmt *stmt)
 {
 	if (stmt->whereClause != NULL)
-		refuse_feature("WHERE (partial indexes)");
+		refuse_feature(_("index tables do not support WHERE clauses (partial indexes)"));
 	if (stmt->accessMethod != NULL &&
 		strcmp(stmt->accessMethod, "btree") != 0)
 		ereport(ERROR,
@@ -236,9 +237,9 @@ check_statement_clauses(const IndexStmt *stmt)
 						stmt->accessMethod),
 				 errhint("Omit USING, or write USING btree.")));
 	if (stmt->tableSpace != NULL)
-		refuse_feature("TABLESPACE");
+		refuse_feature(_("index tables do not support TABLESPACE"));
 	if (stmt->nulls_not_distinct)
-		refuse_feature("NULLS NOT DISTINCT");
+		refuse_feature(_("index tables do not support NULLS NOT DISTINCT"));
 }
 
 /*
@@ -320,7 +321,7 @@ static void
 check_element_options(const IndexElem *elem)
 {
 	if (elem->collation != NIL)
-		refuse_feature("COLLATE on a key");
+		refuse_feature(_("index tables do not support COLLATE on a key"));
 	if (elem->opclass != NIL || elem->opclassopts != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -328,9 +329,9 @@ check_element_options(const IndexElem *elem)
 						NameListToString(elem->opclass)),
 				 errhint("Index table keys compare as the column's type and collation do.")));
 	if (elem->ordering == SORTBY_DESC)
-		refuse_feature("DESC");
+		refuse_feature(_("index tables do not support DESC keys"));
 	if (elem->nulls_ordering != SORTBY_NULLS_DEFAULT)
-		refuse_feature("NULLS FIRST or NULLS LAST");
+		refuse_feature(_("index tables do not support NULLS FIRST or NULLS LAST"));
 }
 
 /*
@@ -354,7 +355,7 @@ key_spec(const IndexElem *elem)
 		return psprintf("%s(%s)", fname, quote_identifier(column));
 	if (column != NULL)
 		return pstrdup(quote_identifier(column));
-	refuse_feature("keys other than a column, lower(column) and upper(column)");
+	refuse_feature(_("index tables do not support keys other than a column, lower(column) and upper(column)"));
 	return NULL;				/* keep compiler quiet */
 }
 
@@ -376,7 +377,7 @@ element_array(List *elems, bool include)
 		if (include && elem->name == NULL)
 		{
 			check_element_options(elem);
-			refuse_feature("expressions in INCLUDE");
+			refuse_feature(_("index tables do not support expressions in INCLUDE"));
 		}
 		items[n++] = CStringGetTextDatum(key_spec(elem));
 	}
@@ -566,7 +567,10 @@ reindex_verbose(const ReindexStmt *stmt)
 						 errhint("Create a new index with CREATE INDEX CONCURRENTLY, then drop the old one.")));
 		}
 		else
-			refuse_feature(psprintf("REINDEX option \"%s\"", opt->defname));
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("index tables do not support REINDEX option \"%s\"",
+							opt->defname)));
 	}
 	return verbose;
 }
