@@ -55,6 +55,7 @@
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
@@ -65,7 +66,6 @@
 #include "nodes/parsenodes.h"
 #include "parser/parse_func.h"
 #include "tcop/utility.h"
-#include "catalog/pg_proc.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -91,20 +91,18 @@ static IdxFdwIsOurs fdw_is_ours = NULL;
  * Call idxtable.<fname>(argtypes) with "args" and "nulls", as a call from
  * SQL would: the function is found by its qualified name (USAGE on the
  * schema), EXECUTE on it is checked and the object-access hook told.
- * "context" is a CallContext for a procedure, else NULL.  Returns the
- * result; *isnull receives its nullness.
+ * "context" is a CallContext for a procedure, else NULL.  The result
+ * (create_index's name, rebuild_index's count) is not needed.
  */
-static Datum
+static void
 call_index_function(const char *fname, ObjectType objtype, int nargs,
-					Oid *argtypes, Datum *args, bool *nulls, Node *context,
-					bool *isnull)
+					Oid *argtypes, Datum *args, bool *nulls, Node *context)
 {
 	LOCAL_FCINFO(fcinfo, CREATE_NARGS);
 	ObjectWithArgs *func = makeNode(ObjectWithArgs);
 	Oid			funcid;
 	AclResult	aclresult;
 	FmgrInfo	flinfo;
-	Datum		result;
 	int			i;
 
 	Assert(nargs <= CREATE_NARGS);
@@ -127,9 +125,7 @@ call_index_function(const char *fname, ObjectType objtype, int nargs,
 		fcinfo->args[i].value = args[i];
 		fcinfo->args[i].isnull = nulls[i];
 	}
-	result = FunctionCallInvoke(fcinfo);
-	*isnull = fcinfo->isnull;
-	return result;
+	(void) FunctionCallInvoke(fcinfo);
 }
 
 /*
@@ -142,11 +138,10 @@ call_name_function(const char *fname, const char *name)
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
 	bool		nulls[1] = {false};
-	bool		isnull;
 
 	args[0] = CStringGetTextDatum(name);
-	(void) call_index_function(fname, OBJECT_FUNCTION, 1, argtypes, args,
-							   nulls, NULL, &isnull);
+	call_index_function(fname, OBJECT_FUNCTION, 1, argtypes, args, nulls,
+						NULL);
 }
 
 
@@ -366,9 +361,11 @@ key_spec(const IndexElem *elem)
 static Datum
 element_array(List *elems, bool include)
 {
-	Datum	   *items = (Datum *) palloc(sizeof(Datum) * Max(list_length(elems), 1));
+	Datum	   *items;
 	int			n = 0;
 	ListCell   *lc;
+
+	items = (Datum *) palloc(sizeof(Datum) * Max(list_length(elems), 1));
 
 	foreach(lc, elems)
 	{
@@ -425,7 +422,6 @@ create_index(IndexStmt *stmt, Oid relid, bool isTopLevel)
 	Datum		args[CREATE_NARGS];
 	bool		nulls[CREATE_NARGS] = {false};
 	char	   *sharding;
-	bool		isnull;
 
 	if (stmt->concurrent)
 		PreventInTransactionBlock(isTopLevel, "CREATE INDEX CONCURRENTLY");
@@ -443,12 +439,15 @@ create_index(IndexStmt *stmt, Oid relid, bool isTopLevel)
 
 	if (stmt->idxname != NULL && index_name_taken(stmt->idxname, relid))
 	{
-		ereport(stmt->if_not_exists ? NOTICE : ERROR,
+		if (!stmt->if_not_exists)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("relation \"%s\" already exists",
+							stmt->idxname)));
+		ereport(NOTICE,
 				(errcode(ERRCODE_DUPLICATE_TABLE),
-				 stmt->if_not_exists ?
 				 errmsg("relation \"%s\" already exists, skipping",
-						stmt->idxname) :
-				 errmsg("relation \"%s\" already exists", stmt->idxname)));
+						stmt->idxname)));
 		return;
 	}
 
@@ -457,15 +456,13 @@ create_index(IndexStmt *stmt, Oid relid, bool isTopLevel)
 		CallContext *callcontext = makeNode(CallContext);
 
 		callcontext->atomic = false;
-		(void) call_index_function("create_index_concurrently",
-								   OBJECT_PROCEDURE, CREATE_NARGS, argtypes,
-								   args, nulls, (Node *) callcontext,
-								   &isnull);
+		call_index_function("create_index_concurrently", OBJECT_PROCEDURE,
+							CREATE_NARGS, argtypes, args, nulls,
+							(Node *) callcontext);
 	}
 	else
-		(void) call_index_function("create_index", OBJECT_FUNCTION,
-								   CREATE_NARGS, argtypes, args, nulls, NULL,
-								   &isnull);
+		call_index_function("create_index", OBJECT_FUNCTION, CREATE_NARGS,
+							argtypes, args, nulls, NULL);
 }
 
 
