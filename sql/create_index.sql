@@ -195,6 +195,24 @@ REINDEX TABLE ci_people;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT count(*) FROM ci_indexes WHERE tablename = 'ci_people';
+-- EXECUTE on the function is checked as a call would: an owner without it
+-- is refused (42501)
+GRANT USAGE ON FOREIGN SERVER mongo TO regress_ci_other;
+GRANT CREATE ON SCHEMA ci TO regress_ci_other;
+SET ROLE regress_ci_other;
+CREATE FOREIGN TABLE ci_theirs (id int OPTIONS (field '_id'), town text)
+  SERVER mongo OPTIONS (collection 'people');
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION
+  idxtable.create_index(regclass, text[], text[], boolean, text, text) FROM PUBLIC;
+SET ROLE regress_ci_other;
+CREATE INDEX ON ci_theirs (town);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION
+  idxtable.create_index(regclass, text[], text[], boolean, text, text) TO PUBLIC;
+DROP FOREIGN TABLE ci_theirs;
+REVOKE USAGE ON FOREIGN SERVER mongo FROM regress_ci_other;
 
 --
 -- another FDW's foreign table and ordinary indexes are PostgreSQL's
