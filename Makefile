@@ -67,6 +67,7 @@ OBJS = \
 	fdw/index/index_shard.o \
 	fdw/index/index_build.o \
 	fdw/index/index_online.o \
+	fdw/index/index_utility.o \
 	fdw/core/trust.o \
 	fdw/core/mongo_limits.o \
 	fdw/core/protocol_read.o \
@@ -92,7 +93,7 @@ EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql
 PGFILEDESC = "idxtable_fdw - MongoDB foreign data wrapper with index tables"
 
-REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes security_limits sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit pushdown_idxorder collate pushdown_cond plan_stats pushdown_idxagg pushdown_textorder
+REGRESS = setup options types pushdown idlookup prepared import analyze errors indexes writes verify routing auth pushdown_order pushdown_agg eventual build sync conflicts stream security security_catalog security_naming security_writes security_limits sharded xact_ddl idround arrpath undefined sync_reads pushdown_idxlimit pushdown_idxorder collate pushdown_cond plan_stats pushdown_idxagg pushdown_textorder create_index
 REGRESS_OPTS = --inputdir=.
 
 # libmongoc through pkg-config: 2.x installs mongoc2.pc and bson2.pc,

@@ -142,8 +142,30 @@ CREATE VIEW idxtable.indexes AS
                    AND c.version IS DISTINCT FROM
                        idxtable.collation_version(c.coll))
               THEN 'stale' ELSE state END AS state,
-         entries, sharding
-    FROM idxtable.index_defs;
+         entries, sharding,
+         -- as pg_indexes: the table's schema and name, the index's name,
+         -- and the CREATE INDEX statement that makes the index table again
+         -- (NULL for a definition whose table is gone)
+         n.nspname AS schemaname, c.relname AS tablename, name AS indexname,
+         CASE WHEN c.oid IS NOT NULL THEN
+         pg_catalog.format('CREATE %sINDEX %I ON %I.%I (%s)%s%s',
+                           CASE WHEN is_unique THEN 'UNIQUE ' ELSE '' END,
+                           name, n.nspname, c.relname,
+                           pg_catalog.array_to_string(keys, ', '),
+                           CASE WHEN pg_catalog.cardinality(include)
+                                     OPERATOR(pg_catalog.>) 0
+                                THEN pg_catalog.format(' INCLUDE (%s)',
+                                       pg_catalog.array_to_string(include, ', '))
+                                ELSE '' END,
+                           CASE WHEN sharding OPERATOR(pg_catalog.<>) 'none'
+                                THEN pg_catalog.format(' WITH (sharding = %s)',
+                                                       sharding)
+                                ELSE '' END) END AS indexdef
+    FROM idxtable.index_defs
+         LEFT JOIN pg_catalog.pg_class c
+           ON c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid
+         LEFT JOIN pg_catalog.pg_namespace n
+           ON n.oid OPERATOR(pg_catalog.=) c.relnamespace;
 
 GRANT USAGE ON SCHEMA idxtable TO PUBLIC;
 GRANT SELECT ON idxtable.index_defs, idxtable.indexes TO PUBLIC;

@@ -32,6 +32,7 @@
 #include "core/mongoc_compat.h"
 #include "idxtable_fdw.h"
 #include "index/index_ddl.h"
+#include "index/index_utility.h"
 #include "modify.h"
 #include "module.h"
 #include "sync/sync_state.h"
@@ -92,6 +93,9 @@ _PG_init(void)
 		idx_sync_install_object_hook();
 		idx_sync_register_launcher();
 	}
+
+	/* CREATE INDEX and its siblings on our foreign tables */
+	idx_install_utility_hook(idx_fdw_is_ours);
 
 	idx_register_xact_callbacks();
 	mongoc_init();

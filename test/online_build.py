@@ -19,7 +19,9 @@ Checks:
   in pg_stat_progress_create_index as CREATE INDEX CONCURRENTLY with
   tuples_done moving;
 - all this for a non-unique index (town, with an included column) and a
-  unique one (lower(name), whose keys the writer's UPDATEs change);
+  unique one (lower(name), whose keys the writer's UPDATEs change), the
+  second made by CREATE UNIQUE INDEX CONCURRENTLY, which runs the same
+  procedure;
 - afterwards the index is 'valid', has sync_from, its entries count is the
   number of facts (give or take the writer's last round), and
   idxtable.verify_index finds nothing missing, stale
@@ -179,7 +181,8 @@ class LockWatch:
 
 
 def online(res, index, call):
-    """create_index_concurrently (call) of index with a writer going on."""
+    """create_index_concurrently (call: the CALL or a CREATE INDEX
+    CONCURRENTLY) of index with a writer going on."""
     builder = connect()
     writer = Writer(index)
     writer.start()
@@ -279,8 +282,8 @@ def main():
     try:
         online(res, "ob_town", "CALL idxtable.create_index_concurrently('ob', '{town}', "
                "include => '{n}', name => 'ob_town')")
-        online(res, "ob_name", "CALL idxtable.create_index_concurrently('ob', '{lower(name)}', "
-               "is_unique => true, name => 'ob_name')")
+        # the same procedure through the utility hook (index_utility.c)
+        online(res, "ob_name", "CREATE UNIQUE INDEX CONCURRENTLY ob_name ON ob (lower(name))")
         blocking(res)
     finally:
         teardown()

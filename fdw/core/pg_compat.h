@@ -98,6 +98,18 @@
 #endif
 
 /*
+ * EXECUTE on a function (utils/acl.h): PostgreSQL 16 replaced
+ * pg_proc_aclcheck() by object_aclcheck(ProcedureRelationId, ...).
+ */
+#if PG_VERSION_NUM >= 160000
+#define idx_proc_aclcheck(funcid, roleid, mode) \
+	object_aclcheck(ProcedureRelationId, (funcid), (roleid), (mode))
+#else
+#define idx_proc_aclcheck(funcid, roleid, mode) \
+	pg_proc_aclcheck((funcid), (roleid), (mode))
+#endif
+
+/*
  * The checkAsUser of a foreign scan (InvalidOid: the current user), the
  * one of the relation the query names (the owner of a view read through).
  * PostgreSQL 16 puts it in the ForeignScan plan (the planner takes it from
