@@ -392,8 +392,16 @@ def check_file_headers():
             check(includes[:1] == ["postgres.h"], "%s does not include postgres.h first" % rel)
 
 
+def documentation():
+    """README.md and docs/*.md, one text: the tables and lists checked here
+    may live in any of them (the options, settings and types in
+    docs/reference.md, the sources list in docs/internals.md)."""
+    paths = ["README.md"] + sorted(os.path.relpath(p, TOP) for p in glob.glob(os.path.join(TOP, "docs", "*.md")))
+    return "\n".join(read(p) for p in paths)
+
+
 def main():
-    readme = read("README.md")
+    readme = documentation()
 
     code = code_options()
     doc = readme_options(readme)
