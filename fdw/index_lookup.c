@@ -73,6 +73,38 @@ append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
 }
 
 /*
+ * After a group of equal keys read by _id (index_id_order.c), the lookup
+ * goes on past it: append {$and: [{"_id.kN": {$gt: v}}]} on the order key
+ * ($lt descending, $ne: null after the NULL group), which MongoDB
+ * intersects with the key's other bounds.
+ */
+static void
+append_after_group(IdxIndexScan *ix, bson_t *filter)
+{
+	bson_t		list;
+	bson_t		clause;
+	bson_t		cond;
+	bson_t		value;
+	bson_iter_t iter;
+
+	if (ix->after_op == NULL)
+		return;
+	if (!bson_init_static(&value, ix->after_data, ix->after_len) ||
+		!bson_iter_init_find(&iter, &value, "v"))
+		elog(ERROR, "invalid bound after a group of equal keys");
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(filter, "$and", &list));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&list, "0", &clause));
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&clause,
+												psprintf("_id.%s",
+														 idx_key_field(ix->order_key)),
+												&cond));
+	idx_check_append(bson_append_iter(&cond, ix->after_op, -1, &iter));
+	idx_check_append(bson_append_document_end(&clause, &cond));
+	idx_check_append(bson_append_document_end(&list, &clause));
+	idx_check_append(bson_append_array_end(filter, &list));
+}
+
+/*
  * Build the lookup filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a}, ...}
  * of the current part from the conditions and this execution's values.
  * The key whose NULL entries are read apart (split_key) is {$eq: null} in
@@ -151,6 +183,7 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 		if (any)
 			idx_check_append(bson_append_document_end(filter, &child));
 	}
+	append_after_group(ix, filter);
 	return true;
 }
 
@@ -215,9 +248,55 @@ note_lookup(IdxScanState *state, IdxIndexScan *ix, const bson_t *filter)
 }
 
 /*
+ * Append the projection of the lookup's finds: the entry's _id and the
+ * fact's _id, and for covering scans the included columns.
+ */
+static void
+append_projection(IdxIndexScan *ix, bson_t *opts)
+{
+	bson_t		child;
+
+	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &child));
+	/* _id: the fact must vouch for the entry (vouching_entry) */
+	idx_check_append(BSON_APPEND_INT32(&child, "_id", 1));
+	if (ix->covering)
+	{
+		idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_INCLUDE, 1));
+		if (ix->order_by_id)
+			idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1));
+	}
+	else
+		idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1));
+	idx_check_append(bson_append_document_end(opts, &child));
+}
+
+/*
+ * Open a find of entries on the index collection with the lookup's
+ * projection, the options "opts" (sort, batch size, limit) and the
+ * session of the transaction, if any.
+ */
+mongoc_cursor_t *
+idx_lookup_find(IdxScanState *state, IdxIndexScan *ix, const bson_t *filter,
+				bson_t *opts)
+{
+	append_projection(ix, opts);
+	if (ix->index_coll == NULL)
+		ix->index_coll = mongoc_client_get_collection(state->client,
+													  ix->def->database,
+													  ix->def->collection);
+	if (!state->pinned)
+		idx_client_pin(state->client, 1);
+	state->pinned = true;
+	idx_xact_append_session(state->client, opts);
+	return mongoc_collection_find_with_opts(ix->index_coll, filter, opts,
+											state->read_prefs);
+}
+
+/*
  * Open the lookup cursor of the current part, sorted on the order keys of
  * an ordered scan.  Returns false (and opens nothing) when its conditions
- * can match nothing.
+ * can match nothing.  A lookup reopened after a group of equal keys is
+ * not noted for EXPLAIN: it shows the filter the conditions make.
  */
 static bool
 open_lookup(IdxScanState *state, IdxIndexScan *ix)
@@ -232,22 +311,6 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 		ok = build_lookup_filter(ix, &filter);
 		if (ok)
 		{
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child));
-			if (ix->covering)
-			{
-				idx_check_append(BSON_APPEND_INT32(&child, "_id", 1));
-				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_INCLUDE, 1));
-				if (ix->order_by_id)
-					idx_check_append(BSON_APPEND_INT32(&child,
-													   IDX_ENTRY_FACT_ID, 1));
-			}
-			else
-			{
-				/* _id: the fact must vouch for the entry (vouching_entry) */
-				idx_check_append(BSON_APPEND_INT32(&child, "_id", 1));
-				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1));
-			}
-			idx_check_append(bson_append_document_end(&opts, &child));
 			if (ix->order_key >= 0)
 			{
 				int			k;
@@ -263,22 +326,12 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 			/* int64, which mongoc_cursor_set_batch_size() can overwrite */
 			idx_check_append(BSON_APPEND_INT64(&opts, "batchSize",
 										   idx_lookup_batch_size(state, ix)));
-
-			if (ix->index_coll == NULL)
-				ix->index_coll = mongoc_client_get_collection(state->client,
-															  ix->def->database,
-															  ix->def->collection);
-			if (!state->pinned)
-				idx_client_pin(state->client, 1);
-			state->pinned = true;
-			idx_xact_append_session(state->client, &opts);
-			ix->lookup = mongoc_collection_find_with_opts(ix->index_coll,
-														  &filter, &opts,
-														  state->read_prefs);
+			ix->lookup = idx_lookup_find(state, ix, &filter, &opts);
 		}
 		else
 			bson_reinit(&filter);	/* the half-built filter goes */
-		note_lookup(state, ix, &filter);
+		if (ix->after_op == NULL)
+			note_lookup(state, ix, &filter);
 	}
 	PG_FINALLY();
 	{
@@ -330,8 +383,39 @@ idx_lookup_open_next_part(IdxScanState *state, IdxIndexScan *ix)
 	{
 		if (open_lookup(state, ix))
 			return true;
+		ix->after_op = NULL;	/* a bound after a group is its part's */
 	}
 	return false;
+}
+
+/*
+ * Go on with the lookup after a group of equal keys read apart
+ * (index_id_order.c): close its cursor, and open the current part again
+ * past the group (the bound "after_op" on the {"v": value} document
+ * "data" of "len" bytes, see append_after_group), or, when "after_op" is
+ * NULL, the next part.  The lookup is done when no part is left.
+ */
+void
+idx_lookup_reopen(IdxScanState *state, IdxIndexScan *ix, const char *after_op,
+				  const uint8 *data, uint32 len)
+{
+	mongoc_collection_t *none = NULL;	/* the collection handle stays */
+
+	idx_release_find(state, &ix->lookup, &none);
+	if (ix->after_data)
+		pfree(ix->after_data);
+	ix->after_data = NULL;
+	ix->after_op = after_op;
+	if (after_op != NULL)
+	{
+		ix->after_data = MemoryContextAlloc(state->scan_cxt, len);
+		memcpy(ix->after_data, data, len);
+		ix->after_len = len;
+	}
+	else
+		ix->part++;
+	if (!idx_lookup_open_next_part(state, ix))
+		ix->lookup_done = true;
 }
 
 /*
@@ -360,6 +444,7 @@ idx_lookup_next_entry(IdxScanState *state, IdxIndexScan *ix)
 			break;
 		/* the next part's entries come after this one's */
 		ix->part++;
+		ix->after_op = NULL;
 		if (!idx_lookup_open_next_part(state, ix))
 		{
 			ix->lookup_done = true;

@@ -33,7 +33,6 @@
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
-#include "utils/typcache.h"
 
 #include "core/connection.h"
 #include "core/convert.h"
@@ -145,37 +144,6 @@ entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
 }
 
 /*
- * ORDER BY key, _id: prepare the conversion of an entry's "id" (its
- * fact's _id as stored) to the _id column's value, and that column's
- * comparison (its type's default btree order and its collation, NULLS
- * LAST: the pathkey of index_path.c's id_tiebreak_pathkey).
- */
-static void
-id_order_begin(Relation rel, IdxScanState *state, IdxIndexScan *ix)
-{
-	IdxTableInfo *einfo = palloc(sizeof(IdxTableInfo));
-	AttrNumber	attnum = state->info->id_attnum;
-	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	TypeCacheEntry *tce = lookup_type_cache(att->atttypid, TYPECACHE_LT_OPR);
-
-	*einfo = *state->info;
-	einfo->fields = palloc0(sizeof(char *) * Max(einfo->natts, 1));
-	einfo->fields[attnum - 1] = IDX_ENTRY_FACT_ID;
-	ix->idconv = idx_row_conv_create(RelationGetDescr(rel), einfo,
-									 bms_make_singleton(attnum - FirstLowInvalidHeapAttributeNumber));
-	ix->id_sort.ssup_cxt = state->scan_cxt;
-	ix->id_sort.ssup_collation = att->attcollation;
-	ix->id_sort.ssup_nulls_first = false;
-	PrepareSortSupportFromOrderingOp(tce->lt_opr, &ix->id_sort);
-	ix->tie_cxt = AllocSetContextCreate(state->scan_cxt,
-										"idxtable_fdw equal keys",
-										ALLOCSET_DEFAULT_SIZES);
-	ix->pending_cxt = AllocSetContextCreate(state->scan_cxt,
-											"idxtable_fdw next key",
-											ALLOCSET_SMALL_SIZES);
-}
-
-/*
  * Must a covering plan read the facts after all?  A table without a
  * consistency mode of its own writes in its server's: 'ordered' on a
  * server without transactions, and then an entry may be an orphan or
@@ -238,7 +206,7 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	if (ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 		ix->entryconv = entry_row_conv(rel, state, ix->def);
 	if (ix->order_by_id && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
-		id_order_begin(rel, state, ix);
+		idx_id_order_begin(rel, state, ix);
 	if (!ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 	{
 		Bitmapset  *keys = NULL;
@@ -285,8 +253,8 @@ idx_index_scan_release(IdxScanState *state)
 	ix->started = false;
 	ix->lookup_done = false;
 	ix->batch_n = ix->batch_pos = 0;
-	ix->tie_n = ix->tie_pos = 0;
-	ix->pending = NULL;
+	if (ix->order_by_id)
+		idx_id_order_release(state, ix);
 }
 
 /*
@@ -386,203 +354,16 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * The BSON value of order key "keypos" in an entry's _id, or false if the
- * entry has none (not an entry).  Keys are canonical (index_entry.c):
- * equal keys have equal bytes.
- */
-static bool
-entry_key_value(const bson_t *entry, int keypos, bson_iter_t *key)
-{
-	bson_iter_t iter;
-
-	return bson_iter_init_find(&iter, entry, "_id") &&
-		BSON_ITER_HOLDS_DOCUMENT(&iter) &&
-		bson_iter_recurse(&iter, key) &&
-		bson_iter_find(key, idx_key_field(keypos));
-}
-
-/*
- * Do two entries have the same key "keypos", byte for byte (both missing
- * counts as the same)?
- */
-static bool
-same_key(const bson_t *a, const bson_t *b, int keypos)
-{
-	bson_iter_t ka;
-	bson_iter_t kb;
-	bool		has_a = entry_key_value(a, keypos, &ka);
-	bool		has_b = entry_key_value(b, keypos, &kb);
-	bson_t		da = BSON_INITIALIZER;
-	bson_t		db = BSON_INITIALIZER;
-	bool		same;
-
-	if (!has_a || !has_b)
-		return has_a == has_b;
-	/* {"v": value} of each, compared byte for byte */
-	idx_check_append(bson_append_iter(&da, "v", 1, &ka));
-	idx_check_append(bson_append_iter(&db, "v", 1, &kb));
-	same = da.len == db.len &&
-		memcmp(bson_get_data(&da), bson_get_data(&db), da.len) == 0;
-	bson_destroy(&da);
-	bson_destroy(&db);
-	return same;
-}
-
-/*
- * Do two entries have the same order keys (all "order_nkeys" of them)?
- */
-static bool
-same_order_keys(IdxIndexScan *ix, const bson_t *a, const bson_t *b)
-{
-	int			k;
-
-	for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
-	{
-		if (!same_key(a, b, k))
-			return false;
-	}
-	return true;
-}
-
-/*
- * A palloc'd copy of a document's bytes.
- */
-static uint8_t *
-copy_entry(const bson_t *src)
-{
-	uint8_t    *copy = palloc(src->len);
-
-	memcpy(copy, bson_get_data(src), src->len);
-	return copy;
-}
-
-/*
- * qsort_arg comparator of TieEntries: by the fact's _id, as the _id
- * column compares (SortSupport "arg").
- */
-static int
-tie_entry_cmp(const void *a, const void *b, void *arg)
-{
-	const TieEntry *ta = (const TieEntry *) a;
-	const TieEntry *tb = (const TieEntry *) b;
-
-	return ApplySortComparator(ta->id, ta->id_null, tb->id, tb->id_null,
-							   (SortSupport) arg);
-}
-
-/*
- * A group of equal keys is read whole, however small the LIMIT made the
- * lookup's batches: double them as the group outgrows them, up to
- * fetch_size.
- */
-static void
-grow_tie_lookup(IdxScanState *state, IdxIndexScan *ix)
-{
-	uint32_t	size;
-
-	if (ix->lookup == NULL)
-		return;
-	size = mongoc_cursor_get_batch_size(ix->lookup);
-	if (size > 0 && ix->tie_n >= (int) size &&
-		size < (uint32_t) state->info->fetch_size)
-		mongoc_cursor_set_batch_size(ix->lookup,
-									 Min(size * 2,
-										 (uint32_t) state->info->fetch_size));
-}
-
-/*
- * ORDER BY key, _id: read the next group of entries with equal order keys
- * (MongoDB returns them in key order, but equal keys in no defined order)
- * and sort it by the facts' _ids.  Returns false when there is none.
- */
-static bool
-read_tie_group(IdxScanState *state, IdxIndexScan *ix)
-{
-	MemoryContext oldcxt;
-	const bson_t *entry;
-	int			cap = 16;
-	Datum	   *values;
-	bool	   *nulls;
-	int			natts = ix->idconv->natts;
-	int			id = state->info->id_attnum - 1;
-
-	MemoryContextReset(ix->tie_cxt);
-	ix->tie_n = ix->tie_pos = 0;
-	oldcxt = MemoryContextSwitchTo(ix->tie_cxt);
-	ix->tie = palloc(sizeof(TieEntry) * cap);
-	values = palloc0(sizeof(Datum) * Max(natts, 1));
-	nulls = palloc(sizeof(bool) * Max(natts, 1));
-	for (;;)
-	{
-		TieEntry   *te;
-		bson_t		first;		/* a group's first entry, or this one */
-
-		CHECK_FOR_INTERRUPTS();
-		if (ix->pending != NULL)
-		{
-			entry = ix->pending;
-			ix->pending = NULL;
-		}
-		else
-		{
-			MemoryContextSwitchTo(oldcxt);
-			entry = idx_lookup_next_entry(state, ix);
-			MemoryContextSwitchTo(ix->tie_cxt);
-			if (entry == NULL)
-				break;
-			if (ix->tie_n > 0)
-			{
-				bson_init_static(&first, ix->tie[0].data, ix->tie[0].len);
-				if (!same_order_keys(ix, &first, entry))
-				{
-					/* the next group's first entry: keep it for then */
-					MemoryContextReset(ix->pending_cxt);
-					MemoryContextSwitchTo(ix->pending_cxt);
-					ix->pending = palloc(sizeof(bson_t));
-					bson_init_static(ix->pending, copy_entry(entry),
-									 entry->len);
-					break;
-				}
-			}
-		}
-		if (ix->tie_n == cap)
-		{
-			cap *= 2;
-			ix->tie = repalloc(ix->tie, sizeof(TieEntry) * cap);
-		}
-		grow_tie_lookup(state, ix);
-		te = &ix->tie[ix->tie_n++];
-		te->data = copy_entry(entry);
-		te->len = entry->len;
-		memset(nulls, true, sizeof(bool) * Max(natts, 1));
-		bson_init_static(&first, te->data, te->len);
-		idx_document_to_row(ix->idconv, &first, values, nulls);
-		te->id = values[id];
-		te->id_null = nulls[id];
-	}
-	MemoryContextSwitchTo(oldcxt);
-	if (ix->tie_n > 1)
-		qsort_arg(ix->tie, ix->tie_n, sizeof(TieEntry), tie_entry_cmp,
-				  &ix->id_sort);
-	return ix->tie_n > 0;
-}
-
-/*
  * The next entry of the scan, or NULL when there is none: the lookup's,
- * or for ORDER BY key, _id, the next of the current group of equal keys.
- * It stays valid until the next call.
+ * or for ORDER BY key, _id, the next in the order of keys and _ids.  It
+ * stays valid until the next call.
  */
 static const bson_t *
 next_entry(IdxScanState *state, IdxIndexScan *ix)
 {
 	if (!ix->order_by_id)
 		return idx_lookup_next_entry(state, ix);
-	if (ix->tie_pos >= ix->tie_n && !read_tie_group(state, ix))
-		return NULL;
-	bson_init_static(&ix->tie_current, ix->tie[ix->tie_pos].data,
-					 ix->tie[ix->tie_pos].len);
-	ix->tie_pos++;
-	return &ix->tie_current;
+	return idx_id_order_next(state, ix);
 }
 
 /*
@@ -851,17 +632,15 @@ store_row(ForeignScanState *node, const IdxRowConv *conv, const bson_t *doc)
 }
 
 /*
- * Has the scan used up its entries?  The lookup may be done while a group
- * of equal keys read whole (ORDER BY key, _id) still has entries to give,
- * or the next group's first entry waits in "pending".
+ * Has the scan used up its entries?  The lookup may be done while ORDER BY
+ * key, _id still holds entries read from it (index_id_order.c).
  */
 static bool
 entries_used_up(IdxIndexScan *ix)
 {
 	if (!ix->lookup_done)
 		return false;
-	return !ix->order_by_id ||
-		(ix->tie_pos >= ix->tie_n && ix->pending == NULL);
+	return !ix->order_by_id || !idx_id_order_holds(ix);
 }
 
 /*
@@ -1014,6 +793,9 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 		if (!ix->covering)
 			ExplainPropertyUInteger("Facts Fetched", NULL, ix->facts_fetched,
 									es);
+		if (ix->groups_apart > 0)
+			ExplainPropertyUInteger("Groups Read in _id Order", NULL,
+									ix->groups_apart, es);
 		if (ix->entries_skipped > 0)
 			ExplainPropertyUInteger("Stale Entries Skipped", NULL,
 									ix->entries_skipped, es);

@@ -2,8 +2,8 @@
  *
  * index_scan_int.h
  *		  The state of a scan routed through an index table, shared by
- *		  index_scan.c (the scan: facts, rows, EXPLAIN) and index_lookup.c
- *		  (the finds of its entries).
+ *		  index_scan.c (the scan: facts, rows, EXPLAIN), index_id_order.c
+ *		  (ORDER BY key, _id) and index_lookup.c (the finds of entries).
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -11,13 +11,15 @@
  * IDENTIFICATION
  *		  fdw/index_scan_int.h
  *
- * index_scan.c calls index_lookup.c, never the other way round.
+ * index_scan.c calls index_id_order.c and index_lookup.c, and
+ * index_id_order.c calls index_lookup.c, never the other way round.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef IDXTABLE_INDEX_SCAN_INT_H
 #define IDXTABLE_INDEX_SCAN_INT_H
 
+#include "utils/rel.h"
 #include "utils/sortsupport.h"
 
 #include "index/index_catalog.h"
@@ -35,6 +37,19 @@ typedef struct TieEntry
 	Datum		id;
 	bool		id_null;
 } TieEntry;
+
+/*
+ * How the entries of one group of equal keys can come in the _id column's
+ * order from MongoDB (index_id_order.c): not at all (read whole and
+ * sorted), as numbers (integer columns), or as strings and ObjectIds
+ * merged as bytes (text under a bytewise collation).
+ */
+typedef enum IdxIdOrder
+{
+	IDX_ID_ORDER_LOCAL,
+	IDX_ID_ORDER_INTEGERS,
+	IDX_ID_ORDER_TEXT
+} IdxIdOrder;
 
 /*
  * The index part of a scan's state.
@@ -104,6 +119,28 @@ typedef struct IdxIndexScan
 	int			tie_pos;
 	bson_t		tie_current;	/* static, over the entry returned */
 	bson_t	   *pending;
+
+	/*
+	 * A group that outgrows a batch of the lookup is read apart, in the
+	 * order MongoDB gives its entries sorted on their _id, where that is
+	 * the _id column's order ("id_order", index_id_order.c): one find per
+	 * BSON type of the ids ("group_finds", merged by "group_head"), once a
+	 * limit-1 find ("group_checked") has shown the group has no id of
+	 * another type.  The lookup then goes on after the group: "after_op"
+	 * on the order key's value {"v": value} ("after_data").
+	 */
+	IdxIdOrder	id_order;
+	bool		group_checked;
+	bool		in_group;		/* the group finds are under way */
+	mongoc_cursor_t *group_finds[2];
+	const bson_t *group_head[2];	/* each find's next entry, or NULL */
+	int			group_taken;	/* the find whose head was returned, -1 */
+	uint8	   *group_key;		/* the group's entry _id without "id" */
+	uint32		group_key_len;
+	const char *after_op;
+	uint8	   *after_data;
+	uint32		after_len;
+	uint64		groups_apart;	/* groups read apart, for EXPLAIN */
 	MemoryContext batch_cxt;
 	int			batch_n;		/* facts of the current batch, in order */
 	int			batch_pos;
@@ -151,5 +188,30 @@ extern const bson_t *idx_lookup_next_entry(IdxScanState *state,
 										   IdxIndexScan *ix);
 extern int	idx_lookup_batch_size(IdxScanState *state, IdxIndexScan *ix);
 extern void idx_lookup_grow_batches(IdxScanState *state, IdxIndexScan *ix);
+
+/*
+ * index_lookup.c: a find of entries with the lookup's projection and
+ * session (opts: sort, batch size, limit), and the lookup going on after
+ * a group of equal keys read apart (idx_lookup_reopen: past the group's
+ * key, or with "after_op" NULL, from the next part).
+ */
+extern mongoc_cursor_t *idx_lookup_find(IdxScanState *state, IdxIndexScan *ix,
+										const bson_t *filter, bson_t *opts);
+extern void idx_lookup_reopen(IdxScanState *state, IdxIndexScan *ix,
+							  const char *after_op, const uint8 *data,
+							  uint32 len);
+
+/*
+ * index_id_order.c: ORDER BY key, _id.  idx_id_order_begin prepares the
+ * scan, idx_id_order_next returns the next entry in (key, _id) order (NULL
+ * at the end), idx_id_order_holds says whether entries read from the
+ * lookup are still to be returned, idx_id_order_release closes the group
+ * finds (rescan, error).
+ */
+extern void idx_id_order_begin(Relation rel, IdxScanState *state,
+							   IdxIndexScan *ix);
+extern const bson_t *idx_id_order_next(IdxScanState *state, IdxIndexScan *ix);
+extern bool idx_id_order_holds(IdxIndexScan *ix);
+extern void idx_id_order_release(IdxScanState *state, IdxIndexScan *ix);
 
 #endif							/* IDXTABLE_INDEX_SCAN_INT_H */
