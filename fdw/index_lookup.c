@@ -318,14 +318,14 @@ open_lookup(IdxScanState *state, IdxIndexScan *ix)
 				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &child));
 				for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
 					idx_check_append(BSON_APPEND_INT32(&child,
-												   psprintf("_id.%s",
-															idx_key_field(k)),
-												   ix->order_desc ? -1 : 1));
+													   psprintf("_id.%s",
+																idx_key_field(k)),
+													   ix->order_desc ? -1 : 1));
 				idx_check_append(bson_append_document_end(&opts, &child));
 			}
 			/* int64, which mongoc_cursor_set_batch_size() can overwrite */
 			idx_check_append(BSON_APPEND_INT64(&opts, "batchSize",
-										   idx_lookup_batch_size(state, ix)));
+											   idx_lookup_batch_size(state, ix)));
 			ix->lookup = idx_lookup_find(state, ix, &filter, &opts);
 		}
 		else

@@ -228,9 +228,9 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 												 &ix->sync_wait_ms);
 
 	/*
-	 * What the wait waited for is on the primary: the applier's entries
-	 * and the facts they point to may not be on a secondary yet, so the
-	 * lookup and the fact fetch go there too, whatever the URI prefers.
+	 * What the wait waited for is on the primary: the applier's entries and
+	 * the facts they point to may not be on a secondary yet, so the lookup
+	 * and the fact fetch go there too, whatever the URI prefers.
 	 */
 	if (ix->sync_waited)
 		state->read_prefs = idx_primary_read_prefs();
@@ -675,8 +675,8 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 			return store_row(node, state->rowconv, &ix->batch_docs[pos]);
 		}
 		if (state->cursor && (doc = idx_scan_next_doc(state, &state->cursor,
-											   state->info->collection,
-											   state->info->database)) != NULL)
+													  state->info->collection,
+													  state->info->database)) != NULL)
 		{
 			MemoryContext oldcxt;
 			int			pos;

@@ -81,16 +81,15 @@ typedef struct IdxIndexScan
 
 	/*
 	 * Ordered scans follow "order_nkeys" keys from "order_key" (-1: no
-	 * order), descending or not; the first key places its NULLs first or
-	 * last ("nulls_first"), the others as MongoDB does.  Key-only ordered
-	 * scans put each batch of facts back in entry order.
+	 * order), descending or not; the first key places its NULLs first or last
+	 * ("nulls_first"), the others as MongoDB does.  Key-only ordered scans
+	 * put each batch of facts back in entry order.
 	 *
-	 * The lookup is one find, or two (parts): where a key "split_key" has
-	 * its NULL entries read apart, those of an "IS NULL OR" condition, or
-	 * of the first order key when MongoDB, which sorts null below every
-	 * other value, would place them otherwise than the order asks (and no
-	 * condition on the key decides them).  "null_part" is the part that
-	 * reads them.
+	 * The lookup is one find, or two (parts): where a key "split_key" has its
+	 * NULL entries read apart, those of an "IS NULL OR" condition, or of the
+	 * first order key when MongoDB, which sorts null below every other value,
+	 * would place them otherwise than the order asks (and no condition on the
+	 * key decides them).  "null_part" is the part that reads them.
 	 */
 	int			order_key;
 	int			order_nkeys;
@@ -102,12 +101,12 @@ typedef struct IdxIndexScan
 	int			null_part;
 
 	/*
-	 * ORDER BY key, _id ("order_by_id"): the entries of equal order keys
-	 * (a "tie" group, read whole, across the parts' boundary too: the NULL
-	 * entries are one group) are sorted by their fact's _id, read from
-	 * the entry's "id" as the _id column reads it ("idconv") and compared
-	 * as PostgreSQL compares that column ("id_sort").  "pending" is the
-	 * first entry of the next group, read to see the group end.
+	 * ORDER BY key, _id ("order_by_id"): the entries of equal order keys (a
+	 * "tie" group, read whole, across the parts' boundary too: the NULL
+	 * entries are one group) are sorted by their fact's _id, read from the
+	 * entry's "id" as the _id column reads it ("idconv") and compared as
+	 * PostgreSQL compares that column ("id_sort").  "pending" is the first
+	 * entry of the next group, read to see the group end.
 	 */
 	bool		order_by_id;
 	IdxRowConv *idconv;
@@ -121,13 +120,13 @@ typedef struct IdxIndexScan
 	bson_t	   *pending;
 
 	/*
-	 * A group that outgrows a batch of the lookup is read apart, in the
-	 * order MongoDB gives its entries sorted on their _id, where that is
-	 * the _id column's order ("id_order", index_id_order.c): one find per
-	 * BSON type of the ids ("group_finds", merged by "group_head"), once a
-	 * limit-1 find ("group_checked") has shown the group has no id of
-	 * another type.  The lookup then goes on after the group: "after_op"
-	 * on the order key's value {"v": value} ("after_data").
+	 * A group that outgrows a batch of the lookup is read apart, in the order
+	 * MongoDB gives its entries sorted on their _id, where that is the _id
+	 * column's order ("id_order", index_id_order.c): one find per BSON type
+	 * of the ids ("group_finds", merged by "group_head"), once a limit-1 find
+	 * ("group_checked") has shown the group has no id of another type.  The
+	 * lookup then goes on after the group: "after_op" on the order key's
+	 * value {"v": value} ("after_data").
 	 */
 	IdxIdOrder	id_order;
 	bool		group_checked;
@@ -155,8 +154,8 @@ typedef struct IdxIndexScan
 
 	/*
 	 * Under a LIMIT, the lookup's batches and the fact fetches hold
-	 * "batch_target" entries: "first_batch" (IdxPrivFirstBatch, -1: none)
-	 * at first, then twice as many each time, up to fetch_size and
+	 * "batch_target" entries: "first_batch" (IdxPrivFirstBatch, -1: none) at
+	 * first, then twice as many each time, up to fetch_size and
 	 * fetch_batch_size (batch_target 0: those sizes).
 	 */
 	int			first_batch;
