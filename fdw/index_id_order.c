@@ -60,31 +60,43 @@ static bool outgrows_lookup(IdxScanState *state, IdxIndexScan *ix);
 static bool start_group_apart(IdxScanState *state, IdxIndexScan *ix);
 
 /*
- * Can a group of equal keys come in the _id column's order from MongoDB
- * ("att" is that column)?  The group must fix every key of the entries'
- * _id (the scan's one order key is the index's last, the keys before it
- * fixed by equalities), so that its entries are one range of the _id
- * index; the column must be an integer, or text under a bytewise
- * collation.
+ * Is MongoDB's order of the fact _ids within one type bracket (numbers;
+ * strings; ObjectIds) the order of an _id column of type "typid" under
+ * collation "collid"?  Integers compare by value; text under a bytewise
+ * collation as bytes, as MongoDB compares strings and, through their hex
+ * digits, ObjectIds.
  */
-static IdxIdOrder
-choose_id_order(IdxIndexScan *ix, Form_pg_attribute att)
+IdxIdOrder
+idx_id_order_kind(Oid typid, Oid collid)
 {
-	if (ix->order_nkeys != 1 || ix->order_key != ix->def->nkeys - 1)
-		return IDX_ID_ORDER_LOCAL;
-	switch (att->atttypid)
+	switch (typid)
 	{
 		case INT2OID:
 		case INT4OID:
 		case INT8OID:
 			return IDX_ID_ORDER_INTEGERS;
 		case TEXTOID:
-			if (idx_collation_bytewise(att->attcollation))
+			if (idx_collation_bytewise(collid))
 				return IDX_ID_ORDER_TEXT;
 			return IDX_ID_ORDER_LOCAL;
 		default:
 			return IDX_ID_ORDER_LOCAL;
 	}
+}
+
+/*
+ * Can a group of equal keys come in the _id column's order from MongoDB
+ * ("att" is that column)?  The group must fix every key of the entries'
+ * _id (the scan's one order key is the index's last, the keys before it
+ * fixed by equalities), so that its entries are one range of the _id
+ * index; and the column's order must be MongoDB's (idx_id_order_kind).
+ */
+static IdxIdOrder
+choose_id_order(IdxIndexScan *ix, Form_pg_attribute att)
+{
+	if (ix->order_nkeys != 1 || ix->order_key != ix->def->nkeys - 1)
+		return IDX_ID_ORDER_LOCAL;
+	return idx_id_order_kind(att->atttypid, att->attcollation);
 }
 
 /*

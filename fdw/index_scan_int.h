@@ -23,6 +23,7 @@
 #include "utils/sortsupport.h"
 
 #include "index/index_catalog.h"
+#include "index_path.h"
 #include "scan.h"
 
 /*
@@ -37,19 +38,6 @@ typedef struct TieEntry
 	Datum		id;
 	bool		id_null;
 } TieEntry;
-
-/*
- * How the entries of one group of equal keys can come in the _id column's
- * order from MongoDB (index_id_order.c): not at all (read whole and
- * sorted), as numbers (integer columns), or as strings and ObjectIds
- * merged as bytes (text under a bytewise collation).
- */
-typedef enum IdxIdOrder
-{
-	IDX_ID_ORDER_LOCAL,
-	IDX_ID_ORDER_INTEGERS,
-	IDX_ID_ORDER_TEXT
-} IdxIdOrder;
 
 /*
  * The index part of a scan's state.
