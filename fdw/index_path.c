@@ -1006,9 +1006,9 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 
 	/*
 	 * A group of equal keys is read whole before its first row: when
-	 * equalities fix every key, that is every entry, however small the
-	 * LIMIT.  Unless MongoDB gives the group in the _id's order
-	 * (index_id_order.c): then a batch at a time.
+	 * equalities fix every key, that is every entry, however small the LIMIT.
+	 * Unless MongoDB gives the group in the _id's order (index_id_order.c):
+	 * then a batch at a time.
 	 */
 	if (order_sorts_by_id(order) &&
 		equality_prefix(def, conds) >= def->nkeys &&
