@@ -53,6 +53,8 @@ OBJS = \
 	fdw/index_agg_scan.o \
 	fdw/index_path.o \
 	fdw/index_scan.o \
+	fdw/index_lookup.o \
+	fdw/index_id_order.o \
 	fdw/index/index_stats.o \
 	fdw/analyze.o \
 	fdw/import.o \

@@ -846,6 +846,25 @@ index_pathkeys(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 }
 
 /*
+ * Can the entries of a group of equal keys come from MongoDB in the order
+ * of the table's _id column, its type's and collation's
+ * (idx_id_order_kind)?
+ */
+static bool
+id_order_from_server(IdxRelInfo *fpinfo)
+{
+	Oid			type;
+	int32		typmod;
+	Oid			collid;
+
+	if (fpinfo->table->id_attnum == InvalidAttrNumber)
+		return false;
+	get_atttypetypmodcoll(fpinfo->table->relid, fpinfo->table->id_attnum,
+						  &type, &typmod, &collid);
+	return idx_id_order_kind(type, collid) != IDX_ID_ORDER_LOCAL;
+}
+
+/*
  * Does the order "order" (IdxPrivOrder) sort equal keys by their fact's
  * _id?
  */
@@ -987,11 +1006,13 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 
 	/*
 	 * A group of equal keys is read whole before its first row: when
-	 * equalities fix every key, that is every entry, however small the
-	 * LIMIT.
+	 * equalities fix every key, that is every entry, however small the LIMIT.
+	 * Unless MongoDB gives the group in the _id's order (index_id_order.c):
+	 * then a batch at a time.
 	 */
 	if (order_sorts_by_id(order) &&
-		equality_prefix(def, conds) >= def->nkeys)
+		equality_prefix(def, conds) >= def->nkeys &&
+		!id_order_from_server(fpinfo))
 		startup_cost += lookups * ROUND_TRIP_COST +
 			entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,

@@ -67,6 +67,25 @@ enum IdxIndexPrivateIndex
 	IdxPrivFirstBatch
 };
 
+/*
+ * How the entries of one group of equal keys can come in the _id column's
+ * order from MongoDB (index_id_order.c): not at all (read whole and
+ * sorted), as numbers (integer columns), or as strings and ObjectIds
+ * merged as bytes (text under a bytewise collation).
+ */
+typedef enum IdxIdOrder
+{
+	IDX_ID_ORDER_LOCAL,
+	IDX_ID_ORDER_INTEGERS,
+	IDX_ID_ORDER_TEXT
+} IdxIdOrder;
+
+/*
+ * index_id_order.c: how MongoDB can give the entries of one group of equal
+ * keys in the order of an _id column of this type and collation
+ */
+extern IdxIdOrder idx_id_order_kind(Oid typid, Oid collid);
+
 /* Valid index definitions of a table (routing reads only those) */
 extern List *idx_valid_indexes(Oid relid, Oid userid);
 

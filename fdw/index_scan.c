@@ -10,7 +10,8 @@
  *		  fdw/index_scan.c
  *
  * A key-only scan reads entries from the index collection (a find on the
- * _id.kN fields, served by the index collection's own MongoDB index) and
+ * _id.kN fields, served by the index collection's own MongoDB index:
+ * index_lookup.c) and
  * fetches the facts they point to by _id in batches of fetch_batch_size,
  * with the pushed-down filter added, so every fact is rechecked by MongoDB
  * and, for the clauses that stay local, by PostgreSQL.  A covering scan
@@ -25,18 +26,13 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 #include "executor/executor.h"
-#include "nodes/nodeFuncs.h"
 #include "miscadmin.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
-#include "utils/sortsupport.h"
-#include "utils/typcache.h"
 
 #include "core/connection.h"
 #include "core/convert.h"
@@ -49,123 +45,9 @@
 #include "index/index_entry.h"
 #include "index/index_owner.h"
 #include "index_path.h"
+#include "index_scan_int.h"
 #include "planner.h"
-#include "scan.h"
 #include "sync/sync_wait.h"
-
-/*
- * One entry of a group of equal order keys, with its fact's _id.  The
- * entry is its bytes (a copy in tie_cxt), not a bson_t: a static bson_t
- * points into itself, and sorting moves the TieEntries.
- */
-typedef struct TieEntry
-{
-	uint8_t    *data;
-	uint32_t	len;
-	Datum		id;
-	bool		id_null;
-} TieEntry;
-
-/*
- * The index part of a scan's state.
- */
-typedef struct IdxIndexScan
-{
-	IdxIndexDef *def;
-	bool		covering;
-	List	   *conds;			/* integer Lists (keypos, op, exprpos) */
-	char	   *cond_text;		/* for EXPLAIN */
-	List	   *value_exprs;	/* all of the plan's fdw_exprs */
-	List	   *value_states;	/* their ExprStates */
-	Datum	   *values;			/* their values for this execution */
-	bool	   *nulls;
-	IdxRowConv *entryconv;		/* covering: columns read from entries */
-	IdxRowConv *keyconv;		/* key-only: a fact's key columns */
-	Bitmapset  *fetch_attrs;	/* key-only: columns to fetch (+ keys) */
-	const bson_t *fetch_collation;	/* the collection's, or NULL: simple */
-	List	   *checks;			/* string equalities to recheck under it */
-	Bitmapset  *check_attrs;	/* the columns they read */
-
-	/* libmongoc objects, released by idx_index_scan_release() */
-	mongoc_collection_t *index_coll;
-	mongoc_cursor_t *lookup;
-	bson_t	   *fact_filter;	/* pushed-down filter of this execution */
-
-	bool		started;		/* lookup set up for this execution */
-	bool		lookup_done;	/* no more entries */
-
-	/*
-	 * Ordered scans follow "order_nkeys" keys from "order_key" (-1: no
-	 * order), descending or not; the first key places its NULLs first or
-	 * last ("nulls_first"), the others as MongoDB does.  Key-only ordered
-	 * scans put each batch of facts back in entry order.
-	 *
-	 * The lookup is one find, or two (parts): where a key "split_key" has
-	 * its NULL entries read apart, those of an "IS NULL OR" condition, or
-	 * of the first order key when MongoDB, which sorts null below every
-	 * other value, would place them otherwise than the order asks (and no
-	 * condition on the key decides them).  "null_part" is the part that
-	 * reads them.
-	 */
-	int			order_key;
-	int			order_nkeys;
-	bool		order_desc;
-	bool		nulls_first;
-	int			split_key;
-	int			nparts;
-	int			part;			/* the find under way, from 0 */
-	int			null_part;
-
-	/*
-	 * ORDER BY key, _id ("order_by_id"): the entries of equal order keys
-	 * (a "tie" group, read whole, across the parts' boundary too: the NULL
-	 * entries are one group) are sorted by their fact's _id, read from
-	 * the entry's "id" as the _id column reads it ("idconv") and compared
-	 * as PostgreSQL compares that column ("id_sort").  "pending" is the
-	 * first entry of the next group, read to see the group end.
-	 */
-	bool		order_by_id;
-	IdxRowConv *idconv;
-	SortSupportData id_sort;
-	MemoryContext tie_cxt;
-	MemoryContext pending_cxt;
-	struct TieEntry *tie;
-	int			tie_n;
-	int			tie_pos;
-	bson_t		tie_current;	/* static, over the entry returned */
-	bson_t	   *pending;
-	MemoryContext batch_cxt;
-	int			batch_n;		/* facts of the current batch, in order */
-	int			batch_pos;
-	char	  **batch_ids;		/* {"v": fact _id} of each entry */
-	uint32	   *batch_id_lens;
-	const uint8 **batch_entry_ids;	/* each entry's _id document */
-	uint32	   *batch_entry_id_lens;
-	bson_t	   *batch_docs;		/* the facts, static bsons over copies */
-	bool	   *batch_found;
-	char	   *last_lookup;	/* the lookup filters of the parts opened in
-								 * the latest execution, as JSON */
-
-	/*
-	 * Under a LIMIT, the lookup's batches and the fact fetches hold
-	 * "batch_target" entries: "first_batch" (IdxPrivFirstBatch, -1: none)
-	 * at first, then twice as many each time, up to fetch_size and
-	 * fetch_batch_size (batch_target 0: those sizes).
-	 */
-	int			first_batch;
-	int			batch_target;
-	uint64		exec_entries;	/* entries read in this execution */
-	uint64		next_grow;		/* ... when the lookup's batch is used up */
-	int			fetches;		/* fact fetches in this execution */
-
-	/* idxtable.index_consistency = current: the wait at the start */
-	bool		sync_waited;
-	double		sync_wait_ms;	/* the ping and the wait, for EXPLAIN */
-
-	uint64		entries_read;
-	uint64		facts_fetched;
-	uint64		entries_skipped;	/* entries their fact did not vouch for */
-} IdxIndexScan;
 
 /*
  * Find an index definition of the table by name, with its ownership
@@ -262,37 +144,6 @@ entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
 }
 
 /*
- * ORDER BY key, _id: prepare the conversion of an entry's "id" (its
- * fact's _id as stored) to the _id column's value, and that column's
- * comparison (its type's default btree order and its collation, NULLS
- * LAST: the pathkey of index_path.c's id_tiebreak_pathkey).
- */
-static void
-id_order_begin(Relation rel, IdxScanState *state, IdxIndexScan *ix)
-{
-	IdxTableInfo *einfo = palloc(sizeof(IdxTableInfo));
-	AttrNumber	attnum = state->info->id_attnum;
-	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	TypeCacheEntry *tce = lookup_type_cache(att->atttypid, TYPECACHE_LT_OPR);
-
-	*einfo = *state->info;
-	einfo->fields = palloc0(sizeof(char *) * Max(einfo->natts, 1));
-	einfo->fields[attnum - 1] = IDX_ENTRY_FACT_ID;
-	ix->idconv = idx_row_conv_create(RelationGetDescr(rel), einfo,
-									 bms_make_singleton(attnum - FirstLowInvalidHeapAttributeNumber));
-	ix->id_sort.ssup_cxt = state->scan_cxt;
-	ix->id_sort.ssup_collation = att->attcollation;
-	ix->id_sort.ssup_nulls_first = false;
-	PrepareSortSupportFromOrderingOp(tce->lt_opr, &ix->id_sort);
-	ix->tie_cxt = AllocSetContextCreate(state->scan_cxt,
-										"idxtable_fdw equal keys",
-										ALLOCSET_DEFAULT_SIZES);
-	ix->pending_cxt = AllocSetContextCreate(state->scan_cxt,
-											"idxtable_fdw next key",
-											ALLOCSET_SMALL_SIZES);
-}
-
-/*
  * Must a covering plan read the facts after all?  A table without a
  * consistency mode of its own writes in its server's: 'ordered' on a
  * server without transactions, and then an entry may be an orphan or
@@ -355,7 +206,7 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 	if (ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 		ix->entryconv = entry_row_conv(rel, state, ix->def);
 	if (ix->order_by_id && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
-		id_order_begin(rel, state, ix);
+		idx_id_order_begin(rel, state, ix);
 	if (!ix->covering && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 	{
 		Bitmapset  *keys = NULL;
@@ -377,9 +228,9 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 												 &ix->sync_wait_ms);
 
 	/*
-	 * What the wait waited for is on the primary: the applier's entries
-	 * and the facts they point to may not be on a secondary yet, so the
-	 * lookup and the fact fetch go there too, whatever the URI prefers.
+	 * What the wait waited for is on the primary: the applier's entries and
+	 * the facts they point to may not be on a secondary yet, so the lookup
+	 * and the fact fetch go there too, whatever the URI prefers.
 	 */
 	if (ix->sync_waited)
 		state->read_prefs = idx_primary_read_prefs();
@@ -402,141 +253,8 @@ idx_index_scan_release(IdxScanState *state)
 	ix->started = false;
 	ix->lookup_done = false;
 	ix->batch_n = ix->batch_pos = 0;
-	ix->tie_n = ix->tie_pos = 0;
-	ix->pending = NULL;
-}
-
-/*
- * Append the values of an IN list as key values; false if it holds none
- * (NULL elements never match).
- */
-static bool
-append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
-{
-	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
-	Oid			elemtype = ARR_ELEMTYPE(arr);
-	int16		elmlen;
-	bool		elmbyval;
-	char		elmalign;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			nelems,
-				i;
-	uint32		n = 0;
-	bson_t		list;
-
-	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
-	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
-					  &elems, &nulls, &nelems);
-	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
-	for (i = 0; i < nelems; i++)
-	{
-		char		pos[16];
-
-		if (nulls[i])
-			continue;
-		snprintf(pos, sizeof(pos), "%u", n++);
-		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
-							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
-							 false);
-	}
-	idx_check_append(bson_append_array_end(doc, &list));
-	return n > 0;
-}
-
-/*
- * Build the lookup filter {"_id.k0": {$eq: v}, "_id.k1": {$gte: a}, ...}
- * of the current part from the conditions and this execution's values.
- * The key whose NULL entries are read apart (split_key) is {$eq: null} in
- * their part, and in the other its ranges, or {$ne: null} (which MongoDB
- * turns into the index bounds [MinKey, null) and (null, MaxKey]).
- * Returns false, leaving "filter" unfinished, when the part can match
- * nothing (a NULL compared, an empty IN list).
- */
-static bool
-build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
-{
-	static const char *const ops[] = {"$eq", "$in", "$eq", "$lt", "$lte", "$gt", "$gte"};
-	int			k;
-
-	for (k = 0; k < ix->def->nkeys; k++)
-	{
-		bson_t		child;
-		bool		any = false;
-		ListCell   *lc;
-		char	   *field = psprintf("_id.%s", idx_key_field(k));
-
-		if (k == ix->split_key && ix->part == ix->null_part)
-		{
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
-			idx_check_append(BSON_APPEND_NULL(&child, "$eq"));
-			idx_check_append(bson_append_document_end(filter, &child));
-			continue;
-		}
-		foreach(lc, ix->conds)
-		{
-			List	   *cond = lfirst(lc);
-			IdxCondOp	op = list_nth_int(cond, 1);
-			int			exprpos = list_nth_int(cond, 2);
-
-			if (list_nth_int(cond, 0) != k || op == ICOND_NULL_OR)
-				continue;
-			if (!any)
-				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
-			any = true;
-			if (op == ICOND_NULL)
-				idx_check_append(BSON_APPEND_NULL(&child, "$eq"));
-			else if (ix->nulls[exprpos])
-				return false;
-			else if (op == ICOND_IN)
-			{
-				if (!append_in_values(&child, &ix->def->keys[k],
-									  ix->values[exprpos]))
-					return false;
-			}
-			else
-			{
-				Oid			type = exprType(list_nth(ix->value_exprs, exprpos));
-				const char *mop = ops[op];
-
-				/*
-				 * Keys hold timestamps in milliseconds, rounded down: "<" a
-				 * value with finer digits must keep the entries of its
-				 * millisecond (the facts are rechecked).
-				 */
-				if (op == ICOND_LT &&
-					(type == TIMESTAMPOID || type == TIMESTAMPTZOID))
-					mop = "$lte";
-				idx_append_key_value(&child, mop,
-									 idx_key_lookup_datum(&ix->def->keys[k],
-														  ix->values[exprpos]),
-									 OidIsValid(ix->def->keys[k].sortcoll)
-									 ? TEXTOID : type, false);
-			}
-		}
-		if (k == ix->split_key && !any)
-		{
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(filter, field, &child));
-			idx_check_append(BSON_APPEND_NULL(&child, "$ne"));
-			any = true;
-		}
-		if (any)
-			idx_check_append(bson_append_document_end(filter, &child));
-	}
-	return true;
-}
-
-/*
- * Entries of the lookup's next batch.
- */
-static int
-lookup_batch_size(IdxScanState *state, IdxIndexScan *ix)
-{
-	/* ORDER BY key, _id reads the entry after a group to see it end */
-	if (ix->batch_target > 0)
-		return Min(ix->batch_target + (ix->order_by_id ? 1 : 0),
-				   state->info->fetch_size);
-	return state->info->fetch_size;
+	if (ix->order_by_id)
+		idx_id_order_release(state, ix);
 }
 
 /*
@@ -548,173 +266,6 @@ fact_batch_size(IdxScanState *state, IdxIndexScan *ix)
 	if (ix->batch_target > 0)
 		return Min(ix->batch_target, state->info->fetch_batch_size);
 	return state->info->fetch_batch_size;
-}
-
-/*
- * The rows asked for did not come from the batches read so far (some
- * were filtered out, or the plan's LIMIT is not all the executor wants):
- * double the batches, up to their full sizes.  The lookup's next getMore
- * asks for the new size (libmongoc sends a cursor's batchSize option with
- * each getMore, mongoc-cursor.c: _mongoc_cursor_prepare_getmore_command;
- * mongoc_cursor_set_batch_size changes it only if it is an int64).
- */
-static void
-grow_batches(IdxScanState *state, IdxIndexScan *ix)
-{
-	if (ix->batch_target <= 0)
-		return;
-	if (ix->batch_target >= Max(state->info->fetch_size,
-								state->info->fetch_batch_size) / 2)
-		ix->batch_target = 0;
-	else
-		ix->batch_target *= 2;
-	if (ix->lookup)
-		mongoc_cursor_set_batch_size(ix->lookup, lookup_batch_size(state, ix));
-}
-
-/*
- * Remember the lookup filter of the part being opened, for EXPLAIN: the
- * first part's alone, the next's after it.  In the scan's context: a part
- * after the first is opened while a row is fetched, in its short-lived
- * context.
- */
-static void
-note_lookup(IdxScanState *state, IdxIndexScan *ix, const bson_t *filter)
-{
-	MemoryContext oldcxt = MemoryContextSwitchTo(state->scan_cxt);
-	char	   *json = idx_bson_as_json(filter);
-	char	   *previous = ix->last_lookup;
-
-	if (ix->part == 0 || previous == NULL)
-		ix->last_lookup = json;
-	else
-	{
-		ix->last_lookup = psprintf("%s then %s", previous, json);
-		pfree(json);
-	}
-	if (previous)
-		pfree(previous);
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
- * Open the lookup cursor of the current part, sorted on the order keys of
- * an ordered scan.  Returns false (and opens nothing) when its conditions
- * can match nothing.
- */
-static bool
-open_lookup(IdxScanState *state, IdxIndexScan *ix)
-{
-	bson_t		filter = BSON_INITIALIZER;
-	bson_t		opts = BSON_INITIALIZER;
-	bson_t		child;
-	bool		ok;
-
-	PG_TRY();
-	{
-		ok = build_lookup_filter(ix, &filter);
-		if (ok)
-		{
-			idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &child));
-			if (ix->covering)
-			{
-				idx_check_append(BSON_APPEND_INT32(&child, "_id", 1));
-				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_INCLUDE, 1));
-				if (ix->order_by_id)
-					idx_check_append(BSON_APPEND_INT32(&child,
-													   IDX_ENTRY_FACT_ID, 1));
-			}
-			else
-			{
-				/* _id: the fact must vouch for the entry (vouching_entry) */
-				idx_check_append(BSON_APPEND_INT32(&child, "_id", 1));
-				idx_check_append(BSON_APPEND_INT32(&child, IDX_ENTRY_FACT_ID, 1));
-			}
-			idx_check_append(bson_append_document_end(&opts, &child));
-			if (ix->order_key >= 0)
-			{
-				int			k;
-
-				idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &child));
-				for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
-					idx_check_append(BSON_APPEND_INT32(&child,
-												   psprintf("_id.%s",
-															idx_key_field(k)),
-												   ix->order_desc ? -1 : 1));
-				idx_check_append(bson_append_document_end(&opts, &child));
-			}
-			/* int64, which mongoc_cursor_set_batch_size() can overwrite */
-			idx_check_append(BSON_APPEND_INT64(&opts, "batchSize",
-										   lookup_batch_size(state, ix)));
-
-			if (ix->index_coll == NULL)
-				ix->index_coll = mongoc_client_get_collection(state->client,
-															  ix->def->database,
-															  ix->def->collection);
-			if (!state->pinned)
-				idx_client_pin(state->client, 1);
-			state->pinned = true;
-			idx_xact_append_session(state->client, &opts);
-			ix->lookup = mongoc_collection_find_with_opts(ix->index_coll,
-														  &filter, &opts,
-														  state->read_prefs);
-		}
-		else
-			bson_reinit(&filter);	/* the half-built filter goes */
-		note_lookup(state, ix, &filter);
-	}
-	PG_FINALLY();
-	{
-		bson_destroy(&filter);
-		bson_destroy(&opts);
-	}
-	PG_END_TRY();
-	return ok;
-}
-
-/*
- * The key whose NULL entries the lookup reads in a part of their own, or
- * -1 (see IdxIndexScan): the key of an "IS NULL OR" condition, or the
- * first order key when the order places NULLs where MongoDB does not
- * (MongoDB sorts them first ascending, last descending) and no condition
- * on it decides them (a range, an equality or IN excludes NULL keys,
- * IS NULL all others; the order key of ORDER BY _id under equalities on
- * every key is fixed).
- */
-static int
-null_split_key(IdxIndexScan *ix)
-{
-	ListCell   *lc;
-
-	foreach(lc, ix->conds)
-	{
-		List	   *cond = lfirst(lc);
-		IdxCondOp	op = list_nth_int(cond, 1);
-
-		if (op == ICOND_NULL_OR)
-			return list_nth_int(cond, 0);
-		/* any other condition on the order key decides its NULLs */
-		if (list_nth_int(cond, 0) == ix->order_key)
-			return -1;
-	}
-	if (ix->order_key >= 0 && ix->nulls_first == ix->order_desc)
-		return ix->order_key;
-	return -1;
-}
-
-/*
- * Open the lookup of the first part from "ix->part" on that can match
- * anything; false when none can.
- */
-static bool
-open_next_part(IdxScanState *state, IdxIndexScan *ix)
-{
-	for (; ix->part < ix->nparts; ix->part++)
-	{
-		if (open_lookup(state, ix))
-			return true;
-	}
-	return false;
 }
 
 /*
@@ -777,14 +328,14 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 	ix->batch_target = Max(ix->first_batch, 0);
 	ix->exec_entries = 0;
 	ix->fetches = 0;
-	ix->split_key = null_split_key(ix);
+	ix->split_key = idx_lookup_split_key(ix);
 	ix->nparts = ix->split_key >= 0 ? 2 : 1;
 	/* the NULL entries of an unordered scan first: any part may be */
 	ix->null_part = (ix->order_key < 0 || ix->nulls_first) ? 0 : 1;
 	ix->part = 0;
-	if (!open_next_part(state, ix))
+	if (!idx_lookup_open_next_part(state, ix))
 		ix->lookup_done = true;
-	ix->next_grow = lookup_batch_size(state, ix);
+	ix->next_grow = idx_lookup_batch_size(state, ix);
 
 	if (!ix->covering)
 	{
@@ -803,240 +354,16 @@ start_lookup(ForeignScanState *node, IdxScanState *state, IdxIndexScan *ix)
 }
 
 /*
- * The next entry of the lookup, in the order MongoDB returns them, or NULL
- * when there is none.  It stays valid until the next read of the lookup.
- */
-static const bson_t *
-next_lookup_entry(IdxScanState *state, IdxIndexScan *ix)
-{
-	const bson_t *entry;
-
-	/* covering: the lookup's batch is used up, and rows are still wanted */
-	if (ix->covering && ix->batch_target > 0 &&
-		ix->exec_entries >= ix->next_grow)
-	{
-		grow_batches(state, ix);
-		ix->next_grow += lookup_batch_size(state, ix);
-	}
-	for (;;)
-	{
-		if (ix->lookup_done)
-			return NULL;
-		entry = idx_scan_next_doc(state, &ix->lookup, ix->def->collection,
-								  ix->def->database);
-		if (entry != NULL)
-			break;
-		/* the next part's entries come after this one's */
-		ix->part++;
-		if (!open_next_part(state, ix))
-		{
-			ix->lookup_done = true;
-			return NULL;
-		}
-	}
-	ix->entries_read++;
-	ix->exec_entries++;
-	return entry;
-}
-
-/*
- * The BSON value of order key "keypos" in an entry's _id, or false if the
- * entry has none (not an entry).  Keys are canonical (index_entry.c):
- * equal keys have equal bytes.
- */
-static bool
-entry_key_value(const bson_t *entry, int keypos, bson_iter_t *key)
-{
-	bson_iter_t iter;
-
-	return bson_iter_init_find(&iter, entry, "_id") &&
-		BSON_ITER_HOLDS_DOCUMENT(&iter) &&
-		bson_iter_recurse(&iter, key) &&
-		bson_iter_find(key, idx_key_field(keypos));
-}
-
-/*
- * Do two entries have the same key "keypos", byte for byte (both missing
- * counts as the same)?
- */
-static bool
-same_key(const bson_t *a, const bson_t *b, int keypos)
-{
-	bson_iter_t ka;
-	bson_iter_t kb;
-	bool		has_a = entry_key_value(a, keypos, &ka);
-	bool		has_b = entry_key_value(b, keypos, &kb);
-	bson_t		da = BSON_INITIALIZER;
-	bson_t		db = BSON_INITIALIZER;
-	bool		same;
-
-	if (!has_a || !has_b)
-		return has_a == has_b;
-	/* {"v": value} of each, compared byte for byte */
-	idx_check_append(bson_append_iter(&da, "v", 1, &ka));
-	idx_check_append(bson_append_iter(&db, "v", 1, &kb));
-	same = da.len == db.len &&
-		memcmp(bson_get_data(&da), bson_get_data(&db), da.len) == 0;
-	bson_destroy(&da);
-	bson_destroy(&db);
-	return same;
-}
-
-/*
- * Do two entries have the same order keys (all "order_nkeys" of them)?
- */
-static bool
-same_order_keys(IdxIndexScan *ix, const bson_t *a, const bson_t *b)
-{
-	int			k;
-
-	for (k = ix->order_key; k < ix->order_key + ix->order_nkeys; k++)
-	{
-		if (!same_key(a, b, k))
-			return false;
-	}
-	return true;
-}
-
-/*
- * A palloc'd copy of a document's bytes.
- */
-static uint8_t *
-copy_entry(const bson_t *src)
-{
-	uint8_t    *copy = palloc(src->len);
-
-	memcpy(copy, bson_get_data(src), src->len);
-	return copy;
-}
-
-/*
- * qsort_arg comparator of TieEntries: by the fact's _id, as the _id
- * column compares (SortSupport "arg").
- */
-static int
-tie_entry_cmp(const void *a, const void *b, void *arg)
-{
-	const TieEntry *ta = (const TieEntry *) a;
-	const TieEntry *tb = (const TieEntry *) b;
-
-	return ApplySortComparator(ta->id, ta->id_null, tb->id, tb->id_null,
-							   (SortSupport) arg);
-}
-
-/*
- * A group of equal keys is read whole, however small the LIMIT made the
- * lookup's batches: double them as the group outgrows them, up to
- * fetch_size.
- */
-static void
-grow_tie_lookup(IdxScanState *state, IdxIndexScan *ix)
-{
-	uint32_t	size;
-
-	if (ix->lookup == NULL)
-		return;
-	size = mongoc_cursor_get_batch_size(ix->lookup);
-	if (size > 0 && ix->tie_n >= (int) size &&
-		size < (uint32_t) state->info->fetch_size)
-		mongoc_cursor_set_batch_size(ix->lookup,
-									 Min(size * 2,
-										 (uint32_t) state->info->fetch_size));
-}
-
-/*
- * ORDER BY key, _id: read the next group of entries with equal order keys
- * (MongoDB returns them in key order, but equal keys in no defined order)
- * and sort it by the facts' _ids.  Returns false when there is none.
- */
-static bool
-read_tie_group(IdxScanState *state, IdxIndexScan *ix)
-{
-	MemoryContext oldcxt;
-	const bson_t *entry;
-	int			cap = 16;
-	Datum	   *values;
-	bool	   *nulls;
-	int			natts = ix->idconv->natts;
-	int			id = state->info->id_attnum - 1;
-
-	MemoryContextReset(ix->tie_cxt);
-	ix->tie_n = ix->tie_pos = 0;
-	oldcxt = MemoryContextSwitchTo(ix->tie_cxt);
-	ix->tie = palloc(sizeof(TieEntry) * cap);
-	values = palloc0(sizeof(Datum) * Max(natts, 1));
-	nulls = palloc(sizeof(bool) * Max(natts, 1));
-	for (;;)
-	{
-		TieEntry   *te;
-		bson_t		first;		/* a group's first entry, or this one */
-
-		CHECK_FOR_INTERRUPTS();
-		if (ix->pending != NULL)
-		{
-			entry = ix->pending;
-			ix->pending = NULL;
-		}
-		else
-		{
-			MemoryContextSwitchTo(oldcxt);
-			entry = next_lookup_entry(state, ix);
-			MemoryContextSwitchTo(ix->tie_cxt);
-			if (entry == NULL)
-				break;
-			if (ix->tie_n > 0)
-			{
-				bson_init_static(&first, ix->tie[0].data, ix->tie[0].len);
-				if (!same_order_keys(ix, &first, entry))
-				{
-					/* the next group's first entry: keep it for then */
-					MemoryContextReset(ix->pending_cxt);
-					MemoryContextSwitchTo(ix->pending_cxt);
-					ix->pending = palloc(sizeof(bson_t));
-					bson_init_static(ix->pending, copy_entry(entry),
-									 entry->len);
-					break;
-				}
-			}
-		}
-		if (ix->tie_n == cap)
-		{
-			cap *= 2;
-			ix->tie = repalloc(ix->tie, sizeof(TieEntry) * cap);
-		}
-		grow_tie_lookup(state, ix);
-		te = &ix->tie[ix->tie_n++];
-		te->data = copy_entry(entry);
-		te->len = entry->len;
-		memset(nulls, true, sizeof(bool) * Max(natts, 1));
-		bson_init_static(&first, te->data, te->len);
-		idx_document_to_row(ix->idconv, &first, values, nulls);
-		te->id = values[id];
-		te->id_null = nulls[id];
-	}
-	MemoryContextSwitchTo(oldcxt);
-	if (ix->tie_n > 1)
-		qsort_arg(ix->tie, ix->tie_n, sizeof(TieEntry), tie_entry_cmp,
-				  &ix->id_sort);
-	return ix->tie_n > 0;
-}
-
-/*
  * The next entry of the scan, or NULL when there is none: the lookup's,
- * or for ORDER BY key, _id, the next of the current group of equal keys.
- * It stays valid until the next call.
+ * or for ORDER BY key, _id, the next in the order of keys and _ids.  It
+ * stays valid until the next call.
  */
 static const bson_t *
 next_entry(IdxScanState *state, IdxIndexScan *ix)
 {
 	if (!ix->order_by_id)
-		return next_lookup_entry(state, ix);
-	if (ix->tie_pos >= ix->tie_n && !read_tie_group(state, ix))
-		return NULL;
-	bson_init_static(&ix->tie_current, ix->tie[ix->tie_pos].data,
-					 ix->tie[ix->tie_pos].len);
-	ix->tie_pos++;
-	return &ix->tie_current;
+		return idx_lookup_next_entry(state, ix);
+	return idx_id_order_next(state, ix);
 }
 
 /*
@@ -1181,7 +508,7 @@ order_batch(IdxScanState *state, IdxIndexScan *ix)
 
 /*
  * Read up to fetch_batch_size entries (fewer under a LIMIT, see
- * grow_batches) and start the find of their facts:
+ * idx_lookup_grow_batches) and start the find of their facts:
  * {_id: {$in: [...]}} combined with the pushed-down filter.  Large _ids
  * end the batch early, once the list holds IDX_IN_LIST_MAX_BYTES, so that
  * the find stays under MongoDB's 16 MB command size.  Returns false when
@@ -1203,7 +530,7 @@ fetch_next_batch(IdxScanState *state, IdxIndexScan *ix)
 
 	/* the facts of the batches so far were not enough */
 	if (ix->fetches++ > 0)
-		grow_batches(state, ix);
+		idx_lookup_grow_batches(state, ix);
 	max = fact_batch_size(state, ix);
 	MemoryContextReset(ix->batch_cxt);
 	ix->batch_ids = MemoryContextAlloc(ix->batch_cxt, sizeof(char *) *
@@ -1305,17 +632,15 @@ store_row(ForeignScanState *node, const IdxRowConv *conv, const bson_t *doc)
 }
 
 /*
- * Has the scan used up its entries?  The lookup may be done while a group
- * of equal keys read whole (ORDER BY key, _id) still has entries to give,
- * or the next group's first entry waits in "pending".
+ * Has the scan used up its entries?  The lookup may be done while ORDER BY
+ * key, _id still holds entries read from it (index_id_order.c).
  */
 static bool
 entries_used_up(IdxIndexScan *ix)
 {
 	if (!ix->lookup_done)
 		return false;
-	return !ix->order_by_id ||
-		(ix->tie_pos >= ix->tie_n && ix->pending == NULL);
+	return !ix->order_by_id || !idx_id_order_holds(ix);
 }
 
 /*
@@ -1350,8 +675,8 @@ idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 			return store_row(node, state->rowconv, &ix->batch_docs[pos]);
 		}
 		if (state->cursor && (doc = idx_scan_next_doc(state, &state->cursor,
-											   state->info->collection,
-											   state->info->database)) != NULL)
+													  state->info->collection,
+													  state->info->database)) != NULL)
 		{
 			MemoryContext oldcxt;
 			int			pos;
@@ -1468,6 +793,9 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 		if (!ix->covering)
 			ExplainPropertyUInteger("Facts Fetched", NULL, ix->facts_fetched,
 									es);
+		if (ix->groups_apart > 0)
+			ExplainPropertyUInteger("Groups Read in _id Order", NULL,
+									ix->groups_apart, es);
 		if (ix->entries_skipped > 0)
 			ExplainPropertyUInteger("Stale Entries Skipped", NULL,
 									ix->entries_skipped, es);
