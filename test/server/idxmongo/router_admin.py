@@ -25,6 +25,7 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from . import cmd_admin, shard_version
+from .balancer import FAIL_POINTS as BALANCER_FAIL_POINTS
 from .bsonkeys import sort_key
 from .errors import MongoError
 from .matcher import compile_filter
@@ -69,9 +70,10 @@ STALE_RETRIES_FAIL_POINT = "enableStaleVersionAndSnapshotRetriesWithinTransactio
 
 
 def cmd_configure_fail_point(router, conn, db, cmd):
-    """configureFailPoint: the router's own failCommand, or mongos's test-only fail point
+    """configureFailPoint: the router's own failCommand, mongos's test-only fail point
     enableStaleVersionAndSnapshotRetriesWithinTransactions (mode "alwaysOn" / "off"), under which a
-    transaction's first statement is retried after StaleConfig (router_txn.retry_first_statement)."""
+    transaction's first statement is retried after StaleConfig (router_txn.retry_first_statement), or
+    one of the config server's balancer fail points (balancer.py)."""
     _admin_only(db, "configureFailPoint")
     if cmd.get("configureFailPoint") == STALE_RETRIES_FAIL_POINT:
         mode = cmd.get("mode")
@@ -79,6 +81,8 @@ def cmd_configure_fail_point(router, conn, db, cmd):
             raise MongoError(2, "mode must be alwaysOn or off for %s" % STALE_RETRIES_FAIL_POINT)
         router.stale_retries_in_transactions = mode == "alwaysOn"
         return {"count": 0, "ok": 1.0}
+    if cmd.get("configureFailPoint") in BALANCER_FAIL_POINTS:
+        return router.cluster.balancer.configure_fail_point(cmd)
     return router.failpoints.configure(cmd)
 
 
