@@ -814,6 +814,35 @@ def test_cluster_balancer(env):
     check(stopped_client.admin.command("balancerStatus")["mode"] == "off", "interval 0: stopped at start")
 
 
+@test
+def test_cluster_migration_gossips_cluster_time(env):
+    """A migration carries the donor's cluster time to the recipient and back (mongod's migration
+    commands, _recvChunkStart, _migrateClone, _transferMods and the commit, gossip $clusterTime like
+    every command between nodes): after a chunk moved, a write to it on its new shard takes a time later
+    than every write the donor made before the move, even through a router and from a shard whose own
+    clock was far behind; so a change stream orders a document's writes before and after its move as
+    they happened, and a time learnt from the donor covers the document's later writes."""
+    server, client = cluster(env, "cl_mvclock", routers=2)
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    r0.admin.command("shardCollection", "t.g", key={"k": 1})
+    r0.admin.command("split", "t.g", middle={"k": 50})
+    r0.t.g.insert_many([{"_id": 10, "k": 10}, {"_id": 60, "k": 60}])
+    r0.admin.command("moveChunk", "t.g", find={"k": 60}, to="shard1")
+    ahead = Timestamp(int(time.time()) + 1000, 1)
+    r0.admin.command("setShardClock", "shard0", time=ahead)
+    with r0.start_session() as session:
+        r0.t.g.update_one({"_id": 10, "k": 10}, {"$set": {"n": 1}}, session=session)
+        donor_time = session.operation_time
+    check(donor_time > ahead, "the donor wrote after its clock moved: %s" % donor_time)
+    r0.admin.command("moveChunk", "t.g", find={"k": 10}, to="shard1")
+    # router 1 never saw the donor's clock: only the recipient's own, if the migration gossiped it
+    with r1.start_session() as session:
+        r1.t.g.update_one({"_id": 10, "k": 10}, {"$set": {"n": 2}}, session=session)
+        recipient_time = session.operation_time
+    check(recipient_time > donor_time, "the recipient's write after the move, %s, comes after the donor's "
+          "before it, %s" % (recipient_time, donor_time))
+
+
 def collection_major(client, ns):
     """The highest major chunk version of a sharded collection (config.chunks lastmod): 1 plus the
     migrations committed since it was sharded (each gives its chunk the next major)."""
@@ -842,10 +871,21 @@ def test_cluster_random_migrations_race_writers(env):
     r0.admin.command("shardCollection", "t.rh", key={"k": "hashed"})
     r0.admin.command("shardCollection", "t.acct", key={"_id": "hashed"})
     r0.t.acct.insert_many([{"_id": i, "n": 100} for i in range(8)])
+    r0.admin.command("shardCollection", "t.still", key={"k": 1})
+    r0.admin.command("split", "t.still", middle={"k": 0})
+    # sh.disableBalancing("t.still"): the balancer leaves it alone
+    reply = r0.config.collections.update_one({"_id": "t.still"}, {"$set": {"noBalance": True}})
+    check(reply.matched_count == 1, "noBalance set: %r" % reply.raw_result)
+    check(r1.config.collections.find_one({"_id": "t.still"})["noBalance"] is True, "config.collections shows it")
+    try:
+        r0.config.collections.update_one({"_id": "t.still"}, {"$set": {"key": {"j": 1}}})
+        raise AssertionError("only noBalance may be changed in config.collections")
+    except pymongo.errors.OperationFailure as exc:
+        check(exc.code == 20, "IllegalOperation: %s" % exc.details)
     r1.admin.command("configureFailPoint", "balancerShouldReturnRandomMigrations", mode="alwaysOn")
     r1.admin.command("configureFailPoint", "overrideBalanceRoundInterval", mode="alwaysOn",
                      data={"intervalMs": 20})
-    majors = {ns: collection_major(client, ns) for ns in ("t.rr", "t.rh", "t.acct")}
+    majors = {ns: collection_major(client, ns) for ns in ("t.rr", "t.rh", "t.acct", "t.still")}
     stale_before = sum(stale_counts(client).values())
     r0.admin.command("balancerStart")
     stop = time.monotonic() + 3.0
@@ -916,7 +956,8 @@ def test_cluster_random_migrations_race_writers(env):
     check(not errors, "writes, reads and transactions succeeded: %s" % errors[:3])
     check(not missed, "a write acknowledged through one router was read at once through the other: %s" % missed[:5])
     moves = {ns: collection_major(client, ns) - majors[ns] for ns in majors}
-    check(all(n >= 3 for n in moves.values()), "random migrations of every collection: %s" % moves)
+    check(moves.pop("t.still") == 0, "no migration of a collection marked noBalance")
+    check(all(n >= 3 for n in moves.values()), "random migrations of every other collection: %s" % moves)
     stale = sum(stale_counts(client).values()) - stale_before
     check(stale > 0, "some operations met a moved chunk: %d" % stale)
     check(len(expected["rr"]) > 50 and len(expected["rh"]) > 50, "enough writes raced the moves: %d, %d"

@@ -292,8 +292,9 @@ def _transactions_hold(shard, entry):
 
 def move_chunk(cluster, entry, chunk, to):
     """Give a chunk to shard `to`, its documents with it (config lock held): once no open transaction on
-    either shard holds the collection, with both shards' store locks held, the documents move, the
-    config server commits the new chunk versions and both shards learn them."""
+    either shard holds the collection, with both shards' store locks held, the shards learn each other's
+    cluster time, the documents move, the config server commits the new chunk versions and both shards
+    learn them."""
     if chunk.shard == to:
         return
     donor = chunk.shard
@@ -302,6 +303,7 @@ def move_chunk(cluster, entry, chunk, to):
     while True:
         with first.lock, second.lock:
             if not (_transactions_hold(first, entry) or _transactions_hold(second, entry)):
+                _gossip(first, second)
                 migrate(cluster, entry, chunk, donor, to)
                 with cluster.routing.lock:
                     entry.give(chunk, to)
@@ -311,6 +313,15 @@ def move_chunk(cluster, entry, chunk, to):
             raise MongoError(46, "Unable to acquire the collection locks of %s for a migration: open "
                                  "transactions hold it" % entry.ns)
         time.sleep(0.005)
+
+
+def _gossip(first, second):
+    """The two shards of a migration learn each other's cluster time, as the commands between them
+    (_recvChunkStart, _migrateClone, _transferMods, the commit) carry it on mongod: the recipient's
+    writes to the chunk after the move come after the donor's before it."""
+    later = max(first.clock.current(), second.clock.current())
+    for shard in (first, second):
+        shard.clock.advance({"clusterTime": later})
 
 
 def forget_sharded(router, db, coll):
@@ -409,6 +420,39 @@ def config_find(router, conn, cmd):
     if limit:
         docs = docs[:int(limit)]
     return {"cursor": {"firstBatch": docs, "id": Int64(0), "ns": "config.%s" % cmd.get("find")}, "ok": 1.0}
+
+
+def config_update_collections(router, cmd):
+    """update on config.collections: only what mongosh's sh.disableBalancing(ns) and
+    sh.enableBalancing(ns) write, {$set: {noBalance: bool}} (or $unset of it), to the documents the
+    filter matches; the balancer then leaves those collections alone (balancer.py). Any other update of
+    the config server's documents is refused with IllegalOperation (20): not emulated."""
+    updates = cmd.get("updates")
+    if not isinstance(updates, list) or not updates:
+        raise MongoError(9, "update needs a non-empty array of updates")
+    routing = router.cluster.routing
+    matched = modified = 0
+    for statement in updates:
+        change = statement.get("u") if isinstance(statement, dict) else None
+        value = None
+        if isinstance(change, dict) and list(change) == ["$set"] and list(change["$set"]) == ["noBalance"] \
+                and isinstance(change["$set"]["noBalance"], bool):
+            value = change["$set"]["noBalance"]
+        elif isinstance(change, dict) and list(change) == ["$unset"] and list(change["$unset"]) == ["noBalance"]:
+            value = False
+        if value is None or statement.get("upsert"):
+            raise MongoError(20, "the test server changes nothing of config.collections but noBalance "
+                                 "(sh.disableBalancing, sh.enableBalancing)")
+        match = compile_filter(statement.get("q") or {})
+        with router.cluster.config_lock, routing.lock:
+            for entry in list(routing.collections.values()):
+                if match(entry.config_doc()):
+                    matched += 1
+                    modified += entry.no_balance != value
+                    entry.no_balance = value
+                    if not statement.get("multi"):
+                        break
+    return {"n": matched, "nModified": modified, "ok": 1.0}
 
 
 def cmd_cluster_shard_stats(router, conn, db, cmd):
