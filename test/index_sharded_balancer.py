@@ -12,7 +12,9 @@ overrideBalanceRoundInterval (a round every INTERVAL_MS ms), set through router 
 So the fact collection f and both index collections move from the moment they exist, the index
 collections from their creation by create_index_concurrently on, and the moves race the FDW's own
 commands as they race the outside writers'.  The balancer is stopped and the fail points turned off at
-the end, whatever happened (the environment is shared with the cluster's other tests).
+the end, whatever happened (the environment is shared with the cluster's other tests); the sharded
+collections of other databases (earlier tests') are kept out of the balancer meanwhile, as
+sh.disableBalancing marks them (config.collections noBalance), so that every move is one of this test's.
 
 The collection, the outside writers (pymongo, router 1) and the checks are test/index_sharded_moves.py's
 (its helpers, in a database of this test's own):
@@ -25,8 +27,12 @@ The collection, the outside writers (pymongo, router 1) and the checks are test/
    running again), after which verify_index is clean;
 4. the applier keeping up: an outside write through router 1, then at once a routed 'current' read
    through router 0, ROUNDS times;
-5. a last burst of outside writes; once the applier has applied them, verify_index of both is clean
-   and the routed reads match the heap copy once more.
+5. a last burst of outside writes, and of writes through the foreign table in `ordered` mode (no
+   MongoDB transaction); once the applier has applied them, verify_index of both is clean and the
+   routed reads match the heap copy once more.
+
+Writes through the foreign table (a session of their own) run beside the outside writers in 1 (in
+`transaction` mode: one that meets a moved chunk fails with 40001 and is run again) and in 5.
 
 At the end the balancer must have moved chunks of f and of both index collections (counted from the
 collections' chunk versions: each migration gives its chunk the next major version), routers must have
@@ -62,6 +68,7 @@ class BalancerMoves:
     `moves`): the collection's highest major chunk version less the one it had when first seen."""
 
     def __init__(self, mongo):
+        self.mongo = mongo
         self.config = mongo_client.database(mongo, "config")
         self.first = self.majors()
 
@@ -169,6 +176,26 @@ class FdwWriters(threading.Thread):
         self.conn.close()
 
 
+def others_aside(r1):
+    """sh.disableBalancing of the sharded collections of other databases (earlier tests' in a shared
+    environment), so that every migration is one of this test's; {namespace: its noBalance before}."""
+    config = mongo_client.database(r1, "config")
+    others = {}
+    for coll in config.collections.find({}):
+        if coll["_id"].startswith(moves.DATABASE + "."):
+            continue
+        others[coll["_id"]] = bool(coll.get("noBalance"))
+        config.collections.update_one({"_id": coll["_id"]}, {"$set": {"noBalance": True}})
+    return others
+
+
+def others_back(r1, others):
+    """Their noBalance as it was."""
+    config = mongo_client.database(r1, "config")
+    for ns, before in others.items():
+        config.collections.update_one({"_id": ns}, {"$set": {"noBalance": before}})
+
+
 def start_balancer(r1):
     """Random migrations every INTERVAL_MS ms (the config server's test-only fail points)."""
     r1.admin.command("configureFailPoint", FAIL_POINTS[0], mode="alwaysOn")
@@ -247,6 +274,24 @@ def compare_heap(res, conn, coll, seed, what):
     print("%s: %d routed reads compared with a heap copy of %d facts" % (what, len(queries), facts))
 
 
+def differences(mongo, name):
+    """[(what, fact or entry)] where index collection `name` and the facts differ now (read directly):
+    a fact without its entry, an entry without its fact or of another key; to say what verify_index
+    found."""
+    db = mongo[moves.DATABASE]
+    field = "k" if name == "f_k" else "s"
+    entries = {}
+    for entry in db["idxtable.f.%s" % name].find({}):
+        entries.setdefault(entry["id"], []).append(entry["_id"]["k0"])
+    out = []
+    for fact in db["f"].find({}):
+        keys = entries.pop(fact["_id"], [])
+        if keys != [fact.get(field)]:
+            out.append(("fact", fact, keys))
+    out.extend(("entry of no fact", fact_id, keys) for fact_id, keys in entries.items())
+    return out
+
+
 def verify_repeatedly(res, conn, balancer, seconds, what):
     """verify_index of both index tables again and again for `seconds`, the balancer moving chunks (no
     writer running): clean every time."""
@@ -258,7 +303,7 @@ def verify_repeatedly(res, conn, balancer, seconds, what):
             row = q(conn, "SELECT * FROM idxtable.verify_index(%s)", (name,))[0]
             runs += 1
             if any(v != 0 for v in row[1:]):
-                dirty.append((name, row))
+                dirty.append((name, row, differences(balancer.mongo, name)[:3]))
     moved = sum(balancer.moves.values()) - before
     res.check(not dirty and moved > 0, "%s: verify_index, %d chunk moves meanwhile, not clean %d of %d times: %r"
               % (what, moved, len(dirty), runs, dirty[:3]))
@@ -295,6 +340,7 @@ def main():
         return w
 
     mode = r1.admin.command("balancerStatus")["mode"]
+    others = others_aside(r1)
     start_balancer(r1)
     splitter = Splitter(r1)
     splitter.start()
@@ -323,6 +369,9 @@ def main():
         for name in moves.INDEXES:
             verify_clean(res, conn, name, "after repair_index, the balancer moving chunks")
         moves.check_applier(res, conn, coll, balancer)
+        # the last writes through the foreign table in ordered mode: no MongoDB transaction, the fact and
+        # then its entries (and claims of unique keys), each retried by mongos when a move made it stale
+        q(conn, "ALTER FOREIGN TABLE f OPTIONS (ADD consistency 'ordered')")
         writers = writers_factory(5)
         fdw = FdwWriters(moves.DATABASE, 8, 450000)
         writers.start()
@@ -342,6 +391,7 @@ def main():
     finally:
         counted = balancer.moves
         stop_balancer(r1, mode)
+        others_back(r1, others)
     refused, retried = (a - b for a, b in zip(stale_retries(r0, r1), stale_before))
     names = [moves.full("f")] + [moves.full("idxtable.f.%s" % name) for name in moves.INDEXES]
     res.check(all(counted.get(ns, 0) >= 3 for ns in names), "the balancer's moves per collection: %r" % counted)
