@@ -710,7 +710,8 @@ def test_cluster_writes_race_moves(env):
 def test_cluster_transaction_meets_moved_chunk(env):
     """In a transaction, a statement whose chunk moved meanwhile aborts the transaction with StaleConfig
     and TransientTransactionError (its commit: NoSuchTransaction, nothing of it committed), even the
-    first one, as a production mongos does; under the test-only fail point
+    first one, as a production mongos does, and so does a shard that joins the transaction after a
+    migration reached it (mongod 8.0's placementConflictTime); under the test-only fail point
     enableStaleVersionAndSnapshotRetriesWithinTransactions a first statement is retried by the router,
     and the transaction commits; flushRouterConfig refreshes a router."""
     server, client = cluster(env, "cl_txnstale")
@@ -746,7 +747,20 @@ def test_cluster_transaction_meets_moved_chunk(env):
             check(exc.code == 13388 and exc.has_error_label("TransientTransactionError"),
                   "the first statement: StaleConfig, TransientTransactionError: %s" % exc.details)
         session.abort_transaction()
-    r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard1")
+    # a shard that joins a transaction after a migration reached it: the placement changed after the
+    # transaction began (mongod 8.0's placementConflictTime), even through a fresh router
+    with r1.start_session() as session:
+        session.start_transaction()
+        r1.t.other.insert_one({"_id": "joins-later"}, session=session)  # shard0 only
+        r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard1")
+        r1.admin.command("flushRouterConfig")  # router 1 is not stale
+        try:
+            r1.t.x.insert_one({"_id": 84, "k": 84}, session=session)  # shard1 joins now
+            raise AssertionError("a shard joining after a migration reached it must refuse the statement")
+        except pymongo.errors.OperationFailure as exc:
+            check(exc.code == 13388 and exc.has_error_label("TransientTransactionError"),
+                  "placement changed since the transaction began: %s" % exc.details)
+    check(client.t.other.count_documents({"_id": "joins-later"}) == 0, "nothing of it is left")
     r1.admin.command("flushRouterConfig")
     with r1.start_session() as session:
         session.start_transaction()
