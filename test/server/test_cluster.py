@@ -828,35 +828,6 @@ def test_cluster_balancer(env):
     check(stopped_client.admin.command("balancerStatus")["mode"] == "off", "interval 0: stopped at start")
 
 
-@test
-def test_cluster_migration_gossips_cluster_time(env):
-    """A migration carries the donor's cluster time to the recipient and back (mongod's migration
-    commands, _recvChunkStart, _migrateClone, _transferMods and the commit, gossip $clusterTime like
-    every command between nodes): after a chunk moved, a write to it on its new shard takes a time later
-    than every write the donor made before the move, even through a router and from a shard whose own
-    clock was far behind; so a change stream orders a document's writes before and after its move as
-    they happened, and a time learnt from the donor covers the document's later writes."""
-    server, client = cluster(env, "cl_mvclock", routers=2)
-    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
-    r0.admin.command("shardCollection", "t.g", key={"k": 1})
-    r0.admin.command("split", "t.g", middle={"k": 50})
-    r0.t.g.insert_many([{"_id": 10, "k": 10}, {"_id": 60, "k": 60}])
-    r0.admin.command("moveChunk", "t.g", find={"k": 60}, to="shard1")
-    ahead = Timestamp(int(time.time()) + 1000, 1)
-    r0.admin.command("setShardClock", "shard0", time=ahead)
-    with r0.start_session() as session:
-        r0.t.g.update_one({"_id": 10, "k": 10}, {"$set": {"n": 1}}, session=session)
-        donor_time = session.operation_time
-    check(donor_time > ahead, "the donor wrote after its clock moved: %s" % donor_time)
-    r0.admin.command("moveChunk", "t.g", find={"k": 10}, to="shard1")
-    # router 1 never saw the donor's clock: only the recipient's own, if the migration gossiped it
-    with r1.start_session() as session:
-        r1.t.g.update_one({"_id": 10, "k": 10}, {"$set": {"n": 2}}, session=session)
-        recipient_time = session.operation_time
-    check(recipient_time > donor_time, "the recipient's write after the move, %s, comes after the donor's "
-          "before it, %s" % (recipient_time, donor_time))
-
-
 def collection_major(client, ns):
     """The highest major chunk version of a sharded collection (config.chunks lastmod): 1 plus the
     migrations committed since it was sharded (each gives its chunk the next major)."""

@@ -292,9 +292,8 @@ def _transactions_hold(shard, entry):
 
 def move_chunk(cluster, entry, chunk, to):
     """Give a chunk to shard `to`, its documents with it (config lock held): once no open transaction on
-    either shard holds the collection, with both shards' store locks held, the shards learn each other's
-    cluster time, the documents move, the config server commits the new chunk versions and both shards
-    learn them."""
+    either shard holds the collection, with both shards' store locks held, the documents move, the
+    config server commits the new chunk versions and both shards learn them."""
     if chunk.shard == to:
         return
     donor = chunk.shard
@@ -303,7 +302,6 @@ def move_chunk(cluster, entry, chunk, to):
     while True:
         with first.lock, second.lock:
             if not (_transactions_hold(first, entry) or _transactions_hold(second, entry)):
-                _gossip(first, second)
                 migrate(cluster, entry, chunk, donor, to)
                 with cluster.routing.lock:
                     entry.give(chunk, to)
@@ -313,15 +311,6 @@ def move_chunk(cluster, entry, chunk, to):
             raise MongoError(46, "Unable to acquire the collection locks of %s for a migration: open "
                                  "transactions hold it" % entry.ns)
         time.sleep(0.005)
-
-
-def _gossip(first, second):
-    """The two shards of a migration learn each other's cluster time, as the commands between them
-    (_recvChunkStart, _migrateClone, _transferMods, the commit) carry it on mongod: the recipient's
-    writes to the chunk after the move come after the donor's before it."""
-    later = max(first.clock.current(), second.clock.current())
-    for shard in (first, second):
-        shard.clock.advance({"clusterTime": later})
 
 
 def forget_sharded(router, db, coll):
