@@ -6,7 +6,7 @@ Usage: mongo_test_server.py --host 127.0.0.1 --port PORT [--port-file FILE] [--u
                             [--dbpath DIR] [--change-history N] [--periodic-noop-secs S] [--bulk-write]
                             [--server-version 6.0|7.0|8.0] [--members N] [--majority-lag-ms MS]
                             [--secondary-lag-ms MS] [--election-timeout-ms MS] [--shards N [--routers R]
-                            [--balancer-interval-secs S]]
+                            [--balancer-interval-secs S] [--balancer-random-migrations]]
 With --members N the server is a replica set of N members, one per port (PORT, PORT+1, ...; with --port 0
 free ones, written to --port-file one a line). With --port 0 a free port is chosen and written to --port-file. Runs until SIGTERM/SIGINT.
 With --shards N the server is a sharded cluster of N shards and R mongos routers (default 1), one port per
@@ -75,6 +75,9 @@ def parse_args(argv):
     parser.add_argument("--balancer-interval-secs", type=float, default=10.0,
                         help="the cluster's balancer runs a round this often (mongod's 10); 0: it starts "
                              "stopped, as after balancerStop (idxmongo/balancer.py)")
+    parser.add_argument("--balancer-random-migrations", action="store_true",
+                        help="the balancer moves a random chunk of each collection every round (the config "
+                             "server's test-only fail point balancerShouldReturnRandomMigrations)")
     args = parser.parse_args(argv)
     if args.shards and (args.members > 1 or args.dbpath or args.bulk_write or args.majority_lag_ms
                         or args.secondary_lag_ms):
@@ -121,7 +124,8 @@ def serve_cluster(args):
     from idxmongo.cluster import Cluster
     cluster = Cluster(args.host, args.port, args.user, args.password, args.shards, args.routers,
                       args.server_version, args.txn_lifetime,
-                      args.change_history if args.change_history > 0 else None, args.balancer_interval_secs)
+                      args.change_history if args.change_history > 0 else None, args.balancer_interval_secs,
+                      args.balancer_random_migrations)
     for shard in cluster.shards:
         shard.txn_size_limit = args.txn_size_limit or None
     cluster.set_noop_interval(max(0.1, args.periodic_noop_secs))

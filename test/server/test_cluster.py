@@ -765,7 +765,8 @@ def test_cluster_writes_race_moves(env):
 def test_cluster_transaction_meets_moved_chunk(env):
     """In a transaction, a statement whose chunk moved meanwhile aborts the transaction with StaleConfig
     and TransientTransactionError (its commit: NoSuchTransaction, nothing of it committed), even the
-    first one, as a production mongos does; under the test-only fail point
+    first one, as a production mongos does, and so does a shard that joins the transaction after a
+    migration reached it (mongod 8.0's placementConflictTime); under the test-only fail point
     enableStaleVersionAndSnapshotRetriesWithinTransactions a first statement is retried by the router,
     and the transaction commits; flushRouterConfig refreshes a router."""
     server, client = cluster(env, "cl_txnstale")
@@ -801,7 +802,20 @@ def test_cluster_transaction_meets_moved_chunk(env):
             check(exc.code == 13388 and exc.has_error_label("TransientTransactionError"),
                   "the first statement: StaleConfig, TransientTransactionError: %s" % exc.details)
         session.abort_transaction()
-    r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard1")
+    # a shard that joins a transaction after a migration reached it: the placement changed after the
+    # transaction began (mongod 8.0's placementConflictTime), even through a fresh router
+    with r1.start_session() as session:
+        session.start_transaction()
+        r1.t.other.insert_one({"_id": "joins-later"}, session=session)  # shard0 only
+        r0.admin.command("moveChunk", "t.x", find={"k": 60}, to="shard1")
+        r1.admin.command("flushRouterConfig")  # router 1 is not stale
+        try:
+            r1.t.x.insert_one({"_id": 84, "k": 84}, session=session)  # shard1 joins now
+            raise AssertionError("a shard joining after a migration reached it must refuse the statement")
+        except pymongo.errors.OperationFailure as exc:
+            check(exc.code == 13388 and exc.has_error_label("TransientTransactionError"),
+                  "placement changed since the transaction began: %s" % exc.details)
+    check(client.t.other.count_documents({"_id": "joins-later"}) == 0, "nothing of it is left")
     r1.admin.command("flushRouterConfig")
     with r1.start_session() as session:
         session.start_transaction()
@@ -867,6 +881,141 @@ def test_cluster_balancer(env):
     check(client.t.b.count_documents({}) == 601, "every document kept")
     stopped, stopped_client = cluster(env, "cl_balancer_off", routers=1, balancer_secs=0)
     check(stopped_client.admin.command("balancerStatus")["mode"] == "off", "interval 0: stopped at start")
+
+
+def collection_major(client, ns):
+    """The highest major chunk version of a sharded collection (config.chunks lastmod): 1 plus the
+    migrations committed since it was sharded (each gives its chunk the next major)."""
+    return max(c["lastmod"].time for c in client.config.chunks.find({"ns": ns}))
+
+
+@test
+def test_cluster_random_migrations_race_writers(env):
+    """The balancer under the config server's test-only fail points balancerShouldReturnRandomMigrations
+    and overrideBalanceRoundInterval (20 ms rounds), set through a router: a random chunk of a ranged and
+    of a hashed collection moves every round while two routers insert, $inc, delete and read back, and
+    transactions move amounts between documents. Every acknowledged write is there once, on its chunk's
+    shard; a document written through one router is read at once through the other (stale reads are
+    refused and retried, never short of a moved chunk); the transactions that met a moved chunk failed
+    with TransientTransactionError and, retried, left the total unchanged; the fail points turn off."""
+    server, client = cluster(env, "cl_random", balancer_secs=0)
+    r0, r1 = router_client(env, server, 0), router_client(env, server, 1)
+    try:
+        r1.admin.command("configureFailPoint", "balancerShouldReturnRandomMigrations", mode="sometimes")
+        raise AssertionError("a mode other than alwaysOn or off is refused")
+    except pymongo.errors.OperationFailure as exc:
+        check(exc.code == 2, "BadValue: %s" % exc.details)
+    r0.admin.command("shardCollection", "t.rr", key={"k": 1})
+    for cut in range(100, 800, 100):
+        r0.admin.command("split", "t.rr", middle={"k": cut})
+    r0.admin.command("shardCollection", "t.rh", key={"k": "hashed"})
+    r0.admin.command("shardCollection", "t.acct", key={"_id": "hashed"})
+    r0.t.acct.insert_many([{"_id": i, "n": 100} for i in range(8)])
+    r0.admin.command("shardCollection", "t.still", key={"k": 1})
+    r0.admin.command("split", "t.still", middle={"k": 0})
+    # sh.disableBalancing("t.still"): the balancer leaves it alone
+    reply = r0.config.collections.update_one({"_id": "t.still"}, {"$set": {"noBalance": True}})
+    check(reply.matched_count == 1, "noBalance set: %r" % reply.raw_result)
+    check(r1.config.collections.find_one({"_id": "t.still"})["noBalance"] is True, "config.collections shows it")
+    try:
+        r0.config.collections.update_one({"_id": "t.still"}, {"$set": {"key": {"j": 1}}})
+        raise AssertionError("only noBalance may be changed in config.collections")
+    except pymongo.errors.OperationFailure as exc:
+        check(exc.code == 20, "IllegalOperation: %s" % exc.details)
+    r1.admin.command("configureFailPoint", "balancerShouldReturnRandomMigrations", mode="alwaysOn")
+    r1.admin.command("configureFailPoint", "overrideBalanceRoundInterval", mode="alwaysOn",
+                     data={"intervalMs": 20})
+    majors = {ns: collection_major(client, ns) for ns in ("t.rr", "t.rh", "t.acct", "t.still")}
+    stale_before = sum(stale_counts(client).values())
+    r0.admin.command("balancerStart")
+    stop = time.monotonic() + 3.0
+    expected = {"rr": {}, "rh": {}}
+    errors, missed = [], []
+    txns = {"committed": 0, "transient": 0}
+    lock = threading.Lock()
+
+    def writer(via, other, parity):
+        try:
+            i = 0
+            while time.monotonic() < stop:
+                name = ("rr", "rh")[i % 2]
+                k = (i * 2 + parity) % 800
+                key = "%d-%d" % (parity, i)
+                via.t[name].insert_one({"_id": key, "k": k, "n": 0})
+                with lock:
+                    expected[name][key] = {"_id": key, "k": k, "n": 0}
+                if other.t[name].find_one({"k": k, "_id": key}) is None:
+                    missed.append((name, key))
+                if i % 3 == 0:
+                    other.t[name].update_one({"k": k, "_id": key}, {"$inc": {"n": 1}})
+                    with lock:
+                        expected[name][key]["n"] += 1
+                if i % 7 == 0:
+                    via.t[name].delete_one({"k": k, "_id": key})
+                    with lock:
+                        del expected[name][key]
+                i += 1
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    def transfers(via):
+        try:
+            i = 0
+            while time.monotonic() < stop:
+                a, b = i % 8, (i * 3 + 1) % 8
+                with via.start_session() as session:
+                    while True:
+                        session.start_transaction()
+                        try:
+                            via.t.acct.update_one({"_id": a}, {"$inc": {"n": -1}}, session=session)
+                            via.t.acct.update_one({"_id": b}, {"$inc": {"n": 1}}, session=session)
+                            session.commit_transaction()
+                            break
+                        except pymongo.errors.OperationFailure as exc:
+                            if not exc.has_error_label("TransientTransactionError"):
+                                raise
+                            if session.in_transaction:
+                                session.abort_transaction()
+                            with lock:
+                                txns["transient"] += 1
+                with lock:
+                    txns["committed"] += 1
+                i += 1
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(r0, r1, 0)), threading.Thread(target=writer, args=(r1, r0, 1)),
+               threading.Thread(target=transfers, args=(r1,))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    r0.admin.command("balancerStop")
+    r1.admin.command("configureFailPoint", "balancerShouldReturnRandomMigrations", mode="off")
+    r1.admin.command("configureFailPoint", "overrideBalanceRoundInterval", mode="off")
+    check(not errors, "writes, reads and transactions succeeded: %s" % errors[:3])
+    check(not missed, "a write acknowledged through one router was read at once through the other: %s" % missed[:5])
+    moves = {ns: collection_major(client, ns) - majors[ns] for ns in majors}
+    check(moves.pop("t.still") == 0, "no migration of a collection marked noBalance")
+    check(all(n >= 3 for n in moves.values()), "random migrations of every other collection: %s" % moves)
+    stale = sum(stale_counts(client).values()) - stale_before
+    check(stale > 0, "some operations met a moved chunk: %d" % stale)
+    check(len(expected["rr"]) > 50 and len(expected["rh"]) > 50, "enough writes raced the moves: %d, %d"
+          % (len(expected["rr"]), len(expected["rh"])))
+    check_placement(client, "rr", expected["rr"])
+    for name in ("rh",):
+        seen = [d for s in ("shard0", "shard1") for d in shard_docs(client, name, s)]
+        check(sorted(d["_id"] for d in seen) == sorted(expected[name]), "every hashed document once")
+        check(all(d == expected[name][d["_id"]] for d in seen), "with its increments")
+    total = sum(d["n"] for d in client.t.acct.find())
+    check(txns["transient"] > 0, "some transactions met a moved chunk: %s" % txns)
+    check(total == 800 and txns["committed"] > 10, "transactions kept the total: %d after %d transfers (%d "
+          "transient errors)" % (total, txns["committed"], txns["transient"]))
+    rounds = client.admin.command("balancerStatus")["numBalancerRounds"]
+    time.sleep(0.3)
+    check(client.admin.command("balancerStatus")["numBalancerRounds"] == rounds, "stopped")
+    print("    random migrations: %s, %d StaleConfig refusals, %d transfers, %d transient transaction errors"
+          % (moves, stale, txns["committed"], txns["transient"]))
 
 
 @test

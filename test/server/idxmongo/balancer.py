@@ -18,9 +18,20 @@ A move that fails (LockBusy: transactions held the collection) is left for a lat
 
 With `--balancer-interval-secs 0` the balancer starts stopped (as after balancerStop); balancerStart
 then runs rounds every 10 s.
+
+Two of the config server's test-only fail points, which MongoDB's own sharding tests set to make
+migrations frequent, are emulated (set with configureFailPoint on any router, since this cluster has
+no config server of its own to send them to; `--balancer-random-migrations` sets the first at start):
+- balancerShouldReturnRandomMigrations (s/balancer/balancer_policy.cpp): instead of balancing, each
+  round chooses for each collection a random donor among the shards that own chunks of it and are not
+  yet in a migration of this round, a random recipient among the other free shards, and a random chunk
+  of the donor; the two shards then take no other migration in that round;
+- overrideBalanceRoundInterval {data: {intervalMs}} (s/balancer/balancer.cpp): the time between two
+  rounds, instead of the interval the cluster started with.
 """
 
 import logging
+import random
 import threading
 import time
 
@@ -30,6 +41,9 @@ from .errors import MongoError
 
 LOG = logging.getLogger("idxmongo")
 DEFAULT_INTERVAL = 10.0
+RANDOM_MIGRATIONS_FAIL_POINT = "balancerShouldReturnRandomMigrations"
+ROUND_INTERVAL_FAIL_POINT = "overrideBalanceRoundInterval"
+FAIL_POINTS = (RANDOM_MIGRATIONS_FAIL_POINT, ROUND_INTERVAL_FAIL_POINT)
 
 
 def threshold(chunks):
@@ -44,9 +58,12 @@ def threshold(chunks):
 class Balancer:
     """The balancer of a cluster: its mode, its round counter and its thread."""
 
-    def __init__(self, cluster, interval=DEFAULT_INTERVAL):
+    def __init__(self, cluster, interval=DEFAULT_INTERVAL, random_migrations=False):
         self.cluster = cluster
         self.interval = interval if interval > 0 else DEFAULT_INTERVAL
+        self.interval_override = None  # overrideBalanceRoundInterval, in seconds
+        self.random_migrations = random_migrations  # balancerShouldReturnRandomMigrations
+        self.rng = random.Random()
         self.enabled = interval > 0
         self.settings_written = interval <= 0  # config.settings holds a document once the mode was set
         self.rounds = 0
@@ -66,10 +83,27 @@ class Balancer:
         self.settings_written = True
         self.wake.set()
 
+    def configure_fail_point(self, cmd):
+        """configureFailPoint of one of the config server's balancer fail points (FAIL_POINTS; mode
+        "alwaysOn" or "off"; overrideBalanceRoundInterval takes data {intervalMs})."""
+        name, mode = cmd.get("configureFailPoint"), cmd.get("mode")
+        if mode not in ("alwaysOn", "off"):
+            raise MongoError(2, "mode must be alwaysOn or off for %s" % name)
+        on = mode == "alwaysOn"
+        if name == RANDOM_MIGRATIONS_FAIL_POINT:
+            self.random_migrations = on
+        else:
+            interval = (cmd.get("data") or {}).get("intervalMs") if on else None
+            if on and (isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0):
+                raise MongoError(2, "%s needs data {intervalMs: a positive number}" % name)
+            self.interval_override = interval / 1000.0 if on else None
+        self.wake.set()
+        return {"count": 0, "ok": 1.0}
+
     def run(self, stop_event):
         """The balancer's thread: a round every interval while enabled, until the cluster stops."""
         while not stop_event.is_set():
-            self.wake.wait(self.interval)
+            self.wake.wait(self.interval if self.interval_override is None else self.interval_override)
             self.wake.clear()
             if stop_event.is_set():
                 break
@@ -84,6 +118,8 @@ class Balancer:
             routing = self.cluster.routing
             with routing.lock:
                 entries = [e for e in routing.collections.values() if not e.no_balance]
+            if self.random_migrations:
+                self.rng.shuffle(entries)  # every collection gets its turn at the free shards
             for entry in entries:
                 if not self.enabled:
                     break
@@ -92,24 +128,41 @@ class Balancer:
         finally:
             self.in_round = False
 
+    def _choose(self, entry, busy):
+        """(chunk, recipient) of the migration a round makes of a collection, or None: by the chunk-count
+        threshold, or at random under balancerShouldReturnRandomMigrations."""
+        free = [index for index in range(len(self.cluster.shards)) if index not in busy]
+        if len(free) < 2:
+            return None
+        if self.random_migrations:
+            donors = sorted({c.shard for c in entry.chunks if c.shard in free})
+            if not donors:
+                return None
+            donor = self.rng.choice(donors)
+            recipient = self.rng.choice([index for index in free if index != donor])
+            return self.rng.choice([c for c in entry.chunks if c.shard == donor]), recipient
+        counts = {index: 0 for index in free}
+        for chunk in entry.chunks:
+            if chunk.shard in counts:
+                counts[chunk.shard] += 1
+        donor = max(counts, key=lambda i: (counts[i], -i))
+        recipient = min(counts, key=lambda i: (counts[i], i))
+        if counts[donor] - counts[recipient] < threshold(len(entry.chunks)):
+            return None
+        return next(c for c in entry.chunks if c.shard == donor), recipient
+
     def _balance(self, entry, busy):
-        """Move one chunk of a collection if its imbalance reaches the threshold."""
+        """Make the migration _choose() picks for a collection, if any."""
         from .router_admin import move_chunk
         cluster = self.cluster
         with cluster.config_lock:
             if cluster.routing.collections.get(entry.ns) is not entry:
                 return  # dropped meanwhile
-            counts = {index: 0 for index in range(len(cluster.shards)) if index not in busy}
-            for chunk in entry.chunks:
-                if chunk.shard in counts:
-                    counts[chunk.shard] += 1
-            if len(counts) < 2:
+            choice = self._choose(entry, busy)
+            if choice is None:
                 return
-            donor = max(counts, key=lambda i: (counts[i], -i))
-            recipient = min(counts, key=lambda i: (counts[i], i))
-            if counts[donor] - counts[recipient] < threshold(len(entry.chunks)):
-                return
-            chunk = next(c for c in entry.chunks if c.shard == donor)
+            chunk, recipient = choice
+            donor = chunk.shard
             try:
                 move_chunk(cluster, entry, chunk, recipient)
             except MongoError as exc:

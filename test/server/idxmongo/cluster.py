@@ -25,7 +25,8 @@ class Cluster:
     """The shards, the routing table they share (the config server's) and the routers."""
 
     def __init__(self, host="127.0.0.1", port=0, user=None, password=None, shards=2, routers=1,
-                 version="6.0", txn_lifetime=60.0, change_history=None, balancer_interval=10.0):
+                 version="6.0", txn_lifetime=60.0, change_history=None, balancer_interval=10.0,
+                 random_migrations=False):
         if shards < 1 or routers < 1:
             raise RuntimeError("a cluster needs at least one shard and one router")
         self.host = host
@@ -41,7 +42,7 @@ class Cluster:
             self.shards.append(shard)
         self.routing = RoutingTable(self)
         self.config_lock = threading.RLock()  # config changes one at a time (router_admin.py)
-        self.balancer = Balancer(self, balancer_interval)
+        self.balancer = Balancer(self, balancer_interval, random_migrations)
         self.routers = [Router(self, index, host) for index in range(routers)]
         self.stop_event = threading.Event()
         self.listeners = {}

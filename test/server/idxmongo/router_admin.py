@@ -25,6 +25,7 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from . import cmd_admin, shard_version
+from .balancer import FAIL_POINTS as BALANCER_FAIL_POINTS
 from .bsonkeys import sort_key
 from .errors import MongoError
 from .matcher import compile_filter
@@ -69,9 +70,10 @@ STALE_RETRIES_FAIL_POINT = "enableStaleVersionAndSnapshotRetriesWithinTransactio
 
 
 def cmd_configure_fail_point(router, conn, db, cmd):
-    """configureFailPoint: the router's own failCommand, or mongos's test-only fail point
+    """configureFailPoint: the router's own failCommand, mongos's test-only fail point
     enableStaleVersionAndSnapshotRetriesWithinTransactions (mode "alwaysOn" / "off"), under which a
-    transaction's first statement is retried after StaleConfig (router_txn.retry_first_statement)."""
+    transaction's first statement is retried after StaleConfig (router_txn.retry_first_statement), or
+    one of the config server's balancer fail points (balancer.py)."""
     _admin_only(db, "configureFailPoint")
     if cmd.get("configureFailPoint") == STALE_RETRIES_FAIL_POINT:
         mode = cmd.get("mode")
@@ -79,6 +81,8 @@ def cmd_configure_fail_point(router, conn, db, cmd):
             raise MongoError(2, "mode must be alwaysOn or off for %s" % STALE_RETRIES_FAIL_POINT)
         router.stale_retries_in_transactions = mode == "alwaysOn"
         return {"count": 0, "ok": 1.0}
+    if cmd.get("configureFailPoint") in BALANCER_FAIL_POINTS:
+        return router.cluster.balancer.configure_fail_point(cmd)
     return router.failpoints.configure(cmd)
 
 
@@ -405,6 +409,39 @@ def config_find(router, conn, cmd):
     if limit:
         docs = docs[:int(limit)]
     return {"cursor": {"firstBatch": docs, "id": Int64(0), "ns": "config.%s" % cmd.get("find")}, "ok": 1.0}
+
+
+def config_update_collections(router, cmd):
+    """update on config.collections: only what mongosh's sh.disableBalancing(ns) and
+    sh.enableBalancing(ns) write, {$set: {noBalance: bool}} (or $unset of it), to the documents the
+    filter matches; the balancer then leaves those collections alone (balancer.py). Any other update of
+    the config server's documents is refused with IllegalOperation (20): not emulated."""
+    updates = cmd.get("updates")
+    if not isinstance(updates, list) or not updates:
+        raise MongoError(9, "update needs a non-empty array of updates")
+    routing = router.cluster.routing
+    matched = modified = 0
+    for statement in updates:
+        change = statement.get("u") if isinstance(statement, dict) else None
+        value = None
+        if isinstance(change, dict) and list(change) == ["$set"] and list(change["$set"]) == ["noBalance"] \
+                and isinstance(change["$set"]["noBalance"], bool):
+            value = change["$set"]["noBalance"]
+        elif isinstance(change, dict) and list(change) == ["$unset"] and list(change["$unset"]) == ["noBalance"]:
+            value = False
+        if value is None or statement.get("upsert"):
+            raise MongoError(20, "the test server changes nothing of config.collections but noBalance "
+                                 "(sh.disableBalancing, sh.enableBalancing)")
+        match = compile_filter(statement.get("q") or {})
+        with router.cluster.config_lock, routing.lock:
+            for entry in list(routing.collections.values()):
+                if match(entry.config_doc()):
+                    matched += 1
+                    modified += entry.no_balance != value
+                    entry.no_balance = value
+                    if not statement.get("multi"):
+                        break
+    return {"n": matched, "nModified": modified, "ok": 1.0}
 
 
 def cmd_cluster_shard_stats(router, conn, db, cmd):

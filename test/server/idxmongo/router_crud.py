@@ -165,6 +165,8 @@ def forward(router, conn, db, name, cmd):
     primary shard. StaleConfig from a shard: retried (see the module's docstring)."""
     if db == "config" and name == "find":
         return router_admin.config_find(router, conn, cmd)
+    if db == "config" and name == "update" and cmd.get("update") == "collections":
+        return router_admin.config_update_collections(router, cmd)
     router_txn.note_statement(router, cmd)
     attempts = 0
     while True:

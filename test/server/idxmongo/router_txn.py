@@ -10,6 +10,9 @@ s/commands/cluster_commit_transaction_cmd.cpp):
   gives every participant the coordinator's commit timestamp, the largest prepare timestamp; the events
   of a cross-shard transaction can therefore share times with other shards' events or not);
 - abortTransaction reaches every participant;
+- every statement carries the transaction's placementConflictTime (mongod 8.0's, in its shardVersion:
+  the time the transaction began on the router), so that a shard joining later refuses it when the
+  collection's placement there changed since (shard_version.check);
 - StaleConfig (shard_version.py) on a statement: the router aborts the transaction on every
   participant and the client gets the error with TransientTransactionError (its commit then gets
   NoSuchTransaction), as mongos's TransactionRouter does (canContinueOnStaleShardOrDbError is false
@@ -37,6 +40,7 @@ from bson.binary import Binary
 from bson.int64 import Int64
 
 from .errors import TRANSIENT, MongoError
+from .shard_version import PLACEMENT_CONFLICT_TIME, VERSIONED
 
 class RouterTransaction:
     """One transaction of a session through this router: its participants and read concern."""
@@ -46,6 +50,7 @@ class RouterTransaction:
         self.participants = []
         self.statements = 0  # statements the router has run of it (forward's)
         self.aborted = False  # aborted by the router after a statement's StaleConfig
+        self.began = time.monotonic()  # its placementConflictTime (shard_version.check)
 
 
 def _key(cmd):
@@ -69,6 +74,8 @@ def shape(router, index, cmd):
         if joining:
             txn.participants.append(index)
     sent = dict(cmd)
+    if name in VERSIONED:
+        sent[PLACEMENT_CONFLICT_TIME] = txn.began
     if joining:
         sent["startTransaction"] = True
         if txn.read_concern is not None:
@@ -122,6 +129,7 @@ def retry_first_statement(router, conn, db, cmd):
         participants, txn.participants = txn.participants, []
         first = txn.statements <= 1 and router.stale_retries_in_transactions
         txn.aborted = not first
+        txn.began = time.monotonic()  # a retried first statement starts the transaction afresh
     _abort_participants(router, conn, db, cmd, participants)
     return first
 

@@ -22,8 +22,11 @@ db/s/collection_sharding_runtime.cpp, db/s/operation_sharding_state.cpp, s/stale
   commit holds both shards' store locks, so a command that arrives meanwhile waits (mongod's critical
   section) and then meets the new version: StaleConfig.
 - A statement of a transaction on a collection whose placement on that shard changed after the
-  transaction began on the shard is refused with StaleConfig too (mongod checks the placement at the
-  transaction's snapshot), with the TransientTransactionError label, and the shard's part aborted.
+  transaction began (on the shard, or on the router: every statement carries the router's
+  placementConflictTime, as mongod 8.0's routers send it, so a shard that joins the transaction after
+  a migration reached it refuses it too) is refused with StaleConfig too (mongod checks the placement
+  at the transaction's snapshot or placementConflictTime; 8.0 answers MigrationConflict), with the
+  TransientTransactionError label, and the shard's part aborted.
 - On StaleConfig the router refreshes its cache for the namespace and retries (router_crud.py): reads
   and writes outside transactions transparently (a write only for its statements not yet applied). In a
   transaction it does not retry (s/transaction_router.cpp, canContinueOnStaleShardOrDbError: retries
@@ -48,6 +51,7 @@ from bson.timestamp import Timestamp
 from .errors import MongoError
 
 STALE_CONFIG = 13388
+PLACEMENT_CONFLICT_TIME = "placementConflictTime"  # the router's time.monotonic() when a transaction began
 UNSHARDED_EPOCH = ObjectId("000000000000000000000000")
 VERSIONED = {"find", "aggregate", "count", "distinct", "insert", "update", "delete", "findAndModify"}
 SYSTEM_DBS = {"admin", "config", "local"}
@@ -121,8 +125,9 @@ def carries_version(name, cmd):
 def check(shard, db, name, cmd, txn):
     """On a shard, before a versioned command runs (store lock held): refuse it with StaleConfig when its
     shardVersion is not the shard's own, or when it is a transaction's statement and the collection's
-    placement here changed after the transaction began on this shard. An explain is checked by the
-    version its explained command carries, as mongos sends it."""
+    placement here changed after the transaction began: on this shard, or on the router
+    (placementConflictTime, for a shard that joins the transaction after a migration reached it). An
+    explain is checked by the version its explained command carries, as mongos sends it."""
     name, cmd = _explained(name, cmd)
     received = cmd.get("shardVersion")
     coll = cmd.get(name)
@@ -136,10 +141,16 @@ def check(shard, db, name, cmd, txn):
             version[0] != (meta.version[0] if meta is not None else 0):
         shard.counters["countStaleConfigErrors"] += 1
         raise _stale(shard, ns, received, wanted, "shard version not ok: the router's routing information is stale")
-    if txn is not None and meta is not None and meta.changed > txn.started:
+    if txn is None or meta is None:
+        return
+    began = txn.started
+    conflict = cmd.get(PLACEMENT_CONFLICT_TIME)
+    if isinstance(conflict, float) and conflict < began:
+        began = conflict
+    if meta.changed > began:
         shard.counters["countStaleConfigErrors"] += 1
         raise _stale(shard, ns, received, wanted, "the collection's placement changed after the transaction "
-                                                  "began on this shard")
+                                                  "began")
 
 
 class RouterCache:
