@@ -596,6 +596,22 @@ def query_rows(label, walls, errors, waits, plans):
     return rows
 
 
+def write_steadily(writer, per_tick, tick, acks, stop, failures):
+    """per_tick updates every tick until stop is set; (ack time, total) into acks after each bulk,
+    an exception's first line into failures."""
+    t_next, total = time.perf_counter(), 0
+    try:
+        while not stop.is_set():
+            total += writer.write(per_tick)
+            acks.append((time.perf_counter(), total))
+            t_next += tick
+            delay = t_next - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+    except Exception as e:      # noqa: BLE001 -- reported in the table
+        failures.append("writer: " + first_line(e))
+
+
 def steady(db, writer, names, rate, seconds, base, queries, log):
     """The steady load at `rate` updates/s for seconds, then as long again with the queries (if
     not None); lag rows, busy query results."""
@@ -607,18 +623,7 @@ def steady(db, writer, names, rate, seconds, base, queries, log):
     failures = []
 
     def write_loop():
-        """per_tick updates every tick; (ack time, total) after each bulk."""
-        t_next, total = time.perf_counter(), 0
-        try:
-            while not stop.is_set():
-                total += writer.write(per_tick)
-                acks.append((time.perf_counter(), total))
-                t_next += tick
-                delay = t_next - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-        except Exception as e:      # noqa: BLE001 -- reported in the table
-            failures.append("writer: " + first_line(e))
+        write_steadily(writer, per_tick, tick, acks, stop, failures)
 
     def poll_loop():
         """The counters every POLL_S until stopped (after the writer, once drained)."""

@@ -178,17 +178,7 @@ def window(db, cur, writer, names, rate, seconds, cpu):
     stop, stop_polling = threading.Event(), threading.Event()
 
     def write_loop():
-        t_next, total = time.perf_counter(), 0
-        try:
-            while not stop.is_set():
-                total += writer.write(per_tick)
-                acks.append((time.perf_counter(), total))
-                t_next += tick
-                delay = t_next - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-        except Exception as e:      # noqa: BLE001 -- reported in the row
-            failures.append("writer: " + applier.first_line(e))
+        applier.write_steadily(writer, per_tick, tick, acks, stop, failures)
 
     def poll_loop():
         cur = applier.connect(db).cursor()
@@ -253,10 +243,9 @@ def capacity(cur, writer, names, events, srv, log):
     if len(rates) < len(turns):
         raise applier.Unavailable("a capacity burst was not applied: %s"
                                   % [t.get("note") for t in turns])
-    row = applier.median_turn([(t, t) for t in turns])[0]
-    row["x_floor"] = None
+    row = applier.median_turn([(t, {"measurement": ""}) for t in turns])[0]
     row["measurement"] = "capacity: " + row["measurement"]
-    row["note"] = "turns %s events/s; %s" % (" ".join("%.0f" % x for x in rates), row["note"])
+    row["note"] = "turns %s events/s; %s" % (" ".join("%.0f" % x for x in rates), turns[-1]["note"])
     return statistics.median(rates), row
 
 
