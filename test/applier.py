@@ -22,6 +22,7 @@ IDXTABLE_MONGO_DURABLE=1 for the restart case).  A foreign table ``cust`` with t
 - updates that change no field of an index table (outside, or through the FDW in ordered mode) are not
   read back for it, while updates of its fields are applied;
 - an update of fields of all three index tables is read once for the three, not once for each;
+- batches of outside changes cost the applier no ping (the time after its writes is their replies');
 - idxtable.applier_batch_delay: 40 single outside inserts are applied in a few batches, and a query that
   waits for the applier ends a delay of 10 s at once;
 - the applier killed (pg_terminate_backend) during an outside load: started again, nothing lost;
@@ -566,6 +567,27 @@ def one_facts_read(client, conn, db):
     bad = verify_clean(conn, "cust")
     check(not bad, "one read of the facts: verify_index clean %s" % (bad or ""))
 
+def no_ping_per_batch(client, conn, db):
+    """The applier learns the time after its writes (which a transaction's marker is compared with)
+    from the operationTime of their replies, not from a ping after each batch: five batches of outside
+    changes, each applied before the next is written, have the applier write entries and send no
+    ping (markers after such batches: fdw_transactions_read_nothing)."""
+    admin_db = client.admin
+    wait_current(conn)
+    admin_db.command({"recentCommands": 1, "clear": True})
+    for k in range(5):
+        db.cust.update_one({"_id": "c%05d" % (150 + k)}, {"$set": {"town": TOWNS[k], "email":
+                                                                  "Batch%d@Example.com" % k}})
+        wait_current(conn)
+    cmds = [c for c in admin_db.command({"recentCommands": 1, "clear": True})["commands"]
+            if c.get("appName") == APPLIER]
+    writes = [c for c in cmds if c.get("command") in ("insert", "update", "delete", "bulkWrite")
+              and c.get("collection") not in ("idxtable.positions", "idxtable.sync")]
+    pings = [c for c in cmds if c.get("command") == "ping"]
+    check(len(writes) >= 5 and not pings,
+          "no ping per batch: %d entry writes in 5 batches, %d pings" % (len(writes), len(pings)))
+
+
 def set_batch_delay(conn, ms):
     q(conn, "ALTER SYSTEM SET idxtable.applier_batch_delay = %d" % ms if ms is not None
       else "ALTER SYSTEM RESET idxtable.applier_batch_delay")
@@ -867,6 +889,7 @@ def main():
     fdw_ordered_reads_entries_only(client, conn, db)
     updates_of_other_fields_read_nothing(client, conn, db)
     one_facts_read(client, conn, db)
+    no_ping_per_batch(client, conn, db)
     batch_delay(client, conn, db)
     kill_applier(client, conn, db)
     restarted = restart_server(client, conn, db)

@@ -63,6 +63,9 @@ static HTAB *ConnectionHash = NULL;
 /* Where to count commands sent (EXPLAIN ANALYZE round trips), or NULL */
 static uint64 *round_trip_counter = NULL;
 
+/* Where to note the operationTime of replies (the applier's), or NULL */
+static IdxReplyTimes *reply_times = NULL;
+
 /* The appName of the clients made (idx_connect_private() changes it) */
 static const char *conn_appname = "idxtable_fdw";
 
@@ -87,6 +90,64 @@ command_started(const mongoc_apm_command_started_t *event)
 		(*round_trip_counter)++;
 		idx_shard_log_note(round_trip_counter, event);
 	}
+}
+
+/*
+ * APM hook: the operationTime of a reply, into the tracker of whoever asked
+ * (idx_track_reply_times()).  A reply without one (a network error, whose
+ * command may have run anyway, or a server without cluster times) marks
+ * the tracker "unanswered": its latest time may not cover that command.
+ */
+static void
+note_reply_time(const bson_t *reply)
+{
+	bson_iter_t iter;
+	uint32_t	t,
+				i;
+	uint64		ct;
+
+	if (reply == NULL || !bson_iter_init_find(&iter, reply, "operationTime") ||
+		!BSON_ITER_HOLDS_TIMESTAMP(&iter))
+	{
+		reply_times->unanswered = true;
+		return;
+	}
+	bson_iter_timestamp(&iter, &t, &i);
+	ct = ((uint64) t << 32) | (uint64) i;
+	if (ct == 0)
+		reply_times->unanswered = true;
+	reply_times->latest = Max(reply_times->latest, ct);
+}
+
+/*
+ * APM hooks of a command's end, ok or not: its reply's time (see above).
+ */
+static void
+command_succeeded(const mongoc_apm_command_succeeded_t *event)
+{
+	if (reply_times)
+		note_reply_time(mongoc_apm_command_succeeded_get_reply(event));
+}
+
+static void
+command_failed(const mongoc_apm_command_failed_t *event)
+{
+	if (reply_times)
+		note_reply_time(mongoc_apm_command_failed_get_reply(event));
+}
+
+/*
+ * Note the operationTime of every reply from now on in *times (NULL:
+ * stop); returns the previous target.  The applier's way to learn a time
+ * at or after its own writes without asking the server (applier_stream.c).
+ */
+IdxReplyTimes *
+idx_track_reply_times(IdxReplyTimes *times)
+{
+	IdxReplyTimes *previous = reply_times;
+
+	reply_times = times;
+	return previous;
 }
 
 /*
@@ -217,6 +278,8 @@ connect_client(ForeignServer *server, UserMapping *user, bool quiet)
 	mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
 	callbacks = mongoc_apm_callbacks_new();
 	mongoc_apm_set_command_started_cb(callbacks, command_started);
+	mongoc_apm_set_command_succeeded_cb(callbacks, command_succeeded);
+	mongoc_apm_set_command_failed_cb(callbacks, command_failed);
 	mongoc_client_set_apm_callbacks(client, callbacks, NULL);
 	mongoc_apm_callbacks_destroy(callbacks);
 

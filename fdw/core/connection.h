@@ -88,6 +88,21 @@ extern int64 idx_count_documents_at(mongoc_client_t *client,
  */
 extern uint64 *idx_count_round_trips(uint64 *counter);
 
+/*
+ * The latest operationTime the replies to this process's commands
+ * reported, once idx_track_reply_times() points here (the applier's).
+ */
+typedef struct IdxReplyTimes
+{
+	uint64		latest;			/* packed cluster time; 0: none yet */
+	bool		unanswered;		/* a command ended without a reply that
+								 * reports one, since the owner last
+								 * cleared this */
+} IdxReplyTimes;
+
+/* Note the replies' operationTime in *times (NULL stops); the previous */
+extern IdxReplyTimes *idx_track_reply_times(IdxReplyTimes *times);
+
 /* Pin (+1) or unpin (-1) a cached client while a scan holds a cursor */
 extern void idx_client_pin(mongoc_client_t *client, int delta);
 

@@ -676,6 +676,8 @@ connect_applier(void)
 											   server->servername,
 											   server->serverid,
 											   applier.slot->ownerid));
+	/* from its first reply on: applier_stream.c's written_through() */
+	idx_track_reply_times(&applier.replies);
 	applier.client = idx_connect_private(server, user,
 										 "idxtable_fdw applier");
 	applier.durable_reads = writes_wait_for_majority(applier.client);

@@ -21,6 +21,7 @@
 
 #include "nodes/pg_list.h"
 
+#include "core/connection.h"
 #include "core/mongoc_compat.h"
 #include "sync/change_stream.h"
 #include "sync/sync_state.h"
@@ -157,6 +158,8 @@ typedef struct Applier
 								 * TopMemoryContext */
 	List	   *streams;		/* AppStream * */
 	MemoryContext cxt;			/* the catalog's memory */
+	IdxReplyTimes replies;		/* the latest operationTime of the replies
+								 * to this process's commands (connection.c) */
 } Applier;
 
 extern Applier applier;

@@ -64,7 +64,11 @@ idx_applier_note_election(AppStream *s)
  * header); false after a failover in between: the caller repairs the same
  * facts again.  Always true when the facts are read at majority anyway,
  * and on a server that holds no elections (a standalone server or a
- * mongos).
+ * mongos).  "Now" is a ping's time, sent after the repairs: unlike the
+ * time of our own writes (applier_stream.c, written_through()), the
+ * replies to the repairs' reads at the URI's read concern report the
+ * node's last applied time as the reply was made, which nothing promises
+ * to cover every write the read saw.
  */
 bool
 idx_applier_primary_kept(AppStream *s)

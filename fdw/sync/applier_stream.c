@@ -73,10 +73,11 @@
  * then had could survive beside the transaction's.  So a marker counts
  * for an index only if everything the applier wrote to it is at or before
  * a time the transaction's session knew before it started (the marker's
- * "after"; fixed_through, a ping's time after our writes; a causally
- * consistent transaction reads at or after "after", so its snapshot holds
- * every write of that time or earlier), only for valid
- * indexes (a build's writes are not ours), and not for an index with
+ * "after"; fixed_through, a time at or after our writes: the latest
+ * operationTime of their replies, written_through(); a causally consistent
+ * transaction reads at or after "after", so its snapshot holds every write
+ * of that time or earlier), only for valid indexes (a build's writes are
+ * not ours), and not for an index with
  * unique key conflicts (freeing a conflicting key must reach the repair,
  * which hands the key to the fact that waited for it).
  *
@@ -231,8 +232,30 @@ process_fix(AppIndex *ix)
 }
 
 /*
+ * A cluster time at or after every write of this process that the server
+ * acknowledged: the latest operationTime of the replies to its commands
+ * (connection.c notes them).  A write's operationTime is the time of its
+ * own last oplog entry, and through mongos the latest of the shards it
+ * reached, so the writes of a batch need no ping after them to learn it.
+ * If a command ended without such a reply since the last look (a network
+ * error: it may have written all the same), or nothing replied yet, the
+ * server's time now, as a ping tells it, covers what was applied by then.
+ */
+static IdxClusterTime
+written_through(AppStream *s)
+{
+	if (applier.replies.unanswered || applier.replies.latest == 0)
+	{
+		applier.replies.unanswered = false;
+		return idx_cs_server_time(applier.client, applier.servername,
+								  s->database);
+	}
+	return applier.replies.latest;
+}
+
+/*
  * After repairs of the indexes of "s": those that were written have had
- * every write of ours by the server's time now (markers, file header).
+ * every write of ours by written_through() (markers, file header).
  * "all" (the stream opens): every index takes what this process knows of
  * it, and no less than the time this process first opened a stream (an
  * earlier process may have written anything before).  An index created
@@ -256,8 +279,7 @@ note_fixes(AppStream *s, bool all)
 		if (ix->wrote)
 		{
 			if (now == 0)
-				now = idx_cs_server_time(applier.client, applier.servername,
-										 s->database);
+				now = written_through(s);
 			f->fixed_through = now;
 			ix->wrote = false;
 		}

@@ -17,13 +17,14 @@ first index table (unique lower(email)), then:
                  writes>, routed through the unique index table, in two sessions:
                  index_consistency = current and = any, taking turns; on an idle
                  server, then while the steady load below runs
-  lag            a writer thread updates customers at half the 3-index burst rate,
-                 in small bulks every TICK_S; a poller thread reads the counters
+  lag + queries  a writer thread updates customers at half the floor's 3-index burst
+                 rate, in small bulks every TICK_S; a poller thread reads the counters
                  every POLL_S.  A bulk's lag is the time from its acknowledgement
                  until the counters of every index table include it; the lag
                  column of idxtable.sync_status (clock_timestamp() -
-                 applied_through, whole seconds of cluster time) is sampled too.  The load runs twice
-                 as long as `seconds`: lag alone first, then with the busy queries.
+                 applied_through, whole seconds of cluster time) is sampled too.  The load
+                 runs `seconds` alone (a warm-up), then as long with the busy point queries.
+                 The lag alone, at 50% and 80% of the applier's capacity, repeated: lag.py.
 
 At the end every index table must be clean in idxtable.verify_index.
 """
@@ -52,7 +53,8 @@ TABLE = "a_customers"
 FLOOR_TABLE = "f_customers"  # the same customers, followed by the floor (floor.py) alone
 FLOOR_SPECS = ["u:email", "town,last_name", "town+first_name,last_name"]  # INDEXES for floor.py
 TURNS = 3               # bursts of the applier and of the floor, taking turns, per index count
-LOADS = (0.5, 0.8)      # the steady loads, as shares of the floor's 3-index rate
+BUSY_LOAD = 0.5         # the steady load under the busy queries, a share of the floor's 3-index
+                        # rate (the lag alone at 50% and 80%: lag.py)
 APPLIER_APP = "idxtable_fdw applier"
 RING_SIZE = 2000        # the test server's ring of recent commands (cmdlog.py)
 FLOOR_APP = "idxtable_bench floor"  # floor.py's appName
@@ -594,6 +596,22 @@ def query_rows(label, walls, errors, waits, plans):
     return rows
 
 
+def write_steadily(writer, per_tick, tick, acks, stop, failures):
+    """per_tick updates every tick until stop is set; (ack time, total) into acks after each bulk,
+    an exception's first line into failures."""
+    t_next, total = time.perf_counter(), 0
+    try:
+        while not stop.is_set():
+            total += writer.write(per_tick)
+            acks.append((time.perf_counter(), total))
+            t_next += tick
+            delay = t_next - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+    except Exception as e:      # noqa: BLE001 -- reported in the table
+        failures.append("writer: " + first_line(e))
+
+
 def steady(db, writer, names, rate, seconds, base, queries, log):
     """The steady load at `rate` updates/s for seconds, then as long again with the queries (if
     not None); lag rows, busy query results."""
@@ -605,18 +623,7 @@ def steady(db, writer, names, rate, seconds, base, queries, log):
     failures = []
 
     def write_loop():
-        """per_tick updates every tick; (ack time, total) after each bulk."""
-        t_next, total = time.perf_counter(), 0
-        try:
-            while not stop.is_set():
-                total += writer.write(per_tick)
-                acks.append((time.perf_counter(), total))
-                t_next += tick
-                delay = t_next - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-        except Exception as e:      # noqa: BLE001 -- reported in the table
-            failures.append("writer: " + first_line(e))
+        write_steadily(writer, per_tick, tick, acks, stop, failures)
 
     def poll_loop():
         """The counters every POLL_S until stopped (after the writer, once drained)."""
@@ -666,18 +673,26 @@ def steady(db, writer, names, rate, seconds, base, queries, log):
     return rows, (walls, errors, waits)
 
 
-def lag_row(label, nidx, rate, acks, samples, lo, hi, failures):
-    """The lag of the bulks acknowledged between lo and hi, from the poller's samples."""
-    mine = [(t, n) for t, n in acks if lo <= t < hi]
-    prev = max([n for t, n in acks if t < lo] or [0])
+def bulk_lags(acks, samples, lo, hi):
+    """The lag (ms) of each bulk acknowledged in [lo, hi): from its acknowledgement (acks: (time,
+    cumulative events)) to the first sample (time, events applied, ...) that includes it; and how
+    many bulks no sample includes."""
     lags, missing, j = [], 0, 0
-    for t_ack, n in mine:
+    for t_ack, n in [(t, n) for t, n in acks if lo <= t < hi]:
         while j < len(samples) and (samples[j][0] < t_ack or samples[j][1] < n):
             j += 1
         if j >= len(samples):
             missing += 1
-            continue
-        lags.append((samples[j][0] - t_ack) * 1000.0)
+        else:
+            lags.append((samples[j][0] - t_ack) * 1000.0)
+    return lags, missing
+
+
+def lag_row(label, nidx, rate, acks, samples, lo, hi, failures):
+    """The lag of the bulks acknowledged between lo and hi, from the poller's samples."""
+    mine = [(t, n) for t, n in acks if lo <= t < hi]
+    prev = max([n for t, n in acks if t < lo] or [0])
+    lags, missing = bulk_lags(acks, samples, lo, hi)
     events = (mine[-1][1] - prev) if mine else 0
     r = {"measurement": "%s (%.0f/s)" % (label, rate), "indexes": nidx, "events": events,
          "seconds": hi - lo, "events_s": events / (hi - lo) if hi > lo else None,
@@ -809,16 +824,13 @@ def run(db, mdb, n, events, seconds, idle_reps, log):
     rows.extend(idle)
     rate3 = floors.get(3)
     if rate3:
-        for share in LOADS:
-            base = wait_ready(cur, names, log)[0]
-            lag_rows, busy_q = steady(db, writer, names, rate3 * share, seconds, base,
-                                      queries if share == LOADS[0] else None, log)
-            for lr in lag_rows:
-                lr["measurement"] = lr["measurement"].replace(
-                    " (", " %.0f%% (" % (share * 100), 1)
-            rows.extend(lag_rows)
-            if share == LOADS[0]:
-                rows.extend(query_rows("busy", *busy_q, plans=plans))
+        base = wait_ready(cur, names, log)[0]
+        lag_rows, busy_q = steady(db, writer, names, rate3 * BUSY_LOAD, seconds, base, queries,
+                                  log)
+        lag_rows[-1]["measurement"] = lag_rows[-1]["measurement"].replace(
+            " (", " %.0f%% (" % (BUSY_LOAD * 100), 1)
+        rows.append(lag_rows[-1])       # the lag alone: lag.py, repeated
+        rows.extend(query_rows("busy", *busy_q, plans=plans))
     else:
         notes.append("no steady load and no busy queries: the floor's 3-index burst did not end")
     queries.close()

@@ -5,6 +5,7 @@
                         [--pushdown-only | --no-pushdown]
                         [--writes-only | --no-writes] [--write-rows N]
                         [--applier-only | --no-applier] [--applier-events N]
+                        [--applier-lag-only] [--lag-reps N] [--lag-seconds S]
                         [--planning-only | --no-planning]
 
 Needs the environment of `eval "$(test/env start)"` (test/bench/run provides
@@ -22,7 +23,10 @@ scenarios (writes.py) in
 database idxtable_bench_writes (dropped first): test/bench/results-writes.csv.
 Then the applier (applier.py: outside writes with pymongo, the change-stream
 applier's rate and lag, routed reads with index_consistency current and any) in
-database idxtable_bench_applier (dropped first): test/bench/results-applier.csv.
+database idxtable_bench_applier (dropped first): test/bench/results-applier.csv;
+then its lag under a steady load at 50% and 80% of its capacity measured in the
+same run, repeated (lag.py): test/bench/results-applier-lag.csv
+(--applier-lag-only: that alone, on a table of its own).
 Then the planning section (planning.py): the planning time of a point query on a
 table with 20 index tables against one without, in database
 idxtable_bench_planning (dropped first).  --writes-only, --applier-only and
@@ -42,6 +46,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 import applier  # noqa: E402
 import data  # noqa: E402
+import lag  # noqa: E402
 import measure  # noqa: E402
 import mongo_client  # noqa: E402
 import pg_fixture  # noqa: E402  (test/fixtures)
@@ -62,6 +67,7 @@ APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
 APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 20.0, 100), (5000, 2000, 5.0, 30)
+LAG_REPS, LAG_CAPACITY_EVENTS = 3, 2000   # the lag's reps (lag.py) and its capacity bursts
 GUC = "idxtable.enable_index_routing"
 # 1,000,000 is supported, but not the default: on the Python test server its
 # setup takes ~9 minutes (measured: loading 23 s, the six index builds 45-123 s
@@ -372,6 +378,47 @@ def run_applier(args, mongo):
     path = os.path.join(HERE, "results-applier.csv")
     applier.write_csv(path, rows)
     log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
+    run_lag(args, mongo, max(n, events + applier.SPARE), None)
+
+
+def run_lag(args, mongo, n, names):
+    """The applier's lag, repeated (lag.py), on the applier section's table (names: its index
+    tables), or on a table of its own made first if names is None and the section did not run."""
+    _, events, seconds, _ = APPLIER_RUN_QUICK if args.quick else APPLIER_RUN
+    events = args.applier_events or min(events, LAG_CAPACITY_EVENTS)
+    reps, seconds = args.lag_reps, args.lag_seconds or seconds
+    mdb = mongo_client.database(mongo, APPLIER_DB)
+    conn = connect(APPLIER_DB)
+    names = names or lag.index_names(conn.cursor())
+    conn.close()
+    log("== applier lag: capacity from %d bursts of %d updates, then %d reps of %.0f s per load =="
+        % (lag.CAPACITY_TURNS, events, reps, seconds))
+    try:
+        cap_row, rows = lag.run(APPLIER_DB, mdb, names, n, events, reps, seconds, log)
+    except applier.Unavailable as e:
+        print()
+        print("idxtable_fdw applier lag: not run: %s" % e)
+        return
+    for line in lag.report(cap_row, rows, reps, seconds):
+        print(line)
+    sys.stdout.flush()
+    path = os.path.join(HERE, "results-applier-lag.csv")
+    lag.write_csv(path, rows)
+    log("  wrote " + os.path.relpath(path, os.path.join(HERE, "..", "..")))
+
+
+def run_lag_only(args, mongo):
+    """The lag alone: its table and three index tables in the applier's database, then run_lag."""
+    n = APPLIER_RUN_QUICK[0] if args.quick else APPLIER_RUN[0]
+    recreate_database(create=False, db=APPLIER_DB)
+    mongo.drop_database(APPLIER_DB)
+    setup_server(APPLIER_DB).close()
+    try:
+        names = lag.load_only(APPLIER_DB, mongo_client.database(mongo, APPLIER_DB), n, log)
+    except applier.Unavailable as e:
+        print("idxtable_fdw applier lag: not run: %s" % e)
+        return
+    run_lag(args, mongo, n, names)
 
 
 def run_planning(args, mongo):
@@ -423,6 +470,13 @@ def main():
     ap.add_argument("--applier-events", type=int, default=None,
                     help="outside updates per burst in the applier section (default %d, "
                     "--quick %d)" % (APPLIER_RUN[1], APPLIER_RUN_QUICK[1]))
+    ap.add_argument("--applier-lag-only", action="store_true",
+                    help="only the applier's lag, repeated (lag.py), on a table of its own")
+    ap.add_argument("--lag-reps", type=int, default=LAG_REPS,
+                    help="repetitions of each load in the lag measurement (default %d)" % LAG_REPS)
+    ap.add_argument("--lag-seconds", type=float, default=None,
+                    help="seconds measured per load and rep (default %.0f, --quick %.0f)"
+                    % (APPLIER_RUN[2], APPLIER_RUN_QUICK[2]))
     ap.add_argument("--write-rows", type=int, default=None,
                     help="rows per bulk INSERT (default %d, --quick %d)"
                     % (WRITE_ROWS, WRITE_ROWS_QUICK))
@@ -437,7 +491,7 @@ def main():
         ap.error("--planning-only and --no-planning exclude each other")
     if args.pushdown_only and (args.no_pushdown or args.writes_only or args.applier_only or args.planning_only):
         ap.error("--pushdown-only excludes --no-pushdown, --writes-only, --applier-only and --planning-only")
-    only = args.writes_only or args.applier_only or args.planning_only
+    only = args.writes_only or args.applier_only or args.planning_only or args.applier_lag_only
     do_writes = args.writes_only or not (only or args.no_writes or args.pushdown_only)
     do_applier = args.applier_only or not (only or args.no_applier or args.pushdown_only)
     do_planning = args.planning_only or not (only or args.no_planning or args.pushdown_only)
@@ -456,6 +510,8 @@ def main():
         run_writes(args, mongo)
     if do_applier:
         run_applier(args, mongo)
+    elif args.applier_lag_only:
+        run_lag_only(args, mongo)
     if do_planning:
         run_planning(args, mongo)
 
