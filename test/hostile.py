@@ -36,6 +36,7 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import pg_fixture  # noqa: E402  (test/fixtures)
+from results import Results  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_hostile"
 MALFORMED = ["short_section", "corrupt_doc", "corrupt_strend", "corrupt_strzero",
@@ -44,19 +45,12 @@ SILENT = ["blackhole", "silent_hello", "silent"]
 FUZZ = ["fuzz", "fuzz_hello"]
 FUZZ_QUERIES = 300
 
-passed = 0
-failed = 0
+RESULTS = Results()
 
 
 def check(ok, what):
-    """Count and print one assertion."""
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
-    sys.stdout.flush()
+    """Count one assertion (printed when it failed)."""
+    return RESULTS.check(ok, what)
 
 
 def connect():
@@ -275,8 +269,8 @@ def main():
         proc.wait()
     for what, seconds in timings:
         print("  %-45s %.3f s" % (what, seconds))
-    print("hostile: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print(RESULTS.summary("hostile"))
+    return 1 if RESULTS.failed else 0
 
 
 if __name__ == "__main__":

@@ -157,7 +157,7 @@ def main():
     print("  ORDER BY _id in a group of %d entries: %d keys, %d documents examined"
           % (len(group), keys, examined))
     conn.close()
-    print("index order examined: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("index order examined"))
     return 1 if res.failed else 0
 
 
