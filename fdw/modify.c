@@ -487,15 +487,18 @@ idx_modify_note_written(IdxModifyState *ms, int n)
 }
 
 /*
- * Options carrying the session, for single-document writes.
+ * Options carrying the session, for the writes of "ms"; "what" says which,
+ * for the error if libmongoc cannot add it.
  */
 void
-idx_modify_append_session(mongoc_client_session_t *session, bson_t *opts)
+idx_modify_append_session(IdxModifyState *ms,
+						  mongoc_client_session_t *session, bson_t *opts,
+						  const IdxOp *what)
 {
 	bson_error_t error;
 
 	if (session && !mongoc_client_session_append(session, opts, &error))
-		elog(ERROR, "could not add the session to a write: %s", error.message);
+		idx_report_error(&error, ms->server->servername, what);
 }
 
 /*
@@ -709,7 +712,10 @@ idx_modify_find_and_modify(IdxModifyState *ms,
 		idx_modify_index_projection(ms, &projection);
 		mongoc_find_and_modify_opts_set_fields(fam, &projection);
 	}
-	idx_modify_append_session(session, &extra);
+	idx_modify_append_session(ms, session, &extra,
+							  idx_op(update ? IDX_OP_UPDATE_ONE : IDX_OP_DELETE_ONE,
+									 ms->info->collection,
+									 ms->info->database));
 	mongoc_find_and_modify_opts_append(fam, &extra);
 	first = idx_xact_sends_first(session);
 	for (;;)

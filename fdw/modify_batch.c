@@ -372,7 +372,7 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 		idx_check_append(bson_append_document_end(&opts, &projection));
 	}
 	if (session && !mongoc_client_session_append(session, &opts, &error))
-		elog(ERROR, "could not add the session to a read: %s", error.message);
+		idx_report_error(&error, ms->server->servername, batch_what(ms));
 	first = idx_xact_sends_first(session);
 	for (;;)
 	{
@@ -454,7 +454,7 @@ facts_bulk(IdxModifyState *ms, IdxModifyBatch *b, bson_t **pre,
 
 	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
 	if (session && !mongoc_client_session_append(session, &opts, &error))
-		elog(ERROR, "could not add the session to a write: %s", error.message);
+		idx_report_error(&error, ms->server->servername, batch_what(ms));
 	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
 	bson_destroy(&opts);
 	if (ms->operation == CMD_DELETE)

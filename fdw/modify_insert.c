@@ -224,7 +224,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 	int			i;
 
 	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
-	idx_modify_append_session(session, &opts);
+	idx_modify_append_session(ms, session, &opts, idx_modify_insert_what(ms));
 	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
 	bson_destroy(&opts);
 	for (i = 0; i < n; i++)

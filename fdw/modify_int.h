@@ -171,8 +171,9 @@ extern void idx_modify_batch_flush(IdxModifyState *ms);
  * DETAIL naming a duplicate _id.
  */
 extern const IdxOp *idx_modify_insert_what(IdxModifyState *ms);
-extern void idx_modify_append_session(mongoc_client_session_t *session,
-									  bson_t *opts);
+extern void idx_modify_append_session(IdxModifyState *ms,
+									  mongoc_client_session_t *session,
+									  bson_t *opts, const IdxOp *what);
 extern void idx_modify_row_id(IdxModifyState *ms, TupleTableSlot *slot,
 							  bson_value_t *id);
 extern int	idx_modify_errdetail_duplicate_id(IdxModifyState *ms,

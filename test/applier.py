@@ -56,6 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import mongo_client  # noqa: E402
 import pg_fixture  # noqa: E402  (test/fixtures)
+from results import Results  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_applier"
 TOWNS = ["Oslo", "Rome", "Lima", "Kiev", "Bern"]
@@ -66,19 +67,15 @@ INDEXES = [("cust_email", "{lower(email)}", "{}", True),
 APPLIER = "idxtable_fdw applier"
 SYNC_TIMEOUT = 60
 
-passed = 0
-failed = 0
+RESULTS = Results()
 
 
 def check(ok, what):
-    global passed, failed
+    """Count one check (the shared tally prints it when it failed); a
+    check that passed is printed too, as "ok"."""
     if ok:
-        passed += 1
         print("ok   %s" % what)
-    else:
-        failed += 1
-        print("FAIL %s" % what)
-    sys.stdout.flush()
+    return RESULTS.check(ok, what)
 
 
 def pg(dbname=DATABASE):
@@ -901,8 +898,8 @@ def main():
     small_history(conn)
     if "--measure" in sys.argv or os.environ.get("APPLIER_MEASURE"):
         measure(client, conn, db)
-    print("applier: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print(RESULTS.summary("applier"))
+    return 1 if RESULTS.failed else 0
 
 
 if __name__ == "__main__":

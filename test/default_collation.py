@@ -157,7 +157,7 @@ def main():
         rows, _ = query(conn, client, "SELECT missing, orphan, stale FROM idxtable.verify_index(%s)", (name,))
         res.check(rows == [(0, 0, 0)], "verify_index(%s): %s" % (name, rows))
     conn.close()
-    print("default collation: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("default collation"))
     return 1 if res.failed else 0
 
 

@@ -55,6 +55,7 @@ from bson.raw_bson import RawBSONDocument
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402
+from results import Results  # noqa: E402  (test/fixtures)
 import differential_textkeys  # noqa: E402  (test/)
 
 DATABASE = "idxtable_differential"
@@ -1108,28 +1109,23 @@ def is_pushed(filter_json):
     return filter_json is not None and re.sub(r"\s", "", filter_json) != "{}"
 
 
-class Report:
-    """Counts cases and prints failures (in detail for the first ones)."""
+class Report(Results):
+    """The shared tally of cases; a failure prints with the seed (in detail
+    for the first ones, then its first problem and foreign outcome)."""
 
     def __init__(self, seed):
+        super().__init__(detailed=MAX_DETAILED_FAILURES)
         self.seed = seed
-        self.passed = 0
-        self.failed = 0
 
     def result(self, name, problem):
         """Record a case: ``problem`` is None or a list of lines."""
         if problem is None:
-            self.passed += 1
+            self.check(True, name)
             return
-        self.failed += 1
-        if self.failed <= MAX_DETAILED_FAILURES:
-            print("FAIL %s (DIFF_SEED=%d)" % (name, self.seed))
-            for line in problem:
-                print("    " + line)
-        else:
-            outcome = next((line for line in problem if line.startswith("foreign")), "")
-            print("FAIL %s (DIFF_SEED=%d): %s -- %s" % (name, self.seed, problem[0],
-                                                      (outcome.splitlines() or [""])[0]))
+        outcome = next((line for line in problem if line.startswith("foreign")), "")
+        self.check(False, "%s (DIFF_SEED=%d)" % (name, self.seed), problem,
+                   brief="%s (DIFF_SEED=%d): %s -- %s" % (name, self.seed, problem[0],
+                                                         (outcome.splitlines() or [""])[0]))
 
 
 def select_sql(table, clause):
@@ -1927,7 +1923,7 @@ def main():
         differential_textkeys.create_tables(session.conn, pg_fixture)
     except Exception as exc:  # any setup failure is one failed case
         report.result("setup", ["%s: %s" % (type(exc).__name__, exc)])
-        print("differential: %d passed, %d failed" % (report.passed, report.failed))
+        print(report.summary("differential"))
         return 1
     print("loaded %d documents in %.1fs" % (len(docs), time.monotonic() - started), flush=True)
     clock.charge("load")
@@ -2022,7 +2018,7 @@ def main():
     session.close()
     clock.print()
     print("elapsed %.1fs" % (time.monotonic() - started))
-    print("differential: %d passed, %d failed" % (report.passed, report.failed))
+    print(report.summary("differential"))
     return 1 if report.failed else 0
 
 

@@ -148,6 +148,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402  (test/fixtures)
+from results import Results  # noqa: E402  (test/fixtures)
 import outside_writers  # noqa: E402
 import other_sessions  # noqa: E402
 import replica_set_phases  # noqa: E402
@@ -244,32 +245,18 @@ NOT_ON_A_ROUTER = ("failGetMoreAfterCursorCheckout",)
 # Reporting
 # --------------------------------------------------------------------------
 
-class Report:
-    """Pass/fail tally shared by the threads; failures print with the seed."""
+class Report(Results):
+    """The shared tally (the threads share it too); a failure prints with
+    where it happened and the seed, its first 12 detail lines while
+    failures are few."""
 
     def __init__(self, seed, details=MAX_DETAILED_FAILURES):
+        super().__init__(detailed=details)
         self.seed = seed
-        self.details = details
-        self.passed = 0
-        self.failed = 0
-        self.lock = threading.Lock()
 
     def check(self, ok, where, what, lines=()):
-        with self.lock:
-            if ok:
-                self.passed += 1
-                return True
-            self.failed += 1
-            if self.failed <= self.details:
-                print("FAIL [%s] (DIFFO_SEED=%d) %s" % (where, self.seed, what))
-                for line in list(lines)[:12]:
-                    print("    " + line)
-            else:
-                if self.failed == self.details + 1:
-                    print("(further failures in one line each)")
-                print("FAIL [%s] %s" % (where, what))
-            sys.stdout.flush()
-            return False
+        return super().check(ok, "[%s] (DIFFO_SEED=%d) %s" % (where, self.seed, what),
+                             list(lines)[:12], brief="[%s] %s" % (where, what))
 
 
 def first_line(exc):
@@ -1529,7 +1516,7 @@ def main():
         Run(seed, args, report).run()
     except Exception as exc:  # a broken run is one failure more, and the tally still prints
         report.check(False, "run", "aborted: %s: %s" % (type(exc).__name__, exc))
-    print("differential outside: %d passed, %d failed" % (report.passed, report.failed))
+    print(report.summary("differential outside"))
     return 1 if report.failed else 0
 
 

@@ -86,6 +86,7 @@ from bson.binary import Binary
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402  (test/fixtures)
+from results import Results  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_diffwrites"
 MODES = ("transaction", "ordered")
@@ -626,28 +627,17 @@ def agree(foreign, local):
     return foreign.rowcount == local.rowcount and foreign.rows == local.rows
 
 
-class Report:
+class Report(Results):
+    """The shared tally; a failure prints with where it happened and the
+    seed, its first 14 detail lines while failures are few."""
+
     def __init__(self, seed, details=MAX_DETAILED_FAILURES):
+        super().__init__(detailed=details)
         self.seed = seed
-        self.details = details
-        self.passed = 0
-        self.failed = 0
 
     def check(self, ok, where, what, lines=()):
-        if ok:
-            self.passed += 1
-            return
-        self.failed += 1
-        if self.failed <= self.details:
-            print("FAIL [%s] (DIFFW_SEED=%d) %s" % (where, self.seed, what))
-            for line in list(lines)[:14]:
-                print("    " + line)
-        elif self.failed == self.details + 1:
-            print("(further failures in one line each)")
-            print("FAIL [%s] %s" % (where, what))
-        else:
-            print("FAIL [%s] %s" % (where, what))
-        sys.stdout.flush()
+        return super().check(ok, "[%s] (DIFFW_SEED=%d) %s" % (where, self.seed, what),
+                             list(lines)[:14], brief="[%s] %s" % (where, what))
 
 
 def content_lines(foreign_rows, local_rows, limit=8):
@@ -1135,7 +1125,7 @@ def main():
         setup_database()
     except Exception as exc:  # any setup failure is one failed check
         report.check(False, "setup", "%s: %s" % (type(exc).__name__, exc))
-        print("differential writes: %d passed, %d failed" % (report.passed, report.failed))
+        print(report.summary("differential writes"))
         return 1
     for number, mode in enumerate(args.mode or MODES):
         # each mode has its own random stream, so that a mode run alone
@@ -1146,7 +1136,7 @@ def main():
         except Exception as exc:  # a broken run is a failure, the next mode still runs
             report.check(False, mode, "run aborted: %s: %s" % (type(exc).__name__, exc))
     print("elapsed %.1fs" % (time.monotonic() - started))
-    print("differential writes: %d passed, %d failed" % (report.passed, report.failed))
+    print(report.summary("differential writes"))
     return 1 if report.failed else 0
 
 

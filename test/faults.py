@@ -700,7 +700,7 @@ def main():
     client_under_scan(res)
     client_under_analyze(res)
     print("elapsed %.1fs" % (time.time() - start))
-    print("faults: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("faults"))
     sys.exit(1 if res.failed else 0)
 
 

@@ -18,6 +18,12 @@ handshake, never a command):
 - pg_terminate_backend() ends the session within 1 s;
 - after the timeout and the cancel, the same session reads the real server.
 
+Mode tampered_entry writes, with pymongo, an entry without an _id document
+into the index collection of a unique index table on the real server:
+verify_index and repair_index are each an ERROR XX001 (data corrupted)
+naming the index, with a hint; once the document is deleted, repair_index
+runs again.
+
 After every case a session opened at the start still answers and
 pg_postmaster_start_time() is unchanged: no backend crashed.
 
@@ -35,28 +41,24 @@ import psycopg2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "fixtures"))
+import mongo_client  # noqa: E402  (test/fixtures)
 import pg_fixture  # noqa: E402  (test/fixtures)
+from results import Results  # noqa: E402  (test/fixtures)
 
 DATABASE = "idxtable_hostile"
 MALFORMED = ["short_section", "corrupt_doc", "corrupt_strend", "corrupt_strzero",
              "corrupt_batch", "corrupt_nested", "compressed", "bad_compression"]
 SILENT = ["blackhole", "silent_hello", "silent"]
 FUZZ = ["fuzz", "fuzz_hello"]
+TAMPERED = ["tampered_entry"]
 FUZZ_QUERIES = 300
 
-passed = 0
-failed = 0
+RESULTS = Results()
 
 
 def check(ok, what):
-    """Count and print one assertion."""
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
-    sys.stdout.flush()
+    """Count one assertion (printed when it failed)."""
+    return RESULTS.check(ok, what)
 
 
 def connect():
@@ -169,6 +171,37 @@ def fuzz(mode, witness):
     witness.check(mode)
 
 
+def tampered_entry(mode, witness):
+    """An index entry without an _id document, written around the FDW:
+    verify_index and repair_index are XX001 naming the index; without it,
+    repair_index runs again."""
+    conn = connect()
+    pg_fixture.create_foreign_table(conn, "tampered_t", "_id int, k text", collection="hostile_tampered",
+                                    drop=True)
+    pg_fixture.execute(conn, "DELETE FROM tampered_t")
+    pg_fixture.execute(conn, "INSERT INTO tampered_t SELECT g, 'k' || g FROM generate_series(1, 5) g")
+    pg_fixture.execute(conn, "SELECT idxtable.create_index('tampered_t', '{k}', is_unique => true)")
+    name, collection = pg_fixture.execute(
+        conn, "SELECT name, collection FROM idxtable.index_defs WHERE tbl = 'tampered_t'::regclass")[0]
+    client = mongo_client.connect()
+    index = client[DATABASE][collection]
+    index.insert_one({"_id": "tampered", "id": 3})
+    for function in ("verify_index", "repair_index"):
+        state, msg, _ = run(conn, "SELECT * FROM idxtable.%s('%s')" % (function, name))
+        check(state == "XX001" and ('index "%s"' % name) in msg and "no _id document" in msg
+              and "HINT" in msg,
+              "%s: %s of an entry without an _id document is XX001 naming the index (got %s: %s)"
+              % (mode, function, state, msg))
+    index.delete_one({"_id": "tampered"})
+    state, msg, _ = run(conn, "SELECT * FROM idxtable.repair_index('%s')" % name)
+    check(state is None, "%s: repair_index runs once the document is gone (got %s: %s)" % (mode, state, msg))
+    run(conn, "SELECT idxtable.drop_index('%s')" % name)
+    client.close()
+    reads_real(conn, mode)
+    conn.close()
+    witness.check(mode)
+
+
 def timeout_case(mode, witness, timings):
     """statement_timeout = 1s ends the wait."""
     conn = connect()
@@ -248,7 +281,7 @@ def start_stub():
 def main():
     """Run every case (or those of the modes named as arguments); print
     the timings and the summary."""
-    modes = sys.argv[1:] or MALFORMED + FUZZ + SILENT
+    modes = sys.argv[1:] or MALFORMED + FUZZ + SILENT + TAMPERED
     proc, ports = start_stub()
     timings = []
     try:
@@ -256,6 +289,7 @@ def main():
         witness = Witness()
         cases = [(malformed, mode) for mode in MALFORMED if mode in modes]
         cases += [(fuzz, mode) for mode in FUZZ if mode in modes]
+        cases += [(tampered_entry, mode) for mode in TAMPERED if mode in modes]
         for mode in SILENT:
             if mode in modes:
                 cases += [(timeout_case, mode),
@@ -263,7 +297,7 @@ def main():
                           (lambda m, w, t: signal_case(m, w, t, "pg_terminate_backend"), mode)]
         for case, mode in cases:
             try:
-                if case in (malformed, fuzz):
+                if case in (malformed, fuzz, tampered_entry):
                     case(mode, witness)
                 else:
                     case(mode, witness, timings)
@@ -275,8 +309,8 @@ def main():
         proc.wait()
     for what, seconds in timings:
         print("  %-45s %.3f s" % (what, seconds))
-    print("hostile: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print(RESULTS.summary("hostile"))
+    return 1 if RESULTS.failed else 0
 
 
 if __name__ == "__main__":

@@ -261,7 +261,7 @@ def main():
     for kind in ("str", "mixed", "int"):
         big_group(res, client, conn, kind)
     conn.close()
-    print("index order examined: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("index order examined"))
     return 1 if res.failed else 0
 
 

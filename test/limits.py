@@ -309,7 +309,7 @@ def main():
             p.terminate()
             p.wait(10)
         shutil.rmtree(tmpdir, ignore_errors=True)
-    print("limits: %d passed, %d failed" % (r.passed, r.failed))
+    print(r.summary("limits"))
     return 1 if r.failed else 0
 
 

@@ -178,7 +178,7 @@ def main():
         cmds = commands(mongo)
         check_all_primary(res, [c for c in cmds if c["inTransaction"]], "transaction")
     conn.close()
-    print("protocol reads: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("protocol reads"))
     return 1 if res.failed else 0
 
 

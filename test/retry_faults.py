@@ -178,7 +178,7 @@ def main():
                      outcome[("transaction", name)]))
     conn.close()
     print("elapsed %.1fs" % (time.time() - started))
-    print("retry_faults: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("retry_faults"))
     sys.exit(1 if res.failed else 0)
 
 

@@ -26,18 +26,22 @@ import psycopg2
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 import mongo_client  # noqa: E402
 import pg_fixture  # noqa: E402  (test/fixtures)
+from results import Results  # noqa: E402  (test/fixtures)
 
 DB = "idxtable_scale"
 N = 100000
 TOWNS = ["Redmond", "Seattle", "Bellevue", "Kirkland", "Renton", "Tacoma"]
 
-results = {"passed": 0, "failed": 0}
+RESULTS = Results()
 
 
 def check(name, ok, detail=""):
-    """Record and print one check."""
-    results["passed" if ok else "failed"] += 1
-    print("%s %s%s" % ("ok  " if ok else "FAIL", name, (": " + detail) if detail else ""))
+    """Record one check in the shared tally (which prints it when it
+    failed); a check that passed is printed too, as "ok"."""
+    line = name + ((": " + detail) if detail else "")
+    if ok:
+        print("ok   " + line)
+    RESULTS.check(ok, line)
 
 
 def load(client):
@@ -240,8 +244,8 @@ def main():
     null_order_at_scale(client, cur)
     verify_at_scale(client, cur)
 
-    print("scale: %d passed, %d failed" % (results["passed"], results["failed"]))
-    sys.exit(1 if results["failed"] else 0)
+    print(RESULTS.summary("scale"))
+    sys.exit(1 if RESULTS.failed else 0)
 
 
 if __name__ == "__main__":

@@ -217,7 +217,7 @@ def main():
         other.close()
         teardown()
     print("elapsed %.1fs" % (time.time() - start))
-    print("security_locks: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("security_locks"))
     sys.exit(1 if res.failed else 0)
 
 

@@ -154,7 +154,7 @@ def main():
     walk(res, conn, client, "mixed", 1000)
     conn.close()
     client.close()
-    print("text keyset: %d passed, %d failed" % (res.passed, res.failed))
+    print(res.summary("text keyset"))
     return 1 if res.failed else 0
 
 

@@ -547,11 +547,12 @@ run_command(IdxBulkWrite *bw, const bson_t *cmd, const bson_t *opts,
  * time if the first attempt asks for it; else in libmongoc's implicit
  * session.  The first command of a transaction that MongoDB aborted for
  * now is sent again in the transaction started again
- * (idx_xact_restart_first).
+ * (idx_xact_restart_first).  A session libmongoc cannot add to the command
+ * is an ERROR of "what".
  */
 static bool
 send_command(IdxBulkWrite *bw, bson_t *cmd, mongoc_client_session_t *session,
-			 bson_t *reply, bson_error_t *error)
+			 bson_t *reply, bson_error_t *error, const IdxOp *what)
 {
 	bson_t		opts = BSON_INITIALIZER;
 	bool		retryable = false;
@@ -575,8 +576,7 @@ send_command(IdxBulkWrite *bw, bson_t *cmd, mongoc_client_session_t *session,
 	{
 		bson_destroy(cmd);
 		bson_destroy(&opts);
-		elog(ERROR, "could not add the session to a bulkWrite: %s",
-			 error->message);
+		idx_report_error(error, bw->servername, what);
 	}
 	ok = run_command(bw, cmd, &opts, reply, error);
 	if (retryable && retry_wanted(ok, error, reply))
@@ -621,7 +621,7 @@ idx_bulk_write_execute(IdxBulkWrite *bw, int from,
 
 		CHECK_FOR_INTERRUPTS();
 		end = build_command(bw, from, &cmd);
-		ok = send_command(bw, &cmd, session, &reply, &error);
+		ok = send_command(bw, &cmd, session, &reply, &error, what);
 		if (!ok)
 		{
 			bson_t	   *failed_reply = idx_own_reply(&reply);

@@ -950,8 +950,12 @@ cached_definitions(Oid relid)
 	inval_count = defs_inval_count;
 	defs = table_open(defsrel, AccessShareLock);
 	if (RelationGetDescr(defs)->natts != Natts_index_defs)
-		elog(ERROR, "%s.%s has an unexpected layout",
-			 IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("catalog table %s.%s has %d columns where %d are expected",
+						IDX_CATALOG_SCHEMA, IDX_CATALOG_TABLE,
+						RelationGetDescr(defs)->natts, Natts_index_defs),
+				 errhint("The library of idxtable_fdw and its SQL objects must come from the same version.")));
 	/* a child of the caller's context until complete: errors free it */
 	cxt = AllocSetContextCreate(CurrentMemoryContext,
 								"idxtable_fdw index definitions",

@@ -301,6 +301,7 @@ idx_conflict_resolved_callback(IdxRepairState *st,
 typedef struct WaitingRows
 {
 	MemoryContext cxt;			/* the caller's */
+	const char *index_name;		/* whose rows, for messages */
 	bool		any;			/* the index has rows */
 	int			n;
 	bson_t	  **facts;			/* {"v": _id} each */
@@ -344,7 +345,12 @@ collect_waiting(void *arg)
 							  VARSIZE_ANY_EXHDR(raw)) ||
 			!bson_validate(&doc, BSON_VALIDATE_NONE, NULL) ||
 			!bson_iter_init_find(&iter, &doc, "_id"))
-			elog(ERROR, "invalid fact_bson in idxtable.conflicts");
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("a row of idxtable.conflicts for index \"%s\" has a fact_bson that is not a BSON document with an _id",
+							w->index_name),
+					 errhint("idxtable.repair_index() on index \"%s\" records its conflicts again.",
+							 w->index_name)));
 		idx_check_append(bson_append_iter(&wrapped, "v", 1, &iter));
 		w->facts[w->n++] = idx_bson_pcopy(&wrapped);
 		bson_destroy(&wrapped);
@@ -372,6 +378,7 @@ idx_conflict_waiting(const char *index_name, bson_t **holders, int n,
 
 	memset(&w, 0, sizeof(w));
 	w.cxt = CurrentMemoryContext;
+	w.index_name = index_name;
 	*facts = NULL;
 	args[0] = CStringGetTextDatum(index_name);
 	conflicts_execute("SELECT 1 FROM idxtable.conflicts "

@@ -653,16 +653,25 @@ idx_errdetail_key_duplicated(const char *desc)
 }
 
 /*
- * The raw bytes of an entry's _id sub-document.
+ * The raw bytes of an entry's _id sub-document.  The entries the FDW
+ * computes always have one; an entry of index "def" read from its
+ * collection without one was written by something else, and is reported
+ * as corrupt rather than skipped, as nothing would ever delete it.
  */
 void
-idx_entry_id_bytes(const bson_t *entry, const uint8 **data, uint32 *len)
+idx_entry_id_bytes(const IdxIndexDef *def, const bson_t *entry,
+				   const uint8 **data, uint32 *len)
 {
 	bson_iter_t iter;
 
 	if (!bson_iter_init_find(&iter, entry, "_id") ||
 		!BSON_ITER_HOLDS_DOCUMENT(&iter))
-		elog(ERROR, "index entry without an _id document");
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("an entry of index \"%s\" in collection \"%s\" has no _id document",
+						def->name, def->collection),
+				 errhint("Delete the document from the index collection, then run idxtable.repair_index() on index \"%s\".",
+						 def->name)));
 	bson_iter_document(&iter, len, data);
 }
 
@@ -670,15 +679,15 @@ idx_entry_id_bytes(const bson_t *entry, const uint8 **data, uint32 *len)
  * Do two entries have the same _id (byte for byte)?
  */
 bool
-idx_entry_same_id(const bson_t *a, const bson_t *b)
+idx_entry_same_id(const IdxIndexDef *def, const bson_t *a, const bson_t *b)
 {
 	const uint8 *da,
 			   *db;
 	uint32		la,
 				lb;
 
-	idx_entry_id_bytes(a, &da, &la);
-	idx_entry_id_bytes(b, &db, &lb);
+	idx_entry_id_bytes(def, a, &da, &la);
+	idx_entry_id_bytes(def, b, &db, &lb);
 	return la == lb && memcmp(da, db, la) == 0;
 }
 

@@ -144,12 +144,16 @@ extern char *idx_key_description(const IdxIndexDef *def,
 /* DETAIL "Key (...)=(...) is duplicated.", or none for a NULL description */
 extern int	idx_errdetail_key_duplicated(const char *desc);
 
-/* The raw bytes of an entry's _id sub-document (errors if it has none) */
-extern void idx_entry_id_bytes(const bson_t *entry, const uint8 **data,
-							   uint32 *len);
+/*
+ * The raw bytes of an entry's _id sub-document; an entry of index "def"
+ * without one is an ERROR (read from its collection, it is corrupt)
+ */
+extern void idx_entry_id_bytes(const IdxIndexDef *def, const bson_t *entry,
+							   const uint8 **data, uint32 *len);
 
-/* Do two entries have the same _id (byte for byte)? */
-extern bool idx_entry_same_id(const bson_t *a, const bson_t *b);
+/* Do two entries of index "def" have the same _id (byte for byte)? */
+extern bool idx_entry_same_id(const IdxIndexDef *def, const bson_t *a,
+							  const bson_t *b);
 
 /* Does the entry's _id lack the fact id (a unique key's claim)? */
 extern bool idx_entry_is_claim(const bson_t *entry);

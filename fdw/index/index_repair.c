@@ -138,7 +138,7 @@ idx_repair_wrap_field(const bson_t *doc, const char *field)
  * finding entries by _id.
  */
 static bson_t *
-entry_id_key(const bson_t *entry)
+entry_id_key(IdxRepairState *st, const bson_t *entry)
 {
 	bson_t		key = BSON_INITIALIZER;
 	bson_t	   *result;
@@ -146,9 +146,14 @@ entry_id_key(const bson_t *entry)
 	uint32		len;
 	bson_t		id;
 
-	idx_entry_id_bytes(entry, &data, &len);
+	idx_entry_id_bytes(st->def, entry, &data, &len);
 	if (!bson_init_static(&id, data, len))
-		elog(ERROR, "invalid _id in an index entry");
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("an entry of index \"%s\" in collection \"%s\" has an invalid _id document",
+						st->def->name, st->def->collection),
+				 errhint("Delete the document from the index collection, then run idxtable.repair_index() on index \"%s\".",
+						 st->def->name)));
 	idx_check_append(BSON_APPEND_DOCUMENT(&key, "_id", &id));
 	result = idx_bson_pcopy(&key);
 	bson_destroy(&key);
@@ -409,7 +414,7 @@ lookup_part(IdxRepairState *st, mongoc_collection_t *coll, const char *field,
 		}
 		rd = &st->docs[st->ndocs];
 		rd->doc = idx_bson_pcopy(doc);
-		rd->key = by_entry_id ? entry_id_key(rd->doc) :
+		rd->key = by_entry_id ? entry_id_key(st, rd->doc) :
 			idx_repair_wrap_field(rd->doc, "_id");
 		rd->matched = false;
 		if (rd->key != NULL)
@@ -600,7 +605,7 @@ fact_has_entry(IdxRepairState *st, const bson_t *wrapped_id,
 						  bson_iter_value(&iter), &entries);
 	for (e = 0; e < n; e++)
 	{
-		if (!result && idx_entry_same_id(entries[e], entry))
+		if (!result && idx_entry_same_id(st->def, entries[e], entry))
 			result = true;
 		bson_destroy(entries[e]);
 	}
@@ -634,7 +639,7 @@ static bson_t *
 claim_conflict(IdxRepairState *st, const FactItem *item,
 			   const ExpectedEntry *ee)
 {
-	bson_t	   *claim = find_one(st, st->index, entry_id_key(ee->entry), NULL,
+	bson_t	   *claim = find_one(st, st->index, entry_id_key(st, ee->entry), NULL,
 								 idx_repair_index_what(st));
 
 	if (claim == NULL)
@@ -658,7 +663,7 @@ static bson_t *
 fix_claim(IdxRepairState *st, const FactItem *item, const ExpectedEntry *ee,
 		  bool taken)
 {
-	bson_t	   *holder_filter = entry_id_key(ee->entry);
+	bson_t	   *holder_filter = entry_id_key(st, ee->entry);
 	int			attempt;
 
 	for (attempt = 0; attempt < IDX_REPAIR_CLAIM_ATTEMPTS; attempt++)
@@ -931,7 +936,7 @@ static void
 check_conflict_entry(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 {
 	bson_t	   *entry = conflict_entry(ee->entry, item->id);
-	bson_t	   *key = entry_id_key(entry);
+	bson_t	   *key = entry_id_key(st, entry);
 	ReadDoc    *rd = idx_repair_find_doc(st, key);
 
 	if (rd == NULL)
@@ -1120,7 +1125,7 @@ write_claims(IdxRepairState *st)
 static void
 check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 {
-	ReadDoc    *rd = idx_repair_find_doc(st, entry_id_key(ee->entry));
+	ReadDoc    *rd = idx_repair_find_doc(st, entry_id_key(st, ee->entry));
 	bson_t	   *holder = NULL;
 
 	if (rd != NULL)
@@ -1146,7 +1151,7 @@ check_expected(IdxRepairState *st, FactItem *item, ExpectedEntry *ee)
 	}
 	st->counts.missing++;
 	if (st->repair)
-		fix_replace(st, entry_id_key(ee->entry), ee->entry, true);
+		fix_replace(st, entry_id_key(st, ee->entry), ee->entry, true);
 }
 
 /*

@@ -315,7 +315,7 @@ idx_writer_queue(IdxIndexWriter *w, int row,
 
 			for (a = 0; a < no && match < 0; a++)
 			{
-				if (idx_entry_same_id(olde[a], newe[b]))
+				if (idx_entry_same_id(q->def, olde[a], newe[b]))
 					match = a;
 			}
 			if (match >= 0 && idx_bson_same_bytes(olde[match], newe[b]))
@@ -335,12 +335,21 @@ idx_writer_queue(IdxIndexWriter *w, int row,
 			bool		kept = false;
 
 			for (b = 0; b < nn && !kept; b++)
-				kept = idx_entry_same_id(olde[a], newe[b]);
+				kept = idx_entry_same_id(q->def, olde[a], newe[b]);
 			if (!kept)
 				q->deletes = lappend(q->deletes, idx_entry_own_filter(olde[a]));
 		}
 	}
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Writing the index collection of queue "q", for messages.
+ */
+static const IdxOp *
+writing_what(IndexQueue *q)
+{
+	return idx_op(IDX_OP_WRITE_INDEX, q->def->collection, q->def->name);
 }
 
 /*
@@ -350,7 +359,8 @@ idx_writer_queue(IdxIndexWriter *w, int row,
  * commands after it fail with NoSuchTransaction).
  */
 static mongoc_bulk_operation_t *
-create_bulk(IndexQueue *q, mongoc_client_session_t *session, bool ordered)
+create_bulk(IdxIndexWriter *w, IndexQueue *q,
+			mongoc_client_session_t *session, bool ordered)
 {
 	bson_t		opts = BSON_INITIALIZER;
 	bson_error_t error;
@@ -360,8 +370,7 @@ create_bulk(IndexQueue *q, mongoc_client_session_t *session, bool ordered)
 	if (session && !mongoc_client_session_append(session, &opts, &error))
 	{
 		bson_destroy(&opts);
-		elog(ERROR, "could not add the session to a bulk write: %s",
-			 error.message);
+		idx_report_error(&error, w->servername, writing_what(q));
 	}
 	bulk = mongoc_collection_create_bulk_operation_with_opts(q->coll, &opts);
 	bson_destroy(&opts);
@@ -514,15 +523,6 @@ idx_bulk_write_errors(const bson_t *reply, int **indexes, int **codes)
 		n++;
 	}
 	return n;
-}
-
-/*
- * Writing the index collection of queue "q", for messages.
- */
-static const IdxOp *
-writing_what(IndexQueue *q)
-{
-	return idx_op(IDX_OP_WRITE_INDEX, q->def->collection, q->def->name);
 }
 
 /*
@@ -712,7 +712,7 @@ fact_entry_now(IdxIndexWriter *w, IndexQueue *q, const bson_iter_t *fact_id,
 					 &entries, &kv, &kn);
 	for (e = 0; e < n; e++)
 	{
-		if (idx_entry_same_id(entries[e], entry))
+		if (idx_entry_same_id(q->def, entries[e], entry))
 			return entries[e];
 	}
 	return NULL;
@@ -813,7 +813,7 @@ claimed_in_batch(IndexQueue *q, PendingEntry *pe)
 
 		if (other != pe && other->row != pe->row && other->fresh &&
 			other->claim && other->written &&
-			idx_entry_same_id(other->entry, pe->entry))
+			idx_entry_same_id(q->def, other->entry, pe->entry))
 			return true;
 	}
 	return false;
@@ -902,7 +902,7 @@ delete_entries(IdxIndexWriter *w, IndexQueue *q, List *filters,
 
 	if (filters == NIL)
 		return;
-	bulk = create_bulk(q, session, false);
+	bulk = create_bulk(w, q, session, false);
 	foreach(lc, filters)
 	{
 		bson_error_t error;
@@ -911,12 +911,15 @@ delete_entries(IdxIndexWriter *w, IndexQueue *q, List *filters,
 														&error))
 		{
 			mongoc_bulk_operation_destroy(bulk);
-			elog(ERROR, "could not queue an index entry deletion: %s",
-				 error.message);
+			idx_report_error(&error, w->servername, writing_what(q));
 		}
 	}
 	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL, NULL, NULL))
-		elog(ERROR, "unexpected duplicate key while deleting index entries");
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("MongoDB server \"%s\" reported a duplicate key for a deletion of entries of index \"%s\"",
+						w->servername, q->def->name),
+				 idx_op_context(writing_what(q))));
 	w->deleted += list_length(filters);
 }
 
@@ -926,13 +929,17 @@ delete_entries(IdxIndexWriter *w, IndexQueue *q, List *filters,
 static void
 write_entry(IdxIndexWriter *w, IndexQueue *q, PendingEntry *pe)
 {
-	mongoc_bulk_operation_t *bulk = create_bulk(q, NULL, false);
+	mongoc_bulk_operation_t *bulk = create_bulk(w, q, NULL, false);
 	int		   *dups;
 	int			ndups;
 
 	bulk_add_entry(w, bulk, pe);
 	if (!run_bulk(w, q, &bulk, &dups, &ndups, NULL, NULL, NULL))
-		elog(ERROR, "unexpected duplicate key while rewriting an index entry");
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("MongoDB server \"%s\" reported a duplicate key for an entry of index \"%s\" written back by its _id",
+						w->servername, q->def->name),
+				 idx_op_context(writing_what(q))));
 }
 
 /*
@@ -1084,7 +1091,7 @@ idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
 		attempts = 0;
 		do
 		{
-			bulk = create_bulk(q, session, session != NULL);
+			bulk = create_bulk(w, q, session, session != NULL);
 			foreach(lc, q->inserts)
 				bulk_add_entry(w, bulk, lfirst(lc));
 			ok = run_bulk(w, q, &bulk, &dups, &ndups, &upserted, first,
