@@ -181,12 +181,14 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause,
 					   baserel->relid, &fpinfo->attrs_used);
 
+	fpinfo->reads_primary = scan_decides_write(root, baserel);
 	if (baserel->tuples < 0)
 	{
 		IdxCollectionSize size;
 
+		fpinfo->unanalyzed = true;
 		idx_planning_collection_size(fpinfo->table, baserel->userid,
-									 scan_decides_write(root, baserel), &size);
+									 fpinfo->reads_primary, &size);
 		baserel->tuples = unanalyzed_size(fpinfo->table, &size);
 		fpinfo->doc_bytes = returned_bytes(baserel, fpinfo, &size);
 	}

@@ -32,6 +32,9 @@ typedef struct IdxRelInfo
 	int			id_lookup;		/* _id values looked up, or -1 */
 	List	   *indexes;		/* valid IdxIndexDefs of the table */
 	double		doc_bytes;		/* bytes of one document a scan returns */
+	bool		unanalyzed;		/* never analyzed: sized from MongoDB */
+	bool		reads_primary;	/* the scan decides a write: planning's
+								 * questions go to the primary too */
 } IdxRelInfo;
 
 /* Kinds of scans (first element of fdw_private) */
