@@ -51,6 +51,7 @@ OBJS = \
 	fdw/agg_scan.o \
 	fdw/index_agg.o \
 	fdw/index_agg_scan.o \
+	fdw/index_estimate.o \
 	fdw/index_path.o \
 	fdw/index_scan.o \
 	fdw/index_lookup.o \

@@ -35,44 +35,6 @@
 #include "index_scan_int.h"
 
 /*
- * Append the values of an IN list as key values; false if it holds none
- * (NULL elements never match).
- */
-static bool
-append_in_values(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
-{
-	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
-	Oid			elemtype = ARR_ELEMTYPE(arr);
-	int16		elmlen;
-	bool		elmbyval;
-	char		elmalign;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			nelems,
-				i;
-	uint32		n = 0;
-	bson_t		list;
-
-	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
-	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
-					  &elems, &nulls, &nelems);
-	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
-	for (i = 0; i < nelems; i++)
-	{
-		char		pos[16];
-
-		if (nulls[i])
-			continue;
-		snprintf(pos, sizeof(pos), "%u", n++);
-		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
-							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
-							 false);
-	}
-	idx_check_append(bson_append_array_end(doc, &list));
-	return n > 0;
-}
-
-/*
  * After a group of equal keys read by _id (index_id_order.c), the lookup
  * goes on past it: append {$and: [{"_id.kN": {$gt: v}}]} on the order key
  * ($lt descending, $ne: null after the NULL group), which MongoDB
@@ -150,8 +112,8 @@ build_lookup_filter(IdxIndexScan *ix, bson_t *filter)
 				return false;
 			else if (op == ICOND_IN)
 			{
-				if (!append_in_values(&child, &ix->def->keys[k],
-									  ix->values[exprpos]))
+				if (!idx_append_key_in(&child, &ix->def->keys[k],
+									   ix->values[exprpos]))
 					return false;
 			}
 			else

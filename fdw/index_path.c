@@ -64,6 +64,7 @@
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index/index_owner.h"
+#include "index_estimate.h"
 #include "index_path.h"
 #include "order.h"
 #include "sync/sync_wait.h"
@@ -608,19 +609,50 @@ index_covers(const IdxIndexDef *def, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 }
 
 /*
+ * Before ANALYZE, the number of entries MongoDB counts for the conditions
+ * "private_conds" (as fdw_private holds them) of a path that is not
+ * parameterized, if the table's use_remote_estimate allows (see
+ * index_estimate.c), or -1.  The count stops at the entries whose reading
+ * alone costs as much as the plain scan's examining every document: at
+ * that many the index path has lost, whatever the exact number.
+ */
+static double
+remote_entries(RelOptInfo *baserel, IdxIndexDef *def, List *private_conds,
+			   Relids required_outer)
+{
+	IdxRelInfo *fpinfo = baserel->fdw_private;
+	double		count;
+
+	if (!fpinfo->unanalyzed || !fpinfo->table->use_remote_estimate ||
+		required_outer != NULL)
+		return -1;
+	count = idx_remote_entry_count(fpinfo->table, def, private_conds,
+								   baserel->tuples * DOCUMENT_EXAMINE_COST /
+								   INDEX_ENTRY_COST,
+								   baserel->userid, fpinfo->reads_primary);
+	return count < 0 ? -1 : clamp_row_est(count);
+}
+
+/*
  * Expected number of index entries the conditions select.  Column
  * statistics of the foreign table give the selectivity (they see skew);
  * a full-key equality on a unique index, or on an expression key whose
  * distinct count ANALYZE measured, is estimated from the index itself.
+ * Before ANALYZE there are no column statistics: MongoDB's count of the
+ * entries constant conditions select (remote_entries) stands in for
+ * them.  (The relation's rows stay PostgreSQL's estimate: a path never
+ * claims more rows than the relation, as a path with other rows than its
+ * siblings' would not be compared with them on cost alone.)
  */
 static double
 estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
-				 List *conds)
+				 List *conds, List *private_conds, Relids required_outer)
 {
 	List	   *clauses = NIL;
 	bool		all_eq = list_length(conds) == def->nkeys;
 	bool		has_expr = false;
 	double		nvalues = 1;
+	double		remote;
 	ListCell   *lc;
 	Selectivity sel;
 
@@ -652,6 +684,9 @@ estimate_entries(PlannerInfo *root, RelOptInfo *baserel, IdxIndexDef *def,
 		return nvalues;
 	if (all_eq && has_expr && def->distinct_keys > 0 && def->entries > 0)
 		return nvalues * def->entries / def->distinct_keys;
+	remote = remote_entries(baserel, def, private_conds, required_outer);
+	if (remote >= 0)
+		return remote;
 
 	sel = clauselist_selectivity(root, clauses, baserel->relid, JOIN_INNER,
 								 NULL);
@@ -917,6 +952,27 @@ is_index_cond(List *conds, RestrictInfo *rinfo)
 }
 
 /*
+ * The selectivity of the restriction clauses that are not index
+ * conditions "conds" (the ones checked on the facts).
+ */
+static Selectivity
+other_clauses_selectivity(PlannerInfo *root, RelOptInfo *baserel, List *conds)
+{
+	List	   *others = NIL;
+	ListCell   *lc;
+
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
+
+		if (!rinfo->pseudoconstant && !is_index_cond(conds, rinfo))
+			others = lappend(others, rinfo);
+	}
+	return clauselist_selectivity(root, others, baserel->relid, JOIN_INNER,
+								  NULL);
+}
+
+/*
  * The rows the query takes from an index path at most (LIMIT + OFFSET),
  * or -1 if unknown or idxtable.enable_order_pushdown is off.  Known only
  * when the scan's rows go straight to the LIMIT: the relation is the
@@ -933,9 +989,7 @@ static int
 path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
 			   List *pathkeys, Relids required_outer, int *first_batch)
 {
-	List	   *others = NIL;
 	Selectivity sel;
-	ListCell   *lc;
 
 	*first_batch = -1;
 	if (!idxtable_enable_order_pushdown || root->limit_tuples < 1 || root->limit_tuples > PG_INT32_MAX ||
@@ -945,18 +999,31 @@ path_row_limit(PlannerInfo *root, RelOptInfo *baserel, List *conds,
 	if (root->query_pathkeys != NIL &&
 		!pathkeys_contained_in(root->query_pathkeys, pathkeys))
 		return -1;
-	foreach(lc, baserel->baserestrictinfo)
-	{
-		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
-
-		if (!rinfo->pseudoconstant && !is_index_cond(conds, rinfo))
-			others = lappend(others, rinfo);
-	}
-	sel = clauselist_selectivity(root, others, baserel->relid, JOIN_INNER,
-								 NULL);
+	sel = other_clauses_selectivity(root, baserel, conds);
 	*first_batch = (int) Min(ceil(root->limit_tuples / Max(sel, 1e-6)),
 							 PG_INT32_MAX / 2);
 	return (int) root->limit_tuples;
+}
+
+/*
+ * The conditions "conds" as an index path's fdw_private holds them: a
+ * List of (key position, IdxCondOp, value) Lists.
+ */
+static List *
+private_conditions(List *conds)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, conds)
+	{
+		IdxKeyCond *cond = lfirst(lc);
+
+		result = lappend(result, list_make3(makeInteger(cond->keypos),
+											makeInteger(cond->op),
+											cond->value));
+	}
+	return result;
 }
 
 /*
@@ -968,17 +1035,17 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 			   List *join_clauses)
 {
 	bool		covering = index_covers(def, baserel, fpinfo, join_clauses);
-	double		entries = estimate_entries(root, baserel, def, conds);
+	List	   *private_conds = private_conditions(conds);
+	double		entries = estimate_entries(root, baserel, def, conds,
+										   private_conds, required_outer);
 	double		rows = baserel->rows;
 	double		lookups;
 	Cost		startup_cost;
 	Cost		total_cost;
-	List	   *private_conds = NIL;
 	List	   *pathkeys;
 	List	   *order;
 	int			limit;
 	int			first_batch;
-	ListCell   *lc;
 
 	if (required_outer)
 		rows = get_parameterized_baserel_size(root, baserel, join_clauses);
@@ -1017,16 +1084,6 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 			entries * (INDEX_ENTRY_COST + DOCUMENT_TRANSFER_COST);
 	limit = path_row_limit(root, baserel, conds, pathkeys, required_outer,
 						   &first_batch);
-
-	foreach(lc, conds)
-	{
-		IdxKeyCond *cond = lfirst(lc);
-
-		private_conds = lappend(private_conds,
-								list_make3(makeInteger(cond->keypos),
-										   makeInteger(cond->op),
-										   cond->value));
-	}
 
 	add_path(baserel, (Path *)
 			 idx_create_foreignscan_path(root, baserel, NULL, rows,

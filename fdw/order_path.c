@@ -407,7 +407,7 @@ idx_add_final_paths(PlannerInfo *root, RelOptInfo *input_rel,
 		startup_cost += disable_cost;	/* a plain scan, as in planner.c */
 	total_cost = startup_cost + examined * DOCUMENT_EXAMINE_COST +
 		(rows + (pathkeys != NIL ? offset : 0)) *
-		(DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
+		(DOCUMENT_RETURN_COST + DOCUMENT_TRANSFER_COST + cpu_tuple_cost);
 
 	add_path(final_rel, (Path *)
 			 idx_create_foreign_upper_path(root, final_rel,

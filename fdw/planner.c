@@ -21,9 +21,9 @@
  * Costs model what MongoDB does: a lookup by _id touches only the matching
  * documents, anything else examines every document of the collection; the
  * documents the pushed-down filter lets through are returned, each costing
- * its transfer and conversion (per document and per byte of the columns
- * read), and every batch a round trip (fetch_size documents, or fewer
- * when 16 MiB of them fill a reply).  Clauses evaluated locally only
+ * the server its fetch and reply, and the FDW its transfer and conversion
+ * (per document and per byte of the columns read), and every batch a round
+ * trip (fetch_size documents, or fewer when 16 MiB of them fill a reply).  Clauses evaluated locally only
  * choose among the returned documents: they make the scan no cheaper.
  *
  *-------------------------------------------------------------------------
@@ -181,12 +181,14 @@ idxGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause,
 					   baserel->relid, &fpinfo->attrs_used);
 
+	fpinfo->reads_primary = scan_decides_write(root, baserel);
 	if (baserel->tuples < 0)
 	{
 		IdxCollectionSize size;
 
+		fpinfo->unanalyzed = true;
 		idx_planning_collection_size(fpinfo->table, baserel->userid,
-									 scan_decides_write(root, baserel), &size);
+									 fpinfo->reads_primary, &size);
 		baserel->tuples = unanalyzed_size(fpinfo->table, &size);
 		fpinfo->doc_bytes = returned_bytes(baserel, fpinfo, &size);
 	}
@@ -238,7 +240,7 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 	total_cost = startup_cost +
 		examined * DOCUMENT_EXAMINE_COST +
 		Max(batches - 1, 0) * ROUND_TRIP_COST +
-		returned * (DOCUMENT_TRANSFER_COST +
+		returned * (DOCUMENT_RETURN_COST + DOCUMENT_TRANSFER_COST +
 					fpinfo->doc_bytes * DOCUMENT_BYTE_COST +
 					cpu_tuple_cost) +
 		returned * local_cost.per_tuple;

@@ -32,6 +32,9 @@ typedef struct IdxRelInfo
 	int			id_lookup;		/* _id values looked up, or -1 */
 	List	   *indexes;		/* valid IdxIndexDefs of the table */
 	double		doc_bytes;		/* bytes of one document a scan returns */
+	bool		unanalyzed;		/* never analyzed: sized from MongoDB */
+	bool		reads_primary;	/* the scan decides a write: planning's
+								 * questions go to the primary too */
 } IdxRelInfo;
 
 /* Kinds of scans (first element of fdw_private) */
@@ -81,6 +84,13 @@ enum IdxScanPrivateIndex
 #define DOCUMENT_TRANSFER_COST 0.02
 /* ... and each of its bytes (the projection's: the columns read) */
 #define DOCUMENT_BYTE_COST 0.0002
+/*
+ * Server-side cost of fetching and sending one document a find returns,
+ * beyond examining it (measured at ~6x examining one in test/bench: a
+ * scan returning every document costs ~7x one that returns none).  A fact
+ * fetched by _id (FACT_FETCH_COST) includes it.
+ */
+#define DOCUMENT_RETURN_COST 0.3
 /* MongoDB ends a reply batch at 16 MiB, whatever the batch size asked */
 #define MAX_BATCH_BYTES (16.0 * 1024 * 1024)
 /* Server-side cost of reading one index entry through the lookup index */

@@ -116,6 +116,58 @@ SELECT idxtable.drop_index('ps_cast_actors');
 SELECT idxtable.drop_index('ps_cast_year');
 DROP FOREIGN TABLE ps_cast;
 
+-- 4b. a skewed key, never analyzed: 2,700 of 3,000 documents in Redmond,
+-- 10 in each of 30 other towns.  Without column statistics an equality's
+-- selectivity is PostgreSQL's default (0.5%); planning asks MongoDB how
+-- many entries constant conditions select (use_remote_estimate, on by
+-- default), so Redmond is scanned and a rare town read through the index
+-- table, as after ANALYZE
+CREATE FOREIGN TABLE ps_skew (id int OPTIONS (field '_id'), town text)
+  SERVER mongo_nostream OPTIONS (database 'idxtable_order', collection 'skew');
+SELECT idxtable.create_index('ps_skew', '{town}', name => 'ps_skew_town');
+EXPLAIN SELECT * FROM ps_skew WHERE town = 'Redmond';
+EXPLAIN SELECT * FROM ps_skew WHERE town = 'Town 07';
+-- with another clause: the count costs the path, the rows stay PostgreSQL's
+EXPLAIN SELECT * FROM ps_skew WHERE town = 'Town 07' AND id > 100;
+-- IN lists, ranges and IS NULL are counted too
+EXPLAIN SELECT * FROM ps_skew WHERE town IN ('Town 07', 'Town 08');
+EXPLAIN (COSTS OFF) SELECT * FROM ps_skew WHERE town IN ('Redmond', 'Town 08');
+EXPLAIN SELECT * FROM ps_skew WHERE town >= 'T';
+EXPLAIN (COSTS OFF) SELECT * FROM ps_skew WHERE town <= 'T';
+EXPLAIN SELECT * FROM ps_skew WHERE town IS NULL;
+-- the count is none of the scan's round trips
+EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT * FROM ps_skew WHERE town = 'Town 07';
+SELECT count(*), min(id), max(id) FROM ps_skew WHERE town = 'Redmond';
+SELECT count(*), min(id), max(id) FROM ps_skew WHERE town = 'Town 07';
+SELECT count(*) FROM ps_skew WHERE town IN ('Redmond', 'Town 08');
+-- a generic plan's parameter is not counted: the default selectivity
+SET plan_cache_mode = force_generic_plan;
+PREPARE ps_town(text) AS SELECT * FROM ps_skew WHERE town = $1;
+EXPLAIN (COSTS OFF) EXECUTE ps_town('Redmond');
+DEALLOCATE ps_town;
+RESET plan_cache_mode;
+-- nor with the option off, on the table or its server
+ALTER FOREIGN TABLE ps_skew OPTIONS (ADD use_remote_estimate 'off');
+EXPLAIN (COSTS OFF) SELECT * FROM ps_skew WHERE town = 'Redmond';
+ALTER SERVER mongo_nostream OPTIONS (ADD use_remote_estimate 'off');
+ALTER FOREIGN TABLE ps_skew OPTIONS (DROP use_remote_estimate);
+EXPLAIN (COSTS OFF) SELECT * FROM ps_skew WHERE town = 'Redmond';
+-- the table's option before the server's
+ALTER FOREIGN TABLE ps_skew OPTIONS (ADD use_remote_estimate 'on');
+EXPLAIN (COSTS OFF) SELECT * FROM ps_skew WHERE town = 'Redmond';
+ALTER SERVER mongo_nostream OPTIONS (DROP use_remote_estimate);
+ALTER FOREIGN TABLE ps_skew OPTIONS (DROP use_remote_estimate);
+SELECT show_error($$ALTER FOREIGN TABLE ps_skew OPTIONS (ADD use_remote_estimate 'maybe')$$);
+SELECT show_error($$ALTER USER MAPPING FOR CURRENT_USER SERVER mongo_nostream
+                    OPTIONS (ADD use_remote_estimate 'on')$$);
+-- after ANALYZE, the same plans, from the statistics
+ANALYZE ps_skew;
+EXPLAIN (COSTS OFF) SELECT * FROM ps_skew WHERE town = 'Redmond';
+EXPLAIN (COSTS OFF) SELECT * FROM ps_skew WHERE town = 'Town 07';
+SELECT idxtable.drop_index('ps_skew_town');
+DROP FOREIGN TABLE ps_skew;
+
 -- 5. the trigger function is index_defs' alone
 SELECT show_error('SELECT idxtable.index_defs_changed()');
 CREATE TABLE ps_other (tbl regclass);

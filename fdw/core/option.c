@@ -10,11 +10,12 @@
  *		  fdw/core/option.c
  *
  * Options are accepted on the server (uri, database, timeouts, fetch_size,
- * fetch_batch_size, batch_size, consistency), on user mappings (username,
+ * fetch_batch_size, batch_size, consistency, change_streams,
+ * use_remote_estimate), on user mappings (username,
  * password, auth_source, password_required, and the secrets
  * tls_certificate_key_file_password and aws_session_token), on foreign
  * tables (database, collection, fetch_size, fetch_batch_size, batch_size,
- * consistency, shard_key) and on columns (field).  Credentials and other secrets
+ * consistency, shard_key, use_remote_estimate) and on columns (field).  Credentials and other secrets
  * belong in the user mapping only: a server URI that carries them is
  * refused, so that they never show up in pg_foreign_server or in messages.
  * Who may set what is in trust.c.
@@ -72,6 +73,7 @@ static const IdxOption valid_options[] = {
 	{"socket_timeout_ms", ForeignServerRelationId},
 	{"server_selection_timeout_ms", ForeignServerRelationId},
 	{"change_streams", ForeignServerRelationId},
+	{"use_remote_estimate", ForeignServerRelationId},
 	{"username", UserMappingRelationId},
 	{"password", UserMappingRelationId},
 	{"auth_source", UserMappingRelationId},
@@ -85,6 +87,7 @@ static const IdxOption valid_options[] = {
 	{"batch_size", ForeignTableRelationId},
 	{"consistency", ForeignTableRelationId},
 	{"shard_key", ForeignTableRelationId},
+	{"use_remote_estimate", ForeignTableRelationId},
 	{"field", AttributeRelationId},
 	{NULL, InvalidOid}
 };
@@ -172,20 +175,29 @@ parse_consistency(const char *value)
 }
 
 /*
- * Parse the server option "change_streams": a Boolean ("on", "off", ...).
+ * Parse a Boolean option ("on", "off", "true", ...) named "name".
  */
 static bool
-parse_change_streams(const char *value)
+parse_bool_option(const char *name, const char *value)
 {
 	bool		result;
 
 	if (!parse_bool(value, &result))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-				 errmsg("invalid value for option \"change_streams\": \"%s\"",
-						value),
+				 errmsg("invalid value for option \"%s\": \"%s\"",
+						name, value),
 				 errhint("Valid values are \"on\" and \"off\".")));
 	return result;
+}
+
+/*
+ * Parse the server option "change_streams": a Boolean ("on", "off", ...).
+ */
+static bool
+parse_change_streams(const char *value)
+{
+	return parse_bool_option("change_streams", value);
 }
 
 /*
@@ -317,6 +329,8 @@ idxtable_fdw_validator(PG_FUNCTION_ARGS)
 			(void) parse_consistency(value);
 		else if (strcmp(def->defname, "change_streams") == 0)
 			(void) parse_change_streams(value);
+		else if (strcmp(def->defname, "use_remote_estimate") == 0)
+			(void) parse_bool_option(def->defname, value);
 		else if (strcmp(def->defname, "field") == 0)
 			validate_field(value);
 		else if (strcmp(def->defname, "shard_key") == 0)
@@ -537,6 +551,11 @@ idx_get_table_info(Oid relid)
 	if (val == NULL)
 		val = idx_find_option(server->options, "consistency");
 	info->consistency = val ? parse_consistency(val) : IDX_CONSISTENCY_DEFAULT;
+	val = idx_find_option(table->options, "use_remote_estimate");
+	if (val == NULL)
+		val = idx_find_option(server->options, "use_remote_estimate");
+	info->use_remote_estimate = val ?
+		parse_bool_option("use_remote_estimate", val) : true;
 
 	rel = table_open(relid, AccessShareLock);
 	tupdesc = RelationGetDescr(rel);

@@ -62,6 +62,8 @@ typedef struct IdxTableInfo
 	IdxConsistency consistency; /* from the table, else the server */
 	int			nshard_key;		/* columns in option "shard_key" (0: none) */
 	AttrNumber *shard_key_attnums;	/* their attribute numbers */
+	bool		use_remote_estimate;	/* before ANALYZE, may planning count
+										 * index entries (index_estimate.c)? */
 } IdxTableInfo;
 
 /* Resolve the options of a foreign table (server options as fallback) */

@@ -245,6 +245,19 @@ has_user_mapping(Oid userid, Oid serverid)
 }
 
 /*
+ * See table_size.h.
+ */
+mongoc_client_t *
+idx_planning_client(ForeignServer *server, Oid userid)
+{
+	/* a parallel worker plans nothing of ours; a missing mapping errs later */
+	if (IsInParallelMode() || !has_user_mapping(userid, server->serverid))
+		return NULL;
+	return idx_get_client_quiet(server,
+								GetUserMapping(userid, server->serverid));
+}
+
+/*
  * Ask MongoDB for the collection's size (see the file header) and keep
  * what it said in the entry: where the scan's reads go, the primary for
  * one that decides a write ("primary"), else where the client's read
@@ -254,15 +267,11 @@ static void
 ask_size(const IdxTableInfo *info, Oid userid, bool primary)
 {
 	ForeignServer *server = GetForeignServer(info->serverid);
-	mongoc_client_t *client = NULL;
+	mongoc_client_t *client = idx_planning_client(server, userid);
 	TableSizeEntry *entry;
 	double		count = -1;
 	double		bytes = -1;
 
-	/* a parallel worker plans nothing of ours; a missing mapping errs later */
-	if (!IsInParallelMode() && has_user_mapping(userid, info->serverid))
-		client = idx_get_client_quiet(server,
-									  GetUserMapping(userid, info->serverid));
 	if (client != NULL)
 	{
 		uint64	   *previous = idx_count_round_trips(NULL);

@@ -15,6 +15,8 @@
 #ifndef IDXTABLE_TABLE_SIZE_H
 #define IDXTABLE_TABLE_SIZE_H
 
+#include "foreign/foreign.h"
+
 #include "core/mongoc_compat.h"
 #include "core/option.h"
 
@@ -35,6 +37,14 @@ typedef struct IdxCollectionSize
 extern void idx_planning_collection_size(const IdxTableInfo *info,
 										 Oid userid, bool primary,
 										 IdxCollectionSize *size);
+
+/*
+ * A client for planning's questions to the server as user "userid", or
+ * NULL when none may or can be had now (in a parallel worker, without a
+ * user mapping, or the server unreachable): planning then goes without.
+ */
+extern mongoc_client_t *idx_planning_client(ForeignServer *server,
+											Oid userid);
 
 /*
  * ANALYZE: count the collection now ("fresh") or, within the transaction

@@ -185,6 +185,43 @@ idx_append_key_value(bson_t *doc, const char *field, Datum value, Oid type,
 }
 
 /*
+ * See index_entry.h.
+ */
+bool
+idx_append_key_in(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems,
+				i;
+	uint32		n = 0;
+	bson_t		list;
+
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
+					  &elems, &nulls, &nelems);
+	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
+	for (i = 0; i < nelems; i++)
+	{
+		char		pos[16];
+
+		if (nulls[i])
+			continue;
+		snprintf(pos, sizeof(pos), "%u", n++);
+		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
+							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
+							 false);
+	}
+	idx_check_append(bson_append_array_end(doc, &list));
+	return n > 0;
+}
+
+/*
  * The value of a key component computed from a (non-null) column value:
  * lower() or upper() under the key's collation, the stored form of a
  * sort-key key, or the value itself.

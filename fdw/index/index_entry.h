@@ -67,6 +67,14 @@ extern void idx_append_key_value(bson_t *doc, const char *field, Datum value,
 								 Oid type, bool isnull);
 
 /*
+ * Append {"$in": [...]}: the non-null elements of the array "arraydatum"
+ * as lookup values of key "key".  False if it holds none (NULL elements
+ * never match).
+ */
+extern bool idx_append_key_in(bson_t *doc, const IdxIndexKey *key,
+							  Datum arraydatum);
+
+/*
  * The key value of a non-null column value: lower()/upper() applied, the
  * stored form of a sort-key key (index_collate.h), or the value itself.
  */
