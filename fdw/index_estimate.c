@@ -42,6 +42,7 @@
 
 #include "catalog/pg_type.h"
 #include "foreign/foreign.h"
+#include "miscadmin.h"
 #include "nodes/primnodes.h"
 #include "nodes/value.h"
 #include "utils/hsearch.h"
