@@ -207,10 +207,12 @@ def test_replset_members_and_secondary_reads(env):
               and hello["setName"] == "rs0", hello)
         check(hello["isWritablePrimary"] == (i == 0) and hello["secondary"] == (i != 0), hello)
         check(("electionId" in hello) == (i == 0), hello)
-    check(client.primary == ("127.0.0.1", server.ports[0]), client.primary)
-    # (pymongo monitors each member on a thread of its own: the primary found, a secondary may not be
-    # yet on a busy machine)
+    # (pymongo monitors each member on a thread of its own: on a busy machine neither the primary nor
+    # a secondary may be found yet)
     deadline = time.time() + 10
+    while client.primary is None and time.time() < deadline:
+        time.sleep(0.05)
+    check(client.primary == ("127.0.0.1", server.ports[0]), client.primary)
     while len(client.secondaries) < 2 and time.time() < deadline:
         time.sleep(0.05)
     check(len(client.secondaries) == 2, client.secondaries)

@@ -9,6 +9,7 @@ run against that server instead.
 """
 
 import datetime
+import glob
 import math
 import os
 import random
@@ -120,6 +121,21 @@ class ServerProcess:
         """SIGKILL, as a crash would; returns once the process is gone."""
         self.proc.kill()
         return self.proc.wait(10)
+
+
+def print_server_tracebacks(tmpdir, since):
+    """After a failed test: the servers' own tracebacks (a command that failed on an unexpected exception,
+    which its client sees only as an error message) from the logs written since the test began."""
+    shown = 0
+    for path in sorted(glob.glob(os.path.join(tmpdir, "*.log"))):
+        if os.path.getmtime(path) < since:
+            continue
+        with open(path, errors="replace") as f:
+            lines = f.read().split("\n")
+        for i, line in enumerate(lines):
+            if "failed: Traceback" in line and shown < 3:
+                shown += 1
+                print("-- %s:\n%s" % (os.path.basename(path), "\n".join(lines[i:i + 30])))
 
 
 class Env:
@@ -4941,6 +4957,7 @@ def main():
             except Exception:
                 failed += 1
                 print("FAIL %s\n%s" % (fn.__name__, traceback.format_exc()))
+                print_server_tracebacks(tmpdir, t0)
             sys.stdout.flush()
     finally:
         codes = env.close()

@@ -23,6 +23,9 @@ from .errors import MongoError, bad_value, from_mongomock
 from .matcher import compile_filter
 
 _SCRATCH = mongomock.MongoClient()["scratch"]["scratch"]
+# _run_update fills and empties the scratch collection: the shards of a cluster, one process, run their
+# commands on threads of their own at once (a single server's store lock serializes its own)
+_SCRATCH_LOCK = threading.Lock()
 
 
 def plain(value):
@@ -70,18 +73,19 @@ def _run_update(existing, spec, update, upsert):
     mongomock selects the document with `spec` again (it needs the query for positional `$` operators). Where
     the server's matcher and mongomock's disagree (null on a dotted path, see matcher.py), the document is
     selected by `_id` instead, so the update is not silently skipped."""
-    _SCRATCH._store._documents.clear()
-    if existing is not None:
-        _SCRATCH._store["doc"] = copy.deepcopy(existing)
-    try:
-        if existing is not None and not filter_applies(spec, existing):
-            spec = {"_id": existing["_id"]}
-        _SCRATCH._update(spec, update, upsert=upsert, multi=False)
-        docs = list(_SCRATCH._store.documents)
-    except Exception as exc:  # mongomock reports bad updates with assorted exception types
-        raise from_mongomock(exc) from exc
-    finally:
+    with _SCRATCH_LOCK:
         _SCRATCH._store._documents.clear()
+        if existing is not None:
+            _SCRATCH._store["doc"] = copy.deepcopy(existing)
+        try:
+            if existing is not None and not filter_applies(spec, existing):
+                spec = {"_id": existing["_id"]}
+            _SCRATCH._update(spec, update, upsert=upsert, multi=False)
+            docs = list(_SCRATCH._store.documents)
+        except Exception as exc:  # mongomock reports bad updates with assorted exception types
+            raise from_mongomock(exc) from exc
+        finally:
+            _SCRATCH._store._documents.clear()
     return id_first(plain(docs[0]))
 
 
