@@ -129,44 +129,6 @@ idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags
 }
 
 /*
- * Append the values of an IN list as key values; false if it holds none
- * (NULL elements never match).
- */
-static bool
-append_in_list(bson_t *doc, const IdxIndexKey *key, Datum arraydatum)
-{
-	ArrayType  *arr = DatumGetArrayTypeP(arraydatum);
-	Oid			elemtype = ARR_ELEMTYPE(arr);
-	int16		elmlen;
-	bool		elmbyval;
-	char		elmalign;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			nelems,
-				i;
-	uint32		n = 0;
-	bson_t		list;
-
-	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
-	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
-					  &elems, &nulls, &nelems);
-	idx_check_append(IDX_BSON_APPEND_ARRAY_BEGIN(doc, "$in", &list));
-	for (i = 0; i < nelems; i++)
-	{
-		char		pos[16];
-
-		if (nulls[i])
-			continue;
-		snprintf(pos, sizeof(pos), "%u", n++);
-		idx_append_key_value(&list, pos, idx_key_lookup_datum(key, elems[i]),
-							 OidIsValid(key->sortcoll) ? TEXTOID : elemtype,
-							 false);
-	}
-	idx_check_append(bson_append_array_end(doc, &list));
-	return n > 0;
-}
-
-/*
  * Append one condition's operator and value to the key's sub-document.
  * Returns false when it can match nothing (a NULL value, an empty list).
  */
@@ -184,7 +146,7 @@ append_cond(IdxIndexAggScan *ia, bson_t *child, const IdxIndexKey *key,
 	if (ia->nulls[exprpos])
 		return false;
 	if (op == ICOND_IN)
-		return append_in_list(child, key, ia->values[exprpos]);
+		return idx_append_key_in(child, key, ia->values[exprpos]);
 	idx_append_key_value(child, ops[op],
 						 idx_key_lookup_datum(key, ia->values[exprpos]),
 						 OidIsValid(key->sortcoll) ? TEXTOID :
