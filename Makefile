@@ -49,13 +49,13 @@ OBJS = \
 	fdw/order_scan.o \
 	fdw/agg_path.o \
 	fdw/agg_scan.o \
-	fdw/index_agg.o \
-	fdw/index_agg_scan.o \
-	fdw/index_estimate.o \
-	fdw/index_path.o \
-	fdw/index_scan.o \
-	fdw/index_lookup.o \
-	fdw/index_id_order.o \
+	fdw/route_agg.o \
+	fdw/route_agg_scan.o \
+	fdw/route_estimate.o \
+	fdw/route_path.o \
+	fdw/route_scan.o \
+	fdw/route_lookup.o \
+	fdw/route_id_order.o \
 	fdw/index/index_stats.o \
 	fdw/analyze.o \
 	fdw/import.o \

@@ -458,7 +458,7 @@ idx_add_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 
 /*
  * The pushed grouping of "rel", if "rel" is a grouping relation that kept
- * the path of idx_add_agg_paths() (index_agg.c may have set fdw_private to
+ * the path of idx_add_agg_paths() (route_agg.c may have set fdw_private to
  * its own otherwise).
  */
 static IdxAggRelInfo *

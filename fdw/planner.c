@@ -47,9 +47,9 @@
 #include "core/table_size.h"
 #include "idxtable_fdw.h"
 #include "index/index_catalog.h"
-#include "index_path.h"
 #include "order.h"
 #include "planner.h"
+#include "route_path.h"
 #include "upper.h"
 
 /* Assumed collection size when ANALYZE has never run and MongoDB did not say */

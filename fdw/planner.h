@@ -42,7 +42,7 @@ typedef struct IdxRelInfo
 #define IDX_SCAN_INDEX	1		/* index lookup, then facts by _id */
 #define IDX_SCAN_AGG	2		/* aggregate pipeline on the facts (agg_path.c) */
 #define IDX_SCAN_INDEX_AGG 3	/* count/group/min/max on an index collection
-								 * (index_agg.c) */
+								 * (route_agg.c) */
 
 /*
  * fdw_private of every scan starts with these; fdw_exprs starts with the
@@ -63,7 +63,7 @@ enum IdxScanPrivateIndex
 	/* how many leading fdw_exprs are Params of the pushed-down clauses */
 	IdxPrivNumFilterParams,
 	/* the order the scan returns rows in, pushed down: NIL for none (a List
-	 * whose items order_path.c and index_path.c define) */
+	 * whose items order_path.c and route_path.c define) */
 	IdxPrivSort,
 	/* rows the executor asks for at most (OFFSET + LIMIT, Integer), -1 if
 	 * unknown: a plain scan passes it as the find's limit; an index scan
@@ -71,7 +71,7 @@ enum IdxScanPrivateIndex
 	IdxPrivLimit,
 	/* rows a plain scan skips first (OFFSET, Integer), pushed as skip */
 	IdxPrivOffset,
-	/* what follows depends on the scan kind: index scans see index_path.h;
+	/* what follows depends on the scan kind: index scans see route_path.h;
 	 * IDX_SCAN_AGG and IDX_SCAN_INDEX_AGG are their owners' */
 	IdxPrivIndexFirst
 };

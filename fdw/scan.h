@@ -2,7 +2,7 @@
  *
  * scan.h
  *		  Pieces shared by plain scans (scan.c) and index scans
- *		  (index_scan.c).
+ *		  (route_scan.c).
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -63,13 +63,13 @@ typedef struct IdxScanState
 	MemoryContext scan_cxt;		/* owns this state; its reset releases */
 	MemoryContextCallback release_cb;
 
-	/* index scans: the lookup and fact fetch state (index_scan.c) */
+	/* index scans: the lookup and fact fetch state (route_scan.c) */
 	struct IdxIndexScan *index;
 
 	/* scan kinds IDX_SCAN_AGG and IDX_SCAN_INDEX_AGG: their owners' state */
 	int			kind;			/* IDX_SCAN_* of the plan */
 	struct IdxAggScan *agg;		/* agg_path.c */
-	struct IdxIndexAggScan *index_agg;	/* index_agg.c */
+	struct IdxIndexAggScan *index_agg;	/* route_agg.c */
 
 	/* plain scans: pushed sort, limit and offset, or NULL (order.h) */
 	struct IdxOrderScan *order;
@@ -120,7 +120,7 @@ extern const IdxOp *idx_reading_what(const char *collection,
 									 const char *database);
 
 /*
- * index_scan.c: the index part of a scan.  begin sets state->index;
+ * route_scan.c: the index part of a scan.  begin sets state->index;
  * release frees libmongoc objects (idempotent, also on error); next
  * returns the next row.
  */

@@ -15,7 +15,7 @@
  *		agg_path.c		aggregates and GROUP BY as an aggregate pipeline on
  *						the fact collection (UPPERREL_GROUP_AGG), executed
  *						as scan kind IDX_SCAN_AGG
- *		index_agg.c		count, GROUP BY a key, min/max of a key answered
+ *		route_agg.c		count, GROUP BY a key, min/max of a key answered
  *						from an index collection (UPPERREL_GROUP_AGG),
  *						executed as scan kind IDX_SCAN_INDEX_AGG
  * An upper ForeignPath's fdw_private starts with an Integer IdxUpperKind,
@@ -38,7 +38,7 @@ typedef enum IdxUpperKind
 {
 	IDX_UPPER_FINAL = 1,		/* order_path.c */
 	IDX_UPPER_AGG,				/* agg_path.c */
-	IDX_UPPER_INDEX_AGG			/* index_agg.c */
+	IDX_UPPER_INDEX_AGG			/* route_agg.c */
 } IdxUpperKind;
 
 /*
@@ -88,7 +88,7 @@ extern void idx_agg_scan_rescan(IdxScanState *state);
 extern void idx_agg_scan_end(IdxScanState *state);
 extern void idx_agg_scan_explain(IdxScanState *state, ExplainState *es);
 
-/* index_agg.c */
+/* route_agg.c */
 extern void idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 									RelOptInfo *grouped_rel,
 									GroupPathExtraData *extra);

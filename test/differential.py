@@ -1362,7 +1362,7 @@ def aggregate_cases(rng, clauses, count):
 
 # GROUP BY one key of an index table with count(*) only, the WHERE clause on
 # the same index table's keys: the shape a count per key from the index
-# entries answers (index_agg.c), where each fact has one entry ({table}'s
+# entries answers (route_agg.c), where each fact has one entry ({table}'s
 # index tables: INDEX_TABLES).  t holds ObjectIds beside strings, one the
 # hex text of an ObjectId, and NULL, missing and undefined, which must be
 # one group each way.  Literals {column} are drawn per case.

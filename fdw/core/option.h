@@ -63,7 +63,7 @@ typedef struct IdxTableInfo
 	int			nshard_key;		/* columns in option "shard_key" (0: none) */
 	AttrNumber *shard_key_attnums;	/* their attribute numbers */
 	bool		use_remote_estimate;	/* before ANALYZE, may planning count
-										 * index entries (index_estimate.c)? */
+										 * index entries (route_estimate.c)? */
 } IdxTableInfo;
 
 /* Resolve the options of a foreign table (server options as fallback) */

@@ -169,7 +169,7 @@ idx_result_rel_user(ResultRelInfo *rinfo, EState *estate)
  * a join relation); a base relation's pseudoconstant quals stay in its
  * baserestrictinfo, and for an upper relation it is not read at all, so
  * the upper paths keep refusing queries with pseudoconstant quals
- * (order_path.c, agg_path.c, index_agg.c).  No path of ours has a disabled
+ * (order_path.c, agg_path.c, route_agg.c).  No path of ours has a disabled
  * node below it.
  */
 #if PG_VERSION_NUM >= 180000

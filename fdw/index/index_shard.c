@@ -17,7 +17,7 @@
  * key is a prefix of the entry's _id; mongod enforces _id per shard, so a
  * unique index table's _id (the key, without the fact id) stays unique in
  * the whole cluster.  Lookups and entry writes hold the shard key: lookups
- * as "_id.k0" equalities, $in lists or ranges (index_scan.c), writes as an
+ * as "_id.k0" equalities, $in lists or ranges (route_scan.c), writes as an
  * equality on the whole _id, from which mongos reads "_id.k0".
  *
  * create_index decides once, and the choice is kept in idxtable.index_defs

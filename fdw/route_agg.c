@@ -1,16 +1,16 @@
 /*-------------------------------------------------------------------------
  *
- * index_agg.c
+ * route_agg.c
  *		  count(*), count(*) GROUP BY a key, and min()/max() of a key
  *		  answered from an index collection (UPPERREL_GROUP_AGG; scan kind
  *		  IDX_SCAN_INDEX_AGG): the paths and plans.  Executed by
- *		  index_agg_scan.c.
+ *		  route_agg_scan.c.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_agg.c
+ *		  fdw/route_agg.c
  *
  * "SELECT count(*) FROM t WHERE <conditions on an index's keys>" becomes a
  * "count" command on the index collection, whose filter the collection's
@@ -41,7 +41,7 @@
  * although the executor may find its server without transactions (writes
  * "ordered") or the index no longer usable: a count then counts the facts
  * with the pushed-down filter instead, so it is planned only where that
- * filter is exact too (index_agg_scan.c).
+ * filter is exact too (route_agg_scan.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -70,9 +70,9 @@
 #include "core/pg_compat.h"
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
-#include "index_agg.h"
-#include "index_path.h"
 #include "planner.h"
+#include "route_agg.h"
+#include "route_path.h"
 #include "upper.h"
 
 /*

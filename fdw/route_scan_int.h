@@ -1,29 +1,29 @@
 /*-------------------------------------------------------------------------
  *
- * index_scan_int.h
+ * route_scan_int.h
  *		  The state of a scan routed through an index table, shared by
- *		  index_scan.c (the scan: facts, rows, EXPLAIN), index_id_order.c
- *		  (ORDER BY key, _id) and index_lookup.c (the finds of entries).
+ *		  route_scan.c (the scan: facts, rows, EXPLAIN), route_id_order.c
+ *		  (ORDER BY key, _id) and route_lookup.c (the finds of entries).
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_scan_int.h
+ *		  fdw/route_scan_int.h
  *
- * index_scan.c calls index_id_order.c and index_lookup.c, and
- * index_id_order.c calls index_lookup.c, never the other way round.
+ * route_scan.c calls route_id_order.c and route_lookup.c, and
+ * route_id_order.c calls route_lookup.c, never the other way round.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef IDXTABLE_INDEX_SCAN_INT_H
-#define IDXTABLE_INDEX_SCAN_INT_H
+#ifndef IDXTABLE_ROUTE_SCAN_INT_H
+#define IDXTABLE_ROUTE_SCAN_INT_H
 
 #include "utils/rel.h"
 #include "utils/sortsupport.h"
 
 #include "index/index_catalog.h"
-#include "index_path.h"
+#include "route_path.h"
 #include "scan.h"
 
 /*
@@ -110,7 +110,7 @@ typedef struct IdxIndexScan
 	/*
 	 * A group that outgrows a batch of the lookup is read apart, in the order
 	 * MongoDB gives its entries sorted on their _id, where that is the _id
-	 * column's order ("id_order", index_id_order.c): one find per BSON type
+	 * column's order ("id_order", route_id_order.c): one find per BSON type
 	 * of the ids ("group_finds", merged by "group_head"), once a limit-1 find
 	 * ("group_checked") has shown the group has no id of another type.  The
 	 * lookup then goes on after the group: "after_op" on the order key's
@@ -162,7 +162,7 @@ typedef struct IdxIndexScan
 } IdxIndexScan;
 
 /*
- * index_lookup.c: the lookup.  idx_lookup_split_key chooses the key whose
+ * route_lookup.c: the lookup.  idx_lookup_split_key chooses the key whose
  * NULL entries are read apart, idx_lookup_open_next_part opens the first
  * part from ix->part on that can match anything (false when none can),
  * idx_lookup_next_entry returns the next entry in the order MongoDB gives
@@ -177,7 +177,7 @@ extern int	idx_lookup_batch_size(IdxScanState *state, IdxIndexScan *ix);
 extern void idx_lookup_grow_batches(IdxScanState *state, IdxIndexScan *ix);
 
 /*
- * index_lookup.c: a find of entries with the lookup's projection and
+ * route_lookup.c: a find of entries with the lookup's projection and
  * session (opts: sort, batch size, limit), and the lookup going on after
  * a group of equal keys read apart (idx_lookup_reopen: past the group's
  * key, or with "after_op" NULL, from the next part).
@@ -189,7 +189,7 @@ extern void idx_lookup_reopen(IdxScanState *state, IdxIndexScan *ix,
 							  uint32 len);
 
 /*
- * index_id_order.c: ORDER BY key, _id.  idx_id_order_begin prepares the
+ * route_id_order.c: ORDER BY key, _id.  idx_id_order_begin prepares the
  * scan, idx_id_order_next returns the next entry in (key, _id) order (NULL
  * at the end), idx_id_order_holds says whether entries read from the
  * lookup are still to be returned, idx_id_order_release closes the group
@@ -201,4 +201,4 @@ extern const bson_t *idx_id_order_next(IdxScanState *state, IdxIndexScan *ix);
 extern bool idx_id_order_holds(IdxIndexScan *ix);
 extern void idx_id_order_release(IdxScanState *state, IdxIndexScan *ix);
 
-#endif							/* IDXTABLE_INDEX_SCAN_INT_H */
+#endif							/* IDXTABLE_ROUTE_SCAN_INT_H */

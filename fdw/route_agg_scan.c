@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * index_agg_scan.c
+ * route_agg_scan.c
  *		  Execution of aggregates answered from an index collection (scan
- *		  kind IDX_SCAN_INDEX_AGG; planned by index_agg.c, which says when
+ *		  kind IDX_SCAN_INDEX_AGG; planned by route_agg.c, which says when
  *		  the entries give them exactly): a "count" of the entries the
  *		  conditions select (an aggregate with $count inside a MongoDB
  *		  transaction), an aggregate with $group for count(*) GROUP BY a key,
@@ -12,7 +12,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_agg_scan.c
+ *		  fdw/route_agg_scan.c
  *
  * Every command runs after the wait of idxtable.index_consistency =
  * current (sync_wait.h).  Where the index cannot be read when the scan
@@ -38,8 +38,8 @@
 #include "core/remote_error.h"
 #include "core/xact.h"
 #include "index/index_entry.h"
-#include "index_agg.h"
-#include "index_path.h"
+#include "route_agg.h"
+#include "route_path.h"
 #include "scan.h"
 #include "sync/sync_wait.h"
 #include "upper.h"

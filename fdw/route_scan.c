@@ -1,17 +1,17 @@
 /*-------------------------------------------------------------------------
  *
- * index_scan.c
+ * route_scan.c
  *		  Execution of scans routed through an index table.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_scan.c
+ *		  fdw/route_scan.c
  *
  * A key-only scan reads entries from the index collection (a find on the
  * _id.kN fields, served by the index collection's own MongoDB index:
- * index_lookup.c) and
+ * route_lookup.c) and
  * fetches the facts they point to by _id in batches of fetch_batch_size,
  * with the pushed-down filter added, so every fact is rechecked by MongoDB
  * and, for the clauses that stay local, by PostgreSQL.  A covering scan
@@ -44,9 +44,9 @@
 #include "index/index_catalog.h"
 #include "index/index_entry.h"
 #include "index/index_owner.h"
-#include "index_path.h"
-#include "index_scan_int.h"
 #include "planner.h"
+#include "route_path.h"
+#include "route_scan_int.h"
 #include "sync/sync_wait.h"
 
 /*
@@ -87,7 +87,7 @@ find_index(Oid relid, Oid userid, const char *name, bool explain_only)
 }
 
 /*
- * Planning does not read ownership markers (index_path.c), so a plan may
+ * Planning does not read ownership markers (route_path.c), so a plan may
  * name an index whose collection turns out, when the scan starts, not to
  * be the index's (idx_owner_check_indexes has said so in a WARNING).  Its
  * entries are never read: the scan reads the facts as a plain scan does,
@@ -148,7 +148,7 @@ entry_row_conv(Relation rel, IdxScanState *state, IdxIndexDef *def)
  * consistency mode of its own writes in its server's: 'ordered' on a
  * server without transactions, and then an entry may be an orphan or
  * stale (index_write.h), so that only reads that recheck each fact may use
- * the index.  Planning does not ask the server (index_path.c): here, at
+ * the index.  Planning does not ask the server (route_path.c): here, at
  * executor start, the client is connected and knows it.
  */
 static bool
@@ -633,7 +633,7 @@ store_row(ForeignScanState *node, const IdxRowConv *conv, const bson_t *doc)
 
 /*
  * Has the scan used up its entries?  The lookup may be done while ORDER BY
- * key, _id still holds entries read from it (index_id_order.c).
+ * key, _id still holds entries read from it (route_id_order.c).
  */
 static bool
 entries_used_up(IdxIndexScan *ix)

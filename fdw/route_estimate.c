@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * index_estimate.c
+ * route_estimate.c
  *		  Remote estimates of index-table paths before ANALYZE: the count
  *		  of the index entries that constant conditions select.
  *
@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_estimate.c
+ *		  fdw/route_estimate.c
  *
  * A table that was never analyzed has no column statistics: PostgreSQL
  * then assumes a default selectivity for each clause (0.5% for an
@@ -59,8 +59,8 @@
 #include "core/stream.h"
 #include "core/table_size.h"
 #include "index/index_entry.h"
-#include "index_estimate.h"
-#include "index_path.h"
+#include "route_estimate.h"
+#include "route_path.h"
 
 /* A cached count older than this is asked for again */
 #define IDX_ESTIMATE_MAX_AGE_MS (5 * 60 * 1000)
@@ -182,7 +182,7 @@ append_bound(bson_t *child, const IdxIndexKey *key, IdxCondOp op,
 		return false;
 	if (op == ICOND_IN)
 		return idx_append_key_in(child, key, c->constvalue);
-	/* keys hold timestamps in milliseconds: as the lookup (index_scan.c) */
+	/* keys hold timestamps in milliseconds: as the lookup (route_scan.c) */
 	if (op == ICOND_LT &&
 		(c->consttype == TIMESTAMPOID || c->consttype == TIMESTAMPTZOID))
 		op = ICOND_LE;
@@ -195,7 +195,7 @@ append_bound(bson_t *child, const IdxIndexKey *key, IdxCondOp op,
 
 /*
  * Build the lookup filter {"_id.k0": {...}, ...} of the conditions "conds"
- * (see index_estimate.h) into "filter", as the lookup of an index scan
+ * (see route_estimate.h) into "filter", as the lookup of an index scan
  * would send it; false if some value is not constant or a condition is
  * of a kind not counted (IS NULL OR, read by two finds).
  */
@@ -278,7 +278,7 @@ ask_count(const IdxTableInfo *table, const IdxIndexDef *def,
 }
 
 /*
- * See index_estimate.h.
+ * See route_estimate.h.
  */
 double
 idx_remote_entry_count(const IdxTableInfo *table, const IdxIndexDef *def,

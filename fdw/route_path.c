@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * index_path.c
+ * route_path.c
  *		  Planner routing of secondary-key predicates through index tables.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_path.c
+ *		  fdw/route_path.c
  *
  * For every valid index table of a foreign table, the restriction clauses
  * (and, for parameterized paths, the join clauses) are matched against the
@@ -54,9 +54,9 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
-#include "utils/typcache.h"
 #include "utils/pg_locale.h"
 #include "utils/ruleutils.h"
+#include "utils/typcache.h"
 
 #include "core/deparse.h"
 #include "core/guc.h"
@@ -64,9 +64,9 @@
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index/index_owner.h"
-#include "index_estimate.h"
-#include "index_path.h"
 #include "order.h"
+#include "route_estimate.h"
+#include "route_path.h"
 #include "sync/sync_wait.h"
 
 /*
@@ -116,7 +116,7 @@ static List *index_path_private(const IdxIndexDef *def, bool covering,
  * (it asks MongoDB only a never-analyzed table's size, table_size.c): an
  * index whose ownership marker this backend has not read yet counts as
  * valid, and the scan that uses it checks the marker when it
- * starts (index_scan.c).
+ * starts (route_scan.c).
  */
 List *
 idx_valid_indexes(Oid relid, Oid userid)
@@ -397,7 +397,7 @@ copy_cond(const IdxKeyCond *cond)
  * or an AND of a lower and an upper bound: the conditions (ICOND_NULL_OR,
  * then the arm's bounds; an equality becomes a lower and an upper bound
  * where ranges are exact), all of clause "rinfo", or NIL.  The scan reads
- * the NULL entries and the arm's apart (index_scan.c).  Only plain
+ * the NULL entries and the arm's apart (route_scan.c).  Only plain
  * columns: a multi-valued key's NULL entries are not its NULL rows, and
  * lower()/upper() keys serve no ranges.
  */
@@ -612,7 +612,7 @@ index_covers(const IdxIndexDef *def, RelOptInfo *baserel, IdxRelInfo *fpinfo,
  * Before ANALYZE, the number of entries MongoDB counts for the conditions
  * "private_conds" (as fdw_private holds them) of a path that is not
  * parameterized, if the table's use_remote_estimate allows (see
- * index_estimate.c), or -1.  The count stops at the entries whose reading
+ * route_estimate.c), or -1.  The count stops at the entries whose reading
  * alone costs as much as the plain scan's examining every document: at
  * that many the index path has lost, whatever the exact number.
  */
@@ -778,7 +778,7 @@ pathkey_is_key(PathKey *pathkey, RelOptInfo *baserel, const IdxIndexKey *key)
  * ORDER BY _id where equalities fix every key)?  An ordered index scan
  * can give that order whatever the _id's BSON types: it sorts the entries
  * of each group of equal order keys by their fact's _id with the column's
- * own comparison (index_scan.c), so PostgreSQL's order is the one
+ * own comparison (route_scan.c), so PostgreSQL's order is the one
  * followed, byte order under C-like collations.  Other orders of the _id
  * (DESC, NULLS FIRST) are left to a local sort.
  */
@@ -816,12 +816,12 @@ id_tiebreak_pathkey(PlannerInfo *root, RelOptInfo *baserel, int pos)
  * equality prefix of single values, the entries are in the order of the
  * next keys, both ways: the first of those may place its NULLs first or
  * last (the scan reads its NULL entries apart where MongoDB places them
- * otherwise, index_scan.c), the others in the same direction, placing
+ * otherwise, route_scan.c), the others in the same direction, placing
  * NULLs as MongoDB does (ASC NULLS FIRST, DESC NULLS LAST).
  *
  * When the query's next sort key is the column mapped to _id, ASC NULLS
  * LAST (ORDER BY key, _id: a keyset's tie-break), the scan also orders the
- * entries of equal order keys by their fact's _id (index_scan.c), and the
+ * entries of equal order keys by their fact's _id (route_scan.c), and the
  * pathkeys have that key too.  When equalities fix every key, the query's
  * first sort key may be the _id (WHERE key = v ORDER BY _id): the order
  * key is then the last (fixed) one and all entries are one group of
@@ -910,7 +910,7 @@ order_sorts_by_id(List *order)
 }
 
 /*
- * The finds of the lookup after the first (index_scan.c): one for the
+ * The finds of the lookup after the first (route_scan.c): one for the
  * NULL entries of an "IS NULL OR" key, or of the first order key when the
  * order places them where MongoDB does not and no condition (an equality,
  * IN list or range) leaves them out or alone.
@@ -980,7 +980,7 @@ other_clauses_selectivity(PlannerInfo *root, RelOptInfo *baserel, List *conds)
  * query's (or the query has none).
  *
  * The scan then sizes its first lookup batch and fact fetch from it
- * (index_scan.c), "first_batch" entries: as many as the rows asked for
+ * (route_scan.c), "first_batch" entries: as many as the rows asked for
  * when every restriction clause is an index condition (only a stale entry
  * can then miss its fact), else as many as the other clauses' selectivity
  * says give that many rows.  The batches grow if they were not enough.
@@ -1074,7 +1074,7 @@ add_index_path(PlannerInfo *root, RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	/*
 	 * A group of equal keys is read whole before its first row: when
 	 * equalities fix every key, that is every entry, however small the LIMIT.
-	 * Unless MongoDB gives the group in the _id's order (index_id_order.c):
+	 * Unless MongoDB gives the group in the _id's order (route_id_order.c):
 	 * then a batch at a time.
 	 */
 	if (order_sorts_by_id(order) &&
@@ -1313,7 +1313,7 @@ path_index_def(IdxRelInfo *fpinfo, const char *name)
 }
 
 /*
- * The index part of the plan of an index path (see index_path.h).
+ * The index part of the plan of an index path (see route_path.h).
  */
 List *
 idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * index_lookup.c
+ * route_lookup.c
  *		  The lookup of a scan routed through an index table: the finds
  *		  that read its entries from the index collection.
  *
@@ -8,13 +8,13 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_lookup.c
+ *		  fdw/route_lookup.c
  *
  * The lookup filter is built from the index conditions and this
  * execution's values on the _id.kN fields, which the index collection's
  * "lookup" index serves; an ordered scan sorts on the order keys.  The
  * lookup is one find, or two ("parts") where the NULL entries of a key are
- * read apart (index_scan_int.h).  Under a LIMIT its batches start small
+ * read apart (route_scan_int.h).  Under a LIMIT its batches start small
  * and double as the scan wants more rows.
  *
  *-------------------------------------------------------------------------
@@ -31,11 +31,11 @@
 #include "core/pg_compat.h"
 #include "core/xact.h"
 #include "index/index_entry.h"
-#include "index_path.h"
-#include "index_scan_int.h"
+#include "route_path.h"
+#include "route_scan_int.h"
 
 /*
- * After a group of equal keys read by _id (index_id_order.c), the lookup
+ * After a group of equal keys read by _id (route_id_order.c), the lookup
  * goes on past it: append {$and: [{"_id.kN": {$gt: v}}]} on the order key
  * ($lt descending, $ne: null after the NULL group), which MongoDB
  * intersects with the key's other bounds.
@@ -352,7 +352,7 @@ idx_lookup_open_next_part(IdxScanState *state, IdxIndexScan *ix)
 
 /*
  * Go on with the lookup after a group of equal keys read apart
- * (index_id_order.c): close its cursor, and open the current part again
+ * (route_id_order.c): close its cursor, and open the current part again
  * past the group (the bound "after_op" on the {"v": value} document
  * "data" of "len" bytes, see append_after_group), or, when "after_op" is
  * NULL, the next part.  The lookup is done when no part is left.

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * index_estimate.h
+ * route_estimate.h
  *		  Remote estimates of index-table paths before ANALYZE: the count
  *		  of the index entries that constant conditions select.
  *
@@ -8,12 +8,12 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_estimate.h
+ *		  fdw/route_estimate.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef IDXTABLE_INDEX_ESTIMATE_H
-#define IDXTABLE_INDEX_ESTIMATE_H
+#ifndef IDXTABLE_ROUTE_ESTIMATE_H
+#define IDXTABLE_ROUTE_ESTIMATE_H
 
 #include "core/option.h"
 #include "index/index_catalog.h"
@@ -30,4 +30,4 @@ extern double idx_remote_entry_count(const IdxTableInfo *table,
 									 const IdxIndexDef *def, List *conds,
 									 double cap, Oid userid, bool primary);
 
-#endif							/* IDXTABLE_INDEX_ESTIMATE_H */
+#endif							/* IDXTABLE_ROUTE_ESTIMATE_H */

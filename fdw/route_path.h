@@ -1,18 +1,18 @@
 /*-------------------------------------------------------------------------
  *
- * index_path.h
+ * route_path.h
  *		  Planner routing of secondary-key predicates through index tables.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_path.h
+ *		  fdw/route_path.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef IDXTABLE_INDEX_PATH_H
-#define IDXTABLE_INDEX_PATH_H
+#ifndef IDXTABLE_ROUTE_PATH_H
+#define IDXTABLE_ROUTE_PATH_H
 
 #include "nodes/pathnodes.h"
 #include "nodes/plannodes.h"
@@ -57,19 +57,19 @@ enum IdxIndexPrivateIndex
 	 * first key, number of keys, descending, NULLs of the first key first,
 	 * equal keys in the order of their fact's _id); keys after the first
 	 * place NULLs as MongoDB does, the _id is ASC NULLS LAST
-	 * (index_path.c: id_tiebreak_pathkey)
+	 * (route_path.c: id_tiebreak_pathkey)
 	 */
 	IdxPrivOrder,
 	/*
 	 * entries of the first lookup batch and fact fetch under a LIMIT, or -1
-	 * for full batches (Integer; index_path.c: path_row_limit)
+	 * for full batches (Integer; route_path.c: path_row_limit)
 	 */
 	IdxPrivFirstBatch
 };
 
 /*
  * How the entries of one group of equal keys can come in the _id column's
- * order from MongoDB (index_id_order.c): not at all (read whole and
+ * order from MongoDB (route_id_order.c): not at all (read whole and
  * sorted), as numbers (integer columns), or as strings and ObjectIds
  * merged as bytes (text under a bytewise collation).
  */
@@ -81,7 +81,7 @@ typedef enum IdxIdOrder
 } IdxIdOrder;
 
 /*
- * index_id_order.c: how MongoDB can give the entries of one group of equal
+ * route_id_order.c: how MongoDB can give the entries of one group of equal
  * keys in the order of an _id column of this type and collation
  */
 extern IdxIdOrder idx_id_order_kind(Oid typid, Oid collid);
@@ -109,4 +109,4 @@ extern List *idx_index_plan_private(PlannerInfo *root, RelOptInfo *baserel,
 									List **local_exprs,
 									Bitmapset **attrs_used, int *limit);
 
-#endif							/* IDXTABLE_INDEX_PATH_H */
+#endif							/* IDXTABLE_ROUTE_PATH_H */

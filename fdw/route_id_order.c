@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * index_id_order.c
+ * route_id_order.c
  *		  ORDER BY key, _id through an index table: the entries of each
  *		  group of equal keys in the order of their fact's _id.
  *
@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_id_order.c
+ *		  fdw/route_id_order.c
  *
  * The lookup gives entries in the order of their keys, but the entries of
  * equal keys in no defined order.  A group of equal keys is read whole
@@ -26,7 +26,7 @@
  * range reads what the LIMIT needs.  A group holding ids of another type
  * (which a limit-1 find looks for first), or a claim of a unique index
  * ({k0: key} without "id"), is read whole as before.  The lookup then
- * goes on after the group's key (index_lookup.c).
+ * goes on after the group's key (route_lookup.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -41,8 +41,8 @@
 #include "core/convert.h"
 #include "core/text_order.h"
 #include "index/index_entry.h"
-#include "index_path.h"
-#include "index_scan_int.h"
+#include "route_path.h"
+#include "route_scan_int.h"
 
 /* The "id" of a bound on a group's entry _ids (append_bound) */
 typedef enum IdBound
@@ -103,7 +103,7 @@ choose_id_order(IdxIndexScan *ix, Form_pg_attribute att)
  * ORDER BY key, _id: prepare the conversion of an entry's "id" (its
  * fact's _id as stored) to the _id column's value, and that column's
  * comparison (its type's default btree order and its collation, NULLS
- * LAST: the pathkey of index_path.c's id_tiebreak_pathkey), and whether
+ * LAST: the pathkey of route_path.c's id_tiebreak_pathkey), and whether
  * MongoDB can give a group of equal keys in that order (choose_id_order).
  */
 void
@@ -647,7 +647,7 @@ order_key_fixed(IdxIndexScan *ix)
 
 /*
  * Is there a condition on the order key (any leaves its NULL entries out,
- * or decides them: index_lookup.c)?
+ * or decides them: route_lookup.c)?
  */
 static bool
 order_key_has_cond(IdxIndexScan *ix)

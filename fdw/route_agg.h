@@ -1,19 +1,19 @@
 /*-------------------------------------------------------------------------
  *
- * index_agg.h
+ * route_agg.h
  *		  What the planner of aggregates answered from index tables
- *		  (index_agg.c) hands to their executor (index_agg_scan.c).
+ *		  (route_agg.c) hands to their executor (route_agg_scan.c).
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/index_agg.h
+ *		  fdw/route_agg.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef IDXTABLE_INDEX_AGG_H
-#define IDXTABLE_INDEX_AGG_H
+#ifndef IDXTABLE_ROUTE_AGG_H
+#define IDXTABLE_ROUTE_AGG_H
 
 #include "core/convert.h"
 #include "index/index_catalog.h"
@@ -89,4 +89,4 @@ extern bool idx_agg_is_count_star(Node *node);
 /* The definition named "name" among "indexes", or NULL */
 extern IdxIndexDef *idx_agg_index_named(List *indexes, const char *name);
 
-#endif							/* IDXTABLE_INDEX_AGG_H */
+#endif							/* IDXTABLE_ROUTE_AGG_H */
