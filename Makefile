@@ -44,6 +44,8 @@ OBJS = \
 	fdw/core/deparse_expr.o \
 	fdw/planner.o \
 	fdw/scan.o \
+	fdw/scan_cursor.o \
+	fdw/scan_node.o \
 	fdw/upper.o \
 	fdw/order_path.o \
 	fdw/order_scan.o \

@@ -78,7 +78,6 @@
 #include "core/xact.h"
 #include "planner.h"
 #include "scan.h"
-#include "upper.h"
 
 StaticAssertDecl((int) IdxPrivAggItems == (int) IdxPrivIndexFirst,
 				 "agg_scan.h's fdw_private slots follow the common prefix");
@@ -192,7 +191,7 @@ merges_groups(const IdxAggScan *agg)
 /*
  * Executor start: the columns; the command is sent at the first row.
  */
-void
+static void
 idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
@@ -961,7 +960,7 @@ fill_column(const bson_t *doc, int i, const IdxScanState *state,
 /*
  * The next row, or an empty slot at the end.
  */
-TupleTableSlot *
+static TupleTableSlot *
 idx_agg_scan_next(ForeignScanState *node, IdxScanState *state)
 {
 	IdxAggScan *agg = state->agg;
@@ -993,7 +992,7 @@ idx_agg_scan_next(ForeignScanState *node, IdxScanState *state)
 /*
  * Restart: the next row comes from a new command.
  */
-void
+static void
 idx_agg_scan_rescan(IdxScanState *state)
 {
 	state->agg->started = false;
@@ -1003,7 +1002,7 @@ idx_agg_scan_rescan(IdxScanState *state)
 /*
  * Release what the scan holds (the cursor goes with the scan's).
  */
-void
+static void
 idx_agg_scan_end(IdxScanState *state)
 {
 }
@@ -1013,7 +1012,7 @@ idx_agg_scan_end(IdxScanState *state)
  * latest one sent, else with "$n" for parameters); with ANALYZE the groups
  * returned and round trips.
  */
-void
+static void
 idx_agg_scan_explain(IdxScanState *state, ExplainState *es)
 {
 	IdxAggScan *agg = state->agg;
@@ -1049,3 +1048,14 @@ idx_agg_scan_explain(IdxScanState *state, ExplainState *es)
 		ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 	}
 }
+
+/*
+ * The callbacks of scan kind IDX_SCAN_AGG (scan.h).
+ */
+const IdxScanMethods idx_agg_scan_methods = {
+	.begin = idx_agg_scan_begin,
+	.next = idx_agg_scan_next,
+	.rescan = idx_agg_scan_rescan,
+	.end = idx_agg_scan_end,
+	.explain = idx_agg_scan_explain
+};

@@ -42,7 +42,6 @@
 #include "route_path.h"
 #include "scan.h"
 #include "sync/sync_wait.h"
-#include "upper.h"
 
 /*
  * GROUP BY, min() and max(): the converter of the key column's values, and
@@ -84,7 +83,7 @@ init_key_conv(ForeignScan *plan, IdxScanState *state, IdxIndexAggScan *ia)
  * keep its entries exact), the values, and with
  * idxtable.index_consistency = current the wait for the applier.
  */
-void
+static void
 idx_index_agg_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
@@ -632,7 +631,7 @@ fill_row(ForeignScanState *node, IdxScanState *state, IdxIndexAggScan *ia,
 /*
  * The next row: the one row of counts, or the next group.
  */
-TupleTableSlot *
+static TupleTableSlot *
 idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
 {
 	IdxIndexAggScan *ia = state->index_agg;
@@ -686,7 +685,7 @@ idx_index_agg_scan_next(ForeignScanState *node, IdxScanState *state)
 /*
  * Restart: the next row comes from a new command.
  */
-void
+static void
 idx_index_agg_scan_rescan(IdxScanState *state)
 {
 	state->index_agg->done = false;
@@ -697,7 +696,7 @@ idx_index_agg_scan_rescan(IdxScanState *state)
 /*
  * Release what the scan holds: nothing outlives run_count().
  */
-void
+static void
 idx_index_agg_scan_end(IdxScanState *state)
 {
 }
@@ -707,7 +706,7 @@ idx_index_agg_scan_end(IdxScanState *state)
  * count per key's pipeline) once run; ANALYZE the wait, the count and the
  * round trips.
  */
-void
+static void
 idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
 {
 	IdxIndexAggScan *ia = state->index_agg;
@@ -738,3 +737,14 @@ idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es)
 							ia->in_txn ? "aggregate ($count)" : "count", es);
 	ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 }
+
+/*
+ * The callbacks of scan kind IDX_SCAN_INDEX_AGG (scan.h).
+ */
+const IdxScanMethods idx_route_agg_scan_methods = {
+	.begin = idx_index_agg_scan_begin,
+	.next = idx_index_agg_scan_next,
+	.rescan = idx_index_agg_scan_rescan,
+	.end = idx_index_agg_scan_end,
+	.explain = idx_index_agg_scan_explain
+};

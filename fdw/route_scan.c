@@ -162,7 +162,7 @@ covering_needs_facts(IdxScanState *state)
 /*
  * Set up the index part of a scan.
  */
-void
+static void
 idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
@@ -241,11 +241,13 @@ idx_index_scan_begin(ForeignScanState *node, IdxScanState *state, int eflags)
  * filter, and forget the execution, so that the next row starts a new
  * lookup (rescan).  Idempotent.
  */
-void
+static void
 idx_index_scan_release(IdxScanState *state)
 {
 	IdxIndexScan *ix = state->index;
 
+	if (ix == NULL)
+		return;					/* begin has not set it up (yet) */
 	idx_release_find(state, &ix->lookup, &ix->index_coll);
 	if (ix->fact_filter)
 		bson_destroy(ix->fact_filter);
@@ -646,7 +648,7 @@ entries_used_up(IdxIndexScan *ix)
 /*
  * Return the next row of an index scan, or an empty slot at the end.
  */
-TupleTableSlot *
+static TupleTableSlot *
 idx_index_scan_next(ForeignScanState *node, IdxScanState *state)
 {
 	IdxIndexScan *ix = state->index;
@@ -733,7 +735,7 @@ order_text(IdxScanState *state, const IdxIndexScan *ix)
  * with VERBOSE the MongoDB filters; with ANALYZE the wait for the applier
  * (with TIMING), entries read, facts fetched and round trips.
  */
-void
+static void
 idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 {
 	IdxIndexScan *ix = state->index;
@@ -802,3 +804,14 @@ idx_index_scan_explain(IdxScanState *state, ExplainState *es)
 		ExplainPropertyUInteger("Round Trips", NULL, state->round_trips, es);
 	}
 }
+
+/*
+ * The callbacks of scan kind IDX_SCAN_INDEX (scan.h).  A rescan only
+ * releases: the next row starts a new lookup.
+ */
+const IdxScanMethods idx_route_scan_methods = {
+	.begin = idx_index_scan_begin,
+	.next = idx_index_scan_next,
+	.release = idx_index_scan_release,
+	.explain = idx_index_scan_explain
+};

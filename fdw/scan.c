@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * scan.c
- *		  Execution of idxtable_fdw scans, and their EXPLAIN output.
+ *		  Execution of idxtable_fdw scans, and their EXPLAIN output: the
+ *		  scan callbacks, and the plain scan kind.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -9,7 +10,15 @@
  * IDENTIFICATION
  *		  fdw/scan.c
  *
- * A scan runs one MongoDB find: the filter built from the pushed-down
+ * The callbacks do what every scan shares (its state, client, parameters,
+ * the release of its finds) and hand the rest to the scan kind of the
+ * plan through the kind's table of callbacks (scan.h): a plain scan
+ * (here), a scan routed through an index table (route_scan.c), an
+ * aggregate pipeline (agg_scan.c) or aggregates read from an index table
+ * (route_agg_scan.c).  The kinds read through scan_cursor.c and
+ * scan_node.c and never call back into this file.
+ *
+ * A plain scan runs one MongoDB find: the filter built from the pushed-down
  * clauses (with this execution's parameter values), the projection of the
  * needed columns, and batchSize = fetch_size.  Documents are converted to
  * rows one at a time in the per-tuple memory context.
@@ -44,86 +53,30 @@
 #include "order.h"
 #include "planner.h"
 #include "scan.h"
-#include "upper.h"
 
-static TupleTableSlot *iterate(ForeignScanState *node);
+static void plain_begin(ForeignScanState *node, IdxScanState *state,
+						int eflags);
+static TupleTableSlot *plain_next(ForeignScanState *node,
+								  IdxScanState *state);
+static void plain_rescan(IdxScanState *state);
 static void explain_plain_scan(IdxScanState *state, ExplainState *es);
 static void explain_finds(IdxScanState *state, ExplainState *es);
-static inline const bson_t *next_doc(IdxScanState *state,
-									 mongoc_cursor_t **cursor,
-									 const char *collection,
-									 const char *database, bool defer_check);
 
-/*
- * Destroy a cursor (a killCursors counts as a round trip of the scan) and
- * a collection handle, and clear the pointers.  Safe on NULLs.
- */
-void
-idx_release_find(IdxScanState *state, mongoc_cursor_t **cursor,
-				 mongoc_collection_t **collection)
-{
-	uint64	   *previous = idx_count_round_trips(&state->round_trips);
+/* A plain scan: one find, or a pushed sort's finds (order.h) */
+static const IdxScanMethods plain_scan_methods = {
+	.begin = plain_begin,
+	.next = plain_next,
+	.rescan = plain_rescan,
+	.explain = explain_plain_scan
+};
 
-	if (*cursor)
-		mongoc_cursor_destroy(*cursor);
-	*cursor = NULL;
-	idx_count_round_trips(previous);
-	if (*collection)
-		mongoc_collection_destroy(*collection);
-	*collection = NULL;
-}
-
-/*
- * The next document of "*cursor", counting round trips, or NULL at the end,
- * when the cursor is destroyed and *cursor cleared.  A failure is reported
- * naming the collection.
- */
-const bson_t *
-idx_scan_next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
-				  const char *collection, const char *database)
-{
-	return next_doc(state, cursor, collection, database, false);
-}
-
-/*
- * The end of next_doc()'s cursor: report its error if it has one, else
- * destroy it and return NULL.  Out of line, as it runs once a scan.
- */
-static pg_noinline const bson_t *
-cursor_ended(IdxScanState *state, mongoc_cursor_t **cursor,
-			 const char *collection, const char *database)
-{
-	if (mongoc_cursor_error(*cursor, NULL))
-		idx_report_cursor_error(*cursor, state->server->servername,
-								idx_reading_what(collection, database));
-	mongoc_cursor_destroy(*cursor);
-	*cursor = NULL;
-	return NULL;
-}
-
-/*
- * idx_scan_next_doc(); with "defer_check", the documents of the batches
- * read are left to the caller to check before anything reads them
- * (idx_document_to_row_checked(), see idx_check_reply()).  The stream is
- * told so only while mongoc_cursor_next() runs, which never throws.
- * Inline: the plain scan calls it once a row.
- */
-static inline const bson_t *
-next_doc(IdxScanState *state, mongoc_cursor_t **cursor,
-		 const char *collection, const char *database, bool defer_check)
-{
-	const bson_t *doc;
-	uint64	   *previous = idx_count_round_trips(&state->round_trips);
-	bool		found;
-
-	idx_stream_defer_batch_check(defer_check);
-	found = mongoc_cursor_next(*cursor, &doc);
-	idx_stream_defer_batch_check(false);
-	idx_count_round_trips(previous);
-	if (found)
-		return doc;
-	return cursor_ended(state, cursor, collection, database);
-}
+/* The callbacks of each scan kind, by IDX_SCAN_* (planner.h) */
+static const IdxScanMethods *const scan_kinds[] = {
+	[IDX_SCAN_PLAIN] = &plain_scan_methods,
+	[IDX_SCAN_INDEX] = &idx_route_scan_methods,
+	[IDX_SCAN_AGG] = &idx_agg_scan_methods,
+	[IDX_SCAN_INDEX_AGG] = &idx_route_agg_scan_methods
+};
 
 /*
  * Release the cursor and collection handle, and unpin the client.  Safe to
@@ -139,8 +92,8 @@ release_cursor(void *arg)
 	idx_release_find(state, &state->cursor2, &shared);
 	idx_release_find(state, &state->cursor, &state->collection);
 	state->merge_open[0] = state->merge_open[1] = false;
-	if (state->index)
-		idx_index_scan_release(state);
+	if (state->methods && state->methods->release)
+		state->methods->release(state);
 	if (state->pinned)
 		idx_client_pin(state->client, -1);
 	state->pinned = false;
@@ -174,40 +127,6 @@ idx_list_to_bitmap(List *list)
 	foreach(lc, list)
 		result = bms_add_member(result, lfirst_int(lc));
 	return result;
-}
-
-/*
- * The user to read the foreign table as: the checkAsUser of the relation
- * the query names (the owner of a view the table is read through, also
- * for an inheritance child of it), else the current user, as
- * ExecCheckPermissions() and postgres_fdw decide (core/pg_compat.h).
- */
-Oid
-idx_scan_user(ForeignScanState *node)
-{
-	Oid			user;
-
-	user = idx_foreign_scan_check_as_user((ForeignScan *) node->ss.ps.plan,
-										  node->ss.ps.state,
-										  idx_scan_rtindex(node));
-	return OidIsValid(user) ? user : GetUserId();
-}
-
-/*
- * The range table index of the foreign table read: the scan's own, or for
- * a scan above it (an upper path, scanrelid 0) the one relation of its
- * fs_relids.  Not IdxPrivRelid: that is the planner's index, which setrefs
- * does not adjust when the query's range table is flattened into an outer
- * one (INSERT ... SELECT, a PL/pgSQL statement); fs_relids it does.
- */
-Index
-idx_scan_rtindex(ForeignScanState *node)
-{
-	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-
-	if (plan->scan.scanrelid > 0)
-		return plan->scan.scanrelid;
-	return bms_singleton_member(plan->fs_relids);
 }
 
 /*
@@ -248,8 +167,8 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	state->id_lookup = intVal(list_nth(plan->fdw_private, IdxPrivIdLookup));
 	state->read_prefs = idx_scan_read_prefs(node);
 	state->keep_ids = idx_rowid_scan_wanted(node);
-	if (state->kind == IDX_SCAN_PLAIN)
-		state->order = idx_order_scan_create(plan->fdw_private);
+	if (state->kind < 0 || state->kind >= lengthof(scan_kinds))
+		elog(ERROR, "unrecognized idxtable_fdw scan kind %d", state->kind);
 
 	/* the leading fdw_exprs are the Params of the pushed-down clauses */
 	nparams = intVal(list_nth(plan->fdw_private, IdxPrivNumFilterParams));
@@ -293,65 +212,27 @@ idxBeginForeignScan(ForeignScanState *node, int eflags)
 	else
 		state->server = GetForeignServer(state->info->serverid);
 
-	if (state->kind == IDX_SCAN_INDEX)
-		idx_index_scan_begin(node, state, eflags);
-	else if (state->kind == IDX_SCAN_AGG)
-		idx_agg_scan_begin(node, state, eflags);
-	else if (state->kind == IDX_SCAN_INDEX_AGG)
-		idx_index_agg_scan_begin(node, state, eflags);
+	/*
+	 * The kind's own part; it may turn the scan into a plain one
+	 * (route_scan.c: an index whose collection is not the index's), whose
+	 * callbacks then run.
+	 */
+	state->methods = scan_kinds[state->kind];
+	state->methods->begin(node, state, eflags);
+	state->methods = scan_kinds[state->kind];
 
 	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
- * Evaluate expressions (parameters, lookup values) for this execution, in
- * the per-tuple memory context.
+ * Set up a plain scan's part: its pushed sort, limit and offset (order.h).
  */
-void
-idx_eval_exprs(ForeignScanState *node, List *states, Datum *values,
-			   bool *nulls)
+static void
+plain_begin(ForeignScanState *node, IdxScanState *state, int eflags)
 {
-	ExprContext *econtext = node->ss.ps.ps_ExprContext;
-	ListCell   *lc;
-	int			i = 0;
-	MemoryContext oldcxt;
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 
-	oldcxt = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
-	foreach(lc, states)
-	{
-		values[i] = ExecEvalExpr((ExprState *) lfirst(lc), econtext,
-								 &nulls[i]);
-		i++;
-	}
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
- * Append the find options: projection, batch size, and the collation:
- * "simple" (binary), which the pushdown rules for text assume even where
- * the collection has a default collation of its own, unless the caller
- * passes that default for a lookup that compares no strings but _ids and
- * rechecks them (protocol_read.c).
- */
-void
-idx_append_find_options(bson_t *opts, const IdxTableInfo *info,
-						Bitmapset *attrs_used, int batch_size,
-						const bson_t *collation)
-{
-	bson_t		child;
-
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &child));
-	idx_build_projection(&child, info, attrs_used);
-	idx_check_append(bson_append_document_end(opts, &child));
-	idx_check_append(BSON_APPEND_INT32(opts, "batchSize", batch_size));
-	if (collation)
-	{
-		idx_check_append(BSON_APPEND_DOCUMENT(opts, "collation", collation));
-		return;
-	}
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(opts, "collation", &child));
-	idx_check_append(BSON_APPEND_UTF8(&child, "locale", "simple"));
-	idx_check_append(bson_append_document_end(opts, &child));
+	state->order = idx_order_scan_create(plan->fdw_private);
 }
 
 /*
@@ -375,15 +256,6 @@ scan_collation(IdxScanState *state, const bson_t *filter)
 	if (collation)
 		state->recheck_ids = idx_id_lookup_values(filter);
 	return state->recheck_ids != NIL ? collation : NULL;
-}
-
-/*
- * What a failed read was doing, for messages.
- */
-const IdxOp *
-idx_reading_what(const char *collection, const char *database)
-{
-	return idx_op(IDX_OP_READ, collection, database);
 }
 
 /*
@@ -481,9 +353,10 @@ next_merged(IdxScanState *state)
 	{
 		if (state->merge_docs[i] == NULL && state->merge_open[i])
 		{
-			state->merge_docs[i] = next_doc(state, cursors[i],
-											state->info->collection,
-											state->info->database, false);
+			state->merge_docs[i] =
+				idx_scan_next_doc_inline(state, cursors[i],
+										 state->info->collection,
+										 state->info->database, false);
 			state->merge_open[i] = state->merge_docs[i] != NULL;
 		}
 	}
@@ -500,12 +373,15 @@ next_merged(IdxScanState *state)
 }
 
 /*
- * Return the next row, or an empty slot at the end.
+ * Return the next row, or an empty slot at the end: the scan kind's.
  */
 TupleTableSlot *
 idxIterateForeignScan(ForeignScanState *node)
 {
-	return iterate(node);
+	IdxScanState *state = (IdxScanState *) node->fdw_state;
+
+	CHECK_FOR_INTERRUPTS();
+	return state->methods->next(node, state);
 }
 
 /*
@@ -525,24 +401,16 @@ raise_malformed_document(IdxScanState *state)
 }
 
 /*
- * The next row of a plain or index scan, or an empty slot at the end.
+ * The next row of a plain scan, or an empty slot at the end.
  */
 static TupleTableSlot *
-iterate(ForeignScanState *node)
+plain_next(ForeignScanState *node, IdxScanState *state)
 {
-	IdxScanState *state = (IdxScanState *) node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	const bson_t *doc;
 	bool		defer_check;
 	MemoryContext oldcxt;
 
-	CHECK_FOR_INTERRUPTS();
-	if (state->index)
-		return idx_index_scan_next(node, state);
-	if (state->kind == IDX_SCAN_AGG)
-		return idx_agg_scan_next(node, state);
-	if (state->kind == IDX_SCAN_INDEX_AGG)
-		return idx_index_agg_scan_next(node, state);
 	ExecClearTuple(slot);
 
 	if (state->cursor == NULL && state->cursor2 == NULL)
@@ -566,8 +434,10 @@ iterate(ForeignScanState *node)
 		if (state->order && idx_order_merging(state->order))
 			doc = next_merged(state);
 		else
-			doc = next_doc(state, &state->cursor, state->info->collection,
-						   state->info->database, defer_check);
+			doc = idx_scan_next_doc_inline(state, &state->cursor,
+										   state->info->collection,
+										   state->info->database,
+										   defer_check);
 		if (doc == NULL)
 		{
 			/* a sorted scan reads the NULL keys by another find */
@@ -611,12 +481,18 @@ idxReScanForeignScan(ForeignScanState *node)
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 
 	release_cursor(state);
+	if (state->methods->rescan)
+		state->methods->rescan(state);
+}
+
+/*
+ * Restart a plain scan's pushed sort, limit and offset from their start.
+ */
+static void
+plain_rescan(IdxScanState *state)
+{
 	if (state->order)
 		idx_order_rescan(state->order);
-	if (state->kind == IDX_SCAN_AGG)
-		idx_agg_scan_rescan(state);
-	else if (state->kind == IDX_SCAN_INDEX_AGG)
-		idx_index_agg_scan_rescan(state);
 }
 
 /*
@@ -630,10 +506,8 @@ idxEndForeignScan(ForeignScanState *node)
 	if (state == NULL)
 		return;
 	release_scan(state);
-	if (state->kind == IDX_SCAN_AGG)
-		idx_agg_scan_end(state);
-	else if (state->kind == IDX_SCAN_INDEX_AGG)
-		idx_index_agg_scan_end(state);
+	if (state->methods->end)
+		state->methods->end(state);
 }
 
 /*
@@ -645,14 +519,7 @@ idxExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
 	IdxScanState *state = (IdxScanState *) node->fdw_state;
 
-	if (state->kind == IDX_SCAN_AGG)
-		idx_agg_scan_explain(state, es);
-	else if (state->kind == IDX_SCAN_INDEX_AGG)
-		idx_index_agg_scan_explain(state, es);
-	else if (state->index)
-		idx_index_scan_explain(state, es);
-	else
-		explain_plain_scan(state, es);
+	state->methods->explain(state, es);
 
 	/* through mongos: the shards the scan's reads reached */
 	if (es->analyze && state->shard_log)

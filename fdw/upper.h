@@ -31,7 +31,6 @@
 #include "nodes/plannodes.h"
 
 #include "core/pg_compat.h"
-#include "scan.h"
 
 /* First element of an upper ForeignPath's fdw_private (Integer) */
 typedef enum IdxUpperKind
@@ -80,13 +79,6 @@ extern bool idx_add_agg_final_paths(PlannerInfo *root,
 extern ForeignScan *idx_agg_plan(PlannerInfo *root, RelOptInfo *rel,
 								 ForeignPath *best_path, List *tlist,
 								 List *scan_clauses, Plan *outer_plan);
-extern void idx_agg_scan_begin(ForeignScanState *node, IdxScanState *state,
-							   int eflags);
-extern TupleTableSlot *idx_agg_scan_next(ForeignScanState *node,
-										 IdxScanState *state);
-extern void idx_agg_scan_rescan(IdxScanState *state);
-extern void idx_agg_scan_end(IdxScanState *state);
-extern void idx_agg_scan_explain(IdxScanState *state, ExplainState *es);
 
 /* route_agg.c */
 extern void idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
@@ -95,12 +87,5 @@ extern void idx_add_index_agg_paths(PlannerInfo *root, RelOptInfo *input_rel,
 extern ForeignScan *idx_index_agg_plan(PlannerInfo *root, RelOptInfo *rel,
 									   ForeignPath *best_path, List *tlist,
 									   List *scan_clauses, Plan *outer_plan);
-extern void idx_index_agg_scan_begin(ForeignScanState *node,
-									 IdxScanState *state, int eflags);
-extern TupleTableSlot *idx_index_agg_scan_next(ForeignScanState *node,
-											   IdxScanState *state);
-extern void idx_index_agg_scan_rescan(IdxScanState *state);
-extern void idx_index_agg_scan_end(IdxScanState *state);
-extern void idx_index_agg_scan_explain(IdxScanState *state, ExplainState *es);
 
 #endif							/* IDXTABLE_UPPER_H */
