@@ -43,6 +43,7 @@ OBJS = \
 	fdw/core/deparse_text.o \
 	fdw/core/deparse_expr.o \
 	fdw/planner.o \
+	fdw/path_shared.o \
 	fdw/scan.o \
 	fdw/scan_cursor.o \
 	fdw/scan_node.o \

@@ -78,7 +78,7 @@
 #include "core/deparse.h"
 #include "core/guc.h"
 #include "core/pg_compat.h"
-#include "order.h"
+#include "path_shared.h"
 #include "planner.h"
 #include "upper.h"
 

@@ -66,13 +66,6 @@ extern void idx_add_order_paths(PlannerInfo *root, RelOptInfo *baserel,
 								Cost total_cost);
 extern void idx_add_ordered_paths(PlannerInfo *root, RelOptInfo *input_rel,
 								  RelOptInfo *ordered_rel);
-extern bool idx_limit_value(Node *node, int64 *value);
-
-/* accepts (true) or not one member expression of a pathkey's class */
-typedef bool (*IdxPathkeyMatch) (Expr *expr, void *arg);
-extern bool idx_pathkey_match(PathKey *pathkey, IdxPathkeyMatch match,
-							  void *arg);
-extern bool idx_pathkey_default_order(PathKey *pathkey, Oid type);
 
 /* order_scan.c */
 extern IdxOrderScan *idx_order_scan_create(List *fdw_private);

@@ -40,6 +40,7 @@
 #include "core/guc.h"
 #include "core/pg_compat.h"
 #include "order.h"
+#include "path_shared.h"
 #include "upper.h"
 
 /* path fdw_private of a LIMIT/OFFSET path, after its IdxUpperKind */
@@ -89,40 +90,6 @@ sortable_type(Oid type, bool first)
 		default:
 			return false;
 	}
-}
-
-/*
- * Call "match" on each member expression of a pathkey's equivalence class
- * (none if the class is volatile) until it accepts one.  Returns whether
- * one was accepted.  Shared by the sorts of plain scans (here) and of
- * pushed groupings (agg_path.c), which look for different expressions.
- */
-bool
-idx_pathkey_match(PathKey *pathkey, IdxPathkeyMatch match, void *arg)
-{
-	EquivalenceClass *ec = pathkey->pk_eclass;
-	ListCell   *lc;
-
-	if (ec->ec_has_volatile)
-		return false;
-	foreach(lc, ec->ec_members)
-	{
-		if (match(((EquivalenceMember *) lfirst(lc))->em_expr, arg))
-			return true;
-	}
-	return false;
-}
-
-/*
- * Does a pathkey sort by the default btree operator family of "type",
- * the only order MongoDB's $sort can follow?
- */
-bool
-idx_pathkey_default_order(PathKey *pathkey, Oid type)
-{
-	TypeCacheEntry *tce = lookup_type_cache(type, TYPECACHE_BTREE_OPFAMILY);
-
-	return pathkey->pk_opfamily == tce->btree_opf;
 }
 
 /* What pathkey_column() looks for, and finds */
@@ -302,27 +269,6 @@ idx_add_ordered_paths(PlannerInfo *root, RelOptInfo *input_rel,
 	orel = palloc0(sizeof(IdxOrderedRel));
 	orel->baserel = input_rel;
 	ordered_rel->fdw_private = orel;
-}
-
-/*
- * The value of a LIMIT or OFFSET clause if it is a constant, in *value
- * (-1 for a NULL: no limit); false if it is not known when planning or
- * negative (PostgreSQL's error then stays PostgreSQL's).
- */
-bool
-idx_limit_value(Node *node, int64 *value)
-{
-	Const	   *c = (Const *) node;
-
-	*value = -1;
-	if (node == NULL)
-		return true;
-	if (!IsA(node, Const) || c->consttype != INT8OID)
-		return false;
-	if (c->constisnull)
-		return true;
-	*value = DatumGetInt64(c->constvalue);
-	return *value >= 0;
 }
 
 /*

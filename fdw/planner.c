@@ -48,6 +48,7 @@
 #include "idxtable_fdw.h"
 #include "index/index_catalog.h"
 #include "order.h"
+#include "path_shared.h"
 #include "planner.h"
 #include "route_path.h"
 #include "upper.h"
@@ -113,17 +114,6 @@ returned_bytes(RelOptInfo *baserel, IdxRelInfo *fpinfo,
 	if (bms_is_member(-FirstLowInvalidHeapAttributeNumber, fpinfo->attrs_used))
 		read = columns;
 	return size->avg_bytes * Max(read, 1) / Max(columns, 1);
-}
-
-/*
- * See planner.h.
- */
-double
-idx_batches(double docs, int per_batch, double bytes)
-{
-	double		batches = ceil(docs / Max(per_batch, 1));
-
-	return Max(batches, ceil(docs * Max(bytes, 0) / MAX_BATCH_BYTES));
 }
 
 /*
@@ -254,21 +244,6 @@ idxGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 
 	if (fpinfo->indexes != NIL)
 		idx_add_index_paths(root, baserel, fpinfo);
-}
-
-/*
- * Turn an attribute bitmap into an integer list (Bitmapset is no Node in
- * PostgreSQL 15, and fdw_private must be copyable).
- */
-List *
-idx_bitmap_to_list(Bitmapset *bms)
-{
-	List	   *result = NIL;
-	int			x = -1;
-
-	while ((x = bms_next_member(bms, x)) >= 0)
-		result = lappend_int(result, x);
-	return result;
 }
 
 /*

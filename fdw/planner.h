@@ -102,13 +102,4 @@ enum IdxScanPrivateIndex
  */
 #define FACT_FETCH_COST 0.7
 
-/*
- * Round trips that return "docs" documents of "bytes" each, at most
- * "per_batch" a batch
- */
-extern double idx_batches(double docs, int per_batch, double bytes);
-
-/* Turn an attribute bitmap into an integer list for fdw_private */
-extern List *idx_bitmap_to_list(Bitmapset *bms);
-
 #endif							/* IDXTABLE_PLANNER_H */

@@ -64,7 +64,7 @@
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index/index_owner.h"
-#include "order.h"
+#include "path_shared.h"
 #include "route_estimate.h"
 #include "route_path.h"
 #include "sync/sync_wait.h"
