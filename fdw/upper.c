@@ -55,6 +55,18 @@ idxGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage,
 	}
 }
 
+/* GetForeignPlan of one kind of upper path */
+typedef ForeignScan *(*IdxUpperPlan) (PlannerInfo *root, RelOptInfo *rel,
+									  ForeignPath *best_path, List *tlist,
+									  List *scan_clauses, Plan *outer_plan);
+
+/* The owner of each kind of upper path builds its ForeignScan (upper.h) */
+static const IdxUpperPlan upper_plans[] = {
+	[IDX_UPPER_FINAL] = idx_order_plan,
+	[IDX_UPPER_AGG] = idx_agg_plan,
+	[IDX_UPPER_INDEX_AGG] = idx_index_agg_plan
+};
+
 /*
  * GetForeignPlan of an upper path: its owner builds the ForeignScan.
  */
@@ -62,18 +74,10 @@ ForeignScan *
 idx_upper_plan(PlannerInfo *root, RelOptInfo *rel, ForeignPath *best_path,
 			   List *tlist, List *scan_clauses, Plan *outer_plan)
 {
-	switch ((IdxUpperKind) intVal(linitial(best_path->fdw_private)))
-	{
-		case IDX_UPPER_FINAL:
-			return idx_order_plan(root, rel, best_path, tlist, scan_clauses,
-								  outer_plan);
-		case IDX_UPPER_AGG:
-			return idx_agg_plan(root, rel, best_path, tlist, scan_clauses,
-								outer_plan);
-		case IDX_UPPER_INDEX_AGG:
-			return idx_index_agg_plan(root, rel, best_path, tlist,
-									  scan_clauses, outer_plan);
-	}
-	elog(ERROR, "unrecognized idxtable_fdw upper path kind");
-	return NULL;				/* keep compiler quiet */
+	int			kind = intVal(linitial(best_path->fdw_private));
+
+	if (kind < 0 || kind >= lengthof(upper_plans) || upper_plans[kind] == NULL)
+		elog(ERROR, "unrecognized idxtable_fdw upper path kind");
+	return upper_plans[kind] (root, rel, best_path, tlist, scan_clauses,
+							  outer_plan);
 }
