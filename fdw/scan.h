@@ -86,7 +86,6 @@ typedef struct IdxScanState
 									 * (core/shard_explain.h), or NULL */
 } IdxScanState;
 
-
 /*
  * The kinds of scans (planner.h: IDX_SCAN_*), each one's callbacks, which
  * scan.c calls after its own part: begin sets the kind's state up (and
@@ -94,7 +93,8 @@ typedef struct IdxScanState
  * callbacks then run); next returns the next row, or an empty slot at the
  * end; release frees the kind's libmongoc objects (idempotent, also on
  * error and before a rescan); rescan forgets the execution; end frees the
- * rest; explain adds the kind's properties.  NULL: nothing to do.
+ * rest; explain adds the kind's properties.  release, rescan and end may
+ * be NULL: nothing to do.
  */
 typedef struct IdxScanMethods
 {
