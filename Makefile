@@ -77,6 +77,7 @@ OBJS = \
 	fdw/sync/sync_state.o \
 	fdw/sync/sync_sessions.o \
 	fdw/sync/sync_wait.o \
+	fdw/sync/cluster_time.o \
 	fdw/sync/change_stream.o \
 	fdw/sync/applier.o \
 	fdw/sync/applier_stream.o \

@@ -36,6 +36,7 @@
 #include "core/connection.h"
 #include "sync/applier.h"
 #include "sync/change_stream.h"
+#include "sync/cluster_time.h"
 
 /* Repairs applied again at most this often while the primary changes */
 #define MAX_REAPPLY				3
@@ -79,7 +80,7 @@ idx_applier_primary_kept(AppStream *s)
 
 	if (applier.durable_reads || !s->election_known || s->election == 0)
 		return true;
-	now = idx_cs_server_time(applier.client, applier.servername, s->database);
+	now = idx_sync_server_time(applier.client, applier.servername, s->database);
 	idx_cs_wait_majority(applier.client, applier.servername, s->database,
 						 now, CONFIRM_TIMEOUT_MS);
 	election = idx_primary_election(applier.client, applier.servername);

@@ -43,6 +43,7 @@
 #include "core/mongoc_compat.h"
 #include "core/protocol_read.h"
 #include "sync/applier.h"
+#include "sync/cluster_time.h"
 
 /* The collection of the positions in each MongoDB database */
 #define POSITIONS_COLLECTION	"idxtable.positions"
@@ -114,7 +115,7 @@ idx_applier_read_position(AppStream *s, bson_t **token,
 			found = *token != NULL;
 		}
 		if (bson_iter_init_find(&iter, doc, "clusterTime"))
-			*covered = idx_cs_iter_time(&iter);
+			*covered = idx_sync_iter_time(&iter);
 		*start_after = bson_iter_init_find(&iter, doc, "startAfter") &&
 			bson_iter_as_bool(&iter);
 		/* written through another server's options: a copy of the data */
@@ -220,7 +221,7 @@ idx_applier_save_position(AppStream *s, bool force)
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set));
 	idx_check_append(BSON_APPEND_DOCUMENT(&set, "token", s->cs.token));
-	idx_check_append(idx_cs_append_time(&set, "clusterTime", s->covered));
+	idx_check_append(idx_sync_append_time(&set, "clusterTime", s->covered));
 	idx_check_append(BSON_APPEND_BOOL(&set, "startAfter", s->cs.start_after));
 	idx_check_append(BSON_APPEND_INT64(&set, "server",
 									   (int64) applier.server_hash));
@@ -311,9 +312,9 @@ idx_applier_heartbeat(AppStream *s)
 
 	if (applier.mongos)
 	{
-		(void) idx_cs_oplog_note(applier.client, applier.servername,
+		(void) idx_sync_oplog_note(applier.client, applier.servername,
 								 "heartbeat");
-		(void) idx_cs_oplog_note(applier.client, applier.servername,
+		(void) idx_sync_oplog_note(applier.client, applier.servername,
 								 "heartbeat");
 		s->heartbeat_for = requested;
 		s->heartbeat_at = now;

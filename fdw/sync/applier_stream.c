@@ -117,6 +117,7 @@
 #include "core/mongoc_compat.h"
 #include "index/index_repair.h"
 #include "sync/applier.h"
+#include "sync/cluster_time.h"
 
 /* The _ids of the markers in each MongoDB database's idxtable.sync */
 #define MARKER_PREFIX			"fdw:"
@@ -247,7 +248,7 @@ written_through(AppStream *s)
 	if (applier.replies.unanswered || applier.replies.latest == 0)
 	{
 		applier.replies.unanswered = false;
-		return idx_cs_server_time(applier.client, applier.servername,
+		return idx_sync_server_time(applier.client, applier.servername,
 								  s->database);
 	}
 	return applier.replies.latest;
@@ -269,7 +270,7 @@ note_fixes(AppStream *s, bool all)
 	IdxClusterTime now = 0;
 
 	if (all && process_floor == 0)
-		process_floor = idx_cs_server_time(applier.client, applier.servername,
+		process_floor = idx_sync_server_time(applier.client, applier.servername,
 										   s->database);
 	foreach(lc, s->indexes)
 	{
@@ -405,7 +406,7 @@ restart_now(AppStream *s)
 
 	idx_applier_forget_split(s);
 	idx_exclude_open(s);
-	t0 = idx_cs_server_time(applier.client, applier.servername, s->database);
+	t0 = idx_sync_server_time(applier.client, applier.servername, s->database);
 	if (idx_cs_open(&s->cs, NULL, t0) != IDX_CS_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
@@ -636,7 +637,7 @@ note_marker(Batch *b, const bson_t *event)
 		!event_txn(event, &m->lsid, &m->lsid_len, &m->txn))
 		return;
 	if (bson_iter_init_find(&iter, &m->doc, "after"))
-		m->after = idx_cs_iter_time(&iter);
+		m->after = idx_sync_iter_time(&iter);
 	b->markers = lappend(b->markers, m);
 	time = palloc(sizeof(IdxClusterTime));
 	*time = idx_cs_event_time(event);
@@ -1211,7 +1212,7 @@ idx_applier_open_stream(AppStream *s)
 	}
 	else
 	{
-		IdxClusterTime now = idx_cs_server_time(applier.client,
+		IdxClusterTime now = idx_sync_server_time(applier.client,
 												applier.servername,
 												s->database);
 		IdxClusterTime start = needed ? needed : now;
