@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier.c
+ *		  fdw/applier/applier.c
  *
  * The database worker (launcher.c) claims a slot of the shared state for
  * the triple and starts idx_applier_main() with the slot number.  The
@@ -59,11 +59,12 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "applier/applier.h"
+#include "applier/launcher.h"
 #include "core/connection.h"
 #include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/stream.h"
-#include "sync/applier.h"
 #include "sync/sync_workers.h"
 
 /* Every applier slot can watch the registry of sessions */

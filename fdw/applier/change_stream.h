@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/change_stream.h
+ *		  fdw/applier/change_stream.h
  *
  *-------------------------------------------------------------------------
  */

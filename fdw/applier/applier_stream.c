@@ -11,7 +11,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_stream.c
+ *		  fdw/applier/applier_stream.c
  *
  * Applied through.  Events come in cluster-time order, but the events of
  * one transaction share its commit's clusterTime and a batch may end in
@@ -113,10 +113,10 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "applier/applier.h"
 #include "core/handle.h"
 #include "core/mongoc_compat.h"
 #include "index/index_repair.h"
-#include "sync/applier.h"
 #include "sync/cluster_time.h"
 
 /* The _ids of the markers in each MongoDB database's idxtable.sync */

@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/change_stream.c
+ *		  fdw/applier/change_stream.c
  *
  * libmongoc's mongoc_change_stream_t fixes the getMore's maxTimeMS when
  * the stream is opened and resumes by itself in a loop; the applier needs
@@ -66,11 +66,11 @@
 
 #include "miscadmin.h"
 
+#include "applier/change_stream.h"
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/mongoc_compat.h"
 #include "core/stream.h"
-#include "sync/change_stream.h"
 #include "sync/cluster_time.h"
 #include "sync/sync_state.h"
 

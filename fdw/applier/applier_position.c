@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_position.c
+ *		  fdw/applier/applier_position.c
  *
  * Position.  The PBRT after an applied batch, with the time applied
  * through and the definition_ids of the indexes it covers, is upserted
@@ -38,11 +38,11 @@
 #include "access/xact.h"
 #include "utils/timestamp.h"
 
+#include "applier/applier.h"
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/mongoc_compat.h"
 #include "core/protocol_read.h"
-#include "sync/applier.h"
 #include "sync/cluster_time.h"
 
 /* The collection of the positions in each MongoDB database */

@@ -12,7 +12,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier.h
+ *		  fdw/applier/applier.h
  *
  *-------------------------------------------------------------------------
  */
@@ -21,9 +21,9 @@
 
 #include "nodes/pg_list.h"
 
+#include "applier/change_stream.h"
 #include "core/connection.h"
 #include "core/mongoc_compat.h"
-#include "sync/change_stream.h"
 #include "sync/sync_state.h"
 
 /* An index table the applier maintains */

@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_durable.c
+ *		  fdw/applier/applier_durable.c
  *
  * With no w or w=majority in the server's uri the applier reads facts at
  * majority (applier.c, index_repair.c): nothing it reads can be rolled
@@ -33,9 +33,9 @@
  */
 #include "postgres.h"
 
+#include "applier/applier.h"
+#include "applier/change_stream.h"
 #include "core/connection.h"
-#include "sync/applier.h"
-#include "sync/change_stream.h"
 #include "sync/cluster_time.h"
 
 /* Repairs applied again at most this often while the primary changes */
