@@ -81,6 +81,7 @@ OBJS = \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \
 	fdw/applier/change_stream.o \
+	fdw/applier/applier_state.o \
 	fdw/applier/applier.o \
 	fdw/applier/applier_stream.o \
 	fdw/applier/applier_position.o \

@@ -120,15 +120,14 @@ denial_message(Denial *d)
 }
 
 /*
- * The server refused the stream of "s" (see the header comment): close it
- * and mark its index tables; the caller has stored its position.
+ * The server refused the stream of "s" (see the header comment): mark its
+ * index tables; the caller has stored its position and closed the stream.
  */
 void
 idx_applier_deny(AppStream *s)
 {
 	Denial	   *d = find_denial(s->database);
 
-	idx_applier_close_stream(s);
 	if (d == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);

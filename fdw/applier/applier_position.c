@@ -190,30 +190,44 @@ majority_upsert(AppStream *s, const char *collection, const char *id,
 }
 
 /*
- * Store the position of the stream of "s" (see the file header).
+ * Must the position of the stream of "s" stay as it is stored (see the
+ * file header)?  Unless "force" (the stream is to be closed or reopened),
+ * also while facts wait for their transaction's marker; when forced, the
+ * caller applies those before it stores the position (they are
+ * applier_stream.c's: idx_applier_save_position()).
+ */
+bool
+idx_applier_position_held(AppStream *s, bool force)
+{
+	if (!s->open || s->cs.token == NULL || !s->unsaved)
+		return true;
+	/* the token is past claims left to writes in flight: kept before them */
+	if (s->spared != NIL)
+		return true;
+	/* the token is inside a split event: kept before it */
+	if (s->split_event != NULL)
+		return true;
+	/* the token is past facts that wait for their marker */
+	if (s->deferred != NIL && !force)
+		return true;
+	return false;
+}
+
+/*
+ * Store the position of the stream of "s", which idx_applier_position_held()
+ * does not hold and whose waiting facts are applied: if "force", or if it
+ * was last stored long enough before "now" (see the file header).
  */
 void
-idx_applier_save_position(AppStream *s, bool force)
+idx_applier_store_position(AppStream *s, bool force, TimestampTz now)
 {
-	TimestampTz now = GetCurrentTimestamp();
 	bson_t		u = BSON_INITIALIZER;
 	bson_t		set,
 				list;
 	ListCell   *lc;
 	uint32		k = 0;
 
-	if (!s->open || s->cs.token == NULL || !s->unsaved)
-		return;
-	/* the token is past claims left to writes in flight: kept before them */
-	if (s->spared != NIL)
-		return;
-	/* the token is inside a split event: kept before it */
-	if (s->split_event != NULL)
-		return;
-	/* the token is past facts that wait for their marker */
-	if (s->deferred != NIL && !force)
-		return;
-	idx_applier_apply_deferred(s);
+	Assert(s->deferred == NIL);
 	if (!force && !TimestampDifferenceExceeds(s->saved_at, now,
 											  s->events_unsaved ? SAVE_AFTER_EVENTS_MS :
 											  SAVE_IDLE_MS))
@@ -313,9 +327,9 @@ idx_applier_heartbeat(AppStream *s)
 	if (applier.mongos)
 	{
 		(void) idx_sync_oplog_note(applier.client, applier.servername,
-								 "heartbeat");
+								   "heartbeat");
 		(void) idx_sync_oplog_note(applier.client, applier.servername,
-								 "heartbeat");
+								   "heartbeat");
 		s->heartbeat_for = requested;
 		s->heartbeat_at = now;
 		return false;

@@ -180,24 +180,6 @@ static void restart_now(AppStream *s);
  * ----------------------------------------------------------------
  */
 
-/*
- * The current definition of index "ix" (NULL if dropped or failed).
- */
-IdxIndexDef *
-idx_applier_current_def(AppIndex *ix)
-{
-	ListCell   *lc;
-
-	foreach(lc, idx_get_indexes(ix->relid, applier.slot->ownerid))
-	{
-		IdxIndexDef *def = lfirst(lc);
-
-		if (strcmp(def->definition_id, ix->status.definition_id) == 0)
-			return def->state == IDX_STATE_FAILED ? NULL : def;
-	}
-	return NULL;
-}
-
 /* What this process wrote to each index, by time (AppFix *) */
 typedef struct AppFix
 {
@@ -249,7 +231,7 @@ written_through(AppStream *s)
 	{
 		applier.replies.unanswered = false;
 		return idx_sync_server_time(applier.client, applier.servername,
-								  s->database);
+									s->database);
 	}
 	return applier.replies.latest;
 }
@@ -271,7 +253,7 @@ note_fixes(AppStream *s, bool all)
 
 	if (all && process_floor == 0)
 		process_floor = idx_sync_server_time(applier.client, applier.servername,
-										   s->database);
+											 s->database);
 	foreach(lc, s->indexes)
 	{
 		AppIndex   *ix = lfirst(lc);
@@ -967,10 +949,10 @@ forget_deferred(AppStream *s)
 
 /*
  * Apply the facts that waited for their marker now, as any (the stream is
- * closed or reopened, or its position is to be stored: applier_position.c).
+ * closed or reopened, or its position is to be stored).
  */
-void
-idx_applier_apply_deferred(AppStream *s)
+static void
+apply_deferred(AppStream *s)
 {
 	Batch		b;
 	ListCell   *lc;
@@ -986,6 +968,22 @@ idx_applier_apply_deferred(AppStream *s)
 	}
 	repair_colls(s, &b);
 	forget_deferred(s);
+}
+
+/*
+ * Store the position of the stream of "s" unless it must stay as stored
+ * (applier_position.c); "force" (the stream is to be closed or reopened)
+ * applies the facts that wait for their marker first, else they hold it.
+ */
+void
+idx_applier_save_position(AppStream *s, bool force)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (idx_applier_position_held(s, force))
+		return;
+	apply_deferred(s);
+	idx_applier_store_position(s, force, now);
 }
 
 /*
@@ -1213,8 +1211,8 @@ idx_applier_open_stream(AppStream *s)
 	else
 	{
 		IdxClusterTime now = idx_sync_server_time(applier.client,
-												applier.servername,
-												s->database);
+												  applier.servername,
+												  s->database);
 		IdxClusterTime start = needed ? needed : now;
 
 		if (start > now)
@@ -1244,6 +1242,7 @@ idx_applier_open_stream(AppStream *s)
 	s->saved_at = GetCurrentTimestamp();
 	if (r == IDX_CS_DENIED)
 	{
+		idx_applier_close_stream(s);
 		idx_applier_deny(s);	/* not current, tried again later */
 		return;
 	}
@@ -1307,7 +1306,7 @@ idx_applier_step(AppStream *s, int poll_ms)
 	else
 		r = idx_cs_get_more(&s->cs, poll_ms);
 	if (r != IDX_CS_OK)
-		idx_applier_apply_deferred(s);	/* the stream is reopened past them */
+		apply_deferred(s);	/* the stream is reopened past them */
 	if (r == IDX_CS_RESUMABLE && s->cs.token != NULL)
 	{
 		bson_t	   *token = bson_copy(s->cs.token);

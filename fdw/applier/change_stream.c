@@ -238,7 +238,7 @@ build_aggregate(IdxChangeStream *cs, const bson_t *token,
 											  token));
 	else if (start_at != 0)
 		idx_check_append(idx_sync_append_time(&spec, "startAtOperationTime",
-											start_at));
+											  start_at));
 	idx_check_append(bson_append_document_end(&stage, &spec));
 	idx_check_append(bson_append_document_end(&pipeline, &stage));
 	append_match(cs, &pipeline);

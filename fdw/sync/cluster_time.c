@@ -81,7 +81,7 @@ reply_operation_time(bson_t *reply, const char *servername,
  */
 IdxClusterTime
 idx_sync_server_time(mongoc_client_t *client, const char *servername,
-				   const char *database)
+					 const char *database)
 {
 	bson_t		cmd = BSON_INITIALIZER;
 	bson_t		reply;
@@ -114,7 +114,7 @@ idx_sync_server_time(mongoc_client_t *client, const char *servername,
  */
 IdxClusterTime
 idx_sync_oplog_note(mongoc_client_t *client, const char *servername,
-				  const char *why)
+					const char *why)
 {
 	bson_t		cmd = BSON_INITIALIZER;
 	bson_t		data;
