@@ -69,7 +69,6 @@
 #include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/stream.h"
-#include "sync/sync_workers.h"
 
 /* Every applier slot can watch the registry of sessions */
 StaticAssertDecl(IDX_SYNC_MAX_APPLIERS <= IDX_SYNC_MAX_WATCHERS,
