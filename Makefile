@@ -80,20 +80,22 @@ OBJS = \
 	fdw/sync/sync_state.o \
 	fdw/sync/sync_sessions.o \
 	fdw/sync/sync_wait.o \
-	fdw/sync/change_stream.o \
-	fdw/sync/applier.o \
-	fdw/sync/applier_stream.o \
-	fdw/sync/applier_position.o \
-	fdw/sync/applier_apply.o \
-	fdw/sync/applier_exclude.o \
-	fdw/sync/applier_fields.o \
-	fdw/sync/applier_denied.o \
-	fdw/sync/applier_split.o \
-	fdw/sync/applier_markers.o \
-	fdw/sync/applier_durable.o \
+	fdw/sync/cluster_time.o \
 	fdw/sync/sync_notify.o \
 	fdw/sync/sync_status.o \
-	fdw/sync/launcher.o
+	fdw/applier/change_stream.o \
+	fdw/applier/applier_state.o \
+	fdw/applier/applier.o \
+	fdw/applier/applier_stream.o \
+	fdw/applier/applier_position.o \
+	fdw/applier/applier_apply.o \
+	fdw/applier/applier_exclude.o \
+	fdw/applier/applier_fields.o \
+	fdw/applier/applier_denied.o \
+	fdw/applier/applier_split.o \
+	fdw/applier/applier_markers.o \
+	fdw/applier/applier_durable.o \
+	fdw/applier/launcher.o
 
 EXTENSION = idxtable_fdw
 DATA = idxtable_fdw--0.1.sql

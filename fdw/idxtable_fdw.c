@@ -27,6 +27,7 @@
 #include "utils/guc.h"
 
 #include "coordinator.h"
+#include "applier/launcher.h"
 #include "core/connection.h"
 #include "core/guc.h"
 #include "core/mongoc_compat.h"
@@ -81,7 +82,7 @@ void
 _PG_init(void)
 {
 	idx_define_gucs();
-	idx_sync_define_gucs();
+	idx_applier_define_gucs();
 	idx_sync_define_read_gucs();
 	idx_define_limit_gucs();
 	MarkGUCPrefixReserved("idxtable");
@@ -91,7 +92,7 @@ _PG_init(void)
 	{
 		idx_sync_shmem_install();
 		idx_sync_install_object_hook();
-		idx_sync_register_launcher();
+		idx_applier_register_launcher();
 	}
 
 	/* CREATE INDEX and its siblings on our foreign tables */

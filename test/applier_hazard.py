@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The applier leaves the FDW's transactions out of its stream only after it
-has seen every one that may lack its writes (fdw/sync/applier_exclude.c,
+has seen every one that may lack its writes (fdw/applier/applier_exclude.c,
 "hazards"), even when their commits are acknowledged before they are
 majority-committed.
 

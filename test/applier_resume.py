@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The applier's stream after its filter shrank, and change events over 16 MB (fdw/sync/applier_stream.c,
+"""The applier's stream after its filter shrank, and change events over 16 MB (fdw/applier/applier_stream.c,
 change_stream.c).
 
 Run inside ``eval "$(test/env start)"`` (PostgreSQL with idxtable_fdw in shared_preload_libraries).

@@ -2,16 +2,26 @@
 """
 The source layout is one-directional: fdw/core (MongoDB access, values,
 options, MongoDB transactions) uses nothing above it; fdw/index (index
-tables) uses core; fdw/sync (the change-stream workers) uses index and core;
-fdw/ itself (the FDW callbacks, planner paths, scans, writes and the
-transaction coordinator) uses all of them.
+tables) uses core; fdw/sync (the backends' side of the change-stream
+applier: the shared memory both sides use, the waits of routed reads and
+unique writes, transaction markers, the hooks that wake the workers, the
+views) uses index and core; fdw/applier (the worker processes: launcher,
+database workers, appliers and their change streams) uses sync, index and
+core; fdw/ itself (the FDW callbacks, planner paths, scans, writes and the
+transaction coordinator) uses core, index and sync.
 
 Checked twice: every #include of one of our headers names a layer at or
 below the including file's, and, where the objects are built, no object
 refers to a symbol defined in a layer above its own (nm).  The one
 exception is the module's identity: any layer may ask idxtable_fdw.c
 whether a foreign-data wrapper's handler is ours (MODULE_IDENTITY,
-declared in fdw/module.h).
+declared in fdw/module.h).  And though fdw/applier is below fdw/, the FDW
+proper needs nothing of it but what idxtable_fdw.c's _PG_init calls at
+load time: the definition of the workers' settings and the registration
+of the launcher (APPLIER_ENTRY, declared in fdw/applier/launcher.h, the
+one applier header fdw/ may include).  The launcher starts the database
+workers, and those the appliers, by the names of their entry points, so
+nothing else links the two.
 Ends with "layers: N passed, M failed".
 """
 import os
@@ -27,12 +37,17 @@ check = RESULTS.check
 
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FDW = os.path.join(TOP, "fdw")
-RANK = {"core": 0, "index": 1, "sync": 2, "": 3}
-NAMES = {"core": "fdw/core", "index": "fdw/index", "sync": "fdw/sync", "": "fdw"}
+RANK = {"core": 0, "index": 1, "sync": 2, "applier": 3, "": 4}
+NAMES = {"core": "fdw/core", "index": "fdw/index", "sync": "fdw/sync",
+         "applier": "fdw/applier", "": "fdw"}
 # symbols of idxtable_fdw.c every layer may use (see the docstring)
 MODULE_IDENTITY = {"idx_fdw_is_ours"}
 # the header that declares it, the one of fdw/ any layer may include
 MODULE_HEADER = "module.h"
+# what fdw/ may use of fdw/applier, and only from this file (see the docstring)
+APPLIER_ENTRY = {"idx_applier_define_gucs", "idx_applier_register_launcher"}
+APPLIER_HEADER = os.path.join("applier", "launcher.h")
+APPLIER_USER = "idxtable_fdw.c"
 
 
 def layer_of(path):
@@ -68,6 +83,11 @@ def check_includes():
                 continue		# PostgreSQL's or libmongoc's
             if RANK[theirs] > RANK[mine] and inc != MODULE_HEADER:
                 bad.append("%s (%s)" % (inc, NAMES[theirs]))
+            elif mine == "" and theirs == "applier" and not (
+                    inc == APPLIER_HEADER.replace(os.sep, "/")
+                    and os.path.basename(path) == APPLIER_USER):
+                bad.append("%s (%s: fdw/ may include only %s, in %s)" % (
+                    inc, NAMES[theirs], APPLIER_HEADER, APPLIER_USER))
         check(not bad, "%s (%s) includes %s" % (os.path.relpath(path, TOP), NAMES[mine],
                                                  ", ".join(bad)))
 
@@ -82,6 +102,15 @@ def nm(obj):
         elif len(parts) == 2 and parts[0] == "U":
             used.add(parts[1])
     return defined, used
+
+
+def applier_use_allowed(obj, mine, sym, theirs):
+    """May object "obj" of layer "mine" use "sym", defined in object "theirs"?
+    Only the APPLIER_ENTRY exception limits fdw/'s use of a lower layer."""
+    if mine != "" or layer_of(theirs) != "applier":
+        return True
+    return sym in APPLIER_ENTRY and os.path.basename(obj) == \
+        APPLIER_USER.replace(".c", ".o")
 
 
 def check_symbols():
@@ -99,7 +128,8 @@ def check_symbols():
     for o, used in sorted(uses.items()):
         mine = layer_of(o)
         bad = sorted(s for s in used if s in owner and s not in MODULE_IDENTITY
-                     and RANK[layer_of(owner[s])] > RANK[mine])
+                     and (RANK[layer_of(owner[s])] > RANK[mine]
+                          or not applier_use_allowed(o, mine, s, owner[s])))
         check(not bad, "%s (%s) uses %s" % (
             os.path.relpath(o, TOP), NAMES[mine],
             ", ".join("%s of %s" % (s, os.path.relpath(owner[s], TOP)) for s in bad)))

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The applier leaves the FDW's own transactions out of its change stream
-while that is safe (fdw/sync/applier_exclude.c), and takes them again when
+while that is safe (fdw/applier/applier_exclude.c), and takes them again when
 it is not.
 
 Needs idxtable_fdw in shared_preload_libraries (test/env start does it).  A

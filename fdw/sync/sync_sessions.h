@@ -65,7 +65,7 @@ extern void idx_sync_session_end(int entry, uint64 end_time);
 /* Before its commit: the transaction leaves work to the applier */
 extern void idx_sync_session_doubt(int entry);
 
-/* ---- the applier (sync/applier_exclude.c) ---- */
+/* ---- the applier (applier/applier_exclude.c) ---- */
 
 /* Bumped by every registration: a longer list to leave out */
 extern uint64 idx_sync_sessions_generation(void);

@@ -57,7 +57,7 @@
 #include "core/option.h"
 #include "core/pg_compat.h"
 #include "core/xact.h"
-#include "sync/change_stream.h"
+#include "sync/cluster_time.h"
 #include "sync/sync_state.h"
 #include "sync/sync_wait.h"
 
@@ -566,7 +566,7 @@ wake_cluster_applier(const IdxIndexDef *def, mongoc_client_t *client,
 		(view.has_status && view.status.applied_through >= target))
 		return;
 	if (*woke <= target)
-		*woke = idx_cs_oplog_note(client, servername, "wake");
+		*woke = idx_sync_oplog_note(client, servername, "wake");
 	idx_sync_note_wake_up(view.slotno, *woke);
 	idx_sync_request(view.slotno, target);
 }
@@ -585,7 +585,7 @@ static IdxClusterTime
 cluster_target(const IdxIndexDef *def, mongoc_client_t *client,
 			   const char *servername, IdxClusterTime *woke)
 {
-	IdxClusterTime target = idx_cs_oplog_note(client, servername, "target");
+	IdxClusterTime target = idx_sync_oplog_note(client, servername, "target");
 
 	idx_xact_note_cluster_time(client, target);
 	*woke = 0;

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * sync_workers.h
- *		  The launcher and the database workers of the change-stream applier
- *		  (launcher.c), and the parts of the shared state only they use
- *		  (sync_state.c).
+ *		  The parts of the shared state (sync_state.c) that only the
+ *		  change-stream applier's processes (fdw/applier) and the views
+ *		  (sync_status.c) use, and the hooks that tell those processes of
+ *		  catalog changes (sync_notify.c).
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -22,11 +23,6 @@
 
 #include "sync/sync_state.h"
 
-/* bgw_type of each kind of worker, also its application_name */
-#define IDX_LAUNCHER_TYPE		"idxtable_fdw launcher"
-#define IDX_DBWORKER_TYPE		"idxtable_fdw database worker"
-#define IDX_APPLIER_TYPE		"idxtable_fdw applier"
-
 /* Databases the shared state tracks (catalog generations, workers) */
 #define IDX_SYNC_MAX_DATABASES	64
 
@@ -44,16 +40,6 @@ typedef struct IdxApplierInfo
 	uint64		requested;
 	char		last_error[IDX_SYNC_ERROR_LEN];
 } IdxApplierInfo;
-
-/* idxtable.launcher_naptime, in seconds (launcher.c) */
-extern int	idx_launcher_naptime;
-
-/* idxtable.applier_batch_delay, in milliseconds (launcher.c) */
-extern int	idx_applier_batch_delay;
-
-/* in launcher.c */
-extern void idx_sync_define_gucs(void);
-extern void idx_sync_register_launcher(void);
 
 /* in sync_notify.c */
 extern void idx_sync_install_object_hook(void);	/* and the utility hook */

@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_exclude.c
+ *		  fdw/applier/applier_exclude.c
  *
  * A write through the FDW in transaction mode writes its facts and their
  * entries in one MongoDB transaction, so the applier has nothing to do
@@ -68,7 +68,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "sync/applier.h"
+#include "applier/applier.h"
 
 /* No batch wrote to an index table for this long (ms) before arming */
 #define EXCLUDE_QUIET_MS		1000

@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_markers.c
+ *		  fdw/applier/applier_markers.c
  *
  * On a replica set a transaction's events share one cluster time and come
  * in order, its marker last (applier_stream.c's header).  Through mongos a
@@ -46,9 +46,9 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "applier/applier.h"
 #include "core/handle.h"
 #include "core/mongoc_compat.h"
-#include "sync/applier.h"
 #include "sync/sync_sessions.h"
 
 /* Markers kept: at most this many, of at most this much cluster time */

@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/change_stream.h
+ *		  fdw/applier/change_stream.h
  *
  *-------------------------------------------------------------------------
  */
@@ -103,16 +103,6 @@ extern void idx_cs_close(IdxChangeStream *cs);
 /* The cluster time of an event (0 if it has none) */
 extern IdxClusterTime idx_cs_event_time(const bson_t *event);
 
-/* The operationTime of a "ping" on "database" (the server's "now") */
-extern IdxClusterTime idx_cs_server_time(mongoc_client_t *client,
-										 const char *servername,
-										 const char *database);
-
-/* A no-op on every shard through mongos (appendOplogNote): its time */
-extern IdxClusterTime idx_cs_oplog_note(mongoc_client_t *client,
-										const char *servername,
-										const char *why);
-
 /* Wait until the majority commit point has reached "ct" (ERROR after timeout_ms) */
 extern void idx_cs_wait_majority(mongoc_client_t *client,
 								 const char *servername,
@@ -121,12 +111,5 @@ extern void idx_cs_wait_majority(mongoc_client_t *client,
 
 /* The cluster time a resume token starts with, or 0 if not decodable */
 extern IdxClusterTime idx_cs_token_time(const bson_t *token);
-
-/* Append a cluster time as a BSON Timestamp */
-extern bool idx_cs_append_time(bson_t *doc, const char *key,
-							   IdxClusterTime ct);
-
-/* Read a BSON Timestamp (0 if the iterator holds none) */
-extern IdxClusterTime idx_cs_iter_time(const bson_iter_t *iter);
 
 #endif							/* IDXTABLE_CHANGE_STREAM_H */

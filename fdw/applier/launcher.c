@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/launcher.c
+ *		  fdw/applier/launcher.c
  *
  * The launcher is a static background worker (registered by _PG_init when
  * the library is preloaded) connected to no database.  Every
@@ -24,7 +24,7 @@
  *
  * The database worker reads which (foreign server, table owner) pairs
  * have index tables that are not failed, claims an applier slot for each
- * and starts an applier (fdw/sync/applier.c) in it.  An applier that dies
+ * and starts an applier (fdw/applier/applier.c) in it.  An applier that dies
  * is started again after 1 s, the delay doubling up to 60 s while it
  * keeps failing within a minute of its start; an applier whose pair has
  * no index table left is terminated and its slot freed.  It wakes on its
@@ -76,6 +76,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "applier/launcher.h"
 #include "core/option.h"
 #include "sync/sync_state.h"
 #include "sync/sync_workers.h"
@@ -129,7 +130,7 @@ static DbWorkerSlot dbw_slots[IDX_SYNC_MAX_APPLIERS];
  * _PG_init, preloaded or not, so that SHOW and ALTER SYSTEM know them).
  */
 void
-idx_sync_define_gucs(void)
+idx_applier_define_gucs(void)
 {
 	DefineCustomIntVariable("idxtable.launcher_naptime",
 							"Sets the time between two passes of the idxtable_fdw launcher and database workers over the catalogs.",
@@ -156,7 +157,7 @@ idx_sync_define_gucs(void)
  * during pg_upgrade, which must have the cluster to itself.
  */
 void
-idx_sync_register_launcher(void)
+idx_applier_register_launcher(void)
 {
 	BackgroundWorker bgw;
 

@@ -11,7 +11,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_stream.c
+ *		  fdw/applier/applier_stream.c
  *
  * Applied through.  Events come in cluster-time order, but the events of
  * one transaction share its commit's clusterTime and a batch may end in
@@ -113,10 +113,11 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "applier/applier.h"
 #include "core/handle.h"
 #include "core/mongoc_compat.h"
 #include "index/index_repair.h"
-#include "sync/applier.h"
+#include "sync/cluster_time.h"
 
 /* The _ids of the markers in each MongoDB database's idxtable.sync */
 #define MARKER_PREFIX			"fdw:"
@@ -179,24 +180,6 @@ static void restart_now(AppStream *s);
  * ----------------------------------------------------------------
  */
 
-/*
- * The current definition of index "ix" (NULL if dropped or failed).
- */
-IdxIndexDef *
-idx_applier_current_def(AppIndex *ix)
-{
-	ListCell   *lc;
-
-	foreach(lc, idx_get_indexes(ix->relid, applier.slot->ownerid))
-	{
-		IdxIndexDef *def = lfirst(lc);
-
-		if (strcmp(def->definition_id, ix->status.definition_id) == 0)
-			return def->state == IDX_STATE_FAILED ? NULL : def;
-	}
-	return NULL;
-}
-
 /* What this process wrote to each index, by time (AppFix *) */
 typedef struct AppFix
 {
@@ -247,8 +230,8 @@ written_through(AppStream *s)
 	if (applier.replies.unanswered || applier.replies.latest == 0)
 	{
 		applier.replies.unanswered = false;
-		return idx_cs_server_time(applier.client, applier.servername,
-								  s->database);
+		return idx_sync_server_time(applier.client, applier.servername,
+									s->database);
 	}
 	return applier.replies.latest;
 }
@@ -269,8 +252,8 @@ note_fixes(AppStream *s, bool all)
 	IdxClusterTime now = 0;
 
 	if (all && process_floor == 0)
-		process_floor = idx_cs_server_time(applier.client, applier.servername,
-										   s->database);
+		process_floor = idx_sync_server_time(applier.client, applier.servername,
+											 s->database);
 	foreach(lc, s->indexes)
 	{
 		AppIndex   *ix = lfirst(lc);
@@ -405,7 +388,7 @@ restart_now(AppStream *s)
 
 	idx_applier_forget_split(s);
 	idx_exclude_open(s);
-	t0 = idx_cs_server_time(applier.client, applier.servername, s->database);
+	t0 = idx_sync_server_time(applier.client, applier.servername, s->database);
 	if (idx_cs_open(&s->cs, NULL, t0) != IDX_CS_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
@@ -636,7 +619,7 @@ note_marker(Batch *b, const bson_t *event)
 		!event_txn(event, &m->lsid, &m->lsid_len, &m->txn))
 		return;
 	if (bson_iter_init_find(&iter, &m->doc, "after"))
-		m->after = idx_cs_iter_time(&iter);
+		m->after = idx_sync_iter_time(&iter);
 	b->markers = lappend(b->markers, m);
 	time = palloc(sizeof(IdxClusterTime));
 	*time = idx_cs_event_time(event);
@@ -966,10 +949,10 @@ forget_deferred(AppStream *s)
 
 /*
  * Apply the facts that waited for their marker now, as any (the stream is
- * closed or reopened, or its position is to be stored: applier_position.c).
+ * closed or reopened, or its position is to be stored).
  */
-void
-idx_applier_apply_deferred(AppStream *s)
+static void
+apply_deferred(AppStream *s)
 {
 	Batch		b;
 	ListCell   *lc;
@@ -985,6 +968,22 @@ idx_applier_apply_deferred(AppStream *s)
 	}
 	repair_colls(s, &b);
 	forget_deferred(s);
+}
+
+/*
+ * Store the position of the stream of "s" unless it must stay as stored
+ * (applier_position.c); "force" (the stream is to be closed or reopened)
+ * applies the facts that wait for their marker first, else they hold it.
+ */
+void
+idx_applier_save_position(AppStream *s, bool force)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (idx_applier_position_held(s, force))
+		return;
+	apply_deferred(s);
+	idx_applier_store_position(s, force, now);
 }
 
 /*
@@ -1211,9 +1210,9 @@ idx_applier_open_stream(AppStream *s)
 	}
 	else
 	{
-		IdxClusterTime now = idx_cs_server_time(applier.client,
-												applier.servername,
-												s->database);
+		IdxClusterTime now = idx_sync_server_time(applier.client,
+												  applier.servername,
+												  s->database);
 		IdxClusterTime start = needed ? needed : now;
 
 		if (start > now)
@@ -1243,6 +1242,7 @@ idx_applier_open_stream(AppStream *s)
 	s->saved_at = GetCurrentTimestamp();
 	if (r == IDX_CS_DENIED)
 	{
+		idx_applier_close_stream(s);
 		idx_applier_deny(s);	/* not current, tried again later */
 		return;
 	}
@@ -1306,7 +1306,7 @@ idx_applier_step(AppStream *s, int poll_ms)
 	else
 		r = idx_cs_get_more(&s->cs, poll_ms);
 	if (r != IDX_CS_OK)
-		idx_applier_apply_deferred(s);	/* the stream is reopened past them */
+		apply_deferred(s);	/* the stream is reopened past them */
 	if (r == IDX_CS_RESUMABLE && s->cs.token != NULL)
 	{
 		bson_t	   *token = bson_copy(s->cs.token);

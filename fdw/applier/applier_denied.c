@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_denied.c
+ *		  fdw/applier/applier_denied.c
  *
  * A database-level change stream needs find and changeStream on the whole
  * database; create_index checks that (index_privileges.c), but a role can
@@ -38,8 +38,8 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "applier/applier.h"
 #include "core/privileges.h"
-#include "sync/applier.h"
 
 #define DENIED_FIRST_RETRY_MS	1000
 #define DENIED_MAX_RETRY_MS		10000
@@ -120,15 +120,14 @@ denial_message(Denial *d)
 }
 
 /*
- * The server refused the stream of "s" (see the header comment): close it
- * and mark its index tables; the caller has stored its position.
+ * The server refused the stream of "s" (see the header comment): mark its
+ * index tables; the caller has stored its position and closed the stream.
  */
 void
 idx_applier_deny(AppStream *s)
 {
 	Denial	   *d = find_denial(s->database);
 
-	idx_applier_close_stream(s);
 	if (d == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);

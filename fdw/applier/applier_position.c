@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_position.c
+ *		  fdw/applier/applier_position.c
  *
  * Position.  The PBRT after an applied batch, with the time applied
  * through and the definition_ids of the indexes it covers, is upserted
@@ -38,11 +38,12 @@
 #include "access/xact.h"
 #include "utils/timestamp.h"
 
+#include "applier/applier.h"
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/mongoc_compat.h"
 #include "core/protocol_read.h"
-#include "sync/applier.h"
+#include "sync/cluster_time.h"
 
 /* The collection of the positions in each MongoDB database */
 #define POSITIONS_COLLECTION	"idxtable.positions"
@@ -114,7 +115,7 @@ idx_applier_read_position(AppStream *s, bson_t **token,
 			found = *token != NULL;
 		}
 		if (bson_iter_init_find(&iter, doc, "clusterTime"))
-			*covered = idx_cs_iter_time(&iter);
+			*covered = idx_sync_iter_time(&iter);
 		*start_after = bson_iter_init_find(&iter, doc, "startAfter") &&
 			bson_iter_as_bool(&iter);
 		/* written through another server's options: a copy of the data */
@@ -189,30 +190,44 @@ majority_upsert(AppStream *s, const char *collection, const char *id,
 }
 
 /*
- * Store the position of the stream of "s" (see the file header).
+ * Must the position of the stream of "s" stay as it is stored (see the
+ * file header)?  Unless "force" (the stream is to be closed or reopened),
+ * also while facts wait for their transaction's marker; when forced, the
+ * caller applies those before it stores the position (they are
+ * applier_stream.c's: idx_applier_save_position()).
+ */
+bool
+idx_applier_position_held(AppStream *s, bool force)
+{
+	if (!s->open || s->cs.token == NULL || !s->unsaved)
+		return true;
+	/* the token is past claims left to writes in flight: kept before them */
+	if (s->spared != NIL)
+		return true;
+	/* the token is inside a split event: kept before it */
+	if (s->split_event != NULL)
+		return true;
+	/* the token is past facts that wait for their marker */
+	if (s->deferred != NIL && !force)
+		return true;
+	return false;
+}
+
+/*
+ * Store the position of the stream of "s", which idx_applier_position_held()
+ * does not hold and whose waiting facts are applied: if "force", or if it
+ * was last stored long enough before "now" (see the file header).
  */
 void
-idx_applier_save_position(AppStream *s, bool force)
+idx_applier_store_position(AppStream *s, bool force, TimestampTz now)
 {
-	TimestampTz now = GetCurrentTimestamp();
 	bson_t		u = BSON_INITIALIZER;
 	bson_t		set,
 				list;
 	ListCell   *lc;
 	uint32		k = 0;
 
-	if (!s->open || s->cs.token == NULL || !s->unsaved)
-		return;
-	/* the token is past claims left to writes in flight: kept before them */
-	if (s->spared != NIL)
-		return;
-	/* the token is inside a split event: kept before it */
-	if (s->split_event != NULL)
-		return;
-	/* the token is past facts that wait for their marker */
-	if (s->deferred != NIL && !force)
-		return;
-	idx_applier_apply_deferred(s);
+	Assert(s->deferred == NIL);
 	if (!force && !TimestampDifferenceExceeds(s->saved_at, now,
 											  s->events_unsaved ? SAVE_AFTER_EVENTS_MS :
 											  SAVE_IDLE_MS))
@@ -220,7 +235,7 @@ idx_applier_save_position(AppStream *s, bool force)
 
 	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set));
 	idx_check_append(BSON_APPEND_DOCUMENT(&set, "token", s->cs.token));
-	idx_check_append(idx_cs_append_time(&set, "clusterTime", s->covered));
+	idx_check_append(idx_sync_append_time(&set, "clusterTime", s->covered));
 	idx_check_append(BSON_APPEND_BOOL(&set, "startAfter", s->cs.start_after));
 	idx_check_append(BSON_APPEND_INT64(&set, "server",
 									   (int64) applier.server_hash));
@@ -311,10 +326,10 @@ idx_applier_heartbeat(AppStream *s)
 
 	if (applier.mongos)
 	{
-		(void) idx_cs_oplog_note(applier.client, applier.servername,
-								 "heartbeat");
-		(void) idx_cs_oplog_note(applier.client, applier.servername,
-								 "heartbeat");
+		(void) idx_sync_oplog_note(applier.client, applier.servername,
+								   "heartbeat");
+		(void) idx_sync_oplog_note(applier.client, applier.servername,
+								   "heartbeat");
 		s->heartbeat_for = requested;
 		s->heartbeat_at = now;
 		return false;

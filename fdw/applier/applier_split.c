@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_split.c
+ *		  fdw/applier/applier_split.c
  *
  * An event over the BSON size limit comes as fragments, each with its own
  * resume token and a "splitEvent" {fragment: i, of: n}, the event's fields
@@ -28,10 +28,10 @@
  */
 #include "postgres.h"
 
+#include "applier/applier.h"
 #include "core/convert.h"
 #include "core/handle.h"
 #include "core/mongoc_compat.h"
-#include "sync/applier.h"
 
 /*
  * Forget the split event whose fragments came so far.

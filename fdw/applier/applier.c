@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier.c
+ *		  fdw/applier/applier.c
  *
  * The database worker (launcher.c) claims a slot of the shared state for
  * the triple and starts idx_applier_main() with the slot number.  The
@@ -33,6 +33,10 @@
  * slot and the statuses of its indexes; the database worker starts it
  * again and it resumes from its stored position.  SIGTERM ends it at once
  * (every wait, also on MongoDB, is a latch wait).
+ *
+ * This file is the top of the applier: the worker's entry, its signals,
+ * connection, catalog and rounds.  The state every part shares, with the
+ * index states and status reports, is applier_state.c's.
  *
  *-------------------------------------------------------------------------
  */
@@ -59,20 +63,18 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "applier/applier.h"
+#include "applier/launcher.h"
 #include "core/connection.h"
 #include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "core/stream.h"
-#include "sync/applier.h"
-#include "sync/sync_workers.h"
 
 /* Every applier slot can watch the registry of sessions */
 StaticAssertDecl(IDX_SYNC_MAX_APPLIERS <= IDX_SYNC_MAX_WATCHERS,
 				 "an applier slot number must be a watcher number");
 
 PGDLLEXPORT void idx_applier_main(Datum main_arg);
-
-Applier		applier;
 
 /* the server's option change_streams turned 'off': the applier stops */
 static bool applier_server_off = false;
@@ -104,39 +106,6 @@ static bool round_idle = false;
 /* The requested time last seen, and when it was seen to change */
 static IdxClusterTime seen_requested = 0;
 static TimestampTz asked_at = 0;
-
-/*
- * Begin an SPI block in the current transaction, with a snapshot.
- */
-static void
-spi_begin(void)
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	PushActiveSnapshot(GetTransactionSnapshot());
-}
-
-/*
- * End the SPI block of spi_begin().
- */
-static void
-spi_end(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-}
-
-/*
- * A cluster time for log lines: its wall-clock second and increment.
- */
-char *
-idx_applier_time_str(IdxClusterTime ct)
-{
-	TimestampTz ts = time_t_to_timestamptz((pg_time_t) IDX_CLUSTER_TIME_SECONDS(ct));
-
-	return psprintf("%s (increment %u)", timestamptz_to_str(ts),
-					(uint32) ct);
-}
 
 /*
  * The AppStream of MongoDB database "database", created if new.
@@ -295,14 +264,14 @@ catalog_signature(void)
 		return NULL;
 	values[0] = ObjectIdGetDatum(applier.slot->serverid);
 	values[1] = ObjectIdGetDatum(applier.slot->ownerid);
-	spi_begin();
+	idx_applier_spi_begin();
 	if (SPI_execute_with_args(query, 2, types, values, NULL, true, 1) !=
 		SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the catalog of the index tables to maintain");
 	result = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (result != NULL)
 		result = MemoryContextStrdup(TopMemoryContext, result);
-	spi_end();
+	idx_applier_spi_end();
 	return result;
 }
 
@@ -364,7 +333,7 @@ load_catalog(void)
 
 	values[0] = ObjectIdGetDatum(applier.slot->serverid);
 	values[1] = ObjectIdGetDatum(applier.slot->ownerid);
-	spi_begin();
+	idx_applier_spi_begin();
 	if (SPI_execute_with_args(query, 2, types, values, NULL, true, 0) !=
 		SPI_OK_SELECT)
 		elog(ERROR, "could not read the index tables to maintain");
@@ -372,154 +341,9 @@ load_catalog(void)
 	for (i = 0; i < SPI_processed; i++)
 		add_index_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
 	MemoryContextSwitchTo(old);
-	spi_end();
+	idx_applier_spi_end();
 	forget_unfollowed();
 	return applier.streams != NIL;
-}
-
-/*
- * Set the state of the indexes of stream "s" whose state is one of
- * "from_states" (letters as in AppIndex.state) to "to_state", in
- * idxtable.index_defs, and tell the workers the catalog changed.
- */
-void
-idx_applier_set_state(AppStream *s, const char *from_states,
-					  const char *to_state)
-{
-	static const char *query =
-		"UPDATE idxtable.index_defs SET state = $1 "
-		" WHERE definition_id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid "
-		"   AND state OPERATOR(pg_catalog.<>) 'failed'";
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	ListCell   *lc;
-	bool		any = false;
-
-	spi_begin();
-	foreach(lc, s->indexes)
-	{
-		AppIndex   *ix = lfirst(lc);
-		Datum		values[2];
-
-		if (strchr(from_states, ix->state) == NULL)
-			continue;
-		values[0] = CStringGetTextDatum(to_state);
-		values[1] = CStringGetTextDatum(ix->status.definition_id);
-		if (SPI_execute_with_args(query, 2, types, values, NULL, false, 0) !=
-			SPI_OK_UPDATE)
-			elog(ERROR, "could not update the state of index \"%s\"",
-				 ix->name);
-		ix->state = to_state[0] == 's' ? 's' : to_state[0] == 'v' ? 'v' : 'b';
-		ereport(LOG,
-				(errmsg("idxtable_fdw applier: index \"%s\" is now %s",
-						ix->name, to_state)));
-		any = true;
-	}
-	spi_end();
-	if (any)
-		idx_sync_catalog_changed(MyDatabaseId);
-}
-
-/*
- * The fact collection "collection" of stream "s" was dropped or renamed at
- * cluster time "at": its indexes fail (routing stops, drop_index still
- * works).  Not those whose sync_from is at or after it: their build read
- * the facts after the drop (a stream that starts at a sync_from includes
- * the changes at that very time).
- */
-void
-idx_applier_fail_collection(AppStream *s, const char *collection,
-							IdxClusterTime at)
-{
-	static const char *query =
-		"UPDATE idxtable.index_defs SET state = 'failed' "
-		" WHERE definition_id OPERATOR(pg_catalog.=) $1::pg_catalog.uuid";
-	Oid			types[1] = {TEXTOID};
-	ListCell   *lc;
-
-	spi_begin();
-	foreach(lc, s->indexes)
-	{
-		AppIndex   *ix = lfirst(lc);
-		Datum		values[1];
-
-		if (strcmp(ix->collection, collection) != 0 || ix->sync_from >= at)
-			continue;
-		values[0] = CStringGetTextDatum(ix->status.definition_id);
-		if (SPI_execute_with_args(query, 1, types, values, NULL, false, 0) !=
-			SPI_OK_UPDATE)
-			elog(ERROR, "could not update the state of index \"%s\"",
-				 ix->name);
-		ereport(LOG,
-				(errmsg("idxtable_fdw applier: index \"%s\" failed: its collection \"%s\" of database \"%s\" was dropped or renamed",
-						ix->name, collection, s->database)));
-		idx_sync_index_forget(MyDatabaseId, ix->status.definition_id);
-	}
-	spi_end();
-	idx_sync_catalog_changed(MyDatabaseId);
-}
-
-/*
- * Has index "ix" unique key conflicts recorded in idxtable.conflicts?
- * (A write that frees a conflicting key must then reach the repair, which
- * hands the key to the fact that waited for it: applier_stream.c.)
- */
-bool
-idx_applier_has_conflicts(AppIndex *ix)
-{
-	static const char *query =
-		"SELECT 1 FROM idxtable.conflicts "
-		" WHERE index_name OPERATOR(pg_catalog.=) $1 LIMIT 1";
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-	bool		result;
-
-	values[0] = CStringGetTextDatum(ix->name);
-	spi_begin();
-	if (SPI_execute_with_args(query, 1, types, values, NULL, true, 1) !=
-		SPI_OK_SELECT)
-		elog(ERROR, "could not read the conflicts of index \"%s\"", ix->name);
-	result = SPI_processed > 0;
-	spi_end();
-	return result;
-}
-
-/*
- * Report the status of the indexes of "s" (applied through s->covered)
- * and wake the backends waiting for them.  caught_up_at: now after an
- * empty batch; after a complete batch (applied by now) the time its
- * getMore was sent, as every event committed before then was in it or
- * earlier.  Under a steady load it is what keeps sync_status's lag close
- * to the real one (applied_through has whole seconds).
- */
-void
-idx_applier_report(AppStream *s, bool streaming)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	ListCell   *lc;
-
-	foreach(lc, s->indexes)
-	{
-		AppIndex   *ix = lfirst(lc);
-
-		ix->status.streaming = streaming && ix->state != 's';
-		ix->status.skips_fdw = ix->status.streaming && s->armed;
-		if (ix->status.streaming && s->caught_up)
-			ix->status.caught_up_at = now;
-		else if (ix->status.streaming && s->ndeferred == 0 &&
-				 s->complete_since > ix->status.caught_up_at)
-			ix->status.caught_up_at = s->complete_since;
-		if (s->covered > ix->status.applied_through)
-		{
-			ix->status.applied_through = s->covered;
-			ix->status.applied_at = now;
-		}
-		idx_sync_index_report(&ix->status);
-	}
-	s->complete_since = 0;		/* it held for this batch only */
-	SpinLockAcquire(&applier.slot->mutex);
-	applier.slot->last_batch_at = now;
-	SpinLockRelease(&applier.slot->mutex);
-	ConditionVariableBroadcast(&applier.slot->applied_cv);
 }
 
 /*
@@ -702,7 +526,7 @@ server_streams_on(void)
 	bool		on = true;		/* a dropped server: no index tables left */
 
 	values[0] = ObjectIdGetDatum(applier.slot->serverid);
-	spi_begin();
+	idx_applier_spi_begin();
 	if (SPI_execute_with_args(query, 1, types, values, NULL, true, 1) !=
 		SPI_OK_SELECT)
 		elog(ERROR, "could not read foreign server %u",
@@ -716,7 +540,7 @@ server_streams_on(void)
 
 		on = idx_srvoptions_change_streams(isnull ? (Datum) 0 : srvoptions);
 	}
-	spi_end();
+	idx_applier_spi_end();
 	return on;
 }
 

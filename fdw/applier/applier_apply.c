@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_apply.c
+ *		  fdw/applier/applier_apply.c
  *
  * applier_stream.c gathers, per fact collection, the _ids a batch of
  * events names (CollIds), with what each event said of its fact: the
@@ -71,6 +71,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "applier/applier.h"
 #include "core/deparse.h"
 #include "core/handle.h"
 #include "core/mongoc_compat.h"
@@ -78,7 +79,6 @@
 #include "index/index_conflict.h"
 #include "index/index_entry.h"
 #include "index/index_repair.h"
-#include "sync/applier.h"
 
 /* What one index table applies of a batch's facts of its collection */
 typedef struct IndexPlan

@@ -8,7 +8,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_fields.c
+ *		  fdw/applier/applier_fields.c
  *
  * An index table's entries of a fact are a function of the fact's key and
  * included columns only (index_entry.c, idx_entry_columns()), so an update
@@ -40,11 +40,11 @@
 #include "nodes/value.h"
 #include "utils/rel.h"
 
+#include "applier/applier.h"
 #include "core/mongoc_compat.h"
 #include "core/option.h"
 #include "index/index_catalog.h"
 #include "index/index_entry.h"
-#include "sync/applier.h"
 
 /*
  * The length of the first component of dotted path "path".

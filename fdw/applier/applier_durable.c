@@ -9,7 +9,7 @@
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier_durable.c
+ *		  fdw/applier/applier_durable.c
  *
  * With no w or w=majority in the server's uri the applier reads facts at
  * majority (applier.c, index_repair.c): nothing it reads can be rolled
@@ -33,9 +33,10 @@
  */
 #include "postgres.h"
 
+#include "applier/applier.h"
+#include "applier/change_stream.h"
 #include "core/connection.h"
-#include "sync/applier.h"
-#include "sync/change_stream.h"
+#include "sync/cluster_time.h"
 
 /* Repairs applied again at most this often while the primary changes */
 #define MAX_REAPPLY				3
@@ -79,7 +80,7 @@ idx_applier_primary_kept(AppStream *s)
 
 	if (applier.durable_reads || !s->election_known || s->election == 0)
 		return true;
-	now = idx_cs_server_time(applier.client, applier.servername, s->database);
+	now = idx_sync_server_time(applier.client, applier.servername, s->database);
 	idx_cs_wait_majority(applier.client, applier.servername, s->database,
 						 now, CONFIRM_TIMEOUT_MS);
 	election = idx_primary_election(applier.client, applier.servername);

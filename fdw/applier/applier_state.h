@@ -1,29 +1,26 @@
 /*-------------------------------------------------------------------------
  *
- * applier.h
- *		  The change-stream applier's own state, shared by applier.c (the
- *		  worker, its catalog and its index states), applier_stream.c
- *		  (one stream per MongoDB database: its batches),
- *		  applier_position.c (its stored position and heartbeats),
- *		  applier_apply.c (a batch's facts applied to index tables) and
- *		  the other applier_*.c files.
+ * applier_state.h
+ *		  The change-stream applier's own state (applier_state.c): the
+ *		  types every file of fdw/applier shares, the one Applier of the
+ *		  process, and what they all ask of it.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
- *		  fdw/sync/applier.h
+ *		  fdw/applier/applier_state.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef IDXTABLE_APPLIER_H
-#define IDXTABLE_APPLIER_H
+#ifndef IDXTABLE_APPLIER_STATE_H
+#define IDXTABLE_APPLIER_STATE_H
 
 #include "nodes/pg_list.h"
 
+#include "applier/change_stream.h"
 #include "core/connection.h"
 #include "core/mongoc_compat.h"
-#include "sync/change_stream.h"
 #include "sync/sync_state.h"
 
 /* An index table the applier maintains */
@@ -164,7 +161,10 @@ typedef struct Applier
 
 extern Applier applier;
 
-/* ---- applier.c ---- */
+/* ---- applier_state.c ---- */
+extern void idx_applier_spi_begin(void);
+extern void idx_applier_spi_end(void);
+extern struct IdxIndexDef *idx_applier_current_def(AppIndex *ix);
 extern void idx_applier_set_state(AppStream *s, const char *from_states,
 								  const char *to_state);
 extern void idx_applier_fail_collection(AppStream *s, const char *collection,
@@ -173,68 +173,4 @@ extern void idx_applier_report(AppStream *s, bool streaming);
 extern char *idx_applier_time_str(IdxClusterTime ct);
 extern bool idx_applier_has_conflicts(AppIndex *ix);
 
-/* ---- applier_stream.c ---- */
-extern void idx_applier_open_stream(AppStream *s);
-extern void idx_applier_step(AppStream *s, int poll_ms);
-extern void idx_applier_close_stream(AppStream *s);
-extern struct IdxIndexDef *idx_applier_current_def(AppIndex *ix);
-extern void idx_applier_apply_deferred(AppStream *s);
-
-/* ---- applier_position.c ---- */
-extern bool idx_applier_read_position(AppStream *s, bson_t **token,
-									  IdxClusterTime *covered,
-									  List **followed, List **watched,
-									  bool *start_after, bool *other_server);
-extern void idx_applier_save_position(AppStream *s, bool force);
-extern bool idx_applier_heartbeat(AppStream *s);
-
-/* ---- applier_apply.c ---- */
-extern int64 idx_applier_repair(AppStream *s, AppIndex *ix,
-								const bson_value_t *ids,
-								const bson_t *const *images, int n);
-extern void idx_applier_apply_facts(AppStream *s, CollIds *c);
-extern void idx_applier_recheck_spared(AppStream *s);
-extern void idx_applier_forget_spared(AppStream *s);
-
-/* ---- applier_exclude.c ---- */
-extern void idx_exclude_open(AppStream *s);
-extern void idx_exclude_before_get_more(AppStream *s);
-extern IdxCsResult idx_exclude_arm(AppStream *s);
-extern bool idx_exclude_must_disarm(AppStream *s);
-extern IdxCsResult idx_exclude_disarm(AppStream *s);
-extern void idx_exclude_after_batch(AppStream *s, bool complete);
-extern void idx_exclude_close(AppStream *s);
-extern uint64 idx_exclude_doubts_looked(void);
-
-/* ---- applier_denied.c ---- */
-extern void idx_applier_deny(AppStream *s);
-extern bool idx_applier_may_open(AppStream *s);
-extern void idx_applier_stream_allowed(AppStream *s);
-extern void idx_applier_denied_sleep(void);
-
-/* ---- applier_split.c ---- */
-extern const bson_t *idx_applier_take_fragment(AppStream *s,
-											   const bson_t *event,
-											   const bson_iter_t *split);
-extern void idx_applier_forget_split(AppStream *s);
-
-/* ---- applier_durable.c ---- */
-extern void idx_applier_note_election(AppStream *s);
-extern bool idx_applier_primary_kept(AppStream *s);
-extern void idx_applier_primary_changed(AppStream *s, int attempt);
-
-/* ---- applier_markers.c ---- */
-extern void idx_applier_keep_markers(AppStream *s, List *markers,
-									 List *times);
-extern Marker *idx_applier_kept_marker(AppStream *s, const uint8_t *lsid,
-									   uint32_t len, int64 txn);
-extern void idx_applier_forget_markers(AppStream *s);
-extern bool idx_applier_awaits_marker(AppStream *s, const uint8_t *lsid,
-									  uint32_t len, uint8 **registry,
-									  int *nregistry);
-
-/* ---- applier_fields.c ---- */
-extern bool idx_applier_index_fields(AppIndex *ix, List **fields);
-extern bool idx_applier_update_touches(const bson_t *desc, List *fields);
-
-#endif							/* IDXTABLE_APPLIER_H */
+#endif							/* IDXTABLE_APPLIER_STATE_H */
