@@ -37,6 +37,7 @@ OBJS = \
 	fdw/core/convert_describe.o \
 	fdw/core/convert_write.o \
 	fdw/core/convert_json.o \
+	fdw/core/clause_shape.o \
 	fdw/core/deparse.o \
 	fdw/core/collate_bytes.o \
 	fdw/core/text_order.o \
