@@ -34,6 +34,7 @@ OBJS = \
 	fdw/core/convert.o \
 	fdw/core/convert_row.o \
 	fdw/core/convert_error.o \
+	fdw/core/convert_text.o \
 	fdw/core/convert_describe.o \
 	fdw/core/convert_write.o \
 	fdw/core/convert_json.o \
