@@ -7,9 +7,12 @@ OBJS = \
 	fdw/core/option.o \
 	fdw/core/table_size.o \
 	fdw/core/document.o \
+	fdw/core/xact_state.o \
 	fdw/core/xact.o \
 	fdw/coordinator.o \
 	fdw/sync/xact_marker.o \
+	fdw/core/remote_op.o \
+	fdw/core/message_scrub.o \
 	fdw/core/remote_error.o \
 	fdw/core/privileges.o \
 	fdw/core/handle.o \
