@@ -58,14 +58,13 @@
 #include "core/convert_error.h"
 #include "core/convert_json.h"
 #include "core/convert_path.h"
-#include "core/option.h"
 #include "core/convert_text.h"
+#include "core/option.h"
 #include "core/pg_compat.h"
 #include "core/reply_check.h"
 
 static Datum bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 						   const IdxConvSource *src, bool *isnull);
-
 
 
 /* ----------------------------------------------------------------

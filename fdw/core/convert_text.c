@@ -29,7 +29,6 @@
 #include "core/convert_error.h"
 #include "core/convert_text.h"
 
-
 /*
  * Are the "len" bytes at "str" ASCII without zero bytes?  Such a string is
  * valid UTF-8, so the common case skips pg_verify_mbstr()'s character by
