@@ -7,9 +7,12 @@ OBJS = \
 	fdw/core/option.o \
 	fdw/core/table_size.o \
 	fdw/core/document.o \
+	fdw/core/xact_state.o \
 	fdw/core/xact.o \
 	fdw/coordinator.o \
 	fdw/sync/xact_marker.o \
+	fdw/core/remote_op.o \
+	fdw/core/message_scrub.o \
 	fdw/core/remote_error.o \
 	fdw/core/privileges.o \
 	fdw/core/handle.o \
@@ -34,9 +37,11 @@ OBJS = \
 	fdw/core/convert.o \
 	fdw/core/convert_row.o \
 	fdw/core/convert_error.o \
+	fdw/core/convert_text.o \
 	fdw/core/convert_describe.o \
 	fdw/core/convert_write.o \
 	fdw/core/convert_json.o \
+	fdw/core/clause_shape.o \
 	fdw/core/deparse.o \
 	fdw/core/collate_bytes.o \
 	fdw/core/text_order.o \

@@ -14,7 +14,9 @@
  * round trip.  ALTER SERVER / ALTER USER MAPPING invalidate the entry; the
  * stale client is destroyed when no scan is using it (at the next lookup
  * outside a scan, or at transaction end).  Beside each client the entry
- * holds the state of its MongoDB transaction (xact.c).
+ * holds the state of its MongoDB transaction (xact_state.h), which xact.c
+ * drives; the cache only asks whether a transaction is open and ends the
+ * client's sessions when it destroys the client (xact_state.c).
  *
  * Errors are translated by remote_error.c.
  *
@@ -35,10 +37,9 @@
 #include "core/handle.h"
 #include "core/mongoc_compat.h"
 #include "core/option.h"
-#include "core/shard_explain.h"
 #include "core/stream.h"
 #include "core/trust.h"
-#include "core/xact.h"
+#include "core/xact_state.h"
 
 /*
  * One cached client.  The hash key is the user mapping OID.
@@ -63,6 +64,9 @@ static HTAB *ConnectionHash = NULL;
 /* Where to count commands sent (EXPLAIN ANALYZE round trips), or NULL */
 static uint64 *round_trip_counter = NULL;
 
+/* Who is told of each command counted (idx_note_counted_commands()) */
+static IdxCountedCommandFn counted_command_note = NULL;
+
 /* Where to note the operationTime of replies (the applier's), or NULL */
 static IdxReplyTimes *reply_times = NULL;
 
@@ -79,8 +83,8 @@ static void run_command_at(mongoc_client_t *client, const char *server,
 
 /*
  * APM hook: count every command libmongoc sends (find, getMore, ...) for
- * whoever asked, and note the scan's reads for EXPLAIN ANALYZE's shards
- * (shard_explain.h; nothing unless the scan asked).
+ * whoever asked, and tell the function that asked to hear of them (the
+ * scan's reads for EXPLAIN ANALYZE's shards, shard_explain.c).
  */
 static void
 command_started(const mongoc_apm_command_started_t *event)
@@ -88,8 +92,19 @@ command_started(const mongoc_apm_command_started_t *event)
 	if (round_trip_counter)
 	{
 		(*round_trip_counter)++;
-		idx_shard_log_note(round_trip_counter, event);
+		if (counted_command_note)
+			counted_command_note(round_trip_counter, event);
 	}
+}
+
+/*
+ * Tell "fn" of each command counted from now on, with the counter that
+ * counted it.  One function for the backend; the last one set is told.
+ */
+void
+idx_note_counted_commands(IdxCountedCommandFn fn)
+{
+	counted_command_note = fn;
 }
 
 /*
@@ -398,7 +413,7 @@ get_client(ForeignServer *server, UserMapping *user, bool quiet)
 
 	if (entry->client &&
 		(entry->invalidated || idx_stream_client_broken(entry->client)) &&
-		entry->active_scans == 0 && !idx_xact_client_busy(entry->client))
+		entry->active_scans == 0 && !idx_xact_state_open(&entry->xact))
 		disconnect_entry(entry);
 
 	if (entry->client == NULL)
@@ -606,7 +621,7 @@ idx_disconnect_all(void)
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
 		if (entry->client && entry->active_scans == 0 &&
-			!idx_xact_client_busy(entry->client))
+			!idx_xact_state_open(&entry->xact))
 		{
 			disconnect_entry(entry);
 			any = true;

@@ -89,6 +89,16 @@ extern int64 idx_count_documents_at(mongoc_client_t *client,
 extern uint64 *idx_count_round_trips(uint64 *counter);
 
 /*
+ * A function told of each command sent while a round trip counter counts,
+ * with that counter: EXPLAIN ANALYZE's log of the shards a scan's reads
+ * reached (shard_explain.c) sets it when it starts a log.  It runs inside
+ * libmongoc and must not raise an error.
+ */
+typedef void (*IdxCountedCommandFn) (uint64 *counter,
+									 const mongoc_apm_command_started_t *event);
+extern void idx_note_counted_commands(IdxCountedCommandFn fn);
+
+/*
  * The latest operationTime the replies to this process's commands
  * reported, once idx_track_reply_times() points here (the applier's).
  */
@@ -113,7 +123,7 @@ extern void idx_client_pin(mongoc_client_t *client, int delta);
 extern struct IdxHandle *idx_client_pin_owned(mongoc_client_t *client);
 
 /*
- * The MongoDB transaction state (xact.h) kept in the cache entry of a
+ * The MongoDB transaction state (xact_state.h) kept in the cache entry of a
  * client, or NULL if the client is not a cached one.
  */
 struct IdxRemoteXact;

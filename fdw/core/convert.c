@@ -23,7 +23,8 @@
  *
  * The json/jsonb conversions (both directions) live in convert_json.c,
  * together with the ISO 8601 rendering of BSON dates that the messages
- * here use as well.
+ * here use as well; strings reach the server encoding through
+ * convert_text.c, and the errors are convert_error.c's.
  *
  * Decisions worth knowing (see also convert.h and convert_json.c):
  *	- timestamp(p) with p < 3 rejects BSON dates with finer digits rather
@@ -42,11 +43,9 @@
 #include "common/shortest_dec.h"
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
-#include "utils/ascii.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/lsyscache.h"
@@ -56,8 +55,10 @@
 #include "utils/uuid.h"
 
 #include "core/convert.h"
+#include "core/convert_error.h"
 #include "core/convert_json.h"
 #include "core/convert_path.h"
+#include "core/convert_text.h"
 #include "core/option.h"
 #include "core/pg_compat.h"
 #include "core/reply_check.h"
@@ -66,150 +67,10 @@ static Datum bson_to_datum(const bson_iter_t *iter, const IdxColumnConv *conv,
 						   const IdxConvSource *src, bool *isnull);
 
 
-/*
- * Are the "len" bytes at "str" ASCII without zero bytes?  Such a string is
- * valid UTF-8, so the common case skips pg_verify_mbstr()'s character by
- * character walk, which is costly on the short strings of a typical
- * document.  Eight bytes at a time as PostgreSQL's own fast path does,
- * four for shorter strings.
- */
-static inline bool
-is_plain_ascii(const char *str, uint32 len)
-{
-	const unsigned char *s = (const unsigned char *) str;
-	uint32		whole = len & ~(uint32) 7;
-	uint32		i;
-
-	/* the last eight bytes, overlapping the whole words, cover the rest */
-	if (len >= 8)
-		return is_valid_ascii(s, (int) whole) &&
-			(whole == len || is_valid_ascii(s + len - 8, 8));
-	if (len >= 4)
-	{
-		uint32		a,
-					b;
-
-		/* no high bit set, and no byte that borrows (a zero) */
-		memcpy(&a, s, 4);
-		memcpy(&b, s + len - 4, 4);
-		return ((a | (a - 0x01010101) | b | (b - 0x01010101)) &
-				0x80808080) == 0;
-	}
-	for (i = 0; i < len; i++)
-	{
-		/* 0 wraps to 0xFF; bytes from 0x80 land at 0x7F and above */
-		if ((uint8) (s[i] - 1) >= 0x7F)
-			return false;
-	}
-	return true;
-}
-
-/*
- * Is the database's encoding UTF-8?  It cannot change once a backend is
- * connected to its database, so from then on it is looked up once rather
- * than once per string.
- */
-static inline bool
-database_is_utf8(void)
-{
-	static int	encoding = -1;
-
-	if (encoding < 0)
-	{
-		if (!OidIsValid(MyDatabaseId))
-			return GetDatabaseEncoding() == PG_UTF8;
-		encoding = GetDatabaseEncoding();
-	}
-	return encoding == PG_UTF8;
-}
-
-/*
- * database_is_utf8() for the row conversion of convert_row.c, which asks
- * once per scan.
- */
-bool
-idx_database_is_utf8(void)
-{
-	return database_is_utf8();
-}
-
-/*
- * idx_utf8_to_server() past its fast path: check the string as UTF-8, and
- * convert it to the server encoding if that is not UTF-8.
- */
-static char *
-utf8_to_server_checked(const char *str, uint32 len, const IdxColumnConv *conv,
-					   const IdxConvSource *src)
-{
-	ErrorContextCallback errcb;
-	ConvErrorState state;
-	char	   *result;
-
-	if (len > (uint32) PG_INT32_MAX ||
-		(!is_plain_ascii(str, len) &&
-		 !pg_verify_mbstr(PG_UTF8, str, (int) len, true)))
-		idx_report_bad_string(conv, src);
-
-	if (database_is_utf8())
-		return unconstify(char *, str);
-
-	state.conv = conv;
-	state.src = src;
-	errcb.callback = idx_conv_error_callback;
-	errcb.arg = &state;
-	errcb.previous = error_context_stack;
-	error_context_stack = &errcb;
-
-	result = pg_any_to_server(str, (int) len, PG_UTF8);
-
-	error_context_stack = errcb.previous;
-	return result;
-}
-
-/*
- * idx_utf8_to_server(), inlined where the scan converts strings: ASCII in a
- * UTF-8 database is returned as it is.
- */
-static inline char *
-utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
-			   const IdxConvSource *src)
-{
-	if (database_is_utf8() && len <= (uint32) PG_INT32_MAX &&
-		is_plain_ascii(str, len))
-		return unconstify(char *, str);
-	return utf8_to_server_checked(str, len, conv, src);
-}
-
-/*
- * Turn a BSON string (UTF-8, "len" bytes, NUL-terminated by the BSON
- * format) into a NUL-terminated string in the server encoding.  Invalid
- * UTF-8 and embedded zero bytes are rejected.  The result may point into
- * the BSON buffer; it must not be modified.
- */
-char *
-idx_utf8_to_server(const char *str, uint32 len, const IdxColumnConv *conv,
-			   const IdxConvSource *src)
-{
-	return utf8_to_server(str, len, conv, src);
-}
-
-
 /* ----------------------------------------------------------------
  *		Rendering values as text
  * ----------------------------------------------------------------
  */
-
-/*
- * Shortest decimal text that reads back as the same double (what float8out
- * prints with extra_float_digits > 0); "NaN", "Infinity", "-Infinity" for
- * the special values.  "buf" has DOUBLE_SHORTEST_DECIMAL_LEN bytes.
- */
-char *
-idx_format_double(double value, char *buf)
-{
-	double_to_shortest_decimal_buf(value, buf);
-	return buf;
-}
 
 /*
  * Decimal text of an int64, palloc'd.
@@ -218,38 +79,6 @@ static char *
 format_int64(int64 value)
 {
 	return psprintf(INT64_FORMAT, value);
-}
-
-/*
- * Relaxed extended JSON of the single value under "iter" (UTF-8, palloc'd),
- * or NULL if libbson cannot render it (invalid UTF-8).  libbson only
- * renders whole documents, so render {"v": value} and cut the value out.
- */
-char *
-idx_value_as_relaxed_json(const bson_iter_t *iter)
-{
-	static const char prefix[] = "{ \"v\" : ";
-	static const char suffix[] = " }";
-	const size_t prefixlen = sizeof(prefix) - 1;
-	const size_t suffixlen = sizeof(suffix) - 1;
-	bson_t		tmp;
-	char	   *json = NULL;
-	char	   *result = NULL;
-	size_t		len = 0;
-
-	bson_init(&tmp);
-	if (bson_append_iter(&tmp, "v", 1, iter))
-		json = bson_as_relaxed_extended_json(&tmp, &len);
-	bson_destroy(&tmp);
-
-	if (json == NULL)
-		return NULL;
-	if (len >= prefixlen + suffixlen &&
-		strncmp(json, prefix, prefixlen) == 0 &&
-		strcmp(json + len - suffixlen, suffix) == 0)
-		result = pnstrdup(json + prefixlen, len - prefixlen - suffixlen);
-	bson_free(json);
-	return result;
 }
 
 
@@ -291,7 +120,7 @@ text_from_bson(const bson_iter_t *iter, const IdxColumnConv *conv,
 		default:
 			idx_report_wrong_type(conv, src, idx_bson_type_name(bson_iter_type(iter)));
 	}
-	server = utf8_to_server(str, len, conv, src);
+	server = idx_utf8_to_server(str, len, conv, src);
 
 	/*
 	 * textin, and varcharin without a typmod, only copy the string: do that

@@ -233,6 +233,9 @@ extern char *idx_document_id_string(const bson_t *document);
 /* Render a BSON document as relaxed extended JSON (palloc'd) */
 extern char *idx_bson_as_json(const bson_t *doc);
 
+/* Relaxed extended JSON of one BSON value (palloc'd), NULL if unprintable */
+extern char *idx_value_as_relaxed_json(const bson_iter_t *iter);
+
 /* Name of a BSON type, for messages ("string", "int32", "document", ...) */
 extern const char *idx_bson_type_name(bson_type_t type);
 

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * convert_describe.c
- *		  Descriptions of BSON values: a document as JSON, a document's _id
- *		  for messages, BSON type names, and the column type a value
- *		  suggests to IMPORT FOREIGN SCHEMA.
+ *		  Descriptions of BSON values: a document or a single value as JSON,
+ *		  a document's _id for messages, BSON type names, and the column
+ *		  type a value suggests to IMPORT FOREIGN SCHEMA.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -22,7 +22,6 @@
 #include "utils/uuid.h"
 
 #include "core/convert.h"
-#include "core/convert_json.h"
 #include "core/option.h"
 
 /* How much of a document's _id goes into an error message */
@@ -53,6 +52,38 @@ idx_bson_as_json(const bson_t *doc)
 	result = pg_any_to_server(copy, (int) strlen(copy), PG_UTF8);
 	if (result != copy)
 		pfree(copy);
+	return result;
+}
+
+/*
+ * Relaxed extended JSON of the single value under "iter" (UTF-8, palloc'd),
+ * or NULL if libbson cannot render it (invalid UTF-8).  libbson only
+ * renders whole documents, so render {"v": value} and cut the value out.
+ */
+char *
+idx_value_as_relaxed_json(const bson_iter_t *iter)
+{
+	static const char prefix[] = "{ \"v\" : ";
+	static const char suffix[] = " }";
+	const size_t prefixlen = sizeof(prefix) - 1;
+	const size_t suffixlen = sizeof(suffix) - 1;
+	bson_t		tmp;
+	char	   *json = NULL;
+	char	   *result = NULL;
+	size_t		len = 0;
+
+	bson_init(&tmp);
+	if (bson_append_iter(&tmp, "v", 1, iter))
+		json = bson_as_relaxed_extended_json(&tmp, &len);
+	bson_destroy(&tmp);
+
+	if (json == NULL)
+		return NULL;
+	if (len >= prefixlen + suffixlen &&
+		strncmp(json, prefix, prefixlen) == 0 &&
+		strcmp(json + len - suffixlen, suffix) == 0)
+		result = pnstrdup(json + prefixlen, len - prefixlen - suffixlen);
+	bson_free(json);
 	return result;
 }
 

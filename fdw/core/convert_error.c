@@ -2,7 +2,8 @@
  *
  * convert_error.c
  *		  The errors of BSON -> datum conversion: each names the column,
- *		  the field, the collection and the document's _id.
+ *		  the field, the collection and the document's _id; and the one
+ *		  error of building BSON, a document past its maximum size.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
@@ -37,7 +38,7 @@
 #include "utils/uuid.h"
 
 #include "core/convert.h"
-#include "core/convert_json.h"
+#include "core/convert_error.h"
 #include "core/convert_path.h"
 #include "core/option.h"
 #include "core/reply_check.h"
@@ -237,4 +238,17 @@ idx_call_input_function(const IdxColumnConv *conv, const IdxConvSource *src,
 
 	error_context_stack = errcb.previous;
 	return result;
+}
+
+/*
+ * Raise an error if appending to a BSON document failed (libbson refuses
+ * only when the document would exceed its maximum size).
+ */
+void
+idx_check_append(bool ok)
+{
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("BSON document exceeds the maximum size")));
 }

@@ -47,7 +47,9 @@
 #include "utils/memutils.h"
 
 #include "core/convert.h"
+#include "core/convert_error.h"
 #include "core/convert_json.h"
+#include "core/convert_text.h"
 #include "core/pg_compat.h"
 
 static void json_append_value(StringInfo buf, const bson_iter_t *iter,

@@ -29,7 +29,7 @@
 #include "utils/memutils.h"
 
 #include "core/convert.h"
-#include "core/convert_json.h"
+#include "core/convert_error.h"
 #include "core/convert_path.h"
 #include "core/option.h"
 #include "core/pg_compat.h"

@@ -37,6 +37,7 @@
 #include "utils/uuid.h"
 
 #include "core/convert.h"
+#include "core/convert_error.h"
 #include "core/convert_json.h"
 #include "core/pg_compat.h"
 
@@ -44,19 +45,6 @@
 #define DEC128_MAX_DIGITS	34
 #define DEC128_MIN_EXPONENT (-6176)
 #define DEC128_MAX_EXPONENT 6111
-
-/*
- * Raise an error if appending to a BSON document failed (libbson refuses
- * only when the document would exceed its maximum size).
- */
-void
-idx_check_append(bool ok)
-{
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("BSON document exceeds the maximum size")));
-}
 
 /*
  * Convert a numeric to decimal128 if that is exact.  Decimal128 holds a

@@ -77,6 +77,7 @@
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
 
+#include "core/clause_shape.h"
 #include "core/collate_bytes.h"
 #include "core/convert.h"
 #include "core/deparse.h"
@@ -144,17 +145,6 @@ static void build_clause(Expr *expr, Expr *pair, bool truth, bson_t *out,
 						 BuildContext *ctx);
 static void build_leaf(Expr *expr, bool truth, bson_t *out,
 					   BuildContext *ctx);
-
-/*
- * Strip RelabelType (binary-compatible casts such as varchar -> text).
- */
-Expr *
-idx_strip_relabel(Expr *expr)
-{
-	while (expr && IsA(expr, RelabelType))
-		expr = ((RelabelType *) expr)->arg;
-	return expr;
-}
 
 /*
  * Is "expr" a plain user column of the scanned relation?
@@ -227,32 +217,6 @@ column_kind(Oid typid)
 }
 
 /*
- * Are a column type and a value type compatible for pushing a comparison?
- * Integers mix freely, floats mix freely, text takes text, everything else
- * only its own type.
- */
-bool
-idx_compatible_types(Oid coltype, Oid valtype)
-{
-	switch (coltype)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-			return valtype == INT2OID || valtype == INT4OID ||
-				valtype == INT8OID;
-		case FLOAT4OID:
-		case FLOAT8OID:
-			return valtype == FLOAT4OID || valtype == FLOAT8OID;
-		case TEXTOID:
-		case VARCHAROID:
-			return valtype == TEXTOID || valtype == VARCHAROID;
-		default:
-			return coltype == valtype;
-	}
-}
-
-/*
  * The btree strategy of an operator, as one of our comparisons.
  */
 static bool
@@ -309,42 +273,6 @@ comparison_pushability(IdxColKind kind, IdxCmp cmp, Oid collid)
 		default:
 			return IDX_PUSH_NONE;
 	}
-}
-
-/*
- * Does "node" refer to a column of the scanned relation (at this query
- * level)?
- */
-static bool
-refers_to_rel(Node *node, Index relid)
-{
-	return bms_is_member(relid, pull_varnos(NULL, node));
-}
-
-/*
- * Split a binary operator clause into the side that refers to the scanned
- * relation and the side that does not, in either order (deparse.h).
- * Returns false when both or neither side refer to it, or when the
- * operator, needed commuted, has no commutator.
- */
-bool
-idx_split_comparison(OpExpr *op, Index relid, IdxSplitComparison *out)
-{
-	Expr	   *left,
-			   *right;
-	bool		in_left;
-
-	if (list_length(op->args) != 2)
-		return false;
-	left = linitial(op->args);
-	right = lsecond(op->args);
-	in_left = refers_to_rel((Node *) left, relid);
-	if (in_left == refers_to_rel((Node *) right, relid))
-		return false;
-	out->operand = in_left ? left : right;
-	out->other = in_left ? right : left;
-	out->opno = in_left ? op->opno : get_commutator(op->opno);
-	return OidIsValid(out->opno);
 }
 
 /*

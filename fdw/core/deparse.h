@@ -18,6 +18,8 @@
 #include "nodes/bitmapset.h"
 #include "nodes/primnodes.h"
 
+/* the shapes of clauses, also for the callers that find them here */
+#include "core/clause_shape.h"
 #include "core/mongoc_compat.h"
 #include "core/option.h"
 
@@ -35,37 +37,6 @@ typedef enum IdxPushKind
 	IDX_PUSH_LOSSY,
 	IDX_PUSH_EXACT
 } IdxPushKind;
-
-/* Strip binary-compatible casts (RelabelType) */
-extern Expr *idx_strip_relabel(Expr *expr);
-
-/*
- * Can a value of type "valtype" be compared in MongoDB with values of a
- * column of type "coltype" (integers mix, floats mix, text and varchar mix,
- * everything else only with its own type)?
- */
-extern bool idx_compatible_types(Oid coltype, Oid valtype);
-
-/*
- * A binary operator clause split into the side that refers to the scanned
- * relation ("operand": a column, a key expression) and the side that does
- * not ("other": a constant, a parameter, another relation's column).
- * "opno" is the operator with the operand on its left: the commutator when
- * the operand was on the right.
- */
-typedef struct IdxSplitComparison
-{
-	Expr	   *operand;
-	Expr	   *other;
-	Oid			opno;
-} IdxSplitComparison;
-
-/*
- * The one recognizer of "operand op other" in either order, shared by the
- * filter builder (column op value) and index routing (key op lookup value).
- */
-extern bool idx_split_comparison(OpExpr *op, Index relid,
-								 IdxSplitComparison *out);
 
 /* Plan time: can "clause" (over relation "relid") be pushed down? */
 extern IdxPushKind idx_classify_clause(Expr *clause, Index relid,

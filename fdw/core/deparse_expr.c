@@ -57,6 +57,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
+#include "core/clause_shape.h"
 #include "core/convert.h"
 #include "core/deparse.h"
 #include "core/pg_compat.h"

@@ -29,6 +29,10 @@
  * to ask gets mongod's default, 60 s.  The start of each client's
  * transaction, and the limit once asked, are kept in its transaction state
  * beside the connection (IdxRemoteXact, set by idx_xact_begin_write()).
+ * Those states are found through the function xact.c hands over before it
+ * starts the first transaction (idx_limits_set_xact_finder()): the limits
+ * are below the connection cache and the error reporting that uses them,
+ * and never call up into either.
  *
  * A writeConcernError means the write was made on the primary but not
  * acknowledged as the write concern asks: a failover may still roll it
@@ -46,11 +50,11 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "core/connection.h"
+#include "core/message_scrub.h"
 #include "core/mongo_limits.h"
 #include "core/pg_compat.h"
-#include "core/remote_error.h"
-#include "core/xact.h"
+#include "core/remote_op.h"
+#include "core/xact_state.h"
 
 /* mongod's default transactionLifetimeLimitSeconds */
 #define IDX_DEFAULT_TXN_LIFETIME 60
@@ -93,36 +97,28 @@ server_lifetime(IdxRemoteXact *x)
 }
 
 /*
- * The search of server_xact(): the cached client of server "name" whose
- * MongoDB transaction started last.
+ * Where the transaction states are looked up (idx_limits_set_xact_finder()),
+ * or NULL while no transaction has started in this backend.
  */
-typedef struct LatestXact
-{
-	const char *servername;
-	IdxRemoteXact *found;
-} LatestXact;
+static IdxLatestXactFn latest_xact = NULL;
 
-static void
-consider_xact(IdxRemoteXact *x, void *arg)
+/*
+ * Let "fn" find the transaction state of a server's latest transaction.
+ */
+void
+idx_limits_set_xact_finder(IdxLatestXactFn fn)
 {
-	LatestXact *latest = (LatestXact *) arg;
-
-	if (x->started != 0 && strcmp(x->servername, latest->servername) == 0 &&
-		(latest->found == NULL || x->started > latest->found->started))
-		latest->found = x;
+	latest_xact = fn;
 }
 
 /*
- * The transaction state (kept beside the connection, xact.h) of the
- * server's client whose MongoDB transaction started last, or NULL.
+ * The transaction state of the server's client whose MongoDB transaction
+ * started last, or NULL (none has started, or none on this server).
  */
 static IdxRemoteXact *
 server_xact(const char *server)
 {
-	LatestXact	latest = {server, NULL};
-
-	idx_conn_foreach_xact(consider_xact, &latest);
-	return latest.found;
+	return latest_xact != NULL ? latest_xact(server) : NULL;
 }
 
 /*

@@ -17,7 +17,7 @@
 
 #include "core/mongoc_compat.h"
 #include "core/pg_compat.h"
-#include "core/remote_error.h"
+#include "core/remote_op.h"
 
 /*
  * The most bytes of values one {$in: [...]} list the FDW builds may hold
@@ -38,6 +38,16 @@
  */
 extern void idx_limits_check_error(const bson_error_t *error,
 								   const char *server, const IdxOp *what);
+
+/*
+ * The transaction state (xact_state.h) of the client of server "server"
+ * whose MongoDB transaction started last, or NULL: how the limits learn a
+ * transaction's age.  xact.c, which starts the transactions, hands its
+ * finder over before the first one starts.
+ */
+struct IdxRemoteXact;
+typedef struct IdxRemoteXact *(*IdxLatestXactFn) (const char *server);
+extern void idx_limits_set_xact_finder(IdxLatestXactFn fn);
 
 /* Is this a writeConcernError (the write was made, not acknowledged)? */
 extern bool idx_is_write_concern_error(const bson_error_t *error);

@@ -21,7 +21,7 @@
 #include "nodes/execnodes.h"
 #include "nodes/pg_list.h"
 
-struct IdxOp;					/* core/remote_error.h */
+struct IdxOp;					/* core/remote_op.h */
 
 /*
  * The read preference of reads whose answer decides a write (claims,

@@ -12,10 +12,12 @@
  * libmongoc's messages are never passed through as they are: the primary
  * message is ours and names the foreign server; the server's own message
  * goes into the detail with anything that looks like a connection string
- * removed, so credentials cannot leak.  What the FDW was doing is the
- * CONTEXT line, one whole sentence per kind of operation (IdxOp).  The SQLSTATE comes from the error
- * domain and code (class 08 for connections, 23505 for duplicate keys,
- * 57014 for interruptions, 40001 for transactions MongoDB aborted, ...).
+ * removed (message_scrub.c), so credentials cannot leak.  What the FDW was
+ * doing is the CONTEXT line, one whole sentence per kind of operation
+ * (IdxOp, remote_op.c).  The SQLSTATE comes from the error domain and code
+ * (class 08 for connections, 23505 for duplicate keys, 57014 for
+ * interruptions, 40001 for transactions MongoDB aborted, ...).  MongoDB's
+ * limits have errors of their own (mongo_limits.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -25,142 +27,6 @@
 #include "core/mongoc_compat.h"
 #include "core/remote_error.h"
 #include "core/stream.h"
-
-/*
- * An IdxOp naming "object" in "container", in the current memory context.
- */
-const IdxOp *
-idx_op(IdxOpKind kind, const char *object, const char *container)
-{
-	IdxOp	   *op = palloc(sizeof(IdxOp));
-
-	op->kind = kind;
-	op->object = object;
-	op->container = container;
-	return op;
-}
-
-/*
- * The CONTEXT line of an error about operation "what": a sentence of its
- * own for each kind, so that each can be translated whole.  Called inside
- * an ereport(); returns 0 as the errxxx() functions do.
- */
-int
-idx_op_context(const IdxOp *what)
-{
-	const char *o = what->object;
-	const char *c = what->container;
-
-	switch (what->kind)
-	{
-		case IDX_OP_CONNECT:
-			return errcontext("while connecting to the server");
-		case IDX_OP_SELECT_SERVER:
-			return errcontext("while selecting a server for writes");
-		case IDX_OP_START_SESSION:
-			return errcontext("while starting a session");
-		case IDX_OP_START_XACT:
-			return errcontext("while starting a transaction");
-		case IDX_OP_JOIN_XACT:
-			return errcontext("while joining the transaction");
-		case IDX_OP_COMMIT_XACT:
-			return errcontext("while committing the transaction");
-		case IDX_OP_WRITE_XACT_MARKER:
-			return errcontext("while writing the transaction's marker for the change-stream applier");
-		case IDX_OP_CLUSTER_TIME:
-			return errcontext("while reading the cluster time of the server");
-		case IDX_OP_LIST_COLLECTIONS:
-			return errcontext("while listing the collections of database \"%s\"", c);
-		case IDX_OP_READ:
-			return errcontext("while reading collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_COUNT:
-			return errcontext("while counting the documents of collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_SAMPLE:
-			return errcontext("while sampling collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_INSERT:
-			return errcontext("while inserting into collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_UPDATE_ROWS:
-			return errcontext("while updating documents of collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_DELETE_ROWS:
-			return errcontext("while deleting documents of collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_UPDATE_ONE:
-			return errcontext("while updating a document of collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_DELETE_ONE:
-			return errcontext("while deleting a document of collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_UNDO_INSERT:
-			return errcontext("while removing the documents of a failed insert from collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_UNDO_WRITE:
-			return errcontext("while restoring a document of collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_CREATE_INDEX_COLL:
-			return errcontext("while creating index collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_DROP_INDEX_COLL:
-			return errcontext("while dropping index collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_CREATE_LOOKUP:
-			return errcontext("while creating the lookup index of index collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_SHARD_INDEX_COLL:
-			return errcontext("while sharding index collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_BUILD_INDEX:
-			return errcontext("while building index collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_VERIFY_INDEX:
-			return errcontext("while verifying index collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_REPAIR_INDEX:
-			return errcontext("while repairing index collection \"%s\" of database \"%s\"", o, c);
-		case IDX_OP_WRITE_INDEX:
-			return errcontext("while writing index collection \"%s\" of index \"%s\"", o, c);
-		case IDX_OP_WRITE_INDEXES:
-			return errcontext("while writing the index collections");
-		case IDX_OP_CHECK_ENTRY:
-			return errcontext("while checking an entry of index \"%s\"", o);
-		case IDX_OP_FIND_INDEX_COLL:
-			return errcontext("while looking for index collection \"%s\"", o);
-		case IDX_OP_READ_OWNER:
-			return errcontext("while reading the ownership marker of index collection \"%s\"", o);
-		case IDX_OP_WRITE_OWNER:
-			return errcontext("while writing the ownership marker of index collection \"%s\"", o);
-		case IDX_OP_TAKE_OWNER:
-			return errcontext("while taking over the ownership marker of index collection \"%s\"", o);
-		case IDX_OP_READ_OWNERS:
-			return errcontext("while reading the ownership markers of the indexes of foreign table \"%s\"", o);
-		case IDX_OP_FOLLOW_STREAM:
-			return errcontext("while following the change stream of database \"%s\"", c);
-		case IDX_OP_READ_STREAM_POS:
-			return errcontext("while reading the position of the change stream");
-		case IDX_OP_STORE_STREAM_POS:
-			return errcontext("while storing the position of the change stream");
-		case IDX_OP_HEARTBEAT:
-			return errcontext("while writing a heartbeat of the change stream");
-		case IDX_OP_CONFIRM_DURABLE:
-			return errcontext("while waiting for the change stream's applied changes to be majority-committed");
-		case IDX_OP_READ_ELECTION:
-			return errcontext("while asking the primary for its election");
-		case IDX_OP_OPLOG_NOTE:
-			return errcontext("while writing a no-op on every shard with appendOplogNote");
-	}
-	return 0;
-}
-
-/*
- * Remove anything that looks like a connection string from a libmongoc
- * message, in place, so that it can be shown in a detail line.
- */
-char *
-idx_scrub_message(const char *msg)
-{
-	char	   *copy = pstrdup(msg);
-	char	   *p;
-
-	while ((p = strstr(copy, "mongodb://")) != NULL ||
-		   (p = strstr(copy, "mongodb+srv://")) != NULL)
-	{
-		char	   *end = p;
-
-		while (*end && *end != ' ' && *end != '\'' && *end != '"')
-			end++;
-		memmove(p + 5, end, strlen(end) + 1);
-		memcpy(p, "(uri)", 5);
-	}
-	return copy;
-}
 
 /*
  * Is this libmongoc error a failure to reach or keep a connection?

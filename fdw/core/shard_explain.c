@@ -22,10 +22,11 @@
  * shards still are not named are shown as not explained (never guessed).
  *
  * While a scan runs under EXPLAIN ANALYZE through mongos, the APM hook that
- * counts its round trips also notes its reads here, each distinct command
- * (session and cluster-time fields left out) once, with the number of times
- * it was sent; getMores and killCursors go where their cursor is and are
- * not requests of their own.  When EXPLAIN prints the scan, each noted
+ * counts its round trips (connection.c) also tells this file of its reads,
+ * through the function a log hands it when it starts, and they are noted
+ * here, each distinct command (session and cluster-time fields left out)
+ * once, with the number of times it was sent; getMores and killCursors go
+ * where their cursor is and are not requests of their own.  When EXPLAIN prints the scan, each noted
  * command is explained once (verbosity "queryPlanner": mongos targets and
  * asks the shards for their plans, nothing runs), up to
  * SHARD_EXPLAIN_MAX_COMMANDS per scan.  These explains are not the scan's
@@ -92,6 +93,9 @@ struct IdxShardLog
 /* the logs noting now (scans under EXPLAIN ANALYZE through mongos) */
 static dlist_head active_logs = DLIST_STATIC_INIT(active_logs);
 
+static void note_counted_command(uint64 *counter,
+								 const mongoc_apm_command_started_t *event);
+
 /*
  * Stop noting: the memory context reset callback of the log's context.
  */
@@ -126,6 +130,7 @@ idx_shard_log_start(uint64 *counter, mongoc_client_t *client,
 	log->stop_cb.arg = log;
 	MemoryContextRegisterResetCallback(log->cxt, &log->stop_cb);
 	dlist_push_head(&active_logs, &log->node);
+	idx_note_counted_commands(note_counted_command);
 	return log;
 }
 
@@ -256,12 +261,14 @@ note_command(IdxShardLog *log, const char *database, const bson_t *sent)
 }
 
 /*
- * The APM hook's part: a find, aggregate, count or distinct sent while a
- * noting scan's counter counts is noted in its log.  Cheap when no scan
- * notes (the list is empty); raises no error, as it runs inside libmongoc.
+ * The APM hook's part (idx_note_counted_commands()): a find, aggregate,
+ * count or distinct sent while a noting scan's counter counts is noted in
+ * its log.  Cheap when no scan notes (the list is empty); raises no error,
+ * as it runs inside libmongoc.
  */
-void
-idx_shard_log_note(uint64 *counter, const mongoc_apm_command_started_t *event)
+static void
+note_counted_command(uint64 *counter,
+					 const mongoc_apm_command_started_t *event)
 {
 	IdxShardLog *log;
 

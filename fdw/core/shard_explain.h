@@ -37,13 +37,6 @@ extern IdxShardLog *idx_shard_log_start(uint64 *counter,
 										const char *collection);
 
 /*
- * The APM hook's part (connection.c): note a command started while
- * "counter" counts.  Never raises an error (it runs inside libmongoc).
- */
-extern void idx_shard_log_note(uint64 *counter,
-							   const mongoc_apm_command_started_t *event);
-
-/*
  * EXPLAIN ANALYZE: explain each noted command through the same mongos
  * (verbosity queryPlanner, once per command, not counted as the scan's
  * round trips) and show "Index Collection Shards" and "Collection Shards".

@@ -36,9 +36,9 @@
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
-#include "core/connection.h"
 #include "core/convert.h"
 #include "core/handle.h"
+#include "core/message_scrub.h"
 #include "core/shard_key.h"
 
 /* mongos's error codes for a write its filter does not target */

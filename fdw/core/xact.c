@@ -41,7 +41,9 @@
 #include "core/convert.h"
 #include "core/mongo_limits.h"
 #include "core/protocol_read.h"
+#include "core/remote_error.h"
 #include "core/xact.h"
+#include "core/xact_state.h"
 
 /* Attempts at commitTransaction while the result is unknown */
 #define IDX_COMMIT_ATTEMPTS 3
@@ -237,6 +239,44 @@ session_time(IdxRemoteXact *x)
 }
 
 /*
+ * The search of latest_xact(): the cached client of server "servername"
+ * whose MongoDB transaction started last.
+ */
+typedef struct LatestXact
+{
+	const char *servername;
+	IdxRemoteXact *found;
+} LatestXact;
+
+/*
+ * idx_conn_foreach_xact callback of latest_xact(): keep "x" if its
+ * transaction is the server's latest so far.
+ */
+static void
+consider_xact(IdxRemoteXact *x, void *arg)
+{
+	LatestXact *latest = (LatestXact *) arg;
+
+	if (x->started != 0 && strcmp(x->servername, latest->servername) == 0 &&
+		(latest->found == NULL || x->started > latest->found->started))
+		latest->found = x;
+}
+
+/*
+ * The transaction state of the server's client whose MongoDB transaction
+ * started last, or NULL: for MongoDB's lifetime limit (mongo_limits.c),
+ * which gets this function from idx_xact_begin_write().
+ */
+static IdxRemoteXact *
+latest_xact(const char *server)
+{
+	LatestXact	latest = {server, NULL};
+
+	idx_conn_foreach_xact(consider_xact, &latest);
+	return latest.found;
+}
+
+/*
  * Start (or continue) the MongoDB transaction for a write.
  */
 mongoc_client_session_t *
@@ -258,6 +298,8 @@ idx_xact_begin_write(mongoc_client_t *client, const char *servername)
 	}
 	if (!x->in_txn)
 	{
+		/* the limits find a transaction's age through this (idempotent) */
+		idx_limits_set_xact_finder(latest_xact);
 		/* before it starts: a time its snapshot includes (xact_marker.c) */
 		x->known_before = session_time(x);
 		x->maintained = NIL;
@@ -490,21 +532,6 @@ idx_xact_retry_session(mongoc_client_t *client, const char *servername,
 	}
 	*txn_number = ++x->retry_txn;
 	return x->retry_session;
-}
-
-/*
- * End the client's sessions before the client is destroyed.
- */
-void
-idx_xact_release(IdxRemoteXact *x)
-{
-	if (x->session)
-		mongoc_client_session_destroy(x->session);
-	if (x->retry_session)
-		mongoc_client_session_destroy(x->retry_session);
-	x->session = NULL;
-	x->retry_session = NULL;
-	x->in_txn = false;
 }
 
 /*

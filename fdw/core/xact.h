@@ -23,43 +23,9 @@
 #ifndef IDXTABLE_XACT_H
 #define IDXTABLE_XACT_H
 
-#include "nodes/pg_list.h"
 #include "core/mongoc_compat.h"
 #include "core/option.h"
-#include "utils/timestamp.h"
-
-/*
- * The MongoDB transaction state of one cached client.  It lives in the
- * client's connection cache entry (connection.c), beside the client it
- * belongs to, and holds the client's session for the client's whole life.
- */
-typedef struct IdxRemoteXact
-{
-	mongoc_client_t *client;	/* NULL: the entry is not connected */
-	char		servername[NAMEDATALEN];
-	Oid			serverid;
-	Oid			umid;			/* the client's user mapping */
-	mongoc_client_session_t *session;	/* NULL until the first write */
-	int			registered;		/* the session's entry + 1 in the registry of
-								 * the applier (sync/xact_marker.c); 0: none */
-	bool		registry_open;	/* the registry has its transaction open */
-	bool		in_txn;			/* a MongoDB transaction is open */
-	int			write_level;	/* deepest nest level holding writes */
-	bool		doomed;			/* rolled back to a savepoint after writes */
-	TimestampTz started;		/* start of its latest MongoDB transaction */
-	int			lifetime;		/* the server's transaction lifetime limit in
-								 * s, 0: not asked yet (mongo_limits.c) */
-	/* for the applier's marker (xact_marker.c), in TopTransactionContext */
-	List	   *maintained;		/* IdxXactMaintained *: what the writes of
-								 * the open transaction maintained */
-	uint64		known_before;	/* a cluster time the session knew before
-								 * the transaction started (0: none) */
-	/* retryable bulkWrite commands outside transactions (bulk_write.c) */
-	mongoc_client_session_t *retry_session; /* NULL until the first one */
-	int64		retry_txn;		/* the txnNumber of the last one */
-	uint64		learned_time;	/* the latest cluster time the server told
-								 * this client outside the session (0: none) */
-} IdxRemoteXact;
+#include "core/xact_state.h"
 
 /*
  * For the transaction callbacks (coordinator.c), which decide the order:
@@ -139,9 +105,6 @@ extern void idx_xact_append_session(mongoc_client_t *client, bson_t *opts);
 extern mongoc_client_session_t *idx_xact_retry_session(mongoc_client_t *client,
 													   const char *servername,
 													   int64 *txn_number);
-
-/* The client of "x" is about to be destroyed: end its session */
-extern void idx_xact_release(IdxRemoteXact *x);
 
 /* Does the client have an open MongoDB transaction (holding its session)? */
 extern bool idx_xact_client_busy(mongoc_client_t *client);
