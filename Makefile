@@ -23,6 +23,8 @@ OBJS = \
 	fdw/modify_insert.o \
 	fdw/modify_batch.o \
 	fdw/modify_undo.o \
+	fdw/modify_fact.o \
+	fdw/modify_row.o \
 	fdw/index/bulk_write.o \
 	fdw/core/shard_key.o \
 	fdw/core/shard_explain.o \

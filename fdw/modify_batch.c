@@ -71,7 +71,9 @@
 #include "core/shard_key.h"
 #include "core/xact.h"
 #include "index/index_entry.h"
-#include "modify_int.h"
+#include "modify_batch.h"
+#include "modify_fact.h"
+#include "modify_row.h"
 #include "scan.h"
 
 /*
