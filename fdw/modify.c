@@ -124,7 +124,7 @@ release_modify(void *arg)
 static void
 note_claiming(IdxModifyState *ms)
 {
-	if (!ms->ordered || ms->eventual ||
+	if (ms->mode != IDX_CONSISTENCY_ORDERED ||
 		idx_writer_nindexes(ms->writer) == 0)
 		return;
 	idx_claims_write_begin();
@@ -250,7 +250,8 @@ modify_user(EState *estate, ResultRelInfo *rinfo)
  * Before a write in consistency mode 'eventual': refuse it if the table has
  * a unique index table.  The applier writes the entries after the facts,
  * so a duplicate key would be found only once both facts exist, too late
- * to refuse the write that made it.
+ * to refuse the write that made it.  (idx_ddl_check_unique_allowed refuses
+ * the index in the first place.)
  */
 static void
 check_eventual_indexes(Relation rel, Oid userid)
@@ -264,10 +265,15 @@ check_eventual_indexes(Relation rel, Oid userid)
 		if (def->unique && def->state != IDX_STATE_FAILED)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot write to foreign table \"%s\" in consistency mode 'eventual' because it has the unique index table \"%s\"",
-							RelationGetRelationName(rel), def->name),
-					 errdetail("In consistency mode 'eventual' the index tables are written after the facts, so a unique key cannot be enforced."),
-					 errhint("Set the option consistency of the table to 'transaction' or 'ordered', or drop the index with idxtable.drop_index().")));
+					 errmsg("cannot write to foreign table \"%s\" in consistency mode '%s' because it has the unique index table \"%s\"",
+							RelationGetRelationName(rel),
+							idx_consistency_name(IDX_CONSISTENCY_EVENTUAL),
+							def->name),
+					 errdetail("In consistency mode '%s' the index tables are written after the facts, so a unique key cannot be enforced.",
+							   idx_consistency_name(IDX_CONSISTENCY_EVENTUAL)),
+					 errhint("Set the option consistency of the table to '%s' or '%s', or drop the index with idxtable.drop_index().",
+							 idx_consistency_name(IDX_CONSISTENCY_TRANSACTION),
+							 idx_consistency_name(IDX_CONSISTENCY_ORDERED))));
 	}
 }
 
@@ -284,7 +290,6 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
 	IdxModifyState *ms = palloc0(sizeof(IdxModifyState));
-	IdxConsistency mode;
 
 	ms->cxt = cxt;
 	ms->row_cxt = AllocSetContextCreate(cxt, "idxtable_fdw modify row",
@@ -303,17 +308,15 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 										&ms->server);
 	idx_client_pin(ms->client, 1);
 	ms->pinned = true;
-	mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
-	ms->eventual = (mode == IDX_CONSISTENCY_EVENTUAL);
-	ms->ordered = (mode == IDX_CONSISTENCY_ORDERED || ms->eventual);
-	if (operation == CMD_UPDATE && ms->ordered)
+	ms->mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
+	Assert(ms->mode != IDX_CONSISTENCY_DEFAULT);
+	if (operation == CMD_UPDATE && ms->mode != IDX_CONSISTENCY_TRANSACTION)
 		idx_shard_key_check_ordered_update(ms->info, RelationGetDescr(rel),
-										   target_attrs,
-										   idx_modify_mode_name(ms));
+										   target_attrs, ms->mode);
 	ms->noted_before = idx_xact_has_ordered_write();
 	ms->facts = mongoc_client_get_collection(ms->client, ms->info->database,
 											 ms->info->collection);
-	if (ms->eventual)
+	if (ms->mode == IDX_CONSISTENCY_EVENTUAL)
 	{
 		check_eventual_indexes(rel, modify_user(estate, rinfo));
 		ms->writer = idx_writer_create_facts_only(ms->info, ms->client,
@@ -322,11 +325,11 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	else
 		ms->writer = idx_writer_create(rel, modify_user(estate, rinfo),
 									   ms->info, ms->client,
-									   ms->server->servername, ms->ordered);
+									   ms->server->servername, ms->mode);
 	note_claiming(ms);
 	ms->preconv = idx_writer_row_conv(ms->writer);
 	/* the server's capability, decided here: planning never asks it */
-	if (idxtable_enable_bulk_write && !ms->eventual &&
+	if (idxtable_enable_bulk_write && ms->mode != IDX_CONSISTENCY_EVENTUAL &&
 		idx_writer_nindexes(ms->writer) > 0 &&
 		idx_bulk_write_supported(ms->client, ms->server->servername))
 	{
@@ -512,7 +515,8 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 
 	before = idx_modify_find_and_modify(ms, session, &id,
 										idx_modify_target_shard_key(ms, planSlot),
-										update, ms->ordered);
+										update,
+										ms->mode != IDX_CONSISTENCY_TRANSACTION);
 	if (before == NULL)
 	{
 		/* the fact is gone: take back the entries written for it */
@@ -583,7 +587,8 @@ delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	idx_modify_target_id(ms, planSlot, &id);
 	before = idx_modify_find_and_modify(ms, session, &id,
 										idx_modify_target_shard_key(ms, planSlot),
-										NULL, ms->has_returning || ms->ordered);
+										NULL, ms->has_returning ||
+										ms->mode != IDX_CONSISTENCY_TRANSACTION);
 	if (before == NULL)
 		return NULL;
 	idx_modify_note_written(ms, 1);
@@ -870,14 +875,9 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	}
 	if (names != NIL)
 		ExplainPropertyList("Index Tables Maintained", names, es);
-	if (ms)
-		ExplainPropertyText("Consistency", idx_modify_mode_name(ms), es);
-	else
-		ExplainPropertyText("Consistency",
-							info->consistency == IDX_CONSISTENCY_ORDERED ? "ordered"
-							: info->consistency == IDX_CONSISTENCY_TRANSACTION ? "transaction"
-							: info->consistency == IDX_CONSISTENCY_EVENTUAL ? "eventual"
-							: "transaction if supported, else ordered", es);
+	ExplainPropertyText("Consistency",
+						idx_consistency_name(ms ? ms->mode : info->consistency),
+						es);
 	if (ms && ms->batch)
 		ExplainPropertyInteger("Batch Size", NULL, info->batch_size, es);
 	if (ms && es->analyze)

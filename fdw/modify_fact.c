@@ -51,7 +51,7 @@ idx_modify_session(IdxModifyState *ms)
 	bool		starts;
 	List	   *defs;
 
-	if (ms->ordered)
+	if (ms->mode != IDX_CONSISTENCY_TRANSACTION)
 		return NULL;
 	starts = !idx_xact_client_busy(ms->client);
 	session = idx_xact_begin_write(ms->client, ms->server->servername);
@@ -67,18 +67,6 @@ idx_modify_session(IdxModifyState *ms)
 }
 
 /*
- * The consistency mode of the write, as the option "consistency" names it
- * (for messages).
- */
-const char *
-idx_modify_mode_name(IdxModifyState *ms)
-{
-	if (ms->eventual)
-		return "eventual";
-	return ms->ordered ? "ordered" : "transaction";
-}
-
-/*
  * Count facts written; in ordered and eventual mode they are final now,
  * which the transaction remembers for its warning at rollback.
  */
@@ -86,9 +74,8 @@ void
 idx_modify_note_written(IdxModifyState *ms, int n)
 {
 	ms->facts_written += n;
-	if (ms->ordered)
-		idx_xact_note_ordered_write(ms->info->relname,
-									idx_modify_mode_name(ms));
+	if (ms->mode != IDX_CONSISTENCY_TRANSACTION)
+		idx_xact_note_ordered_write(ms->info->relname, ms->mode);
 }
 
 /*
@@ -131,7 +118,7 @@ idx_modify_remember_write(IdxModifyState *ms, UndoKind kind,
 	UndoRecord *rec;
 	bson_t		iddoc = BSON_INITIALIZER;
 
-	if (!ms->ordered || ms->undo_overflow)
+	if (ms->mode == IDX_CONSISTENCY_TRANSACTION || ms->undo_overflow)
 		return;
 	if (ms->nundo >= IDX_UNDO_MAX)
 	{

@@ -31,9 +31,6 @@ extern void idx_modify_append_session(IdxModifyState *ms,
 /* The largest document the server takes (asked once per statement) */
 extern int64 idx_modify_max_document_size(IdxModifyState *ms);
 
-/* The consistency mode of the write, as the option names it */
-extern const char *idx_modify_mode_name(IdxModifyState *ms);
-
 /* Count facts written (ordered mode: noted for the rollback warning) */
 extern void idx_modify_note_written(IdxModifyState *ms, int n);
 

@@ -200,7 +200,8 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		if (first < 0 || indexes[i] < first)
 			first = indexes[i];
 	}
-	if (nerr == 0 && error->code == 11000 && !ms->ordered &&
+	if (nerr == 0 && error->code == 11000 &&
+		ms->mode == IDX_CONSISTENCY_TRANSACTION &&
 		!mongoc_error_has_label(reply, "TransientTransactionError"))
 	{
 		/* a transaction fails the whole command: find the duplicate */
@@ -220,7 +221,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		idx_report_reply_error(reply, error, ms->server->servername,
 							   insert_what(ms));
 
-	if (ms->ordered)
+	if (ms->mode != IDX_CONSISTENCY_TRANSACTION)
 	{
 		/* remove the facts of this batch that did get in */
 		for (i = 0; i < n;)
@@ -434,7 +435,7 @@ insert_rows_bulk_write(IdxModifyState *ms, TupleTableSlot **slots,
 			bulk_write_fact_failed(ms, bw, &failed, failed.op - first_fact,
 								   ids, dup);
 			any_dup = true;
-			if (!ms->ordered)
+			if (ms->mode == IDX_CONSISTENCY_TRANSACTION)
 				break;			/* the transaction is aborted */
 		}
 		from = failed.op + 1;

@@ -48,10 +48,11 @@ typedef struct IdxModifyState
 	ForeignServer *server;
 	mongoc_client_t *client;
 	CmdType		operation;
-	bool		ordered;		/* no MongoDB transaction: each write final
-								 * when made, a failed statement undone
-								 * (modes 'ordered' and 'eventual') */
-	bool		eventual;		/* mode 'eventual': the facts only */
+	IdxConsistency mode;		/* as resolved (idx_xact_mode), never
+								 * DEFAULT: other than TRANSACTION, no
+								 * MongoDB transaction, each write final
+								 * when made and a failed statement undone;
+								 * EVENTUAL writes the facts only */
 	bool		bulk_write;		/* a batch's facts and entries in one
 								 * bulkWrite (MongoDB 8.0, bulk_write.h) */
 	List	   *target_attrs;	/* UPDATE: assigned columns */

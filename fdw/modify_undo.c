@@ -158,7 +158,7 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 	{
 		bson_t	   *failed_reply = idx_own_reply(&reply);
 
-		if (ms->eventual && error.code == 11000)
+		if (ms->mode == IDX_CONSISTENCY_EVENTUAL && error.code == 11000)
 			return;				/* not deleted: nothing to restore */
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
 							   idx_op(IDX_OP_UNDO_WRITE, ms->info->collection,
@@ -189,7 +189,7 @@ undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
 				(errmsg("the writes of the failed statement to foreign table \"%s\" were not undone",
 						ms->info->relname),
 				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is '%s'.",
-						   IDX_UNDO_MAX, idx_modify_mode_name(ms))));
+						   IDX_UNDO_MAX, idx_consistency_name(ms->mode))));
 		return false;
 	}
 
