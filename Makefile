@@ -5,6 +5,7 @@ OBJS = \
 	fdw/idxtable_fdw.o \
 	fdw/core/guc.o \
 	fdw/core/option.o \
+	fdw/core/consistency.o \
 	fdw/core/table_size.o \
 	fdw/core/document.o \
 	fdw/core/xact.o \

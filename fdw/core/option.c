@@ -156,29 +156,6 @@ parse_positive_int(const char *name, const char *value, int maxval)
 }
 
 /*
- * The name of consistency mode "mode", as the option "consistency" spells
- * it: the one spelling of the modes, which the option is parsed by and
- * every message and EXPLAIN names them with.  The default is no value of
- * the option: it is described by what it becomes.
- */
-const char *
-idx_consistency_name(IdxConsistency mode)
-{
-	switch (mode)
-	{
-		case IDX_CONSISTENCY_TRANSACTION:
-			return "transaction";
-		case IDX_CONSISTENCY_ORDERED:
-			return "ordered";
-		case IDX_CONSISTENCY_EVENTUAL:
-			return "eventual";
-		case IDX_CONSISTENCY_DEFAULT:
-			break;
-	}
-	return "transaction if supported, else ordered";
-}
-
-/*
  * Parse the "consistency" option: the name of a mode other than the
  * default (idx_consistency_name).
  */

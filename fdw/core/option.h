@@ -41,7 +41,8 @@ typedef enum IdxConsistency
 
 /*
  * The name of a consistency mode, as the option "consistency" spells it
- * (for every message and EXPLAIN; DEFAULT is described, not named).
+ * (for every message and EXPLAIN; DEFAULT is described, not named), in
+ * consistency.c.
  */
 extern const char *idx_consistency_name(IdxConsistency mode);
 
