@@ -5,6 +5,7 @@ OBJS = \
 	fdw/idxtable_fdw.o \
 	fdw/core/guc.o \
 	fdw/core/option.o \
+	fdw/core/consistency.o \
 	fdw/core/table_size.o \
 	fdw/core/document.o \
 	fdw/core/xact_state.o \
@@ -26,6 +27,8 @@ OBJS = \
 	fdw/modify_insert.o \
 	fdw/modify_batch.o \
 	fdw/modify_undo.o \
+	fdw/modify_fact.o \
+	fdw/modify_row.o \
 	fdw/index/bulk_write.o \
 	fdw/core/shard_key.o \
 	fdw/core/shard_explain.o \

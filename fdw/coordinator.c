@@ -119,7 +119,7 @@ reset_one(IdxRemoteXact *x, void *arg)
 static void
 warn_ordered_writes_kept(void)
 {
-	const char *mode;
+	IdxConsistency mode;
 	const char *relname = idx_xact_ordered_write_rel(&mode);
 
 	if (relname)
@@ -127,7 +127,7 @@ warn_ordered_writes_kept(void)
 				(errmsg("writes to foreign table \"%s\" were not rolled back",
 						relname),
 				 errdetail("The table's consistency mode is '%s': each write is final when it is made.",
-						   mode)));
+						   idx_consistency_name(mode))));
 }
 
 /*

@@ -68,22 +68,22 @@
 #include "core/document.h"
 #include "core/guc.h"
 #include "core/handle.h"
-#include "core/mongo_limits.h"
 #include "core/option.h"
 #include "core/pg_compat.h"
-#include "core/protocol_read.h"
 #include "core/rowid.h"
 #include "core/shard_key.h"
 #include "core/xact.h"
 #include "index/index_catalog.h"
 #include "index/index_claims.h"
-#include "index/index_entry.h"
 #include "index/index_write.h"
 #include "modify.h"
-#include "modify_int.h"
+#include "modify_batch.h"
+#include "modify_fact.h"
+#include "modify_insert.h"
+#include "modify_row.h"
+#include "modify_undo.h"
 #include "scan.h"
 #include "sync/sync_wait.h"
-#include "sync/xact_marker.h"
 
 /* Name of the row identity junk column (the _id column's value) */
 #define IDX_ROWID_NAME "idxtable_id"
@@ -124,7 +124,7 @@ release_modify(void *arg)
 static void
 note_claiming(IdxModifyState *ms)
 {
-	if (!ms->ordered || ms->eventual ||
+	if (ms->mode != IDX_CONSISTENCY_ORDERED ||
 		idx_writer_nindexes(ms->writer) == 0)
 		return;
 	idx_claims_write_begin();
@@ -250,7 +250,8 @@ modify_user(EState *estate, ResultRelInfo *rinfo)
  * Before a write in consistency mode 'eventual': refuse it if the table has
  * a unique index table.  The applier writes the entries after the facts,
  * so a duplicate key would be found only once both facts exist, too late
- * to refuse the write that made it.
+ * to refuse the write that made it.  (idx_ddl_check_unique_allowed refuses
+ * the index in the first place.)
  */
 static void
 check_eventual_indexes(Relation rel, Oid userid)
@@ -264,10 +265,15 @@ check_eventual_indexes(Relation rel, Oid userid)
 		if (def->unique && def->state != IDX_STATE_FAILED)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot write to foreign table \"%s\" in consistency mode 'eventual' because it has the unique index table \"%s\"",
-							RelationGetRelationName(rel), def->name),
-					 errdetail("In consistency mode 'eventual' the index tables are written after the facts, so a unique key cannot be enforced."),
-					 errhint("Set the option consistency of the table to 'transaction' or 'ordered', or drop the index with idxtable.drop_index().")));
+					 errmsg("cannot write to foreign table \"%s\" in consistency mode '%s' because it has the unique index table \"%s\"",
+							RelationGetRelationName(rel),
+							idx_consistency_name(IDX_CONSISTENCY_EVENTUAL),
+							def->name),
+					 errdetail("In consistency mode '%s' the index tables are written after the facts, so a unique key cannot be enforced.",
+							   idx_consistency_name(IDX_CONSISTENCY_EVENTUAL)),
+					 errhint("Set the option consistency of the table to '%s' or '%s', or drop the index with idxtable.drop_index().",
+							 idx_consistency_name(IDX_CONSISTENCY_TRANSACTION),
+							 idx_consistency_name(IDX_CONSISTENCY_ORDERED))));
 	}
 }
 
@@ -284,7 +290,6 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
 	IdxModifyState *ms = palloc0(sizeof(IdxModifyState));
-	IdxConsistency mode;
 
 	ms->cxt = cxt;
 	ms->row_cxt = AllocSetContextCreate(cxt, "idxtable_fdw modify row",
@@ -303,17 +308,15 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 										&ms->server);
 	idx_client_pin(ms->client, 1);
 	ms->pinned = true;
-	mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
-	ms->eventual = (mode == IDX_CONSISTENCY_EVENTUAL);
-	ms->ordered = (mode == IDX_CONSISTENCY_ORDERED || ms->eventual);
-	if (operation == CMD_UPDATE && ms->ordered)
+	ms->mode = idx_xact_mode(ms->info, ms->client, ms->server->servername);
+	Assert(ms->mode != IDX_CONSISTENCY_DEFAULT);
+	if (operation == CMD_UPDATE && ms->mode != IDX_CONSISTENCY_TRANSACTION)
 		idx_shard_key_check_ordered_update(ms->info, RelationGetDescr(rel),
-										   target_attrs,
-										   idx_modify_mode_name(ms));
+										   target_attrs, ms->mode);
 	ms->noted_before = idx_xact_has_ordered_write();
 	ms->facts = mongoc_client_get_collection(ms->client, ms->info->database,
 											 ms->info->collection);
-	if (ms->eventual)
+	if (ms->mode == IDX_CONSISTENCY_EVENTUAL)
 	{
 		check_eventual_indexes(rel, modify_user(estate, rinfo));
 		ms->writer = idx_writer_create_facts_only(ms->info, ms->client,
@@ -322,11 +325,11 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	else
 		ms->writer = idx_writer_create(rel, modify_user(estate, rinfo),
 									   ms->info, ms->client,
-									   ms->server->servername, ms->ordered);
+									   ms->server->servername, ms->mode);
 	note_claiming(ms);
 	ms->preconv = idx_writer_row_conv(ms->writer);
 	/* the server's capability, decided here: planning never asks it */
-	if (idxtable_enable_bulk_write && !ms->eventual &&
+	if (idxtable_enable_bulk_write && ms->mode != IDX_CONSISTENCY_EVENTUAL &&
 		idx_writer_nindexes(ms->writer) > 0 &&
 		idx_bulk_write_supported(ms->client, ms->server->servername))
 	{
@@ -365,15 +368,6 @@ create_modify_state(EState *estate, ResultRelInfo *rinfo, CmdType operation,
 	return ms;
 }
 
-/*
- * Inserting into the facts of write "ms", for messages.
- */
-const IdxOp *
-idx_modify_insert_what(IdxModifyState *ms)
-{
-	return idx_op(IDX_OP_INSERT, ms->info->collection, ms->info->database);
-}
-
 static TupleTableSlot *run_step_flush(IdxModifyState *ms);
 
 /*
@@ -388,6 +382,11 @@ flush_at_rows_end(void *arg)
 	run_step_flush((IdxModifyState *) arg);
 }
 
+/*
+ * Begin an UPDATE or DELETE (or an INSERT of a plain INSERT statement):
+ * set up the write's state; a write in batches writes its last batch when
+ * the subplan's rows end.
+ */
 void
 idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 					  List *fdw_private, int subplan_index, int eflags)
@@ -407,6 +406,9 @@ idxBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		idx_rowid_on_rows_end(outerPlanState(mtstate), flush_at_rows_end, ms);
 }
 
+/*
+ * Begin an INSERT that reaches the table by tuple routing or COPY FROM.
+ */
 void
 idxBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 {
@@ -436,327 +438,10 @@ idxGetForeignModifyBatchSize(ResultRelInfo *rinfo)
 }
 
 /*
- * The MongoDB session of this write: the transaction's, started now if
- * needed, or none in ordered mode.
- */
-mongoc_client_session_t *
-idx_modify_session(IdxModifyState *ms)
-{
-	mongoc_client_session_t *session;
-	bool		starts;
-	List	   *defs;
-
-	if (ms->ordered)
-		return NULL;
-	starts = !idx_xact_client_busy(ms->client);
-	session = idx_xact_begin_write(ms->client, ms->server->servername);
-	/* for the applier's exclusion of our transactions */
-	if (starts)
-		idx_xact_note_started(ms->client);
-	/* for the transaction's marker: these facts need no applier */
-	defs = idx_writer_indexes(ms->writer);
-	idx_xact_note_maintained(ms->client, ms->server->servername, ms->info,
-							 defs);
-	list_free(defs);
-	return session;
-}
-
-/*
- * The consistency mode of the write, as the option "consistency" names it
- * (for messages).
- */
-const char *
-idx_modify_mode_name(IdxModifyState *ms)
-{
-	if (ms->eventual)
-		return "eventual";
-	return ms->ordered ? "ordered" : "transaction";
-}
-
-/*
- * Count facts written; in ordered and eventual mode they are final now,
- * which the transaction remembers for its warning at rollback.
- */
-void
-idx_modify_note_written(IdxModifyState *ms, int n)
-{
-	ms->facts_written += n;
-	if (ms->ordered)
-		idx_xact_note_ordered_write(ms->info->relname,
-									idx_modify_mode_name(ms));
-}
-
-/*
- * Options carrying the session, for the writes of "ms"; "what" says which,
- * for the error if libmongoc cannot add it.
- */
-void
-idx_modify_append_session(IdxModifyState *ms,
-						  mongoc_client_session_t *session, bson_t *opts,
-						  const IdxOp *what)
-{
-	bson_error_t error;
-
-	if (session && !mongoc_client_session_append(session, opts, &error))
-		idx_report_error(&error, ms->server->servername, what);
-}
-
-/*
- * Give a row without _id a new ObjectId (stored in the slot, so that
- * RETURNING shows it) and return the row's BSON _id.
- */
-void
-idx_modify_row_id(IdxModifyState *ms, TupleTableSlot *slot, bson_value_t *id)
-{
-	AttrNumber	idatt = ms->info->id_attnum;
-	bson_oid_t	oid;
-
-	if (idatt != InvalidAttrNumber && !slot->tts_isnull[idatt - 1])
-	{
-		idx_id_value(slot->tts_values[idatt - 1],
-					 TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->atttypid,
-					 id);
-		return;
-	}
-	if (idatt != InvalidAttrNumber)
-	{
-		Oid			typid = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->atttypid;
-		char		hex[25];
-
-		if (!idx_id_type_takes_objectid(typid))
-			ereport(ERROR,
-					(errcode(ERRCODE_NOT_NULL_VIOLATION),
-					 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
-							NameStr(TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->attname),
-							ms->info->relname),
-					 errdetail("A new ObjectId can only be generated for a text _id column; a column of type %s needs a value.",
-							   format_type_be(typid))));
-		bson_oid_init(&oid, NULL);
-		bson_oid_to_string(&oid, hex);
-		slot->tts_values[idatt - 1] = typid == NAMEOID
-			? DirectFunctionCall1(namein, CStringGetDatum(hex))
-			: CStringGetTextDatum(hex);
-		slot->tts_isnull[idatt - 1] = false;
-	}
-	else
-		bson_oid_init(&oid, NULL);
-	id->value_type = BSON_TYPE_OID;
-	bson_oid_copy(&oid, &id->value.v_oid);
-}
-
-/*
- * The DETAIL of a duplicate fact: "Key (_id)=(x) already exists.", the
- * value only for a role that may read the _id column (as PostgreSQL shows
- * key values), no DETAIL at all without a row.
- */
-int
-idx_modify_errdetail_duplicate_id(IdxModifyState *ms, TupleTableSlot *slot)
-{
-	AttrNumber	idatt = ms->info->id_attnum;
-	Oid			outfunc;
-	bool		isvarlena;
-	Form_pg_attribute attr;
-
-	if (slot == NULL)
-		return 0;
-	if (idatt == InvalidAttrNumber)
-		return errdetail("Key (_id) already exists.");
-	attr = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1);
-	if (!idx_id_visible(RelationGetRelid(ms->rel), idatt))
-		return errdetail("Key (%s) already exists.", NameStr(attr->attname));
-	getTypeOutputInfo(attr->atttypid, &outfunc, &isvarlena);
-	return errdetail("Key (%s)=(%s) already exists.", NameStr(attr->attname),
-					 OidOutputFunctionCall(outfunc,
-										   slot->tts_values[idatt - 1]));
-}
-
-/*
- * Read the row of a fact document into palloc'd values/nulls (all NULL
- * except the columns "conv" converts).
- */
-void
-idx_modify_doc_to_row(IdxModifyState *ms, IdxRowConv *conv, const bson_t *doc,
-		   Datum **values, bool **nulls)
-{
-	int			natts = RelationGetDescr(ms->rel)->natts;
-
-	*values = palloc0(sizeof(Datum) * Max(natts, 1));
-	*nulls = palloc(sizeof(bool) * Max(natts, 1));
-	memset(*nulls, true, sizeof(bool) * Max(natts, 1));
-	idx_document_to_row(conv, doc, *values, *nulls);
-}
-
-/*
- * The projection of the columns entries are computed from (and _id).
- */
-void
-idx_modify_index_projection(IdxModifyState *ms, bson_t *projection)
-{
-	Bitmapset  *needed = idx_writer_needed_attrs(ms->writer);
-	int			attnum = -1;
-
-	idx_check_append(BSON_APPEND_INT32(projection, IDX_ID_FIELD, 1));
-	while ((attnum = bms_next_member(needed, attnum)) >= 0)
-		idx_check_append(BSON_APPEND_INT32(projection,
-										   ms->info->fields[attnum - 1], 1));
-}
-
-/*
- * A fact by _id with the index columns, or NULL (palloc'd copy); read in
- * the open transaction if "in_txn", else outside it.
- */
-bson_t *
-idx_modify_fetch_fact(IdxModifyState *ms, const bson_value_t *id,
-					  const bson_t *shard, bool in_txn)
-{
-	bson_t		filter = BSON_INITIALIZER;
-	bson_t		opts = BSON_INITIALIZER;
-	bson_t		projection;
-	mongoc_cursor_t *cursor;
-	const bson_t *doc;
-	bson_t	   *result = NULL;
-
-	idx_check_append(BSON_APPEND_VALUE(&filter, IDX_ID_FIELD, id));
-	if (shard)
-		idx_shard_key_append(ms->info, &filter, shard);
-	idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
-	idx_modify_index_projection(ms, &projection);
-	idx_check_append(bson_append_document_end(&opts, &projection));
-	idx_check_append(BSON_APPEND_INT64(&opts, "limit", 1));
-	if (in_txn)
-		idx_xact_append_session(ms->client, &opts);
-	cursor = mongoc_collection_find_with_opts(ms->facts, &filter, &opts,
-											  idx_primary_read_prefs());
-	bson_destroy(&filter);
-	bson_destroy(&opts);
-	if (mongoc_cursor_next(cursor, &doc))
-		result = idx_doc_id_is(doc, id) ? bson_copy(doc) : NULL;
-	else if (mongoc_cursor_error(cursor, NULL))
-	{
-		(void) idx_own_cursor(cursor);	/* the error destroys it */
-		idx_report_cursor_error(cursor, ms->server->servername,
-								idx_reading_what(ms->info->collection,
-												 ms->info->database));
-	}
-	mongoc_cursor_destroy(cursor);
-	if (result)
-	{
-		bson_t	   *copy = palloc(sizeof(bson_t));
-		uint8	   *data = palloc(result->len);
-
-		memcpy(data, bson_get_data(result), result->len);
-		bson_init_static(copy, data, result->len);
-		bson_destroy(result);
-		result = copy;
-	}
-	return result;
-}
-
-/*
- * The "value" of a findAndModify reply (the document as it was), palloc'd,
- * or NULL.
- */
-static bson_t *
-reply_value(const bson_t *reply)
-{
-	bson_iter_t iter;
-	const uint8 *data;
-	uint32		len;
-	uint8	   *copy;
-	bson_t	   *result;
-
-	if (!bson_iter_init_find(&iter, reply, "value") ||
-		!BSON_ITER_HOLDS_DOCUMENT(&iter))
-		return NULL;
-	bson_iter_document(&iter, &len, &data);
-	copy = palloc(len);
-	memcpy(copy, data, len);
-	result = palloc(sizeof(bson_t));
-	bson_init_static(result, copy, len);
-	return result;
-}
-
-/*
- * findAndModify of the fact "id": $set "update", or remove it (update
- * NULL).  Returns the fact as it was before (with the index columns, or
- * everything if "full"), palloc'd, or NULL if there is no such fact.
- * "shard" holds the fact's shard key values (see shard_key.c), if the
- * table has a shard key.
- */
-bson_t *
-idx_modify_find_and_modify(IdxModifyState *ms,
-						   mongoc_client_session_t *session,
-						   const bson_value_t *id, const bson_t *shard,
-						   const bson_t *update, bool full)
-{
-	mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
-	bson_t		query = BSON_INITIALIZER;
-	bson_t		projection = BSON_INITIALIZER;
-	bson_t		extra = BSON_INITIALIZER;
-	bson_t		reply;
-	bson_error_t error;
-	bson_t	   *result = NULL;
-	bool		ok;
-	bool		first;
-	int			attempts = 0;
-
-	idx_check_append(BSON_APPEND_VALUE(&query, IDX_ID_FIELD, id));
-	idx_shard_key_append(ms->info, &query, shard);
-	if (update)
-		mongoc_find_and_modify_opts_set_update(fam, update);
-	else
-		mongoc_find_and_modify_opts_set_flags(fam,
-											  MONGOC_FIND_AND_MODIFY_REMOVE);
-	if (!full)
-	{
-		idx_modify_index_projection(ms, &projection);
-		mongoc_find_and_modify_opts_set_fields(fam, &projection);
-	}
-	idx_modify_append_session(ms, session, &extra,
-							  idx_op(update ? IDX_OP_UPDATE_ONE : IDX_OP_DELETE_ONE,
-									 ms->info->collection,
-									 ms->info->database));
-	mongoc_find_and_modify_opts_append(fam, &extra);
-	first = idx_xact_sends_first(session);
-	for (;;)
-	{
-		ok = mongoc_collection_find_and_modify_with_opts(ms->facts, &query,
-														 fam, &reply, &error);
-		if (ok || !first ||
-			!idx_xact_restart_first(session, &reply, &error, &attempts))
-			break;
-		bson_destroy(&reply);	/* the transaction began again: resend */
-	}
-	mongoc_find_and_modify_opts_destroy(fam);
-	bson_destroy(&query);
-	bson_destroy(&projection);
-	bson_destroy(&extra);
-	if (!ok)
-	{
-		bson_t	   *failed_reply = idx_own_reply(&reply);
-
-		/* the write was made, only not acknowledged: undo it too */
-		if (idx_is_write_concern_error(&error) &&
-			(result = reply_value(failed_reply)) != NULL)
-			idx_modify_remember_write(ms,
-									  update ? UNDO_UPDATED : UNDO_DELETED,
-									  id, result);
-		idx_shard_key_check_refusal(ms->info, failed_reply, &error);
-		idx_report_reply_error(failed_reply, &error, ms->server->servername,
-							   idx_op(update ? IDX_OP_UPDATE_ONE : IDX_OP_DELETE_ONE,
-									  ms->info->collection,
-									  ms->info->database));
-	}
-	result = reply_value(&reply);
-	bson_destroy(&reply);
-	return result;
-}
-
-/*
  * Do two rows agree on every column that entries are computed from?
  */
-bool
-idx_modify_same_index_values(IdxModifyState *ms, const Datum *av, const bool *an,
+static bool
+same_index_values(IdxModifyState *ms, const Datum *av, const bool *an,
 				  const Datum *bv, const bool *bn)
 {
 	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
@@ -787,81 +472,6 @@ idx_modify_same_index_values(IdxModifyState *ms, const Datum *av, const bool *an
 			return false;
 	}
 	return true;
-}
-
-/*
- * The row identity (_id) of the row being updated or deleted, as BSON: the
- * _id as the scan read it where the column's value cannot write it back
- * exactly (rowid.h), else the one the value writes.
- */
-void
-idx_modify_target_id(IdxModifyState *ms, TupleTableSlot *planSlot, bson_value_t *id)
-{
-	bool		isnull;
-	Datum		value;
-
-	if (AttributeNumberIsValid(ms->rawid_attno))
-	{
-		value = ExecGetJunkAttribute(planSlot, ms->rawid_attno, &isnull);
-		if (!isnull &&
-			idx_rowid_lookup(ms->estate, (ItemPointer) DatumGetPointer(value), id))
-			return;
-	}
-	value = ExecGetJunkAttribute(planSlot, ms->rowid_attno, &isnull);
-	if (isnull)
-		elog(ERROR, "_id of the row to modify is NULL");
-	idx_id_value(value,
-				 TupleDescAttr(RelationGetDescr(ms->rel),
-							   ms->info->id_attnum - 1)->atttypid,
-				 id);
-}
-
-/*
- * The old row PostgreSQL read (the whole-row junk column), or false.
- */
-bool
-idx_modify_old_row(IdxModifyState *ms, TupleTableSlot *planSlot, Datum **values,
-		bool **nulls)
-{
-	TupleDesc	tupdesc = RelationGetDescr(ms->rel);
-	HeapTupleData tuple;
-	HeapTupleHeader td;
-	bool		isnull;
-	Datum		datum;
-
-	if (!AttributeNumberIsValid(ms->wholerow_attno))
-		return false;
-	datum = ExecGetJunkAttribute(planSlot, ms->wholerow_attno, &isnull);
-	if (isnull)
-		return false;
-	td = DatumGetHeapTupleHeader(datum);
-	tuple.t_len = HeapTupleHeaderGetDatumLength(td);
-	ItemPointerSetInvalid(&tuple.t_self);
-	tuple.t_tableOid = InvalidOid;
-	tuple.t_data = td;
-	*values = palloc(sizeof(Datum) * tupdesc->natts);
-	*nulls = palloc(sizeof(bool) * tupdesc->natts);
-	heap_deform_tuple(&tuple, tupdesc, *values, *nulls);
-	return true;
-}
-
-/*
- * The shard key values of the row being updated or deleted, as it was
- * read (the whole-row junk column), or NULL if the table has no shard key.
- */
-bson_t *
-idx_modify_target_shard_key(IdxModifyState *ms, TupleTableSlot *planSlot)
-{
-	Datum	   *values;
-	bool	   *nulls;
-
-	if (ms->info->nshard_key == 0)
-		return NULL;
-	if (!idx_modify_old_row(ms, planSlot, &values, &nulls))
-		elog(ERROR, "could not find the whole-row junk column of foreign table \"%s\"",
-			 ms->info->relname);
-	return idx_shard_key_of_row(ms->info, RelationGetDescr(ms->rel), values,
-								nulls);
 }
 
 /*
@@ -905,7 +515,8 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 
 	before = idx_modify_find_and_modify(ms, session, &id,
 										idx_modify_target_shard_key(ms, planSlot),
-										update, ms->ordered);
+										update,
+										ms->mode != IDX_CONSISTENCY_TRANSACTION);
 	if (before == NULL)
 	{
 		/* the fact is gone: take back the entries written for it */
@@ -924,7 +535,7 @@ update_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 
 		idx_modify_doc_to_row(ms, ms->preconv, before, &prevals, &prenulls);
 		if (!have_old ||
-			!idx_modify_same_index_values(ms, prevals, prenulls, oldvals, oldnulls))
+			!same_index_values(ms, prevals, prenulls, oldvals, oldnulls))
 		{
 			Datum	   *newvals;
 			bool	   *newnulls;
@@ -976,7 +587,8 @@ delete_row(IdxModifyState *ms, TupleTableSlot *slot, TupleTableSlot *planSlot)
 	idx_modify_target_id(ms, planSlot, &id);
 	before = idx_modify_find_and_modify(ms, session, &id,
 										idx_modify_target_shard_key(ms, planSlot),
-										NULL, ms->has_returning || ms->ordered);
+										NULL, ms->has_returning ||
+										ms->mode != IDX_CONSISTENCY_TRANSACTION);
 	if (before == NULL)
 		return NULL;
 	idx_modify_note_written(ms, 1);
@@ -1060,9 +672,7 @@ changed_before(IdxModifyState *ms, TupleTableSlot *planSlot)
 }
 
 /*
- * Run one write step with round trips counted and per-row memory.  The
- * first one ends the statement's wait for the appliers of its unique
- * indexes (create_modify_state), before anything is written.
+ * The steps run_step() runs.
  */
 typedef enum WriteStep
 {
@@ -1074,6 +684,13 @@ typedef enum WriteStep
 	STEP_NONE					/* nothing (a fact changed before) */
 } WriteStep;
 
+/*
+ * Run one write step with round trips counted and per-row memory.  The
+ * first one ends the statement's wait for the appliers of its unique
+ * indexes (create_modify_state), before anything is written.  An error
+ * undoes what the statement wrote where its writes are final
+ * (modify_undo.c), then is raised on.
+ */
 static TupleTableSlot *
 run_step(IdxModifyState *ms, WriteStep step, TupleTableSlot **slots, int n,
 		 TupleTableSlot *planSlot)
@@ -1143,6 +760,9 @@ run_step_flush(IdxModifyState *ms)
 	return run_step(ms, STEP_FLUSH, NULL, 0, NULL);
 }
 
+/*
+ * INSERT one row (a batch of one).
+ */
 TupleTableSlot *
 idxExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 					 TupleTableSlot *slot, TupleTableSlot *planSlot)
@@ -1150,6 +770,9 @@ idxExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 	return run_step(rinfo->ri_FdwState, STEP_INSERT, &slot, 1, planSlot);
 }
 
+/*
+ * INSERT a batch of rows (idxGetForeignModifyBatchSize).
+ */
 TupleTableSlot **
 idxExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 						  TupleTableSlot **slots, TupleTableSlot **planSlots,
@@ -1159,6 +782,9 @@ idxExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 	return slots;
 }
 
+/*
+ * UPDATE one row, at once or into the batch.
+ */
 TupleTableSlot *
 idxExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 					 TupleTableSlot *slot, TupleTableSlot *planSlot)
@@ -1169,6 +795,9 @@ idxExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 					planSlot);
 }
 
+/*
+ * DELETE one row, at once or into the batch.
+ */
 TupleTableSlot *
 idxExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 					 TupleTableSlot *slot, TupleTableSlot *planSlot)
@@ -1200,6 +829,9 @@ idxEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 	rinfo->ri_FdwState = NULL;
 }
 
+/*
+ * End of an INSERT by tuple routing or COPY FROM: as for any write.
+ */
 void
 idxEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
 {
@@ -1243,14 +875,9 @@ idxExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	}
 	if (names != NIL)
 		ExplainPropertyList("Index Tables Maintained", names, es);
-	if (ms)
-		ExplainPropertyText("Consistency", idx_modify_mode_name(ms), es);
-	else
-		ExplainPropertyText("Consistency",
-							info->consistency == IDX_CONSISTENCY_ORDERED ? "ordered"
-							: info->consistency == IDX_CONSISTENCY_TRANSACTION ? "transaction"
-							: info->consistency == IDX_CONSISTENCY_EVENTUAL ? "eventual"
-							: "transaction if supported, else ordered", es);
+	ExplainPropertyText("Consistency",
+						idx_consistency_name(ms ? ms->mode : info->consistency),
+						es);
 	if (ms && ms->batch)
 		ExplainPropertyInteger("Batch Size", NULL, info->batch_size, es);
 	if (ms && es->analyze)

@@ -71,7 +71,9 @@
 #include "core/shard_key.h"
 #include "core/xact.h"
 #include "index/index_entry.h"
-#include "modify_int.h"
+#include "modify_batch.h"
+#include "modify_fact.h"
+#include "modify_row.h"
 #include "scan.h"
 
 /*
@@ -115,7 +117,7 @@ idx_modify_batch_wanted(IdxModifyState *ms, ResultRelInfo *rinfo)
 {
 	TriggerDesc *trig = rinfo->ri_TrigDesc;
 
-	if ((ms->ordered && !ms->eventual) || ms->has_returning ||
+	if (ms->mode == IDX_CONSISTENCY_ORDERED || ms->has_returning ||
 		ms->info->batch_size <= 1)
 		return false;
 	if (ms->operation != CMD_UPDATE && ms->operation != CMD_DELETE)
@@ -365,7 +367,7 @@ read_facts(IdxModifyState *ms, IdxModifyBatch *b,
 	int			attempts = 0;
 
 	batch_filter(ms, b, &filter);
-	if (!ms->eventual)
+	if (ms->mode != IDX_CONSISTENCY_EVENTUAL)
 	{
 		idx_check_append(BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &projection));
 		idx_modify_index_projection(ms, &projection);
@@ -673,11 +675,11 @@ idx_modify_batch_flush(IdxModifyState *ms)
 	}
 	if (b->entries_change && ms->bulk_write)
 		written = write_bulk_write(ms, b, pre, session);
-	else if (ms->eventual && b->n == 1)
+	else if (ms->mode == IDX_CONSISTENCY_EVENTUAL && b->n == 1)
 		written = write_one_fact(ms, &b->rows[0]);
 	else
 	{
-		if (ms->eventual)
+		if (ms->mode == IDX_CONSISTENCY_EVENTUAL)
 		{
 			pre = read_facts(ms, b, session);
 			remember_batch(ms, b, pre);

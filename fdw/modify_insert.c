@@ -18,45 +18,105 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "access/sysattr.h"
-#include "access/table.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "fmgr.h"
-#include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "optimizer/appendinfo.h"
-#include "optimizer/inherit.h"
-#include "optimizer/pathnode.h"
-#include "parser/parsetree.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "core/connection.h"
 #include "core/convert.h"
 #include "core/document.h"
-#include "core/guc.h"
 #include "core/handle.h"
 #include "core/mongo_limits.h"
 #include "core/option.h"
 #include "core/protocol_read.h"
-#include "core/rowid.h"
+#include "core/remote_error.h"
 #include "core/shard_key.h"
 #include "core/xact.h"
-#include "index/index_catalog.h"
-#include "index/index_entry.h"
+#include "index/bulk_write.h"
 #include "index/index_write.h"
-#include "modify.h"
-#include "modify_int.h"
-#include "scan.h"
-#include "sync/sync_wait.h"
-#include "sync/xact_marker.h"
+#include "modify_fact.h"
+#include "modify_insert.h"
+
+/*
+ * Inserting into the facts of write "ms", for messages.
+ */
+static const IdxOp *
+insert_what(IdxModifyState *ms)
+{
+	return idx_op(IDX_OP_INSERT, ms->info->collection, ms->info->database);
+}
+
+/*
+ * Give a row without _id a new ObjectId (stored in the slot, so that
+ * RETURNING shows it) and return the row's BSON _id.
+ */
+static void
+row_id(IdxModifyState *ms, TupleTableSlot *slot, bson_value_t *id)
+{
+	AttrNumber	idatt = ms->info->id_attnum;
+	bson_oid_t	oid;
+
+	if (idatt != InvalidAttrNumber && !slot->tts_isnull[idatt - 1])
+	{
+		idx_id_value(slot->tts_values[idatt - 1],
+					 TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->atttypid,
+					 id);
+		return;
+	}
+	if (idatt != InvalidAttrNumber)
+	{
+		Oid			typid = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->atttypid;
+		char		hex[25];
+
+		if (!idx_id_type_takes_objectid(typid))
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
+							NameStr(TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1)->attname),
+							ms->info->relname),
+					 errdetail("A new ObjectId can only be generated for a text _id column; a column of type %s needs a value.",
+							   format_type_be(typid))));
+		bson_oid_init(&oid, NULL);
+		bson_oid_to_string(&oid, hex);
+		slot->tts_values[idatt - 1] = typid == NAMEOID
+			? DirectFunctionCall1(namein, CStringGetDatum(hex))
+			: CStringGetTextDatum(hex);
+		slot->tts_isnull[idatt - 1] = false;
+	}
+	else
+		bson_oid_init(&oid, NULL);
+	id->value_type = BSON_TYPE_OID;
+	bson_oid_copy(&oid, &id->value.v_oid);
+}
+
+/*
+ * The DETAIL of a duplicate fact: "Key (_id)=(x) already exists.", the
+ * value only for a role that may read the _id column (as PostgreSQL shows
+ * key values), no DETAIL at all without a row.
+ */
+static int
+errdetail_duplicate_id(IdxModifyState *ms, TupleTableSlot *slot)
+{
+	AttrNumber	idatt = ms->info->id_attnum;
+	Oid			outfunc;
+	bool		isvarlena;
+	Form_pg_attribute attr;
+
+	if (slot == NULL)
+		return 0;
+	if (idatt == InvalidAttrNumber)
+		return errdetail("Key (_id) already exists.");
+	attr = TupleDescAttr(slot->tts_tupleDescriptor, idatt - 1);
+	if (!idx_id_visible(RelationGetRelid(ms->rel), idatt))
+		return errdetail("Key (%s) already exists.", NameStr(attr->attname));
+	getTypeOutputInfo(attr->atttypid, &outfunc, &isvarlena);
+	return errdetail("Key (%s)=(%s) already exists.", NameStr(attr->attname),
+					 OidOutputFunctionCall(outfunc,
+										   slot->tts_values[idatt - 1]));
+}
 
 /*
  * Delete the facts ids[from..] of a failed insert batch that are not
@@ -130,7 +190,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		for (i = 0; i < n; i++)
 			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 		idx_report_reply_error(reply, error, ms->server->servername,
-							   idx_modify_insert_what(ms));
+							   insert_what(ms));
 	}
 	for (i = 0; i < nerr; i++)
 	{
@@ -140,7 +200,8 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 		if (first < 0 || indexes[i] < first)
 			first = indexes[i];
 	}
-	if (nerr == 0 && error->code == 11000 && !ms->ordered &&
+	if (nerr == 0 && error->code == 11000 &&
+		ms->mode == IDX_CONSISTENCY_TRANSACTION &&
 		!mongoc_error_has_label(reply, "TransientTransactionError"))
 	{
 		/* a transaction fails the whole command: find the duplicate */
@@ -153,14 +214,14 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("duplicate key value violates unique constraint \"%s\"",
 						"_id_"),
-				 idx_modify_errdetail_duplicate_id(ms, first >= 0 ? slots[first] : NULL)));
+				 errdetail_duplicate_id(ms, first >= 0 ? slots[first] : NULL)));
 	}
 	if (nerr == 0 || i < nerr ||
 		mongoc_error_has_label(reply, "TransientTransactionError"))
 		idx_report_reply_error(reply, error, ms->server->servername,
-							   idx_modify_insert_what(ms));
+							   insert_what(ms));
 
-	if (ms->ordered)
+	if (ms->mode != IDX_CONSISTENCY_TRANSACTION)
 	{
 		/* remove the facts of this batch that did get in */
 		for (i = 0; i < n;)
@@ -174,18 +235,7 @@ insert_failed(IdxModifyState *ms, TupleTableSlot **slots, bson_value_t *ids,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
 			 errmsg("duplicate key value violates unique constraint \"%s\"",
 					"_id_"),
-			 idx_modify_errdetail_duplicate_id(ms, slots[first])));
-}
-
-/*
- * The largest document the server takes, asked once per statement.
- */
-int64
-idx_modify_max_document_size(IdxModifyState *ms)
-{
-	if (ms->max_doc_size == 0)
-		ms->max_doc_size = idx_max_document_size(ms->client);
-	return ms->max_doc_size;
+			 errdetail_duplicate_id(ms, slots[first])));
 }
 
 /*
@@ -224,7 +274,7 @@ queue_documents(IdxModifyState *ms, mongoc_client_session_t *session,
 	int			i;
 
 	idx_check_append(BSON_APPEND_BOOL(&opts, "ordered", false));
-	idx_modify_append_session(ms, session, &opts, idx_modify_insert_what(ms));
+	idx_modify_append_session(ms, session, &opts, insert_what(ms));
 	bulk = mongoc_collection_create_bulk_operation_with_opts(ms->facts, &opts);
 	bson_destroy(&opts);
 	for (i = 0; i < n; i++)
@@ -295,7 +345,7 @@ bulk_write_fact_failed(IdxModifyState *ms, IdxBulkWrite *bw,
 		if (!dup[i])
 			idx_modify_remember_write(ms, UNDO_INSERTED, &ids[i], NULL);
 	}
-	idx_bulk_write_report(bw, failed, idx_modify_insert_what(ms));
+	idx_bulk_write_report(bw, failed, insert_what(ms));
 }
 
 /*
@@ -352,7 +402,7 @@ insert_rows_bulk_write(IdxModifyState *ms, TupleTableSlot **slots,
 	IdxBulkWriteError failed;
 	bool	   *dup = palloc0(sizeof(bool) * n);
 	bool		any_dup = false;
-	const IdxOp *what = idx_modify_insert_what(ms);
+	const IdxOp *what = insert_what(ms);
 	int			first_fact;
 	int			from = 0;
 	int			i;
@@ -385,7 +435,7 @@ insert_rows_bulk_write(IdxModifyState *ms, TupleTableSlot **slots,
 			bulk_write_fact_failed(ms, bw, &failed, failed.op - first_fact,
 								   ids, dup);
 			any_dup = true;
-			if (!ms->ordered)
+			if (ms->mode == IDX_CONSISTENCY_TRANSACTION)
 				break;			/* the transaction is aborted */
 		}
 		from = failed.op + 1;
@@ -424,7 +474,7 @@ idx_modify_insert_rows(IdxModifyState *ms, TupleTableSlot **slots, int n)
 	for (i = 0; i < n; i++)
 	{
 		slot_getallattrs(slots[i]);
-		idx_modify_row_id(ms, slots[i], &ids[i]);
+		row_id(ms, slots[i], &ids[i]);
 	}
 	docs = build_documents(ms, slots, ids, n);
 	session = idx_modify_session(ms);

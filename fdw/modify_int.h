@@ -1,15 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * modify_int.h
- *		  Internals shared by modify.c (the write callbacks, row by row and
- *		  INSERT batches), modify_batch.c (UPDATE and DELETE batches) and
- *		  modify_undo.c (the undo of a failed statement in ordered mode).
+ *		  The state of a write to a foreign table, shared by the files of the
+ *		  write path (modify*.c); types only, so that every one of them can
+ *		  include it whatever its place in the layers below.
  *
  * Copyright (c) 2026, idxtable_fdw developers
  * Distributed under the PostgreSQL Licence; see the LICENSE file.
  *
  * IDENTIFICATION
  *		  fdw/modify_int.h
+ *
+ * The files call down only, from the callbacks to the single facts:
+ *
+ *	modify.c		the FDW callbacks and the steps of a row (top)
+ *	modify_batch.c	UPDATE and DELETE batches
+ *	modify_insert.c	INSERT batches
+ *	modify_undo.c	the undo of a failed statement
+ *	modify_fact.c	one fact: read, findAndModify; the session, the notes
+ *					and the undo record of a write
+ *	modify_row.c	the row a write targets, a fact as a row
  *
  *-------------------------------------------------------------------------
  */
@@ -38,10 +48,11 @@ typedef struct IdxModifyState
 	ForeignServer *server;
 	mongoc_client_t *client;
 	CmdType		operation;
-	bool		ordered;		/* no MongoDB transaction: each write final
-								 * when made, a failed statement undone
-								 * (modes 'ordered' and 'eventual') */
-	bool		eventual;		/* mode 'eventual': the facts only */
+	IdxConsistency mode;		/* as resolved (idx_xact_mode), never
+								 * DEFAULT: other than TRANSACTION, no
+								 * MongoDB transaction, each write final
+								 * when made and a failed statement undone;
+								 * EVENTUAL writes the facts only */
 	bool		bulk_write;		/* a batch's facts and entries in one
 								 * bulkWrite (MongoDB 8.0, bulk_write.h) */
 	List	   *target_attrs;	/* UPDATE: assigned columns */
@@ -79,7 +90,7 @@ typedef struct IdxModifyState
 	/* ordered mode: the facts this statement wrote, for undoing it */
 	List	   *undo;			/* UndoRecord * */
 	int			nundo;
-	bool		undo_overflow;	/* more than IDX_UNDO_MAX (modify_undo.c) */
+	bool		undo_overflow;	/* more than IDX_UNDO_MAX (modify_fact.c) */
 	bool		noted_before;	/* the transaction had ordered writes */
 } IdxModifyState;
 
@@ -93,98 +104,18 @@ typedef enum UndoKind
 	UNDO_DELETED
 } UndoKind;
 
-/* The session of this write: the transaction's (begun now if needed) */
-extern mongoc_client_session_t *idx_modify_session(IdxModifyState *ms);
-
-/* The largest document the server takes (asked once per statement) */
-extern int64 idx_modify_max_document_size(IdxModifyState *ms);
-
-/* The consistency mode of the write, as the option names it */
-extern const char *idx_modify_mode_name(IdxModifyState *ms);
-
-/* Count facts written (ordered mode: noted for the rollback warning) */
-extern void idx_modify_note_written(IdxModifyState *ms, int n);
-
-/* The row of a fact document (columns "conv" converts; others NULL) */
-extern void idx_modify_doc_to_row(IdxModifyState *ms, IdxRowConv *conv,
-								  const bson_t *doc, Datum **values,
-								  bool **nulls);
-
-/* The projection of _id and the columns entries are computed from */
-extern void idx_modify_index_projection(IdxModifyState *ms,
-										bson_t *projection);
-
-/* Do two rows agree on every column entries are computed from? */
-extern bool idx_modify_same_index_values(IdxModifyState *ms,
-										 const Datum *av, const bool *an,
-										 const Datum *bv, const bool *bn);
-
-/* The BSON _id of the row to UPDATE or DELETE (its junk column) */
-extern void idx_modify_target_id(IdxModifyState *ms, TupleTableSlot *planSlot,
-								 bson_value_t *id);
-
-/* The row as PostgreSQL read it (UPDATE's junk whole row), if there */
-extern bool idx_modify_old_row(IdxModifyState *ms, TupleTableSlot *planSlot,
-							   Datum **values, bool **nulls);
-
-/* The shard key values of the row to UPDATE or DELETE, or NULL if none */
-extern bson_t *idx_modify_target_shard_key(IdxModifyState *ms,
-										   TupleTableSlot *planSlot);
-
-/* A fact by _id with the index columns, or NULL ("in_txn": in the txn) */
-extern bson_t *idx_modify_fetch_fact(IdxModifyState *ms,
-									 const bson_value_t *id,
-									 const bson_t *shard, bool in_txn);
-
-/* findAndModify of one fact ($set "update", or remove); the fact before */
-extern bson_t *idx_modify_find_and_modify(IdxModifyState *ms,
-										  mongoc_client_session_t *session,
-										  const bson_value_t *id,
-										  const bson_t *shard,
-										  const bson_t *update, bool full);
+/* Most rows a statement remembers for undoing it (ordered mode) */
+#define IDX_UNDO_MAX 100000
 
 /*
- * The undo of a statement that failed in ordered mode (modify_undo.c):
- * each write is remembered with the fact as it was; on an error in one of
- * the callbacks the writes are undone in a subtransaction, then the error
- * is raised on.
+ * One fact a statement wrote in ordered mode, and how it was before.
  */
-extern void idx_modify_remember_write(IdxModifyState *ms, UndoKind kind,
-									  const bson_value_t *id,
-									  const bson_t *before);
-pg_noreturn extern void idx_modify_fail_statement(IdxModifyState *ms);
-
-/*
- * Batches of UPDATE and DELETE (modify_batch.c): in transaction mode and
- * where the executor needs no row back (no RETURNING, row triggers or
- * WITH CHECK OPTION), rows are collected and written batch_size at a time.
- */
-extern bool idx_modify_batch_wanted(IdxModifyState *ms, ResultRelInfo *rinfo);
-extern void idx_modify_batch_init(IdxModifyState *ms);
-extern void idx_modify_batch_add(IdxModifyState *ms, TupleTableSlot *slot,
-								 TupleTableSlot *planSlot);
-extern void idx_modify_batch_flush(IdxModifyState *ms);
-
-/*
- * Shared by modify.c and modify_insert.c: what an INSERT's errors name (a
- * CONTEXT line), a write's session in its options, a row's _id, and the
- * DETAIL naming a duplicate _id.
- */
-extern const IdxOp *idx_modify_insert_what(IdxModifyState *ms);
-extern void idx_modify_append_session(IdxModifyState *ms,
-									  mongoc_client_session_t *session,
-									  bson_t *opts, const IdxOp *what);
-extern void idx_modify_row_id(IdxModifyState *ms, TupleTableSlot *slot,
-							  bson_value_t *id);
-extern int	idx_modify_errdetail_duplicate_id(IdxModifyState *ms,
-											  TupleTableSlot *slot);
-
-/*
- * INSERT batches (modify_insert.c): write the facts of "slots" and their
- * entries; an error reports the duplicates and removes the batch's other
- * facts.
- */
-extern void idx_modify_insert_rows(IdxModifyState *ms, TupleTableSlot **slots,
-								   int n);
+typedef struct UndoRecord
+{
+	UndoKind	kind;
+	bson_t	   *id;				/* {_id: <fact _id>} */
+	bson_t	   *before;			/* UPDATED, DELETED: the whole fact before;
+								 * INSERTED: its shard key values, if any */
+} UndoRecord;
 
 #endif							/* IDXTABLE_MODIFY_INT_H */

@@ -43,51 +43,9 @@
 #include "core/xact.h"
 #include "index/index_entry.h"
 #include "index/index_write.h"
-#include "modify_int.h"
-
-/* Most rows a statement remembers for undoing it (ordered mode) */
-#define IDX_UNDO_MAX 100000
-
-/*
- * One fact a statement wrote in ordered mode, and how it was before.
- */
-typedef struct UndoRecord
-{
-	UndoKind	kind;
-	bson_t	   *id;				/* {_id: <fact _id>} */
-	bson_t	   *before;			/* UPDATED, DELETED: the whole fact before;
-								 * INSERTED: its shard key values, if any */
-} UndoRecord;
-
-/*
- * Remember a fact the statement wrote, and how it was before.
- */
-void
-idx_modify_remember_write(IdxModifyState *ms, UndoKind kind,
-						  const bson_value_t *id, const bson_t *before)
-{
-	MemoryContext oldcxt;
-	UndoRecord *rec;
-	bson_t		iddoc = BSON_INITIALIZER;
-
-	if (!ms->ordered || ms->undo_overflow)
-		return;
-	if (ms->nundo >= IDX_UNDO_MAX)
-	{
-		ms->undo_overflow = true;
-		return;
-	}
-	oldcxt = MemoryContextSwitchTo(ms->cxt);
-	rec = palloc(sizeof(UndoRecord));
-	rec->kind = kind;
-	idx_check_append(BSON_APPEND_VALUE(&iddoc, IDX_ID_FIELD, id));
-	rec->id = idx_bson_pcopy(&iddoc);
-	bson_destroy(&iddoc);
-	rec->before = before ? idx_bson_pcopy(before) : NULL;
-	ms->undo = lappend(ms->undo, rec);
-	ms->nundo++;
-	MemoryContextSwitchTo(oldcxt);
-}
+#include "modify_fact.h"
+#include "modify_row.h"
+#include "modify_undo.h"
 
 /*
  * Undo an INSERT: delete the fact, then its entries.
@@ -200,7 +158,7 @@ undo_delete(IdxModifyState *ms, const bson_value_t *id, const bson_t *before)
 	{
 		bson_t	   *failed_reply = idx_own_reply(&reply);
 
-		if (ms->eventual && error.code == 11000)
+		if (ms->mode == IDX_CONSISTENCY_EVENTUAL && error.code == 11000)
 			return;				/* not deleted: nothing to restore */
 		idx_report_reply_error(failed_reply, &error, ms->server->servername,
 							   idx_op(IDX_OP_UNDO_WRITE, ms->info->collection,
@@ -231,7 +189,7 @@ undo_statement(IdxModifyState *ms, volatile int *left, volatile int *total)
 				(errmsg("the writes of the failed statement to foreign table \"%s\" were not undone",
 						ms->info->relname),
 				 errdetail("It wrote more than %d rows, more than are remembered for an undo; its consistency mode is '%s'.",
-						   IDX_UNDO_MAX, idx_modify_mode_name(ms))));
+						   IDX_UNDO_MAX, idx_consistency_name(ms->mode))));
 		return false;
 	}
 

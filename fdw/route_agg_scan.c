@@ -60,7 +60,8 @@ init_key_conv(ForeignScan *plan, IdxScanState *state, IdxIndexAggScan *ia)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot aggregate the rows of foreign table \"%s\" from index table \"%s\"",
 						state->info->relname, ia->name),
-				 errdetail("The index table cannot be read now: it is no longer valid, it is known to be behind the writes made outside PostgreSQL, or the table's writes are in consistency mode \"ordered\"."),
+				 errdetail("The index table cannot be read now: it is no longer valid, it is known to be behind the writes made outside PostgreSQL, or the table's writes are in consistency mode '%s'.",
+						   idx_consistency_name(IDX_CONSISTENCY_ORDERED)),
 				 errhint("Run the query again, or with idxtable.enable_aggregate_pushdown off.")));
 	}
 	forboth(lc, ia->outputs, lc2, plan->fdw_scan_tlist)

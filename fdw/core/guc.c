@@ -67,7 +67,7 @@ idx_define_gucs(void)
 							 "Writes a batch's facts and index entries in one bulkWrite command where MongoDB has it (8.0).",
 							 "Off writes one bulk per collection, as on older servers; "
 							 "those writes are retried after a lost reply in "
-							 "consistency mode ordered, a bulkWrite is not.",
+							 "consistency mode 'ordered', a bulkWrite is not.",
 							 &idxtable_enable_bulk_write,
 							 true,
 							 PGC_USERSET,

@@ -154,7 +154,8 @@ report_lifetime(const bson_error_t *error, const char *server,
 			 errdetail("MongoDB aborts a transaction %d seconds after its start (transactionLifetimeLimitSeconds); this one had been open for %ld seconds.  MongoDB error %u: %s",
 					   lifetime, age, error->code,
 					   idx_scrub_message(error->message)),
-			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to 'ordered' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction."),
+			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to '%s' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction.",
+					 idx_consistency_name(IDX_CONSISTENCY_ORDERED)),
 			 idx_op_context(what)));
 }
 
@@ -170,7 +171,8 @@ report_size(const bson_error_t *error, const char *server, const IdxOp *what)
 					server),
 			 errdetail("MongoDB limits how much a transaction may write before it commits (the storage engine's cache).  MongoDB error %u: %s",
 					   error->code, idx_scrub_message(error->message)),
-			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to 'ordered' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction."),
+			 errhint("Retrying does not help.  Write in smaller transactions, or set the option consistency to '%s' on the foreign table for bulk loads: each write is then final when it is made, without a MongoDB transaction.",
+					 idx_consistency_name(IDX_CONSISTENCY_ORDERED)),
 			 idx_op_context(what)));
 }
 

@@ -156,21 +156,31 @@ parse_positive_int(const char *name, const char *value, int maxval)
 }
 
 /*
- * Parse the "consistency" option: "transaction", "ordered" or "eventual".
+ * Parse the "consistency" option: the name of a mode other than the
+ * default (idx_consistency_name).
  */
 static IdxConsistency
 parse_consistency(const char *value)
 {
-	if (strcmp(value, "transaction") == 0)
-		return IDX_CONSISTENCY_TRANSACTION;
-	if (strcmp(value, "ordered") == 0)
-		return IDX_CONSISTENCY_ORDERED;
-	if (strcmp(value, "eventual") == 0)
-		return IDX_CONSISTENCY_EVENTUAL;
+	static const IdxConsistency modes[] = {
+		IDX_CONSISTENCY_TRANSACTION,
+		IDX_CONSISTENCY_ORDERED,
+		IDX_CONSISTENCY_EVENTUAL
+	};
+	int			i;
+
+	for (i = 0; i < lengthof(modes); i++)
+	{
+		if (strcmp(value, idx_consistency_name(modes[i])) == 0)
+			return modes[i];
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 			 errmsg("invalid value for option \"consistency\": \"%s\"", value),
-			 errhint("Valid values are \"transaction\", \"ordered\" and \"eventual\".")));
+			 errhint("Valid values are \"%s\", \"%s\" and \"%s\".",
+					 idx_consistency_name(modes[0]),
+					 idx_consistency_name(modes[1]),
+					 idx_consistency_name(modes[2]))));
 	return IDX_CONSISTENCY_DEFAULT;	/* keep compiler quiet */
 }
 

@@ -40,6 +40,13 @@ typedef enum IdxConsistency
 } IdxConsistency;
 
 /*
+ * The name of a consistency mode, as the option "consistency" spells it
+ * (for every message and EXPLAIN; DEFAULT is described, not named), in
+ * consistency.c.
+ */
+extern const char *idx_consistency_name(IdxConsistency mode);
+
+/*
  * A foreign table as MongoDB sees it: where its documents live and which
  * field each column maps to.  Built by idx_get_table_info() from the
  * catalogs; everything is palloc'd in the current memory context.

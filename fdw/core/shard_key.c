@@ -169,8 +169,8 @@ idx_shard_key_has_column(const IdxTableInfo *info, AttrNumber attnum)
 }
 
 /*
- * Refuse an UPDATE outside a MongoDB transaction (mode "ordered" or
- * "eventual", named by "mode") that assigns a shard key column.  A
+ * Refuse an UPDATE outside a MongoDB transaction (in consistency "mode",
+ * 'ordered' or 'eventual') that assigns a shard key column.  A
  * new shard key value moves the document to another shard, which mongos
  * does only in a transaction or a retryable write, with the whole old
  * shard key in the filter (src/mongo/db/exec/update_stage.cpp: 31025, 72,
@@ -182,7 +182,7 @@ idx_shard_key_has_column(const IdxTableInfo *info, AttrNumber attnum)
 void
 idx_shard_key_check_ordered_update(const IdxTableInfo *info,
 								   TupleDesc tupdesc, List *target_attrs,
-								   const char *mode)
+								   IdxConsistency mode)
 {
 	ListCell   *lc;
 
@@ -195,10 +195,11 @@ idx_shard_key_check_ordered_update(const IdxTableInfo *info,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot update column \"%s\" of foreign table \"%s\" in consistency mode '%s'",
 							NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname),
-							info->relname, mode),
+							info->relname, idx_consistency_name(mode)),
 					 errdetail("The column is in the option \"shard_key\": MongoDB moves a document to the shard of its new shard key value only inside a transaction, and a failed statement in consistency mode '%s' could not be undone.",
-							   mode),
-					 errhint("Use consistency 'transaction', or delete the row and insert it with the new value.")));
+							   idx_consistency_name(mode)),
+					 errhint("Use consistency '%s', or delete the row and insert it with the new value.",
+							 idx_consistency_name(IDX_CONSISTENCY_TRANSACTION))));
 	}
 }
 

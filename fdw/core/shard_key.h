@@ -35,7 +35,7 @@ extern bool idx_shard_key_has_column(const IdxTableInfo *info,
 extern void idx_shard_key_check_ordered_update(const IdxTableInfo *info,
 											   TupleDesc tupdesc,
 											   List *target_attrs,
-											   const char *mode);
+											   IdxConsistency mode);
 
 /* The shard key values of a row, as BSON (palloc'd), or NULL if none */
 extern bson_t *idx_shard_key_of_row(const IdxTableInfo *info,

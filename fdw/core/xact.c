@@ -55,8 +55,7 @@
 #define IDX_WRITE_CONFLICT 112
 
 static char *ordered_write_rel = NULL;	/* a table written in ordered mode */
-static const char *ordered_write_mode = NULL;	/* its mode: "ordered" or
-												 * "eventual" */
+static IdxConsistency ordered_write_mode;	/* its mode (not TRANSACTION) */
 
 /*
  * The transaction state of a client; an error if it is not a cached one
@@ -128,7 +127,8 @@ idx_xact_mode(const IdxTableInfo *info, mongoc_client_t *client,
 				 errmsg("server \"%s\" does not support transactions, which foreign table \"%s\" requires",
 						servername, info->relname),
 				 errdetail("MongoDB transactions need a replica set or a sharded cluster."),
-				 errhint("Set the option consistency to 'ordered' on the table or the server.")));
+				 errhint("Set the option consistency to '%s' on the table or the server.",
+						 idx_consistency_name(IDX_CONSISTENCY_ORDERED))));
 	return IDX_CONSISTENCY_TRANSACTION;
 }
 
@@ -409,10 +409,10 @@ idx_xact_restart_first(mongoc_client_session_t *session, const bson_t *reply,
 
 /*
  * Remember that a table was written outside a MongoDB transaction (mode
- * "ordered" or "eventual", a string constant) in this transaction.
+ * ORDERED or EVENTUAL) in this transaction.
  */
 void
-idx_xact_note_ordered_write(const char *relname, const char *mode)
+idx_xact_note_ordered_write(const char *relname, IdxConsistency mode)
 {
 	if (ordered_write_rel == NULL)
 	{
@@ -605,11 +605,11 @@ idx_xact_commit_remote(IdxRemoteXact *x)
 }
 
 /*
- * The table written in mode "ordered" or "eventual" in this transaction,
+ * The table written in mode ORDERED or EVENTUAL in this transaction,
  * with its mode in *mode, or NULL: for the warning at rollback.
  */
 const char *
-idx_xact_ordered_write_rel(const char **mode)
+idx_xact_ordered_write_rel(IdxConsistency *mode)
 {
 	*mode = ordered_write_mode;
 	return ordered_write_rel;

@@ -41,7 +41,7 @@ extern void idx_xact_reset(IdxRemoteXact *x);
 extern void idx_xact_subxact_end(IdxRemoteXact *x, bool commit);
 
 /* The table written outside a MongoDB transaction (and its mode), or NULL */
-extern const char *idx_xact_ordered_write_rel(const char **mode);
+extern const char *idx_xact_ordered_write_rel(IdxConsistency *mode);
 
 /*
  * The consistency mode a write to this table uses: the option, or for the
@@ -73,11 +73,11 @@ extern bool idx_xact_restart_first(mongoc_client_session_t *session,
 								   const bson_error_t *error, int *attempts);
 
 /*
- * Remember a write outside a MongoDB transaction, in mode "ordered" or
- * "eventual" (for the warning at rollback)
+ * Remember a write outside a MongoDB transaction, in mode ORDERED or
+ * EVENTUAL (for the warning at rollback)
  */
 extern void idx_xact_note_ordered_write(const char *relname,
-										const char *mode);
+										IdxConsistency mode);
 
 /*
  * A cluster time the server of "client" reported (packed: seconds << 32 |

@@ -877,8 +877,10 @@ idx_ddl_check_ordered_write(Oid relid, const char *relname)
 		if (p->kind == DROP_AT_COMMIT && p->relid == relid)
 			ereport(ERROR,
 					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-					 errmsg("cannot write to foreign table \"%s\" in consistency mode 'ordered' in the transaction that dropped its index \"%s\"",
-							relname, p->index),
+					 errmsg("cannot write to foreign table \"%s\" in consistency mode '%s' in the transaction that dropped its index \"%s\"",
+							relname,
+							idx_consistency_name(IDX_CONSISTENCY_ORDERED),
+							p->index),
 					 errdetail("Ordered-mode writes are final at once; if the transaction rolled back, index \"%s\" on server \"%s\" would come back without their entries.",
 							   p->index, p->servername),
 					 errhint("Commit the transaction that drops the index before writing to the table.")));
@@ -1180,10 +1182,14 @@ idx_ddl_check_unique_allowed(const IdxIndexDef *def, const IdxTableInfo *info)
 	if (def->unique && info->consistency == IDX_CONSISTENCY_EVENTUAL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot create unique index \"%s\" on foreign table \"%s\" in consistency mode 'eventual'",
-						def->name, info->relname),
-				 errdetail("In consistency mode 'eventual' the index tables are written after the facts, so a unique key cannot be enforced."),
-				 errhint("Set the option consistency of the table to 'transaction' or 'ordered' first, or create the index without is_unique.")));
+				 errmsg("cannot create unique index \"%s\" on foreign table \"%s\" in consistency mode '%s'",
+						def->name, info->relname,
+						idx_consistency_name(IDX_CONSISTENCY_EVENTUAL)),
+				 errdetail("In consistency mode '%s' the index tables are written after the facts, so a unique key cannot be enforced.",
+						   idx_consistency_name(IDX_CONSISTENCY_EVENTUAL)),
+				 errhint("Set the option consistency of the table to '%s' or '%s' first, or create the index without is_unique.",
+						 idx_consistency_name(IDX_CONSISTENCY_TRANSACTION),
+						 idx_consistency_name(IDX_CONSISTENCY_ORDERED))));
 }
 
 /*

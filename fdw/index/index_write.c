@@ -69,7 +69,7 @@ struct IdxIndexWriter
 	IdxTableInfo *info;
 	mongoc_client_t *client;
 	const char *servername;
-	bool		ordered;
+	IdxConsistency mode;		/* of the writes (idx_xact_mode) */
 	int			nindexes;
 	IndexQueue *queues;
 	Bitmapset  *needed;
@@ -123,19 +123,20 @@ release_writer(void *arg)
  */
 IdxIndexWriter *
 idx_writer_create(Relation rel, Oid userid, IdxTableInfo *info,
-				  mongoc_client_t *client, const char *servername, bool ordered)
+				  mongoc_client_t *client, const char *servername,
+				  IdxConsistency mode)
 {
 	IdxIndexWriter *w = palloc0(sizeof(IdxIndexWriter));
 	List	   *defs = idx_get_indexes(RelationGetRelid(rel), userid);
 	ListCell   *lc;
 	int			i;
 
-	if (ordered)
+	if (mode != IDX_CONSISTENCY_TRANSACTION)
 		idx_ddl_check_ordered_write(RelationGetRelid(rel), info->relname);
 	w->info = info;
 	w->client = client;
 	w->servername = servername;
-	w->ordered = ordered;
+	w->mode = mode;
 	w->queues = palloc0(sizeof(IndexQueue) * Max(list_length(defs), 1));
 	w->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										 "idxtable_fdw index writes",
@@ -202,7 +203,7 @@ idx_writer_create_facts_only(IdxTableInfo *info, mongoc_client_t *client,
 	w->info = info;
 	w->client = client;
 	w->servername = servername;
-	w->ordered = true;			/* no MongoDB transaction */
+	w->mode = IDX_CONSISTENCY_EVENTUAL;
 	w->queues = palloc0(sizeof(IndexQueue));
 	w->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										 "idxtable_fdw index writes",
@@ -387,7 +388,7 @@ create_bulk(IdxIndexWriter *w, IndexQueue *q,
 static bson_t *
 entry_to_write(IdxIndexWriter *w, PendingEntry *pe, bson_t *buf)
 {
-	if (!w->ordered)
+	if (w->mode == IDX_CONSISTENCY_TRANSACTION)
 		return pe->entry;
 	bson_copy_to(pe->entry, buf);
 	idx_check_append(BSON_APPEND_DATE_TIME(buf, IDX_ENTRY_CLAIM_TIME,
@@ -1122,7 +1123,7 @@ idx_writer_write_new(IdxIndexWriter *w, mongoc_client_session_t *session)
 		{
 			PendingEntry *pe = list_nth(q->inserts, dups[d]);
 
-			if (!w->ordered || !pe->claim)
+			if (w->mode == IDX_CONSISTENCY_TRANSACTION || !pe->claim)
 				report_unique_violation(q, pe);
 			/* an error takes the batch's entries back, in the statement's undo */
 			w->take_back = true;
@@ -1333,7 +1334,7 @@ idx_writer_bulk_failed(IdxIndexWriter *w, IdxBulkWrite *bw,
 	q = &w->queues[w->bw_queues[k]];
 	if (failed->code != 11000)
 		idx_bulk_write_report(bw, failed, writing_what(q));
-	if (!w->ordered || !pe->claim)
+	if (w->mode == IDX_CONSISTENCY_TRANSACTION || !pe->claim)
 		report_unique_violation(q, pe);
 	oldcxt = MemoryContextSwitchTo(w->batch_cxt);
 	/* an error takes the batch's entries back, in the statement's undo */

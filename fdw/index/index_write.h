@@ -48,7 +48,8 @@ typedef struct IdxIndexWriter IdxIndexWriter;
 
 /*
  * Set up the index maintenance of writes to "rel": the indexes in state
- * valid or building ("userid": the user the table is written as).
+ * valid or building ("userid": the user the table is written as; "mode":
+ * the writes' consistency mode, 'transaction' or 'ordered').
  * Allocates in the current memory context, whose reset releases the
  * libmongoc objects.
  */
@@ -56,7 +57,7 @@ extern IdxIndexWriter *idx_writer_create(Relation rel, Oid userid,
 										 IdxTableInfo *info,
 										 mongoc_client_t *client,
 										 const char *servername,
-										 bool ordered);
+										 IdxConsistency mode);
 
 /*
  * A writer of consistency mode 'eventual': no index maintained (the
