@@ -36,7 +36,7 @@
  * only the facts are written, each final when made as in ordered mode (so
  * that a failed statement is undone the same way, and a read that waits
  * for the applier sees the write at once), and the change-stream applier
- * writes the entries (fdw/sync/applier.c).  Unique index tables cannot be
+ * writes the entries (fdw/applier/applier.c).  Unique index tables cannot be
  * enforced that way, so eventual writes refuse them.
  *
  *-------------------------------------------------------------------------

@@ -13,8 +13,8 @@
  * The planner and the writers read these; only idxtable_fdw.c's module
  * initialisation registers them (idx_define_gucs()), so none of the
  * modules that read a setting depends on the FDW's entry points.  The
- * change-stream applier's settings are the sync modules' own
- * (sync_wait.h, sync_workers.h).
+ * change-stream applier's settings are its own and the backends' waits'
+ * (applier/launcher.h, sync/sync_wait.h).
  *
  *-------------------------------------------------------------------------
  */

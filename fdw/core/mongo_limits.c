@@ -52,6 +52,7 @@
 
 #include "core/message_scrub.h"
 #include "core/mongo_limits.h"
+#include "core/option.h"
 #include "core/pg_compat.h"
 #include "core/remote_op.h"
 #include "core/xact_state.h"

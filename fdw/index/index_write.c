@@ -191,7 +191,7 @@ idx_writer_create(Relation rel, Oid userid, IdxTableInfo *info,
 /*
  * A writer that maintains no index for writes in consistency mode
  * 'eventual': the facts are written alone and the change-stream applier
- * brings the index tables up to date (fdw/sync/applier.c), so the write
+ * brings the index tables up to date (fdw/applier/applier.c), so the write
  * costs what one to a table without index tables costs.
  */
 IdxIndexWriter *
