@@ -41,6 +41,11 @@
  * collection with its marker: a leftover of a definition that is gone,
  * which the next create_index of that name takes over.
  *
+ * ALTER INDEX ... RENAME (index_utility.c) renames the definition at once
+ * and the ownership marker of its collection after the commit, as a
+ * pending entry of the same list (a failure is a WARNING; an abort
+ * forgets it).
+ *
  * Index DDL and foreign writes in one transaction.  create_index builds
  * outside any MongoDB transaction, so it refuses to run once the
  * transaction has one open (the build would miss its uncommitted writes);
