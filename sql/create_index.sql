@@ -174,7 +174,12 @@ CREATE FOREIGN TABLE ci_owners (_id text, index text, created_as text,
 CREATE INDEX ci_people_age ON ci_people (age) INCLUDE (name);
 SELECT collection AS age_coll, definition_id AS age_def
   FROM idxtable.index_defs WHERE name = 'ci_people_age' \gset
+-- (a row of idxtable.conflicts, as the applier writes them: {_id: 1})
+INSERT INTO idxtable.conflicts VALUES ('ci_people_age', NULL, '1', '2', now(),
+  '\x0e000000105f6964000100000000');
 ALTER INDEX ci_people_age RENAME TO ci_people_years;
+SELECT index_name, fact_id FROM idxtable.conflicts WHERE fact_id = '1';
+DELETE FROM idxtable.conflicts WHERE index_name = 'ci_people_years';
 SELECT d.name, d.collection = :'age_coll' AS same_collection,
        d.definition_id = :'age_def' AS same_definition, i.state, i.indexdef
   FROM idxtable.index_defs d JOIN ci_indexes i USING (name)
