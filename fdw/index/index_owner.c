@@ -49,28 +49,27 @@
  * conditional on the definition that made it.
  *
  * create_index claims first and refuses (42P07) a collection whose marker
- * names another owner.  It takes over only (a) a marker of this database
- * for the same index name ("index" or "created_as") whose definition is
- * gone (an aborted build, or a table dropped with DROP FOREIGN TABLE:
- * index names are unique per database and create_index has already
- * inserted its own definition, so no other definition has the name now,
- * and a definition renamed away from it keeps its collection in
- * index_defs, which create_index never chooses) and that says the
- * definition created its collection ("created_collection", set once the
- * build has created it), whatever that collection holds, and (b) a marker
- * whose collection does not exist (it guards nothing).  A collection without a marker is
- * dropped only when it holds no document; so is one whose marker of this
- * database never got as far as creating it (a claim refused because an
- * unmarked collection held documents, whose cleanup could not delete the
- * marker): that claim is taken over as if there were no marker, so a
- * marker left by a refused attempt never makes another's collection ours.
- * The abort of a build drops the collection it created but keeps the
- * marker (index_ddl.c): a bulk insert of entries whose wait was cancelled
- * may still be running on the server and create the collection again
- * after the drop, and (a) then lets this database build the index again
- * while the other owners still see a marked collection.  Such a marker is
- * replaced by the next create_index of the name (there is one marker per
- * collection name, so they do not pile up per attempt); one of a name
+ * names another owner.  It takes over only (a) a marker of this database for
+ * the same index name ("index" or "created_as") whose definition is gone (an
+ * aborted build, or a table dropped with DROP FOREIGN TABLE: index names are
+ * unique per database and create_index has already inserted its own
+ * definition, so no other definition has the name now, and a definition
+ * renamed away from it keeps its collection in index_defs, which create_index
+ * never chooses) and that says the definition created its collection
+ * ("created_collection", set once the build has created it), whatever that
+ * collection holds, and (b) a marker whose collection does not exist (it
+ * guards nothing).  A collection without a marker is dropped only when it
+ * holds no document; so is one whose marker of this database never got as far
+ * as creating it (a claim refused because an unmarked collection held
+ * documents, whose cleanup could not delete the marker): that claim is taken
+ * over as if there were no marker, so a marker left by a refused attempt never
+ * makes another's collection ours.  The abort of a build drops the collection
+ * it created but keeps the marker (index_ddl.c): a bulk insert of entries
+ * whose wait was cancelled may still be running on the server and create the
+ * collection again after the drop, and (a) then lets this database build the
+ * index again while the other owners still see a marked collection.  Such a
+ * marker is replaced by the next create_index of the name (there is one marker
+ * per collection name, so they do not pile up per attempt); one of a name
  * never used again stays, and guards nothing once its collection is gone.
  *
  * Routing checks the markers of a table's indexes with one find per table,
