@@ -50,6 +50,9 @@ CREATE TABLE idxtable.index_defs (
   keys text[] NOT NULL,
   include text[] NOT NULL DEFAULT '{}',
   is_unique boolean NOT NULL,
+  -- the MongoDB collection of the entries, named by create_index after the
+  -- table's collection and the index; it keeps its name when the index is
+  -- renamed
   collection text NOT NULL,
   state text NOT NULL CHECK (state IN ('building', 'valid', 'stale', 'failed')),
   entries bigint,
@@ -102,9 +105,10 @@ CREATE TRIGGER index_defs_changed
 -- fact_id exactly, as the BSON document {"_id": <fact _id>} (fact_id, text
 -- for people, is cut after 100 characters): the applier finds by
 -- holder_id the facts that wait for a key their holder may have freed.
+-- The rows follow their index through ALTER INDEX ... RENAME TO.
 CREATE TABLE idxtable.conflicts (
   index_name text NOT NULL
-    REFERENCES idxtable.index_defs (name) ON DELETE CASCADE,
+    REFERENCES idxtable.index_defs (name) ON UPDATE CASCADE ON DELETE CASCADE,
   key text,
   fact_id text NOT NULL,
   holder_id text NOT NULL,

@@ -165,16 +165,151 @@ CREATE FOREIGN TABLE ci_noindex (id int OPTIONS (field '_id'))
 REINDEX TABLE ci_noindex;
 
 --
--- ALTER INDEX: an index table cannot be renamed or altered (0A000);
--- unknown names are PostgreSQL's
+-- ALTER INDEX ... RENAME TO renames an index table: its definition (the
+-- same definition_id) and what is keyed by its name; its MongoDB
+-- collection keeps its name, and its ownership marker names the new name
 --
-ALTER INDEX ci_people_cover RENAME TO ci_people_cover2;
+CREATE FOREIGN TABLE ci_owners (_id text, index text, created_as text,
+  definition text) SERVER mongo OPTIONS (collection 'idxtable.owners');
+CREATE INDEX ci_people_age ON ci_people (age) INCLUDE (name);
+SELECT collection AS age_coll, definition_id AS age_def
+  FROM idxtable.index_defs WHERE name = 'ci_people_age' \gset
+-- (a row of idxtable.conflicts, as the applier writes them: {_id: 1})
+INSERT INTO idxtable.conflicts VALUES ('ci_people_age', NULL, '1', '2', now(),
+  '\x0e000000105f6964000100000000');
+ALTER INDEX ci_people_age RENAME TO ci_people_years;
+SELECT index_name, fact_id FROM idxtable.conflicts WHERE fact_id = '1';
+DELETE FROM idxtable.conflicts WHERE index_name = 'ci_people_years';
+SELECT d.name, d.collection = :'age_coll' AS same_collection,
+       d.definition_id = :'age_def' AS same_definition, i.state, i.indexdef
+  FROM idxtable.index_defs d JOIN ci_indexes i USING (name)
+ WHERE d.name IN ('ci_people_age', 'ci_people_years');
+SELECT _id = :'age_coll' AS same_collection, index, created_as
+  FROM ci_owners WHERE definition = :'age_def';
+-- queries go through it under its new name; writes maintain it
+SELECT * FROM ci_route('SELECT name FROM ci.ci_people WHERE age = 32');
+SELECT id, name FROM ci_people WHERE age = 32;
+INSERT INTO ci_people (id, name, town, age) VALUES (9001, 'person_renamed', 'Oslo', 32);
+UPDATE ci_people SET age = 33 WHERE id = 9001;
+SELECT id, name FROM ci_people WHERE age = 33 ORDER BY id;
+DELETE FROM ci_people WHERE id = 9001;
+SELECT checked, missing, orphan, stale FROM idxtable.verify_index('ci_people_years');
+-- a database restored from pg_dump finds its collection (index_defs is
+-- dumped with the collection's name)
+\set ci_db :DBNAME
+\setenv CI_DB :ci_db
+\! dropdb --if-exists regress_ci_restore 2>/dev/null
+\! createdb regress_ci_restore
+\! pg_dump "$CI_DB" | psql -X -q -v ON_ERROR_STOP=1 -d regress_ci_restore >/dev/null 2>&1 && echo restored
+\c regress_ci_restore
+SELECT collection = :'age_coll' AS same_collection, state
+  FROM idxtable.index_defs WHERE name = 'ci_people_years';
+-- (read as far as its applier, if any yet, has come)
+SET idxtable.index_consistency = 'any';
+SET idxtable.enable_plain_scan = off;
+SELECT * FROM ci.ci_route('SELECT name FROM ci.ci_people WHERE age = 32');
+SELECT id, name FROM ci.ci_people WHERE age = 32;
+SELECT checked, missing, orphan, stale FROM idxtable.verify_index('ci_people_years');
+\c :ci_db
+\! dropdb regress_ci_restore
+SET search_path = ci, public;
+\set SHOW_CONTEXT never
+-- the old name is free: a new index of that name gets a collection of its
+-- own, as the renamed one keeps its collection
+CREATE INDEX ci_people_age ON ci_people (age);
+SELECT name, collection FROM idxtable.index_defs
+ WHERE name IN ('ci_people_age', 'ci_people_years') ORDER BY name;
+SELECT _id, index, created_as FROM ci_owners
+ WHERE _id LIKE 'idxtable.people.ci\_people\_age%' ORDER BY _id;
+SELECT checked, missing, orphan, stale FROM idxtable.verify_index('ci_people_age');
+SELECT checked, missing, orphan, stale FROM idxtable.verify_index('ci_people_years');
+-- a new name that an index table or a relation of the table's schema has
+-- (42P07), or that cannot end a collection name (42602)
+ALTER INDEX ci_people_age RENAME TO ci_people_years;
 \echo :LAST_ERROR_SQLSTATE
-ALTER INDEX ci_people_cover SET (fillfactor = 50);
+ALTER INDEX ci_people_age RENAME TO ci_films;
 \echo :LAST_ERROR_SQLSTATE
+ALTER INDEX ci_people_age RENAME TO "ci.age";
+\echo :LAST_ERROR_SQLSTATE
+-- a rename rolled back leaves nothing, in MongoDB neither; renames in one
+-- transaction (qualified, IF EXISTS) end in the last name
+BEGIN;
+ALTER INDEX ci_people_years RENAME TO ci_people_rolled;
+SELECT name FROM idxtable.index_defs WHERE definition_id = :'age_def';
+ROLLBACK;
+SELECT name FROM idxtable.index_defs WHERE definition_id = :'age_def';
+BEGIN;
+SAVEPOINT s;
+ALTER INDEX ci_people_years RENAME TO ci_people_rolled;
+ROLLBACK TO s;
+ALTER INDEX ci.ci_people_years RENAME TO ci_people_twice;
+ALTER INDEX IF EXISTS ci_people_twice RENAME TO ci_people_yrs;
+COMMIT;
+SELECT name FROM idxtable.index_defs WHERE definition_id = :'age_def';
+SELECT index, created_as FROM ci_owners WHERE definition = :'age_def';
+-- unknown names are PostgreSQL's
 ALTER INDEX ci_nosuch RENAME TO ci_nosuch2;
 \echo :LAST_ERROR_SQLSTATE
 ALTER INDEX IF EXISTS ci_nosuch RENAME TO ci_nosuch2;
+-- DROP INDEX of the new name drops the collection; the other stays
+DROP INDEX ci_people_yrs;
+\! /usr/bin/python3 test/fixtures/index_collections.py | grep ci_people_age
+SELECT count(*) FROM ci_owners WHERE definition = :'age_def';
+DROP INDEX ci_people_age;
+DROP FOREIGN TABLE ci_owners;
+
+-- the applier follows a renamed index: a fact written straight into
+-- MongoDB after the rename is applied (within 20 s; found through the index
+-- with 'any', which does not wait for the applier)
+\! /usr/bin/python3 test/fixtures/documents.py delete ci_rename '{}' >/dev/null
+CREATE FOREIGN TABLE ci_out (_id text, town text)
+  SERVER mongo OPTIONS (database 'idxtable_writes', collection 'ci_rename');
+INSERT INTO ci_out VALUES ('1', 'Oslo');
+CREATE INDEX ci_out_town ON ci_out (town);
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXIT WHEN EXISTS (SELECT FROM idxtable.sync_status
+                       WHERE name = 'ci_out_town' AND lag IS NOT NULL);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+ALTER INDEX ci_out_town RENAME TO ci_out_place;
+\! /usr/bin/python3 test/fixtures/documents.py insert ci_rename '{"_id": "2", "town": "Rome"}'
+SET idxtable.index_consistency = 'any';
+SET idxtable.enable_plain_scan = off;
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXIT WHEN EXISTS (SELECT FROM ci.ci_out WHERE town = 'Rome') AND
+              EXISTS (SELECT FROM idxtable.sync_status
+                       WHERE name = 'ci_out_place' AND lag IS NOT NULL);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT * FROM ci_route('SELECT _id FROM ci.ci_out WHERE town = ''Rome''');
+SELECT _id, town FROM ci_out WHERE town = 'Rome';
+RESET idxtable.index_consistency;
+RESET idxtable.enable_plain_scan;
+SELECT name, lag IS NOT NULL AS followed FROM idxtable.sync_status
+ WHERE name LIKE 'ci\_out\_%';
+SELECT checked, missing, orphan, stale FROM idxtable.verify_index('ci_out_place');
+DROP INDEX ci_out_place;
+DROP FOREIGN TABLE ci_out;
+
+--
+-- the other forms of ALTER INDEX cannot change an index table (0A000)
+--
+ALTER INDEX ci_people_cover SET (fillfactor = 50);
+\echo :LAST_ERROR_SQLSTATE
+ALTER INDEX ci_people_cover RESET (fillfactor);
+\echo :LAST_ERROR_SQLSTATE
+ALTER INDEX ci_people_cover SET TABLESPACE pg_default;
+\echo :LAST_ERROR_SQLSTATE
+ALTER INDEX ci_people_cover ALTER COLUMN 1 SET STATISTICS 100;
+\echo :LAST_ERROR_SQLSTATE
+ALTER INDEX ci_people_cover DEPENDS ON EXTENSION idxtable_fdw;
+\echo :LAST_ERROR_SQLSTATE
 
 --
 -- a non-owner is refused (42501) by every form, before anything is locked
@@ -190,6 +325,8 @@ CREATE INDEX CONCURRENTLY ON ci_people (age);
 DROP INDEX ci_people_cover;
 \echo :LAST_ERROR_SQLSTATE
 REINDEX INDEX ci_people_cover;
+\echo :LAST_ERROR_SQLSTATE
+ALTER INDEX ci_people_cover RENAME TO ci_people_theirs;
 \echo :LAST_ERROR_SQLSTATE
 REINDEX TABLE ci_people;
 \echo :LAST_ERROR_SQLSTATE

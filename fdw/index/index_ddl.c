@@ -41,6 +41,11 @@
  * collection with its marker: a leftover of a definition that is gone,
  * which the next create_index of that name takes over.
  *
+ * ALTER INDEX ... RENAME (index_utility.c) renames the definition at once
+ * and the ownership marker of its collection after the commit, as a
+ * pending entry of the same list (a failure is a WARNING; an abort
+ * forgets it).
+ *
  * Index DDL and foreign writes in one transaction.  create_index builds
  * outside any MongoDB transaction, so it refuses to run once the
  * transaction has one open (the build would miss its uncommitted writes);
@@ -120,7 +125,8 @@ PG_FUNCTION_INFO_V1(idxtable_drop_index);
 typedef enum PendingKind
 {
 	DROP_ON_ABORT,
-	DROP_AT_COMMIT
+	DROP_AT_COMMIT,
+	RENAME_AT_COMMIT			/* not a drop: the marker of a renamed index */
 } PendingKind;
 
 typedef struct PendingDrop
@@ -139,6 +145,7 @@ typedef struct PendingDrop
 	bool		created;		/* DROP_ON_ABORT: this build created the
 								 * collection: it goes, the marker stays;
 								 * else only the marker goes */
+	char	   *new_name;		/* RENAME_AT_COMMIT: the index's new name */
 } PendingDrop;
 
 /* Pending drops of the current transaction (in TopTransactionContext) */
@@ -342,22 +349,20 @@ idx_refresh_collation_versions(const IdxIndexDef *def)
 }
 
 /*
- * Mark definition "name" failed, if it is still the one with this
- * definition_id.
+ * Mark the definition with this definition_id failed, whatever its name
+ * now (ALTER INDEX ... RENAME), if it still exists.
  */
 void
-idx_mark_index_failed(const char *name, const char *definition_id)
+idx_mark_index_failed(const char *definition_id)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		args[2];
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
 
-	args[0] = CStringGetTextDatum(name);
-	args[1] = CStringGetTextDatum(definition_id);
+	args[0] = CStringGetTextDatum(definition_id);
 	idx_catalog_execute("UPDATE idxtable.index_defs SET state = 'failed' "
-						"WHERE name OPERATOR(pg_catalog.=) $1 "
-						"AND definition_id OPERATOR(pg_catalog.=) "
-						"$2::pg_catalog.uuid",
-						2, argtypes, args, NULL, NULL, NULL);
+						"WHERE definition_id OPERATOR(pg_catalog.=) "
+						"$1::pg_catalog.uuid",
+						1, argtypes, args, NULL, NULL, NULL);
 }
 
 /*
@@ -649,6 +654,33 @@ drop_after_commit(PendingDrop *p)
 }
 
 /*
+ * After the commit of ALTER INDEX ... RENAME: the ownership marker of the
+ * collection names the index's new name.  A failure is a WARNING: no claim
+ * or read depends on that name (index_owner.c).
+ */
+static void
+rename_after_commit(PendingDrop *p)
+{
+	mongoc_client_t *client = cleanup_client(p);
+	bson_error_t error;
+	bool		ok = false;
+
+	memset(&error, 0, sizeof(error));
+	if (client != NULL)
+	{
+		ok = idx_owner_rename(client, p->database, p->collection,
+							  p->definition_id, p->new_name, &error);
+		idx_stream_client_destroy(client);
+	}
+	if (!ok)
+		ereport(WARNING,
+				(errmsg("could not record the new name \"%s\" of index \"%s\" in the ownership marker of its collection \"%s\" of database \"%s\" on server \"%s\"",
+						p->new_name, p->index, p->collection, p->database,
+						p->servername),
+				 abort_errdetail(&error)));
+}
+
+/*
  * Clean up after an abort: a client of its own with short timeouts, and a
  * WARNING, never an error, if it does not work.
  *
@@ -788,7 +820,7 @@ idx_ddl_pre_prepare(void)
 	if (pending_drops != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot prepare a transaction that created or dropped index tables")));
+				 errmsg("cannot prepare a transaction that created, dropped or renamed index tables")));
 }
 
 /*
@@ -806,6 +838,8 @@ idx_ddl_at_commit(void)
 
 		if (p->kind == DROP_AT_COMMIT && !p->done)
 			drop_after_commit(p);
+		else if (p->kind == RENAME_AT_COMMIT)
+			rename_after_commit(p);
 	}
 	forget_all_pending();
 }
@@ -1074,7 +1108,24 @@ check_index_name(const char *name)
 }
 
 /*
- * The index collection: idxtable.<fact collection>.<index name>.  Its
+ * Does a definition have this index collection?
+ */
+static bool
+collection_in_use(const char *collection)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(collection);
+	return idx_catalog_execute("SELECT 1 FROM idxtable.index_defs "
+							   "WHERE collection OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, args, NULL, NULL, NULL) > 0;
+}
+
+/*
+ * The index collection: idxtable.<fact collection>.<index name>, or with
+ * _1, _2, ... after the index name while a definition has it (an index
+ * renamed away from this name keeps its collection: index_owner.c).  Its
  * namespace "<database>.<collection>" must also fit mongod's 255 bytes.
  */
 static char *
@@ -1083,7 +1134,13 @@ index_collection_name(const char *database, const char *collection,
 {
 	char	   *result = psprintf("%s%s.%s", IDX_COLLECTION_PREFIX,
 								  collection, name);
-	int			nslen = (int) (strlen(database) + 1 + strlen(result));
+	int			suffix = 0;
+	int			nslen;
+
+	while (collection_in_use(result))
+		result = psprintf("%s%s.%s_%d", IDX_COLLECTION_PREFIX, collection,
+						  name, ++suffix);
+	nslen = (int) (strlen(database) + 1 + strlen(result));
 
 	if (nslen > IDX_MAX_NAMESPACE_BYTES)
 		ereport(ERROR,
@@ -1390,4 +1447,32 @@ idxtable_drop_index(PG_FUNCTION_ARGS)
 	idx_note_index_change(relid, false);
 
 	PG_RETURN_VOID();
+}
+
+/*
+ * ALTER INDEX ... RENAME (index_utility.c) has renamed the definition of
+ * an index of table "relid" from "name" to "new_name": once the
+ * transaction commits, the ownership marker of its collection names
+ * "new_name" too.  An abort forgets it, with the rename.
+ */
+void
+idx_ddl_rename_at_commit(Oid relid, const char *name, const char *new_name)
+{
+	IdxIndexDef renamed;
+	Oid			tbl;
+	ForeignServer *server;
+	mongoc_client_t *client;
+	PendingDrop *p;
+
+	memset(&renamed, 0, sizeof(renamed));
+	if (!idx_lookup_index(new_name, &tbl, &renamed.collection))
+		elog(ERROR, "renamed index \"%s\" does not exist", new_name);
+	renamed.name = pstrdup(name);
+	renamed.relid = relid;
+	renamed.database = idx_table_database(relid);
+	renamed.definition_id = lookup_definition_id(new_name);
+	client = idx_get_client_for_rel(relid, InvalidOid, &server);
+	p = add_pending_drop(RENAME_AT_COMMIT, client, server->servername,
+						 &renamed);
+	p->new_name = MemoryContextStrdup(TopTransactionContext, new_name);
 }

@@ -151,8 +151,8 @@ extern void idx_mark_index_valid(const char *name,
  */
 extern void idx_refresh_collation_versions(const IdxIndexDef *def);
 
-/* Mark a definition failed if it is still the one with this definition_id */
-extern void idx_mark_index_failed(const char *name, const char *definition_id);
+/* Mark the definition with this definition_id failed, if it still exists */
+extern void idx_mark_index_failed(const char *definition_id);
 
 /* Set the cluster time a definition's change stream starts from (0: NULL) */
 extern void idx_set_sync_from(const char *name, uint64 sync_from);
@@ -249,6 +249,14 @@ extern void idx_ddl_at_commit(void);
 extern void idx_ddl_at_abort(void);
 extern void idx_ddl_subxact_end(bool commit, SubTransactionId mySubid,
 								SubTransactionId parentSubid);
+
+/*
+ * ALTER INDEX ... RENAME has renamed the definition "name" of table
+ * "relid" to "new_name": the ownership marker of its collection follows
+ * after the commit.
+ */
+extern void idx_ddl_rename_at_commit(Oid relid, const char *name,
+									 const char *new_name);
 
 /*
  * Refuse a write in consistency mode 'ordered' to a table one of whose

@@ -119,8 +119,9 @@ idx_cluster_time_now(mongoc_client_t *client, const char *servername)
 }
 
 /*
- * The definition "name" of the foreign table "rel", which must not be
- * failed (and, if definition_id is given, must be that definition).
+ * The definition "name" of the foreign table "rel" (if definition_id is
+ * given, that definition, whatever its name now), which must not be
+ * failed.
  */
 static IdxIndexDef *
 find_definition(Relation rel, const char *name, const char *definition_id)
@@ -131,11 +132,10 @@ find_definition(Relation rel, const char *name, const char *definition_id)
 	{
 		IdxIndexDef *def = lfirst(lc);
 
-		if (strcmp(def->name, name) != 0)
+		if (definition_id != NULL ?
+			strcmp(def->definition_id, definition_id) != 0 :
+			strcmp(def->name, name) != 0)
 			continue;
-		if (definition_id != NULL &&
-			strcmp(def->definition_id, definition_id) != 0)
-			break;
 		if (def->state == IDX_STATE_FAILED)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -352,7 +352,7 @@ build_and_commit(OnlineBuild *b)
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
 
-		idx_mark_index_failed(b->name, b->definition_id);
+		idx_mark_index_failed(b->definition_id);
 		idx_note_index_change(b->relid, false);
 		PopActiveSnapshot();
 		commit_step();

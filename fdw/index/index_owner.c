@@ -11,21 +11,32 @@
  * IDENTIFICATION
  *		  fdw/index/index_owner.c
  *
- * Names.  An index collection is idxtable.<fact collection>.<index name>.
- * Fact collections may contain dots, so index names may not (nor "$",
- * which MongoDB refuses in collection names): then the text after the
- * last dot is the index, and two (table, index) pairs never share a
- * collection.  Default names replace those characters by "_".
+ * Names.  create_index names an index collection
+ * idxtable.<fact collection>.<index name> and stores that name in
+ * index_defs.collection, where everything after reads it.  Fact
+ * collections may contain dots, so index names may not (nor "$", which
+ * MongoDB refuses in collection names): then the text after the last dot
+ * is the index, and two (table, index) pairs never share a collection.
+ * Default names replace those characters by "_".  ALTER INDEX ... RENAME
+ * (index_utility.c) keeps the collection, so a later index may take the
+ * old name: create_index then appends _1, _2, ... to the index name until
+ * no definition of index_defs has the collection (index_ddl.c).
  *
  * Markers.  Each index collection has one document in the registry
  * collection "idxtable.owners" of its database, whose _id is the index
  * collection's name:
  *
  *	{ _id: "idxtable.people.people_name", fact: "people",
- *	  index: "people_name", system: "<PostgreSQL system identifier>",
+ *	  index: "people_name", created_as: "people_name",
+ *	  system: "<PostgreSQL system identifier>",
  *	  database_oid: <OID>, database: "<name>",
  *	  definition: "<index_defs.definition_id>", created: <date>,
  *	  created_collection: <bool> }
+ *
+ * "index" is the definition's name, which a rename changes when it
+ * commits (idx_owner_rename); "created_as" is the name it was created
+ * under, which never changes (a marker without it was never renamed:
+ * "index" is that name).
  *
  * The marker is kept outside the index collection so that nothing which
  * reads entries (lookups, where {"_id.k0": null} also matches documents
@@ -38,26 +49,27 @@
  * conditional on the definition that made it.
  *
  * create_index claims first and refuses (42P07) a collection whose marker
- * names another owner.  It takes over only (a) a marker of this database
- * for the same index name whose definition is gone (an aborted build, or
- * a table dropped with DROP FOREIGN TABLE: index names are unique per
- * database and create_index has already inserted its own definition, so
- * no live definition can have it) and that says the definition created
- * its collection ("created_collection", set once the build has created
- * it), whatever that collection holds, and (b) a marker whose collection
- * does not exist (it guards nothing).  A collection without a marker is
- * dropped only when it holds no document; so is one whose marker of this
- * database never got as far as creating it (a claim refused because an
- * unmarked collection held documents, whose cleanup could not delete the
- * marker): that claim is taken over as if there were no marker, so a
- * marker left by a refused attempt never makes another's collection ours.
- * The abort of a build drops the collection it created but keeps the
- * marker (index_ddl.c): a bulk insert of entries whose wait was cancelled
- * may still be running on the server and create the collection again
- * after the drop, and (a) then lets this database build the index again
- * while the other owners still see a marked collection.  Such a marker is
- * replaced by the next create_index of the name (there is one marker per
- * collection name, so they do not pile up per attempt); one of a name
+ * names another owner.  It takes over only (a) a marker of this database for
+ * the same index name ("index" or "created_as") whose definition is gone (an
+ * aborted build, or a table dropped with DROP FOREIGN TABLE: index names are
+ * unique per database and create_index has already inserted its own
+ * definition, so no other definition has the name now, and a definition
+ * renamed away from it keeps its collection in index_defs, which create_index
+ * never chooses) and that says the definition created its collection
+ * ("created_collection", set once the build has created it), whatever that
+ * collection holds, and (b) a marker whose collection does not exist (it
+ * guards nothing).  A collection without a marker is dropped only when it
+ * holds no document; so is one whose marker of this database never got as far
+ * as creating it (a claim refused because an unmarked collection held
+ * documents, whose cleanup could not delete the marker): that claim is taken
+ * over as if there were no marker, so a marker left by a refused attempt never
+ * makes another's collection ours.  The abort of a build drops the collection
+ * it created but keeps the marker (index_ddl.c): a bulk insert of entries
+ * whose wait was cancelled may still be running on the server and create the
+ * collection again after the drop, and (a) then lets this database build the
+ * index again while the other owners still see a marked collection.  Such a
+ * marker is replaced by the next create_index of the name (there is one marker
+ * per collection name, so they do not pile up per attempt); one of a name
  * never used again stays, and guards nothing once its collection is gone.
  *
  * Routing checks the markers of a table's indexes with one find per table,
@@ -105,6 +117,7 @@ typedef struct OwnerMarker
 {
 	char	   *fact;
 	char	   *index;
+	char	   *created_as;		/* the index's name at create_index */
 	char	   *system;
 	int64		database_oid;
 	char	   *database;
@@ -198,6 +211,7 @@ make_marker(const char *collection, const char *fact, const char *index,
 	ok = BSON_APPEND_UTF8(doc, "_id", collection) &&
 		BSON_APPEND_UTF8(doc, "fact", fact) &&
 		BSON_APPEND_UTF8(doc, "index", index) &&
+		BSON_APPEND_UTF8(doc, "created_as", index) &&
 		BSON_APPEND_UTF8(doc, "system", system_identifier()) &&
 		BSON_APPEND_INT64(doc, "database_oid", (int64) MyDatabaseId) &&
 		BSON_APPEND_UTF8(doc, "database", dbname ? dbname : "") &&
@@ -236,6 +250,9 @@ parse_marker(const bson_t *doc, OwnerMarker *m)
 
 	m->fact = marker_string(doc, "fact");
 	m->index = marker_string(doc, "index");
+	m->created_as = marker_string(doc, "created_as");
+	if (m->created_as[0] == '\0')
+		m->created_as = m->index;	/* written before renames existed */
 	m->system = marker_string(doc, "system");
 	m->database = marker_string(doc, "database");
 	m->definition = marker_string(doc, "definition");
@@ -470,7 +487,9 @@ classify_marker(mongoc_client_t *client, const char *servername,
 				const char *definition_id)
 {
 	bool		dead_claim_of_ours = marker_is_this_database(old) &&
-		strcmp(old->index, index) == 0 && strcmp(old->fact, fact) == 0 &&
+		(strcmp(old->index, index) == 0 ||
+		 strcmp(old->created_as, index) == 0) &&
+		strcmp(old->fact, fact) == 0 &&
 		strcmp(old->definition, definition_id) != 0;
 
 	if (dead_claim_of_ours && old->created_collection)
@@ -626,6 +645,40 @@ idx_owner_release(mongoc_client_t *client, const char *database,
 	bson_destroy(filter);
 	deleted = reply_count(&reply, "deletedCount", ok);
 	return ok && deleted == 1;
+}
+
+/*
+ * ALTER INDEX ... RENAME, once committed: the marker of "collection", if it
+ * is still the definition's, names the index "index" from now on.  False,
+ * with *error, if the update failed; a marker that is not the
+ * definition's is left alone.  Errors are never raised (the commit is
+ * over when it runs).
+ */
+bool
+idx_owner_rename(mongoc_client_t *client, const char *database,
+				 const char *collection, const char *definition_id,
+				 const char *index, bson_error_t *error)
+{
+	mongoc_collection_t *registry;
+	bson_t	   *filter;
+	bson_t	   *update;
+	bson_t		reply;
+	bool		ok;
+
+	filter = BCON_NEW("_id", BCON_UTF8(collection),
+					  "system", BCON_UTF8(system_identifier()),
+					  "database_oid", BCON_INT64((int64) MyDatabaseId),
+					  "definition", BCON_UTF8(definition_id));
+	update = BCON_NEW("$set", "{", "index", BCON_UTF8(index), "}");
+	registry = mongoc_client_get_collection(client, database,
+											IDX_OWNER_REGISTRY);
+	ok = mongoc_collection_update_one(registry, filter, update, NULL,
+									  &reply, error);
+	mongoc_collection_destroy(registry);
+	bson_destroy(filter);
+	bson_destroy(update);
+	bson_destroy(&reply);
+	return ok;
 }
 
 /*

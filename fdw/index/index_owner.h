@@ -9,9 +9,11 @@
  * IDENTIFICATION
  *		  fdw/index/index_owner.h
  *
- * An index collection is named idxtable.<fact collection>.<index name>,
- * and index names contain no "." or "$", so the name says unambiguously
- * which fact collection and index it serves.  Who owns it is recorded in
+ * An index collection is named idxtable.<fact collection>.<index name>
+ * (with a suffix if a renamed index has that one), and index names contain
+ * no "." or "$", so the name says unambiguously which fact collection and
+ * index it was made for; index_defs.collection keeps it through renames.
+ * Who owns it is recorded in
  * the registry collection "idxtable.owners" of the same MongoDB database:
  * one document per index collection, whose _id is the collection's name
  * and which names the fact collection, the index, the PostgreSQL cluster
@@ -99,6 +101,16 @@ extern bool idx_owner_check_drop(mongoc_client_t *client,
 extern bool idx_owner_release(mongoc_client_t *client, const char *database,
 							  const char *collection,
 							  const char *definition_id, bson_error_t *error);
+
+/*
+ * ALTER INDEX ... RENAME, after the commit: the marker of "collection", if
+ * still the definition's, names the index "index".  False, with *error, if
+ * the update failed; errors are never raised.
+ */
+extern bool idx_owner_rename(mongoc_client_t *client, const char *database,
+							 const char *collection,
+							 const char *definition_id, const char *index,
+							 bson_error_t *error);
 
 /*
  * Reads: mark the definitions (IdxIndexDef) of a table whose collection

@@ -40,17 +40,27 @@
  * list may mix both: the index tables are dropped here, the other names
  * are passed to PostgreSQL in one DropStmt, in the same transaction.
  *
- * ALTER INDEX ... RENAME of an index table is refused (0A000): its
- * MongoDB collection and ownership marker are named after the index, and
- * a later index taking the old name would treat that collection as its
- * own leftover (index_owner.c).  REINDEX INDEX rebuilds an index table
- * (rebuild_index), REINDEX TABLE every index table of a foreign table of
- * ours; REINDEX CONCURRENTLY is refused, rebuild_index blocking writes.
+ * ALTER INDEX [IF EXISTS] name RENAME TO new renames an index table: as
+ * PostgreSQL's, for the table's owner, with 42P07 if the new name is
+ * taken (as CREATE INDEX checks) and ShareUpdateExclusiveLock on the
+ * table (queries and writes go on; builds, repairs and other renames
+ * wait).  The definition's name changes in idxtable.index_defs, and with
+ * it the rows keyed by it (idxtable.conflicts, ON UPDATE CASCADE), the
+ * backends' caches (index_defs_changed) and the applier's view (which
+ * follows the definition_id, and reloads its names at the commit).  The
+ * MongoDB collection keeps its name, which index_defs.collection holds;
+ * its ownership marker names the new name once the transaction commits
+ * (index_ddl.c), and a later index of the old name gets a collection of
+ * its own (index_owner.c).  The other forms of ALTER INDEX are refused
+ * (0A000), named.  REINDEX INDEX rebuilds an index table (rebuild_index),
+ * REINDEX TABLE every index table of a foreign table of ours; REINDEX
+ * CONCURRENTLY is refused, rebuild_index blocking writes.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
@@ -69,10 +79,12 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 
 #include "core/pg_compat.h"
 #include "index/index_ddl.h"
+#include "index/index_owner.h"
 #include "index/index_utility.h"
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
@@ -522,21 +534,82 @@ drop_indexes(DropStmt *stmt, bool isTopLevel)
  */
 
 /*
- * ALTER INDEX of an index table: refused (see the file header for
- * RENAME).
+ * ALTER INDEX name RENAME TO new_name of index table "name" (see the file
+ * header).  The new name is checked once the table is locked, as the
+ * definition is looked up again then.
  */
 static void
-refuse_alter(const char *name, bool rename)
+rename_index(const char *name, const char *new_name)
 {
-	if (rename)
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+	char	   *collection;
+	Relation	rel;
+	Oid			relid;
+
+	/* the owner only, checked before the lock is queued and again under it */
+	rel = idx_open_index_table(name, ShareUpdateExclusiveLock, ACL_NO_RIGHTS,
+							   &collection);
+	relid = RelationGetRelid(rel);
+	idx_check_index_name(new_name);
+	if (index_name_taken(new_name, relid))
 		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("index table \"%s\" cannot be renamed", name),
-				 errdetail("Its MongoDB collection is named after it."),
-				 errhint("Create the index again under the new name, then drop this one.")));
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s\" already exists", new_name)));
+
+	args[0] = CStringGetTextDatum(name);
+	args[1] = CStringGetTextDatum(new_name);
+	if (idx_catalog_execute("UPDATE idxtable.index_defs SET name = $2 "
+							"WHERE name OPERATOR(pg_catalog.=) $1",
+							2, argtypes, args, NULL, NULL, NULL) != 1)
+		elog(ERROR, "could not rename index \"%s\"", name);
+	idx_ddl_rename_at_commit(relid, name, new_name);
+	CacheInvalidateRelcacheByRelid(relid);	/* replan queries */
+	relation_close(rel, NoLock);
+	idx_note_index_change(relid, false);	/* the applier's names */
+}
+
+/*
+ * The words of an ALTER INDEX form after the name, for its refusal.
+ */
+static const char *
+alter_form(const AlterTableStmt *stmt)
+{
+	AlterTableCmd *cmd;
+
+	if (list_length(stmt->cmds) != 1)
+		return "";
+	cmd = linitial_node(AlterTableCmd, stmt->cmds);
+	switch (cmd->subtype)
+	{
+		case AT_SetTableSpace:
+			return " SET TABLESPACE";
+		case AT_SetRelOptions:
+			return " SET (...)";
+		case AT_ResetRelOptions:
+			return " RESET (...)";
+		case AT_SetStatistics:
+			return " ALTER COLUMN ... SET STATISTICS";
+		case AT_AttachPartition:
+			return " ATTACH PARTITION";
+		default:
+			return "";
+	}
+}
+
+/*
+ * Refuse a form of ALTER INDEX ("form": its words after the name) on
+ * index table "name".
+ */
+static void
+refuse_alter(const char *name, const char *form)
+{
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("ALTER INDEX cannot change index table \"%s\"", name)));
+			 errmsg("index tables do not support ALTER INDEX ...%s", form),
+			 errdetail("\"%s\" is an index table: a MongoDB collection, without a tablespace, storage parameters, statistics targets or partitions of its own.",
+					   name),
+			 errhint("ALTER INDEX ... RENAME TO renames an index table.")));
 }
 
 /*
@@ -712,14 +785,24 @@ run_index_command(Node *stmt, bool isTopLevel, List **rest)
 			if (((RenameStmt *) stmt)->renameType != OBJECT_INDEX ||
 				!is_index_table_name(((RenameStmt *) stmt)->relation, &relid))
 				return false;
-			refuse_alter(((RenameStmt *) stmt)->relation->relname, true);
+			rename_index(((RenameStmt *) stmt)->relation->relname,
+						 ((RenameStmt *) stmt)->newname);
 			return true;
 		case T_AlterTableStmt:
 			if (((AlterTableStmt *) stmt)->objtype != OBJECT_INDEX ||
 				!is_index_table_name(((AlterTableStmt *) stmt)->relation,
 									 &relid))
 				return false;
-			refuse_alter(((AlterTableStmt *) stmt)->relation->relname, false);
+			refuse_alter(((AlterTableStmt *) stmt)->relation->relname,
+						 alter_form((AlterTableStmt *) stmt));
+			return true;
+		case T_AlterObjectDependsStmt:
+			if (((AlterObjectDependsStmt *) stmt)->objectType != OBJECT_INDEX ||
+				!is_index_table_name(((AlterObjectDependsStmt *) stmt)->relation,
+									 &relid))
+				return false;
+			refuse_alter(((AlterObjectDependsStmt *) stmt)->relation->relname,
+						 " DEPENDS ON EXTENSION");
 			return true;
 		case T_ReindexStmt:
 			{
