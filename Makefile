@@ -61,10 +61,12 @@ OBJS = \
 	fdw/import.o \
 	fdw/index/index_catalog.o \
 	fdw/index/index_entry.o \
+	fdw/index/index_key_type.o \
 	fdw/index/index_collate.o \
 	fdw/index/index_ddl.o \
 	fdw/index/index_defs_sql.o \
 	fdw/index/index_limits.o \
+	fdw/index/index_notify.o \
 	fdw/index/index_owner.o \
 	fdw/index/index_privileges.o \
 	fdw/index/index_shard.o \
