@@ -17,6 +17,8 @@ OBJS = \
 	fdw/index/index_claims.o \
 	fdw/index/index_verify.o \
 	fdw/index/index_repair.o \
+	fdw/index/index_repair_claims.o \
+	fdw/index/index_repair_batch.o \
 	fdw/index/index_repair_named.o \
 	fdw/index/index_conflict.o \
 	fdw/modify.o \
