@@ -159,6 +159,52 @@ idx_repair_compare_bson(const bson_t *a, const bson_t *b)
 }
 
 /*
+ * {"v": value} as a palloc'd document.
+ */
+bson_t *
+idx_repair_wrap_value(const bson_value_t *value)
+{
+	bson_t		wrapped = BSON_INITIALIZER;
+	bson_t	   *result;
+
+	idx_check_append(bson_append_value(&wrapped, "v", 1, value));
+	result = idx_bson_pcopy(&wrapped);
+	bson_destroy(&wrapped);
+	return result;
+}
+
+/*
+ * The distinct _ids of "ids", wrapped as {"v": _id}; returns how many.
+ */
+int
+idx_repair_distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
+{
+	bson_t	  **all = palloc(sizeof(bson_t *) * Max(n, 1));
+	int			nkeys = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		all[i] = idx_repair_wrap_value(&ids[i]);
+	if (n > 1)
+		qsort(all, n, sizeof(bson_t *), idx_repair_compare_bson_ptrs);
+	for (i = 0; i < n; i++)
+		if (nkeys == 0 || idx_repair_compare_bson(all[nkeys - 1], all[i]) != 0)
+			all[nkeys++] = all[i];
+	*keys = all;
+	return nkeys;
+}
+
+/*
+ * qsort and bsearch comparator: pointers to documents, by
+ * idx_repair_compare_bson().
+ */
+int
+idx_repair_compare_bson_ptrs(const void *a, const void *b)
+{
+	return idx_repair_compare_bson(*(bson_t *const *) a, *(bson_t *const *) b);
+}
+
+/*
  * qsort comparator: read documents by their keys.
  */
 static int
@@ -566,53 +612,6 @@ idx_repair_find_one(IdxRepairState *st, mongoc_collection_t *coll,
 	st->lookup = NULL;
 	return result;
 }
-
-/*
- * {"v": value} as a palloc'd document.
- */
-bson_t *
-idx_repair_wrap_value(const bson_value_t *value)
-{
-	bson_t		wrapped = BSON_INITIALIZER;
-	bson_t	   *result;
-
-	idx_check_append(bson_append_value(&wrapped, "v", 1, value));
-	result = idx_bson_pcopy(&wrapped);
-	bson_destroy(&wrapped);
-	return result;
-}
-
-/*
- * The distinct _ids of "ids", wrapped as {"v": _id}; returns how many.
- */
-int
-idx_repair_distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
-{
-	bson_t	  **all = palloc(sizeof(bson_t *) * Max(n, 1));
-	int			nkeys = 0;
-	int			i;
-
-	for (i = 0; i < n; i++)
-		all[i] = idx_repair_wrap_value(&ids[i]);
-	if (n > 1)
-		qsort(all, n, sizeof(bson_t *), idx_repair_compare_bson_ptrs);
-	for (i = 0; i < n; i++)
-		if (nkeys == 0 || idx_repair_compare_bson(all[nkeys - 1], all[i]) != 0)
-			all[nkeys++] = all[i];
-	*keys = all;
-	return nkeys;
-}
-
-/*
- * qsort and bsearch comparator: pointers to documents, by
- * idx_repair_compare_bson().
- */
-int
-idx_repair_compare_bson_ptrs(const void *a, const void *b)
-{
-	return idx_repair_compare_bson(*(bson_t *const *) a, *(bson_t *const *) b);
-}
-
 
 /*
  * The projection that reads what the index needs of a fact: its key and
