@@ -21,6 +21,8 @@ OBJS = \
 	fdw/index/index_claims.o \
 	fdw/index/index_verify.o \
 	fdw/index/index_repair.o \
+	fdw/index/index_repair_claims.o \
+	fdw/index/index_repair_batch.o \
 	fdw/index/index_repair_named.o \
 	fdw/index/index_conflict.o \
 	fdw/modify.o \
@@ -72,10 +74,12 @@ OBJS = \
 	fdw/import.o \
 	fdw/index/index_catalog.o \
 	fdw/index/index_entry.o \
+	fdw/index/index_key_type.o \
 	fdw/index/index_collate.o \
 	fdw/index/index_ddl.o \
 	fdw/index/index_defs_sql.o \
 	fdw/index/index_limits.o \
+	fdw/index/index_notify.o \
 	fdw/index/index_owner.o \
 	fdw/index/index_privileges.o \
 	fdw/index/index_shard.o \

@@ -418,7 +418,7 @@ entry_id_is(const IdxIndexDef *def, const Datum *kv, const bool *kn,
  * fact reached through a stale and a current entry comes out once.  In a
  * unique index, a fact whose key another fact's claim holds (a conflict
  * made by a writer outside PostgreSQL) has an entry of the non-unique form
- * instead (index_repair.c), which vouches for it as well.
+ * instead (index_repair_claims.c), which vouches for it as well.
  */
 static int
 vouching_entry(IdxIndexScan *ix, const bson_t *doc, const bool *taken)

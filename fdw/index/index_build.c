@@ -23,6 +23,10 @@
  * of distinct keys is counted exactly for unique indexes (one per entry)
  * and estimated with a HyperLogLog sketch of the key BSON otherwise.
  *
+ * The cluster time a new index's change stream starts from, noted before
+ * the build reads the facts (idx_cluster_time_now()), is here too: both
+ * create_index and the online builds (index_online.c) take it.
+ *
  * libmongoc objects (collections, cursor, bulk operation) belong to the
  * memory context they were made in (handle.h): the build releases them
  * when done, and an error or cancel releases them with the context.
@@ -411,4 +415,36 @@ idx_build_index(const IdxIndexDef *def, const IdxTableInfo *info,
 			result->distinct_keys = Max(result->distinct_keys, 1);
 		freeHyperLogLog(&st.distinct);
 	}
+}
+
+/*
+ * MongoDB's cluster time now (see index_ddl.h).  The reply of any command
+ * to a replica set member or mongos carries "operationTime", the time of
+ * the latest operation the server had applied when it answered; a change
+ * stream started at it (startAtOperationTime, inclusive) sees every write
+ * that was not yet visible to a read started after the ping.
+ */
+uint64
+idx_cluster_time_now(mongoc_client_t *client, const char *servername)
+{
+	bson_t	   *command = bson_new();
+	IdxHandle  *owned = idx_own_bson(command);
+	bson_t		reply;
+	bson_iter_t iter;
+	uint32		seconds;
+	uint32		increment;
+	uint64		result = 0;
+
+	idx_check_append(BSON_APPEND_INT32(command, "ping", 1));
+	idx_run_command(client, servername, "admin", command, &reply,
+					idx_op(IDX_OP_CLUSTER_TIME, NULL, NULL));
+	idx_release(owned);
+	if (bson_iter_init_find(&iter, &reply, "operationTime") &&
+		BSON_ITER_HOLDS_TIMESTAMP(&iter))
+	{
+		bson_iter_timestamp(&iter, &seconds, &increment);
+		result = ((uint64) seconds << 32) | (uint64) increment;
+	}
+	bson_destroy(&reply);
+	return result;
 }

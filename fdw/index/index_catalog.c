@@ -65,7 +65,8 @@
 #include "index/index_catalog.h"
 #include "index/index_collate.h"
 #include "index/index_ddl.h"
-#include "index/index_entry.h"
+#include "index/index_key_type.h"
+#include "index/index_notify.h"
 #include "index/index_owner.h"
 
 PG_FUNCTION_INFO_V1(idxtable_index_defs_changed);

@@ -14,7 +14,7 @@
  * that a unique index table's claim already holds for a first fact that
  * has it too.  Nothing in MongoDB refuses that, and no repair can fix it:
  * the index keeps the claim of the fact that holds it, and the repair core
- * (index_repair.c) reports the other fact as a conflict.  The change-stream
+ * (index_repair_claims.c) reports the other fact as a conflict.  The change-stream
  * applier and repair_index record each conflict here, one row per (index,
  * fact, holder): the key (as in the DETAIL of a unique violation, NULL if
  * the user who found it may not see key values), both _ids as relaxed

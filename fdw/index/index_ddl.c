@@ -100,12 +100,10 @@
 #include "index/index_catalog.h"
 #include "index/index_ddl.h"
 #include "index/index_entry.h"
+#include "index/index_notify.h"
 #include "index/index_owner.h"
 #include "index/index_shard.h"
 #include "module.h"
-
-/* Set by the change-stream workers' code when preloaded (sync_notify.c) */
-IdxIndexChangeHook idx_index_change_hook = NULL;
 
 /* Timeouts of the client that drops collections after an abort */
 #define IDX_CLEANUP_TIMEOUT_MS	3000
@@ -170,21 +168,6 @@ index_name_exists(const char *name)
 	return idx_catalog_execute("SELECT 1 FROM idxtable.index_defs "
 							   "WHERE name OPERATOR(pg_catalog.=) $1",
 							   1, argtypes, args, NULL, NULL, NULL) > 0;
-}
-
-/*
- * The table and collection of an index; false if there is no such index.
- */
-bool
-idx_lookup_index(const char *name, Oid *relid, char **collection)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		args[1];
-
-	args[0] = CStringGetTextDatum(name);
-	return idx_catalog_execute("SELECT tbl, collection FROM idxtable.index_defs "
-							   "WHERE name OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, args, NULL, relid, collection) > 0;
 }
 
 /*
@@ -1247,20 +1230,6 @@ idx_ddl_check_unique_allowed(const IdxIndexDef *def, const IdxTableInfo *info)
 				 errhint("Set the option consistency of the table to '%s' or '%s' first, or create the index without is_unique.",
 						 idx_consistency_name(IDX_CONSISTENCY_TRANSACTION),
 						 idx_consistency_name(IDX_CONSISTENCY_ORDERED))));
-}
-
-/*
- * Tell the change-stream workers, if any, that the index tables of foreign
- * table "relid" changed; they learn it when the transaction commits.
- * "expect_applier": an index is maintained from now on, so its applier is
- * expected.  The workers' code installs the hook when the library is
- * preloaded, so that index DDL does not depend on it.
- */
-void
-idx_note_index_change(Oid relid, bool expect_applier)
-{
-	if (idx_index_change_hook)
-		idx_index_change_hook(relid, expect_applier);
 }
 
 /*

@@ -88,7 +88,10 @@ extern bool idx_resolve_definition(IdxIndexDef *def, TupleDesc tupdesc,
 								   char **includes, int ninclude,
 								   char **normalized, IdxDefError *err);
 
-/* The table and collection of an index; false if there is no such index */
+/*
+ * The table and collection of an index; false if there is no such index
+ * (index_defs_sql.c)
+ */
 extern bool idx_lookup_index(const char *name, Oid *relid, char **collection);
 
 /*
@@ -181,15 +184,6 @@ extern void idx_create_definition(FunctionCallInfo fcinfo, LOCKMODE lockmode,
 								  IdxNewIndex *ni);
 
 /* WARNING that index "name" of "relid" misses outside writes (no applier) */
-/*
- * How index DDL tells the change-stream workers (fdw/sync/) of a change
- * without depending on them: sync_notify.c sets the hook when the library
- * is preloaded; NULL means that no worker runs.
- */
-typedef void (*IdxIndexChangeHook) (Oid relid, bool expect_applier);
-extern PGDLLIMPORT IdxIndexChangeHook idx_index_change_hook;
-extern void idx_note_index_change(Oid relid, bool expect_applier);
-
 extern void idx_warn_unmaintained(const char *name, Oid relid);
 
 /* Refuse an index table the MongoDB user may not maintain (index_privileges.c) */
@@ -231,7 +225,8 @@ extern bool idx_drop_orphan_definition(const char *name);
 
 /*
  * MongoDB's cluster time now: the operationTime of a {ping: 1}, packed as
- * in sync_state.h; 0 if the server does not report one (no replica set).
+ * in sync_state.h; 0 if the server does not report one (no replica set)
+ * (index_build.c: where a new index's change stream starts).
  */
 extern uint64 idx_cluster_time_now(mongoc_client_t *client,
 								   const char *servername);

@@ -20,12 +20,15 @@
  * rights.  SPI rather than heap access keeps the table's constraints and
  * primary key doing their work; the planner's read of the definitions
  * (index_catalog.c) is a heap scan with an OID scan key and runs no SQL.
+ * The lookup of an index's table and collection by its name, which the
+ * index functions, the limits and the utility hook share, is here too.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -155,4 +158,19 @@ idx_catalog_execute(const char *sql, int nargs, Oid *argtypes, Datum *args,
 	AtEOXact_GUC(true, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	return processed;
+}
+
+/*
+ * The table and collection of an index; false if there is no such index.
+ */
+bool
+idx_lookup_index(const char *name, Oid *relid, char **collection)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(name);
+	return idx_catalog_execute("SELECT tbl, collection FROM idxtable.index_defs "
+							   "WHERE name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, args, NULL, relid, collection) > 0;
 }

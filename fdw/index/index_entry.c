@@ -62,42 +62,6 @@ check_append(bool ok)
 }
 
 /*
- * Key types: those whose BSON form MongoDB orders exactly as PostgreSQL
- * orders the values (bytewise strings; the planner restricts text lookups
- * to collations where that is the same thing).
- */
-bool
-idx_key_type_supported(Oid typid)
-{
-	switch (typid)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case TEXTOID:
-		case VARCHAROID:
-		case BOOLOID:
-		case DATEOID:
-		case TIMESTAMPOID:
-		case TIMESTAMPTZOID:
-		case UUIDOID:
-			return true;
-		default:
-			return false;
-	}
-}
-
-/*
- * The key types as a list, for hints.
- */
-const char *
-idx_key_type_list(void)
-{
-	return "smallint, integer, bigint, text, varchar, boolean, date, "
-		"timestamp, timestamptz, uuid";
-}
-
-/*
  * Append a timestamp (or timestamptz) key.  Infinities become the extreme
  * BSON dates, which keeps the order; finite values go through the
  * conversion rules (milliseconds, rounded toward minus infinity).
@@ -251,22 +215,6 @@ idx_key_lookup_datum(const IdxIndexKey *key, Datum value)
 	if (OidIsValid(key->sortcoll))
 		return idx_sortkey_encode(key->sortcoll, value);
 	return value;
-}
-
-/*
- * The collation whose sort keys a new definition's key "key" should hold:
- * its column's, for a plain (not multi-valued) text key under a collation
- * that gives trustworthy sort keys; lower()/upper() and element keys serve
- * equalities alone, which need no sort key.
- */
-Oid
-idx_key_sortcoll(const IdxIndexKey *key)
-{
-	if (key->kind != IDX_KEY_COLUMN || key->multi ||
-		(key->keytype != TEXTOID && key->keytype != VARCHAROID) ||
-		!idx_collation_has_sortkeys(key->collation))
-		return InvalidOid;
-	return key->collation;
 }
 
 /*

@@ -53,12 +53,6 @@
 #include "core/mongoc_compat.h"
 #include "index/index_catalog.h"
 
-/* Can values of this (scalar) type be index keys? */
-extern bool idx_key_type_supported(Oid typid);
-
-/* Type names for messages: "smallint, integer, ..., uuid" */
-extern const char *idx_key_type_list(void);
-
 /*
  * Append the canonical BSON of a key value of type "type" under "field".
  * NULL appends BSON null.  Errors for unsupported types.
@@ -85,13 +79,6 @@ extern Datum idx_key_datum(const IdxIndexKey *key, Datum value);
  * key's type (a text for sort-key keys, as idx_key_datum makes them).
  */
 extern Datum idx_key_lookup_datum(const IdxIndexKey *key, Datum value);
-
-/*
- * The collation whose sort keys a new definition's key "key" should hold
- * (its column's, if that collation does not order as bytes and gives
- * trustworthy sort keys), or InvalidOid.
- */
-extern Oid	idx_key_sortcoll(const IdxIndexKey *key);
 
 /* "v.c<k>": where an entry holds the text of sort-key key k (palloc'd) */
 extern char *idx_key_original_path(int k);

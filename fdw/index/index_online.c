@@ -81,42 +81,11 @@
 #include "core/xact.h"
 #include "index/index_catalog.h"
 #include "index/index_ddl.h"
+#include "index/index_notify.h"
 #include "index/index_repair.h"
 
 PG_FUNCTION_INFO_V1(idxtable_rebuild_index);
 PG_FUNCTION_INFO_V1(idxtable_create_index_concurrently);
-
-/*
- * MongoDB's cluster time now (see index_ddl.h).  The reply of any command
- * to a replica set member or mongos carries "operationTime", the time of
- * the latest operation the server had applied when it answered; a change
- * stream started at it (startAtOperationTime, inclusive) sees every write
- * that was not yet visible to a read started after the ping.
- */
-uint64
-idx_cluster_time_now(mongoc_client_t *client, const char *servername)
-{
-	bson_t	   *command = bson_new();
-	IdxHandle  *owned = idx_own_bson(command);
-	bson_t		reply;
-	bson_iter_t iter;
-	uint32		seconds;
-	uint32		increment;
-	uint64		result = 0;
-
-	idx_check_append(BSON_APPEND_INT32(command, "ping", 1));
-	idx_run_command(client, servername, "admin", command, &reply,
-					idx_op(IDX_OP_CLUSTER_TIME, NULL, NULL));
-	idx_release(owned);
-	if (bson_iter_init_find(&iter, &reply, "operationTime") &&
-		BSON_ITER_HOLDS_TIMESTAMP(&iter))
-	{
-		bson_iter_timestamp(&iter, &seconds, &increment);
-		result = ((uint64) seconds << 32) | (uint64) increment;
-	}
-	bson_destroy(&reply);
-	return result;
-}
 
 /*
  * The definition "name" of the foreign table "rel" (if definition_id is

@@ -37,6 +37,7 @@
 #include "core/connection.h"
 #include "core/privileges.h"
 #include "index/index_ddl.h"
+#include "index/index_notify.h"
 #include "index/index_owner.h"
 
 /* The applier's collections per database (sync_state.h, applier_position.c) */

@@ -14,6 +14,9 @@
  * _ids a stream names; verify_index and repair_index feed the same core
  * from their stream of every fact (idx_repair_fact_docs()).  The state and
  * the helpers below the line are shared with index_verify.c's pass 2.
+ * Defined in index_repair.c (the state, reads and fixes),
+ * index_repair_batch.c (the per-batch core) and index_repair_named.c (the
+ * entry points); index_repair_int.h is what those share among themselves.
  *
  *-------------------------------------------------------------------------
  */

@@ -11,8 +11,9 @@
  * IDENTIFICATION
  *		  fdw/index/index_repair_named.c
  *
- * Two ways, both on index_repair.c's core (the entries each fact should
- * have against those the index holds, the fixes as one bulk write):
+ * Two ways, both on the core of index_repair_batch.c (the entries each
+ * fact should have against those the index holds, the fixes as one bulk
+ * write):
  *
  * idx_repair_facts_known() checks first and confirms.  Most facts a
  * stream names were written through the FDW with their entries, and the
@@ -33,7 +34,9 @@
  * never back to an older one.
  *
  * Either way, a claim deleted frees its key for a fact that waited for it
- * as a unique key conflict: those facts are checked again.
+ * as a unique key conflict: those facts are checked again.  So are they
+ * after a batch of facts already read (idx_repair_fact_docs(), verify's
+ * pass 1), which is why that entry point is here too.
  *
  *-------------------------------------------------------------------------
  */
@@ -47,42 +50,6 @@
 #include "index/index_entry.h"
 #include "index/index_repair.h"
 #include "index/index_repair_int.h"
-
-/*
- * {"v": value} as a palloc'd document.
- */
-bson_t *
-idx_repair_wrap_value(const bson_value_t *value)
-{
-	bson_t		wrapped = BSON_INITIALIZER;
-	bson_t	   *result;
-
-	idx_check_append(bson_append_value(&wrapped, "v", 1, value));
-	result = idx_bson_pcopy(&wrapped);
-	bson_destroy(&wrapped);
-	return result;
-}
-
-/*
- * The distinct _ids of "ids", wrapped as {"v": _id}; returns how many.
- */
-int
-idx_repair_distinct_ids(const bson_value_t *ids, int n, bson_t ***keys)
-{
-	bson_t	  **all = palloc(sizeof(bson_t *) * Max(n, 1));
-	int			nkeys = 0;
-	int			i;
-
-	for (i = 0; i < n; i++)
-		all[i] = idx_repair_wrap_value(&ids[i]);
-	if (n > 1)
-		qsort(all, n, sizeof(bson_t *), idx_repair_compare_bson_ptrs);
-	for (i = 0; i < n; i++)
-		if (nkeys == 0 || idx_repair_compare_bson(all[nkeys - 1], all[i]) != 0)
-			all[nkeys++] = all[i];
-	*keys = all;
-	return nkeys;
-}
 
 /* The image of a fact deleted (idx_repair_facts_known) */
 const bson_t idx_repair_fact_gone;
@@ -267,9 +234,10 @@ repair_ids(IdxRepairState *st, const bson_value_t *ids,
 }
 
 /*
- * Check again the facts noted by note_waiting(): the first to want a freed
- * claim takes it.  They are not counted as checked twice.  A round frees
- * no claim unless the facts changed meanwhile; at most a few rounds.
+ * Check again the facts that waited for a claim the batch freed (noted by
+ * index_repair_batch.c): the first to want a freed claim takes it.  They
+ * are not counted as checked twice.  A round frees no claim unless the
+ * facts changed meanwhile; at most a few rounds.
  */
 void
 idx_repair_recheck_waiting(IdxRepairState *st)
@@ -307,7 +275,7 @@ idx_repair_recheck_waiting(IdxRepairState *st)
 /*
  * Repairing a unique index, the facts ids[0..n-1] were repaired: those that
  * st->on_waiters says are in a conflict with one of them as the holder
- * wait too.  note_waiting() finds them only when this repair deletes the
+ * wait too.  The batch finds them only when this repair deletes the
  * claim; the claim may already be gone (see index_conflict.c), and then
  * nothing else would ever hand them the key.  A fact whose holder still
  * has the key only costs a check.
@@ -417,6 +385,30 @@ idx_repair_named_fix(IdxRepairState *st, IdxRepairState *facts,
 	st->named_nkeys = st->named_nentries = 0;
 	MemoryContextSwitchTo(oldcxt);
 	note_waiters(st, ids, n);
+	idx_repair_recheck_waiting(st);
+	return result;
+}
+
+/*
+ * Check (and repair) a batch of facts already read (each with the
+ * projection of idx_repair_projection()): the entries each should have
+ * against those the index holds for them.  A fact whose values do not
+ * convert is counted and skipped.  Returns how many facts were checked;
+ * st->batch_cxt is reset, so "facts" may live there.
+ */
+int
+idx_repair_fact_docs(IdxRepairState *st, bson_t **facts, int n)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	int			i;
+	int			result;
+
+	st->items = palloc(sizeof(FactItem) * Max(n, 1));
+	st->nitems = 0;
+	for (i = 0; i < n; i++)
+		idx_repair_add_fact(st, facts[i]);
+	result = idx_repair_check_batch(st);
+	MemoryContextSwitchTo(oldcxt);
 	idx_repair_recheck_waiting(st);
 	return result;
 }

@@ -20,8 +20,8 @@
  *		 missing	an entry the fact should have and the index lacks;
  *		 stale		an entry of the fact that the fact should not have (an old
  *					key) or whose included values differ from the fact's.
- *	   The per-batch core of this pass is index_repair.c's, which the
- *	   change-stream applier calls for the facts a stream names.
+ *	   The per-batch core of this pass is index_repair_batch.c's, which
+ *	   the change-stream applier calls for the facts a stream names.
  *	2. entries -> facts.  Read the entries (_id and id) and look their facts
  *	   up by _id, a batch at a time:
  *		 orphan		an entry whose fact does not exist.
@@ -249,7 +249,7 @@ fact_batch(IdxRepairState *st, bson_t **facts, int n, int64 read_at,
 /*
  * Pass 1: every fact against its entries.  The facts are streamed and
  * handed, a batch at a time, to the core the change-stream applier uses
- * (index_repair.c).  With "settle", each batch is settled against writes
+ * (index_repair_batch.c).  With "settle", each batch is settled against writes
  * that run meanwhile (a build that does not block writers).
  */
 static void

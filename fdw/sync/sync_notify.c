@@ -68,6 +68,7 @@
 #include "core/pg_compat.h"
 #include "core/xact.h"
 #include "index/index_ddl.h"
+#include "index/index_notify.h"
 #include "module.h"
 #include "sync/sync_state.h"
 #include "sync/sync_workers.h"
