@@ -84,6 +84,7 @@
 
 #include "core/pg_compat.h"
 #include "index/index_ddl.h"
+#include "index/index_notify.h"
 #include "index/index_owner.h"
 #include "index/index_utility.h"
 
