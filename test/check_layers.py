@@ -22,6 +22,11 @@ of the launcher (APPLIER_ENTRY, declared in fdw/applier/launcher.h, the
 one applier header fdw/ may include).  The launcher starts the database
 workers, and those the appliers, by the names of their entry points, so
 nothing else links the two.
+
+Within a layer too, no file reaches itself through others: the objects'
+references (nm) form no loop, direct or round a ring (check_loops), so
+every file has a place below the files that use it.  An object whose
+source is gone (a stale build) is left out.
 Ends with "layers: N passed, M failed".
 """
 import os
@@ -114,7 +119,7 @@ def applier_use_allowed(obj, mine, sym, theirs):
 
 
 def check_symbols():
-    objs = list(sources(".o"))
+    objs = [o for o in sources(".o") if os.path.exists(o[:-2] + ".c")]
     if not objs:
         print("(objects not built: the symbol check is skipped)")
         return
@@ -133,6 +138,58 @@ def check_symbols():
         check(not bad, "%s (%s) uses %s" % (
             os.path.relpath(o, TOP), NAMES[mine],
             ", ".join("%s of %s" % (s, os.path.relpath(owner[s], TOP)) for s in bad)))
+    check_loops(owner, uses)
+
+
+def strongly_connected(edges):
+    """The groups of more than one node that reach each other (Tarjan)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def check_loops(owner, uses):
+    """No file uses, directly or round a ring of others, a symbol of its own:
+    each object's place in the order of the layers is then fixed by what it
+    uses, inside its layer too (the module's identity aside)."""
+    edges = {o: {owner[s] for s in used if s in owner and s not in MODULE_IDENTITY} - {o}
+             for o, used in uses.items()}
+    in_loop = {}
+    for group in strongly_connected(edges):
+        for o in group:
+            in_loop[o] = group
+    for o in sorted(uses):
+        group = in_loop.get(o, [])
+        check(not group, "%s is in no loop of files%s" % (
+            os.path.relpath(o, TOP),
+            "" if not group else " (it reaches itself through: %s)" % ", ".join(
+                os.path.relpath(g, FDW)[:-2] for g in group if g != o)))
 
 
 def main():
