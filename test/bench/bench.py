@@ -67,7 +67,7 @@ APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
 APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 20.0, 100), (5000, 2000, 5.0, 30)
-LAG_REPS, LAG_CAPACITY_EVENTS = 3, 2000   # the lag's reps (lag.py) and its rate bursts (applier and floor)
+LAG_REPS, LAG_CAPACITY_EVENTS = 3, 2000   # the lag's reps (lag.py), its bursts (applier, floor)
 GUC = "idxtable.enable_index_routing"
 # 1,000,000 is supported, but not the default: on the Python test server its
 # setup takes ~9 minutes (measured: loading 23 s, the six index builds 45-123 s
