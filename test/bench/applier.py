@@ -24,7 +24,7 @@ first index table (unique lower(email)), then:
                  column of idxtable.sync_status (clock_timestamp() -
                  applied_through, whole seconds of cluster time) is sampled too.  The load
                  runs `seconds` alone (a warm-up), then as long with the busy point queries.
-                 The lag alone, at 50% and 80% of the applier's capacity, repeated: lag.py.
+                 The lag alone, at 50% and 80% of the floor's rate, repeated: lag.py.
 
 At the end every index table must be clean in idxtable.verify_index.
 """

@@ -24,7 +24,7 @@ database idxtable_bench_writes (dropped first): test/bench/results-writes.csv.
 Then the applier (applier.py: outside writes with pymongo, the change-stream
 applier's rate and lag, routed reads with index_consistency current and any) in
 database idxtable_bench_applier (dropped first): test/bench/results-applier.csv;
-then its lag under a steady load at 50% and 80% of its capacity measured in the
+then its lag under a steady load at 50% and 80% of the floor's rate measured in the
 same run, repeated (lag.py): test/bench/results-applier-lag.csv
 (--applier-lag-only: that alone, on a table of its own).
 Then the planning section (planning.py): the planning time of a point query on a
@@ -67,7 +67,7 @@ APPLIER_DB = "idxtable_bench_applier"
 PLANNING_DB = "idxtable_bench_planning"
 # (customers, burst events, seconds of each half of the steady load, idle query pairs)
 APPLIER_RUN, APPLIER_RUN_QUICK = (20000, 10000, 20.0, 100), (5000, 2000, 5.0, 30)
-LAG_REPS, LAG_CAPACITY_EVENTS = 3, 2000   # the lag's reps (lag.py) and its capacity bursts
+LAG_REPS, LAG_CAPACITY_EVENTS = 3, 2000   # the lag's reps (lag.py), its bursts (applier, floor)
 GUC = "idxtable.enable_index_routing"
 # 1,000,000 is supported, but not the default: on the Python test server its
 # setup takes ~9 minutes (measured: loading 23 s, the six index builds 45-123 s
@@ -391,15 +391,15 @@ def run_lag(args, mongo, n, names):
     conn = connect(APPLIER_DB)
     names = names or lag.index_names(conn.cursor())
     conn.close()
-    log("== applier lag: capacity from %d bursts of %d updates, then %d reps of %.0f s per load =="
-        % (lag.CAPACITY_TURNS, events, reps, seconds))
+    log("== applier lag: rates from %d turns of %d updates (applier, floor), then %d reps of %.0f s "
+        "per load ==" % (lag.CAPACITY_TURNS, events, reps, seconds))
     try:
-        cap_row, rows = lag.run(APPLIER_DB, mdb, names, n, events, reps, seconds, log)
+        rate_rows, rows = lag.run(APPLIER_DB, mdb, names, n, events, reps, seconds, log)
     except applier.Unavailable as e:
         print()
         print("idxtable_fdw applier lag: not run: %s" % e)
         return
-    for line in lag.report(cap_row, rows, reps, seconds):
+    for line in lag.report(rate_rows, rows, reps, seconds):
         print(line)
     sys.stdout.flush()
     path = os.path.join(HERE, "results-applier-lag.csv")

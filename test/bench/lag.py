@@ -1,11 +1,16 @@
 """The applier's lag under a steady outside load, measured so that runs compare.
 
-run() expects the table applier.TABLE with its index tables (applier.run or load_only made them)
-and an applier following them.  In one run it:
+run() expects the table applier.TABLE with its index tables (applier.run or load_only made them),
+an applier following them, and the same customers in applier.FLOOR_TABLE (no foreign table over it).
+In one run it:
 
-  capacity   CAPACITY_TURNS bursts of `events` outside updates (applier.burst, from update
-             number CAPACITY_SEED on), just before the reps: the median events/s is the
-             applier's capacity in this run, and the loads are shares of it
+  rates      CAPACITY_TURNS turns, each a burst of `events` outside updates of applier.TABLE
+             (applier.burst) and the same burst of FLOOR_TABLE followed by the floor
+             (applier.Floor: floor.c, or floor.py if it does not build) with the same three index
+             collections; the floor's median events/s is the rate the loads are shares of (issue
+             29: "80% of the floor's rate"); the applier's median is reported beside it, with the
+             median of the turns' floor / applier ratios, each side's CPU per event, the test
+             server's CPU per event and the round trips per batch (applier.median_turn)
   reps       `reps` repetitions; each runs every share in LOADS (their order alternates from rep
              to rep), each share as a warm-up of WARMUP_S (not counted) and then `seconds`
              measured, then waits until the applier has applied everything
@@ -13,6 +18,9 @@ and an applier following them.  In one run it:
              the counters of every index table in idxtable.sync_status (read every
              applier.POLL_S) include it; p50, p95, p99 and max per rep, and per share the median
              and the range over the reps
+  applier    per measured window: its CPU per event written, and its round trips per batch that
+             brought events (the test server's ring of recent commands, read every RING_READ_S so
+             that it does not overflow; blank on mongod)
   writer     deterministic: the writer of rep r, share k, starts at update number
              SEED + (r * len(LOADS) + k) * SEED_STRIDE (applier.Writer: which customer, town,
              last name and e-mail each update writes follow from that number), so every run
@@ -26,15 +34,18 @@ and an applier following them.  In one run it:
 """
 import csv
 import os
+import shutil
 import statistics
+import tempfile
 import threading
 import time
 
 import applier
 import report as table_report
 
-LOADS = (0.5, 0.8)          # shares of the applier's capacity measured in the same run
-CAPACITY_TURNS = 3          # bursts that measure the capacity (median)
+LOADS = (0.5, 0.8)          # shares of the floor's rate measured in the same run
+CAPACITY_TURNS = 3          # turns (an applier burst, a floor burst) that measure the rates (median)
+RING_READ_S = 1.0           # the test server's ring of commands is read this often in a window
 WARMUP_S = 3.0              # each share's load runs this long before it is measured
 CAPACITY_SEED = 5_000_000   # the first update number of the capacity bursts (applier.py's: 1)
 SEED = 10_000_000           # the first update number of the lag writers
@@ -49,6 +60,9 @@ COLUMNS = [
     ("target/s", "target_s", 8, ".0f"),
     ("written/s", "written_s", 9, ".0f"),
     ("bulks", "bulks", 6, "d"),
+    ("appl_us/ev", "applier_us", 10, ".0f"),
+    ("rt/batch", "rt_batch", 8, ".1f"),
+    ("ev/batch", "ev_batch", 8, ".0f"),
     ("p50_ms", "p50_ms", 7, ".0f"),
     ("p95_ms", "p95_ms", 7, ".0f"),
     ("p99_ms", "p99_ms", 7, ".0f"),
@@ -62,7 +76,8 @@ COLUMNS = [
     ("loadavg", "loadavg", 7, ".2f"),
     ("note", "note", 0, "s"),
 ]
-CSV_FIELDS = ["load", "rep", "capacity_s", "target_s", "written_s", "bulks", "p50_ms", "p95_ms",
+CSV_FIELDS = ["load", "rep", "floor_s", "capacity_s", "target_s", "written_s", "bulks", "applier_us",
+              "rt_batch", "ev_batch", "p50_ms", "p95_ms",
               "p99_ms", "max_ms", "p50_range", "p95_range", "p99_range", "srv_pct", "applier_pct",
               "bench_pct", "others_pct", "loadavg", "busy", "note"]
 
@@ -169,7 +184,49 @@ def percentiles(lags):
             "p99_ms": applier.percentile(lags, 0.99), "max_ms": max(lags)}
 
 
-def window(db, cur, writer, names, rate, seconds, cpu):
+class RingReader:
+    """The applier's commands, batches and server CPU in a window: the test server's counters
+    (applier.ServerCounts) read every RING_READ_S on a thread of its own, so that its ring of
+    recent commands does not overflow (nothing on mongod)."""
+
+    def __init__(self, srv):
+        self.srv = srv
+        self.stop_event = threading.Event()
+        self.totals = [0, 0, 0.0]
+        self.overflow = False
+        self.thread = None
+
+    def start(self):
+        if not self.srv.ok:
+            return
+        self.srv.take()
+        self.thread = threading.Thread(target=self.loop)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stop_event.wait(RING_READ_S):
+            self.add()
+
+    def add(self):
+        commands, batches, ms = self.srv.take().get(applier.APPLIER_APP, (0, 0, 0.0))
+        self.totals[0] += commands
+        self.totals[2] += ms
+        if batches is None:
+            self.overflow = True
+        else:
+            self.totals[1] += batches
+
+    def stop(self):
+        """(commands, batches or None, server cpu ms) since start(); None without the counters."""
+        if self.thread is None:
+            return None
+        self.stop_event.set()
+        self.thread.join()
+        self.add()
+        return self.totals[0], None if self.overflow else self.totals[1], self.totals[2]
+
+
+def window(db, cur, writer, names, rate, seconds, cpu, srv):
     """A warm-up of WARMUP_S, then `seconds` measured at `rate` updates/s: one row."""
     base = applier.wait_ready(cur, names, lambda *a: None)[0]
     per_tick = max(1, int(round(rate * applier.TICK_S)))
@@ -197,11 +254,14 @@ def window(db, cur, writer, names, rate, seconds, cpu):
     for t in threads:
         t.start()
     time.sleep(WARMUP_S)
+    ring = RingReader(srv)
+    ring.start()
     lo = time.perf_counter()
     cpu.start()
     time.sleep(seconds)
     hi = time.perf_counter()
     machine = cpu.stop()
+    counts = ring.stop()
     stop.set()
     threads[0].join()
     total = acks[-1][1] if acks else 0
@@ -210,19 +270,27 @@ def window(db, cur, writer, names, rate, seconds, cpu):
         time.sleep(applier.POLL_S)
     stop_polling.set()
     threads[1].join()
-    return window_row(rate, acks, samples, lo, hi, machine, failures)
+    return window_row(rate, acks, samples, lo, hi, machine, counts, failures)
 
 
-def window_row(rate, acks, samples, lo, hi, machine, failures):
-    """The row of one measured window [lo, hi)."""
+def window_row(rate, acks, samples, lo, hi, machine, counts, failures):
+    """The row of one measured window [lo, hi); counts: the applier's (commands, batches, server
+    cpu ms) in it, or None."""
     lags, missing = applier.bulk_lags(acks, samples, lo, hi)
     before = max([n for t, n in acks if t < lo] or [0])
     written = max([n for t, n in acks if t < hi] or [0]) - before
     r = {"target_s": rate, "written_s": written / (hi - lo), "bulks": len(lags)}
     r.update(machine)
+    if written:
+        r["applier_us"] = r["applier_pct"] / 100.0 * (hi - lo) / written * 1e6
+    if counts and counts[1]:
+        r["rt_batch"] = counts[0] / counts[1]
+        r["ev_batch"] = written / counts[1]
     if lags:
         r.update(percentiles(lags))
     notes = list(failures)
+    if counts and counts[1] is None:
+        notes.append("rt/batch not measured: the test server's ring of commands overflowed")
     if missing:
         notes.append("%d bulks NOT APPLIED" % missing)
     if r["others_pct"] > BUSY_OTHERS_PCT:
@@ -236,24 +304,44 @@ def window_row(rate, acks, samples, lo, hi, machine, failures):
 
 # ---- the run -----------------------------------------------------------------------------------------
 
-def capacity(cur, writer, names, events, srv, log):
-    """The applier's events/s in CAPACITY_TURNS bursts (median) and the bursts' median row."""
-    turns = [applier.burst(cur, writer, names, events, srv, log) for _ in range(CAPACITY_TURNS)]
-    rates = [t["events_s"] for t in turns if t.get("events_s")]
-    if len(rates) < len(turns):
-        raise applier.Unavailable("a capacity burst was not applied: %s"
-                                  % [t.get("note") for t in turns])
-    row = applier.median_turn([(t, {"measurement": ""}) for t in turns])[0]
-    row["measurement"] = "capacity: " + row["measurement"]
-    row["note"] = "turns %s events/s; %s" % (" ".join("%.0f" % x for x in rates), turns[-1]["note"])
-    return statistics.median(rates), row
+def rates(db, mdb, cur, names, n, events, srv, log):
+    """CAPACITY_TURNS turns of an applier burst and a floor burst of `events` updates each: the
+    applier's and the floor's rows (medians, applier.median_turn: the applier's x_floor is the
+    median of the turns' floor / applier ratios)."""
+    if mdb[applier.FLOOR_TABLE].estimated_document_count() < n:
+        applier.load_floor(mdb, n, log)
+    writer = applier.Writer(mdb[applier.TABLE], n)
+    floor_writer = applier.Writer(mdb[applier.FLOOR_TABLE], n)
+    writer.seq = floor_writer.seq = CAPACITY_SEED
+    tmpdir = tempfile.mkdtemp(prefix="idxtable_floor_")
+    try:
+        binary = applier.build_floor(tmpdir)
+        floor = applier.Floor(db, len(names), binary)
+        turns = []
+        try:
+            for _ in range(CAPACITY_TURNS):
+                turns.append((applier.burst(cur, writer, names, events, srv, log),
+                              applier.floor_burst(floor, floor_writer, len(names), events, srv,
+                                                  binary, log)))
+        finally:
+            floor.close()
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    if not all(a.get("events_s") and f.get("events_s") for a, f in turns):
+        raise applier.Unavailable("a burst was not applied: %s"
+                                  % [x.get("note") for t in turns for x in t if not x.get("events_s")])
+    app_row, floor_row = applier.median_turn(turns)
+    for row, side in ((app_row, 0), (floor_row, 1)):
+        row["turns"] = " ".join("%.0f" % t[side]["events_s"] for t in turns)
+    return app_row, floor_row
 
 
 def summarize(share, reps):
     """The row of one share over its reps: medians, and the range of p50/p95/p99."""
     r = {"load": "%.0f%%" % (share * 100), "rep": "median"}
-    for key in ("target_s", "written_s", "bulks", "p50_ms", "p95_ms", "p99_ms", "max_ms",
-                "srv_pct", "applier_pct", "bench_pct", "others_pct", "loadavg"):
+    for key in ("target_s", "written_s", "bulks", "applier_us", "rt_batch", "ev_batch", "p50_ms",
+                "p95_ms", "p99_ms", "max_ms", "srv_pct", "applier_pct", "bench_pct", "others_pct",
+                "loadavg"):
         values = [x[key] for x in reps if x.get(key) is not None]
         r[key] = statistics.median(values) if values else None
     for key in ("p50", "p95", "p99"):
@@ -267,13 +355,14 @@ def summarize(share, reps):
 
 
 def run(db, mdb, names, n, events, reps, seconds, log):
-    """Capacity, then the reps; returns (capacity row, lag rows: each rep's and each share's)."""
+    """The rates, then the reps; returns (the applier's and the floor's rate rows, lag rows: each
+    rep's and each share's)."""
     cur = applier.connect(db).cursor()
     srv = applier.ServerCounts(mdb)
-    cap_writer = applier.Writer(mdb[applier.TABLE], n)
-    cap_writer.seq = CAPACITY_SEED
-    cap, cap_row = capacity(cur, cap_writer, names, events, srv, log)
-    log("  capacity: %.0f events/s (median of %d bursts of %d)" % (cap, CAPACITY_TURNS, events))
+    rate_rows = rates(db, mdb, cur, names, n, events, srv, log)
+    cap, floor = rate_rows[0]["events_s"], rate_rows[1]["events_s"]
+    log("  rates: applier %.0f, floor %.0f events/s (medians of %d turns of %d updates); "
+        "floor / applier %.2f" % (cap, floor, CAPACITY_TURNS, events, rate_rows[0]["x_floor"]))
     cpu = Cpu(cur)
     per_share = {share: [] for share in LOADS}
     rows = []
@@ -282,21 +371,21 @@ def run(db, mdb, names, n, events, reps, seconds, log):
         for k, share in (order if rep % 2 == 0 else order[::-1]):
             writer = applier.Writer(mdb[applier.TABLE], n)
             writer.seq = SEED + (rep * len(LOADS) + k) * SEED_STRIDE
-            r = window(db, cur, writer, names, cap * share, seconds, cpu)
-            r.update(load="%.0f%%" % (share * 100), rep=str(rep + 1), capacity_s=cap)
+            r = window(db, cur, writer, names, floor * share, seconds, cpu, srv)
+            r.update(load="%.0f%%" % (share * 100), rep=str(rep + 1), capacity_s=cap, floor_s=floor)
             per_share[share].append(r)
             rows.append(r)
             log("  lag rep %d at %.0f%% (%.0f/s): p50 %s, p99 %s ms; server %.0f%%, applier %.0f%%, "
-                "others %.0f%% of a core; load %.2f%s"
-                % (rep + 1, share * 100, cap * share, fmt(r.get("p50_ms")), fmt(r.get("p99_ms")),
-                   r["srv_pct"], r["applier_pct"], r["others_pct"], r["loadavg"],
-                   " " + r["note"] if r["note"] else ""))
+                "others %.0f%% of a core; %s rt/batch; load %.2f%s"
+                % (rep + 1, share * 100, floor * share, fmt(r.get("p50_ms")), fmt(r.get("p99_ms")),
+                   r["srv_pct"], r["applier_pct"], r["others_pct"], fmt1(r.get("rt_batch")),
+                   r["loadavg"], " " + r["note"] if r["note"] else ""))
     for share in LOADS:
         s = summarize(share, per_share[share])
-        s["capacity_s"] = cap
+        s.update(capacity_s=cap, floor_s=floor)
         rows.append(s)
     cur.connection.close()
-    return cap_row, rows
+    return rate_rows, rows
 
 
 def fmt(v):
@@ -311,27 +400,37 @@ def index_names(cur):
 
 
 def load_only(db, mdb, n, log):
-    """The table and its three index tables, for a run of this section alone; their names."""
+    """The table and its three index tables, and the floor's copy of the customers, for a run of
+    this section alone; the index tables' names."""
     cur = applier.connect(db).cursor()
     applier.check_prerequisites(cur)
     applier.load(cur, mdb, n, log)
+    applier.load_floor(mdb, n, log)
     names = applier.create_indexes(cur, 0, len(applier.INDEXES), log)
     applier.wait_ready(cur, names, log)
     cur.connection.close()
     return names
 
 
-def report(cap_row, rows, reps, seconds):
+RATE_COLUMNS = [c for c in applier.COLUMNS
+                if c[1] in ("measurement", "indexes", "events", "seconds", "events_s", "entries_s",
+                            "x_floor", "cpu_us", "srv_us", "rt_batch")]
+RATE_COLUMNS.append(("turns' events/s", "turns", 0, "s"))
+
+
+def report(rate_rows, rows, reps, seconds):
     """The section's lines for stdout."""
+    app, floor = rate_rows
     out = ["", "idxtable_fdw applier lag: %d reps of %.0f s per load (after %.0f s of warm-up), "
-           "loads as shares of the applier's capacity measured in the same run: %.0f events/s "
-           "(3 index tables, %s)" % (reps, seconds, WARMUP_S, rows[-1]["capacity_s"],
-                                     cap_row.get("note", "")),
-           "capacity rt/batch %s, applier CPU %s us/event"
-           % (fmt1(cap_row.get("rt_batch")), fmt(cap_row.get("cpu_us"))),
-           "lag: per bulk, acknowledged -> counted applied in idxtable.sync_status; srv%, appl%, "
-           "bench%, others%: CPU as % of one core of the test server, the applier, the rest of the "
-           "benchmark and the rest of the machine (" + str(os.cpu_count()) + " cores)", ""]
+           "loads as shares of the floor's rate measured in the same run: %.0f events/s (the "
+           "applier's: %.0f events/s; floor / applier %.2f, the median of the turns' ratios)"
+           % (reps, seconds, WARMUP_S, floor["events_s"], app["events_s"], app["x_floor"]), ""]
+    out.extend(table_report.table(rate_rows, RATE_COLUMNS, min_width=0))
+    out.extend(["", "lag: per bulk, acknowledged -> counted applied in idxtable.sync_status; "
+                "appl_us/ev: the applier's CPU per event written; rt/batch, ev/batch: the "
+                "applier's commands and the events per batch that brought events; srv%, appl%, "
+                "bench%, others%: CPU as % of one core of the test server, the applier, the rest of "
+                "the benchmark and the rest of the machine (" + str(os.cpu_count()) + " cores)", ""])
     out.extend(table_report.table(rows, COLUMNS, min_width=0))
     return out
 

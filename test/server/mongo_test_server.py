@@ -24,6 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 try:
+    from idxmongo import profiling
     from idxmongo.server import Server, configure_logging, write_port_file
 except ImportError as exc:  # say which Debian package is missing instead of a bare traceback
     sys.exit("mongo_test_server: %s; it needs the Debian packages python3-pymongo, python3-mongomock and "
@@ -110,6 +111,7 @@ def main(argv=None):
         sys.exit("mongo_test_server: --dbpath %s: %s" % (args.dbpath, exc))
     server.txn_size_limit = args.txn_size_limit or None
     server.noop_interval = max(0.1, args.periodic_noop_secs)
+    server.profiler = profiling.from_environment()
     server.listen()
     if args.port_file:
         write_port_file(args.port_file, [member.port for member in server.repl.members])

@@ -283,7 +283,7 @@ class Context:
         txns.check_write(self.txn, coll, idk, doc)
         limits.check_written(self, doc, self.name == "insert")
         try:
-            coll.insert(doc)
+            coll.insert(doc, idk)
         except DuplicateKey as exc:
             conflict = txns.duplicate_conflict(self.txn, coll, exc.holder_idk)
             if conflict is not None:
@@ -371,7 +371,7 @@ def prepare_insert(doc):
     value = doc["_id"]
     if isinstance(value, list):
         raise MongoError(53, "The '_id' value cannot be of type array")
-    if sort_key(value)[0] == REGEX:
+    if not isinstance(value, (str, int, dict, ObjectId)) and sort_key(value)[0] == REGEX:
         raise MongoError(53, "can't use a regex for _id")
     if next(iter(doc)) != "_id":
         out = {"_id": value}

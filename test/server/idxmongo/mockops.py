@@ -120,6 +120,28 @@ def _keep_int64(old, new, increments):
             container[key] = Int64(container[key])
 
 
+# values a `$set` writes as they are: immutable, no document or array (nothing mongomock would convert)
+_PLAIN_SCALARS = (str, int, float, type(None), ObjectId)
+
+
+def _set_in_place(doc, update):
+    """The updated copy of `doc` for the commonest update, a `$set` of top-level fields that `doc` already
+    has to scalar values, without mongomock (its run costs a deep copy of the document and a scan of a
+    scratch collection): each value is replaced where it stands, as mongod and mongomock do. None for any
+    other update (a new field, whose place mongod 5.0 and later choose by name, a dotted or `$` path,
+    `_id`, a document, array, date or other value), which goes to mongomock."""
+    if len(update) != 1 or not isinstance(update.get("$set"), dict) or not update["$set"]:
+        return None
+    fields = update["$set"]
+    for key, value in fields.items():
+        if (not isinstance(key, str) or key not in doc or key == "_id" or "." in key or key.startswith("$")
+                or not isinstance(value, _PLAIN_SCALARS)):
+            return None
+    new = dict(doc)
+    new.update(fields)
+    return new
+
+
 def apply_update(doc, spec, update):
     """The updated copy of `doc` under update `update` (operators or replacement); `spec` is the query,
     which positional `$` operators need."""
@@ -129,6 +151,9 @@ def apply_update(doc, spec, update):
                                  "been altered to _id: %r" % (update["_id"],))
         new = {"_id": doc["_id"]}
         new.update((k, v) for k, v in update.items() if k != "_id")
+        return new
+    new = _set_in_place(doc, update)
+    if new is not None:
         return new
     new = _run_update(doc, spec, update, upsert=False)
     if isinstance(update.get("$inc"), dict):

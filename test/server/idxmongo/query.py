@@ -267,6 +267,8 @@ def _plan_for_conjunction(coll, filt, sort, collation=None):
     for index in coll.indexes.values():
         if not index.serves_queries or index.collation != collation:
             continue
+        if best is not None and best[0][0] and not index.unique:
+            continue  # a full point of a unique index (the _id of a point write) outranks any non-unique one
         found = _index_intervals(index, conds)
         if found is None:
             continue

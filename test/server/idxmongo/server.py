@@ -109,6 +109,7 @@ class Server:
         self.cmdlog = CommandLog()
         self.cmdcpu = CommandCpu()
         self.started = time.time()
+        self.profiler = None  # profiling.Profiler (IDXMONGO_PROFILE), set by mongo_test_server.py
         self.stop_event = threading.Event()
         self.conns_lock = threading.Lock()
         self.conns = {}
@@ -198,6 +199,8 @@ class Server:
 
     def dispatch(self, conn, request):
         """Run one command and return its reply document (raises CloseConnection for failpoints)."""
+        if self.profiler is not None:
+            self.profiler.before_request()
         cmd = request.command
         name = next(iter(cmd), "")
         started = time.monotonic()

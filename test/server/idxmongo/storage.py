@@ -53,13 +53,14 @@ class Index:
         """Sparse and partial indexes do not hold every document, so the planner leaves them alone."""
         return not (self.sparse or self.partial)
 
-    def keys_of(self, doc):
-        """Map of key tuple -> raw field values for `doc` (empty when sparse/partial exclude it).
+    def keys_of(self, doc, idk=None):
+        """Map of key tuple -> raw field values for `doc` (empty when sparse/partial exclude it); `idk`, the
+        sort key of its `_id` if the caller has it, spares the `_id` index computing it again.
 
         Raises CannotIndexParallelArrays (171) when two indexed fields are arrays, as MongoDB does.
         """
         if self.is_id:
-            return {(self._key(doc["_id"]),): (doc["_id"],)}
+            return {(idk if idk is not None and not self.collation else self._key(doc["_id"]),): (doc["_id"],)}
         if self.partial_match is not None and not self.partial_match(doc):
             return {}
         per_field = []
@@ -126,9 +127,9 @@ class Collection:
         """The namespace string `db.collection`."""
         return "%s.%s" % (self.db, self.name)
 
-    def index_keys(self, doc):
-        """Key map of `doc` for every index, by index name."""
-        return {name: index.keys_of(doc) for name, index in self.indexes.items()}
+    def index_keys(self, doc, idk=None):
+        """Key map of `doc` for every index, by index name (`idk`: the sort key of its `_id`, if known)."""
+        return {name: index.keys_of(doc, idk) for name, index in self.indexes.items()}
 
     def check_unique(self, idk, keys):
         """Raise DuplicateKey if another document holds one of `keys` in a unique index."""
@@ -140,10 +141,11 @@ class Collection:
                 if holder is not None:
                     raise DuplicateKey(self, index, raw, holder)
 
-    def insert(self, doc):
-        """Add a new document (which must carry `_id`); returns its id key."""
-        idk = sort_key(doc["_id"])
-        keys = self.index_keys(doc)
+    def insert(self, doc, idk=None):
+        """Add a new document (which must carry `_id`); returns its id key (`idk`, if the caller has it)."""
+        if idk is None:
+            idk = sort_key(doc["_id"])
+        keys = self.index_keys(doc, idk)
         if idk in self.docs:
             raise DuplicateKey(self, self.indexes["_id_"], (doc["_id"],), idk)
         self.check_unique(idk, keys)
@@ -157,8 +159,8 @@ class Collection:
     def replace(self, idk, new_doc):
         """Replace the document stored under `idk`, keeping its place in natural order."""
         old_doc = self.docs[idk]
-        old_keys = self.index_keys(old_doc)
-        new_keys = self.index_keys(new_doc)
+        old_keys = self.index_keys(old_doc, idk)
+        new_keys = self.index_keys(new_doc, idk)
         self.check_unique(idk, new_keys)
         for name, index in self.indexes.items():
             if old_keys[name] != new_keys[name]:
@@ -170,7 +172,7 @@ class Collection:
         """Remove the document stored under `idk`; returns it."""
         doc = self.docs.pop(idk)
         self.record_ids.pop(idk)
-        for name, keys in self.index_keys(doc).items():
+        for name, keys in self.index_keys(doc, idk).items():
             self.indexes[name].remove(idk, keys)
         return doc
 
